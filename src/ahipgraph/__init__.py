@@ -1,0 +1,132 @@
+"""ahipgraph: AMD HIP Graphs as an asyncio runtime over a simulated, asynchronous GPU.
+
+Build a graph of device work once, instantiate it once, replay it with almost no host cost::
+
+    import ahipgraph as ahg
+
+    exec = graph.instantiate()
+    await (await exec.launch(stream))
+
+Everything public is importable from here; the implementation lives in private layers
+(core, device, runtime, graph, exec, lifetime).
+"""
+
+from __future__ import annotations
+
+from ._run import run
+from .core.errors import (
+    CapturedEvent,
+    ContextIsDestroyed,
+    ErrorCode,
+    GraphExecUpdateFailure,
+    HipError,
+    IllegalAddress,
+    IllegalState,
+    InvalidConfiguration,
+    InvalidDevice,
+    InvalidDeviceFunction,
+    InvalidDevicePointer,
+    InvalidHandle,
+    InvalidMemcpyDirection,
+    InvalidSymbol,
+    InvalidValue,
+    LaunchFailure,
+    NotFound,
+    NotInitialized,
+    NotReady,
+    NotSupported,
+    OperatingSystem,
+    OutOfMemory,
+    StreamCaptureImplicit,
+    StreamCaptureInvalidated,
+    StreamCaptureIsolation,
+    StreamCaptureMerge,
+    StreamCaptureUnjoined,
+    StreamCaptureUnmatched,
+    StreamCaptureUnsupported,
+    StreamCaptureWrongThread,
+    Unknown,
+)
+from .device.device import Device, configure_devices, device_count, get_device
+from .device.kernel import Dim3, Kernel, Threads, kernel
+from .device.kernel_args import (
+    Ptr,
+    float32,
+    float64,
+    int8,
+    int16,
+    int32,
+    int64,
+    uint8,
+    uint16,
+    uint32,
+    uint64,
+)
+from .device.pointer import NULL, DevicePtr
+from .device.properties import CopyKind, CostModel, DeviceProperties
+from .runtime.completion import Completion
+from .runtime.event import Event, elapsed_time
+from .runtime.stream import Stream
+
+__all__ = [
+    "NULL",
+    "CapturedEvent",
+    "Completion",
+    "ContextIsDestroyed",
+    "CopyKind",
+    "CostModel",
+    "Device",
+    "DeviceProperties",
+    "DevicePtr",
+    "Dim3",
+    "ErrorCode",
+    "Event",
+    "GraphExecUpdateFailure",
+    "HipError",
+    "IllegalAddress",
+    "IllegalState",
+    "InvalidConfiguration",
+    "InvalidDevice",
+    "InvalidDeviceFunction",
+    "InvalidDevicePointer",
+    "InvalidHandle",
+    "InvalidMemcpyDirection",
+    "InvalidSymbol",
+    "InvalidValue",
+    "Kernel",
+    "LaunchFailure",
+    "NotFound",
+    "NotInitialized",
+    "NotReady",
+    "NotSupported",
+    "OperatingSystem",
+    "OutOfMemory",
+    "Ptr",
+    "Stream",
+    "StreamCaptureImplicit",
+    "StreamCaptureInvalidated",
+    "StreamCaptureIsolation",
+    "StreamCaptureMerge",
+    "StreamCaptureUnjoined",
+    "StreamCaptureUnmatched",
+    "StreamCaptureUnsupported",
+    "StreamCaptureWrongThread",
+    "Threads",
+    "Unknown",
+    "configure_devices",
+    "device_count",
+    "elapsed_time",
+    "float32",
+    "float64",
+    "get_device",
+    "int16",
+    "int32",
+    "int64",
+    "int8",
+    "kernel",
+    "run",
+    "uint16",
+    "uint32",
+    "uint64",
+    "uint8",
+]

@@ -1,0 +1,270 @@
+"""HIP error codes and the exception hierarchy keyed by them.
+
+Every failure a HIP call would report as a ``hipError_t`` is raised here as a :class:`HipError`
+subclass, one class per code, so users catch exactly what they expect
+(``except ahg.StreamCaptureInvalidated``) and can still reach the numeric code through ``.code``.
+Python-level misuse (a wrong type, a malformed argument) stays ``TypeError``/``ValueError``.
+
+The enum members carry HIP's names without the ``hipError`` prefix and HIP's numbers;
+``ErrorCode.InvalidValue.hip_name`` gives the full C name.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import ClassVar
+
+__all__ = [
+    "ErrorCode",
+    "HipError",
+    "InvalidValue",
+    "OutOfMemory",
+    "NotInitialized",
+    "InvalidConfiguration",
+    "InvalidSymbol",
+    "InvalidDevicePointer",
+    "InvalidMemcpyDirection",
+    "InvalidDeviceFunction",
+    "InvalidDevice",
+    "OperatingSystem",
+    "InvalidHandle",
+    "IllegalState",
+    "NotFound",
+    "NotReady",
+    "IllegalAddress",
+    "ContextIsDestroyed",
+    "LaunchFailure",
+    "NotSupported",
+    "StreamCaptureUnsupported",
+    "StreamCaptureInvalidated",
+    "StreamCaptureMerge",
+    "StreamCaptureUnmatched",
+    "StreamCaptureUnjoined",
+    "StreamCaptureIsolation",
+    "StreamCaptureImplicit",
+    "CapturedEvent",
+    "StreamCaptureWrongThread",
+    "GraphExecUpdateFailure",
+    "Unknown",
+    "error_class",
+]
+
+
+class ErrorCode(enum.IntEnum):
+    """``hipError_t`` values, named as HIP names them (minus the ``hipError`` prefix)."""
+
+    Success = 0
+    InvalidValue = 1
+    OutOfMemory = 2
+    NotInitialized = 3
+    InvalidConfiguration = 9
+    InvalidSymbol = 13
+    InvalidDevicePointer = 17
+    InvalidMemcpyDirection = 21
+    InvalidDeviceFunction = 98
+    InvalidDevice = 101
+    OperatingSystem = 304
+    InvalidHandle = 400
+    IllegalState = 401
+    NotFound = 500
+    NotReady = 600
+    IllegalAddress = 700
+    ContextIsDestroyed = 709
+    LaunchFailure = 719
+    NotSupported = 801
+    StreamCaptureUnsupported = 900
+    StreamCaptureInvalidated = 901
+    StreamCaptureMerge = 902
+    StreamCaptureUnmatched = 903
+    StreamCaptureUnjoined = 904
+    StreamCaptureIsolation = 905
+    StreamCaptureImplicit = 906
+    CapturedEvent = 907
+    StreamCaptureWrongThread = 908
+    GraphExecUpdateFailure = 910
+    Unknown = 999
+
+    @property
+    def hip_name(self) -> str:
+        """The C enumerator, e.g. ``hipErrorInvalidValue`` (``hipSuccess`` for 0)."""
+        return "hipSuccess" if self is ErrorCode.Success else f"hipError{self.name}"
+
+
+class HipError(Exception):
+    """Base class of every error a HIP call reports.
+
+    Attributes:
+        code: the :class:`ErrorCode` of this failure (a class attribute of each subclass).
+    """
+
+    code: ClassVar[ErrorCode] = ErrorCode.Unknown
+
+    def __init__(self, message: str = "") -> None:
+        self.message = message
+        super().__init__(f"{self.code.hip_name}: {message}" if message else self.code.hip_name)
+
+    @staticmethod
+    def from_code(code: ErrorCode | int, message: str = "") -> HipError:
+        """Build the exception of the subclass registered for ``code``."""
+        return error_class(code)(message)
+
+
+_BY_CODE: dict[ErrorCode, type[HipError]] = {}
+
+
+def _register(cls: type[HipError]) -> type[HipError]:
+    _BY_CODE[cls.code] = cls
+    return cls
+
+
+def error_class(code: ErrorCode | int) -> type[HipError]:
+    """The exception class for ``code``; unknown codes map to :class:`Unknown`."""
+    try:
+        return _BY_CODE[ErrorCode(code)]
+    except ValueError:
+        return Unknown
+
+
+@_register
+class InvalidValue(HipError):
+    code = ErrorCode.InvalidValue
+
+
+@_register
+class OutOfMemory(HipError):
+    code = ErrorCode.OutOfMemory
+
+
+@_register
+class NotInitialized(HipError):
+    code = ErrorCode.NotInitialized
+
+
+@_register
+class InvalidConfiguration(HipError):
+    code = ErrorCode.InvalidConfiguration
+
+
+@_register
+class InvalidSymbol(HipError):
+    code = ErrorCode.InvalidSymbol
+
+
+@_register
+class InvalidDevicePointer(HipError):
+    code = ErrorCode.InvalidDevicePointer
+
+
+@_register
+class InvalidMemcpyDirection(HipError):
+    code = ErrorCode.InvalidMemcpyDirection
+
+
+@_register
+class InvalidDeviceFunction(HipError):
+    code = ErrorCode.InvalidDeviceFunction
+
+
+@_register
+class InvalidDevice(HipError):
+    code = ErrorCode.InvalidDevice
+
+
+@_register
+class OperatingSystem(HipError):
+    code = ErrorCode.OperatingSystem
+
+
+@_register
+class InvalidHandle(HipError):
+    code = ErrorCode.InvalidHandle
+
+
+@_register
+class IllegalState(HipError):
+    code = ErrorCode.IllegalState
+
+
+@_register
+class NotFound(HipError):
+    code = ErrorCode.NotFound
+
+
+@_register
+class NotReady(HipError):
+    code = ErrorCode.NotReady
+
+
+@_register
+class IllegalAddress(HipError):
+    code = ErrorCode.IllegalAddress
+
+
+@_register
+class ContextIsDestroyed(HipError):
+    code = ErrorCode.ContextIsDestroyed
+
+
+@_register
+class LaunchFailure(HipError):
+    code = ErrorCode.LaunchFailure
+
+
+@_register
+class NotSupported(HipError):
+    code = ErrorCode.NotSupported
+
+
+@_register
+class StreamCaptureUnsupported(HipError):
+    code = ErrorCode.StreamCaptureUnsupported
+
+
+@_register
+class StreamCaptureInvalidated(HipError):
+    code = ErrorCode.StreamCaptureInvalidated
+
+
+@_register
+class StreamCaptureMerge(HipError):
+    code = ErrorCode.StreamCaptureMerge
+
+
+@_register
+class StreamCaptureUnmatched(HipError):
+    code = ErrorCode.StreamCaptureUnmatched
+
+
+@_register
+class StreamCaptureUnjoined(HipError):
+    code = ErrorCode.StreamCaptureUnjoined
+
+
+@_register
+class StreamCaptureIsolation(HipError):
+    code = ErrorCode.StreamCaptureIsolation
+
+
+@_register
+class StreamCaptureImplicit(HipError):
+    code = ErrorCode.StreamCaptureImplicit
+
+
+@_register
+class CapturedEvent(HipError):
+    code = ErrorCode.CapturedEvent
+
+
+@_register
+class StreamCaptureWrongThread(HipError):
+    code = ErrorCode.StreamCaptureWrongThread
+
+
+@_register
+class GraphExecUpdateFailure(HipError):
+    code = ErrorCode.GraphExecUpdateFailure
+
+
+@_register
+class Unknown(HipError):
+    code = ErrorCode.Unknown

@@ -1,0 +1,96 @@
+"""The one wait primitive: a FIFO of futures with hand-off on wake.
+
+Every place in ahipgraph that blocks a task — stream and event synchronisation, launch completion,
+pools that run dry — parks on a :class:`WaitQueue`. Fairness and cancellation are solved here once:
+
+* ``park()`` appends a future and waits for it; waiters wake in FIFO order.
+* ``unpark(value)`` hands ``value`` to the first waiter that is still waiting and returns True, or
+  returns False when nobody waits (the caller then keeps the item, e.g. puts it on a free list).
+  Handing over directly means a later non-blocking acquire can never jump the queue.
+* A waiter cancelled *before* the hand-off simply leaves the queue. A waiter cancelled *after* it
+  was handed a value (the future resolved, but the task was cancelled before it resumed) gives the
+  value back through ``on_abandon`` so no item is lost.
+
+A WaitQueue belongs to the event loop of its waiters and is used only from that loop's thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["WaitQueue", "WaitQueueStatistics"]
+
+
+@dataclass(frozen=True, slots=True)
+class WaitQueueStatistics:
+    waiters: int
+
+
+class WaitQueue:
+    """A FIFO of parked tasks."""
+
+    __slots__ = ("_waiters",)
+
+    def __init__(self) -> None:
+        self._waiters: deque[asyncio.Future[Any]] = deque()
+
+    async def park(self, on_abandon: Callable[[Any], None] | None = None) -> Any:
+        """Wait until :meth:`unpark` hands this waiter a value, and return it.
+
+        Args:
+            on_abandon: called with the handed value if the task is cancelled after the hand-off.
+        """
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._waiters.append(future)
+        try:
+            return await future
+        except asyncio.CancelledError:
+            if future.done() and not future.cancelled():
+                # Handed a value, then cancelled before resuming: give it back.
+                if on_abandon is not None:
+                    on_abandon(future.result())
+            else:
+                self._discard(future)
+            raise
+
+    def _discard(self, future: asyncio.Future[Any]) -> None:
+        with contextlib.suppress(ValueError):
+            self._waiters.remove(future)
+
+    def unpark(self, value: Any = None) -> bool:
+        """Hand ``value`` to the first live waiter; return False if there is none."""
+        waiters = self._waiters
+        while waiters:
+            future = waiters.popleft()
+            if not future.done():
+                future.set_result(value)
+                return True
+        return False
+
+    def unpark_all(self, value: Any = None) -> int:
+        """Wake every waiter with ``value``; return how many were woken."""
+        woken = 0
+        waiters = self._waiters
+        while waiters:
+            future = waiters.popleft()
+            if not future.done():
+                future.set_result(value)
+                woken += 1
+        return woken
+
+    def __len__(self) -> int:
+        return sum(1 for future in self._waiters if not future.done())
+
+    def __bool__(self) -> bool:
+        return any(not future.done() for future in self._waiters)
+
+    def statistics(self) -> WaitQueueStatistics:
+        return WaitQueueStatistics(waiters=len(self))
+
+    def __repr__(self) -> str:
+        return f"<WaitQueue waiters={len(self)}>"

@@ -1,0 +1,252 @@
+"""The simulated device: memory, hardware queues, a clock, and the devices table.
+
+A :class:`Device` runs its work on the event loop that submits it. It binds to that loop at the
+first submission and may move to another loop only when it is idle (or its loop has closed, in
+which case work left behind by the dead loop is discarded); using a busy device from a second
+loop is a clear :class:`IllegalState` error.
+
+The devices table (``configure_devices``, ``device_count``, ``get_device``) is process-wide and
+thread-safe. Unless configured, one device with default properties exists.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ..core.clock import SimClock
+from ..core.errors import IllegalState, InvalidDevice, InvalidDevicePointer
+from ..core.waitqueue import WaitQueue
+from .hwqueue import HardwareQueue, QueueStatistics
+from .memory import DeviceMemory, MemoryStatistics
+from .pointer import DevicePtr
+from .properties import DeviceProperties
+
+if TYPE_CHECKING:
+    from ..runtime.event import Event
+    from ..runtime.stream import Stream
+
+__all__ = [
+    "Device",
+    "DeviceStatistics",
+    "configure_devices",
+    "device_count",
+    "get_device",
+    "resolve_pointer",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceStatistics:
+    ordinal: int
+    in_flight: int
+    now_ns: int
+    memory: MemoryStatistics
+    queues: tuple[QueueStatistics, ...]
+
+
+class Device:
+    """One simulated GPU. Obtain it with :func:`get_device`; it has no public constructor."""
+
+    def __init__(self, ordinal: int, properties: DeviceProperties) -> None:
+        self.ordinal = ordinal
+        self.properties = properties
+        self.memory = DeviceMemory(ordinal, properties.memory_bytes)
+        self.clock = SimClock()
+        self.queues = tuple(HardwareQueue(self, i) for i in range(properties.hardware_queues))
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.in_flight = 0
+        self._idle = WaitQueue()
+        self._next_queue = 0
+        self._lock = threading.Lock()
+        self._null_stream: Stream | None = None
+        # Streams created on this device that are still alive (runtime layer keeps it current).
+        self.streams: list[Stream] = []
+
+    @property
+    def name(self) -> str:
+        return self.properties.name
+
+    # -- event loop -----------------------------------------------------------------------------
+
+    def bind_loop(self) -> asyncio.AbstractEventLoop:
+        """The loop running this device's work: the caller's, binding it if the device is free.
+
+        Raises:
+            IllegalState: the device has work in flight on another, still open, loop.
+            RuntimeError: called outside a running event loop.
+        """
+        loop = asyncio.get_running_loop()
+        if loop is self.loop:
+            return loop
+        current = self.loop
+        if current is not None and self.in_flight and not current.is_closed():
+            raise IllegalState(f"device {self.ordinal} is busy on another event loop")
+        if current is not None and self.in_flight:
+            self._discard_abandoned_work()
+        self.loop = loop
+        self._idle = WaitQueue()
+        return loop
+
+    def _discard_abandoned_work(self) -> None:
+        for queue in self.queues:
+            queue.discard()
+        self.in_flight = 0
+
+    def retired(self) -> None:
+        """A packet finished (called by the queues)."""
+        self.in_flight -= 1
+        if not self.in_flight:
+            self._idle.unpark_all()
+
+    def next_queue(self) -> HardwareQueue:
+        """Round-robin queue assignment for new streams."""
+        with self._lock:
+            queue = self.queues[self._next_queue % len(self.queues)]
+            self._next_queue += 1
+        return queue
+
+    # -- memory ---------------------------------------------------------------------------------
+
+    def malloc(self, nbytes: int) -> DevicePtr:
+        """``hipMalloc``: see :meth:`DeviceMemory.malloc`."""
+        return self.memory.malloc(nbytes)
+
+    def free(self, ptr: DevicePtr) -> None:
+        """``hipFree``. Unlike HIP it does not wait for work in flight: free after synchronising."""
+        self.memory.free(ptr)
+
+    def memory_info(self) -> tuple[int, int]:
+        """(free, total) bytes."""
+        return self.memory.memory_info()
+
+    def view(self, ptr: DevicePtr, dtype: Any, count: int | None = None) -> npt.NDArray[Any]:
+        """A host-side typed view of device memory (for inspection and tests), bounds-checked."""
+        dt = np.dtype(dtype)
+        self.memory.resolve(ptr, (count or 0) * dt.itemsize)
+        view = self.memory.view(ptr.address, dt)
+        return view if count is None else view[:count]
+
+    # -- streams, events, synchronisation --------------------------------------------------------
+
+    def create_stream(self, *, priority: int = 0, non_blocking: bool = False) -> Stream:
+        """``hipStreamCreateWithPriority`` / ``WithFlags``."""
+        from ..runtime.stream import Stream  # the runtime layer sits above the device layer
+
+        return Stream._create(self, priority=priority, non_blocking=non_blocking)
+
+    def create_event(self, *, disable_timing: bool = False, blocking_sync: bool = False) -> Event:
+        """``hipEventCreateWithFlags``."""
+        from ..runtime.event import Event
+
+        return Event._create(self, disable_timing=disable_timing, blocking_sync=blocking_sync)
+
+    @property
+    def null_stream(self) -> Stream:
+        """The legacy default stream: it orders with every other blocking stream."""
+        if self._null_stream is None:
+            from ..runtime.stream import Stream
+
+            with self._lock:
+                if self._null_stream is None:
+                    self._null_stream = Stream._create(self, null=True)
+        return self._null_stream
+
+    async def synchronize(self) -> None:
+        """Wait for all work on the device (``hipDeviceSynchronize``).
+
+        Raises:
+            HipError: the first unreported failure of any stream of this device (then cleared).
+        """
+        if self.in_flight:
+            self.bind_loop()
+            while self.in_flight:
+                await self._idle.park()
+        self.clock.observe(max(queue.busy_until for queue in self.queues))
+        error = None
+        for stream in list(self.streams):
+            stream_error = stream.take_error()
+            if error is None:
+                error = stream_error
+        if error is not None:
+            raise error
+
+    def statistics(self) -> DeviceStatistics:
+        return DeviceStatistics(
+            self.ordinal,
+            self.in_flight,
+            self.clock.now,
+            self.memory.statistics(),
+            tuple(queue.statistics() for queue in self.queues),
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"<Device {self.ordinal} {self.properties.name!r} in_flight={self.in_flight} "
+            f"memory={self.memory.bytes_in_use}/{self.memory.total_bytes}>"
+        )
+
+
+_devices_lock = threading.Lock()
+_devices: list[Device] = []
+
+
+def configure_devices(
+    count: int = 1, properties: DeviceProperties | Sequence[DeviceProperties] | None = None
+) -> list[Device]:
+    """Replace the simulated devices: ``count`` of them, with one or per-device properties.
+
+    Meant for program start-up and test fixtures: existing device objects are dropped.
+    """
+    if isinstance(properties, Sequence):
+        props = list(properties)
+        if len(props) != count:
+            raise ValueError(f"{count} devices but {len(props)} property sets")
+    else:
+        props = [properties or DeviceProperties()] * count
+    if count < 1:
+        raise ValueError(f"need at least one device, got {count}")
+    with _devices_lock:
+        _devices[:] = [Device(i, p) for i, p in enumerate(props)]
+        return list(_devices)
+
+
+def _table() -> list[Device]:
+    if not _devices:
+        with _devices_lock:
+            if not _devices:
+                _devices.append(Device(0, DeviceProperties()))
+    return _devices
+
+
+def device_count() -> int:
+    """``hipGetDeviceCount``."""
+    return len(_table())
+
+
+def get_device(ordinal: int = 0) -> Device:
+    """The device with this ordinal.
+
+    Raises:
+        InvalidDevice: no such device.
+    """
+    table = _table()
+    if isinstance(ordinal, bool) or not isinstance(ordinal, int):
+        raise TypeError(f"a device ordinal must be an int, got {ordinal!r}")
+    if not 0 <= ordinal < len(table):
+        raise InvalidDevice(f"device {ordinal} does not exist ({len(table)} configured)")
+    return table[ordinal]
+
+
+def resolve_pointer(ptr: DevicePtr, nbytes: int) -> tuple[npt.NDArray[np.uint8], int]:
+    """Resolve a pointer of any device to (buffer, offset), bounds-checked."""
+    table = _table()
+    if not 0 <= ptr.device < len(table):
+        raise InvalidDevicePointer(f"{ptr!r} belongs to no device")
+    return table[ptr.device].memory.resolve(ptr, nbytes)

@@ -1,0 +1,194 @@
+"""Kernels: typed Python functions whose bodies run over the whole grid with numpy.
+
+``@ahg.kernel`` turns ``def body(t, n: ahg.int32, x: ahg.Ptr[ahg.float32]) -> None`` into a
+:class:`Kernel`. The first parameter receives a :class:`Threads` describing the launch (grid,
+block, and the linear ids of every thread as one numpy array); the others are declared with
+argument types and are decoded from kernel-argument bytes at dispatch. A body may be ``async``:
+its queue then stays busy until the coroutine finishes, which is how tests hold a kernel open.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple, overload
+
+import numpy as np
+import numpy.typing as npt
+
+from ..core.errors import InvalidConfiguration, InvalidValue
+from .kernel_args import ArgLayout, ArgType
+
+__all__ = ["Dim3", "Kernel", "Threads", "kernel", "launch_dims"]
+
+
+class Dim3(NamedTuple):
+    x: int
+    y: int = 1
+    z: int = 1
+
+    @property
+    def volume(self) -> int:
+        return self.x * self.y * self.z
+
+
+DimLike = int | Sequence[int]
+
+
+def _dim3(value: DimLike, what: str) -> Dim3:
+    if isinstance(value, bool):
+        raise TypeError(f"{what} must be an int or a tuple of up to 3 ints, got {value!r}")
+    if isinstance(value, int | np.integer):
+        return Dim3(int(value))
+    if isinstance(value, Sequence) and 1 <= len(value) <= 3:
+        parts = []
+        for part in value:
+            if isinstance(part, bool) or not isinstance(part, int | np.integer):
+                raise TypeError(f"{what} must be an int or a tuple of up to 3 ints, got {value!r}")
+            parts.append(int(part))
+        return Dim3(*parts)
+    raise TypeError(f"{what} must be an int or a tuple of up to 3 ints, got {value!r}")
+
+
+def launch_dims(
+    grid: DimLike,
+    block: DimLike,
+    *,
+    max_threads_per_block: int,
+    max_grid: tuple[int, int, int],
+    shared_mem: int = 0,
+    max_shared_mem: int = 65536,
+) -> tuple[Dim3, Dim3]:
+    """Validate a launch configuration (grid in blocks, block in threads) as HIP does.
+
+    Raises:
+        InvalidConfiguration: a zero or negative dimension, or one past the device's limits.
+        InvalidValue: more dynamic shared memory than a block may have.
+    """
+    grid3, block3 = _dim3(grid, "grid"), _dim3(block, "block")
+    if min(grid3) <= 0 or min(block3) <= 0:
+        raise InvalidConfiguration(f"grid {tuple(grid3)} and block {tuple(block3)} must be > 0")
+    if block3.volume > max_threads_per_block:
+        raise InvalidConfiguration(
+            f"block {tuple(block3)} has {block3.volume} threads, limit {max_threads_per_block}"
+        )
+    if any(g > m for g, m in zip(grid3, max_grid, strict=True)):
+        raise InvalidConfiguration(f"grid {tuple(grid3)} exceeds the device limit {max_grid}")
+    if isinstance(shared_mem, bool) or not isinstance(shared_mem, int):
+        raise TypeError(f"shared_mem must be an int, got {shared_mem!r}")
+    if not 0 <= shared_mem <= max_shared_mem:
+        raise InvalidValue(f"shared memory {shared_mem} outside [0, {max_shared_mem}]")
+    return grid3, block3
+
+
+_IDS_CACHE: dict[int, npt.NDArray[np.int64]] = {}
+
+
+class Threads:
+    """What a kernel body knows about its launch."""
+
+    __slots__ = ("block", "count", "grid", "shared_mem")
+
+    def __init__(self, grid: Dim3, block: Dim3, shared_mem: int = 0) -> None:
+        self.grid = grid
+        self.block = block
+        self.count = grid.volume * block.volume
+        self.shared_mem = shared_mem
+
+    @property
+    def ids(self) -> npt.NDArray[np.int64]:
+        """Linear global ids of every thread (read-only, shared between launches)."""
+        ids = _IDS_CACHE.get(self.count)
+        if ids is None:
+            ids = np.arange(self.count, dtype=np.int64)
+            ids.flags.writeable = False
+            _IDS_CACHE[self.count] = ids
+        return ids
+
+    def __repr__(self) -> str:
+        return f"Threads(grid={tuple(self.grid)}, block={tuple(self.block)})"
+
+
+class Kernel:
+    """A declared kernel: its body, parameters and argument layout.
+
+    Attributes:
+        name: the kernel's name (used in DOT output and error messages).
+        layout: the :class:`ArgLayout` of its parameters.
+        duration_ns: a fixed modelled duration, overriding the cost model's estimate.
+        is_async: the body is a coroutine function.
+    """
+
+    __slots__ = ("body", "duration_ns", "is_async", "layout", "name")
+
+    def __init__(
+        self, body: Callable[..., Any], *, name: str | None = None, duration_ns: int | None = None
+    ) -> None:
+        if not callable(body):
+            raise TypeError(f"a kernel body must be callable, got {body!r}")
+        signature = inspect.signature(body, eval_str=True)
+        params = list(signature.parameters.values())
+        if not params:
+            raise TypeError(f"kernel {body.__name__!r} needs a first parameter for its Threads")
+        names: list[str] = []
+        types: list[ArgType] = []
+        for param in params[1:]:
+            if not isinstance(param.annotation, ArgType):
+                raise TypeError(
+                    f"kernel {body.__name__!r}: parameter {param.name!r} needs an argument "
+                    f"type annotation such as ahg.int32 or ahg.Ptr[ahg.float32]"
+                )
+            if param.kind not in (param.POSITIONAL_ONLY, param.POSITIONAL_OR_KEYWORD):
+                raise TypeError(f"kernel {body.__name__!r}: {param.name!r} must be positional")
+            names.append(param.name)
+            types.append(param.annotation)
+        if duration_ns is not None and (not isinstance(duration_ns, int) or duration_ns < 0):
+            raise ValueError(f"duration_ns must be a non-negative int, got {duration_ns!r}")
+        self.body = body
+        self.name = name or body.__name__
+        self.layout = ArgLayout(names, types)
+        self.duration_ns = duration_ns
+        self.is_async = inspect.iscoroutinefunction(body)
+
+    def pack(self, args: Sequence[Any]) -> bytes:
+        """Validate ``args`` and return the kernel-argument bytes.
+
+        Raises:
+            TypeError: wrong argument count or types. ValueError: an integer out of range.
+        """
+        return self.layout.pack(args, self.name)
+
+    def __repr__(self) -> str:
+        params = ", ".join(
+            f"{n}: {t!r}" for n, t in zip(self.layout.names, self.layout.types, strict=True)
+        )
+        return f"<Kernel {self.name}({params})>"
+
+
+@overload
+def kernel(body: Callable[..., Any], /) -> Kernel: ...
+@overload
+def kernel(
+    *, name: str | None = None, duration_ns: int | None = None
+) -> Callable[[Callable[..., Any]], Kernel]: ...
+def kernel(
+    body: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    duration_ns: int | None = None,
+) -> Kernel | Callable[[Callable[..., Any]], Kernel]:
+    """Declare a kernel: ``@ahg.kernel`` or ``@ahg.kernel(name=..., duration_ns=...)``.
+
+    Args:
+        body: ``def body(t: Threads, *typed_params)``; may be ``async``.
+        name: the name to show instead of the function's.
+        duration_ns: a fixed simulated duration for every dispatch of this kernel.
+    """
+    if body is not None:
+        return Kernel(body, name=name, duration_ns=duration_ns)
+
+    def decorate(fn: Callable[..., Any]) -> Kernel:
+        return Kernel(fn, name=name, duration_ns=duration_ns)
+
+    return decorate

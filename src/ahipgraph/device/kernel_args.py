@@ -1,0 +1,225 @@
+"""Kernel argument types and their byte layout.
+
+A kernel's parameters are declared with fixed-width scalar types (``ahg.int32``, ``ahg.float32``,
+...) and typed device pointers (``ahg.Ptr[ahg.float32]``). :class:`ArgLayout` places each
+parameter at its natural alignment (pointers and 64-bit values on 8 bytes), exactly as a HIP
+kernel-argument segment does, packs Python values into those bytes with validation, and decodes
+them back at dispatch — pointers becoming typed views of device memory — so what a kernel sees is
+exactly what the bytes say at the moment it runs.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .pointer import DevicePtr
+
+if TYPE_CHECKING:
+    from .memory import DeviceMemory
+
+__all__ = [
+    "ArgLayout",
+    "ArgType",
+    "PointerType",
+    "Ptr",
+    "ScalarType",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "float32",
+    "float64",
+]
+
+
+class ArgType:
+    """A kernel parameter type: its struct code, size and alignment."""
+
+    __slots__ = ("align", "code", "name", "size")
+
+    def __init__(self, name: str, code: str) -> None:
+        self.name = name
+        self.code = code
+        self.size = struct.calcsize("<" + code)
+        self.align = self.size
+
+    def check(self, value: Any, param: str) -> Any:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"ahg.{self.name}"
+
+
+class ScalarType(ArgType):
+    """A fixed-width integer or floating-point parameter."""
+
+    __slots__ = ("dtype", "is_float", "maximum", "minimum")
+
+    def __init__(self, name: str, code: str) -> None:
+        super().__init__(name, code)
+        self.dtype: np.dtype[Any] = np.dtype(name)
+        self.is_float = self.dtype.kind == "f"
+        if self.is_float:
+            self.minimum = self.maximum = 0
+        else:
+            info = np.iinfo(self.dtype)
+            self.minimum, self.maximum = int(info.min), int(info.max)
+
+    def check(self, value: Any, param: str) -> Any:
+        if isinstance(value, bool):
+            raise TypeError(f"parameter {param!r} ({self.name}) got a bool")
+        if self.is_float:
+            if not isinstance(value, int | float | np.integer | np.floating):
+                raise TypeError(f"parameter {param!r} ({self.name}) needs a number, got {value!r}")
+            return float(value)
+        if not isinstance(value, int | np.integer):
+            raise TypeError(f"parameter {param!r} ({self.name}) needs an int, got {value!r}")
+        value = int(value)
+        if not self.minimum <= value <= self.maximum:
+            raise ValueError(
+                f"parameter {param!r} ({self.name}) out of range "
+                f"[{self.minimum}, {self.maximum}]: {value}"
+            )
+        return value
+
+
+class PointerType(ArgType):
+    """A device pointer to elements of ``element``; decoded as a typed view of device memory."""
+
+    __slots__ = ("element",)
+
+    def __init__(self, element: ScalarType) -> None:
+        super().__init__(f"Ptr[{element.name}]", "Q")
+        self.element = element
+
+    def check(self, value: Any, param: str) -> Any:
+        if value is None:
+            return 0
+        if not isinstance(value, DevicePtr):
+            raise TypeError(
+                f"parameter {param!r} ({self.name}) needs a DevicePtr or None, got {value!r}"
+            )
+        return value.address
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PointerType) and other.element is self.element
+
+    def __hash__(self) -> int:
+        return hash(("ptr", self.element.name))
+
+
+class _PtrFactory:
+    """``ahg.Ptr[ahg.float32]`` makes the pointer-to-float32 parameter type."""
+
+    def __getitem__(self, element: ScalarType) -> PointerType:
+        if not isinstance(element, ScalarType):
+            raise TypeError(f"Ptr[...] needs a scalar type such as ahg.float32, got {element!r}")
+        return PointerType(element)
+
+    def __repr__(self) -> str:
+        return "ahg.Ptr"
+
+
+Ptr = _PtrFactory()
+
+int8 = ScalarType("int8", "b")
+int16 = ScalarType("int16", "h")
+int32 = ScalarType("int32", "i")
+int64 = ScalarType("int64", "q")
+uint8 = ScalarType("uint8", "B")
+uint16 = ScalarType("uint16", "H")
+uint32 = ScalarType("uint32", "I")
+uint64 = ScalarType("uint64", "Q")
+float32 = ScalarType("float32", "f")
+float64 = ScalarType("float64", "d")
+
+
+class ArgLayout:
+    """Where each parameter lives in the kernel-argument bytes.
+
+    Attributes:
+        size: bytes of the packed segment (a multiple of 8, 0 for a kernel without parameters).
+        offsets: byte offset of each parameter.
+        unpack_from: decodes the raw field values from (buffer, offset).
+    """
+
+    __slots__ = ("_pointer_fields", "_struct", "names", "offsets", "size", "types", "unpack_from")
+
+    def __init__(self, names: Sequence[str], types: Sequence[ArgType]) -> None:
+        self.names = tuple(names)
+        self.types = tuple(types)
+        code = ["<"]
+        offset = 0
+        offsets = []
+        for arg_type in self.types:
+            padding = -offset % arg_type.align
+            if padding:
+                code.append(f"{padding}x")
+            offset += padding
+            offsets.append(offset)
+            code.append(arg_type.code)
+            offset += arg_type.size
+        tail = -offset % 8
+        if tail:
+            code.append(f"{tail}x")
+        self.offsets = tuple(offsets)
+        self._struct = struct.Struct("".join(code))
+        self.size = self._struct.size
+        self.unpack_from: Callable[..., tuple[Any, ...]] = self._struct.unpack_from
+        self._pointer_fields = tuple(
+            (index, arg_type.element.dtype)
+            for index, arg_type in enumerate(self.types)
+            if isinstance(arg_type, PointerType)
+        )
+
+    @property
+    def has_pointers(self) -> bool:
+        return bool(self._pointer_fields)
+
+    def check(self, args: Sequence[Any], kernel_name: str) -> tuple[Any, ...]:
+        """Validate ``args`` against the parameters; return the raw field values.
+
+        Raises:
+            TypeError: wrong number of arguments or a value of the wrong type.
+            ValueError: an integer outside its type's range.
+        """
+        if isinstance(args, str | bytes) or not isinstance(args, Sequence):
+            raise TypeError(f"kernel {kernel_name!r}: args must be a sequence, got {args!r}")
+        if len(args) != len(self.types):
+            expected = ", ".join(self.names) or "none"
+            raise TypeError(
+                f"kernel {kernel_name!r} takes {len(self.types)} arguments ({expected}), "
+                f"got {len(args)}"
+            )
+        return tuple(
+            arg_type.check(value, name)
+            for arg_type, name, value in zip(self.types, self.names, args, strict=True)
+        )
+
+    def pack(self, args: Sequence[Any], kernel_name: str) -> bytes:
+        """Validate and pack ``args`` into kernel-argument bytes."""
+        return self._struct.pack(*self.check(args, kernel_name))
+
+    def pack_into(self, buffer: Any, offset: int, args: Sequence[Any], kernel_name: str) -> None:
+        self._struct.pack_into(buffer, offset, *self.check(args, kernel_name))
+
+    def decode(self, buffer: Any, offset: int, memory: DeviceMemory) -> list[Any]:
+        """The kernel's view of the arguments stored at ``offset``: scalars and typed views.
+
+        Raises:
+            InvalidDevicePointer: a pointer argument does not point into live memory.
+        """
+        values = list(self._struct.unpack_from(buffer, offset))
+        view = memory.view
+        for index, dtype in self._pointer_fields:
+            address = values[index]
+            values[index] = view(address, dtype) if address else None
+        return values

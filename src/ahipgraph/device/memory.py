@@ -1,0 +1,262 @@
+"""Simulated device memory: an address space per device, bounds-checked on every access.
+
+Design:
+  * Addresses are handed out by a bump pointer that never goes back, so a freed address is never
+    reused: a stale pointer can never alias a newer allocation (HIP's allocators can't promise
+    that). Each device's space starts at ``(ordinal + 1) << 40``, so a pointer from another
+    device never resolves here.
+  * The bytes of an allocation live in a numpy ``uint8`` buffer. Typed views for kernels are
+    cached per (address, dtype) and dropped when the allocation is freed.
+  * Reservations (for graph memory-alloc nodes) take address space without bytes; ``commit`` backs
+    a reservation with memory and ``decommit`` returns the bytes but keeps the addresses.
+
+Invariants: ``bytes_in_use`` is the sum of the sizes of committed allocations; it never exceeds
+the device's memory size; every resolve either returns an in-bounds (allocation, offset) or raises
+a HipError. All public methods are thread-safe (one short lock).
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from ..core.errors import InvalidDevicePointer, InvalidValue, OutOfMemory
+from .pointer import DevicePtr
+
+__all__ = ["Allocation", "DeviceMemory", "MemoryStatistics", "ALLOCATION_ALIGNMENT"]
+
+ALLOCATION_ALIGNMENT = 256
+_ADDRESS_SPACE_SHIFT = 40
+
+
+class Allocation:
+    """One allocation (or reservation) in the address space."""
+
+    __slots__ = ("base", "buffer", "nbytes", "views")
+
+    def __init__(self, base: int, nbytes: int, buffer: npt.NDArray[np.uint8] | None) -> None:
+        self.base = base
+        self.nbytes = nbytes
+        self.buffer = buffer  # None while only reserved
+        self.views: dict[tuple[int, np.dtype[np.generic]], npt.NDArray[np.generic]] = {}
+
+    @property
+    def end(self) -> int:
+        return self.base + self.nbytes
+
+    def __repr__(self) -> str:
+        state = "committed" if self.buffer is not None else "reserved"
+        return f"<Allocation 0x{self.base:x}+{self.nbytes} {state}>"
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryStatistics:
+    allocations: int
+    reservations: int
+    bytes_in_use: int
+    peak_bytes_in_use: int
+    total_bytes: int
+
+
+class DeviceMemory:
+    """The allocator and address space of one device."""
+
+    def __init__(self, ordinal: int, total_bytes: int) -> None:
+        self.ordinal = ordinal
+        self.total_bytes = total_bytes
+        self._lock = threading.Lock()
+        self._next_address = (ordinal + 1) << _ADDRESS_SPACE_SHIFT
+        self._bases: list[int] = []  # sorted; every live allocation or reservation
+        self._by_base: dict[int, Allocation] = {}
+        self._bytes_in_use = 0
+        self._peak = 0
+
+    # -- allocation -----------------------------------------------------------------------------
+
+    def malloc(self, nbytes: int) -> DevicePtr:
+        """Allocate ``nbytes`` of device memory (``hipMalloc``). Zero bytes gives the null pointer.
+
+        Raises:
+            InvalidValue: ``nbytes`` is negative.
+            OutOfMemory: the device does not have ``nbytes`` free.
+        """
+        _check_size(nbytes)
+        if nbytes == 0:
+            return DevicePtr(self.ordinal, 0)
+        with self._lock:
+            self._charge(nbytes)
+            allocation = self._insert(nbytes, np.zeros(nbytes, dtype=np.uint8))
+        return DevicePtr(self.ordinal, allocation.base)
+
+    def free(self, ptr: DevicePtr) -> None:
+        """Free an allocation made by :meth:`malloc` (``hipFree``). Null is a no-op.
+
+        Raises:
+            InvalidValue: ``ptr`` is not the start of a live allocation on this device.
+        """
+        if not ptr:
+            return
+        with self._lock:
+            allocation = self._by_base.get(ptr.address) if ptr.device == self.ordinal else None
+            if allocation is None or allocation.buffer is None:
+                raise InvalidValue(f"{ptr!r} is not a live allocation of device {self.ordinal}")
+            self._remove(allocation)
+            self._bytes_in_use -= allocation.nbytes
+
+    def reserve(self, nbytes: int) -> DevicePtr:
+        """Reserve address space without memory (graph memory-alloc nodes)."""
+        _check_size(nbytes)
+        if nbytes == 0:
+            raise InvalidValue("cannot reserve zero bytes")
+        with self._lock:
+            allocation = self._insert(nbytes, None)
+        return DevicePtr(self.ordinal, allocation.base)
+
+    def commit(self, ptr: DevicePtr) -> None:
+        """Back a reservation with memory. Raises OutOfMemory; committing twice is InvalidValue."""
+        with self._lock:
+            allocation = self._reservation(ptr)
+            if allocation.buffer is not None:
+                raise InvalidValue(f"{ptr!r} is already committed")
+            self._charge(allocation.nbytes)
+            allocation.buffer = np.zeros(allocation.nbytes, dtype=np.uint8)
+
+    def decommit(self, ptr: DevicePtr) -> None:
+        """Return a reservation's memory, keeping its addresses. Idempotent."""
+        with self._lock:
+            allocation = self._reservation(ptr)
+            if allocation.buffer is not None:
+                allocation.buffer = None
+                allocation.views.clear()
+                self._bytes_in_use -= allocation.nbytes
+
+    def unreserve(self, ptr: DevicePtr) -> None:
+        """Give back a reservation's address space (and its memory, if committed)."""
+        with self._lock:
+            allocation = self._reservation(ptr)
+            if allocation.buffer is not None:
+                self._bytes_in_use -= allocation.nbytes
+            self._remove(allocation)
+
+    def _reservation(self, ptr: DevicePtr) -> Allocation:
+        allocation = self._by_base.get(ptr.address) if ptr.device == self.ordinal else None
+        if allocation is None:
+            raise InvalidValue(f"{ptr!r} is not a reservation of device {self.ordinal}")
+        return allocation
+
+    def _charge(self, nbytes: int) -> None:
+        if self._bytes_in_use + nbytes > self.total_bytes:
+            free = self.total_bytes - self._bytes_in_use
+            raise OutOfMemory(f"device {self.ordinal}: {nbytes} bytes requested, {free} free")
+        self._bytes_in_use += nbytes
+        self._peak = max(self._peak, self._bytes_in_use)
+
+    def _insert(self, nbytes: int, buffer: npt.NDArray[np.uint8] | None) -> Allocation:
+        base = self._next_address
+        span = -(-nbytes // ALLOCATION_ALIGNMENT) * ALLOCATION_ALIGNMENT
+        self._next_address += span + ALLOCATION_ALIGNMENT  # a guard gap between allocations
+        allocation = Allocation(base, nbytes, buffer)
+        self._by_base[base] = allocation
+        self._bases.append(base)  # bases only grow, so the list stays sorted
+        return allocation
+
+    def _remove(self, allocation: Allocation) -> None:
+        del self._by_base[allocation.base]
+        index = bisect.bisect_left(self._bases, allocation.base)
+        del self._bases[index]
+        allocation.views.clear()
+        allocation.buffer = None
+
+    # -- access ---------------------------------------------------------------------------------
+
+    def resolve(self, ptr: DevicePtr, nbytes: int) -> tuple[npt.NDArray[np.uint8], int]:
+        """Return (buffer, offset) for ``nbytes`` at ``ptr``, bounds-checked.
+
+        Raises:
+            InvalidValue: null pointer, negative size, or a range past the allocation's end.
+            InvalidDevicePointer: the address is not inside any live allocation of this device.
+        """
+        _check_size(nbytes)
+        if not ptr:
+            raise InvalidValue("null device pointer")
+        allocation = self._find(ptr)
+        offset = ptr.address - allocation.base
+        if offset + nbytes > allocation.nbytes:
+            raise InvalidValue(
+                f"{nbytes} bytes at {ptr!r} run past the end of {allocation!r} (offset {offset})"
+            )
+        assert allocation.buffer is not None
+        return allocation.buffer, offset
+
+    def _find(self, ptr: DevicePtr) -> Allocation:
+        if ptr.device == self.ordinal:
+            bases = self._bases
+            index = bisect.bisect_right(bases, ptr.address) - 1
+            if index >= 0:
+                allocation = self._by_base.get(bases[index])
+                if (
+                    allocation is not None
+                    and allocation.buffer is not None
+                    and ptr.address < allocation.end
+                ):
+                    return allocation
+        raise InvalidDevicePointer(
+            f"{ptr!r} is not inside a live allocation of device {self.ordinal}"
+        )
+
+    def view(self, address: int, dtype: np.dtype[np.generic]) -> npt.NDArray[np.generic]:
+        """A typed view from ``address`` to the end of its allocation (kernel pointer arguments).
+
+        Views are cached, so decoding the same pointer again costs one dict lookup.
+
+        Raises:
+            InvalidDevicePointer: the address is not inside a live allocation.
+        """
+        allocation = self._find(DevicePtr(self.ordinal, address))
+        key = (address, dtype)
+        view = allocation.views.get(key)
+        if view is None:
+            assert allocation.buffer is not None
+            offset = address - allocation.base
+            count = (allocation.nbytes - offset) // dtype.itemsize
+            view = np.frombuffer(allocation.buffer, dtype=dtype, count=count, offset=offset)
+            allocation.views[key] = view
+        return view
+
+    # -- reporting ------------------------------------------------------------------------------
+
+    @property
+    def bytes_in_use(self) -> int:
+        return self._bytes_in_use
+
+    def memory_info(self) -> tuple[int, int]:
+        """(free, total) bytes, as ``hipMemGetInfo``."""
+        return self.total_bytes - self._bytes_in_use, self.total_bytes
+
+    def statistics(self) -> MemoryStatistics:
+        with self._lock:
+            allocations = sum(1 for a in self._by_base.values() if a.buffer is not None)
+            return MemoryStatistics(
+                allocations=allocations,
+                reservations=len(self._by_base) - allocations,
+                bytes_in_use=self._bytes_in_use,
+                peak_bytes_in_use=self._peak,
+                total_bytes=self.total_bytes,
+            )
+
+    def __repr__(self) -> str:
+        return (
+            f"<DeviceMemory device={self.ordinal} in_use={self._bytes_in_use}/{self.total_bytes} "
+            f"allocations={len(self._by_base)}>"
+        )
+
+
+def _check_size(nbytes: int) -> None:
+    if not isinstance(nbytes, int) or isinstance(nbytes, bool):
+        raise TypeError(f"a size must be an int, got {type(nbytes).__name__}")
+    if nbytes < 0:
+        raise InvalidValue(f"negative size {nbytes}")

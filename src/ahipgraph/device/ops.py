@@ -1,0 +1,278 @@
+"""Operations: the units of device work that packets are made of.
+
+An op is what a kernel dispatch, copy, fill, host callback, barrier or signal write does on the
+device. The same op objects serve eager stream work (a packet of one op) and graph replays (a
+packet holding a whole prepared segment program), so eager and graph execution run exactly the
+same code.
+
+``op.run(program)`` does the work and advances ``program.time`` by the op's modelled cost. It
+returns ``None`` when done; a :class:`Signal` when it must wait for that signal and be run again;
+or an awaitable (an ``async`` kernel or host function) after which it counts as done. A raised
+exception is turned into the op's :class:`HipError` by ``op.fault``.
+
+Ops marked ``is_sync`` (barriers and signal writes) still run after an earlier op of the same
+packet failed, so the packets that wait on them never hang.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ..core.errors import HipError, IllegalAddress, LaunchFailure
+from .kernel import Kernel, Threads
+from .pointer import DevicePtr
+from .properties import CopyKind
+from .signal import Signal
+
+if TYPE_CHECKING:
+    from .program import Program
+
+__all__ = [
+    "CopyOp",
+    "FillOp",
+    "HostOp",
+    "KernelOp",
+    "Op",
+    "SignalSlotOp",
+    "WaitSignalsOp",
+    "WaitSlotsOp",
+    "host_bytes",
+]
+
+
+class Op:
+    """Base class of device operations."""
+
+    __slots__ = ("cost_ns",)
+    is_sync = False
+
+    def __init__(self, cost_ns: int) -> None:
+        self.cost_ns = cost_ns
+
+    def run(self, program: Program) -> Any:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def fault(self, exc: Exception) -> HipError:
+        if isinstance(exc, HipError):
+            return exc
+        return IllegalAddress(f"{self!r} failed: {exc!r}")
+
+
+class KernelOp(Op):
+    """Dispatch a kernel whose arguments are read from ``buffer`` at ``offset`` when it runs."""
+
+    __slots__ = ("body", "buffer", "decode", "is_async", "kernel", "offset", "threads", "unpack")
+
+    def __init__(
+        self, kernel: Kernel, threads: Threads, buffer: Any, offset: int, cost_ns: int
+    ) -> None:
+        super().__init__(cost_ns)
+        self.kernel = kernel
+        self.body = kernel.body
+        self.threads = threads
+        self.buffer = buffer
+        self.offset = offset
+        self.is_async = kernel.is_async
+        layout = kernel.layout
+        self.decode = layout.decode if layout.has_pointers else None
+        self.unpack = layout.unpack_from
+
+    def run(self, program: Program) -> Any:
+        decode = self.decode
+        if decode is None:
+            values: Any = self.unpack(self.buffer, self.offset)
+        else:
+            values = decode(self.buffer, self.offset, program.memory)  # type: ignore[arg-type]
+        result = self.body(self.threads, *values)
+        program.time += self.cost_ns
+        return result if self.is_async else None
+
+    def fault(self, exc: Exception) -> HipError:
+        error = LaunchFailure(f"kernel {self.kernel.name!r} failed: {exc!r}")
+        error.__cause__ = exc
+        return error
+
+    def __repr__(self) -> str:
+        return f"<KernelOp {self.kernel.name} {self.threads!r}>"
+
+
+Endpoint = DevicePtr | npt.NDArray[Any]
+
+
+def host_bytes(array: npt.NDArray[Any], nbytes: int) -> npt.NDArray[np.uint8]:
+    """The first ``nbytes`` of a contiguous host array as a ``uint8`` view."""
+    return array.reshape(-1).view(np.uint8)[:nbytes]
+
+
+class CopyOp(Op):
+    """Copy ``nbytes`` between host arrays and device pointers."""
+
+    __slots__ = ("dst", "kind", "nbytes", "resolve", "src")
+
+    def __init__(
+        self,
+        dst: Endpoint,
+        src: Endpoint,
+        nbytes: int,
+        kind: CopyKind,
+        resolve: Callable[[DevicePtr, int], tuple[npt.NDArray[np.uint8], int]],
+        cost_ns: int,
+    ) -> None:
+        super().__init__(cost_ns)
+        self.dst, self.src, self.nbytes, self.kind = dst, src, nbytes, kind
+        self.resolve = resolve
+
+    def _bytes(self, end: Endpoint) -> npt.NDArray[np.uint8]:
+        if isinstance(end, DevicePtr):
+            buffer, offset = self.resolve(end, self.nbytes)
+            return buffer[offset : offset + self.nbytes]
+        return host_bytes(end, self.nbytes)
+
+    def run(self, program: Program) -> None:
+        if self.nbytes:
+            self._bytes(self.dst)[:] = self._bytes(self.src)
+        program.time += self.cost_ns
+
+    def __repr__(self) -> str:
+        return f"<CopyOp {self.kind.name} {self.nbytes}B>"
+
+
+_FILL_DTYPES: dict[int, type[np.unsignedinteger[Any]]] = {1: np.uint8, 2: np.uint16, 4: np.uint32}
+
+
+class FillOp(Op):
+    """Fill ``height`` rows of ``width`` elements of ``element_size`` bytes, ``pitch`` apart."""
+
+    __slots__ = ("dst", "element_size", "height", "pitch", "resolve", "value", "width")
+
+    def __init__(
+        self,
+        dst: DevicePtr,
+        value: int,
+        element_size: int,
+        width: int,
+        height: int,
+        pitch: int,
+        resolve: Callable[[DevicePtr, int], tuple[npt.NDArray[np.uint8], int]],
+        cost_ns: int,
+    ) -> None:
+        super().__init__(cost_ns)
+        self.dst, self.value, self.element_size = dst, value, element_size
+        self.width, self.height, self.pitch = width, height, pitch
+        self.resolve = resolve
+
+    @property
+    def extent(self) -> int:
+        """Bytes from the first to the last byte written."""
+        if not self.height or not self.width:
+            return 0
+        return (self.height - 1) * self.pitch + self.width * self.element_size
+
+    def run(self, program: Program) -> None:
+        extent = self.extent
+        if extent:
+            buffer, offset = self.resolve(self.dst, extent)
+            dtype = _FILL_DTYPES[self.element_size]
+            row_bytes = self.width * self.element_size
+            for row in range(self.height):
+                start = offset + row * self.pitch
+                buffer[start : start + row_bytes].view(dtype)[:] = self.value
+        program.time += self.cost_ns
+
+    def __repr__(self) -> str:
+        return f"<FillOp {self.width}x{self.height} elem={self.element_size} value={self.value}>"
+
+
+class HostOp(Op):
+    """Call a host function; its queue stays busy until it returns (or its awaitable finishes)."""
+
+    __slots__ = ("args", "fn")
+
+    def __init__(self, fn: Callable[..., Any], args: Sequence[Any], cost_ns: int) -> None:
+        super().__init__(cost_ns)
+        self.fn = fn
+        self.args = tuple(args)
+
+    def run(self, program: Program) -> Any:
+        result = self.fn(*self.args)
+        program.time += self.cost_ns
+        return result
+
+    def fault(self, exc: Exception) -> HipError:
+        name = getattr(self.fn, "__qualname__", repr(self.fn))
+        error = LaunchFailure(f"host function {name} raised {exc!r}")
+        error.__cause__ = exc
+        return error
+
+    def __repr__(self) -> str:
+        return f"<HostOp {getattr(self.fn, '__qualname__', self.fn)!r}>"
+
+
+class WaitSignalsOp(Op):
+    """A barrier-AND on specific signals (eager event waits, legacy-stream ordering)."""
+
+    __slots__ = ("signals",)
+    is_sync = True
+
+    def __init__(self, signals: Sequence[Signal]) -> None:
+        super().__init__(0)
+        self.signals = tuple(signals)
+
+    def run(self, program: Program) -> Signal | None:
+        for signal in self.signals:
+            if signal.value > 0:
+                return signal
+        for signal in self.signals:
+            if signal.time > program.time:
+                program.time = signal.time
+        return None
+
+    def __repr__(self) -> str:
+        return f"<WaitSignalsOp n={len(self.signals)}>"
+
+
+class WaitSlotsOp(Op):
+    """A barrier-AND on signals of the packet's launch-bound signal set (graph replays)."""
+
+    __slots__ = ("slots",)
+    is_sync = True
+
+    def __init__(self, slots: Sequence[int]) -> None:
+        super().__init__(0)
+        self.slots = tuple(slots)
+
+    def run(self, program: Program) -> Signal | None:
+        signals = program.signals
+        latest = program.time
+        for slot in self.slots:
+            signal = signals[slot]
+            if signal.value > 0:
+                return signal
+            if signal.time > latest:
+                latest = signal.time
+        program.time = latest
+        return None
+
+    def __repr__(self) -> str:
+        return f"<WaitSlotsOp {self.slots}>"
+
+
+class SignalSlotOp(Op):
+    """Decrement one signal of the packet's signal set: "this segment is done"."""
+
+    __slots__ = ("slot",)
+    is_sync = True
+
+    def __init__(self, slot: int) -> None:
+        super().__init__(0)
+        self.slot = slot
+
+    def run(self, program: Program) -> None:
+        program.signals[self.slot].decrement(program.time, program.error)
+
+    def __repr__(self) -> str:
+        return f"<SignalSlotOp {self.slot}>"

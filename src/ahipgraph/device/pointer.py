@@ -1,0 +1,72 @@
+"""Device pointers: an address in one device's address space, with offset arithmetic.
+
+A :class:`DevicePtr` is a plain immutable value. It does not keep memory alive and is not checked
+when it is made; every access resolves it against the owning device's allocation table, which is
+where a freed, foreign or out-of-range pointer is caught.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["DevicePtr", "NULL"]
+
+
+class DevicePtr:
+    """An address on a device. ``ptr + n`` / ``ptr - n`` move it by ``n`` bytes."""
+
+    __slots__ = ("address", "device")
+
+    address: int
+    device: int
+
+    def __init__(self, device: int, address: int) -> None:
+        object.__setattr__(self, "device", device)
+        object.__setattr__(self, "address", address)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("DevicePtr is immutable")
+
+    def __add__(self, offset: int) -> DevicePtr:
+        if not isinstance(offset, int):
+            return NotImplemented
+        return DevicePtr(self.device, self.address + offset)
+
+    __radd__ = __add__
+
+    def __sub__(self, other: int | DevicePtr) -> Any:
+        if isinstance(other, DevicePtr):
+            if other.device != self.device:
+                raise ValueError("cannot subtract pointers of different devices")
+            return self.address - other.address
+        if isinstance(other, int):
+            return DevicePtr(self.device, self.address - other)
+        return NotImplemented
+
+    def __int__(self) -> int:
+        return self.address
+
+    def __index__(self) -> int:
+        return self.address
+
+    def __bool__(self) -> bool:
+        return self.address != 0
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, DevicePtr)
+            and other.address == self.address
+            and (other.device == self.device or self.address == 0)
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.device if self.address else -1, self.address))
+
+    def __repr__(self) -> str:
+        if not self.address:
+            return "DevicePtr(NULL)"
+        return f"DevicePtr(device={self.device}, 0x{self.address:x})"
+
+
+NULL = DevicePtr(0, 0)
+"""The null device pointer."""

@@ -1,0 +1,123 @@
+"""Programs: the packets that hardware queues run.
+
+A :class:`Program` is a list of ops run in order, a completion signal decremented when the last
+op is done, and an optional ``on_done`` callback. An eager stream operation is a program of one op;
+a graph replay submits one prepared program per parallel stream slot, which is what keeps a
+launch's host cost independent of the graph's size.
+
+A program runs until an op must wait (a signal not yet reached, an awaitable not yet finished);
+then it parks, keeping its program counter, and its queue stops behind it — exactly how an AQL
+barrier packet holds a hardware queue. If an op fails, the program records the first error and
+runs only its remaining synchronisation ops, so everything waiting on it still completes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..core.errors import HipError
+from .ops import Op
+from .signal import Signal
+
+if TYPE_CHECKING:
+    from .hwqueue import HardwareQueue
+    from .memory import DeviceMemory
+
+__all__ = ["Program"]
+
+
+class Program:
+    """A packet: ops, a launch-bound signal set, a completion signal and a done callback."""
+
+    __slots__ = (
+        "completion",
+        "error",
+        "memory",
+        "on_done",
+        "ops",
+        "pc",
+        "queue",
+        "signals",
+        "started",
+        "time",
+    )
+
+    def __init__(
+        self,
+        ops: Sequence[Op],
+        completion: Signal | None = None,
+        *,
+        signals: Sequence[Signal] = (),
+        on_done: Callable[[Program], None] | None = None,
+    ) -> None:
+        self.ops = ops
+        self.completion = completion
+        self.signals = signals
+        self.on_done = on_done
+        self.error: HipError | None = None
+        self.pc = 0
+        self.time = 0
+        self.started = False
+        self.queue: HardwareQueue | None = None
+        self.memory: DeviceMemory | None = None
+
+    def run(self, queue: HardwareQueue) -> bool:
+        """Run as far as possible; True when finished, False when parked (the queue is woken)."""
+        if not self.started:
+            self.started = True
+            self.queue = queue
+            self.memory = queue.device.memory
+            if queue.busy_until > self.time:
+                self.time = queue.busy_until
+        ops = self.ops
+        pc = self.pc
+        count = len(ops)
+        while pc < count:
+            op = ops[pc]
+            try:
+                blocker = op.run(self)
+            except Exception as exc:
+                self._fail(op.fault(exc), pc + 1)
+                ops, pc, count = self.ops, 0, len(self.ops)
+                continue
+            if blocker is None:
+                pc += 1
+            elif type(blocker) is Signal:
+                self.pc = pc  # run this barrier again when the signal is reached
+                blocker.when_reached(0, queue.wake)
+                return False
+            else:
+                self.pc = pc + 1
+                future = asyncio.ensure_future(blocker)
+                future.add_done_callback(lambda f, op=op: self._awaited(f, op))
+                return False
+        self.pc = pc
+        queue.busy_until = self.time
+        return True
+
+    def _awaited(self, future: asyncio.Future[Any], op: Op) -> None:
+        if future.cancelled():
+            self._fail(op.fault(RuntimeError("cancelled")), self.pc)
+            self.pc = 0
+        elif (exc := future.exception()) is not None and isinstance(exc, Exception):
+            self._fail(op.fault(exc), self.pc)
+            self.pc = 0
+        assert self.queue is not None
+        self.queue.wake()
+
+    def _fail(self, error: HipError, resume_at: int) -> None:
+        if self.error is None:
+            self.error = error
+        self.ops = [op for op in self.ops[resume_at:] if op.is_sync]
+
+    def finish(self) -> None:
+        """Called by the queue once the program has run to its end."""
+        if self.completion is not None:
+            self.completion.decrement(self.time, self.error)
+        if self.on_done is not None:
+            self.on_done(self)
+
+    def __repr__(self) -> str:
+        return f"<Program ops={len(self.ops)} pc={self.pc} t={self.time}ns error={self.error!r}>"

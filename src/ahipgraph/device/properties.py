@@ -1,0 +1,74 @@
+"""Device properties and the cost model that gives every packet its simulated duration."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+__all__ = ["CopyKind", "CostModel", "DeviceProperties"]
+
+
+class CopyKind(enum.IntEnum):
+    """``hipMemcpyKind``."""
+
+    HostToHost = 0
+    HostToDevice = 1
+    DeviceToHost = 2
+    DeviceToDevice = 3
+    Default = 4
+
+
+@dataclass(frozen=True, slots=True)
+class CostModel:
+    """How long packets take on the simulated device, in nanoseconds.
+
+    A kernel costs ``kernel_launch_ns`` plus one ``wave_ns`` per wave of threads (a wave being
+    ``compute_units * lanes_per_cu`` threads), unless the kernel declares its own duration.
+    A copy costs ``copy_latency_ns`` plus its bytes over the bandwidth of its path (host links
+    for host-to-device and device-to-host, device memory otherwise); a fill is a device-memory
+    write. Host callbacks cost ``host_callback_ns``; barriers and markers cost nothing.
+    """
+
+    kernel_launch_ns: int = 2_000
+    wave_ns: int = 1_000
+    lanes_per_cu: int = 64
+    copy_latency_ns: int = 1_000
+    host_bytes_per_ns: float = 25.0  # 25 GB/s
+    device_bytes_per_ns: float = 1_000.0  # 1 TB/s
+    host_callback_ns: int = 5_000
+
+    def kernel_ns(self, threads: int, compute_units: int, duration_ns: int | None) -> int:
+        if duration_ns is not None:
+            return self.kernel_launch_ns + duration_ns
+        lanes = compute_units * self.lanes_per_cu
+        waves = -(-threads // lanes)
+        return self.kernel_launch_ns + waves * self.wave_ns
+
+    def copy_ns(self, nbytes: int, kind: CopyKind) -> int:
+        if kind in (CopyKind.HostToDevice, CopyKind.DeviceToHost):
+            rate = self.host_bytes_per_ns
+        else:
+            rate = self.device_bytes_per_ns
+        return self.copy_latency_ns + round(nbytes / rate)
+
+    def fill_ns(self, nbytes: int) -> int:
+        return self.copy_latency_ns + round(nbytes / self.device_bytes_per_ns)
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceProperties:
+    """What a simulated device is: ``hipDeviceProp_t``'s essentials plus its cost model."""
+
+    name: str = "ahipgraph simulated gfx942"
+    compute_units: int = 304
+    memory_bytes: int = 1 << 30
+    hardware_queues: int = 4
+    max_threads_per_block: int = 1024
+    max_grid: tuple[int, int, int] = (2**31 - 1, 65536, 65536)
+    max_shared_memory_per_block: int = 65536
+    warp_size: int = 64
+    cost: CostModel = field(default_factory=CostModel)
+
+    def __post_init__(self) -> None:
+        if self.compute_units < 1 or self.hardware_queues < 1 or self.memory_bytes < 0:
+            raise ValueError(f"invalid device properties: {self}")

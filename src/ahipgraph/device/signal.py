@@ -1,0 +1,96 @@
+"""Signals: the only cross-queue synchronisation on the simulated device (HSA semantics).
+
+A signal holds an integer. Completing a packet decrements its completion signal; a barrier packet
+waits until each of its signals is at or below a target (zero for a barrier-AND); re-arming sets
+the value again so a signal can be reused by the next launch. Each change is stamped with the
+simulated time at which it happened, so a waiter knows when, on the device timeline, its wait was
+satisfied.
+
+Two kinds of waiter:
+  * device-side watchers (hardware queues parked on a barrier) register a plain callback;
+  * host-side tasks ``await signal.wait()``, which parks on the one wait primitive.
+
+A signal may also carry the error of the packet that completed it, which is how a kernel failure
+reaches whoever waits for that work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..core.errors import HipError
+from ..core.waitqueue import WaitQueue
+
+__all__ = ["Signal"]
+
+
+class Signal:
+    """A countdown value with a timestamp of its last change."""
+
+    __slots__ = ("_lot", "_watchers", "error", "time", "value")
+
+    def __init__(self, value: int = 1) -> None:
+        self.value = value
+        self.time = 0  # simulated ns of the last change
+        self.error: HipError | None = None
+        self._watchers: list[tuple[int, Callable[[], None]]] | None = None
+        self._lot: WaitQueue | None = None
+
+    def reached(self, target: int = 0) -> bool:
+        return self.value <= target
+
+    def decrement(self, time_ns: int, error: HipError | None = None) -> None:
+        """Complete one unit of work at ``time_ns`` (optionally failed with ``error``)."""
+        self.value -= 1
+        self.time = time_ns
+        if error is not None and self.error is None:
+            self.error = error
+        self._notify()
+
+    def set(self, value: int, time_ns: int) -> None:
+        self.value = value
+        self.time = time_ns
+        self._notify()
+
+    def rearm(self, value: int = 1) -> None:
+        """Make the signal pending again for reuse. Only legal when nobody is waiting on it."""
+        assert not self._watchers, "re-armed a signal that has device waiters"
+        assert not self._lot, "re-armed a signal that has host waiters"
+        self.value = value
+        self.time = 0
+        self.error = None
+
+    def when_reached(self, target: int, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` once the value is at or below ``target`` (now, if it already is)."""
+        if self.value <= target:
+            callback()
+            return
+        if self._watchers is None:
+            self._watchers = []
+        self._watchers.append((target, callback))
+
+    async def wait(self, target: int = 0) -> None:
+        """Park the calling task until the value is at or below ``target``."""
+        while self.value > target:
+            if self._lot is None:
+                self._lot = WaitQueue()
+            await self._lot.park()
+
+    def _notify(self) -> None:
+        watchers = self._watchers
+        if watchers:
+            value = self.value
+            ready = [cb for target, cb in watchers if value <= target]
+            if ready:
+                self._watchers = [(t, cb) for t, cb in watchers if value > t] or None
+                for callback in ready:
+                    callback()
+        if self._lot is not None:
+            self._lot.unpark_all()
+
+    @property
+    def waiters(self) -> int:
+        return len(self._watchers or ()) + (len(self._lot) if self._lot is not None else 0)
+
+    def __repr__(self) -> str:
+        return f"<Signal value={self.value} t={self.time}ns waiters={self.waiters}>"

@@ -1,0 +1,1 @@
+"""lifetime layer."""

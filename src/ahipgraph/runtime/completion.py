@@ -1,0 +1,56 @@
+"""Awaitable handles for submitted device work."""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import TYPE_CHECKING, Any
+
+from ..core.errors import HipError
+from ..device.signal import Signal
+
+if TYPE_CHECKING:
+    from ..device.device import Device
+
+__all__ = ["Completion"]
+
+
+class Completion:
+    """Resolves when the work it stands for is complete.
+
+    ``await completion`` parks until the work's completion signal is reached, moves the host's
+    view of simulated time forward to that moment, and raises the work's :class:`HipError` if it
+    failed. ``done()`` is the non-blocking twin.
+    """
+
+    __slots__ = ("_device", "_signal")
+
+    def __init__(self, signal: Signal, device: Device) -> None:
+        self._signal = signal
+        self._device = device
+
+    def done(self) -> bool:
+        return self._signal.value <= 0
+
+    def exception(self) -> HipError | None:
+        """The failure of completed work, or None (also None while it is still running)."""
+        return self._signal.error if self.done() else None
+
+    @property
+    def end_ns(self) -> int | None:
+        """Simulated time at which the work completed, once it has."""
+        return self._signal.time if self.done() else None
+
+    async def wait(self) -> None:
+        signal = self._signal
+        if signal.value > 0:
+            await signal.wait()
+        self._device.clock.observe(signal.time)
+        if signal.error is not None:
+            raise signal.error
+
+    def __await__(self) -> Generator[Any, None, None]:
+        return self.wait().__await__()
+
+    def __repr__(self) -> str:
+        state = "done" if self.done() else "pending"
+        return f"<Completion {state} error={self._signal.error!r}>"

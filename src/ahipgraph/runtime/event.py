@@ -1,0 +1,121 @@
+"""Events: markers in a stream's work, for ordering between streams and for timing.
+
+Recording an event enqueues a marker; the event completes when everything before the marker on
+that stream has. Its timestamp is the simulated time at which the marker ran, so
+``elapsed_time(start, end)`` reports simulated milliseconds straight from the cost model.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import TYPE_CHECKING
+
+from ..core.clock import ns_to_ms
+from ..core.errors import InvalidHandle, NotReady
+from ..core.registry import HandleRegistry
+from ..device.signal import Signal
+
+if TYPE_CHECKING:
+    from ..device.device import Device
+
+__all__ = ["EVENTS", "Event", "elapsed_time"]
+
+EVENTS: HandleRegistry[Event] = HandleRegistry("event")
+_FACTORY_KEY = object()
+
+
+class EventState(enum.Enum):
+    OPEN = "open"
+    DESTROYED = "destroyed"
+
+
+class Event:
+    """A point in a stream's work. Create with ``device.create_event()``."""
+
+    def __init__(
+        self,
+        device: Device,
+        *,
+        disable_timing: bool = False,
+        blocking_sync: bool = False,
+        _key: object = None,
+    ) -> None:
+        if _key is not _FACTORY_KEY:
+            raise TypeError("events are created with Device.create_event()")
+        self.device = device
+        self.disable_timing = bool(disable_timing)
+        self.blocking_sync = bool(blocking_sync)
+        self.signal: Signal | None = None  # completion of the latest record; None = unrecorded
+        self.state = EventState.OPEN
+        self.hid = EVENTS.register(self)
+
+    @classmethod
+    def _create(cls, device: Device, *, disable_timing: bool, blocking_sync: bool) -> Event:
+        return cls(
+            device, disable_timing=disable_timing, blocking_sync=blocking_sync, _key=_FACTORY_KEY
+        )
+
+    def check_open(self) -> None:
+        if self.state is not EventState.OPEN:
+            raise InvalidHandle(f"{self!r} was destroyed")
+
+    def recorded(self, signal: Signal) -> None:
+        """Point the event at a new marker (called by streams and graph event-record nodes)."""
+        self.signal = signal
+
+    def query(self) -> bool:
+        """True if the latest record has completed, or the event was never recorded."""
+        self.check_open()
+        return self.signal is None or self.signal.value <= 0
+
+    async def synchronize(self) -> None:
+        """Wait until the latest record has completed (``hipEventSynchronize``)."""
+        self.check_open()
+        signal = self.signal
+        if signal is not None:
+            if signal.value > 0:
+                await signal.wait()
+            self.device.clock.observe(signal.time)
+
+    @property
+    def time_ns(self) -> int | None:
+        """Simulated time of the latest completed record, or None."""
+        if self.signal is None or self.signal.value > 0:
+            return None
+        return self.signal.time
+
+    def destroy(self) -> None:
+        """Destroy the event. Raises InvalidHandle if it was already destroyed."""
+        if EVENTS.unregister(self.hid) is None:
+            raise InvalidHandle(f"{self!r} was already destroyed")
+        self.state = EventState.DESTROYED
+
+    def __repr__(self) -> str:
+        state = (
+            "unrecorded" if self.signal is None else ("done" if self.query_nocheck() else "pending")
+        )
+        return (
+            f"<Event #{self.hid.slot}.{self.hid.generation} device={self.device.ordinal} {state}>"
+        )
+
+    def query_nocheck(self) -> bool:
+        return self.signal is None or self.signal.value <= 0
+
+
+def elapsed_time(start: Event, end: Event) -> float:
+    """Simulated milliseconds between two completed records (``hipEventElapsedTime``).
+
+    Raises:
+        InvalidHandle: either event was destroyed, made without timing, or never recorded.
+        NotReady: either record has not completed yet.
+    """
+    for event in (start, end):
+        event.check_open()
+        if event.disable_timing:
+            raise InvalidHandle(f"{event!r} was created with timing disabled")
+        if event.signal is None:
+            raise InvalidHandle(f"{event!r} has not been recorded")
+    start_ns, end_ns = start.time_ns, end.time_ns
+    if start_ns is None or end_ns is None:
+        raise NotReady("an event's record has not completed")
+    return ns_to_ms(end_ns - start_ns)

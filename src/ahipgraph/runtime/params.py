@@ -1,0 +1,284 @@
+"""Validated descriptions of device work, shared by streams, graph nodes and executables.
+
+A stream operation, a graph node and an executable's prepared op all start from the same
+parameter objects, built by the same ``make`` constructors, so a bad argument gets the same
+error whether it is launched eagerly, added to a graph or set on an executable, and eager and
+graph execution build their ops from one place.
+
+Check order follows HIP: missing arguments, then handles, then parameter values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ..core.errors import InvalidMemcpyDirection, InvalidValue
+from ..device.device import Device, get_device, resolve_pointer
+from ..device.kernel import Dim3, DimLike, Kernel, Threads, launch_dims
+from ..device.ops import CopyOp, FillOp, HostOp, KernelOp
+from ..device.pointer import DevicePtr
+from ..device.properties import CopyKind
+
+__all__ = ["HostParams", "KernelParams", "MemcpyParams", "MemsetParams"]
+
+
+@dataclass(frozen=True, slots=True)
+class KernelParams:
+    """A kernel launch: kernel, grid (in blocks), block (in threads), arguments, shared memory.
+
+    ``arg_bytes`` holds the packed kernel-argument bytes, validated once at construction.
+    """
+
+    kernel: Kernel
+    grid: Dim3
+    block: Dim3
+    args: tuple[Any, ...]
+    shared_mem: int
+    arg_bytes: bytes
+
+    @classmethod
+    def make(
+        cls,
+        kernel: Kernel,
+        grid: DimLike,
+        block: DimLike,
+        args: Sequence[Any] = (),
+        *,
+        shared_mem: int = 0,
+        device: Device | None = None,
+    ) -> KernelParams:
+        """Validate a launch against ``device``'s limits (device 0 by default).
+
+        Raises:
+            TypeError: ``kernel`` is not a :class:`Kernel`, or arguments of the wrong type/count.
+            InvalidConfiguration: bad grid or block. InvalidValue: too much shared memory.
+        """
+        if not isinstance(kernel, Kernel):
+            raise TypeError(f"expected a kernel declared with @ahg.kernel, got {kernel!r}")
+        props = (device or get_device(0)).properties
+        grid3, block3 = launch_dims(
+            grid,
+            block,
+            max_threads_per_block=props.max_threads_per_block,
+            max_grid=props.max_grid,
+            shared_mem=shared_mem,
+            max_shared_mem=props.max_shared_memory_per_block,
+        )
+        args = tuple(args) if isinstance(args, Sequence) else args
+        arg_bytes = kernel.pack(args)
+        return cls(kernel, grid3, block3, args, shared_mem, arg_bytes)
+
+    @property
+    def threads(self) -> Threads:
+        return Threads(self.grid, self.block, self.shared_mem)
+
+    def cost_ns(self, device: Device) -> int:
+        props = device.properties
+        count = self.grid.volume * self.block.volume
+        return props.cost.kernel_ns(count, props.compute_units, self.kernel.duration_ns)
+
+    def op(self, device: Device, buffer: Any = None, offset: int = 0) -> KernelOp:
+        """The dispatch op; arguments are read from ``buffer`` (default: a private copy)."""
+        if buffer is None:
+            buffer, offset = self.arg_bytes, 0
+        return KernelOp(self.kernel, self.threads, buffer, offset, self.cost_ns(device))
+
+
+Endpoint = DevicePtr | npt.NDArray[Any]
+
+
+def _host_array(value: Any, role: str, writable: bool) -> npt.NDArray[Any]:
+    if not value.flags.c_contiguous:
+        raise ValueError(f"{role} host array must be C-contiguous")
+    if writable and not value.flags.writeable:
+        raise ValueError(f"{role} host array is read-only")
+    return value  # type: ignore[no-any-return]
+
+
+def _check_endpoint(value: Any, role: str) -> None:
+    if value is None:
+        raise InvalidValue(f"{role} is null")
+    if not isinstance(value, DevicePtr | np.ndarray):
+        raise TypeError(f"{role} must be a DevicePtr or a numpy array, got {type(value).__name__}")
+
+
+def _infer_kind(dst: Endpoint, src: Endpoint) -> CopyKind:
+    dst_dev, src_dev = isinstance(dst, DevicePtr), isinstance(src, DevicePtr)
+    if dst_dev and src_dev:
+        return CopyKind.DeviceToDevice
+    if dst_dev:
+        return CopyKind.HostToDevice
+    if src_dev:
+        return CopyKind.DeviceToHost
+    return CopyKind.HostToHost
+
+
+@dataclass(frozen=True, slots=True)
+class MemcpyParams:
+    """A linear copy of ``nbytes`` from ``src`` to ``dst`` (device pointers or host arrays)."""
+
+    dst: Endpoint
+    src: Endpoint
+    nbytes: int
+    kind: CopyKind
+
+    @classmethod
+    def make(
+        cls,
+        dst: Endpoint,
+        src: Endpoint,
+        nbytes: int | None = None,
+        kind: CopyKind | int | None = None,
+    ) -> MemcpyParams:
+        """Validate a copy; the direction is inferred from the endpoints unless given.
+
+        Raises:
+            InvalidValue: a null endpoint, a negative size, or a range outside an allocation
+                or past a host array.
+            InvalidDevicePointer: a device pointer that is not inside live memory.
+            InvalidMemcpyDirection: ``kind`` is not a copy kind or contradicts the endpoints.
+            TypeError / ValueError: endpoints that are not pointers or contiguous arrays.
+        """
+        _check_endpoint(dst, "dst")
+        _check_endpoint(src, "src")
+        inferred = _infer_kind(dst, src)
+        if kind is not None:
+            try:
+                given = CopyKind(kind)
+            except ValueError:
+                raise InvalidMemcpyDirection(f"{kind!r} is not a memcpy kind") from None
+            if given not in (CopyKind.Default, inferred):
+                raise InvalidMemcpyDirection(
+                    f"{given.name} given, but the endpoints make it {inferred.name}"
+                )
+        if nbytes is None:
+            hosts = [e for e in (dst, src) if isinstance(e, np.ndarray)]
+            if not hosts:
+                raise InvalidValue("nbytes is required for a device-to-device copy")
+            nbytes = min(h.nbytes for h in hosts)
+        if isinstance(nbytes, bool) or not isinstance(nbytes, int):
+            raise TypeError(f"nbytes must be an int, got {nbytes!r}")
+        if nbytes < 0:
+            raise InvalidValue(f"negative size {nbytes}")
+        for end, role in ((dst, "dst"), (src, "src")):
+            if isinstance(end, DevicePtr):
+                resolve_pointer(end, nbytes)
+            else:
+                _host_array(end, role, writable=role == "dst")
+                if nbytes > end.nbytes:
+                    raise InvalidValue(f"{nbytes} bytes exceed the {end.nbytes}-byte {role} array")
+        return cls(dst, src, nbytes, inferred)
+
+    def cost_ns(self, device: Device) -> int:
+        return device.properties.cost.copy_ns(self.nbytes, self.kind)
+
+    def op(self, device: Device) -> CopyOp:
+        return CopyOp(
+            self.dst, self.src, self.nbytes, self.kind, resolve_pointer, self.cost_ns(device)
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class MemsetParams:
+    """Set ``height`` rows of ``width`` elements (1, 2 or 4 bytes each), ``pitch`` bytes apart."""
+
+    dst: DevicePtr
+    value: int
+    element_size: int
+    width: int
+    height: int
+    pitch: int
+
+    @classmethod
+    def make(
+        cls,
+        dst: DevicePtr,
+        value: int,
+        width: int,
+        *,
+        element_size: int = 1,
+        height: int = 1,
+        pitch: int | None = None,
+    ) -> MemsetParams:
+        """Validate a fill.
+
+        Raises:
+            InvalidValue: null ``dst``, element size other than 1/2/4, negative sizes, a pitch
+                narrower than a row, or a region outside the allocation.
+            InvalidDevicePointer: ``dst`` is not inside live memory.
+            ValueError: ``value`` does not fit in an element.
+        """
+        if dst is None or (isinstance(dst, DevicePtr) and not dst):
+            raise InvalidValue("memset destination is null")
+        if not isinstance(dst, DevicePtr):
+            raise TypeError(f"memset destination must be a DevicePtr, got {dst!r}")
+        if element_size not in (1, 2, 4):
+            raise InvalidValue(f"element size must be 1, 2 or 4, got {element_size!r}")
+        for name, number in (("width", width), ("height", height), ("value", value)):
+            if isinstance(number, bool) or not isinstance(number, int | np.integer):
+                raise TypeError(f"{name} must be an int, got {number!r}")
+        if width < 0 or height < 0:
+            raise InvalidValue(f"negative memset size {width}x{height}")
+        row = width * element_size
+        pitch = row if pitch is None else pitch
+        if height > 1 and pitch < row:
+            raise InvalidValue(f"pitch {pitch} is narrower than a row of {row} bytes")
+        limit = 1 << (8 * element_size)
+        if not -(limit >> 1) <= value < limit:
+            raise ValueError(f"value {value} does not fit in {element_size} byte(s)")
+        params = cls(dst, int(value) % limit, element_size, int(width), int(height), pitch)
+        resolve_pointer(dst, params.extent)
+        return params
+
+    @property
+    def extent(self) -> int:
+        if not self.width or not self.height:
+            return 0
+        return (self.height - 1) * self.pitch + self.width * self.element_size
+
+    @property
+    def nbytes(self) -> int:
+        return self.width * self.element_size * self.height
+
+    def cost_ns(self, device: Device) -> int:
+        return device.properties.cost.fill_ns(self.nbytes)
+
+    def op(self, device: Device) -> FillOp:
+        return FillOp(
+            self.dst,
+            self.value,
+            self.element_size,
+            self.width,
+            self.height,
+            self.pitch,
+            resolve_pointer,
+            self.cost_ns(device),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class HostParams:
+    """A host function and its arguments; it may be ``async`` (the queue waits for it)."""
+
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
+
+    @classmethod
+    def make(cls, fn: Callable[..., Any] | None, args: Sequence[Any] = ()) -> HostParams:
+        """Raises: InvalidValue for a null function; TypeError for a non-callable."""
+        if fn is None:
+            raise InvalidValue("host function is null")
+        if not callable(fn):
+            raise TypeError(f"host function must be callable, got {fn!r}")
+        return cls(fn, tuple(args))
+
+    def cost_ns(self, device: Device) -> int:
+        return device.properties.cost.host_callback_ns
+
+    def op(self, device: Device) -> HostOp:
+        return HostOp(self.fn, self.args, self.cost_ns(device))

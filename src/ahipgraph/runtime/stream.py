@@ -1,0 +1,282 @@
+"""Streams: in-order queues of device work, mapped onto hardware queues.
+
+Each stream is assigned a hardware queue when it is created (round-robin, as HIP does) and keeps
+the completion signal of its last packet (its *tail*). Every operation is validated first, then
+becomes a one-op program on that queue; ``await stream.launch_kernel(...)`` returns once the work
+is enqueued and gives a :class:`Completion` to await its end.
+
+Legacy default stream: the device's null stream waits for all earlier work of every blocking
+stream, and blocking streams wait for earlier null-stream work. Non-blocking streams do neither.
+
+Failures: an op that fails (an exception in a kernel body, a fault in a copy) completes with its
+:class:`HipError`. The error is raised by awaiting that op's completion and by the stream's next
+``synchronize()`` (or the device's), after which it is cleared: the failure is sticky for the
+stream until observed, and other streams and devices keep working. (HIP makes a fault sticky for
+the whole context; a per-stream rule keeps unrelated work usable, which is what tests need.)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..core.errors import ContextIsDestroyed, HipError, InvalidHandle, InvalidValue
+from ..core.registry import HandleRegistry
+from ..device.kernel import DimLike, Kernel
+from ..device.ops import Op, WaitSignalsOp
+from ..device.pointer import DevicePtr
+from ..device.program import Program
+from ..device.properties import CopyKind
+from ..device.signal import Signal
+from .completion import Completion
+from .params import Endpoint, HostParams, KernelParams, MemcpyParams, MemsetParams
+
+if TYPE_CHECKING:
+    from ..device.device import Device
+    from ..device.hwqueue import HardwareQueue
+    from .event import Event
+
+__all__ = ["STREAMS", "Stream", "StreamState", "StreamStatistics"]
+
+STREAMS: HandleRegistry[Stream] = HandleRegistry("stream")
+_FACTORY_KEY = object()
+
+
+class StreamState(enum.Enum):
+    OPEN = "open"
+    DESTROYED = "destroyed"
+
+
+@dataclass(frozen=True, slots=True)
+class StreamStatistics:
+    device: int
+    queue: int
+    submitted: int
+    pending: bool
+    error: bool
+
+
+class Stream:
+    """An in-order stream of device work. Create with ``device.create_stream()``."""
+
+    def __init__(
+        self,
+        device: Device,
+        *,
+        priority: int = 0,
+        non_blocking: bool = False,
+        null: bool = False,
+        _key: object = None,
+    ) -> None:
+        if _key is not _FACTORY_KEY:
+            raise TypeError("streams are created with Device.create_stream()")
+        if isinstance(priority, bool) or not isinstance(priority, int):
+            raise TypeError(f"priority must be an int, got {priority!r}")
+        self.device = device
+        self.priority = max(-1, min(0, priority))  # HIP clamps into [greatest=-1, least=0]
+        self.non_blocking = bool(non_blocking)
+        self.is_null = null
+        self.queue: HardwareQueue = device.queues[0] if null else device.next_queue()
+        self.state = StreamState.OPEN
+        self.tail: Signal | None = None
+        self.submitted = 0
+        self._error: HipError | None = None
+        self._retired_cb: Callable[[Program], None] = self._retired
+        self.hid = STREAMS.register(self)
+        device.streams.append(self)
+
+    @classmethod
+    def _create(
+        cls, device: Device, *, priority: int = 0, non_blocking: bool = False, null: bool = False
+    ) -> Stream:
+        return cls(
+            device, priority=priority, non_blocking=non_blocking, null=null, _key=_FACTORY_KEY
+        )
+
+    # -- checks -----------------------------------------------------------------------------------
+
+    def check_open(self) -> None:
+        """Raise ContextIsDestroyed (HIP's answer for a dead stream) if it was destroyed."""
+        if self.state is not StreamState.OPEN:
+            raise ContextIsDestroyed(f"{self!r} was destroyed")
+
+    def take_error(self) -> HipError | None:
+        """Return and clear the stream's unreported failure."""
+        error, self._error = self._error, None
+        return error
+
+    # -- submission --------------------------------------------------------------------------------
+
+    def implicit_waits(self) -> list[Signal]:
+        """Unfinished work this stream must order after under legacy default-stream rules."""
+        if self.non_blocking:
+            return []
+        if self.is_null:
+            return [
+                s.tail
+                for s in self.device.streams
+                if s is not self and not s.non_blocking and s.tail is not None and s.tail.value > 0
+            ]
+        null = self.device._null_stream
+        if null is not None and null.tail is not None and null.tail.value > 0:
+            return [null.tail]
+        return []
+
+    def submit(self, program: Program) -> None:
+        """Enqueue a program on this stream; its completion signal becomes the stream's tail."""
+        waits = self.implicit_waits()
+        if waits:
+            self.queue.submit(Program([WaitSignalsOp(waits)]))
+        if program.on_done is None:
+            program.on_done = self._retired_cb
+        self.queue.submit(program)
+        self.submitted += 1
+        if program.completion is not None:
+            self.tail = program.completion
+
+    def _submit_op(self, op: Op) -> Completion:
+        signal = Signal(1)
+        self.submit(Program((op,), signal))
+        return Completion(signal, self.device)
+
+    def _retired(self, program: Program) -> None:
+        if program.error is not None and self._error is None:
+            self._error = program.error
+
+    def report_error(self, error: HipError) -> None:
+        """Make ``error`` this stream's pending failure (graph launches report through this)."""
+        if self._error is None:
+            self._error = error
+
+    # -- operations --------------------------------------------------------------------------------
+
+    async def launch_kernel(
+        self,
+        kernel: Kernel,
+        grid: DimLike,
+        block: DimLike,
+        args: Sequence[Any] = (),
+        *,
+        shared_mem: int = 0,
+    ) -> Completion:
+        """Enqueue a kernel (``hipLaunchKernel``): grid in blocks, block in threads.
+
+        Raises:
+            ContextIsDestroyed: the stream was destroyed.
+            InvalidConfiguration: bad grid/block. TypeError/ValueError: bad arguments.
+        """
+        self.check_open()
+        params = KernelParams.make(
+            kernel, grid, block, args, shared_mem=shared_mem, device=self.device
+        )
+        return self._submit_op(params.op(self.device))
+
+    async def memcpy(
+        self,
+        dst: Endpoint,
+        src: Endpoint,
+        nbytes: int | None = None,
+        kind: CopyKind | int | None = None,
+    ) -> Completion:
+        """Enqueue a copy (``hipMemcpyAsync``); see :meth:`MemcpyParams.make` for the rules."""
+        self.check_open()
+        return self._submit_op(MemcpyParams.make(dst, src, nbytes, kind).op(self.device))
+
+    async def memset(
+        self, dst: DevicePtr, value: int, nbytes: int, *, element_size: int = 1
+    ) -> Completion:
+        """Enqueue a fill of ``nbytes`` with ``value`` per element (``hipMemsetD8/D16/D32Async``).
+
+        Raises:
+            InvalidValue: ``nbytes`` is not a multiple of ``element_size``, or a bad region.
+        """
+        self.check_open()
+        if element_size in (2, 4) and nbytes % element_size:
+            raise InvalidValue(f"{nbytes} bytes is not a whole number of {element_size}-byte items")
+        width = nbytes // element_size if element_size in (1, 2, 4) else nbytes
+        params = MemsetParams.make(dst, value, width, element_size=element_size)
+        return self._submit_op(params.op(self.device))
+
+    async def launch_host_func(self, fn: Callable[..., Any], *args: Any) -> Completion:
+        """Enqueue a host callback (``hipLaunchHostFunc``); the stream waits until it returns."""
+        self.check_open()
+        return self._submit_op(HostParams.make(fn, args).op(self.device))
+
+    async def record_event(self, event: Event) -> None:
+        """Record ``event`` here (``hipEventRecord``): it completes when earlier work has."""
+        self.check_open()
+        event.check_open()
+        signal = Signal(1)
+        self.submit(Program((), signal))
+        event.recorded(signal)
+
+    async def wait_event(self, event: Event) -> None:
+        """Make later work wait for ``event``'s latest record (``hipStreamWaitEvent``).
+
+        An event never recorded is already complete, so the wait is a no-op, as in HIP.
+        """
+        self.check_open()
+        event.check_open()
+        signal = event.signal
+        if signal is not None and signal.value > 0:
+            self.submit(Program((WaitSignalsOp((signal,)),)))
+
+    async def synchronize(self) -> None:
+        """Wait for all work on the stream (``hipStreamSynchronize``).
+
+        Raises:
+            ContextIsDestroyed: the stream was destroyed.
+            HipError: the stream's unreported failure, which is then cleared.
+        """
+        self.check_open()
+        for signal in self._sync_targets():
+            if signal.value > 0:
+                await signal.wait()
+            self.device.clock.observe(signal.time)
+        error = self.take_error()
+        if error is not None:
+            raise error
+
+    def _sync_targets(self) -> list[Signal]:
+        targets = [] if self.tail is None else [self.tail]
+        if self.is_null:
+            targets.extend(self.implicit_waits())
+        return targets
+
+    def query(self) -> bool:
+        """True when all work on the stream is complete (``hipStreamQuery``), False if not."""
+        self.check_open()
+        return all(signal.value <= 0 for signal in self._sync_targets())
+
+    def destroy(self) -> None:
+        """Destroy the stream (``hipStreamDestroy``). Work already enqueued still completes.
+
+        Raises:
+            InvalidHandle: the null stream, or a stream already destroyed.
+        """
+        if self.is_null:
+            raise InvalidHandle("the null stream cannot be destroyed")
+        if STREAMS.unregister(self.hid) is None:
+            raise InvalidHandle(f"{self!r} was already destroyed")
+        self.state = StreamState.DESTROYED
+        with contextlib.suppress(ValueError):
+            self.device.streams.remove(self)
+
+    def statistics(self) -> StreamStatistics:
+        return StreamStatistics(
+            self.device.ordinal,
+            self.queue.index,
+            self.submitted,
+            self.tail is not None and self.tail.value > 0,
+            self._error is not None,
+        )
+
+    def __repr__(self) -> str:
+        name = "null" if self.is_null else f"#{self.hid.slot}.{self.hid.generation}"
+        return (
+            f"<Stream {name} device={self.device.ordinal} queue={self.queue.index} "
+            f"state={self.state.value} submitted={self.submitted}>"
+        )
