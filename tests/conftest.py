@@ -1,0 +1,45 @@
+"""Shared fixtures: a fresh simulated device per test, on asyncio and on uvloop.
+
+Every async test runs twice, once per event loop implementation (pytest-asyncio's
+``pytest_asyncio_loop_factories`` hook). ``device`` gives a freshly configured
+device 0 so no state leaks between tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterator
+
+import pytest
+
+import ahipgraph as ahg
+
+try:
+    import uvloop
+except ImportError:  # pragma: no cover - uvloop is part of the dev extra
+    uvloop = None
+
+
+def pytest_asyncio_loop_factories(
+    config: pytest.Config, item: pytest.Item
+) -> dict[str, Callable[[], asyncio.AbstractEventLoop]]:
+    """Run every async test on asyncio's loop and on uvloop."""
+    factories: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {
+        "asyncio": asyncio.new_event_loop
+    }
+    if uvloop is not None:
+        factories["uvloop"] = uvloop.new_event_loop
+    return factories
+
+
+@pytest.fixture(autouse=True)
+def fresh_devices() -> Iterator[None]:
+    """Each test starts with one default device, and leaves none behind."""
+    ahg.configure_devices(1)
+    yield
+    ahg.configure_devices(1)
+
+
+@pytest.fixture
+def device() -> ahg.Device:
+    return ahg.get_device(0)
