@@ -1,0 +1,176 @@
+"""The kernel-argument arena (HIP's ``GraphKernelArgManager``).
+
+An executable packs every kernel node's arguments into device memory once, at instantiate, and a
+replay dispatches straight from those bytes. The arena owns that memory:
+
+* **Chunks** are device allocations, so they show in ``memory_info``. Allocation bumps through
+  the newest chunk with alignment; a full chunk adds a new one of the same size.
+* **Sizing.** Instantiate sizes the first chunk for every kernel node plus headroom for updates.
+* **Reclaim.** An update that must not disturb launches in flight writes new arguments to a new
+  slot; the superseded slot is freed once no launch uses it and is reused by later updates of
+  the same size. HIP never frees kernarg space until the exec dies; here growth stays bounded.
+* **Flush.** Host writes become visible to the device only after :meth:`flush` (the HDP flush
+  on real hardware). In strict mode a dispatch that would read unflushed bytes fails.
+* :meth:`close` returns every chunk to the device allocator at once.
+
+Thread-safety: one short lock; slots are plain records.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+
+from ..core.errors import InvalidValue
+
+if TYPE_CHECKING:
+    from ..device.device import Device
+    from ..device.pointer import DevicePtr
+
+__all__ = ["ArenaStatistics", "ArgSlot", "KernelArgArena", "ARG_ALIGNMENT", "HEADROOM_BYTES"]
+
+ARG_ALIGNMENT = 16
+HEADROOM_BYTES = 128 * 1024  # HIP's kKernArgChunkSize
+
+
+class ArgSlot:
+    """A range of an arena chunk holding one kernel node's arguments."""
+
+    __slots__ = ("buffer", "chunk", "offset", "size")
+
+    def __init__(self, chunk: int, buffer: npt.NDArray[np.uint8], offset: int, size: int) -> None:
+        self.chunk = chunk
+        self.buffer = buffer
+        self.offset = offset
+        self.size = size
+
+    def __repr__(self) -> str:
+        return f"<ArgSlot chunk={self.chunk} offset={self.offset} size={self.size}>"
+
+
+@dataclass(frozen=True, slots=True)
+class ArenaStatistics:
+    chunks: int
+    chunk_bytes: int
+    bytes_reserved: int
+    live_slots: int
+    free_slots: int
+    allocations: int
+    reuses: int
+    unflushed: int
+
+
+class KernelArgArena:
+    """Bump-allocated, chunked kernel-argument memory of one executable on one device."""
+
+    def __init__(self, device: Device, chunk_bytes: int, *, strict: bool = False) -> None:
+        self.device = device
+        self.chunk_bytes = max(ARG_ALIGNMENT, -(-chunk_bytes // ARG_ALIGNMENT) * ARG_ALIGNMENT)
+        self.strict = strict
+        self._lock = threading.Lock()
+        self._chunks: list[tuple[DevicePtr, npt.NDArray[np.uint8]]] = []
+        self._top = 0  # bump offset in the newest chunk
+        self._free: dict[int, list[ArgSlot]] = {}  # reclaimed slots by size
+        self._live = 0
+        self._allocations = 0
+        self._reuses = 0
+        self._unflushed: set[tuple[int, int]] = set()  # (chunk, offset) written, not flushed
+        self.closed = False
+
+    def _add_chunk(self) -> None:
+        ptr = self.device.malloc(self.chunk_bytes)
+        buffer, offset = self.device.memory.resolve(ptr, self.chunk_bytes)
+        self._chunks.append((ptr, buffer[offset : offset + self.chunk_bytes]))
+        self._top = 0
+
+    def allocate(self, size: int) -> ArgSlot:
+        """A slot of ``size`` bytes, aligned to ``ARG_ALIGNMENT``; reuses a reclaimed slot first.
+
+        Raises:
+            OutOfMemory: a new chunk was needed and the device is full.
+            InvalidValue: ``size`` does not fit in a chunk, or the arena is closed.
+        """
+        size = max(size, 1)
+        if size > self.chunk_bytes:
+            raise InvalidValue(
+                f"{size} bytes of kernel arguments exceed a {self.chunk_bytes}-byte chunk"
+            )
+        with self._lock:
+            if self.closed:
+                raise InvalidValue("the kernel-argument arena is closed")
+            reclaimed = self._free.get(size)
+            if reclaimed:
+                self._reuses += 1
+                self._live += 1
+                return reclaimed.pop()
+            if not self._chunks or self._top + size > self.chunk_bytes:
+                self._add_chunk()
+            index = len(self._chunks) - 1
+            slot = ArgSlot(index, self._chunks[index][1], self._top, size)
+            self._top = -(-(self._top + size) // ARG_ALIGNMENT) * ARG_ALIGNMENT
+            self._allocations += 1
+            self._live += 1
+            return slot
+
+    def write(self, slot: ArgSlot, data: bytes) -> None:
+        """Copy host bytes into a slot; they become visible to dispatches after :meth:`flush`."""
+        if len(data) > slot.size:
+            raise InvalidValue(f"{len(data)} bytes do not fit in {slot!r}")
+        slot.buffer[slot.offset : slot.offset + len(data)] = np.frombuffer(data, dtype=np.uint8)
+        if self.strict:
+            with self._lock:
+                self._unflushed.add((slot.chunk, slot.offset))
+
+    def flush(self) -> None:
+        """Make every write so far visible to the device (the HDP flush)."""
+        if self._unflushed:
+            with self._lock:
+                self._unflushed.clear()
+
+    def is_flushed(self, slot: ArgSlot) -> bool:
+        return (slot.chunk, slot.offset) not in self._unflushed
+
+    def free(self, slot: ArgSlot) -> None:
+        """Give a slot back for reuse (no launch may still read it)."""
+        with self._lock:
+            if self.closed:
+                return
+            self._free.setdefault(slot.size, []).append(slot)
+            self._live -= 1
+            self._unflushed.discard((slot.chunk, slot.offset))
+
+    def close(self) -> None:
+        """Return every chunk to the device allocator. Idempotent."""
+        with self._lock:
+            if self.closed:
+                return
+            self.closed = True
+            chunks, self._chunks = self._chunks, []
+            self._free.clear()
+            self._unflushed.clear()
+            self._live = 0
+        for ptr, _ in chunks:
+            self.device.free(ptr)
+
+    def statistics(self) -> ArenaStatistics:
+        with self._lock:
+            return ArenaStatistics(
+                chunks=len(self._chunks),
+                chunk_bytes=self.chunk_bytes,
+                bytes_reserved=len(self._chunks) * self.chunk_bytes,
+                live_slots=self._live,
+                free_slots=sum(len(v) for v in self._free.values()),
+                allocations=self._allocations,
+                reuses=self._reuses,
+                unflushed=len(self._unflushed),
+            )
+
+    def __repr__(self) -> str:
+        return (
+            f"<KernelArgArena device={self.device.ordinal} chunks={len(self._chunks)} "
+            f"live={self._live} strict={self.strict}>"
+        )

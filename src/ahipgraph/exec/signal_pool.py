@@ -1,0 +1,140 @@
+"""The signal-set pool (HIP's ``GraphSignalManager``).
+
+Every launch of an executable needs a set of completion signals to connect its parallel slots.
+The pool creates ``num_sets`` sets of ``count`` signals at instantiate; a launch borrows one in
+O(1) without allocating and gives it back, re-armed, when its last packet completes.
+
+When the pool is empty, ``acquire_nowait`` either creates a new set (counted as a miss; the pool
+keeps it — HIP's behaviour) or, in waiting mode, reports that nothing is free; ``acquire`` then
+parks on the one wait primitive. ``release`` hands the set straight to the first waiter, so a
+non-blocking acquire can never jump the queue, and a waiter cancelled after the hand-off gives
+the set back.
+
+Each set also carries ``extra`` binding slots after its own signals: per-launch references to
+signals the pool does not own (the previous launch's completion, event records and waits).
+They are overwritten by every launch and cleared on release; re-arming never touches them.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+from ..core.errors import InvalidValue
+from ..core.waitqueue import WaitQueue
+from ..device.signal import Signal
+
+__all__ = ["SignalSet", "SignalSetPool", "SignalPoolStatistics", "REACHED"]
+
+REACHED = Signal(0)
+"""A signal that is always reached: the binding for "nothing to wait for"."""
+
+
+class SignalSet:
+    """``count`` pooled signals followed by ``extra`` per-launch binding slots."""
+
+    __slots__ = ("count", "signals")
+
+    def __init__(self, count: int, extra: int) -> None:
+        self.count = count
+        self.signals: list[Signal] = [Signal(1) for _ in range(count)] + [REACHED] * extra
+
+    def rearm(self) -> None:
+        signals = self.signals
+        for i in range(self.count):
+            signals[i].rearm(1)
+        for i in range(self.count, len(signals)):
+            signals[i] = REACHED
+
+    def __repr__(self) -> str:
+        return f"<SignalSet count={self.count} extra={len(self.signals) - self.count}>"
+
+
+@dataclass(frozen=True, slots=True)
+class SignalPoolStatistics:
+    sets: int
+    free: int
+    in_use: int
+    prepopulated: int
+    misses: int
+    acquires: int
+    waiters: int
+
+
+class SignalSetPool:
+    """A pool of :class:`SignalSet` for one executable."""
+
+    def __init__(
+        self, count: int, *, extra: int = 0, num_sets: int = 16, wait_when_empty: bool = False
+    ) -> None:
+        if num_sets < 1 and wait_when_empty:
+            raise ValueError("a waiting pool needs at least one set")
+        self.count = count
+        self.extra = extra
+        self.prepopulated = num_sets
+        self.wait_when_empty = wait_when_empty
+        self._free: deque[SignalSet] = deque(SignalSet(count, extra) for _ in range(num_sets))
+        self._sets = num_sets
+        self._misses = 0
+        self._acquires = 0
+        self._waiters = WaitQueue()
+        self.closed = False
+
+    def acquire_nowait(self) -> SignalSet | None:
+        """A free set, a new one (a miss), or None in waiting mode when none is free.
+
+        Raises:
+            InvalidValue: the pool is closed.
+        """
+        if self.closed:
+            raise InvalidValue("the signal-set pool is closed")
+        if self._free and not self._waiters:
+            self._acquires += 1
+            return self._free.popleft()
+        if self.wait_when_empty:
+            return None
+        self._misses += 1
+        self._sets += 1
+        self._acquires += 1
+        return SignalSet(self.count, self.extra)
+
+    async def acquire(self) -> SignalSet:
+        """A set, parking until one is released if the pool waits when empty."""
+        signal_set = self.acquire_nowait()
+        if signal_set is not None:
+            return signal_set
+        signal_set = await self._waiters.park(on_abandon=self.release)
+        self._acquires += 1
+        return signal_set  # type: ignore[no-any-return]
+
+    def release(self, signal_set: SignalSet) -> None:
+        """Re-arm a set and hand it to the first waiter, or put it back on the free list."""
+        signal_set.rearm()
+        if self.closed:
+            return
+        if not self._waiters.unpark(signal_set):
+            self._free.append(signal_set)
+
+    def close(self) -> None:
+        """Drop every set (the executable is being freed; no launch is in flight)."""
+        self.closed = True
+        self._free.clear()
+
+    def statistics(self) -> SignalPoolStatistics:
+        free = len(self._free)
+        return SignalPoolStatistics(
+            sets=self._sets,
+            free=free,
+            in_use=0 if self.closed else self._sets - free,
+            prepopulated=self.prepopulated,
+            misses=self._misses,
+            acquires=self._acquires,
+            waiters=len(self._waiters),
+        )
+
+    def __repr__(self) -> str:
+        stats = self.statistics()
+        return (
+            f"<SignalSetPool count={self.count} free={stats.free}/{stats.sets} "
+            f"misses={stats.misses} waiters={stats.waiters}>"
+        )
