@@ -28,7 +28,9 @@ def test_empty_pool_grows_and_counts_a_miss() -> None:
     pool = SignalSetPool(1, num_sets=1)
     first = pool.acquire_nowait()
     second = pool.acquire_nowait()
-    assert first is not None and second is not None and first is not second
+    assert first is not None
+    assert second is not None
+    assert first is not second
     stats = pool.statistics()
     assert (stats.sets, stats.misses, stats.in_use) == (2, 1, 2)
 

@@ -1,4 +1,7 @@
-"""Instantiate flags (``hipGraphInstantiateFlags``) and update results (``hipGraphExecUpdateResult``)."""
+"""Instantiate flags (``hipGraphInstantiateFlags``) and update results.
+
+Update results mirror ``hipGraphExecUpdateResult``.
+"""
 
 from __future__ import annotations
 
