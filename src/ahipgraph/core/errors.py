@@ -103,6 +103,11 @@ class HipError(Exception):
         self.message = message
         super().__init__(f"{self.code.hip_name}: {message}" if message else self.code.hip_name)
 
+    def __reduce__(self) -> tuple[type[HipError], tuple[str]]:
+        # Rebuild from the bare message: the default would pass the prefixed text back to
+        # __init__ and prefix it twice (copy.copy and pickle go through here).
+        return type(self), (self.message,)
+
     @staticmethod
     def from_code(code: ErrorCode | int, message: str = "") -> HipError:
         """Build the exception of the subclass registered for ``code``."""
@@ -118,11 +123,18 @@ def _register(cls: type[HipError]) -> type[HipError]:
 
 
 def error_class(code: ErrorCode | int) -> type[HipError]:
-    """The exception class for ``code``; unknown codes map to :class:`Unknown`."""
+    """The exception class for ``code``; unknown codes map to :class:`Unknown`.
+
+    Raises:
+        ValueError: ``code`` is ``Success``, which is not an error.
+    """
     try:
-        return _BY_CODE[ErrorCode(code)]
+        code = ErrorCode(code)
     except ValueError:
         return Unknown
+    if code is ErrorCode.Success:
+        raise ValueError("hipSuccess is not an error and has no exception class")
+    return _BY_CODE[code]
 
 
 @_register

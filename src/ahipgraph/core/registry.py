@@ -69,7 +69,7 @@ class HandleRegistry(Generic[T]):
         """Retire ``hid``; return its object the first time, ``None`` if it was not alive."""
         with self._lock:
             slot, generation = hid
-            if slot >= len(self._slots):
+            if not 0 <= slot < len(self._slots):
                 return None
             current_generation, obj = self._slots[slot]
             if current_generation != generation or obj is None:
@@ -83,7 +83,7 @@ class HandleRegistry(Generic[T]):
         """The live object for ``hid``, or ``None`` if it was destroyed or never existed."""
         slot, generation = hid
         slots = self._slots
-        if slot >= len(slots):
+        if not 0 <= slot < len(slots):
             return None
         current_generation, obj = slots[slot]
         return obj if current_generation == generation else None

@@ -1,0 +1,93 @@
+"""The public surface: what `import ahipgraph as ahg` offers, and what it refuses."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+import ahipgraph as ahg
+
+
+def test_every_name_in_all_exists() -> None:
+    missing = [name for name in ahg.__all__ if not hasattr(ahg, name)]
+    assert missing == []
+
+
+def test_all_has_no_duplicates() -> None:
+    assert len(ahg.__all__) == len(set(ahg.__all__))
+
+
+def test_foundation_names_are_exported() -> None:
+    expected = {
+        "Completion",
+        "CopyKind",
+        "CostModel",
+        "Device",
+        "DeviceProperties",
+        "DevicePtr",
+        "Dim3",
+        "ErrorCode",
+        "Event",
+        "HipError",
+        "Kernel",
+        "NULL",
+        "Ptr",
+        "Stream",
+        "Threads",
+        "configure_devices",
+        "device_count",
+        "elapsed_time",
+        "get_device",
+        "kernel",
+        "run",
+        *(t.name for t in (ahg.int8, ahg.int16, ahg.int32, ahg.int64)),
+        *(t.name for t in (ahg.uint8, ahg.uint16, ahg.uint32, ahg.uint64)),
+        "float32",
+        "float64",
+    }
+    assert expected <= set(ahg.__all__)
+
+
+def test_private_layers_are_not_exported() -> None:
+    assert not {"core", "device", "runtime"} & set(ahg.__all__)
+    assert all(not name.startswith("_") for name in ahg.__all__)
+
+
+def test_stream_has_no_public_constructor(device: ahg.Device) -> None:
+    with pytest.raises(TypeError, match="create_stream"):
+        ahg.Stream(device)
+
+
+def test_event_has_no_public_constructor(device: ahg.Device) -> None:
+    with pytest.raises(TypeError, match="create_event"):
+        ahg.Event(device)
+
+
+def test_factories_make_streams_and_events(device: ahg.Device) -> None:
+    stream = device.create_stream()
+    event = device.create_event()
+    assert isinstance(stream, ahg.Stream)
+    assert isinstance(event, ahg.Event)
+    stream.destroy()
+    event.destroy()
+
+
+async def _answer() -> int:
+    return 42
+
+
+async def _loop_kind() -> str:
+    return type(asyncio.get_running_loop()).__module__.split(".")[0]
+
+
+def test_run_on_asyncio() -> None:
+    assert ahg.run(_answer) == 42
+    assert ahg.run(_answer()) == 42
+    assert ahg.run(_loop_kind) == "asyncio"
+
+
+def test_run_on_uvloop() -> None:
+    pytest.importorskip("uvloop")
+    assert ahg.run(_answer, use_uvloop=True) == 42
+    assert ahg.run(_loop_kind, use_uvloop=True) == "uvloop"
