@@ -1,0 +1,247 @@
+"""User objects: a destructor that runs when the last graph, exec or user lets go.
+
+A :class:`UserObject` (``hipUserObjectCreate``) couples a destructor and its data to a reference
+count shared by the user and by *owners* — graphs today, executables and their launches
+tomorrow. An owner's references are counted per owner, so destroying a graph releases exactly
+what that graph holds, and the object knows which owners still hold it.
+
+Design:
+  * One code path for owners. ``adopt(owner, count)`` adds references on an owner's behalf (or,
+    with ``move=True``, takes over references the caller already holds); ``disown(owner)`` gives
+    back what the owner holds. Graph retain/release/clone/destroy and executables all use them.
+  * One lock per object guards the count and the owner table together, so an adopt can never
+    race a last release: a dead object stays dead, and adopting it is a no-op (HIP treats an
+    unknown user object as a silent success).
+  * The destructor runs exactly once, on the thread of the call that dropped the count to zero,
+    *outside* the lock, with ``data`` as its only argument. If it raises, the exception reaches
+    that caller; the object is dead either way.
+
+HIP behaviour kept on purpose: counts are 1..INT_MAX (else InvalidValue); releasing more than
+the current count is a silent no-op and the object survives; a plain ``release`` may drop
+references an owner thinks it holds (HIP lets it), and an owner's later ``disown`` then gives
+back only what is left. HIP bug not kept: a graph releasing more than it owns lets its owned
+count go negative; here that release is a no-op.
+
+Invariants (asserted): ``0 <= refcount``; once zero it never changes again; the owner table is
+empty when the object is dead; the registry holds exactly the live objects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..core.errors import InvalidValue
+from ..core.refcount import RefCounted
+from ..core.registry import HandleRegistry
+
+__all__ = ["INT_MAX", "USER_OBJECTS", "UserObject", "UserObjectStatistics", "check_count"]
+
+INT_MAX = 2**31 - 1
+"""The largest count HIP accepts for a retain, a release or an initial reference count."""
+
+USER_OBJECTS: HandleRegistry[UserObject] = HandleRegistry("user object")
+
+
+def check_count(count: int, what: str = "count") -> int:
+    """Validate a retain/release count as HIP does (1..INT_MAX).
+
+    Raises:
+        TypeError: ``count`` is not an int. InvalidValue: it is outside 1..INT_MAX.
+    """
+    if isinstance(count, bool) or not isinstance(count, int):
+        raise TypeError(f"{what} must be an int, got {count!r}")
+    if not 1 <= count <= INT_MAX:
+        raise InvalidValue(f"{what} must be in 1..{INT_MAX}, got {count}")
+    return count
+
+
+@dataclass(frozen=True, slots=True)
+class UserObjectStatistics:
+    refcount: int
+    owners: int
+    owned: int
+    alive: bool
+
+
+class UserObject(RefCounted):
+    """A destructor and its data, kept alive by the user and by the graphs that own it.
+
+    Args:
+        destructor: called once, as ``destructor(data)``, when the last reference goes.
+        data: passed to the destructor (may be None, as HIP allows a null pointer).
+        initial_refcount: references the caller starts with (1..INT_MAX).
+
+    Raises:
+        InvalidValue: ``destructor`` is None, or ``initial_refcount`` is out of range.
+        TypeError: ``destructor`` is not callable, or the count is not an int.
+    """
+
+    __slots__ = ("_data", "_destructor", "_owned", "hid")
+
+    def __init__(
+        self,
+        destructor: Callable[[Any], object],
+        data: Any = None,
+        initial_refcount: int = 1,
+    ) -> None:
+        if destructor is None:
+            raise InvalidValue("a user object needs a destructor")
+        if not callable(destructor):
+            raise TypeError(f"destructor must be callable, got {destructor!r}")
+        super().__init__(check_count(initial_refcount, "initial_refcount"))
+        self._destructor: Callable[[Any], object] | None = destructor
+        self._data = data
+        self._owned: dict[object, int] = {}
+        self.hid = USER_OBJECTS.register(self)
+
+    # -- the user's references ---------------------------------------------------------------------
+
+    @property
+    def alive(self) -> bool:
+        """False once the destructor has been started."""
+        return self._refcount > 0
+
+    @property
+    def data(self) -> Any:
+        return self._data
+
+    def retain(self, count: int = 1) -> None:
+        """Add ``count`` references (``hipUserObjectRetain``); a dead object is left alone.
+
+        Raises:
+            InvalidValue: ``count`` is outside 1..INT_MAX.
+        """
+        check_count(count)
+        with self._ref_lock:
+            if self._refcount:
+                self._refcount += count
+
+    def release(self, count: int = 1) -> bool:
+        """Drop ``count`` references (``hipUserObjectRelease``).
+
+        Releasing more than the current count does nothing, as in HIP. Dropping the last
+        reference runs the destructor on this thread before returning.
+
+        Returns:
+            True if this call ran the destructor.
+
+        Raises:
+            InvalidValue: ``count`` is outside 1..INT_MAX.
+        """
+        check_count(count)
+        with self._ref_lock:
+            if not self._refcount or count > self._refcount:
+                return False
+            last = self._drop_locked(count)
+        if last:
+            self._last_release()
+        return last
+
+    # -- owners (graphs, executables) --------------------------------------------------------------
+
+    def adopt(self, owner: object, count: int = 1, *, move: bool = False) -> bool:
+        """Record ``count`` references as held by ``owner``.
+
+        Without ``move`` the references are new ones. With ``move`` the owner takes over
+        references the caller already holds (``hipGraphUserObjectMove``), so the total does
+        not change; the caller must hold that many references not yet owned by anybody.
+
+        Returns:
+            False if the object is already dead (nothing happens, as HIP does for an unknown
+            object), True otherwise.
+
+        Raises:
+            InvalidValue: ``count`` out of range, or ``move`` of more references than the
+                caller holds.
+        """
+        check_count(count)
+        with self._ref_lock:
+            if not self._refcount:
+                return False
+            if move:
+                unowned = self._refcount - sum(self._owned.values())
+                if count > unowned:
+                    raise InvalidValue(
+                        f"cannot move {count} references: only {max(unowned, 0)} are not owned"
+                    )
+            else:
+                self._refcount += count
+            self._owned[owner] = self._owned.get(owner, 0) + count
+            return True
+
+    def disown(self, owner: object, count: int | None = None) -> bool:
+        """Give back ``count`` of the references ``owner`` holds (all of them by default).
+
+        Asking for more than the owner holds, or for an owner holding none, does nothing.
+        If plain releases already took some of the owner's references, only what is left of
+        the count is dropped, so the destructor still runs exactly once.
+
+        Returns:
+            True if this call ran the destructor.
+
+        Raises:
+            InvalidValue: ``count`` is outside 1..INT_MAX.
+        """
+        if count is not None:
+            check_count(count)
+        with self._ref_lock:
+            held = self._owned.get(owner, 0)
+            if not held or (count is not None and count > held):
+                return False
+            drop = held if count is None else count
+            if held == drop:
+                del self._owned[owner]
+            else:
+                self._owned[owner] = held - drop
+            drop = min(drop, self._refcount)
+            last = self._drop_locked(drop) if drop else False
+        if last:
+            self._last_release()
+        return last
+
+    def owned_by(self, owner: object) -> int:
+        """How many references ``owner`` holds."""
+        with self._ref_lock:
+            return self._owned.get(owner, 0)
+
+    @property
+    def owners(self) -> frozenset[object]:
+        """The owners currently holding references (HIP's ``owning_graphs_``)."""
+        with self._ref_lock:
+            return frozenset(self._owned)
+
+    # -- internals ---------------------------------------------------------------------------------
+
+    def _drop_locked(self, count: int) -> bool:
+        self._refcount -= count
+        assert self._refcount >= 0, "user object count went negative"
+        if self._refcount:
+            return False
+        self._owned.clear()
+        return True
+
+    def _last_release(self) -> None:
+        assert self._refcount == 0
+        assert not self._owned
+        USER_OBJECTS.unregister(self.hid)
+        destructor, data = self._destructor, self._data
+        self._destructor = None
+        self._data = None
+        assert destructor is not None, "a user object's destructor ran twice"
+        destructor(data)
+
+    def statistics(self) -> UserObjectStatistics:
+        with self._ref_lock:
+            return UserObjectStatistics(
+                self._refcount, len(self._owned), sum(self._owned.values()), self._refcount > 0
+            )
+
+    def __repr__(self) -> str:
+        if not self._refcount:
+            return f"<UserObject #{self.hid.slot}.{self.hid.generation} destroyed>"
+        return (
+            f"<UserObject #{self.hid.slot}.{self.hid.generation} refcount={self._refcount} "
+            f"owners={len(self._owned)}>"
+        )
