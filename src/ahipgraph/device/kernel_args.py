@@ -58,6 +58,9 @@ class ArgType:
         return f"ahg.{self.name}"
 
 
+_FLOAT32 = struct.Struct("<f")
+
+
 class ScalarType(ArgType):
     """A fixed-width integer or floating-point parameter."""
 
@@ -79,7 +82,15 @@ class ScalarType(ArgType):
         if self.is_float:
             if not isinstance(value, int | float | np.integer | np.floating):
                 raise TypeError(f"parameter {param!r} ({self.name}) needs a number, got {value!r}")
-            return float(value)
+            try:
+                number = float(value)
+                if self.size == 4:
+                    _FLOAT32.pack(number)  # finite values past float32's range overflow here
+            except OverflowError:
+                raise ValueError(
+                    f"parameter {param!r} ({self.name}) out of range: {value!r}"
+                ) from None
+            return number
         if not isinstance(value, int | np.integer):
             raise TypeError(f"parameter {param!r} ({self.name}) needs an int, got {value!r}")
         value = int(value)

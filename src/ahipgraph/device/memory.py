@@ -183,16 +183,19 @@ class DeviceMemory:
         _check_size(nbytes)
         if not ptr:
             raise InvalidValue("null device pointer")
-        allocation = self._find(ptr)
+        with self._lock:  # a free on another thread must not change the allocation mid-lookup
+            allocation = self._find(ptr)
+            buffer = allocation.buffer
         offset = ptr.address - allocation.base
         if offset + nbytes > allocation.nbytes:
             raise InvalidValue(
                 f"{nbytes} bytes at {ptr!r} run past the end of {allocation!r} (offset {offset})"
             )
-        assert allocation.buffer is not None
-        return allocation.buffer, offset
+        assert buffer is not None
+        return buffer, offset
 
     def _find(self, ptr: DevicePtr) -> Allocation:
+        """The committed allocation holding ``ptr``. Call with the lock held."""
         if ptr.device == self.ordinal:
             bases = self._bases
             index = bisect.bisect_right(bases, ptr.address) - 1
@@ -216,15 +219,16 @@ class DeviceMemory:
         Raises:
             InvalidDevicePointer: the address is not inside a live allocation.
         """
-        allocation = self._find(DevicePtr(self.ordinal, address))
-        key = (address, dtype)
-        view = allocation.views.get(key)
-        if view is None:
-            assert allocation.buffer is not None
-            offset = address - allocation.base
-            count = (allocation.nbytes - offset) // dtype.itemsize
-            view = np.frombuffer(allocation.buffer, dtype=dtype, count=count, offset=offset)
-            allocation.views[key] = view
+        with self._lock:  # see resolve()
+            allocation = self._find(DevicePtr(self.ordinal, address))
+            key = (address, dtype)
+            view = allocation.views.get(key)
+            if view is None:
+                assert allocation.buffer is not None
+                offset = address - allocation.base
+                count = (allocation.nbytes - offset) // dtype.itemsize
+                view = np.frombuffer(allocation.buffer, dtype=dtype, count=count, offset=offset)
+                allocation.views[key] = view
         return view
 
     # -- reporting ------------------------------------------------------------------------------
