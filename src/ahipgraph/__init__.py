@@ -64,6 +64,11 @@ from .device.kernel_args import (
 )
 from .device.pointer import NULL, DevicePtr
 from .device.properties import CopyKind, CostModel, DeviceProperties
+from .graph.dot import DotFlags
+from .graph.graph import Graph
+from .graph.node import GraphNode
+from .graph.node_type import NodeType
+from .lifetime.user_object import UserObject
 from .runtime.completion import Completion
 from .runtime.event import Event, elapsed_time
 from .runtime.stream import Stream
@@ -79,9 +84,12 @@ __all__ = [
     "DeviceProperties",
     "DevicePtr",
     "Dim3",
+    "DotFlags",
     "ErrorCode",
     "Event",
+    "Graph",
     "GraphExecUpdateFailure",
+    "GraphNode",
     "HipError",
     "IllegalAddress",
     "IllegalState",
@@ -95,6 +103,7 @@ __all__ = [
     "InvalidValue",
     "Kernel",
     "LaunchFailure",
+    "NodeType",
     "NotFound",
     "NotInitialized",
     "NotReady",
@@ -113,6 +122,7 @@ __all__ = [
     "StreamCaptureWrongThread",
     "Threads",
     "Unknown",
+    "UserObject",
     "configure_devices",
     "device_count",
     "elapsed_time",

@@ -1,0 +1,550 @@
+"""Graphs: nodes, edges, topological queries, clone, user objects and destroy.
+
+A :class:`Graph` is pure data: nodes with validated parameters and ordered edges. Nothing runs
+here; an executable takes a snapshot (under ``graph.lock``) and does the rest.
+
+Design:
+  * ``lock`` is one RLock per graph; every edit and every query takes it, so concurrent edits of
+    one graph are serialised and queries see whole edits. Two graphs' locks are only ever held
+    together parent-then-embedded-child (clone, DOT, an executable's snapshot) — a tree, so
+    never in two orders. Adding or replacing a child graph copies the child *before* taking the
+    parent's lock, so ``a.add_child_graph_node(b)`` racing ``b.add_child_graph_node(a)`` cannot
+    deadlock.
+  * Node order: ``_nodes`` keeps insertion order (HIP's ``vertices_``); each node keeps its
+    edges in insertion order. ``nodes()`` is Kahn's algorithm with a FIFO seeded in insertion
+    order, visiting successors in edge order, exactly as HIP does, so orders match HIP's.
+  * Cycles can be made with ``add_dependencies`` (HIP does not check there); ordering a cyclic
+    graph (``nodes()``, instantiation) is InvalidValue.
+  * Every add and edge edit validates everything before it changes anything: a failed call
+    leaves the graph as it was (HIP can leave a node or a partial edge list behind).
+  * User objects: the graph keeps the set of objects it may own; the counts live in each object
+    (``UserObject.adopt``/``disown``), the one code path graphs and executables share.
+    Destructors never run while this graph's lock is held.
+
+Validity: a graph is registered in :data:`GRAPHS` while it lives. ``destroy()`` unregisters it
+first, which invalidates every node handle at once (a node checks its graph), then releases its
+nodes, embedded child graphs, user-object references and unused memory-node reservations.
+Destroying twice is IllegalState; any other call on a destroyed graph is InvalidValue.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..core.errors import IllegalState, InvalidValue, NotSupported
+from ..core.registry import HandleRegistry
+from ..lifetime.user_object import UserObject, check_count
+from . import dot
+from .builder import GraphBuilder
+from .memnodes import RESERVATIONS
+from .node import NODES, GraphNode
+from .node_type import NodeType
+from .params import ChildGraphParams, NodeParams
+
+if TYPE_CHECKING:
+    from .builder import Deps
+
+__all__ = ["GRAPHS", "Graph", "GraphStatistics"]
+
+GRAPHS: HandleRegistry[Graph] = HandleRegistry("graph")
+_GRAPH_IDS = itertools.count()  # next() on a C iterator is atomic under the GIL
+_MEM_NODE_TYPES = (NodeType.MemAlloc, NodeType.MemFree)
+
+
+@dataclass(frozen=True, slots=True)
+class GraphStatistics:
+    id: int
+    nodes: int
+    edges: int
+    roots: int
+    child_graphs: int
+    user_objects: int
+    user_object_references: int
+    has_mem_nodes: bool
+    instantiated: bool
+    destroyed: bool
+
+
+class Graph(GraphBuilder):
+    """A graph of device work (``hipGraphCreate``). See the ``add_*_node`` methods.
+
+    Attributes:
+        id: HIP's graph id (DOT names clusters and nodes after it).
+        hid: the graph's registry handle.
+        lock: serialises every edit and query of this graph.
+        original: the graph this one was cloned from, if any.
+        owner_node: the child-graph node that embeds this graph, if any.
+        has_mem_nodes: the graph holds memory-alloc or memory-free nodes.
+        instantiated: an executable was made from it (set by the executable layer).
+    """
+
+    def __init__(self) -> None:
+        self.id = next(_GRAPH_IDS)
+        self.lock = threading.RLock()
+        self.original: Graph | None = None
+        self.owner_node: GraphNode | None = None
+        self.has_mem_nodes = False
+        self.instantiated = False
+        self._nodes: dict[GraphNode, None] = {}  # insertion order
+        self._by_id: dict[int, GraphNode] = {}
+        self._edge_count = 0
+        self._user_objects: set[UserObject] = set()
+        self.hid = GRAPHS.register(self)
+
+    # -- validity ----------------------------------------------------------------------------------
+
+    @property
+    def destroyed(self) -> bool:
+        return GRAPHS.get(self.hid) is not self
+
+    def check_alive(self) -> None:
+        """Raise InvalidValue if the graph was destroyed."""
+        if GRAPHS.get(self.hid) is not self:
+            raise InvalidValue(f"{self!r} was destroyed")
+
+    # -- building (the add_* methods are in GraphBuilder) ------------------------------------------
+
+    def _add_node(
+        self, node_type: NodeType, deps: Deps, build: Callable[[], NodeParams]
+    ) -> GraphNode:
+        with self.lock:
+            self.check_alive()
+            dep_list = self._check_deps(deps)
+            return self._attach(node_type, build(), dep_list)
+
+    def _add_child_graph(self, child: Graph, deps: Deps) -> GraphNode:
+        with self.lock:
+            self.check_alive()
+            self._check_deps(deps)
+        copy = self._embed_copy(child)  # outside our lock: see the module notes
+        try:
+            with self.lock:
+                self.check_alive()
+                node = self._attach(NodeType.Graph, ChildGraphParams(copy), self._check_deps(deps))
+                copy.owner_node = node
+                return node
+        except BaseException:
+            copy._dispose()
+            raise
+
+    def _embed_copy(self, child: Graph) -> Graph:
+        if child is None:
+            raise InvalidValue("child graph is null")
+        if not isinstance(child, Graph):
+            raise TypeError(f"expected a Graph, got {child!r}")
+        return child._clone()
+
+    def _check_mem_node_allowed(self) -> None:
+        if self.owner_node is not None:
+            raise NotSupported("a graph embedded in a child-graph node cannot hold memory nodes")
+
+    def _attach(
+        self,
+        node_type: NodeType,
+        params: NodeParams,
+        deps: Sequence[GraphNode],
+        node_id: int | None = None,
+    ) -> GraphNode:
+        node = GraphNode._create(self, node_type, params, node_id)
+        self._nodes[node] = None
+        self._by_id[node.id] = node
+        for dep in deps:
+            self._link(dep, node)
+        if node_type in _MEM_NODE_TYPES:
+            self.has_mem_nodes = True
+        return node
+
+    def _check_deps(self, deps: Deps) -> list[GraphNode]:
+        if isinstance(deps, GraphNode):
+            deps = (deps,)
+        checked: list[GraphNode] = []
+        seen: set[GraphNode] = set()
+        for dep in deps:
+            self._check_member(dep, "dependency")
+            if dep in seen:
+                raise InvalidValue(f"{dep!r} is listed twice as a dependency")
+            seen.add(dep)
+            checked.append(dep)
+        return checked
+
+    def _check_member(self, node: GraphNode | None, what: str) -> None:
+        if node is None:
+            raise InvalidValue(f"{what} is null")
+        if not isinstance(node, GraphNode):
+            raise TypeError(f"{what} must be a GraphNode, got {node!r}")
+        if NODES.get(node.hid) is not node:
+            raise InvalidValue(f"{what} {node!r} was destroyed")
+        if node.graph is not self:
+            raise InvalidValue(f"{what} {node!r} belongs to another graph")
+
+    def _link(self, src: GraphNode, dst: GraphNode) -> None:
+        src._succ.append(dst)
+        dst._deps.append(src)
+        self._edge_count += 1
+
+    # -- edges -------------------------------------------------------------------------------------
+
+    def add_dependencies(
+        self, from_nodes: Sequence[GraphNode] | GraphNode, to_nodes: Sequence[GraphNode] | GraphNode
+    ) -> None:
+        """Add edges ``from_nodes[i] -> to_nodes[i]`` (``hipGraphAddDependencies``).
+
+        Cycles are not checked here (as in HIP); ordering a cyclic graph fails later. Nothing
+        is added unless every edge is valid.
+
+        Raises:
+            InvalidValue: destroyed graph; a null, destroyed or foreign node; a self-edge; an
+                edge that exists already or is given twice.
+            ValueError: the two lists differ in length.
+        """
+        pairs = _pairs(from_nodes, to_nodes)
+        with self.lock:
+            self._check_pairs(pairs)
+            seen: set[tuple[GraphNode, GraphNode]] = set()
+            for src, dst in pairs:
+                if dst in src._succ or (src, dst) in seen:
+                    raise InvalidValue(f"the edge {src!r} -> {dst!r} already exists")
+                seen.add((src, dst))
+            for src, dst in pairs:
+                self._link(src, dst)
+
+    def remove_dependencies(
+        self, from_nodes: Sequence[GraphNode] | GraphNode, to_nodes: Sequence[GraphNode] | GraphNode
+    ) -> None:
+        """Remove edges ``from_nodes[i] -> to_nodes[i]`` (``hipGraphRemoveDependencies``).
+
+        Raises:
+            InvalidValue: destroyed graph; a null, destroyed or foreign node; an edge that does
+                not exist (or is given twice). Nothing is removed then.
+            ValueError: the two lists differ in length.
+        """
+        pairs = _pairs(from_nodes, to_nodes)
+        with self.lock:
+            self._check_pairs(pairs)
+            if len(set(pairs)) != len(pairs):
+                raise InvalidValue("an edge is listed twice")
+            for src, dst in pairs:
+                if dst not in src._succ:
+                    raise InvalidValue(f"there is no edge {src!r} -> {dst!r}")
+            for src, dst in pairs:
+                src._succ.remove(dst)
+                dst._deps.remove(src)
+                self._edge_count -= 1
+
+    def _check_pairs(self, pairs: list[tuple[GraphNode, GraphNode]]) -> None:
+        self.check_alive()
+        for src, dst in pairs:
+            self._check_member(src, "from node")
+            self._check_member(dst, "to node")
+            if src is dst:
+                raise InvalidValue(f"{src!r} cannot depend on itself")
+
+    # -- queries -----------------------------------------------------------------------------------
+
+    def nodes(self) -> list[GraphNode]:
+        """All nodes in topological order (``hipGraphGetNodes``: Kahn, insertion-order FIFO).
+
+        Raises:
+            InvalidValue: destroyed graph, or the graph has a cycle.
+        """
+        with self.lock:
+            self.check_alive()
+            return self._topological_order()
+
+    def _topological_order(self) -> list[GraphNode]:
+        indegree = {node: len(node._deps) for node in self._nodes}
+        ready = deque(node for node, degree in indegree.items() if not degree)
+        order: list[GraphNode] = []
+        while ready:
+            node = ready.popleft()
+            order.append(node)
+            for succ in node._succ:
+                indegree[succ] -= 1
+                if not indegree[succ]:
+                    ready.append(succ)
+        if len(order) != len(indegree):
+            raise InvalidValue(f"{self!r} has a cycle")
+        return order
+
+    def root_nodes(self) -> list[GraphNode]:
+        """Nodes without dependencies, in insertion order (``hipGraphGetRootNodes``)."""
+        with self.lock:
+            self.check_alive()
+            return [node for node in self._nodes if not node._deps]
+
+    def edges(self) -> list[tuple[GraphNode, GraphNode]]:
+        """Every edge (from, to): nodes in insertion order, each node's edges in edge order."""
+        with self.lock:
+            self.check_alive()
+            return [(node, succ) for node in self._nodes for succ in node._succ]
+
+    def _ordered_nodes(self) -> list[GraphNode]:
+        """Nodes in insertion order (caller holds the lock)."""
+        return list(self._nodes)
+
+    # -- clone -------------------------------------------------------------------------------------
+
+    def clone(self) -> Graph:
+        """An independent deep copy (``hipGraphClone``); its nodes keep their ids.
+
+        The copy owns one reference to each user object this graph owns, as in HIP. Cloning a
+        graph with a cycle works; ordering the copy will fail as it would for this graph.
+
+        Raises:
+            InvalidValue: destroyed graph. NotSupported: the graph has memory nodes.
+        """
+        return self._clone()
+
+    def _clone(self) -> Graph:
+        with self.lock:
+            self.check_alive()
+            if self.has_mem_nodes:
+                raise NotSupported(f"{self!r} has memory nodes and cannot be copied")
+            copy = Graph()
+            copy.original = self
+            try:
+                twins: dict[GraphNode, GraphNode] = {}
+                for node in self._nodes:
+                    params = node._params
+                    if isinstance(params, ChildGraphParams):
+                        params = ChildGraphParams(params.graph._clone())
+                    twin = copy._attach(node._type, params, (), node.id)
+                    if isinstance(params, ChildGraphParams):
+                        params.graph.owner_node = twin
+                    twins[node] = twin
+                for node, twin in twins.items():
+                    twin._deps = [twins[dep] for dep in node._deps]
+                    twin._succ = [twins[succ] for succ in node._succ]
+                copy._edge_count = self._edge_count
+                for obj in self._user_objects:
+                    if obj.owned_by(self) and obj.adopt(copy, 1):
+                        copy._user_objects.add(obj)
+            except BaseException:
+                copy._dispose()
+                raise
+            return copy
+
+    def find_in_clone(self, node: GraphNode) -> GraphNode:
+        """This clone's copy of ``node``, a node of the graph it was cloned from.
+
+        Called on the clone, as ``hipGraphNodeFindInClone(clone, original_node)``; ``node`` may
+        also belong to an earlier ancestor (a clone of a clone).
+
+        Raises:
+            InvalidValue: destroyed graph or node; this graph is not a clone of ``node``'s
+                graph; the node has no copy here (added after cloning, or since destroyed).
+        """
+        with self.lock:
+            self.check_alive()
+            if node is None:
+                raise InvalidValue("node is null")
+            if not isinstance(node, GraphNode):
+                raise TypeError(f"expected a GraphNode, got {node!r}")
+            node.check_alive()
+            ancestor = self.original
+            while ancestor is not None and ancestor is not node.graph:
+                ancestor = ancestor.original
+            if ancestor is None:
+                raise InvalidValue(f"{self!r} is not a clone of {node.graph!r}")
+            twin = self._by_id.get(node.id)
+            if twin is None:
+                raise InvalidValue(f"{node!r} has no copy in {self!r}")
+            return twin
+
+    # -- user objects ------------------------------------------------------------------------------
+
+    def retain_user_object(self, obj: UserObject, count: int = 1, move: bool = False) -> None:
+        """Make this graph own ``count`` references to ``obj`` (``hipGraphRetainUserObject``).
+
+        With ``move`` the graph takes over ``count`` of the caller's references instead of
+        adding new ones. A dead object is left alone, as HIP does.
+
+        Raises:
+            InvalidValue: destroyed graph, ``obj`` is None, ``count`` outside 1..INT_MAX, or a
+                move of more references than the caller holds.
+        """
+        with self.lock:
+            self._check_user_object(obj, count)
+            if obj.adopt(self, count, move=move):
+                self._user_objects.add(obj)
+
+    def release_user_object(self, obj: UserObject, count: int = 1) -> None:
+        """Give back ``count`` of this graph's references (``hipGraphReleaseUserObject``).
+
+        Releasing from a graph that does not own ``obj``, or more than it owns, does nothing.
+        The destructor runs here if this drops the last reference.
+
+        Raises:
+            InvalidValue: destroyed graph, ``obj`` is None, ``count`` outside 1..INT_MAX.
+        """
+        with self.lock:
+            self._check_user_object(obj, count)
+        obj.disown(self, count)  # outside the lock: the destructor may run
+        with self.lock:
+            if obj in self._user_objects and not obj.owned_by(self):
+                self._user_objects.discard(obj)
+
+    def _check_user_object(self, obj: UserObject, count: int) -> None:
+        self.check_alive()
+        if obj is None:
+            raise InvalidValue("user object is null")
+        if not isinstance(obj, UserObject):
+            raise TypeError(f"expected a UserObject, got {obj!r}")
+        check_count(count)
+
+    def user_objects(self) -> dict[UserObject, int]:
+        """A snapshot of the user objects this graph owns and how many references of each."""
+        with self.lock:
+            self.check_alive()
+            owned = {obj: obj.owned_by(self) for obj in self._user_objects}
+            return {obj: count for obj, count in owned.items() if count}
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    def mark_instantiated(self) -> None:
+        """Record that an executable was made from this graph (the executable layer calls it)."""
+        with self.lock:
+            self.check_alive()
+            self.instantiated = True
+
+    def destroy(self) -> None:
+        """Destroy the graph (``hipGraphDestroy``); executables made from it are unaffected.
+
+        Releases the user-object references the graph owns (destructors may run here, after the
+        graph is gone; the first exception one raises is re-raised once all are released).
+
+        Raises:
+            IllegalState: the graph was already destroyed.
+            InvalidValue: the graph is a child-graph node's embedded copy (destroy the node).
+        """
+        with self.lock:
+            if GRAPHS.get(self.hid) is not self:
+                raise IllegalState(f"{self!r} was already destroyed")
+            if self.owner_node is not None:
+                raise InvalidValue(f"{self!r} belongs to {self.owner_node!r}; destroy that node")
+            children, objects = self._teardown_locked()
+        self._release(children, objects)
+
+    def _dispose(self) -> None:
+        """Destroy an embedded copy (or a copy that failed half-way); idempotent."""
+        with self.lock:
+            if GRAPHS.get(self.hid) is not self:
+                return
+            children, objects = self._teardown_locked()
+        self._release(children, objects)
+
+    def _teardown_locked(self) -> tuple[list[Graph], list[UserObject]]:
+        GRAPHS.unregister(self.hid)  # from here every node handle is invalid too
+        children: list[Graph] = []
+        for node in self._nodes:
+            NODES.unregister(node.hid)
+            if isinstance(node._params, ChildGraphParams):
+                children.append(node._params.graph)
+        self._nodes = {}
+        self._by_id = {}
+        self._edge_count = 0
+        objects = list(self._user_objects)
+        self._user_objects.clear()
+        if self.has_mem_nodes:
+            # Once instantiated, the executable owns the reserved ranges.
+            RESERVATIONS.release_owner(self, unreserve=not self.instantiated)
+        return children, objects
+
+    def _release(self, children: list[Graph], objects: list[UserObject]) -> None:
+        errors: list[BaseException] = []
+        for child in children:
+            try:
+                child._dispose()
+            except Exception as error:
+                errors.append(error)
+        for obj in objects:
+            try:
+                obj.disown(self)
+            except Exception as error:
+                errors.append(error)
+        if errors:
+            raise errors[0]
+
+    def _destroy_node(self, node: GraphNode) -> None:
+        with self.lock:
+            node.check_alive()
+            if node._type in _MEM_NODE_TYPES:
+                raise NotSupported(f"{node._type.name} nodes cannot be destroyed")
+            for dep in node._deps:
+                dep._succ.remove(node)
+            for succ in node._succ:
+                succ._deps.remove(node)
+            self._edge_count -= len(node._deps) + len(node._succ)
+            node._deps.clear()
+            node._succ.clear()
+            del self._nodes[node]
+            del self._by_id[node.id]
+            NODES.unregister(node.hid)
+            params = node._params
+        if isinstance(params, ChildGraphParams):
+            params.graph._dispose()
+
+    # -- DOT ---------------------------------------------------------------------------------------
+
+    def to_dot(self, flags: int = 0) -> str:
+        """The graph as Graphviz DOT, shaped like ``hipGraphDebugDotPrint`` (see ``DotFlags``)."""
+        return dot.to_dot(self, flags)
+
+    def debug_dot_print(self, path: str | os.PathLike[str], flags: int = 0) -> None:
+        """Write :meth:`to_dot` to ``path`` (``hipGraphDebugDotPrint``).
+
+        Raises:
+            InvalidValue: destroyed graph or a null path. OperatingSystem: cannot write ``path``.
+        """
+        dot.write_dot(self, path, flags)
+
+    def render(self, path: str | os.PathLike[str], format: str = "svg", flags: int = 0) -> None:
+        """Draw the graph with Graphviz's ``dot`` into ``path`` (``format``: svg, png, pdf...).
+
+        Raises:
+            NotSupported: Graphviz is not installed. OperatingSystem: ``dot`` failed.
+        """
+        dot.render(self, path, format, flags)
+
+    # -- reporting ---------------------------------------------------------------------------------
+
+    def statistics(self) -> GraphStatistics:
+        with self.lock:
+            owned = {obj: obj.owned_by(self) for obj in self._user_objects}
+            return GraphStatistics(
+                id=self.id,
+                nodes=len(self._nodes),
+                edges=self._edge_count,
+                roots=sum(1 for node in self._nodes if not node._deps),
+                child_graphs=sum(1 for node in self._nodes if node._type is NodeType.Graph),
+                user_objects=sum(1 for count in owned.values() if count),
+                user_object_references=sum(owned.values()),
+                has_mem_nodes=self.has_mem_nodes,
+                instantiated=self.instantiated,
+                destroyed=self.destroyed,
+            )
+
+    def __repr__(self) -> str:
+        if self.destroyed:
+            return f"<Graph id={self.id} destroyed>"
+        return (
+            f"<Graph id={self.id} nodes={len(self._nodes)} edges={self._edge_count} "
+            f"user_objects={len(self._user_objects)}>"
+        )
+
+
+def _pairs(
+    from_nodes: Sequence[GraphNode] | GraphNode | None,
+    to_nodes: Sequence[GraphNode] | GraphNode | None,
+) -> list[tuple[GraphNode, GraphNode]]:
+    froms = [from_nodes] if from_nodes is None or isinstance(from_nodes, GraphNode) else from_nodes
+    tos = [to_nodes] if to_nodes is None or isinstance(to_nodes, GraphNode) else to_nodes
+    if len(froms) != len(tos):
+        raise ValueError(f"{len(froms)} from-nodes but {len(tos)} to-nodes")
+    return list(zip(froms, tos, strict=True))  # type: ignore[arg-type]

@@ -1,0 +1,291 @@
+"""Graph nodes: a typed parameter object in a graph, with ordered edges both ways.
+
+A :class:`GraphNode` is created only by its graph's ``add_*_node`` methods (or by clone). It
+keeps HIP's shape: ``id`` from a process-wide counter, kept by clones so a node can be found in
+a clone of its graph; ``_deps`` (predecessors) and ``_succ`` (successors) as lists in insertion
+order, because HIP's query results and topological order follow insertion order.
+
+Validity: a node is registered in :data:`NODES` while it lives. It dies when destroyed on its
+own or when its graph is destroyed; either way every call on the handle gives InvalidValue, and
+the handle's generation means a recycled registry slot can never revive it.
+
+Locking: all reads and edits go through the owning graph's ``lock`` (an RLock), so concurrent
+edits of one graph are serialised and a query never sees a half-made edge. Replacing a child
+graph clones the new graph *before* taking this graph's lock (two graph locks are never held in
+an order a user could reverse), then swaps it in under the lock.
+
+Parameter setters follow HIP's check order: handle, then node type (wrong type is InvalidValue),
+then the parameter values, validated by the same constructors the add methods use. A memcpy
+node's direction is fixed when it is added.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..core.errors import InvalidValue, NotSupported
+from ..core.registry import HandleRegistry
+from ..device.kernel import DimLike, Kernel
+from ..device.pointer import DevicePtr
+from ..device.properties import CopyKind
+from ..runtime.event import Event
+from ..runtime.params import Endpoint, HostParams, KernelParams, MemcpyParams, MemsetParams
+from .node_type import NodeType
+from .params import (
+    ChildGraphParams,
+    EventParams,
+    MemAllocParams,
+    MemFreeParams,
+    NodeParams,
+    event_params,
+    host_params,
+    kernel_params,
+    memcpy_params,
+    memset_params,
+    revalidate,
+)
+
+if TYPE_CHECKING:
+    from .graph import Graph
+
+__all__ = ["NODES", "PARAMS_TYPES", "GraphNode"]
+
+NODES: HandleRegistry[GraphNode] = HandleRegistry("graph node")
+_FACTORY_KEY = object()
+_NODE_IDS = itertools.count()  # next() on a C iterator is atomic under the GIL
+
+PARAMS_TYPES: dict[NodeType, type[Any] | None] = {
+    NodeType.Kernel: KernelParams,
+    NodeType.Memcpy: MemcpyParams,
+    NodeType.Memset: MemsetParams,
+    NodeType.Host: HostParams,
+    NodeType.Graph: ChildGraphParams,
+    NodeType.Empty: None,
+    NodeType.WaitEvent: EventParams,
+    NodeType.EventRecord: EventParams,
+    NodeType.MemAlloc: MemAllocParams,
+    NodeType.MemFree: MemFreeParams,
+}
+"""The parameter class each creatable node type holds (None: the node has no parameters)."""
+
+
+class GraphNode:
+    """One node of a :class:`Graph`. Created by the graph's ``add_*_node`` methods.
+
+    Attributes:
+        id: HIP's node id (shared with the node's copies in clones of the graph).
+        graph: the graph the node belongs to.
+        hid: the node's registry handle.
+    """
+
+    __slots__ = ("_deps", "_params", "_succ", "_type", "graph", "hid", "id")
+
+    def __init__(
+        self,
+        graph: Graph,
+        node_type: NodeType,
+        params: NodeParams,
+        node_id: int | None = None,
+        *,
+        _key: object = None,
+    ) -> None:
+        if _key is not _FACTORY_KEY:
+            raise TypeError("graph nodes are created with Graph.add_*_node()")
+        self.graph = graph
+        self.id = next(_NODE_IDS) if node_id is None else node_id
+        self._type = node_type
+        self._params = params
+        self._deps: list[GraphNode] = []
+        self._succ: list[GraphNode] = []
+        self.hid = NODES.register(self)
+
+    @classmethod
+    def _create(
+        cls, graph: Graph, node_type: NodeType, params: NodeParams, node_id: int | None = None
+    ) -> GraphNode:
+        return cls(graph, node_type, params, node_id, _key=_FACTORY_KEY)
+
+    # -- validity ----------------------------------------------------------------------------------
+
+    @property
+    def alive(self) -> bool:
+        return NODES.get(self.hid) is self and not self.graph.destroyed
+
+    def check_alive(self) -> None:
+        """Raise InvalidValue if the node or its graph was destroyed."""
+        if NODES.get(self.hid) is not self or self.graph.destroyed:
+            raise InvalidValue(f"{self!r} was destroyed")
+
+    # -- queries -----------------------------------------------------------------------------------
+
+    @property
+    def type(self) -> NodeType:
+        """The node's :class:`NodeType` (``hipGraphNodeGetType``)."""
+        self.check_alive()
+        return self._type
+
+    @property
+    def params(self) -> Any:
+        """The node's parameters, of the class :data:`PARAMS_TYPES` gives for its type.
+
+        Typed ``Any`` because callers dispatch on :attr:`type`; None for an empty node.
+        """
+        with self.graph.lock:
+            self.check_alive()
+            return self._params
+
+    def dependencies(self) -> list[GraphNode]:
+        """The nodes this one depends on, in the order the edges were added."""
+        with self.graph.lock:
+            self.check_alive()
+            return list(self._deps)
+
+    def dependents(self) -> list[GraphNode]:
+        """The nodes that depend on this one, in the order the edges were added."""
+        with self.graph.lock:
+            self.check_alive()
+            return list(self._succ)
+
+    # -- parameter setters -------------------------------------------------------------------------
+
+    def set_params(self, params: Any) -> None:
+        """Replace the parameters with ``params`` (validated again), of this node's type.
+
+        A child-graph node takes a copy of ``params.graph``, as when it was added.
+
+        Raises:
+            InvalidValue: destroyed node; an empty node, or ``params`` of another node type;
+                a memcpy whose direction differs from the node's.
+            NotSupported: a memory-alloc or memory-free node.
+            Whatever the parameter's validator raises.
+        """
+        with self.graph.lock:
+            self.check_alive()
+            if self._type in (NodeType.MemAlloc, NodeType.MemFree):
+                raise NotSupported(f"{self._type.name} node parameters cannot be changed")
+            expected = PARAMS_TYPES[self._type]
+            if expected is None or not isinstance(params, expected):
+                raise InvalidValue(f"{params!r} are not {self._type.name} node parameters")
+            if self._type is NodeType.Graph:
+                child = params.graph
+            else:
+                self._store(revalidate(params))
+                return
+        self.set_child_graph(child)
+
+    def set_kernel_params(
+        self,
+        kernel: Kernel,
+        grid: DimLike,
+        block: DimLike,
+        args: Sequence[Any] = (),
+        *,
+        shared_mem: int = 0,
+    ) -> None:
+        """``hipGraphKernelNodeSetParams``: validated as by ``add_kernel_node``."""
+        self._set(
+            (NodeType.Kernel,),
+            lambda: kernel_params(kernel, grid, block, args, shared_mem=shared_mem),
+        )
+
+    def set_memcpy_params(
+        self,
+        dst: Endpoint,
+        src: Endpoint,
+        nbytes: int | None = None,
+        kind: CopyKind | int | None = None,
+    ) -> None:
+        """``hipGraphMemcpyNodeSetParams1D``; the direction must stay the node's own."""
+        self._set((NodeType.Memcpy,), lambda: memcpy_params(dst, src, nbytes, kind))
+
+    def set_memset_params(
+        self,
+        dst: DevicePtr,
+        value: int,
+        width: int,
+        *,
+        element_size: int = 1,
+        height: int = 1,
+        pitch: int | None = None,
+    ) -> None:
+        """``hipGraphMemsetNodeSetParams``: validated as by ``add_memset_node``."""
+        self._set(
+            (NodeType.Memset,),
+            lambda: memset_params(
+                dst, value, width, element_size=element_size, height=height, pitch=pitch
+            ),
+        )
+
+    def set_host_params(self, fn: Callable[..., Any], args: Sequence[Any] = ()) -> None:
+        """``hipGraphHostNodeSetParams``."""
+        self._set((NodeType.Host,), lambda: host_params(fn, args))
+
+    def set_event(self, event: Event) -> None:
+        """``hipGraphEventRecordNodeSetEvent`` / ``hipGraphEventWaitNodeSetEvent``."""
+        self._set((NodeType.EventRecord, NodeType.WaitEvent), lambda: event_params(event))
+
+    def set_child_graph(self, graph: Graph) -> None:
+        """Embed a fresh copy of ``graph`` instead of the current one (which is destroyed).
+
+        Raises:
+            InvalidValue: destroyed node, not a child-graph node, or ``graph`` null/destroyed.
+            NotSupported: ``graph`` has memory nodes.
+        """
+        with self.graph.lock:
+            self.check_alive()
+            if self._type is not NodeType.Graph:
+                raise InvalidValue(f"{self!r} is not a child-graph node")
+        copy = self.graph._embed_copy(graph)
+        with self.graph.lock:
+            try:
+                self.check_alive()
+            except InvalidValue:
+                copy._dispose()
+                raise
+            assert isinstance(self._params, ChildGraphParams)
+            old = self._params.graph
+            copy.owner_node = self
+            self._params = ChildGraphParams(copy)
+        old._dispose()
+
+    def _set(self, types: tuple[NodeType, ...], build: Callable[[], NodeParams]) -> None:
+        with self.graph.lock:
+            self.check_alive()
+            if self._type not in types:
+                raise InvalidValue(f"{self!r} is not a {' or '.join(t.name for t in types)} node")
+            self._store(build())
+
+    def _store(self, params: NodeParams) -> None:
+        """Install validated parameters (graph lock held)."""
+        if isinstance(params, MemcpyParams):
+            assert isinstance(self._params, MemcpyParams)
+            if params.kind is not self._params.kind:
+                raise InvalidValue(
+                    f"a memcpy node's direction is fixed: {self._params.kind.name}, "
+                    f"not {params.kind.name}"
+                )
+        self._params = params
+
+    # -- destroy -----------------------------------------------------------------------------------
+
+    def destroy(self) -> None:
+        """Remove the node and its edges from the graph (``hipGraphDestroyNode``).
+
+        Destroying a child-graph node destroys its embedded graph, releasing that graph's
+        user-object references.
+
+        Raises:
+            InvalidValue: the node or its graph was already destroyed.
+            NotSupported: a memory-alloc or memory-free node.
+        """
+        self.graph._destroy_node(self)
+
+    def __repr__(self) -> str:
+        if not self.alive:
+            return f"<GraphNode {self._type.name} id={self.id} destroyed>"
+        return (
+            f"<GraphNode {self._type.name} id={self.id} graph={self.graph.id} "
+            f"deps={len(self._deps)} dependents={len(self._succ)}>"
+        )

@@ -1,0 +1,45 @@
+"""Graph node types, with HIP's names and numbers (``hipGraphNodeType``).
+
+The numbering is HIP's, so a value printed by ahipgraph means the same as one printed by HIP.
+Ten kinds can be created here (see :data:`CREATABLE_NODE_TYPES`): external semaphores have
+nothing to signal on a simulated device, and HIP's own symbol-copy nodes report ``Memcpy``.
+"""
+
+from __future__ import annotations
+
+import enum
+
+__all__ = ["CREATABLE_NODE_TYPES", "NodeType"]
+
+
+class NodeType(enum.IntEnum):
+    """``hipGraphNodeType`` (without the ``hipGraphNodeType`` prefix)."""
+
+    Kernel = 0
+    Memcpy = 1
+    Memset = 2
+    Host = 3
+    Graph = 4
+    Empty = 5
+    WaitEvent = 6
+    EventRecord = 7
+    ExtSemasSignal = 8
+    ExtSemasWait = 9
+    MemAlloc = 10
+    MemFree = 11
+    MemcpyFromSymbol = 12
+    MemcpyToSymbol = 13
+
+    @property
+    def hip_name(self) -> str:
+        """The C enumerator, e.g. ``hipGraphNodeTypeKernel``."""
+        return f"hipGraphNodeType{self.name}"
+
+
+CREATABLE_NODE_TYPES = frozenset(NodeType) - {
+    NodeType.ExtSemasSignal,
+    NodeType.ExtSemasWait,
+    NodeType.MemcpyFromSymbol,
+    NodeType.MemcpyToSymbol,
+}
+"""The node types a graph can hold."""
