@@ -76,7 +76,7 @@ KINDS = [
 ]
 
 
-# -- NodeType and the public surface ---------------------------------------------------------------
+# -- NodeType and the public surface -------------------------------------------------------------
 
 
 def test_node_type_has_hips_names_and_values() -> None:
@@ -416,7 +416,7 @@ def test_child_graph_with_memory_nodes_is_not_supported() -> None:
     assert parent.statistics().nodes == 1
 
 
-# -- memory nodes ----------------------------------------------------------------------------------
+# -- memory nodes --------------------------------------------------------------------------------
 
 
 def test_mem_alloc_reserves_address_space_that_later_nodes_can_use(device: ahg.Device) -> None:
@@ -496,7 +496,7 @@ def test_instantiated_graph_leaves_reservations_to_the_executable(device: ahg.De
     assert device.memory.statistics().reservations == 0
 
 
-# -- setters ---------------------------------------------------------------------------------------
+# -- setters -------------------------------------------------------------------------------------
 
 
 def test_setters_replace_params_with_the_same_validation(
@@ -594,7 +594,7 @@ def test_set_child_graph_swaps_in_a_fresh_copy_and_destroys_the_old() -> None:
         node.set_child_graph(None)  # type: ignore[arg-type]
 
 
-# -- destroy semantics -----------------------------------------------------------------------------
+# -- destroy semantics ---------------------------------------------------------------------------
 
 
 def test_node_destroy_removes_its_edges() -> None:
@@ -687,7 +687,7 @@ def test_registries_return_to_baseline() -> None:
     assert (len(GRAPHS), len(NODES)) == (graphs, nodes)
 
 
-# -- reporting -------------------------------------------------------------------------------------
+# -- reporting -----------------------------------------------------------------------------------
 
 
 def test_statistics_and_repr(buf: ahg.DevicePtr) -> None:

@@ -20,7 +20,7 @@ class Destructor:
         self.calls.append(data)
 
 
-# -- creation -------------------------------------------------------------------------------------
+# -- creation ------------------------------------------------------------------------------------
 
 
 def test_create_starts_with_initial_refcount_and_is_registered() -> None:
@@ -57,7 +57,7 @@ def test_initial_refcount_may_be_int_max() -> None:
     assert obj.release(INT_MAX)
 
 
-# -- the user's retain / release ------------------------------------------------------------------
+# -- the user's retain / release -----------------------------------------------------------------
 
 
 def test_destructor_runs_once_with_data_when_count_reaches_zero() -> None:
@@ -122,7 +122,7 @@ def test_destructor_exception_reaches_the_releasing_caller_and_the_object_stays_
     assert obj.release() is False  # no second run
 
 
-# -- the owner hook (adopt / disown) ---------------------------------------------------------------
+# -- the owner hook (adopt / disown) -------------------------------------------------------------
 
 
 def test_adopt_adds_references_for_an_owner_and_disown_gives_them_back() -> None:
@@ -211,7 +211,7 @@ def test_statistics_and_repr() -> None:
     assert "owners=1" in repr(obj)
 
 
-# -- graphs as owners -----------------------------------------------------------------------------
+# -- graphs as owners ----------------------------------------------------------------------------
 
 
 def test_graph_retain_adds_references_and_destroy_releases_them() -> None:
