@@ -242,7 +242,9 @@ def _table(node: GraphNode, word: str, flags: int) -> str | None:
         rows = [_pairs_row(dptr=_where(params.ptr))]
     else:
         return None
-    return "{" + word + "\\n| " + "\\n| ".join([head, *rows]) + "}"
+    # HIP separates the rows with raw newlines, which are only whitespace to Graphviz; a "\\n"
+    # escape there would be text after a closed field, which Graphviz rejects.
+    return "{" + " | ".join([word, head, *rows]) + "}"
 
 
 def _pairs_row(**fields: Any) -> str:
