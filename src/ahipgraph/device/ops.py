@@ -16,6 +16,7 @@ packet failed, so the packets that wait on them never hang.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -200,7 +201,9 @@ class HostOp(Op):
     def run(self, program: Program) -> Any:
         result = self.fn(*self.args)
         program.time += self.cost_ns
-        return result
+        # Only an awaitable holds the queue; any other return value is ignored, as HIP's
+        # host functions return void (handing it on would break the queue).
+        return result if inspect.isawaitable(result) else None
 
     def fault(self, exc: Exception) -> HipError:
         name = getattr(self.fn, "__qualname__", repr(self.fn))

@@ -43,6 +43,7 @@ class Completion:
     async def wait(self) -> None:
         signal = self._signal
         if signal.value > 0:
+            self._device.bind_loop()  # IllegalState if the work runs on another event loop
             await signal.wait()
         self._device.clock.observe(signal.time)
         if signal.error is not None:

@@ -69,11 +69,17 @@ class Event:
         return self.signal is None or self.signal.value <= 0
 
     async def synchronize(self) -> None:
-        """Wait until the latest record has completed (``hipEventSynchronize``)."""
+        """Wait until the latest record has completed (``hipEventSynchronize``).
+
+        Raises:
+            InvalidHandle: the event was destroyed.
+            IllegalState: the device is busy on another event loop.
+        """
         self.check_open()
         signal = self.signal
         if signal is not None:
             if signal.value > 0:
+                self.device.bind_loop()  # park only on the loop that runs the work
                 await signal.wait()
             self.device.clock.observe(signal.time)
 

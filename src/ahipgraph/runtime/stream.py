@@ -222,18 +222,22 @@ class Stream:
         event.check_open()
         signal = event.signal
         if signal is not None and signal.value > 0:
-            self.submit(Program((WaitSignalsOp((signal,)),)))
+            # The barrier is stream work: it becomes the tail, so synchronize() and query()
+            # cover it.
+            self.submit(Program((WaitSignalsOp((signal,)),), Signal(1)))
 
     async def synchronize(self) -> None:
         """Wait for all work on the stream (``hipStreamSynchronize``).
 
         Raises:
             ContextIsDestroyed: the stream was destroyed.
+            IllegalState: the device is busy on another event loop.
             HipError: the stream's unreported failure, which is then cleared.
         """
         self.check_open()
         for signal in self._sync_targets():
             if signal.value > 0:
+                self.device.bind_loop()  # park only on the loop that runs the work
                 await signal.wait()
             self.device.clock.observe(signal.time)
         error = self.take_error()
