@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import ahipgraph as ahg
+from ahipgraph.runtime.stream import STREAMS
 from fakes import HeldKernel, loop_turns
 
 
@@ -434,6 +435,25 @@ async def test_work_enqueued_before_destroy_still_completes(device: ahg.Device) 
     await completion
     await after
     assert log == ["after destroy"]
+
+
+@pytest.mark.asyncio
+async def test_a_new_stream_in_a_recycled_slot_does_not_revive_the_old_one(
+    device: ahg.Device,
+) -> None:
+    old = device.create_stream()
+    old.destroy()
+    new = device.create_stream()
+    assert new.hid.slot == old.hid.slot
+    assert new.hid != old.hid
+    assert STREAMS.get(old.hid) is None
+    assert STREAMS.get(new.hid) is new
+    with pytest.raises(ahg.InvalidHandle):
+        old.destroy()  # a stale destroy cannot take the new stream down
+    with pytest.raises(ahg.ContextIsDestroyed):
+        await old.synchronize()
+    assert new.query()
+    new.destroy()
 
 
 def test_null_stream_cannot_be_destroyed(device: ahg.Device) -> None:
