@@ -73,6 +73,8 @@ class DeviceMemory:
         self._bases: list[int] = []  # sorted; every live allocation or reservation
         self._by_base: dict[int, Allocation] = {}
         self._bytes_in_use = 0
+        # Every cached typed view, by (address, dtype): entries go when their allocation does.
+        self._views: dict[tuple[int, np.dtype[np.generic]], npt.NDArray[np.generic]] = {}
         self._peak = 0
 
     # -- allocation -----------------------------------------------------------------------------
@@ -131,7 +133,7 @@ class DeviceMemory:
             allocation = self._reservation(ptr)
             if allocation.buffer is not None:
                 allocation.buffer = None
-                allocation.views.clear()
+                self._drop_views(allocation)
                 self._bytes_in_use -= allocation.nbytes
 
     def unreserve(self, ptr: DevicePtr) -> None:
@@ -168,7 +170,7 @@ class DeviceMemory:
         del self._by_base[allocation.base]
         index = bisect.bisect_left(self._bases, allocation.base)
         del self._bases[index]
-        allocation.views.clear()
+        self._drop_views(allocation)
         allocation.buffer = None
 
     # -- access ---------------------------------------------------------------------------------
@@ -219,17 +221,25 @@ class DeviceMemory:
         Raises:
             InvalidDevicePointer: the address is not inside a live allocation.
         """
+        key = (address, dtype)
+        view = self._views.get(key)  # the dispatch fast path: one dict lookup, no lock
+        if view is not None:
+            return view
         with self._lock:  # see resolve()
             allocation = self._find(DevicePtr(self.ordinal, address))
-            key = (address, dtype)
-            view = allocation.views.get(key)
-            if view is None:
-                assert allocation.buffer is not None
-                offset = address - allocation.base
-                count = (allocation.nbytes - offset) // dtype.itemsize
-                view = np.frombuffer(allocation.buffer, dtype=dtype, count=count, offset=offset)
-                allocation.views[key] = view
+            assert allocation.buffer is not None
+            offset = address - allocation.base
+            count = (allocation.nbytes - offset) // dtype.itemsize
+            view = np.frombuffer(allocation.buffer, dtype=dtype, count=count, offset=offset)
+            allocation.views[key] = view
+            self._views[key] = view
         return view
+
+    def _drop_views(self, allocation: Allocation) -> None:
+        """Forget an allocation's cached views (it is being freed). Call with the lock held."""
+        for key in allocation.views:
+            self._views.pop(key, None)
+        allocation.views.clear()
 
     # -- reporting ------------------------------------------------------------------------------
 

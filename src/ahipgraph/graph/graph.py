@@ -35,7 +35,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..core.errors import IllegalState, InvalidValue, NotSupported
 from ..core.registry import HandleRegistry
@@ -48,6 +48,7 @@ from .node_type import NodeType
 from .params import ChildGraphParams, NodeParams
 
 if TYPE_CHECKING:
+    from ..exec.graph_exec import GraphExec
     from .builder import Deps
 
 __all__ = ["GRAPHS", "Graph", "GraphStatistics"]
@@ -412,6 +413,27 @@ class Graph(GraphBuilder):
         with self.lock:
             self.check_alive()
             self.instantiated = True
+
+    def instantiate(self, flags: int = 0, **options: Any) -> GraphExec:
+        """Make an executable from this graph (``hipGraphInstantiateWithFlags``).
+
+        Everything a replay needs is prepared here; later edits to this graph do not affect the
+        executable. See :class:`ahipgraph.GraphExec`.
+
+        Args:
+            flags: one :class:`ahipgraph.InstantiateFlags` value (HIP rejects combinations).
+            options: ``device`` (default device 0), ``signal_sets`` (sets prepopulated, 16),
+                ``wait_for_signal_sets`` (park launches instead of growing the pool),
+                ``arena_headroom`` (bytes for later argument updates, 128 KiB),
+                ``strict_flush`` (fail dispatches that would read unflushed arguments).
+
+        Raises:
+            InvalidValue: the graph was destroyed, has a cycle, or bad flags.
+            NotSupported: a graph with memory nodes instantiated a second time.
+        """
+        from ..exec.graph_exec import GraphExec  # the exec layer sits above the graph layer
+
+        return GraphExec._instantiate(self, flags, **options)
 
     def destroy(self) -> None:
         """Destroy the graph (``hipGraphDestroy``); executables made from it are unaffected.

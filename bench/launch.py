@@ -1,0 +1,241 @@
+"""Launch benchmark: graph replay vs eager streams vs the floor, on asyncio and uvloop.
+
+For chains of no-op kernel nodes (10 to 10,000 nodes) it measures, in one run:
+
+* ``launch_host_us``   — host time of ``await exec.launch(stream)`` (median);
+* ``graph_per_node_us`` — end-to-end replay time (launch + completion) per node;
+* ``eager_per_node_us`` — the same work as eager ``stream.launch_kernel`` calls, per node;
+* ``floor_per_node_us`` — a plain Python loop that decodes each node's arguments from its bytes
+  and calls the kernel body: the least any faithful replay must do;
+* ``instantiate_us_per_node`` — ``graph.instantiate()`` per node (1,000 and 10,000 nodes);
+* ``steady_state`` — signal sets, arena chunks and device bytes added over 10,000 replays after
+  warm-up (all must be zero).
+
+Prints a table of ratios and writes JSON (``--json PATH``). Timing targets live here, never in
+tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import ahipgraph as ahg
+
+SIZES = (10, 100, 1000, 10000)
+INSTANTIATE_SIZES = (1000, 10000)
+STEADY_LAUNCHES = 10_000
+
+
+@ahg.kernel
+def noop(t: ahg.Threads, x: ahg.Ptr[ahg.float32], n: ahg.int32) -> None:
+    """Does nothing with its arguments: the cost measured is the runtime's, not the kernel's."""
+
+
+def build_chain(size: int, x: ahg.DevicePtr) -> ahg.Graph:
+    graph = ahg.Graph()
+    previous: tuple[Any, ...] = ()
+    for i in range(size):
+        previous = (graph.add_kernel_node(noop, 1, 1, (x, i), deps=previous),)
+    return graph
+
+
+def median_us(samples: list[float]) -> float:
+    return statistics.median(samples) * 1e6
+
+
+async def time_launch_host(exec_: Any, stream: ahg.Stream, reps: int) -> float:
+    samples = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        handle = await exec_.launch(stream)
+        samples.append(time.perf_counter() - start)
+        await handle
+    return median_us(samples)
+
+
+async def time_graph(exec_: Any, stream: ahg.Stream, size: int, reps: int) -> float:
+    samples = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        await (await exec_.launch(stream))
+        samples.append(time.perf_counter() - start)
+    return median_us(samples) / size
+
+
+async def time_eager(stream: ahg.Stream, x: ahg.DevicePtr, size: int, reps: int) -> float:
+    samples = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        for i in range(size):
+            await stream.launch_kernel(noop, 1, 1, (x, i))
+        await stream.synchronize()
+        samples.append(time.perf_counter() - start)
+    return median_us(samples) / size
+
+
+def time_floor(device: ahg.Device, x: ahg.DevicePtr, size: int, reps: int) -> float:
+    layout = noop.layout
+    items = [noop.pack((x, i)) for i in range(size)]
+    threads = ahg.Threads(ahg.Dim3(1), ahg.Dim3(1))
+    body, decode, memory = noop.body, layout.decode, device.memory
+    samples = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        for data in items:
+            body(threads, *decode(data, 0, memory))
+        samples.append(time.perf_counter() - start)
+    return median_us(samples) / size
+
+
+def reps_for(size: int) -> int:
+    return max(5, min(200, 20_000 // size))
+
+
+async def measure(loop_name: str) -> dict[str, Any]:
+    ahg.configure_devices(1)
+    device = ahg.get_device(0)
+    x = device.malloc(4096)
+    stream = device.create_stream()
+    result: dict[str, Any] = {
+        "launch_host_us": {},
+        "graph_per_node_us": {},
+        "eager_per_node_us": {},
+        "floor_per_node_us": {},
+        "instantiate_us_per_node": {},
+    }
+    gc.disable()
+    try:
+        for size in SIZES:
+            graph = build_chain(size, x)
+            exec_ = graph.instantiate()
+            for _ in range(3):  # warm-up
+                await (await exec_.launch(stream))
+            reps = reps_for(size)
+            result["launch_host_us"][str(size)] = await time_launch_host(exec_, stream, reps)
+            result["graph_per_node_us"][str(size)] = await time_graph(exec_, stream, size, reps)
+            result["eager_per_node_us"][str(size)] = await time_eager(
+                stream, x, size, max(3, reps // 4)
+            )
+            result["floor_per_node_us"][str(size)] = time_floor(device, x, size, reps)
+            exec_.destroy()
+            graph.destroy()
+        for size in INSTANTIATE_SIZES:
+            graph = build_chain(size, x)
+            samples = []
+            for _ in range(3):
+                start = time.perf_counter()
+                exec_ = graph.instantiate()
+                samples.append(time.perf_counter() - start)
+                exec_.destroy()
+            result["instantiate_us_per_node"][str(size)] = median_us(samples) / size
+            graph.destroy()
+        result["steady_state"] = await steady_state(device, stream, x)
+    finally:
+        gc.enable()
+    stream.destroy()
+    device.free(x)
+    return result
+
+
+async def steady_state(device: ahg.Device, stream: ahg.Stream, x: ahg.DevicePtr) -> dict[str, int]:
+    """Replays after warm-up must add no signal set, no arena chunk and no device bytes."""
+    graph = ahg.Graph()
+    root = graph.add_kernel_node(noop, 1, 1, (x, 0))
+    left = graph.add_kernel_node(noop, 1, 1, (x, 1), deps=[root])
+    right = graph.add_kernel_node(noop, 1, 1, (x, 2), deps=[root])
+    graph.add_kernel_node(noop, 1, 1, (x, 3), deps=[left, right])
+    exec_ = graph.instantiate()
+    for _ in range(10):
+        await (await exec_.launch(stream))
+    before = exec_.statistics()
+    bytes_before = device.memory.bytes_in_use
+    handles = []
+    for i in range(STEADY_LAUNCHES):
+        handles.append(await exec_.launch(stream))
+        if i % 8 == 7:  # keep a few launches in flight, well within the pool
+            await handles[-1]
+            handles.clear()
+    await stream.synchronize()
+    after = exec_.statistics()
+    delta = {
+        "launches": STEADY_LAUNCHES,
+        "new_signal_sets": after.signal_pool.sets - before.signal_pool.sets,
+        "new_arena_chunks": after.arena.chunks - before.arena.chunks,
+        "bytes_delta": device.memory.bytes_in_use - bytes_before,
+    }
+    exec_.destroy()
+    graph.destroy()
+    return delta
+
+
+def run_on(loop_name: str) -> dict[str, Any]:
+    main: Callable[[], Coroutine[Any, Any, dict[str, Any]]] = lambda: measure(loop_name)  # noqa: E731
+    return ahg.run(main, use_uvloop=loop_name == "uvloop")
+
+
+def table(results: dict[str, dict[str, Any]]) -> str:
+    lines = []
+    header = (
+        f"{'loop':8} {'nodes':>6} {'launch us':>10} {'graph us/n':>11} {'eager us/n':>11} "
+        f"{'floor us/n':>11} {'eager/graph':>12} {'graph/floor':>12}"
+    )
+    lines.append(header)
+    lines.append("-" * len(header))
+    for loop_name, r in results.items():
+        for size in SIZES:
+            key = str(size)
+            graph_us = r["graph_per_node_us"][key]
+            eager_us = r["eager_per_node_us"][key]
+            floor_us = r["floor_per_node_us"][key]
+            lines.append(
+                f"{loop_name:8} {size:>6} {r['launch_host_us'][key]:>10.2f} {graph_us:>11.3f} "
+                f"{eager_us:>11.3f} {floor_us:>11.3f} {eager_us / graph_us:>11.1f}x "
+                f"{graph_us / floor_us:>11.2f}x"
+            )
+        launch = r["launch_host_us"]
+        ratio = launch["10000"] / launch["10"]
+        inst = r["instantiate_us_per_node"]
+        steady = r["steady_state"]
+        lines.append(
+            f"{loop_name:8} launch 10000/10 = {ratio:.2f}; instantiate us/node: "
+            f"1000 -> {inst['1000']:.2f}, 10000 -> {inst['10000']:.2f}; steady state over "
+            f"{steady['launches']} replays: +{steady['new_signal_sets']} signal sets, "
+            f"+{steady['new_arena_chunks']} arena chunks, {steady['bytes_delta']:+d} bytes"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", type=Path, help="write results to this JSON file")
+    parser.add_argument(
+        "--loops", default="asyncio,uvloop", help="comma-separated: asyncio,uvloop"
+    )
+    args = parser.parse_args(argv)
+    results = {name: run_on(name) for name in args.loops.split(",")}
+    print(table(results))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        payload = {
+            "loops": results,
+            "python": sys.version.split()[0],
+            "numpy": np.__version__,
+        }
+        args.json.write_text(json.dumps(payload, indent=2) + "\n")
+        print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,244 @@
+"""Turning a plan into replay programs: one op list per slot, built once at instantiate.
+
+Every node becomes at most one op (a child graph becomes its nodes' ops, in order, on its
+segment's slot), so a node can be found again by its (slot, position) when an update replaces
+its op. Kernel nodes get their argument bytes written into the executable's arena here, and
+their ops dispatch straight from the arena.
+
+Signal numbering inside a launch's signal set: ``[0, num_signals)`` are the plan's pooled
+completion signals; then ``PREV`` (the previous launch's completion) and one binding per event
+node, which the launch fills in at enqueue time, in topological order, as HIP does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..core.errors import HipError
+from ..device.ops import Op, SignalSlotOp, WaitSlotsOp
+from ..graph.node_type import NodeType
+from ..runtime.params import KernelParams
+from .arena import ArgSlot, KernelArgArena
+from .planner import Plan
+from .snapshot import ExecGraph, ExecNode
+
+if TYPE_CHECKING:
+    from ..device.device import Device
+    from ..device.pointer import DevicePtr
+    from ..device.program import Program
+
+__all__ = [
+    "Compiled",
+    "DisabledOp",
+    "EventBinding",
+    "compile_plan",
+    "kernel_op",
+    "node_op",
+]
+
+
+class DisabledOp(Op):
+    """A disabled kernel, memcpy or memset node: no work, ordering kept."""
+
+    __slots__ = ()
+
+    def __init__(self) -> None:
+        super().__init__(0)
+
+    def run(self, program: Program) -> None:
+        return None
+
+
+DISABLED = DisabledOp()
+
+
+class EventRecordOp(Op):
+    """An event-record node: completes this launch's record of the event."""
+
+    __slots__ = ("binding",)
+    is_sync = True
+
+    def __init__(self, binding: int) -> None:
+        super().__init__(0)
+        self.binding = binding
+
+    def run(self, program: Program) -> None:
+        program.signals[self.binding].decrement(program.time)
+
+
+class MemAllocOp(Op):
+    """A memory-alloc node: back the node's reserved addresses with memory."""
+
+    __slots__ = ("device", "ptr")
+
+    def __init__(self, device: Device, ptr: DevicePtr) -> None:
+        super().__init__(0)
+        self.device, self.ptr = device, ptr
+
+    def run(self, program: Program) -> None:
+        self.device.memory.commit(self.ptr)
+
+
+class MemFreeOp(Op):
+    """A memory-free node (or auto-free-on-launch): return the memory, keep the addresses."""
+
+    __slots__ = ("device", "ptrs")
+    is_sync = True  # frees still happen after a failure, so nothing leaks
+
+    def __init__(self, device: Device, ptrs: tuple[DevicePtr, ...]) -> None:
+        super().__init__(0)
+        self.device, self.ptrs = device, ptrs
+
+    def run(self, program: Program) -> None:
+        for ptr in self.ptrs:
+            with contextlib.suppress(HipError):  # already released by the user
+                self.device.memory.decommit(ptr)
+
+
+@dataclass(slots=True)
+class EventBinding:
+    """A per-launch signal binding for an event node."""
+
+    index: int
+    node: ExecNode
+    is_record: bool
+
+
+@dataclass(slots=True, eq=False)
+class Compiled:
+    """The replay programs and where each node's op lives."""
+
+    slot_ops: list[list[Op]]
+    locations: dict[int, tuple[int, int]]  # id(ExecNode) -> (slot, position)
+    arg_slots: dict[int, ArgSlot]  # id(ExecNode) -> its kernel-argument slot
+    bindings: list[EventBinding]
+    prev_index: int
+    extra: int  # binding slots after the pooled signals
+    alloc_ptrs: list[DevicePtr] = field(default_factory=list)
+    unfreed_ptrs: list[DevicePtr] = field(default_factory=list)
+
+
+def kernel_op(device: Device, params: KernelParams, slot: ArgSlot, arena: KernelArgArena) -> Op:
+    """The dispatch op of a kernel node reading its arguments from ``slot``."""
+    if arena.strict:
+        return StrictKernelOp(params, device, slot, arena)
+    return params.op(device, slot.buffer, slot.offset)
+
+
+class StrictKernelOp(Op):
+    """A kernel dispatch that fails if its argument bytes were written but never flushed."""
+
+    __slots__ = ("arena", "inner", "slot")
+
+    def __init__(
+        self, params: KernelParams, device: Device, slot: ArgSlot, arena: KernelArgArena
+    ) -> None:
+        self.inner = params.op(device, slot.buffer, slot.offset)
+        super().__init__(self.inner.cost_ns)
+        self.slot, self.arena = slot, arena
+
+    def run(self, program: Program) -> Any:
+        if not self.arena.is_flushed(self.slot):
+            raise RuntimeError(f"dispatch would read unflushed kernel arguments at {self.slot!r}")
+        return self.inner.run(program)
+
+    def fault(self, exc: Exception) -> HipError:
+        return self.inner.fault(exc)
+
+
+def node_op(device: Device, node: ExecNode, compiled: Compiled, arena: KernelArgArena) -> Op | None:
+    """The op for a single-op node in its current state (params, enabled)."""
+    kind = node.type
+    if kind in (NodeType.Kernel, NodeType.Memcpy, NodeType.Memset) and not node.enabled:
+        return DISABLED
+    if kind is NodeType.Kernel:
+        return kernel_op(device, node.params, compiled.arg_slots[id(node)], arena)
+    if kind in (NodeType.Memcpy, NodeType.Memset, NodeType.Host):
+        op: Op = node.params.op(device)
+        return op
+    return None
+
+
+class _Builder:
+    def __init__(self, device: Device, arena: KernelArgArena, num_signals: int) -> None:
+        self.device = device
+        self.arena = arena
+        self.compiled = Compiled([], {}, {}, [], num_signals, 1)
+
+    def emit_node(self, node: ExecNode, slot: int, ops: list[Op]) -> None:
+        compiled = self.compiled
+        kind = node.type
+        if kind is NodeType.Graph:
+            assert node.child is not None
+            for inner in node.child.nodes:
+                self.emit_node(inner, slot, ops)
+            return
+        if kind is NodeType.Kernel:
+            params: KernelParams = node.params
+            arg_slot = self.arena.allocate(params.kernel.layout.size)
+            self.arena.write(arg_slot, params.arg_bytes)
+            compiled.arg_slots[id(node)] = arg_slot
+        op: Op | None
+        if kind in (NodeType.EventRecord, NodeType.WaitEvent):
+            index = compiled.prev_index + compiled.extra
+            compiled.extra += 1
+            compiled.bindings.append(EventBinding(index, node, kind is NodeType.EventRecord))
+            op = EventRecordOp(index) if kind is NodeType.EventRecord else WaitSlotsOp((index,))
+        elif kind is NodeType.MemAlloc:
+            compiled.alloc_ptrs.append(node.params.ptr)
+            op = MemAllocOp(self.device, node.params.ptr)
+        elif kind is NodeType.MemFree:
+            op = MemFreeOp(self.device, (node.params.ptr,))
+        else:
+            op = node_op(self.device, node, compiled, self.arena)
+        if op is not None:
+            compiled.locations[id(node)] = (slot, len(ops))
+            ops.append(op)
+
+
+def _unfreed(graph: ExecGraph) -> list[DevicePtr]:
+    allocated = [n.params.ptr for n in graph.walk() if n.type is NodeType.MemAlloc]
+    freed = {n.params.ptr for n in graph.walk() if n.type is NodeType.MemFree}
+    return [ptr for ptr in allocated if ptr not in freed]
+
+
+def compile_plan(
+    graph: ExecGraph, plan: Plan, device: Device, arena: KernelArgArena, *, auto_free: bool
+) -> Compiled:
+    """Build the per-slot replay programs of ``plan``, packing kernel arguments into ``arena``."""
+    builder = _Builder(device, arena, plan.num_signals)
+    compiled = builder.compiled
+    compiled.unfreed_ptrs = _unfreed(graph)
+    segments = plan.segments
+    for slot, segment_ids in enumerate(plan.slots):
+        ops: list[Op] = []
+        if slot == 0:
+            ops.append(WaitSlotsOp((compiled.prev_index,)))
+            if auto_free and compiled.unfreed_ptrs:
+                ops.append(MemFreeOp(device, tuple(compiled.unfreed_ptrs)))
+            if plan.start_signal is not None:
+                ops.append(SignalSlotOp(plan.start_signal))
+        else:
+            assert plan.start_signal is not None
+            ops.append(WaitSlotsOp((plan.start_signal,)))
+        for segment_id in segment_ids:
+            segment = segments[segment_id]
+            if segment.waits:
+                waits = []
+                for w in segment.waits:
+                    signal = segments[w].signal
+                    assert signal is not None
+                    waits.append(signal)
+                ops.append(WaitSlotsOp(waits))
+            for index in segment.nodes:
+                builder.emit_node(graph.nodes[index], slot, ops)
+            if segment.signal is not None:
+                ops.append(SignalSlotOp(segment.signal))
+        if slot == 0 and plan.final_waits:
+            finals = [segments[w].signal for w in plan.final_waits]
+            ops.append(WaitSlotsOp([s for s in finals if s is not None]))
+        compiled.slot_ops.append(ops)
+    arena.flush()
+    return compiled

@@ -1,0 +1,594 @@
+"""``GraphExec``: a graph instantiated once and replayed with ``await exec.launch(stream)``.
+
+Instantiate does all the expensive work: copy the graph, plan segments and slots, pack kernel
+arguments into the arena, build one op list per slot, and create the signal-set pool and the
+internal streams. A launch then only borrows a signal set, fills a few per-launch bindings and
+submits one prepared program per slot — its host cost does not depend on the number of nodes.
+
+Lifetime: the executable is reference counted — one reference for the handle, one per launch in
+flight. ``destroy()`` retires the handle at once (later calls → ``InvalidValue``) and drops the
+handle's reference; arena chunks, signal sets, internal streams and user-object references are
+freed when the last reference goes, which may be in the completion of the last launch. A launch's
+completion (its slot-0 program's ``on_done``) returns the signal set, frees superseded argument
+slots and drops the launch's reference, in plain synchronous code that cannot be interrupted.
+
+Updates never touch bytes or ops an enqueued launch will read: with launches in flight, the op
+lists are copied (a new *version*) and new arguments go to new arena slots; superseded slots are
+freed once every launch enqueued before the update has completed (launches of one executable
+complete in order, because each waits for the previous one).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import threading
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..core.errors import GraphExecUpdateFailure, HipError, InvalidValue, NotSupported, Unknown
+from ..core.refcount import RefCounted
+from ..core.registry import HandleRegistry
+from ..device.device import Device, get_device
+from ..device.kernel import DimLike, Kernel
+from ..device.ops import Op
+from ..device.pointer import DevicePtr
+from ..device.program import Program
+from ..device.properties import CopyKind
+from ..device.signal import Signal
+from ..graph.graph import Graph as GraphType
+from ..graph.node import GraphNode
+from ..graph.node_type import NodeType
+from ..graph.params import EventParams
+from ..runtime.completion import Completion
+from ..runtime.event import Event
+from ..runtime.params import Endpoint, HostParams, KernelParams, MemcpyParams, MemsetParams
+from ..runtime.stream import Stream
+from .arena import HEADROOM_BYTES, ArenaStatistics, ArgSlot, KernelArgArena
+from .compile import Compiled, compile_plan, node_op
+from .flags import InstantiateFlags, UpdateResult, check_instantiate_flags
+from .planner import Plan, plan_graph
+from .signal_pool import REACHED, SignalPoolStatistics, SignalSet, SignalSetPool
+from .snapshot import ExecGraph, ExecNode, snapshot, source_map
+from .update import Change, check_setter, diff_graphs
+
+if TYPE_CHECKING:
+    from ..graph.graph import Graph
+
+__all__ = ["EXECS", "ExecState", "ExecStatistics", "GraphExec", "MAX_PARALLEL_STREAMS"]
+
+EXECS: HandleRegistry[GraphExec] = HandleRegistry("graph exec")
+MAX_PARALLEL_STREAMS = 4  # HIP's DEBUG_HIP_FORCE_GRAPH_QUEUES default
+_FACTORY_KEY = object()
+
+
+class ExecState(enum.Enum):
+    OPEN = "open"
+    CLOSING = "closing"  # destroyed, launches still in flight
+    CLOSED = "closed"
+
+
+@dataclass(frozen=True, slots=True)
+class ExecStatistics:
+    state: str
+    nodes: int
+    segments: int
+    slots: int
+    launches: int
+    in_flight: int
+    completed: int
+    versions: int
+    signal_pool: SignalPoolStatistics
+    arena: ArenaStatistics
+
+
+class _Version:
+    """One generation of the replay programs. Launches hold the version they were enqueued with."""
+
+    __slots__ = ("in_flight", "slot_ops")
+
+    def __init__(self, slot_ops: list[list[Op]]) -> None:
+        self.slot_ops = slot_ops
+        self.in_flight = 0
+
+
+class _Launch:
+    """Book-keeping of one launch in flight, released by its completion."""
+
+    __slots__ = ("done", "exec", "signal_set", "stream", "version")
+
+    def __init__(
+        self, graph_exec: GraphExec, version: _Version, signal_set: SignalSet, stream: Stream
+    ) -> None:
+        self.exec = graph_exec
+        self.version = version
+        self.signal_set = signal_set
+        self.stream = stream
+        self.done = Signal(1)
+
+    def slot_finished(self, program: Program) -> None:
+        if program.error is not None and self.done.error is None:
+            self.done.error = program.error
+
+    def finished(self, program: Program) -> None:
+        self.exec._launch_finished(self)
+
+
+class GraphExec(RefCounted):
+    """An executable graph. Made by ``graph.instantiate()``; it has no public constructor."""
+
+    __slots__ = (
+        "__weakref__",
+        "_compiled",
+        "_completed",
+        "_graph",
+        "_internal_streams",
+        "_last_done",
+        "_launches",
+        "_lock",
+        "_plan",
+        "_retired_slots",
+        "_sources",
+        "_version",
+        "_versions",
+        "arena",
+        "device",
+        "flags",
+        "hid",
+        "pool",
+        "state",
+        "user_objects",
+    )
+
+    def __init__(
+        self, graph: Graph, flags: int, device: Device, options: Any, _key: object
+    ) -> None:
+        if _key is not _FACTORY_KEY:
+            raise TypeError("executables are created with graph.instantiate()")
+        super().__init__(1)
+        self.flags = check_instantiate_flags(flags)
+        self.device = device
+        self._lock = threading.RLock()
+        with graph.lock:
+            graph.check_alive()
+            if graph.has_mem_nodes and graph.instantiated:
+                raise NotSupported("a graph with memory nodes can be instantiated only once")
+            exec_graph, originals = snapshot(graph)  # InvalidValue on a cycle, nothing created
+            user_objects = graph.user_objects()
+            graph.mark_instantiated()
+        self._graph: ExecGraph = exec_graph
+        self._sources = source_map(originals, exec_graph)
+        max_streams = min(MAX_PARALLEL_STREAMS, len(device.queues))
+        self._plan: Plan = plan_graph(
+            exec_graph,
+            max_streams=max_streams,
+            use_priority=self.flags is InstantiateFlags.USE_NODE_PRIORITY,
+        )
+        kernels = [n for n in exec_graph.walk() if n.type is NodeType.Kernel]
+        arg_bytes = sum(-(-max(n.params.kernel.layout.size, 1) // 16) * 16 for n in kernels)
+        self.arena = KernelArgArena(
+            device,
+            arg_bytes + options.get("arena_headroom", HEADROOM_BYTES),
+            strict=options.get("strict_flush", False),
+        )
+        try:
+            self._compiled: Compiled = compile_plan(
+                exec_graph,
+                self._plan,
+                device,
+                self.arena,
+                auto_free=self.flags is InstantiateFlags.AUTO_FREE_ON_LAUNCH,
+            )
+        except BaseException:
+            self.arena.close()
+            raise
+        self.pool = SignalSetPool(
+            self._plan.num_signals,
+            extra=self._compiled.extra,
+            num_sets=options.get("signal_sets", 16),
+            wait_when_empty=options.get("wait_for_signal_sets", False),
+        )
+        self._version = _Version(self._compiled.slot_ops)
+        self._versions = 1
+        self._internal_streams = [
+            device.create_stream(non_blocking=True) for _ in range(self._plan.num_slots - 1)
+        ]
+        self._retired_slots: deque[tuple[int, ArgSlot]] = deque()
+        self._launches = 0
+        self._completed = 0
+        self._last_done: Signal = REACHED
+        self.state = ExecState.OPEN
+        self.user_objects = list(user_objects)
+        for obj in self.user_objects:
+            obj.adopt(self, 1)
+        self.hid = EXECS.register(self)
+
+    @classmethod
+    def _instantiate(
+        cls, graph: Graph, flags: int = 0, *, device: Device | None = None, **options: Any
+    ) -> GraphExec:
+        return cls(graph, flags, device or get_device(0), options, _FACTORY_KEY)
+
+    # -- handle checks --------------------------------------------------------------------------
+
+    def check_alive(self) -> None:
+        """Raises InvalidValue once the executable was destroyed (HIP: not in graphExecSet_)."""
+        if self.state is not ExecState.OPEN:
+            raise InvalidValue(f"{self!r} was destroyed")
+
+    # -- launch ---------------------------------------------------------------------------------
+
+    async def launch(self, stream: Stream | None = None) -> Completion:
+        """Enqueue one replay on ``stream`` (the device's null stream by default).
+
+        Returns once the launch is enqueued. The returned :class:`Completion` resolves when
+        every node has run, raising the launch's :class:`HipError` if one failed. The launch
+        starts after earlier work on ``stream`` and after this executable's previous launch;
+        later work on ``stream`` starts after the whole graph.
+
+        Raises:
+            InvalidValue: the executable was destroyed, or a graph-allocated block from the
+                previous launch was never freed (and auto-free-on-launch is off).
+            ContextIsDestroyed: the stream was destroyed.
+        """
+        self.check_alive()
+        if stream is None:
+            stream = self.device.null_stream
+        stream.check_open()
+        if stream.device is not self.device:
+            raise InvalidValue(f"{self!r} was instantiated for device {self.device.ordinal}")
+        if not self._graph.nodes:
+            done = Signal(0)
+            return Completion(done, self.device)  # an empty graph launches as a no-op
+        self._check_allocations()
+        signal_set = self.pool.acquire_nowait()
+        if signal_set is None:
+            signal_set = await self.pool.acquire()
+        return self._enqueue(stream, signal_set)
+
+    def launch_nowait(self, stream: Stream | None = None) -> Completion:
+        """:meth:`launch` without ever parking; raises NotReady if no signal set is free."""
+        self.check_alive()
+        if stream is None:
+            stream = self.device.null_stream
+        stream.check_open()
+        if stream.device is not self.device:
+            raise InvalidValue(f"{self!r} was instantiated for device {self.device.ordinal}")
+        if not self._graph.nodes:
+            return Completion(Signal(0), self.device)
+        self._check_allocations()
+        signal_set = self.pool.acquire_nowait()
+        if signal_set is None:
+            from ..core.errors import NotReady
+
+            raise NotReady("no signal set is free")
+        return self._enqueue(stream, signal_set)
+
+    def _check_allocations(self) -> None:
+        compiled = self._compiled
+        if (
+            compiled.unfreed_ptrs
+            and self._launches
+            and self.flags is not InstantiateFlags.AUTO_FREE_ON_LAUNCH
+            and any(self._committed(ptr) for ptr in compiled.unfreed_ptrs)
+        ):
+            raise InvalidValue(
+                "the previous launch's graph allocations were never freed; free them or "
+                "instantiate with AUTO_FREE_ON_LAUNCH"
+            )
+
+    def _committed(self, ptr: Any) -> bool:
+        try:
+            self.device.memory.resolve(ptr, 0)
+        except HipError:
+            return False
+        return True
+
+    def _enqueue(self, stream: Stream, signal_set: SignalSet) -> Completion:
+        """Submit one launch: synchronous from here on, so it is atomic for the event loop."""
+        with self._ref_lock:
+            if self.state is not ExecState.OPEN:  # destroyed while we waited for a set
+                ok = False
+            else:
+                self._refcount += 1
+                ok = True
+        if not ok:
+            self.pool.release(signal_set)
+            raise InvalidValue(f"{self!r} was destroyed")
+        with self._lock:
+            version = self._version
+            version.in_flight += 1
+            self._launches += 1
+            compiled = self._compiled
+            signals = signal_set.signals
+            signals[compiled.prev_index] = self._last_done
+            for binding in compiled.bindings:
+                event = binding.node.params.event
+                if binding.is_record:
+                    record = Signal(1)
+                    signals[binding.index] = record
+                    event.recorded(record)
+                else:
+                    signals[binding.index] = event.signal or REACHED
+            launch = _Launch(self, version, signal_set, stream)
+            self._last_done = launch.done
+        slot_ops = version.slot_ops
+        stream.submit(Program(slot_ops[0], launch.done, signals=signals, on_done=launch.finished))
+        if len(slot_ops) > 1:
+            queues = self.device.queues
+            base = stream.queue.index
+            for k in range(1, len(slot_ops)):
+                internal = self._internal_streams[k - 1]
+                internal.queue = queues[(base + k) % len(queues)]  # never the launch queue
+                internal.submit(
+                    Program(slot_ops[k], None, signals=signals, on_done=launch.slot_finished)
+                )
+        return Completion(launch.done, self.device)
+
+    def _launch_finished(self, launch: _Launch) -> None:
+        """Completion of a launch (on the device's loop): return everything it borrowed."""
+        error = launch.done.error
+        if error is not None:
+            launch.stream.report_error(error)
+        self.pool.release(launch.signal_set)
+        with self._lock:
+            launch.version.in_flight -= 1
+            self._completed += 1
+            retired = self._retired_slots
+            while retired and retired[0][0] <= self._completed:
+                self.arena.free(retired.popleft()[1])
+        self.release(1)
+
+    async def upload(self, stream: Stream | None = None) -> None:
+        """``hipGraphUpload``: validates; everything was already prepared at instantiate."""
+        self.check_alive()
+        (stream or self.device.null_stream).check_open()
+
+    # -- destroy --------------------------------------------------------------------------------
+
+    def destroy(self) -> None:
+        """Retire the handle now; free everything once the last launch in flight completes.
+
+        Safe from any thread and while launches are in flight.
+
+        Raises:
+            InvalidValue: the executable was already destroyed.
+        """
+        if EXECS.unregister(self.hid) is None:
+            raise InvalidValue(f"{self!r} was already destroyed")
+        with self._ref_lock:
+            self.state = ExecState.CLOSING
+        self.release(1)
+
+    def _last_release(self) -> None:
+        """The last reference went: free arena, signal sets, streams and user objects."""
+        self.state = ExecState.CLOSED
+        self.arena.close()
+        self.pool.close()
+        for stream in self._internal_streams:
+            stream.destroy()
+        self._internal_streams = []
+        for ptr in self._compiled.alloc_ptrs:
+            with contextlib.suppress(HipError):  # the user freed it already
+                self.device.memory.unreserve(ptr)
+        objects, self.user_objects = self.user_objects, []
+        for obj in objects:
+            obj.disown(self)
+
+    # -- updates --------------------------------------------------------------------------------
+
+    def _node(self, node: GraphNode, *types: NodeType) -> ExecNode:
+        """Find the copy of an original node: exec first, then node handle, then node type."""
+        self.check_alive()
+        if not isinstance(node, GraphNode):
+            raise TypeError(f"expected a GraphNode, got {node!r}")
+        node.check_alive()
+        exec_node = self._sources.get(node.hid)
+        if exec_node is None:
+            raise InvalidValue(f"{node!r} is not a node of the graph this executable was made from")
+        if exec_node.type not in types:
+            names = "/".join(t.name for t in types)
+            raise InvalidValue(f"{node!r} is a {exec_node.type.name} node, not {names}")
+        return exec_node
+
+    def _writable_version(self) -> _Version:
+        version = self._version
+        if version.in_flight:  # launches hold these op lists: copy them (copy-on-write)
+            version = _Version([list(ops) for ops in version.slot_ops])
+            self._version = version
+            self._versions += 1
+        return version
+
+    def _apply(self, changes: list[Change]) -> None:
+        """Give nodes new parameters without disturbing any launch already enqueued."""
+        with self._lock:
+            version = self._writable_version()
+            compiled = self._compiled
+            for node, params in changes:
+                node.params = params
+                if node.type is NodeType.Kernel:
+                    self._store_arguments(node, params)
+                location = compiled.locations.get(id(node))
+                if location is not None:
+                    op = node_op(self.device, node, compiled, self.arena)
+                    assert op is not None
+                    version.slot_ops[location[0]][location[1]] = op
+            self.arena.flush()
+
+    def _store_arguments(self, node: ExecNode, params: KernelParams) -> None:
+        slots = self._compiled.arg_slots
+        slot = slots[id(node)]
+        size = max(params.kernel.layout.size, 1)
+        if not self.in_flight and slot.size >= size:
+            self.arena.write(slot, params.arg_bytes)  # nothing in flight reads it: in place
+            return
+        fresh = self.arena.allocate(size)
+        self.arena.write(fresh, params.arg_bytes)
+        slots[id(node)] = fresh
+        if self.in_flight:  # free once every launch enqueued so far has completed
+            self._retired_slots.append((self._launches, slot))
+        else:
+            self.arena.free(slot)
+
+    def _set(self, exec_node: ExecNode, params: Any) -> None:
+        check_setter(exec_node, params)
+        self._apply([(exec_node, params)])
+
+    def set_kernel_node_params(
+        self,
+        node: GraphNode,
+        kernel: Kernel,
+        grid: DimLike,
+        block: DimLike,
+        args: Sequence[Any] = (),
+        *,
+        shared_mem: int = 0,
+    ) -> None:
+        """``hipGraphExecKernelNodeSetParams``: new kernel, configuration or arguments.
+
+        Launches already enqueued keep the arguments they were enqueued with.
+        """
+        exec_node = self._node(node, NodeType.Kernel)
+        params = KernelParams.make(
+            kernel, grid, block, args, shared_mem=shared_mem, device=self.device
+        )
+        self._set(exec_node, params)
+
+    def set_memcpy_node_params(
+        self,
+        node: GraphNode,
+        dst: Endpoint,
+        src: Endpoint,
+        nbytes: int | None = None,
+        kind: CopyKind | int | None = None,
+    ) -> None:
+        """``hipGraphExecMemcpyNodeSetParams``: the direction must stay the same."""
+        exec_node = self._node(node, NodeType.Memcpy)
+        self._set(exec_node, MemcpyParams.make(dst, src, nbytes, kind))
+
+    def set_memset_node_params(
+        self,
+        node: GraphNode,
+        dst: DevicePtr,
+        value: int,
+        width: int,
+        *,
+        element_size: int = 1,
+        height: int = 1,
+        pitch: int | None = None,
+    ) -> None:
+        """``hipGraphExecMemsetNodeSetParams``."""
+        exec_node = self._node(node, NodeType.Memset)
+        params = MemsetParams.make(
+            dst, value, width, element_size=element_size, height=height, pitch=pitch
+        )
+        self._set(exec_node, params)
+
+    def set_host_node_params(
+        self, node: GraphNode, fn: Callable[..., Any], args: Sequence[Any] = ()
+    ) -> None:
+        """``hipGraphExecHostNodeSetParams``."""
+        exec_node = self._node(node, NodeType.Host)
+        self._set(exec_node, HostParams.make(fn, args))
+
+    def set_event_record_node_event(self, node: GraphNode, event: Event) -> None:
+        """``hipGraphExecEventRecordNodeSetEvent``: takes effect from the next launch."""
+        exec_node = self._node(node, NodeType.EventRecord)
+        event.check_open()
+        self._apply([(exec_node, EventParams(event))])
+
+    def set_event_wait_node_event(self, node: GraphNode, event: Event) -> None:
+        """``hipGraphExecEventWaitNodeSetEvent``: takes effect from the next launch."""
+        exec_node = self._node(node, NodeType.WaitEvent)
+        event.check_open()
+        self._apply([(exec_node, EventParams(event))])
+
+    def set_child_graph_node_params(self, node: GraphNode, child: Graph) -> None:
+        """``hipGraphExecChildGraphNodeSetParams``: same topology, new node parameters.
+
+        Raises:
+            InvalidValue: bad handles. Unknown: ``child`` is the executable's own graph, or its
+                topology or node types differ from the embedded child's (HIP's codes).
+        """
+        exec_node = self._node(node, NodeType.Graph)
+        if not isinstance(child, GraphType):
+            raise TypeError(f"expected a Graph, got {child!r}")
+        child.check_alive()
+        if child is node.graph:
+            raise Unknown("a child graph node cannot take its own parent graph")
+        new_copy, new_nodes = snapshot(child)
+        assert exec_node.child is not None
+        result, changes = diff_graphs(exec_node.child, new_copy, new_nodes, node)
+        if not result.ok:
+            raise Unknown(f"child graph does not match: {result.reason}")
+        self._apply(changes)
+
+    def set_node_enabled(self, node: GraphNode, enabled: bool) -> None:
+        """``hipGraphNodeSetEnabled``: a disabled kernel/memcpy/memset node does nothing but
+        keeps its place in the ordering. Other node types → InvalidValue."""
+        exec_node = self._node(node, NodeType.Kernel, NodeType.Memcpy, NodeType.Memset)
+        with self._lock:
+            exec_node.enabled = bool(enabled)
+            self._apply([(exec_node, exec_node.params)])
+
+    def node_enabled(self, node: GraphNode) -> bool:
+        """``hipGraphNodeGetEnabled``."""
+        return self._node(node, NodeType.Kernel, NodeType.Memcpy, NodeType.Memset).enabled
+
+    def update(self, graph: Graph) -> UpdateResult:
+        """``hipGraphExecUpdate``: take the parameters of a graph with the same topology.
+
+        All-or-nothing: every node is checked before any is changed.
+
+        Returns:
+            An :class:`UpdateResult` of kind Success.
+
+        Raises:
+            InvalidValue: the executable or ``graph`` was destroyed, or ``graph`` has a cycle.
+            GraphExecUpdateFailure: with ``.result`` naming the kind (TopologyChanged,
+                NodeTypeChanged, ParametersChanged, UnsupportedFunctionChange) and the node.
+        """
+        self.check_alive()
+        if not isinstance(graph, GraphType):
+            raise TypeError(f"expected a Graph, got {graph!r}")
+        new_copy, new_nodes = snapshot(graph)
+        result, changes = diff_graphs(self._graph, new_copy, new_nodes)
+        if not result.ok:
+            error = GraphExecUpdateFailure(f"{result.kind.name}: {result.reason}")
+            error.result = result  # type: ignore[attr-defined]
+            raise error
+        self._apply(changes)
+        return result
+
+    # -- introspection --------------------------------------------------------------------------
+
+    @property
+    def in_flight(self) -> int:
+        return self._launches - self._completed
+
+    def statistics(self) -> ExecStatistics:
+        return ExecStatistics(
+            state=self.state.value,
+            nodes=len(self._graph.nodes),
+            segments=len(self._plan.segments),
+            slots=self._plan.num_slots,
+            launches=self._launches,
+            in_flight=self.in_flight,
+            completed=self._completed,
+            versions=self._versions,
+            signal_pool=self.pool.statistics(),
+            arena=self.arena.statistics(),
+        )
+
+    @property
+    def plan(self) -> Plan:
+        return self._plan
+
+    def __repr__(self) -> str:
+        return (
+            f"<GraphExec #{self.hid.slot}.{self.hid.generation} state={self.state.value} "
+            f"nodes={len(self._graph.nodes)} slots={self._plan.num_slots} "
+            f"in_flight={self.in_flight}>"
+        )

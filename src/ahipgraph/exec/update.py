@@ -1,0 +1,109 @@
+"""Rules for changing an executable's nodes: per-node setters and whole-graph update.
+
+Pure functions: they compare parameters and graphs and say what may change; ``GraphExec`` then
+applies the changes. Whole-graph update compares the new graph's topological order with the
+executable's, node by node, as ``hipGraphExecUpdate`` does — but unlike HIP it validates every
+node before applying any, so a failed update changes nothing.
+
+Rules (HIP's, plus one of ours):
+  * a memcpy node's direction cannot change; a 2D memset keeps its row size and height; a memset
+    stays on its device;
+  * a kernel node may change its kernel (as HIP allows), but not between a synchronous and an
+    ``async`` body: an async body suspends its queue, a different launch mode, in the way CUDA
+    refuses to switch a node between cooperative and ordinary launches
+    (``UnsupportedFunctionChange``);
+  * node types, node count and each node's dependencies must match (``NodeTypeChanged``,
+    ``TopologyChanged``); child graphs are compared recursively.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..core.errors import InvalidValue
+from ..graph.node_type import NodeType
+from .flags import UpdateResult, UpdateResultKind
+from .snapshot import ExecGraph, ExecNode
+
+if TYPE_CHECKING:
+    from ..graph.node import GraphNode
+
+__all__ = ["Change", "compatibility_problem", "diff_graphs"]
+
+Change = tuple[ExecNode, Any]
+
+
+def compatibility_problem(node: ExecNode, params: Any) -> tuple[UpdateResultKind, str] | None:
+    """Why ``params`` cannot replace ``node``'s parameters, or None if they can."""
+    old = node.params
+    if node.type is NodeType.Memcpy and params.kind != old.kind:
+        return (
+            UpdateResultKind.ParametersChanged,
+            f"memcpy direction cannot change ({old.kind.name} -> {params.kind.name})",
+        )
+    if node.type is NodeType.Memset:
+        if params.dst.device != old.dst.device:
+            return UpdateResultKind.ParametersChanged, "memset destination moved to another device"
+        two_d = old.height > 1 or params.height > 1
+        if two_d and (
+            params.width * params.element_size != old.width * old.element_size
+            or params.height != old.height
+        ):
+            return (
+                UpdateResultKind.ParametersChanged,
+                "a 2D memset must keep its row size and height",
+            )
+    if node.type is NodeType.Kernel and params.kernel.is_async != old.kernel.is_async:
+        return (
+            UpdateResultKind.UnsupportedFunctionChange,
+            f"kernel {old.kernel.name!r} cannot switch between a synchronous and an async body",
+        )
+    return None
+
+
+def check_setter(node: ExecNode, params: Any) -> None:
+    """Per-node setters report an incompatible change as InvalidValue, as HIP's do."""
+    problem = compatibility_problem(node, params)
+    if problem is not None:
+        raise InvalidValue(problem[1])
+
+
+def diff_graphs(
+    old: ExecGraph, new: ExecGraph, new_nodes: list[GraphNode], top: GraphNode | None = None
+) -> tuple[UpdateResult, list[Change]]:
+    """Compare ``new`` with the executable's copy ``old``; return the result and the changes.
+
+    ``new_nodes`` are the new graph's handles in ``new``'s order, used to name the node a
+    failure concerns (for a child graph, ``top`` is the child-graph node of the outer graph).
+    """
+    if len(old.nodes) != len(new.nodes):
+        return UpdateResult(UpdateResultKind.TopologyChanged, top, "node count changed"), []
+    changes: list[Change] = []
+    for old_node, new_node, handle in zip(old.nodes, new.nodes, new_nodes, strict=True):
+        culprit = top if top is not None else handle
+        if old_node.type is not new_node.type:
+            reason = f"{old_node.type.name} became {new_node.type.name}"
+            return UpdateResult(UpdateResultKind.NodeTypeChanged, culprit, reason), []
+        if old_node.deps != new_node.deps:
+            reason = "dependencies changed"
+            return UpdateResult(UpdateResultKind.TopologyChanged, culprit, reason), []
+        if new_node.type is NodeType.Graph:
+            assert old_node.child is not None
+            assert new_node.child is not None
+            assert culprit is not None
+            inner_nodes = [culprit] * len(new_node.child.nodes)
+            result, inner = diff_graphs(old_node.child, new_node.child, inner_nodes, culprit)
+            if not result.ok:
+                return result, []
+            changes.extend(inner)
+            continue
+        if new_node.type in (NodeType.Empty, NodeType.MemAlloc, NodeType.MemFree):
+            if new_node.params != old_node.params:
+                reason = "memory nodes cannot be updated"
+                return UpdateResult(UpdateResultKind.ParametersChanged, culprit, reason), []
+            continue
+        problem = compatibility_problem(old_node, new_node.params)
+        if problem is not None:
+            return UpdateResult(problem[0], culprit, problem[1]), []
+        changes.append((old_node, new_node.params))
+    return UpdateResult(UpdateResultKind.Success), changes
