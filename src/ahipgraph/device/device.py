@@ -27,6 +27,7 @@ from .hwqueue import HardwareQueue, QueueStatistics
 from .memory import DeviceMemory, MemoryStatistics
 from .pointer import DevicePtr
 from .properties import DeviceProperties
+from .signal import Signal
 
 if TYPE_CHECKING:
     from ..runtime.event import Event
@@ -62,6 +63,9 @@ class Device:
         self.queues = tuple(HardwareQueue(self, i) for i in range(properties.hardware_queues))
         self.loop: asyncio.AbstractEventLoop | None = None
         self.in_flight = 0
+        # Queues with a scheduled run, in scheduling order (a dict as an ordered set).
+        self.ready: dict[HardwareQueue, None] = {}
+        self._running_ready = False
         self._idle = WaitQueue()
         self._next_queue = 0
         self._lock = threading.Lock()
@@ -97,7 +101,27 @@ class Device:
     def _discard_abandoned_work(self) -> None:
         for queue in self.queues:
             queue.discard()
+        self.ready.clear()
         self.in_flight = 0
+
+    def run_ready(self) -> None:
+        """Run the device work that is scheduled, now, until none is left.
+
+        Called by a host that is about to wait: the same work the event loop would run on its
+        next turn, in the same order, minus the trip through the loop. Not reentrant (device
+        work that waits from inside the device simply does not help).
+        """
+        if self._running_ready:
+            return
+        self._running_ready = True
+        try:
+            ready = self.ready
+            while ready:
+                queue = next(iter(ready))
+                del ready[queue]
+                queue.run_now()
+        finally:
+            self._running_ready = False
 
     def retired(self) -> None:
         """A packet finished (called by the queues)."""
@@ -158,6 +182,21 @@ class Device:
                     self._null_stream = Stream._create(self, null=True)
         return self._null_stream
 
+    async def wait_signal(self, signal: Signal) -> None:
+        """How a host waits for device work: run what is ready, park if that was not enough.
+
+        Afterwards the host's clock has seen the moment the signal was reached.
+
+        Raises:
+            IllegalState: the device is busy on another event loop.
+        """
+        if signal.value > 0:
+            self.bind_loop()  # park only on the loop that runs the work
+            self.run_ready()
+            if signal.value > 0:
+                await signal.wait()
+        self.clock.observe(signal.time)
+
     async def synchronize(self) -> None:
         """Wait for all work on the device (``hipDeviceSynchronize``).
 
@@ -166,6 +205,7 @@ class Device:
         """
         if self.in_flight:
             self.bind_loop()
+            self.run_ready()
             while self.in_flight:
                 await self._idle.park()
         self.clock.observe(max(queue.busy_until for queue in self.queues))

@@ -5,13 +5,18 @@ a signal that is not reached yet, an async body still running) the whole queue w
 as an AMD hardware queue waits on a barrier packet; the packet wakes the queue when it can go on.
 Runs are scheduled with ``loop.call_soon`` — work submitted from a task starts after that task
 yields, so device work is asynchronous to the host exactly as on a GPU, and deterministic.
+A host that is about to wait for device work may run the scheduled work at once
+(:meth:`Device.run_ready`): it is the work the loop would run next anyway, and doing it in place
+saves the waiting task a trip through the event loop.
 
-Invariants: at most one ``_run`` is scheduled at a time; a queue is either empty, scheduled, or
-parked on its head packet; ``busy_until`` (simulated ns) never decreases.
+Invariants: at most one run is scheduled at a time (``_handle``), and a scheduled queue is in its
+device's ``ready`` table; a queue is either empty, scheduled, or parked on its head packet;
+``busy_until`` (simulated ns) never decreases.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -37,8 +42,8 @@ class HardwareQueue:
     """One in-order hardware queue of a device."""
 
     __slots__ = (
+        "_handle",
         "_packets",
-        "_scheduled",
         "busy_until",
         "completed",
         "device",
@@ -53,7 +58,7 @@ class HardwareQueue:
         self.submitted = 0
         self.completed = 0
         self._packets: deque[Program] = deque()
-        self._scheduled = False
+        self._handle: asyncio.Handle | None = None  # the scheduled run, if any
 
     def submit(self, program: Program) -> None:
         """Append a packet. Must be called on the device's event loop."""
@@ -66,20 +71,37 @@ class HardwareQueue:
         packets.append(program)
         self.submitted += 1
         device.in_flight += 1
-        if len(packets) == 1 and not self._scheduled:
-            self._scheduled = True
-            loop.call_soon(self._run)
+        if len(packets) == 1 and self._handle is None:
+            self._handle = loop.call_soon(self._run_scheduled)
+            device.ready[self] = None
 
     def wake(self) -> None:
         """Resume a parked queue (called by the signal or future its head packet waits on)."""
-        if not self._scheduled:
-            self._scheduled = True
-            loop = self.device.loop
+        if self._handle is None:
+            device = self.device
+            loop = device.loop
             assert loop is not None
-            loop.call_soon(self._run)
+            self._handle = loop.call_soon(self._run_scheduled)
+            device.ready[self] = None
+
+    @property
+    def scheduled(self) -> bool:
+        return self._handle is not None
+
+    def run_now(self) -> None:
+        """Run now instead of at the scheduled turn of the loop (the host is about to wait)."""
+        handle = self._handle
+        if handle is not None:
+            handle.cancel()
+            self._handle = None
+            self._run()
+
+    def _run_scheduled(self) -> None:
+        self._handle = None
+        self.device.ready.pop(self, None)
+        self._run()
 
     def _run(self) -> None:
-        self._scheduled = False
         packets = self._packets
         device = self.device
         while packets:
@@ -96,7 +118,7 @@ class HardwareQueue:
     def discard(self) -> None:
         """Drop every packet (their event loop closed under them)."""
         self._packets.clear()
-        self._scheduled = False
+        self._handle = None
 
     @property
     def pending(self) -> int:

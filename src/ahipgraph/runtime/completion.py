@@ -42,10 +42,7 @@ class Completion:
 
     async def wait(self) -> None:
         signal = self._signal
-        if signal.value > 0:
-            self._device.bind_loop()  # IllegalState if the work runs on another event loop
-            await signal.wait()
-        self._device.clock.observe(signal.time)
+        await self._device.wait_signal(signal)
         if signal.error is not None:
             raise signal.error
 

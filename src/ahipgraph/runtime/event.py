@@ -78,10 +78,7 @@ class Event:
         self.check_open()
         signal = self.signal
         if signal is not None:
-            if signal.value > 0:
-                self.device.bind_loop()  # park only on the loop that runs the work
-                await signal.wait()
-            self.device.clock.observe(signal.time)
+            await self.device.wait_signal(signal)
 
     @property
     def time_ns(self) -> int | None:

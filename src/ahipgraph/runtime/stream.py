@@ -236,10 +236,7 @@ class Stream:
         """
         self.check_open()
         for signal in self._sync_targets():
-            if signal.value > 0:
-                self.device.bind_loop()  # park only on the loop that runs the work
-                await signal.wait()
-            self.device.clock.observe(signal.time)
+            await self.device.wait_signal(signal)
         error = self.take_error()
         if error is not None:
             raise error
