@@ -25,28 +25,28 @@ REPLAYS = 1000
 @ahg.kernel
 def scale(t: ahg.Threads, n: ahg.int32, a: ahg.float32, x: ahg.Ptr[ahg.float32],
           y: ahg.Ptr[ahg.float32]) -> None:  # fmt: skip
-    i = t.ids[t.ids < n]
-    y[i] = a * x[i]
+    m = min(n, t.count)  # one thread per element; the whole grid at once
+    y[:m] = a * x[:m]
 
 
 @ahg.kernel
 def shift(t: ahg.Threads, n: ahg.int32, b: ahg.float32, x: ahg.Ptr[ahg.float32],
           y: ahg.Ptr[ahg.float32]) -> None:  # fmt: skip
-    i = t.ids[t.ids < n]
-    y[i] = x[i] + b
+    m = min(n, t.count)
+    y[:m] = x[:m] + b
 
 
 @ahg.kernel
 def square(t: ahg.Threads, n: ahg.int32, y: ahg.Ptr[ahg.float32]) -> None:
-    i = t.ids[t.ids < n]
-    y[i] = y[i] * y[i]
+    m = min(n, t.count)
+    y[:m] *= y[:m]
 
 
 @ahg.kernel
 def combine(t: ahg.Threads, n: ahg.int32, y1: ahg.Ptr[ahg.float32], y2: ahg.Ptr[ahg.float32],
             out: ahg.Ptr[ahg.float32]) -> None:  # fmt: skip
-    i = t.ids[t.ids < n]
-    out[i] = y1[i] + y2[i]
+    m = min(n, t.count)
+    out[:m] = y1[:m] + y2[:m]
 
 
 GRID, BLOCK = (N + 255) // 256, 256

@@ -12,6 +12,8 @@ runs once.
 from __future__ import annotations
 
 import threading
+from contextlib import AbstractContextManager
+from typing import Any
 
 __all__ = ["RefCounted"]
 
@@ -24,7 +26,8 @@ class RefCounted:
     def __init__(self, initial: int = 1) -> None:
         if initial < 1:
             raise ValueError(f"initial reference count must be >= 1, got {initial}")
-        self._ref_lock = threading.Lock()
+        # Any lock: a subclass may share a reentrant lock with its own book-keeping.
+        self._ref_lock: AbstractContextManager[Any] = threading.Lock()
         self._refcount = initial
 
     @property

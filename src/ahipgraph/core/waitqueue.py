@@ -87,7 +87,8 @@ class WaitQueue:
         return sum(1 for future in self._waiters if not future.done())
 
     def __bool__(self) -> bool:
-        return any(not future.done() for future in self._waiters)
+        # Every queued future is pending: woken ones are popped, cancelled ones discarded.
+        return bool(self._waiters)
 
     def statistics(self) -> WaitQueueStatistics:
         return WaitQueueStatistics(waiters=len(self))

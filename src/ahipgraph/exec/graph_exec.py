@@ -150,7 +150,9 @@ class GraphExec(RefCounted):
         super().__init__(1)
         self.flags = check_instantiate_flags(flags)
         self.device = device
-        self._lock = threading.RLock()
+        # One lock for the reference count and the launch/update book-keeping, so a launch
+        # checks the state, takes its reference and binds its version in one critical section.
+        self._lock = self._ref_lock = threading.RLock()
         with graph.lock:
             graph.check_alive()
             if graph.has_mem_nodes and graph.instantiated:
@@ -288,16 +290,11 @@ class GraphExec(RefCounted):
 
     def _enqueue(self, stream: Stream, signal_set: SignalSet) -> Completion:
         """Submit one launch: synchronous from here on, so it is atomic for the event loop."""
-        with self._ref_lock:
-            if self.state is not ExecState.OPEN:  # destroyed while we waited for a set
-                ok = False
-            else:
-                self._refcount += 1
-                ok = True
-        if not ok:
-            self.pool.release(signal_set)
-            raise InvalidValue(f"{self!r} was destroyed")
         with self._lock:
+            if self.state is not ExecState.OPEN:  # destroyed while we waited for a set
+                self.pool.release(signal_set)
+                raise InvalidValue(f"{self!r} was destroyed")
+            self._refcount += 1
             version = self._version
             version.in_flight += 1
             self._launches += 1
