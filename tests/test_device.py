@@ -11,9 +11,6 @@ import numpy as np
 import pytest
 
 import ahipgraph as ahg
-from ahipgraph.device.ops import WaitSignalsOp
-from ahipgraph.device.program import Program
-from ahipgraph.device.signal import Signal
 from fakes import HeldKernel, loop_turns
 
 
@@ -291,26 +288,39 @@ async def test_an_idle_device_can_move_to_another_event_loop(device: ahg.Device)
     assert device_ones(device, ptr) == 16
 
 
-def test_work_left_behind_by_a_closed_loop_is_discarded() -> None:
+def test_work_left_behind_by_a_closed_loop_fails_but_completes_on_the_next_loop() -> None:
     device = ahg.get_device(0)
-    never = Signal(1)  # nobody will ever reach this signal
+    state: dict[str, Any] = {}
 
     async def abandon() -> None:
-        # A packet parked on a barrier that can never open, when its loop closes.
-        device.queues[1].submit(Program([WaitSignalsOp([never])]))
+        # A kernel held open (its gate is never released) and work queued behind it, when
+        # the loop closes under them.
+        held = HeldKernel()
+        stream = device.create_stream()
+        ptr = device.malloc(64)
+        state.update(stream=stream, ptr=ptr)
+        await held.launch(stream)
+        state["behind"] = await stream.launch_kernel(fill_ones, 1, 16, (16, ptr))
+        await held.started.wait()
 
     loop = asyncio.new_event_loop()
     loop.run_until_complete(abandon())
     loop.close()
-    assert device.in_flight == 1
+    assert device.in_flight == 2
 
     async def use_again() -> list[int]:
-        stream = device.create_stream()
-        ptr = device.malloc(64)
+        stream, ptr = state["stream"], state["ptr"]
+        # The abandoned work fails instead of hanging; what was queued behind it never ran.
+        with pytest.raises(ahg.IllegalState, match="closed"):
+            await state["behind"]
+        with pytest.raises(ahg.IllegalState, match="closed"):
+            await stream.synchronize()
+        assert device.view(ptr, np.int32).tolist() == [0] * 16
+        # The device works normally afterwards.
         await stream.launch_kernel(fill_ones, 1, 16, (16, ptr))
-        await device.synchronize()
+        await stream.synchronize()
         return device.view(ptr, np.int32).tolist()
 
     assert ahg.run(use_again) == [1] * 16
     assert device.in_flight == 0
-    assert device.queues[1].pending == 0
+    assert all(queue.pending == 0 for queue in device.queues)

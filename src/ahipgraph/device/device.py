@@ -92,17 +92,23 @@ class Device:
         current = self.loop
         if current is not None and self.in_flight and not current.is_closed():
             raise IllegalState(f"device {self.ordinal} is busy on another event loop")
-        if current is not None and self.in_flight:
-            self._discard_abandoned_work()
         self.loop = loop
         self._idle = WaitQueue()
+        if current is not None and self.in_flight:
+            self._fail_abandoned_work()
         return loop
 
-    def _discard_abandoned_work(self) -> None:
-        for queue in self.queues:
-            queue.discard()
+    def _fail_abandoned_work(self) -> None:
+        """Work left behind by a closed loop fails, but still completes on the new loop.
+
+        Each abandoned program keeps only its synchronisation ops, so every signal it owes is
+        still raised, every launch still returns what it borrowed, and everyone waiting for
+        that work wakes with the error instead of hanging.
+        """
+        error = IllegalState(f"device {self.ordinal}: the event loop running this work closed")
         self.ready.clear()
-        self.in_flight = 0
+        for queue in self.queues:
+            queue.abandon(error)
 
     def run_ready(self) -> None:
         """Run the device work that is scheduled, now, until none is left.
@@ -201,7 +207,8 @@ class Device:
         """Wait for all work on the device (``hipDeviceSynchronize``).
 
         Raises:
-            HipError: the first unreported failure of any stream of this device (then cleared).
+            HipError: the first unreported failure of any stream of this device (then cleared;
+                failures of other streams stay pending for their next synchronize).
         """
         if self.in_flight:
             self.bind_loop()
@@ -209,13 +216,10 @@ class Device:
             while self.in_flight:
                 await self._idle.park()
         self.clock.observe(max(queue.busy_until for queue in self.queues))
-        error = None
-        for stream in list(self.streams):
-            stream_error = stream.take_error()
-            if error is None:
-                error = stream_error
-        if error is not None:
-            raise error
+        for stream in list(self.streams):  # one failure per call; the others stay reported
+            error = stream.take_error()
+            if error is not None:
+                raise error
 
     def statistics(self) -> DeviceStatistics:
         return DeviceStatistics(

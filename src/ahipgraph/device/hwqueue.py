@@ -21,6 +21,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..core.errors import HipError
 from .program import Program
 
 if TYPE_CHECKING:
@@ -115,10 +116,13 @@ class HardwareQueue:
             finally:
                 device.retired()
 
-    def discard(self) -> None:
-        """Drop every packet (their event loop closed under them)."""
-        self._packets.clear()
+    def abandon(self, error: HipError) -> None:
+        """Fail every packet (their event loop closed) and run what is left on the new loop."""
         self._handle = None
+        for program in self._packets:
+            program.abandon(error)
+        if self._packets:
+            self.wake()
 
     @property
     def pending(self) -> int:

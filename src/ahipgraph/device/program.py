@@ -112,6 +112,11 @@ class Program:
             self.error = error
         self.ops = [op for op in self.ops[resume_at:] if op.is_sync]
 
+    def abandon(self, error: HipError) -> None:
+        """Fail the program where it stands: only its synchronisation ops are left to run."""
+        self._fail(error, self.pc)
+        self.pc = 0
+
     def finish(self) -> None:
         """Called by the queue once the program has run to its end."""
         if self.completion is not None:
