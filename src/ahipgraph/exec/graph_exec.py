@@ -28,7 +28,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..core.errors import GraphExecUpdateFailure, HipError, InvalidValue, NotSupported, Unknown
+from ..core.errors import (
+    GraphExecUpdateFailure,
+    HipError,
+    InvalidValue,
+    NotReady,
+    NotSupported,
+    Unknown,
+)
 from ..core.refcount import RefCounted
 from ..core.registry import HandleRegistry
 from ..device.device import Device, get_device
@@ -45,7 +52,7 @@ from ..graph.params import EventParams
 from ..runtime.completion import Completion
 from ..runtime.event import Event
 from ..runtime.params import Endpoint, HostParams, KernelParams, MemcpyParams, MemsetParams
-from ..runtime.stream import Stream
+from ..runtime.stream import Stream, StreamState
 from .arena import HEADROOM_BYTES, ArenaStatistics, ArgSlot, KernelArgArena
 from .compile import Compiled, compile_plan, node_op
 from .flags import InstantiateFlags, UpdateResult, check_instantiate_flags
@@ -235,23 +242,30 @@ class GraphExec(RefCounted):
                 previous launch was never freed (and auto-free-on-launch is off).
             ContextIsDestroyed: the stream was destroyed.
         """
-        self.check_alive()
-        if stream is None:
-            stream = self.device.null_stream
-        stream.check_open()
-        if stream.device is not self.device:
-            raise InvalidValue(f"{self!r} was instantiated for device {self.device.ordinal}")
-        if not self._graph.nodes:
-            done = Signal(0)
-            return Completion(done, self.device)  # an empty graph launches as a no-op
-        self._check_allocations()
+        target = self._launch_target(stream)
+        if target is None:
+            return Completion(Signal(0), self.device)  # an empty graph launches as a no-op
         signal_set = self.pool.acquire_nowait()
         if signal_set is None:
             signal_set = await self.pool.acquire()
-        return self._enqueue(stream, signal_set)
+        return self._enqueue(target, signal_set)
 
     def launch_nowait(self, stream: Stream | None = None) -> Completion:
-        """:meth:`launch` without ever parking; raises NotReady if no signal set is free."""
+        """:meth:`launch` without ever parking.
+
+        Raises:
+            NotReady: the pool waits when empty and no signal set is free.
+        """
+        target = self._launch_target(stream)
+        if target is None:
+            return Completion(Signal(0), self.device)
+        signal_set = self.pool.acquire_nowait()
+        if signal_set is None:
+            raise NotReady("no signal set is free")
+        return self._enqueue(target, signal_set)
+
+    def _launch_target(self, stream: Stream | None) -> Stream | None:
+        """The checks every launch makes, in HIP's order; None when the graph is empty."""
         self.check_alive()
         if stream is None:
             stream = self.device.null_stream
@@ -259,14 +273,9 @@ class GraphExec(RefCounted):
         if stream.device is not self.device:
             raise InvalidValue(f"{self!r} was instantiated for device {self.device.ordinal}")
         if not self._graph.nodes:
-            return Completion(Signal(0), self.device)
+            return None
         self._check_allocations()
-        signal_set = self.pool.acquire_nowait()
-        if signal_set is None:
-            from ..core.errors import NotReady
-
-            raise NotReady("no signal set is free")
-        return self._enqueue(stream, signal_set)
+        return stream
 
     def _check_allocations(self) -> None:
         compiled = self._compiled
@@ -291,9 +300,10 @@ class GraphExec(RefCounted):
     def _enqueue(self, stream: Stream, signal_set: SignalSet) -> Completion:
         """Submit one launch: synchronous from here on, so it is atomic for the event loop."""
         with self._lock:
-            if self.state is not ExecState.OPEN:  # destroyed while we waited for a set
-                self.pool.release(signal_set)
-                raise InvalidValue(f"{self!r} was destroyed")
+            if self.state is not ExecState.OPEN or stream.state is not StreamState.OPEN:
+                self.pool.release(signal_set)  # destroyed while we waited for a set
+                self.check_alive()
+                stream.check_open()
             self._refcount += 1
             version = self._version
             version.in_flight += 1
