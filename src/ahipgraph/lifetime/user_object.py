@@ -105,6 +105,7 @@ class UserObject(RefCounted):
 
     @property
     def data(self) -> Any:
+        """The destructor's argument (None once the destructor has run: it is not kept alive)."""
         return self._data
 
     def retain(self, count: int = 1) -> None:
