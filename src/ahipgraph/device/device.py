@@ -39,6 +39,7 @@ __all__ = [
     "configure_devices",
     "device_count",
     "get_device",
+    "check_range",
     "resolve_pointer",
 ]
 
@@ -288,9 +289,18 @@ def get_device(ordinal: int = 0) -> Device:
     return table[ordinal]
 
 
-def resolve_pointer(ptr: DevicePtr, nbytes: int) -> tuple[npt.NDArray[np.uint8], int]:
-    """Resolve a pointer of any device to (buffer, offset), bounds-checked."""
+def check_range(ptr: DevicePtr, nbytes: int) -> None:
+    """Validate a range on any device: committed memory or reserved address space."""
+    _memory_of(ptr).check_range(ptr, nbytes)
+
+
+def _memory_of(ptr: DevicePtr) -> DeviceMemory:
     table = _table()
     if not 0 <= ptr.device < len(table):
         raise InvalidDevicePointer(f"{ptr!r} belongs to no device")
-    return table[ptr.device].memory.resolve(ptr, nbytes)
+    return table[ptr.device].memory
+
+
+def resolve_pointer(ptr: DevicePtr, nbytes: int) -> tuple[npt.NDArray[np.uint8], int]:
+    """Resolve a pointer of any device to (buffer, offset), bounds-checked."""
+    return _memory_of(ptr).resolve(ptr, nbytes)

@@ -182,22 +182,40 @@ class DeviceMemory:
             InvalidValue: null pointer, negative size, or a range past the allocation's end.
             InvalidDevicePointer: the address is not inside any live allocation of this device.
         """
+        allocation, buffer = self._checked(ptr, nbytes, reserved_ok=False)
+        assert buffer is not None
+        return buffer, ptr.address - allocation.base
+
+    def check_range(self, ptr: DevicePtr, nbytes: int) -> None:
+        """Validate a range that work will touch later: committed memory or reserved addresses.
+
+        Building work (a graph node, a stream operation) validates with this; running it
+        resolves with :meth:`resolve`. A graph memory-alloc node's reserved range is therefore
+        usable by later nodes before any memory is behind it, as in HIP.
+
+        Raises:
+            InvalidValue / InvalidDevicePointer: as :meth:`resolve`.
+        """
+        self._checked(ptr, nbytes, reserved_ok=True)
+
+    def _checked(
+        self, ptr: DevicePtr, nbytes: int, *, reserved_ok: bool
+    ) -> tuple[Allocation, npt.NDArray[np.uint8] | None]:
         _check_size(nbytes)
         if not ptr:
             raise InvalidValue("null device pointer")
         with self._lock:  # a free on another thread must not change the allocation mid-lookup
-            allocation = self._find(ptr)
+            allocation = self._find(ptr, reserved_ok=reserved_ok)
             buffer = allocation.buffer
         offset = ptr.address - allocation.base
         if offset + nbytes > allocation.nbytes:
             raise InvalidValue(
                 f"{nbytes} bytes at {ptr!r} run past the end of {allocation!r} (offset {offset})"
             )
-        assert buffer is not None
-        return buffer, offset
+        return allocation, buffer
 
-    def _find(self, ptr: DevicePtr) -> Allocation:
-        """The committed allocation holding ``ptr``. Call with the lock held."""
+    def _find(self, ptr: DevicePtr, *, reserved_ok: bool = False) -> Allocation:
+        """The allocation holding ``ptr`` (committed, or also reserved). Hold the lock."""
         if ptr.device == self.ordinal:
             bases = self._bases
             index = bisect.bisect_right(bases, ptr.address) - 1
@@ -205,7 +223,7 @@ class DeviceMemory:
                 allocation = self._by_base.get(bases[index])
                 if (
                     allocation is not None
-                    and allocation.buffer is not None
+                    and (reserved_ok or allocation.buffer is not None)
                     and ptr.address < allocation.end
                 ):
                     return allocation

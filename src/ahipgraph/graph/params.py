@@ -23,10 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from ..core.errors import InvalidDevicePointer, InvalidHandle, InvalidValue
-from ..device.device import resolve_pointer
+from ..core.errors import InvalidHandle, InvalidValue
 from ..device.kernel import DimLike, Kernel
 from ..device.pointer import DevicePtr
 from ..device.properties import CopyKind
@@ -37,10 +34,7 @@ from ..runtime.params import (
     KernelParams,
     MemcpyParams,
     MemsetParams,
-    _host_array,
-    _infer_kind,
 )
-from .memnodes import RESERVATIONS
 
 if TYPE_CHECKING:
     from .graph import Graph
@@ -145,23 +139,8 @@ def memcpy_params(
     nbytes: int | None = None,
     kind: CopyKind | int | None = None,
 ) -> MemcpyParams:
-    """Validate a memcpy node as :meth:`MemcpyParams.make`, accepting alloc-node pointers."""
-    try:
-        return MemcpyParams.make(dst, src, nbytes, kind)
-    except InvalidDevicePointer:
-        if not any(_in_reservation(end) for end in (dst, src)):
-            raise
-    # Every check before the range checks passed; redo the range checks for both endpoints.
-    if nbytes is None:
-        nbytes = min(end.nbytes for end in (dst, src) if isinstance(end, np.ndarray))
-    for end, role in ((dst, "dst"), (src, "src")):
-        if isinstance(end, DevicePtr):
-            _check_range(end, nbytes)
-        else:
-            _host_array(end, role, writable=role == "dst")
-            if nbytes > end.nbytes:
-                raise InvalidValue(f"{nbytes} bytes exceed the {end.nbytes}-byte {role} array")
-    return MemcpyParams(dst, src, nbytes, _infer_kind(dst, src))
+    """Validate a memcpy node (alloc-node pointers are valid: their addresses are reserved)."""
+    return MemcpyParams.make(dst, src, nbytes, kind)
 
 
 def memset_params(
@@ -173,26 +152,10 @@ def memset_params(
     height: int = 1,
     pitch: int | None = None,
 ) -> MemsetParams:
-    """Validate a memset node as :meth:`MemsetParams.make`, accepting alloc-node pointers."""
-    try:
-        return MemsetParams.make(
-            dst, value, width, element_size=element_size, height=height, pitch=pitch
-        )
-    except InvalidDevicePointer:
-        if not _in_reservation(dst):
-            raise
-    # make() validated everything but the range (its last step); build the same object.
-    row = width * element_size
-    params = MemsetParams(
-        dst,
-        int(value) % (1 << (8 * element_size)),
-        element_size,
-        int(width),
-        int(height),
-        row if pitch is None else pitch,
+    """Validate a memset node (alloc-node pointers are valid: their addresses are reserved)."""
+    return MemsetParams.make(
+        dst, value, width, element_size=element_size, height=height, pitch=pitch
     )
-    _check_range(dst, params.extent)
-    return params
 
 
 def revalidate(params: Any) -> Any:
@@ -217,21 +180,3 @@ def revalidate(params: Any) -> Any:
     if isinstance(params, EventParams):
         return event_params(params.event)
     raise TypeError(f"cannot validate {params!r}")
-
-
-def _in_reservation(end: object) -> bool:
-    return isinstance(end, DevicePtr) and bool(end) and RESERVATIONS.find(end) is not None
-
-
-def _check_range(ptr: DevicePtr, nbytes: int) -> None:
-    """Bounds-check ``nbytes`` at ``ptr`` in committed memory or in an alloc-node reservation."""
-    reservation = RESERVATIONS.find(ptr) if ptr else None
-    if reservation is None:
-        resolve_pointer(ptr, nbytes)
-        return
-    offset = ptr.address - reservation.ptr.address
-    if offset + nbytes > reservation.nbytes:
-        raise InvalidValue(
-            f"{nbytes} bytes at {ptr!r} run past the end of a {reservation.nbytes}-byte "
-            f"graph allocation (offset {offset})"
-        )

@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..core.errors import InvalidMemcpyDirection, InvalidValue
-from ..device.device import Device, get_device, resolve_pointer
+from ..device.device import Device, check_range, get_device, resolve_pointer
 from ..device.kernel import Dim3, DimLike, Kernel, Threads, launch_dims
 from ..device.ops import CopyOp, FillOp, HostOp, KernelOp
 from ..device.pointer import DevicePtr
@@ -167,7 +167,7 @@ class MemcpyParams:
             raise InvalidValue(f"negative size {nbytes}")
         for end, role in ((dst, "dst"), (src, "src")):
             if isinstance(end, DevicePtr):
-                resolve_pointer(end, nbytes)
+                check_range(end, nbytes)
             else:
                 _host_array(end, role, writable=role == "dst")
                 if nbytes > end.nbytes:
@@ -232,7 +232,7 @@ class MemsetParams:
         if not -(limit >> 1) <= value < limit:
             raise ValueError(f"value {value} does not fit in {element_size} byte(s)")
         params = cls(dst, int(value) % limit, element_size, int(width), int(height), pitch)
-        resolve_pointer(dst, params.extent)
+        check_range(dst, params.extent)
         return params
 
     @property
