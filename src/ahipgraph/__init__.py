@@ -64,6 +64,8 @@ from .device.kernel_args import (
 )
 from .device.pointer import NULL, DevicePtr
 from .device.properties import CopyKind, CostModel, DeviceProperties
+from .exec.flags import InstantiateFlags, UpdateResult, UpdateResultKind
+from .exec.graph_exec import ExecStatistics, GraphExec
 from .graph.dot import DotFlags
 from .graph.graph import Graph
 from .graph.node import GraphNode
@@ -88,7 +90,12 @@ __all__ = [
     "ErrorCode",
     "Event",
     "Graph",
+    "ExecStatistics",
+    "GraphExec",
     "GraphExecUpdateFailure",
+    "InstantiateFlags",
+    "UpdateResult",
+    "UpdateResultKind",
     "GraphNode",
     "HipError",
     "IllegalAddress",

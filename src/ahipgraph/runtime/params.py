@@ -55,9 +55,12 @@ class KernelParams:
         """Validate a launch against ``device``'s limits (device 0 by default).
 
         Raises:
+            InvalidValue: ``kernel`` is None.
             TypeError: ``kernel`` is not a :class:`Kernel`, or arguments of the wrong type/count.
             InvalidConfiguration: bad grid or block. InvalidValue: too much shared memory.
         """
+        if kernel is None:
+            raise InvalidValue("kernel is null")
         if not isinstance(kernel, Kernel):
             raise TypeError(f"expected a kernel declared with @ahg.kernel, got {kernel!r}")
         props = (device or get_device(0)).properties
