@@ -36,12 +36,15 @@ _ADDRESS_SPACE_SHIFT = 40
 class Allocation:
     """One allocation (or reservation) in the address space."""
 
-    __slots__ = ("base", "buffer", "nbytes", "views")
+    __slots__ = ("base", "buffer", "nbytes", "reserved", "views")
 
-    def __init__(self, base: int, nbytes: int, buffer: npt.NDArray[np.uint8] | None) -> None:
+    def __init__(
+        self, base: int, nbytes: int, buffer: npt.NDArray[np.uint8] | None, *, reserved: bool
+    ) -> None:
         self.base = base
         self.nbytes = nbytes
-        self.buffer = buffer  # None while only reserved
+        self.buffer = buffer  # None while a reservation has no memory behind it
+        self.reserved = reserved  # made by reserve(): its addresses outlive its memory
         self.views: dict[tuple[int, np.dtype[np.generic]], npt.NDArray[np.generic]] = {}
 
     @property
@@ -91,11 +94,14 @@ class DeviceMemory:
             return DevicePtr(self.ordinal, 0)
         with self._lock:
             self._charge(nbytes)
-            allocation = self._insert(nbytes, np.zeros(nbytes, dtype=np.uint8))
+            allocation = self._insert(nbytes, np.zeros(nbytes, dtype=np.uint8), reserved=False)
         return DevicePtr(self.ordinal, allocation.base)
 
     def free(self, ptr: DevicePtr) -> None:
         """Free an allocation made by :meth:`malloc` (``hipFree``). Null is a no-op.
+
+        Freeing memory a graph memory-alloc node committed returns the memory but keeps the
+        node's reserved addresses, so the graph can allocate there again on its next launch.
 
         Raises:
             InvalidValue: ``ptr`` is not the start of a live allocation on this device.
@@ -106,7 +112,11 @@ class DeviceMemory:
             allocation = self._by_base.get(ptr.address) if ptr.device == self.ordinal else None
             if allocation is None or allocation.buffer is None:
                 raise InvalidValue(f"{ptr!r} is not a live allocation of device {self.ordinal}")
-            self._remove(allocation)
+            if allocation.reserved:
+                self._drop_views(allocation)
+                allocation.buffer = None
+            else:
+                self._remove(allocation)
             self._bytes_in_use -= allocation.nbytes
 
     def reserve(self, nbytes: int) -> DevicePtr:
@@ -115,7 +125,7 @@ class DeviceMemory:
         if nbytes == 0:
             raise InvalidValue("cannot reserve zero bytes")
         with self._lock:
-            allocation = self._insert(nbytes, None)
+            allocation = self._insert(nbytes, None, reserved=True)
         return DevicePtr(self.ordinal, allocation.base)
 
     def commit(self, ptr: DevicePtr) -> None:
@@ -146,7 +156,7 @@ class DeviceMemory:
 
     def _reservation(self, ptr: DevicePtr) -> Allocation:
         allocation = self._by_base.get(ptr.address) if ptr.device == self.ordinal else None
-        if allocation is None:
+        if allocation is None or not allocation.reserved:
             raise InvalidValue(f"{ptr!r} is not a reservation of device {self.ordinal}")
         return allocation
 
@@ -157,11 +167,13 @@ class DeviceMemory:
         self._bytes_in_use += nbytes
         self._peak = max(self._peak, self._bytes_in_use)
 
-    def _insert(self, nbytes: int, buffer: npt.NDArray[np.uint8] | None) -> Allocation:
+    def _insert(
+        self, nbytes: int, buffer: npt.NDArray[np.uint8] | None, *, reserved: bool
+    ) -> Allocation:
         base = self._next_address
         span = -(-nbytes // ALLOCATION_ALIGNMENT) * ALLOCATION_ALIGNMENT
         self._next_address += span + ALLOCATION_ALIGNMENT  # a guard gap between allocations
-        allocation = Allocation(base, nbytes, buffer)
+        allocation = Allocation(base, nbytes, buffer, reserved=reserved)
         self._by_base[base] = allocation
         self._bases.append(base)  # bases only grow, so the list stays sorted
         return allocation

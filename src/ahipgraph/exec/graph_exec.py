@@ -389,6 +389,8 @@ class GraphExec(RefCounted):
     def _node(self, node: GraphNode, *types: NodeType) -> ExecNode:
         """Find the copy of an original node: exec first, then node handle, then node type."""
         self.check_alive()
+        if node is None:
+            raise InvalidValue("node is null")
         if not isinstance(node, GraphNode):
             raise TypeError(f"expected a GraphNode, got {node!r}")
         node.check_alive()
@@ -418,9 +420,8 @@ class GraphExec(RefCounted):
                 if node.type is NodeType.Kernel:
                     self._store_arguments(node, params)
                 location = compiled.locations.get(id(node))
-                if location is not None:
-                    op = node_op(self.device, node, compiled, self.arena)
-                    assert op is not None
+                op = node_op(self.device, node, compiled, self.arena)
+                if location is not None and op is not None:  # event nodes bind at launch instead
                     version.slot_ops[location[0]][location[1]] = op
             self.arena.flush()
 
@@ -520,6 +521,8 @@ class GraphExec(RefCounted):
                 topology or node types differ from the embedded child's (HIP's codes).
         """
         exec_node = self._node(node, NodeType.Graph)
+        if child is None:
+            raise InvalidValue("child graph is null")
         if not isinstance(child, GraphType):
             raise TypeError(f"expected a Graph, got {child!r}")
         child.check_alive()
@@ -558,6 +561,8 @@ class GraphExec(RefCounted):
                 NodeTypeChanged, ParametersChanged, UnsupportedFunctionChange) and the node.
         """
         self.check_alive()
+        if graph is None:
+            raise InvalidValue("graph is null")
         if not isinstance(graph, GraphType):
             raise TypeError(f"expected a Graph, got {graph!r}")
         new_copy, new_nodes = snapshot(graph)
