@@ -45,8 +45,8 @@ from ..device.pointer import DevicePtr
 from ..device.program import Program
 from ..device.properties import CopyKind
 from ..device.signal import Signal
-from ..graph.graph import Graph as GraphType
-from ..graph.node import GraphNode
+from ..graph.graph import live_graph
+from ..graph.node import GraphNode, live_node
 from ..graph.node_type import NodeType
 from ..graph.params import EventParams
 from ..runtime.completion import Completion
@@ -63,6 +63,7 @@ from .update import Change, check_setter, diff_graphs
 
 if TYPE_CHECKING:
     from ..graph.graph import Graph
+    from ..lifetime.user_object import UserObject
 
 __all__ = ["EXECS", "ExecState", "ExecStatistics", "GraphExec", "MAX_PARALLEL_STREAMS"]
 
@@ -161,12 +162,9 @@ class GraphExec(RefCounted):
         # checks the state, takes its reference and binds its version in one critical section.
         self._lock = self._ref_lock = threading.RLock()
         with graph.lock:
-            graph.check_alive()
-            if graph.has_mem_nodes and graph.instantiated:
-                raise NotSupported("a graph with memory nodes can be instantiated only once")
+            _check_instantiable(graph)
             exec_graph, originals = snapshot(graph)  # InvalidValue on a cycle, nothing created
-            user_objects = graph.user_objects()
-            graph.mark_instantiated()
+            user_objects = _owned_user_objects(graph)
         self._graph: ExecGraph = exec_graph
         self._sources = source_map(originals, exec_graph)
         max_streams = min(MAX_PARALLEL_STREAMS, len(device.queues))
@@ -182,6 +180,8 @@ class GraphExec(RefCounted):
             arg_bytes + options.get("arena_headroom", HEADROOM_BYTES),
             strict=options.get("strict_flush", False),
         )
+        self._internal_streams: list[Stream] = []
+        self.user_objects: list[UserObject] = []
         try:
             self._compiled: Compiled = compile_plan(
                 exec_graph,
@@ -190,20 +190,23 @@ class GraphExec(RefCounted):
                 self.arena,
                 auto_free=self.flags is InstantiateFlags.AUTO_FREE_ON_LAUNCH,
             )
+            self.pool = SignalSetPool(
+                self._plan.num_signals,
+                extra=self._compiled.extra,
+                num_sets=options.get("signal_sets", 16),
+                wait_when_empty=options.get("wait_for_signal_sets", False),
+            )
+            self._internal_streams = [
+                device.create_stream(non_blocking=True) for _ in range(self._plan.num_slots - 1)
+            ]
+            with graph.lock:  # the graph may have changed hands while we prepared
+                _check_instantiable(graph)
+                graph.mark_instantiated()  # from here on this executable owns alloc ranges
         except BaseException:
-            self.arena.close()
+            self._free_resources(unreserve=False)
             raise
-        self.pool = SignalSetPool(
-            self._plan.num_signals,
-            extra=self._compiled.extra,
-            num_sets=options.get("signal_sets", 16),
-            wait_when_empty=options.get("wait_for_signal_sets", False),
-        )
         self._version = _Version(self._compiled.slot_ops)
         self._versions = 1
-        self._internal_streams = [
-            device.create_stream(non_blocking=True) for _ in range(self._plan.num_slots - 1)
-        ]
         self._retired_slots: deque[tuple[int, ArgSlot]] = deque()
         self._launches = 0
         self._completed = 0
@@ -372,28 +375,32 @@ class GraphExec(RefCounted):
     def _last_release(self) -> None:
         """The last reference went: free arena, signal sets, streams and user objects."""
         self.state = ExecState.CLOSED
-        self.arena.close()
-        self.pool.close()
-        for stream in self._internal_streams:
-            stream.destroy()
-        self._internal_streams = []
-        for ptr in self._compiled.alloc_ptrs:
-            with contextlib.suppress(HipError):  # the user freed it already
-                self.device.memory.unreserve(ptr)
+        self._free_resources(unreserve=True)
         objects, self.user_objects = self.user_objects, []
         for obj in objects:
             obj.disown(self)
+
+    def _free_resources(self, *, unreserve: bool) -> None:
+        """Give back what instantiate took (also when instantiate fails half way)."""
+        self.arena.close()
+        pool = getattr(self, "pool", None)
+        if pool is not None:
+            pool.close()
+        for stream in self._internal_streams:
+            stream.destroy()
+        self._internal_streams = []
+        compiled = getattr(self, "_compiled", None)
+        if unreserve and compiled is not None:
+            for ptr in compiled.alloc_ptrs:
+                with contextlib.suppress(HipError):  # already given back
+                    self.device.memory.unreserve(ptr)
 
     # -- updates --------------------------------------------------------------------------------
 
     def _node(self, node: GraphNode, *types: NodeType) -> ExecNode:
         """Find the copy of an original node: exec first, then node handle, then node type."""
         self.check_alive()
-        if node is None:
-            raise InvalidValue("node is null")
-        if not isinstance(node, GraphNode):
-            raise TypeError(f"expected a GraphNode, got {node!r}")
-        node.check_alive()
+        node = live_node(node)
         exec_node = self._sources.get(node.hid)
         if exec_node is None:
             raise InvalidValue(f"{node!r} is not a node of the graph this executable was made from")
@@ -521,11 +528,7 @@ class GraphExec(RefCounted):
                 topology or node types differ from the embedded child's (HIP's codes).
         """
         exec_node = self._node(node, NodeType.Graph)
-        if child is None:
-            raise InvalidValue("child graph is null")
-        if not isinstance(child, GraphType):
-            raise TypeError(f"expected a Graph, got {child!r}")
-        child.check_alive()
+        child = live_graph(child, "child graph")
         if child is node.graph:
             raise Unknown("a child graph node cannot take its own parent graph")
         new_copy, new_nodes = snapshot(child)
@@ -561,10 +564,7 @@ class GraphExec(RefCounted):
                 NodeTypeChanged, ParametersChanged, UnsupportedFunctionChange) and the node.
         """
         self.check_alive()
-        if graph is None:
-            raise InvalidValue("graph is null")
-        if not isinstance(graph, GraphType):
-            raise TypeError(f"expected a Graph, got {graph!r}")
+        graph = live_graph(graph)
         new_copy, new_nodes = snapshot(graph)
         result, changes = diff_graphs(self._graph, new_copy, new_nodes)
         if not result.ok:
@@ -604,3 +604,25 @@ class GraphExec(RefCounted):
             f"nodes={len(self._graph.nodes)} slots={self._plan.num_slots} "
             f"in_flight={self.in_flight}>"
         )
+
+
+def _check_instantiable(graph: Graph) -> None:
+    """HIP's instantiate checks on the graph itself. Call with the graph's lock held."""
+    graph.check_alive()
+    if graph.has_mem_nodes and graph.instantiated:
+        raise NotSupported("a graph with memory nodes can be instantiated only once")
+
+
+def _owned_user_objects(graph: Graph) -> list[UserObject]:
+    """User objects owned by the graph or by any child graph's embedded copy, each once.
+
+    An executable copies child graphs too, so it holds a reference to what they own, as HIP's
+    clone does. Call with the graph's lock held.
+    """
+    found = dict.fromkeys(graph.user_objects())
+    for node in graph.nodes():
+        if node.type is NodeType.Graph:
+            child = node.params.graph
+            with child.lock:
+                found.update(dict.fromkeys(_owned_user_objects(child)))
+    return list(found)

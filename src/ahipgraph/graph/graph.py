@@ -43,7 +43,7 @@ from ..lifetime.user_object import UserObject, check_count
 from . import dot
 from .builder import GraphBuilder
 from .memnodes import RESERVATIONS
-from .node import NODES, GraphNode
+from .node import NODES, GraphNode, live_node
 from .node_type import NodeType
 from .params import ChildGraphParams, NodeParams
 
@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from ..exec.graph_exec import GraphExec
     from .builder import Deps
 
-__all__ = ["GRAPHS", "Graph", "GraphStatistics"]
+__all__ = ["GRAPHS", "Graph", "GraphStatistics", "live_graph"]
 
 GRAPHS: HandleRegistry[Graph] = HandleRegistry("graph")
 _GRAPH_IDS = itertools.count()  # next() on a C iterator is atomic under the GIL
@@ -135,11 +135,7 @@ class Graph(GraphBuilder):
             raise
 
     def _embed_copy(self, child: Graph) -> Graph:
-        if child is None:
-            raise InvalidValue("child graph is null")
-        if not isinstance(child, Graph):
-            raise TypeError(f"expected a Graph, got {child!r}")
-        return child._clone()
+        return live_graph(child, "child graph")._clone()
 
     def _check_mem_node_allowed(self) -> None:
         if self.owner_node is not None:
@@ -175,12 +171,7 @@ class Graph(GraphBuilder):
         return checked
 
     def _check_member(self, node: GraphNode | None, what: str) -> None:
-        if node is None:
-            raise InvalidValue(f"{what} is null")
-        if not isinstance(node, GraphNode):
-            raise TypeError(f"{what} must be a GraphNode, got {node!r}")
-        if NODES.get(node.hid) is not node:
-            raise InvalidValue(f"{what} {node!r} was destroyed")
+        node = live_node(node, what)
         if node.graph is not self:
             raise InvalidValue(f"{what} {node!r} belongs to another graph")
 
@@ -343,11 +334,7 @@ class Graph(GraphBuilder):
         """
         with self.lock:
             self.check_alive()
-            if node is None:
-                raise InvalidValue("node is null")
-            if not isinstance(node, GraphNode):
-                raise TypeError(f"expected a GraphNode, got {node!r}")
-            node.check_alive()
+            node = live_node(node)
             ancestor = self.original
             while ancestor is not None and ancestor is not node.graph:
                 ancestor = ancestor.original
@@ -570,3 +557,17 @@ def _pairs(
     if len(froms) != len(tos):
         raise ValueError(f"{len(froms)} from-nodes but {len(tos)} to-nodes")
     return list(zip(froms, tos, strict=True))  # type: ignore[arg-type]
+
+
+def live_graph(graph: object, what: str = "graph") -> Graph:
+    """The checks every call taking a graph handle makes, in HIP's order.
+
+    Raises:
+        InvalidValue: ``graph`` is None or destroyed. TypeError: it is not a Graph.
+    """
+    if graph is None:
+        raise InvalidValue(f"{what} is null")
+    if not isinstance(graph, Graph):
+        raise TypeError(f"{what} must be a Graph, got {graph!r}")
+    graph.check_alive()
+    return graph

@@ -50,7 +50,7 @@ from .params import (
 if TYPE_CHECKING:
     from .graph import Graph
 
-__all__ = ["NODES", "PARAMS_TYPES", "GraphNode"]
+__all__ = ["NODES", "PARAMS_TYPES", "GraphNode", "live_node"]
 
 NODES: HandleRegistry[GraphNode] = HandleRegistry("graph node")
 _FACTORY_KEY = object()
@@ -289,3 +289,18 @@ class GraphNode:
             f"<GraphNode {self._type.name} id={self.id} graph={self.graph.id} "
             f"deps={len(self._deps)} dependents={len(self._succ)}>"
         )
+
+
+def live_node(node: object, what: str = "node") -> GraphNode:
+    """The checks every call taking a node handle makes, in HIP's order.
+
+    Raises:
+        InvalidValue: ``node`` is None, destroyed, or its graph was destroyed.
+        TypeError: ``node`` is not a GraphNode.
+    """
+    if node is None:
+        raise InvalidValue(f"{what} is null")
+    if not isinstance(node, GraphNode):
+        raise TypeError(f"{what} must be a GraphNode, got {node!r}")
+    node.check_alive()
+    return node
