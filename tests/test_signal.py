@@ -103,15 +103,17 @@ async def test_host_wait_returns_only_once_the_target_is_reached() -> None:
 
 
 @pytest.mark.asyncio
-async def test_a_failed_program_skips_its_work_but_still_signals(device: ahg.Device) -> None:
+async def test_a_failed_op_stops_nothing_else_and_its_error_travels_with_the_signals(
+    device: ahg.Device,
+) -> None:
     log: list[str] = []
     done, slot = Signal(1), Signal(1)
     program = Program(
         [
             HostOp(log.append, ("before",), 0),
             KernelParams.make(explode, 1, 1, device=device).op(device),
-            HostOp(log.append, ("skipped",), 0),
-            SignalSlotOp(0),  # a synchronisation op: still runs, so waiters never hang
+            HostOp(log.append, ("after",), 0),  # a failure stops nothing else, as on a stream
+            SignalSlotOp(0),
         ],
         done,
         signals=[slot],
@@ -119,7 +121,7 @@ async def test_a_failed_program_skips_its_work_but_still_signals(device: ahg.Dev
     device.queues[0].submit(program)
     with pytest.raises(ahg.LaunchFailure, match="explode"):
         await Completion(done, device)
-    assert log == ["before"]
+    assert log == ["before", "after"]
     assert slot.reached()
     assert slot.error is program.error
     assert isinstance(program.error, ahg.LaunchFailure)

@@ -10,8 +10,8 @@ returns ``None`` when done; a :class:`Signal` when it must wait for that signal 
 or an awaitable (an ``async`` kernel or host function) after which it counts as done. A raised
 exception is turned into the op's :class:`HipError` by ``op.fault``.
 
-Ops marked ``is_sync`` (barriers and signal writes) still run after an earlier op of the same
-packet failed, so the packets that wait on them never hang.
+Ops marked ``is_sync`` (barriers and signal writes) are the ones that still run when work is
+abandoned by a closed event loop, so the packets that wait on them never hang.
 """
 
 from __future__ import annotations

@@ -8,7 +8,10 @@ launch's host cost independent of the graph's size.
 A program runs until an op must wait (a signal not yet reached, an awaitable not yet finished);
 then it parks, keeping its program counter, and its queue stops behind it — exactly how an AQL
 barrier packet holds a hardware queue. If an op fails, the program records the first error and
-runs only its remaining synchronisation ops, so everything waiting on it still completes.
+goes on with its other ops — a failure stops nothing else, as on an eager stream, so which work
+runs never depends on how a graph was spread over streams — and its completion carries the
+error. Only work that is abandoned — its event loop closed, or the task of one of its async ops
+was cancelled — is cut down to its synchronisation ops.
 """
 
 from __future__ import annotations
@@ -79,8 +82,8 @@ class Program:
             try:
                 blocker = op.run(self)
             except Exception as exc:
-                self._fail(op.fault(exc), pc + 1)
-                ops, pc, count = self.ops, 0, len(self.ops)
+                self._record(op.fault(exc))
+                pc += 1
                 continue
             if blocker is None:
                 pc += 1
@@ -98,23 +101,21 @@ class Program:
         return True
 
     def _awaited(self, future: asyncio.Future[Any], op: Op) -> None:
-        if future.cancelled():
-            self._fail(op.fault(RuntimeError("cancelled")), self.pc)
-            self.pc = 0
+        if future.cancelled():  # its loop is shutting down: give up the rest, as when abandoned
+            self.abandon(op.fault(RuntimeError("cancelled")))
         elif (exc := future.exception()) is not None and isinstance(exc, Exception):
-            self._fail(op.fault(exc), self.pc)
-            self.pc = 0
+            self._record(op.fault(exc))
         assert self.queue is not None
         self.queue.wake()
 
-    def _fail(self, error: HipError, resume_at: int) -> None:
+    def _record(self, error: HipError) -> None:
         if self.error is None:
             self.error = error
-        self.ops = [op for op in self.ops[resume_at:] if op.is_sync]
 
     def abandon(self, error: HipError) -> None:
         """Fail the program where it stands: only its synchronisation ops are left to run."""
-        self._fail(error, self.pc)
+        self._record(error)
+        self.ops = [op for op in self.ops[self.pc :] if op.is_sync]
         self.pc = 0
 
     def finish(self) -> None:

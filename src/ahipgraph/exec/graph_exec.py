@@ -349,7 +349,10 @@ class GraphExec(RefCounted):
             retired = self._retired_slots
             while retired and retired[0][0] <= self._completed:
                 self.arena.free(retired.popleft()[1])
-        self.release(1)
+            self._refcount -= 1  # the launch's reference (RefCounted.release, inlined)
+            last = not self._refcount
+        if last:
+            self._last_release()
 
     async def upload(self, stream: Stream | None = None) -> None:
         """``hipGraphUpload``: validates; everything was already prepared at instantiate."""

@@ -47,7 +47,13 @@ class Completion:
             raise signal.error
 
     def __await__(self) -> Generator[Any, None, None]:
-        return self.wait().__await__()
+        signal = self._signal
+        if signal.value > 0:
+            yield from self._device.wait_signal(signal).__await__()
+        else:
+            self._device.clock.observe(signal.time)
+        if signal.error is not None:
+            raise signal.error
 
     def __repr__(self) -> str:
         state = "done" if self.done() else "pending"
