@@ -797,6 +797,33 @@ async def test_use_node_priority_keeps_results_and_ordering(device: ahg.Device) 
 
 
 @pytest.mark.asyncio
+async def test_use_node_priority_puts_the_most_urgent_branch_on_the_launch_stream(
+    device: ahg.Device,
+) -> None:
+    out = device.malloc(8 * 3)
+    graph = ahg.Graph()
+    root = graph.add_kernel_node(put, 1, 1, (1, 0, out))
+    graph.add_kernel_node(put, 1, 1, (2, 1, out), deps=[root])
+    urgent = graph.add_kernel_node(put, 1, 1, (3, 2, out), deps=[root], priority=-1)
+    assert urgent.params.priority == -1
+
+    def slot_of_urgent(graph_exec: ahg.GraphExec) -> int:
+        (segment,) = [s for s in graph_exec.plan.segments if s.nodes == [2]]
+        return segment.slot
+
+    plain = graph.instantiate()
+    by_priority = graph.instantiate(ahg.InstantiateFlags.USE_NODE_PRIORITY)
+    assert slot_of_urgent(plain) == 1  # round-robin: the second branch on the second stream
+    assert slot_of_urgent(by_priority) == 0  # the most urgent branch on the launch stream
+    await (await by_priority.launch(device.create_stream()))
+    assert device.view(out, np.int64, 3).tolist() == [1, 2, 3]
+    plain.destroy()
+    by_priority.destroy()
+    graph.destroy()
+    device.free(out)
+
+
+@pytest.mark.asyncio
 async def test_upload_validates_and_does_no_work(device: ahg.Device) -> None:
     out = device.malloc(8)
     graph = ahg.Graph()

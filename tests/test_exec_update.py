@@ -946,3 +946,24 @@ def test_child_graph_setter_rejects_the_parent_graph_and_bad_handles(device: ahg
     gone.destroy()
     with pytest.raises(ahg.InvalidValue, match="destroyed"):
         graph_exec.set_child_graph_node_params(node, gone)
+
+
+def test_update_of_memory_nodes_is_not_supported(device: ahg.Device) -> None:
+    def alloc_free_graph() -> tuple[ahg.Graph, ahg.GraphNode]:
+        graph = ahg.Graph()
+        alloc = graph.add_mem_alloc_node(64)
+        graph.add_mem_free_node(alloc.params.ptr, deps=[alloc])
+        return graph, alloc
+
+    graph, _ = alloc_free_graph()
+    graph_exec = graph.instantiate()
+    other, other_alloc = alloc_free_graph()  # same shape, its own reserved addresses
+    with pytest.raises(ahg.GraphExecUpdateFailure) as info:
+        graph_exec.update(other)
+    result = info.value.result  # type: ignore[attr-defined]
+    assert result.kind is ahg.UpdateResultKind.NotSupported
+    assert result.node is other_alloc
+    graph_exec.destroy()
+    other.destroy()
+    graph.destroy()
+    assert device.memory.statistics().reservations == 0

@@ -90,8 +90,8 @@ def _priority(graph: ExecGraph, segment: Segment) -> int:
     best = 0
     for index in segment.nodes:
         node = graph.nodes[index]
-        priority = getattr(node.params, "priority", 0) if node.type is NodeType.Kernel else 0
-        best = min(best, priority)
+        if node.type is NodeType.Kernel:
+            best = min(best, node.params.priority)
     return best
 
 

@@ -99,8 +99,13 @@ def diff_graphs(
             continue
         if new_node.type in (NodeType.Empty, NodeType.MemAlloc, NodeType.MemFree):
             if new_node.params != old_node.params:
+                kind = (
+                    UpdateResultKind.ParametersChanged
+                    if new_node.type is NodeType.Empty
+                    else UpdateResultKind.NotSupported
+                )
                 reason = "memory nodes cannot be updated"
-                return UpdateResult(UpdateResultKind.ParametersChanged, culprit, reason), []
+                return UpdateResult(kind, culprit, reason), []
             continue
         problem = compatibility_problem(old_node, new_node.params)
         if problem is not None:

@@ -66,9 +66,14 @@ class GraphBuilder:
         args: Sequence[Any] = (),
         *,
         shared_mem: int = 0,
+        priority: int = 0,
         deps: Deps = (),
     ) -> GraphNode:
         """Add a kernel launch (``hipGraphAddKernelNode``): grid in blocks, block in threads.
+
+        ``priority`` is the node's launch priority attribute (lower is more urgent, as stream
+        priorities); with ``InstantiateFlags.USE_NODE_PRIORITY`` the most urgent parallel
+        branch runs on the launch stream.
 
         Raises:
             InvalidValue: destroyed graph, bad deps, a null kernel, too much shared memory.
@@ -77,7 +82,9 @@ class GraphBuilder:
         return self._add_node(
             NodeType.Kernel,
             deps,
-            lambda: kernel_params(kernel, grid, block, args, shared_mem=shared_mem),
+            lambda: kernel_params(
+                kernel, grid, block, args, shared_mem=shared_mem, priority=priority
+            ),
         )
 
     def add_memcpy_node(

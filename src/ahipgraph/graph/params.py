@@ -104,11 +104,12 @@ def kernel_params(
     args: Sequence[Any] = (),
     *,
     shared_mem: int = 0,
+    priority: int = 0,
 ) -> KernelParams:
     """Validate a kernel node. Raises InvalidValue for a null kernel, else as ``make``."""
     if kernel is None:
         raise InvalidValue("kernel is null")
-    return KernelParams.make(kernel, grid, block, args, shared_mem=shared_mem)
+    return KernelParams.make(kernel, grid, block, args, shared_mem=shared_mem, priority=priority)
 
 
 def host_params(fn: Callable[..., Any] | None, args: Sequence[Any] = ()) -> HostParams:

@@ -40,6 +40,7 @@ class KernelParams:
     args: tuple[Any, ...]
     shared_mem: int
     arg_bytes: bytes
+    priority: int = 0
 
     @classmethod
     def make(
@@ -50,6 +51,7 @@ class KernelParams:
         args: Sequence[Any] = (),
         *,
         shared_mem: int = 0,
+        priority: int = 0,
         device: Device | None = None,
     ) -> KernelParams:
         """Validate a launch against ``device``'s limits (device 0 by default).
@@ -74,7 +76,9 @@ class KernelParams:
         )
         args = tuple(args) if isinstance(args, Sequence) else args
         arg_bytes = kernel.pack(args)
-        return cls(kernel, grid3, block3, args, shared_mem, arg_bytes)
+        if isinstance(priority, bool) or not isinstance(priority, int):
+            raise TypeError(f"priority must be an int, got {priority!r}")
+        return cls(kernel, grid3, block3, args, shared_mem, arg_bytes, priority)
 
     @property
     def threads(self) -> Threads:
