@@ -66,6 +66,7 @@ class Device:
         self.in_flight = 0
         # Queues with a scheduled run, in scheduling order (a dict as an ordered set).
         self.ready: dict[HardwareQueue, None] = {}
+        self._pump: asyncio.Handle | None = None  # the loop callback that runs the ready table
         self._running_ready = False
         self._idle = WaitQueue()
         self._next_queue = 0
@@ -94,6 +95,7 @@ class Device:
         if current is not None and self.in_flight and not current.is_closed():
             raise IllegalState(f"device {self.ordinal} is busy on another event loop")
         self.loop = loop
+        self._pump = None  # a callback on the old loop never runs
         self._idle = WaitQueue()
         if current is not None and self.in_flight:
             self._fail_abandoned_work()
@@ -126,9 +128,21 @@ class Device:
             while ready:
                 queue = next(iter(ready))
                 del ready[queue]
-                queue.run_now()
+                queue.run()
         finally:
             self._running_ready = False
+
+    def schedule(self, queue: HardwareQueue) -> None:
+        """``queue`` has work it can run: run it on the loop's next turn (or when a host waits)."""
+        self.ready[queue] = None
+        if self._pump is None:
+            loop = self.loop
+            assert loop is not None
+            self._pump = loop.call_soon(self._run_pump)
+
+    def _run_pump(self) -> None:
+        self._pump = None
+        self.run_ready()
 
     def retired(self) -> None:
         """A packet finished (called by the queues)."""
