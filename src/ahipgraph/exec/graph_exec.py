@@ -164,7 +164,6 @@ class GraphExec(RefCounted):
         with graph.lock:
             _check_instantiable(graph)
             exec_graph, originals = snapshot(graph)  # InvalidValue on a cycle, nothing created
-            user_objects = _owned_user_objects(graph)
         self._graph: ExecGraph = exec_graph
         self._sources = source_map(originals, exec_graph)
         max_streams = min(MAX_PARALLEL_STREAMS, len(device.queues))
@@ -212,7 +211,7 @@ class GraphExec(RefCounted):
         self._completed = 0
         self._last_done: Signal = REACHED
         self.state = ExecState.OPEN
-        self.user_objects = list(user_objects)
+        self.user_objects = list(exec_graph.user_objects)
         for obj in self.user_objects:
             obj.adopt(self, 1)
         self.hid = EXECS.register(self)
@@ -614,18 +613,3 @@ def _check_instantiable(graph: Graph) -> None:
     graph.check_alive()
     if graph.has_mem_nodes and graph.instantiated:
         raise NotSupported("a graph with memory nodes can be instantiated only once")
-
-
-def _owned_user_objects(graph: Graph) -> list[UserObject]:
-    """User objects owned by the graph or by any child graph's embedded copy, each once.
-
-    An executable copies child graphs too, so it holds a reference to what they own, as HIP's
-    clone does. Call with the graph's lock held.
-    """
-    found = dict.fromkeys(graph.user_objects())
-    for node in graph.nodes():
-        if node.type is NodeType.Graph:
-            child = node.params.graph
-            with child.lock:
-                found.update(dict.fromkeys(_owned_user_objects(child)))
-    return list(found)

@@ -21,6 +21,7 @@ from ..graph.node_type import NodeType
 if TYPE_CHECKING:
     from ..graph.graph import Graph
     from ..graph.node import GraphNode
+    from ..lifetime.user_object import UserObject
 
 __all__ = ["ExecGraph", "ExecNode", "snapshot", "source_map"]
 
@@ -44,6 +45,9 @@ class ExecGraph:
 
     graph_id: int
     nodes: list[ExecNode]
+    # User objects owned by the graph or any child graph's copy, each once: the executable
+    # holds a reference to each, as HIP's clone does.
+    user_objects: list[UserObject] = field(default_factory=list)
     dependents: list[list[int]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -74,15 +78,18 @@ def snapshot(graph: Graph) -> tuple[ExecGraph, list[GraphNode]]:
         order: list[GraphNode] = graph.nodes()  # InvalidValue on a cycle
         position = {node: i for i, node in enumerate(order)}
         nodes: list[ExecNode] = []
+        user_objects = dict.fromkeys(graph.user_objects())
         # Under the graph's lock, with the graph alive, every node is alive too: read the
         # fields directly instead of through the accessors' per-call handle checks.
         for i, node in enumerate(order):
             node_type, params = node._type, node._params
             params_any: Any = params
             child = snapshot(params_any.graph)[0] if node_type is NodeType.Graph else None
+            if child is not None:
+                user_objects.update(dict.fromkeys(child.user_objects))
             deps = tuple([position[dep] for dep in node._deps])
             nodes.append(ExecNode(i, node.id, node_type, params, deps, child))
-        return ExecGraph(graph.id, nodes), order
+        return ExecGraph(graph.id, nodes, list(user_objects)), order
 
 
 def source_map(originals: list[GraphNode], copy: ExecGraph) -> dict[HandleId, ExecNode]:

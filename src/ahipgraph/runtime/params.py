@@ -11,7 +11,7 @@ Check order follows HIP: missing arguments, then handles, then parameter values.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -40,6 +40,7 @@ class KernelParams:
     args: tuple[Any, ...]
     shared_mem: int
     arg_bytes: bytes
+    threads: Threads = field(compare=False, repr=False)  # derived; shared by every dispatch
     priority: int = 0
 
     @classmethod
@@ -78,16 +79,14 @@ class KernelParams:
         arg_bytes = kernel.pack(args)
         if isinstance(priority, bool) or not isinstance(priority, int):
             raise TypeError(f"priority must be an int, got {priority!r}")
-        return cls(kernel, grid3, block3, args, shared_mem, arg_bytes, priority)
-
-    @property
-    def threads(self) -> Threads:
-        return Threads(self.grid, self.block, self.shared_mem)
+        threads = Threads(grid3, block3, shared_mem)
+        return cls(kernel, grid3, block3, args, shared_mem, arg_bytes, threads, priority)
 
     def cost_ns(self, device: Device) -> int:
         props = device.properties
-        count = self.grid.volume * self.block.volume
-        return props.cost.kernel_ns(count, props.compute_units, self.kernel.duration_ns)
+        return props.cost.kernel_ns(
+            self.threads.count, props.compute_units, self.kernel.duration_ns
+        )
 
     def op(self, device: Device, buffer: Any = None, offset: int = 0) -> KernelOp:
         """The dispatch op; arguments are read from ``buffer`` (default: a private copy)."""
