@@ -568,3 +568,24 @@ async def test_null_stream_synchronize_covers_every_blocking_stream(device: ahg.
     held[1].release()
     await sync
     assert all(stream.query() for stream in streams)
+
+
+@pytest.mark.asyncio
+async def test_every_operation_gets_start_and_end_times_from_the_cost_model(
+    device: ahg.Device,
+) -> None:
+    @ahg.kernel(duration_ns=7_000)
+    def timed(t: ahg.Threads) -> None:
+        pass
+
+    cost = device.properties.cost
+    stream = device.create_stream()
+    first = await stream.launch_kernel(timed, 1, 1)
+    second = await stream.launch_kernel(timed, 1, 1)
+    assert first.start_ns is None  # not known before the work has run
+    await second
+    kernel_ns = cost.kernel_launch_ns + 7_000
+    assert first.start_ns is not None
+    assert first.end_ns == first.start_ns + kernel_ns
+    assert second.start_ns == first.end_ns  # in order on one queue
+    assert second.end_ns == second.start_ns + kernel_ns

@@ -43,6 +43,7 @@ class Program:
         "pc",
         "queue",
         "signals",
+        "start_ns",
         "started",
         "time",
     )
@@ -62,6 +63,7 @@ class Program:
         self.error: HipError | None = None
         self.pc = 0
         self.time = 0
+        self.start_ns = 0  # simulated time the program began, once started
         self.started = False
         self.queue: HardwareQueue | None = None
         self.memory: DeviceMemory | None = None
@@ -74,6 +76,7 @@ class Program:
             self.memory = queue.device.memory
             if queue.busy_until > self.time:
                 self.time = queue.busy_until
+            self.start_ns = self.time
         ops = self.ops
         pc = self.pc
         count = len(ops)

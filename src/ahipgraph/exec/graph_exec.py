@@ -324,7 +324,8 @@ class GraphExec(RefCounted):
             launch = _Launch(self, version, signal_set, stream)
             self._last_done = launch.done
         slot_ops = version.slot_ops
-        stream.submit(Program(slot_ops[0], launch.done, signals=signals, on_done=launch.finished))
+        head = Program(slot_ops[0], launch.done, signals=signals, on_done=launch.finished)
+        stream.submit(head)
         if len(slot_ops) > 1:
             queues = self.device.queues
             base = stream.queue.index
@@ -334,7 +335,7 @@ class GraphExec(RefCounted):
                 internal.submit(
                     Program(slot_ops[k], None, signals=signals, on_done=launch.slot_finished)
                 )
-        return Completion(launch.done, self.device)
+        return Completion(launch.done, self.device, head)
 
     def _launch_finished(self, launch: _Launch) -> None:
         """Completion of a launch (on the device's loop): return everything it borrowed."""

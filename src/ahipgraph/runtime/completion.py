@@ -10,6 +10,7 @@ from ..device.signal import Signal
 
 if TYPE_CHECKING:
     from ..device.device import Device
+    from ..device.program import Program
 
 __all__ = ["Completion"]
 
@@ -22,11 +23,12 @@ class Completion:
     failed. ``done()`` is the non-blocking twin.
     """
 
-    __slots__ = ("_device", "_signal")
+    __slots__ = ("_device", "_program", "_signal")
 
-    def __init__(self, signal: Signal, device: Device) -> None:
+    def __init__(self, signal: Signal, device: Device, program: Program | None = None) -> None:
         self._signal = signal
         self._device = device
+        self._program = program  # the packet whose start time this work began at
 
     def done(self) -> bool:
         return self._signal.value <= 0
@@ -34,6 +36,14 @@ class Completion:
     def exception(self) -> HipError | None:
         """The failure of completed work, or None (also None while it is still running)."""
         return self._signal.error if self.done() else None
+
+    @property
+    def start_ns(self) -> int | None:
+        """Simulated time at which the work started, once it has completed."""
+        program = self._program
+        if program is None or not self.done():
+            return None
+        return program.start_ns
 
     @property
     def end_ns(self) -> int | None:

@@ -139,8 +139,9 @@ class Stream:
 
     def _submit_op(self, op: Op) -> Completion:
         signal = Signal(1)
-        self.submit(Program((op,), signal))
-        return Completion(signal, self.device)
+        program = Program((op,), signal)
+        self.submit(program)
+        return Completion(signal, self.device, program)
 
     def _retired(self, program: Program) -> None:
         if program.error is not None and self._error is None:
