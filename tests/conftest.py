@@ -8,6 +8,7 @@ device 0 so no state leaks between tests.
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -43,3 +44,12 @@ def fresh_devices() -> Iterator[None]:
 @pytest.fixture
 def device() -> ahg.Device:
     return ahg.get_device(0)
+
+
+@pytest.fixture
+def fast_switching() -> Iterator[None]:
+    """Make the interpreter switch threads very often, so races get a real chance to happen."""
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    yield
+    sys.setswitchinterval(previous)

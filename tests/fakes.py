@@ -2,6 +2,8 @@
 
 * :class:`HeldKernel` hangs until the test releases it, so its queue is held open exactly as long
   as the test wants, and ``started`` tells the test when the queue is held.
+* :class:`GatedHost` is an async host function whose k-th run waits until the test opens gate k.
+* :func:`run_together` runs callables on threads released at the same instant.
 * :func:`loop_turns` gives the event loop a few iterations. It is only used to show that blocked
   work *stays* blocked; whenever a test needs work to finish it awaits a completion or a
   synchronize instead.
@@ -10,6 +12,8 @@
 from __future__ import annotations
 
 import asyncio
+import threading
+from collections.abc import Callable
 
 import ahipgraph as ahg
 
@@ -52,3 +56,58 @@ async def loop_turns(turns: int = 4) -> None:
     """
     for _ in range(turns):
         await asyncio.sleep(0)  # one loop iteration: every ready callback and task step runs
+
+
+def run_together(*targets: Callable[[], object]) -> list[BaseException]:
+    """Run each target on its own thread, all released at once; return what they raised."""
+    errors: list[BaseException] = []
+    start = threading.Barrier(len(targets))
+
+    def body(target: Callable[[], object]) -> None:
+        start.wait()
+        try:
+            target()
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=body, args=(t,)) for t in targets]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return errors
+
+
+class GatedHost:
+    """An async host function that, on its k-th run, waits until the test opens gate k."""
+
+    def __init__(self, name: str = "gate", log: list[str] | None = None) -> None:
+        self.name = name
+        self.log = log
+        self.runs = 0
+        self._gates: dict[int, asyncio.Event] = {}
+        self._started: dict[int, asyncio.Event] = {}
+
+    @staticmethod
+    def _event(table: dict[int, asyncio.Event], run: int) -> asyncio.Event:
+        return table.setdefault(run, asyncio.Event())
+
+    async def __call__(self) -> None:
+        run = self.runs
+        self.runs += 1
+        if self.log is not None:
+            self.log.append(f"{self.name} start {run}")
+        self._event(self._started, run).set()
+        await self._event(self._gates, run).wait()
+        if self.log is not None:
+            self.log.append(f"{self.name} end {run}")
+
+    def open(self, run: int = 0) -> None:
+        self._event(self._gates, run).set()
+
+    def open_all(self, runs: int) -> None:
+        for run in range(runs):
+            self.open(run)
+
+    async def started(self, run: int = 0) -> None:
+        await self._event(self._started, run).wait()

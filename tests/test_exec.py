@@ -17,7 +17,7 @@ import pytest
 import ahipgraph as ahg
 from ahipgraph.exec.graph_exec import EXECS
 from ahipgraph.runtime.stream import STREAMS
-from fakes import HeldKernel, loop_turns
+from fakes import GatedHost, HeldKernel, loop_turns
 
 
 class Boom(Exception):
@@ -48,35 +48,6 @@ def tick(t: ahg.Threads) -> None:
 @ahg.kernel(duration_ns=5_000)
 def slow_tick(t: ahg.Threads) -> None:
     pass
-
-
-class GatedHost:
-    """An async host function that, on its k-th run, waits until the test opens gate k."""
-
-    def __init__(self, name: str, log: list[str]) -> None:
-        self.name = name
-        self.log = log
-        self.runs = 0
-        self._gates: dict[int, asyncio.Event] = {}
-        self._started: dict[int, asyncio.Event] = {}
-
-    @staticmethod
-    def _event(table: dict[int, asyncio.Event], run: int) -> asyncio.Event:
-        return table.setdefault(run, asyncio.Event())
-
-    async def __call__(self) -> None:
-        run = self.runs
-        self.runs += 1
-        self.log.append(f"{self.name} start {run}")
-        self._event(self._started, run).set()
-        await self._event(self._gates, run).wait()
-        self.log.append(f"{self.name} end {run}")
-
-    def open(self, run: int = 0) -> None:
-        self._event(self._gates, run).set()
-
-    async def started(self, run: int = 0) -> None:
-        await self._event(self._started, run).wait()
 
 
 async def until(condition: Callable[[], bool], what: str) -> None:

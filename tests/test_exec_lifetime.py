@@ -21,7 +21,7 @@ from ahipgraph.graph.node import NODES
 from ahipgraph.lifetime.user_object import USER_OBJECTS
 from ahipgraph.runtime.event import EVENTS
 from ahipgraph.runtime.stream import STREAMS
-from fakes import loop_turns
+from fakes import GatedHost, loop_turns
 
 
 @ahg.kernel
@@ -32,35 +32,6 @@ def add_one(t: ahg.Threads, index: ahg.int32, out: ahg.Ptr[ahg.int64]) -> None:
 @ahg.kernel
 def put(t: ahg.Threads, value: ahg.int64, index: ahg.int32, out: ahg.Ptr[ahg.int64]) -> None:
     out[index] = value
-
-
-class Gates:
-    """An async host function whose k-th run waits until the test opens gate k."""
-
-    def __init__(self) -> None:
-        self.runs = 0
-        self._gates: dict[int, asyncio.Event] = {}
-        self._started: dict[int, asyncio.Event] = {}
-
-    @staticmethod
-    def _event(table: dict[int, asyncio.Event], run: int) -> asyncio.Event:
-        return table.setdefault(run, asyncio.Event())
-
-    async def __call__(self) -> None:
-        run = self.runs
-        self.runs += 1
-        self._event(self._started, run).set()
-        await self._event(self._gates, run).wait()
-
-    def open(self, run: int) -> None:
-        self._event(self._gates, run).set()
-
-    def open_all(self, runs: int) -> None:
-        for run in range(runs):
-            self.open(run)
-
-    async def started(self, run: int) -> None:
-        await self._event(self._started, run).wait()
 
 
 def counts(device: ahg.Device) -> dict[str, int]:
@@ -110,7 +81,7 @@ async def test_destroy_with_launches_in_flight_completes_them_and_frees_only_aft
 ) -> None:
     before = counts(device)
     out = device.malloc(16)
-    gates = Gates()
+    gates = GatedHost()
     graph = gated_diamond(out, gates)
     graph_exec = graph.instantiate()
     assert graph_exec.statistics().slots == 2
@@ -199,7 +170,7 @@ async def test_exec_holds_one_reference_per_user_object_until_its_last_launch_co
     destroyed: list[str] = []
     many = ahg.UserObject(destroyed.append, "many")
     moved = ahg.UserObject(destroyed.append, "moved")
-    gates = Gates()
+    gates = GatedHost()
     graph = ahg.Graph()
     graph.add_host_node(gates)
     graph.retain_user_object(many, 3)  # the graph holds 3, the user 1
@@ -249,7 +220,7 @@ def test_exec_destroy_with_nothing_in_flight_runs_the_destructor_there() -> None
 async def test_exec_also_holds_the_user_objects_of_its_child_graphs(device: ahg.Device) -> None:
     destroyed: list[object] = []
     obj = ahg.UserObject(destroyed.append, "child's")
-    gates = Gates()
+    gates = GatedHost()
     child = ahg.Graph()
     child.add_host_node(gates)
     child.retain_user_object(obj, move=True)
@@ -292,7 +263,7 @@ async def test_destroy_from_another_thread_while_launches_are_in_flight(
     destructor_threads: list[int] = []
     obj = ahg.UserObject(lambda _: destructor_threads.append(threading.get_ident()))
     out = device.malloc(16)
-    gates = Gates()
+    gates = GatedHost()
     graph = gated_diamond(out, gates)
     graph.retain_user_object(obj, move=True)
     graph_exec = graph.instantiate()
@@ -409,7 +380,7 @@ async def test_destroy_from_a_thread_racing_completions_frees_everything_once(
 async def test_task_cancelled_while_waiting_for_a_signal_set_leaves_the_pool_consistent(
     device: ahg.Device,
 ) -> None:
-    gates = Gates()
+    gates = GatedHost()
     out = device.malloc(16)
     graph_exec = gated_diamond(out, gates).instantiate(signal_sets=1, wait_for_signal_sets=True)
     stream = device.create_stream()
@@ -440,7 +411,7 @@ async def test_task_cancelled_while_waiting_for_a_signal_set_leaves_the_pool_con
 
 @pytest.mark.asyncio
 async def test_task_cancelled_after_the_hand_off_gives_the_set_back(device: ahg.Device) -> None:
-    gates = Gates()
+    gates = GatedHost()
     out = device.malloc(16)
     graph_exec = gated_diamond(out, gates).instantiate(signal_sets=1, wait_for_signal_sets=True)
     stream = device.create_stream()
@@ -471,7 +442,7 @@ async def test_task_cancelled_after_the_hand_off_gives_the_set_back(device: ahg.
 @pytest.mark.asyncio
 async def test_destroy_while_a_launch_waits_for_a_signal_set(device: ahg.Device) -> None:
     before = counts(device)
-    gates = Gates()
+    gates = GatedHost()
     out = device.malloc(16)
     graph = gated_diamond(out, gates)
     graph_exec = graph.instantiate(signal_sets=1, wait_for_signal_sets=True)
@@ -497,7 +468,7 @@ async def test_destroy_while_a_launch_waits_for_a_signal_set(device: ahg.Device)
 async def test_stream_destroyed_while_its_launch_waits_for_a_signal_set(
     device: ahg.Device,
 ) -> None:
-    gates = Gates()
+    gates = GatedHost()
     out = device.malloc(16)
     graph_exec = gated_diamond(out, gates).instantiate(signal_sets=1, wait_for_signal_sets=True)
     first_stream, second_stream = device.create_stream(), device.create_stream()
@@ -520,7 +491,7 @@ async def test_stream_destroyed_while_its_launch_waits_for_a_signal_set(
 async def test_more_launches_in_flight_than_prepopulated_sets_grow_the_pool(
     device: ahg.Device,
 ) -> None:
-    gates = Gates()
+    gates = GatedHost()
     out = device.malloc(16)
     graph_exec = gated_diamond(out, gates).instantiate(signal_sets=4)
     stream = device.create_stream()
@@ -551,7 +522,7 @@ def test_launch_held_when_its_loop_ends_fails_and_gives_everything_back(
     device = ahg.get_device(0)
     before = counts(device)
     out = device.malloc(16)
-    gates = Gates()
+    gates = GatedHost()
     graph = gated_diamond(out, gates)
     graph_exec = graph.instantiate()
     stream = device.create_stream()
@@ -680,7 +651,7 @@ async def test_everything_destroyed_returns_every_registry_and_allocator_to_base
     host = np.zeros(2, dtype=np.int64)
     event = device.create_event()
     streams = [device.create_stream() for _ in range(2)]
-    gates = Gates()
+    gates = GatedHost()
 
     child = ahg.Graph()
     inner = child.add_kernel_node(add_one, 1, 1, (2, out))

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import itertools
-import sys
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -199,15 +197,6 @@ def test_view_is_a_bounds_checked_window_onto_device_bytes(device: ahg.Device) -
     assert device.view(ptr, np.uint8, 4).tolist() == [1, 0, 0, 0]
     with pytest.raises(ahg.InvalidValue):
         device.view(ptr + 8, np.uint32, 3)
-
-
-@pytest.fixture
-def fast_switching() -> Iterator[None]:
-    """Make the interpreter switch threads very often, so races get a real chance to happen."""
-    previous = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    yield
-    sys.setswitchinterval(previous)
 
 
 class YieldingList(list[Any]):

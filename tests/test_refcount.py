@@ -2,23 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
 
 import pytest
 
 from ahipgraph.core.refcount import RefCounted
-
-
-@pytest.fixture
-def fast_switching() -> Iterator[None]:
-    """Make the interpreter switch threads very often, so races get a real chance to happen."""
-    previous = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    yield
-    sys.setswitchinterval(previous)
+from fakes import run_together
 
 
 class Counted(RefCounted):
@@ -103,26 +93,6 @@ def test_dead_object_cannot_be_retained_or_released() -> None:
     with pytest.raises(ValueError, match="cannot release"):
         obj.release()
     assert obj.hook_calls == 1
-
-
-def run_together(*targets: Callable[[], object]) -> list[BaseException]:
-    """Run each target on its own thread, all released at once; return what they raised."""
-    errors: list[BaseException] = []
-    start = threading.Barrier(len(targets))
-
-    def body(target: Callable[[], object]) -> None:
-        start.wait()
-        try:
-            target()
-        except BaseException as exc:
-            errors.append(exc)
-
-    threads = [threading.Thread(target=body, args=(t,)) for t in targets]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return errors
 
 
 def test_last_release_hook_runs_exactly_once_when_threads_race_to_release(

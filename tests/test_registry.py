@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import sys
-import threading
 import time
-from collections.abc import Callable, Iterator
 from typing import Any, SupportsIndex
 
 import pytest
@@ -14,15 +11,7 @@ import ahipgraph as ahg
 from ahipgraph.core.registry import HandleId, HandleRegistry
 from ahipgraph.runtime.event import EVENTS
 from ahipgraph.runtime.stream import STREAMS
-
-
-@pytest.fixture
-def fast_switching() -> Iterator[None]:
-    """Make the interpreter switch threads very often, so races get a real chance to happen."""
-    previous = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    yield
-    sys.setswitchinterval(previous)
+from fakes import run_together
 
 
 class Thing:
@@ -128,26 +117,6 @@ def test_statistics_and_repr() -> None:
     stats = registry.statistics()
     assert (stats.kind, stats.live, stats.slots, stats.registered_total) == ("thing", 2, 3, 3)
     assert repr(registry) == "<HandleRegistry thing live=2 slots=3>"
-
-
-def run_together(*targets: Callable[[], object]) -> list[BaseException]:
-    """Run each target on its own thread, all released at once; return what they raised."""
-    errors: list[BaseException] = []
-    start = threading.Barrier(len(targets))
-
-    def body(target: Callable[[], object]) -> None:
-        start.wait()
-        try:
-            target()
-        except BaseException as exc:
-            errors.append(exc)
-
-    threads = [threading.Thread(target=body, args=(t,)) for t in targets]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return errors
 
 
 def test_many_threads_registering_and_unregistering_keep_counts_exact(
