@@ -64,6 +64,17 @@ def test_event_has_no_public_constructor(device: ahg.Device) -> None:
         ahg.Event(device)
 
 
+def test_devices_graph_execs_and_nodes_have_no_public_constructor(device: ahg.Device) -> None:
+    with pytest.raises(TypeError, match="get_device"):
+        ahg.Device(0, ahg.DeviceProperties())
+    graph = ahg.Graph()
+    with pytest.raises(TypeError, match="instantiate"):
+        ahg.GraphExec(graph, 0, device, {}, object())
+    with pytest.raises(TypeError, match="add_"):
+        ahg.GraphNode(graph, ahg.NodeType.Empty, None)
+    graph.destroy()
+
+
 def test_factories_make_streams_and_events(device: ahg.Device) -> None:
     stream = device.create_stream()
     event = device.create_event()

@@ -56,7 +56,11 @@ class DeviceStatistics:
 class Device:
     """One simulated GPU. Obtain it with :func:`get_device`; it has no public constructor."""
 
-    def __init__(self, ordinal: int, properties: DeviceProperties) -> None:
+    def __init__(self, ordinal: int, properties: DeviceProperties, *, _key: object = None) -> None:
+        if _key is not _FACTORY_KEY:
+            raise TypeError(
+                "devices come from ahg.get_device(); configure them with ahg.configure_devices()"
+            )
         self.ordinal = ordinal
         self.properties = properties
         self.memory = DeviceMemory(ordinal, properties.memory_bytes)
@@ -252,6 +256,7 @@ class Device:
         )
 
 
+_FACTORY_KEY = object()
 _devices_lock = threading.Lock()
 _devices: list[Device] = []
 
@@ -272,7 +277,7 @@ def configure_devices(
     if count < 1:
         raise ValueError(f"need at least one device, got {count}")
     with _devices_lock:
-        _devices[:] = [Device(i, p) for i, p in enumerate(props)]
+        _devices[:] = [Device(i, p, _key=_FACTORY_KEY) for i, p in enumerate(props)]
         return list(_devices)
 
 
@@ -280,7 +285,7 @@ def _table() -> list[Device]:
     if not _devices:
         with _devices_lock:
             if not _devices:
-                _devices.append(Device(0, DeviceProperties()))
+                _devices.append(Device(0, DeviceProperties(), _key=_FACTORY_KEY))
     return _devices
 
 
