@@ -703,3 +703,17 @@ def test_statistics_and_repr(buf: ahg.DevicePtr) -> None:
     assert not stats.has_mem_nodes
     assert repr(graph) == f"<Graph id={graph.id} nodes=3 edges=3 user_objects=1>"
     assert repr(b) == f"<GraphNode Memset id={b.id} graph={graph.id} deps=1 dependents=1>"
+
+
+def test_kernel_node_priority_survives_set_params(device: ahg.Device) -> None:
+    @ahg.kernel
+    def nothing(t: ahg.Threads) -> None:
+        pass
+
+    graph = ahg.Graph()
+    node = graph.add_kernel_node(nothing, 1, 1, priority=-1)
+    node.set_params(node.params)
+    assert node.params.priority == -1
+    node.set_kernel_params(nothing, 2, 1, priority=0)
+    assert (node.params.priority, node.params.grid) == (0, ahg.Dim3(2))
+    graph.destroy()

@@ -183,11 +183,14 @@ class GraphNode:
         args: Sequence[Any] = (),
         *,
         shared_mem: int = 0,
+        priority: int = 0,
     ) -> None:
         """``hipGraphKernelNodeSetParams``: validated as by ``add_kernel_node``."""
         self._set(
             (NodeType.Kernel,),
-            lambda: kernel_params(kernel, grid, block, args, shared_mem=shared_mem),
+            lambda: kernel_params(
+                kernel, grid, block, args, shared_mem=shared_mem, priority=priority
+            ),
         )
 
     def set_memcpy_params(

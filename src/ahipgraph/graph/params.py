@@ -163,7 +163,12 @@ def revalidate(params: Any) -> Any:
     """Validate a params object again (a caller may have built it by hand, or memory changed)."""
     if isinstance(params, KernelParams):
         return kernel_params(
-            params.kernel, params.grid, params.block, params.args, shared_mem=params.shared_mem
+            params.kernel,
+            params.grid,
+            params.block,
+            params.args,
+            shared_mem=params.shared_mem,
+            priority=params.priority,
         )
     if isinstance(params, MemcpyParams):
         return memcpy_params(params.dst, params.src, params.nbytes, params.kind)
