@@ -100,6 +100,40 @@ class KernelOp(Op):
     def __repr__(self) -> str:
         return f"<KernelOp {self.kernel.name} {self.threads!r}>"
 
+    @staticmethod
+    def make(kernel: Kernel, threads: Threads, buffer: Any, offset: int, cost_ns: int) -> KernelOp:
+        """The dispatch op for ``kernel``, specialised for the replay hot path.
+
+        Synchronous bodies (almost all) get a ``run`` with no branches: one for kernels with
+        pointer parameters (decoded to typed views), one for kernels with scalars only.
+        """
+        if kernel.is_async:
+            return KernelOp(kernel, threads, buffer, offset, cost_ns)
+        if kernel.layout.has_pointers:
+            return _PointerKernelOp(kernel, threads, buffer, offset, cost_ns)
+        return _ScalarKernelOp(kernel, threads, buffer, offset, cost_ns)
+
+
+class _PointerKernelOp(KernelOp):
+    """A synchronous kernel with pointer parameters."""
+
+    __slots__ = ()
+
+    def run(self, program: Program) -> None:
+        values = self.decode(self.buffer, self.offset, program.memory)  # type: ignore[misc,arg-type]
+        self.body(self.threads, *values)
+        program.time += self.cost_ns
+
+
+class _ScalarKernelOp(KernelOp):
+    """A synchronous kernel whose parameters are all scalars."""
+
+    __slots__ = ()
+
+    def run(self, program: Program) -> None:
+        self.body(self.threads, *self.unpack(self.buffer, self.offset))
+        program.time += self.cost_ns
+
 
 Endpoint = DevicePtr | npt.NDArray[Any]
 

@@ -92,7 +92,7 @@ class KernelParams:
         """The dispatch op; arguments are read from ``buffer`` (default: a private copy)."""
         if buffer is None:
             buffer, offset = self.arg_bytes, 0
-        return KernelOp(self.kernel, self.threads, buffer, offset, self.cost_ns(device))
+        return KernelOp.make(self.kernel, self.threads, buffer, offset, self.cost_ns(device))
 
 
 Endpoint = DevicePtr | npt.NDArray[Any]
