@@ -12,8 +12,9 @@ For chains of no-op kernel nodes (10 to 10,000 nodes) it measures, in one run:
 * ``steady_state`` — signal sets, arena chunks and device bytes added over 10,000 replays after
   warm-up (all must be zero).
 
-Prints a table of ratios and writes JSON (``--json PATH``). Timing targets live here, never in
-tests.
+Each figure is the median over ``--repeat`` whole runs (default 5), the loops alternating, so a
+passing change in the machine's load moves no figure much. Prints a table of ratios and writes
+JSON (``--json PATH``). Timing targets live here, never in tests.
 """
 
 from __future__ import annotations
@@ -214,6 +215,40 @@ def run_on(loop_name: str) -> dict[str, Any]:
     return ahg.run(main, use_uvloop=loop_name == "uvloop")
 
 
+def combine(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per figure, the median over repeated runs (steady-state counts: the worst run)."""
+    first = runs[0]
+    out: dict[str, Any] = {}
+    for key, value in first.items():
+        if key == "steady_state":
+            out[key] = {k: max(r[key][k] for r in runs) for k in value}
+        else:
+            out[key] = {k: statistics.median(r[key][k] for r in runs) for k in value}
+    # Ratios are taken within each run (same machine state), then the median over runs.
+    out["ratios"] = {
+        "eager_over_graph": {
+            str(n): statistics.median(
+                ratio(r, "eager_per_node_us", "graph_per_node_us", n) for r in runs
+            )
+            for n in SIZES
+        },
+        "graph_over_floor": {
+            str(n): statistics.median(
+                ratio(r, "graph_per_node_us", "floor_per_node_us", n) for r in runs
+            )
+            for n in SIZES
+        },
+        "launch_10000_over_10": statistics.median(
+            r["launch_host_us"]["10000"] / r["launch_host_us"]["10"] for r in runs
+        ),
+    }
+    return out
+
+
+def ratio(run: dict[str, Any], top: str, bottom: str, size: int) -> float:
+    return float(run[top][str(size)] / run[bottom][str(size)])
+
+
 def table(results: dict[str, dict[str, Any]]) -> str:
     lines = []
     header = (
@@ -229,18 +264,19 @@ def table(results: dict[str, dict[str, Any]]) -> str:
             graph_us = r["graph_per_node_us"][key]
             eager_us = r["eager_per_node_us"][key]
             floor_us = r["floor_per_node_us"][key]
+            eager_x = r["ratios"]["eager_over_graph"][key]
+            floor_x = r["ratios"]["graph_over_floor"][key]
             lines.append(
                 f"{loop_name:8} {size:>6} {r['launch_host_us'][key]:>10.2f} "
                 f"{r['launch_first_us'][key]:>10.2f} {graph_us:>11.3f} "
-                f"{eager_us:>11.3f} {floor_us:>11.3f} {eager_us / graph_us:>11.1f}x "
-                f"{graph_us / floor_us:>11.2f}x"
+                f"{eager_us:>11.3f} {floor_us:>11.3f} {eager_x:>11.1f}x "
+                f"{floor_x:>11.2f}x"
             )
-        launch = r["launch_host_us"]
-        ratio = launch["10000"] / launch["10"]
+        launch_ratio = r["ratios"]["launch_10000_over_10"]
         inst = r["instantiate_us_per_node"]
         steady = r["steady_state"]
         lines.append(
-            f"{loop_name:8} launch 10000/10 = {ratio:.2f}; instantiate us/node: "
+            f"{loop_name:8} launch 10000/10 = {launch_ratio:.2f}; instantiate us/node: "
             f"1000 -> {inst['1000']:.2f}, 10000 -> {inst['10000']:.2f}; steady state over "
             f"{steady['launches']} replays: +{steady['new_signal_sets']} signal sets, "
             f"+{steady['new_arena_chunks']} arena chunks, {steady['bytes_delta']:+d} bytes"
@@ -252,13 +288,22 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", type=Path, help="write results to this JSON file")
     parser.add_argument("--loops", default="asyncio,uvloop", help="comma-separated: asyncio,uvloop")
+    parser.add_argument(
+        "--repeat", type=int, default=5, help="whole runs per loop; each figure is their median"
+    )
     args = parser.parse_args(argv)
-    results = {name: run_on(name) for name in args.loops.split(",")}
+    names = args.loops.split(",")
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
+    for _ in range(args.repeat):  # alternate the loops so a change in machine load hits both
+        for name in names:
+            runs[name].append(run_on(name))
+    results = {name: combine(runs[name]) for name in names}
     print(table(results))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         payload = {
             "loops": results,
+            "repeat": args.repeat,
             "python": sys.version.split()[0],
             "numpy": np.__version__,
         }
