@@ -509,6 +509,25 @@ async def test_more_launches_in_flight_than_prepopulated_sets_grow_the_pool(
     assert values(device, out, 2) == [12, 12]
 
 
+@pytest.mark.asyncio
+async def test_a_tight_launch_loop_keeps_to_the_prepopulated_sets(device: ahg.Device) -> None:
+    out = device.malloc(16)
+    graph = ahg.Graph()
+    graph.add_kernel_node(add_one, 1, 1, (0, out))
+    graph_exec = graph.instantiate(signal_sets=4)
+    stream = device.create_stream()
+    # 100 launches without ever awaiting one: with every set in use, a launch first lets the
+    # earlier, runnable launches finish (as a GPU would have) instead of growing the pool.
+    handles = [await graph_exec.launch(stream) for _ in range(100)]
+    await handles[-1]
+    pool = graph_exec.statistics().signal_pool
+    assert (pool.sets, pool.misses, pool.acquires) == (4, 0, 100)
+    assert values(device, out, 1) == [100]
+    graph_exec.destroy()
+    graph.destroy()
+    device.free(out)
+
+
 @pytest.mark.parametrize("use_uvloop", [False, True], ids=["asyncio", "uvloop"])
 def test_launch_held_when_its_loop_ends_fails_and_gives_everything_back(
     use_uvloop: bool,

@@ -247,10 +247,26 @@ class GraphExec(RefCounted):
         target = self._launch_target(stream)
         if target is None:
             return Completion(Signal(0), self.device)  # an empty graph launches as a no-op
-        signal_set = self.pool.acquire_nowait()
+        signal_set = self._acquire_nowait()
         if signal_set is None:
             signal_set = await self.pool.acquire()
         return self._enqueue(target, signal_set)
+
+    def _acquire_nowait(self) -> SignalSet | None:
+        """A signal set without parking; before growing the pool, let finished work return one.
+
+        With every set in use, the device work that is already runnable (earlier launches) is
+        run first, as a GPU would have run it by now while the host kept launching; the pool
+        grows only if that frees nothing. So a host that launches in a tight loop keeps to the
+        prepopulated sets instead of one set per launch.
+        """
+        pool = self.pool
+        signal_set = pool.acquire_nowait(grow=False)
+        if signal_set is None:
+            self.device.bind_loop()  # only the loop that runs the device may run its work
+            self.device.run_ready()
+            signal_set = pool.acquire_nowait()
+        return signal_set
 
     def launch_nowait(self, stream: Stream | None = None) -> Completion:
         """:meth:`launch` without ever parking.
@@ -261,7 +277,7 @@ class GraphExec(RefCounted):
         target = self._launch_target(stream)
         if target is None:
             return Completion(Signal(0), self.device)
-        signal_set = self.pool.acquire_nowait()
+        signal_set = self._acquire_nowait()
         if signal_set is None:
             raise NotReady("no signal set is free")
         return self._enqueue(target, signal_set)

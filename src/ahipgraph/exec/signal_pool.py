@@ -80,8 +80,8 @@ class SignalSetPool:
         self._waiters = WaitQueue()
         self.closed = False
 
-    def acquire_nowait(self) -> SignalSet | None:
-        """A free set, a new one (a miss), or None in waiting mode when none is free.
+    def acquire_nowait(self, *, grow: bool = True) -> SignalSet | None:
+        """A free set; else a new one (a miss) if ``grow`` and the pool does not wait; else None.
 
         Raises:
             InvalidValue: the pool is closed.
@@ -91,7 +91,7 @@ class SignalSetPool:
         if self._free and not self._waiters:
             self._acquires += 1
             return self._free.popleft()
-        if self.wait_when_empty:
+        if self.wait_when_empty or not grow:
             return None
         self._misses += 1
         self._sets += 1
