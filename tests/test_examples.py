@@ -1,0 +1,31 @@
+"""The README's example and the examples/ scripts run as written."""
+
+from __future__ import annotations
+
+import re
+import runpy
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_readme_example_runs() -> None:
+    readme = (ROOT / "README.md").read_text()
+    match = re.search(r"```python\n(.*?)```", readme, re.S)
+    assert match is not None
+    exec(compile(match.group(1), "README.md", "exec"), {"__name__": "readme"})
+
+
+@pytest.mark.parametrize(
+    ("script", "says"),
+    [
+        ("saxpy.py", "saxpy n=65536: max |error|"),
+        ("graph_replay.py", "1000 replays match eager execution and numpy"),
+    ],
+)
+def test_example_runs(script: str, says: str, capsys: pytest.CaptureFixture[str]) -> None:
+    # Each script checks its own numbers (it raises if a result is wrong).
+    runpy.run_path(str(ROOT / "examples" / script), run_name="__main__")
+    assert says in capsys.readouterr().out
