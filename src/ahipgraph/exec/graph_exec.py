@@ -102,26 +102,38 @@ class _Version:
         self.in_flight = 0
 
 
-class _Launch:
-    """Book-keeping of one launch in flight, released by its completion."""
+class _LaunchProgram(Program):
+    """The launch stream's program of one launch; it also carries the launch's book-keeping.
 
-    __slots__ = ("done", "exec", "signal_set", "stream", "version")
+    Its completion is the launch's completion; finishing it returns what the launch borrowed.
+    """
 
-    def __init__(
-        self, graph_exec: GraphExec, version: _Version, signal_set: SignalSet, stream: Stream
-    ) -> None:
-        self.exec = graph_exec
-        self.version = version
-        self.signal_set = signal_set
-        self.stream = stream
-        self.done = Signal(1)
+    __slots__ = ("exec", "signal_set", "stream", "version")
 
-    def slot_finished(self, program: Program) -> None:
-        if program.error is not None and self.done.error is None:
-            self.done.error = program.error
+    exec: GraphExec
+    signal_set: SignalSet
+    stream: Stream
+    version: _Version
 
-    def finished(self, program: Program) -> None:
+    def finish(self) -> None:
+        super().finish()
         self.exec._launch_finished(self)
+
+
+class _SlotProgram(Program):
+    """Another stream slot's program of a launch: its failure is the launch's failure."""
+
+    __slots__ = ("head",)
+
+    head: _LaunchProgram
+
+    def finish(self) -> None:
+        error = self.error
+        if error is not None:
+            done = self.head.completion
+            assert done is not None
+            if done.error is None:
+                done.error = error  # slot 0 finishes after every other slot: in time
 
 
 class GraphExec(RefCounted):
@@ -337,10 +349,16 @@ class GraphExec(RefCounted):
                     event.recorded(record)
                 else:
                     signals[binding.index] = event.signal or REACHED
-            launch = _Launch(self, version, signal_set, stream)
-            self._last_done = launch.done
-        slot_ops = version.slot_ops
-        head = Program(slot_ops[0], launch.done, signals=signals, on_done=launch.finished)
+            slot_ops = version.slot_ops
+            done = Signal(1)
+            head = _LaunchProgram(slot_ops[0], done, signals=signals)
+            head.exec, head.version, head.signal_set, head.stream = (
+                self,
+                version,
+                signal_set,
+                stream,
+            )
+            self._last_done = done
         stream.submit(head)
         if len(slot_ops) > 1:
             queues = self.device.queues
@@ -348,14 +366,15 @@ class GraphExec(RefCounted):
             for k in range(1, len(slot_ops)):
                 internal = self._internal_streams[k - 1]
                 internal.queue = queues[(base + k) % len(queues)]  # never the launch queue
-                internal.submit(
-                    Program(slot_ops[k], None, signals=signals, on_done=launch.slot_finished)
-                )
-        return Completion(launch.done, self.device, head)
+                program = _SlotProgram(slot_ops[k], None, signals=signals)
+                program.head = head
+                internal.submit(program)
+        return Completion(done, self.device, head)
 
-    def _launch_finished(self, launch: _Launch) -> None:
+    def _launch_finished(self, launch: _LaunchProgram) -> None:
         """Completion of a launch (on the device's loop): return everything it borrowed."""
-        error = launch.done.error
+        assert launch.completion is not None
+        error = launch.completion.error
         if error is not None:
             launch.stream.report_error(error)
         self.pool.release(launch.signal_set)
