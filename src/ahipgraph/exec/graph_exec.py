@@ -102,38 +102,26 @@ class _Version:
         self.in_flight = 0
 
 
-class _LaunchProgram(Program):
-    """The launch stream's program of one launch; it also carries the launch's book-keeping.
+class _Launch:
+    """Book-keeping of one launch in flight, released by its completion."""
 
-    Its completion is the launch's completion; finishing it returns what the launch borrowed.
-    """
+    __slots__ = ("done", "exec", "signal_set", "stream", "version")
 
-    __slots__ = ("exec", "signal_set", "stream", "version")
+    def __init__(
+        self, graph_exec: GraphExec, version: _Version, signal_set: SignalSet, stream: Stream
+    ) -> None:
+        self.exec = graph_exec
+        self.version = version
+        self.signal_set = signal_set
+        self.stream = stream
+        self.done = Signal(1)
 
-    exec: GraphExec
-    signal_set: SignalSet
-    stream: Stream
-    version: _Version
+    def slot_finished(self, program: Program) -> None:
+        if program.error is not None and self.done.error is None:
+            self.done.error = program.error
 
-    def finish(self) -> None:
-        super().finish()
+    def finished(self, program: Program) -> None:
         self.exec._launch_finished(self)
-
-
-class _SlotProgram(Program):
-    """Another stream slot's program of a launch: its failure is the launch's failure."""
-
-    __slots__ = ("head",)
-
-    head: _LaunchProgram
-
-    def finish(self) -> None:
-        error = self.error
-        if error is not None:
-            done = self.head.completion
-            assert done is not None
-            if done.error is None:
-                done.error = error  # slot 0 finishes after every other slot: in time
 
 
 class GraphExec(RefCounted):
@@ -349,16 +337,10 @@ class GraphExec(RefCounted):
                     event.recorded(record)
                 else:
                     signals[binding.index] = event.signal or REACHED
-            slot_ops = version.slot_ops
-            done = Signal(1)
-            head = _LaunchProgram(slot_ops[0], done, signals=signals)
-            head.exec, head.version, head.signal_set, head.stream = (
-                self,
-                version,
-                signal_set,
-                stream,
-            )
-            self._last_done = done
+            launch = _Launch(self, version, signal_set, stream)
+            self._last_done = launch.done
+        slot_ops = version.slot_ops
+        head = Program(slot_ops[0], launch.done, signals=signals, on_done=launch.finished)
         stream.submit(head)
         if len(slot_ops) > 1:
             queues = self.device.queues
@@ -366,15 +348,14 @@ class GraphExec(RefCounted):
             for k in range(1, len(slot_ops)):
                 internal = self._internal_streams[k - 1]
                 internal.queue = queues[(base + k) % len(queues)]  # never the launch queue
-                program = _SlotProgram(slot_ops[k], None, signals=signals)
-                program.head = head
-                internal.submit(program)
-        return Completion(done, self.device, head)
+                internal.submit(
+                    Program(slot_ops[k], None, signals=signals, on_done=launch.slot_finished)
+                )
+        return Completion(launch.done, self.device, head)
 
-    def _launch_finished(self, launch: _LaunchProgram) -> None:
+    def _launch_finished(self, launch: _Launch) -> None:
         """Completion of a launch (on the device's loop): return everything it borrowed."""
-        assert launch.completion is not None
-        error = launch.completion.error
+        error = launch.done.error
         if error is not None:
             launch.stream.report_error(error)
         self.pool.release(launch.signal_set)
