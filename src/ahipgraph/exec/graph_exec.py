@@ -15,7 +15,8 @@ slots and drops the launch's reference, in plain synchronous code that cannot be
 Updates never touch bytes or ops an enqueued launch will read: with launches in flight, the op
 lists are copied (a new *version*) and new arguments go to new arena slots; superseded slots are
 freed once every launch enqueued before the update has completed (launches of one executable
-complete in order, because each waits for the previous one).
+complete in order, because each waits for the previous one). The public setters and
+``update()`` are in :mod:`.setters`; the rules for what may change are in :mod:`.update`.
 """
 
 from __future__ import annotations
@@ -24,42 +25,34 @@ import contextlib
 import enum
 import threading
 from collections import deque
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import (
-    GraphExecUpdateFailure,
     HipError,
     InvalidValue,
     NotReady,
     NotSupported,
-    Unknown,
 )
 from ..core.refcount import RefCounted
 from ..core.registry import HandleRegistry
 from ..device.device import Device, get_device
-from ..device.kernel import DimLike, Kernel
 from ..device.ops import Op
-from ..device.pointer import DevicePtr
 from ..device.program import Program
-from ..device.properties import CopyKind
 from ..device.signal import Signal
-from ..graph.graph import live_graph
 from ..graph.node import GraphNode, live_node
 from ..graph.node_type import NodeType
-from ..graph.params import EventParams
 from ..runtime.completion import Completion
-from ..runtime.event import Event
-from ..runtime.params import Endpoint, HostParams, KernelParams, MemcpyParams, MemsetParams
+from ..runtime.params import KernelParams
 from ..runtime.stream import Stream, StreamState
 from .arena import HEADROOM_BYTES, ArenaStatistics, ArgSlot, KernelArgArena
 from .compile import Compiled, compile_plan, node_op
-from .flags import InstantiateFlags, UpdateResult, check_instantiate_flags
+from .flags import InstantiateFlags, check_instantiate_flags
 from .planner import Plan, plan_graph
+from .setters import NodeSetters
 from .signal_pool import REACHED, SignalPoolStatistics, SignalSet, SignalSetPool
 from .snapshot import ExecGraph, ExecNode, snapshot, source_map
-from .update import Change, check_setter, diff_graphs
+from .update import Change
 
 if TYPE_CHECKING:
     from ..graph.graph import Graph
@@ -124,7 +117,7 @@ class _Launch:
         self.exec._launch_finished(self)
 
 
-class GraphExec(RefCounted):
+class GraphExec(NodeSetters, RefCounted):
     """An executable graph. Made by ``graph.instantiate()``; it has no public constructor."""
 
     __slots__ = (
@@ -465,133 +458,6 @@ class GraphExec(RefCounted):
             self._retired_slots.append((self._launches, slot))
         else:
             self.arena.free(slot)
-
-    def _set(self, exec_node: ExecNode, params: Any) -> None:
-        check_setter(exec_node, params)
-        self._apply([(exec_node, params)])
-
-    def set_kernel_node_params(
-        self,
-        node: GraphNode,
-        kernel: Kernel,
-        grid: DimLike,
-        block: DimLike,
-        args: Sequence[Any] = (),
-        *,
-        shared_mem: int = 0,
-    ) -> None:
-        """``hipGraphExecKernelNodeSetParams``: new kernel, configuration or arguments.
-
-        Launches already enqueued keep the arguments they were enqueued with.
-        """
-        exec_node = self._node(node, NodeType.Kernel)
-        params = KernelParams.make(
-            kernel, grid, block, args, shared_mem=shared_mem, device=self.device
-        )
-        self._set(exec_node, params)
-
-    def set_memcpy_node_params(
-        self,
-        node: GraphNode,
-        dst: Endpoint,
-        src: Endpoint,
-        nbytes: int | None = None,
-        kind: CopyKind | int | None = None,
-    ) -> None:
-        """``hipGraphExecMemcpyNodeSetParams``: the direction must stay the same."""
-        exec_node = self._node(node, NodeType.Memcpy)
-        self._set(exec_node, MemcpyParams.make(dst, src, nbytes, kind))
-
-    def set_memset_node_params(
-        self,
-        node: GraphNode,
-        dst: DevicePtr,
-        value: int,
-        width: int,
-        *,
-        element_size: int = 1,
-        height: int = 1,
-        pitch: int | None = None,
-    ) -> None:
-        """``hipGraphExecMemsetNodeSetParams``."""
-        exec_node = self._node(node, NodeType.Memset)
-        params = MemsetParams.make(
-            dst, value, width, element_size=element_size, height=height, pitch=pitch
-        )
-        self._set(exec_node, params)
-
-    def set_host_node_params(
-        self, node: GraphNode, fn: Callable[..., Any], args: Sequence[Any] = ()
-    ) -> None:
-        """``hipGraphExecHostNodeSetParams``."""
-        exec_node = self._node(node, NodeType.Host)
-        self._set(exec_node, HostParams.make(fn, args))
-
-    def set_event_record_node_event(self, node: GraphNode, event: Event) -> None:
-        """``hipGraphExecEventRecordNodeSetEvent``: takes effect from the next launch."""
-        exec_node = self._node(node, NodeType.EventRecord)
-        event.check_open()
-        self._apply([(exec_node, EventParams(event))])
-
-    def set_event_wait_node_event(self, node: GraphNode, event: Event) -> None:
-        """``hipGraphExecEventWaitNodeSetEvent``: takes effect from the next launch."""
-        exec_node = self._node(node, NodeType.WaitEvent)
-        event.check_open()
-        self._apply([(exec_node, EventParams(event))])
-
-    def set_child_graph_node_params(self, node: GraphNode, child: Graph) -> None:
-        """``hipGraphExecChildGraphNodeSetParams``: same topology, new node parameters.
-
-        Raises:
-            InvalidValue: bad handles. Unknown: ``child`` is the executable's own graph, or its
-                topology or node types differ from the embedded child's (HIP's codes).
-        """
-        exec_node = self._node(node, NodeType.Graph)
-        child = live_graph(child, "child graph")
-        if child is node.graph:
-            raise Unknown("a child graph node cannot take its own parent graph")
-        new_copy, new_nodes = snapshot(child)
-        assert exec_node.child is not None
-        result, changes = diff_graphs(exec_node.child, new_copy, new_nodes, node)
-        if not result.ok:
-            raise Unknown(f"child graph does not match: {result.reason}")
-        self._apply(changes)
-
-    def set_node_enabled(self, node: GraphNode, enabled: bool) -> None:
-        """``hipGraphNodeSetEnabled``: a disabled kernel/memcpy/memset node does nothing but
-        keeps its place in the ordering. Other node types → InvalidValue."""
-        exec_node = self._node(node, NodeType.Kernel, NodeType.Memcpy, NodeType.Memset)
-        with self._lock:
-            exec_node.enabled = bool(enabled)
-            self._apply([(exec_node, exec_node.params)])
-
-    def node_enabled(self, node: GraphNode) -> bool:
-        """``hipGraphNodeGetEnabled``."""
-        return self._node(node, NodeType.Kernel, NodeType.Memcpy, NodeType.Memset).enabled
-
-    def update(self, graph: Graph) -> UpdateResult:
-        """``hipGraphExecUpdate``: take the parameters of a graph with the same topology.
-
-        All-or-nothing: every node is checked before any is changed.
-
-        Returns:
-            An :class:`UpdateResult` of kind Success.
-
-        Raises:
-            InvalidValue: the executable or ``graph`` was destroyed, or ``graph`` has a cycle.
-            GraphExecUpdateFailure: with ``.result`` naming the kind (TopologyChanged,
-                NodeTypeChanged, ParametersChanged, UnsupportedFunctionChange) and the node.
-        """
-        self.check_alive()
-        graph = live_graph(graph)
-        new_copy, new_nodes = snapshot(graph)
-        result, changes = diff_graphs(self._graph, new_copy, new_nodes)
-        if not result.ok:
-            error = GraphExecUpdateFailure(f"{result.kind.name}: {result.reason}")
-            error.result = result  # type: ignore[attr-defined]
-            raise error
-        self._apply(changes)
-        return result
 
     # -- introspection --------------------------------------------------------------------------
 

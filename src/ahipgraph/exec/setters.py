@@ -1,0 +1,179 @@
+"""The per-node setters and whole-graph update of :class:`~ahipgraph.exec.graph_exec.GraphExec`.
+
+Each setter validates in HIP's order — the executable, then the node handle, then the node's
+type, then the new parameters (with the same ``make`` constructors streams and graph nodes
+use) — and then hands the change to the executable's ``_apply``, which never disturbs a launch
+already enqueued. The compatibility rules themselves live in :mod:`.update`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any
+
+from ..core.errors import GraphExecUpdateFailure, Unknown
+from ..device.kernel import DimLike, Kernel
+from ..device.pointer import DevicePtr
+from ..device.properties import CopyKind
+from ..graph.graph import live_graph
+from ..graph.node_type import NodeType
+from ..graph.params import EventParams
+from ..runtime.event import Event
+from ..runtime.params import Endpoint, HostParams, KernelParams, MemcpyParams, MemsetParams
+from .flags import UpdateResult
+from .snapshot import ExecGraph, ExecNode, snapshot
+from .update import Change, check_setter, diff_graphs
+
+if TYPE_CHECKING:
+    from ..device.device import Device
+    from ..graph.graph import Graph
+    from ..graph.node import GraphNode
+
+__all__ = ["NodeSetters"]
+
+
+class NodeSetters:
+    """Mixin of :class:`GraphExec`: what users call to change an executable's nodes."""
+
+    __slots__ = ()
+
+    device: Device
+    _graph: ExecGraph
+    _lock: AbstractContextManager[Any]
+
+    def check_alive(self) -> None:
+        raise NotImplementedError
+
+    def _node(self, node: GraphNode, *types: NodeType) -> ExecNode:
+        raise NotImplementedError
+
+    def _apply(self, changes: list[Change]) -> None:
+        raise NotImplementedError
+
+    def _set(self, exec_node: ExecNode, params: Any) -> None:
+        check_setter(exec_node, params)
+        self._apply([(exec_node, params)])
+
+    def set_kernel_node_params(
+        self,
+        node: GraphNode,
+        kernel: Kernel,
+        grid: DimLike,
+        block: DimLike,
+        args: Sequence[Any] = (),
+        *,
+        shared_mem: int = 0,
+    ) -> None:
+        """``hipGraphExecKernelNodeSetParams``: new kernel, configuration or arguments.
+
+        Launches already enqueued keep the arguments they were enqueued with.
+        """
+        exec_node = self._node(node, NodeType.Kernel)
+        params = KernelParams.make(
+            kernel, grid, block, args, shared_mem=shared_mem, device=self.device
+        )
+        self._set(exec_node, params)
+
+    def set_memcpy_node_params(
+        self,
+        node: GraphNode,
+        dst: Endpoint,
+        src: Endpoint,
+        nbytes: int | None = None,
+        kind: CopyKind | int | None = None,
+    ) -> None:
+        """``hipGraphExecMemcpyNodeSetParams``: the direction must stay the same."""
+        exec_node = self._node(node, NodeType.Memcpy)
+        self._set(exec_node, MemcpyParams.make(dst, src, nbytes, kind))
+
+    def set_memset_node_params(
+        self,
+        node: GraphNode,
+        dst: DevicePtr,
+        value: int,
+        width: int,
+        *,
+        element_size: int = 1,
+        height: int = 1,
+        pitch: int | None = None,
+    ) -> None:
+        """``hipGraphExecMemsetNodeSetParams``."""
+        exec_node = self._node(node, NodeType.Memset)
+        params = MemsetParams.make(
+            dst, value, width, element_size=element_size, height=height, pitch=pitch
+        )
+        self._set(exec_node, params)
+
+    def set_host_node_params(
+        self, node: GraphNode, fn: Callable[..., Any], args: Sequence[Any] = ()
+    ) -> None:
+        """``hipGraphExecHostNodeSetParams``."""
+        exec_node = self._node(node, NodeType.Host)
+        self._set(exec_node, HostParams.make(fn, args))
+
+    def set_event_record_node_event(self, node: GraphNode, event: Event) -> None:
+        """``hipGraphExecEventRecordNodeSetEvent``: takes effect from the next launch."""
+        exec_node = self._node(node, NodeType.EventRecord)
+        event.check_open()
+        self._apply([(exec_node, EventParams(event))])
+
+    def set_event_wait_node_event(self, node: GraphNode, event: Event) -> None:
+        """``hipGraphExecEventWaitNodeSetEvent``: takes effect from the next launch."""
+        exec_node = self._node(node, NodeType.WaitEvent)
+        event.check_open()
+        self._apply([(exec_node, EventParams(event))])
+
+    def set_child_graph_node_params(self, node: GraphNode, child: Graph) -> None:
+        """``hipGraphExecChildGraphNodeSetParams``: same topology, new node parameters.
+
+        Raises:
+            InvalidValue: bad handles. Unknown: ``child`` is the executable's own graph, or its
+                topology or node types differ from the embedded child's (HIP's codes).
+        """
+        exec_node = self._node(node, NodeType.Graph)
+        child = live_graph(child, "child graph")
+        if child is node.graph:
+            raise Unknown("a child graph node cannot take its own parent graph")
+        new_copy, new_nodes = snapshot(child)
+        assert exec_node.child is not None
+        result, changes = diff_graphs(exec_node.child, new_copy, new_nodes, node)
+        if not result.ok:
+            raise Unknown(f"child graph does not match: {result.reason}")
+        self._apply(changes)
+
+    def set_node_enabled(self, node: GraphNode, enabled: bool) -> None:
+        """``hipGraphNodeSetEnabled``: a disabled kernel/memcpy/memset node does nothing but
+        keeps its place in the ordering. Other node types → InvalidValue."""
+        exec_node = self._node(node, NodeType.Kernel, NodeType.Memcpy, NodeType.Memset)
+        with self._lock:
+            exec_node.enabled = bool(enabled)
+            self._apply([(exec_node, exec_node.params)])
+
+    def node_enabled(self, node: GraphNode) -> bool:
+        """``hipGraphNodeGetEnabled``."""
+        return self._node(node, NodeType.Kernel, NodeType.Memcpy, NodeType.Memset).enabled
+
+    def update(self, graph: Graph) -> UpdateResult:
+        """``hipGraphExecUpdate``: take the parameters of a graph with the same topology.
+
+        All-or-nothing: every node is checked before any is changed.
+
+        Returns:
+            An :class:`UpdateResult` of kind Success.
+
+        Raises:
+            InvalidValue: the executable or ``graph`` was destroyed, or ``graph`` has a cycle.
+            GraphExecUpdateFailure: with ``.result`` naming the kind (TopologyChanged,
+                NodeTypeChanged, ParametersChanged, UnsupportedFunctionChange) and the node.
+        """
+        self.check_alive()
+        graph = live_graph(graph)
+        new_copy, new_nodes = snapshot(graph)
+        result, changes = diff_graphs(self._graph, new_copy, new_nodes)
+        if not result.ok:
+            error = GraphExecUpdateFailure(f"{result.kind.name}: {result.reason}")
+            error.result = result  # type: ignore[attr-defined]
+            raise error
+        self._apply(changes)
+        return result
