@@ -32,7 +32,6 @@ from __future__ import annotations
 import itertools
 import os
 import threading
-from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -46,6 +45,7 @@ from .memnodes import RESERVATIONS
 from .node import NODES, GraphNode, live_node
 from .node_type import NodeType
 from .params import ChildGraphParams, NodeParams
+from .topology import GraphTopology
 
 if TYPE_CHECKING:
     from ..exec.graph_exec import GraphExec
@@ -72,7 +72,7 @@ class GraphStatistics:
     destroyed: bool
 
 
-class Graph(GraphBuilder):
+class Graph(GraphTopology, GraphBuilder):
     """A graph of device work (``hipGraphCreate``). See the ``add_*_node`` methods.
 
     Attributes:
@@ -180,105 +180,10 @@ class Graph(GraphBuilder):
         dst._deps.append(src)
         self._edge_count += 1
 
-    # -- edges -------------------------------------------------------------------------------------
-
-    def add_dependencies(
-        self, from_nodes: Sequence[GraphNode] | GraphNode, to_nodes: Sequence[GraphNode] | GraphNode
-    ) -> None:
-        """Add edges ``from_nodes[i] -> to_nodes[i]`` (``hipGraphAddDependencies``).
-
-        Cycles are not checked here (as in HIP); ordering a cyclic graph fails later. Nothing
-        is added unless every edge is valid.
-
-        Raises:
-            InvalidValue: destroyed graph; a null, destroyed or foreign node; a self-edge; an
-                edge that exists already or is given twice.
-            ValueError: the two lists differ in length.
-        """
-        pairs = _pairs(from_nodes, to_nodes)
-        with self.lock:
-            self._check_pairs(pairs)
-            seen: set[tuple[GraphNode, GraphNode]] = set()
-            for src, dst in pairs:
-                if dst in src._succ or (src, dst) in seen:
-                    raise InvalidValue(f"the edge {src!r} -> {dst!r} already exists")
-                seen.add((src, dst))
-            for src, dst in pairs:
-                self._link(src, dst)
-
-    def remove_dependencies(
-        self, from_nodes: Sequence[GraphNode] | GraphNode, to_nodes: Sequence[GraphNode] | GraphNode
-    ) -> None:
-        """Remove edges ``from_nodes[i] -> to_nodes[i]`` (``hipGraphRemoveDependencies``).
-
-        Raises:
-            InvalidValue: destroyed graph; a null, destroyed or foreign node; an edge that does
-                not exist (or is given twice). Nothing is removed then.
-            ValueError: the two lists differ in length.
-        """
-        pairs = _pairs(from_nodes, to_nodes)
-        with self.lock:
-            self._check_pairs(pairs)
-            if len(set(pairs)) != len(pairs):
-                raise InvalidValue("an edge is listed twice")
-            for src, dst in pairs:
-                if dst not in src._succ:
-                    raise InvalidValue(f"there is no edge {src!r} -> {dst!r}")
-            for src, dst in pairs:
-                src._succ.remove(dst)
-                dst._deps.remove(src)
-                self._edge_count -= 1
-
-    def _check_pairs(self, pairs: list[tuple[GraphNode, GraphNode]]) -> None:
-        self.check_alive()
-        for src, dst in pairs:
-            self._check_member(src, "from node")
-            self._check_member(dst, "to node")
-            if src is dst:
-                raise InvalidValue(f"{src!r} cannot depend on itself")
-
-    # -- queries -----------------------------------------------------------------------------------
-
-    def nodes(self) -> list[GraphNode]:
-        """All nodes in topological order (``hipGraphGetNodes``: Kahn, insertion-order FIFO).
-
-        Raises:
-            InvalidValue: destroyed graph, or the graph has a cycle.
-        """
-        with self.lock:
-            self.check_alive()
-            return self._topological_order()
-
-    def _topological_order(self) -> list[GraphNode]:
-        indegree = {node: len(node._deps) for node in self._nodes}
-        ready = deque(node for node, degree in indegree.items() if not degree)
-        order: list[GraphNode] = []
-        while ready:
-            node = ready.popleft()
-            order.append(node)
-            for succ in node._succ:
-                indegree[succ] -= 1
-                if not indegree[succ]:
-                    ready.append(succ)
-        if len(order) != len(indegree):
-            raise InvalidValue(f"{self!r} has a cycle")
-        return order
-
-    def root_nodes(self) -> list[GraphNode]:
-        """Nodes without dependencies, in insertion order (``hipGraphGetRootNodes``)."""
-        with self.lock:
-            self.check_alive()
-            return [node for node in self._nodes if not node._deps]
-
-    def edges(self) -> list[tuple[GraphNode, GraphNode]]:
-        """Every edge (from, to): nodes in insertion order, each node's edges in edge order."""
-        with self.lock:
-            self.check_alive()
-            return [(node, succ) for node in self._nodes for succ in node._succ]
-
-    def _ordered_nodes(self) -> list[GraphNode]:
-        """Nodes in insertion order (caller holds the lock)."""
-        return list(self._nodes)
+    def _unlink(self, src: GraphNode, dst: GraphNode) -> None:
+        src._succ.remove(dst)
+        dst._deps.remove(src)
+        self._edge_count -= 1
 
     # -- clone -------------------------------------------------------------------------------------
 
@@ -485,13 +390,10 @@ class Graph(GraphBuilder):
             node.check_alive()
             if node._type in _MEM_NODE_TYPES:
                 raise NotSupported(f"{node._type.name} nodes cannot be destroyed")
-            for dep in node._deps:
-                dep._succ.remove(node)
-            for succ in node._succ:
-                succ._deps.remove(node)
-            self._edge_count -= len(node._deps) + len(node._succ)
-            node._deps.clear()
-            node._succ.clear()
+            for dep in list(node._deps):
+                self._unlink(dep, node)
+            for succ in list(node._succ):
+                self._unlink(node, succ)
             del self._nodes[node]
             del self._by_id[node.id]
             NODES.unregister(node.hid)
@@ -546,17 +448,6 @@ class Graph(GraphBuilder):
             f"<Graph id={self.id} nodes={len(self._nodes)} edges={self._edge_count} "
             f"user_objects={len(self._user_objects)}>"
         )
-
-
-def _pairs(
-    from_nodes: Sequence[GraphNode] | GraphNode | None,
-    to_nodes: Sequence[GraphNode] | GraphNode | None,
-) -> list[tuple[GraphNode, GraphNode]]:
-    froms = [from_nodes] if from_nodes is None or isinstance(from_nodes, GraphNode) else from_nodes
-    tos = [to_nodes] if to_nodes is None or isinstance(to_nodes, GraphNode) else to_nodes
-    if len(froms) != len(tos):
-        raise ValueError(f"{len(froms)} from-nodes but {len(tos)} to-nodes")
-    return list(zip(froms, tos, strict=True))  # type: ignore[arg-type]
 
 
 def live_graph(graph: object, what: str = "graph") -> Graph:
