@@ -148,11 +148,9 @@ class Device:
         self._pump = None
         self.run_ready()
 
-    def retired(self) -> None:
-        """A packet finished (called by the queues)."""
-        self.in_flight -= 1
-        if not self.in_flight:
-            self._idle.unpark_all()
+    def became_idle(self) -> None:
+        """The last packet in flight finished (queues count ``in_flight`` down themselves)."""
+        self._idle.unpark_all()
 
     def next_queue(self) -> HardwareQueue:
         """Round-robin queue assignment for new streams."""
@@ -216,7 +214,8 @@ class Device:
             IllegalState: the device is busy on another event loop.
         """
         if signal.value > 0:
-            self.bind_loop()  # park only on the loop that runs the work
+            if self.loop is not asyncio.get_running_loop():
+                self.bind_loop()  # park only on the loop that runs the work (or raise)
             self.run_ready()
             if signal.value > 0:
                 await signal.wait()

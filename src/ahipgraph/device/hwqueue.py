@@ -16,6 +16,7 @@ packet; ``busy_until`` (simulated ns) never decreases.
 
 from __future__ import annotations
 
+from asyncio import get_running_loop
 from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -62,7 +63,8 @@ class HardwareQueue:
     def submit(self, program: Program) -> None:
         """Append a packet. Must be called on the device's event loop."""
         device = self.device
-        device.bind_loop()
+        if device.loop is not get_running_loop():
+            device.bind_loop()  # binds a free device, or raises
         now = device.clock.now
         if program.time < now:
             program.time = now
@@ -94,7 +96,9 @@ class HardwareQueue:
             try:
                 program.finish()
             finally:
-                device.retired()
+                device.in_flight -= 1
+                if not device.in_flight:
+                    device.became_idle()
 
     def abandon(self, error: HipError) -> None:
         """Fail every packet (their event loop closed) and run what is left on the new loop."""

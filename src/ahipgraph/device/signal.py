@@ -45,7 +45,8 @@ class Signal:
         self.time = time_ns
         if error is not None and self.error is None:
             self.error = error
-        self._notify()
+        if self._watchers or self._lot is not None:  # nobody waits, mostly: skip the call
+            self._notify()
 
     def set(self, value: int, time_ns: int) -> None:
         self.value = value

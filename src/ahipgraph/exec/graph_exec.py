@@ -277,15 +277,18 @@ class GraphExec(NodeSetters, RefCounted):
 
     def _launch_target(self, stream: Stream | None) -> Stream | None:
         """The checks every launch makes, in HIP's order; None when the graph is empty."""
-        self.check_alive()
+        if self.state is not ExecState.OPEN:
+            self.check_alive()  # raises
         if stream is None:
             stream = self.device.null_stream
-        stream.check_open()
+        if stream.state is not StreamState.OPEN:
+            stream.check_open()  # raises
         if stream.device is not self.device:
             raise InvalidValue(f"{self!r} was instantiated for device {self.device.ordinal}")
         if not self._graph.nodes:
             return None
-        self._check_allocations()
+        if self._compiled.unfreed_ptrs:
+            self._check_allocations()
         return stream
 
     def _check_allocations(self) -> None:

@@ -127,9 +127,10 @@ class Stream:
 
     def submit(self, program: Program) -> None:
         """Enqueue a program on this stream; its completion signal becomes the stream's tail."""
-        waits = self.implicit_waits()
-        if waits:
-            self.queue.submit(Program([WaitSignalsOp(waits)]))
+        if not self.non_blocking:  # legacy default-stream ordering
+            waits = self.implicit_waits()
+            if waits:
+                self.queue.submit(Program([WaitSignalsOp(waits)]))
         if program.on_done is None:
             program.on_done = self._retired_cb
         self.queue.submit(program)
