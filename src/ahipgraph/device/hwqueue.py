@@ -79,10 +79,6 @@ class HardwareQueue:
         """Resume a parked queue (called by the signal or future its head packet waits on)."""
         self.device.schedule(self)
 
-    @property
-    def scheduled(self) -> bool:
-        return self in self.device.ready
-
     def run(self) -> None:
         """Run packets in order until the queue is empty or its head packet parks."""
         packets = self._packets

@@ -62,7 +62,7 @@ class Plan:
         return len(self.slots)
 
 
-def _cut_segments(graph: ExecGraph) -> tuple[list[Segment], list[int]]:
+def _cut_segments(graph: ExecGraph) -> list[Segment]:
     segment_of: list[int] = [0] * len(graph.nodes)
     segments: list[Segment] = []
     dependents = graph.dependents
@@ -82,7 +82,7 @@ def _cut_segments(graph: ExecGraph) -> tuple[list[Segment], list[int]]:
             segment = segments[segment_of[deps[0]]]
             segment.nodes.append(node.index)
         segment_of[node.index] = segment.id
-    return segments, segment_of
+    return segments
 
 
 def _priority(graph: ExecGraph, segment: Segment) -> int:
@@ -99,7 +99,7 @@ def plan_graph(graph: ExecGraph, *, max_streams: int = 4, use_priority: bool = F
     """Plan ``graph`` for execution over at most ``max_streams`` parallel slots."""
     if max_streams < 1:
         raise ValueError(f"max_streams must be >= 1, got {max_streams}")
-    segments, _ = _cut_segments(graph)
+    segments = _cut_segments(graph)
     by_level: list[list[Segment]] = []
     for segment in segments:  # created in topological order, so deps come first
         segment.level = 1 + max((segments[d].level for d in segment.deps), default=-1)

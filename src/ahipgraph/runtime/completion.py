@@ -51,10 +51,8 @@ class Completion:
         return self._signal.time if self.done() else None
 
     async def wait(self) -> None:
-        signal = self._signal
-        await self._device.wait_signal(signal)
-        if signal.error is not None:
-            raise signal.error
+        """The same as ``await completion``."""
+        await self
 
     def __await__(self) -> Generator[Any, None, None]:
         signal = self._signal

@@ -66,7 +66,7 @@ class Event:
     def query(self) -> bool:
         """True if the latest record has completed, or the event was never recorded."""
         self.check_open()
-        return self.signal is None or self.signal.value <= 0
+        return self._complete()
 
     async def synchronize(self) -> None:
         """Wait until the latest record has completed (``hipEventSynchronize``).
@@ -94,14 +94,12 @@ class Event:
         self.state = EventState.DESTROYED
 
     def __repr__(self) -> str:
-        state = (
-            "unrecorded" if self.signal is None else ("done" if self.query_nocheck() else "pending")
-        )
+        state = "unrecorded" if self.signal is None else ("done" if self._complete() else "pending")
         return (
             f"<Event #{self.hid.slot}.{self.hid.generation} device={self.device.ordinal} {state}>"
         )
 
-    def query_nocheck(self) -> bool:
+    def _complete(self) -> bool:
         return self.signal is None or self.signal.value <= 0
 
 
