@@ -13,6 +13,7 @@ executable's pool statistics (no signal-set misses) and the measured speed-up ar
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import numpy as np
 
@@ -53,7 +54,7 @@ GRID, BLOCK = (N + 255) // 256, 256
 
 
 def build(host_in: np.ndarray, host_out: np.ndarray, buffers: dict[str, ahg.DevicePtr],
-          on_done: ahg.Kernel | object) -> ahg.Graph:  # fmt: skip
+          on_done: Callable[[], None]) -> ahg.Graph:  # fmt: skip
     x, y1, y2, out = buffers["x"], buffers["y1"], buffers["y2"], buffers["out"]
     child = ahg.Graph()
     shifted = child.add_kernel_node(shift, GRID, BLOCK, (N, 1.0, x, y2))
@@ -70,8 +71,13 @@ def build(host_in: np.ndarray, host_out: np.ndarray, buffers: dict[str, ahg.Devi
     return graph
 
 
-async def run_eager(stream: ahg.Stream, host_in: np.ndarray, host_out: np.ndarray,
-                    buffers: dict[str, ahg.DevicePtr], on_done: object) -> None:  # fmt: skip
+async def run_eager(
+    stream: ahg.Stream,
+    host_in: np.ndarray,
+    host_out: np.ndarray,
+    buffers: dict[str, ahg.DevicePtr],
+    on_done: Callable[[], None],
+) -> None:
     x, y1, y2, out = buffers["x"], buffers["y1"], buffers["y2"], buffers["out"]
     await stream.memcpy(x, host_in)
     await stream.launch_kernel(scale, GRID, BLOCK, (N, 2.0, x, y1))
@@ -79,7 +85,7 @@ async def run_eager(stream: ahg.Stream, host_in: np.ndarray, host_out: np.ndarra
     await stream.launch_kernel(square, GRID, BLOCK, (N, y2))
     await stream.launch_kernel(combine, GRID, BLOCK, (N, y1, y2, out))
     await stream.memcpy(host_out, out)
-    await stream.launch_host_func(on_done)  # type: ignore[arg-type]
+    await stream.launch_host_func(on_done)
     await stream.synchronize()
 
 

@@ -12,23 +12,34 @@ from hypothesis import strategies as st
 
 import ahipgraph as ahg
 from ahipgraph.device.kernel import launch_dims
-from ahipgraph.device.kernel_args import ArgLayout, ArgType, PointerType, ScalarType
+from ahipgraph.device.kernel_args import ArgLayout, ArgType, PointerType, ScalarType, arg_type_of
 from ahipgraph.device.program import Program
 from ahipgraph.device.signal import Signal
 from ahipgraph.runtime.completion import Completion
 from ahipgraph.runtime.params import KernelParams
 
+
+def as_arg_type(declared: Any) -> ArgType:
+    """The ArgType behind an annotation such as ``ahg.int32`` (or an ArgType itself)."""
+    arg_type = declared if isinstance(declared, ArgType) else arg_type_of(declared)
+    assert arg_type is not None, declared
+    return arg_type
+
+
 SCALARS = [
-    ahg.int8,
-    ahg.int16,
-    ahg.int32,
-    ahg.int64,
-    ahg.uint8,
-    ahg.uint16,
-    ahg.uint32,
-    ahg.uint64,
-    ahg.float32,
-    ahg.float64,
+    as_arg_type(declared)
+    for declared in (
+        ahg.int8,
+        ahg.int16,
+        ahg.int32,
+        ahg.int64,
+        ahg.uint8,
+        ahg.uint16,
+        ahg.uint32,
+        ahg.uint64,
+        ahg.float32,
+        ahg.float64,
+    )
 ]
 
 
@@ -68,8 +79,8 @@ def takes_int8_int64(t: ahg.Threads, a: ahg.int8, b: ahg.int64) -> None:
 def test_kernel_declaration_records_name_parameters_and_options() -> None:
     assert saxpy.name == "saxpy"
     assert saxpy.layout.names == ("n", "a", "x", "y")
-    assert saxpy.layout.types[:2] == (ahg.int32, ahg.float32)
-    assert saxpy.layout.types[2] == ahg.Ptr[ahg.float32]
+    assert saxpy.layout.types[:2] == (as_arg_type(ahg.int32), as_arg_type(ahg.float32))
+    assert saxpy.layout.types[2] == as_arg_type(ahg.Ptr[ahg.float32])
     assert saxpy.duration_ns is None
     assert not saxpy.is_async
     assert repr(saxpy) == (
@@ -111,8 +122,8 @@ def test_kernel_declaration_errors_are_type_or_value_errors() -> None:
 # -- argument layout ---------------------------------------------------------------------------
 
 
-def layout_of(*types: ArgType) -> ArgLayout:
-    return ArgLayout([f"p{i}" for i in range(len(types))], types)
+def layout_of(*declared: Any) -> ArgLayout:
+    return ArgLayout([f"p{i}" for i in range(len(declared))], [as_arg_type(d) for d in declared])
 
 
 def test_int8_then_int64_puts_the_int64_at_offset_8() -> None:
@@ -132,14 +143,14 @@ def test_int8_then_int64_puts_the_int64_at_offset_8() -> None:
     ],
 )
 def test_parameters_sit_at_their_natural_alignment(
-    types: tuple[ArgType, ...], offsets: tuple[int, ...], size: int
+    types: tuple[Any, ...], offsets: tuple[int, ...], size: int
 ) -> None:
     layout = layout_of(*types)
     assert layout.offsets == offsets
     assert layout.size == size
 
 
-arg_types = st.one_of(st.sampled_from(SCALARS), st.sampled_from(SCALARS).map(lambda t: ahg.Ptr[t]))
+arg_types = st.one_of(st.sampled_from(SCALARS), st.sampled_from(SCALARS).map(PointerType))
 
 
 def value_for(arg_type: ArgType) -> st.SearchStrategy[Any]:
@@ -196,7 +207,7 @@ def test_wrong_argument_count_is_a_type_error_naming_the_kernel() -> None:
         (ahg.Ptr[ahg.float32], np.zeros(4, np.float32)),
     ],
 )
-def test_values_of_the_wrong_type_are_type_errors(arg_type: ArgType, value: Any) -> None:
+def test_values_of_the_wrong_type_are_type_errors(arg_type: Any, value: Any) -> None:
     with pytest.raises(TypeError, match="parameter 'p0'"):
         layout_of(arg_type).pack((value,), "k")
 
@@ -216,7 +227,7 @@ def test_values_of_the_wrong_type_are_type_errors(arg_type: ArgType, value: Any)
         pytest.param(ahg.float64, 10**400, id="float64-10**400"),
     ],
 )
-def test_values_out_of_range_are_value_errors(arg_type: ArgType, value: Any) -> None:
+def test_values_out_of_range_are_value_errors(arg_type: Any, value: Any) -> None:
     with pytest.raises(ValueError, match="out of range"):
         layout_of(arg_type).pack((value,), "k")
 

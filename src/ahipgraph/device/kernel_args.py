@@ -6,13 +6,19 @@ parameter at its natural alignment (pointers and 64-bit values on 8 bytes), exac
 kernel-argument segment does, packs Python values into those bytes with validation, and decodes
 them back at dispatch — pointers becoming typed views of device memory — so what a kernel sees is
 exactly what the bytes say at the moment it runs.
+
+The declarations are real static types, so a kernel body type-checks under ``mypy --strict``:
+``ahg.int32`` is ``Annotated[int, <ScalarType int32>]`` (the body receives a Python ``int``) and
+``ahg.Ptr[ahg.float32]`` is a numpy array to the type checker (the body receives a numpy view).
+The runtime reads the :class:`ArgType` back from the annotation with :func:`arg_type_of`.
 """
 
 from __future__ import annotations
 
 import struct
+import types
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any, Generic, TypeVar, get_args, get_origin
 
 import numpy as np
 
@@ -27,6 +33,7 @@ __all__ = [
     "PointerType",
     "Ptr",
     "ScalarType",
+    "arg_type_of",
     "int8",
     "int16",
     "int32",
@@ -58,7 +65,7 @@ class ArgType:
         return f"ahg.{self.name}"
 
 
-_FLOAT32 = struct.Struct("<f")
+_FLOAT32_STRUCT = struct.Struct("<f")
 
 
 class ScalarType(ArgType):
@@ -85,7 +92,7 @@ class ScalarType(ArgType):
             try:
                 number = float(value)
                 if self.size == 4:
-                    _FLOAT32.pack(number)  # finite values past float32's range overflow here
+                    _FLOAT32_STRUCT.pack(number)  # finite values past float32's range overflow here
             except OverflowError:
                 raise ValueError(
                     f"parameter {param!r} ({self.name}) out of range: {value!r}"
@@ -127,30 +134,61 @@ class PointerType(ArgType):
         return hash(("ptr", self.element.name))
 
 
-class _PtrFactory:
-    """``ahg.Ptr[ahg.float32]`` makes the pointer-to-float32 parameter type."""
+# The scalar parameter types. Each is an ``Annotated`` alias: a plain ``int`` or ``float`` to a type
+# checker (which is what a body receives), carrying the ScalarType the runtime lays out.
+int8 = Annotated[int, ScalarType("int8", "b")]
+int16 = Annotated[int, ScalarType("int16", "h")]
+int32 = Annotated[int, ScalarType("int32", "i")]
+int64 = Annotated[int, ScalarType("int64", "q")]
+uint8 = Annotated[int, ScalarType("uint8", "B")]
+uint16 = Annotated[int, ScalarType("uint16", "H")]
+uint32 = Annotated[int, ScalarType("uint32", "I")]
+uint64 = Annotated[int, ScalarType("uint64", "Q")]
+float32 = Annotated[float, ScalarType("float32", "f")]
+float64 = Annotated[float, ScalarType("float64", "d")]
 
-    def __getitem__(self, element: ScalarType) -> PointerType:
-        if not isinstance(element, ScalarType):
-            raise TypeError(f"Ptr[...] needs a scalar type such as ahg.float32, got {element!r}")
-        return PointerType(element)
-
-    def __repr__(self) -> str:
-        return "ahg.Ptr"
+_Element = TypeVar("_Element", bound=float)
 
 
-Ptr = _PtrFactory()
+class Ptr(np.ndarray[Any, np.dtype[Any]], Generic[_Element]):
+    """The static type of a pointer parameter: ``x: ahg.Ptr[ahg.float32]``.
 
-int8 = ScalarType("int8", "b")
-int16 = ScalarType("int16", "h")
-int32 = ScalarType("int32", "i")
-int64 = ScalarType("int64", "q")
-uint8 = ScalarType("uint8", "B")
-uint16 = ScalarType("uint16", "H")
-uint32 = ScalarType("uint32", "I")
-uint64 = ScalarType("uint64", "Q")
-float32 = ScalarType("float32", "f")
-float64 = ScalarType("float64", "d")
+    To a type checker, ``Ptr[...]`` is a numpy array, because that is what a kernel body gets: a
+    typed view from the pointer to the end of its allocation (``None`` for a null pointer), which
+    it indexes, assigns, reduces and does arithmetic with. Bodies receive plain ``np.ndarray``
+    views, never ``Ptr`` instances; ``Ptr`` only names the parameter type, and subscripting it
+    checks that the element is one of the scalar types.
+    """
+
+    def __class_getitem__(cls, element: Any) -> Any:
+        if isinstance(element, tuple) and len(element) == 1:  # typing re-subscripts with a tuple
+            (element,) = element
+        if not isinstance(element, TypeVar):
+            _scalar_of(element)
+        return types.GenericAlias(cls, (element,))
+
+
+def _scalar_of(annotation: Any) -> ScalarType:
+    """The ScalarType an ``ahg.int32``-style annotation carries. Raises TypeError otherwise."""
+    if get_origin(annotation) is Annotated:
+        for meta in annotation.__metadata__:
+            if isinstance(meta, ScalarType):
+                return meta
+    raise TypeError(f"Ptr[...] needs a scalar type such as ahg.float32, got {annotation!r}")
+
+
+def arg_type_of(annotation: Any) -> ArgType | None:
+    """The argument type a kernel parameter annotation declares, or None if it declares none.
+
+    Args:
+        annotation: an evaluated annotation such as ``ahg.int32`` or ``ahg.Ptr[ahg.float32]``.
+    """
+    if get_origin(annotation) is Annotated:
+        return next((m for m in annotation.__metadata__ if isinstance(m, ArgType)), None)
+    if get_origin(annotation) is Ptr:
+        (element,) = get_args(annotation)
+        return PointerType(_scalar_of(element))
+    return None
 
 
 class ArgLayout:

@@ -1,0 +1,135 @@
+"""Code written the way users write it, kept valid under ``mypy --strict``.
+
+``make lint`` type-checks this file and ``tests/test_typing.py`` runs it, so the public API's
+static types (kernel parameters, the ``@ahg.kernel`` decorator, graphs, streams, events, host
+functions) cannot drift from what the runtime does. It uses only the public ``ahipgraph`` names.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+import ahipgraph as ahg
+
+
+@ahg.kernel
+def saxpy(t: ahg.Threads, n: ahg.int32, a: ahg.float32,
+          x: ahg.Ptr[ahg.float32], y: ahg.Ptr[ahg.float32]) -> None:  # fmt: skip
+    i = t.ids[t.ids < n]  # the README's kernel, as written there
+    y[i] = a * x[i] + y[i]
+
+
+@ahg.kernel(name="block_sums")
+def block_sums(
+    t: ahg.Threads, n: ahg.int32, x: ahg.Ptr[ahg.int64], partial: ahg.Ptr[ahg.int64]
+) -> None:
+    per_block = t.block.volume
+    padded = np.zeros(t.grid.volume * per_block, dtype=np.int64)
+    padded[:n] = x[:n]
+    partial[: t.grid.volume] = padded.reshape(t.grid.volume, per_block).sum(axis=1)
+
+
+@ahg.kernel
+def final_sum(t: ahg.Threads, count: ahg.int32, partial: ahg.Ptr[ahg.int64]) -> None:
+    partial[0] = partial[:count].sum()
+    assert len(partial) >= count
+
+
+@ahg.kernel(duration_ns=1_000)
+async def scale(t: ahg.Threads, n: ahg.uint32, k: ahg.float64, y: ahg.Ptr[ahg.float32]) -> None:
+    m = min(n, t.count)
+    y[:m] *= k
+
+
+def double_in_place(x: ahg.Ptr[ahg.float32], count: int) -> None:
+    """A helper a kernel body calls: ``Ptr`` is usable as an ordinary parameter type."""
+    x[:count] = x[:count] * 2
+
+
+def checked_kernel() -> ahg.Kernel:
+    """``ahg.Kernel(body, name=...)`` is the decorator's spelled-out form."""
+
+    def body(t: ahg.Threads, n: ahg.int32, x: ahg.Ptr[ahg.float32]) -> None:
+        double_in_place(x, min(n, t.count))
+
+    return ahg.Kernel(body, name="double")
+
+
+async def reduce(device: ahg.Device, values: npt.NDArray[np.int64]) -> int:
+    """Sum ``values`` with two kernels on a stream."""
+    block = 256
+    blocks = (len(values) + block - 1) // block
+    x, partial = device.malloc(values.nbytes), device.malloc(blocks * 8)
+    stream = device.create_stream()
+    try:
+        await stream.memcpy(x, values)
+        await stream.launch_kernel(block_sums, blocks, block, (len(values), x, partial))
+        await stream.launch_kernel(final_sum, 1, 1, (blocks, partial))
+        total = np.zeros(1, dtype=np.int64)
+        await stream.memcpy(total, partial, 8)
+        await stream.synchronize()
+    finally:
+        stream.destroy()
+        device.free(x)
+        device.free(partial)
+    return int(total[0])
+
+
+async def replay(device: ahg.Device, n: int, replays: int) -> tuple[list[str], float]:
+    """Build a graph, instantiate it, launch it; return what the host node saw and the time."""
+    x, y = device.malloc(4 * n), device.malloc(4 * n)
+    stream = device.create_stream()
+    start, stop = device.create_event(), device.create_event()
+    seen: list[str] = []
+    doubled = checked_kernel()
+
+    def on_done(tag: str) -> None:
+        seen.append(tag)
+
+    graph = ahg.Graph()
+    up = graph.add_memcpy_node(x, np.ones(n, np.float32))
+    zero = graph.add_memset_node(y, 0, 4 * n)
+    run = graph.add_kernel_node(saxpy, (n + 255) // 256, 256, (n, 2.0, x, y), deps=[up, zero])
+    twice = graph.add_kernel_node(doubled, (n + 255) // 256, 256, (n, y), deps=[run])
+    graph.add_host_node(on_done, ("done",), deps=[twice])
+    graph_exec = graph.instantiate()
+    try:
+        await stream.record_event(start)
+        handle: ahg.Completion | None = None
+        for _ in range(replays):
+            handle = await graph_exec.launch(stream)
+        assert handle is not None
+        await handle
+        await stream.record_event(stop)
+        await stream.launch_host_func(on_done, "stream")
+        await stream.launch_kernel(scale, 1, n, (n, 0.5, y))
+        out = np.empty(n, np.float32)
+        await stream.memcpy(out, y)
+        await stream.synchronize()
+        assert stop.query()
+        np.testing.assert_array_equal(out, np.full(n, 2.0, np.float32))
+        elapsed_ms = ahg.elapsed_time(start, stop)
+    finally:
+        graph_exec.destroy()
+        graph.destroy()
+        stream.destroy()
+        start.destroy()
+        stop.destroy()
+        device.free(x)
+        device.free(y)
+    return seen, elapsed_ms
+
+
+async def main() -> None:
+    device = ahg.get_device(0)
+    values = np.arange(1_000, dtype=np.int64)
+    assert await reduce(device, values) == int(values.sum())
+    seen, elapsed_ms = await replay(device, 1 << 10, 3)
+    assert seen == ["done"] * 3 + ["stream"]
+    assert elapsed_ms > 0
+    assert device.memory_info()[0] == device.memory_info()[1]
+
+
+if __name__ == "__main__":
+    ahg.run(main)
