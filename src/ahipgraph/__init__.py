@@ -14,6 +14,7 @@ Everything public is importable from here; the implementation lives in private l
 from __future__ import annotations
 
 from ._run import run
+from ._version import __version__ as __version__
 from .core.errors import (
     CapturedEvent,
     ContextIsDestroyed,

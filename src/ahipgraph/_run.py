@@ -20,10 +20,22 @@ def run(
 
     Args:
         use_uvloop: run on uvloop instead of asyncio's default loop (requires ``uvloop``).
-    """
-    coroutine = main() if callable(main) else main
-    if use_uvloop:
-        import uvloop
 
-        return uvloop.run(coroutine)
-    return asyncio.run(coroutine)
+    Raises:
+        ModuleNotFoundError: ``use_uvloop`` is set and uvloop is not installed; the message says
+            how to install it. ``main`` is then not started (a coroutine passed in is closed, so
+            it does not warn that it was never awaited).
+    """
+    if use_uvloop:
+        try:
+            import uvloop
+        except ImportError as error:
+            if not callable(main):
+                main.close()
+            raise ModuleNotFoundError(
+                "ahg.run(..., use_uvloop=True) needs uvloop, which is not installed; "
+                "install it with: pip install 'ahipgraph[uvloop]'",
+                name="uvloop",
+            ) from error
+        return uvloop.run(main() if callable(main) else main)
+    return asyncio.run(main() if callable(main) else main)
