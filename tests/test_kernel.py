@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import struct
+import weakref
 from typing import Any
 
 import numpy as np
@@ -15,6 +17,8 @@ from ahipgraph.device.kernel import launch_dims
 from ahipgraph.device.kernel_args import ArgLayout, ArgType, PointerType, ScalarType, arg_type_of
 from ahipgraph.device.program import Program
 from ahipgraph.device.signal import Signal
+from ahipgraph.device.thread_ids import MAX_THREADS_PER_LAUNCH as MAX_THREADS
+from ahipgraph.device.thread_ids import THREAD_IDS, ThreadIdsCache
 from ahipgraph.runtime.completion import Completion
 from ahipgraph.runtime.params import KernelParams
 
@@ -315,8 +319,99 @@ def test_dimensions_accept_ints_tuples_and_numpy_ints() -> None:
     grid, block = launch_dims((np.int64(3), 2), 1024, **LIMITS)
     assert (grid, block) == (ahg.Dim3(3, 2, 1), ahg.Dim3(1024, 1, 1))
     assert grid.volume == 6
-    limit = launch_dims((2**31 - 1, 65536, 65536), (16, 8, 8), **LIMITS)
+    # Every dimension at the device limit passes the per-dimension checks; the total is far past
+    # what the simulator materialises, so the default thread limit is lifted here.
+    limit = launch_dims((2**31 - 1, 65536, 65536), (16, 8, 8), max_threads=2**100, **LIMITS)
     assert limit[1].volume == 1024
+
+
+@pytest.mark.parametrize(
+    ("grid", "block"), [((2**31 - 1, 65536, 65536), 1024), (2**31 - 1, 1024), (MAX_THREADS + 1, 1)]
+)
+def test_more_threads_than_the_simulator_materialises_is_invalid_configuration(
+    grid: Any, block: Any
+) -> None:
+    before = THREAD_IDS.statistics()
+    with pytest.raises(ahg.InvalidConfiguration, match="materialises at most"):
+        launch_dims(grid, block, **LIMITS)
+    assert launch_dims(MAX_THREADS // 1024, 1024, **LIMITS)[0].volume * 1024 == MAX_THREADS
+    assert THREAD_IDS.statistics() == before  # nothing was built
+
+
+def test_a_launch_past_the_thread_limit_is_refused_when_it_is_made(device: ahg.Device) -> None:
+    stats = device.memory.statistics()
+    with pytest.raises(ahg.InvalidConfiguration, match="materialises"):
+        KernelParams.make(takes_int8_int64, (2**31 - 1, 65536), 1024, (1, 2), device=device)
+    with pytest.raises(ahg.InvalidConfiguration, match="materialises"):
+        ahg.Threads(ahg.Dim3(2**31 - 1, 65536), ahg.Dim3(1024)).ids  # noqa: B018
+    assert device.memory.statistics() == stats
+
+
+# -- thread ids ------------------------------------------------------------------------------
+
+
+def test_thread_ids_are_shared_read_only_and_bounded_by_count() -> None:
+    cache = ThreadIdsCache(max_entries=4, max_bytes=1 << 20)
+    first = cache.ids(10)
+    assert first.tolist() == list(range(10))
+    assert not first.flags.writeable
+    assert cache.ids(10) is first  # a hit
+    for count in (11, 12, 13):
+        cache.ids(count)
+    cache.ids(10)  # 10 becomes the most recently used
+    cache.ids(14)  # evicts 11, the least recently used
+    stats = cache.statistics()
+    assert stats.counts == (12, 13, 10, 14)
+    assert (stats.entries, stats.hits, stats.misses, stats.evictions) == (4, 2, 5, 1)
+    assert stats.nbytes == 8 * (12 + 13 + 10 + 14)
+    assert repr(cache) == f"<ThreadIdsCache entries=4/4 bytes={stats.nbytes}/{1 << 20}>"
+
+
+def test_thread_ids_are_bounded_by_bytes_and_huge_arrays_are_not_cached() -> None:
+    cache = ThreadIdsCache(max_entries=100, max_bytes=8 * 1000)
+    cache.ids(600)
+    cache.ids(300)
+    cache.ids(500)  # 600 + 300 + 500 ids do not fit in 1000: the oldest go first
+    assert cache.statistics().counts == (300, 500)
+    big = cache.ids(1001)  # bigger than the whole budget: built, handed out, not cached
+    assert len(big) == 1001
+    assert cache.ids(1001) is not big
+    stats = cache.statistics()
+    assert (stats.counts, stats.nbytes) == ((300, 500), 8 * 800)
+    cache.clear()
+    assert (cache.statistics().entries, cache.statistics().nbytes) == (0, 0)
+
+
+def test_a_thousand_distinct_sizes_do_not_keep_a_thousand_arrays_alive() -> None:
+    cache = ThreadIdsCache(max_entries=16, max_bytes=1 << 20)
+    alive: list[weakref.ref[Any]] = []
+    for count in range(1, 1001):
+        alive.append(weakref.ref(cache.ids(count)))
+    gc.collect()
+    assert sum(ref() is not None for ref in alive) == 16
+    stats = cache.statistics()
+    assert stats.counts == tuple(range(985, 1001))
+    assert (stats.entries, stats.evictions) == (16, 1000 - 16)
+
+
+@pytest.mark.asyncio
+async def test_kernels_of_many_sizes_leave_the_shared_cache_bounded(device: ahg.Device) -> None:
+    seen: list[int] = []
+
+    @ahg.kernel
+    def count_ids(t: ahg.Threads) -> None:
+        seen.append(len(t.ids))
+
+    stream = device.create_stream()
+    sizes = range(1, 3 * THREAD_IDS.max_entries + 1)
+    for size in sizes:
+        await stream.launch_kernel(count_ids, 1, size, ())
+    await stream.synchronize()
+    assert seen == list(sizes)
+    stats = THREAD_IDS.statistics()
+    assert stats.entries <= stats.max_entries
+    assert stats.nbytes <= stats.max_bytes
+    assert stats.counts[-1] == sizes[-1]
 
 
 def test_shared_memory_is_checked() -> None:

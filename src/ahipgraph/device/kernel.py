@@ -20,6 +20,7 @@ import numpy.typing as npt
 
 from ..core.errors import InvalidConfiguration, InvalidValue
 from .kernel_args import ArgLayout, ArgType, arg_type_of
+from .thread_ids import MAX_THREADS_PER_LAUNCH, THREAD_IDS
 
 __all__ = ["Dim3", "Kernel", "Threads", "kernel", "launch_dims"]
 
@@ -60,11 +61,18 @@ def launch_dims(
     max_grid: tuple[int, int, int],
     shared_mem: int = 0,
     max_shared_mem: int = 65536,
+    max_threads: int = MAX_THREADS_PER_LAUNCH,
 ) -> tuple[Dim3, Dim3]:
     """Validate a launch configuration (grid in blocks, block in threads) as HIP does.
 
+    Args:
+        max_threads: the most threads (grid x block) one launch may have. The simulator
+            materialises every thread id (:attr:`Threads.ids`), so it cannot run the full range
+            HIP's grid limits allow; it refuses such a launch when it is made.
+
     Raises:
-        InvalidConfiguration: a zero or negative dimension, or one past the device's limits.
+        InvalidConfiguration: a zero or negative dimension, one past the device's limits, or
+            more than ``max_threads`` threads in all.
         InvalidValue: more dynamic shared memory than a block may have.
     """
     grid3, block3 = _dim3(grid, "grid"), _dim3(block, "block")
@@ -76,14 +84,16 @@ def launch_dims(
         )
     if any(g > m for g, m in zip(grid3, max_grid, strict=True)):
         raise InvalidConfiguration(f"grid {tuple(grid3)} exceeds the device limit {max_grid}")
+    if grid3.volume * block3.volume > max_threads:
+        raise InvalidConfiguration(
+            f"grid {tuple(grid3)} x block {tuple(block3)} is {grid3.volume * block3.volume} "
+            f"threads; the simulator materialises at most {max_threads} per launch"
+        )
     if isinstance(shared_mem, bool) or not isinstance(shared_mem, int):
         raise TypeError(f"shared_mem must be an int, got {shared_mem!r}")
     if not 0 <= shared_mem <= max_shared_mem:
         raise InvalidValue(f"shared memory {shared_mem} outside [0, {max_shared_mem}]")
     return grid3, block3
-
-
-_IDS_CACHE: dict[int, npt.NDArray[np.int64]] = {}
 
 
 class Threads:
@@ -99,13 +109,16 @@ class Threads:
 
     @property
     def ids(self) -> npt.NDArray[np.int64]:
-        """Linear global ids of every thread (read-only, shared between launches)."""
-        ids = _IDS_CACHE.get(self.count)
-        if ids is None:
-            ids = np.arange(self.count, dtype=np.int64)
-            ids.flags.writeable = False
-            _IDS_CACHE[self.count] = ids
-        return ids
+        """Linear global ids of every thread (read-only, shared between launches).
+
+        The arrays come from a small bounded cache (:mod:`.thread_ids`), so a body that needs
+        them often should keep them in a local.
+
+        Raises:
+            InvalidConfiguration: more threads than the simulator materialises (a launch of
+                that size is refused earlier, when it is made).
+        """
+        return THREAD_IDS.ids(self.count)
 
     def __repr__(self) -> str:
         return f"Threads(grid={tuple(self.grid)}, block={tuple(self.block)})"
