@@ -236,6 +236,37 @@ def test_values_out_of_range_are_value_errors(arg_type: Any, value: Any) -> None
         layout_of(arg_type).pack((value,), "k")
 
 
+@pytest.mark.parametrize("address", [-1, -(2**63), 2**64, 2**70])
+def test_pointer_addresses_outside_64_bits_are_value_errors_not_struct_errors(
+    address: int,
+) -> None:
+    with pytest.raises(ValueError, match=r"parameter 'x' \(Ptr\[float32\]\) address out of range"):
+        saxpy.pack((1, 2.0, ahg.DevicePtr(0, address), None))
+
+
+def test_pointer_with_a_non_int_address_is_a_type_error() -> None:
+    with pytest.raises(TypeError, match="non-int address"):
+        saxpy.pack((1, 2.0, None, ahg.DevicePtr(0, 1.5)))  # type: ignore[arg-type]
+
+
+@pytest.mark.asyncio
+async def test_a_launch_with_a_pointer_moved_below_zero_fails_and_changes_nothing(
+    device: ahg.Device,
+) -> None:
+    ptr = device.malloc(64)
+    stream = device.create_stream()
+    memory, streams = device.memory.statistics(), stream.statistics()
+    below_zero = ptr - (ptr.address + 256)
+    with pytest.raises(ValueError, match="out of range"):
+        await stream.launch_kernel(saxpy, 1, 16, (16, 1.0, below_zero, ptr))
+    with pytest.raises(ValueError, match="out of range"):
+        ahg.Graph().add_kernel_node(saxpy, 1, 16, (16, 1.0, ptr, ptr + 2**64))
+    assert device.memory.statistics() == memory
+    assert stream.statistics() == streams
+    stream.destroy()
+    device.free(ptr)
+
+
 def test_range_edges_and_numpy_scalars_are_accepted() -> None:
     layout = layout_of(ahg.int8, ahg.uint64, ahg.float32, ahg.float32, ahg.float64)
     values = (-128, 2**64 - 1, float(np.finfo(np.float32).max), np.float32(1.5), np.int16(7))

@@ -13,7 +13,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ahipgraph as ahg
-from ahipgraph.device.memory import ALLOCATION_ALIGNMENT, DeviceMemory
+from ahipgraph.device.memory import (
+    ADDRESS_SPACE_BYTES,
+    ALLOCATION_ALIGNMENT,
+    MAX_DEVICES,
+    DeviceMemory,
+)
 
 KIB = 1024
 
@@ -294,6 +299,94 @@ def test_commit_past_the_device_size_is_out_of_memory_and_leaves_it_reserved() -
     stats = device.memory.statistics()
     assert (stats.reservations, stats.bytes_in_use) == (1, 0)
     device.memory.unreserve(big)
+
+
+# -- bounded address spaces --------------------------------------------------------------------
+
+
+def test_devices_own_disjoint_address_ranges_below_2_64() -> None:
+    devices = ahg.configure_devices(3)
+    ranges = [(d.memory.address_base, d.memory.address_end) for d in devices]
+    assert all(end - base == ADDRESS_SPACE_BYTES for base, end in ranges)
+    assert all(a_end <= b_base for (_, a_end), (b_base, _) in itertools.pairwise(ranges))
+    for device, (base, end) in zip(devices, ranges, strict=True):
+        ptr = device.malloc(1000)
+        assert base <= ptr.address < ptr.address + 1000 <= end
+    last = DeviceMemory(MAX_DEVICES - 1, KIB)
+    assert last.address_end == 2**64
+    with pytest.raises(ValueError, match="address range"):
+        DeviceMemory(MAX_DEVICES, KIB)
+
+
+@pytest.mark.parametrize("nbytes", [2**64 - 1, 2**64, ADDRESS_SPACE_BYTES + 1, 2**100])
+def test_a_reservation_past_the_address_range_is_out_of_memory_and_changes_nothing(
+    nbytes: int, device: ahg.Device
+) -> None:
+    memory = device.memory
+    kept = memory.reserve(KIB)
+    before, info = memory.statistics(), memory.memory_info()
+    with pytest.raises(ahg.OutOfMemory, match="address space"):
+        memory.reserve(nbytes)
+    assert memory.statistics() == before
+    assert memory.memory_info() == info
+    after = memory.reserve(KIB)  # the bump pointer did not move
+    assert after.address == kept.address + KIB + ALLOCATION_ALIGNMENT
+    memory.unreserve(kept)
+    memory.unreserve(after)
+
+
+def test_an_exhausted_address_range_refuses_every_allocation_and_changes_nothing() -> None:
+    device = small_device(64 * KIB)
+    memory = device.memory
+    whole = memory.reserve(ADDRESS_SPACE_BYTES)  # exactly the whole range fits
+    assert whole.address == memory.address_base
+    before, info = memory.statistics(), memory.memory_info()
+    assert before.address_space_used > ADDRESS_SPACE_BYTES  # the guard gap ran past the end
+    with pytest.raises(ahg.OutOfMemory, match="address space"):
+        memory.reserve(1)
+    with pytest.raises(ahg.OutOfMemory, match="address space"):
+        device.malloc(1)  # memory is free, addresses are not
+    assert memory.statistics() == before
+    assert memory.memory_info() == info == (64 * KIB, 64 * KIB)
+    memory.unreserve(whole)  # addresses are never reused, so the range stays used up
+    with pytest.raises(ahg.OutOfMemory):
+        device.malloc(1)
+
+
+def test_address_space_is_checked_before_any_memory_is_allocated() -> None:
+    device = small_device(2**62)  # plenty of simulated memory, but only 2**40 addresses
+    before = device.memory.statistics()
+    with pytest.raises(ahg.OutOfMemory, match="address space"):
+        device.malloc(2 * ADDRESS_SPACE_BYTES)  # would need 2 TiB of host memory if it got far
+    assert device.memory.statistics() == before
+
+
+@pytest.mark.asyncio
+async def test_a_huge_alloc_node_is_out_of_memory_and_later_launches_still_work(
+    device: ahg.Device,
+) -> None:
+    @ahg.kernel
+    def fill(t: ahg.Threads, x: ahg.Ptr[ahg.int32]) -> None:
+        x[t.ids] = t.ids
+
+    graph = ahg.Graph()
+    before, info = device.memory.statistics(), device.memory_info()
+    graph_before = graph.statistics()
+    with pytest.raises(ahg.OutOfMemory):
+        graph.add_mem_alloc_node(2**64 - 1)
+    assert device.memory.statistics() == before
+    assert device.memory_info() == info
+    assert graph.statistics() == graph_before
+    node = graph.add_mem_alloc_node(64)  # a reasonable size still works
+    ptr = node.params.ptr
+    graph.add_kernel_node(fill, 1, 16, (ptr,), deps=[node])
+    stream = device.create_stream()
+    graph_exec = graph.instantiate()  # packs the reserved address into kernel arguments
+    await (await graph_exec.launch(stream))
+    assert device.view(ptr, np.int32, 16).tolist() == list(range(16))
+    graph_exec.destroy()
+    graph.destroy()
+    stream.destroy()
 
 
 def test_reservation_misuse_is_rejected(device: ahg.Device) -> None:

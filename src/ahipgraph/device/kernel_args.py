@@ -109,6 +109,9 @@ class ScalarType(ArgType):
         return value
 
 
+_MAX_ADDRESS = (1 << 64) - 1
+
+
 class PointerType(ArgType):
     """A device pointer to elements of ``element``; decoded as a typed view of device memory."""
 
@@ -125,7 +128,16 @@ class PointerType(ArgType):
             raise TypeError(
                 f"parameter {param!r} ({self.name}) needs a DevicePtr or None, got {value!r}"
             )
-        return value.address
+        address = value.address
+        # A DevicePtr is not checked when made (pointer arithmetic can leave any range); no
+        # device address lies outside 64 bits, and such a value cannot be packed.
+        if isinstance(address, bool) or not isinstance(address, int):
+            raise TypeError(f"parameter {param!r} ({self.name}) has a non-int address: {address!r}")
+        if not 0 <= address <= _MAX_ADDRESS:
+            raise ValueError(
+                f"parameter {param!r} ({self.name}) address out of range [0, 2**64): {address:#x}"
+            )
+        return address
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, PointerType) and other.element is self.element

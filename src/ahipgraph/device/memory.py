@@ -3,16 +3,21 @@
 Design:
   * Addresses are handed out by a bump pointer that never goes back, so a freed address is never
     reused: a stale pointer can never alias a newer allocation (HIP's allocators can't promise
-    that). Each device's space starts at ``(ordinal + 1) << 40``, so a pointer from another
-    device never resolves here.
+    that). Each device owns the bounded range ``[(ordinal + 1) << 40, (ordinal + 2) << 40)``:
+    ranges of different devices are disjoint and all lie below 2**64, so a pointer from another
+    device never resolves here and every address fits a 64-bit kernel argument. An allocation
+    or reservation that does not fit in what is left of the range is ``OutOfMemory``. 2**40
+    bytes of addresses (with a bump pointer that never reuses them) outlast any realistic run.
   * The bytes of an allocation live in a numpy ``uint8`` buffer. Typed views for kernels are
     cached per (address, dtype) and dropped when the allocation is freed.
   * Reservations (for graph memory-alloc nodes) take address space without bytes; ``commit`` backs
     a reservation with memory and ``decommit`` returns the bytes but keeps the addresses.
 
 Invariants: ``bytes_in_use`` is the sum of the sizes of committed allocations; it never exceeds
-the device's memory size; every resolve either returns an in-bounds (allocation, offset) or raises
-a HipError. All public methods are thread-safe (one short lock).
+the device's memory size; every allocation lies inside the device's address range; every resolve
+either returns an in-bounds (allocation, offset) or raises a HipError. A failed allocation,
+reservation or commit changes nothing: every check runs before any state changes. All public
+methods are thread-safe (one short lock).
 """
 
 from __future__ import annotations
@@ -27,10 +32,21 @@ import numpy.typing as npt
 from ..core.errors import InvalidDevicePointer, InvalidValue, OutOfMemory
 from .pointer import DevicePtr
 
-__all__ = ["Allocation", "DeviceMemory", "MemoryStatistics", "ALLOCATION_ALIGNMENT"]
+__all__ = [
+    "ADDRESS_SPACE_BYTES",
+    "ALLOCATION_ALIGNMENT",
+    "MAX_DEVICES",
+    "Allocation",
+    "DeviceMemory",
+    "MemoryStatistics",
+]
 
 ALLOCATION_ALIGNMENT = 256
 _ADDRESS_SPACE_SHIFT = 40
+ADDRESS_SPACE_BYTES = 1 << _ADDRESS_SPACE_SHIFT
+"""Bytes of address space each device owns."""
+MAX_DEVICES = (1 << (64 - _ADDRESS_SPACE_SHIFT)) - 1
+"""How many devices have an address range below 2**64 (device 0's range starts at 2**40)."""
 
 
 class Allocation:
@@ -58,21 +74,28 @@ class Allocation:
 
 @dataclass(frozen=True, slots=True)
 class MemoryStatistics:
+    """Counts of one device's memory; ``address_space_used`` is how far the bump pointer went."""
+
     allocations: int
     reservations: int
     bytes_in_use: int
     peak_bytes_in_use: int
     total_bytes: int
+    address_space_used: int
 
 
 class DeviceMemory:
     """The allocator and address space of one device."""
 
     def __init__(self, ordinal: int, total_bytes: int) -> None:
+        if not 0 <= ordinal < MAX_DEVICES:
+            raise ValueError(f"device ordinal {ordinal} has no address range below 2**64")
         self.ordinal = ordinal
         self.total_bytes = total_bytes
+        self.address_base = (ordinal + 1) << _ADDRESS_SPACE_SHIFT
+        self.address_end = self.address_base + ADDRESS_SPACE_BYTES  # exclusive
         self._lock = threading.Lock()
-        self._next_address = (ordinal + 1) << _ADDRESS_SPACE_SHIFT
+        self._next_address = self.address_base
         self._bases: list[int] = []  # sorted; every live allocation or reservation
         self._by_base: dict[int, Allocation] = {}
         self._bytes_in_use = 0
@@ -87,14 +110,18 @@ class DeviceMemory:
 
         Raises:
             InvalidValue: ``nbytes`` is negative.
-            OutOfMemory: the device does not have ``nbytes`` free.
+            OutOfMemory: the device does not have ``nbytes`` free, or its address range has no
+                room left for them.
         """
         _check_size(nbytes)
         if nbytes == 0:
             return DevicePtr(self.ordinal, 0)
         with self._lock:
+            span = self._check_addresses(nbytes)
+            self._check_free(nbytes)
+            buffer = np.zeros(nbytes, dtype=np.uint8)
             self._charge(nbytes)
-            allocation = self._insert(nbytes, np.zeros(nbytes, dtype=np.uint8), reserved=False)
+            allocation = self._insert(nbytes, span, buffer, reserved=False)
         return DevicePtr(self.ordinal, allocation.base)
 
     def free(self, ptr: DevicePtr) -> None:
@@ -120,12 +147,18 @@ class DeviceMemory:
             self._bytes_in_use -= allocation.nbytes
 
     def reserve(self, nbytes: int) -> DevicePtr:
-        """Reserve address space without memory (graph memory-alloc nodes)."""
+        """Reserve address space without memory (graph memory-alloc nodes).
+
+        Raises:
+            InvalidValue: ``nbytes`` is zero or negative.
+            OutOfMemory: the device's address range has no room left for ``nbytes``.
+        """
         _check_size(nbytes)
         if nbytes == 0:
             raise InvalidValue("cannot reserve zero bytes")
         with self._lock:
-            allocation = self._insert(nbytes, None, reserved=True)
+            span = self._check_addresses(nbytes)
+            allocation = self._insert(nbytes, span, None, reserved=True)
         return DevicePtr(self.ordinal, allocation.base)
 
     def commit(self, ptr: DevicePtr) -> None:
@@ -134,8 +167,10 @@ class DeviceMemory:
             allocation = self._reservation(ptr)
             if allocation.buffer is not None:
                 raise InvalidValue(f"{ptr!r} is already committed")
+            self._check_free(allocation.nbytes)
+            buffer = np.zeros(allocation.nbytes, dtype=np.uint8)
             self._charge(allocation.nbytes)
-            allocation.buffer = np.zeros(allocation.nbytes, dtype=np.uint8)
+            allocation.buffer = buffer
 
     def decommit(self, ptr: DevicePtr) -> None:
         """Return a reservation's memory, keeping its addresses. Idempotent."""
@@ -160,19 +195,36 @@ class DeviceMemory:
             raise InvalidValue(f"{ptr!r} is not a reservation of device {self.ordinal}")
         return allocation
 
-    def _charge(self, nbytes: int) -> None:
+    def _check_free(self, nbytes: int) -> None:
+        """Raise OutOfMemory unless ``nbytes`` more memory fit. Hold the lock; changes nothing."""
         if self._bytes_in_use + nbytes > self.total_bytes:
             free = self.total_bytes - self._bytes_in_use
             raise OutOfMemory(f"device {self.ordinal}: {nbytes} bytes requested, {free} free")
+
+    def _charge(self, nbytes: int) -> None:
+        """Account ``nbytes`` more memory in use, after :meth:`_check_free`. Hold the lock."""
         self._bytes_in_use += nbytes
         self._peak = max(self._peak, self._bytes_in_use)
 
-    def _insert(
-        self, nbytes: int, buffer: npt.NDArray[np.uint8] | None, *, reserved: bool
-    ) -> Allocation:
-        base = self._next_address
+    def _check_addresses(self, nbytes: int) -> int:
+        """The aligned span for ``nbytes``; OutOfMemory if the range lacks room. Changes nothing."""
         span = -(-nbytes // ALLOCATION_ALIGNMENT) * ALLOCATION_ALIGNMENT
-        self._next_address += span + ALLOCATION_ALIGNMENT  # a guard gap between allocations
+        if self._next_address + span > self.address_end:
+            left = self.address_end - self._next_address
+            raise OutOfMemory(
+                f"device {self.ordinal}: {nbytes} bytes of address space requested, "
+                f"{left} left of its {ADDRESS_SPACE_BYTES}"
+            )
+        return span
+
+    def _insert(
+        self, nbytes: int, span: int, buffer: npt.NDArray[np.uint8] | None, *, reserved: bool
+    ) -> Allocation:
+        """Place an allocation at the bump pointer; ``span`` comes from _check_addresses."""
+        base = self._next_address
+        # A guard gap between allocations; the bump pointer may pass the end only here, after
+        # the last allocation that fits, and then nothing more fits.
+        self._next_address += span + ALLOCATION_ALIGNMENT
         allocation = Allocation(base, nbytes, buffer, reserved=reserved)
         self._by_base[base] = allocation
         self._bases.append(base)  # bases only grow, so the list stays sorted
@@ -290,6 +342,7 @@ class DeviceMemory:
                 bytes_in_use=self._bytes_in_use,
                 peak_bytes_in_use=self._peak,
                 total_bytes=self.total_bytes,
+                address_space_used=self._next_address - self.address_base,
             )
 
     def __repr__(self) -> str:

@@ -182,6 +182,7 @@ class GraphBuilder:
 
         Raises:
             InvalidValue: destroyed graph, bad deps, a size below 1, no such device.
+            OutOfMemory: the device's address range has no room left for ``nbytes``.
             NotSupported: this graph is embedded in a child-graph node.
             TypeError: ``nbytes`` is not an int.
         """
