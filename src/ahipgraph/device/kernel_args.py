@@ -166,10 +166,11 @@ class Ptr(np.ndarray[Any, np.dtype[Any]], Generic[_Element]):
     """The static type of a pointer parameter: ``x: ahg.Ptr[ahg.float32]``.
 
     To a type checker, ``Ptr[...]`` is a numpy array, because that is what a kernel body gets: a
-    typed view from the pointer to the end of its allocation (``None`` for a null pointer), which
-    it indexes, assigns, reduces and does arithmetic with. Bodies receive plain ``np.ndarray``
-    views, never ``Ptr`` instances; ``Ptr`` only names the parameter type, and subscripting it
-    checks that the element is one of the scalar types.
+    typed view from the pointer to the end of its allocation, which it indexes, assigns, reduces
+    and does arithmetic with. (A null pointer arrives as ``None``; like a C pointer type, the
+    static type leaves that case implicit.) Bodies receive plain ``np.ndarray`` views, never
+    ``Ptr`` instances; ``Ptr`` only names the parameter type, and subscripting it checks that
+    the element is one of the scalar types.
     """
 
     def __class_getitem__(cls, element: Any) -> Any:
