@@ -41,6 +41,8 @@ def test_foundation_names_are_exported() -> None:
         "get_device",
         "kernel",
         "run",
+        "tracing",
+        "Trace",
         *(t.name for t in (ahg.int8, ahg.int16, ahg.int32, ahg.int64)),
         *(t.name for t in (ahg.uint8, ahg.uint16, ahg.uint32, ahg.uint64)),
         "float32",

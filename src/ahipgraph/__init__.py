@@ -74,6 +74,7 @@ from .lifetime.user_object import UserObject
 from .runtime.completion import Completion
 from .runtime.event import Event, elapsed_time
 from .runtime.stream import Stream
+from .tools.trace import Trace, tracing
 
 __all__ = [
     "NULL",
@@ -128,6 +129,7 @@ __all__ = [
     "StreamCaptureUnsupported",
     "StreamCaptureWrongThread",
     "Threads",
+    "Trace",
     "Unknown",
     "UserObject",
     "configure_devices",
@@ -142,6 +144,7 @@ __all__ = [
     "int8",
     "kernel",
     "run",
+    "tracing",
     "uint16",
     "uint32",
     "uint64",
