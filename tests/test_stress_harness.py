@@ -11,7 +11,7 @@ import pytest
 
 import ahipgraph as ahg
 from ahipgraph.cli import main
-from ahipgraph.testing.stress import StressViolation, random_graph, stress
+from ahipgraph.testing import StressViolation, random_graph, stress
 
 
 def test_a_short_stress_run_checks_invariants_from_tasks_and_threads() -> None:

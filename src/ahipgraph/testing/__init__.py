@@ -28,6 +28,7 @@ from .faults import (
 )
 from .helpers import GatedHost, HeldKernel, Interleave, loop_turns, run_together
 from .leaks import LeakError, Snapshot, fresh_devices, leak_report, snapshot
+from .stress import StressReport, StressViolation, random_graph, stress
 
 __all__ = [
     "AllocationFault",
@@ -40,6 +41,8 @@ __all__ = [
     "LeakError",
     "SignalSetsHeld",
     "Snapshot",
+    "StressReport",
+    "StressViolation",
     "exhaust_signal_sets",
     "fail_allocations",
     "fail_kernels",
@@ -47,6 +50,8 @@ __all__ = [
     "hang_kernels",
     "leak_report",
     "loop_turns",
+    "random_graph",
     "run_together",
     "snapshot",
+    "stress",
 ]
