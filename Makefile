@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint format bench clean
+.PHONY: demo test soak lint format bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,9 @@ format: $(STAMP)
 
 test: lint
 	$(BIN)/python -m pytest
+
+soak: $(STAMP)
+	$(BIN)/python -m pytest -m slow
 
 bench: $(STAMP)
 	$(BIN)/python bench/launch.py --json bench/results/launch.json

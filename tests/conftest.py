@@ -2,7 +2,8 @@
 
 Every async test runs twice, once per event loop implementation (pytest-asyncio's
 ``pytest_asyncio_loop_factories`` hook). ``device`` gives a freshly configured
-device 0 so no state leaks between tests.
+device 0 so no state leaks between tests. Fresh devices come from ``ahipgraph.testing`` (the
+kit users get); tests that want the leak check at teardown use its ``ahg_device`` fixture.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 import ahipgraph as ahg
+from ahipgraph.testing import fresh_devices as fresh
 
 try:
     import uvloop
@@ -36,9 +38,8 @@ def pytest_asyncio_loop_factories(
 @pytest.fixture(autouse=True)
 def fresh_devices() -> Iterator[None]:
     """Each test starts with one default device, and leaves none behind."""
-    ahg.configure_devices(1)
-    yield
-    ahg.configure_devices(1)
+    with fresh(1, check=False):
+        yield
 
 
 @pytest.fixture

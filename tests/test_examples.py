@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import runpy
 from pathlib import Path
@@ -29,3 +30,15 @@ def test_example_runs(script: str, says: str, capsys: pytest.CaptureFixture[str]
     # Each script checks its own numbers (it raises if a result is wrong).
     runpy.run_path(str(ROOT / "examples" / script), run_name="__main__")
     assert says in capsys.readouterr().out
+
+
+def test_traced_replay_writes_a_trace_and_dot_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr("sys.argv", ["traced_replay.py", str(tmp_path)])
+    runpy.run_path(str(ROOT / "examples" / "traced_replay.py"), run_name="__main__")
+    assert "signal flows" in capsys.readouterr().out
+    trace = json.loads((tmp_path / "graph_replay.trace.json").read_text())
+    assert any(e.get("cat") == "kernel" for e in trace["traceEvents"])
+    assert (tmp_path / "graph_replay.plan.dot").read_text().startswith('digraph "plan"')
+    assert "cluster_" in (tmp_path / "graph_replay.graph.dot").read_text()

@@ -41,6 +41,8 @@ def test_foundation_names_are_exported() -> None:
         "get_device",
         "kernel",
         "run",
+        "tracing",
+        "Trace",
         *("int8", "int16", "int32", "int64"),
         *("uint8", "uint16", "uint32", "uint64"),
         "float32",

@@ -75,6 +75,7 @@ from .lifetime.user_object import UserObject
 from .runtime.completion import Completion
 from .runtime.event import Event, elapsed_time
 from .runtime.stream import Stream
+from .tools.trace import Trace, tracing
 
 __all__ = [
     "NULL",
@@ -129,6 +130,7 @@ __all__ = [
     "StreamCaptureUnsupported",
     "StreamCaptureWrongThread",
     "Threads",
+    "Trace",
     "Unknown",
     "UserObject",
     "configure_devices",
@@ -143,6 +145,7 @@ __all__ = [
     "int8",
     "kernel",
     "run",
+    "tracing",
     "uint16",
     "uint32",
     "uint64",

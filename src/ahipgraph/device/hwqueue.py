@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..core.errors import HipError
+from . import hooks
 from .program import Program
 
 if TYPE_CHECKING:
@@ -72,6 +73,9 @@ class HardwareQueue:
         packets.append(program)
         self.submitted += 1
         device.in_flight += 1
+        if hooks.observers is not None:  # tracing: record the host enqueue
+            for observer in hooks.observers:
+                observer.submitted(self, program)
         if len(packets) == 1:  # it was idle: run it soon (a parked queue is woken instead)
             device.schedule(self)
 

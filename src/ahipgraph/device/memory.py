@@ -30,6 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..core.errors import InvalidDevicePointer, InvalidValue, OutOfMemory
+from . import hooks
 from .pointer import DevicePtr
 
 __all__ = [
@@ -197,6 +198,9 @@ class DeviceMemory:
 
     def _check_free(self, nbytes: int) -> None:
         """Raise OutOfMemory unless ``nbytes`` more memory fit. Hold the lock; changes nothing."""
+        if hooks.observers is not None:  # fault injection may refuse the allocation
+            for observer in hooks.observers:
+                observer.allocating(self, nbytes)
         if self._bytes_in_use + nbytes > self.total_bytes:
             free = self.total_bytes - self._bytes_in_use
             raise OutOfMemory(f"device {self.ordinal}: {nbytes} bytes requested, {free} free")

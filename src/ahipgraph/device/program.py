@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import HipError
+from . import hooks
 from .ops import Op
 from .signal import Signal
 
@@ -77,6 +78,8 @@ class Program:
             if queue.busy_until > self.time:
                 self.time = queue.busy_until
             self.start_ns = self.time
+        if hooks.observers is not None:  # tracing or fault injection: the observed twin
+            return self._run_observed(queue, hooks.observers)
         ops = self.ops
         pc = self.pc
         count = len(ops)
@@ -101,6 +104,47 @@ class Program:
                 return False
         self.pc = pc
         queue.busy_until = self.time
+        return True
+
+    def _run_observed(self, queue: HardwareQueue, watchers: tuple[hooks.Observer, ...]) -> bool:
+        """:meth:`run` with every op reported to ``watchers``, which may replace an op.
+
+        Kept apart from :meth:`run` so the unobserved loop pays nothing for observation.
+        """
+        ops = self.ops
+        pc = self.pc
+        count = len(ops)
+        while pc < count:
+            op = ops[pc]
+            self.pc = pc  # observers read the op's position
+            start = self.time
+            try:
+                blocker = hooks.op_starting(watchers, self, op)
+                if blocker is None:
+                    blocker = op.run(self)
+            except Exception as exc:
+                self._record(op.fault(exc))
+                for watcher in watchers:
+                    watcher.op_finished(self, op, start, exc)
+                pc += 1
+                continue
+            if type(blocker) is Signal:
+                self.pc = pc
+                blocker.when_reached(0, queue.wake)
+                return False
+            for watcher in watchers:
+                watcher.op_finished(self, op, start, None)
+            if blocker is None:
+                pc += 1
+            else:
+                self.pc = pc + 1
+                future = asyncio.ensure_future(blocker)
+                future.add_done_callback(lambda f, op=op: self._awaited(f, op))
+                return False
+        self.pc = pc
+        queue.busy_until = self.time
+        for watcher in watchers:
+            watcher.program_finished(self)
         return True
 
     def _awaited(self, future: asyncio.Future[Any], op: Op) -> None:

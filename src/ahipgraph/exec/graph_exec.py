@@ -486,6 +486,15 @@ class GraphExec(NodeSetters, RefCounted):
     def plan(self) -> Plan:
         return self._plan
 
+    def plan_dot(self) -> str:
+        """Graphviz DOT of the plan: segments, parallel slots and the cross-slot waits.
+
+        See :mod:`ahipgraph.exec.plan_dot`; render with ``dot -Tsvg``.
+        """
+        from .plan_dot import plan_to_dot
+
+        return plan_to_dot(self._graph, self._plan)
+
     def __repr__(self) -> str:
         return (
             f"<GraphExec #{self.hid.slot}.{self.hid.generation} state={self.state.value} "

@@ -1,0 +1,196 @@
+"""The ``ahipgraph`` command (also ``python -m ahipgraph``): stress, trace and bench.
+
+* ``ahipgraph stress [--seed N] [--duration S | --ops N] [--tasks T] [--threads K]`` runs
+  :func:`ahipgraph.testing.stress` with a progress bar; on a broken invariant it prints the seed
+  and a minimal report and exits with status 1.
+* ``ahipgraph trace SCRIPT [-o trace.json] [args...]`` runs a Python script as ``__main__``
+  under :func:`ahipgraph.tracing` and writes the Chrome Trace Event file.
+* ``ahipgraph bench [--reps N]`` measures the launch host cost with tracing off and on, next to
+  the figure recorded in ``bench/results/launch.json`` when run from a source checkout; with
+  ``--full`` it runs the repository's ``bench/launch.py`` (the benchmark stays a script of the
+  repository, not part of the installed package: it writes results files and compares loops).
+
+Terminal output goes through ``rich`` when it is installed (``pip install ahipgraph[cli]``) and
+the output is a terminal; otherwise plain lines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import runpy
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["main"]
+
+REPO = Path(__file__).resolve().parents[2]  # src/ahipgraph/cli.py -> the checkout, if any
+
+
+class Output:
+    """Progress and messages: rich when available on a terminal, plain lines otherwise."""
+
+    def __init__(self, *, plain: bool = False) -> None:
+        self.console: Any = None
+        if not plain and sys.stdout.isatty():
+            try:
+                from rich.console import Console
+            except ImportError:
+                pass
+            else:
+                self.console = Console()
+        self._last_plain = 0.0
+        self._bar: Any = None
+
+    def say(self, text: str) -> None:
+        if self.console is not None:
+            self.console.print(text, highlight=False)
+        else:
+            print(text, flush=True)
+
+    def progress(self, label: str, total: float | None) -> Callable[[float, str], None]:
+        """A callback ``update(done, detail)``; the bar ends when :meth:`done` is called."""
+        if self.console is not None:
+            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+            bar = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                TextColumn("{task.fields[detail]}"),
+                TimeElapsedColumn(),
+                console=self.console,
+            )
+            bar.start()
+            task = bar.add_task(label, total=total, detail="")
+            self._bar = bar
+
+            def update(done: float, detail: str) -> None:
+                bar.update(task, completed=done, detail=detail)
+
+            return update
+
+        def plain(done: float, detail: str) -> None:
+            now = time.monotonic()
+            if now - self._last_plain >= 2.0:  # a line every two seconds is enough for logs
+                self._last_plain = now
+                print(f"{label}: {detail}", flush=True)
+
+        return plain
+
+    def done(self) -> None:
+        bar = self._bar
+        if bar is not None:
+            bar.stop()
+            self._bar = None
+
+
+def _stress(args: argparse.Namespace, out: Output) -> int:
+    from .testing.stress import StressReport, StressViolation, stress
+
+    duration = args.duration
+    ops = args.ops if args.ops is not None or duration is not None else 2_000
+    total = float(ops) if ops is not None else duration
+    update = out.progress(f"stress seed {args.seed}", total)
+    started = time.monotonic()
+
+    def progress(report: StressReport) -> None:
+        done = report.ops if ops is not None else time.monotonic() - started
+        update(done, f"{report.ops} ops, {report.checks} checks")
+
+    try:
+        report = stress(
+            seed=args.seed,
+            ops=ops,
+            duration=duration,
+            tasks=args.tasks,
+            threads=args.threads,
+            faults=not args.no_faults,
+            progress=progress,
+        )
+    except StressViolation as violation:
+        out.done()
+        out.say(f"FAILED\n{violation}")
+        return 1
+    out.done()
+    out.say(f"ok: {report.summary()}")
+    return 0
+
+
+def _trace(args: argparse.Namespace, out: Output) -> int:
+    from .tools.trace import tracing
+
+    script = Path(args.script)
+    sys.argv = [str(script), *args.args]
+    with tracing() as trace:
+        runpy.run_path(str(script), run_name="__main__")
+    path = trace.save(args.output)
+    out.say(
+        f"wrote {path}: {len(trace.ops)} ops, {len(trace.flows)} signal flows, "
+        f"{len(trace.enqueues)} host enqueues; open it in https://ui.perfetto.dev "
+        "or chrome://tracing"
+    )
+    return 0
+
+
+def _bench(args: argparse.Namespace, out: Output) -> int:
+    from .tools.launch_bench import measure_launch_host
+
+    recorded = _recorded_launch_figure()
+    update = out.progress("bench", float(args.rounds * 2))
+    figures = measure_launch_host(rounds=args.rounds, progress=update)
+    out.done()
+    out.say(f"launch host cost, 10-node chain, median of {args.rounds} rounds (us per launch):")
+    out.say(f"  tracing off: {figures['off']:.2f}")
+    out.say(f"  tracing on:  {figures['on']:.2f}")
+    if recorded is not None:
+        out.say(f"  recorded in bench/results/launch.json (asyncio, 10 nodes): {recorded:.2f}")
+    if args.full:
+        script = REPO / "bench" / "launch.py"
+        if not script.exists():
+            out.say("bench/launch.py is not here: --full needs a source checkout")
+            return 1
+        sys.argv = [str(script), *(["--json", args.json] if args.json else [])]
+        runpy.run_path(str(script), run_name="__main__")
+    return 0
+
+
+def _recorded_launch_figure() -> float | None:
+    results = REPO / "bench" / "results" / "launch.json"
+    try:
+        data = json.loads(results.read_text())
+        return float(data["loops"]["asyncio"]["launch_host_us"]["10"])
+    except (OSError, KeyError, ValueError, TypeError):
+        return None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="ahipgraph", description=__doc__.splitlines()[0])
+    parser.add_argument("--plain", action="store_true", help="plain lines, no progress bar")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    stress = commands.add_parser("stress", help="random graphs from many tasks and threads")
+    stress.add_argument("--seed", type=int, default=0)
+    limit = stress.add_mutually_exclusive_group()
+    limit.add_argument("--duration", type=float, help="seconds to run")
+    limit.add_argument("--ops", type=int, help="operations to run (default 2000)")
+    stress.add_argument("--tasks", type=int, default=8)
+    stress.add_argument("--threads", type=int, default=2)
+    stress.add_argument("--no-faults", action="store_true", help="no fault injection")
+
+    trace = commands.add_parser("trace", help="run a script under tracing, write the trace")
+    trace.add_argument("script")
+    trace.add_argument("-o", "--output", default="trace.json")
+    trace.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
+
+    bench = commands.add_parser("bench", help="launch host cost, tracing off and on")
+    bench.add_argument("--rounds", type=int, default=9)
+    bench.add_argument("--full", action="store_true", help="also run bench/launch.py")
+    bench.add_argument("--json", help="with --full: write bench/launch.py's results here")
+
+    args = parser.parse_args(argv)
+    out = Output(plain=args.plain)
+    run = {"stress": _stress, "trace": _trace, "bench": _bench}[args.command]
+    return run(args, out)

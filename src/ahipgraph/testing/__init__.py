@@ -1,0 +1,57 @@
+"""``ahipgraph.testing``: test with the simulated device instead of mocks.
+
+Every run of the simulated device has a deterministic timeline and every race can be provoked
+on purpose; this package gives users the tools the project's own tests use:
+
+* fresh devices and leak reports (:func:`fresh_devices`, :func:`snapshot`,
+  :func:`leak_report`), also as pytest fixtures (``ahg_device``, ``ahg_devices``) through the
+  plugin in :mod:`ahipgraph.testing.plugin`;
+* fakes with awkward timings (:class:`HeldKernel`, :class:`GatedHost`), deterministic
+  interleaving (:class:`Interleave`), thread races (:func:`run_together`);
+* scoped fault injection (:func:`fail_kernels`, :func:`fail_allocations`,
+  :func:`hang_kernels`, :func:`exhaust_signal_sets`);
+* the stress harness (:func:`stress`), which the ``ahipgraph stress`` command runs.
+"""
+
+from __future__ import annotations
+
+from .faults import (
+    AllocationFault,
+    InjectedFault,
+    KernelFault,
+    KernelHang,
+    SignalSetsHeld,
+    exhaust_signal_sets,
+    fail_allocations,
+    fail_kernels,
+    hang_kernels,
+)
+from .helpers import GatedHost, HeldKernel, Interleave, loop_turns, run_together
+from .leaks import LeakError, Snapshot, fresh_devices, leak_report, snapshot
+from .stress import StressReport, StressViolation, random_graph, stress
+
+__all__ = [
+    "AllocationFault",
+    "GatedHost",
+    "HeldKernel",
+    "InjectedFault",
+    "Interleave",
+    "KernelFault",
+    "KernelHang",
+    "LeakError",
+    "SignalSetsHeld",
+    "Snapshot",
+    "StressReport",
+    "StressViolation",
+    "exhaust_signal_sets",
+    "fail_allocations",
+    "fail_kernels",
+    "fresh_devices",
+    "hang_kernels",
+    "leak_report",
+    "loop_turns",
+    "random_graph",
+    "run_together",
+    "snapshot",
+    "stress",
+]

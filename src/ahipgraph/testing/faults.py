@@ -1,0 +1,242 @@
+"""Fault injection: scoped context managers that make the simulated device misbehave.
+
+Each fault is a device :class:`~ahipgraph.device.hooks.Observer` installed for the ``with``
+block and removed at its end, so a fault can never outlive its block:
+
+* :func:`fail_kernels` — the next ``count`` kernel dispatches (optionally only kernels with a
+  given name) fail; the work completes with :class:`~ahipgraph.LaunchFailure`, as when a body
+  raises;
+* :func:`fail_allocations` — the next ``count`` device allocations (``malloc``, an executable's
+  argument arena, a graph memory-alloc node) raise :class:`~ahipgraph.OutOfMemory` before
+  anything is charged;
+* :func:`hang_kernels` — the next matching kernels hold their queue until the test calls
+  :meth:`KernelHang.cancel` (or the block ends); they then complete with ``LaunchFailure``;
+* :func:`exhaust_signal_sets` — every free signal set of an executable is taken for the block
+  and given back at its end: a pool that waits makes launches park (``launch_nowait`` raises
+  :class:`~ahipgraph.NotReady`), a pool that grows counts misses.
+
+Faults count what they did (``hits``), so a test can assert the fault fired. They are
+process-wide, like the devices table: faults on a named kernel keep concurrent tests apart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from ..core.errors import OutOfMemory
+from ..device import hooks
+from ..device.ops import KernelOp
+from ..exec.compile import StrictKernelOp
+
+if TYPE_CHECKING:
+    from ..device.memory import DeviceMemory
+    from ..device.ops import Op
+    from ..device.program import Program
+    from ..exec.graph_exec import GraphExec
+    from ..exec.signal_pool import SignalSet
+
+__all__ = [
+    "AllocationFault",
+    "InjectedFault",
+    "KernelFault",
+    "KernelHang",
+    "SignalSetsHeld",
+    "exhaust_signal_sets",
+    "fail_allocations",
+    "fail_kernels",
+    "hang_kernels",
+]
+
+
+class InjectedFault(Exception):
+    """The exception a faulted kernel "raises"; it reaches the user as the LaunchFailure cause."""
+
+
+def _kernel_name(op: Op) -> str | None:
+    if isinstance(op, StrictKernelOp):
+        op = op.inner
+    return op.kernel.name if isinstance(op, KernelOp) else None
+
+
+class KernelFault(hooks.Observer):
+    """Fails matching kernel dispatches; see :func:`fail_kernels`."""
+
+    def __init__(self, count: int | None, name: str | None) -> None:
+        self.remaining = count
+        self.name = name
+        self.hits = 0
+
+    def _matches(self, op: Op) -> str | None:
+        kernel = _kernel_name(op)
+        if kernel is None or (self.name is not None and kernel != self.name):
+            return None
+        if self.remaining is not None:
+            if self.remaining <= 0:
+                return None
+            self.remaining -= 1
+        self.hits += 1
+        return kernel
+
+    def op_starting(self, program: Program, op: Op) -> Any:
+        kernel = self._matches(op)
+        if kernel is not None:
+            raise InjectedFault(f"injected failure of kernel {kernel!r}")
+        return None
+
+
+class KernelHang(KernelFault):
+    """Holds matching kernel dispatches until :meth:`cancel`; see :func:`hang_kernels`."""
+
+    def __init__(self, count: int | None, name: str | None) -> None:
+        super().__init__(count, name)
+        self.started = asyncio.Event()
+        self._hanging: list[asyncio.Future[None]] = []
+
+    def op_starting(self, program: Program, op: Op) -> Any:
+        kernel = self._matches(op)
+        if kernel is None:
+            return None
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._hanging.append(future)
+        self.started.set()
+        return future
+
+    @property
+    def hanging(self) -> int:
+        """How many hung kernels are still holding their queue."""
+        return sum(1 for f in self._hanging if not f.done())
+
+    def cancel(self) -> int:
+        """Fail every hung kernel (``LaunchFailure``) so its queue moves on; return how many."""
+        cancelled = 0
+        for future in self._hanging:
+            if not future.done() and not future.get_loop().is_closed():
+                future.set_exception(InjectedFault("hung kernel cancelled"))
+                cancelled += 1
+        self._hanging.clear()
+        return cancelled
+
+
+class AllocationFault(hooks.Observer):
+    """Refuses matching device allocations; see :func:`fail_allocations`."""
+
+    def __init__(self, count: int | None, device: int | None, nbytes: int | None) -> None:
+        self.remaining = count
+        self.device = device
+        self.nbytes = nbytes
+        self.hits = 0
+
+    def allocating(self, memory: DeviceMemory, nbytes: int) -> None:
+        # Called with the allocator's lock held: read nothing from ``memory`` but plain fields.
+        if self.device is not None and memory.ordinal != self.device:
+            return
+        if self.nbytes is not None and nbytes != self.nbytes:
+            return
+        if self.remaining is not None:
+            if self.remaining <= 0:
+                return
+            self.remaining -= 1
+        self.hits += 1
+        raise OutOfMemory(
+            f"device {memory.ordinal}: injected fault refused an allocation of {nbytes} bytes"
+        )
+
+
+@contextlib.contextmanager
+def _installed(observer: hooks.Observer) -> Iterator[None]:
+    hooks.install(observer)
+    try:
+        yield
+    finally:
+        hooks.uninstall(observer)
+
+
+@contextlib.contextmanager
+def fail_kernels(count: int | None = 1, *, name: str | None = None) -> Iterator[KernelFault]:
+    """Make the next ``count`` kernel dispatches fail (``None``: every one in the block).
+
+    Args:
+        count: how many dispatches fail.
+        name: only kernels with this name (``Kernel.name``) fail.
+
+    Yields:
+        The :class:`KernelFault`; ``hits`` counts the dispatches it failed.
+    """
+    fault = KernelFault(count, name)
+    with _installed(fault):
+        yield fault
+
+
+@contextlib.contextmanager
+def hang_kernels(count: int | None = 1, *, name: str | None = None) -> Iterator[KernelHang]:
+    """Make the next ``count`` matching kernels hold their queue until ``cancel()``.
+
+    A hung kernel completes with ``LaunchFailure`` once cancelled; the block's end cancels
+    whatever still hangs, so nothing is left behind.
+    """
+    fault = KernelHang(count, name)
+    try:
+        with _installed(fault):
+            yield fault
+    finally:
+        fault.cancel()
+
+
+@contextlib.contextmanager
+def fail_allocations(
+    count: int | None = 1, *, device: int | None = None, nbytes: int | None = None
+) -> Iterator[AllocationFault]:
+    """Make the next ``count`` device allocations raise ``OutOfMemory``.
+
+    Args:
+        device: only allocations on the device with this ordinal.
+        nbytes: only allocations of exactly this many bytes.
+    """
+    fault = AllocationFault(count, device, nbytes)
+    with _installed(fault):
+        yield fault
+
+
+class SignalSetsHeld:
+    """The signal sets :func:`exhaust_signal_sets` took from an executable's pool."""
+
+    def __init__(self, graph_exec: GraphExec) -> None:
+        self.graph_exec = graph_exec
+        self.sets: list[SignalSet] = []
+
+    def take(self) -> None:
+        pool = self.graph_exec.pool
+        while (signal_set := pool.acquire_nowait(grow=False)) is not None:
+            self.sets.append(signal_set)
+
+    def give_back(self) -> None:
+        """Return every set (waking launches that parked for one)."""
+        pool = self.graph_exec.pool
+        sets, self.sets = self.sets, []
+        for signal_set in sets:
+            pool.release(signal_set)
+
+    @property
+    def held(self) -> int:
+        return len(self.sets)
+
+
+@contextlib.contextmanager
+def exhaust_signal_sets(graph_exec: GraphExec) -> Iterator[SignalSetsHeld]:
+    """Hold every free signal set of ``graph_exec`` for the block.
+
+    With ``instantiate(wait_for_signal_sets=True)`` a launch then parks until the block ends
+    and ``launch_nowait`` raises ``NotReady``; otherwise a launch grows the pool (a miss).
+
+    Raises:
+        InvalidValue: the executable's pool is closed (it was destroyed and freed).
+    """
+    held = SignalSetsHeld(graph_exec)
+    held.take()
+    try:
+        yield held
+    finally:
+        held.give_back()

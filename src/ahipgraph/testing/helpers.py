@@ -1,0 +1,193 @@
+"""Fakes that make awkward timings on purpose, and deterministic sequencing of tasks.
+
+The simulated device runs on the event loop, so every race a test wants can be provoked on
+purpose instead of hoped for:
+
+* :class:`HeldKernel` — a kernel that, once its queue reaches it, holds the queue until the test
+  calls :meth:`~HeldKernel.release`; ``started`` says when the queue is held.
+* :class:`GatedHost` — an async host function whose k-th run waits until the test opens gate k.
+* :class:`Interleave` — tasks take turns in a fixed order written in the test
+  (``Interleave("a", "b", "a")``), so an interleaving is a line of the test, not luck.
+* :func:`run_together` — callables on threads released at the same instant (thread races).
+* :func:`loop_turns` — let the event loop run a few times, to show blocked work *stays* blocked.
+  Whenever work must finish, await its completion instead: no sleeps, no wall-clock time.
+
+Everything here is built on the public API and works under pytest-asyncio and under anyio's
+pytest plugin with the asyncio backend.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+
+from ..device.kernel import Kernel, Threads
+
+if TYPE_CHECKING:
+    from ..runtime.completion import Completion
+    from ..runtime.stream import Stream
+
+__all__ = ["GatedHost", "HeldKernel", "Interleave", "loop_turns", "run_together"]
+
+
+class HeldKernel:
+    """A kernel whose body waits until the test calls :meth:`release`.
+
+    Args:
+        name: the kernel's name (shown in errors and traces).
+        log: if given, ``"<name> start"`` and ``"<name> end"`` are appended as the body runs.
+    """
+
+    def __init__(self, name: str = "held", log: list[str] | None = None) -> None:
+        self.name = name
+        self.started = asyncio.Event()
+        self.runs = 0
+        self._gate = asyncio.Event()
+
+        async def body(t: Threads) -> None:
+            self.runs += 1
+            if log is not None:
+                log.append(f"{name} start")
+            self.started.set()
+            await self._gate.wait()
+            if log is not None:
+                log.append(f"{name} end")
+
+        self.kernel = Kernel(body, name=name)
+
+    async def launch(self, stream: Stream) -> Completion:
+        """Enqueue the kernel (it starts when its stream reaches it)."""
+        return await stream.launch_kernel(self.kernel, 1, 1)
+
+    def release(self) -> None:
+        """Let every run of the kernel, present and future, finish."""
+        self._gate.set()
+
+
+class GatedHost:
+    """An async host function that, on its k-th run, waits until the test opens gate k."""
+
+    def __init__(self, name: str = "gate", log: list[str] | None = None) -> None:
+        self.name = name
+        self.log = log
+        self.runs = 0
+        self._gates: dict[int, asyncio.Event] = {}
+        self._started: dict[int, asyncio.Event] = {}
+
+    @staticmethod
+    def _event(table: dict[int, asyncio.Event], run: int) -> asyncio.Event:
+        return table.setdefault(run, asyncio.Event())
+
+    async def __call__(self) -> None:
+        run = self.runs
+        self.runs += 1
+        if self.log is not None:
+            self.log.append(f"{self.name} start {run}")
+        self._event(self._started, run).set()
+        await self._event(self._gates, run).wait()
+        if self.log is not None:
+            self.log.append(f"{self.name} end {run}")
+
+    def open(self, run: int = 0) -> None:
+        """Let run ``run`` (counted from 0) return."""
+        self._event(self._gates, run).set()
+
+    def open_all(self, runs: int) -> None:
+        for run in range(runs):
+            self.open(run)
+
+    async def started(self, run: int = 0) -> None:
+        """Wait until run ``run`` has begun (its queue is then held)."""
+        await self._event(self._started, run).wait()
+
+
+class Interleave:
+    """Deterministic interleaving: named tasks take turns in the order given.
+
+    A task calls ``await turns.turn(name)`` at each point where it may be interleaved. The call
+    ends the task's current turn (if it holds one) and returns when the next entry of the order
+    is ``name``. ``turns.done(name)`` ends a turn without asking for another. Once the order is
+    used up, every ``turn`` returns at once.
+
+    Example: ``Interleave("a", "b", "a")`` runs a's first step, then b's, then a's second.
+
+    Raises:
+        ValueError: (from ``turn``) ``name`` has no turn left in the order, so it would wait
+            forever; the test is wrong, and says so instead of hanging.
+    """
+
+    def __init__(self, *order: str | Iterable[str]) -> None:
+        names: list[str] = []
+        for item in order:
+            names.extend([item] if isinstance(item, str) else item)
+        self.order = names
+        self.position = 0
+        self._holder: str | None = None
+        self._waiters: dict[str, asyncio.Future[None]] = {}
+
+    async def turn(self, name: str) -> None:
+        if self._holder == name:
+            self._advance()
+        while self.position < len(self.order) and self.order[self.position] != name:
+            if name not in self.order[self.position :]:
+                raise ValueError(f"{name!r} has no turn left in {self.order[self.position :]}")
+            future = asyncio.get_running_loop().create_future()
+            self._waiters[name] = future
+            await future
+        if self.position < len(self.order):
+            self._holder = name
+
+    def done(self, name: str) -> None:
+        """``name`` ends its turn without asking for another."""
+        if self._holder == name:
+            self._advance()
+
+    def _advance(self) -> None:
+        self.position += 1
+        self._holder = None
+        if self.position < len(self.order):
+            future = self._waiters.pop(self.order[self.position], None)
+            if future is not None and not future.done():
+                future.set_result(None)
+        else:
+            for future in self._waiters.values():
+                if not future.done():
+                    future.set_result(None)
+            self._waiters.clear()
+
+    def __repr__(self) -> str:
+        return f"<Interleave at {self.position}/{len(self.order)} holder={self._holder!r}>"
+
+
+async def loop_turns(turns: int = 4) -> None:
+    """Let the loop run ``turns`` times.
+
+    Device work moves one hop per turn: a queue's run is a ``call_soon`` callback, an async
+    kernel or host body is a task started by that run, and a finished packet wakes the queues
+    waiting on it with another ``call_soon``. Four turns are more hops than any unblocked
+    operation needs, so work still pending afterwards is blocked, not slow.
+    """
+    for _ in range(turns):
+        await asyncio.sleep(0)  # one loop iteration: every ready callback and task step runs
+
+
+def run_together(*targets: Callable[[], object]) -> list[BaseException]:
+    """Run each target on its own thread, all released at once; return what they raised."""
+    errors: list[BaseException] = []
+    start = threading.Barrier(len(targets))
+
+    def body(target: Callable[[], object]) -> None:
+        start.wait()
+        try:
+            target()
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=body, args=(t,)) for t in targets]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return errors

@@ -1,0 +1,130 @@
+"""Leak reports from ``statistics()``: what is still alive, in flight or allocated.
+
+:func:`snapshot` reads the public ``statistics()`` of every device (packets in flight, queues,
+memory) and of every handle registry (live graphs, nodes, executables, streams, events, user
+objects). :func:`leak_report` compares a snapshot with a baseline and words the difference for
+a human, or returns ``None`` when nothing leaked. :func:`fresh_devices` is the context manager
+behind the pytest fixtures: fresh simulated devices in, a report out.
+
+Why fresh devices per test: a test that leaves an async kernel running must not make the *next*
+test's ``device.synchronize()`` fail with the first test's error. New device objects share
+nothing with the old ones, so left-over work can only ever be reported, never inherited.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from ..device.device import Device, DeviceStatistics, configure_devices, device_count, get_device
+from ..device.properties import DeviceProperties
+from ..exec.graph_exec import EXECS
+from ..graph.graph import GRAPHS
+from ..graph.node import NODES
+from ..lifetime.user_object import USER_OBJECTS
+from ..runtime.event import EVENTS
+from ..runtime.stream import STREAMS
+
+__all__ = ["LeakError", "Snapshot", "fresh_devices", "leak_report", "snapshot"]
+
+_REGISTRIES = (GRAPHS, NODES, EXECS, STREAMS, EVENTS, USER_OBJECTS)
+
+
+class LeakError(AssertionError):
+    """Something was still alive, in flight or allocated when it should not have been."""
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """The statistics of every device and the live count of every kind of handle."""
+
+    devices: tuple[DeviceStatistics, ...]
+    handles: dict[str, int]
+
+
+def snapshot(*, collect: bool = True) -> Snapshot:
+    """Statistics of every configured device and live-handle counts.
+
+    Args:
+        collect: run the garbage collector first, so handles that were only dropped (and are
+            freed by their finalizers) do not count as alive.
+    """
+    if collect:
+        gc.collect()
+    devices = tuple(get_device(i).statistics() for i in range(device_count()))
+    handles = {r.statistics().kind: r.statistics().live for r in _REGISTRIES}
+    return Snapshot(devices, handles)
+
+
+def leak_report(baseline: Snapshot | None = None, current: Snapshot | None = None) -> str | None:
+    """What ``current`` (default: now) holds beyond ``baseline`` (default: nothing), or None.
+
+    The report has one line per finding, e.g. ``device 0: 1 packet in flight (queue 1: 1
+    pending)`` or ``live handles: 1 stream, 2 graph nodes``.
+    """
+    now = current or snapshot()
+    lines: list[str] = []
+    before = {d.ordinal: d for d in baseline.devices} if baseline is not None else {}
+    for stats in now.devices:
+        base = before.get(stats.ordinal)
+        if stats.in_flight > (base.in_flight if base else 0):
+            pending = ", ".join(
+                f"queue {q.index}: {q.pending} pending" for q in stats.queues if q.pending
+            )
+            packets = _plural(stats.in_flight, "packet")
+            lines.append(f"device {stats.ordinal}: {packets} in flight ({pending})")
+        memory, base_memory = stats.memory, base.memory if base else None
+        allocations = memory.allocations - (base_memory.allocations if base_memory else 0)
+        in_use = memory.bytes_in_use - (base_memory.bytes_in_use if base_memory else 0)
+        reservations = memory.reservations - (base_memory.reservations if base_memory else 0)
+        if allocations > 0 or in_use > 0:
+            lines.append(
+                f"device {stats.ordinal}: {_plural(allocations, 'allocation')} still allocated, "
+                f"{in_use} bytes in use"
+            )
+        if reservations > 0:
+            lines.append(f"device {stats.ordinal}: {_plural(reservations, 'reservation')} held")
+    extra = {
+        kind: live - (baseline.handles.get(kind, 0) if baseline else 0)
+        for kind, live in now.handles.items()
+    }
+    alive = [_plural(n, kind) for kind, n in extra.items() if n > 0]
+    if alive:
+        lines.append("live handles: " + ", ".join(alive))
+    return "\n".join(lines) or None
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" + ("" if count == 1 else "s")
+
+
+@contextlib.contextmanager
+def fresh_devices(
+    count: int = 1,
+    properties: DeviceProperties | Sequence[DeviceProperties] | None = None,
+    *,
+    check: bool = True,
+) -> Iterator[list[Device]]:
+    """Fresh simulated devices for the block; on exit, report leaks and replace the devices.
+
+    Args:
+        count, properties: as :func:`ahipgraph.configure_devices`.
+        check: raise :class:`LeakError` on exit if anything is still alive, in flight or
+            allocated beyond what existed when the block began.
+
+    The devices are replaced on exit whatever happened, so left-over work never reaches the
+    next user of the devices table.
+    """
+    devices = configure_devices(count, properties)
+    baseline = snapshot(collect=check)
+    failed = True
+    try:
+        yield devices
+        failed = False
+    finally:
+        report = leak_report(baseline) if check and not failed else None
+        configure_devices(1)
+    if report is not None:
+        raise LeakError(f"ahipgraph: still alive, in flight or allocated at teardown:\n{report}")

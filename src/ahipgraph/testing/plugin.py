@@ -1,0 +1,67 @@
+"""The ahipgraph pytest plugin: fixtures only.
+
+Registered through the ``pytest11`` entry point, so installing ahipgraph makes these fixtures
+available to every test suite — and changes nothing else: no hooks, no autouse fixtures, no
+options, no markers. It works under pytest-asyncio and under anyio's pytest plugin (asyncio
+backend), because the fixtures are synchronous and touch no event loop.
+
+* ``ahg_device`` — a fresh simulated device 0 for the test. At teardown the test fails with a
+  readable report (:func:`ahipgraph.testing.leak_report`) if anything is still alive, in flight
+  or allocated; the devices are replaced either way, so left-over work never reaches the next
+  test.
+* ``ahg_devices`` — a factory: ``ahg_devices(2, properties=...)`` returns fresh devices with
+  chosen properties, checked the same way at teardown.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
+
+import pytest
+
+from ..device.device import Device
+from ..device.properties import DeviceProperties
+from .leaks import LeakError, fresh_devices
+
+__all__ = ["ahg_device", "ahg_devices"]
+
+DeviceFactory = Callable[..., list[Device]]
+
+
+@contextlib.contextmanager
+def _reported(stack: contextlib.ExitStack) -> Iterator[None]:
+    """Close ``stack`` after the test; a leak fails the test with the report alone."""
+    yield
+    report = None
+    try:
+        stack.close()
+    except LeakError as error:
+        report = str(error)
+    if report is not None:
+        pytest.fail(report, pytrace=False)
+
+
+@pytest.fixture
+def ahg_device() -> Iterator[Device]:
+    """A fresh simulated device; the test fails at teardown if it leaked anything."""
+    with contextlib.ExitStack() as stack:
+        devices = stack.enter_context(fresh_devices(1))
+        with _reported(stack):
+            yield devices[0]
+
+
+@pytest.fixture
+def ahg_devices() -> Iterator[DeviceFactory]:
+    """A factory of fresh simulated devices: ``ahg_devices(count=1, properties=None)``."""
+    with contextlib.ExitStack() as stack:
+
+        def make(
+            count: int = 1,
+            properties: DeviceProperties | Sequence[DeviceProperties] | None = None,
+        ) -> list[Device]:
+            stack.close()  # a second call replaces the first call's devices
+            return stack.enter_context(fresh_devices(count, properties))
+
+        with _reported(stack):
+            yield make

@@ -1,0 +1,535 @@
+"""The stress harness: many tasks and threads creating, launching, updating and destroying graphs.
+
+Design. :func:`stress` runs on fresh simulated devices under anyio (asyncio backend):
+
+* a **task group** runs ``tasks`` async workers and ``threads`` thread workers (each an
+  ``anyio.to_thread.run_sync`` call); a worker that finds a violation raises, and the task group
+  cancels every other worker at once — structured concurrency is what turns "one worker saw a
+  broken invariant" into "the run stops and says so";
+* a **cancel scope** ends a timed run: when ``duration`` is up, workers are cancelled wherever
+  they are (mid-launch, parked on a pool), which exercises cancellation safety too; a shielded
+  scope then drains the device before the final checks;
+* thread workers build, instantiate, update and destroy from their own threads and reach the
+  loop through ``anyio.from_thread.run`` to launch, so destroys race launches for real.
+
+Every cycle builds a graph with a *builder*, instantiates it, replays it, updates it with a
+fresh build while launches are in flight, destroys it (sometimes with launches still in
+flight), and checks the invariants of ``docs/design.md`` as it goes:
+
+1. replays after warm-up add no signal set and no argument chunk;
+3. no launch observes arguments written after it was enqueued (the default builder's graphs add
+   known values, so the final memory says which arguments each launch saw);
+4. a destroyed executable refuses to launch with ``InvalidValue``;
+5. graph results equal the same work run eagerly on a stream;
+8. injected kernel failures, hangs and allocation failures give their ``HipError`` and the
+   runtime keeps working.
+
+At the end (2) everything is back at baseline and every user-object destructor ran exactly
+once, (6) the same graph traced twice gives the same timeline, and (7) a failed instantiate
+changes nothing. A violation raises :class:`StressViolation` with the seed and a minimal report.
+
+The seed fixes every random choice; with ``threads=0`` and ``ops`` given, a run is also the
+same interleaving every time. With threads the OS decides the interleaving — that is the point.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import random
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import anyio.from_thread
+import anyio.lowlevel
+import anyio.to_thread
+import numpy as np
+
+from ..core.errors import (
+    GraphExecUpdateFailure,
+    HipError,
+    InvalidValue,
+    LaunchFailure,
+    OutOfMemory,
+)
+from ..device.device import Device, get_device
+from ..device.kernel import Kernel, Threads, kernel
+from ..device.kernel_args import Ptr, int32
+from ..device.pointer import DevicePtr
+from ..exec.graph_exec import GraphExec
+from ..graph.graph import Graph
+from ..graph.node import GraphNode
+from ..lifetime.user_object import UserObject
+from ..runtime.completion import Completion
+from ..runtime.stream import Stream
+from ..tools.trace import tracing
+from .faults import fail_allocations, fail_kernels, hang_kernels
+from .leaks import fresh_devices, leak_report, snapshot
+
+__all__ = ["Builder", "StressReport", "StressViolation", "random_graph", "stress"]
+
+CELLS = 8
+
+Builder = Callable[[random.Random, DevicePtr], Graph]
+"""``builder(rng, buffer) -> Graph``: a graph whose work touches only ``buffer``
+(``CELLS`` int32 cells on device 0). Two calls with equally seeded ``rng`` must give graphs of
+the same shape (the harness updates executables with them)."""
+
+
+@kernel
+def _add(t: Threads, cell: int32, value: int32, x: Ptr[int32]) -> None:  # type: ignore[valid-type]
+    x[cell] += value  # type: ignore[index]
+
+
+class StressViolation(AssertionError):
+    """An invariant was broken. ``str()`` has the seed and a minimal report."""
+
+    def __init__(self, seed: int, worker: str, invariant: str, detail: str) -> None:
+        self.seed, self.worker, self.invariant, self.detail = seed, worker, invariant, detail
+        super().__init__(
+            f"invariant broken: {invariant}\n  seed: {seed}\n  worker: {worker}\n  {detail}\n"
+            f"  reproduce: ahipgraph stress --seed {seed}"
+        )
+
+
+@dataclass(slots=True)
+class StressReport:
+    """What a run did: operations performed and invariant checks passed."""
+
+    seed: int
+    ops: int = 0
+    checks: int = 0
+    cycles: int = 0
+    launches: int = 0
+    faults: int = 0
+    elapsed_s: float = 0.0
+    by_worker: dict[str, int] = field(default_factory=dict)
+
+    def summary(self) -> str:
+        return (
+            f"seed {self.seed}: {self.ops} operations, {self.checks} invariant checks, "
+            f"{self.cycles} graph lifecycles, {self.launches} launches, {self.faults} injected "
+            f"faults in {self.elapsed_s:.1f}s"
+        )
+
+
+def random_graph(rng: random.Random, buffer: DevicePtr) -> Graph:
+    """The default builder: a random DAG of kernels that each add a value to a cell.
+
+    Additions commute, so the result of a launch is known whatever order the planner picks:
+    ``expected(graph)`` of the executable's current parameters.
+    """
+    graph = Graph()
+    nodes: list[GraphNode] = []
+    for _ in range(rng.randint(1, 12)):
+        deps = rng.sample(nodes, k=min(len(nodes), rng.randint(0, 2)))
+        cell, value = rng.randrange(CELLS), rng.randint(1, 9)
+        nodes.append(graph.add_kernel_node(_add, 1, 1, (cell, value, buffer), deps=deps))
+    return graph
+
+
+def _expected(graph: Graph) -> np.ndarray[Any, np.dtype[np.int64]]:
+    """What one launch of ``graph`` adds to each cell (default builder only)."""
+    total = np.zeros(CELLS, dtype=np.int64)
+    for node in graph.nodes():
+        cell, value, _ = node.params.args
+        total[cell] += value
+    return total
+
+
+class _Run:
+    """Shared state of one stress run."""
+
+    def __init__(
+        self,
+        seed: int,
+        builders: Sequence[Builder],
+        ops: int | None,
+        deadline: float | None,
+        faults: bool,
+    ) -> None:
+        self.seed = seed
+        self.builders = builders
+        self.default = list(builders) == [random_graph]
+        self.max_ops = ops
+        self.deadline = deadline
+        self.faults = faults
+        self.report = StressReport(seed)
+        self.stop = threading.Event()
+        self.lock = threading.Lock()
+        self.destructed: dict[int, int] = {}
+        self.owners = itertools.count()
+        self.to_free: list[_Cycle] = []  # freed once the device has drained
+
+    @property
+    def device(self) -> Device:
+        return get_device(0)
+
+    def count(self, worker: str, ops: int = 1, checks: int = 0) -> None:
+        with self.lock:
+            report = self.report
+            report.ops += ops
+            report.checks += checks
+            report.by_worker[worker] = report.by_worker.get(worker, 0) + ops
+            limit_hit = self.max_ops is not None and report.ops >= self.max_ops
+            if limit_hit or (self.deadline is not None and time.monotonic() >= self.deadline):
+                self.stop.set()
+
+    def check(self, ok: bool, worker: str, invariant: str, detail: str) -> None:
+        if not ok:
+            self.stop.set()
+            raise StressViolation(self.seed, worker, invariant, detail)
+        with self.lock:
+            self.report.checks += 1
+
+    def owner(self) -> UserObject:
+        key = next(self.owners)
+        with self.lock:
+            self.destructed[key] = 0
+
+        def destroyed(k: int) -> None:
+            with self.lock:
+                self.destructed[k] += 1
+
+        return UserObject(destroyed, data=key)
+
+
+class _Cycle:
+    """One graph lifecycle on one worker's stream and buffer."""
+
+    def __init__(self, run: _Run, name: str, rng: random.Random, stream: Stream) -> None:
+        self.run, self.name, self.rng, self.stream = run, name, rng, stream
+        self.buffer = stream.device.malloc(4 * CELLS)
+        self.expected = np.zeros(CELLS, dtype=np.int64)
+        self.poison = Kernel(_add.body, name=f"stress-{name}")
+
+    def close(self) -> None:
+        self.stream.device.free(self.buffer)
+
+    def build(self, shape_seed: int) -> Graph:
+        builder = self.run.builders[shape_seed % len(self.run.builders)]
+        graph = builder(random.Random(shape_seed), self.buffer)
+        owner = self.run.owner()
+        graph.retain_user_object(owner)
+        owner.release()
+        return graph
+
+    def launched(self, graph_exec_graph: Graph | None) -> None:
+        if self.run.default and graph_exec_graph is not None:
+            self.expected += _expected(graph_exec_graph)
+        self.run.count(self.name)
+        with self.run.lock:
+            self.run.report.launches += 1
+
+    def verify(self, what: str) -> None:
+        """Invariants 3 and 5: memory holds exactly what the launches enqueued must add."""
+        if not self.run.default:
+            return
+        got = self.stream.device.view(self.buffer, np.int32, CELLS).astype(np.int64)
+        self.run.check(
+            bool((got == self.expected).all()),
+            self.name,
+            "3/5: results equal the arguments each launch was enqueued with",
+            f"{what}: memory {got.tolist()} != expected {self.expected.tolist()}",
+        )
+
+    def steady(self, graph_exec: GraphExec, before: Any) -> None:
+        after = graph_exec.statistics()
+        self.run.check(
+            (after.signal_pool.sets, after.arena.chunks)
+            == (before.signal_pool.sets, before.arena.chunks),
+            self.name,
+            "1: replays after warm-up allocate nothing",
+            f"signal sets {before.signal_pool.sets}->{after.signal_pool.sets}, "
+            f"arena chunks {before.arena.chunks}->{after.arena.chunks}",
+        )
+
+    def stale(self, graph_exec: GraphExec) -> None:
+        try:
+            graph_exec.launch_nowait(self.stream)
+        except InvalidValue:
+            self.run.check(True, self.name, "", "")
+        else:
+            self.run.check(False, self.name, "4: destroyed handles refuse", "a launch succeeded")
+
+
+async def _eager_check(cycle: _Cycle, graph: Graph) -> None:
+    """Invariant 5: the same nodes run eagerly give the same increments."""
+    if not cycle.run.default:
+        return
+    for node in graph.nodes():
+        await cycle.stream.launch_kernel(_add, 1, 1, node.params.args)
+        cycle.run.count(cycle.name)
+    cycle.expected += _expected(graph)
+    await cycle.stream.synchronize()
+    cycle.verify("eager")
+
+
+async def _async_cycle(cycle: _Cycle) -> None:
+    run, rng = cycle.run, cycle.rng
+    shape = rng.randrange(1 << 30)
+    graph = cycle.build(shape)
+    graph_exec = graph.instantiate()
+    run.count(cycle.name, 2)
+    current = graph
+    try:
+        await (await graph_exec.launch(cycle.stream))  # warm-up
+        cycle.launched(current)
+        before = graph_exec.statistics()
+        for step in range(rng.randint(2, 8)):
+            if step == 2:  # update while earlier launches may be in flight
+                fresh = cycle.build(shape)
+                try:
+                    graph_exec.update(fresh)
+                except GraphExecUpdateFailure:
+                    fresh.destroy()
+                else:
+                    if current is not graph:
+                        current.destroy()
+                    current = fresh
+                run.count(cycle.name)
+                before = graph_exec.statistics()  # an update may take argument space
+            await graph_exec.launch(cycle.stream)
+            cycle.launched(current)
+            if rng.random() < 0.3:
+                await anyio.lowlevel.checkpoint()  # let other workers interleave here
+        await cycle.stream.synchronize()
+        cycle.steady(graph_exec, before)
+        cycle.verify("replays")
+        await _eager_check(cycle, current)
+    finally:
+        graph_exec.destroy()
+        graph.destroy()
+        if current is not graph:
+            current.destroy()
+    run.count(cycle.name, 2)
+    cycle.stale(graph_exec)
+    with run.lock:
+        run.report.cycles += 1
+
+
+async def _fault_cycle(cycle: _Cycle) -> None:
+    """Invariant 8: injected faults give their HipError and the runtime keeps working."""
+    run, rng, stream = cycle.run, cycle.rng, cycle.stream
+    kind = rng.choice(("fail", "hang", "oom"))
+    if kind == "oom":
+        size = 4 * CELLS + 8 + len(cycle.name)  # a size only this worker asks for
+        with fail_allocations(1, nbytes=size) as oom, contextlib.suppress(OutOfMemory):
+            stream.device.malloc(size)
+        run.check(oom.hits == 1, cycle.name, "8: an allocation fault gives OutOfMemory", "")
+    else:
+        args = (0, 1000, cycle.buffer)
+        if kind == "fail":
+            with fail_kernels(1, name=cycle.poison.name):
+                done = await stream.launch_kernel(cycle.poison, 1, 1, args)
+                failed = await _failed(done)
+        else:
+            with hang_kernels(1, name=cycle.poison.name) as hang:
+                done = await stream.launch_kernel(cycle.poison, 1, 1, args)
+                await hang.started.wait()
+                hang.cancel()
+                failed = await _failed(done)
+        run.check(failed, cycle.name, "8: an injected fault gives LaunchFailure", kind)
+        with contextlib.suppress(LaunchFailure):  # sticky for the stream until observed
+            await stream.synchronize()
+        await stream.launch_kernel(_add, 1, 1, (0, 1, cycle.buffer))
+        cycle.expected[0] += 1
+        await stream.synchronize()
+        cycle.verify(f"after an injected {kind}")
+    run.count(cycle.name, 2)
+    with run.lock:
+        run.report.faults += 1
+
+
+async def _failed(done: Completion) -> bool:
+    try:
+        await done
+    except LaunchFailure:
+        return True
+    return False
+
+
+async def _task_worker(run: _Run, index: int) -> None:
+    name = f"task-{index}"
+    rng = random.Random(f"{run.seed}/{name}")
+    stream = run.device.create_stream(non_blocking=index % 2 == 0)
+    cycle = _Cycle(run, name, rng, stream)
+    try:
+        while not run.stop.is_set():
+            if run.faults and rng.random() < 0.15:
+                await _fault_cycle(cycle)
+            else:
+                await _async_cycle(cycle)
+    except HipError as error:  # the runtime raised where it should not have
+        run.check(False, name, "8: the runtime keeps working", repr(error))
+    finally:
+        stream.destroy()
+        # Memory is freed once the device drained (see _drain); a dying launch may still use it.
+        run.to_free.append(cycle)
+
+
+def _thread_worker(run: _Run, index: int) -> None:
+    """Build, instantiate, update and destroy on this thread; launch through the loop."""
+    name = f"thread-{index}"
+    rng = random.Random(f"{run.seed}/{name}")
+    stream = anyio.from_thread.run_sync(run.device.create_stream)
+    cycle = _Cycle(run, name, rng, stream)
+    try:
+        while not run.stop.is_set():
+            shape = rng.randrange(1 << 30)
+            graph = cycle.build(shape)
+            graph_exec = graph.instantiate()
+            graph.destroy()  # the executable keeps running without its graph
+            launches = rng.randint(1, 6)
+
+            async def launch_all(graph_exec: GraphExec = graph_exec, n: int = launches) -> None:
+                for _ in range(n):
+                    await graph_exec.launch(stream)
+
+            anyio.from_thread.run(launch_all)
+            twin = cycle.build(shape)
+            if run.default:
+                cycle.expected += launches * _expected(twin)
+            graph_exec.destroy()  # from this thread, with launches likely still in flight
+            twin.destroy()
+            run.count(name, 3 + launches)
+            with run.lock:
+                run.report.launches += launches
+                run.report.cycles += 1
+            cycle.stale(graph_exec)
+            anyio.from_thread.run(stream.synchronize)
+            cycle.verify("thread replays")
+    except HipError as error:
+        run.check(False, name, "8: the runtime keeps working", repr(error))
+    finally:
+        stream.destroy()
+        run.to_free.append(cycle)
+
+
+async def _final_checks(run: _Run) -> None:
+    """Invariants 6 and 7 on a quiet device, then 2."""
+    device = run.device
+    stream = device.create_stream()
+    scratch = device.malloc(4 * CELLS)
+    timelines = []
+    for _ in range(2):
+        graph = random_graph(random.Random(run.seed), scratch)
+        graph_exec = graph.instantiate()
+        with tracing() as trace:
+            await (await graph_exec.launch(stream))
+        timelines.append([(op.kind, op.name, op.duration_ns, op.queue) for op in trace.ops])
+        graph_exec.destroy()
+        graph.destroy()
+    run.check(timelines[0] == timelines[1], "final", "6: same program, same timeline", "")
+    graph = random_graph(random.Random(run.seed), scratch)
+    before = snapshot()
+    with fail_allocations(1, device=0), contextlib.suppress(HipError):
+        graph.instantiate()
+    run.check(snapshot() == before, "final", "7: a failed instantiate changes nothing", "")
+    graph.destroy()
+    device.free(scratch)
+    stream.destroy()
+
+
+def stress(
+    builders: Sequence[Builder] = (random_graph,),
+    *,
+    seed: int = 0,
+    ops: int | None = None,
+    duration: float | None = None,
+    tasks: int = 8,
+    threads: int = 2,
+    faults: bool = True,
+    progress: Callable[[StressReport], None] | None = None,
+) -> StressReport:
+    """Run the stress harness; return what it did, or raise :class:`StressViolation`.
+
+    Args:
+        builders: graph builders (see :data:`Builder`); the default one also lets the harness
+            check every result.
+        seed: fixes every random choice.
+        ops / duration: stop after this many operations / seconds (default: 2,000 ops).
+        tasks / threads: async and thread workers.
+        faults: inject kernel failures, hangs and allocation failures.
+        progress: called about five times a second with the report so far.
+
+    Runs on fresh simulated devices (the devices table is replaced, and replaced again at the
+    end). Must be called outside a running event loop.
+    """
+    if ops is None and duration is None:
+        ops = 2_000
+    deadline = None if duration is None else time.monotonic() + duration
+    run = _Run(seed, list(builders), ops, deadline, faults)
+    started = time.monotonic()
+    with fresh_devices(1, check=False):
+        baseline = snapshot()
+        try:
+            anyio.run(_main, run, tasks, threads, progress, backend="asyncio")
+        except BaseExceptionGroup as group:
+            violations, _ = group.split(StressViolation)
+            if violations is None:
+                raise
+            first: BaseException = violations
+            while isinstance(first, BaseExceptionGroup):
+                first = first.exceptions[0]
+            raise first from None
+        run.report.elapsed_s = time.monotonic() - started
+        report = leak_report(baseline)
+        run.check(report is None, "final", "2: everything back at baseline", report or "")
+        unbalanced = {k: n for k, n in run.destructed.items() if n != 1}
+        run.check(not unbalanced, "final", "2: every destructor ran exactly once", f"{unbalanced}")
+    return run.report
+
+
+async def _main(
+    run: _Run, tasks: int, threads: int, progress: Callable[[StressReport], None] | None
+) -> None:
+    try:
+        async with anyio.create_task_group() as outer:
+            if progress is not None:
+                outer.start_soon(_progress, run, progress)
+            # With an operation budget, workers finish the cycle they are in and return, so a
+            # run without threads is the same every time; with a duration, the deadline
+            # cancels them wherever they are.
+            async with anyio.create_task_group() as workers:
+                for index in range(tasks):
+                    workers.start_soon(_task_worker, run, index)
+                for index in range(threads):
+                    workers.start_soon(anyio.to_thread.run_sync, _thread_worker, run, index)
+                if run.deadline is not None:
+                    workers.start_soon(_deadline, run, workers.cancel_scope)
+            outer.cancel_scope.cancel()
+    finally:
+        with anyio.CancelScope(shield=True):
+            await _drain(run)
+    await _final_checks(run)
+
+
+async def _deadline(run: _Run, scope: anyio.CancelScope) -> None:
+    assert run.deadline is not None
+    await anyio.sleep(max(0.0, run.deadline - time.monotonic()))
+    run.stop.set()  # thread workers stop at their next cycle
+    scope.cancel()  # task workers stop where they are
+
+
+async def _progress(run: _Run, report: Callable[[StressReport], None]) -> None:
+    while True:
+        report(run.report)
+        await anyio.sleep(0.2)
+
+
+async def _drain(run: _Run) -> None:
+    """Let every launch in flight finish, then free the workers' buffers."""
+    device = run.device
+    while True:
+        try:
+            await device.synchronize()
+        except HipError:
+            continue  # a stream's injected failure, reported once per call
+        break
+    for cycle in run.to_free:
+        cycle.close()

@@ -1,0 +1,494 @@
+"""Timeline traces: ``with ahg.tracing() as trace:`` records what the simulated devices do.
+
+Design: a :class:`_Recorder` is a device :class:`~ahipgraph.device.hooks.Observer`. While it is
+installed it sees every packet submitted (a *host enqueue*: a graph launch or a stream call),
+every op run with its simulated start and end, every signal an op reached, and every barrier
+that waited for signals. From that it builds plain records:
+
+* :class:`OpRecord` — one op on one hardware queue, with its graph node and launch if any;
+* :class:`FlowRecord` — "this barrier waited for the signal that op reached";
+* :class:`EnqueueRecord` — a host enqueue, at the host's simulated time;
+* :class:`CounterRecord` — signal sets in use, kernel-argument arena bytes and device memory in
+  use, sampled whenever one of them may have changed, and once more when tracing stops.
+
+:meth:`Trace.save` writes the Chrome Trace Event format (Perfetto, chrome://tracing): a process
+per device, a track per hardware queue, and a host track. Every number in the file is simulated
+time or a count local to the trace (launches and executables are numbered in the order the trace
+first sees them), never wall-clock time or ``id()``: the same program gives the same bytes.
+
+Invariants: records are appended on the device's event loop in the order the work ran; a flow's
+source record was appended before its target; records never refer to objects, only to indices.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import weakref
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..device import hooks
+from ..device.device import Device, device_count, get_device
+from ..device.ops import (
+    CopyOp,
+    FillOp,
+    HostOp,
+    KernelOp,
+    Op,
+    SignalSlotOp,
+    WaitSignalsOp,
+    WaitSlotsOp,
+)
+from ..device.signal import Signal
+from ..exec.compile import EventRecordOp, StrictKernelOp
+from ..exec.graph_exec import EXECS, GraphExec, _Launch
+
+if TYPE_CHECKING:
+    from ..device.hwqueue import HardwareQueue
+    from ..device.program import Program
+
+__all__ = [
+    "CounterRecord",
+    "EnqueueRecord",
+    "FlowRecord",
+    "OpRecord",
+    "Trace",
+    "tracing",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class OpRecord:
+    """One op as it ran: ``kind`` is kernel, copy, fill, host, barrier, marker or memory."""
+
+    index: int
+    device: int
+    queue: int
+    kind: str
+    name: str
+    start_ns: int
+    end_ns: int
+    exec: int | None = None  # trace-local executable number
+    launch: int | None = None  # trace-local launch number of that executable
+    node: str | None = None  # e.g. "node 3 Kernel scale"
+    error: str | None = None
+
+    @property
+    def duration_ns(self) -> int:
+        return self.end_ns - self.start_ns
+
+
+@dataclass(frozen=True, slots=True)
+class FlowRecord:
+    """A signal edge: the op at ``source`` reached a signal the barrier at ``target`` waited for."""
+
+    source: int
+    target: int
+
+
+@dataclass(frozen=True, slots=True)
+class EnqueueRecord:
+    """A host enqueue: a graph launch or a stream call, at the host's simulated time."""
+
+    device: int
+    queue: int
+    time_ns: int
+    name: str
+    exec: int | None = None
+    launch: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CounterRecord:
+    device: int
+    time_ns: int
+    signal_sets_in_use: int
+    arena_bytes: int
+    memory_bytes: int
+
+
+@dataclass(slots=True, eq=False)
+class Trace:
+    """What a :func:`tracing` block recorded. Complete once the block has exited."""
+
+    ops: list[OpRecord] = field(default_factory=list)
+    flows: list[FlowRecord] = field(default_factory=list)
+    enqueues: list[EnqueueRecord] = field(default_factory=list)
+    counters: list[CounterRecord] = field(default_factory=list)
+    devices: dict[int, str] = field(default_factory=dict)  # ordinal -> name
+    queues: dict[int, int] = field(default_factory=dict)  # ordinal -> hardware queues
+
+    def to_chrome(self) -> dict[str, Any]:
+        """The trace as a Chrome Trace Event document (a JSON-ready dict)."""
+        events: list[dict[str, Any]] = []
+        for ordinal, name in sorted(self.devices.items()):
+            events.append(_meta("process_name", ordinal, 0, name=f"device {ordinal}: {name}"))
+            events.append(_meta("process_sort_index", ordinal, 0, sort_index=ordinal))
+            events.append(_meta("thread_name", ordinal, 0, name="host"))
+            for queue in range(self.queues.get(ordinal, 0)):
+                events.append(_meta("thread_name", ordinal, queue + 1, name=f"queue {queue}"))
+                events.append(_meta("thread_sort_index", ordinal, queue + 1, sort_index=queue + 1))
+        for enqueue in self.enqueues:
+            args: dict[str, Any] = {"queue": enqueue.queue}
+            if enqueue.exec is not None:
+                args.update(exec=enqueue.exec, launch=enqueue.launch)
+            events.append(
+                {
+                    "name": enqueue.name,
+                    "cat": "enqueue",
+                    "ph": "i",
+                    "s": "t",
+                    "ts": _us(enqueue.time_ns),
+                    "pid": enqueue.device,
+                    "tid": 0,
+                    "args": args,
+                }
+            )
+        for op in self.ops:
+            args = {}
+            for key in ("exec", "launch", "node", "error"):
+                value = getattr(op, key)
+                if value is not None:
+                    args[key] = value
+            events.append(
+                {
+                    "name": op.name,
+                    "cat": op.kind,
+                    "ph": "X",
+                    "ts": _us(op.start_ns),
+                    "dur": _us(op.duration_ns),
+                    "pid": op.device,
+                    "tid": op.queue + 1,
+                    "args": args,
+                }
+            )
+        for number, flow in enumerate(self.flows):
+            source, target = self.ops[flow.source], self.ops[flow.target]
+            for phase, op in (("s", source), ("f", target)):
+                event = {
+                    "name": "signal",
+                    "cat": "signal",
+                    "ph": phase,
+                    "id": number,
+                    "ts": _us(op.start_ns),
+                    "pid": op.device,
+                    "tid": op.queue + 1,
+                }
+                if phase == "f":
+                    event["bp"] = "e"
+                events.append(event)
+        for counter in self.counters:
+            for name, value in (
+                ("signal sets in use", counter.signal_sets_in_use),
+                ("arena bytes", counter.arena_bytes),
+                ("device memory in use", counter.memory_bytes),
+            ):
+                events.append(
+                    {
+                        "name": name,
+                        "ph": "C",
+                        "ts": _us(counter.time_ns),
+                        "pid": counter.device,
+                        "args": {"value": value},
+                    }
+                )
+        return {
+            "displayTimeUnit": "ns",
+            "otherData": {"generator": "ahipgraph", "clock": "simulated"},
+            "traceEvents": events,
+        }
+
+    def dumps(self) -> str:
+        """The Chrome Trace Event JSON text (deterministic: sorted keys, fixed separators)."""
+        return json.dumps(self.to_chrome(), sort_keys=True, separators=(",", ":")) + "\n"
+
+    def save(self, path: str | Path) -> Path:
+        """Write the trace as Chrome Trace Event JSON; open it in Perfetto or chrome://tracing."""
+        target = Path(path)
+        target.write_text(self.dumps())
+        return target
+
+    def __repr__(self) -> str:
+        return (
+            f"<Trace ops={len(self.ops)} flows={len(self.flows)} "
+            f"enqueues={len(self.enqueues)} counters={len(self.counters)}>"
+        )
+
+
+def _us(ns: int) -> float:
+    return ns / 1000
+
+
+def _meta(kind: str, pid: int, tid: int, **args: Any) -> dict[str, Any]:
+    return {"name": kind, "ph": "M", "pid": pid, "tid": tid, "args": args}
+
+
+class _ProgramInfo:
+    """What the recorder knows about a packet: its launch, slot and node labels."""
+
+    __slots__ = ("exec", "last", "launch", "nodes", "owner")
+
+    def __init__(
+        self,
+        exec_no: int | None = None,
+        launch_no: int | None = None,
+        nodes: dict[int, str] | None = None,
+        owner: _Launch | None = None,
+    ) -> None:
+        self.exec = exec_no
+        self.launch = launch_no
+        self.nodes = nodes  # op position -> node label (graph launches)
+        self.owner = owner  # the launch whose head packet this is
+        self.last: int | None = None  # index of the last op record of this packet
+
+
+def op_kind(op: Op) -> tuple[str, str] | None:
+    """(kind, name) of an op for the trace; ``None`` for signal writes, which are not slices."""
+    if isinstance(op, StrictKernelOp):
+        op = op.inner
+    if isinstance(op, KernelOp):
+        return "kernel", op.kernel.name
+    if isinstance(op, CopyOp):
+        return "copy", f"memcpy {op.kind.name} {op.nbytes}B"
+    if isinstance(op, FillOp):
+        return "fill", f"memset {op.extent}B"
+    if isinstance(op, HostOp):
+        return "host", str(getattr(op.fn, "__qualname__", "host function"))
+    if isinstance(op, WaitSignalsOp | WaitSlotsOp):
+        return "barrier", "barrier"
+    if isinstance(op, SignalSlotOp):
+        return None
+    if isinstance(op, EventRecordOp):
+        return "marker", "event record"
+    name = type(op).__name__.removesuffix("Op")
+    return ("memory" if name.startswith("Mem") else "marker"), name.lower()
+
+
+class _Recorder(hooks.Observer):
+    """The observer behind :func:`tracing`."""
+
+    def __init__(self, trace: Trace) -> None:
+        self.trace = trace
+        self._programs: dict[Program, _ProgramInfo] = {}
+        self._producer: dict[Signal, int] = {}  # signal -> op record that last reached it
+        self._exec_numbers: weakref.WeakKeyDictionary[GraphExec, int] = weakref.WeakKeyDictionary()
+        self._launch_counts: dict[int, int] = {}
+        self._launches: dict[_Launch, int] = {}
+        # executable -> slot -> op position -> node label
+        self._node_labels: weakref.WeakKeyDictionary[GraphExec, dict[int, dict[int, str]]] = (
+            weakref.WeakKeyDictionary()
+        )
+        self.closed = False
+        self._last_counter: dict[int, tuple[int, int, int]] = {}
+
+    # -- host enqueues ----------------------------------------------------------------------------
+
+    def submitted(self, queue: HardwareQueue, program: Program) -> None:
+        device = queue.device
+        self._see_device(device)
+        owner = getattr(program.on_done, "__self__", None)
+        if isinstance(owner, _Launch):
+            info = self._launch_info(owner, program)
+        else:
+            info = _ProgramInfo()
+            self.trace.enqueues.append(
+                EnqueueRecord(device.ordinal, queue.index, device.clock.now, _stream_call(program))
+            )
+        self._programs[program] = info
+        original = program.on_done
+
+        def on_done(done: Program) -> None:
+            try:
+                if original is not None:
+                    original(done)
+            finally:
+                self._sample(device, done.time)
+
+        program.on_done = on_done
+        self._sample(device, device.clock.now)
+
+    def _launch_info(self, launch: _Launch, program: Program) -> _ProgramInfo:
+        graph_exec = launch.exec
+        exec_no = self._exec_numbers.get(graph_exec)
+        if exec_no is None:
+            exec_no = self._exec_numbers[graph_exec] = len(self._launch_counts)
+            self._launch_counts[exec_no] = 0
+        slot_ops = launch.version.slot_ops
+        slot = next((k for k, ops in enumerate(slot_ops) if ops is program.ops), 0)
+        launch_no = self._launches.get(launch)
+        if launch_no is None:  # the head (slot 0) is submitted first
+            launch_no = self._launch_counts[exec_no]
+            self._launch_counts[exec_no] = launch_no + 1
+            self._launches[launch] = launch_no
+            device = graph_exec.device
+            self.trace.enqueues.append(
+                EnqueueRecord(
+                    device.ordinal,
+                    launch.stream.queue.index,
+                    device.clock.now,
+                    f"launch exec {exec_no}",
+                    exec_no,
+                    launch_no,
+                )
+            )
+        nodes = self._labels(graph_exec).get(slot, {})
+        return _ProgramInfo(exec_no, launch_no, nodes, launch if slot == 0 else None)
+
+    def _labels(self, graph_exec: GraphExec) -> dict[int, dict[int, str]]:
+        """Node labels by slot and op position ("node <k> <type>", k in walk order)."""
+        labels = self._node_labels.get(graph_exec)
+        if labels is None:
+            locations = graph_exec._compiled.locations
+            labels = {}
+            for number, node in enumerate(graph_exec._graph.walk()):
+                where = locations.get(id(node))
+                if where is not None:
+                    slot, position = where
+                    labels.setdefault(slot, {})[position] = f"node {number} {node.type.name}"
+            self._node_labels[graph_exec] = labels
+        return labels
+
+    # -- ops --------------------------------------------------------------------------------------
+
+    def op_finished(
+        self, program: Program, op: Op, start_ns: int, error: BaseException | None
+    ) -> None:
+        info = self._programs.get(program)
+        if info is None:  # submitted before tracing began
+            info = self._programs[program] = _ProgramInfo()
+        if isinstance(op, SignalSlotOp):
+            self._reached(program.signals[op.slot], program, info)
+            return
+        described = op_kind(op)
+        assert described is not None
+        record = self._record(program, info, described, start_ns, program.time, error)
+        if isinstance(op, EventRecordOp):
+            self._producer[program.signals[op.binding]] = record
+        elif isinstance(op, WaitSlotsOp | WaitSignalsOp):
+            waited = (
+                [program.signals[slot] for slot in op.slots]
+                if isinstance(op, WaitSlotsOp)
+                else list(op.signals)
+            )
+            for signal in waited:
+                source = self._producer.get(signal)
+                if source is not None:
+                    self.trace.flows.append(FlowRecord(source, record))
+
+    def _record(
+        self,
+        program: Program,
+        info: _ProgramInfo,
+        described: tuple[str, str],
+        start_ns: int,
+        end_ns: int,
+        error: BaseException | None,
+    ) -> int:
+        queue = program.queue
+        assert queue is not None
+        kind, name = described
+        index = len(self.trace.ops)
+        node = info.nodes.get(program.pc) if info.nodes is not None else None
+        if node is not None and kind == "kernel":
+            node = f"{node} {name}"
+        self.trace.ops.append(
+            OpRecord(
+                index,
+                queue.device.ordinal,
+                queue.index,
+                kind,
+                name,
+                start_ns,
+                end_ns,
+                info.exec,
+                info.launch,
+                node,
+                None if error is None else repr(error),
+            )
+        )
+        info.last = index
+        return index
+
+    def _reached(self, signal: Signal, program: Program, info: _ProgramInfo) -> None:
+        """``program`` reached ``signal``: its last op is the source of flows out of it."""
+        if info.last is None:  # nothing ran yet (an event record): a marker stands for it
+            self._record(program, info, ("marker", "signal"), program.time, program.time, None)
+        assert info.last is not None
+        self._producer[signal] = info.last
+
+    def program_finished(self, program: Program) -> None:
+        info = self._programs.pop(program, None) or _ProgramInfo()
+        if program.completion is not None:
+            self._reached(program.completion, program, info)
+        if info.owner is not None:  # the launch is complete: forget it
+            self._launches.pop(info.owner, None)
+
+    # -- counters ---------------------------------------------------------------------------------
+
+    def _see_device(self, device: Device) -> None:
+        if device.ordinal not in self.trace.devices:
+            self.trace.devices[device.ordinal] = device.name
+            self.trace.queues[device.ordinal] = len(device.queues)
+
+    def _sample(self, device: Device, time_ns: int) -> None:
+        if self.closed:
+            return
+        sets = arena = 0
+        execs = {*self._exec_numbers.keys(), *EXECS.live_objects()}
+        for graph_exec in execs:
+            if graph_exec.device is device:
+                stats = graph_exec.statistics()
+                sets += stats.signal_pool.in_use
+                arena += stats.arena.bytes_reserved
+        values = (sets, arena, device.memory.bytes_in_use)
+        if self._last_counter.get(device.ordinal) != values:
+            self._last_counter[device.ordinal] = values
+            self.trace.counters.append(CounterRecord(device.ordinal, time_ns, *values))
+
+    def finish(self) -> None:
+        """Tracing stops: a last sample of every device the trace saw."""
+        for ordinal in sorted(self.trace.devices):
+            if ordinal < device_count():
+                device = get_device(ordinal)
+                busy = max(queue.busy_until for queue in device.queues)
+                self._sample(device, max(device.clock.now, busy))
+        self.closed = True
+        self._programs.clear()
+        self._producer.clear()
+        self._launches.clear()
+
+
+def _stream_call(program: Program) -> str:
+    """The name of the stream call that submitted ``program`` (a packet of at most one op)."""
+    if not program.ops:
+        return "record_event"
+    op = program.ops[0]
+    if isinstance(op, WaitSignalsOp):
+        return "wait_event" if program.completion is not None else "implicit wait"
+    described = op_kind(op)
+    kind, name = described if described is not None else ("op", "op")
+    call = {"kernel": "launch_kernel", "copy": "memcpy", "fill": "memset", "host": "host_func"}
+    return f"{call.get(kind, kind)} {name}"
+
+
+@contextlib.contextmanager
+def tracing() -> Iterator[Trace]:
+    """Record the simulated devices' timeline while the block runs.
+
+    Returns (as the ``with`` target): the :class:`Trace`, filled as work runs and completed
+    when the block exits (a last counter sample per device). Work still running when the
+    block exits is not recorded past that point: synchronize inside the block.
+
+    Tracing is process-wide (every device, every thread) and may be nested.
+    """
+    trace = Trace()
+    recorder = _Recorder(trace)
+    hooks.install(recorder)
+    try:
+        yield trace
+    finally:
+        hooks.uninstall(recorder)
+        recorder.finish()
