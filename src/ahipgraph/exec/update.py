@@ -20,15 +20,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..core.errors import InvalidValue
+from ..core.errors import HipError, InvalidValue
 from ..graph.node_type import NodeType
 from .flags import UpdateResult, UpdateResultKind
 from .snapshot import ExecGraph, ExecNode
 
 if TYPE_CHECKING:
+    from ..device.device import Device
     from ..graph.node import GraphNode
 
-__all__ = ["Change", "compatibility_problem", "diff_graphs"]
+__all__ = ["Change", "compatibility_problem", "device_limits_problem", "diff_graphs"]
 
 Change = tuple[ExecNode, Any]
 
@@ -112,3 +113,23 @@ def diff_graphs(
             return UpdateResult(problem[0], culprit, problem[1]), []
         changes.append((old_node, new_node.params))
     return UpdateResult(UpdateResultKind.Success), changes
+
+
+def device_limits_problem(
+    changes: list[Change], device: Device, top: GraphNode | None = None
+) -> UpdateResult:
+    """Check new kernel parameters against the executable's device (they were validated
+    against the default device when the new graph was built).
+
+    A bad value (shared memory) is ParametersChanged; anything else (a launch configuration
+    the device cannot run) is NotSupported, as HIP maps its ``SetParams`` failures.
+    """
+    for node, params in changes:
+        if node.type is NodeType.Kernel:
+            try:
+                params.check_limits(device)
+            except InvalidValue as error:
+                return UpdateResult(UpdateResultKind.ParametersChanged, top, str(error))
+            except HipError as error:
+                return UpdateResult(UpdateResultKind.NotSupported, top, str(error))
+    return UpdateResult(UpdateResultKind.Success)

@@ -128,7 +128,13 @@ class GraphBuilder:
             NodeType.Memset,
             deps,
             lambda: memset_params(
-                dst, value, width, element_size=element_size, height=height, pitch=pitch
+                dst,
+                value,
+                width,
+                element_size=element_size,
+                height=height,
+                pitch=pitch,
+                allow_empty=False,
             ),
         )
 

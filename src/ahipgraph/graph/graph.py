@@ -258,9 +258,10 @@ class Graph(GraphTopology, GraphBuilder):
         With ``move`` the graph takes over ``count`` of the caller's references instead of
         adding new ones. A dead object is left alone, as HIP does.
 
+        As in HIP, a moved ``count`` is not checked against the references the caller holds.
+
         Raises:
-            InvalidValue: destroyed graph, ``obj`` is None, ``count`` outside 1..INT_MAX, or a
-                move of more references than the caller holds.
+            InvalidValue: destroyed graph, ``obj`` is None, ``count`` outside 1..INT_MAX.
         """
         with self.lock:
             self._check_user_object(obj, count)
