@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import ahipgraph as ahg
+from ahipgraph.graph.graph import GRAPHS
 from ahipgraph.graph.memnodes import RESERVATIONS
 from ahipgraph.runtime.params import MemcpyParams
 from fakes import HeldKernel
@@ -124,6 +125,46 @@ def test_a_dropped_devices_memory_is_collected_despite_alloc_node_reservations()
     assert len(RESERVATIONS) == baseline  # the dropped device's entry went with it
     graph.add_mem_alloc_node(64)  # the graph keeps working on the new device
     assert len(RESERVATIONS) == baseline + 1
+
+
+# -- 13. deeply nested child graphs ---------------------------------------------------------------
+
+DEPTH = 2_000
+
+
+def nested(depth: int, out: ahg.DevicePtr) -> ahg.Graph:
+    """A graph whose child graphs nest ``depth`` deep, with one kernel at the bottom.
+
+    Built by editing each embedded copy in place, so building is linear in ``depth``.
+    """
+    top, blank = ahg.Graph(), ahg.Graph()
+    inner = top
+    for _ in range(depth):
+        inner = inner.add_child_graph_node(blank).params.graph
+    inner.add_kernel_node(put, 1, 1, (7, 0, out))
+    blank.destroy()
+    return top
+
+
+@pytest.mark.asyncio
+async def test_child_graphs_nested_2000_deep_clone_instantiate_launch_and_destroy(
+    device: ahg.Device,
+) -> None:
+    baseline = GRAPHS.statistics().live
+    out = device.malloc(8)
+    graph = nested(DEPTH, out)
+    assert GRAPHS.statistics().live == baseline + DEPTH + 1
+    copy = graph.clone()
+    assert GRAPHS.statistics().live == baseline + 2 * (DEPTH + 1)
+    assert "graph_" in copy.to_dot()
+    graph_exec = copy.instantiate()
+    await (await graph_exec.launch(device.create_stream()))
+    assert int(device.view(out, np.int64, 1)[0]) == 7
+    graph_exec.update(graph)  # same topology all the way down
+    graph_exec.destroy()
+    copy.destroy()
+    graph.destroy()
+    assert GRAPHS.statistics().live == baseline
 
 
 # -- 14. HIP's codes -------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ Rules (HIP's, plus one of ours):
     refuses to switch a node between cooperative and ordinary launches
     (``UnsupportedFunctionChange``);
   * node types, node count and each node's dependencies must match (``NodeTypeChanged``,
-    ``TopologyChanged``); child graphs are compared recursively.
+    ``TopologyChanged``); child graphs are compared too, however deep they nest.
 """
 
 from __future__ import annotations
@@ -80,7 +80,15 @@ def diff_graphs(
     if len(old.nodes) != len(new.nodes):
         return UpdateResult(UpdateResultKind.TopologyChanged, top, "node count changed"), []
     changes: list[Change] = []
-    for old_node, new_node, handle in zip(old.nodes, new.nodes, new_nodes, strict=True):
+    # A work list of node triples, not recursion: child graphs may nest arbitrarily deep.
+    # A child graph's nodes are compared where the child-graph node stands, as HIP's order.
+    stack = [iter(zip(old.nodes, new.nodes, new_nodes, strict=True))]
+    while stack:
+        triple = next(stack[-1], None)
+        if triple is None:
+            stack.pop()
+            continue
+        old_node, new_node, handle = triple
         culprit = top if top is not None else handle
         if old_node.type is not new_node.type:
             reason = f"{old_node.type.name} became {new_node.type.name}"
@@ -92,11 +100,13 @@ def diff_graphs(
             assert old_node.child is not None
             assert new_node.child is not None
             assert culprit is not None
+            if len(old_node.child.nodes) != len(new_node.child.nodes):
+                reason = "node count changed"
+                return UpdateResult(UpdateResultKind.TopologyChanged, culprit, reason), []
             inner_nodes = [culprit] * len(new_node.child.nodes)
-            result, inner = diff_graphs(old_node.child, new_node.child, inner_nodes, culprit)
-            if not result.ok:
-                return result, []
-            changes.extend(inner)
+            stack.append(
+                iter(zip(old_node.child.nodes, new_node.child.nodes, inner_nodes, strict=True))
+            )
             continue
         if new_node.type in (NodeType.Empty, NodeType.MemAlloc, NodeType.MemFree):
             if new_node.params != old_node.params:
