@@ -559,6 +559,7 @@ def _check_instantiable(graph: Graph) -> None:
         raise NotSupported("a graph with memory nodes can be instantiated only once")
 
 
+_MAX_SIGNAL_SETS = 1 << 16  # prepopulated sets; the pool still grows past them when needed
 _OPTIONS: dict[str, tuple[type, ...]] = {
     "signal_sets": (int,),
     "wait_for_signal_sets": (bool,),
@@ -579,7 +580,9 @@ def _check_options(options: dict[str, Any]) -> None:
         if not isinstance(value, types) or (bool not in types and isinstance(value, bool)):
             names = " or ".join(t.__name__ for t in types)
             raise TypeError(f"instantiate option {name} must be {names}, got {value!r}")
-    if options.get("signal_sets", 1) < 1:
-        raise ValueError(f"signal_sets must be at least 1, got {options['signal_sets']}")
+    if not 1 <= options.get("signal_sets", 1) <= _MAX_SIGNAL_SETS:
+        raise ValueError(
+            f"signal_sets must be in 1..{_MAX_SIGNAL_SETS}, got {options['signal_sets']}"
+        )
     if options.get("arena_headroom", 0) < 0:
         raise ValueError(f"arena_headroom must be >= 0, got {options['arena_headroom']}")

@@ -161,6 +161,8 @@ class NodeSetters:
         """``hipGraphNodeSetEnabled``: a disabled kernel/memcpy/memset node does nothing but
         keeps its place in the ordering. Other node types → InvalidValue."""
         exec_node = self._node(node, NodeType.Kernel, NodeType.Memcpy, NodeType.Memset)
+        if not isinstance(enabled, int):  # bool is an int; any non-zero enables, as in HIP
+            raise TypeError(f"enabled must be a bool or an int, got {enabled!r}")
         with self._lock:
             previous, exec_node.enabled = exec_node.enabled, bool(enabled)
             try:

@@ -122,6 +122,8 @@ def write_dot(graph: Graph, path: str | os.PathLike[str] | None, flags: int = 0)
     graph.check_alive()
     if path is None:
         raise InvalidValue("path is null")
+    if not isinstance(path, str | os.PathLike):  # open() would take an int as a descriptor
+        raise TypeError(f"path must be a str or os.PathLike, got {path!r}")
     text = to_dot(graph, flags)
     try:
         with open(path, "w", encoding="utf-8") as out:

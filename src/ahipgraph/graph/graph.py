@@ -282,6 +282,12 @@ class Graph(GraphTopology, GraphBuilder):
         Raises:
             InvalidValue: destroyed graph, ``obj`` is None, ``count`` outside 1..INT_MAX.
         """
+        flag: object = move  # HIP's flags value: False/True, or 0 / hipGraphUserObjectMove (1)
+        if not isinstance(flag, int):
+            raise TypeError(f"move must be a bool, got {flag!r}")
+        if flag not in (0, 1):
+            raise InvalidValue(f"flags must be 0 or 1 (move), got {flag}")
+        move = bool(flag)
         with self.lock:
             self._check_user_object(obj, count)
             if obj.adopt(self, count, move=move):

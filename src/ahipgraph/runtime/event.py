@@ -42,6 +42,9 @@ class Event:
     ) -> None:
         if _key is not _FACTORY_KEY:
             raise TypeError("events are created with Device.create_event()")
+        for name, flag in (("disable_timing", disable_timing), ("blocking_sync", blocking_sync)):
+            if not isinstance(flag, bool):
+                raise TypeError(f"{name} must be a bool, got {flag!r}")
         self.device = device
         self.disable_timing = bool(disable_timing)
         self.blocking_sync = bool(blocking_sync)

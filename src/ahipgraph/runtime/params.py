@@ -79,6 +79,8 @@ class KernelParams:
         args = () if args is None else tuple(args)
         if isinstance(priority, bool) or not isinstance(priority, int):
             raise TypeError(f"priority must be an int, got {priority!r}")
+        if not -(2**31) <= priority < 2**31:  # HIP's launch attribute is an int
+            raise ValueError(f"priority {priority} does not fit in an int")
         threads = Threads(grid3, block3, shared_mem)
         return cls(kernel, grid3, block3, args, shared_mem, arg_bytes, threads, priority)
 
@@ -301,11 +303,14 @@ class HostParams:
 
     @classmethod
     def make(cls, fn: Callable[..., Any] | None, args: Sequence[Any] = ()) -> HostParams:
-        """Raises: InvalidValue for a null function; TypeError for a non-callable."""
+        """Raises: InvalidValue for a null function; TypeError for a non-callable or for
+        ``args`` that are not a sequence (a string would become one argument per character)."""
         if fn is None:
             raise InvalidValue("host function is null")
         if not callable(fn):
             raise TypeError(f"host function must be callable, got {fn!r}")
+        if isinstance(args, str | bytes) or not isinstance(args, Sequence):
+            raise TypeError(f"host function args must be a sequence, got {args!r}")
         return cls(fn, tuple(args))
 
     def cost_ns(self, device: Device) -> int:

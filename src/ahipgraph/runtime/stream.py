@@ -75,6 +75,8 @@ class Stream:
             raise TypeError("streams are created with Device.create_stream()")
         if isinstance(priority, bool) or not isinstance(priority, int):
             raise TypeError(f"priority must be an int, got {priority!r}")
+        if not isinstance(non_blocking, bool):
+            raise TypeError(f"non_blocking must be a bool, got {non_blocking!r}")
         self.device = device
         self.priority = max(-1, min(0, priority))  # HIP clamps into [greatest=-1, least=0]
         self.non_blocking = bool(non_blocking)
