@@ -340,14 +340,19 @@ class Graph(GraphTopology, GraphBuilder):
 
         Args:
             flags: one :class:`ahipgraph.InstantiateFlags` value (HIP rejects combinations).
-            options: ``device`` (default device 0), ``signal_sets`` (sets prepopulated, 16),
-                ``wait_for_signal_sets`` (park launches instead of growing the pool),
-                ``arena_headroom`` (bytes for later argument updates, 128 KiB),
-                ``strict_flush`` (fail dispatches that would read unflushed arguments).
+            options: ``device`` (a :class:`Device`; default device 0), ``signal_sets`` (sets
+                prepopulated, 16), ``wait_for_signal_sets`` (park launches instead of growing
+                the pool), ``arena_headroom`` (bytes for later argument updates, 128 KiB),
+                ``strict_flush`` (fail dispatches that would read unflushed arguments),
+                ``upload_stream`` (with ``UPLOAD``: the stream to upload on; default the null
+                stream).
 
         Raises:
             InvalidValue: the graph was destroyed, has a cycle, or bad flags.
-            NotSupported: a graph with memory nodes instantiated a second time.
+            NotSupported: a graph with memory nodes instantiated a second time, or
+                ``DEVICE_LAUNCH`` (not simulated).
+            InvalidConfiguration: a kernel node exceeds ``device``'s limits.
+            TypeError / ValueError: an unknown option, or an option of the wrong type.
         """
         from ..exec.graph_exec import GraphExec  # the exec layer sits above the graph layer
 
