@@ -262,7 +262,7 @@ async def test_memset_writes_elements_of_1_2_or_4_bytes(
 ) -> None:
     stream = device.create_stream()
     ptr = device.malloc(32)
-    await stream.memset(ptr + 8, value, 16, element_size=element_size)
+    await stream.memset(ptr + 8, value, 16 // element_size, element_size=element_size)
     await stream.synchronize()
     everything = device.view(ptr, dtype).tolist()
     per_8_bytes = 8 // element_size
@@ -279,14 +279,13 @@ async def test_memset_bad_inputs_are_rejected_before_anything_is_enqueued(
     device.free(freed)
     cases: list[tuple[type[Exception], str, tuple[Any, ...], dict[str, Any]]] = [
         (ahg.InvalidValue, "past the end", (ptr, 0, 17), {}),
-        (ahg.InvalidValue, "past the end", (ptr + 12, 0, 8), {"element_size": 4}),
+        (ahg.InvalidValue, "past the end", (ptr + 12, 0, 2), {"element_size": 4}),
         (ahg.InvalidDevicePointer, "not inside", (freed, 0, 4), {}),
         (ahg.InvalidValue, "null", (ahg.NULL, 0, 4), {}),
         (ahg.InvalidValue, "null", (None, 0, 4), {}),
         (ahg.InvalidValue, "negative", (ptr, 0, -4), {}),
         (ahg.InvalidValue, "negative", (ptr, 0, -4), {"element_size": 2}),
         (ahg.InvalidValue, "element size", (ptr, 0, 3), {"element_size": 3}),
-        (ahg.InvalidValue, "whole number", (ptr, 0, 6), {"element_size": 4}),
         (ValueError, "does not fit", (ptr, 256, 4), {}),
         (ValueError, "does not fit", (ptr, 1 << 16, 4), {"element_size": 2}),
         (ValueError, "does not fit", (ptr, -129, 4), {}),

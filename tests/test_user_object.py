@@ -158,14 +158,17 @@ def test_adopt_on_dead_object_is_a_no_op() -> None:
     assert obj.owners == frozenset()
 
 
-def test_move_more_than_the_caller_holds_is_refused() -> None:
-    obj = ahg.UserObject(Destructor(), initial_refcount=2)
+def test_move_more_than_the_caller_holds_succeeds_as_in_hip_and_destructs_once() -> None:
+    destructor = Destructor()
+    obj = ahg.UserObject(destructor, initial_refcount=2)
     first, second = object(), object()
     obj.adopt(first, 2, move=True)
-    with pytest.raises(ahg.InvalidValue):
-        obj.adopt(second, 1, move=True)
+    assert obj.adopt(second, 5, move=True) is True  # HIP never checks a moved count
     assert obj.refcount == 2
-    assert obj.owners == {first}
+    assert obj.owners == {first, second}
+    assert obj.disown(first) is True  # the last two references go: the destructor runs
+    assert obj.disown(second) is False
+    assert destructor.calls == [None]
 
 
 def test_disown_more_than_held_or_by_stranger_is_a_no_op() -> None:

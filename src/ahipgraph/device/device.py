@@ -174,7 +174,18 @@ class Device:
         return self.memory.memory_info()
 
     def view(self, ptr: DevicePtr, dtype: Any, count: int | None = None) -> npt.NDArray[Any]:
-        """A host-side typed view of device memory (for inspection and tests), bounds-checked."""
+        """A host-side typed view of device memory (for inspection and tests), bounds-checked.
+
+        Raises:
+            TypeError: ``ptr`` is not a DevicePtr, ``dtype`` is None or not a numpy dtype, or
+                ``count`` is not an int. InvalidValue / InvalidDevicePointer: a bad range.
+        """
+        if not isinstance(ptr, DevicePtr):
+            raise TypeError(f"expected a DevicePtr, got {ptr!r}")
+        if dtype is None:  # numpy would quietly make it float64
+            raise TypeError("dtype is required")
+        if count is not None and (isinstance(count, bool) or not isinstance(count, int)):
+            raise TypeError(f"count must be an int or None, got {count!r}")
         dt = np.dtype(dtype)
         self.memory.resolve(ptr, (count or 0) * dt.itemsize)
         view = self.memory.view(ptr.address, dt)
@@ -256,6 +267,7 @@ class Device:
 
 
 _FACTORY_KEY = object()
+MAX_DEVICES = 64  # far more than a node has; bounds a mistyped count
 _devices_lock = threading.Lock()
 _devices: list[Device] = []
 
@@ -266,15 +278,25 @@ def configure_devices(
     """Replace the simulated devices: ``count`` of them, with one or per-device properties.
 
     Meant for program start-up and test fixtures: existing device objects are dropped.
+    Everything is checked before the table changes.
+
+    Raises:
+        TypeError: ``count`` is not an int, or ``properties`` are not DeviceProperties.
+        ValueError: ``count`` outside 1..MAX_DEVICES, or a property list of another length.
     """
+    if isinstance(count, bool) or not isinstance(count, int):
+        raise TypeError(f"count must be an int, got {count!r}")
+    if not 1 <= count <= MAX_DEVICES:
+        raise ValueError(f"need at least one device and at most {MAX_DEVICES}, got {count}")
     if isinstance(properties, Sequence):
         props = list(properties)
         if len(props) != count:
             raise ValueError(f"{count} devices but {len(props)} property sets")
     else:
         props = [properties or DeviceProperties()] * count
-    if count < 1:
-        raise ValueError(f"need at least one device, got {count}")
+    for prop in props:
+        if not isinstance(prop, DeviceProperties):
+            raise TypeError(f"properties must be DeviceProperties, got {prop!r}")
     with _devices_lock:
         _devices[:] = [Device(i, p, _key=_FACTORY_KEY) for i, p in enumerate(props)]
         return list(_devices)

@@ -158,15 +158,18 @@ class Kernel:
                 raise TypeError(f"kernel {body.__name__!r}: {param.name!r} must be positional")
             names.append(param.name)
             types.append(arg_type)
-        if duration_ns is not None and (not isinstance(duration_ns, int) or duration_ns < 0):
-            raise ValueError(f"duration_ns must be a non-negative int, got {duration_ns!r}")
+        if duration_ns is not None:
+            if isinstance(duration_ns, bool) or not isinstance(duration_ns, int):
+                raise TypeError(f"duration_ns must be an int, got {duration_ns!r}")
+            if duration_ns < 0:
+                raise ValueError(f"duration_ns must be non-negative, got {duration_ns!r}")
         self.body = body
         self.name = name or body.__name__
         self.layout = ArgLayout(names, types)
         self.duration_ns = duration_ns
         self.is_async = inspect.iscoroutinefunction(body)
 
-    def pack(self, args: Sequence[Any]) -> bytes:
+    def pack(self, args: Sequence[Any] | None) -> bytes:
         """Validate ``args`` and return the kernel-argument bytes.
 
         Raises:

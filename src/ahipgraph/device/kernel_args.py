@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Generic, TypeVar, get_args, ge
 
 import numpy as np
 
+from ..core.errors import InvalidValue
 from .pointer import DevicePtr
 
 if TYPE_CHECKING:
@@ -246,13 +247,23 @@ class ArgLayout:
     def has_pointers(self) -> bool:
         return bool(self._pointer_fields)
 
-    def check(self, args: Sequence[Any], kernel_name: str) -> tuple[Any, ...]:
+    def check(self, args: Sequence[Any] | None, kernel_name: str) -> tuple[Any, ...]:
         """Validate ``args`` against the parameters; return the raw field values.
 
+        ``None`` stands for "no arguments", as HIP's null ``kernelParams``: fine for a kernel
+        without parameters, ``InvalidValue`` for one that has some (HIP's answer).
+
         Raises:
+            InvalidValue: ``args`` is None and the kernel takes arguments.
             TypeError: wrong number of arguments or a value of the wrong type.
             ValueError: an integer outside its type's range.
         """
+        if args is None:
+            if self.types:
+                raise InvalidValue(
+                    f"kernel {kernel_name!r} takes {len(self.types)} arguments, got None"
+                )
+            return ()
         if isinstance(args, str | bytes) or not isinstance(args, Sequence):
             raise TypeError(f"kernel {kernel_name!r}: args must be a sequence, got {args!r}")
         if len(args) != len(self.types):
@@ -266,7 +277,7 @@ class ArgLayout:
             for arg_type, name, value in zip(self.types, self.names, args, strict=True)
         )
 
-    def pack(self, args: Sequence[Any], kernel_name: str) -> bytes:
+    def pack(self, args: Sequence[Any] | None, kernel_name: str) -> bytes:
         """Validate and pack ``args`` into kernel-argument bytes."""
         return self._struct.pack(*self.check(args, kernel_name))
 

@@ -125,15 +125,21 @@ class DeviceMemory:
             allocation = self._insert(nbytes, span, buffer, reserved=False)
         return DevicePtr(self.ordinal, allocation.base)
 
-    def free(self, ptr: DevicePtr) -> None:
-        """Free an allocation made by :meth:`malloc` (``hipFree``). Null is a no-op.
+    def free(self, ptr: DevicePtr | None) -> None:
+        """Free an allocation made by :meth:`malloc` (``hipFree``). Null (or None) is a no-op.
 
         Freeing memory a graph memory-alloc node committed returns the memory but keeps the
         node's reserved addresses, so the graph can allocate there again on its next launch.
 
         Raises:
             InvalidValue: ``ptr`` is not the start of a live allocation on this device.
+            TypeError: ``ptr`` is neither a DevicePtr nor None.
         """
+        given: object = ptr  # callers are untyped Python: check what really came in
+        if given is None:
+            return  # hipFree(nullptr)
+        if not isinstance(given, DevicePtr):
+            raise TypeError(f"expected a DevicePtr, got {given!r}")
         if not ptr:
             return
         with self._lock:

@@ -19,6 +19,7 @@ Thread-safety: one short lock; slots are plain records.
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -80,12 +81,11 @@ class KernelArgArena:
         self._unflushed: set[tuple[int, int]] = set()  # (chunk, offset) written, not flushed
         self.closed = False
 
-    def _add_chunk(self) -> None:
+    def _new_chunk(self) -> tuple[DevicePtr, memoryview]:
         ptr = self.device.malloc(self.chunk_bytes)
         buffer, offset = self.device.memory.resolve(ptr, self.chunk_bytes)
         chunk = buffer[offset : offset + self.chunk_bytes]
-        self._chunks.append((ptr, memoryview(chunk)))  # type: ignore[arg-type]
-        self._top = 0
+        return ptr, memoryview(chunk)  # type: ignore[arg-type]
 
     def allocate(self, size: int) -> ArgSlot:
         """A slot of ``size`` bytes, aligned to ``ARG_ALIGNMENT``; reuses a reclaimed slot first.
@@ -94,27 +94,64 @@ class KernelArgArena:
             OutOfMemory: a new chunk was needed and the device is full.
             InvalidValue: ``size`` does not fit in a chunk, or the arena is closed.
         """
-        size = max(size, 1)
-        if size > self.chunk_bytes:
-            raise InvalidValue(
-                f"{size} bytes of kernel arguments exceed a {self.chunk_bytes}-byte chunk"
-            )
+        return self.allocate_all([size])[0]
+
+    def allocate_all(self, sizes: Sequence[int]) -> list[ArgSlot]:
+        """One slot per size, all or none: an update takes every slot it needs before it
+        writes any, so a failure half way leaves the arena (and the device) as it was.
+
+        The new chunks the slots need are allocated from the device first; only when all of
+        them exist are the slots carved, which cannot fail.
+
+        Raises:
+            OutOfMemory: new chunks were needed and the device is full (none is kept).
+            InvalidValue: a size does not fit in a chunk, or the arena is closed.
+        """
+        sizes = [max(size, 1) for size in sizes]
+        for size in sizes:
+            if size > self.chunk_bytes:
+                raise InvalidValue(
+                    f"{size} bytes of kernel arguments exceed a {self.chunk_bytes}-byte chunk"
+                )
         with self._lock:
             if self.closed:
                 raise InvalidValue("the kernel-argument arena is closed")
-            reclaimed = self._free.get(size)
-            if reclaimed:
-                self._reuses += 1
+            # Plan: which sizes reuse a reclaimed slot, where the others go, how many chunks.
+            reused: dict[int, int] = {}
+            top, have_chunk, new_chunks = self._top, bool(self._chunks), 0
+            places: list[tuple[int, int] | None] = []
+            for size in sizes:
+                if len(self._free.get(size, ())) > reused.get(size, 0):
+                    reused[size] = reused.get(size, 0) + 1
+                    places.append(None)
+                    continue
+                if not have_chunk or top + size > self.chunk_bytes:
+                    new_chunks, top, have_chunk = new_chunks + 1, 0, True
+                places.append((new_chunks, top))
+                top = -(-(top + size) // ARG_ALIGNMENT) * ARG_ALIGNMENT
+            chunks: list[tuple[DevicePtr, memoryview]] = []
+            try:
+                for _ in range(new_chunks):
+                    chunks.append(self._new_chunk())
+            except BaseException:
+                for ptr, _ in chunks:
+                    self.device.free(ptr)
+                raise
+            # Commit: nothing below can fail.
+            base = len(self._chunks) - 1
+            self._chunks.extend(chunks)
+            self._top = top
+            slots: list[ArgSlot] = []
+            for size, place in zip(sizes, places, strict=True):
+                if place is None:
+                    self._reuses += 1
+                    slots.append(self._free[size].pop())
+                else:
+                    index = base + place[0]
+                    slots.append(ArgSlot(index, self._chunks[index][1], place[1], size))
+                    self._allocations += 1
                 self._live += 1
-                return reclaimed.pop()
-            if not self._chunks or self._top + size > self.chunk_bytes:
-                self._add_chunk()
-            index = len(self._chunks) - 1
-            slot = ArgSlot(index, self._chunks[index][1], self._top, size)
-            self._top = -(-(self._top + size) // ARG_ALIGNMENT) * ARG_ALIGNMENT
-            self._allocations += 1
-            self._live += 1
-            return slot
+            return slots
 
     def write(self, slot: ArgSlot, data: bytes) -> None:
         """Copy host bytes into a slot; they become visible to dispatches after :meth:`flush`."""

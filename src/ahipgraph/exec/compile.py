@@ -168,13 +168,25 @@ class _Builder:
         self.compiled = Compiled([], {}, {}, [], num_signals, 1)
 
     def emit_node(self, node: ExecNode, slot: int, ops: list[Op]) -> None:
+        """Emit ``node``'s op; a child graph's nodes in its order, however deep it nests."""
+        if node.type is not NodeType.Graph:
+            self._emit_one(node, slot, ops)
+            return
+        assert node.child is not None
+        stack = [iter(node.child.nodes)]
+        while stack:
+            inner = next(stack[-1], None)
+            if inner is None:
+                stack.pop()
+            elif inner.type is NodeType.Graph:
+                assert inner.child is not None
+                stack.append(iter(inner.child.nodes))
+            else:
+                self._emit_one(inner, slot, ops)
+
+    def _emit_one(self, node: ExecNode, slot: int, ops: list[Op]) -> None:
         compiled = self.compiled
         kind = node.type
-        if kind is NodeType.Graph:
-            assert node.child is not None
-            for inner in node.child.nodes:
-                self.emit_node(inner, slot, ops)
-            return
         if kind is NodeType.Kernel:
             params: KernelParams = node.params
             arg_slot = self.arena.allocate(params.kernel.layout.size)

@@ -40,11 +40,12 @@ from ..device.device import Device, get_device
 from ..device.ops import Op
 from ..device.program import Program
 from ..device.signal import Signal
+from ..graph.memnodes import RESERVATIONS
 from ..graph.node import GraphNode, live_node
 from ..graph.node_type import NodeType
 from ..runtime.completion import Completion
 from ..runtime.params import KernelParams
-from ..runtime.stream import Stream, StreamState
+from ..runtime.stream import Stream, StreamState, launch_stream
 from .arena import HEADROOM_BYTES, ArenaStatistics, ArgSlot, KernelArgArena
 from .compile import Compiled, compile_plan, node_op
 from .flags import InstantiateFlags, check_instantiate_flags
@@ -157,6 +158,10 @@ class GraphExec(NodeSetters, RefCounted):
         with graph.lock:
             _check_instantiable(graph)
             exec_graph, originals = snapshot(graph)  # InvalidValue on a cycle, nothing created
+        for node in exec_graph.walk():
+            if node.type is NodeType.Kernel:
+                # Added against the default device's limits; this executable runs on its own.
+                node.params.check_limits(device)
         self._graph: ExecGraph = exec_graph
         self._sources = source_map(originals, exec_graph)
         max_streams = min(MAX_PARALLEL_STREAMS, len(device.queues))
@@ -213,7 +218,29 @@ class GraphExec(NodeSetters, RefCounted):
     def _instantiate(
         cls, graph: Graph, flags: int = 0, *, device: Device | None = None, **options: Any
     ) -> GraphExec:
-        return cls(graph, flags, device or get_device(0), options, _FACTORY_KEY)
+        """``graph.instantiate``: check every argument, then build; with UPLOAD, upload.
+
+        Raises:
+            TypeError / ValueError: an unknown option, or an option of the wrong type.
+            NotSupported: ``DEVICE_LAUNCH`` (the simulator has no device-side launch).
+        """
+        checked = check_instantiate_flags(flags)
+        _check_options(options)
+        if device is None:
+            device = get_device(0)
+        elif not isinstance(device, Device):
+            raise TypeError(f"device must be a Device (ahg.get_device(n)), got {device!r}")
+        if checked is InstantiateFlags.DEVICE_LAUNCH:
+            raise NotSupported("device-side graph launch is not simulated")
+        upload_stream = options.get("upload_stream")
+        if upload_stream is not None and checked is not InstantiateFlags.UPLOAD:
+            raise ValueError("upload_stream is only used with InstantiateFlags.UPLOAD")
+        if checked is InstantiateFlags.UPLOAD:
+            launch_stream(upload_stream, device)  # checked before anything is built
+        graph_exec = cls(graph, flags, device, options, _FACTORY_KEY)
+        if checked is InstantiateFlags.UPLOAD:
+            graph_exec._upload(upload_stream)
+        return graph_exec
 
     # -- handle checks --------------------------------------------------------------------------
 
@@ -279,12 +306,7 @@ class GraphExec(NodeSetters, RefCounted):
         """The checks every launch makes, in HIP's order; None when the graph is empty."""
         if self.state is not ExecState.OPEN:
             self.check_alive()  # raises
-        if stream is None:
-            stream = self.device.null_stream
-        if stream.state is not StreamState.OPEN:
-            stream.check_open()  # raises
-        if stream.device is not self.device:
-            raise InvalidValue(f"{self!r} was instantiated for device {self.device.ordinal}")
+        stream = launch_stream(stream, self.device)
         if not self._graph.nodes:
             return None
         if self._compiled.unfreed_ptrs:
@@ -367,9 +389,18 @@ class GraphExec(NodeSetters, RefCounted):
             self._last_release()
 
     async def upload(self, stream: Stream | None = None) -> None:
-        """``hipGraphUpload``: validates; everything was already prepared at instantiate."""
+        """``hipGraphUpload``: validates; everything was already prepared at instantiate.
+
+        Raises:
+            InvalidValue: the executable was destroyed, or ``stream`` is another device's.
+            ContextIsDestroyed: the stream was destroyed. TypeError: ``stream`` is not a Stream.
+        """
+        self._upload(stream)
+
+    def _upload(self, stream: Stream | None) -> None:
+        """What an upload checks (also run by instantiate with ``InstantiateFlags.UPLOAD``)."""
         self.check_alive()
-        (stream or self.device.null_stream).check_open()
+        launch_stream(stream, self.device)
 
     # -- destroy --------------------------------------------------------------------------------
 
@@ -407,6 +438,7 @@ class GraphExec(NodeSetters, RefCounted):
         compiled = getattr(self, "_compiled", None)
         if unreserve and compiled is not None:
             for ptr in compiled.alloc_ptrs:
+                RESERVATIONS.forget(ptr)  # an orphan's free node can no longer claim it
                 with contextlib.suppress(HipError):  # already given back
                     self.device.memory.unreserve(ptr)
 
@@ -433,28 +465,54 @@ class GraphExec(NodeSetters, RefCounted):
         return version
 
     def _apply(self, changes: list[Change]) -> None:
-        """Give nodes new parameters without disturbing any launch already enqueued."""
+        """Give nodes new parameters without disturbing any launch already enqueued.
+
+        Check, then commit: every argument slot the changes need is allocated first (all or
+        none, :meth:`KernelArgArena.allocate_all`), so a full device or an oversized slot fails
+        here with the executable, its arena and the device exactly as they were. Nothing after
+        that can fail.
+        """
         with self._lock:
+            fresh = self._allocate_arguments(changes)
             version = self._writable_version()
             compiled = self._compiled
             for node, params in changes:
                 node.params = params
                 if node.type is NodeType.Kernel:
-                    self._store_arguments(node, params)
+                    self._store_arguments(node, params, fresh.get(id(node)))
                 location = compiled.locations.get(id(node))
                 op = node_op(self.device, node, compiled, self.arena)
                 if location is not None and op is not None:  # event nodes bind at launch instead
                     version.slot_ops[location[0]][location[1]] = op
             self.arena.flush()
 
-    def _store_arguments(self, node: ExecNode, params: KernelParams) -> None:
+    def _allocate_arguments(self, changes: list[Change]) -> dict[int, ArgSlot]:
+        """The new argument slots ``changes`` need (by ``id(node)``), allocated all at once.
+
+        A node's arguments are rewritten in place when no launch is in flight and they fit in
+        its slot; otherwise they go to a new slot.
+        """
+        needs: dict[int, int] = {}
+        slots = self._compiled.arg_slots
+        in_flight = self.in_flight
+        for node, params in changes:
+            if node.type is NodeType.Kernel:
+                size = max(params.kernel.layout.size, 1)
+                if in_flight or slots[id(node)].size < size:
+                    needs[id(node)] = size
+        if not needs:
+            return {}
+        return dict(zip(needs, self.arena.allocate_all(list(needs.values())), strict=True))
+
+    def _store_arguments(
+        self, node: ExecNode, params: KernelParams, fresh: ArgSlot | None = None
+    ) -> None:
+        """Write a node's new arguments: into ``fresh`` (allocated beforehand) or in place."""
         slots = self._compiled.arg_slots
         slot = slots[id(node)]
-        size = max(params.kernel.layout.size, 1)
-        if not self.in_flight and slot.size >= size:
+        if fresh is None:
             self.arena.write(slot, params.arg_bytes)  # nothing in flight reads it: in place
             return
-        fresh = self.arena.allocate(size)
         self.arena.write(fresh, params.arg_bytes)
         slots[id(node)] = fresh
         if self.in_flight:  # free once every launch enqueued so far has completed
@@ -508,3 +566,32 @@ def _check_instantiable(graph: Graph) -> None:
     graph.check_alive()
     if graph.has_mem_nodes and graph.instantiated:
         raise NotSupported("a graph with memory nodes can be instantiated only once")
+
+
+_MAX_SIGNAL_SETS = 1 << 16  # prepopulated sets; the pool still grows past them when needed
+_OPTIONS: dict[str, tuple[type, ...]] = {
+    "signal_sets": (int,),
+    "wait_for_signal_sets": (bool,),
+    "arena_headroom": (int,),
+    "strict_flush": (bool,),
+    "upload_stream": (Stream, type(None)),
+}
+
+
+def _check_options(options: dict[str, Any]) -> None:
+    """Reject a misspelt or mistyped instantiate option instead of silently ignoring it."""
+    unknown = sorted(set(options) - set(_OPTIONS))
+    if unknown:
+        known = ", ".join(["device", *_OPTIONS])
+        raise TypeError(f"unknown instantiate option(s) {', '.join(unknown)}; known: {known}")
+    for name, value in options.items():
+        types = _OPTIONS[name]
+        if not isinstance(value, types) or (bool not in types and isinstance(value, bool)):
+            names = " or ".join(t.__name__ for t in types)
+            raise TypeError(f"instantiate option {name} must be {names}, got {value!r}")
+    if not 1 <= options.get("signal_sets", 1) <= _MAX_SIGNAL_SETS:
+        raise ValueError(
+            f"signal_sets must be in 1..{_MAX_SIGNAL_SETS}, got {options['signal_sets']}"
+        )
+    if options.get("arena_headroom", 0) < 0:
+        raise ValueError(f"arena_headroom must be >= 0, got {options['arena_headroom']}")

@@ -12,18 +12,18 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
-from ..core.errors import GraphExecUpdateFailure, Unknown
+from ..core.errors import GraphExecUpdateFailure, InvalidValue, Unknown
 from ..device.kernel import DimLike, Kernel
 from ..device.pointer import DevicePtr
 from ..device.properties import CopyKind
 from ..graph.graph import live_graph
 from ..graph.node_type import NodeType
-from ..graph.params import EventParams
+from ..graph.params import event_params, memcpy_params
 from ..runtime.event import Event
-from ..runtime.params import Endpoint, HostParams, KernelParams, MemcpyParams, MemsetParams
+from ..runtime.params import Endpoint, HostParams, KernelParams, MemsetParams
 from .flags import UpdateResult
 from .snapshot import ExecGraph, ExecNode, snapshot
-from .update import Change, check_setter, diff_graphs
+from .update import Change, check_setter, device_limits_problem, diff_graphs
 
 if TYPE_CHECKING:
     from ..device.device import Device
@@ -83,9 +83,24 @@ class NodeSetters:
         nbytes: int | None = None,
         kind: CopyKind | int | None = None,
     ) -> None:
-        """``hipGraphExecMemcpyNodeSetParams``: the direction must stay the same."""
+        """``hipGraphExecMemcpyNodeSetParams1D``: the direction must stay the same.
+
+        Raises:
+            InvalidValue: as HIP: a ``kind`` other than the node's own (``Default`` included),
+                endpoints that change the direction, or a count of 0.
+        """
         exec_node = self._node(node, NodeType.Memcpy)
-        self._set(exec_node, MemcpyParams.make(dst, src, nbytes, kind))
+        original = exec_node.params.kind
+        if kind is not None:
+            try:
+                given = CopyKind(kind)
+            except ValueError:
+                raise InvalidValue(f"{kind!r} is not a memcpy kind") from None
+            if given is not original:
+                raise InvalidValue(
+                    f"a memcpy node's kind is fixed: {original.name}, not {given.name}"
+                )
+        self._set(exec_node, memcpy_params(dst, src, nbytes, kind, allow_empty=False))
 
     def set_memset_node_params(
         self,
@@ -115,14 +130,12 @@ class NodeSetters:
     def set_event_record_node_event(self, node: GraphNode, event: Event) -> None:
         """``hipGraphExecEventRecordNodeSetEvent``: takes effect from the next launch."""
         exec_node = self._node(node, NodeType.EventRecord)
-        event.check_open()
-        self._apply([(exec_node, EventParams(event))])
+        self._apply([(exec_node, event_params(event))])  # null or destroyed: InvalidValue
 
     def set_event_wait_node_event(self, node: GraphNode, event: Event) -> None:
         """``hipGraphExecEventWaitNodeSetEvent``: takes effect from the next launch."""
         exec_node = self._node(node, NodeType.WaitEvent)
-        event.check_open()
-        self._apply([(exec_node, EventParams(event))])
+        self._apply([(exec_node, event_params(event))])  # null or destroyed: InvalidValue
 
     def set_child_graph_node_params(self, node: GraphNode, child: Graph) -> None:
         """``hipGraphExecChildGraphNodeSetParams``: same topology, new node parameters.
@@ -138,6 +151,8 @@ class NodeSetters:
         new_copy, new_nodes = snapshot(child)
         assert exec_node.child is not None
         result, changes = diff_graphs(exec_node.child, new_copy, new_nodes, node)
+        if result.ok:
+            result = device_limits_problem(changes, self.device, node)
         if not result.ok:
             raise Unknown(f"child graph does not match: {result.reason}")
         self._apply(changes)
@@ -146,9 +161,15 @@ class NodeSetters:
         """``hipGraphNodeSetEnabled``: a disabled kernel/memcpy/memset node does nothing but
         keeps its place in the ordering. Other node types → InvalidValue."""
         exec_node = self._node(node, NodeType.Kernel, NodeType.Memcpy, NodeType.Memset)
+        if not isinstance(enabled, int):  # bool is an int; any non-zero enables, as in HIP
+            raise TypeError(f"enabled must be a bool or an int, got {enabled!r}")
         with self._lock:
-            exec_node.enabled = bool(enabled)
-            self._apply([(exec_node, exec_node.params)])
+            previous, exec_node.enabled = exec_node.enabled, bool(enabled)
+            try:
+                self._apply([(exec_node, exec_node.params)])
+            except BaseException:
+                exec_node.enabled = previous  # a failed call changes nothing
+                raise
 
     def node_enabled(self, node: GraphNode) -> bool:
         """``hipGraphNodeGetEnabled``."""
@@ -171,6 +192,8 @@ class NodeSetters:
         graph = live_graph(graph)
         new_copy, new_nodes = snapshot(graph)
         result, changes = diff_graphs(self._graph, new_copy, new_nodes)
+        if result.ok:
+            result = device_limits_problem(changes, self.device)
         if not result.ok:
             error = GraphExecUpdateFailure(f"{result.kind.name}: {result.reason}")
             error.result = result  # type: ignore[attr-defined]

@@ -12,6 +12,7 @@ is unknown (``InvalidValue``), as in HIP.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -58,38 +59,78 @@ class ExecGraph:
                     self.dependents[dep].append(node.index)
 
     def walk(self) -> list[ExecNode]:
-        """Every node, child graphs' nodes included (depth first, topological within a graph)."""
+        """Every node, child graphs' nodes included (depth first, topological within a graph).
+
+        An explicit stack, not recursion: child graphs may nest deeper than Python's stack.
+        """
         out: list[ExecNode] = []
-        for node in self.nodes:
+        stack = [iter(self.nodes)]
+        while stack:
+            node = next(stack[-1], None)
+            if node is None:
+                stack.pop()
+                continue
             out.append(node)
             if node.child is not None:
-                out.extend(node.child.walk())
+                stack.append(iter(node.child.nodes))
         return out
 
 
 def snapshot(graph: Graph) -> tuple[ExecGraph, list[GraphNode]]:
     """Copy ``graph`` for execution; also return its nodes in the copy's order.
 
+    Child graphs are copied with a work list, not recursion, and every graph's lock is held
+    until the whole copy is made (parent before child).
+
     Raises:
         InvalidValue: the graph was destroyed or has a cycle (in it or in a child graph).
     """
-    with graph.lock:
+    with contextlib.ExitStack() as locks:
+        locks.enter_context(graph.lock)
         graph.check_alive()
-        order: list[GraphNode] = graph.nodes()  # InvalidValue on a cycle
-        position = {node: i for i, node in enumerate(order)}
-        nodes: list[ExecNode] = []
-        user_objects = dict.fromkeys(graph.user_objects())
-        # Under the graph's lock, with the graph alive, every node is alive too: read the
-        # fields directly instead of through the accessors' per-call handle checks.
-        for i, node in enumerate(order):
-            node_type, params = node._type, node._params
+        top_order: list[GraphNode] = []
+        copies: list[tuple[ExecGraph, list[ExecGraph]]] = []  # each copy and its children
+        top = _copy_one(graph, top_order)
+        pending = [top]
+        while pending:
+            copy, source_children = pending.pop()
+            children: list[ExecGraph] = []
+            for node, child_graph in source_children:
+                locks.enter_context(child_graph.lock)
+                child = _copy_one(child_graph, [])
+                node.child = child[0]
+                children.append(child[0])
+                pending.append(child)
+            copies.append((copy, children))
+        # Each copy owns its children's user objects too: fold them in, deepest first.
+        for copy, children in reversed(copies):
+            owned = dict.fromkeys(copy.user_objects)
+            for child_copy in children:
+                owned.update(dict.fromkeys(child_copy.user_objects))
+            copy.user_objects = list(owned)
+        return top[0], top_order
+
+
+def _copy_one(
+    graph: Graph, order_out: list[GraphNode]
+) -> tuple[ExecGraph, list[tuple[ExecNode, Graph]]]:
+    """Copy one graph's nodes (its lock held); child-graph nodes are left for the caller."""
+    order: list[GraphNode] = graph.nodes()  # InvalidValue on a cycle
+    order_out.extend(order)
+    position = {node: i for i, node in enumerate(order)}
+    nodes: list[ExecNode] = []
+    children: list[tuple[ExecNode, Graph]] = []
+    # Under the graph's lock, with the graph alive, every node is alive too: read the fields
+    # directly instead of through the accessors' per-call handle checks.
+    for i, node in enumerate(order):
+        node_type, params = node._type, node._params
+        deps = tuple([position[dep] for dep in node._deps])
+        exec_node = ExecNode(i, node.id, node_type, params, deps)
+        if node_type is NodeType.Graph:
             params_any: Any = params
-            child = snapshot(params_any.graph)[0] if node_type is NodeType.Graph else None
-            if child is not None:
-                user_objects.update(dict.fromkeys(child.user_objects))
-            deps = tuple([position[dep] for dep in node._deps])
-            nodes.append(ExecNode(i, node.id, node_type, params, deps, child))
-        return ExecGraph(graph.id, nodes, list(user_objects)), order
+            children.append((exec_node, params_any.graph))
+        nodes.append(exec_node)
+    return ExecGraph(graph.id, nodes, list(graph.user_objects())), children
 
 
 def source_map(originals: list[GraphNode], copy: ExecGraph) -> dict[HandleId, ExecNode]:

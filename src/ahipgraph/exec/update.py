@@ -13,22 +13,23 @@ Rules (HIP's, plus one of ours):
     refuses to switch a node between cooperative and ordinary launches
     (``UnsupportedFunctionChange``);
   * node types, node count and each node's dependencies must match (``NodeTypeChanged``,
-    ``TopologyChanged``); child graphs are compared recursively.
+    ``TopologyChanged``); child graphs are compared too, however deep they nest.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..core.errors import InvalidValue
+from ..core.errors import HipError, InvalidValue
 from ..graph.node_type import NodeType
 from .flags import UpdateResult, UpdateResultKind
 from .snapshot import ExecGraph, ExecNode
 
 if TYPE_CHECKING:
+    from ..device.device import Device
     from ..graph.node import GraphNode
 
-__all__ = ["Change", "compatibility_problem", "diff_graphs"]
+__all__ = ["Change", "compatibility_problem", "device_limits_problem", "diff_graphs"]
 
 Change = tuple[ExecNode, Any]
 
@@ -79,7 +80,15 @@ def diff_graphs(
     if len(old.nodes) != len(new.nodes):
         return UpdateResult(UpdateResultKind.TopologyChanged, top, "node count changed"), []
     changes: list[Change] = []
-    for old_node, new_node, handle in zip(old.nodes, new.nodes, new_nodes, strict=True):
+    # A work list of node triples, not recursion: child graphs may nest arbitrarily deep.
+    # A child graph's nodes are compared where the child-graph node stands, as HIP's order.
+    stack = [iter(zip(old.nodes, new.nodes, new_nodes, strict=True))]
+    while stack:
+        triple = next(stack[-1], None)
+        if triple is None:
+            stack.pop()
+            continue
+        old_node, new_node, handle = triple
         culprit = top if top is not None else handle
         if old_node.type is not new_node.type:
             reason = f"{old_node.type.name} became {new_node.type.name}"
@@ -91,11 +100,13 @@ def diff_graphs(
             assert old_node.child is not None
             assert new_node.child is not None
             assert culprit is not None
+            if len(old_node.child.nodes) != len(new_node.child.nodes):
+                reason = "node count changed"
+                return UpdateResult(UpdateResultKind.TopologyChanged, culprit, reason), []
             inner_nodes = [culprit] * len(new_node.child.nodes)
-            result, inner = diff_graphs(old_node.child, new_node.child, inner_nodes, culprit)
-            if not result.ok:
-                return result, []
-            changes.extend(inner)
+            stack.append(
+                iter(zip(old_node.child.nodes, new_node.child.nodes, inner_nodes, strict=True))
+            )
             continue
         if new_node.type in (NodeType.Empty, NodeType.MemAlloc, NodeType.MemFree):
             if new_node.params != old_node.params:
@@ -112,3 +123,23 @@ def diff_graphs(
             return UpdateResult(problem[0], culprit, problem[1]), []
         changes.append((old_node, new_node.params))
     return UpdateResult(UpdateResultKind.Success), changes
+
+
+def device_limits_problem(
+    changes: list[Change], device: Device, top: GraphNode | None = None
+) -> UpdateResult:
+    """Check new kernel parameters against the executable's device (they were validated
+    against the default device when the new graph was built).
+
+    A bad value (shared memory) is ParametersChanged; anything else (a launch configuration
+    the device cannot run) is NotSupported, as HIP maps its ``SetParams`` failures.
+    """
+    for node, params in changes:
+        if node.type is NodeType.Kernel:
+            try:
+                params.check_limits(device)
+            except InvalidValue as error:
+                return UpdateResult(UpdateResultKind.ParametersChanged, top, str(error))
+            except HipError as error:
+                return UpdateResult(UpdateResultKind.NotSupported, top, str(error))
+    return UpdateResult(UpdateResultKind.Success)

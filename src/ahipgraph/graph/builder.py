@@ -122,13 +122,19 @@ class GraphBuilder:
 
         Raises:
             InvalidValue: destroyed graph, bad deps, null ``dst``, element size not 1/2/4,
-                a region outside the allocation.
+                a width or height of 0 (as HIP), a region outside the allocation.
         """
         return self._add_node(
             NodeType.Memset,
             deps,
             lambda: memset_params(
-                dst, value, width, element_size=element_size, height=height, pitch=pitch
+                dst,
+                value,
+                width,
+                element_size=element_size,
+                height=height,
+                pitch=pitch,
+                allow_empty=False,
             ),
         )
 

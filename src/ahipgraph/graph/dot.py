@@ -28,6 +28,7 @@ Deliberate differences from HIP:
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import os
 import shutil
@@ -121,6 +122,8 @@ def write_dot(graph: Graph, path: str | os.PathLike[str] | None, flags: int = 0)
     graph.check_alive()
     if path is None:
         raise InvalidValue("path is null")
+    if not isinstance(path, str | os.PathLike):  # open() would take an int as a descriptor
+        raise TypeError(f"path must be a str or os.PathLike, got {path!r}")
     text = to_dot(graph, flags)
     try:
         with open(path, "w", encoding="utf-8") as out:
@@ -158,7 +161,23 @@ def render(graph: Graph, path: str | os.PathLike[str], format: str = "svg", flag
 
 
 def _cluster(graph: Graph, flags: int, lines: list[str]) -> None:
-    """Append ``graph``'s cluster, then its children's (graph lock held)."""
+    """Append ``graph``'s cluster, then its children's, depth first (graph lock held).
+
+    A work list, not recursion, so deeply nested child graphs cannot overflow the stack; each
+    child's lock is held until the whole text is made (parent before child).
+    """
+    with contextlib.ExitStack() as locks:
+        stack = [graph]
+        while stack:
+            current = stack.pop()
+            if current is not graph:
+                locks.enter_context(current.lock)
+            nodes = _one_cluster(current, flags, lines)
+            children = [n._params.graph for n in nodes if isinstance(n._params, ChildGraphParams)]
+            stack.extend(reversed(children))
+
+
+def _one_cluster(graph: Graph, flags: int, lines: list[str]) -> list[GraphNode]:
     gid = graph.id
     nodes = graph._ordered_nodes()
     lines.append(f"subgraph cluster_{gid} {{")
@@ -172,11 +191,7 @@ def _cluster(graph: Graph, flags: int, lines: list[str]) -> None:
         for succ in node._succ:
             lines.append(f'"graph_{gid}_node_{node.id}" -> "graph_{gid}_node_{succ.id}"')
     lines.append("}")
-    for node in nodes:
-        if isinstance(node._params, ChildGraphParams):
-            child = node._params.graph
-            with child.lock:
-                _cluster(child, flags, lines)
+    return nodes
 
 
 def _node_look(node: GraphNode, flags: int) -> tuple[str, str, str]:

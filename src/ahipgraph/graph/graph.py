@@ -29,6 +29,7 @@ Destroying twice is IllegalState; any other call on a destroyed graph is Invalid
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import threading
@@ -199,33 +200,51 @@ class Graph(GraphTopology, GraphBuilder):
         return self._clone()
 
     def _clone(self) -> Graph:
-        with self.lock:
+        """Copy this graph and its child graphs, however deep, with an explicit work list.
+
+        Every source graph's lock is held until the whole copy is made (parent before child,
+        as everywhere). A failure half way disposes of every copy made so far.
+        """
+        with contextlib.ExitStack() as locks:
+            locks.enter_context(self.lock)
             self.check_alive()
             if self.has_mem_nodes:
                 raise NotSupported(f"{self!r} has memory nodes and cannot be copied")
-            copy = Graph()
-            copy.original = self
+            top = Graph()
+            top.original = self
+            made = [top]
             try:
-                twins: dict[GraphNode, GraphNode] = {}
-                for node in self._nodes:
-                    params = node._params
-                    if isinstance(params, ChildGraphParams):
-                        params = ChildGraphParams(params.graph._clone())
-                    twin = copy._attach(node._type, params, (), node.id)
-                    if isinstance(params, ChildGraphParams):
-                        params.graph.owner_node = twin
-                    twins[node] = twin
-                for node, twin in twins.items():
-                    twin._deps = [twins[dep] for dep in node._deps]
-                    twin._succ = [twins[succ] for succ in node._succ]
-                copy._edge_count = self._edge_count
-                for obj in self._user_objects:
-                    if obj.owned_by(self) and obj.adopt(copy, 1):
-                        copy._user_objects.add(obj)
+                work: list[tuple[Graph, Graph]] = [(self, top)]
+                while work:
+                    source, copy = work.pop()
+                    if source is not self:
+                        locks.enter_context(source.lock)
+                    twins: dict[GraphNode, GraphNode] = {}
+                    for node in source._nodes:
+                        params = node._params
+                        child: Graph | None = None
+                        if isinstance(params, ChildGraphParams):
+                            child = Graph()
+                            child.original = params.graph
+                            made.append(child)
+                            work.append((params.graph, child))
+                            params = ChildGraphParams(child)
+                        twin = copy._attach(node._type, params, (), node.id)
+                        if child is not None:
+                            child.owner_node = twin
+                        twins[node] = twin
+                    for node, twin in twins.items():
+                        twin._deps = [twins[dep] for dep in node._deps]
+                        twin._succ = [twins[succ] for succ in node._succ]
+                    copy._edge_count = source._edge_count
+                    for obj in source._user_objects:
+                        if obj.owned_by(source) and obj.adopt(copy, 1):
+                            copy._user_objects.add(obj)
             except BaseException:
-                copy._dispose()
+                for copy in reversed(made):
+                    copy._dispose()
                 raise
-            return copy
+            return top
 
     def find_in_clone(self, node: GraphNode) -> GraphNode:
         """This clone's copy of ``node``, a node of the graph it was cloned from.
@@ -258,10 +277,17 @@ class Graph(GraphTopology, GraphBuilder):
         With ``move`` the graph takes over ``count`` of the caller's references instead of
         adding new ones. A dead object is left alone, as HIP does.
 
+        As in HIP, a moved ``count`` is not checked against the references the caller holds.
+
         Raises:
-            InvalidValue: destroyed graph, ``obj`` is None, ``count`` outside 1..INT_MAX, or a
-                move of more references than the caller holds.
+            InvalidValue: destroyed graph, ``obj`` is None, ``count`` outside 1..INT_MAX.
         """
+        flag: object = move  # HIP's flags value: False/True, or 0 / hipGraphUserObjectMove (1)
+        if not isinstance(flag, int):
+            raise TypeError(f"move must be a bool, got {flag!r}")
+        if flag not in (0, 1):
+            raise InvalidValue(f"flags must be 0 or 1 (move), got {flag}")
+        move = bool(flag)
         with self.lock:
             self._check_user_object(obj, count)
             if obj.adopt(self, count, move=move):
@@ -314,14 +340,19 @@ class Graph(GraphTopology, GraphBuilder):
 
         Args:
             flags: one :class:`ahipgraph.InstantiateFlags` value (HIP rejects combinations).
-            options: ``device`` (default device 0), ``signal_sets`` (sets prepopulated, 16),
-                ``wait_for_signal_sets`` (park launches instead of growing the pool),
-                ``arena_headroom`` (bytes for later argument updates, 128 KiB),
-                ``strict_flush`` (fail dispatches that would read unflushed arguments).
+            options: ``device`` (a :class:`Device`; default device 0), ``signal_sets`` (sets
+                prepopulated, 16), ``wait_for_signal_sets`` (park launches instead of growing
+                the pool), ``arena_headroom`` (bytes for later argument updates, 128 KiB),
+                ``strict_flush`` (fail dispatches that would read unflushed arguments),
+                ``upload_stream`` (with ``UPLOAD``: the stream to upload on; default the null
+                stream).
 
         Raises:
             InvalidValue: the graph was destroyed, has a cycle, or bad flags.
-            NotSupported: a graph with memory nodes instantiated a second time.
+            NotSupported: a graph with memory nodes instantiated a second time, or
+                ``DEVICE_LAUNCH`` (not simulated).
+            InvalidConfiguration: a kernel node exceeds ``device``'s limits.
+            TypeError / ValueError: an unknown option, or an option of the wrong type.
         """
         from ..exec.graph_exec import GraphExec  # the exec layer sits above the graph layer
 
@@ -371,17 +402,31 @@ class Graph(GraphTopology, GraphBuilder):
         return children, objects
 
     def _release(self, children: list[Graph], objects: list[UserObject]) -> None:
+        """Dispose of the embedded child graphs (however deep), then give back user objects.
+
+        An explicit work list, not recursion, so nesting depth cannot overflow the stack. Each
+        graph's user objects are released after its children's (depth first, children in node
+        order); every release runs even if one raises, and the first exception is re-raised.
+        """
         errors: list[BaseException] = []
-        for child in children:
-            try:
-                child._dispose()
-            except Exception as error:
-                errors.append(error)
-        for obj in objects:
-            try:
-                obj.disown(self)
-            except Exception as error:
-                errors.append(error)
+        # (graph, its user objects, its children not yet disposed of)
+        stack: list[tuple[Graph, list[UserObject], list[Graph]]] = [(self, objects, children[::-1])]
+        while stack:
+            graph, owned, pending = stack[-1]
+            if pending:
+                child = pending.pop()
+                with child.lock:
+                    if GRAPHS.get(child.hid) is not child:
+                        continue
+                    grandchildren, child_objects = child._teardown_locked()
+                stack.append((child, child_objects, grandchildren[::-1]))
+                continue
+            stack.pop()
+            for obj in owned:
+                try:
+                    obj.disown(graph)
+                except Exception as error:
+                    errors.append(error)
         if errors:
             raise errors[0]
 

@@ -12,18 +12,25 @@ This module keeps the process-wide table HIP keeps per graph (``memAllocNodePtrs
     other free node has claimed yet, in *some* live graph, as in HIP (a second free is
     InvalidValue).
 
-Ownership of the address space: the graph that made a reservation gives it back when it is
-destroyed, unless it was instantiated — from then on the executable owns the range (it commits
-and decommits it, and unreserves it when it is destroyed). Destroying the graph that holds a
-free node makes the allocation free-able again.
+Ownership of the address space: the graph that made a reservation owns it until it is destroyed
+or instantiated — from then on an executable owns the range (it commits and decommits it, and
+unreserves it when it is destroyed). As in HIP, a free node may free an allocation of another
+graph, even one already destroyed: the allocating graph's destroy leaves its unfreed
+reservations behind as *orphans*, still claimable. An orphan is forgotten (and unreserved, unless
+an executable owns it) when the graph holding its free node is destroyed; one never claimed lives
+as long as its device. Destroying the graph that holds a free node of a live graph's allocation
+makes that allocation free-able again.
 
-Reservations are keyed by the device-memory object, not the ordinal, so reconfiguring devices
-(as tests do) can never make an old entry alias a new device's addresses.
+The table is keyed weakly by the device-memory object, not the ordinal: reconfiguring devices (as
+tests do) can never make an old entry alias a new device's addresses, and a dropped device's
+memory is collected with its entries instead of being pinned here.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
+import weakref
 from dataclasses import dataclass
 
 from ..core.errors import HipError, InvalidValue
@@ -46,17 +53,20 @@ class Reservation:
 @dataclass(eq=False, slots=True)
 class _Entry:
     reservation: Reservation
-    memory: DeviceMemory
-    owner: object
+    owner: object | None  # the allocating graph; None once it is gone (an orphan)
     freed_by: object | None = None
+    exec_owned: bool = False  # an executable owns (and will unreserve) the range
 
 
 class ReservationTable:
-    """Live alloc-node reservations, by device memory and base address. Thread-safe."""
+    """Live alloc-node reservations, by device memory (weakly) and base address. Thread-safe."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._by_memory: dict[DeviceMemory, dict[int, _Entry]] = {}
+        # No entry refers to its memory object, so a dropped device's memory can be collected.
+        self._by_memory: weakref.WeakKeyDictionary[DeviceMemory, dict[int, _Entry]] = (
+            weakref.WeakKeyDictionary()
+        )
 
     def reserve(self, nbytes: int, device: int, owner: object) -> Reservation:
         """Reserve ``nbytes`` on ``device`` for an alloc node of ``owner``.
@@ -68,7 +78,7 @@ class ReservationTable:
         ptr = memory.reserve(nbytes)
         reservation = Reservation(ptr, nbytes, device)
         with self._lock:
-            self._by_memory.setdefault(memory, {})[ptr.address] = _Entry(reservation, memory, owner)
+            self._by_memory.setdefault(memory, {})[ptr.address] = _Entry(reservation, owner)
         return reservation
 
     def find(self, ptr: DevicePtr) -> Reservation | None:
@@ -99,19 +109,44 @@ class ReservationTable:
             return entry.reservation
 
     def release_owner(self, owner: object, *, unreserve: bool) -> None:
-        """Forget ``owner``'s reservations (unreserving them if asked) and its free claims."""
-        dropped: list[_Entry] = []
+        """``owner`` (a graph) is gone: settle its reservations and its free claims.
+
+        Its allocations freed by its own free nodes are forgotten (and unreserved if asked:
+        an uninstantiated graph owned the range); its other allocations become orphans, still
+        claimable by a free node. Its claims on other graphs' allocations are withdrawn, and an
+        orphan that loses its claim is forgotten.
+        """
+        dropped: list[tuple[DeviceMemory, _Entry]] = []
         with self._lock:
-            for table in self._by_memory.values():
+            for memory, table in list(self._by_memory.items()):
                 for base, entry in list(table.items()):
                     if entry.owner is owner:
-                        del table[base]
-                        dropped.append(entry)
+                        if entry.freed_by is owner:
+                            del table[base]
+                            if unreserve:
+                                dropped.append((memory, entry))
+                        else:
+                            entry.owner = None
+                            entry.exec_owned = not unreserve
                     elif entry.freed_by is owner:
                         entry.freed_by = None
-        if unreserve:
-            for entry in dropped:
-                entry.memory.unreserve(entry.reservation.ptr)
+                        if entry.owner is None:
+                            del table[base]
+                            if not entry.exec_owned:
+                                dropped.append((memory, entry))
+        for memory, entry in dropped:
+            with contextlib.suppress(HipError):  # an executable already gave the range back
+                memory.unreserve(entry.reservation.ptr)
+
+    def forget(self, ptr: DevicePtr) -> None:
+        """An executable gave back the range at ``ptr``: no free node can claim it any more."""
+        memory = _memory_of(ptr)
+        if memory is None:
+            return
+        with self._lock:
+            table = self._by_memory.get(memory)
+            if table is not None:
+                table.pop(ptr.address, None)
 
     def __len__(self) -> int:
         with self._lock:

@@ -201,7 +201,9 @@ class GraphNode:
         kind: CopyKind | int | None = None,
     ) -> None:
         """``hipGraphMemcpyNodeSetParams1D``; the direction must stay the node's own."""
-        self._set((NodeType.Memcpy,), lambda: memcpy_params(dst, src, nbytes, kind))
+        self._set(
+            (NodeType.Memcpy,), lambda: memcpy_params(dst, src, nbytes, kind, allow_empty=False)
+        )
 
     def set_memset_params(
         self,

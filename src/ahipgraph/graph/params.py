@@ -139,9 +139,18 @@ def memcpy_params(
     src: Endpoint,
     nbytes: int | None = None,
     kind: CopyKind | int | None = None,
+    *,
+    allow_empty: bool = True,
 ) -> MemcpyParams:
-    """Validate a memcpy node (alloc-node pointers are valid: their addresses are reserved)."""
-    return MemcpyParams.make(dst, src, nbytes, kind)
+    """Validate a memcpy node (alloc-node pointers are valid: their addresses are reserved).
+
+    HIP's node and executable setters refuse a copy of 0 bytes (InvalidValue); they pass
+    ``allow_empty=False``.
+    """
+    params = MemcpyParams.make(dst, src, nbytes, kind)
+    if not allow_empty and not params.nbytes:
+        raise InvalidValue("a memcpy node's count must not be 0")
+    return params
 
 
 def memset_params(
@@ -152,11 +161,19 @@ def memset_params(
     element_size: int = 1,
     height: int = 1,
     pitch: int | None = None,
+    allow_empty: bool = True,
 ) -> MemsetParams:
-    """Validate a memset node (alloc-node pointers are valid: their addresses are reserved)."""
-    return MemsetParams.make(
+    """Validate a memset node (alloc-node pointers are valid: their addresses are reserved).
+
+    HIP refuses a memset node of width or height 0 when it is added (InvalidValue); the add
+    passes ``allow_empty=False``.
+    """
+    params = MemsetParams.make(
         dst, value, width, element_size=element_size, height=height, pitch=pitch
     )
+    if not allow_empty and not (params.width and params.height):
+        raise InvalidValue(f"a memset node of {params.width}x{params.height} elements is empty")
+    return params
 
 
 def revalidate(params: Any) -> Any:
@@ -171,7 +188,7 @@ def revalidate(params: Any) -> Any:
             priority=params.priority,
         )
     if isinstance(params, MemcpyParams):
-        return memcpy_params(params.dst, params.src, params.nbytes, params.kind)
+        return memcpy_params(params.dst, params.src, params.nbytes, params.kind, allow_empty=False)
     if isinstance(params, MemsetParams):
         return memset_params(
             params.dst,

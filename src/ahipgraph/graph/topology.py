@@ -16,7 +16,7 @@ import threading
 from collections import deque
 from collections.abc import Sequence
 
-from ..core.errors import InvalidValue
+from ..core.errors import InvalidValue, NotSupported
 from .node import GraphNode
 
 __all__ = ["GraphTopology"]
@@ -28,6 +28,7 @@ class GraphTopology:
     __slots__ = ()
 
     lock: threading.RLock
+    has_mem_nodes: bool
     _nodes: dict[GraphNode, None]  # insertion order
 
     def check_alive(self) -> None:
@@ -75,10 +76,13 @@ class GraphTopology:
             InvalidValue: destroyed graph; a null, destroyed or foreign node; an edge that does
                 not exist (or is given twice). Nothing is removed then.
             ValueError: the two lists differ in length.
+            NotSupported: the graph has memory-alloc or memory-free nodes (HIP's answer).
         """
         pairs = _pairs(from_nodes, to_nodes)
         with self.lock:
             self._check_pairs(pairs)
+            if self.has_mem_nodes:  # HIP: the memory nodes' ordering is part of their contract
+                raise NotSupported("edges cannot be removed from a graph with memory nodes")
             if len(set(pairs)) != len(pairs):
                 raise InvalidValue("an edge is listed twice")
             for src, dst in pairs:

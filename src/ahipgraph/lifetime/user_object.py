@@ -147,28 +147,23 @@ class UserObject(RefCounted):
 
         Without ``move`` the references are new ones. With ``move`` the owner takes over
         references the caller already holds (``hipGraphUserObjectMove``), so the total does
-        not change; the caller must hold that many references not yet owned by anybody.
+        not change. As in HIP, a moved count is not checked against what the caller holds.
 
         Returns:
             False if the object is already dead (nothing happens, as HIP does for an unknown
             object), True otherwise.
 
         Raises:
-            InvalidValue: ``count`` out of range, or ``move`` of more references than the
-                caller holds.
+            InvalidValue: ``count`` out of range.
         """
         check_count(count)
         with self._ref_lock:
             if not self._refcount:
                 return False
-            if move:
-                unowned = self._refcount - sum(self._owned.values())
-                if count > unowned:
-                    raise InvalidValue(
-                        f"cannot move {count} references: only {max(unowned, 0)} are not owned"
-                    )
-            else:
+            if not move:
                 self._refcount += count
+            # With move, HIP never checks the count against the references the caller holds;
+            # ``disown`` drops at most what is left, so the destructor still runs exactly once.
             self._owned[owner] = self._owned.get(owner, 0) + count
             return True
 

@@ -18,7 +18,7 @@ from ..device.signal import Signal
 if TYPE_CHECKING:
     from ..device.device import Device
 
-__all__ = ["EVENTS", "Event", "elapsed_time"]
+__all__ = ["EVENTS", "Event", "elapsed_time", "live_event"]
 
 EVENTS: HandleRegistry[Event] = HandleRegistry("event")
 _FACTORY_KEY = object()
@@ -42,6 +42,9 @@ class Event:
     ) -> None:
         if _key is not _FACTORY_KEY:
             raise TypeError("events are created with Device.create_event()")
+        for name, flag in (("disable_timing", disable_timing), ("blocking_sync", blocking_sync)):
+            if not isinstance(flag, bool):
+                raise TypeError(f"{name} must be a bool, got {flag!r}")
         self.device = device
         self.disable_timing = bool(disable_timing)
         self.blocking_sync = bool(blocking_sync)
@@ -107,11 +110,13 @@ def elapsed_time(start: Event, end: Event) -> float:
     """Simulated milliseconds between two completed records (``hipEventElapsedTime``).
 
     Raises:
-        InvalidHandle: either event was destroyed, made without timing, or never recorded.
+        InvalidHandle: either event is None, destroyed, made without timing, or never recorded.
+        TypeError: either is not an Event.
         NotReady: either record has not completed yet.
     """
     for event in (start, end):
-        event.check_open()
+        live_event(event)
+    for event in (start, end):
         if event.disable_timing:
             raise InvalidHandle(f"{event!r} was created with timing disabled")
         if event.signal is None:
@@ -120,3 +125,18 @@ def elapsed_time(start: Event, end: Event) -> float:
     if start_ns is None or end_ns is None:
         raise NotReady("an event's record has not completed")
     return ns_to_ms(end_ns - start_ns)
+
+
+def live_event(event: object, what: str = "event") -> Event:
+    """The checks every runtime call taking an event makes (``hipEventRecord``, ...).
+
+    Raises:
+        InvalidHandle: ``event`` is None (HIP's null event) or destroyed.
+        TypeError: ``event`` is not an Event.
+    """
+    if event is None:
+        raise InvalidHandle(f"{what} is null")
+    if not isinstance(event, Event):
+        raise TypeError(f"{what} must be an Event, got {event!r}")
+    event.check_open()
+    return event

@@ -49,7 +49,7 @@ class KernelParams:
         kernel: Kernel,
         grid: DimLike,
         block: DimLike,
-        args: Sequence[Any] = (),
+        args: Sequence[Any] | None = (),
         *,
         shared_mem: int = 0,
         priority: int = 0,
@@ -75,12 +75,35 @@ class KernelParams:
             shared_mem=shared_mem,
             max_shared_mem=props.max_shared_memory_per_block,
         )
-        args = tuple(args) if isinstance(args, Sequence) else args
-        arg_bytes = kernel.pack(args)
+        arg_bytes = kernel.pack(args)  # None is InvalidValue for a kernel that takes arguments
+        args = () if args is None else tuple(args)
         if isinstance(priority, bool) or not isinstance(priority, int):
             raise TypeError(f"priority must be an int, got {priority!r}")
+        if not -(2**31) <= priority < 2**31:  # HIP's launch attribute is an int
+            raise ValueError(f"priority {priority} does not fit in an int")
         threads = Threads(grid3, block3, shared_mem)
         return cls(kernel, grid3, block3, args, shared_mem, arg_bytes, threads, priority)
+
+    def check_limits(self, device: Device) -> None:
+        """Validate the launch configuration against ``device``'s limits again.
+
+        A graph node is validated against the default device when it is added; the device it
+        runs on is known only at instantiate, which re-validates there, as HIP does when it
+        creates the node's command.
+
+        Raises:
+            InvalidConfiguration: the block or grid exceeds ``device``'s limits.
+            InvalidValue: too much shared memory for ``device``.
+        """
+        props = device.properties
+        launch_dims(
+            self.grid,
+            self.block,
+            max_threads_per_block=props.max_threads_per_block,
+            max_grid=props.max_grid,
+            shared_mem=self.shared_mem,
+            max_shared_mem=props.max_shared_memory_per_block,
+        )
 
     def cost_ns(self, device: Device) -> int:
         props = device.properties
@@ -99,6 +122,8 @@ Endpoint = DevicePtr | npt.NDArray[Any]
 
 
 def _host_array(value: Any, role: str, writable: bool) -> npt.NDArray[Any]:
+    if value.dtype.hasobject:  # its bytes are object pointers, not data a device could copy
+        raise TypeError(f"{role} host array holds Python objects ({value.dtype}), not plain data")
     if not value.flags.c_contiguous:
         raise ValueError(f"{role} host array must be C-contiguous")
     if writable and not value.flags.writeable:
@@ -223,6 +248,8 @@ class MemsetParams:
             raise InvalidValue("memset destination is null")
         if not isinstance(dst, DevicePtr):
             raise TypeError(f"memset destination must be a DevicePtr, got {dst!r}")
+        if isinstance(element_size, bool) or not isinstance(element_size, int):
+            raise TypeError(f"element_size must be an int, got {element_size!r}")
         if element_size not in (1, 2, 4):
             raise InvalidValue(f"element size must be 1, 2 or 4, got {element_size!r}")
         for name, number in (("width", width), ("height", height), ("value", value)):
@@ -276,11 +303,14 @@ class HostParams:
 
     @classmethod
     def make(cls, fn: Callable[..., Any] | None, args: Sequence[Any] = ()) -> HostParams:
-        """Raises: InvalidValue for a null function; TypeError for a non-callable."""
+        """Raises: InvalidValue for a null function; TypeError for a non-callable or for
+        ``args`` that are not a sequence (a string would become one argument per character)."""
         if fn is None:
             raise InvalidValue("host function is null")
         if not callable(fn):
             raise TypeError(f"host function must be callable, got {fn!r}")
+        if isinstance(args, str | bytes) or not isinstance(args, Sequence):
+            raise TypeError(f"host function args must be a sequence, got {args!r}")
         return cls(fn, tuple(args))
 
     def cost_ns(self, device: Device) -> int:

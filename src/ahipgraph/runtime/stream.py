@@ -32,14 +32,14 @@ from ..device.program import Program
 from ..device.properties import CopyKind
 from ..device.signal import Signal
 from .completion import Completion
+from .event import Event, live_event
 from .params import Endpoint, HostParams, KernelParams, MemcpyParams, MemsetParams
 
 if TYPE_CHECKING:
     from ..device.device import Device
     from ..device.hwqueue import HardwareQueue
-    from .event import Event
 
-__all__ = ["STREAMS", "Stream", "StreamState", "StreamStatistics"]
+__all__ = ["STREAMS", "Stream", "StreamState", "StreamStatistics", "launch_stream"]
 
 STREAMS: HandleRegistry[Stream] = HandleRegistry("stream")
 _FACTORY_KEY = object()
@@ -75,6 +75,8 @@ class Stream:
             raise TypeError("streams are created with Device.create_stream()")
         if isinstance(priority, bool) or not isinstance(priority, int):
             raise TypeError(f"priority must be an int, got {priority!r}")
+        if not isinstance(non_blocking, bool):
+            raise TypeError(f"non_blocking must be a bool, got {non_blocking!r}")
         self.device = device
         self.priority = max(-1, min(0, priority))  # HIP clamps into [greatest=-1, least=0]
         self.non_blocking = bool(non_blocking)
@@ -188,18 +190,18 @@ class Stream:
         return self._submit_op(MemcpyParams.make(dst, src, nbytes, kind).op(self.device))
 
     async def memset(
-        self, dst: DevicePtr, value: int, nbytes: int, *, element_size: int = 1
+        self, dst: DevicePtr, value: int, count: int, *, element_size: int = 1
     ) -> Completion:
-        """Enqueue a fill of ``nbytes`` with ``value`` per element (``hipMemsetD8/D16/D32Async``).
+        """Enqueue a fill of ``count`` elements of ``element_size`` bytes with ``value``.
+
+        ``hipMemsetD8/D16/D32Async``: the count is in elements, as for a graph memset node's
+        ``width``, so one count means the same thing on a stream and in a graph.
 
         Raises:
-            InvalidValue: ``nbytes`` is not a multiple of ``element_size``, or a bad region.
+            InvalidValue: element size other than 1/2/4, a negative count, or a bad region.
         """
         self.check_open()
-        if element_size in (2, 4) and nbytes % element_size:
-            raise InvalidValue(f"{nbytes} bytes is not a whole number of {element_size}-byte items")
-        width = nbytes // element_size if element_size in (1, 2, 4) else nbytes
-        params = MemsetParams.make(dst, value, width, element_size=element_size)
+        params = MemsetParams.make(dst, value, count, element_size=element_size)
         return self._submit_op(params.op(self.device))
 
     async def launch_host_func(self, fn: Callable[..., Any], *args: Any) -> Completion:
@@ -210,7 +212,7 @@ class Stream:
     async def record_event(self, event: Event) -> None:
         """Record ``event`` here (``hipEventRecord``): it completes when earlier work has."""
         self.check_open()
-        event.check_open()
+        live_event(event)
         signal = Signal(1)
         self.submit(Program((), signal))
         event.recorded(signal)
@@ -221,7 +223,7 @@ class Stream:
         An event never recorded is already complete, so the wait is a no-op, as in HIP.
         """
         self.check_open()
-        event.check_open()
+        live_event(event)
         signal = event.signal
         if signal is not None and signal.value > 0:
             # The barrier is stream work: it becomes the tail, so synchronize() and query()
@@ -283,3 +285,26 @@ class Stream:
             f"<Stream {name} device={self.device.ordinal} queue={self.queue.index} "
             f"state={self.state.value} submitted={self.submitted}>"
         )
+
+
+def launch_stream(stream: object, device: Device) -> Stream:
+    """The stream a call that takes an optional stream works on (launch, upload, ...).
+
+    None means ``device``'s null stream, as HIP's null ``hipStream_t``.
+
+    Raises:
+        TypeError: ``stream`` is neither None nor a Stream.
+        ContextIsDestroyed: the stream was destroyed.
+        InvalidValue: the stream belongs to another device.
+    """
+    if stream is None:
+        return device.null_stream
+    if not isinstance(stream, Stream):
+        raise TypeError(f"stream must be a Stream or None, got {stream!r}")
+    if stream.state is not StreamState.OPEN:
+        stream.check_open()  # raises
+    if stream.device is not device:
+        raise InvalidValue(
+            f"{stream!r} belongs to device {stream.device.ordinal}, not device {device.ordinal}"
+        )
+    return stream
