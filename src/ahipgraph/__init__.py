@@ -71,12 +71,23 @@ from .graph.graph import Graph
 from .graph.node import GraphNode
 from .graph.node_type import NodeType
 from .lifetime.user_object import UserObject
+from .runtime.capture import (
+    CaptureDependencies,
+    CaptureInfo,
+    CaptureMode,
+    CaptureStatus,
+    exchange_capture_mode,
+)
 from .runtime.completion import Completion
 from .runtime.event import Event, elapsed_time
 from .runtime.stream import Stream
 
 __all__ = [
     "NULL",
+    "CaptureDependencies",
+    "CaptureInfo",
+    "CaptureMode",
+    "CaptureStatus",
     "CapturedEvent",
     "Completion",
     "ContextIsDestroyed",
@@ -133,6 +144,7 @@ __all__ = [
     "configure_devices",
     "device_count",
     "elapsed_time",
+    "exchange_capture_mode",
     "float32",
     "float64",
     "get_device",

@@ -283,6 +283,8 @@ class GraphExec(NodeSetters, RefCounted):
             stream = self.device.null_stream
         if stream.state is not StreamState.OPEN:
             stream.check_open()  # raises
+        if stream._capture is not None:  # capturing a launch is not supported: HIP's rule
+            raise stream._capture.unsupported("a graph launch")
         if stream.device is not self.device:
             raise InvalidValue(f"{self!r} was instantiated for device {self.device.ordinal}")
         if not self._graph.nodes:
