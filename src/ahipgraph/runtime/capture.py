@@ -474,16 +474,18 @@ def begin(
     mode: CaptureMode | int,
     graph: Graph | None = None,
     deps: Sequence[GraphNode] | GraphNode = (),
+    *,
+    to_graph: bool = False,
 ) -> None:
-    """``hipStreamBeginCapture`` / ``hipStreamBeginCaptureToGraph``, checks in HIP's order."""
+    """``hipStreamBeginCapture`` / ``hipStreamBeginCaptureToGraph`` (``to_graph``)."""
     stream.check_open()
     if stream.is_null:
         raise StreamCaptureUnsupported("the null stream cannot capture")
     checked_mode = _check_mode(mode)
     api = _graphs()
     dep_list: list[GraphNode] = []
-    if graph is not None:
-        api.live_graph(graph, "capture graph")
+    if to_graph:
+        graph = api.live_graph(graph, "capture graph")
         with graph.lock:
             dep_list = graph._check_deps(deps)
     with _LOCK:

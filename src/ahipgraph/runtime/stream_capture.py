@@ -53,7 +53,7 @@ class StreamCaptureMixin:
             as :meth:`begin_capture`, plus InvalidValue: ``graph`` null or destroyed, or a
             dependency that is not a live node of ``graph`` (or listed twice).
         """
-        capture.begin(self._as_stream(), mode, graph, deps)
+        capture.begin(self._as_stream(), mode, graph, deps, to_graph=True)
 
     def end_capture(self) -> Graph:
         """Stop capturing and return the graph (``hipStreamEndCapture``).
