@@ -20,7 +20,7 @@ NBYTES = N * 8
 @ahg.kernel
 def affine(t: ahg.Threads, n: ahg.int32, mul: ahg.int64, add: ahg.int64,
            src: ahg.Ptr[ahg.int64], dst: ahg.Ptr[ahg.int64]) -> None:  # fmt: skip
-    """dst = dst * 3 + mul * src + add: not idempotent, so a node run twice or out of order shows."""
+    """dst = dst * 3 + mul * src + add: not idempotent, so running twice or out of order shows."""
     i = t.ids[t.ids < n]
     dst[i] = dst[i] * 3 + mul * src[i] + add
 

@@ -20,7 +20,7 @@ def kit(device: ahg.Device) -> tuple[ahg.Stream, ahg.DevicePtr, ahg.DevicePtr]:
     return device.create_stream(), device.malloc(NBYTES), device.malloc(NBYTES)
 
 
-# -- begin / end -------------------------------------------------------------------------------------
+# -- begin / end -----------------------------------------------------------------------------------
 
 
 @pytest.mark.asyncio
@@ -60,7 +60,8 @@ async def test_zero_sized_copy_and_fill_add_no_node(kit: tuple) -> None:
     copy = await stream.memcpy(a, b, 0)
     fill = await stream.memset(a, 7, 0)
     graph = stream.end_capture()
-    assert copy.node is None and fill.node is None
+    assert copy.node is None
+    assert fill.node is None
     assert graph.nodes() == []
     graph.destroy()
 
@@ -84,7 +85,9 @@ async def test_awaiting_captured_work_is_synchronising_a_capturing_stream(kit: t
     before = Baseline.take(stream.device)
     stream.begin_capture()
     work = await stream.memcpy(a, b, NBYTES)
-    assert work.node is not None and work.exception() is None and work.end_ns is None
+    assert work.node is not None
+    assert work.exception() is None
+    assert work.end_ns is None
     with pytest.raises(ahg.StreamCaptureUnsupported):
         await work
     assert stream.is_capturing() is ahg.CaptureStatus.INVALIDATED
@@ -129,7 +132,8 @@ def test_end_capture_of_an_empty_capture_gives_an_empty_graph(device: ahg.Device
     stream = device.create_stream()
     stream.begin_capture()
     graph = stream.end_capture()
-    assert graph.nodes() == [] and not graph.destroyed
+    assert graph.nodes() == []
+    assert not graph.destroyed
     graph.destroy()
     no_capture_left()
 
@@ -144,10 +148,12 @@ async def test_is_capturing_and_capture_info_follow_the_status(kit: tuple) -> No
     assert stream.capture_info() == ahg.CaptureInfo(ahg.CaptureStatus.NONE)
     stream.begin_capture()
     first = stream.capture_info()
-    assert first.status is ahg.CaptureStatus.ACTIVE and first.dependencies == ()
+    assert first.status is ahg.CaptureStatus.ACTIVE
+    assert first.dependencies == ()
     work = await stream.memcpy(a, b, NBYTES)
     info = stream.capture_info()
-    assert info.id == first.id and info.graph is first.graph
+    assert info.id == first.id
+    assert info.graph is first.graph
     assert info.dependencies == (work.node,)
     graph = stream.end_capture()
     assert graph is info.graph
@@ -189,7 +195,7 @@ async def test_null_stream_is_implicit_while_a_blocking_stream_captures(
     await null.synchronize()
 
 
-# -- update_capture_dependencies ------------------------------------------------------------------
+# -- update_capture_dependencies -------------------------------------------------------------------
 
 
 @pytest.mark.asyncio
@@ -290,7 +296,7 @@ async def test_failed_capture_to_graph_never_destroys_the_users_graph(kit: tuple
     no_capture_left()
 
 
-# -- async with --------------------------------------------------------------------------------------
+# -- async with ------------------------------------------------------------------------------------
 
 
 @pytest.mark.asyncio
@@ -299,7 +305,8 @@ async def test_async_with_capture_gives_the_graph(kit: tuple) -> None:
     async with stream.capture() as scope:
         assert scope.graph is None
         await stream.memcpy(a, b, NBYTES)
-    assert scope.graph is not None and len(scope.graph.nodes()) == 1
+    assert scope.graph is not None
+    assert len(scope.graph.nodes()) == 1
     scope.graph.destroy()
     no_capture_left()
 
@@ -308,11 +315,16 @@ async def test_async_with_capture_gives_the_graph(kit: tuple) -> None:
 async def test_async_with_an_exception_ends_the_capture_and_frees_its_graph(kit: tuple) -> None:
     stream, a, b = kit
     before = Baseline.take(stream.device)
-    with pytest.raises(KeyError):
-        async with stream.capture() as scope:
+    scope = stream.capture()
+
+    async def failing_block() -> None:
+        async with scope:
             await stream.memcpy(a, b, NBYTES)
             await stream.malloc_async(64)
             raise KeyError("boom")
+
+    with pytest.raises(KeyError):
+        await failing_block()
     assert scope.graph is None
     assert stream.is_capturing() is ahg.CaptureStatus.NONE
     assert Baseline.take(stream.device) == before
@@ -343,24 +355,32 @@ async def test_async_with_cancellation_ends_the_capture(kit: tuple) -> None:
 async def test_async_with_failing_end_propagates_and_cleans_up(kit: tuple) -> None:
     stream, a, b = kit
     before = Baseline.take(stream.device)
-    with pytest.raises(ahg.StreamCaptureInvalidated):
+
+    async def block() -> None:
         async with stream.capture():
             await stream.memcpy(a, b, NBYTES)
             with pytest.raises(ahg.StreamCaptureUnsupported):
                 stream.query()
+
+    with pytest.raises(ahg.StreamCaptureInvalidated):
+        await block()
     assert Baseline.take(stream.device) == before
 
 
 @pytest.mark.asyncio
 async def test_async_with_ended_inside_the_block_is_illegal_state(kit: tuple) -> None:
     stream, _, _ = kit
-    with pytest.raises(ahg.IllegalState):
+
+    async def block() -> None:
         async with stream.capture():
             stream.end_capture().destroy()
+
+    with pytest.raises(ahg.IllegalState):
+        await block()
     no_capture_left()
 
 
-# -- stream-ordered memory -----------------------------------------------------------------------------
+# -- stream-ordered memory -------------------------------------------------------------------------
 
 
 @pytest.mark.asyncio
@@ -396,7 +416,7 @@ async def test_captured_malloc_async_is_usable_at_once_and_replays(device: ahg.D
     assert await stream.malloc_async(0) == ahg.NULL
     graph = stream.end_capture()
     assert freed.node.type is ahg.NodeType.MemFree
-    assert [n.type for n in graph.nodes()][0] is ahg.NodeType.MemAlloc
+    assert graph.nodes()[0].type is ahg.NodeType.MemAlloc
     exec_ = graph.instantiate()
     for _ in range(3):
         await (await exec_.launch(stream))
@@ -416,7 +436,7 @@ async def test_captured_free_of_an_eager_allocation_is_invalid_value(kit: tuple)
     stream.end_capture().destroy()
 
 
-# -- a captured graph is an ordinary graph --------------------------------------------------------------
+# -- a captured graph is an ordinary graph ---------------------------------------------------------
 
 
 async def _capture_affine(
@@ -466,3 +486,31 @@ async def test_capturing_a_graph_launch_is_unsupported_and_invalidates(
         stream.end_capture()
     exec_.destroy()
     graph.destroy()
+
+
+@pytest.mark.asyncio
+async def test_recapture_with_stream_ordered_memory_updates_the_exec(device: ahg.Device) -> None:
+    """A recaptured MemAlloc node reserves new addresses; update moves its users to the exec's."""
+    stream = device.create_stream()
+    dst = device.malloc(NBYTES)
+
+    async def record(value: int) -> ahg.Graph:
+        async with stream.capture() as scope:
+            tmp = await stream.malloc_async(NBYTES)
+            await stream.memset(tmp, value, NBYTES)
+            await stream.memcpy(dst, tmp, NBYTES)
+            await stream.free_async(tmp)
+        assert scope.graph is not None
+        return scope.graph
+
+    first = await record(1)
+    exec_ = first.instantiate()
+    await (await exec_.launch(stream))
+    assert host_view(device, dst).tolist() == [0x0101010101010101] * N
+    second = await record(2)
+    assert exec_.update(second).ok
+    await (await exec_.launch(stream))
+    assert host_view(device, dst).tolist() == [0x0202020202020202] * N
+    for handle in (exec_, first, second):
+        handle.destroy()
+    assert device.memory.statistics().reservations == 0

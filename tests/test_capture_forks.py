@@ -37,7 +37,8 @@ async def test_linear_fork_and_join_makes_a_diamond(device: ahg.Device) -> None:
         s1.end_capture()
     graph = s0.end_capture()
     assert s1.is_capturing() is ahg.CaptureStatus.NONE
-    assert left.dependencies() == [root] and right.dependencies() == [root]
+    assert left.dependencies() == [root]
+    assert right.dependencies() == [root]
     assert tail.dependencies() == [left, right]
     assert len(graph.nodes()) == 4
     exec_ = graph.instantiate()
@@ -107,7 +108,8 @@ async def test_nested_forks_over_three_streams(device: ahg.Device) -> None:
     with pytest.raises(ahg.StreamCaptureUnmatched):
         s2.end_capture()
     graph = s0.end_capture()
-    assert mid.dependencies() == [root] and leaf.dependencies() == [mid]
+    assert mid.dependencies() == [root]
+    assert leaf.dependencies() == [mid]
     assert tail.dependencies() == [root, mid, leaf]  # joins append, as HIP does
     assert all(s.is_capturing() is ahg.CaptureStatus.NONE for s in (s0, s1, s2))
     graph.destroy()
@@ -154,7 +156,8 @@ async def test_external_wait_adds_an_event_wait_node(device: ahg.Device) -> None
     await s0.wait_event(event, flags=1)
     info = s0.capture_info()
     (wait,) = info.dependencies
-    assert wait.type is ahg.NodeType.WaitEvent and wait.dependencies() == [first]
+    assert wait.type is ahg.NodeType.WaitEvent
+    assert wait.dependencies() == [first]
     with pytest.raises(ahg.InvalidValue):
         await s0.wait_event(event, flags=2)
     s0.end_capture().destroy()
