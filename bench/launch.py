@@ -9,6 +9,9 @@ For chains of no-op kernel nodes (10 to 10,000 nodes) it measures, in one run:
 * ``floor_per_node_us`` — a plain Python loop that decodes each node's arguments from its bytes
   and calls the kernel body: the least any faithful replay must do;
 * ``instantiate_us_per_node`` — ``graph.instantiate()`` per node (1,000 and 10,000 nodes);
+* ``capture_us_per_op`` — capturing the same chain from eager ``stream.launch_kernel`` calls,
+  per operation (begin to end capture); ``capture_instantiate_us_per_node`` — capture plus
+  ``instantiate()``, per node (1,000 and 10,000 operations);
 * ``steady_state`` — signal sets, arena chunks and device bytes added over 10,000 replays after
   warm-up (all must be zero).
 
@@ -142,6 +145,8 @@ async def measure(loop_name: str) -> dict[str, Any]:
         "eager_per_node_us": {},
         "floor_per_node_us": {},
         "instantiate_us_per_node": {},
+        "capture_us_per_op": {},
+        "capture_instantiate_us_per_node": {},
     }
     gc.disable()
     try:
@@ -171,12 +176,36 @@ async def measure(loop_name: str) -> dict[str, Any]:
                 exec_.destroy()
             result["instantiate_us_per_node"][str(size)] = median_us(samples) / size
             graph.destroy()
+        for size in INSTANTIATE_SIZES:
+            capture_us, with_instantiate_us = await time_capture(stream, x, size)
+            result["capture_us_per_op"][str(size)] = capture_us
+            result["capture_instantiate_us_per_node"][str(size)] = with_instantiate_us
         result["steady_state"] = await steady_state(device, stream, x)
     finally:
         gc.enable()
     stream.destroy()
     device.free(x)
     return result
+
+
+async def time_capture(stream: ahg.Stream, x: ahg.DevicePtr, size: int) -> tuple[float, float]:
+    """Median per-op time of capturing a chain of ``size`` eager launches, and of capture
+    followed by ``instantiate()`` (what a PyTorch-style capture costs before the first replay)."""
+    captures, totals = [], []
+    for _ in range(3):
+        start = time.perf_counter()
+        stream.begin_capture()
+        for i in range(size):
+            await stream.launch_kernel(noop, 1, 1, (x, i))
+        graph = stream.end_capture()
+        captured = time.perf_counter()
+        exec_ = graph.instantiate()
+        done = time.perf_counter()
+        captures.append(captured - start)
+        totals.append(done - start)
+        exec_.destroy()
+        graph.destroy()
+    return median_us(captures) / size, median_us(totals) / size
 
 
 async def steady_state(device: ahg.Device, stream: ahg.Stream, x: ahg.DevicePtr) -> dict[str, int]:
@@ -274,12 +303,19 @@ def table(results: dict[str, dict[str, Any]]) -> str:
             )
         launch_ratio = r["ratios"]["launch_10000_over_10"]
         inst = r["instantiate_us_per_node"]
+        cap = r["capture_us_per_op"]
+        cap_inst = r["capture_instantiate_us_per_node"]
         steady = r["steady_state"]
         lines.append(
             f"{loop_name:8} launch 10000/10 = {launch_ratio:.2f}; instantiate us/node: "
             f"1000 -> {inst['1000']:.2f}, 10000 -> {inst['10000']:.2f}; steady state over "
             f"{steady['launches']} replays: +{steady['new_signal_sets']} signal sets, "
             f"+{steady['new_arena_chunks']} arena chunks, {steady['bytes_delta']:+d} bytes"
+        )
+        lines.append(
+            f"{loop_name:8} capture us/op: 1000 -> {cap['1000']:.2f}, 10000 -> {cap['10000']:.2f}; "
+            f"capture+instantiate us/node: 1000 -> {cap_inst['1000']:.2f}, "
+            f"10000 -> {cap_inst['10000']:.2f}"
         )
     return "\n".join(lines)
 

@@ -948,22 +948,24 @@ def test_child_graph_setter_rejects_the_parent_graph_and_bad_handles(device: ahg
         graph_exec.set_child_graph_node_params(node, gone)
 
 
-def test_update_of_memory_nodes_is_not_supported(device: ahg.Device) -> None:
-    def alloc_free_graph() -> tuple[ahg.Graph, ahg.GraphNode]:
+def test_update_of_memory_nodes_of_another_size_is_not_supported(device: ahg.Device) -> None:
+    def alloc_free_graph(nbytes: int) -> tuple[ahg.Graph, ahg.GraphNode]:
         graph = ahg.Graph()
-        alloc = graph.add_mem_alloc_node(64)
+        alloc = graph.add_mem_alloc_node(nbytes)
         graph.add_mem_free_node(alloc.params.ptr, deps=[alloc])
         return graph, alloc
 
-    graph, _ = alloc_free_graph()
+    graph, _ = alloc_free_graph(64)
     graph_exec = graph.instantiate()
-    other, other_alloc = alloc_free_graph()  # same shape, its own reserved addresses
+    same, _ = alloc_free_graph(64)  # same shape, its own reserved addresses: the same allocation
+    assert graph_exec.update(same).ok
+    other, other_alloc = alloc_free_graph(128)
     with pytest.raises(ahg.GraphExecUpdateFailure) as info:
         graph_exec.update(other)
     result = info.value.result  # type: ignore[attr-defined]
     assert result.kind is ahg.UpdateResultKind.NotSupported
     assert result.node is other_alloc
     graph_exec.destroy()
-    other.destroy()
-    graph.destroy()
+    for g in (other, same, graph):
+        g.destroy()
     assert device.memory.statistics().reservations == 0

@@ -51,6 +51,17 @@ def test_foundation_names_are_exported() -> None:
     assert expected <= set(ahg.__all__)
 
 
+def test_capture_names_are_exported() -> None:
+    expected = {
+        "CaptureDependencies",
+        "CaptureInfo",
+        "CaptureMode",
+        "CaptureStatus",
+        "exchange_capture_mode",
+    }
+    assert expected <= set(ahg.__all__)
+
+
 def test_private_layers_are_not_exported() -> None:
     assert not {"core", "device", "runtime"} & set(ahg.__all__)
     assert all(not name.startswith("_") for name in ahg.__all__)

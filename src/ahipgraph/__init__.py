@@ -72,6 +72,13 @@ from .graph.graph import Graph
 from .graph.node import GraphNode
 from .graph.node_type import NodeType
 from .lifetime.user_object import UserObject
+from .runtime.capture import (
+    CaptureDependencies,
+    CaptureInfo,
+    CaptureMode,
+    CaptureStatus,
+    exchange_capture_mode,
+)
 from .runtime.completion import Completion
 from .runtime.event import Event, elapsed_time
 from .runtime.stream import Stream
@@ -79,6 +86,10 @@ from .tools.trace import Trace, tracing
 
 __all__ = [
     "NULL",
+    "CaptureDependencies",
+    "CaptureInfo",
+    "CaptureMode",
+    "CaptureStatus",
     "CapturedEvent",
     "Completion",
     "ContextIsDestroyed",
@@ -136,6 +147,7 @@ __all__ = [
     "configure_devices",
     "device_count",
     "elapsed_time",
+    "exchange_capture_mode",
     "float32",
     "float64",
     "get_device",

@@ -15,7 +15,7 @@ import asyncio
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -30,8 +30,11 @@ from .properties import DeviceProperties
 from .signal import Signal
 
 if TYPE_CHECKING:
+    from ..runtime.completion import Completion
     from ..runtime.event import Event
+    from ..runtime.params import Endpoint
     from ..runtime.stream import Stream
+    from .properties import CopyKind
 
 __all__ = [
     "Device",
@@ -42,6 +45,19 @@ __all__ = [
     "check_range",
     "resolve_pointer",
 ]
+
+
+class CaptureChecks(Protocol):
+    """The stream-capture rules device calls obey (``ahipgraph.runtime.capture`` installs them)."""
+
+    def unsafe_call(self, what: str) -> None: ...
+    def device_sync(self) -> None: ...
+    def sync_copy(self) -> None: ...
+
+
+# Installed by the runtime's capture module, a layer above; None until it is imported, and no
+# capture can exist before that.
+capture_checks: CaptureChecks | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,11 +178,21 @@ class Device:
     # -- memory ---------------------------------------------------------------------------------
 
     def malloc(self, nbytes: int) -> DevicePtr:
-        """``hipMalloc``: see :meth:`DeviceMemory.malloc`."""
+        """``hipMalloc``: see :meth:`DeviceMemory.malloc`.
+
+        Raises StreamCaptureUnsupported when the calling task's capture mode forbids it.
+        """
+        if capture_checks is not None:
+            capture_checks.unsafe_call("malloc()")
         return self.memory.malloc(nbytes)
 
     def free(self, ptr: DevicePtr) -> None:
-        """``hipFree``. Unlike HIP it does not wait for work in flight: free after synchronising."""
+        """``hipFree``. Unlike HIP it does not wait for work in flight: free after synchronising.
+
+        Raises StreamCaptureUnsupported when the calling task's capture mode forbids it.
+        """
+        if capture_checks is not None:
+            capture_checks.unsafe_call("free()")
         self.memory.free(ptr)
 
     def memory_info(self) -> tuple[int, int]:
@@ -238,7 +264,10 @@ class Device:
         Raises:
             HipError: the first unreported failure of any stream of this device (then cleared;
                 failures of other streams stay pending for their next synchronize).
+            StreamCaptureUnsupported: a capture is in progress (every capture is invalidated).
         """
+        if capture_checks is not None:
+            capture_checks.device_sync()
         if self.in_flight:
             self.bind_loop()
             self.run_ready()
@@ -249,6 +278,34 @@ class Device:
             error = stream.take_error()
             if error is not None:
                 raise error
+
+    async def memcpy(
+        self,
+        dst: Endpoint,
+        src: Endpoint,
+        nbytes: int | None = None,
+        kind: CopyKind | int | None = None,
+    ) -> None:
+        """Synchronous copy (``hipMemcpy``): on the null stream, returns once it is done.
+
+        Raises:
+            StreamCaptureImplicit: a capture is in progress (every capture is invalidated).
+            As :meth:`Stream.memcpy`, and the copy's failure.
+        """
+        await self._sync_op(lambda: self.null_stream.memcpy(dst, src, nbytes, kind))
+
+    async def memset(self, dst: DevicePtr, value: int, nbytes: int) -> None:
+        """Synchronous byte fill (``hipMemset``) on the null stream.
+
+        Raises: as :meth:`memcpy`.
+        """
+        await self._sync_op(lambda: self.null_stream.memset(dst, value, nbytes))
+
+    async def _sync_op(self, enqueue: Any) -> None:
+        if capture_checks is not None:
+            capture_checks.sync_copy()
+        done: Completion = await enqueue()
+        await done
 
     def statistics(self) -> DeviceStatistics:
         return DeviceStatistics(

@@ -307,6 +307,8 @@ class GraphExec(NodeSetters, RefCounted):
         if self.state is not ExecState.OPEN:
             self.check_alive()  # raises
         stream = launch_stream(stream, self.device)
+        if stream._capture is not None:  # capturing a launch is not supported: HIP's rule
+            raise stream._capture.unsupported("a graph launch")
         if not self._graph.nodes:
             return None
         if self._compiled.unfreed_ptrs:

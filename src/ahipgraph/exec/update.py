@@ -13,15 +13,21 @@ Rules (HIP's, plus one of ours):
     refuses to switch a node between cooperative and ordinary launches
     (``UnsupportedFunctionChange``);
   * node types, node count and each node's dependencies must match (``NodeTypeChanged``,
-    ``TopologyChanged``); child graphs are compared too, however deep they nest.
+    ``TopologyChanged``); child graphs are compared too, however deep they nest;
+  * a memory-alloc node of the same size and device is the same allocation: pointers into the
+    new graph's reservation are moved to the executable's (see :func:`relocate`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import HipError, InvalidValue
+from ..device.pointer import DevicePtr
 from ..graph.node_type import NodeType
+from ..graph.params import MemFreeParams
+from ..runtime.params import HostParams, KernelParams, MemcpyParams, MemsetParams
 from .flags import UpdateResult, UpdateResultKind
 from .snapshot import ExecGraph, ExecNode
 
@@ -32,6 +38,49 @@ if TYPE_CHECKING:
 __all__ = ["Change", "compatibility_problem", "device_limits_problem", "diff_graphs"]
 
 Change = tuple[ExecNode, Any]
+Move = tuple[DevicePtr, int, DevicePtr]  # a new graph's allocation, its size, the exec's
+
+
+def _same_allocation(old: Any, new: Any) -> bool:
+    return bool(old.nbytes == new.nbytes and old.device == new.device)
+
+
+def relocate(params: Any, moves: list[Move]) -> Any:
+    """``params`` with pointers into a new graph's allocations moved to the executable's.
+
+    A recaptured graph's memory-alloc nodes reserve new addresses; an executable keeps its own
+    (the memory it commits at run time lives there). An alloc node of the same size on the same
+    device is the same allocation, so the nodes that use it are updated to the executable's
+    address at the same offset (CUDA's PyTorch-style recapture-and-update pattern).
+    """
+    if not moves:
+        return params
+
+    def move(value: Any) -> Any:
+        if isinstance(value, DevicePtr):
+            for new, nbytes, old in moves:
+                offset = value.address - new.address
+                if value.device == new.device and 0 <= offset < nbytes:
+                    return DevicePtr(old.device, old.address + offset)
+        return value
+
+    if isinstance(params, KernelParams):
+        args = tuple(move(arg) for arg in params.args)
+        if args == params.args:
+            return params
+        return KernelParams.make(
+            params.kernel, params.grid, params.block, args,
+            shared_mem=params.shared_mem, priority=params.priority,
+        )  # fmt: skip
+    if isinstance(params, MemcpyParams):
+        return dataclasses.replace(params, dst=move(params.dst), src=move(params.src))
+    if isinstance(params, MemsetParams):
+        return dataclasses.replace(params, dst=move(params.dst))
+    if isinstance(params, HostParams):
+        return dataclasses.replace(params, args=tuple(move(arg) for arg in params.args))
+    if isinstance(params, MemFreeParams):
+        return MemFreeParams(move(params.ptr))
+    return params
 
 
 def compatibility_problem(node: ExecNode, params: Any) -> tuple[UpdateResultKind, str] | None:
@@ -80,6 +129,7 @@ def diff_graphs(
     if len(old.nodes) != len(new.nodes):
         return UpdateResult(UpdateResultKind.TopologyChanged, top, "node count changed"), []
     changes: list[Change] = []
+    moves: list[Move] = []
     # A work list of node triples, not recursion: child graphs may nest arbitrarily deep.
     # A child graph's nodes are compared where the child-graph node stands, as HIP's order.
     stack = [iter(zip(old.nodes, new.nodes, new_nodes, strict=True))]
@@ -108,8 +158,14 @@ def diff_graphs(
                 iter(zip(old_node.child.nodes, new_node.child.nodes, inner_nodes, strict=True))
             )
             continue
+        if new_node.type is NodeType.MemAlloc and _same_allocation(
+            old_node.params, new_node.params
+        ):
+            moves.append((new_node.params.ptr, new_node.params.nbytes, old_node.params.ptr))
+            continue
+        new_params = relocate(new_node.params, moves)
         if new_node.type in (NodeType.Empty, NodeType.MemAlloc, NodeType.MemFree):
-            if new_node.params != old_node.params:
+            if new_params != old_node.params:
                 kind = (
                     UpdateResultKind.ParametersChanged
                     if new_node.type is NodeType.Empty
@@ -118,10 +174,10 @@ def diff_graphs(
                 reason = "memory nodes cannot be updated"
                 return UpdateResult(kind, culprit, reason), []
             continue
-        problem = compatibility_problem(old_node, new_node.params)
+        problem = compatibility_problem(old_node, new_params)
         if problem is not None:
             return UpdateResult(problem[0], culprit, problem[1]), []
-        changes.append((old_node, new_node.params))
+        changes.append((old_node, new_params))
     return UpdateResult(UpdateResultKind.Success), changes
 
 

@@ -14,6 +14,7 @@ from ..core.clock import ns_to_ms
 from ..core.errors import InvalidHandle, NotReady
 from ..core.registry import HandleRegistry
 from ..device.signal import Signal
+from . import capture
 
 if TYPE_CHECKING:
     from ..device.device import Device
@@ -67,8 +68,13 @@ class Event:
         self.signal = signal
 
     def query(self) -> bool:
-        """True if the latest record has completed, or the event was never recorded."""
+        """True if the latest record has completed, or the event was never recorded.
+
+        Raises:
+            CapturedEvent: the event was recorded in a capture in progress (now invalidated).
+        """
         self.check_open()
+        capture.check_event_sync(self)
         return self._complete()
 
     async def synchronize(self) -> None:
@@ -77,8 +83,10 @@ class Event:
         Raises:
             InvalidHandle: the event was destroyed.
             IllegalState: the device is busy on another event loop.
+            CapturedEvent: the event was recorded in a capture in progress (now invalidated).
         """
         self.check_open()
+        capture.check_event_sync(self)
         signal = self.signal
         if signal is not None:
             await self.device.wait_signal(signal)
@@ -95,6 +103,7 @@ class Event:
         if EVENTS.unregister(self.hid) is None:
             raise InvalidHandle(f"{self!r} was already destroyed")
         self.state = EventState.DESTROYED
+        capture.event_destroyed(self)
 
     def __repr__(self) -> str:
         state = "unrecorded" if self.signal is None else ("done" if self._complete() else "pending")

@@ -31,9 +31,12 @@ from ..device.pointer import DevicePtr
 from ..device.program import Program
 from ..device.properties import CopyKind
 from ..device.signal import Signal
+from . import capture
 from .completion import Completion
 from .event import Event, live_event
 from .params import Endpoint, HostParams, KernelParams, MemcpyParams, MemsetParams
+from .stream_capture import StreamCaptureMixin
+from .stream_memory import StreamMemoryMixin
 
 if TYPE_CHECKING:
     from ..device.device import Device
@@ -59,8 +62,13 @@ class StreamStatistics:
     error: bool
 
 
-class Stream:
-    """An in-order stream of device work. Create with ``device.create_stream()``."""
+class Stream(StreamCaptureMixin, StreamMemoryMixin):
+    """An in-order stream of device work. Create with ``device.create_stream()``.
+
+    Capture (``begin_capture`` ...) and stream-ordered memory (``malloc_async``, ``free_async``)
+    come from the mixins; while the stream captures, ``_capture`` holds its part of the capture
+    and every operation becomes a node there instead of running.
+    """
 
     def __init__(
         self,
@@ -87,6 +95,7 @@ class Stream:
         self.submitted = 0
         self._error: HipError | None = None
         self._retired_cb: Callable[[Program], None] = self._retired
+        self._capture: capture.StreamCapture | capture._NullGuard | None = None
         self.hid = STREAMS.register(self)
         device.streams.append(self)
 
@@ -173,6 +182,19 @@ class Stream:
             InvalidConfiguration: bad grid/block. TypeError/ValueError: bad arguments.
         """
         self.check_open()
+        if self._capture is not None:
+            return self._capture.add(
+                "Kernel",
+                lambda: KernelParams.make(
+                    kernel,
+                    grid,
+                    block,
+                    args,
+                    shared_mem=shared_mem,
+                    priority=self.priority,
+                    device=self.device,
+                ),
+            )
         params = KernelParams.make(
             kernel, grid, block, args, shared_mem=shared_mem, device=self.device
         )
@@ -187,6 +209,8 @@ class Stream:
     ) -> Completion:
         """Enqueue a copy (``hipMemcpyAsync``); see :meth:`MemcpyParams.make` for the rules."""
         self.check_open()
+        if self._capture is not None:
+            return self._capture.add("Memcpy", lambda: MemcpyParams.make(dst, src, nbytes, kind))
         return self._submit_op(MemcpyParams.make(dst, src, nbytes, kind).op(self.device))
 
     async def memset(
@@ -201,29 +225,47 @@ class Stream:
             InvalidValue: element size other than 1/2/4, a negative count, or a bad region.
         """
         self.check_open()
+        if self._capture is not None:
+            return self._capture.add(
+                "Memset", lambda: MemsetParams.make(dst, value, count, element_size=element_size)
+            )
         params = MemsetParams.make(dst, value, count, element_size=element_size)
         return self._submit_op(params.op(self.device))
 
     async def launch_host_func(self, fn: Callable[..., Any], *args: Any) -> Completion:
         """Enqueue a host callback (``hipLaunchHostFunc``); the stream waits until it returns."""
         self.check_open()
+        if self._capture is not None:
+            return self._capture.add("Host", lambda: HostParams.make(fn, args))
         return self._submit_op(HostParams.make(fn, args).op(self.device))
 
     async def record_event(self, event: Event) -> None:
         """Record ``event`` here (``hipEventRecord``): it completes when earlier work has."""
         self.check_open()
         live_event(event)
+        if self._capture is not None:
+            self._capture.record_event(event)
+            return
+        capture.record_eager(event)
         signal = Signal(1)
         self.submit(Program((), signal))
         event.recorded(signal)
 
-    async def wait_event(self, event: Event) -> None:
+    async def wait_event(self, event: Event, flags: int = 0) -> None:
         """Make later work wait for ``event``'s latest record (``hipStreamWaitEvent``).
 
-        An event never recorded is already complete, so the wait is a no-op, as in HIP.
+        An event never recorded is already complete, so the wait is a no-op, as in HIP. An
+        event recorded during a capture forks this stream into that capture (or joins it);
+        ``flags=1`` (``hipEventWaitExternal``) on a capturing stream adds an EventWait node.
+
+        Raises:
+            ContextIsDestroyed / InvalidHandle: destroyed stream / event.
+            InvalidValue: ``flags`` other than 0 or 1. Capture errors: see ``capture``.
         """
         self.check_open()
         live_event(event)
+        if capture.wait_event(self, event, flags):
+            return
         signal = event.signal
         if signal is not None and signal.value > 0:
             # The barrier is stream work: it becomes the tail, so synchronize() and query()
@@ -237,8 +279,11 @@ class Stream:
             ContextIsDestroyed: the stream was destroyed.
             IllegalState: the device is busy on another event loop.
             HipError: the stream's unreported failure, which is then cleared.
+            StreamCaptureUnsupported: the stream captures, or the calling task's capture mode
+                forbids it while captures are in progress (those captures are invalidated).
         """
         self.check_open()
+        capture.check_stream_sync(self, "synchronize()")
         for signal in self._sync_targets():
             await self.device.wait_signal(signal)
         error = self.take_error()
@@ -252,8 +297,12 @@ class Stream:
         return targets
 
     def query(self) -> bool:
-        """True when all work on the stream is complete (``hipStreamQuery``), False if not."""
+        """True when all work on the stream is complete (``hipStreamQuery``), False if not.
+
+        Raises: as :meth:`synchronize` for capture.
+        """
         self.check_open()
+        capture.check_stream_sync(self, "query()")
         return all(signal.value <= 0 for signal in self._sync_targets())
 
     def destroy(self) -> None:
@@ -266,6 +315,8 @@ class Stream:
             raise InvalidHandle("the null stream cannot be destroyed")
         if STREAMS.unregister(self.hid) is None:
             raise InvalidHandle(f"{self!r} was already destroyed")
+        if self._capture is not None:
+            capture.stream_destroyed(self)
         self.state = StreamState.DESTROYED
         with contextlib.suppress(ValueError):
             self.device.streams.remove(self)

@@ -1,0 +1,162 @@
+"""The capture half of the :class:`~ahipgraph.Stream` API (a mixin), and ``async with`` scopes.
+
+Each method is a thin, documented entry point into :mod:`ahipgraph.runtime.capture`, where the
+decisions live; keeping them here leaves ``stream.py`` with one hook per operation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+from ..core.errors import IllegalState
+from . import capture
+from .capture import CaptureDependencies, CaptureInfo, CaptureMode, CaptureSession, CaptureStatus
+
+if TYPE_CHECKING:
+    from ..graph.graph import Graph
+    from ..graph.node import GraphNode
+    from .stream import Stream
+
+__all__ = ["CaptureScope", "StreamCaptureMixin"]
+
+
+class StreamCaptureMixin:
+    """Stream capture methods of :class:`~ahipgraph.Stream`."""
+
+    __slots__ = ()
+
+    def begin_capture(self, mode: CaptureMode | int = CaptureMode.GLOBAL) -> None:
+        """Start capturing (``hipStreamBeginCapture``): later work becomes graph nodes.
+
+        Raises:
+            ContextIsDestroyed: the stream was destroyed.
+            StreamCaptureUnsupported: the null stream.
+            InvalidValue: ``mode`` is not a :class:`CaptureMode`.
+            IllegalState: the stream already captures (forked streams included).
+        """
+        capture.begin(self._as_stream(), mode)
+
+    def begin_capture_to_graph(
+        self,
+        graph: Graph,
+        deps: Sequence[GraphNode] | GraphNode = (),
+        mode: CaptureMode | int = CaptureMode.GLOBAL,
+    ) -> None:
+        """Capture into an existing graph (``hipStreamBeginCaptureToGraph``).
+
+        The graph's existing nodes count as manual nodes; the first captured node depends on
+        ``deps``. ``end_capture`` returns ``graph`` itself, and never destroys it.
+
+        Raises:
+            as :meth:`begin_capture`, plus InvalidValue: ``graph`` null or destroyed, or a
+            dependency that is not a live node of ``graph`` (or listed twice).
+        """
+        capture.begin(self._as_stream(), mode, graph, deps, to_graph=True)
+
+    def end_capture(self) -> Graph:
+        """Stop capturing and return the graph (``hipStreamEndCapture``).
+
+        Forked streams end with their origin. On failure the sequence still ends and a graph
+        made by the capture is destroyed.
+
+        Raises (HIP's order):
+            IllegalState: the null stream, or a stream that is not capturing.
+            ContextIsDestroyed: the stream was destroyed.
+            StreamCaptureUnmatched: a forked stream (end its origin instead).
+            StreamCaptureWrongThread: a GLOBAL or THREAD_LOCAL capture ended by another task or
+                thread than the one that began it.
+            StreamCaptureInvalidated: the capture was invalidated by an illegal operation.
+            StreamCaptureUnjoined: a forked stream did work that was never joined back.
+        """
+        return capture.end(self._as_stream())
+
+    def is_capturing(self) -> CaptureStatus:
+        """``hipStreamIsCapturing``: NONE, ACTIVE or INVALIDATED.
+
+        Raises:
+            StreamCaptureImplicit: asked of the null stream while a blocking stream captures.
+            ContextIsDestroyed: the stream was destroyed.
+        """
+        return capture.status(self._as_stream())
+
+    def capture_info(self) -> CaptureInfo:
+        """``hipStreamGetCaptureInfo_v2``: status, and id, graph, dependencies while ACTIVE.
+
+        Raises: as :meth:`is_capturing`.
+        """
+        return capture.info(self._as_stream())
+
+    def update_capture_dependencies(
+        self,
+        nodes: Sequence[GraphNode],
+        flags: CaptureDependencies | int = CaptureDependencies.ADD,
+    ) -> None:
+        """Add to or replace the dependency set of the next captured node.
+
+        ``hipStreamUpdateCaptureDependencies``. With SET, the replaced nodes no longer count
+        as unjoined branches at ``end_capture``.
+
+        Raises:
+            ContextIsDestroyed: the stream was destroyed. IllegalState: not capturing.
+            InvalidValue: more nodes than the graph has, bad flags, or a node that is not a
+                live node of the capture graph.
+        """
+        capture.update_dependencies(self._as_stream(), nodes, flags)
+
+    def capture(self, mode: CaptureMode | int = CaptureMode.GLOBAL) -> CaptureScope:
+        """``async with stream.capture() as c: ...`` then ``c.graph``.
+
+        If the block raises (or is cancelled), the capture ends, its graph is destroyed and the
+        exception propagates.
+        """
+        return CaptureScope(self._as_stream(), mode)
+
+    def _as_stream(self) -> Stream:
+        return self  # type: ignore[return-value]
+
+
+class CaptureScope:
+    """An ``async with`` capture: begins on entry, ends on a clean exit, aborts otherwise.
+
+    Attributes:
+        stream: the capturing (origin) stream.
+        graph: the captured graph, once the block has exited cleanly; None before.
+    """
+
+    __slots__ = ("_mode", "_session", "graph", "stream")
+
+    def __init__(self, stream: Stream, mode: CaptureMode | int) -> None:
+        self.stream = stream
+        self._mode = mode
+        self._session: CaptureSession | None = None
+        self.graph: Graph | None = None
+
+    async def __aenter__(self) -> CaptureScope:
+        capture.begin(self.stream, self._mode)
+        part = self.stream._capture
+        assert isinstance(part, capture.StreamCapture)
+        self._session = part.session
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        session = self._session
+        assert session is not None
+        if exc is not None:
+            capture.abort(self.stream, session)  # plain, uninterruptible cleanup
+            return
+        part = self.stream._capture
+        if not isinstance(part, capture.StreamCapture) or part.session is not session:
+            capture.abort(self.stream, session)
+            self.stream.check_open()  # a stream destroyed in the block: ContextIsDestroyed
+            raise IllegalState(f"the capture on {self.stream!r} was ended inside its block")
+        self.graph = capture.end(self.stream)
+
+    def __repr__(self) -> str:
+        return f"<CaptureScope {self.stream!r} graph={self.graph!r}>"

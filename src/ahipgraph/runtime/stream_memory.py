@@ -1,0 +1,89 @@
+"""Stream-ordered memory (``hipMallocAsync`` / ``hipFreeAsync``), a mixin of ``Stream``.
+
+Eagerly, ``malloc_async`` allocates at once (memory is ready no later than stream order needs
+it) and ``free_async`` enqueues a one-op program that frees the memory when the stream reaches
+it, so work enqueued before the free still sees the memory. While the stream captures, both
+become MemAlloc / MemFree nodes (see :mod:`ahipgraph.runtime.capture`); the pointer of a
+captured allocation is a reserved address, usable by later captured work at once.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..core.errors import HipError, InvalidValue
+from ..device.ops import Op
+from ..device.pointer import DevicePtr
+from .completion import Completion
+
+if TYPE_CHECKING:
+    from ..device.program import Program
+    from .stream import Stream
+
+__all__ = ["FreeOp", "StreamMemoryMixin"]
+
+
+class FreeOp(Op):
+    """Free an allocation when the stream reaches this point (eager ``free_async``)."""
+
+    __slots__ = ("ptr",)
+    is_sync = True  # an abandoned program still frees: nothing leaks
+
+    def __init__(self, ptr: DevicePtr) -> None:
+        super().__init__(0)
+        self.ptr = ptr
+
+    def run(self, program: Program) -> None:
+        assert program.memory is not None
+        program.memory.free(self.ptr)
+
+    def __repr__(self) -> str:
+        return f"<FreeOp {self.ptr!r}>"
+
+
+class StreamMemoryMixin:
+    """``malloc_async`` and ``free_async`` of :class:`~ahipgraph.Stream`."""
+
+    __slots__ = ()
+
+    async def malloc_async(self, nbytes: int) -> DevicePtr:
+        """Allocate ``nbytes`` in stream order (``hipMallocAsync``); returns the pointer.
+
+        While capturing, adds a MemAlloc node and returns its reserved address (zero bytes
+        adds nothing and returns the null pointer).
+
+        Raises:
+            ContextIsDestroyed: the stream was destroyed. InvalidValue: a negative size.
+            OutOfMemory: not enough device memory. StreamCaptureInvalidated: see capture.
+        """
+        stream = self._stream()
+        stream.check_open()
+        if stream._capture is not None:
+            return stream._capture.malloc(nbytes)
+        return stream.device.memory.malloc(nbytes)
+
+    async def free_async(self, ptr: DevicePtr) -> Completion:
+        """Free ``ptr`` once earlier work on the stream is done (``hipFreeAsync``).
+
+        While capturing, adds a MemFree node (``ptr`` must come from a MemAlloc node).
+
+        Raises:
+            ContextIsDestroyed: the stream was destroyed.
+            InvalidValue: ``ptr`` is null or not the start of a live allocation.
+        """
+        stream = self._stream()
+        stream.check_open()
+        if stream._capture is not None:
+            return stream._capture.free(ptr)
+        if ptr is None or not isinstance(ptr, DevicePtr) or not ptr:
+            raise InvalidValue(f"{ptr!r} is not a device allocation")
+        try:
+            offset = stream.device.memory.resolve(ptr, 0)[1]
+        except HipError:
+            offset = -1
+        if offset != 0:
+            raise InvalidValue(f"{ptr!r} is not the start of an allocation of {stream.device!r}")
+        return stream._submit_op(FreeOp(ptr))
+
+    def _stream(self) -> Stream:
+        return self  # type: ignore[return-value]

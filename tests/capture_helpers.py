@@ -1,0 +1,54 @@
+"""Shared pieces of the stream-capture tests: a kernel, a leak check, a stream/event kit."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+import ahipgraph as ahg
+from ahipgraph.graph.graph import GRAPHS
+from ahipgraph.graph.memnodes import RESERVATIONS
+from ahipgraph.graph.node import NODES
+from ahipgraph.runtime import capture
+from ahipgraph.runtime.capture import CaptureStatistics
+
+N = 16
+NBYTES = N * 8
+
+
+@ahg.kernel
+def affine(t: ahg.Threads, n: ahg.int32, mul: ahg.int64, add: ahg.int64,
+           src: ahg.Ptr[ahg.int64], dst: ahg.Ptr[ahg.int64]) -> None:  # fmt: skip
+    """dst = dst * 3 + mul * src + add: not idempotent, so running twice or out of order shows."""
+    i = t.ids[t.ids < n]
+    dst[i] = dst[i] * 3 + mul * src[i] + add
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """What must be back where it was after a failure path: captures, graphs, nodes, memory."""
+
+    capture: CaptureStatistics
+    graphs: int
+    nodes: int
+    reservations: int
+    bytes_in_use: int
+
+    @classmethod
+    def take(cls, device: ahg.Device) -> Baseline:
+        return cls(
+            capture.statistics(),
+            GRAPHS.statistics().live,
+            NODES.statistics().live,
+            len(RESERVATIONS),
+            device.memory.bytes_in_use,
+        )
+
+
+def no_capture_left() -> None:
+    assert capture.statistics() == CaptureStatistics(0, 0, 0)
+
+
+def host_view(device: ahg.Device, ptr: ahg.DevicePtr) -> np.ndarray:
+    return device.view(ptr, np.int64, N).copy()
