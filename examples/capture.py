@@ -81,7 +81,7 @@ async def main() -> None:
     device = ahg.get_device(0)
     pipeline = Pipeline(device)
     x_host = np.abs(np.random.default_rng(0).standard_normal(N, dtype=np.float32))
-    a, b = np.float32(2.0), np.float32(0.5)
+    a, b = 2.0, 0.5
 
     eager = np.zeros(N, np.float32)
     await pipeline.run(x_host, eager, a, b)
@@ -100,7 +100,7 @@ async def main() -> None:
     print(f"captured {len(kinds)} nodes ({', '.join(kinds)})")
     print("1000 replays match eager execution and numpy")
 
-    a2, b2 = np.float32(3.0), np.float32(-1.0)
+    a2, b2 = 3.0, -1.0
     updated = np.zeros(N, np.float32)
     new_graph = await pipeline.capture(x_host, updated, a2, b2)  # same code, new arguments
     result = exec_.update(new_graph)

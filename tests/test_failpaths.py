@@ -184,14 +184,27 @@ def test_free_node_frees_memory_allocated_by_a_destroyed_graph(device: ahg.Devic
     baseline = len(RESERVATIONS)
     allocating = ahg.Graph()
     ptr = allocating.add_mem_alloc_node(64).params.ptr
+    graph_exec = allocating.instantiate()  # the executable owns the range from here on
     allocating.destroy()
     freeing = ahg.Graph()
     freeing.add_mem_free_node(ptr)
     with pytest.raises(ahg.InvalidValue, match="already"):
         ahg.Graph().add_mem_free_node(ptr)
-    freeing.destroy()  # the allocation and its free are both gone: the range goes too
+    freeing.destroy()
+    graph_exec.destroy()  # the allocation and its free are both gone: the range goes too
     assert device.memory.statistics().reservations == 0
     assert len(RESERVATIONS) == baseline
+
+
+def test_an_unclaimed_allocation_goes_with_its_uninstantiated_graph(device: ahg.Device) -> None:
+    baseline = len(RESERVATIONS)
+    allocating = ahg.Graph()
+    ptr = allocating.add_mem_alloc_node(64).params.ptr
+    allocating.destroy()
+    assert device.memory.statistics().reservations == 0
+    assert len(RESERVATIONS) == baseline
+    with pytest.raises(ahg.InvalidValue, match="not allocated"):
+        ahg.Graph().add_mem_free_node(ptr)
 
 
 def test_free_node_frees_memory_allocated_by_another_live_graph(device: ahg.Device) -> None:

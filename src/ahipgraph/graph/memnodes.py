@@ -15,10 +15,12 @@ This module keeps the process-wide table HIP keeps per graph (``memAllocNodePtrs
 Ownership of the address space: the graph that made a reservation owns it until it is destroyed
 or instantiated — from then on an executable owns the range (it commits and decommits it, and
 unreserves it when it is destroyed). As in HIP, a free node may free an allocation of another
-graph, even one already destroyed: the allocating graph's destroy leaves its unfreed
-reservations behind as *orphans*, still claimable. An orphan is forgotten (and unreserved, unless
-an executable owns it) when the graph holding its free node is destroyed; one never claimed lives
-as long as its device. Destroying the graph that holds a free node of a live graph's allocation
+graph, even one already destroyed: the allocating graph's destroy leaves behind, as *orphans*,
+its unfreed reservations that an executable owns or that another graph's free node claims. An
+orphan is forgotten (and unreserved, unless an executable owns it) when the graph holding its
+free node is destroyed, or when the executable gives the range back. An uninstantiated graph's
+allocation that no free node claims goes with its graph, so nothing is left behind.
+Destroying the graph that holds a free node of a live graph's allocation
 makes that allocation free-able again.
 
 The table is keyed weakly by the device-memory object, not the ordinal: reconfiguring devices (as
@@ -121,7 +123,9 @@ class ReservationTable:
             for memory, table in list(self._by_memory.items()):
                 for base, entry in list(table.items()):
                     if entry.owner is owner:
-                        if entry.freed_by is owner:
+                        if entry.freed_by is owner or (entry.freed_by is None and unreserve):
+                            # Freed by its own graph, or never instantiated and claimed by no
+                            # free node: nothing can use the range any more.
                             del table[base]
                             if unreserve:
                                 dropped.append((memory, entry))

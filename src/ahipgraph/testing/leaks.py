@@ -117,11 +117,13 @@ def fresh_devices(
     The devices are replaced on exit whatever happened, so left-over work never reaches the
     next user of the devices table.
     """
-    devices = configure_devices(count, properties)
+    configure_devices(count, properties)
     baseline = snapshot(collect=check)
     failed = True
     try:
-        yield devices
+        # Yielded, not kept in a local: a test that drops these devices (by reconfiguring) must
+        # be able to see them collected.
+        yield [get_device(i) for i in range(count)]
         failed = False
     finally:
         report = leak_report(baseline) if check and not failed else None

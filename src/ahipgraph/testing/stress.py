@@ -81,8 +81,8 @@ the same shape (the harness updates executables with them)."""
 
 
 @kernel
-def _add(t: Threads, cell: int32, value: int32, x: Ptr[int32]) -> None:  # type: ignore[valid-type]
-    x[cell] += value  # type: ignore[index]
+def _add(t: Threads, cell: int32, value: int32, x: Ptr[int32]) -> None:
+    x[cell] += value
 
 
 class StressViolation(AssertionError):
