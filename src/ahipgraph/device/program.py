@@ -99,8 +99,7 @@ class Program:
                 return False
             else:
                 self.pc = pc + 1
-                future = asyncio.ensure_future(blocker)
-                future.add_done_callback(lambda f, op=op: self._awaited(f, op))
+                self._await_body(blocker, op)
                 return False
         self.pc = pc
         queue.busy_until = self.time
@@ -138,14 +137,18 @@ class Program:
                 pc += 1
             else:
                 self.pc = pc + 1
-                future = asyncio.ensure_future(blocker)
-                future.add_done_callback(lambda f, op=op: self._awaited(f, op))
+                self._await_body(blocker, op)
                 return False
         self.pc = pc
         queue.busy_until = self.time
         for watcher in watchers:
             watcher.program_finished(self)
         return True
+
+    def _await_body(self, blocker: Any, op: Op) -> None:
+        """Run an async body as a task; the program goes on when it ends."""
+        future = asyncio.ensure_future(blocker)
+        future.add_done_callback(lambda f: self._awaited(f, op))
 
     def _awaited(self, future: asyncio.Future[Any], op: Op) -> None:
         if future.cancelled():  # its loop is shutting down: give up the rest, as when abandoned
