@@ -719,3 +719,47 @@ async def test_everything_destroyed_returns_every_registry_and_allocator_to_base
     event.destroy()
     device.free(out)
     assert counts(device) == before
+
+
+@pytest.mark.asyncio
+async def test_destroy_fails_every_launch_waiting_for_a_signal_set(device: ahg.Device) -> None:
+    gates = GatedHost()
+    out = device.malloc(16)
+    graph_exec = gated_diamond(out, gates).instantiate(signal_sets=1, wait_for_signal_sets=True)
+    stream = device.create_stream()
+    first = await graph_exec.launch(stream)
+    waiters = [asyncio.ensure_future(graph_exec.launch(stream)) for _ in range(2)]
+    await parked_on_pool(graph_exec)
+    await loop_turns()  # both tasks are parked on the empty pool now
+    assert graph_exec.statistics().signal_pool.waiters == 2
+    graph_exec.destroy()
+    for waiter in waiters:  # both fail at once, while the first launch is still held
+        with pytest.raises(ahg.InvalidValue, match="destroyed"):
+            await waiter
+    assert not first.done()
+    gates.open_all(2)
+    await first
+    stats = graph_exec.statistics()
+    assert (stats.state, stats.launches, stats.completed) == ("closed", 1, 1)
+    assert stats.signal_pool.waiters == 0
+
+
+def test_destroy_runs_every_raising_destructor_then_raises_the_first(device: ahg.Device) -> None:
+    ran: list[str] = []
+
+    def destructor(name: str) -> None:
+        ran.append(name)
+        raise RuntimeError(f"destructor {name}")
+
+    graph = ahg.Graph()
+    graph.add_empty_node()
+    objects = [ahg.UserObject(destructor, name) for name in ("a", "b", "c")]
+    for obj in objects:
+        graph.retain_user_object(obj, 1, move=True)
+    graph_exec = graph.instantiate()
+    graph.destroy()  # the executable now holds the last reference of each object
+    with pytest.raises(RuntimeError, match="destructor"):
+        graph_exec.destroy()
+    assert sorted(ran) == ["a", "b", "c"]
+    assert all(not obj.alive for obj in objects)
+    assert graph_exec.statistics().state == "closed"

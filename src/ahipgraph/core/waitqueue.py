@@ -83,6 +83,17 @@ class WaitQueue:
                 woken += 1
         return woken
 
+    def fail_all(self, error: BaseException) -> int:
+        """Wake every waiter by raising ``error`` in it; return how many were woken."""
+        woken = 0
+        waiters = self._waiters
+        while waiters:
+            future = waiters.popleft()
+            if not future.done():
+                future.set_exception(error)
+                woken += 1
+        return woken
+
     def __len__(self) -> int:
         return sum(1 for future in self._waiters if not future.done())
 

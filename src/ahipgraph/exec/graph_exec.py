@@ -418,6 +418,8 @@ class GraphExec(NodeSetters, RefCounted):
             raise InvalidValue(f"{self!r} was already destroyed")
         with self._ref_lock:
             self.state = ExecState.CLOSING
+        # Launches parked for a signal set would otherwise wait for a pool that is going away.
+        self.pool.fail_waiters(InvalidValue(f"{self!r} was destroyed while a launch waited"))
         self.release(1)
 
     def _last_release(self) -> None:
@@ -425,8 +427,15 @@ class GraphExec(NodeSetters, RefCounted):
         self.state = ExecState.CLOSED
         self._free_resources(unreserve=True)
         objects, self.user_objects = self.user_objects, []
-        for obj in objects:
-            obj.disown(self)
+        first: BaseException | None = None
+        for obj in objects:  # user code: every destructor runs, then the first error is raised
+            try:
+                obj.disown(self)
+            except BaseException as error:
+                if first is None:
+                    first = error
+        if first is not None:
+            raise first
 
     def _free_resources(self, *, unreserve: bool) -> None:
         """Give back what instantiate took (also when instantiate fails half way)."""

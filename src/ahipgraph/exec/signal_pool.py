@@ -115,6 +115,10 @@ class SignalSetPool:
         if not self._waiters.unpark(signal_set):
             self._free.append(signal_set)
 
+    def fail_waiters(self, error: BaseException) -> None:
+        """Wake every parked acquire with ``error`` (its executable was destroyed)."""
+        self._waiters.fail_all(error)
+
     def close(self) -> None:
         """Drop every set (the executable is being freed; no launch is in flight)."""
         self.closed = True
