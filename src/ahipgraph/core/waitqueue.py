@@ -74,23 +74,19 @@ class WaitQueue:
 
     def unpark_all(self, value: Any = None) -> int:
         """Wake every waiter with ``value``; return how many were woken."""
-        woken = 0
-        waiters = self._waiters
-        while waiters:
-            future = waiters.popleft()
-            if not future.done():
-                future.set_result(value)
-                woken += 1
-        return woken
+        return self._wake_all(lambda future: future.set_result(value))
 
     def fail_all(self, error: BaseException) -> int:
         """Wake every waiter by raising ``error`` in it; return how many were woken."""
+        return self._wake_all(lambda future: future.set_exception(error))
+
+    def _wake_all(self, resolve: Callable[[asyncio.Future[Any]], None]) -> int:
         woken = 0
         waiters = self._waiters
         while waiters:
             future = waiters.popleft()
             if not future.done():
-                future.set_exception(error)
+                resolve(future)
                 woken += 1
         return woken
 
