@@ -51,6 +51,8 @@ from .core.errors import (
 from .device.device import Device, configure_devices, device_count, get_device
 from .device.kernel import Dim3, Kernel, Threads, kernel
 from .device.kernel_args import (
+    AtomicPtr,
+    ConstPtr,
     Ptr,
     float32,
     float64,
@@ -67,6 +69,7 @@ from .device.pointer import NULL, DevicePtr
 from .device.properties import CopyKind, CostModel, DeviceProperties
 from .exec.flags import InstantiateFlags, UpdateResult, UpdateResultKind
 from .exec.graph_exec import ExecStatistics, GraphExec
+from .exec.races import RaceError, RaceReport, RaceSite, RaceWarning
 from .graph.dot import DotFlags
 from .graph.graph import Graph
 from .graph.node import GraphNode
@@ -82,9 +85,19 @@ from .runtime.capture import (
 from .runtime.completion import Completion
 from .runtime.event import Event, elapsed_time
 from .runtime.stream import Stream
+from .tools.race import RaceCheck, race_check
+from .tools.race import install_from_environment as _install_race_check
 from .tools.trace import Trace, tracing
 
 __all__ = [
+    "race_check",
+    "RaceWarning",
+    "RaceSite",
+    "RaceReport",
+    "RaceError",
+    "RaceCheck",
+    "ConstPtr",
+    "AtomicPtr",
     "NULL",
     "CaptureDependencies",
     "CaptureInfo",
@@ -163,3 +176,5 @@ __all__ = [
     "uint64",
     "uint8",
 ]
+
+_install_race_check()  # AHIPGRAPH_RACE_CHECK=1 checks a whole run for races

@@ -184,7 +184,12 @@ class Device:
         """
         if capture_checks is not None:
             capture_checks.unsafe_call("malloc()")
-        return self.memory.malloc(nbytes)
+        ptr = self.memory.malloc(nbytes)
+        from ..runtime import observe  # the runtime layer's hook point (race checker)
+
+        if observe.observer is not None:
+            observe.observer.allocated(ptr, nbytes, None)
+        return ptr
 
     def free(self, ptr: DevicePtr) -> None:
         """``hipFree``. Unlike HIP it does not wait for work in flight: free after synchronising.
@@ -193,6 +198,10 @@ class Device:
         """
         if capture_checks is not None:
             capture_checks.unsafe_call("free()")
+        from ..runtime import observe
+
+        if observe.observer is not None and isinstance(ptr, DevicePtr) and ptr:
+            observe.observer.freeing(ptr)
         self.memory.free(ptr)
 
     def memory_info(self) -> tuple[int, int]:
@@ -274,6 +283,10 @@ class Device:
             while self.in_flight:
                 await self._idle.park()
         self.clock.observe(max(queue.busy_until for queue in self.queues))
+        from ..runtime import observe
+
+        if observe.observer is not None:
+            observe.observer.device_synchronized(self)
         for stream in list(self.streams):  # one failure per call; the others stay reported
             error = stream.take_error()
             if error is not None:

@@ -12,14 +12,21 @@ way type-checks under ``mypy --strict``; string annotations are evaluated when t
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple, overload
 
 import numpy as np
 import numpy.typing as npt
 
 from ..core.errors import InvalidConfiguration, InvalidValue
-from .kernel_args import ArgLayout, ArgType, arg_type_of
+from .kernel_args import (
+    ArgLayout,
+    ArgType,
+    CheckedArgLayout,
+    PointerType,
+    ScalarType,
+    arg_type_of,
+)
 from .thread_ids import MAX_THREADS_PER_LAUNCH, THREAD_IDS
 
 __all__ = ["Dim3", "Kernel", "Threads", "kernel", "launch_dims"]
@@ -137,7 +144,12 @@ class Kernel:
     __slots__ = ("body", "duration_ns", "is_async", "layout", "name")
 
     def __init__(
-        self, body: Callable[..., Any], *, name: str | None = None, duration_ns: int | None = None
+        self,
+        body: Callable[..., Any],
+        *,
+        name: str | None = None,
+        duration_ns: int | None = None,
+        extents: Mapping[str, int | str] | None = None,
     ) -> None:
         if not callable(body):
             raise TypeError(f"a kernel body must be callable, got {body!r}")
@@ -165,7 +177,12 @@ class Kernel:
                 raise ValueError(f"duration_ns must be non-negative, got {duration_ns!r}")
         self.body = body
         self.name = name or body.__name__
-        self.layout = ArgLayout(names, types)
+        declared = _check_extents(body.__name__, names, types, extents)
+        self.layout: ArgLayout
+        if declared or any(isinstance(t, PointerType) and t.access == "const" for t in types):
+            self.layout = CheckedArgLayout(names, types, declared)
+        else:
+            self.layout = ArgLayout(names, types)
         self.duration_ns = duration_ns
         self.is_async = inspect.iscoroutinefunction(body)
 
@@ -184,11 +201,51 @@ class Kernel:
         return f"<Kernel {self.name}({params})>"
 
 
+def _check_extents(
+    kernel_name: str,
+    names: Sequence[str],
+    types: Sequence[ArgType],
+    extents: Mapping[str, int | str] | None,
+) -> dict[int, int | tuple[str, int]]:
+    """``extents=`` of ``@ahg.kernel`` by parameter position; TypeError/ValueError if wrong."""
+    if extents is None:
+        return {}
+    if not isinstance(extents, Mapping):
+        raise TypeError(f"extents must be a mapping of parameter name to length, got {extents!r}")
+    position = {n: i for i, n in enumerate(names)}
+    declared: dict[int, int | tuple[str, int]] = {}
+    for param, length in extents.items():
+        index = position.get(param) if isinstance(param, str) else None
+        if index is None or not isinstance(types[index], PointerType):
+            raise ValueError(f"kernel {kernel_name!r}: extents names {param!r}, not a pointer")
+        if isinstance(length, bool):
+            raise TypeError(f"kernel {kernel_name!r}: extent of {param!r} is a bool")
+        if isinstance(length, int):
+            if length < 0:
+                raise ValueError(f"kernel {kernel_name!r}: extent of {param!r} is negative")
+            declared[index] = length
+            continue
+        source = position.get(length) if isinstance(length, str) else None
+        if source is None:
+            raise TypeError(
+                f"kernel {kernel_name!r}: extent of {param!r} must be an int or the name of an "
+                f"integer parameter, got {length!r}"
+            )
+        source_type = types[source]
+        if not isinstance(source_type, ScalarType) or source_type.is_float:
+            raise TypeError(f"kernel {kernel_name!r}: extent {length!r} is not an integer")
+        declared[index] = ("param", source)
+    return declared
+
+
 @overload
 def kernel(body: Callable[..., Any], /) -> Kernel: ...
 @overload
 def kernel(
-    *, name: str | None = None, duration_ns: int | None = None
+    *,
+    name: str | None = None,
+    duration_ns: int | None = None,
+    extents: Mapping[str, int | str] | None = None,
 ) -> Callable[[Callable[..., Any]], Kernel]: ...
 def kernel(
     body: Callable[..., Any] | None = None,
@@ -196,6 +253,7 @@ def kernel(
     *,
     name: str | None = None,
     duration_ns: int | None = None,
+    extents: Mapping[str, int | str] | None = None,
 ) -> Kernel | Callable[[Callable[..., Any]], Kernel]:
     """Declare a kernel: ``@ahg.kernel`` or ``@ahg.kernel(name=..., duration_ns=...)``.
 
@@ -203,11 +261,15 @@ def kernel(
         body: ``def body(t: Threads, *typed_params)``; may be ``async``.
         name: the name to show instead of the function's.
         duration_ns: a fixed simulated duration for every dispatch of this kernel.
+        extents: how many elements each named pointer parameter touches: an int, or the name
+            of an integer parameter holding the count. Dispatch hands the body a view of
+            exactly that length, and the race checker uses it instead of "to the end of the
+            allocation".
     """
     if body is not None:
-        return Kernel(body, name=name, duration_ns=duration_ns)
+        return Kernel(body, name=name, duration_ns=duration_ns, extents=extents)
 
     def decorate(fn: Callable[..., Any]) -> Kernel:
-        return Kernel(fn, name=name, duration_ns=duration_ns)
+        return Kernel(fn, name=name, duration_ns=duration_ns, extents=extents)
 
     return decorate

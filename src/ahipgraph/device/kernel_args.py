@@ -31,6 +31,10 @@ if TYPE_CHECKING:
 __all__ = [
     "ArgLayout",
     "ArgType",
+    "AtomicPtr",
+    "CheckedArgLayout",
+    "ConstPtr",
+    "PointerField",
     "PointerType",
     "Ptr",
     "ScalarType",
@@ -113,14 +117,24 @@ class ScalarType(ArgType):
 _MAX_ADDRESS = (1 << 64) - 1
 
 
+_ACCESS_NAMES = {"rw": "Ptr", "const": "ConstPtr", "atomic": "AtomicPtr"}
+
+
 class PointerType(ArgType):
-    """A device pointer to elements of ``element``; decoded as a typed view of device memory."""
+    """A device pointer to elements of ``element``; decoded as a typed view of device memory.
 
-    __slots__ = ("element",)
+    ``access`` is what the kernel promises to do through it: ``"rw"`` (``Ptr``, read and
+    write), ``"const"`` (``ConstPtr``, read only: the body gets a read-only view) or
+    ``"atomic"`` (``AtomicPtr``, concurrent updates meant to race benignly). The race checker
+    reads it; dispatch enforces ``"const"``.
+    """
 
-    def __init__(self, element: ScalarType) -> None:
-        super().__init__(f"Ptr[{element.name}]", "Q")
+    __slots__ = ("access", "element")
+
+    def __init__(self, element: ScalarType, access: str = "rw") -> None:
+        super().__init__(f"{_ACCESS_NAMES[access]}[{element.name}]", "Q")
         self.element = element
+        self.access = access
 
     def check(self, value: Any, param: str) -> Any:
         if value is None:
@@ -141,10 +155,14 @@ class PointerType(ArgType):
         return address
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, PointerType) and other.element is self.element
+        return (
+            isinstance(other, PointerType)
+            and other.element is self.element
+            and other.access == self.access
+        )
 
     def __hash__(self) -> int:
-        return hash(("ptr", self.element.name))
+        return hash(("ptr", self.element.name, self.access))
 
 
 # The scalar parameter types. Each is an ``Annotated`` alias: a plain ``int`` or ``float`` to a type
@@ -182,6 +200,39 @@ class Ptr(np.ndarray[Any, np.dtype[Any]], Generic[_Element]):
         return types.GenericAlias(cls, (element,))
 
 
+def _pointer_alias(cls: type, element: Any) -> Any:
+    if isinstance(element, tuple) and len(element) == 1:
+        (element,) = element
+    if not isinstance(element, TypeVar):
+        _scalar_of(element)
+    return types.GenericAlias(cls, (element,))
+
+
+class ConstPtr(np.ndarray[Any, np.dtype[Any]], Generic[_Element]):
+    """A read-only pointer parameter: ``x: ahg.ConstPtr[ahg.float32]``.
+
+    The body receives a read-only view (writing through it fails the dispatch), so the race
+    checker can count the argument as a read without trusting the annotation.
+    """
+
+    def __class_getitem__(cls, element: Any) -> Any:
+        return _pointer_alias(cls, element)
+
+
+class AtomicPtr(np.ndarray[Any, np.dtype[Any]], Generic[_Element]):
+    """A pointer parameter updated concurrently on purpose: ``x: ahg.AtomicPtr[ahg.int32]``.
+
+    The race checker never reports two atomic accesses against each other (a histogram or a
+    counter that several streams bump); an atomic access still races with a plain one.
+    """
+
+    def __class_getitem__(cls, element: Any) -> Any:
+        return _pointer_alias(cls, element)
+
+
+_POINTER_ORIGINS: dict[Any, str] = {Ptr: "rw", ConstPtr: "const", AtomicPtr: "atomic"}
+
+
 def _scalar_of(annotation: Any) -> ScalarType:
     """The ScalarType an ``ahg.int32``-style annotation carries. Raises TypeError otherwise."""
     if get_origin(annotation) is Annotated:
@@ -199,9 +250,10 @@ def arg_type_of(annotation: Any) -> ArgType | None:
     """
     if get_origin(annotation) is Annotated:
         return next((m for m in annotation.__metadata__ if isinstance(m, ArgType)), None)
-    if get_origin(annotation) is Ptr:
+    access = _POINTER_ORIGINS.get(get_origin(annotation))
+    if access is not None:
         (element,) = get_args(annotation)
-        return PointerType(_scalar_of(element))
+        return PointerType(_scalar_of(element), access)
     return None
 
 
@@ -246,6 +298,18 @@ class ArgLayout:
     @property
     def has_pointers(self) -> bool:
         return bool(self._pointer_fields)
+
+    @property
+    def pointers(self) -> tuple[PointerField, ...]:
+        """Each pointer parameter: position, element size, access and declared extent.
+
+        What the race checker needs to turn a dispatch's arguments into byte ranges.
+        """
+        return tuple(
+            PointerField(index, t.element.size, t.access, None)
+            for index, t in enumerate(self.types)
+            if isinstance(t, PointerType)
+        )
 
     def check(self, args: Sequence[Any] | None, kernel_name: str) -> tuple[Any, ...]:
         """Validate ``args`` against the parameters; return the raw field values.
@@ -296,3 +360,82 @@ class ArgLayout:
             address = values[index]
             values[index] = view(address, dtype) if address else None
         return values
+
+
+class PointerField:
+    """One pointer parameter as the race checker sees it.
+
+    ``extent`` is None (the pointer may touch up to the end of its allocation), an int (that
+    many elements) or ``("param", index)`` (as many elements as the scalar argument at
+    ``index`` says), from ``@ahg.kernel(extents=...)``.
+    """
+
+    __slots__ = ("access", "extent", "index", "itemsize")
+
+    def __init__(
+        self, index: int, itemsize: int, access: str, extent: int | tuple[str, int] | None
+    ) -> None:
+        self.index, self.itemsize, self.access, self.extent = index, itemsize, access, extent
+
+    def elements(self, values: Sequence[Any]) -> int | None:
+        """Declared element count for raw argument ``values``, or None when undeclared."""
+        extent = self.extent
+        if extent is None or isinstance(extent, int):
+            return extent
+        return max(0, int(values[extent[1]]))
+
+    def __repr__(self) -> str:
+        return f"<PointerField #{self.index} {self.access} extent={self.extent!r}>"
+
+
+class CheckedArgLayout(ArgLayout):
+    """An argument layout whose dispatch enforces pointer annotations.
+
+    ``ConstPtr`` parameters arrive as read-only views and parameters with a declared extent as
+    views of exactly that many elements (a declared extent past the end of the allocation
+    fails the dispatch), so what the race checker assumes about a kernel is what the kernel
+    can do. Kernels without annotations keep :class:`ArgLayout` and its plain decode.
+    """
+
+    __slots__ = ("_fields",)
+
+    def __init__(
+        self,
+        names: Sequence[str],
+        types: Sequence[ArgType],
+        extents: dict[int, int | tuple[str, int]],
+    ) -> None:
+        super().__init__(names, types)
+        self._fields = tuple(
+            PointerField(index, t.element.size, t.access, extents.get(index))
+            for index, t in enumerate(self.types)
+            if isinstance(t, PointerType)
+        )
+
+    @property
+    def pointers(self) -> tuple[PointerField, ...]:
+        return self._fields
+
+    def decode(self, buffer: Any, offset: int, memory: DeviceMemory) -> list[Any]:
+        values = self._struct.unpack_from(buffer, offset)
+        out = list(values)
+        view = memory.view
+        for (index, dtype), field in zip(self._pointer_fields, self._fields, strict=True):
+            address = values[index]
+            if not address:
+                out[index] = None
+                continue
+            array: Any = view(address, dtype)
+            count = field.elements(values)
+            if count is not None:
+                if count > len(array):
+                    raise InvalidValue(
+                        f"parameter {self.names[index]!r} declares {count} elements, but only "
+                        f"{len(array)} remain in its allocation"
+                    )
+                array = array[:count]
+            if field.access == "const":
+                array = array.view()
+                array.flags.writeable = False
+            out[index] = array
+        return out

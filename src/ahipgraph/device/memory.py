@@ -305,6 +305,18 @@ class DeviceMemory:
             f"{ptr!r} is not inside a live allocation of device {self.ordinal}"
         )
 
+    def allocation_of(self, address: int) -> tuple[int, int] | None:
+        """(base, nbytes) of the allocation or reservation holding ``address``, or None.
+
+        What the race checker turns a kernel's pointer argument into a byte range with.
+        """
+        with self._lock:
+            try:
+                allocation = self._find(DevicePtr(self.ordinal, address), reserved_ok=True)
+            except InvalidDevicePointer:
+                return None
+        return allocation.base, allocation.nbytes
+
     def view(self, address: int, dtype: np.dtype[np.generic]) -> npt.NDArray[np.generic]:
         """A typed view from ``address`` to the end of its allocation (kernel pointer arguments).
 

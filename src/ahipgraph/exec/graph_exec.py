@@ -43,6 +43,7 @@ from ..device.signal import Signal
 from ..graph.memnodes import RESERVATIONS
 from ..graph.node import GraphNode, live_node
 from ..graph.node_type import NodeType
+from ..runtime import observe
 from ..runtime.completion import Completion
 from ..runtime.params import KernelParams
 from ..runtime.stream import Stream, StreamState, launch_stream
@@ -50,6 +51,7 @@ from .arena import HEADROOM_BYTES, ArenaStatistics, ArgSlot, KernelArgArena
 from .compile import Compiled, compile_plan, node_op
 from .flags import InstantiateFlags, check_instantiate_flags
 from .planner import Plan, plan_graph
+from .races import ExecRaces, RaceError, check_exec_graph
 from .setters import NodeSetters
 from .signal_pool import REACHED, SignalPoolStatistics, SignalSet, SignalSetPool
 from .snapshot import ExecGraph, ExecNode, snapshot, source_map
@@ -131,6 +133,7 @@ class GraphExec(NodeSetters, RefCounted):
         "_launches",
         "_lock",
         "_plan",
+        "_races",
         "_retired_slots",
         "_sources",
         "_version",
@@ -162,6 +165,11 @@ class GraphExec(NodeSetters, RefCounted):
             if node.type is NodeType.Kernel:
                 # Added against the default device's limits; this executable runs on its own.
                 node.params.check_limits(device)
+        self._races: ExecRaces | None = None
+        if options.get("check_races", False):  # before anything is built: a race changes nothing
+            self._races, reports = check_exec_graph(exec_graph, originals, graph)
+            if reports:
+                raise RaceError(reports)
         self._graph: ExecGraph = exec_graph
         self._sources = source_map(originals, exec_graph)
         max_streams = min(MAX_PARALLEL_STREAMS, len(device.queues))
@@ -359,6 +367,7 @@ class GraphExec(NodeSetters, RefCounted):
                     signals[binding.index] = event.signal or REACHED
             launch = _Launch(self, version, signal_set, stream)
             self._last_done = launch.done
+
         slot_ops = version.slot_ops
         head = Program(slot_ops[0], launch.done, signals=signals, on_done=launch.finished)
         stream.submit(head)
@@ -371,7 +380,10 @@ class GraphExec(NodeSetters, RefCounted):
                 internal.submit(
                     Program(slot_ops[k], None, signals=signals, on_done=launch.slot_finished)
                 )
-        return Completion(launch.done, self.device, head)
+        completion = Completion(launch.done, self.device, head)
+        if observe.observer is not None:  # the race checker: a launch is one op on the stream
+            observe.observer.launched(self, stream, completion)
+        return completion
 
     def _launch_finished(self, launch: _Launch) -> None:
         """Completion of a launch (on the device's loop): return everything it borrowed."""
@@ -484,6 +496,8 @@ class GraphExec(NodeSetters, RefCounted):
         that can fail.
         """
         with self._lock:
+            if self._races is not None:  # check_races: recheck the changed nodes only
+                self._races.check_changes(changes)
             fresh = self._allocate_arguments(changes)
             version = self._writable_version()
             compiled = self._compiled
@@ -496,6 +510,8 @@ class GraphExec(NodeSetters, RefCounted):
                 if location is not None and op is not None:  # event nodes bind at launch instead
                     version.slot_ops[location[0]][location[1]] = op
             self.arena.flush()
+            if self._races is not None:
+                self._races.commit(changes)
 
     def _allocate_arguments(self, changes: list[Change]) -> dict[int, ArgSlot]:
         """The new argument slots ``changes`` need (by ``id(node)``), allocated all at once.
@@ -586,6 +602,7 @@ _OPTIONS: dict[str, tuple[type, ...]] = {
     "arena_headroom": (int,),
     "strict_flush": (bool,),
     "upload_stream": (Stream, type(None)),
+    "check_races": (bool,),
 }
 
 

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 from ..core.errors import IllegalState, InvalidValue, NotSupported
 from ..core.registry import HandleRegistry
 from ..lifetime.user_object import UserObject, check_count
+from ..runtime import observe
 from . import dot
 from .builder import GraphBuilder
 from .memnodes import RESERVATIONS
@@ -150,6 +151,8 @@ class Graph(GraphTopology, GraphBuilder):
         node_id: int | None = None,
     ) -> GraphNode:
         node = GraphNode._create(self, node_type, params, node_id)
+        if observe.observer is not None:  # the race checker keeps the line that added it
+            observe.observer.node_added(node)
         self._nodes[node] = None
         self._by_id[node.id] = node
         for dep in deps:
@@ -357,6 +360,20 @@ class Graph(GraphTopology, GraphBuilder):
         from ..exec.graph_exec import GraphExec  # the exec layer sits above the graph layer
 
         return GraphExec._instantiate(self, flags, **options)
+
+    def check_races(self) -> list[Any]:
+        """Unordered conflicting node pairs the declared edges allow (no device work needed).
+
+        Returns a list of :class:`ahipgraph.RaceReport`, empty when every pair of nodes that
+        touch the same bytes (one writing) is ordered by a path of edges. Child graphs are
+        checked inline. See :mod:`ahipgraph.exec.races`.
+
+        Raises:
+            InvalidValue: the graph was destroyed or has a cycle.
+        """
+        from ..exec.races import check_graph  # the exec layer sits above the graph layer
+
+        return check_graph(self)
 
     def destroy(self) -> None:
         """Destroy the graph (``hipGraphDestroy``); executables made from it are unaffected.

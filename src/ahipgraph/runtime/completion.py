@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.errors import HipError
 from ..device.signal import Signal
+from . import observe
 
 if TYPE_CHECKING:
     from ..device.device import Device
@@ -60,6 +61,8 @@ class Completion:
             yield from self._device.wait_signal(signal).__await__()
         else:
             self._device.clock.observe(signal.time)
+        if observe.observer is not None:
+            observe.observer.completion_awaited(signal)
         if signal.error is not None:
             raise signal.error
 

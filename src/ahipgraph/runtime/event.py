@@ -14,7 +14,7 @@ from ..core.clock import ns_to_ms
 from ..core.errors import InvalidHandle, NotReady
 from ..core.registry import HandleRegistry
 from ..device.signal import Signal
-from . import capture
+from . import capture, observe
 
 if TYPE_CHECKING:
     from ..device.device import Device
@@ -75,7 +75,10 @@ class Event:
         """
         self.check_open()
         capture.check_event_sync(self)
-        return self._complete()
+        done = self._complete()
+        if done and observe.observer is not None:
+            observe.observer.event_synchronized(self)
+        return done
 
     async def synchronize(self) -> None:
         """Wait until the latest record has completed (``hipEventSynchronize``).
@@ -90,6 +93,8 @@ class Event:
         signal = self.signal
         if signal is not None:
             await self.device.wait_signal(signal)
+        if observe.observer is not None:
+            observe.observer.event_synchronized(self)
 
     @property
     def time_ns(self) -> int | None:

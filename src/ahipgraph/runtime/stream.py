@@ -31,7 +31,7 @@ from ..device.pointer import DevicePtr
 from ..device.program import Program
 from ..device.properties import CopyKind
 from ..device.signal import Signal
-from . import capture
+from . import capture, observe
 from .completion import Completion
 from .event import Event, live_event
 from .params import Endpoint, HostParams, KernelParams, MemcpyParams, MemsetParams
@@ -155,6 +155,12 @@ class Stream(StreamCaptureMixin, StreamMemoryMixin):
         self.submit(program)
         return Completion(signal, self.device, program)
 
+    def _observed(self, work: Any, completion: Completion) -> Completion:
+        """Report enqueued eager work to the runtime observer (the race checker), if any."""
+        if observe.observer is not None:
+            observe.observer.enqueued(self, work, completion)
+        return completion
+
     def _retired(self, program: Program) -> None:
         if program.error is not None and self._error is None:
             self._error = program.error
@@ -198,7 +204,7 @@ class Stream(StreamCaptureMixin, StreamMemoryMixin):
         params = KernelParams.make(
             kernel, grid, block, args, shared_mem=shared_mem, device=self.device
         )
-        return self._submit_op(params.op(self.device))
+        return self._observed(params, self._submit_op(params.op(self.device)))
 
     async def memcpy(
         self,
@@ -211,7 +217,8 @@ class Stream(StreamCaptureMixin, StreamMemoryMixin):
         self.check_open()
         if self._capture is not None:
             return self._capture.add("Memcpy", lambda: MemcpyParams.make(dst, src, nbytes, kind))
-        return self._submit_op(MemcpyParams.make(dst, src, nbytes, kind).op(self.device))
+        copy = MemcpyParams.make(dst, src, nbytes, kind)
+        return self._observed(copy, self._submit_op(copy.op(self.device)))
 
     async def memset(
         self, dst: DevicePtr, value: int, count: int, *, element_size: int = 1
@@ -230,14 +237,15 @@ class Stream(StreamCaptureMixin, StreamMemoryMixin):
                 "Memset", lambda: MemsetParams.make(dst, value, count, element_size=element_size)
             )
         params = MemsetParams.make(dst, value, count, element_size=element_size)
-        return self._submit_op(params.op(self.device))
+        return self._observed(params, self._submit_op(params.op(self.device)))
 
     async def launch_host_func(self, fn: Callable[..., Any], *args: Any) -> Completion:
         """Enqueue a host callback (``hipLaunchHostFunc``); the stream waits until it returns."""
         self.check_open()
         if self._capture is not None:
             return self._capture.add("Host", lambda: HostParams.make(fn, args))
-        return self._submit_op(HostParams.make(fn, args).op(self.device))
+        host = HostParams.make(fn, args)
+        return self._observed(host, self._submit_op(host.op(self.device)))
 
     async def record_event(self, event: Event) -> None:
         """Record ``event`` here (``hipEventRecord``): it completes when earlier work has."""
@@ -250,6 +258,8 @@ class Stream(StreamCaptureMixin, StreamMemoryMixin):
         signal = Signal(1)
         self.submit(Program((), signal))
         event.recorded(signal)
+        if observe.observer is not None:
+            observe.observer.event_recorded(self, event)
 
     async def wait_event(self, event: Event, flags: int = 0) -> None:
         """Make later work wait for ``event``'s latest record (``hipStreamWaitEvent``).
@@ -266,6 +276,8 @@ class Stream(StreamCaptureMixin, StreamMemoryMixin):
         live_event(event)
         if capture.wait_event(self, event, flags):
             return
+        if observe.observer is not None:  # ordering the API promises, done or not
+            observe.observer.event_waited(self, event)
         signal = event.signal
         if signal is not None and signal.value > 0:
             # The barrier is stream work: it becomes the tail, so synchronize() and query()
@@ -286,6 +298,8 @@ class Stream(StreamCaptureMixin, StreamMemoryMixin):
         capture.check_stream_sync(self, "synchronize()")
         for signal in self._sync_targets():
             await self.device.wait_signal(signal)
+        if observe.observer is not None:
+            observe.observer.stream_synchronized(self)
         error = self.take_error()
         if error is not None:
             raise error
@@ -303,7 +317,10 @@ class Stream(StreamCaptureMixin, StreamMemoryMixin):
         """
         self.check_open()
         capture.check_stream_sync(self, "query()")
-        return all(signal.value <= 0 for signal in self._sync_targets())
+        done = all(signal.value <= 0 for signal in self._sync_targets())
+        if done and observe.observer is not None:
+            observe.observer.stream_synchronized(self)
+        return done
 
     def destroy(self) -> None:
         """Destroy the stream (``hipStreamDestroy``). Work already enqueued still completes.

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from ..core.errors import HipError, InvalidValue
 from ..device.ops import Op
 from ..device.pointer import DevicePtr
+from . import observe
 from .completion import Completion
 
 if TYPE_CHECKING:
@@ -60,7 +61,10 @@ class StreamMemoryMixin:
         stream.check_open()
         if stream._capture is not None:
             return stream._capture.malloc(nbytes)
-        return stream.device.memory.malloc(nbytes)
+        ptr = stream.device.memory.malloc(nbytes)
+        if observe.observer is not None:
+            observe.observer.allocated(ptr, nbytes, stream)
+        return ptr
 
     async def free_async(self, ptr: DevicePtr) -> Completion:
         """Free ``ptr`` once earlier work on the stream is done (``hipFreeAsync``).
@@ -83,7 +87,8 @@ class StreamMemoryMixin:
             offset = -1
         if offset != 0:
             raise InvalidValue(f"{ptr!r} is not the start of an allocation of {stream.device!r}")
-        return stream._submit_op(FreeOp(ptr))
+        free = FreeOp(ptr)
+        return stream._observed(free, stream._submit_op(free))
 
     def _stream(self) -> Stream:
         return self  # type: ignore[return-value]

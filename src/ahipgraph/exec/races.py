@@ -1,0 +1,597 @@
+"""Missing-dependency races in graphs: footprints, reports and the static check.
+
+Two operations race when nothing orders them and both touch the same bytes, at least one
+writing (two :class:`~ahipgraph.AtomicPtr` accesses never race with each other). In a graph
+the only ordering a user may rely on is the declared edges (transitively, through child graphs
+and disabled nodes, which keep their edges); the planner's slots and signals are an
+implementation detail. :func:`check_exec_graph` finds every unordered conflicting pair with
+ancestor bitsets over the flattened graph, with no device work at all.
+
+Footprints (:func:`footprint`): copies and fills touch exact byte ranges; a free (or a graph
+memory node) touches its whole allocation as a write; a kernel pointer argument touches from
+the pointer to the end of its allocation, read-write ("conservative"), unless its kernel says
+better: ``ConstPtr`` reads, ``extents=`` bounds the range ("declared"). Dispatch enforces both.
+
+The same footprints and :class:`RaceReport` serve the dynamic checker
+(:mod:`ahipgraph.tools.race`), which also fills :data:`SITES` with the user's source lines.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..device.device import get_device
+from ..device.pointer import DevicePtr
+from ..graph.node_type import NodeType
+from ..graph.params import MemAllocParams, MemFreeParams
+from ..runtime.params import KernelParams, MemcpyParams, MemsetParams
+from ..runtime.stream_memory import FreeOp
+
+if TYPE_CHECKING:
+    from ..graph.graph import Graph
+    from ..graph.node import GraphNode
+    from .snapshot import ExecGraph, ExecNode
+
+__all__ = [
+    "Access",
+    "ExecRaces",
+    "RaceError",
+    "RaceReport",
+    "RaceSite",
+    "RaceWarning",
+    "SITES",
+    "check_exec_graph",
+    "check_graph",
+    "footprint",
+    "user_site",
+]
+
+EXACT, DECLARED, CONSERVATIVE = "exact", "declared", "conservative"
+_MAX_SITES = 1 << 16
+
+
+class _Sites:
+    """Where things were made: allocations by (device, base), graph nodes by handle.
+
+    Filled by the dynamic checker while it is on (and only then): reports name the line that
+    allocated a buffer or added a node. Bounded: the oldest entries go first.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.allocations: dict[tuple[int, int], str] = {}
+        self.nodes: dict[Any, str] = {}
+
+    def remember(self, table: dict[Any, str], key: Any, site: str) -> None:
+        with self._lock:
+            table[key] = site
+            if len(table) > _MAX_SITES:
+                for old in list(table)[: _MAX_SITES // 2]:
+                    del table[old]
+
+    def clear(self) -> None:
+        with self._lock:
+            self.allocations.clear()
+            self.nodes.clear()
+
+    def statistics(self) -> dict[str, int]:
+        return {"allocations": len(self.allocations), "nodes": len(self.nodes)}
+
+    def __repr__(self) -> str:
+        return f"<Sites allocations={len(self.allocations)} nodes={len(self.nodes)}>"
+
+
+SITES = _Sites()
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_SKIP = (_PACKAGE_DIR, os.path.dirname(os.__file__))
+
+
+def user_site(depth: int = 1) -> str | None:
+    """``file:line`` of the innermost caller outside ahipgraph and the standard library."""
+    frame: Any = sys._getframe(depth)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not filename.startswith(_SKIP) and not filename.startswith("<frozen"):
+            shown = filename if filename.startswith("<") else os.path.relpath(filename)
+            return f"{shown}:{frame.f_lineno}"
+        frame = frame.f_back
+    return None
+
+
+# -- footprints -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Access:
+    """Bytes ``[start, end)`` of device ``device``'s address space, read or written."""
+
+    device: int
+    start: int
+    end: int
+    write: bool
+    atomic: bool = False
+    precision: str = EXACT
+
+    def conflicts(self, other: Access) -> bool:
+        return (
+            self.device == other.device
+            and self.start < other.end
+            and other.start < self.end
+            and (self.write or other.write)
+            and not (self.atomic and other.atomic)
+        )
+
+
+def _allocation(ptr: DevicePtr) -> tuple[int, int] | None:
+    try:
+        return get_device(ptr.device).memory.allocation_of(ptr.address)
+    except Exception:  # a pointer of no device, or a device table reconfigured since
+        return None
+
+
+def _whole(ptr: DevicePtr, precision: str = EXACT) -> list[Access]:
+    found = _allocation(ptr)
+    if found is None:
+        return []
+    base, nbytes = found
+    return [Access(ptr.device, base, base + nbytes, True, False, precision)]
+
+
+def footprint(work: Any) -> list[Access]:
+    """The device bytes an op or node's parameters touch (empty for host work and events)."""
+    if isinstance(work, KernelParams):
+        return _kernel_footprint(work)
+    if isinstance(work, MemcpyParams):
+        out = []
+        if work.nbytes:
+            if isinstance(work.dst, DevicePtr) and work.dst:
+                d = work.dst
+                out.append(Access(d.device, d.address, d.address + work.nbytes, True))
+            if isinstance(work.src, DevicePtr) and work.src:
+                s = work.src
+                out.append(Access(s.device, s.address, s.address + work.nbytes, False))
+        return out
+    if isinstance(work, MemsetParams):
+        if not work.width or not work.height or not work.dst:
+            return []
+        extent = (work.height - 1) * work.pitch + work.width * work.element_size
+        precision = EXACT if work.height == 1 else CONSERVATIVE
+        d = work.dst
+        return [Access(d.device, d.address, d.address + extent, True, False, precision)]
+    if isinstance(work, FreeOp | MemFreeParams | MemAllocParams):
+        return _whole(work.ptr)
+    return []
+
+
+def _kernel_footprint(params: KernelParams) -> list[Access]:
+    out: list[Access] = []
+    args = params.args
+    for pointer in params.kernel.layout.pointers:
+        ptr = args[pointer.index]
+        if not isinstance(ptr, DevicePtr) or not ptr:
+            continue
+        write = pointer.access != "const"
+        atomic = pointer.access == "atomic"
+        count = pointer.elements(args)
+        if count is not None:
+            end = ptr.address + count * pointer.itemsize
+            out.append(Access(ptr.device, ptr.address, end, write, atomic, DECLARED))
+            continue
+        found = _allocation(ptr)
+        end = ptr.address + 1 if found is None else found[0] + found[1]
+        out.append(Access(ptr.device, ptr.address, end, write, atomic, CONSERVATIVE))
+    return out
+
+
+def node_footprint(node: ExecNode) -> list[Access]:
+    """A node's footprint; a disabled node touches nothing but keeps its edges."""
+    if not node.enabled or node.type is NodeType.Graph:
+        return []
+    return footprint(node.params)
+
+
+def merge(accesses: list[Access]) -> list[Access]:
+    """Fewer, larger ranges covering ``accesses``: what a replay checks against the world.
+
+    Ranges of one kind (write or read, atomic or not) that touch are joined; the precision of a
+    joined range is the weakest of its parts.
+    """
+    rank = {EXACT: 0, DECLARED: 1, CONSERVATIVE: 2}
+    groups: dict[tuple[int, bool, bool], list[Access]] = {}
+    for access in accesses:
+        groups.setdefault((access.device, access.write, access.atomic), []).append(access)
+    out: list[Access] = []
+    for (device, write, atomic), items in groups.items():
+        items.sort(key=lambda a: a.start)
+        start, end, precision = items[0].start, items[0].end, items[0].precision
+        for a in items[1:]:
+            if a.start <= end:
+                end = max(end, a.end)
+                if rank[a.precision] > rank[precision]:
+                    precision = a.precision
+            else:
+                out.append(Access(device, start, end, write, atomic, precision))
+                start, end, precision = a.start, a.end, a.precision
+        out.append(Access(device, start, end, write, atomic, precision))
+    return out
+
+
+# -- reports ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RaceSite:
+    """One side of a race: what ran, where it was ordered, the user's line and the bytes."""
+
+    op: str  # "op #14 Kernel 'scale'" or "node 7 (Kernel 'scale')"
+    where: str  # "stream #3", "null stream", "host" or "graph 5"
+    source: str | None
+    start: int
+    end: int
+    precision: str
+    write: bool
+    node: GraphNode | None = field(default=None, compare=False, repr=False)
+
+    def describe(self) -> str:
+        what = "writes" if self.write else "reads"
+        line = f" at {self.source}" if self.source else ""
+        return (
+            f"{self.op} on {self.where}{line} {what} "
+            f"[0x{self.start:x}, 0x{self.end:x}) ({self.end - self.start} B, {self.precision})"
+        )
+
+
+@dataclass(frozen=True)
+class RaceReport:
+    """Two unordered accesses to the same bytes, at least one a write.
+
+    Attributes:
+        kind: "read-after-write", "write-after-read", "write-after-write", or
+            "host-write-during-copy" (a host source array changed while its async copy was
+            in flight).
+        first, second: the earlier and the later side (API order, or topological order).
+        allocation: the allocation, with the line that made it when known.
+        why: why nothing orders the two.
+        fix: a one-line fix.
+        fix_edge: for graphs, the (from, to) nodes ``add_dependencies`` should link.
+    """
+
+    kind: str
+    first: RaceSite
+    second: RaceSite
+    allocation: str
+    why: str
+    fix: str
+    fix_edge: tuple[GraphNode, GraphNode] | None = field(default=None, compare=False)
+
+    def __str__(self) -> str:
+        return "\n".join(
+            (
+                f"race ({self.kind}) on {self.allocation}",
+                f"  first:  {self.first.describe()}",
+                f"  second: {self.second.describe()}",
+                f"  why:    {self.why}",
+                f"  fix:    {self.fix}",
+            )
+        )
+
+
+class RaceError(Exception):
+    """Raised with the race reports a check found (``instantiate(check_races=True)``, or
+    ``ahg.race_check(on_race="raise")``). ``reports`` holds every :class:`RaceReport`."""
+
+    def __init__(self, reports: list[RaceReport]) -> None:
+        self.reports = list(reports)
+        count = len(self.reports)
+        head = f"{count} race{'s' if count != 1 else ''} found"
+        super().__init__("\n".join([head, *(str(r) for r in self.reports)]))
+
+
+class RaceWarning(UserWarning):
+    """Issued for each race found by ``ahg.race_check(on_race="warn")``."""
+
+
+def kind_of(first_write: bool, second_write: bool) -> str:
+    if first_write and second_write:
+        return "write-after-write"
+    return "read-after-write" if first_write else "write-after-read"
+
+
+def describe_allocation(device: int, address: int) -> str:
+    found = _allocation(DevicePtr(device, address))
+    if found is None:
+        return f"device {device} memory at 0x{address:x} (no live allocation)"
+    base, nbytes = found
+    site = SITES.allocations.get((device, base))
+    made = f", allocated at {site}" if site else ""
+    return f"allocation 0x{base:x} ({nbytes} B, device {device}{made})"
+
+
+# -- the static check -------------------------------------------------------------------------
+
+
+@dataclass(slots=True, eq=False)
+class FlatNode:
+    """A node of the flattened graph: child graphs inlined, edges through them kept."""
+
+    index: int
+    exec_node: ExecNode
+    deps: list[int]
+    original: GraphNode | None
+    top: GraphNode | None  # the top-level node holding it (itself at the top level)
+    owner: Graph | None  # the graph ``original`` belongs to
+    level: str  # "graph 5" or "child graph of node 3"
+
+
+def flatten(
+    exec_graph: ExecGraph, originals: list[GraphNode] | None, graph: Graph | None
+) -> list[FlatNode]:
+    """Inline child graphs: a child's roots take its node's dependencies, the child node
+    depends on the child's sinks, so every path of declared edges is kept."""
+    flat: list[FlatNode] = []
+
+    def visit(
+        eg: ExecGraph,
+        origs: list[GraphNode] | None,
+        owner: Graph | None,
+        entry: list[int],
+        top: GraphNode | None,
+        level: str,
+    ) -> list[int]:
+        exits: list[int] = []
+        for node in eg.nodes:
+            original = origs[node.index] if origs is not None else None
+            node_top = top if top is not None else original
+            deps = [exits[d] for d in node.deps] if node.deps else list(entry)
+            if node.child is not None:
+                child_origs: list[GraphNode] | None = None
+                child_graph = None
+                if original is not None:
+                    child_graph = original._params.graph  # type: ignore[union-attr]
+                    child_origs = child_graph.nodes()
+                    if len(child_origs) != len(node.child.nodes):
+                        child_origs, child_graph = None, None
+                sinks = visit(
+                    node.child,
+                    child_origs,
+                    child_graph,
+                    deps,
+                    node_top,
+                    f"child graph of node {node.id}",
+                )
+                deps = sinks or deps
+            flat.append(FlatNode(len(flat), node, deps, original, node_top, owner, level))
+            exits.append(len(flat) - 1)
+        dependents = eg.dependents
+        return [exits[n.index] for n in eg.nodes if not dependents[n.index]]
+
+    visit(exec_graph, originals, graph, [], None, f"graph {exec_graph.graph_id}")
+    return flat
+
+
+def ancestors(flat: list[FlatNode]) -> list[int]:
+    """Per flat node, the bitset of every node a path of edges leads from."""
+    anc: list[int] = []
+    for node in flat:
+        bits = 0
+        for dep in node.deps:
+            bits |= anc[dep] | (1 << dep)
+        anc.append(bits)
+    return anc
+
+
+def _label(node: ExecNode) -> str:
+    name = node.type.name
+    if node.type is NodeType.Kernel:
+        name += f" {node.params.kernel.name!r}"
+    state = "" if node.enabled else ", disabled"
+    return f"node {node.id} ({name}{state})"
+
+
+def _static_report(
+    a: FlatNode, access_a: Access, b: FlatNode, access_b: Access, flat: list[FlatNode]
+) -> RaceReport:
+    def site(f: FlatNode, acc: Access) -> RaceSite:
+        source = SITES.nodes.get(f.original.hid) if f.original is not None else None
+        return RaceSite(
+            _label(f.exec_node),
+            f.level,
+            source,
+            acc.start,
+            acc.end,
+            acc.precision,
+            acc.write,
+            f.original,
+        )
+
+    first, second = site(a, access_a), site(b, access_b)
+    fix_from, fix_to = a.original, b.original
+    holder = "graph"
+    if a.owner is not b.owner or a.owner is None:
+        fix_from, fix_to = a.top, b.top
+        if a.level != b.level and (a.level.startswith("child") or b.level.startswith("child")):
+            holder = "graph (the top level, through the child-graph nodes)"
+    fix_edge: tuple[GraphNode, GraphNode] | None = None
+    if fix_from is not None and fix_to is not None and fix_from is not fix_to:
+        fix_edge = (fix_from, fix_to)
+        fix = (
+            f"{holder}.add_dependencies(a, b)  # a = {_describe(fix_from)}, b = {_describe(fix_to)}"
+        )
+    else:
+        fix_edge = None
+        fix = f"add an edge from {first.op} to {second.op} in their graph"
+    disabled = [f for f in flat if not f.exec_node.enabled]
+    why = (
+        f"no path of declared edges leads from {first.op} to {second.op} (or back), so the "
+        "graph may run them in either order or at once"
+    )
+    if disabled:
+        why += "; disabled nodes still order through their edges, and none lies between them"
+    return RaceReport(
+        kind_of(access_a.write, access_b.write),
+        first,
+        second,
+        describe_allocation(access_a.device, max(access_a.start, access_b.start)),
+        why,
+        fix,
+        fix_edge,
+    )
+
+
+def _describe(node: GraphNode) -> str:
+    name = node._type.name
+    if node._type is NodeType.Kernel:
+        name += f" {node._params.kernel.name!r}"  # type: ignore[union-attr]
+    site = SITES.nodes.get(node.hid)
+    return f"node {node.id} ({name}{', added at ' + site if site else ''})"
+
+
+def conflicting_pairs(
+    accesses: list[tuple[int, Access]], anc: list[int]
+) -> list[tuple[int, Access, int, Access]]:
+    """Unordered conflicting pairs (earlier node first), one per node pair."""
+    by_device: dict[int, list[tuple[int, Access]]] = {}
+    for item in accesses:
+        by_device.setdefault(item[1].device, []).append(item)
+    seen: set[tuple[int, int]] = set()
+    out: list[tuple[int, Access, int, Access]] = []
+    for items in by_device.values():
+        items.sort(key=lambda item: item[1].start)
+        active: list[tuple[int, Access]] = []
+        for i, acc in items:
+            active = [x for x in active if x[1].end > acc.start]
+            for j, other in active:
+                if i == j or not acc.conflicts(other):
+                    continue
+                lo, hi = (j, i) if j < i else (i, j)
+                if (anc[hi] >> lo) & 1 or (lo, hi) in seen:
+                    continue
+                seen.add((lo, hi))
+                if lo == j:
+                    out.append((j, other, i, acc))
+                else:
+                    out.append((i, acc, j, other))
+            active.append((i, acc))
+    out.sort(key=lambda p: (p[0], p[2]))
+    return out
+
+
+class ExecRaces:
+    """An executable's race facts: flattened nodes, ancestors, footprints and the summary.
+
+    Kept by a :class:`GraphExec` made with ``check_races=True`` (setters and updates then
+    recheck only the nodes they change) or when the dynamic checker first launches it (it
+    then only needs :attr:`summary`).
+    """
+
+    __slots__ = ("_summary", "anc", "check", "flat", "footprints", "index_of")
+
+    def __init__(
+        self,
+        exec_graph: ExecGraph,
+        originals: list[GraphNode] | None,
+        graph: Graph | None,
+        *,
+        check: bool,
+    ) -> None:
+        self.check = check
+        self.flat = flatten(exec_graph, originals, graph)
+        self.index_of = {id(f.exec_node): f.index for f in self.flat}
+        self.footprints = [node_footprint(f.exec_node) for f in self.flat]
+        self.anc = ancestors(self.flat) if check else []
+        self._summary: list[Access] | None = None
+
+    def races(self) -> list[RaceReport]:
+        """Every race of the whole graph."""
+        items = [(i, acc) for i, accs in enumerate(self.footprints) for acc in accs]
+        return [
+            _static_report(self.flat[i], ai, self.flat[j], aj, self.flat)
+            for i, ai, j, aj in conflicting_pairs(items, self.anc)
+        ]
+
+    def check_changes(self, changes: list[tuple[ExecNode, Any]]) -> None:
+        """Before a setter or update commits: RaceError if a changed node would race.
+
+        Only pairs that involve a changed node are examined.
+        """
+        if not self.check:
+            return
+        new = self._changed_footprints(changes)
+        if not new:
+            return
+        changed = set(new)
+        items = [
+            (i, acc) for i, accs in enumerate(self.footprints) if i not in changed for acc in accs
+        ]
+        items += [(i, acc) for i, accs in new.items() for acc in accs]
+        reports = [
+            _static_report(self.flat[i], ai, self.flat[j], aj, self.flat)
+            for i, ai, j, aj in conflicting_pairs(items, self.anc)
+            if i in changed or j in changed
+        ]
+        if reports:
+            raise RaceError(reports)
+
+    def _changed_footprints(self, changes: list[tuple[ExecNode, Any]]) -> dict[int, list[Access]]:
+        out: dict[int, list[Access]] = {}
+        for node, params in changes:
+            index = self.index_of.get(id(node))
+            if index is None:
+                continue
+            out[index] = [] if not node.enabled else footprint(params)
+        return out
+
+    def commit(self, changes: list[tuple[ExecNode, Any]]) -> None:
+        """After the changes are applied: new footprints, and the summary is made again."""
+        for index, accs in self._changed_footprints(changes).items():
+            self.footprints[index] = accs
+        self._summary = None
+
+    @property
+    def summary(self) -> list[Access]:
+        """Merged ranges of every enabled node: a replay is checked against these, O(ranges)."""
+        summary = self._summary
+        if summary is None:
+            summary = self._summary = merge([a for accs in self.footprints for a in accs])
+        return summary
+
+    def events(self) -> tuple[list[Any], list[Any]]:
+        """(events recorded, events waited) by the executable's event nodes."""
+        recorded, waited = [], []
+        for f in self.flat:
+            node = f.exec_node
+            if node.type is NodeType.EventRecord:
+                recorded.append(node.params.event)
+            elif node.type is NodeType.WaitEvent:
+                waited.append(node.params.event)
+        return recorded, waited
+
+    def statistics(self) -> dict[str, int]:
+        return {
+            "nodes": len(self.flat),
+            "accesses": sum(len(a) for a in self.footprints),
+            "summary_ranges": len(self.summary),
+        }
+
+    def __repr__(self) -> str:
+        return f"<ExecRaces nodes={len(self.flat)} check={self.check}>"
+
+
+def check_exec_graph(
+    exec_graph: ExecGraph, originals: list[GraphNode] | None, graph: Graph | None
+) -> tuple[ExecRaces, list[RaceReport]]:
+    races = ExecRaces(exec_graph, originals, graph, check=True)
+    return races, races.races()
+
+
+def check_graph(graph: Graph) -> list[RaceReport]:
+    """``graph.check_races()``: every race the declared edges allow, no device work needed."""
+    from .snapshot import snapshot
+
+    exec_graph, originals = snapshot(graph)
+    return check_exec_graph(exec_graph, originals, graph)[1]

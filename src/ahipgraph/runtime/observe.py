@@ -1,0 +1,88 @@
+"""Hook points through which the tools layer watches the runtime API.
+
+The device hooks (:mod:`ahipgraph.device.hooks`) see ops run; the race checker
+(:mod:`ahipgraph.tools.race`) needs what the *API* promised instead: which stream an op was
+enqueued on, which event was recorded or waited where, when the host synchronised, which
+executable was launched, which allocation was made or freed. The runtime reports those facts
+here, in API order, on the calling thread.
+
+When nothing observes, ``observer`` is ``None`` and each hook point costs exactly one
+predictable branch (``if observe.observer is not None``): eager and launch paths do not move.
+Captured work is not reported (it becomes graph nodes, which the static checker sees).
+
+Invariants: at most one observer at a time (the race checker multiplexes its own nesting);
+``observer`` is replaced whole, never mutated.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..device.device import Device
+    from ..device.pointer import DevicePtr
+    from ..device.signal import Signal
+    from .completion import Completion
+    from .event import Event
+    from .stream import Stream
+
+__all__ = ["RuntimeObserver", "install", "observer", "uninstall"]
+
+
+class RuntimeObserver:
+    """Base class of runtime observers; every method is a no-op here."""
+
+    def enqueued(self, stream: Stream, work: Any, completion: Completion) -> None:
+        """Eager work (kernel/copy/fill/host params, or a stream-ordered free) was enqueued."""
+
+    def launched(self, graph_exec: Any, stream: Stream, completion: Completion) -> None:
+        """An executable was launched on ``stream``."""
+
+    def event_recorded(self, stream: Stream, event: Event) -> None:
+        """``event`` now marks the point after everything enqueued on ``stream`` so far."""
+
+    def event_waited(self, stream: Stream, event: Event) -> None:
+        """Later work on ``stream`` waits for ``event``'s latest record."""
+
+    def stream_synchronized(self, stream: Stream) -> None:
+        """The host saw every op enqueued on ``stream`` so far complete."""
+
+    def event_synchronized(self, event: Event) -> None:
+        """The host saw ``event``'s latest record complete."""
+
+    def device_synchronized(self, device: Device) -> None:
+        """The host saw all work of ``device`` complete."""
+
+    def completion_awaited(self, signal: Signal) -> None:
+        """The host saw the work behind a :class:`Completion` (its ``signal``) complete."""
+
+    def allocated(self, ptr: DevicePtr, nbytes: int, stream: Stream | None) -> None:
+        """An allocation was made (``stream`` for ``malloc_async``)."""
+
+    def freeing(self, ptr: DevicePtr) -> None:
+        """The host is about to free ``ptr`` (``hipFree``, which does not wait here)."""
+
+    def node_added(self, node: Any) -> None:
+        """A graph node was created (so reports can name the line that added it)."""
+
+
+observer: RuntimeObserver | None = None
+_lock = threading.Lock()
+
+
+def install(new: RuntimeObserver) -> None:
+    """Make ``new`` the observer. Raises RuntimeError if another one is installed."""
+    global observer
+    with _lock:
+        if observer is not None and observer is not new:
+            raise RuntimeError(f"a runtime observer is already installed: {observer!r}")
+        observer = new
+
+
+def uninstall(old: RuntimeObserver) -> None:
+    """Stop calling ``old``; a no-op if it is not the installed observer."""
+    global observer
+    with _lock:
+        if observer is old:
+            observer = None

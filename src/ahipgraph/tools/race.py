@@ -1,0 +1,579 @@
+"""The dynamic race checker: missing dependencies between streams, events, launches and host.
+
+``with ahg.race_check(on_race="raise" | "warn" | "collect") as rc:`` watches every eager op,
+event record and wait, graph launch, allocation, free and host synchronisation made inside it
+(through :mod:`ahipgraph.runtime.observe`), and reports two accesses to the same device bytes,
+one writing, that nothing the API promises orders. ``AHIPGRAPH_RACE_CHECK=1`` (or ``raise``,
+``warn``, ``collect``; ``1`` means ``warn``) turns it on for a whole run.
+
+Happens-before is built from API facts only, never from the simulator's schedule:
+
+* vector clocks run over *lanes*: the host (lane 0) and each stream;
+* an op enqueued on a stream ticks that stream's lane after joining the host's clock (host
+  program order) and, for blocking streams, the legacy default stream's rules;
+* an event snapshots its stream's clock when recorded and joins it where it is waited on,
+  whether or not the simulator already finished the recorded work (an early finish is luck,
+  not ordering);
+* host synchronisation (stream/event/device ``synchronize``, a ``query`` that says done, an
+  awaited :class:`Completion`) joins into the host lane;
+* a graph launch is one op on its stream whose footprint is the executable's precomputed
+  summary (O(ranges), not O(nodes)); its event-wait nodes join before it and its
+  event-record nodes snapshot after it (conservative: a record node in the middle of a graph
+  is taken as covering the whole launch).
+
+Shadow memory is an interval list per allocation holding the accesses not yet superseded: an
+access covered by a later ordered write (or a read by a later ordered read) is dropped, which
+keeps memory bounded without losing a race (the newer access races whenever the older would).
+
+Host source arrays of asynchronous host-to-device copies are fingerprinted at enqueue and
+compared when the copy runs (a device hook), so a host write during the flight is reported.
+Not modelled: host reads of ``device.view`` arrays, and host callbacks' own accesses.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import warnings
+import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..device import hooks
+from ..device.ops import CopyOp, host_bytes
+from ..device.pointer import DevicePtr
+from ..exec.races import (
+    SITES,
+    Access,
+    ExecRaces,
+    RaceError,
+    RaceReport,
+    RaceSite,
+    RaceWarning,
+    describe_allocation,
+    footprint,
+    kind_of,
+    user_site,
+)
+from ..runtime import observe
+from ..runtime.params import HostParams, KernelParams, MemcpyParams
+from ..runtime.stream_memory import FreeOp
+
+if TYPE_CHECKING:
+    from ..device.device import Device
+    from ..device.program import Program
+    from ..device.signal import Signal
+    from ..runtime.completion import Completion
+    from ..runtime.event import Event
+    from ..runtime.stream import Stream
+
+__all__ = ["ENV_VAR", "RaceCheck", "race_check"]
+
+ENV_VAR = "AHIPGRAPH_RACE_CHECK"
+_MODES = ("raise", "warn", "collect")
+_MAX_PENDING = 4096
+
+
+class _Lane:
+    """A vector clock with, per entry, how that knowledge arrived (for the "why")."""
+
+    __slots__ = ("lane", "name", "ops", "vc", "via")
+
+    def __init__(self, lane: int, name: str) -> None:
+        self.lane = lane
+        self.name = name
+        self.vc: dict[int, int] = {}
+        self.via: dict[int, str] = {}
+        self.ops: list[int] = []  # global op number of each tick of this lane
+
+    def join(self, vc: dict[int, int], via: dict[int, str], how: str | None) -> None:
+        mine, reasons = self.vc, self.via
+        for lane, count in vc.items():
+            if count > mine.get(lane, 0):
+                mine[lane] = count
+                reasons[lane] = how if how is not None else via.get(lane, "")
+
+
+@dataclass(slots=True)
+class _Op:
+    number: int
+    label: str
+    lane: _Lane
+    tick: int
+    site: str | None
+
+
+@dataclass(slots=True)
+class _Rec:
+    access: Access
+    op: _Op
+
+
+@dataclass(slots=True)
+class _EventClock:
+    vc: dict[int, int]
+    via: dict[int, str]
+    where: str  # "event #2 recorded on stream #3 at x.py:10"
+
+
+class _State:
+    """Clocks and shadow memory, shared by nested checks; dropped with the last one."""
+
+    def __init__(self) -> None:
+        self.host = _Lane(0, "host")
+        self.lanes: weakref.WeakKeyDictionary[Stream, _Lane] = weakref.WeakKeyDictionary()
+        self.events: weakref.WeakKeyDictionary[Event, _EventClock] = weakref.WeakKeyDictionary()
+        self.done: dict[int, tuple[Signal, dict[int, int], dict[int, str], str]] = {}
+        self.shadow: dict[tuple[int, int], list[_Rec]] = {}
+        self.copies: dict[int, tuple[CopyOp, bytes, _Op]] = {}
+        self.next_lane = 1
+        self.ops = 0
+        self.seen: set[tuple[int, int]] = set()
+
+
+class RaceCheck:
+    """What ``ahg.race_check()`` yields: the reports found inside its block.
+
+    Attributes:
+        on_race: "raise" (RaceError at the racing call, after it was enqueued), "warn"
+            (a :class:`RaceWarning` each) or "collect" (only :attr:`reports`).
+        reports: every :class:`RaceReport` found while this check was the innermost.
+    """
+
+    def __init__(self, on_race: str) -> None:
+        if on_race not in _MODES:
+            raise ValueError(f"on_race must be one of {', '.join(_MODES)}, got {on_race!r}")
+        self.on_race = on_race
+        self.reports: list[RaceReport] = []
+
+    def statistics(self) -> dict[str, int]:
+        """Counts of the checker's state: lanes, events, shadow ranges, reports."""
+        return _CHECKER.statistics() | {"reports": len(self.reports)}
+
+    def __repr__(self) -> str:
+        return f"<RaceCheck on_race={self.on_race} reports={len(self.reports)}>"
+
+
+class _Checker(observe.RuntimeObserver, hooks.Observer):
+    """The single runtime observer; nested checks share its clocks."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.stack: list[RaceCheck] = []
+        self.state = _State()
+        self.device_hooked = False
+
+    # -- activation ----------------------------------------------------------------------
+
+    def push(self, check: RaceCheck) -> None:
+        with self.lock:
+            if not self.stack:
+                self.state = _State()
+                observe.install(self)
+            self.stack.append(check)
+
+    def pop(self, check: RaceCheck) -> None:
+        with self.lock:
+            if check in self.stack:
+                self.stack.remove(check)
+            if not self.stack:
+                observe.uninstall(self)
+                if self.device_hooked:
+                    hooks.uninstall(self)
+                    self.device_hooked = False
+                self.state = _State()
+
+    def statistics(self) -> dict[str, int]:
+        with self.lock:
+            st = self.state
+            return {
+                "lanes": len(st.lanes) + 1,
+                "events": len(st.events),
+                "pending_completions": len(st.done),
+                "shadow_ranges": sum(len(r) for r in st.shadow.values()),
+                "ops": st.ops,
+            }
+
+    # -- lanes ---------------------------------------------------------------------------
+
+    def lane(self, stream: Stream) -> _Lane:
+        st = self.state
+        lane = st.lanes.get(stream)
+        if lane is None:
+            name = "null stream" if stream.is_null else f"stream #{stream.hid.slot}"
+            if stream.device.ordinal:
+                name += f" (device {stream.device.ordinal})"
+            lane = _Lane(st.next_lane, name)
+            st.next_lane += 1
+            st.lanes[stream] = lane
+        return lane
+
+    def tick(self, stream: Stream, label: str) -> _Op:
+        """Order the next op of ``stream`` after what the API promises; give it its epoch."""
+        st = self.state
+        lane = self.lane(stream)
+        lane.join(st.host.vc, st.host.via, None)
+        if not stream.non_blocking:  # legacy default-stream rules
+            device = stream.device
+            if stream.is_null:
+                for other in list(device.streams):
+                    if other is not stream and not other.non_blocking:
+                        o = st.lanes.get(other)
+                        if o is not None:
+                            lane.join(o.vc, o.via, f"the null stream waits for {o.name}")
+            else:
+                null = device._null_stream
+                n = st.lanes.get(null) if null is not None else None
+                if n is not None:
+                    lane.join(n.vc, n.via, f"{lane.name} (blocking) waits for the null stream")
+        return self._advance(lane, label)
+
+    def _advance(self, lane: _Lane, label: str) -> _Op:
+        st = self.state
+        st.ops += 1
+        count = lane.vc.get(lane.lane, 0) + 1
+        lane.vc[lane.lane] = count
+        lane.via[lane.lane] = f"program order of {lane.name}"
+        lane.ops.append(st.ops)
+        return _Op(st.ops, label, lane, count, user_site())
+
+    # -- shadow memory -------------------------------------------------------------------
+
+    def access(self, op: _Op, accesses: list[Access]) -> None:
+        st = self.state
+        vc = op.lane.vc
+        for access in accesses:
+            found = _allocation(access)
+            if found is None:
+                continue
+            recs = st.shadow.setdefault(found, [])
+            keep: list[_Rec] = []
+            for rec in recs:
+                old = rec.access
+                overlap = old.start < access.end and access.start < old.end
+                ordered = vc.get(rec.op.lane.lane, 0) >= rec.op.tick
+                if overlap and not ordered and old.conflicts(access):
+                    self.report(rec, access, op)
+                covered = access.start <= old.start and old.end <= access.end
+                if covered and ordered and (access.write or not old.write):
+                    continue  # superseded: anything racing it races the new access too
+                keep.append(rec)
+            keep.append(_Rec(access, op))
+            st.shadow[found] = keep
+
+    def report(self, rec: _Rec, access: Access, op: _Op) -> None:
+        st = self.state
+        key = (rec.op.number, op.number)
+        if key in st.seen:
+            return
+        st.seen.add(key)
+        first, second = rec.op, op
+        lo, hi = max(rec.access.start, access.start), min(rec.access.end, access.end)
+        why = self.why(first, second)
+        if second.lane is st.host:
+            fix = (
+                f"await the first op's completion, or {first.lane.name}.synchronize(), before "
+                f"{second.label} at {second.site}"
+            )
+        else:
+            fix = (
+                f"e = device.create_event(); await <{first.lane.name}>.record_event(e) after "
+                f"op #{first.number} ({first.site}); await <{second.lane.name}>.wait_event(e) "
+                f"before op #{second.number} ({second.site})"
+            )
+        made = RaceReport(
+            kind_of(rec.access.write, access.write),
+            _site(first, rec.access),
+            _site(second, access),
+            describe_allocation(access.device, lo if lo < hi else access.start),
+            why,
+            fix,
+        )
+        self.emit(made)
+
+    def why(self, first: _Op, second: _Op) -> str:
+        knows = second.lane.vc.get(first.lane.lane, 0)
+        a, b = first.lane.name, second.lane.name
+        if knows == 0:
+            return (
+                f"{b} has no ordering with {a} at all (no event wait, host synchronisation or "
+                f"legacy default-stream rule links them); op #{first.number} is on {a}"
+            )
+        upto = first.lane.ops[knows - 1]
+        via = second.lane.via.get(first.lane.lane) or "an earlier join"
+        return f"{b} knows {a} only up to op #{upto} ({via}); op #{first.number} is later"
+
+    def emit(self, made: RaceReport, *, may_raise: bool = True) -> None:
+        check = self.stack[-1] if self.stack else None
+        if check is None:
+            return
+        check.reports.append(made)
+        if check.on_race == "warn" or (check.on_race == "raise" and not may_raise):
+            warnings.warn(str(made), RaceWarning, stacklevel=4)
+        elif check.on_race == "raise":
+            raise RaceError([made])
+
+    # -- observer callbacks (the runtime calls these in API order) -----------------------
+
+    def enqueued(self, stream: Stream, work: Any, completion: Completion) -> None:
+        with self.lock:
+            op = self.tick(stream, _work_label(work))
+            self._remember_done(completion, op.lane, f"op #{op.number}")
+            if isinstance(work, HostParams):
+                return
+            if isinstance(work, MemcpyParams) and isinstance(work.src, np.ndarray):
+                self._watch_copy(work, completion, op)
+            self.access(op, footprint(work))
+
+    def launched(self, graph_exec: Any, stream: Stream, completion: Completion) -> None:
+        with self.lock:
+            st = self.state
+            races = graph_exec._races
+            if races is None:
+                races = graph_exec._races = ExecRaces(graph_exec._graph, None, None, check=False)
+            recorded, waited = races.events()
+            lane = self.lane(stream)
+            for event in waited:
+                clock = st.events.get(event)
+                if clock is not None:
+                    lane.join(clock.vc, clock.via, f"graph wait node on {clock.where}")
+            op = self.tick(stream, f"launch of graph exec #{graph_exec.hid.slot}")
+            self._remember_done(completion, op.lane, f"op #{op.number}")
+            self.access(op, races.summary)
+            for event in recorded:
+                where = f"event #{event.hid.slot} recorded by a graph on {lane.name} at {op.site}"
+                st.events[event] = _EventClock(dict(lane.vc), dict(lane.via), where)
+
+    def allocated(self, ptr: DevicePtr, nbytes: int, stream: Stream | None) -> None:
+        if not ptr:
+            return
+        site = user_site()
+        if site is not None:
+            SITES.remember(SITES.allocations, (ptr.device, ptr.address), site)
+        if stream is not None:  # malloc_async: the memory is usable in stream order
+            with self.lock:
+                op = self.tick(stream, "malloc_async")
+                self.access(op, [Access(ptr.device, ptr.address, ptr.address + nbytes, True)])
+
+    def freeing(self, ptr: DevicePtr) -> None:
+        with self.lock:
+            st = self.state
+            op = self._advance(st.host, "free()")
+            found = _allocation(Access(ptr.device, ptr.address, ptr.address + 1, True))
+            if found is None:
+                return
+            base, nbytes = found[1], _nbytes(ptr)
+            self.access(op, [Access(ptr.device, base, base + nbytes, True)])
+            st.shadow.pop(found, None)
+
+    def event_recorded(self, stream: Stream, event: Event) -> None:
+        with self.lock:
+            lane = self.lane(stream)
+            lane.join(self.state.host.vc, self.state.host.via, None)
+            where = f"event #{event.hid.slot} recorded on {lane.name} at {user_site()}"
+            self.state.events[event] = _EventClock(dict(lane.vc), dict(lane.via), where)
+
+    def event_waited(self, stream: Stream, event: Event) -> None:
+        with self.lock:
+            clock = self.state.events.get(event)
+            if clock is None:
+                return  # never recorded: the wait orders nothing
+            lane = self.lane(stream)
+            lane.join(clock.vc, clock.via, f"{clock.where}, waited at {user_site()}")
+
+    def stream_synchronized(self, stream: Stream) -> None:
+        with self.lock:
+            st = self.state
+            lane = st.lanes.get(stream)
+            how = f"{stream_name(lane)} synchronised by the host at {user_site()}"
+            if lane is not None:
+                st.host.join(lane.vc, lane.via, how)
+            if stream.is_null:  # the null stream's sync covers blocking streams' earlier work
+                for other in list(stream.device.streams):
+                    o = st.lanes.get(other)
+                    if o is not None and not other.non_blocking:
+                        st.host.join(o.vc, o.via, how)
+
+    def event_synchronized(self, event: Event) -> None:
+        with self.lock:
+            clock = self.state.events.get(event)
+            if clock is not None:
+                how = f"{clock.where}, synchronised by the host at {user_site()}"
+                self.state.host.join(clock.vc, clock.via, how)
+
+    def device_synchronized(self, device: Device) -> None:
+        with self.lock:
+            st = self.state
+            how = f"device {device.ordinal} synchronised at {user_site()}"
+            for stream, lane in list(st.lanes.items()):
+                if stream.device is device:
+                    st.host.join(lane.vc, lane.via, how)
+
+    def completion_awaited(self, signal: Signal) -> None:
+        with self.lock:
+            entry = self.state.done.pop(id(signal), None)
+            if entry is not None and entry[0] is signal:
+                how = f"{entry[3]} awaited by the host at {user_site()}"
+                self.state.host.join(entry[1], entry[2], how)
+
+    def node_added(self, node: Any) -> None:
+        site = user_site()
+        if site is not None:
+            SITES.remember(SITES.nodes, node.hid, site)
+
+    # -- device hooks: host arrays changed while their copy is in flight -----------------
+
+    def op_starting(self, program: Program, op: Any) -> Any:
+        entry = self.state.copies.pop(id(op), None)
+        if entry is not None and entry[0] is op and isinstance(op.src, np.ndarray):
+            now = host_bytes(op.src, op.nbytes).tobytes()
+            if now != entry[1]:
+                with self.lock:
+                    self._host_changed(entry[2], op)
+        return None
+
+    def _host_changed(self, op: _Op, copy: CopyOp) -> None:
+        dst = copy.dst
+        assert isinstance(dst, DevicePtr)
+        access = Access(dst.device, dst.address, dst.address + copy.nbytes, True)
+        host = RaceSite("a host write", "host", None, 0, copy.nbytes, "exact", True)
+        made = RaceReport(
+            "host-write-during-copy",
+            _site(op, access),
+            host,
+            f"host source array of op #{op.number} ({copy.nbytes} B)",
+            f"the host changed the source array after op #{op.number} was enqueued on "
+            f"{op.lane.name} and before the copy ran",
+            f"await the copy's completion (or {op.lane.name}.synchronize()) before writing "
+            f"the source array again, or copy from a private buffer",
+        )
+        self.emit(made, may_raise=False)  # on the device's loop: raising would fail the copy
+
+    def _watch_copy(self, work: MemcpyParams, completion: Completion, op: _Op) -> None:
+        program = completion._program
+        if program is None or program.started or not program.ops:
+            return  # already ran: nothing can change under it any more
+        copy = program.ops[0]
+        if not isinstance(copy, CopyOp):
+            return
+        st = self.state
+        if len(st.copies) >= _MAX_PENDING:
+            st.copies.clear()
+        assert isinstance(work.src, np.ndarray)
+        st.copies[id(copy)] = (copy, host_bytes(work.src, work.nbytes).tobytes(), op)
+        if not self.device_hooked:
+            hooks.install(self)
+            self.device_hooked = True
+
+    # -- completions ---------------------------------------------------------------------
+
+    def _remember_done(self, completion: Completion, lane: _Lane, what: str) -> None:
+        st = self.state
+        done = st.done
+        if len(done) >= _MAX_PENDING:  # drop what the host already knows
+            host = st.host.vc
+            for key, (_sig, vc, _, _) in list(done.items()):
+                if all(host.get(k, 0) >= v for k, v in vc.items()):
+                    del done[key]
+            if len(done) >= _MAX_PENDING:
+                for key in list(done)[: _MAX_PENDING // 2]:
+                    del done[key]
+        signal = completion._signal
+        done[id(signal)] = (signal, dict(lane.vc), dict(lane.via), what)
+
+    def __repr__(self) -> str:
+        return f"<RaceChecker active={len(self.stack)}>"
+
+
+def stream_name(lane: _Lane | None) -> str:
+    return lane.name if lane is not None else "a stream"
+
+
+def _allocation(access: Access) -> tuple[int, int] | None:
+    from ..device.device import get_device
+
+    try:
+        found = get_device(access.device).memory.allocation_of(access.start)
+    except Exception:
+        return None
+    return None if found is None else (access.device, found[0])
+
+
+def _nbytes(ptr: DevicePtr) -> int:
+    from ..device.device import get_device
+
+    found = get_device(ptr.device).memory.allocation_of(ptr.address)
+    return 0 if found is None else found[1]
+
+
+def _site(op: _Op, access: Access) -> RaceSite:
+    return RaceSite(
+        f"op #{op.number} {op.label}",
+        op.lane.name,
+        op.site,
+        access.start,
+        access.end,
+        access.precision,
+        access.write,
+    )
+
+
+def _work_label(work: Any) -> str:
+    if isinstance(work, KernelParams):
+        return f"Kernel {work.kernel.name!r}"
+    if isinstance(work, MemcpyParams):
+        return f"Memcpy {work.kind.name}"
+    if isinstance(work, FreeOp):
+        return "free_async"
+    if isinstance(work, HostParams):
+        return "host function"
+    return type(work).__name__.replace("Params", "")
+
+
+_CHECKER = _Checker()
+
+
+@contextmanager
+def race_check(on_race: str = "raise") -> Iterator[RaceCheck]:
+    """Check every stream, event, launch and host synchronisation inside the block for races.
+
+    Args:
+        on_race: "raise" (default: RaceError at the call that completed the race),
+            "warn" (a RaceWarning each) or "collect" (only ``rc.reports``).
+
+    Nested checks share one set of clocks; reports go to the innermost. Work enqueued before
+    the outermost check began is not known to it.
+    """
+    check = RaceCheck(on_race)
+    _CHECKER.push(check)
+    try:
+        yield check
+    finally:
+        _CHECKER.pop(check)
+
+
+_ENVIRONMENT_CHECK: RaceCheck | None = None
+
+
+def install_from_environment() -> RaceCheck | None:
+    """Turn the checker on for the whole run if ``AHIPGRAPH_RACE_CHECK`` asks for it."""
+    global _ENVIRONMENT_CHECK
+    value = os.environ.get(ENV_VAR, "").strip().lower()
+    if not value or value in ("0", "off", "false", "no"):
+        return None
+    if _ENVIRONMENT_CHECK is None:
+        mode = "warn" if value in ("1", "on", "true", "yes") else value
+        if mode not in _MODES:
+            raise ValueError(f"{ENV_VAR}={value!r}: expected 1, raise, warn or collect")
+        _ENVIRONMENT_CHECK = RaceCheck(mode)
+        _CHECKER.push(_ENVIRONMENT_CHECK)
+    return _ENVIRONMENT_CHECK
+
+
+def active() -> bool:
+    """True while any race check (a ``with`` block or the environment switch) is on."""
+    return bool(_CHECKER.stack)
