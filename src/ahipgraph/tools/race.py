@@ -173,6 +173,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
         with self.lock:
             if not self.stack:
                 self.state = _State()
+                SITES.allocations.clear()  # a reconfigured device hands out old addresses again
                 observe.install(self)
             self.stack.append(check)
 
@@ -369,6 +370,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             base, nbytes = found[1], _nbytes(ptr)
             self.access(op, [Access(ptr.device, base, base + nbytes, True)])
             st.shadow.pop(found, None)
+            SITES.allocations.pop(found, None)
 
     def event_recorded(self, stream: Stream, event: Event) -> None:
         with self.lock:
