@@ -55,7 +55,7 @@ _MAX_SITES = 1 << 16
 
 
 class _Sites:
-    """Where things were made: allocations by (device, base), graph nodes by handle.
+    """Where things were made: allocations by (id of device memory, base), nodes by handle.
 
     Filled by the dynamic checker while it is on (and only then): reports name the line that
     allocated a buffer or added a node. Bounded: the oldest entries go first.
@@ -307,7 +307,7 @@ def describe_allocation(device: int, address: int) -> str:
     if found is None:
         return f"device {device} memory at 0x{address:x} (no live allocation)"
     base, nbytes = found
-    site = SITES.allocations.get((device, base))
+    site = SITES.allocations.get((id(get_device(device).memory), base))
     made = f", allocated at {site}" if site else ""
     return f"allocation 0x{base:x} ({nbytes} B, device {device}{made})"
 

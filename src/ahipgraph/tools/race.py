@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..device import hooks
+from ..device.device import get_device
 from ..device.ops import CopyOp, host_bytes
 from ..device.pointer import DevicePtr
 from ..exec.races import (
@@ -65,6 +66,7 @@ from ..runtime.stream_memory import FreeOp
 
 if TYPE_CHECKING:
     from ..device.device import Device
+    from ..device.memory import DeviceMemory
     from ..device.program import Program
     from ..device.signal import Signal
     from ..runtime.completion import Completion
@@ -128,7 +130,10 @@ class _State:
         self.lanes: weakref.WeakKeyDictionary[Stream, _Lane] = weakref.WeakKeyDictionary()
         self.events: weakref.WeakKeyDictionary[Event, _EventClock] = weakref.WeakKeyDictionary()
         self.done: dict[int, tuple[Signal, dict[int, int], dict[int, str], str]] = {}
-        self.shadow: dict[tuple[int, int], list[_Rec]] = {}
+        # per device memory (a reconfigured device reuses addresses), per allocation base
+        self.shadow: weakref.WeakKeyDictionary[DeviceMemory, dict[int, list[_Rec]]] = (
+            weakref.WeakKeyDictionary()
+        )
         self.copies: dict[int, tuple[CopyOp, bytes, _Op]] = {}
         self.next_lane = 1
         self.ops = 0
@@ -195,7 +200,9 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                 "lanes": len(st.lanes) + 1,
                 "events": len(st.events),
                 "pending_completions": len(st.done),
-                "shadow_ranges": sum(len(r) for r in st.shadow.values()),
+                "shadow_ranges": sum(
+                    len(r) for table in st.shadow.values() for r in table.values()
+                ),
                 "ops": st.ops,
             }
 
@@ -251,7 +258,10 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             found = _allocation(access)
             if found is None:
                 continue
-            recs = st.shadow.setdefault(found, [])
+            table = st.shadow.get(found[0])
+            if table is None:
+                table = st.shadow[found[0]] = {}
+            recs = table.get(found[1], [])
             keep: list[_Rec] = []
             for rec in recs:
                 old = rec.access
@@ -264,7 +274,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                     continue  # superseded: anything racing it races the new access too
                 keep.append(rec)
             keep.append(_Rec(access, op))
-            st.shadow[found] = keep
+            table[found[1]] = keep
 
     def report(self, rec: _Rec, access: Access, op: _Op) -> None:
         st = self.state
@@ -353,8 +363,9 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
         if not ptr:
             return
         site = user_site()
-        if site is not None:
-            SITES.remember(SITES.allocations, (ptr.device, ptr.address), site)
+        found = _allocation(Access(ptr.device, ptr.address, ptr.address + 1, True))
+        if site is not None and found is not None:
+            SITES.remember(SITES.allocations, (id(found[0]), ptr.address), site)
         if stream is not None:  # malloc_async: the memory is usable in stream order
             with self.lock:
                 op = self.tick(stream, "malloc_async")
@@ -367,10 +378,10 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             found = _allocation(Access(ptr.device, ptr.address, ptr.address + 1, True))
             if found is None:
                 return
-            base, nbytes = found[1], _nbytes(ptr)
+            memory, base, nbytes = found
             self.access(op, [Access(ptr.device, base, base + nbytes, True)])
-            st.shadow.pop(found, None)
-            SITES.allocations.pop(found, None)
+            st.shadow.get(memory, {}).pop(base, None)
+            SITES.allocations.pop((id(memory), base), None)
 
     def event_recorded(self, stream: Stream, event: Event) -> None:
         with self.lock:
@@ -495,21 +506,14 @@ def stream_name(lane: _Lane | None) -> str:
     return lane.name if lane is not None else "a stream"
 
 
-def _allocation(access: Access) -> tuple[int, int] | None:
-    from ..device.device import get_device
-
+def _allocation(access: Access) -> tuple[DeviceMemory, int, int] | None:
+    """(memory, base, nbytes) of the allocation holding ``access.start`` now, or None."""
     try:
-        found = get_device(access.device).memory.allocation_of(access.start)
-    except Exception:
+        memory = get_device(access.device).memory
+    except Exception:  # a device ordinal that no longer exists
         return None
-    return None if found is None else (access.device, found[0])
-
-
-def _nbytes(ptr: DevicePtr) -> int:
-    from ..device.device import get_device
-
-    found = get_device(ptr.device).memory.allocation_of(ptr.address)
-    return 0 if found is None else found[1]
+    found = memory.allocation_of(access.start)
+    return None if found is None else (memory, found[0], found[1])
 
 
 def _site(op: _Op, access: Access) -> RaceSite:
