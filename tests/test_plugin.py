@@ -105,4 +105,4 @@ def test_fixtures_work_under_both_plugins_and_leaks_fail_with_the_report(
 def test_the_plugin_provides_fixtures_only() -> None:
     hooks = [name for name in vars(plugin) if name.startswith("pytest_")]
     assert hooks == []
-    assert sorted(plugin.__all__) == ["ahg_device", "ahg_devices"]
+    assert sorted(plugin.__all__) == ["ahg_device", "ahg_devices", "ahg_race_check"]

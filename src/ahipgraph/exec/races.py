@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -332,8 +333,13 @@ def flatten(
     exec_graph: ExecGraph, originals: list[GraphNode] | None, graph: Graph | None
 ) -> list[FlatNode]:
     """Inline child graphs: a child's roots take its node's dependencies, the child node
-    depends on the child's sinks, so every path of declared edges is kept."""
+    depends on the child's sinks, so every path of declared edges is kept.
+
+    Child graphs may nest deeper than Python's stack: each graph is a generator that yields
+    its child graphs to a driver loop instead of recursing.
+    """
     flat: list[FlatNode] = []
+    Visit = Generator[tuple[Any, ...], list[int], list[int]]
 
     def visit(
         eg: ExecGraph,
@@ -342,7 +348,7 @@ def flatten(
         entry: list[int],
         top: GraphNode | None,
         level: str,
-    ) -> list[int]:
+    ) -> Visit:
         exits: list[int] = []
         for node in eg.nodes:
             original = origs[node.index] if origs is not None else None
@@ -356,7 +362,7 @@ def flatten(
                     child_origs = child_graph.nodes()
                     if len(child_origs) != len(node.child.nodes):
                         child_origs, child_graph = None, None
-                sinks = visit(
+                sinks = yield (
                     node.child,
                     child_origs,
                     child_graph,
@@ -370,7 +376,19 @@ def flatten(
         dependents = eg.dependents
         return [exits[n.index] for n in eg.nodes if not dependents[n.index]]
 
-    visit(exec_graph, originals, graph, [], None, f"graph {exec_graph.graph_id}")
+    stack = [visit(exec_graph, originals, graph, [], None, f"graph {exec_graph.graph_id}")]
+    result: list[int] = []
+    first = True
+    while stack:
+        try:
+            request = next(stack[-1]) if first else stack[-1].send(result)
+        except StopIteration as finished:
+            stack.pop()
+            result = finished.value  # the finished graph's sinks, sent to its parent
+            first = False
+            continue
+        stack.append(visit(*request))
+        first = True
     return flat
 
 
@@ -489,7 +507,7 @@ class ExecRaces:
     then only needs :attr:`summary`).
     """
 
-    __slots__ = ("_summary", "anc", "check", "flat", "footprints", "index_of")
+    __slots__ = ("_nodes", "_summary", "anc", "check", "flat", "footprints", "index_of")
 
     def __init__(
         self,
@@ -500,10 +518,16 @@ class ExecRaces:
         check: bool,
     ) -> None:
         self.check = check
-        self.flat = flatten(exec_graph, originals, graph)
-        self.index_of = {id(f.exec_node): f.index for f in self.flat}
-        self.footprints = [node_footprint(f.exec_node) for f in self.flat]
-        self.anc = ancestors(self.flat) if check else []
+        if check:
+            self.flat = flatten(exec_graph, originals, graph)
+            nodes = [f.exec_node for f in self.flat]
+        else:  # a replay summary needs footprints only, not the order between nodes
+            self.flat = []
+            nodes = exec_graph.walk()
+        self.index_of = {id(node): i for i, node in enumerate(nodes)}
+        self.footprints = [node_footprint(node) for node in nodes]
+        self.anc = ancestors(self.flat)
+        self._nodes = nodes
         self._summary: list[Access] | None = None
 
     def races(self) -> list[RaceReport]:
@@ -563,8 +587,7 @@ class ExecRaces:
     def events(self) -> tuple[list[Any], list[Any]]:
         """(events recorded, events waited) by the executable's event nodes."""
         recorded, waited = [], []
-        for f in self.flat:
-            node = f.exec_node
+        for node in self._nodes:
             if node.type is NodeType.EventRecord:
                 recorded.append(node.params.event)
             elif node.type is NodeType.WaitEvent:
@@ -573,13 +596,13 @@ class ExecRaces:
 
     def statistics(self) -> dict[str, int]:
         return {
-            "nodes": len(self.flat),
+            "nodes": len(self._nodes),
             "accesses": sum(len(a) for a in self.footprints),
             "summary_ranges": len(self.summary),
         }
 
     def __repr__(self) -> str:
-        return f"<ExecRaces nodes={len(self.flat)} check={self.check}>"
+        return f"<ExecRaces nodes={len(self._nodes)} check={self.check}>"
 
 
 def check_exec_graph(

@@ -9,6 +9,9 @@ backend), because the fixtures are synchronous and touch no event loop.
   readable report (:func:`ahipgraph.testing.leak_report`) if anything is still alive, in flight
   or allocated; the devices are replaced either way, so left-over work never reaches the next
   test.
+* ``ahg_race_check`` — runs the test under :func:`ahipgraph.race_check` (collecting) and fails
+  it at teardown with every race report, so a missing stream or graph dependency fails the
+  test that has it even when the data happened to come out right.
 * ``ahg_devices`` — a factory: ``ahg_devices(2, properties=...)`` returns fresh devices with
   chosen properties, checked the same way at teardown.
 """
@@ -22,9 +25,10 @@ import pytest
 
 from ..device.device import Device
 from ..device.properties import DeviceProperties
+from ..tools.race import RaceCheck, race_check
 from .leaks import LeakError, fresh_devices
 
-__all__ = ["ahg_device", "ahg_devices"]
+__all__ = ["ahg_device", "ahg_devices", "ahg_race_check"]
 
 DeviceFactory = Callable[..., list[Device]]
 
@@ -65,3 +69,14 @@ def ahg_devices() -> Iterator[DeviceFactory]:
 
         with _reported(stack):
             yield make
+
+
+@pytest.fixture
+def ahg_race_check() -> Iterator[RaceCheck]:
+    """The test runs under the race checker; any race report fails it at teardown."""
+    with race_check(on_race="collect") as check:
+        yield check
+    if check.reports:
+        count = len(check.reports)
+        text = "\n".join(str(report) for report in check.reports)
+        pytest.fail(f"ahipgraph: {count} race(s) found:\n{text}", pytrace=False)

@@ -441,7 +441,13 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
     # -- device hooks: host arrays changed while their copy is in flight -----------------
 
     def op_starting(self, program: Program, op: Any) -> Any:
-        entry = self.state.copies.pop(id(op), None)
+        copies = self.state.copies
+        entry = copies.pop(id(op), None)
+        if not copies:  # nothing in flight to watch: give the device its plain loop back
+            with self.lock:
+                if self.device_hooked and not self.state.copies:
+                    hooks.uninstall(self)
+                    self.device_hooked = False
         if entry is not None and entry[0] is op and isinstance(op.src, np.ndarray):
             now = host_bytes(op.src, op.nbytes).tobytes()
             if now != entry[1]:
