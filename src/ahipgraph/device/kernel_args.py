@@ -266,7 +266,16 @@ class ArgLayout:
         unpack_from: decodes the raw field values from (buffer, offset).
     """
 
-    __slots__ = ("_pointer_fields", "_struct", "names", "offsets", "size", "types", "unpack_from")
+    __slots__ = (
+        "_pointer_fields",
+        "_pointers",
+        "_struct",
+        "names",
+        "offsets",
+        "size",
+        "types",
+        "unpack_from",
+    )
 
     def __init__(self, names: Sequence[str], types: Sequence[ArgType]) -> None:
         self.names = tuple(names)
@@ -305,11 +314,15 @@ class ArgLayout:
 
         What the race checker needs to turn a dispatch's arguments into byte ranges.
         """
-        return tuple(
-            PointerField(index, t.element.size, t.access, None)
-            for index, t in enumerate(self.types)
-            if isinstance(t, PointerType)
-        )
+        try:
+            return self._pointers
+        except AttributeError:
+            self._pointers: tuple[PointerField, ...] = tuple(
+                PointerField(index, t.element.size, t.access, None)
+                for index, t in enumerate(self.types)
+                if isinstance(t, PointerType)
+            )
+            return self._pointers
 
     def check(self, args: Sequence[Any] | None, kernel_name: str) -> tuple[Any, ...]:
         """Validate ``args`` against the parameters; return the raw field values.

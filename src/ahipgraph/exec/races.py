@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from collections.abc import Generator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -128,11 +128,21 @@ class Access:
         )
 
 
+_LOCAL = threading.local()  # .memo: allocation lookups memoised during one graph check
+
+
 def _allocation(ptr: DevicePtr) -> tuple[int, int] | None:
+    memo: dict[tuple[int, int], tuple[int, int] | None] | None = getattr(_LOCAL, "memo", None)
+    key = (ptr.device, ptr.address)
+    if memo is not None and key in memo:
+        return memo[key]
     try:
-        return get_device(ptr.device).memory.allocation_of(ptr.address)
+        found = get_device(ptr.device).memory.allocation_of(ptr.address)
     except Exception:  # a pointer of no device, or a device table reconfigured since
-        return None
+        found = None
+    if memo is not None:
+        memo[key] = found
+    return found
 
 
 def _whole(ptr: DevicePtr, precision: str = EXACT) -> list[Access]:
@@ -469,32 +479,63 @@ def _describe(node: GraphNode) -> str:
     return f"node {node.id} ({name}{', added at ' + site if site else ''})"
 
 
+def _bits(mask: int) -> Iterator[int]:
+    while mask:
+        low = mask & -mask
+        yield low.bit_length() - 1
+        mask ^= low
+
+
+def bucket(access: Access) -> tuple[int, int]:
+    """The allocation an access lies in (its start when it lies in none): accesses of
+    different buckets never overlap, so only nodes sharing a bucket are compared."""
+    found = _allocation(DevicePtr(access.device, access.start))
+    return (access.device, access.start if found is None else found[0])
+
+
 def conflicting_pairs(
-    accesses: list[tuple[int, Access]], anc: list[int]
+    footprints: list[list[Access]],
+    buckets: list[list[tuple[int, int]]],
+    anc: list[int],
+    only: set[int] | None = None,
 ) -> list[tuple[int, Access, int, Access]]:
-    """Unordered conflicting pairs (earlier node first), one per node pair."""
-    by_device: dict[int, list[tuple[int, Access]]] = {}
-    for item in accesses:
-        by_device.setdefault(item[1].device, []).append(item)
-    seen: set[tuple[int, int]] = set()
+    """Unordered conflicting pairs (earlier node first), one per node pair.
+
+    For each node, the candidates are the nodes sharing one of its allocations minus its
+    ancestors (a bitset expression), so a well-ordered graph costs O(nodes), and only the
+    unordered pairs that share memory are compared range by range. ``only`` restricts the
+    search to pairs involving those nodes (setters and updates).
+    """
+    masks: dict[tuple[int, int], int] = {}
+    for index, keys in enumerate(buckets):
+        for key in keys:
+            masks[key] = masks.get(key, 0) | (1 << index)
     out: list[tuple[int, Access, int, Access]] = []
-    for items in by_device.values():
-        items.sort(key=lambda item: item[1].start)
-        active: list[tuple[int, Access]] = []
-        for i, acc in items:
-            active = [x for x in active if x[1].end > acc.start]
-            for j, other in active:
-                if i == j or not acc.conflicts(other):
-                    continue
-                lo, hi = (j, i) if j < i else (i, j)
-                if (anc[hi] >> lo) & 1 or (lo, hi) in seen:
-                    continue
-                seen.add((lo, hi))
-                if lo == j:
-                    out.append((j, other, i, acc))
-                else:
-                    out.append((i, acc, j, other))
-            active.append((i, acc))
+    seen: set[tuple[int, int]] = set()
+
+    def compare(j: int, i: int) -> None:  # j earlier than i
+        if (j, i) in seen:
+            return
+        for aj in footprints[j]:
+            for ai in footprints[i]:
+                if aj.conflicts(ai):
+                    seen.add((j, i))
+                    out.append((j, aj, i, ai))
+                    return
+
+    for i in range(len(footprints)) if only is None else sorted(only):
+        touch = 0
+        for key in buckets[i]:
+            touch |= masks[key]
+        touch &= ~(1 << i)
+        if not touch:
+            continue
+        for j in _bits(touch & ((1 << i) - 1) & ~anc[i]):
+            compare(j, i)
+        if only is not None:
+            for k in _bits(touch >> (i + 1) << (i + 1)):
+                if not (anc[k] >> i) & 1:
+                    compare(i, k)
     out.sort(key=lambda p: (p[0], p[2]))
     return out
 
@@ -507,7 +548,17 @@ class ExecRaces:
     then only needs :attr:`summary`).
     """
 
-    __slots__ = ("_nodes", "_summary", "anc", "check", "flat", "footprints", "index_of")
+    __slots__ = (
+        "_events",
+        "_nodes",
+        "_summary",
+        "anc",
+        "buckets",
+        "check",
+        "flat",
+        "footprints",
+        "index_of",
+    )
 
     def __init__(
         self,
@@ -518,6 +569,19 @@ class ExecRaces:
         check: bool,
     ) -> None:
         self.check = check
+        _LOCAL.memo = {}  # the graph's pointers repeat: look each allocation up once
+        try:
+            self._build(exec_graph, originals, graph, check)
+        finally:
+            _LOCAL.memo = None
+
+    def _build(
+        self,
+        exec_graph: ExecGraph,
+        originals: list[GraphNode] | None,
+        graph: Graph | None,
+        check: bool,
+    ) -> None:
         if check:
             self.flat = flatten(exec_graph, originals, graph)
             nodes = [f.exec_node for f in self.flat]
@@ -527,15 +591,16 @@ class ExecRaces:
         self.index_of = {id(node): i for i, node in enumerate(nodes)}
         self.footprints = [node_footprint(node) for node in nodes]
         self.anc = ancestors(self.flat)
+        self.buckets = [_buckets(accs) for accs in self.footprints] if check else []
         self._nodes = nodes
+        self._events: tuple[list[Any], list[Any]] | None = None
         self._summary: list[Access] | None = None
 
     def races(self) -> list[RaceReport]:
         """Every race of the whole graph."""
-        items = [(i, acc) for i, accs in enumerate(self.footprints) for acc in accs]
+        pairs = conflicting_pairs(self.footprints, self.buckets, self.anc)
         return [
-            _static_report(self.flat[i], ai, self.flat[j], aj, self.flat)
-            for i, ai, j, aj in conflicting_pairs(items, self.anc)
+            _static_report(self.flat[i], ai, self.flat[j], aj, self.flat) for i, ai, j, aj in pairs
         ]
 
     def check_changes(self, changes: list[tuple[ExecNode, Any]]) -> None:
@@ -548,15 +613,14 @@ class ExecRaces:
         new = self._changed_footprints(changes)
         if not new:
             return
-        changed = set(new)
-        items = [
-            (i, acc) for i, accs in enumerate(self.footprints) if i not in changed for acc in accs
-        ]
-        items += [(i, acc) for i, accs in new.items() for acc in accs]
+        footprints = list(self.footprints)
+        buckets = list(self.buckets)
+        for index, accs in new.items():
+            footprints[index] = accs
+            buckets[index] = _buckets(accs)
+        pairs = conflicting_pairs(footprints, buckets, self.anc, set(new))
         reports = [
-            _static_report(self.flat[i], ai, self.flat[j], aj, self.flat)
-            for i, ai, j, aj in conflicting_pairs(items, self.anc)
-            if i in changed or j in changed
+            _static_report(self.flat[i], ai, self.flat[j], aj, self.flat) for i, ai, j, aj in pairs
         ]
         if reports:
             raise RaceError(reports)
@@ -574,7 +638,10 @@ class ExecRaces:
         """After the changes are applied: new footprints, and the summary is made again."""
         for index, accs in self._changed_footprints(changes).items():
             self.footprints[index] = accs
+            if self.check:
+                self.buckets[index] = _buckets(accs)
         self._summary = None
+        self._events = None
 
     @property
     def summary(self) -> list[Access]:
@@ -586,13 +653,16 @@ class ExecRaces:
 
     def events(self) -> tuple[list[Any], list[Any]]:
         """(events recorded, events waited) by the executable's event nodes."""
+        if self._events is not None:
+            return self._events
         recorded, waited = [], []
         for node in self._nodes:
             if node.type is NodeType.EventRecord:
                 recorded.append(node.params.event)
             elif node.type is NodeType.WaitEvent:
                 waited.append(node.params.event)
-        return recorded, waited
+        self._events = (recorded, waited)
+        return self._events
 
     def statistics(self) -> dict[str, int]:
         return {
@@ -603,6 +673,10 @@ class ExecRaces:
 
     def __repr__(self) -> str:
         return f"<ExecRaces nodes={len(self._nodes)} check={self.check}>"
+
+
+def _buckets(accesses: list[Access]) -> list[tuple[int, int]]:
+    return list(dict.fromkeys(bucket(a) for a in accesses))
 
 
 def check_exec_graph(
