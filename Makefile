@@ -35,6 +35,7 @@ soak: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/launch.py --json bench/results/launch.json
+	$(BIN)/python bench/race.py --json bench/results/race.json
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info .pytest_cache .mypy_cache .ruff_cache
