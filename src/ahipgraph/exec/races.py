@@ -92,13 +92,20 @@ _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _SKIP = (_PACKAGE_DIR, os.path.dirname(os.__file__))
 
 
+_SHOWN: dict[str, str] = {}  # file name -> as shown in reports (relative paths are slow)
+
+
 def user_site(depth: int = 1) -> str | None:
     """``file:line`` of the innermost caller outside ahipgraph and the standard library."""
     frame: Any = sys._getframe(depth)
     while frame is not None:
         filename = frame.f_code.co_filename
         if not filename.startswith(_SKIP) and not filename.startswith("<frozen"):
-            shown = filename if filename.startswith("<") else os.path.relpath(filename)
+            shown = _SHOWN.get(filename)
+            if shown is None:
+                shown = filename if filename.startswith("<") else os.path.relpath(filename)
+                if len(_SHOWN) < _MAX_SITES:
+                    _SHOWN[filename] = shown
             return f"{shown}:{frame.f_lineno}"
         frame = frame.f_back
     return None
