@@ -410,3 +410,24 @@ async def test_events_across_two_graphs(device: ahg.Device) -> None:
     assert "launch of graph exec" in report.first.op
     for exe in exes:
         exe.destroy()
+
+
+def test_to_dot_draws_the_race_and_the_suggested_edge(device: ahg.Device) -> None:
+    a = device.malloc(NBYTES)
+    b = device.malloc(NBYTES)
+    graph = ahg.Graph()
+    produce = graph.add_kernel_node(fill, 1, N, (N, a))
+    consume = graph.add_kernel_node(double, 1, N, (N, a, b))
+    reports = graph.check_races()
+    text = graph.to_dot(races=reports)
+    gid = graph.id
+    first, second = f'"graph_{gid}_node_{produce.id}"', f'"graph_{gid}_node_{consume.id}"'
+    assert f'{first}[color="red"penwidth="2"];' in text
+    assert f'{first} -> {second}[color="red"' in text
+    assert 'label="read-after-write"' in text
+    assert 'label="add this edge"' in text
+    assert graph.to_dot(races=[]) == graph.to_dot()
+    with pytest.raises(TypeError):
+        graph.to_dot(races=["not a report"])
+    with pytest.raises(TypeError):
+        graph.to_dot(races="x")

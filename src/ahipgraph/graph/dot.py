@@ -33,6 +33,7 @@ import enum
 import os
 import shutil
 import subprocess
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -97,20 +98,59 @@ _DETAIL_FLAGS = {
 }
 
 
-def to_dot(graph: Graph, flags: int = 0) -> str:
+def to_dot(graph: Graph, flags: int = 0, races: Sequence[Any] | None = None) -> str:
     """The DOT text for ``graph`` and its child graphs.
 
+    ``races`` (reports from ``graph.check_races()``) draws each racing pair in red, joined by
+    a dotted red line labelled with the race's kind, and the suggested edge in green.
+
     Raises:
-        InvalidValue: the graph was destroyed. TypeError: ``flags`` is not an int.
+        InvalidValue: the graph was destroyed. TypeError: ``flags`` is not an int, or
+        ``races`` is not a sequence of race reports.
     """
     if isinstance(flags, bool) or not isinstance(flags, int):
         raise TypeError(f"flags must be an int, got {flags!r}")
+    race_lines = _race_lines(races)
     lines = ["digraph dot {"]
     with graph.lock:
         graph.check_alive()
         _cluster(graph, int(flags), lines)
+    lines.extend(race_lines)
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+def _dot_id(node: GraphNode) -> str:
+    return f'"graph_{node.graph.id}_node_{node.id}"'
+
+
+def _race_lines(races: Sequence[Any] | None) -> list[str]:
+    """The overlay for race reports: racing nodes, the race, the suggested edge."""
+    if races is None:
+        return []
+    if isinstance(races, str | bytes) or not isinstance(races, Sequence):
+        raise TypeError(f"races must be a sequence of race reports, got {races!r}")
+    lines: list[str] = []
+    for report in races:
+        first = getattr(getattr(report, "first", None), "node", None)
+        second = getattr(getattr(report, "second", None), "node", None)
+        if first is None and second is None and not hasattr(report, "kind"):
+            raise TypeError(f"not a race report: {report!r}")
+        for node in (first, second):
+            if node is not None:
+                lines.append(f'{_dot_id(node)}[color="red"penwidth="2"];')
+        if first is not None and second is not None:
+            lines.append(
+                f'{_dot_id(first)} -> {_dot_id(second)}[color="red"style="dotted"dir="both"'
+                f'constraint="false"label="{_text(str(report.kind))}"];'
+            )
+        edge = getattr(report, "fix_edge", None)
+        if edge is not None:
+            lines.append(
+                f'{_dot_id(edge[0])} -> {_dot_id(edge[1])}[color="darkgreen"style="dashed"'
+                f'penwidth="2"label="add this edge"];'
+            )
+    return lines
 
 
 def write_dot(graph: Graph, path: str | os.PathLike[str] | None, flags: int = 0) -> None:

@@ -465,9 +465,12 @@ class Graph(GraphTopology, GraphBuilder):
 
     # -- DOT ---------------------------------------------------------------------------------------
 
-    def to_dot(self, flags: int = 0) -> str:
-        """The graph as Graphviz DOT, shaped like ``hipGraphDebugDotPrint`` (see ``DotFlags``)."""
-        return dot.to_dot(self, flags)
+    def to_dot(self, flags: int = 0, races: Sequence[Any] | None = None) -> str:
+        """The graph as Graphviz DOT, shaped like ``hipGraphDebugDotPrint`` (see ``DotFlags``).
+
+        ``races``: reports of :meth:`check_races`, drawn over the graph with their fixes.
+        """
+        return dot.to_dot(self, flags, races)
 
     def debug_dot_print(self, path: str | os.PathLike[str], flags: int = 0) -> None:
         """Write :meth:`to_dot` to ``path`` (``hipGraphDebugDotPrint``).
