@@ -62,7 +62,6 @@ async def test_default_stream_reads_another_streams_copy(device: ahg.Device) -> 
     assert "record_event" in report.fix
     assert "wait_event" in report.fix
     assert "test_race.py" in (report.first.source or "")
-    assert "allocated at" not in report.allocation  # made before the check began
 
     with ahg.race_check(on_race="collect") as rc:  # the fix
         event = device.create_event()
@@ -100,7 +99,6 @@ async def test_new_stream_that_does_not_wait_for_its_caller(device: ahg.Device) 
     (report,) = rc.reports
     assert report.kind == "read-after-write"
     assert "has no ordering with" in report.why
-    assert "allocated at" not in report.allocation
 
     with ahg.race_check(on_race="raise") as rc:
         a2 = device.malloc(NBYTES)

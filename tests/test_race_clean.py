@@ -31,8 +31,9 @@ def test_examples_run_clean_under_the_check(
     with ahg.race_check(on_race="raise") as rc:
         runpy.run_path(str(ROOT / "examples" / script), run_name="__main__")
     assert rc.reports == []
-    assert observe.observer is None  # the checker leaves no hook behind
-    assert hooks.observers is None
+    if not os.environ.get("AHIPGRAPH_RACE_CHECK"):  # the checker leaves no hook behind
+        assert observe.observer is None
+        assert hooks.observers is None
 
 
 def test_stress_harness_runs_clean_under_the_check() -> None:
