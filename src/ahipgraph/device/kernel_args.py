@@ -395,7 +395,7 @@ class PointerField:
         extent = self.extent
         if extent is None or isinstance(extent, int):
             return extent
-        return max(0, int(values[extent[1]]))
+        return int(values[extent[1]])  # may be negative: dispatch refuses it
 
     def __repr__(self) -> str:
         return f"<PointerField #{self.index} {self.access} extent={self.extent!r}>"
@@ -441,6 +441,10 @@ class CheckedArgLayout(ArgLayout):
             array: Any = view(address, dtype)
             count = field.elements(values)
             if count is not None:
+                if count < 0:
+                    raise InvalidValue(
+                        f"parameter {self.names[index]!r} declares a negative extent ({count})"
+                    )
                 if count > len(array):
                     raise InvalidValue(
                         f"parameter {self.names[index]!r} declares {count} elements, but only "

@@ -197,6 +197,7 @@ def _kernel_footprint(params: KernelParams) -> list[Access]:
         atomic = pointer.access == "atomic"
         count = pointer.elements(args)
         if count is not None:
+            count = max(0, count)
             end = ptr.address + count * pointer.itemsize
             out.append(Access(ptr.device, ptr.address, end, write, atomic, DECLARED))
             continue
