@@ -146,3 +146,23 @@ def test_environment_switch_checks_a_whole_run(tmp_path: Path) -> None:
         [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=60
     )
     assert "AHIPGRAPH_RACE_CHECK" in done.stderr
+
+
+def test_part_of_the_suite_runs_clean_under_the_environment_switch() -> None:
+    """With AHIPGRAPH_RACE_CHECK=warn and the suite's warnings-as-errors, any report fails.
+
+    (The whole suite under the switch reports only races its tests make on purpose: frees
+    while a kernel is in flight, and programs that time unordered work on one buffer.)
+    """
+    env = dict(os.environ, AHIPGRAPH_RACE_CHECK="warn")
+    files = ["tests/test_stream.py", "tests/test_exec_update.py", "tests/test_capture.py"]
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--timeout", "60", *files],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert " passed" in done.stdout
