@@ -121,8 +121,44 @@ async def replay(device: ahg.Device, n: int, replays: int) -> tuple[list[str], f
     return seen, elapsed_ms
 
 
+@ahg.kernel(extents={"src": "n", "dst": "n", "hits": 1})
+def copy_counted(
+    t: ahg.Threads,
+    n: ahg.int32,
+    src: ahg.ConstPtr[ahg.float32],
+    dst: ahg.Ptr[ahg.float32],
+    hits: ahg.AtomicPtr[ahg.int32],
+) -> None:
+    dst[:] = src
+    hits[0] += 1
+
+
+async def checked(device: ahg.Device) -> list[ahg.RaceReport]:
+    """Two streams share ``src`` read-only and count into one atomic: no race."""
+    src, hits = device.malloc(64 * 4), device.malloc(4)
+    dsts = [device.malloc(64 * 4) for _ in range(2)]
+    streams = [device.create_stream(non_blocking=True) for _ in range(2)]
+    with ahg.race_check(on_race="collect") as rc:
+        await device.memset(src, 0, 64 * 4)
+        for stream, dst in zip(streams, dsts, strict=True):
+            await stream.launch_kernel(copy_counted, 1, 64, (64, src, dst, hits))
+        await device.synchronize()
+    graph = ahg.Graph()
+    graph.add_kernel_node(copy_counted, 1, 64, (64, src, dsts[0], hits))
+    graph.add_kernel_node(copy_counted, 1, 64, (64, src, dsts[0], hits))
+    races: list[ahg.RaceReport] = graph.check_races()  # both write dsts[0]
+    assert [r.kind for r in races] == ["write-after-write"]
+    graph.destroy()
+    for stream in streams:
+        stream.destroy()
+    for ptr in (src, hits, *dsts):
+        device.free(ptr)
+    return rc.reports
+
+
 async def main() -> None:
     device = ahg.get_device(0)
+    assert await checked(device) == []
     values = np.arange(1_000, dtype=np.int64)
     assert await reduce(device, values) == int(values.sum())
     seen, elapsed_ms = await replay(device, 1 << 10, 3)
