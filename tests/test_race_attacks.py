@@ -232,3 +232,36 @@ def test_race_error_lists_every_report() -> None:
     assert len(caught.value.reports) == 3
     graph.destroy()
     device.free(buf)
+
+
+def test_update_rechecks_and_a_racing_update_changes_nothing(device: ahg.Device) -> None:
+    a, b = device.malloc(64), device.malloc(64)
+
+    def build(second: ahg.DevicePtr) -> ahg.Graph:
+        graph = ahg.Graph()
+        graph.add_memset_node(a, 1, 64)
+        graph.add_memset_node(second, 2, 64)  # no edge: fine while the two differ
+        return graph
+
+    graph = build(b)
+    exe = graph.instantiate(check_races=True)
+    racy = build(a)
+    with pytest.raises(ahg.RaceError) as caught:
+        exe.update(racy)
+    assert [r.kind for r in caught.value.reports] == ["write-after-write"]
+    assert exe.update(build(b)).kind is ahg.UpdateResultKind.Success
+    exe.destroy()
+
+
+def test_a_replay_is_checked_against_a_merged_summary(device: ahg.Device) -> None:
+    from ahipgraph.exec.races import ExecRaces
+    from ahipgraph.exec.snapshot import snapshot
+
+    buf = device.malloc(1024)
+    graph = ahg.Graph()
+    previous: list[ahg.GraphNode] = []
+    for i in range(100):
+        previous = [graph.add_memset_node(buf + 8 * (i % 64), i, 8, deps=previous)]
+    races = ExecRaces(snapshot(graph)[0], None, None, check=False)
+    assert races.statistics() == {"nodes": 100, "accesses": 100, "summary_ranges": 1}
+    assert (races.summary[0].start, races.summary[0].end) == (buf.address, buf.address + 512)

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import os
 import threading
+from array import array
 import warnings
 import weakref
 from collections.abc import Iterator
@@ -90,7 +91,7 @@ class _Lane:
         self.name = name
         self.vc: dict[int, int] = {}
         self.via: dict[int, str] = {}
-        self.ops: list[int] = []  # global op number of each tick of this lane
+        self.ops = array("q")  # global op number of each tick of this lane (8 bytes each)
 
     def join(self, vc: dict[int, int], via: dict[int, str], how: str | None) -> None:
         mine, reasons = self.vc, self.via
