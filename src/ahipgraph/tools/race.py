@@ -34,9 +34,9 @@ from __future__ import annotations
 
 import os
 import threading
-from array import array
 import warnings
 import weakref
+from array import array
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
