@@ -429,3 +429,60 @@ def test_to_dot_draws_the_race_and_the_suggested_edge(device: ahg.Device) -> Non
         graph.to_dot(races=["not a report"])
     with pytest.raises(TypeError):
         graph.to_dot(races="x")
+
+
+@pytest.mark.asyncio
+async def test_an_event_recorded_mid_graph_covers_only_the_nodes_before_it(
+    device: ahg.Device,
+) -> None:
+    a = device.malloc(NBYTES)
+    b = device.malloc(NBYTES)
+    c = device.malloc(NBYTES)
+    event = device.create_event()
+    producer = ahg.Graph()
+    early = producer.add_memset_node(c, 0, NBYTES)
+    producer.add_event_record_node(event, deps=[early])  # before the write of a
+    producer.add_kernel_node(fill, 1, N, (N, a), deps=[early])
+    consumer = ahg.Graph()
+    wait = consumer.add_event_wait_node(event)
+    consumer.add_kernel_node(double, 1, N, (N, c, b), deps=[wait])  # covered: fine
+    consumer.add_kernel_node(read, 1, N, (N, a))  # not after the wait either
+    late_reader = ahg.Graph()
+    wait2 = late_reader.add_event_wait_node(event)
+    late_reader.add_kernel_node(read, 1, N, (N, a), deps=[wait2])  # a is written after
+    s1 = device.create_stream(non_blocking=True)
+    s2 = device.create_stream(non_blocking=True)
+    exes = [g.instantiate() for g in (producer, consumer, late_reader)]
+    with ahg.race_check(on_race="collect") as rc:
+        await exes[0].launch(s1)
+        await exes[1].launch(s2)
+        await device.synchronize()
+    (report,) = rc.reports  # only the read of a that no wait covers
+    assert report.kind == "read-after-write"
+    assert report.first.start == a.address
+    with ahg.race_check(on_race="collect") as rc:
+        await exes[0].launch(s1)
+        await exes[2].launch(s2)
+        await device.synchronize()
+    (report,) = rc.reports  # the wait orders it after the record, not after the write
+    assert report.first.start == a.address
+    assert "only up to" in report.why or "no ordering" in report.why
+    for exe in exes:
+        exe.destroy()
+
+
+@pytest.mark.asyncio
+async def test_launches_of_one_executable_are_ordered(device: ahg.Device) -> None:
+    buf = device.malloc(NBYTES)
+    graph = ahg.Graph()
+    graph.add_kernel_node(fill, 1, N, (N, buf))
+    exe = graph.instantiate()
+    s1 = device.create_stream(non_blocking=True)
+    s2 = device.create_stream(non_blocking=True)
+    with ahg.race_check(on_race="raise") as rc:
+        await exe.launch(s1)
+        await exe.launch(s2)  # starts after the previous launch, as the runtime promises
+        await s2.launch_kernel(read, 1, N, (N, buf))
+        await device.synchronize()
+    assert rc.reports == []
+    exe.destroy()

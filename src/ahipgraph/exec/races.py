@@ -410,6 +410,11 @@ def flatten(
     return flat
 
 
+def flatten_nodes(exec_graph: ExecGraph) -> list[FlatNode]:
+    """:func:`flatten` without the user's node handles (for replays)."""
+    return flatten(exec_graph, None, None)
+
+
 def ancestors(flat: list[FlatNode]) -> list[int]:
     """Per flat node, the bitset of every node a path of edges leads from."""
     anc: list[int] = []
@@ -558,7 +563,9 @@ class ExecRaces:
 
     __slots__ = (
         "_events",
+        "_groups",
         "_nodes",
+        "_nodes_graph",
         "_summary",
         "anc",
         "buckets",
@@ -602,6 +609,10 @@ class ExecRaces:
         self.buckets = [_buckets(accs) for accs in self.footprints] if check else []
         self._nodes = nodes
         self._events: tuple[list[Any], list[Any]] | None = None
+        self._groups: (
+            tuple[list[tuple[tuple[Any, ...], list[Access]]], list[tuple[Any, list[int]]]] | None
+        ) = None
+        self._nodes_graph = exec_graph
         self._summary: list[Access] | None = None
 
     def races(self) -> list[RaceReport]:
@@ -650,6 +661,7 @@ class ExecRaces:
                 self.buckets[index] = _buckets(accs)
         self._summary = None
         self._events = None
+        self._groups = None
 
     @property
     def summary(self) -> list[Access]:
@@ -671,6 +683,41 @@ class ExecRaces:
                 waited.append(node.params.event)
         self._events = (recorded, waited)
         return self._events
+
+    def groups(
+        self,
+    ) -> tuple[list[tuple[tuple[Any, ...], list[Access]]], list[tuple[Any, list[int]]]]:
+        """How a replay with event nodes is checked: nodes grouped by (the event-record nodes
+        after them, the event-wait nodes before them).
+
+        Returns (groups, records): each group is (events its nodes wait for, merged
+        footprint); each record node, in topological order, is (its event, the indices of
+        the groups whose nodes all run before it).
+        """
+        if self._groups is not None:
+            return self._groups
+        flat = self.flat or flatten_nodes(self._nodes_graph)
+        anc = self.anc or ancestors(flat)
+        record_at = [f.index for f in flat if f.exec_node.type is NodeType.EventRecord]
+        wait_at = [f.index for f in flat if f.exec_node.type is NodeType.WaitEvent]
+        members: dict[tuple[tuple[int, ...], tuple[int, ...]], list[Access]] = {}
+        for f in flat:
+            accs = node_footprint(f.exec_node)
+            if not accs:
+                continue
+            covered = tuple(r for r, at in enumerate(record_at) if (anc[at] >> f.index) & 1)
+            waits = tuple(w for w, at in enumerate(wait_at) if (anc[f.index] >> at) & 1)
+            members.setdefault((covered, waits), []).extend(accs)
+        groups: list[tuple[tuple[Any, ...], list[Access]]] = []
+        covering: list[list[int]] = [[] for _ in record_at]
+        for (covered, waits), accs in members.items():
+            for r in covered:
+                covering[r].append(len(groups))
+            events = tuple(flat[wait_at[w]].exec_node.params.event for w in waits)
+            groups.append((events, merge(accs)))
+        records = [(flat[at].exec_node.params.event, covering[r]) for r, at in enumerate(record_at)]
+        self._groups = (groups, records)
+        return self._groups
 
     def statistics(self) -> dict[str, int]:
         return {

@@ -136,6 +136,9 @@ class _State:
             weakref.WeakKeyDictionary()
         )
         self.copies: dict[int, tuple[CopyOp, bytes, _Op]] = {}
+        # per executable: its last launch's clock, and the lanes of its node groups
+        self.launches: weakref.WeakKeyDictionary[Any, _EventClock] = weakref.WeakKeyDictionary()
+        self.group_lanes: weakref.WeakKeyDictionary[Any, list[_Lane]] = weakref.WeakKeyDictionary()
         self.next_lane = 1
         self.ops = 0
         self.seen: set[tuple[int, int]] = set()
@@ -223,6 +226,10 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
 
     def tick(self, stream: Stream, label: str) -> _Op:
         """Order the next op of ``stream`` after what the API promises; give it its epoch."""
+        return self._advance(self.prepare(stream), label)
+
+    def prepare(self, stream: Stream) -> _Lane:
+        """``stream``'s lane, joined with host order and the legacy default-stream rules."""
         st = self.state
         lane = self.lane(stream)
         lane.join(st.host.vc, st.host.via, None)
@@ -239,7 +246,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                 n = st.lanes.get(null) if null is not None else None
                 if n is not None:
                     lane.join(n.vc, n.via, f"{lane.name} (blocking) waits for the null stream")
-        return self._advance(lane, label)
+        return lane
 
     def _advance(self, lane: _Lane, label: str) -> _Op:
         st = self.state
@@ -347,18 +354,57 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             races = graph_exec._races
             if races is None:
                 races = graph_exec._races = ExecRaces(graph_exec._graph, None, None, check=False)
+            name = f"graph exec #{graph_exec.hid.slot}"
+            lane = self.prepare(stream)
+            previous = st.launches.get(graph_exec)
+            if previous is not None:  # a launch starts after the executable's previous one
+                lane.join(previous.vc, previous.via, f"the previous launch of {name}")
             recorded, waited = races.events()
-            lane = self.lane(stream)
-            for event in waited:
+            if not recorded and not waited:
+                op = self._advance(lane, f"launch of {name}")
+                self.access(op, races.summary)
+            else:
+                op = self._launch_groups(graph_exec, races, lane, name)
+            self._remember_done(completion, op.lane, f"op #{op.number}")
+            st.launches[graph_exec] = _EventClock(dict(lane.vc), dict(lane.via), name)
+
+    def _launch_groups(self, graph_exec: Any, races: ExecRaces, lane: _Lane, name: str) -> _Op:
+        """A launch with event nodes: each group of nodes (same records after them, same
+        waits before them) runs on a lane of its own, so an event recorded mid-graph covers
+        only the nodes before it, and a wait orders only the nodes after it."""
+        st = self.state
+        groups, records = races.groups()
+        lanes = st.group_lanes.get(graph_exec)
+        if lanes is None or len(lanes) != len(groups):  # new, or its nodes changed
+            lanes = st.group_lanes[graph_exec] = []
+            for _ in groups:
+                lanes.append(_Lane(st.next_lane, f"{lane.name} ({name}, a node group)"))
+                st.next_lane += 1
+        site = user_site()
+        for group, (waits, summary) in zip(lanes, groups, strict=True):
+            group.join(lane.vc, lane.via, None)
+            for event in waits:
                 clock = st.events.get(event)
                 if clock is not None:
-                    lane.join(clock.vc, clock.via, f"graph wait node on {clock.where}")
-            op = self.tick(stream, f"launch of graph exec #{graph_exec.hid.slot}")
-            self._remember_done(completion, op.lane, f"op #{op.number}")
-            self.access(op, races.summary)
-            for event in recorded:
-                where = f"event #{event.hid.slot} recorded by a graph on {lane.name} at {op.site}"
-                st.events[event] = _EventClock(dict(lane.vc), dict(lane.via), where)
+                    group.join(clock.vc, clock.via, f"graph wait node on {clock.where}")
+            op = self._advance(group, f"launch of {name}")
+            op.site = site
+            self.access(op, summary)
+        pre_vc, pre_via = dict(lane.vc), dict(lane.via)
+        for event, covering in records:
+            vc, via = dict(pre_vc), dict(pre_via)
+            for index in covering:
+                group = lanes[index]
+                for k, v in group.vc.items():
+                    if v > vc.get(k, 0):
+                        vc[k], via[k] = v, group.via.get(k, "")
+            where = f"event #{event.hid.slot} recorded by {name} on {lane.name} at {site}"
+            st.events[event] = _EventClock(vc, via, where)
+        for group in lanes:  # later work on the stream follows the whole launch
+            lane.join(group.vc, group.via, f"the end of a launch of {name}")
+        op = self._advance(lane, f"launch of {name}")
+        op.site = site
+        return op
 
     def allocated(self, ptr: DevicePtr, nbytes: int, stream: Stream | None) -> None:
         if not ptr:
