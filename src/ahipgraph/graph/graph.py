@@ -51,6 +51,7 @@ from .topology import GraphTopology
 
 if TYPE_CHECKING:
     from ..exec.graph_exec import GraphExec
+    from ..exec.races import RaceReport
     from .builder import Deps
 
 __all__ = ["GRAPHS", "Graph", "GraphStatistics", "live_graph"]
@@ -361,7 +362,7 @@ class Graph(GraphTopology, GraphBuilder):
 
         return GraphExec._instantiate(self, flags, **options)
 
-    def check_races(self) -> list[Any]:
+    def check_races(self) -> list[RaceReport]:
         """Unordered conflicting node pairs the declared edges allow (no device work needed).
 
         Returns a list of :class:`ahipgraph.RaceReport`, empty when every pair of nodes that
