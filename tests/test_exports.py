@@ -115,3 +115,19 @@ def test_run_on_uvloop() -> None:
     pytest.importorskip("uvloop")
     assert ahg.run(_answer, use_uvloop=True) == 42
     assert ahg.run(_loop_kind, use_uvloop=True) == "uvloop"
+
+
+def test_race_checker_names_are_exported() -> None:
+    expected = {
+        "AtomicPtr",
+        "ConstPtr",
+        "RaceCheck",
+        "RaceError",
+        "RaceReport",
+        "RaceSite",
+        "RaceWarning",
+        "race_check",
+    }
+    assert expected <= set(ahg.__all__)
+    assert issubclass(ahg.RaceWarning, UserWarning)
+    assert not issubclass(ahg.RaceError, ahg.HipError)  # a finding, not a HIP status
