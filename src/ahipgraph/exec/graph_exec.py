@@ -367,7 +367,6 @@ class GraphExec(NodeSetters, RefCounted):
                     signals[binding.index] = event.signal or REACHED
             launch = _Launch(self, version, signal_set, stream)
             self._last_done = launch.done
-
         slot_ops = version.slot_ops
         head = Program(slot_ops[0], launch.done, signals=signals, on_done=launch.finished)
         stream.submit(head)

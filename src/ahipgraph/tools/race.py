@@ -426,6 +426,8 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             if found is None:
                 return
             memory, base, nbytes = found
+            if base != ptr.address:
+                return  # not an allocation's start: free() refuses it and changes nothing
             self.access(op, [Access(ptr.device, base, base + nbytes, True)])
             st.shadow.get(memory, {}).pop(base, None)
             SITES.allocations.pop((id(memory), base), None)
