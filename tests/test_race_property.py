@@ -121,3 +121,37 @@ def test_a_chain_has_no_race_and_each_cut_is_found(seed: int) -> None:
     # every writer before the cut races every writer after it
     assert len(reports) == 2 * (len(chain) - 2)
     assert all(r.kind == "write-after-write" for r in reports)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(graphs(), st.data())
+def test_a_setter_is_refused_iff_the_changed_node_becomes_unordered_with_a_conflict(
+    spec: tuple[list[tuple[bool, int, int, int]], list[tuple[int, int]]], data: st.DataObject
+) -> None:
+    nodes, edges = spec
+    nodes = [(True, b, s, n) for _, b, s, n in nodes]  # fills only: each can be re-aimed
+    device = ahg.get_device(0)
+    buffers = [device.malloc(7 * UNIT), device.malloc(7 * UNIT)]
+    graph = ahg.Graph()
+    handles = [graph.add_memset_node(buffers[b] + s * UNIT, 1, n * UNIT) for _, b, s, n in nodes]
+    for a, b in edges:
+        graph.add_dependencies(handles[a], handles[b])
+    if oracle(nodes, edges):
+        with pytest.raises(ahg.RaceError):
+            graph.instantiate(check_races=True)
+    else:
+        exe = graph.instantiate(check_races=True)
+        victim = data.draw(st.integers(0, len(nodes) - 1))
+        moved = data.draw(node_spec.map(lambda spec: (True, *spec[1:])))
+        changed = list(nodes)
+        changed[victim] = moved
+        _, b, s, n = moved
+        if oracle(changed, edges):
+            with pytest.raises(ahg.RaceError):
+                exe.set_memset_node_params(handles[victim], buffers[b] + s * UNIT, 2, n * UNIT)
+        else:
+            exe.set_memset_node_params(handles[victim], buffers[b] + s * UNIT, 2, n * UNIT)
+        exe.destroy()
+    graph.destroy()
+    for buffer in buffers:
+        device.free(buffer)
