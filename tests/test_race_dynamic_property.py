@@ -22,8 +22,9 @@ from hypothesis import HealthCheck, given, settings
 import ahipgraph as ahg
 
 UNIT = 16
-STREAMS = 3
+STREAMS = 3  # non-blocking streams 0..2; the seeded programs also use 3 (null) and 4 (blocking)
 EVENTS = 2
+NULL, BLOCKING = 3, 4
 
 
 @ahg.kernel(extents={"src": "n"})
@@ -60,9 +61,15 @@ def oracle(program: list[tuple[Any, ...]]) -> set[int]:
 
     for act in program:
         kind = act[0]
+        if kind == "wait" and act[2] not in recorded:
+            continue  # waiting for an event never recorded is a no-op, as in HIP
         if kind in ("op", "record", "wait"):
             stream = act[1]
             deps = [last.get(stream), host]
+            if stream == NULL:  # legacy default stream: after blocking streams' work
+                deps.append(last.get(BLOCKING))
+            elif stream == BLOCKING:  # and blocking streams after the null stream's
+                deps.append(last.get(NULL))
             if kind == "wait" and act[2] in recorded:
                 deps.append(recorded[act[2]])
             n = node(deps)
@@ -72,7 +79,10 @@ def oracle(program: list[tuple[Any, ...]]) -> set[int]:
             if kind == "op":
                 ops.append((n, act))
         elif kind == "sync":
-            host = node([host, last.get(act[1])])
+            covered = [last.get(act[1])]
+            if act[1] == NULL:  # syncing the null stream covers what it would wait for
+                covered.append(last.get(BLOCKING))
+            host = node([host, *covered])
         else:
             host = node([host, *last.values()])
     reach: list[set[int]] = []  # all ancestors of each node
@@ -95,6 +105,7 @@ async def run(program: list[tuple[Any, ...]]) -> set[int]:
     device = ahg.get_device(0)
     buffers = [device.malloc(7 * UNIT) for _ in range(2)]
     streams = [device.create_stream(non_blocking=True) for _ in range(STREAMS)]
+    streams += [device.null_stream, device.create_stream()]
     events = [device.create_event() for _ in range(EVENTS)]
     with ahg.race_check(on_race="collect") as rc:
         for act in program:
@@ -116,7 +127,8 @@ async def run(program: list[tuple[Any, ...]]) -> set[int]:
                 await device.synchronize()
         await device.synchronize()
     for stream in streams:
-        stream.destroy()
+        if not stream.is_null:
+            stream.destroy()
     for buffer in buffers:
         device.free(buffer)
     # "op #k" counts ops from 1 in the order they were enqueued
@@ -133,7 +145,7 @@ def seeded_program(rng: random.Random) -> list[tuple[Any, ...]]:
     out: list[tuple[Any, ...]] = []
     for _ in range(rng.randint(4, 30)):
         roll = rng.random()
-        stream = rng.randrange(STREAMS)
+        stream = rng.randrange(STREAMS + 2)
         if roll < 0.6:
             write = rng.random() < 0.5
             out.append(("op", stream, write, rng.randrange(2), rng.randrange(4), rng.randint(1, 3)))
@@ -148,7 +160,7 @@ def seeded_program(rng: random.Random) -> list[tuple[Any, ...]]:
     return out
 
 
-PROGRAMS = [seeded_program(random.Random(seed)) for seed in range(150)]
+PROGRAMS = [seeded_program(random.Random(seed)) for seed in range(400)]
 
 
 def test_seeded_programs_match_the_oracle() -> None:

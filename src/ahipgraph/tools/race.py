@@ -434,8 +434,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
 
     def event_recorded(self, stream: Stream, event: Event) -> None:
         with self.lock:
-            lane = self.lane(stream)
-            lane.join(self.state.host.vc, self.state.host.via, None)
+            lane = self.prepare(stream)  # a record is stream work: host order, legacy rules
             where = f"event #{event.hid.slot} recorded on {lane.name} at {user_site()}"
             self.state.events[event] = _EventClock(dict(lane.vc), dict(lane.via), where)
 
@@ -443,8 +442,8 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
         with self.lock:
             clock = self.state.events.get(event)
             if clock is None:
-                return  # never recorded: the wait orders nothing
-            lane = self.lane(stream)
+                return  # never recorded: the wait is a no-op, as in HIP
+            lane = self.prepare(stream)  # a wait is stream work: host order, legacy rules
             lane.join(clock.vc, clock.via, f"{clock.where}, waited at {user_site()}")
 
     def stream_synchronized(self, stream: Stream) -> None:
