@@ -406,6 +406,9 @@ async def test_events_across_two_graphs(device: ahg.Device) -> None:
     (report,) = rc.reports
     assert report.kind == "read-after-write"
     assert "launch of graph exec" in report.first.op
+    assert "(node " in report.first.op
+    assert "'fill'" in report.first.op
+    assert "'double'" in report.second.op
     for exe in exes:
         exe.destroy()
 

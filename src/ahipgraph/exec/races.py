@@ -719,6 +719,20 @@ class ExecRaces:
         self._groups = (groups, records)
         return self._groups
 
+    def nodes_touching(self, access: Access) -> list[str]:
+        """The nodes behind a summary range that overlap ``access`` (for reports)."""
+        out = []
+        for node, accs in zip(self._nodes, self.footprints, strict=True):
+            if any(
+                a.device == access.device
+                and a.start < access.end
+                and access.start < a.end
+                and a.write == access.write
+                for a in accs
+            ):
+                out.append(_label(node))
+        return out
+
     def statistics(self) -> dict[str, int]:
         return {
             "nodes": len(self._nodes),

@@ -108,6 +108,7 @@ class _Op:
     lane: _Lane
     tick: int
     site: str | None
+    graph: ExecRaces | None = None  # a launch: which nodes touched a range, for reports
 
 
 @dataclass(slots=True)
@@ -306,8 +307,8 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             )
         made = RaceReport(
             kind_of(rec.access.write, access.write),
-            _site(first, rec.access),
-            _site(second, access),
+            _site(first, rec.access, lo, hi),
+            _site(second, access, lo, hi),
             describe_allocation(access.device, lo if lo < hi else access.start),
             why,
             fix,
@@ -362,6 +363,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             recorded, waited = races.events()
             if not recorded and not waited:
                 op = self._advance(lane, f"launch of {name}")
+                op.graph = races
                 self.access(op, races.summary)
             else:
                 op = self._launch_groups(graph_exec, races, lane, name)
@@ -389,6 +391,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                     group.join(clock.vc, clock.via, f"graph wait node on {clock.where}")
             op = self._advance(group, f"launch of {name}")
             op.site = site
+            op.graph = races
             self.access(op, summary)
         pre_vc, pre_via = dict(lane.vc), dict(lane.via)
         for event, covering in records:
@@ -570,9 +573,16 @@ def _allocation(access: Access) -> tuple[DeviceMemory, int, int] | None:
     return None if found is None else (memory, found[0], found[1])
 
 
-def _site(op: _Op, access: Access) -> RaceSite:
+def _site(op: _Op, access: Access, lo: int = 0, hi: int = 0) -> RaceSite:
+    label = f"op #{op.number} {op.label}"
+    if op.graph is not None:
+        part = Access(access.device, lo, hi, access.write) if lo < hi else access
+        nodes = op.graph.nodes_touching(part)
+        if nodes:
+            more = f" and {len(nodes) - 3} more" if len(nodes) > 3 else ""
+            label += f" ({', '.join(nodes[:3])}{more})"
     return RaceSite(
-        f"op #{op.number} {op.label}",
+        label,
         op.lane.name,
         op.site,
         access.start,
