@@ -79,7 +79,7 @@ class KernelOp(Op):
         self.offset = offset
         self.is_async = kernel.is_async
         layout = kernel.layout
-        self.decode = layout.decode if layout.has_pointers else None
+        self.decode = layout.decode_method if layout.has_pointers else None
         self.unpack = layout.unpack_from
 
     def run(self, program: Program) -> Any:
@@ -87,7 +87,7 @@ class KernelOp(Op):
         if decode is None:
             values: Any = self.unpack(self.buffer, self.offset)
         else:
-            values = decode(self.buffer, self.offset, program.memory)  # type: ignore[arg-type]
+            values = decode(self.buffer, self.offset, program.memory)
         result = self.body(self.threads, *values)
         program.time += self.cost_ns
         return result if self.is_async else None
@@ -120,7 +120,7 @@ class _PointerKernelOp(KernelOp):
     __slots__ = ()
 
     def run(self, program: Program) -> None:
-        values = self.decode(self.buffer, self.offset, program.memory)  # type: ignore[misc,arg-type]
+        values = self.decode(self.buffer, self.offset, program.memory)  # type: ignore[misc]
         self.body(self.threads, *values)
         program.time += self.cost_ns
 

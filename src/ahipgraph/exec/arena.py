@@ -94,6 +94,24 @@ class KernelArgArena:
             OutOfMemory: a new chunk was needed and the device is full.
             InvalidValue: ``size`` does not fit in a chunk, or the arena is closed.
         """
+        # The bump case (no reclaimed slot of this size, room left in the newest chunk) is what
+        # instantiate does once per kernel node: carve it here, without the planning of
+        # allocate_all, which handles everything else.
+        size = max(size, 1)
+        with self._lock:
+            top = self._top
+            if (
+                not self.closed
+                and self._chunks
+                and top + size <= self.chunk_bytes
+                and not self._free.get(size)
+            ):
+                index = len(self._chunks) - 1
+                slot = ArgSlot(index, self._chunks[index][1], top, size)
+                self._top = -(-(top + size) // ARG_ALIGNMENT) * ARG_ALIGNMENT
+                self._allocations += 1
+                self._live += 1
+                return slot
         return self.allocate_all([size])[0]
 
     def allocate_all(self, sizes: Sequence[int]) -> list[ArgSlot]:
