@@ -304,3 +304,74 @@ def test_a_pause_interrupted_by_a_base_exception_restores_the_collector() -> Non
     with pytest.raises(KeyboardInterrupt), gcpause.paused():
         raise KeyboardInterrupt
     assert gc.isenabled()
+
+
+# -- decoded arguments kept between replays --------------------------------------------------------
+
+
+@ahg.kernel
+def bump(t: ahg.Threads, x: ahg.Ptr[ahg.int64], value: ahg.int64) -> None:
+    x[0] += value
+
+
+@pytest.mark.asyncio
+async def test_replays_see_every_argument_write(device: ahg.Device) -> None:
+    x, y = device.malloc(8), device.malloc(8)
+    graph = ahg.Graph()
+    node = graph.add_kernel_node(bump, 1, 1, (x, 1))
+    graph_exec = graph.instantiate()
+    stream = device.create_stream()
+    await (await graph_exec.launch(stream))
+    await (await graph_exec.launch(stream))
+    graph_exec.set_kernel_node_params(node, bump, 1, 1, (x, 10))  # in place: nothing in flight
+    await (await graph_exec.launch(stream))
+    graph_exec.set_kernel_node_params(node, bump, 1, 1, (y, 100))  # another pointer
+    await (await graph_exec.launch(stream))
+    held = await graph_exec.launch(stream)  # enqueued with (y, 100) ...
+    graph_exec.set_kernel_node_params(node, bump, 1, 1, (y, 1000))  # ... rewritten after
+    await held
+    await (await graph_exec.launch(stream))
+    assert int(device.view(x, np.int64, 1)[0]) == 1 + 1 + 10
+    assert int(device.view(y, np.int64, 1)[0]) == 100 + 100 + 1000
+    graph_exec.destroy()
+    graph.destroy()
+    stream.destroy()
+    device.free(x)
+    device.free(y)
+
+
+@pytest.mark.asyncio
+async def test_a_replay_after_its_memory_was_freed_fails_as_before(device: ahg.Device) -> None:
+    x = device.malloc(8)
+    graph = ahg.Graph()
+    graph.add_kernel_node(bump, 1, 1, (x, 1))
+    graph_exec = graph.instantiate()
+    stream = device.create_stream()
+    await (await graph_exec.launch(stream))
+    device.free(x)
+    with pytest.raises(ahg.LaunchFailure, match="InvalidDevicePointer"):
+        await (await graph_exec.launch(stream))
+    graph_exec.destroy()
+    graph.destroy()
+    stream.destroy()
+
+
+@pytest.mark.asyncio
+async def test_graph_allocated_memory_is_fresh_on_every_replay(device: ahg.Device) -> None:
+    """Each launch commits new memory behind the same address: no kept view may outlive it."""
+    graph = ahg.Graph()
+    alloc = graph.add_mem_alloc_node(8)
+    ptr = alloc.params.ptr
+    first = graph.add_kernel_node(bump, 1, 1, (ptr, 5), deps=[alloc])
+    out = np.zeros(1, dtype=np.int64)
+    copy = graph.add_memcpy_node(out, ptr, 8, deps=[first])
+    graph.add_mem_free_node(ptr, deps=[copy])
+    graph_exec = graph.instantiate()
+    stream = device.create_stream()
+    for _ in range(3):
+        out[0] = -1
+        await (await graph_exec.launch(stream))
+        assert out[0] == 5
+    graph_exec.destroy()
+    graph.destroy()
+    stream.destroy()

@@ -80,6 +80,9 @@ class KernelArgArena:
         self._reuses = 0
         self._unflushed: set[tuple[int, int]] = set()  # (chunk, offset) written, not flushed
         self.closed = False
+        # Bumped by every write: a dispatch op that kept its decoded arguments decodes again
+        # once this count moves (see ahipgraph.device.ops.KernelOp.make).
+        self.writes = 0
 
     def _new_chunk(self) -> tuple[DevicePtr, memoryview]:
         ptr = self.device.malloc(self.chunk_bytes)
@@ -176,6 +179,7 @@ class KernelArgArena:
         if len(data) > slot.size:
             raise InvalidValue(f"{len(data)} bytes do not fit in {slot!r}")
         slot.buffer[slot.offset : slot.offset + len(data)] = data
+        self.writes += 1
         if self.strict:
             with self._lock:
                 self._unflushed.add((slot.chunk, slot.offset))

@@ -128,7 +128,7 @@ def kernel_op(device: Device, params: KernelParams, slot: ArgSlot, arena: Kernel
     """The dispatch op of a kernel node reading its arguments from ``slot``."""
     if arena.strict:
         return StrictKernelOp(params, device, slot, arena)
-    return params.op(device, slot.buffer, slot.offset)
+    return params.op(device, slot.buffer, slot.offset, arena)
 
 
 def reads_same(op: Op, params: KernelParams, slot: ArgSlot) -> bool:
@@ -156,7 +156,7 @@ class StrictKernelOp(Op):
     def __init__(
         self, params: KernelParams, device: Device, slot: ArgSlot, arena: KernelArgArena
     ) -> None:
-        self.inner = params.op(device, slot.buffer, slot.offset)
+        self.inner = params.op(device, slot.buffer, slot.offset, arena)
         super().__init__(self.inner.cost_ns)
         self.slot, self.arena = slot, arena
 
@@ -233,6 +233,7 @@ class _Builder:
                         arg_slot.buffer,
                         arg_slot.offset,
                         self._kernel_cost(params),
+                        arena,
                     )
                 )
                 return

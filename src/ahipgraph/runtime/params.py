@@ -95,11 +95,18 @@ class KernelParams:
             self.threads.count, props.compute_units, self.kernel.duration_ns
         )
 
-    def op(self, device: Device, buffer: Any = None, offset: int = 0) -> KernelOp:
-        """The dispatch op; arguments are read from ``buffer`` (default: a private copy)."""
+    def op(
+        self, device: Device, buffer: Any = None, offset: int = 0, writes: Any = None
+    ) -> KernelOp:
+        """The dispatch op; arguments are read from ``buffer`` (default: a private copy).
+
+        ``writes`` counts the writes to ``buffer`` (see :meth:`KernelOp.make`).
+        """
         if buffer is None:
             buffer, offset = self.arg_bytes, 0
-        return KernelOp.make(self.kernel, self.threads, buffer, offset, self.cost_ns(device))
+        return KernelOp.make(
+            self.kernel, self.threads, buffer, offset, self.cost_ns(device), writes
+        )
 
 
 _SHAPES: dict[tuple[Any, ...], tuple[DeviceProperties, Dim3, Dim3, Threads]] = {}
