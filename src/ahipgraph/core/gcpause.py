@@ -7,6 +7,11 @@ every live object each time the survivors grow by a quarter: for a million-node 
 thousands of passes that can free nothing, about half the cost of the build. :func:`paused`
 switches the collector off for the duration of such a build and back on afterwards.
 
+What is saved is the repeated full passes over everything alive; the young objects the build
+made are still counted, so the first allocation after the pause runs one young-generation pass
+over them (a replay right after instantiate pays that). Objects a paused build makes and drops
+(an update's snapshot) cost the collector nothing at all.
+
 Only the collector's automatic passes are affected: reference counting frees everything as
 usual, and an explicit ``gc.collect()`` still works. Nested and concurrent pauses (several
 threads instantiating at once) are counted, and the collector is switched back on only by the

@@ -172,7 +172,7 @@ class _CachedPointerKernelOp(KernelOp):
     ) -> None:
         super().__init__(kernel, threads, buffer, offset, cost_ns)
         self.source = source
-        self.values: list[Any] | None = None
+        self.values: tuple[Any, ...] | None = None
         self.memory: Any = None  # the DeviceMemory the values view
         self.seen_writes = self.seen_frees = -1
 
@@ -187,7 +187,9 @@ class _CachedPointerKernelOp(KernelOp):
         ):
             writes, frees = self.source.writes, memory.frees
             self.values = None
-            values = self.decode(self.buffer, self.offset, memory)  # type: ignore[misc]
+            # A tuple: once the collector has seen it holds no container, it stops tracking it,
+            # so a million kept argument lists add nothing to its full passes.
+            values = tuple(self.decode(self.buffer, self.offset, memory))  # type: ignore[misc]
             self.values, self.memory = values, memory
             self.seen_writes, self.seen_frees = writes, frees
         self.body(self.threads, *values)
