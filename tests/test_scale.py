@@ -248,6 +248,21 @@ def test_each_device_checks_its_own_limits_for_a_remembered_shape() -> None:
     graph.destroy()
 
 
+def test_more_launch_shapes_than_are_remembered_are_all_validated_alike() -> None:
+    from ahipgraph.runtime import params
+
+    for grid in range(1, params._SHAPES_LIMIT + 50):
+        made = KernelParams.make(start, grid, 2, (None, 1))
+        assert (made.grid, made.block, made.threads.count) == (
+            ahg.Dim3(grid),
+            ahg.Dim3(2),
+            2 * grid,
+        )
+    assert len(params._SHAPES) <= params._SHAPES_LIMIT
+    with pytest.raises(ahg.InvalidConfiguration):
+        KernelParams.make(start, 1, 4096, (None, 1))
+
+
 # -- the collector pause ---------------------------------------------------------------------------
 
 
