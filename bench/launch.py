@@ -13,7 +13,11 @@ For chains of no-op kernel nodes (10 to 10,000 nodes) it measures, in one run:
   per operation (begin to end capture); ``capture_instantiate_us_per_node`` — capture plus
   ``instantiate()``, per node (1,000 and 10,000 operations);
 * ``steady_state`` — signal sets, arena chunks and device bytes added over 10,000 replays after
-  warm-up (all must be zero).
+  warm-up (all must be zero);
+* ``scale`` — build, instantiate, replay, update, clone, queries and destroy per node, and bytes
+  per node, for a chain and a 1,000-branch fork-join of 10,000, 100,000 and 1,000,000 nodes
+  (``bench/scale.py``; one run, after the loops above; ``--scale-sizes`` limits the sizes for a
+  quick run, ``--scale-sizes ''`` skips it).
 
 Each figure is the median over ``--repeat`` whole runs (default 5), the loops alternating, so a
 passing change in the machine's load moves no figure much. Prints a table of ratios and writes
@@ -35,6 +39,9 @@ from typing import Any
 import numpy as np
 
 import ahipgraph as ahg
+
+sys.path.insert(0, str(Path(__file__).parent))
+import scale  # bench/scale.py, next to this file
 
 SIZES = (10, 100, 1000, 10000)
 INSTANTIATE_SIZES = (1000, 10000)
@@ -327,18 +334,34 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--repeat", type=int, default=5, help="whole runs per loop; each figure is their median"
     )
+    parser.add_argument(
+        "--scale-sizes",
+        type=scale.parse_sizes,
+        default=scale.SIZES,
+        help="node counts of the scale section, comma-separated ('' skips it)",
+    )
+    parser.add_argument(
+        "--scale-only", action="store_true", help="run only the scale section (a quick check)"
+    )
     args = parser.parse_args(argv)
+    if args.scale_only:
+        args.repeat = 0
     names = args.loops.split(",")
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
     for _ in range(args.repeat):  # alternate the loops so a change in machine load hits both
         for name in names:
             runs[name].append(run_on(name))
-    results = {name: combine(runs[name]) for name in names}
-    print(table(results))
+    results = {name: combine(runs[name]) for name in names} if args.repeat else {}
+    if results:
+        print(table(results))
+    scale_results = scale.run(args.scale_sizes) if args.scale_sizes else None
+    if scale_results is not None:
+        print(scale.table(scale_results))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         payload = {
             "loops": results,
+            "scale": scale_results,
             "repeat": args.repeat,
             "python": sys.version.split()[0],
             "numpy": np.__version__,

@@ -267,9 +267,11 @@ class ArgLayout:
     """
 
     __slots__ = (
+        "_fast_types",
         "_pointer_fields",
         "_pointers",
         "_struct",
+        "decode_method",
         "names",
         "offsets",
         "size",
@@ -303,6 +305,17 @@ class ArgLayout:
             for index, arg_type in enumerate(self.types)
             if isinstance(arg_type, PointerType)
         )
+        # Per parameter, the one Python type the fast path of :meth:`pack` takes as is.
+        self._fast_types: tuple[type, ...] = tuple(
+            DevicePtr
+            if isinstance(arg_type, PointerType)
+            else float
+            if isinstance(arg_type, ScalarType) and arg_type.is_float
+            else int
+            for arg_type in self.types
+        )
+        # One bound method shared by every dispatch op of this layout (not one per op).
+        self.decode_method: Callable[..., list[Any]] = self.decode
 
     @property
     def has_pointers(self) -> bool:
@@ -355,7 +368,36 @@ class ArgLayout:
         )
 
     def pack(self, args: Sequence[Any] | None, kernel_name: str) -> bytes:
-        """Validate and pack ``args`` into kernel-argument bytes."""
+        """Validate and pack ``args`` into kernel-argument bytes.
+
+        The common shapes — a tuple or list of plain ``int``, ``float`` and ``DevicePtr`` values
+        of the declared kinds — are packed directly: for those, ``struct`` enforces exactly the
+        ranges :meth:`check` does (an integer type's bounds, a float32's finite range, a 64-bit
+        address), so a value it refuses is sent down the full path, which raises the usual
+        error. Anything else (bools, numpy scalars, None pointers, the wrong count) takes the
+        full path directly.
+        """
+        given: Any = args
+        kind = type(given)
+        if (kind is tuple or kind is list) and len(given) == len(self._fast_types):
+            values: list[Any] = []
+            append = values.append
+            for expected, value in zip(self._fast_types, given, strict=True):
+                exact: Any = type(value)
+                if exact is not expected:
+                    break
+                if exact is DevicePtr:
+                    address = value.address
+                    if type(address) is not int:
+                        break
+                    append(address)
+                else:
+                    append(value)
+            else:
+                try:
+                    return self._struct.pack(*values)
+                except (struct.error, OverflowError):
+                    pass  # out of range: the full path says which parameter and why
         return self._struct.pack(*self.check(args, kernel_name))
 
     def pack_into(self, buffer: Any, offset: int, args: Sequence[Any], kernel_name: str) -> None:

@@ -103,6 +103,9 @@ class DeviceMemory:
         # Every cached typed view, by (address, dtype): entries go when their allocation does.
         self._views: dict[tuple[int, np.dtype[np.generic]], npt.NDArray[np.generic]] = {}
         self._peak = 0
+        # Bumped whenever memory goes away (free, decommit, unreserve): a dispatch op that kept
+        # the typed views it decoded knows from a changed count that one may be gone.
+        self.frees = 0
 
     # -- allocation -----------------------------------------------------------------------------
 
@@ -341,6 +344,7 @@ class DeviceMemory:
 
     def _drop_views(self, allocation: Allocation) -> None:
         """Forget an allocation's cached views (it is being freed). Call with the lock held."""
+        self.frees += 1
         for key in allocation.views:
             self._views.pop(key, None)
         allocation.views.clear()

@@ -80,6 +80,9 @@ class KernelArgArena:
         self._reuses = 0
         self._unflushed: set[tuple[int, int]] = set()  # (chunk, offset) written, not flushed
         self.closed = False
+        # Bumped by every write: a dispatch op that kept its decoded arguments decodes again
+        # once this count moves (see ahipgraph.device.ops.KernelOp.make).
+        self.writes = 0
 
     def _new_chunk(self) -> tuple[DevicePtr, memoryview]:
         ptr = self.device.malloc(self.chunk_bytes)
@@ -94,6 +97,24 @@ class KernelArgArena:
             OutOfMemory: a new chunk was needed and the device is full.
             InvalidValue: ``size`` does not fit in a chunk, or the arena is closed.
         """
+        # The bump case (no reclaimed slot of this size, room left in the newest chunk) is what
+        # instantiate does once per kernel node: carve it here, without the planning of
+        # allocate_all, which handles everything else.
+        size = max(size, 1)
+        with self._lock:
+            top = self._top
+            if (
+                not self.closed
+                and self._chunks
+                and top + size <= self.chunk_bytes
+                and not self._free.get(size)
+            ):
+                index = len(self._chunks) - 1
+                slot = ArgSlot(index, self._chunks[index][1], top, size)
+                self._top = -(-(top + size) // ARG_ALIGNMENT) * ARG_ALIGNMENT
+                self._allocations += 1
+                self._live += 1
+                return slot
         return self.allocate_all([size])[0]
 
     def allocate_all(self, sizes: Sequence[int]) -> list[ArgSlot]:
@@ -158,6 +179,7 @@ class KernelArgArena:
         if len(data) > slot.size:
             raise InvalidValue(f"{len(data)} bytes do not fit in {slot!r}")
         slot.buffer[slot.offset : slot.offset + len(data)] = data
+        self.writes += 1
         if self.strict:
             with self._lock:
                 self._unflushed.add((slot.chunk, slot.offset))

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import HipError
-from ..device.ops import Op, SignalSlotOp, WaitSlotsOp
+from ..device.kernel import Kernel, Threads
+from ..device.ops import KernelOp, Op, SignalSlotOp, WaitSlotsOp
 from ..graph.node_type import NodeType
 from ..runtime.params import KernelParams
 from .arena import ArgSlot, KernelArgArena
@@ -36,6 +37,7 @@ __all__ = [
     "compile_plan",
     "kernel_op",
     "node_op",
+    "reads_same",
 ]
 
 
@@ -111,8 +113,10 @@ class Compiled:
     """The replay programs and where each node's op lives."""
 
     slot_ops: list[list[Op]]
-    locations: dict[int, tuple[int, int]]  # id(ExecNode) -> (slot, position)
-    arg_slots: dict[int, ArgSlot]  # id(ExecNode) -> its kernel-argument slot
+    # Keyed by the ExecNode itself (identity: ExecNode has no __eq__), not by id(node), so a
+    # million-node executable does not hold a million key ints per map.
+    locations: dict[ExecNode, tuple[int, int]]  # node -> (slot, position)
+    arg_slots: dict[ExecNode, ArgSlot]  # node -> its kernel-argument slot
     bindings: list[EventBinding]
     prev_index: int
     extra: int  # binding slots after the pooled signals
@@ -124,7 +128,24 @@ def kernel_op(device: Device, params: KernelParams, slot: ArgSlot, arena: Kernel
     """The dispatch op of a kernel node reading its arguments from ``slot``."""
     if arena.strict:
         return StrictKernelOp(params, device, slot, arena)
-    return params.op(device, slot.buffer, slot.offset)
+    return params.op(device, slot.buffer, slot.offset, arena)
+
+
+def reads_same(op: Op, params: KernelParams, slot: ArgSlot) -> bool:
+    """Whether ``op`` is the dispatch :func:`kernel_op` would build for ``params`` in ``slot``.
+
+    An op reads its arguments from its slot when it runs, so after an in-place rewrite of the
+    slot's bytes an op of the same kernel and launch shape needs no replacing (an update of a
+    million nodes then builds no op). Only a plain enabled dispatch qualifies: a disabled node's
+    op or a strict-flush op is rebuilt as before.
+    """
+    return (
+        isinstance(op, KernelOp)
+        and op.kernel is params.kernel
+        and op.threads is params.threads
+        and op.buffer is slot.buffer
+        and op.offset == slot.offset
+    )
 
 
 class StrictKernelOp(Op):
@@ -135,7 +156,7 @@ class StrictKernelOp(Op):
     def __init__(
         self, params: KernelParams, device: Device, slot: ArgSlot, arena: KernelArgArena
     ) -> None:
-        self.inner = params.op(device, slot.buffer, slot.offset)
+        self.inner = params.op(device, slot.buffer, slot.offset, arena)
         super().__init__(self.inner.cost_ns)
         self.slot, self.arena = slot, arena
 
@@ -154,7 +175,7 @@ def node_op(device: Device, node: ExecNode, compiled: Compiled, arena: KernelArg
     if kind in (NodeType.Kernel, NodeType.Memcpy, NodeType.Memset) and not node.enabled:
         return DISABLED
     if kind is NodeType.Kernel:
-        return kernel_op(device, node.params, compiled.arg_slots[id(node)], arena)
+        return kernel_op(device, node.params, compiled.arg_slots[node], arena)
     if kind in (NodeType.Memcpy, NodeType.Memset, NodeType.Host):
         op: Op = node.params.op(device)
         return op
@@ -166,6 +187,16 @@ class _Builder:
         self.device = device
         self.arena = arena
         self.compiled = Compiled([], {}, {}, [], num_signals, 1)
+        # A kernel's modelled cost depends on the kernel and its launch shape only, and nodes
+        # of one shape share a Threads object: compute it once per (kernel, Threads).
+        self._costs: dict[tuple[Kernel, Threads], int] = {}
+
+    def _kernel_cost(self, params: KernelParams) -> int:
+        key = (params.kernel, params.threads)
+        cost = self._costs.get(key)
+        if cost is None:
+            cost = self._costs[key] = params.cost_ns(self.device)
+        return cost
 
     def emit_node(self, node: ExecNode, slot: int, ops: list[Op]) -> None:
         """Emit ``node``'s op; a child graph's nodes in its order, however deep it nests."""
@@ -189,9 +220,23 @@ class _Builder:
         kind = node.type
         if kind is NodeType.Kernel:
             params: KernelParams = node.params
-            arg_slot = self.arena.allocate(params.kernel.layout.size)
-            self.arena.write(arg_slot, params.arg_bytes)
-            compiled.arg_slots[id(node)] = arg_slot
+            arena = self.arena
+            arg_slot = arena.allocate(params.kernel.layout.size)
+            arena.write(arg_slot, params.arg_bytes)
+            compiled.arg_slots[node] = arg_slot
+            if node.enabled and not arena.strict:  # the common case, without node_op's dispatch
+                compiled.locations[node] = (slot, len(ops))
+                ops.append(
+                    KernelOp.make(
+                        params.kernel,
+                        params.threads,
+                        arg_slot.buffer,
+                        arg_slot.offset,
+                        self._kernel_cost(params),
+                        arena,
+                    )
+                )
+                return
         op: Op | None
         if kind in (NodeType.EventRecord, NodeType.WaitEvent):
             index = compiled.prev_index + compiled.extra
@@ -206,7 +251,7 @@ class _Builder:
         else:
             op = node_op(self.device, node, compiled, self.arena)
         if op is not None:
-            compiled.locations[id(node)] = (slot, len(ops))
+            compiled.locations[node] = (slot, len(ops))
             ops.append(op)
 
 

@@ -28,6 +28,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..core import gcpause
 from ..core.errors import (
     HipError,
     InvalidValue,
@@ -48,7 +49,7 @@ from ..runtime.completion import Completion
 from ..runtime.params import KernelParams
 from ..runtime.stream import Stream, StreamState, launch_stream
 from .arena import HEADROOM_BYTES, ArenaStatistics, ArgSlot, KernelArgArena
-from .compile import Compiled, compile_plan, node_op
+from .compile import Compiled, compile_plan, node_op, reads_same
 from .flags import InstantiateFlags, check_instantiate_flags
 from .planner import Plan, plan_graph
 from .races import ExecRaces, RaceError, check_exec_graph
@@ -161,10 +162,16 @@ class GraphExec(NodeSetters, RefCounted):
         with graph.lock:
             _check_instantiable(graph)
             exec_graph, originals = snapshot(graph)  # InvalidValue on a cycle, nothing created
+        checked: set[tuple[Any, ...]] = set()
         for node in exec_graph.walk():
             if node.type is NodeType.Kernel:
                 # Added against the default device's limits; this executable runs on its own.
-                node.params.check_limits(device)
+                # Nodes of one launch shape pass or fail alike: check each shape once.
+                params = node.params
+                shape = (params.grid, params.block, params.shared_mem)
+                if shape not in checked:
+                    params.check_limits(device)
+                    checked.add(shape)
         self._races: ExecRaces | None = None
         if options.get("check_races", False):  # before anything is built: a race changes nothing
             self._races, reports = check_exec_graph(exec_graph, originals, graph)
@@ -245,7 +252,8 @@ class GraphExec(NodeSetters, RefCounted):
             raise ValueError("upload_stream is only used with InstantiateFlags.UPLOAD")
         if checked is InstantiateFlags.UPLOAD:
             launch_stream(upload_stream, device)  # checked before anything is built
-        graph_exec = cls(graph, flags, device, options, _FACTORY_KEY)
+        with gcpause.paused():  # a bulk build that makes no garbage: see core.gcpause
+            graph_exec = cls(graph, flags, device, options, _FACTORY_KEY)
         if checked is InstantiateFlags.UPLOAD:
             graph_exec._upload(upload_stream)
         return graph_exec
@@ -503,29 +511,38 @@ class GraphExec(NodeSetters, RefCounted):
             for node, params in changes:
                 node.params = params
                 if node.type is NodeType.Kernel:
-                    self._store_arguments(node, params, fresh.get(id(node)))
-                location = compiled.locations.get(id(node))
+                    self._store_arguments(node, params, fresh.get(node))
+                location = compiled.locations.get(node)
+                if location is None:  # event nodes bind at launch instead
+                    continue
+                ops = version.slot_ops[location[0]]
+                if (
+                    node.type is NodeType.Kernel
+                    and node.enabled
+                    and reads_same(ops[location[1]], params, compiled.arg_slots[node])
+                ):
+                    continue  # new bytes in the same slot: the op already reads them
                 op = node_op(self.device, node, compiled, self.arena)
-                if location is not None and op is not None:  # event nodes bind at launch instead
-                    version.slot_ops[location[0]][location[1]] = op
+                if op is not None:
+                    ops[location[1]] = op
             self.arena.flush()
             if self._races is not None:
                 self._races.commit(changes)
 
-    def _allocate_arguments(self, changes: list[Change]) -> dict[int, ArgSlot]:
-        """The new argument slots ``changes`` need (by ``id(node)``), allocated all at once.
+    def _allocate_arguments(self, changes: list[Change]) -> dict[ExecNode, ArgSlot]:
+        """The new argument slots ``changes`` need (by node), allocated all at once.
 
         A node's arguments are rewritten in place when no launch is in flight and they fit in
         its slot; otherwise they go to a new slot.
         """
-        needs: dict[int, int] = {}
+        needs: dict[ExecNode, int] = {}
         slots = self._compiled.arg_slots
         in_flight = self.in_flight
         for node, params in changes:
             if node.type is NodeType.Kernel:
                 size = max(params.kernel.layout.size, 1)
-                if in_flight or slots[id(node)].size < size:
-                    needs[id(node)] = size
+                if in_flight or slots[node].size < size:
+                    needs[node] = size
         if not needs:
             return {}
         return dict(zip(needs, self.arena.allocate_all(list(needs.values())), strict=True))
@@ -535,12 +552,12 @@ class GraphExec(NodeSetters, RefCounted):
     ) -> None:
         """Write a node's new arguments: into ``fresh`` (allocated beforehand) or in place."""
         slots = self._compiled.arg_slots
-        slot = slots[id(node)]
+        slot = slots[node]
         if fresh is None:
             self.arena.write(slot, params.arg_bytes)  # nothing in flight reads it: in place
             return
         self.arena.write(fresh, params.arg_bytes)
-        slots[id(node)] = fresh
+        slots[node] = fresh
         if self.in_flight:  # free once every launch enqueued so far has completed
             self._retired_slots.append((self._launches, slot))
         else:

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
+from ..core import gcpause
 from ..core.errors import GraphExecUpdateFailure, InvalidValue, Unknown
 from ..device.kernel import DimLike, Kernel
 from ..device.pointer import DevicePtr
@@ -190,7 +191,8 @@ class NodeSetters:
         """
         self.check_alive()
         graph = live_graph(graph)
-        new_copy, new_nodes = snapshot(graph)
+        with gcpause.paused():  # a bulk copy that makes no garbage: see core.gcpause
+            new_copy, new_nodes = snapshot(graph)
         result, changes = diff_graphs(self._graph, new_copy, new_nodes)
         if result.ok:
             result = device_limits_problem(changes, self.device)

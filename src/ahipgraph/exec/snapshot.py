@@ -64,15 +64,16 @@ class ExecGraph:
         An explicit stack, not recursion: child graphs may nest deeper than Python's stack.
         """
         out: list[ExecNode] = []
+        append = out.append
         stack = [iter(self.nodes)]
         while stack:
-            node = next(stack[-1], None)
-            if node is None:
+            for node in stack[-1]:  # resumes where the iterator stopped
+                append(node)
+                if node.child is not None:
+                    stack.append(iter(node.child.nodes))
+                    break
+            else:
                 stack.pop()
-                continue
-            out.append(node)
-            if node.child is not None:
-                stack.append(iter(node.child.nodes))
         return out
 
 

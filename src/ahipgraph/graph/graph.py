@@ -37,6 +37,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..core import gcpause
 from ..core.errors import IllegalState, InvalidValue, NotSupported
 from ..core.registry import HandleRegistry
 from ..lifetime.user_object import UserObject, check_count
@@ -138,7 +139,9 @@ class Graph(GraphTopology, GraphBuilder):
             raise
 
     def _embed_copy(self, child: Graph) -> Graph:
-        return live_graph(child, "child graph")._clone()
+        child = live_graph(child, "child graph")
+        with gcpause.paused():
+            return child._clone()
 
     def _check_mem_node_allowed(self) -> None:
         if self.owner_node is not None:
@@ -163,6 +166,21 @@ class Graph(GraphTopology, GraphBuilder):
         return node
 
     def _check_deps(self, deps: Deps) -> list[GraphNode]:
+        # Fast path for what almost every add passes: no dependency, or one live node of this
+        # (live) graph. Anything else, errors included, takes the full checks below.
+        given: Any = deps
+        kind = type(given)
+        if kind is tuple or kind is list:
+            if not given:
+                return []
+            if len(given) == 1:
+                dep: Any = given[0]
+                if type(dep) is GraphNode and dep.graph is self and NODES.get(dep.hid) is dep:
+                    return [dep]
+        elif kind is GraphNode:
+            node: GraphNode = given
+            if node.graph is self and NODES.get(node.hid) is node:
+                return [node]
         if isinstance(deps, GraphNode):
             deps = (deps,)
         checked: list[GraphNode] = []
@@ -201,7 +219,8 @@ class Graph(GraphTopology, GraphBuilder):
         Raises:
             InvalidValue: destroyed graph. NotSupported: the graph has memory nodes.
         """
-        return self._clone()
+        with gcpause.paused():  # a bulk build that makes no garbage: see core.gcpause
+            return self._clone()
 
     def _clone(self) -> Graph:
         """Copy this graph and its child graphs, however deep, with an explicit work list.

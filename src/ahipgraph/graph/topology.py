@@ -16,6 +16,7 @@ import threading
 from collections import deque
 from collections.abc import Sequence
 
+from ..core import gcpause
 from ..core.errors import InvalidValue, NotSupported
 from .node import GraphNode
 
@@ -107,7 +108,7 @@ class GraphTopology:
         Raises:
             InvalidValue: destroyed graph, or the graph has a cycle.
         """
-        with self.lock:
+        with self.lock, gcpause.paused():  # a bulk build that makes no garbage
             self.check_alive()
             return self._topological_order()
 
@@ -134,7 +135,7 @@ class GraphTopology:
 
     def edges(self) -> list[tuple[GraphNode, GraphNode]]:
         """Every edge (from, to): nodes in insertion order, each node's edges in edge order."""
-        with self.lock:
+        with self.lock, gcpause.paused():  # one tuple per edge, none of them garbage
             self.check_alive()
             return [(node, succ) for node in self._nodes for succ in node._succ]
 

@@ -22,7 +22,7 @@ from ..device.device import Device, check_range, get_device, resolve_pointer
 from ..device.kernel import Dim3, DimLike, Kernel, Threads, launch_dims
 from ..device.ops import CopyOp, FillOp, HostOp, KernelOp
 from ..device.pointer import DevicePtr
-from ..device.properties import CopyKind
+from ..device.properties import CopyKind, DeviceProperties
 
 __all__ = ["HostParams", "KernelParams", "MemcpyParams", "MemsetParams"]
 
@@ -67,21 +67,13 @@ class KernelParams:
         if not isinstance(kernel, Kernel):
             raise TypeError(f"expected a kernel declared with @ahg.kernel, got {kernel!r}")
         props = (device or get_device(0)).properties
-        grid3, block3 = launch_dims(
-            grid,
-            block,
-            max_threads_per_block=props.max_threads_per_block,
-            max_grid=props.max_grid,
-            shared_mem=shared_mem,
-            max_shared_mem=props.max_shared_memory_per_block,
-        )
+        grid3, block3, threads = _launch_shape(props, grid, block, shared_mem)
         arg_bytes = kernel.pack(args)  # None is InvalidValue for a kernel that takes arguments
         args = () if args is None else tuple(args)
         if isinstance(priority, bool) or not isinstance(priority, int):
             raise TypeError(f"priority must be an int, got {priority!r}")
         if not -(2**31) <= priority < 2**31:  # HIP's launch attribute is an int
             raise ValueError(f"priority {priority} does not fit in an int")
-        threads = Threads(grid3, block3, shared_mem)
         return cls(kernel, grid3, block3, args, shared_mem, arg_bytes, threads, priority)
 
     def check_limits(self, device: Device) -> None:
@@ -95,15 +87,7 @@ class KernelParams:
             InvalidConfiguration: the block or grid exceeds ``device``'s limits.
             InvalidValue: too much shared memory for ``device``.
         """
-        props = device.properties
-        launch_dims(
-            self.grid,
-            self.block,
-            max_threads_per_block=props.max_threads_per_block,
-            max_grid=props.max_grid,
-            shared_mem=self.shared_mem,
-            max_shared_mem=props.max_shared_memory_per_block,
-        )
+        _launch_shape(device.properties, self.grid, self.block, self.shared_mem)
 
     def cost_ns(self, device: Device) -> int:
         props = device.properties
@@ -111,11 +95,68 @@ class KernelParams:
             self.threads.count, props.compute_units, self.kernel.duration_ns
         )
 
-    def op(self, device: Device, buffer: Any = None, offset: int = 0) -> KernelOp:
-        """The dispatch op; arguments are read from ``buffer`` (default: a private copy)."""
+    def op(
+        self, device: Device, buffer: Any = None, offset: int = 0, writes: Any = None
+    ) -> KernelOp:
+        """The dispatch op; arguments are read from ``buffer`` (default: a private copy).
+
+        ``writes`` counts the writes to ``buffer`` (see :meth:`KernelOp.make`).
+        """
         if buffer is None:
             buffer, offset = self.arg_bytes, 0
-        return KernelOp.make(self.kernel, self.threads, buffer, offset, self.cost_ns(device))
+        return KernelOp.make(
+            self.kernel, self.threads, buffer, offset, self.cost_ns(device), writes
+        )
+
+
+_SHAPES: dict[tuple[Any, ...], tuple[DeviceProperties, Dim3, Dim3, Threads]] = {}
+_SHAPES_LIMIT = 1024
+
+
+def _launch_shape(
+    props: DeviceProperties, grid: Any, block: Any, shared_mem: Any
+) -> tuple[Dim3, Dim3, Threads]:
+    """:func:`launch_dims` for ``props``, plus the launch's :class:`Threads`, shared between
+    launches of the same shape.
+
+    A graph of a million nodes usually has a handful of launch shapes, so validating each shape
+    once (rather than once per node) and sharing its ``Dim3`` and ``Threads`` objects takes the
+    dimension checks and three objects off every node. Only configurations whose validation
+    depends on nothing but their values are remembered: plain ``int`` grid and block (a bool or
+    numpy integer takes the full path every time) or the canonical ``Dim3`` of ints a params
+    object holds, and a plain ``int`` shared-memory size. Failures are never remembered, so
+    every error is raised by :func:`launch_dims` itself, as before. The key holds the properties
+    object's identity, and the entry keeps that object alive, so an identity is never reused.
+    """
+    kind_g, kind_b = type(grid), type(block)
+    cacheable = (
+        type(shared_mem) is int
+        and (kind_g is int or (kind_g is Dim3 and _plain(grid)))
+        and (kind_b is int or (kind_b is Dim3 and _plain(block)))
+    )
+    if cacheable:
+        key = (id(props), grid, block, shared_mem)
+        entry = _SHAPES.get(key)
+        if entry is not None and entry[0] is props:
+            return entry[1], entry[2], entry[3]
+    grid3, block3 = launch_dims(
+        grid,
+        block,
+        max_threads_per_block=props.max_threads_per_block,
+        max_grid=props.max_grid,
+        shared_mem=shared_mem,
+        max_shared_mem=props.max_shared_memory_per_block,
+    )
+    threads = Threads(grid3, block3, shared_mem)
+    if cacheable:
+        if len(_SHAPES) >= _SHAPES_LIMIT:
+            _SHAPES.clear()
+        _SHAPES[key] = (props, grid3, block3, threads)
+    return grid3, block3, threads
+
+
+def _plain(dim: Dim3) -> bool:
+    return type(dim.x) is int and type(dim.y) is int and type(dim.z) is int
 
 
 Endpoint = DevicePtr | npt.NDArray[Any]

@@ -344,7 +344,7 @@ class _Recorder(hooks.Observer):
             locations = graph_exec._compiled.locations
             labels = {}
             for number, node in enumerate(graph_exec._graph.walk()):
-                where = locations.get(id(node))
+                where = locations.get(node)
                 if where is not None:
                     slot, position = where
                     labels.setdefault(slot, {})[position] = f"node {number} {node.type.name}"

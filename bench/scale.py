@@ -1,0 +1,229 @@
+"""Scale benchmark: per-node cost of every phase of a graph's life, from 10,000 to 1,000,000 nodes.
+
+For a chain of no-op kernel nodes and for a wide fork-join (one root, ``BRANCHES`` parallel
+chains, one join; every node a kernel) of each size it measures, in one run, per node:
+
+* ``build_us``        — ``graph.add_kernel_node`` for every node;
+* ``instantiate_us``  — ``graph.instantiate()``;
+* ``replay_us``       — one replay, end to end (``await (await exec.launch(stream))``);
+* ``update_us``       — ``exec.update(copy)`` with a clone whose every node has new arguments;
+* ``clone_us``, ``nodes_us``, ``edges_us``, ``dot_us`` — ``graph.clone()``, ``graph.nodes()``,
+  ``graph.edges()`` and ``graph.to_dot()``;
+* ``destroy_us``      — ``exec.destroy()`` plus ``graph.destroy()``;
+* ``bytes_per_node``  — what the graph plus its executable hold, measured with ``tracemalloc``
+  in a separate pass (tracing slows everything down, so it never overlaps the timings);
+* ``gc_collections``  — the garbage collector's passes per generation during build and
+  instantiate (the collector stays on, as in a user's program).
+
+The ratios of each figure to the same run's 10,000-node figure are reported too: flat per-node
+cost means ratios near 1. Run on its own with ``python bench/scale.py --sizes 10000,100000``;
+``bench/launch.py`` includes it in ``make bench``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import time
+import tracemalloc
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import ahipgraph as ahg
+
+SIZES = (10_000, 100_000, 1_000_000)
+BRANCHES = 1_000
+SHAPES = ("chain", "fork_join")
+
+
+@ahg.kernel
+def noop(t: ahg.Threads, x: ahg.Ptr[ahg.float32], n: ahg.int32) -> None:
+    """Does nothing with its arguments: the cost measured is the runtime's, not the kernel's."""
+
+
+def build(shape: str, size: int, x: ahg.DevicePtr, offset: int = 0) -> ahg.Graph:
+    """A chain, or a fork-join of ``BRANCHES`` chains between a root and a join: ``size`` nodes."""
+    graph = ahg.Graph()
+    add = graph.add_kernel_node
+    if shape == "chain":
+        previous: tuple[Any, ...] = ()
+        for i in range(size):
+            previous = (add(noop, 1, 1, (x, i + offset), deps=previous),)
+        return graph
+    branches = min(BRANCHES, size - 2)
+    root = (add(noop, 1, 1, (x, offset)),)
+    inner = size - 2
+    tails = []
+    number = 1
+    for branch in range(branches):
+        length = inner // branches + (1 if branch < inner % branches else 0)
+        previous = root
+        for _ in range(length):
+            previous = (add(noop, 1, 1, (x, number + offset), deps=previous),)
+            number += 1
+        tails.append(previous[0])
+    add(noop, 1, 1, (x, number + offset), deps=tails)
+    return graph
+
+
+def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:
+    start = time.perf_counter()
+    result = fn()
+    return result, time.perf_counter() - start
+
+
+async def time_one(shape: str, size: int, device: ahg.Device, x: ahg.DevicePtr) -> dict[str, Any]:
+    """Every phase of one graph's life, per node in microseconds."""
+    stream = device.create_stream()
+    gc.collect()
+    before = [s["collections"] for s in gc.get_stats()]
+    graph, build_s = _timed(lambda: build(shape, size, x))
+    exec_, instantiate_s = _timed(graph.instantiate)
+    after = [s["collections"] for s in gc.get_stats()]
+    start = time.perf_counter()
+    await (await exec_.launch(stream))
+    replay_s = time.perf_counter() - start
+    _, nodes_s = _timed(graph.nodes)
+    _, edges_s = _timed(graph.edges)
+    _, dot_s = _timed(graph.to_dot)
+    copy, clone_s = _timed(graph.clone)
+    copy.destroy()
+    new_args = build(shape, size, x, offset=1)
+    _, update_s = _timed(lambda: exec_.update(new_args))
+    await (await exec_.launch(stream))
+    new_args.destroy()
+    start = time.perf_counter()
+    exec_.destroy()
+    graph.destroy()
+    destroy_s = time.perf_counter() - start
+    await stream.synchronize()
+    stream.destroy()
+    per = 1e6 / size
+    return {
+        "build_us": build_s * per,
+        "instantiate_us": instantiate_s * per,
+        "replay_us": replay_s * per,
+        "update_us": update_s * per,
+        "clone_us": clone_s * per,
+        "nodes_us": nodes_s * per,
+        "edges_us": edges_s * per,
+        "dot_us": dot_s * per,
+        "destroy_us": destroy_s * per,
+        "gc_collections": [b - a for a, b in zip(before, after, strict=True)],
+    }
+
+
+def bytes_per_node(shape: str, size: int, device: ahg.Device, x: ahg.DevicePtr) -> dict[str, float]:
+    """Bytes the graph and its executable hold, per node; and what is left once both are gone."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        graph = build(shape, size, x)
+        graph_bytes = tracemalloc.get_traced_memory()[0] - base
+        exec_ = graph.instantiate()
+        total = tracemalloc.get_traced_memory()[0] - base
+        exec_.destroy()
+        graph.destroy()
+        del graph, exec_
+        gc.collect()
+        left = tracemalloc.get_traced_memory()[0] - base
+    finally:
+        tracemalloc.stop()
+    return {
+        "graph_bytes_per_node": graph_bytes / size,
+        "bytes_per_node": total / size,
+        "bytes_left_after_destroy": float(left),
+    }
+
+
+async def measure(sizes: tuple[int, ...], memory: bool = True) -> dict[str, Any]:
+    device = ahg.get_device(0)
+    x = device.malloc(4096)
+    out: dict[str, Any] = {"sizes": list(sizes), "branches": BRANCHES}
+    try:
+        for shape in SHAPES:
+            figures: dict[str, Any] = {}
+            for size in sizes:
+                figures[str(size)] = await time_one(shape, size, device, x)
+                if memory:
+                    figures[str(size)].update(bytes_per_node(shape, size, device, x))
+            out[shape] = figures
+    finally:
+        device.free(x)
+    out["ratios_vs_smallest"] = ratios(out, sizes)
+    return out
+
+
+def ratios(out: dict[str, Any], sizes: tuple[int, ...]) -> dict[str, Any]:
+    """Each per-node figure at each size over the same figure at the smallest size."""
+    result: dict[str, Any] = {}
+    base = str(sizes[0])
+    for shape in SHAPES:
+        per_shape: dict[str, Any] = {}
+        for size in sizes[1:]:
+            row = out[shape][str(size)]
+            per_shape[str(size)] = {
+                key: value / out[shape][base][key]
+                for key, value in row.items()
+                if key.endswith("_us") or key == "bytes_per_node"
+            }
+        result[shape] = per_shape
+    return result
+
+
+PHASES = ("build_us", "instantiate_us", "replay_us", "destroy_us", "update_us", "clone_us")
+PHASES += ("nodes_us", "edges_us", "dot_us")
+
+
+def table(out: dict[str, Any]) -> str:
+    header = f"{'shape':10} {'nodes':>9} " + " ".join(f"{p[:-3]:>8}" for p in PHASES)
+    header += f" {'B/node':>7} {'gc 0/1/2':>14}"
+    lines = ["per node, microseconds (bytes: graph + executable, tracemalloc)", header]
+    lines.append("-" * len(header))
+    for shape in SHAPES:
+        for size in out["sizes"]:
+            row = out[shape][str(size)]
+            cells = " ".join(f"{row[p]:>8.2f}" for p in PHASES)
+            memory = f"{row['bytes_per_node']:>7.0f}" if "bytes_per_node" in row else f"{'-':>7}"
+            collections = "/".join(str(c) for c in row["gc_collections"])
+            lines.append(f"{shape:10} {size:>9} {cells} {memory} {collections:>14}")
+    sizes = out["sizes"]
+    for shape in SHAPES:
+        for size in sizes[1:]:
+            ratio_row = out["ratios_vs_smallest"][shape][str(size)]
+            cells = " ".join(f"{ratio_row[p]:>7.2f}x" for p in PHASES)
+            lines.append(f"{shape:10} {str(size) + '/' + str(sizes[0]):>9} {cells}")
+    return "\n".join(lines)
+
+
+def parse_sizes(text: str) -> tuple[int, ...]:
+    sizes = tuple(int(part) for part in text.split(",") if part.strip())
+    if any(size < 3 for size in sizes):
+        raise argparse.ArgumentTypeError("every size must be at least 3 nodes")
+    return sizes
+
+
+def run(sizes: tuple[int, ...], memory: bool = True) -> dict[str, Any]:
+    ahg.configure_devices(1)
+    return ahg.run(lambda: measure(sizes, memory))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=parse_sizes, default=SIZES, help="comma-separated")
+    parser.add_argument("--no-memory", action="store_true", help="skip the tracemalloc pass")
+    parser.add_argument("--json", type=Path, help="write results to this JSON file")
+    args = parser.parse_args(argv)
+    out = run(args.sizes, memory=not args.no_memory)
+    print(table(out))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(out, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
