@@ -48,6 +48,7 @@ from .core.errors import (
     StreamCaptureWrongThread,
     Unknown,
 )
+from .device.conditional_arg import CondHandle, set_conditional
 from .device.device import Device, configure_devices, device_count, get_device
 from .device.kernel import Dim3, Kernel, Threads, kernel
 from .device.kernel_args import (
@@ -67,7 +68,9 @@ from .device.pointer import NULL, DevicePtr
 from .device.properties import CopyKind, CostModel, DeviceProperties
 from .exec.flags import InstantiateFlags, UpdateResult, UpdateResultKind
 from .exec.graph_exec import ExecStatistics, GraphExec
+from .graph.conditional import ConditionalHandle, ConditionalKind, ConditionalNodeParams
 from .graph.dot import DotFlags
+from .graph.generic import GraphNodeParams
 from .graph.graph import Graph
 from .graph.node import GraphNode
 from .graph.node_type import NodeType
@@ -81,11 +84,29 @@ from .runtime.capture import (
 )
 from .runtime.completion import Completion
 from .runtime.event import Event, elapsed_time
+from .runtime.launch_attributes import (
+    AccessPolicyWindow,
+    AccessProperty,
+    KernelAttributes,
+    KernelNodeAttribute,
+    stream_priority_range,
+)
 from .runtime.stream import Stream
 from .tools.trace import Trace, tracing
 
 __all__ = [
     "NULL",
+    "AccessPolicyWindow",
+    "AccessProperty",
+    "CondHandle",
+    "ConditionalHandle",
+    "ConditionalKind",
+    "ConditionalNodeParams",
+    "GraphNodeParams",
+    "KernelAttributes",
+    "KernelNodeAttribute",
+    "set_conditional",
+    "stream_priority_range",
     "CaptureDependencies",
     "CaptureInfo",
     "CaptureMode",

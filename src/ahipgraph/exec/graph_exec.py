@@ -48,6 +48,7 @@ from ..runtime.params import KernelParams
 from ..runtime.stream import Stream, StreamState, launch_stream
 from .arena import HEADROOM_BYTES, ArenaStatistics, ArgSlot, KernelArgArena
 from .compile import Compiled, compile_plan, node_op
+from .conditional import prepare as prepare_conditionals
 from .flags import InstantiateFlags, check_instantiate_flags
 from .planner import Plan, plan_graph
 from .setters import NodeSetters
@@ -125,6 +126,7 @@ class GraphExec(NodeSetters, RefCounted):
         "__weakref__",
         "_compiled",
         "_completed",
+        "_conditionals",
         "_graph",
         "_internal_streams",
         "_last_done",
@@ -158,7 +160,10 @@ class GraphExec(NodeSetters, RefCounted):
         with graph.lock:
             _check_instantiable(graph)
             exec_graph, originals = snapshot(graph)  # InvalidValue on a cycle, nothing created
-        for node in exec_graph.walk():
+            self._conditionals = prepare_conditionals(exec_graph)  # bodies, handles
+        conditionals = self._conditionals
+        every = exec_graph.walk() if conditionals is None else conditionals.walk(exec_graph)
+        for node in every:
             if node.type is NodeType.Kernel:
                 # Added against the default device's limits; this executable runs on its own.
                 node.params.check_limits(device)
@@ -170,7 +175,7 @@ class GraphExec(NodeSetters, RefCounted):
             max_streams=max_streams,
             use_priority=self.flags is InstantiateFlags.USE_NODE_PRIORITY,
         )
-        kernels = [n for n in exec_graph.walk() if n.type is NodeType.Kernel]
+        kernels = [n for n in every if n.type is NodeType.Kernel]
         arg_bytes = sum(-(-max(n.params.kernel.layout.size, 1) // 16) * 16 for n in kernels)
         self.arena = KernelArgArena(
             device,
@@ -180,12 +185,16 @@ class GraphExec(NodeSetters, RefCounted):
         self._internal_streams: list[Stream] = []
         self.user_objects: list[UserObject] = []
         try:
+            if conditionals is not None:  # handle cells, and kernels pointed at them
+                conditionals.allocate(device)
+                conditionals.bind_all(exec_graph)
             self._compiled: Compiled = compile_plan(
                 exec_graph,
                 self._plan,
                 device,
                 self.arena,
                 auto_free=self.flags is InstantiateFlags.AUTO_FREE_ON_LAUNCH,
+                conditionals=conditionals,
             )
             self.pool = SignalSetPool(
                 self._plan.num_signals,
@@ -418,6 +427,8 @@ class GraphExec(NodeSetters, RefCounted):
             raise InvalidValue(f"{self!r} was already destroyed")
         with self._ref_lock:
             self.state = ExecState.CLOSING
+        if self._conditionals is not None:  # a WHILE body that never ends stops here
+            self._conditionals.control.stopped = True
         # Launches parked for a signal set would otherwise wait for a pool that is going away.
         self.pool.fail_waiters(InvalidValue(f"{self!r} was destroyed while a launch waited"))
         self.release(1)
@@ -446,6 +457,8 @@ class GraphExec(NodeSetters, RefCounted):
         for stream in self._internal_streams:
             stream.destroy()
         self._internal_streams = []
+        if self._conditionals is not None:
+            self._conditionals.free(self.device)
         compiled = getattr(self, "_compiled", None)
         if unreserve and compiled is not None:
             for ptr in compiled.alloc_ptrs:
@@ -483,6 +496,8 @@ class GraphExec(NodeSetters, RefCounted):
         here with the executable, its arena and the device exactly as they were. Nothing after
         that can fail.
         """
+        if self._conditionals is not None:  # kernels' handle arguments point at our cells
+            changes = [(node, self._conditionals.bind(params)) for node, params in changes]
         with self._lock:
             fresh = self._allocate_arguments(changes)
             version = self._writable_version()

@@ -10,16 +10,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import GraphExecUpdateFailure, InvalidValue, Unknown
 from ..device.kernel import DimLike, Kernel
 from ..device.pointer import DevicePtr
 from ..device.properties import CopyKind
+from ..graph.attributes import exec_attribute, exec_with_attribute
 from ..graph.graph import live_graph
 from ..graph.node_type import NodeType
 from ..graph.params import event_params, memcpy_params
 from ..runtime.event import Event
+from ..runtime.launch_attributes import KernelNodeAttribute
 from ..runtime.params import Endpoint, HostParams, KernelParams, MemsetParams
 from .flags import UpdateResult
 from .snapshot import ExecGraph, ExecNode, snapshot
@@ -73,7 +76,29 @@ class NodeSetters:
         params = KernelParams.make(
             kernel, grid, block, args, shared_mem=shared_mem, device=self.device
         )
+        old = exec_node.params  # the node keeps its priority and attributes, as in HIP
+        params = replace(params, priority=old.priority, attributes=old.attributes)
         self._set(exec_node, params)
+
+    def kernel_node_attribute(self, node: GraphNode, attr: KernelNodeAttribute | int) -> Any:
+        """The executable's value of a kernel node's attribute (see ``node.get_attribute``)."""
+        exec_node = self._node(node, NodeType.Kernel)
+        return exec_attribute(exec_node.params, attr)
+
+    def set_kernel_node_attribute(
+        self, node: GraphNode, attr: KernelNodeAttribute | int, value: Any
+    ) -> None:
+        """Change a kernel node's priority or access-policy window in this executable only.
+
+        The executable's plan was made at instantiate, so a new priority does not move the
+        node to another parallel stream; it is what the executable reports and passes on.
+
+        Raises:
+            InvalidValue: as ``node.set_attribute``; or a different cooperative value (fixed
+                at instantiate).
+        """
+        exec_node = self._node(node, NodeType.Kernel)
+        self._set(exec_node, exec_with_attribute(exec_node.params, attr, value))
 
     def set_memcpy_node_params(
         self,
