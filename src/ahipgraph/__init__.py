@@ -50,6 +50,7 @@ from .core.errors import (
 )
 from .device.conditional_arg import CondHandle, set_conditional
 from .device.device import Device, configure_devices, device_count, get_device
+from .device.graph_pool import GraphMemAttribute
 from .device.kernel import Dim3, Kernel, Threads, kernel
 from .device.kernel_args import (
     Ptr,
@@ -102,6 +103,7 @@ __all__ = [
     "ConditionalHandle",
     "ConditionalKind",
     "ConditionalNodeParams",
+    "GraphMemAttribute",
     "GraphNodeParams",
     "KernelAttributes",
     "KernelNodeAttribute",
