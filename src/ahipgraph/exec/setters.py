@@ -20,7 +20,7 @@ from ..device.properties import CopyKind
 from ..graph.attributes import exec_attribute, exec_with_attribute
 from ..graph.graph import live_graph
 from ..graph.node_type import NodeType
-from ..graph.params import event_params, memcpy_params
+from ..graph.params import event_params, memcpy_params, revalidate
 from ..runtime.event import Event
 from ..runtime.launch_attributes import KernelNodeAttribute
 from ..runtime.params import Endpoint, HostParams, KernelParams, MemsetParams
@@ -30,6 +30,7 @@ from .update import Change, check_setter, device_limits_problem, diff_graphs
 
 if TYPE_CHECKING:
     from ..device.device import Device
+    from ..graph.generic import GraphNodeParams
     from ..graph.graph import Graph
     from ..graph.node import GraphNode
 
@@ -99,6 +100,27 @@ class NodeSetters:
         """
         exec_node = self._node(node, NodeType.Kernel)
         self._set(exec_node, exec_with_attribute(exec_node.params, attr, value))
+
+    def set_node_params(self, node: GraphNode, params: GraphNodeParams) -> None:
+        """``hipGraphExecNodeSetParams``: new parameters for a node of any kind.
+
+        ``params`` is an :class:`ahipgraph.GraphNodeParams` of the node's own kind; the
+        kind's own setter does the rest, with its checks.
+
+        Raises:
+            InvalidValue: a bad kind, a kind other than the node's, an empty or conditional
+                node. NotSupported: a memory-alloc or memory-free node.
+        """
+        from ..graph.generic import set_exec_node_params
+
+        set_exec_node_params(self, node, params)
+
+    def _set_kernel_record(self, node: GraphNode, record: KernelParams) -> None:
+        """A whole kernel record (generic setter): priority and attributes included."""
+        exec_node = self._node(node, NodeType.Kernel)
+        params = revalidate(record)
+        params.check_limits(self.device)
+        self._set(exec_node, params)
 
     def set_memcpy_node_params(
         self,
