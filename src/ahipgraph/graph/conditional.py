@@ -11,7 +11,8 @@ body graphs, which the caller fills like any graph. When the node runs it reads 
 
 Bodies belong to their node as a child-graph node's copy does (destroy the node, not the
 body); they are cloned with their graph and instantiated with their parent. A handle belongs to
-the graph that made it (or that graph's clones); a node of another graph → ``InvalidValue``.
+the graph that made it: a node of that graph, of its clones, or of a body or child graph inside
+it may use it; a node of any other graph → ``InvalidValue``.
 
 HIP's checks: a null handle, a handle of another graph, an unknown kind, WHILE with a size
 other than 1, IF with a size other than 1 or 2, SWITCH with a size below 1 → ``InvalidValue``.
@@ -106,11 +107,21 @@ def make_handle(graph: Graph, default: Any, assign_default: Any) -> ConditionalH
 
 
 def _owns(graph: Graph, handle: ConditionalHandle) -> bool:
-    ancestor: Graph | None = graph
-    while ancestor is not None:
-        if ancestor.id == handle.graph_id:
+    """The handle was made by ``graph``, a graph it was cloned from, or a graph enclosing it
+    (a body or child graph inside that graph, however deep)."""
+    pending: list[Graph] = [graph]
+    seen: set[int] = set()
+    while pending:
+        current = pending.pop()
+        if current.id in seen:
+            continue
+        seen.add(current.id)
+        if current.id == handle.graph_id:
             return True
-        ancestor = ancestor.original
+        if current.original is not None:
+            pending.append(current.original)
+        if current.owner_node is not None:
+            pending.append(current.owner_node.graph)
     return False
 
 
