@@ -541,3 +541,36 @@ async def test_a_waiting_synchronize_can_be_cancelled(device: ahg.Device) -> Non
     graph.destroy()
     stream.destroy()
     device.free(x)
+
+
+@pytest.mark.asyncio
+async def test_update_keeps_equal_bodies_and_refuses_changed_ones(device: ahg.Device) -> None:
+    x = device.malloc(4)
+    graph = ahg.Graph()
+    handle = graph.conditional_handle(default=1)
+    node, (body,) = graph.add_conditional_node(handle, K.While)
+    body.add_kernel_node(count_to, 1, 1, (3, x, handle))
+    graph_exec = graph.instantiate()
+    assert graph_exec.update(graph.clone()).ok  # same bodies: nothing to change
+    changed = graph.clone()
+    (step,) = changed.find_in_clone(node).params.bodies[0].nodes()
+    step.set_kernel_params(count_to, 1, 1, (9, x, handle))
+    with pytest.raises(ahg.GraphExecUpdateFailure) as failure:
+        graph_exec.update(changed)
+    result = failure.value.result  # type: ignore[attr-defined]
+    assert result.kind is ahg.UpdateResultKind.ParametersChanged
+    assert result.node is changed.find_in_clone(node)
+    other_kind = ahg.Graph()
+    h2 = other_kind.conditional_handle(default=1)
+    _, (b2,) = other_kind.add_conditional_node(h2, K.If)
+    b2.add_kernel_node(count_to, 1, 1, (3, x, h2))
+    with pytest.raises(ahg.GraphExecUpdateFailure):
+        graph_exec.update(other_kind)
+    await (await graph_exec.launch())  # the executable is as it was
+    assert read(device, x) == [3]
+    with pytest.raises(ahg.InvalidValue):
+        graph_exec.set_node_params(node, ahg.GraphNodeParams(ahg.NodeType.Conditional, node.params))
+    graph_exec.destroy()
+    for g in (graph, changed, other_kind):
+        g.destroy()
+    device.free(x)

@@ -234,6 +234,23 @@ class Conditionals:
         ]
         return DefaultsOp(cells) if cells else None
 
+    def same(self, old: ExecNode, params: Any) -> bool:
+        """Whether conditional node ``old`` would be unchanged by new parameters ``params``."""
+        was: ConditionalNodeParams = old.params
+        if not isinstance(params, ConditionalNodeParams):
+            return False
+        if (params.handle.token, params.kind, params.size) != (
+            was.handle.token,
+            was.kind,
+            was.size,
+        ):
+            return False
+        for old_body, body in zip(self.bodies[id(old)], params.bodies, strict=True):
+            copy, _ = snapshot(body)
+            if not _same_graph(self, old_body, copy):
+                return False
+        return True
+
     def op(self, node: ExecNode, emit: Any) -> ConditionalOp:
         """The op of conditional node ``node``; ``emit(node, ops)`` compiles a body node."""
         params: ConditionalNodeParams = node.params
@@ -282,3 +299,48 @@ def prepare(graph: ExecGraph) -> Conditionals | None:
     if not found.handles:
         return None
     return found
+
+
+def _same_graph(conditionals: Conditionals, old: ExecGraph, new: ExecGraph) -> bool:
+    """``new`` (a fresh snapshot) has ``old``'s nodes, edges and parameters, however nested."""
+    pairs = [(old, new)]
+    while pairs:
+        a, b = pairs.pop()
+        if len(a.nodes) != len(b.nodes):
+            return False
+        for x, y in zip(a.nodes, b.nodes, strict=True):
+            if x.type is not y.type or x.deps != y.deps:
+                return False
+            if x.type is NodeType.Graph:
+                assert x.child is not None and y.child is not None
+                pairs.append((x.child, y.child))
+            elif x.type is NodeType.Conditional:
+                if not conditionals.same(x, y.params):
+                    return False
+            elif x.params != conditionals.bind(y.params):
+                return False
+    return True
+
+
+def settle_update(
+    conditionals: Conditionals | None, changes: list[Any]
+) -> tuple[list[Any], str, ExecNode | None]:
+    """Drop unchanged conditional nodes from an update's ``changes``.
+
+    Returns the remaining changes and, if a conditional node's handle, kind, size or bodies
+    differ, why the update cannot be made (an executable keeps the bodies it was made with)
+    and that node.
+    """
+    kept = []
+    for node, params in changes:
+        if node.type is not NodeType.Conditional:
+            kept.append((node, params))
+            continue
+        assert conditionals is not None
+        if not conditionals.same(node, params):
+            why = (
+                "a conditional node's handle, kind, size or bodies changed; an executable "
+                "keeps the bodies it was made with (instantiate again)"
+            )
+            return [], why, node
+    return kept, "", None

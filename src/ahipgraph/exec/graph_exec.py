@@ -49,6 +49,7 @@ from ..runtime.stream import Stream, StreamState, launch_stream
 from .arena import HEADROOM_BYTES, ArenaStatistics, ArgSlot, KernelArgArena
 from .compile import Compiled, compile_plan, node_op
 from .conditional import prepare as prepare_conditionals
+from .conditional import settle_update
 from .flags import InstantiateFlags, check_instantiate_flags
 from .planner import Plan, plan_graph
 from .setters import NodeSetters
@@ -479,6 +480,12 @@ class GraphExec(NodeSetters, RefCounted):
             names = "/".join(t.name for t in types)
             raise InvalidValue(f"{node!r} is a {exec_node.type.name} node, not {names}")
         return exec_node
+
+    def _settle_conditionals(
+        self, changes: list[Change]
+    ) -> tuple[list[Change], str, ExecNode | None]:
+        """An update's changes without unchanged conditional nodes, or why it cannot be made."""
+        return settle_update(self._conditionals, changes)
 
     def _writable_version(self) -> _Version:
         version = self._version

@@ -24,7 +24,7 @@ from ..graph.params import event_params, memcpy_params, revalidate
 from ..runtime.event import Event
 from ..runtime.launch_attributes import KernelNodeAttribute
 from ..runtime.params import Endpoint, HostParams, KernelParams, MemsetParams
-from .flags import UpdateResult
+from .flags import UpdateResult, UpdateResultKind
 from .snapshot import ExecGraph, ExecNode, snapshot
 from .update import Change, check_setter, device_limits_problem, diff_graphs
 
@@ -53,6 +53,11 @@ class NodeSetters:
         raise NotImplementedError
 
     def _apply(self, changes: list[Change]) -> None:
+        raise NotImplementedError
+
+    def _settle_conditionals(
+        self, changes: list[Change]
+    ) -> tuple[list[Change], str, ExecNode | None]:
         raise NotImplementedError
 
     def _set(self, exec_node: ExecNode, params: Any) -> None:
@@ -199,6 +204,9 @@ class NodeSetters:
         assert exec_node.child is not None
         result, changes = diff_graphs(exec_node.child, new_copy, new_nodes, node)
         if result.ok:
+            changes, why, _ = self._settle_conditionals(changes)
+            if why:
+                raise Unknown(f"child graph does not match: {why}")
             result = device_limits_problem(changes, self.device, node)
         if not result.ok:
             raise Unknown(f"child graph does not match: {result.reason}")
@@ -239,6 +247,12 @@ class NodeSetters:
         graph = live_graph(graph)
         new_copy, new_nodes = snapshot(graph)
         result, changes = diff_graphs(self._graph, new_copy, new_nodes)
+        if result.ok:
+            changes, why, bad = self._settle_conditionals(changes)
+            if why:
+                top = self._graph.nodes
+                culprit = next((new_nodes[i] for i, n in enumerate(top) if n is bad), None)
+                result = UpdateResult(UpdateResultKind.ParametersChanged, culprit, why)
         if result.ok:
             result = device_limits_problem(changes, self.device)
         if not result.ok:
