@@ -58,8 +58,10 @@ def test_add_returns_empty_bodies_owned_by_the_node() -> None:
     assert (handle.default, handle.assign_default) == (3, True)
     node, bodies = graph.add_conditional_node(handle, K.If, 2)
     assert node.type is ahg.NodeType.Conditional
-    assert len(bodies) == 2 and bodies[0] is not bodies[1]
-    assert node.params.bodies == tuple(bodies) and node.params.size == 2
+    assert len(bodies) == 2
+    assert bodies[0] is not bodies[1]
+    assert node.params.bodies == tuple(bodies)
+    assert node.params.size == 2
     assert all(body.statistics().nodes == 0 for body in bodies)
     with pytest.raises(ahg.InvalidValue, match="belongs to"):
         bodies[0].destroy()  # destroy the node, not its body
@@ -111,8 +113,13 @@ def test_bad_add_is_refused_and_changes_nothing(
 
 @pytest.mark.parametrize(
     ("default", "assign", "error"),
-    [(-1, True, ahg.InvalidValue), (2**32, True, ahg.InvalidValue), (1.0, True, TypeError)]
-    + [(True, True, TypeError), (0, 1, TypeError)],
+    [
+        (-1, True, ahg.InvalidValue),
+        (2**32, True, ahg.InvalidValue),
+        (1.0, True, TypeError),
+        (True, True, TypeError),
+        (0, 1, TypeError),
+    ],
 )
 def test_bad_handle_is_refused(default: Any, assign: Any, error: type[Exception]) -> None:
     graph = ahg.Graph()
@@ -130,7 +137,7 @@ def test_kernel_handle_parameter_takes_only_handles() -> None:
     graph.destroy()
 
 
-# -- running ----------------------------------------------------------------------------------------
+# -- running --------------------------------------------------------------------------------
 
 
 @pytest.mark.asyncio
@@ -321,7 +328,7 @@ async def test_a_handle_outside_an_executable_fails_cleanly(device: ahg.Device) 
     handle = graph.conditional_handle()
     stream = device.create_stream()
     await stream.launch_kernel(setter, 1, 1, (1, handle))
-    with pytest.raises(ahg.LaunchFailure, match="InvalidDevicePointer|not inside"):
+    with pytest.raises(ahg.LaunchFailure, match=r"InvalidDevicePointer|not inside"):
         await stream.synchronize()
     graph.destroy()
     stream.destroy()
@@ -464,7 +471,7 @@ async def test_conditional_node_added_to_a_capture(device: ahg.Device) -> None:
     device.free(x)
 
 
-# -- bodies that never end ---------------------------------------------------------------------------
+# -- bodies that never end ------------------------------------------------------------------
 
 
 def never_ending(device: ahg.Device, x: ahg.DevicePtr) -> ahg.Graph:

@@ -115,3 +115,21 @@ def test_run_on_uvloop() -> None:
     pytest.importorskip("uvloop")
     assert ahg.run(_answer, use_uvloop=True) == 42
     assert ahg.run(_loop_kind, use_uvloop=True) == "uvloop"
+
+
+def test_hip_graph_surface_names_are_exported() -> None:
+    expected = {
+        "AccessPolicyWindow",
+        "AccessProperty",
+        "CondHandle",
+        "ConditionalHandle",
+        "ConditionalKind",
+        "ConditionalNodeParams",
+        "GraphMemAttribute",
+        "GraphNodeParams",
+        "KernelAttributes",
+        "KernelNodeAttribute",
+        "set_conditional",
+        "stream_priority_range",
+    }
+    assert expected <= set(ahg.__all__)

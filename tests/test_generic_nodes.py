@@ -62,7 +62,8 @@ def test_add_node_memory_nodes(device: ahg.Device) -> None:
     ptr = alloc.params.ptr  # written back, as HIP writes dptr
     assert alloc.params.nbytes == 256
     alloc2 = graph.add_node(P(T.MemAlloc, MemAllocParams(ahg.NULL, 512, 0)))
-    assert alloc2.params.nbytes == 512 and alloc2.params.ptr != ptr
+    assert alloc2.params.nbytes == 512
+    assert alloc2.params.ptr != ptr
     graph.add_node(P(T.MemFree, ptr), deps=[alloc])
     graph.add_node(P(T.MemFree, MemFreeParams(alloc2.params.ptr)), deps=[alloc2])
     with pytest.raises(ahg.InvalidValue, match="already has a memory-free node"):

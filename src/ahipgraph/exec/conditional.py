@@ -312,7 +312,8 @@ def _same_graph(conditionals: Conditionals, old: ExecGraph, new: ExecGraph) -> b
             if x.type is not y.type or x.deps != y.deps:
                 return False
             if x.type is NodeType.Graph:
-                assert x.child is not None and y.child is not None
+                assert x.child is not None
+                assert y.child is not None
                 pairs.append((x.child, y.child))
             elif x.type is NodeType.Conditional:
                 if not conditionals.same(x, y.params):
