@@ -581,3 +581,15 @@ async def test_update_keeps_equal_bodies_and_refuses_changed_ones(device: ahg.De
     for g in (graph, changed, other_kind):
         g.destroy()
     device.free(x)
+
+
+def test_dot_draws_the_node_and_its_bodies() -> None:
+    graph = ahg.Graph()
+    handle = graph.conditional_handle()
+    node, bodies = graph.add_conditional_node(handle, K.Switch, 2)
+    bodies[1].add_empty_node()
+    text = graph.to_dot()
+    assert f'label="{node.id}\\nSWITCH\\n(graph_{bodies[0].id},graph_{bodies[1].id})"' in text
+    assert 'shape="diamond"' in text
+    assert text.count("subgraph cluster_") == 3
+    graph.destroy()

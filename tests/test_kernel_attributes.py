@@ -285,3 +285,16 @@ async def test_capture_on_a_prioritised_stream_gives_the_node_that_priority(
     capture.graph.destroy()
     stream.destroy()
     device.free(out)
+
+
+def test_dot_shows_the_attributes_with_hips_flag(device: ahg.Device) -> None:
+    out = device.malloc(8)
+    graph, node = kernel_graph(out)
+    node.set_attribute(A.Priority, -1)
+    node.set_attribute(A.AccessPolicyWindow, WINDOW)
+    text = graph.to_dot(ahg.DotFlags.KernelNodeAttributes)
+    assert "{priority | cooperative | window_base" in text
+    assert "{-1 | 0 | NULL | 4096 | 0.5 | Persisting | Streaming}" in text
+    assert "priority" not in graph.to_dot(ahg.DotFlags.KernelNodeParams)
+    graph.destroy()
+    device.free(out)
