@@ -593,3 +593,56 @@ def test_dot_draws_the_node_and_its_bodies() -> None:
     assert 'shape="diamond"' in text
     assert text.count("subgraph cluster_") == 3
     graph.destroy()
+
+
+def test_an_endless_body_abandoned_by_a_closed_loop_fails_on_the_next_loop() -> None:
+    device = ahg.get_device(0)
+    x = device.malloc(4)
+    graph = never_ending(device, x)
+    graph_exec = graph.instantiate()
+
+    async def start() -> ahg.Completion:
+        done = await graph_exec.launch()
+        for _ in range(5):  # a few iterations, then this loop closes with the body looping
+            await asyncio.sleep(0)
+        return done
+
+    done = asyncio.run(start())
+    assert not done.done()
+
+    async def finish() -> None:
+        with pytest.raises(ahg.IllegalState, match="event loop"):
+            await done
+        with pytest.raises(ahg.IllegalState):  # reported to the launch stream as well
+            await device.synchronize()
+        await device.synchronize()  # nothing is left running
+        assert device.statistics().in_flight == 0
+
+    asyncio.run(finish())
+    graph_exec.destroy()
+    graph.destroy()
+    device.free(x)
+    assert device.memory.bytes_in_use == 0
+
+
+def test_adds_from_os_threads_are_whole(fast_switching: None) -> None:
+    from ahipgraph.testing.helpers import run_together
+
+    graph = ahg.Graph()
+    handle = graph.conditional_handle()
+
+    def add_many() -> None:
+        for _ in range(50):
+            _, bodies = graph.add_conditional_node(handle, K.Switch, 3)
+            for body in bodies:
+                body.add_empty_node()
+
+    assert run_together(add_many, add_many, add_many) == []
+    nodes = graph.nodes()
+    assert len(nodes) == 150
+    assert all(len(n.params.bodies) == 3 for n in nodes)
+    assert all(b.owner_node is n for n in nodes for b in n.params.bodies)
+    clone = graph.clone()
+    assert sum(len(b.nodes()) for n in clone.nodes() for b in n.params.bodies) == 450
+    clone.destroy()
+    graph.destroy()
