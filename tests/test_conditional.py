@@ -646,3 +646,25 @@ def test_adds_from_os_threads_are_whole(fast_switching: None) -> None:
     assert sum(len(b.nodes()) for n in clone.nodes() for b in n.params.bodies) == 450
     clone.destroy()
     graph.destroy()
+
+
+@pytest.mark.parametrize("nbytes", [None, 8], ids=["first allocation", "a handle cell"])
+def test_instantiate_failing_half_way_gives_everything_back(
+    device: ahg.Device, nbytes: int | None
+) -> None:
+    from ahipgraph import testing
+
+    graph = ahg.Graph()
+    h1, h2 = graph.conditional_handle(default=1), graph.conditional_handle()
+    _, (body,) = graph.add_conditional_node(h1, K.While)
+    body.add_kernel_node(setter, 1, 1, (0, h1))
+    graph.add_conditional_node(h2, K.If)
+    before = leak_snapshot()
+    with testing.fail_allocations(1, nbytes=nbytes), pytest.raises(ahg.OutOfMemory):
+        graph.instantiate()
+    assert leak_report(before) is None
+    assert device.memory.statistics().bytes_in_use == before.devices[0].memory.bytes_in_use
+    assert not graph.instantiated
+    graph_exec = graph.instantiate()  # and it still can be
+    graph_exec.destroy()
+    graph.destroy()
