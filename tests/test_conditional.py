@@ -668,3 +668,17 @@ def test_instantiate_failing_half_way_gives_everything_back(
     graph_exec = graph.instantiate()  # and it still can be
     graph_exec.destroy()
     graph.destroy()
+
+
+def test_the_executable_owns_the_user_objects_of_its_bodies(device: ahg.Device) -> None:
+    ran: list[str] = []
+    obj = ahg.UserObject(lambda _data: ran.append("destroyed"))
+    graph = ahg.Graph()
+    handle = graph.conditional_handle()
+    _, (body,) = graph.add_conditional_node(handle, K.If)
+    body.retain_user_object(obj, move=True)
+    graph_exec = graph.instantiate()
+    graph.destroy()
+    assert ran == []  # the executable still holds a reference
+    graph_exec.destroy()
+    assert ran == ["destroyed"]

@@ -41,6 +41,7 @@ from .snapshot import ExecGraph, ExecNode, snapshot
 
 if TYPE_CHECKING:
     from ..device.device import Device
+    from ..lifetime.user_object import UserObject
     from ..device.pointer import DevicePtr
     from ..device.program import Program
 
@@ -187,6 +188,15 @@ class Conditionals:
         self.handles: dict[int, ConditionalHandle] = {}  # token -> handle
         self.cells: dict[int, DevicePtr] = {}  # token -> its cell
         self.control = _Control()
+
+    @property
+    def user_objects(self) -> list[UserObject]:
+        """The user objects owned by any body copy (and its child graphs), each once."""
+        owned: dict[UserObject, None] = {}
+        for copies in self.bodies.values():
+            for copy in copies:
+                owned.update(dict.fromkeys(copy.user_objects))
+        return list(owned)
 
     def walk(self, graph: ExecGraph) -> list[ExecNode]:
         """Every node of ``graph``, child graphs and conditional bodies included."""

@@ -220,6 +220,8 @@ class GraphExec(NodeSetters, RefCounted):
         self._last_done: Signal = REACHED
         self.state = ExecState.OPEN
         self.user_objects = list(exec_graph.user_objects)
+        if conditionals is not None:  # bodies' user objects too, each once
+            self.user_objects = list(dict.fromkeys(self.user_objects + conditionals.user_objects))
         for obj in self.user_objects:
             obj.adopt(self, 1)
         self.hid = EXECS.register(self)
