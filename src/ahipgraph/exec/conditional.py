@@ -41,9 +41,9 @@ from .snapshot import ExecGraph, ExecNode, snapshot
 
 if TYPE_CHECKING:
     from ..device.device import Device
-    from ..lifetime.user_object import UserObject
     from ..device.pointer import DevicePtr
     from ..device.program import Program
+    from ..lifetime.user_object import UserObject
 
 __all__ = ["ConditionalOp", "Conditionals", "prepare"]
 
