@@ -25,6 +25,7 @@ def test_readme_example_runs() -> None:
         ("saxpy.py", "saxpy n=65536: max |error|"),
         ("graph_replay.py", "1000 replays match eager execution and numpy"),
         ("capture.py", "exec.update: Success; results match numpy"),
+        ("conditional.py", "converged after 1710 sweeps in one launch; matches numpy"),
     ],
 )
 def test_example_runs(script: str, says: str, capsys: pytest.CaptureFixture[str]) -> None:

@@ -899,8 +899,13 @@ async def test_memory_nodes_allocate_and_free_on_every_launch(device: ahg.Device
         host[:] = 0
         await (await graph_exec.launch(stream))
         assert host.tolist() == [3 * i for i in range(MEM_N)]
-        assert device.memory.bytes_in_use == baseline + arena  # the free node gave it back
+        # The free node gave the memory back to the device's graph pool, which keeps it.
+        assert device.graph_mem_attribute(ahg.GraphMemAttribute.UsedMemCurrent) == 0
+        assert device.graph_mem_attribute(ahg.GraphMemAttribute.ReservedMemCurrent) == MEM_N * 8
+        assert device.memory.bytes_in_use == baseline + arena + MEM_N * 8
     assert in_use == [baseline + arena + MEM_N * 8] * 3  # allocated while the graph ran
+    assert device.graph_mem_trim() == MEM_N * 8
+    assert device.memory.bytes_in_use == baseline + arena
 
     with pytest.raises(ahg.NotSupported):
         graph.instantiate()  # a graph with memory nodes instantiates once
@@ -922,8 +927,10 @@ async def test_relaunch_without_a_free_node_is_invalid_value(device: ahg.Device)
     with pytest.raises(ahg.InvalidValue, match="never freed"):
         await graph_exec.launch(stream)
     assert graph_exec.statistics().launches == 1
-    graph_exec.destroy()  # the executable owns the allocation and returns it
+    graph_exec.destroy()  # the executable owns the allocation and returns it (to the pool)
     graph.destroy()
+    assert device.graph_mem_attribute(ahg.GraphMemAttribute.UsedMemCurrent) == 0
+    device.graph_mem_trim()
     assert device.memory.bytes_in_use == baseline
     assert device.memory.statistics().reservations == 0
 
@@ -945,6 +952,7 @@ async def test_auto_free_on_launch_allows_relaunch_without_a_free_node(device: a
     assert in_use == [baseline + arena + MEM_N * 8] * 3
     graph_exec.destroy()
     graph.destroy()
+    device.graph_mem_trim()
     assert device.memory.bytes_in_use == baseline
     assert device.memory.statistics().reservations == 0
 
@@ -964,6 +972,8 @@ async def test_relaunch_after_the_user_frees_the_graph_allocation(device: ahg.De
         assert host.tolist() == [3 * i for i in range(MEM_N)]
         assert device.memory.bytes_in_use == baseline + arena + MEM_N * 8
         device.free(ptr)  # "free them", as the relaunch error asks: the next launch may go
+        assert device.graph_mem_attribute(ahg.GraphMemAttribute.UsedMemCurrent) == 0
+        assert device.graph_mem_trim() == MEM_N * 8
         assert device.memory.bytes_in_use == baseline + arena
     graph_exec.destroy()
     graph.destroy()

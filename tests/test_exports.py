@@ -131,3 +131,21 @@ def test_race_checker_names_are_exported() -> None:
     assert expected <= set(ahg.__all__)
     assert issubclass(ahg.RaceWarning, UserWarning)
     assert not issubclass(ahg.RaceError, ahg.HipError)  # a finding, not a HIP status
+
+
+def test_hip_graph_surface_names_are_exported() -> None:
+    expected = {
+        "AccessPolicyWindow",
+        "AccessProperty",
+        "CondHandle",
+        "ConditionalHandle",
+        "ConditionalKind",
+        "ConditionalNodeParams",
+        "GraphMemAttribute",
+        "GraphNodeParams",
+        "KernelAttributes",
+        "KernelNodeAttribute",
+        "set_conditional",
+        "stream_priority_range",
+    }
+    assert expected <= set(ahg.__all__)

@@ -95,6 +95,7 @@ def test_node_type_has_hips_names_and_values() -> None:
         "MemFree": 11,
         "MemcpyFromSymbol": 12,
         "MemcpyToSymbol": 13,
+        "Conditional": 15,
     }
     assert {t.name: t.value for t in ahg.NodeType} == expected
     assert ahg.NodeType.Kernel.hip_name == "hipGraphNodeTypeKernel"

@@ -279,6 +279,8 @@ def test_commit_decommit_cycle_charges_and_returns_memory(device: ahg.Device) ->
     with pytest.raises(ahg.InvalidValue, match="already committed"):
         memory.commit(ptr)
     memory.decommit(ptr)
+    assert memory.bytes_in_use == 1000  # the graph pool keeps the bytes...
+    assert memory.trim_graph_pool() == 1000  # ...until a trim
     assert memory.bytes_in_use == 0
     with pytest.raises(ahg.InvalidDevicePointer):
         memory.resolve(ptr, 1)
@@ -286,7 +288,8 @@ def test_commit_decommit_cycle_charges_and_returns_memory(device: ahg.Device) ->
     assert memory.bytes_in_use == 0
     memory.commit(ptr)  # same addresses, fresh zeroed memory
     assert not device.view(ptr, np.uint8).any()
-    memory.unreserve(ptr)  # gives back the memory too
+    memory.unreserve(ptr)  # gives back the memory too (to the graph pool)
+    memory.trim_graph_pool()
     stats = memory.statistics()
     assert (stats.allocations, stats.reservations, stats.bytes_in_use) == (0, 0, 0)
 

@@ -48,7 +48,9 @@ from .core.errors import (
     StreamCaptureWrongThread,
     Unknown,
 )
+from .device.conditional_arg import CondHandle, set_conditional
 from .device.device import Device, configure_devices, device_count, get_device
+from .device.graph_pool import GraphMemAttribute
 from .device.kernel import Dim3, Kernel, Threads, kernel
 from .device.kernel_args import (
     AtomicPtr,
@@ -70,7 +72,9 @@ from .device.properties import CopyKind, CostModel, DeviceProperties
 from .exec.flags import InstantiateFlags, UpdateResult, UpdateResultKind
 from .exec.graph_exec import ExecStatistics, GraphExec
 from .exec.races import RaceError, RaceReport, RaceSite, RaceWarning
+from .graph.conditional import ConditionalHandle, ConditionalKind, ConditionalNodeParams
 from .graph.dot import DotFlags
+from .graph.generic import GraphNodeParams
 from .graph.graph import Graph
 from .graph.node import GraphNode
 from .graph.node_type import NodeType
@@ -84,6 +88,13 @@ from .runtime.capture import (
 )
 from .runtime.completion import Completion
 from .runtime.event import Event, elapsed_time
+from .runtime.launch_attributes import (
+    AccessPolicyWindow,
+    AccessProperty,
+    KernelAttributes,
+    KernelNodeAttribute,
+    stream_priority_range,
+)
 from .runtime.stream import Stream
 from .tools.race import RaceCheck, race_check
 from .tools.race import install_from_environment as _install_race_check
@@ -99,6 +110,18 @@ __all__ = [
     "ConstPtr",
     "AtomicPtr",
     "NULL",
+    "AccessPolicyWindow",
+    "AccessProperty",
+    "CondHandle",
+    "ConditionalHandle",
+    "ConditionalKind",
+    "ConditionalNodeParams",
+    "GraphMemAttribute",
+    "GraphNodeParams",
+    "KernelAttributes",
+    "KernelNodeAttribute",
+    "set_conditional",
+    "stream_priority_range",
     "CaptureDependencies",
     "CaptureInfo",
     "CaptureMode",

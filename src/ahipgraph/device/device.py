@@ -23,6 +23,7 @@ import numpy.typing as npt
 from ..core.clock import SimClock
 from ..core.errors import IllegalState, InvalidDevice, InvalidDevicePointer
 from ..core.waitqueue import WaitQueue
+from .graph_pool import GraphMemAttribute
 from .hwqueue import HardwareQueue, QueueStatistics
 from .memory import DeviceMemory, MemoryStatistics
 from .pointer import DevicePtr
@@ -320,6 +321,36 @@ class Device:
         done: Completion = await enqueue()
         await done
 
+    # -- graph memory pool (see graph_pool.py) ---------------------------------------------------
+
+    def graph_mem_attribute(self, attr: GraphMemAttribute | int) -> int:
+        """``hipDeviceGetGraphMemAttribute``: used/reserved bytes, current or high-water.
+
+        Raises:
+            InvalidDevice: this device was replaced by ``configure_devices``.
+            InvalidValue: an unknown attribute.
+        """
+        return _live(self).memory.graph_pool_attribute(attr)
+
+    def set_graph_mem_attribute(self, attr: GraphMemAttribute | int, value: int) -> None:
+        """``hipDeviceSetGraphMemAttribute``: reset ``UsedMemHigh`` or ``ReservedMemHigh`` to 0.
+
+        Raises:
+            InvalidDevice: as :meth:`graph_mem_attribute`. InvalidValue: any other attribute or
+                value.
+        """
+        _live(self).memory.set_graph_pool_attribute(attr, value)
+
+    def graph_mem_trim(self) -> int:
+        """``hipDeviceGraphMemTrim``: return the graph pool's unused memory to the device.
+
+        Returns the bytes given back. Memory of graph allocations in use stays.
+
+        Raises:
+            InvalidDevice: as :meth:`graph_mem_attribute`.
+        """
+        return _live(self).memory.trim_graph_pool()
+
     def statistics(self) -> DeviceStatistics:
         return DeviceStatistics(
             self.ordinal,
@@ -397,6 +428,14 @@ def get_device(ordinal: int = 0) -> Device:
     if not 0 <= ordinal < len(table):
         raise InvalidDevice(f"device {ordinal} does not exist ({len(table)} configured)")
     return table[ordinal]
+
+
+def _live(device: Device) -> Device:
+    """``device`` if it is still the configured device of its ordinal (else InvalidDevice)."""
+    table = _table()
+    if not (0 <= device.ordinal < len(table) and table[device.ordinal] is device):
+        raise InvalidDevice(f"{device!r} is no longer a configured device")
+    return device
 
 
 def check_range(ptr: DevicePtr, nbytes: int) -> None:

@@ -13,7 +13,9 @@ Design:
   * Reservations (for graph memory-alloc nodes) take address space without bytes; ``commit`` backs
     a reservation with memory and ``decommit`` returns the bytes but keeps the addresses.
 
-Invariants: ``bytes_in_use`` is the sum of the sizes of committed allocations; it never exceeds
+Invariants: ``bytes_in_use`` is the sum of the sizes of committed allocations plus the graph
+memory pool's cached bytes (:mod:`.graph_pool`: graph allocations give their memory back to the
+pool, which keeps it until ``trim_graph_pool``); it never exceeds
 the device's memory size; every allocation lies inside the device's address range; every resolve
 either returns an in-bounds (allocation, offset) or raises a HipError. A failed allocation,
 reservation or commit changes nothing: every check runs before any state changes. All public
@@ -31,6 +33,7 @@ import numpy.typing as npt
 
 from ..core.errors import InvalidDevicePointer, InvalidValue, OutOfMemory
 from . import hooks
+from .graph_pool import GraphMemAttribute, GraphMemPool
 from .pointer import DevicePtr
 
 __all__ = [
@@ -83,6 +86,7 @@ class MemoryStatistics:
     peak_bytes_in_use: int
     total_bytes: int
     address_space_used: int
+    graph_pool_cached: int = 0  # of bytes_in_use: kept by the graph pool until trimmed
 
 
 class DeviceMemory:
@@ -97,6 +101,7 @@ class DeviceMemory:
         self.address_end = self.address_base + ADDRESS_SPACE_BYTES  # exclusive
         self._lock = threading.Lock()
         self._next_address = self.address_base
+        self.graph_pool = GraphMemPool()  # memory behind reservations; guarded by _lock
         self._bases: list[int] = []  # sorted; every live allocation or reservation
         self._by_base: dict[int, Allocation] = {}
         self._bytes_in_use = 0
@@ -152,9 +157,10 @@ class DeviceMemory:
             if allocation.reserved:
                 self._drop_views(allocation)
                 allocation.buffer = None
+                self.graph_pool.released(allocation.nbytes)  # the pool keeps the bytes
             else:
                 self._remove(allocation)
-            self._bytes_in_use -= allocation.nbytes
+                self._bytes_in_use -= allocation.nbytes
 
     def reserve(self, nbytes: int) -> DevicePtr:
         """Reserve address space without memory (graph memory-alloc nodes).
@@ -177,9 +183,12 @@ class DeviceMemory:
             allocation = self._reservation(ptr)
             if allocation.buffer is not None:
                 raise InvalidValue(f"{ptr!r} is already committed")
-            self._check_free(allocation.nbytes)
+            pool = self.graph_pool
+            extra = pool.to_charge(allocation.nbytes)  # the rest comes from the pool's cache
+            self._check_free(extra)
             buffer = np.zeros(allocation.nbytes, dtype=np.uint8)
-            self._charge(allocation.nbytes)
+            self._charge(extra)
+            pool.committed(allocation.nbytes)
             allocation.buffer = buffer
 
     def decommit(self, ptr: DevicePtr) -> None:
@@ -189,15 +198,34 @@ class DeviceMemory:
             if allocation.buffer is not None:
                 allocation.buffer = None
                 self._drop_views(allocation)
-                self._bytes_in_use -= allocation.nbytes
+                self.graph_pool.released(allocation.nbytes)
 
     def unreserve(self, ptr: DevicePtr) -> None:
         """Give back a reservation's address space (and its memory, if committed)."""
         with self._lock:
             allocation = self._reservation(ptr)
             if allocation.buffer is not None:
-                self._bytes_in_use -= allocation.nbytes
+                self.graph_pool.released(allocation.nbytes)
             self._remove(allocation)
+
+    # -- the graph memory pool (see graph_pool.py) -------------------------------------------------
+
+    def trim_graph_pool(self) -> int:
+        """Give the graph pool's unused bytes back to the device; returns how many."""
+        with self._lock:
+            freed = self.graph_pool.trim()
+            self._bytes_in_use -= freed
+            return freed
+
+    def graph_pool_attribute(self, attr: GraphMemAttribute | int) -> int:
+        """A graph memory-pool figure (InvalidValue for an unknown attribute)."""
+        with self._lock:
+            return self.graph_pool.attribute(attr)
+
+    def set_graph_pool_attribute(self, attr: GraphMemAttribute | int, value: int) -> None:
+        """Reset a high-water mark of the graph memory pool to 0 (else InvalidValue)."""
+        with self._lock:
+            self.graph_pool.set_attribute(attr, value)
 
     def _reservation(self, ptr: DevicePtr) -> Allocation:
         allocation = self._by_base.get(ptr.address) if ptr.device == self.ordinal else None
@@ -369,6 +397,7 @@ class DeviceMemory:
                 peak_bytes_in_use=self._peak,
                 total_bytes=self.total_bytes,
                 address_space_used=self._next_address - self.address_base,
+                graph_pool_cached=self.graph_pool.cached,
             )
 
     def __repr__(self) -> str:

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from ..device.device import Device
     from ..device.pointer import DevicePtr
     from ..device.program import Program
+    from .conditional import Conditionals
 
 __all__ = [
     "Compiled",
@@ -183,13 +184,20 @@ def node_op(device: Device, node: ExecNode, compiled: Compiled, arena: KernelArg
 
 
 class _Builder:
-    def __init__(self, device: Device, arena: KernelArgArena, num_signals: int) -> None:
+    def __init__(
+        self,
+        device: Device,
+        arena: KernelArgArena,
+        num_signals: int,
+        conditionals: Conditionals | None = None,
+    ) -> None:
         self.device = device
         self.arena = arena
         self.compiled = Compiled([], {}, {}, [], num_signals, 1)
         # A kernel's modelled cost depends on the kernel and its launch shape only, and nodes
         # of one shape share a Threads object: compute it once per (kernel, Threads).
         self._costs: dict[tuple[Kernel, Threads], int] = {}
+        self.conditionals = conditionals
 
     def _kernel_cost(self, params: KernelParams) -> int:
         key = (params.kernel, params.threads)
@@ -248,6 +256,9 @@ class _Builder:
             op = MemAllocOp(self.device, node.params.ptr)
         elif kind is NodeType.MemFree:
             op = MemFreeOp(self.device, (node.params.ptr,))
+        elif kind is NodeType.Conditional:
+            assert self.conditionals is not None
+            op = self.conditionals.op(node, lambda inner, body: self.emit_node(inner, slot, body))
         else:
             op = node_op(self.device, node, compiled, self.arena)
         if op is not None:
@@ -262,10 +273,16 @@ def _unfreed(graph: ExecGraph) -> list[DevicePtr]:
 
 
 def compile_plan(
-    graph: ExecGraph, plan: Plan, device: Device, arena: KernelArgArena, *, auto_free: bool
+    graph: ExecGraph,
+    plan: Plan,
+    device: Device,
+    arena: KernelArgArena,
+    *,
+    auto_free: bool,
+    conditionals: Conditionals | None = None,
 ) -> Compiled:
     """Build the per-slot replay programs of ``plan``, packing kernel arguments into ``arena``."""
-    builder = _Builder(device, arena, plan.num_signals)
+    builder = _Builder(device, arena, plan.num_signals, conditionals)
     compiled = builder.compiled
     compiled.unfreed_ptrs = _unfreed(graph)
     segments = plan.segments
@@ -275,6 +292,9 @@ def compile_plan(
             ops.append(WaitSlotsOp((compiled.prev_index,)))
             if auto_free and compiled.unfreed_ptrs:
                 ops.append(MemFreeOp(device, tuple(compiled.unfreed_ptrs)))
+            defaults = conditionals.defaults_op() if conditionals is not None else None
+            if defaults is not None:  # handles take their defaults before any slot starts
+                ops.append(defaults)
             if plan.start_signal is not None:
                 ops.append(SignalSlotOp(plan.start_signal))
         else:

@@ -50,6 +50,8 @@ from ..runtime.params import KernelParams
 from ..runtime.stream import Stream, StreamState, launch_stream
 from .arena import HEADROOM_BYTES, ArenaStatistics, ArgSlot, KernelArgArena
 from .compile import Compiled, compile_plan, node_op, reads_same
+from .conditional import prepare as prepare_conditionals
+from .conditional import settle_update
 from .flags import InstantiateFlags, check_instantiate_flags
 from .planner import Plan, plan_graph
 from .races import ExecRaces, RaceError, check_exec_graph
@@ -128,6 +130,7 @@ class GraphExec(NodeSetters, RefCounted):
         "__weakref__",
         "_compiled",
         "_completed",
+        "_conditionals",
         "_graph",
         "_internal_streams",
         "_last_done",
@@ -162,8 +165,11 @@ class GraphExec(NodeSetters, RefCounted):
         with graph.lock:
             _check_instantiable(graph)
             exec_graph, originals = snapshot(graph)  # InvalidValue on a cycle, nothing created
+            self._conditionals = prepare_conditionals(exec_graph)  # bodies, handles
+        conditionals = self._conditionals
+        every = exec_graph.walk() if conditionals is None else conditionals.walk(exec_graph)
         checked: set[tuple[Any, ...]] = set()
-        for node in exec_graph.walk():
+        for node in every:
             if node.type is NodeType.Kernel:
                 # Added against the default device's limits; this executable runs on its own.
                 # Nodes of one launch shape pass or fail alike: check each shape once.
@@ -185,7 +191,7 @@ class GraphExec(NodeSetters, RefCounted):
             max_streams=max_streams,
             use_priority=self.flags is InstantiateFlags.USE_NODE_PRIORITY,
         )
-        kernels = [n for n in exec_graph.walk() if n.type is NodeType.Kernel]
+        kernels = [n for n in every if n.type is NodeType.Kernel]
         arg_bytes = sum(-(-max(n.params.kernel.layout.size, 1) // 16) * 16 for n in kernels)
         self.arena = KernelArgArena(
             device,
@@ -195,12 +201,16 @@ class GraphExec(NodeSetters, RefCounted):
         self._internal_streams: list[Stream] = []
         self.user_objects: list[UserObject] = []
         try:
+            if conditionals is not None:  # handle cells, and kernels pointed at them
+                conditionals.allocate(device)
+                conditionals.bind_all(exec_graph)
             self._compiled: Compiled = compile_plan(
                 exec_graph,
                 self._plan,
                 device,
                 self.arena,
                 auto_free=self.flags is InstantiateFlags.AUTO_FREE_ON_LAUNCH,
+                conditionals=conditionals,
             )
             self.pool = SignalSetPool(
                 self._plan.num_signals,
@@ -225,6 +235,8 @@ class GraphExec(NodeSetters, RefCounted):
         self._last_done: Signal = REACHED
         self.state = ExecState.OPEN
         self.user_objects = list(exec_graph.user_objects)
+        if conditionals is not None:  # bodies' user objects too, each once
+            self.user_objects = list(dict.fromkeys(self.user_objects + conditionals.user_objects))
         for obj in self.user_objects:
             obj.adopt(self, 1)
         self.hid = EXECS.register(self)
@@ -437,6 +449,8 @@ class GraphExec(NodeSetters, RefCounted):
             raise InvalidValue(f"{self!r} was already destroyed")
         with self._ref_lock:
             self.state = ExecState.CLOSING
+        if self._conditionals is not None:  # a WHILE body that never ends stops here
+            self._conditionals.control.stopped = True
         # Launches parked for a signal set would otherwise wait for a pool that is going away.
         self.pool.fail_waiters(InvalidValue(f"{self!r} was destroyed while a launch waited"))
         self.release(1)
@@ -465,6 +479,8 @@ class GraphExec(NodeSetters, RefCounted):
         for stream in self._internal_streams:
             stream.destroy()
         self._internal_streams = []
+        if self._conditionals is not None:
+            self._conditionals.free(self.device)
         compiled = getattr(self, "_compiled", None)
         if unreserve and compiled is not None:
             for ptr in compiled.alloc_ptrs:
@@ -486,6 +502,12 @@ class GraphExec(NodeSetters, RefCounted):
             raise InvalidValue(f"{node!r} is a {exec_node.type.name} node, not {names}")
         return exec_node
 
+    def _settle_conditionals(
+        self, changes: list[Change]
+    ) -> tuple[list[Change], str, ExecNode | None]:
+        """An update's changes without unchanged conditional nodes, or why it cannot be made."""
+        return settle_update(self._conditionals, changes)
+
     def _writable_version(self) -> _Version:
         version = self._version
         if version.in_flight:  # launches hold these op lists: copy them (copy-on-write)
@@ -502,6 +524,8 @@ class GraphExec(NodeSetters, RefCounted):
         here with the executable, its arena and the device exactly as they were. Nothing after
         that can fail.
         """
+        if self._conditionals is not None:  # kernels' handle arguments point at our cells
+            changes = [(node, self._conditionals.bind(params)) for node, params in changes]
         with self._lock:
             if self._races is not None:  # check_races: recheck the changed nodes only
                 self._races.check_changes(changes)

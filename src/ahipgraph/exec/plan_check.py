@@ -52,17 +52,17 @@ def unenforced_edges(graph_exec: GraphExec) -> list[str]:
     for node in flat:
         near: set[int] = set()
         for dep in node.deps:
-            if id(flat[dep].exec_node) in located:
+            if flat[dep].exec_node in located:
                 near.add(dep)
             else:
                 near |= nearest[dep]
         nearest.append(near)
-        here = located.get(id(node.exec_node))
+        here = located.get(node.exec_node)
         if here is None:
             continue
         clock = position_clock.get(here)
         for dep in near:
-            slot, position = located[id(flat[dep].exec_node)]
+            slot, position = located[flat[dep].exec_node]
             if clock is None or clock[slot] < position:
                 problems.append(
                     f"edge {_name(flat[dep].exec_node)} -> {_name(node.exec_node)} is not "

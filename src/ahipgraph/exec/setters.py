@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..core import gcpause
@@ -17,17 +18,20 @@ from ..core.errors import GraphExecUpdateFailure, InvalidValue, Unknown
 from ..device.kernel import DimLike, Kernel
 from ..device.pointer import DevicePtr
 from ..device.properties import CopyKind
+from ..graph.attributes import exec_attribute, exec_with_attribute
 from ..graph.graph import live_graph
 from ..graph.node_type import NodeType
-from ..graph.params import event_params, memcpy_params
+from ..graph.params import event_params, memcpy_params, revalidate
 from ..runtime.event import Event
+from ..runtime.launch_attributes import KernelNodeAttribute
 from ..runtime.params import Endpoint, HostParams, KernelParams, MemsetParams
-from .flags import UpdateResult
+from .flags import UpdateResult, UpdateResultKind
 from .snapshot import ExecGraph, ExecNode, snapshot
 from .update import Change, check_setter, device_limits_problem, diff_graphs
 
 if TYPE_CHECKING:
     from ..device.device import Device
+    from ..graph.generic import GraphNodeParams
     from ..graph.graph import Graph
     from ..graph.node import GraphNode
 
@@ -52,6 +56,11 @@ class NodeSetters:
     def _apply(self, changes: list[Change]) -> None:
         raise NotImplementedError
 
+    def _settle_conditionals(
+        self, changes: list[Change]
+    ) -> tuple[list[Change], str, ExecNode | None]:
+        raise NotImplementedError
+
     def _set(self, exec_node: ExecNode, params: Any) -> None:
         check_setter(exec_node, params)
         self._apply([(exec_node, params)])
@@ -74,6 +83,49 @@ class NodeSetters:
         params = KernelParams.make(
             kernel, grid, block, args, shared_mem=shared_mem, device=self.device
         )
+        old = exec_node.params  # the node keeps its priority and attributes, as in HIP
+        params = replace(params, priority=old.priority, attributes=old.attributes)
+        self._set(exec_node, params)
+
+    def kernel_node_attribute(self, node: GraphNode, attr: KernelNodeAttribute | int) -> Any:
+        """The executable's value of a kernel node's attribute (see ``node.get_attribute``)."""
+        exec_node = self._node(node, NodeType.Kernel)
+        return exec_attribute(exec_node.params, attr)
+
+    def set_kernel_node_attribute(
+        self, node: GraphNode, attr: KernelNodeAttribute | int, value: Any
+    ) -> None:
+        """Change a kernel node's priority or access-policy window in this executable only.
+
+        The executable's plan was made at instantiate, so a new priority does not move the
+        node to another parallel stream; it is what the executable reports and passes on.
+
+        Raises:
+            InvalidValue: as ``node.set_attribute``; or a different cooperative value (fixed
+                at instantiate).
+        """
+        exec_node = self._node(node, NodeType.Kernel)
+        self._set(exec_node, exec_with_attribute(exec_node.params, attr, value))
+
+    def set_node_params(self, node: GraphNode, params: GraphNodeParams) -> None:
+        """``hipGraphExecNodeSetParams``: new parameters for a node of any kind.
+
+        ``params`` is an :class:`ahipgraph.GraphNodeParams` of the node's own kind; the
+        kind's own setter does the rest, with its checks.
+
+        Raises:
+            InvalidValue: a bad kind, a kind other than the node's, an empty or conditional
+                node. NotSupported: a memory-alloc or memory-free node.
+        """
+        from ..graph.generic import set_exec_node_params
+
+        set_exec_node_params(self, node, params)
+
+    def _set_kernel_record(self, node: GraphNode, record: KernelParams) -> None:
+        """A whole kernel record (generic setter): priority and attributes included."""
+        exec_node = self._node(node, NodeType.Kernel)
+        params = revalidate(record)
+        params.check_limits(self.device)
         self._set(exec_node, params)
 
     def set_memcpy_node_params(
@@ -153,6 +205,9 @@ class NodeSetters:
         assert exec_node.child is not None
         result, changes = diff_graphs(exec_node.child, new_copy, new_nodes, node)
         if result.ok:
+            changes, why, _ = self._settle_conditionals(changes)
+            if why:
+                raise Unknown(f"child graph does not match: {why}")
             result = device_limits_problem(changes, self.device, node)
         if not result.ok:
             raise Unknown(f"child graph does not match: {result.reason}")
@@ -194,6 +249,12 @@ class NodeSetters:
         with gcpause.paused():  # a bulk copy that makes no garbage: see core.gcpause
             new_copy, new_nodes = snapshot(graph)
         result, changes = diff_graphs(self._graph, new_copy, new_nodes)
+        if result.ok:
+            changes, why, bad = self._settle_conditionals(changes)
+            if why:
+                top = self._graph.nodes
+                culprit = next((new_nodes[i] for i, n in enumerate(top) if n is bad), None)
+                result = UpdateResult(UpdateResultKind.ParametersChanged, culprit, why)
         if result.ok:
             result = device_limits_problem(changes, self.device)
         if not result.ok:

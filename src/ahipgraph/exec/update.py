@@ -68,10 +68,10 @@ def relocate(params: Any, moves: list[Move]) -> Any:
         args = tuple(move(arg) for arg in params.args)
         if args == params.args:
             return params
-        return KernelParams.make(
+        return dataclasses.replace(KernelParams.make(
             params.kernel, params.grid, params.block, args,
             shared_mem=params.shared_mem, priority=params.priority,
-        )  # fmt: skip
+        ), attributes=params.attributes)  # fmt: skip
     if isinstance(params, MemcpyParams):
         return dataclasses.replace(params, dst=move(params.dst), src=move(params.src))
     if isinstance(params, MemsetParams):

@@ -23,7 +23,8 @@ Deliberate differences from HIP:
     flag turns on its own kind's (HIP compares the whole value with ``==``). Any value is
     accepted, as in HIP. Host and event nodes get tables too (HIP prints none), and HIP's
     kernel-flag quirk that drops a closing quote is not reproduced, so the output stays valid.
-  * Verbose tables show what a simulated device has (no access-policy windows or remainders).
+  * Verbose tables show what a simulated device has (no remainders); with Verbose or
+    KernelNodeAttributes a kernel's table adds its priority, cooperative flag and window.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from ..core.errors import InvalidValue, NotSupported, OperatingSystem
 from ..device.pointer import DevicePtr
 from ..device.properties import CopyKind
 from ..runtime.params import HostParams, KernelParams, MemcpyParams, MemsetParams
+from .conditional import ConditionalNodeParams
 from .node_type import NodeType
 from .params import ChildGraphParams, EventParams, MemAllocParams, MemFreeParams
 
@@ -79,6 +81,7 @@ _LOOK: dict[NodeType, tuple[str, str, str]] = {
     NodeType.EventRecord: ("solid", "rectangle", "EVENT_RECORD"),
     NodeType.MemAlloc: ("solid", "rectangle", "MEM_ALLOC"),
     NodeType.MemFree: ("solid", "rectangle", "MEM_FREE"),
+    NodeType.Conditional: ("solid", "diamond", "CONDITIONAL"),
 }
 
 _DIRECTION = {
@@ -214,6 +217,9 @@ def _cluster(graph: Graph, flags: int, lines: list[str]) -> None:
                 locks.enter_context(current.lock)
             nodes = _one_cluster(current, flags, lines)
             children = [n._params.graph for n in nodes if isinstance(n._params, ChildGraphParams)]
+            for n in nodes:  # a conditional node's bodies are drawn like child graphs
+                if isinstance(n._params, ConditionalNodeParams):
+                    children.extend(n._params.bodies)
             stack.extend(reversed(children))
 
 
@@ -251,6 +257,9 @@ def _node_look(node: GraphNode, flags: int) -> tuple[str, str, str]:
         label = f"{nid}\\n{word}\\n({params.value},{params.nbytes})"
     elif isinstance(params, ChildGraphParams):
         label = f"{nid}\\ngraph_{params.graph.id}"
+    elif isinstance(params, ConditionalNodeParams):
+        bodies = ",".join(f"graph_{body.id}" for body in params.bodies)
+        label = f"{nid}\\n{params.kind.name.upper()}\\n({bodies})"
     else:
         label = f"{nid}\\n{word}"
     return style, shape, label
@@ -271,6 +280,19 @@ def _table(node: GraphNode, word: str, flags: int) -> str | None:
         )
         rows = [f"{{launch | {launch}}}", _pairs_row(args=len(params.args))]
         rows.append(_pairs_row(arg_bytes=len(params.arg_bytes)))
+        if flags & (DotFlags.KernelNodeAttributes | DotFlags.Verbose):
+            window = params.attributes.access_policy_window
+            rows.append(
+                _pairs_row(
+                    priority=params.priority,
+                    cooperative=int(params.attributes.cooperative),
+                    window_base="NULL" if window.base_ptr is None else _where(window.base_ptr),
+                    window_bytes=window.num_bytes,
+                    hit_ratio=window.hit_ratio,
+                    hit_prop=window.hit_prop.name,
+                    miss_prop=window.miss_prop.name,
+                )
+            )
     elif isinstance(params, MemcpyParams):
         rows = [
             f"{{kind | {_DIRECTION[params.kind]}}}",

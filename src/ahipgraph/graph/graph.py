@@ -34,7 +34,7 @@ import itertools
 import os
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from ..core import gcpause
@@ -44,6 +44,13 @@ from ..lifetime.user_object import UserObject, check_count
 from ..runtime import observe
 from . import dot
 from .builder import GraphBuilder
+from .conditional import (
+    ConditionalHandle,
+    ConditionalKind,
+    ConditionalNodeParams,
+    check_conditional,
+    make_handle,
+)
 from .memnodes import RESERVATIONS
 from .node import NODES, GraphNode, live_node
 from .node_type import NodeType
@@ -54,6 +61,7 @@ if TYPE_CHECKING:
     from ..exec.graph_exec import GraphExec
     from ..exec.races import RaceReport
     from .builder import Deps
+    from .generic import GraphNodeParams
 
 __all__ = ["GRAPHS", "Graph", "GraphStatistics", "live_graph"]
 
@@ -208,6 +216,64 @@ class Graph(GraphTopology, GraphBuilder):
         dst._deps.remove(src)
         self._edge_count -= 1
 
+    # -- generic and conditional nodes (graph/generic.py, graph/conditional.py) -----------------
+
+    def add_node(self, params: GraphNodeParams, *, deps: Deps = ()) -> GraphNode:
+        """Add a node of any kind from its parameter record (``hipGraphAddNode``).
+
+        Makes exactly the node the kind's own ``add_*_node`` would, with its checks.
+
+        Raises:
+            InvalidValue: a kind a graph cannot hold, or a record not of the kind named.
+            Whatever the kind's own add raises.
+        """
+        from .generic import add_node
+
+        return add_node(self, params, deps)
+
+    def conditional_handle(
+        self, default: int = 0, *, assign_default: bool = True
+    ) -> ConditionalHandle:
+        """A handle for conditional nodes of this graph (``hipGraphConditionalHandleCreate``).
+
+        Args:
+            default: the handle's value at the start of each launch (``assign_default``), or
+                once when an executable is made.
+            assign_default: HIP's ``hipGraphCondAssignDefault`` flag.
+
+        Raises:
+            InvalidValue: destroyed graph, a default outside 0..2**32-1. TypeError: bad types.
+        """
+        with self.lock:
+            return make_handle(self, default, assign_default)
+
+    def add_conditional_node(
+        self,
+        handle: ConditionalHandle,
+        kind: ConditionalKind | int,
+        size: int = 1,
+        *,
+        deps: Deps = (),
+    ) -> tuple[GraphNode, list[Graph]]:
+        """Add an IF, WHILE or SWITCH node (``hipGraphAddConditionalNode``).
+
+        Returns:
+            The node and its ``size`` body graphs, empty, to be filled by the caller.
+
+        Raises:
+            InvalidValue: destroyed graph, bad deps, null or foreign handle, bad kind or size.
+        """
+
+        def build() -> ConditionalNodeParams:
+            checked = check_conditional(self, handle, kind, size)
+            return ConditionalNodeParams(*checked, bodies=tuple(Graph() for _ in range(size)))
+
+        node = self._add_node(NodeType.Conditional, deps, build)
+        bodies = list(node._params.bodies)  # type: ignore[union-attr]
+        for body in bodies:
+            body.owner_node = node
+        return node, bodies
+
     # -- clone -------------------------------------------------------------------------------------
 
     def clone(self) -> Graph:
@@ -252,9 +318,19 @@ class Graph(GraphTopology, GraphBuilder):
                             made.append(child)
                             work.append((params.graph, child))
                             params = ChildGraphParams(child)
+                        bodies: list[Graph] = []
+                        if isinstance(params, ConditionalNodeParams):
+                            for body in params.bodies:
+                                bodies.append(Graph())
+                                bodies[-1].original = body
+                                made.append(bodies[-1])
+                                work.append((body, bodies[-1]))
+                            params = replace(params, bodies=tuple(bodies))
                         twin = copy._attach(node._type, params, (), node.id)
                         if child is not None:
                             child.owner_node = twin
+                        for body in bodies:
+                            body.owner_node = twin
                         twins[node] = twin
                     for node, twin in twins.items():
                         twin._deps = [twins[dep] for dep in node._deps]
@@ -428,6 +504,8 @@ class Graph(GraphTopology, GraphBuilder):
             NODES.unregister(node.hid)
             if isinstance(node._params, ChildGraphParams):
                 children.append(node._params.graph)
+            elif isinstance(node._params, ConditionalNodeParams):
+                children.extend(node._params.bodies)
         self._nodes = {}
         self._by_id = {}
         self._edge_count = 0
@@ -482,6 +560,9 @@ class Graph(GraphTopology, GraphBuilder):
             params = node._params
         if isinstance(params, ChildGraphParams):
             params.graph._dispose()
+        elif isinstance(params, ConditionalNodeParams):
+            for body in params.bodies:
+                body._dispose()
 
     # -- DOT ---------------------------------------------------------------------------------------
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import InvalidValue, NotSupported
@@ -31,7 +32,9 @@ from ..device.kernel import DimLike, Kernel
 from ..device.pointer import DevicePtr
 from ..device.properties import CopyKind
 from ..runtime.event import Event
+from ..runtime.launch_attributes import KernelNodeAttribute
 from ..runtime.params import Endpoint, HostParams, KernelParams, MemcpyParams, MemsetParams
+from .conditional import ConditionalNodeParams
 from .node_type import NodeType
 from .params import (
     ChildGraphParams,
@@ -67,6 +70,7 @@ PARAMS_TYPES: dict[NodeType, type[Any] | None] = {
     NodeType.EventRecord: EventParams,
     NodeType.MemAlloc: MemAllocParams,
     NodeType.MemFree: MemFreeParams,
+    NodeType.Conditional: ConditionalNodeParams,
 }
 """The parameter class each creatable node type holds (None: the node has no parameters)."""
 
@@ -161,10 +165,20 @@ class GraphNode:
             NotSupported: a memory-alloc or memory-free node.
             Whatever the parameter's validator raises.
         """
+        from .generic import GraphNodeParams, unwrap
+
+        if isinstance(params, GraphNodeParams):  # hipGraphNodeSetParams' tagged record
+            kind, params = unwrap(params)
+            with self.graph.lock:
+                self.check_alive()
+                if kind is not self._type:
+                    raise InvalidValue(f"{self!r} is not a {kind.name} node")
         with self.graph.lock:
             self.check_alive()
             if self._type in (NodeType.MemAlloc, NodeType.MemFree):
                 raise NotSupported(f"{self._type.name} node parameters cannot be changed")
+            if self._type is NodeType.Conditional:
+                raise InvalidValue("a conditional node's handle, kind and bodies are fixed")
             expected = PARAMS_TYPES[self._type]
             if expected is None or not isinstance(params, expected):
                 raise InvalidValue(f"{params!r} are not {self._type.name} node parameters")
@@ -185,13 +199,18 @@ class GraphNode:
         shared_mem: int = 0,
         priority: int = 0,
     ) -> None:
-        """``hipGraphKernelNodeSetParams``: validated as by ``add_kernel_node``."""
-        self._set(
-            (NodeType.Kernel,),
-            lambda: kernel_params(
+        """``hipGraphKernelNodeSetParams``: validated as by ``add_kernel_node``.
+
+        The node keeps its cooperative and access-policy attributes.
+        """
+
+        def build() -> KernelParams:
+            params = kernel_params(
                 kernel, grid, block, args, shared_mem=shared_mem, priority=priority
-            ),
-        )
+            )
+            return replace(params, attributes=self._params.attributes)  # type: ignore[union-attr]
+
+        self._set((NodeType.Kernel,), build)
 
     def set_memcpy_params(
         self,
@@ -272,6 +291,33 @@ class GraphNode:
                     f"not {params.kind.name}"
                 )
         self._params = params
+
+    # -- kernel-node attributes (see graph/attributes.py) ------------------------------------------
+
+    def set_attribute(self, attr: KernelNodeAttribute | int, value: Any) -> None:
+        """``hipGraphKernelNodeSetAttribute``: priority, cooperative or access-policy window.
+
+        Raises:
+            InvalidValue: destroyed node, not a kernel node, an unknown attribute, a null
+                value, a priority outside :func:`ahipgraph.stream_priority_range`, or a window
+                HIP rejects (hit ratio outside [0, 1], Persisting miss property, too large).
+            TypeError: a value of the wrong type.
+        """
+        from . import attributes
+
+        attributes.set_attribute(self, attr, value)
+
+    def get_attribute(self, attr: KernelNodeAttribute | int) -> Any:
+        """``hipGraphKernelNodeGetAttribute``. Raises InvalidValue as :meth:`set_attribute`."""
+        from . import attributes
+
+        return attributes.get_attribute(self, attr)
+
+    def copy_attributes_from(self, other: GraphNode) -> None:
+        """``hipGraphKernelNodeCopyAttributes(other, self)``: both kernel nodes of one graph."""
+        from . import attributes
+
+        attributes.copy_attributes(self, other)
 
     # -- destroy -----------------------------------------------------------------------------------
 

@@ -1,7 +1,7 @@
 """Graph node types, with HIP's names and numbers (``hipGraphNodeType``).
 
 The numbering is HIP's, so a value printed by ahipgraph means the same as one printed by HIP.
-Ten kinds can be created here (see :data:`CREATABLE_NODE_TYPES`): external semaphores have
+Eleven kinds can be created here (see :data:`CREATABLE_NODE_TYPES`): external semaphores have
 nothing to signal on a simulated device, and HIP's own symbol-copy nodes report ``Memcpy``.
 """
 
@@ -29,6 +29,7 @@ class NodeType(enum.IntEnum):
     MemFree = 11
     MemcpyFromSymbol = 12
     MemcpyToSymbol = 13
+    Conditional = 15  # HIP's value (14 is unused)
 
     @property
     def hip_name(self) -> str:

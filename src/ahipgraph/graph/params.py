@@ -20,7 +20,7 @@ Every validator either returns a params object or raises; none has side effects.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import InvalidHandle, InvalidValue
@@ -28,6 +28,7 @@ from ..device.kernel import DimLike, Kernel
 from ..device.pointer import DevicePtr
 from ..device.properties import CopyKind
 from ..runtime.event import Event
+from ..runtime.launch_attributes import check_attributes, check_priority
 from ..runtime.params import (
     Endpoint,
     HostParams,
@@ -35,6 +36,7 @@ from ..runtime.params import (
     MemcpyParams,
     MemsetParams,
 )
+from .conditional import ConditionalNodeParams
 
 if TYPE_CHECKING:
     from .graph import Graph
@@ -93,6 +95,7 @@ NodeParams = (
     | EventParams
     | MemAllocParams
     | MemFreeParams
+    | ConditionalNodeParams
     | None
 )
 
@@ -109,7 +112,9 @@ def kernel_params(
     """Validate a kernel node. Raises InvalidValue for a null kernel, else as ``make``."""
     if kernel is None:
         raise InvalidValue("kernel is null")
-    return KernelParams.make(kernel, grid, block, args, shared_mem=shared_mem, priority=priority)
+    params = KernelParams.make(kernel, grid, block, args, shared_mem=shared_mem, priority=priority)
+    check_priority(priority)  # a node's priority attribute lies in the device's range
+    return params
 
 
 def host_params(fn: Callable[..., Any] | None, args: Sequence[Any] = ()) -> HostParams:
@@ -179,7 +184,7 @@ def memset_params(
 def revalidate(params: Any) -> Any:
     """Validate a params object again (a caller may have built it by hand, or memory changed)."""
     if isinstance(params, KernelParams):
-        return kernel_params(
+        checked = kernel_params(
             params.kernel,
             params.grid,
             params.block,
@@ -187,6 +192,7 @@ def revalidate(params: Any) -> Any:
             shared_mem=params.shared_mem,
             priority=params.priority,
         )
+        return replace(checked, attributes=check_attributes(params.attributes))
     if isinstance(params, MemcpyParams):
         return memcpy_params(params.dst, params.src, params.nbytes, params.kind, allow_empty=False)
     if isinstance(params, MemsetParams):

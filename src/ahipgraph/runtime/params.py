@@ -23,6 +23,7 @@ from ..device.kernel import Dim3, DimLike, Kernel, Threads, launch_dims
 from ..device.ops import CopyOp, FillOp, HostOp, KernelOp
 from ..device.pointer import DevicePtr
 from ..device.properties import CopyKind, DeviceProperties
+from .launch_attributes import DEFAULT_ATTRIBUTES, KernelAttributes
 
 __all__ = ["HostParams", "KernelParams", "MemcpyParams", "MemsetParams"]
 
@@ -42,6 +43,7 @@ class KernelParams:
     arg_bytes: bytes
     threads: Threads = field(compare=False, repr=False)  # derived; shared by every dispatch
     priority: int = 0
+    attributes: KernelAttributes = DEFAULT_ATTRIBUTES  # cooperative, access-policy window
 
     @classmethod
     def make(

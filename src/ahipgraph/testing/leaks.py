@@ -77,7 +77,10 @@ def leak_report(baseline: Snapshot | None = None, current: Snapshot | None = Non
             lines.append(f"device {stats.ordinal}: {packets} in flight ({pending})")
         memory, base_memory = stats.memory, base.memory if base else None
         allocations = memory.allocations - (base_memory.allocations if base_memory else 0)
-        in_use = memory.bytes_in_use - (base_memory.bytes_in_use if base_memory else 0)
+        # Bytes the graph memory pool keeps for reuse are not leaked: a trim returns them.
+        in_use = memory.bytes_in_use - memory.graph_pool_cached
+        if base_memory:
+            in_use -= base_memory.bytes_in_use - base_memory.graph_pool_cached
         reservations = memory.reservations - (base_memory.reservations if base_memory else 0)
         if allocations > 0 or in_use > 0:
             lines.append(

@@ -1,0 +1,93 @@
+"""The kernel parameter type that carries a conditional handle (``hipGraphConditionalHandle``).
+
+A conditional node's handle is set from device code: a kernel declares a parameter
+``h: ahg.CondHandle`` and calls ``ahg.set_conditional(h, value)``. When the kernel node is added,
+the handle packs as an opaque 64-bit token (like HIP's handle, a value with no meaning on its
+own). An executable owns one small cell of device memory per handle and rewrites the token in
+its copy of the kernel arguments to that cell's address; at dispatch the parameter decodes,
+like any pointer, to a ``uint32`` view of the cell. So the value lives on the device, each
+executable has its own, and a conditional node reads it with no host involvement.
+
+Tokens lie below every device's address range (device 0 starts at 2**40), so a kernel given a
+handle outside an executable (eagerly on a stream) fails with ``InvalidDevicePointer`` instead of
+writing somewhere.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Annotated, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from .kernel_args import ArgLayout, PointerType, ScalarType, uint32
+
+__all__ = ["CondHandle", "HandleArgType", "HandleToken", "bind_handles", "set_conditional"]
+
+_TOKENS = itertools.count(1)  # next() on a C iterator is atomic under the GIL
+_UINT32: ScalarType = uint32.__metadata__[0]  # type: ignore[attr-defined]
+
+
+class HandleToken:
+    """Base of conditional handles: an opaque token a kernel argument can carry."""
+
+    __slots__ = ("token",)
+
+    def __init__(self) -> None:
+        self.token = next(_TOKENS)
+
+
+class HandleArgType(PointerType):
+    """A ``CondHandle`` parameter: packs a handle's token, decodes to a view of its cell."""
+
+    __slots__ = ()
+
+    def __init__(self) -> None:
+        super().__init__(_UINT32)
+        self.name = "CondHandle"
+
+    def check(self, value: Any, param: str) -> Any:
+        if not isinstance(value, HandleToken):
+            raise TypeError(
+                f"parameter {param!r} (CondHandle) needs a handle from "
+                f"graph.conditional_handle(), got {value!r}"
+            )
+        return value.token
+
+
+CondHandle = Annotated[npt.NDArray[np.uint32], HandleArgType()]
+"""The static and runtime type of a conditional-handle kernel parameter."""
+
+
+def set_conditional(handle: npt.NDArray[np.uint32], value: int) -> None:
+    """``hipGraphSetConditional``: set the handle's value from a kernel body.
+
+    Args:
+        handle: the kernel's ``CondHandle`` parameter.
+        value: the new value (an unsigned 32-bit int; IF and WHILE test it for non-zero,
+            SWITCH uses it as the body index).
+    """
+    handle[0] = value
+
+
+def handle_fields(layout: ArgLayout) -> tuple[int, ...]:
+    """The positions of ``layout``'s CondHandle parameters."""
+    return tuple(i for i, t in enumerate(layout.types) if isinstance(t, HandleArgType))
+
+
+def bind_handles(
+    layout: ArgLayout, args: Any, kernel_name: str, cells: dict[int, int]
+) -> bytes | None:
+    """Kernel-argument bytes with each handle token replaced by its cell's address.
+
+    Returns None when the kernel has no handle parameter. A token without a cell (a handle the
+    executable does not know) is left as it is: the dispatch then fails cleanly.
+    """
+    fields = handle_fields(layout)
+    if not fields:
+        return None
+    values = list(layout.check(args, kernel_name))
+    for index in fields:
+        values[index] = cells.get(values[index], values[index])
+    return layout._struct.pack(*values)

@@ -1,0 +1,145 @@
+"""The per-device graph memory pool (HIP's ``graph_mem_pool_``) and its attributes.
+
+Graph memory-alloc nodes reserve addresses when they are added and commit memory when they run.
+The memory comes from this pool: memory given back by a free node, by ``stream.free_async`` /
+``device.free`` of a graph allocation, by an executable's auto-free-on-launch or by an executable
+being destroyed stays *reserved* by the pool — still charged to the device, as HIP keeps it
+mapped — and the next commit draws from it before asking the device for more.
+``device.graph_mem_trim()`` returns the reserved bytes no allocation uses.
+
+Figures (``hipGraphMemAttributeType``):
+
+* ``UsedMemCurrent``: bytes committed to graph allocations now;
+* ``ReservedMemCurrent``: bytes the pool holds (used plus cached), never below used;
+* ``UsedMemHigh`` / ``ReservedMemHigh``: their high-water marks since the last reset.
+
+``set_graph_mem_attribute`` may only reset a high-water mark, and only to 0 (HIP's rule):
+anything else is ``InvalidValue``. An unknown attribute is ``InvalidValue``; a device that does
+not exist (or no longer does, after ``configure_devices``) is ``InvalidDevice``.
+
+The pool's counters change only under its device memory's lock (every method here is called
+with it held), so ``bytes_in_use`` and the pool never disagree.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any
+
+from ..core.errors import InvalidValue
+
+__all__ = ["GraphMemAttribute", "GraphMemPool", "GraphPoolStatistics"]
+
+
+class GraphMemAttribute(enum.IntEnum):
+    """``hipGraphMemAttributeType``, with HIP's numbers."""
+
+    UsedMemCurrent = 0
+    UsedMemHigh = 1
+    ReservedMemCurrent = 2
+    ReservedMemHigh = 3
+
+
+@dataclass(frozen=True, slots=True)
+class GraphPoolStatistics:
+    used: int
+    reserved: int
+    used_high: int
+    reserved_high: int
+    cached: int
+    commits: int
+    reused_bytes: int
+
+
+class GraphMemPool:
+    """Counters of one device's graph memory pool. Call with the device memory's lock held."""
+
+    __slots__ = ("cached", "commits", "reserved_high", "reused_bytes", "used", "used_high")
+
+    def __init__(self) -> None:
+        self.used = 0
+        self.cached = 0  # reserved but unused: still charged to the device
+        self.used_high = 0
+        self.reserved_high = 0
+        self.commits = 0
+        self.reused_bytes = 0
+
+    @property
+    def reserved(self) -> int:
+        return self.used + self.cached
+
+    def to_charge(self, nbytes: int) -> int:
+        """Bytes a commit of ``nbytes`` must take from the device (the rest comes from cache)."""
+        return nbytes - min(self.cached, nbytes)
+
+    def committed(self, nbytes: int) -> None:
+        """A commit of ``nbytes`` succeeded (its new bytes were charged to the device)."""
+        reused = min(self.cached, nbytes)
+        self.cached -= reused
+        self.reused_bytes += reused
+        self.used += nbytes
+        self.commits += 1
+        self.used_high = max(self.used_high, self.used)
+        self.reserved_high = max(self.reserved_high, self.reserved)
+
+    def released(self, nbytes: int) -> None:
+        """A graph allocation of ``nbytes`` gave its memory back: the pool keeps it."""
+        self.used -= nbytes
+        self.cached += nbytes
+
+    def trim(self) -> int:
+        """Drop the cached bytes; returns how many the device gets back."""
+        freed, self.cached = self.cached, 0
+        return freed
+
+    def attribute(self, attr: Any) -> int:
+        """The value of ``attr``. Raises InvalidValue for an unknown one."""
+        checked = _check_attr(attr)
+        return {
+            GraphMemAttribute.UsedMemCurrent: self.used,
+            GraphMemAttribute.UsedMemHigh: self.used_high,
+            GraphMemAttribute.ReservedMemCurrent: self.reserved,
+            GraphMemAttribute.ReservedMemHigh: self.reserved_high,
+        }[checked]
+
+    def set_attribute(self, attr: Any, value: Any) -> None:
+        """Reset a high-water mark to 0; anything else is InvalidValue."""
+        checked = _check_attr(attr)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"value must be an int, got {value!r}")
+        if checked is GraphMemAttribute.UsedMemHigh and value == 0:
+            self.used_high = 0
+        elif checked is GraphMemAttribute.ReservedMemHigh and value == 0:
+            self.reserved_high = 0
+        else:
+            raise InvalidValue(
+                f"only UsedMemHigh and ReservedMemHigh can be set, and only to 0 "
+                f"(got {checked.name} = {value})"
+            )
+
+    def statistics(self) -> GraphPoolStatistics:
+        return GraphPoolStatistics(
+            self.used,
+            self.reserved,
+            self.used_high,
+            self.reserved_high,
+            self.cached,
+            self.commits,
+            self.reused_bytes,
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"<GraphMemPool used={self.used} reserved={self.reserved} cached={self.cached} "
+            f"used_high={self.used_high} reserved_high={self.reserved_high}>"
+        )
+
+
+def _check_attr(attr: Any) -> GraphMemAttribute:
+    if isinstance(attr, bool) or not isinstance(attr, int):
+        raise TypeError(f"attribute must be an ahg.GraphMemAttribute, got {attr!r}")
+    try:
+        return GraphMemAttribute(attr)
+    except ValueError:
+        raise InvalidValue(f"{attr!r} is not a graph memory attribute") from None

@@ -1,0 +1,357 @@
+"""Conditional nodes in an executable: body graphs compiled with their parent, run on the device.
+
+At instantiate (:func:`prepare`), under the graph's lock, every conditional node's bodies are
+copied (as child graphs are) and the handles the executable uses are collected: those of its
+conditional nodes and those passed to its kernels. :meth:`Conditionals.allocate` gives each
+handle a cell of device memory; :meth:`Conditionals.bind` rewrites each kernel's copy of its
+arguments so a ``CondHandle`` parameter points at that cell (see
+:mod:`ahipgraph.device.conditional_arg`).
+
+A conditional node compiles to one :class:`ConditionalOp` holding each body as an op list,
+compiled by the same builder as the parent (a body runs its nodes in topological order, in the
+node's own slot). When the op runs it reads the handle's cell and runs the chosen body inline,
+in the same program — no host involvement. Its position inside a body survives parking (an
+async kernel, a nested node yielding), because launches of one executable never overlap, so at
+most one program runs a given op at a time.
+
+A WHILE node yields to the event loop between iterations (a signal decremented on the loop's
+next turn), so a body that never ends cannot starve the host: ``exec.destroy()`` stops it at
+the next iteration (the launch then fails with ``IllegalState`` and returns what it borrowed),
+and a task awaiting it can be cancelled. With ``assign_default`` the handles get their
+defaults at the start of every launch, before any slot starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..core.errors import HipError, IllegalState, NotSupported
+from ..device.conditional_arg import bind_handles
+from ..device.ops import Op
+from ..device.signal import Signal
+from ..graph.conditional import ConditionalHandle, ConditionalKind, ConditionalNodeParams
+from ..graph.node_type import NodeType
+from ..runtime.params import KernelParams
+from .snapshot import ExecGraph, ExecNode, snapshot
+
+if TYPE_CHECKING:
+    from ..device.device import Device
+    from ..device.pointer import DevicePtr
+    from ..device.program import Program
+    from ..lifetime.user_object import UserObject
+
+__all__ = ["ConditionalOp", "Conditionals", "prepare"]
+
+_UINT32 = np.dtype(np.uint32)
+_BODY_TYPES = frozenset(
+    {
+        NodeType.Kernel,
+        NodeType.Memcpy,
+        NodeType.Memset,
+        NodeType.Empty,
+        NodeType.Graph,
+        NodeType.Conditional,
+    }
+)
+
+
+class _Control:
+    """Shared by an executable's conditional ops: set when the executable is destroyed."""
+
+    __slots__ = ("stopped",)
+
+    def __init__(self) -> None:
+        self.stopped = False
+
+
+class DefaultsOp(Op):
+    """Write each ``assign_default`` handle's default into its cell (start of a launch)."""
+
+    __slots__ = ("cells",)
+
+    def __init__(self, cells: list[tuple[int, int]]) -> None:
+        super().__init__(0)
+        self.cells = cells
+
+    def run(self, program: Program) -> None:
+        memory = program.memory
+        assert memory is not None
+        for address, value in self.cells:
+            memory.view(address, _UINT32)[0] = value
+
+
+class ConditionalOp(Op):
+    """An IF, WHILE or SWITCH node: read the handle, run the chosen body inline."""
+
+    __slots__ = ("address", "bodies", "control", "kind", "state")
+
+    def __init__(
+        self, kind: ConditionalKind, address: int, bodies: list[list[Op]], control: _Control
+    ) -> None:
+        super().__init__(0)
+        self.kind = kind
+        self.address = address
+        self.bodies = bodies
+        self.control = control
+        # (program, body, next position) while a body is under way in ``program``
+        self.state: tuple[Program, list[Op], int] | None = None
+
+    def _choose(self, program: Program) -> list[Op] | None:
+        memory = program.memory
+        assert memory is not None
+        value = int(memory.view(self.address, _UINT32)[0])
+        if self.kind is ConditionalKind.Switch:
+            return self.bodies[value] if value < len(self.bodies) else None
+        if value:
+            return self.bodies[0]
+        if self.kind is ConditionalKind.If and len(self.bodies) == 2:
+            return self.bodies[1]
+        return None
+
+    def run(self, program: Program) -> Any:
+        state = self.state
+        if state is not None and state[0] is program:
+            _, body, position = state
+        else:
+            chosen = self._choose(program)
+            if chosen is None:
+                self.state = None
+                return None
+            body, position = chosen, 0
+        while True:
+            while position < len(body):
+                op = body[position]
+                try:
+                    blocker = op.run(program)
+                except Exception as exc:
+                    program._record(op.fault(exc))
+                    position += 1
+                    continue
+                if blocker is None:
+                    position += 1
+                    continue
+                if type(blocker) is Signal:  # a nested node parks: run it again later
+                    self.state = (program, body, position)
+                    return blocker
+                self.state = (program, body, position + 1)  # an async body: park until it ends
+                return _signal_when_done(blocker, op, program)
+            if self.kind is not ConditionalKind.While:
+                self.state = None
+                return None
+            if self.control.stopped:
+                self.state = None
+                raise IllegalState("the executable was destroyed while its WHILE node looped")
+            chosen = self._choose(program)
+            if chosen is None:
+                self.state = None
+                return None
+            # Next iteration, after one turn of the event loop: a body that never ends must
+            # not starve the host that would destroy the executable.
+            self.state = (program, chosen, 0)
+            return _next_turn(program)
+
+    def __repr__(self) -> str:
+        return f"<ConditionalOp {self.kind.name} bodies={len(self.bodies)}>"
+
+
+def _next_turn(program: Program) -> Signal:
+    signal = Signal(1)
+    asyncio.get_running_loop().call_soon(signal.decrement, program.time)
+    return signal
+
+
+def _signal_when_done(awaitable: Any, op: Op, program: Program) -> Signal:
+    signal = Signal(1)
+    future = asyncio.ensure_future(awaitable)
+
+    def done(f: asyncio.Future[Any]) -> None:
+        if f.cancelled():
+            program._record(op.fault(RuntimeError("cancelled")))
+        elif (exc := f.exception()) is not None and isinstance(exc, Exception):
+            program._record(op.fault(exc))
+        signal.decrement(program.time)
+
+    future.add_done_callback(done)
+    return signal
+
+
+class Conditionals:
+    """An executable's conditional nodes: their bodies, handles, cells and control flag."""
+
+    def __init__(self) -> None:
+        self.bodies: dict[int, list[ExecGraph]] = {}  # id(ExecNode) -> its bodies' copies
+        self.handles: dict[int, ConditionalHandle] = {}  # token -> handle
+        self.cells: dict[int, DevicePtr] = {}  # token -> its cell
+        self.control = _Control()
+
+    @property
+    def user_objects(self) -> list[UserObject]:
+        """The user objects owned by any body copy (and its child graphs), each once."""
+        owned: dict[UserObject, None] = {}
+        for copies in self.bodies.values():
+            for copy in copies:
+                owned.update(dict.fromkeys(copy.user_objects))
+        return list(owned)
+
+    def walk(self, graph: ExecGraph) -> list[ExecNode]:
+        """Every node of ``graph``, child graphs and conditional bodies included."""
+        out: list[ExecNode] = []
+        pending = [graph]
+        while pending:
+            for node in pending.pop().walk():
+                out.append(node)
+                pending.extend(self.bodies.get(id(node), ()))
+        return out
+
+    def allocate(self, device: Device) -> None:
+        """One cell per handle (8 bytes of device memory), its default written in."""
+        for token, handle in self.handles.items():
+            ptr = device.memory.malloc(8)
+            self.cells[token] = ptr
+            device.memory.view(ptr.address, _UINT32)[0] = handle.default
+
+    def free(self, device: Device) -> None:
+        cells, self.cells = self.cells, {}
+        for ptr in cells.values():
+            with contextlib.suppress(HipError):  # the device was reconfigured under us
+                device.memory.free(ptr)
+
+    def bind(self, params: Any) -> Any:
+        """Kernel parameters whose CondHandle arguments point at this executable's cells."""
+        if not isinstance(params, KernelParams) or not self.cells:
+            return params
+        addresses = {token: ptr.address for token, ptr in self.cells.items()}
+        packed = bind_handles(params.kernel.layout, params.args, params.kernel.name, addresses)
+        if packed is None or packed == params.arg_bytes:
+            return params
+        return dataclasses.replace(params, arg_bytes=packed)
+
+    def bind_all(self, graph: ExecGraph) -> None:
+        for node in self.walk(graph):
+            if node.type is NodeType.Kernel:
+                node.params = self.bind(node.params)
+
+    def defaults_op(self) -> Op | None:
+        cells = [
+            (self.cells[token].address, handle.default)
+            for token, handle in self.handles.items()
+            if handle.assign_default
+        ]
+        return DefaultsOp(cells) if cells else None
+
+    def same(self, old: ExecNode, params: Any) -> bool:
+        """Whether conditional node ``old`` would be unchanged by new parameters ``params``."""
+        was: ConditionalNodeParams = old.params
+        if not isinstance(params, ConditionalNodeParams):
+            return False
+        if (params.handle.token, params.kind, params.size) != (
+            was.handle.token,
+            was.kind,
+            was.size,
+        ):
+            return False
+        for old_body, body in zip(self.bodies[id(old)], params.bodies, strict=True):
+            copy, _ = snapshot(body)
+            if not _same_graph(self, old_body, copy):
+                return False
+        return True
+
+    def op(self, node: ExecNode, emit: Any) -> ConditionalOp:
+        """The op of conditional node ``node``; ``emit(node, ops)`` compiles a body node."""
+        params: ConditionalNodeParams = node.params
+        bodies: list[list[Op]] = []
+        for body in self.bodies[id(node)]:
+            ops: list[Op] = []
+            for inner in body.nodes:
+                emit(inner, ops)
+            bodies.append(ops)
+        address = self.cells[params.handle.token].address
+        return ConditionalOp(params.kind, address, bodies, self.control)
+
+
+def prepare(graph: ExecGraph) -> Conditionals | None:
+    """Copy every conditional node's bodies and collect the handles (graph lock held).
+
+    Returns None for a graph without conditional nodes or handle arguments.
+
+    Raises:
+        NotSupported: a body holds a node kind bodies cannot hold.
+        InvalidValue: a body has a cycle.
+    """
+    found = Conditionals()
+    pending = [graph]
+    while pending:
+        for node in pending.pop().walk():
+            if node.type is NodeType.Kernel:
+                for arg in node.params.args:
+                    if isinstance(arg, ConditionalHandle):
+                        found.handles[arg.token] = arg
+            if node.type is not NodeType.Conditional:
+                continue
+            params: ConditionalNodeParams = node.params
+            found.handles[params.handle.token] = params.handle
+            copies = []
+            for body in params.bodies:
+                copy, _ = snapshot(body)
+                for inner in copy.walk():
+                    if inner.type not in _BODY_TYPES:
+                        raise NotSupported(
+                            f"a conditional body cannot hold {inner.type.name} nodes"
+                        )
+                copies.append(copy)
+            found.bodies[id(node)] = copies
+            pending.extend(copies)
+    if not found.handles:
+        return None
+    return found
+
+
+def _same_graph(conditionals: Conditionals, old: ExecGraph, new: ExecGraph) -> bool:
+    """``new`` (a fresh snapshot) has ``old``'s nodes, edges and parameters, however nested."""
+    pairs = [(old, new)]
+    while pairs:
+        a, b = pairs.pop()
+        if len(a.nodes) != len(b.nodes):
+            return False
+        for x, y in zip(a.nodes, b.nodes, strict=True):
+            if x.type is not y.type or x.deps != y.deps:
+                return False
+            if x.type is NodeType.Graph:
+                assert x.child is not None
+                assert y.child is not None
+                pairs.append((x.child, y.child))
+            elif x.type is NodeType.Conditional:
+                if not conditionals.same(x, y.params):
+                    return False
+            elif x.params != conditionals.bind(y.params):
+                return False
+    return True
+
+
+def settle_update(
+    conditionals: Conditionals | None, changes: list[Any]
+) -> tuple[list[Any], str, ExecNode | None]:
+    """Drop unchanged conditional nodes from an update's ``changes``.
+
+    Returns the remaining changes and, if a conditional node's handle, kind, size or bodies
+    differ, why the update cannot be made (an executable keeps the bodies it was made with)
+    and that node.
+    """
+    kept = []
+    for node, params in changes:
+        if node.type is not NodeType.Conditional:
+            kept.append((node, params))
+            continue
+        assert conditionals is not None
+        if not conditionals.same(node, params):
+            why = (
+                "a conditional node's handle, kind, size or bodies changed; an executable "
+                "keeps the bodies it was made with (instantiate again)"
+            )
+            return [], why, node
+    return kept, "", None

@@ -1,0 +1,155 @@
+"""Conditional nodes: IF, WHILE and SWITCH over body graphs (CUDA 12.4's design, HIP's PoC).
+
+``handle = graph.conditional_handle(default=...)`` makes a handle; a kernel sets it from device
+code through a ``CondHandle`` parameter (``ahg.set_conditional(h, v)``);
+``node, bodies = graph.add_conditional_node(handle, kind, size)`` adds the node and returns its
+body graphs, which the caller fills like any graph. When the node runs it reads the handle:
+
+* IF: run ``bodies[0]`` if the value is non-zero; with two bodies, ``bodies[1]`` otherwise;
+* WHILE: run the body while the value is non-zero (tested before each iteration);
+* SWITCH: run ``bodies[value]`` if ``value < size``, nothing otherwise.
+
+Bodies belong to their node as a child-graph node's copy does (destroy the node, not the
+body); they are cloned with their graph and instantiated with their parent. A handle belongs to
+the graph that made it: a node of that graph, of its clones, or of a body or child graph inside
+it may use it; a node of any other graph → ``InvalidValue``.
+
+HIP's checks: a null handle, a handle of another graph, an unknown kind, WHILE with a size
+other than 1, IF with a size other than 1 or 2, SWITCH with a size below 1 → ``InvalidValue``.
+Bodies may hold kernel, memcpy, memset, empty, child-graph and conditional nodes (CUDA's list);
+anything else is ``NotSupported`` when the parent is instantiated.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..core.errors import InvalidValue
+from ..device.conditional_arg import HandleToken
+
+if TYPE_CHECKING:
+    from .graph import Graph
+
+__all__ = [
+    "MAX_SWITCH_BODIES",
+    "ConditionalHandle",
+    "ConditionalKind",
+    "ConditionalNodeParams",
+    "check_conditional",
+    "make_handle",
+]
+
+MAX_SWITCH_BODIES = 1 << 16
+"""The most bodies a SWITCH node may have here (CUDA sets no small limit)."""
+
+_UINT32_MAX = (1 << 32) - 1
+
+
+class ConditionalKind(enum.IntEnum):
+    """``hipGraphConditionalNodeType``."""
+
+    If = 0
+    While = 1
+    Switch = 2
+
+
+class ConditionalHandle(HandleToken):
+    """A conditional node's handle (``hipGraphConditionalHandle``); pass it to kernels.
+
+    Attributes:
+        default: the value the handle takes at the start of every launch (with
+            ``assign_default``), or once when the executable is made (without).
+        assign_default: re-apply ``default`` at each launch (``hipGraphCondAssignDefault``).
+        graph_id: the id of the graph that made it.
+    """
+
+    __slots__ = ("assign_default", "default", "graph_id")
+
+    def __init__(self, graph_id: int, default: int, assign_default: bool) -> None:
+        super().__init__()
+        self.graph_id = graph_id
+        self.default = default
+        self.assign_default = assign_default
+
+    def __repr__(self) -> str:
+        return (
+            f"<ConditionalHandle #{self.token} graph={self.graph_id} default={self.default}"
+            f"{' assign_default' if self.assign_default else ''}>"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ConditionalNodeParams:
+    """``hipConditionalNodeParams``: handle, kind and number of bodies.
+
+    ``bodies`` is an output, as HIP's ``phGraph_out``: ignored by ``graph.add_node``, and in a
+    node's ``params`` the body graphs the node owns.
+    """
+
+    handle: ConditionalHandle
+    kind: ConditionalKind
+    size: int = 1
+    bodies: tuple[Graph, ...] = ()
+
+
+def make_handle(graph: Graph, default: Any, assign_default: Any) -> ConditionalHandle:
+    """Check the arguments of ``graph.conditional_handle`` and make the handle."""
+    graph.check_alive()
+    if isinstance(default, bool) or not isinstance(default, int):
+        raise TypeError(f"default must be an int, got {default!r}")
+    if not 0 <= default <= _UINT32_MAX:
+        raise InvalidValue(f"default {default} is not an unsigned 32-bit value")
+    if not isinstance(assign_default, bool):
+        raise TypeError(f"assign_default must be a bool, got {assign_default!r}")
+    return ConditionalHandle(graph.id, default, assign_default)
+
+
+def _owns(graph: Graph, handle: ConditionalHandle) -> bool:
+    """The handle was made by ``graph``, a graph it was cloned from, or a graph enclosing it
+    (a body or child graph inside that graph, however deep)."""
+    pending: list[Graph] = [graph]
+    seen: set[int] = set()
+    while pending:
+        current = pending.pop()
+        if current.id in seen:
+            continue
+        seen.add(current.id)
+        if current.id == handle.graph_id:
+            return True
+        if current.original is not None:
+            pending.append(current.original)
+        if current.owner_node is not None:
+            pending.append(current.owner_node.graph)
+    return False
+
+
+def check_conditional(
+    graph: Graph, handle: Any, kind: Any, size: Any
+) -> tuple[ConditionalHandle, ConditionalKind, int]:
+    """HIP's checks on a conditional node's handle, kind and size (see the module notes)."""
+    if handle is None:
+        raise InvalidValue("conditional handle is null")
+    if not isinstance(handle, ConditionalHandle):
+        raise TypeError(f"expected a handle from graph.conditional_handle(), got {handle!r}")
+    if not _owns(graph, handle):
+        raise InvalidValue(f"{handle!r} belongs to another graph than {graph!r}")
+    if isinstance(kind, bool) or not isinstance(kind, int):
+        raise InvalidValue(f"{kind!r} is not a conditional node kind")
+    try:
+        checked = ConditionalKind(kind)
+    except ValueError:
+        raise InvalidValue(f"{kind!r} is not a conditional node kind") from None
+    if isinstance(size, bool) or not isinstance(size, int):
+        raise TypeError(f"size must be an int, got {size!r}")
+    allowed = {
+        ConditionalKind.If: (1, 2),
+        ConditionalKind.While: (1, 1),
+        ConditionalKind.Switch: (1, MAX_SWITCH_BODIES),
+    }[checked]
+    if not allowed[0] <= size <= allowed[1]:
+        raise InvalidValue(
+            f"a {checked.name} node takes {allowed[0]}..{allowed[1]} bodies, got {size}"
+        )
+    return handle, checked, size
