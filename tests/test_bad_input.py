@@ -490,6 +490,8 @@ ACCEPTED: dict[tuple[str, str, str], str] = {
     ("graph.retain_user_object", "move", "bool"): "a flag",
     ("graph.release_user_object", "obj", "destroyed"): "HIP: an unknown object is a no-op",
     ("graph.instantiate", "device", "none"): "the default device",
+    ("get_device", "ordinal", "none"): "the calling task's current device",
+    ("graph.add_mem_alloc_node", "device", "none"): "the calling task's current device",
     ("graph.to_dot", "flags", "negative"): "any flag value is accepted, as in HIP",
     ("graph.to_dot", "flags", "huge"): "any flag value is accepted, as in HIP",
     ("graph.debug_dot_print", "flags", "negative"): "any flag value is accepted, as in HIP",

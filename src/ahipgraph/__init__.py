@@ -29,6 +29,7 @@ from .core.errors import (
     InvalidDevicePointer,
     InvalidHandle,
     InvalidMemcpyDirection,
+    InvalidPitchValue,
     InvalidSymbol,
     InvalidValue,
     LaunchFailure,
@@ -38,6 +39,8 @@ from .core.errors import (
     NotSupported,
     OperatingSystem,
     OutOfMemory,
+    PeerAccessAlreadyEnabled,
+    PeerAccessNotEnabled,
     StreamCaptureImplicit,
     StreamCaptureInvalidated,
     StreamCaptureIsolation,
@@ -65,6 +68,7 @@ from .device.kernel_args import (
 )
 from .device.pointer import NULL, DevicePtr
 from .device.properties import CopyKind, CostModel, DeviceProperties
+from .device.symbols import DeviceSymbol, device_symbol
 from .exec.flags import InstantiateFlags, UpdateResult, UpdateResultKind
 from .exec.graph_exec import ExecStatistics, GraphExec
 from .graph.dot import DotFlags
@@ -80,8 +84,12 @@ from .runtime.capture import (
     exchange_capture_mode,
 )
 from .runtime.completion import Completion
+from .runtime.current import current_device, set_device
 from .runtime.event import Event, elapsed_time
+from .runtime.per_thread import STREAM_PER_THREAD
+from .runtime.pitched import PitchedPtr
 from .runtime.stream import Stream
+from .runtime.stream_memops import StreamWaitFlag
 from .tools.trace import Trace, tracing
 
 __all__ = [
@@ -162,4 +170,14 @@ __all__ = [
     "uint32",
     "uint64",
     "uint8",
+    "InvalidPitchValue",
+    "PeerAccessAlreadyEnabled",
+    "PeerAccessNotEnabled",
+    "DeviceSymbol",
+    "PitchedPtr",
+    "STREAM_PER_THREAD",
+    "StreamWaitFlag",
+    "current_device",
+    "device_symbol",
+    "set_device",
 ]

@@ -42,6 +42,7 @@ from ..core.registry import HandleRegistry
 from ..lifetime.user_object import UserObject, check_count
 from . import dot
 from .builder import GraphBuilder
+from .copy_nodes import GraphCopyBuilder
 from .memnodes import RESERVATIONS
 from .node import NODES, GraphNode, live_node
 from .node_type import NodeType
@@ -73,7 +74,7 @@ class GraphStatistics:
     destroyed: bool
 
 
-class Graph(GraphTopology, GraphBuilder):
+class Graph(GraphTopology, GraphBuilder, GraphCopyBuilder):
     """A graph of device work (``hipGraphCreate``). See the ``add_*_node`` methods.
 
     Attributes:

@@ -32,6 +32,7 @@ from ..device.pointer import DevicePtr
 from ..device.properties import CopyKind
 from ..runtime.event import Event
 from ..runtime.params import Endpoint, HostParams, KernelParams, MemcpyParams, MemsetParams
+from .copy_nodes import NodeCopySetters
 from .node_type import NodeType
 from .params import (
     ChildGraphParams,
@@ -71,7 +72,7 @@ PARAMS_TYPES: dict[NodeType, type[Any] | None] = {
 """The parameter class each creatable node type holds (None: the node has no parameters)."""
 
 
-class GraphNode:
+class GraphNode(NodeCopySetters):
     """One node of a :class:`Graph`. Created by the graph's ``add_*_node`` methods.
 
     Attributes:

@@ -35,6 +35,7 @@ from ..runtime.params import (
     MemcpyParams,
     MemsetParams,
 )
+from ..runtime.pitched import PitchedCopyParams
 
 if TYPE_CHECKING:
     from .graph import Graph
@@ -187,6 +188,8 @@ def revalidate(params: Any) -> Any:
             shared_mem=params.shared_mem,
             priority=params.priority,
         )
+    if isinstance(params, PitchedCopyParams):
+        return params.revalidated()
     if isinstance(params, MemcpyParams):
         return memcpy_params(params.dst, params.src, params.nbytes, params.kind, allow_empty=False)
     if isinstance(params, MemsetParams):

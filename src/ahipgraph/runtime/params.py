@@ -55,7 +55,7 @@ class KernelParams:
         priority: int = 0,
         device: Device | None = None,
     ) -> KernelParams:
-        """Validate a launch against ``device``'s limits (device 0 by default).
+        """Validate a launch against ``device``'s limits (the current device by default).
 
         Raises:
             InvalidValue: ``kernel`` is None.
@@ -66,7 +66,7 @@ class KernelParams:
             raise InvalidValue("kernel is null")
         if not isinstance(kernel, Kernel):
             raise TypeError(f"expected a kernel declared with @ahg.kernel, got {kernel!r}")
-        props = (device or get_device(0)).properties
+        props = (device or get_device()).properties
         grid3, block3 = launch_dims(
             grid,
             block,
@@ -206,7 +206,11 @@ class MemcpyParams:
         return cls(dst, src, nbytes, inferred)
 
     def cost_ns(self, device: Device) -> int:
-        return device.properties.cost.copy_ns(self.nbytes, self.kind)
+        dst, src = self.dst, self.src
+        peer = (
+            isinstance(dst, DevicePtr) and isinstance(src, DevicePtr) and dst.device != src.device
+        )
+        return device.properties.cost.copy_ns(self.nbytes, self.kind, peer=peer)
 
     def op(self, device: Device) -> CopyOp:
         return CopyOp(

@@ -35,7 +35,10 @@ from . import capture
 from .completion import Completion
 from .event import Event, live_event
 from .params import Endpoint, HostParams, KernelParams, MemcpyParams, MemsetParams
+from .per_thread import STREAM_PER_THREAD, per_thread_stream
 from .stream_capture import StreamCaptureMixin
+from .stream_copies import StreamCopyMixin
+from .stream_memops import StreamMemOpsMixin
 from .stream_memory import StreamMemoryMixin
 
 if TYPE_CHECKING:
@@ -62,7 +65,7 @@ class StreamStatistics:
     error: bool
 
 
-class Stream(StreamCaptureMixin, StreamMemoryMixin):
+class Stream(StreamCaptureMixin, StreamMemoryMixin, StreamCopyMixin, StreamMemOpsMixin):
     """An in-order stream of device work. Create with ``device.create_stream()``.
 
     Capture (``begin_capture`` ...) and stream-ordered memory (``malloc_async``, ``free_async``)
@@ -338,10 +341,11 @@ class Stream(StreamCaptureMixin, StreamMemoryMixin):
         )
 
 
-def launch_stream(stream: object, device: Device) -> Stream:
+def launch_stream(stream: object, device: Device, *, any_device: bool = False) -> Stream:
     """The stream a call that takes an optional stream works on (launch, upload, ...).
 
-    None means ``device``'s null stream, as HIP's null ``hipStream_t``.
+    None means ``device``'s null stream, as HIP's null ``hipStream_t``; ``any_device``
+    accepts a stream of another device (a graph launch may cross devices).
 
     Raises:
         TypeError: ``stream`` is neither None nor a Stream.
@@ -350,11 +354,13 @@ def launch_stream(stream: object, device: Device) -> Stream:
     """
     if stream is None:
         return device.null_stream
+    if stream is STREAM_PER_THREAD:
+        return per_thread_stream(device)
     if not isinstance(stream, Stream):
         raise TypeError(f"stream must be a Stream or None, got {stream!r}")
     if stream.state is not StreamState.OPEN:
         stream.check_open()  # raises
-    if stream.device is not device:
+    if stream.device is not device and not any_device:
         raise InvalidValue(
             f"{stream!r} belongs to device {stream.device.ordinal}, not device {device.ordinal}"
         )
