@@ -22,6 +22,8 @@ def set_device(device: int | Device) -> None:
         InvalidDevice: no such device (the current device is unchanged).
         TypeError: neither an int nor a Device (bools are refused).
     """
+    if device is None:  # get_device(None) would mean "the current one": refuse it here
+        raise TypeError("set_device needs a device or an ordinal, got None")
     if isinstance(device, Device):
         ordinal = device.ordinal
         if get_device(ordinal) is not device:  # a device of an earlier configure_devices()
