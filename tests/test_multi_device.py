@@ -111,7 +111,8 @@ async def test_apis_that_default_a_device_use_the_current_one() -> None:
             graph.add_kernel_node(add_one, 1, 128, (64, x))
         graph.add_kernel_node(add_one, 1, 64, (64, x))
         alloc = graph.add_mem_alloc_node(64)
-        assert alloc.params.device == 1 and alloc.params.ptr.device == 1
+        assert alloc.params.device == 1
+        assert alloc.params.ptr.device == 1
         graph.add_mem_free_node(alloc.params.ptr, deps=[alloc])
         graph_exec = graph.instantiate()
         assert graph_exec.device is d1
@@ -130,7 +131,8 @@ async def test_apis_that_default_a_device_use_the_current_one() -> None:
 def test_peer_access_errors_follow_hip() -> None:
     ahg.configure_devices(2)
     d0, d1 = ahg.get_device(0), ahg.get_device(1)
-    assert d0.can_access_peer(1) and d1.can_access_peer(d0)
+    assert d0.can_access_peer(1)
+    assert d1.can_access_peer(d0)
     assert not d0.can_access_peer(d0)
     with pytest.raises(ahg.InvalidDevice):
         d0.can_access_peer(7)
@@ -253,7 +255,8 @@ async def test_launch_on_a_peer_devices_stream_orders_both_sides() -> None:
     handle = await graph_exec.launch(stream1)
     await stream1.launch_host_func(log.append, "after")
     await asyncio.sleep(0)  # the device loop turns: the graph must still wait for "before"
-    assert log == [] and not handle.done()
+    assert log == []
+    assert not handle.done()
     gate.set()
     await stream1.synchronize()  # covers the graph too
     assert log == ["before", "graph", "after"]
@@ -309,7 +312,8 @@ async def test_each_task_has_its_own_default_stream_per_device() -> None:
     baseline = snapshot()
     mine = d0.per_thread_stream()
     assert d0.per_thread_stream() is mine
-    assert d1.per_thread_stream() is not mine and d1.per_thread_stream().device is d1
+    assert d1.per_thread_stream() is not mine
+    assert d1.per_thread_stream().device is d1
 
     async def other() -> ahg.Stream:
         return d0.per_thread_stream()

@@ -232,7 +232,8 @@ async def test_3d_node_in_a_graph_equals_the_eager_copy(ahg_device: ahg.Device) 
     graph = ahg.Graph()
     up = graph.add_memcpy_3d_node(P(dev, 16), P(host, 10), (10, 6, 1))
     down = graph.add_memcpy_3d_node(P(out, 10), P(dev, 16), (10, 6, 1), deps=[up])
-    assert up.type is ahg.NodeType.Memcpy and down.type is ahg.NodeType.Memcpy
+    assert up.type is ahg.NodeType.Memcpy
+    assert down.type is ahg.NodeType.Memcpy
     assert up.params.kind is ahg.CopyKind.HostToDevice
     graph_exec = graph.instantiate()
     stream = device.create_stream()

@@ -22,7 +22,8 @@ def scale_by_coeffs(
 
 
 def test_declaration_rules() -> None:
-    assert COEFFS.nbytes == 32 and COUNTER.nbytes == 4
+    assert COEFFS.nbytes == 32
+    assert COUNTER.nbytes == 4
     # Declaring the same global again returns it (a module re-run); anything else is an error.
     assert ahg.device_symbol("test_symbols.coeffs", dtype=np.float32, shape=(8,)) is COEFFS
     with pytest.raises(ValueError, match="already declared"):
@@ -48,11 +49,13 @@ def test_storage_is_per_device_zero_filled_and_loaded_on_first_use() -> None:
     d0, d1 = ahg.get_device(0), ahg.get_device(1)
     before = d1.memory.statistics().allocations
     a0, a1 = COEFFS.address(d0), COEFFS.address(1)
-    assert a0.device == 0 and a1.device == 1
+    assert a0.device == 0
+    assert a1.device == 1
     assert COEFFS.address(d0) == a0  # loaded once
     assert d1.memory.statistics().allocations == before + 1
     assert not COEFFS.view(d0).any()
-    assert COEFFS.view(d0).shape == (8,) and COEFFS.view(d0).dtype == np.float32
+    assert COEFFS.view(d0).shape == (8,)
+    assert COEFFS.view(d0).dtype == np.float32
     with pytest.raises(ahg.InvalidDevice):
         COEFFS.address(5)
 
@@ -136,7 +139,8 @@ async def test_symbol_nodes_setters_and_exec_setters(device: ahg.Device) -> None
     graph = ahg.Graph()
     to = graph.add_memcpy_node_to_symbol(COEFFS, a)
     back = graph.add_memcpy_node_from_symbol(out, COEFFS, deps=[to])
-    assert to.type is ahg.NodeType.Memcpy and back.type is ahg.NodeType.Memcpy
+    assert to.type is ahg.NodeType.Memcpy
+    assert back.type is ahg.NodeType.Memcpy
     with pytest.raises(ahg.InvalidSymbol):
         graph.add_memcpy_node_to_symbol("nope", a)
     with pytest.raises(ahg.InvalidValue):
@@ -179,7 +183,7 @@ async def test_exec_symbol_setter_refuses_a_move_to_another_device() -> None:
     node = graph.add_memcpy_node_to_symbol(COEFFS, host)  # on the current device, 0
     assert node.params.dst.device == 0
     exec1 = graph.instantiate(device=d1)
-    with pytest.raises(ahg.InvalidValue, match="another device|cannot move"):
+    with pytest.raises(ahg.InvalidValue, match="cannot move"):
         exec1.set_memcpy_node_to_symbol(node, COEFFS, host)
     exec0 = graph.instantiate(device=d0)
     exec0.set_memcpy_node_to_symbol(node, COEFFS, host)
