@@ -340,3 +340,25 @@ async def test_each_task_has_its_own_default_stream_per_device() -> None:
     assert leak_report(baseline) is None
     assert d0.per_thread_stream() is not mine  # a destroyed one is replaced
     d0.per_thread_stream().destroy()
+
+
+@pytest.mark.asyncio
+async def test_a_launch_without_a_stream_uses_the_current_devices_null_stream() -> None:
+    ahg.configure_devices(2)
+    d0, d1 = ahg.get_device(0), ahg.get_device(1)
+    x = d1.malloc(4 * 4)
+    graph = ahg.Graph()
+    graph.add_kernel_node(add_one, 1, 4, (4, x))
+    graph_exec = graph.instantiate(device=d1)
+    before = d0.null_stream.statistics().submitted
+    await (await graph_exec.launch())  # current device 0: a cross-device launch, as HIP
+    assert d0.null_stream.statistics().submitted > before
+    await d0.null_stream.synchronize()
+    ahg.set_device(1)
+    try:
+        before1 = d1.null_stream.statistics().submitted
+        await (await graph_exec.launch())
+        assert d1.null_stream.statistics().submitted == before1 + 1
+    finally:
+        ahg.set_device(0)
+    assert (d1.view(x, np.int32, 4) == 2).all()

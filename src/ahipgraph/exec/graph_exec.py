@@ -256,7 +256,10 @@ class GraphExec(NodeSetters, ExecCopySetters, RefCounted):
     # -- launch ---------------------------------------------------------------------------------
 
     async def launch(self, stream: Stream | None = None) -> Completion:
-        """Enqueue one replay on ``stream`` (the device's null stream by default).
+        """Enqueue one replay on ``stream`` (the current device's null stream by default).
+
+        A stream of another device than the executable's is allowed: the graph runs on its
+        own device, ordered with that stream (see :mod:`ahipgraph.exec.cross_device`).
 
         Returns once the launch is enqueued. The returned :class:`Completion` resolves when
         every node has run, raising the launch's :class:`HipError` if one failed. The launch

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.errors import ContextIsDestroyed, HipError, InvalidHandle, InvalidValue
 from ..core.registry import HandleRegistry
+from ..device.device import get_device
 from ..device.kernel import DimLike, Kernel
 from ..device.ops import Op, WaitSignalsOp
 from ..device.pointer import DevicePtr
@@ -344,18 +345,21 @@ class Stream(StreamCaptureMixin, StreamMemoryMixin, StreamCopyMixin, StreamMemOp
 def launch_stream(stream: object, device: Device, *, any_device: bool = False) -> Stream:
     """The stream a call that takes an optional stream works on (launch, upload, ...).
 
-    None means ``device``'s null stream, as HIP's null ``hipStream_t``; ``any_device``
-    accepts a stream of another device (a graph launch may cross devices).
+    None means the null stream and ``STREAM_PER_THREAD`` the calling task's own stream, both
+    of ``device``; with ``any_device`` (a graph launch, which may cross devices) any device's
+    stream is accepted, and None / ``STREAM_PER_THREAD`` mean those of the current device, as
+    HIP resolves them.
 
     Raises:
         TypeError: ``stream`` is neither None nor a Stream.
         ContextIsDestroyed: the stream was destroyed.
         InvalidValue: the stream belongs to another device.
     """
-    if stream is None:
-        return device.null_stream
-    if stream is STREAM_PER_THREAD:
-        return per_thread_stream(device)
+    if stream is None or stream is STREAM_PER_THREAD:
+        # HIP resolves the null stream and hipStreamPerThread on the calling thread's current
+        # device; only a call that may cross devices can use a device other than ``device``.
+        home = get_device() if any_device else device
+        return home.null_stream if stream is None else per_thread_stream(home)
     if not isinstance(stream, Stream):
         raise TypeError(f"stream must be a Stream or None, got {stream!r}")
     if stream.state is not StreamState.OPEN:
