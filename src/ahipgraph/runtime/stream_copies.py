@@ -18,12 +18,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..core.errors import InvalidMemcpyDirection, InvalidValue
-from ..device.device import Device
+from ..device.device import Device, check_range
+from ..device.pointer import DevicePtr
 from ..device.properties import CopyKind
 from ..device.symbols import check_symbol_range, lookup_symbol
 from .completion import Completion
-from .params import Endpoint, MemcpyParams
-from .pitched import PitchedCopyParams, PitchedPtr
+from .params import Endpoint, MemcpyParams, _check_endpoint, _host_array, _infer_kind
+from .pitched import PitchedCopyParams, PitchedPtr, check_kind
 
 if TYPE_CHECKING:
     from .stream import Stream
@@ -53,6 +54,21 @@ def _symbol_nbytes(nbytes: int | None, host: Endpoint, room: int) -> int:
     raise InvalidValue("nbytes is required unless the other endpoint is a host array")
 
 
+def _check_other_end(end: Endpoint, role: str, nbytes: int, kind: Any, device: Device) -> None:
+    """Every check of the copy that does not need the symbol's storage, so that a failed call
+    never loads a symbol on a device (loading is the one change a symbol copy makes)."""
+    _check_endpoint(end, role)
+    placeholder = DevicePtr(device.ordinal, 1)  # kind inference looks at types only
+    pair = (placeholder, end) if role == "src" else (end, placeholder)
+    check_kind(kind, _infer_kind(*pair))
+    if isinstance(end, DevicePtr):
+        check_range(end, nbytes)
+    else:
+        _host_array(end, role, writable=role == "dst")
+        if nbytes > end.nbytes:
+            raise InvalidValue(f"{nbytes} bytes exceed the {end.nbytes}-byte {role} array")
+
+
 def to_symbol_params(
     symbol: Any,
     src: Endpoint,
@@ -67,6 +83,7 @@ def to_symbol_params(
     count = _symbol_nbytes(nbytes, src, sym.nbytes)
     check_symbol_range(sym, count, offset)
     _symbol_kind(kind, _TO_SYMBOL, "to")
+    _check_other_end(src, "src", count, kind, device)
     return MemcpyParams.make(sym.address_on(device.memory) + offset, src, count, kind)
 
 
@@ -84,6 +101,7 @@ def from_symbol_params(
     count = _symbol_nbytes(nbytes, dst, sym.nbytes)
     check_symbol_range(sym, count, offset)
     _symbol_kind(kind, _FROM_SYMBOL, "from")
+    _check_other_end(dst, "dst", count, kind, device)
     return MemcpyParams.make(dst, sym.address_on(device.memory) + offset, count, kind)
 
 

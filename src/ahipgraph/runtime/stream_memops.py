@@ -190,6 +190,13 @@ class StreamMemOpOp(Op):
         return f"<StreamMemOpOp {self.memop!r}>"
 
 
+def _not_none(flags: Any, mask: Any) -> None:
+    """A wait's flags and mask are words: None is Python misuse (and None flags would make
+    the operation a write)."""
+    if flags is None or mask is None:
+        raise TypeError(f"a wait needs int flags and mask, got flags={flags!r}, mask={mask!r}")
+
+
 class StreamMemOpsMixin:
     """``wait_value_32/64`` and ``write_value_32/64`` of :class:`~ahipgraph.Stream`."""
 
@@ -216,6 +223,7 @@ class StreamMemOpsMixin:
 
         Raises: see :meth:`StreamMemOp.make`; ContextIsDestroyed for a destroyed stream.
         """
+        _not_none(flags, mask)
         return self._memop(lambda: StreamMemOp.make(ptr, value, 32, flag=flags, mask=mask))
 
     async def wait_value_64(
@@ -226,6 +234,7 @@ class StreamMemOpsMixin:
         mask: int = 0xFFFF_FFFF_FFFF_FFFF,
     ) -> Completion:
         """``hipStreamWaitValue64``: as :meth:`wait_value_32` on a 64-bit word."""
+        _not_none(flags, mask)
         return self._memop(lambda: StreamMemOp.make(ptr, value, 64, flag=flags, mask=mask))
 
     async def write_value_32(self, ptr: DevicePtr, value: int, flags: int = 0) -> Completion:
