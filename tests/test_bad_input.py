@@ -31,7 +31,6 @@ from ahipgraph.lifetime.user_object import USER_OBJECTS
 from ahipgraph.runtime.event import EVENTS
 from ahipgraph.runtime.stream import STREAMS
 
-
 SWEEP_SYMBOL = ahg.device_symbol("test_bad_input.symbol", 64)
 
 
