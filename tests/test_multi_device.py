@@ -362,3 +362,58 @@ async def test_a_launch_without_a_stream_uses_the_current_devices_null_stream() 
     finally:
         ahg.set_device(0)
     assert (d1.view(x, np.int32, 4) == 2).all()
+
+
+@pytest.mark.asyncio
+async def test_destroying_an_exec_with_a_cross_device_launch_in_flight() -> None:
+    ahg.configure_devices(2)
+    d0, d1 = ahg.get_device(0), ahg.get_device(1)
+    baseline = snapshot()
+    x = d0.malloc(4 * 4)
+    graph = ahg.Graph()
+    graph.add_kernel_node(add_one, 1, 4, (4, x))
+    graph_exec = graph.instantiate(device=d0)
+    stream1 = d1.create_stream()
+    gate = asyncio.Event()
+    await stream1.launch_host_func(gate.wait)
+    handle = await graph_exec.launch(stream1)
+    graph_exec.destroy()  # retired now, freed when the launch completes
+    graph.destroy()
+    with pytest.raises(ahg.InvalidValue):
+        await graph_exec.launch(stream1)
+    gate.set()
+    await handle
+    await stream1.synchronize()
+    assert (d0.view(x, np.int32, 4) == 1).all()
+    stream1.destroy()
+    d0.free(x)
+    assert leak_report(baseline) is None
+
+
+def test_peer_access_from_another_thread_is_seen_by_the_loop() -> None:
+    ahg.configure_devices(2)
+    d0, d1 = ahg.get_device(0), ahg.get_device(1)
+    remote = d1.malloc(16)
+    errors: list[BaseException] = []
+
+    def enable() -> None:
+        try:
+            d0.enable_peer_access(1)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=enable) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    # Exactly one thread enabled it; the others were told it already was.
+    assert len(errors) == 3
+    assert all(isinstance(e, ahg.PeerAccessAlreadyEnabled) for e in errors)
+
+    async def main() -> None:
+        stream = d0.create_stream()
+        await (await stream.launch_kernel(add_one, 1, 4, (4, remote)))
+
+    asyncio.run(main())
+    assert (d1.view(remote, np.int32, 4) == 1).all()

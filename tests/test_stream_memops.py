@@ -222,3 +222,67 @@ async def test_a_bad_captured_memop_fails_and_keeps_the_capture(device: ahg.Devi
     await stream.write_value_32(word, 1)
     graph = stream.end_capture()
     assert len(graph.nodes()) == 1
+
+
+# -- hostile use -----------------------------------------------------------------------------------
+
+
+def test_a_wait_left_pending_when_its_loop_closes_fails_instead_of_hanging(
+    device: ahg.Device,
+) -> None:
+    word = device.malloc(8)
+    stream = device.create_stream()
+
+    async def first() -> None:
+        await stream.wait_value_32(word, 1, F.EQ)  # never satisfied on this loop
+        await asyncio.sleep(0)
+
+    asyncio.run(first())  # the loop closes with the wait polling: its task is cancelled
+
+    async def second() -> None:
+        with pytest.raises(ahg.HipError):
+            await stream.synchronize()
+        await stream.write_value_32(word, 5)  # the stream works again
+        await stream.synchronize()
+
+    asyncio.run(second())
+    assert device.view(word, np.uint32, 1)[0] == 5
+
+
+@pytest.mark.asyncio
+async def test_cancelling_the_host_that_awaits_a_wait_leaves_the_device_work_alone(
+    device: ahg.Device,
+) -> None:
+    word = device.malloc(8)
+    stream = device.create_stream()
+    done = await stream.wait_value_32(word, 1, F.EQ)
+
+    async def host() -> None:
+        await done
+
+    task = asyncio.create_task(host())
+    await asyncio.sleep(0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert not done.done()
+    await stream.write_value_32(word, 1)  # behind the wait on the same stream: never runs
+    await asyncio.sleep(0)
+    assert not done.done()
+    device.view(word, np.uint32, 1)[0] = 1  # the host releases it
+    await stream.synchronize()
+    assert done.done()
+
+
+@pytest.mark.asyncio
+async def test_destroying_a_stream_with_a_parked_wait_still_completes_it(
+    ahg_device: ahg.Device,
+) -> None:
+    device = ahg_device
+    word = device.malloc(8)
+    stream = device.create_stream()
+    done = await stream.wait_value_32(word, 9, F.GEQ)
+    stream.destroy()  # work already enqueued still completes
+    device.view(word, np.uint32, 1)[0] = 10
+    await done
+    device.free(word)
