@@ -417,3 +417,49 @@ def test_peer_access_from_another_thread_is_seen_by_the_loop() -> None:
 
     asyncio.run(main())
     assert (d1.view(remote, np.int32, 4) == 1).all()
+
+
+@pytest.mark.asyncio
+async def test_memcpy_peer_checks_each_pointer_against_its_device() -> None:
+    ahg.configure_devices(2)
+    d0, d1 = ahg.get_device(0), ahg.get_device(1)
+    a, b = d0.malloc(64), d1.malloc(64)
+    d1.view(b, np.uint8)[:] = 3
+    stream = d0.create_stream()
+    baseline = (snapshot(), stream.statistics())
+    with pytest.raises(ahg.InvalidDevice):
+        await stream.memcpy_peer(a, 0, b, 5, 64)
+    with pytest.raises(ahg.InvalidValue, match="not on device"):
+        await stream.memcpy_peer(a, 1, b, 1, 64)
+    with pytest.raises(ahg.InvalidValue, match="null"):
+        await stream.memcpy_peer(ahg.NULL, 0, b, 1, 64)
+    with pytest.raises(ahg.InvalidValue):
+        await stream.memcpy_peer(a, 0, b, 1, 65)
+    with pytest.raises(ahg.InvalidValue, match="required"):
+        await stream.memcpy_peer(a, 0, b, 1, None)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        await stream.memcpy_peer(np.zeros(4), 0, b, 1, 4)  # type: ignore[arg-type]
+    assert (snapshot(), stream.statistics()) == baseline
+    await d0.memcpy_peer(a, d0, b, d1, 64)  # synchronous: done on return
+    assert (d0.view(a, np.uint8, 64) == 3).all()
+
+
+@pytest.mark.asyncio
+async def test_synchronous_pitched_and_symbol_copies(device: ahg.Device) -> None:
+    symbol = ahg.device_symbol("test_multi_device.sync", 16)
+    host = np.arange(16, dtype=np.uint8)
+    out = np.zeros(16, np.uint8)
+    await device.memcpy_to_symbol(symbol, host)
+    await device.memcpy_from_symbol(out, symbol)
+    np.testing.assert_array_equal(out, host)
+    dev = device.malloc(64)
+    await device.memcpy_2d(dev, 32, host, 8, 8, 2)
+    await device.memcpy_3d(ahg.PitchedPtr(out, 8), ahg.PitchedPtr(dev, 32), (8, 2, 1))
+    np.testing.assert_array_equal(out, host)
+    # Synchronous copies during a capture are StreamCaptureImplicit, as HIP's.
+    stream = device.create_stream()
+    stream.begin_capture()
+    with pytest.raises(ahg.StreamCaptureImplicit):
+        await device.memcpy_to_symbol(symbol, host)
+    with pytest.raises(ahg.StreamCaptureInvalidated):
+        stream.end_capture()

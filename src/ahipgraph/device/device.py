@@ -29,6 +29,7 @@ from .memory import DeviceMemory, MemoryStatistics
 from .pointer import DevicePtr
 from .properties import DeviceProperties
 from .signal import Signal
+from .sync_copies import DeviceCopyMixin
 
 if TYPE_CHECKING:
     from ..runtime.completion import Completion
@@ -70,7 +71,7 @@ class DeviceStatistics:
     queues: tuple[QueueStatistics, ...]
 
 
-class Device:
+class Device(DeviceCopyMixin):
     """One simulated GPU. Obtain it with :func:`get_device`; it has no public constructor."""
 
     def __init__(self, ordinal: int, properties: DeviceProperties, *, _key: object = None) -> None:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..core.errors import InvalidMemcpyDirection, InvalidValue
-from ..device.device import Device, check_range
+from ..device.device import Device, check_range, get_device
 from ..device.pointer import DevicePtr
 from ..device.properties import CopyKind
 from ..device.symbols import check_symbol_range, lookup_symbol
@@ -29,7 +29,13 @@ from .pitched import PitchedCopyParams, PitchedPtr, check_kind
 if TYPE_CHECKING:
     from .stream import Stream
 
-__all__ = ["StreamCopyMixin", "from_symbol_params", "pitched_2d_params", "to_symbol_params"]
+__all__ = [
+    "StreamCopyMixin",
+    "from_symbol_params",
+    "peer_params",
+    "pitched_2d_params",
+    "to_symbol_params",
+]
 
 _TO_SYMBOL = (CopyKind.HostToDevice, CopyKind.DeviceToDevice, CopyKind.Default)
 _FROM_SYMBOL = (CopyKind.DeviceToHost, CopyKind.DeviceToDevice, CopyKind.Default)
@@ -121,6 +127,22 @@ def pitched_2d_params(
         PitchedPtr(dst, dst_pitch), PitchedPtr(src, src_pitch), (width, height, 1),
         kind=kind, device=device,
     )  # fmt: skip
+
+
+def peer_params(
+    dst: DevicePtr, dst_device: Any, src: DevicePtr, src_device: Any, nbytes: int
+) -> MemcpyParams:
+    """``hipMemcpyPeer``'s arguments: each pointer must belong to the device named with it."""
+    for ptr, device, role in ((dst, dst_device, "dst"), (src, src_device, "src")):
+        ordinal = device.ordinal if isinstance(device, Device) else get_device(device).ordinal
+        _check_endpoint(ptr, role)
+        if not isinstance(ptr, DevicePtr):
+            raise TypeError(f"{role} of a peer copy must be a DevicePtr, got {ptr!r}")
+        if ptr and ptr.device != ordinal:
+            raise InvalidValue(f"{role} {ptr!r} is not on device {ordinal}")
+    if nbytes is None:
+        raise InvalidValue("nbytes is required for a peer copy")
+    return MemcpyParams.make(dst, src, nbytes, CopyKind.DeviceToDevice)
 
 
 class StreamCopyMixin:
@@ -219,6 +241,18 @@ class StreamCopyMixin:
         return self._enqueue_copy(
             lambda: from_symbol_params(dst, symbol, nbytes, offset, kind, device=device)
         )
+
+    async def memcpy_peer(
+        self, dst: DevicePtr, dst_device: Any, src: DevicePtr, src_device: Any, nbytes: int
+    ) -> Completion:
+        """Copy ``nbytes`` between two devices (``hipMemcpyPeerAsync``); no peer access is
+        needed, and the copy costs a peer transfer when the devices differ.
+
+        Raises:
+            InvalidDevice: ``dst_device`` or ``src_device`` is not a device.
+            InvalidValue: a pointer that does not belong to its device, null, or out of range.
+        """
+        return self._enqueue_copy(lambda: peer_params(dst, dst_device, src, src_device, nbytes))
 
     def _device(self) -> Device:
         stream: Stream = self  # type: ignore[assignment]
