@@ -25,6 +25,7 @@ def test_readme_example_runs() -> None:
         ("saxpy.py", "saxpy n=65536: max |error|"),
         ("graph_replay.py", "1000 replays match eager execution and numpy"),
         ("capture.py", "exec.update: Success; results match numpy"),
+        ("two_devices.py", "filtered across devices; matches numpy"),
     ],
 )
 def test_example_runs(script: str, says: str, capsys: pytest.CaptureFixture[str]) -> None:
