@@ -463,3 +463,37 @@ async def test_synchronous_pitched_and_symbol_copies(device: ahg.Device) -> None
         await device.memcpy_to_symbol(symbol, host)
     with pytest.raises(ahg.StreamCaptureInvalidated):
         stream.end_capture()
+
+
+@pytest.mark.asyncio
+async def test_dependency_graph_device_context_change() -> None:
+    # As HIP's test: build and instantiate on device 0, switch to device 1, launch the
+    # executable on a device-1 stream, synchronize it, check the result; then switch back.
+    ahg.configure_devices(2)
+    d0 = ahg.get_device(0)
+    n = 64
+    a_host = np.arange(n, dtype=np.int32)
+    a, b = d0.malloc(4 * n), d0.malloc(4 * n)
+    out = np.zeros(n, np.int32)
+    graph = ahg.Graph()
+    up = graph.add_memcpy_node(a, a_host)
+    k = graph.add_kernel_node(copy_in, 1, n, (n, b, a), deps=[up])
+    inc = graph.add_kernel_node(add_one, 1, n, (n, b), deps=[k])
+    graph.add_memcpy_node(out, b, deps=[inc])
+    graph_exec = graph.instantiate()  # current device 0
+    ahg.set_device(1)
+    try:
+        stream = ahg.current_device().create_stream()
+        await graph_exec.launch(stream)
+        await stream.synchronize()
+        np.testing.assert_array_equal(out, a_host + 1)
+        # A symbol node made now resolves on the current device, 1.
+        sym = ahg.device_symbol("test_multi_device.ctxchg", 4)
+        node = ahg.Graph().add_memcpy_node_to_symbol(sym, np.zeros(1, np.int32))
+        assert node.params.dst.device == 1
+        node.graph.destroy()
+        stream.destroy()
+    finally:
+        ahg.set_device(0)
+    graph_exec.destroy()
+    graph.destroy()
