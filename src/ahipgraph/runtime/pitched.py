@@ -16,7 +16,8 @@ streams, graph nodes and executable setters, in HIP's order:
    leaves its allocation or array → ``InvalidValue`` (``InvalidDevicePointer`` for a pointer
    outside live memory).
 
-An empty region (a width, height or depth of 0) is valid and copies nothing, as in HIP.
+An empty region (a width, height or depth of 0) is valid and copies nothing, as in HIP: only
+the null-pointer, pitch and kind checks apply to it.
 :class:`PitchedCopyParams` is a :class:`MemcpyParams` (a memcpy node's parameters), so every
 rule about memcpy nodes (direction fixed, relocation by ``exec.update``, DOT) holds for it.
 """
@@ -152,7 +153,8 @@ def check_pitched_copy(
         empty = not (width and height and depth)
         span = 0 if empty else ((depth - 1) * slice_height + height - 1) * pitch + width
         if isinstance(ptr, DevicePtr):
-            check_range(ptr + offset, span)
+            if not empty:  # an empty copy touches nothing, wherever it points (HIP: success)
+                check_range(ptr + offset, span)
         else:
             _host_array(ptr, role, writable=role == "dst")
             if not empty and offset + span > ptr.nbytes:
