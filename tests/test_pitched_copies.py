@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import ahipgraph as ahg
 from ahipgraph.runtime.pitched import check_pitched_copy
@@ -353,9 +355,6 @@ async def test_captured_pitched_copy_becomes_a_memcpy_node(ahg_device: ahg.Devic
 
 
 # -- random regions: stream, graph node and numpy agree ------------------------------------------
-
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
 
 
 @st.composite
