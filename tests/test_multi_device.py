@@ -497,3 +497,32 @@ async def test_dependency_graph_device_context_change() -> None:
         ahg.set_device(0)
     graph_exec.destroy()
     graph.destroy()
+
+
+@pytest.mark.asyncio
+async def test_a_cross_device_launch_cancelled_while_parked_enqueues_nothing() -> None:
+    from ahipgraph import testing
+
+    ahg.configure_devices(2)
+    d0, d1 = ahg.get_device(0), ahg.get_device(1)
+    x = d0.malloc(16)
+    graph = ahg.Graph()
+    graph.add_kernel_node(add_one, 1, 4, (4, x))
+    graph_exec = graph.instantiate(device=d0, wait_for_signal_sets=True)
+    stream1 = d1.create_stream()
+    with testing.exhaust_signal_sets(graph_exec):
+        with pytest.raises(ahg.NotReady):
+            graph_exec.launch_nowait(stream1)
+        task = asyncio.create_task(graph_exec.launch(stream1))
+        await asyncio.sleep(0)  # the launch parks on the empty pool
+        assert not task.done()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    assert stream1.statistics().submitted == 0  # no marker on the user's side
+    assert graph_exec.statistics().launches == 0
+    await (await graph_exec.launch(stream1))  # the executable still works
+    assert (d0.view(x, np.int32, 4) == 1).all()
+    graph_exec.destroy()
+    graph.destroy()
+    stream1.destroy()
