@@ -205,3 +205,19 @@ async def test_captured_symbol_copies_replay(device: ahg.Device) -> None:
     graph_exec = graph.instantiate()
     await (await graph_exec.launch(stream))
     np.testing.assert_array_equal(out, values)
+
+
+@pytest.mark.asyncio
+async def test_a_device_without_room_for_a_symbol_is_out_of_memory() -> None:
+    ahg.configure_devices(1, ahg.DeviceProperties(memory_bytes=16))
+    device = ahg.get_device(0)
+    stream = device.create_stream()
+    before = device.memory.statistics()
+    with pytest.raises(ahg.OutOfMemory):
+        await stream.memcpy_to_symbol(COEFFS, np.zeros(8, np.float32))
+    with pytest.raises(ahg.OutOfMemory):
+        COEFFS.address()
+    assert device.memory.statistics() == before
+    await stream.memcpy_to_symbol(COUNTER, np.ones(1, np.float32))  # 4 bytes fit
+    await stream.synchronize()
+    assert COUNTER.view(device).view(np.float32)[0] == 1.0
