@@ -526,3 +526,19 @@ async def test_a_cross_device_launch_cancelled_while_parked_enqueues_nothing() -
     graph_exec.destroy()
     graph.destroy()
     stream1.destroy()
+
+
+def test_outside_tasks_each_thread_has_its_own_default_stream() -> None:
+    device = ahg.get_device(0)
+    mine = device.per_thread_stream()
+    assert device.per_thread_stream() is mine
+    theirs: list[ahg.Stream] = []
+    thread = threading.Thread(target=lambda: theirs.append(device.per_thread_stream()))
+    thread.start()
+    thread.join()
+    assert theirs[0] is not mine
+    assert not mine.non_blocking  # it orders with the legacy null stream, as HIP's
+    for stream in (mine, theirs[0]):
+        stream.destroy()
+    assert device.per_thread_stream() is not mine  # a destroyed one is replaced
+    device.per_thread_stream().destroy()
