@@ -1,11 +1,10 @@
 """The calling task's current device ordinal (HIP's per-thread ``hipSetDevice`` state).
 
 HIP keeps the current device per host thread; here it is per asyncio task (and per OS thread
-outside a task), held in a :class:`contextvars.ContextVar`. A task starts with the current
-device of the code that created it, as a thread created by another starts on device 0 in HIP
-only because nothing is inherited there: inheriting is what makes ``set_device`` before
-``asyncio.gather`` behave the way a reader of the code expects, and a task's own
-``set_device`` never reaches its parent or its siblings.
+outside a task), held in a :class:`contextvars.ContextVar`. A new OS thread starts on device 0,
+as in HIP. A new task starts with the choice of the code that created it (contextvars are
+copied into tasks), so ``set_device`` before ``asyncio.gather`` reaches the gathered tasks,
+while a task's own ``set_device`` never reaches its parent or its siblings.
 
 The variable lives in the device layer because ``get_device()`` defaults to it; the public
 ``set_device`` / ``current_device`` are in :mod:`ahipgraph.runtime.current`.
