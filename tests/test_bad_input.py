@@ -31,6 +31,8 @@ from ahipgraph.lifetime.user_object import USER_OBJECTS
 from ahipgraph.runtime.event import EVENTS
 from ahipgraph.runtime.stream import STREAMS
 
+SWEEP_SYMBOL = ahg.device_symbol("test_bad_input.symbol", 64)
+
 
 @ahg.kernel
 def put(t: ahg.Threads, value: ahg.int64, index: ahg.int32, out: ahg.Ptr[ahg.int64]) -> None:
@@ -388,6 +390,108 @@ ENTRIES: dict[str, Entry] = {
         args="",
         shared_mem="",
     ),
+    # the stream and device surface of issue 12 (items 4-7)
+    "set_device": entry(lambda w: ahg.set_device, lambda w: {"device": 0}, device=""),
+    "stream.memcpy_2d": entry(
+        lambda w: w.stream.memcpy_2d,
+        lambda w: {
+            "dst": w.dst,
+            "dst_pitch": 16,
+            "src": w.src,
+            "src_pitch": 16,
+            "width": 8,
+            "height": 2,
+            "kind": None,
+        },
+        dst="ptr",
+        dst_pitch="",
+        src="ptr",
+        src_pitch="",
+        width="",
+        height="",
+        kind="",
+    ),
+    "stream.memcpy_3d": entry(
+        lambda w: w.stream.memcpy_3d,
+        lambda w: {
+            "dst": ahg.PitchedPtr(w.dst, 16),
+            "src": ahg.PitchedPtr(w.src, 16),
+            "extent": (8, 2, 1),
+            "dst_pos": (0, 0, 0),
+            "src_pos": (0, 0, 0),
+        },
+        dst="",
+        src="",
+        extent="",
+        dst_pos="",
+        src_pos="",
+    ),
+    "stream.memcpy_to_symbol": entry(
+        lambda w: w.stream.memcpy_to_symbol,
+        lambda w: {"symbol": SWEEP_SYMBOL, "src": w.src, "nbytes": 8, "offset": 0},
+        symbol="",
+        src="ptr",
+        nbytes="",
+        offset="",
+    ),
+    "stream.memcpy_from_symbol": entry(
+        lambda w: w.stream.memcpy_from_symbol,
+        lambda w: {"dst": w.host, "symbol": SWEEP_SYMBOL, "nbytes": 8, "offset": 0},
+        dst="",
+        symbol="",
+        nbytes="",
+        offset="",
+    ),
+    "stream.wait_value_32": entry(
+        lambda w: w.stream.wait_value_32,
+        lambda w: {"ptr": w.dst, "value": 0, "flags": ahg.StreamWaitFlag.GEQ, "mask": 1},
+        ptr="ptr",
+        value="",
+        flags="",
+        mask="",
+    ),
+    "stream.write_value_64": entry(
+        lambda w: w.stream.write_value_64,
+        lambda w: {"ptr": w.dst, "value": 0, "flags": 0},
+        ptr="ptr",
+        value="",
+        flags="",
+    ),
+    "graph.add_memcpy_3d_node": entry(
+        lambda w: w.graph.add_memcpy_3d_node,
+        lambda w: {
+            "dst": ahg.PitchedPtr(w.dst, 16),
+            "src": ahg.PitchedPtr(w.src, 16),
+            "extent": (8, 2, 1),
+            "kind": None,
+        },
+        dst="",
+        src="",
+        extent="",
+        kind="",
+    ),
+    "graph.add_memcpy_node_to_symbol": entry(
+        lambda w: w.graph.add_memcpy_node_to_symbol,
+        lambda w: {"symbol": SWEEP_SYMBOL, "src": w.host, "nbytes": 8, "offset": 0},
+        symbol="",
+        src="",
+        nbytes="",
+        offset="",
+    ),
+    "exec.set_memcpy_3d_node_params": entry(
+        lambda w: w.exec.set_memcpy_3d_node_params,
+        lambda w: {
+            "node": w.memcpy_node,
+            "dst": ahg.PitchedPtr(w.dst, 16),
+            "src": ahg.PitchedPtr(w.src, 16),
+            "extent": (8, 2, 1),
+        },
+        node="node",
+        dst="",
+        src="",
+        extent="",
+    ),
+    "device.per_thread_stream": entry(lambda w: w.device.per_thread_stream, lambda w: {}),
     "exec.set_memcpy_node_params": entry(
         lambda w: w.exec.set_memcpy_node_params,
         lambda w: {
@@ -490,6 +594,12 @@ ACCEPTED: dict[tuple[str, str, str], str] = {
     ("graph.retain_user_object", "move", "bool"): "a flag",
     ("graph.release_user_object", "obj", "destroyed"): "HIP: an unknown object is a no-op",
     ("graph.instantiate", "device", "none"): "the default device",
+    ("get_device", "ordinal", "none"): "the calling task's current device",
+    ("stream.memcpy_2d", "kind", "none"): "the direction is inferred",
+    ("stream.memcpy_from_symbol", "nbytes", "none"): "the host array's size",
+    ("graph.add_memcpy_node_to_symbol", "nbytes", "none"): "the host array's size",
+    ("graph.add_memcpy_3d_node", "kind", "none"): "the direction is inferred",
+    ("graph.add_mem_alloc_node", "device", "none"): "the calling task's current device",
     ("graph.to_dot", "flags", "negative"): "any flag value is accepted, as in HIP",
     ("graph.to_dot", "flags", "huge"): "any flag value is accepted, as in HIP",
     ("graph.debug_dot_print", "flags", "negative"): "any flag value is accepted, as in HIP",

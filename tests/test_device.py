@@ -37,10 +37,15 @@ def test_device_ordinal_out_of_range_is_invalid_device(ordinal: int) -> None:
         ahg.get_device(ordinal)
 
 
-@pytest.mark.parametrize("ordinal", ["0", 0.0, True, None])
+@pytest.mark.parametrize("ordinal", ["0", 0.0, True])
 def test_device_ordinal_of_the_wrong_type_is_a_type_error(ordinal: Any) -> None:
     with pytest.raises(TypeError, match="ordinal"):
         ahg.get_device(ordinal)
+
+
+def test_get_device_of_none_is_the_current_device() -> None:
+    ahg.configure_devices(2)
+    assert ahg.get_device(None) is ahg.get_device(0)
 
 
 def test_configure_devices_with_shared_or_per_device_properties() -> None:

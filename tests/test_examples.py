@@ -26,6 +26,7 @@ def test_readme_example_runs() -> None:
         ("graph_replay.py", "1000 replays match eager execution and numpy"),
         ("capture.py", "exec.update: Success; results match numpy"),
         ("conditional.py", "converged after 1710 sweeps in one launch; matches numpy"),
+        ("two_devices.py", "filtered across devices; matches numpy"),
     ],
 )
 def test_example_runs(script: str, says: str, capsys: pytest.CaptureFixture[str]) -> None:

@@ -676,14 +676,20 @@ async def test_launch_on_a_destroyed_stream_is_context_is_destroyed(device: ahg.
 
 
 @pytest.mark.asyncio
-async def test_launch_on_another_devices_stream_is_invalid_value() -> None:
+async def test_launch_on_another_devices_stream_runs_on_the_exec_device() -> None:
+    # HIP's DependencyGraphDeviceCtxtChg: the launch crosses devices (tests/test_multi_device.py
+    # covers ordering and failures); only an upload stays tied to the executable's device.
     ahg.configure_devices(2)
     graph = ahg.Graph()
     graph.add_empty_node()
     graph_exec = graph.instantiate()  # device 0 by default
+    stream = ahg.get_device(1).create_stream()
+    await (await graph_exec.launch(stream))
+    assert graph_exec.statistics().launches == 1
     with pytest.raises(ahg.InvalidValue, match="device 0"):
-        await graph_exec.launch(ahg.get_device(1).create_stream())
-    assert graph_exec.statistics().launches == 0
+        await graph_exec.upload(stream)
+    graph_exec.destroy()
+    stream.destroy()
 
 
 @pytest.mark.asyncio
@@ -701,7 +707,7 @@ async def test_an_exec_for_another_device_runs_there() -> None:
     assert device0.memory.bytes_in_use == before0  # the argument arena lives on device 1
     assert device1.memory.bytes_in_use == before1 + arena
     with pytest.raises(ahg.InvalidValue, match="device 1"):
-        await graph_exec.launch(device0.create_stream())
+        await graph_exec.upload(device0.create_stream())
     await (await graph_exec.launch(device1.create_stream()))
     assert value_at(device1, out) == 2
     graph_exec.destroy()

@@ -62,6 +62,22 @@ def test_capture_names_are_exported() -> None:
     assert expected <= set(ahg.__all__)
 
 
+def test_stream_and_device_surface_names_are_exported() -> None:
+    expected = {
+        "DeviceSymbol",
+        "InvalidPitchValue",
+        "PeerAccessAlreadyEnabled",
+        "PeerAccessNotEnabled",
+        "PitchedPtr",
+        "STREAM_PER_THREAD",
+        "StreamWaitFlag",
+        "current_device",
+        "device_symbol",
+        "set_device",
+    }
+    assert expected <= set(ahg.__all__)
+
+
 def test_private_layers_are_not_exported() -> None:
     assert not {"core", "device", "runtime"} & set(ahg.__all__)
     assert all(not name.startswith("_") for name in ahg.__all__)

@@ -29,6 +29,7 @@ from .core.errors import (
     InvalidDevicePointer,
     InvalidHandle,
     InvalidMemcpyDirection,
+    InvalidPitchValue,
     InvalidSymbol,
     InvalidValue,
     LaunchFailure,
@@ -38,6 +39,8 @@ from .core.errors import (
     NotSupported,
     OperatingSystem,
     OutOfMemory,
+    PeerAccessAlreadyEnabled,
+    PeerAccessNotEnabled,
     StreamCaptureImplicit,
     StreamCaptureInvalidated,
     StreamCaptureIsolation,
@@ -69,6 +72,7 @@ from .device.kernel_args import (
 )
 from .device.pointer import NULL, DevicePtr
 from .device.properties import CopyKind, CostModel, DeviceProperties
+from .device.symbols import DeviceSymbol, device_symbol
 from .exec.flags import InstantiateFlags, UpdateResult, UpdateResultKind
 from .exec.graph_exec import ExecStatistics, GraphExec
 from .exec.races import RaceError, RaceReport, RaceSite, RaceWarning
@@ -87,6 +91,7 @@ from .runtime.capture import (
     exchange_capture_mode,
 )
 from .runtime.completion import Completion
+from .runtime.current import current_device, set_device
 from .runtime.event import Event, elapsed_time
 from .runtime.launch_attributes import (
     AccessPolicyWindow,
@@ -95,7 +100,10 @@ from .runtime.launch_attributes import (
     KernelNodeAttribute,
     stream_priority_range,
 )
+from .runtime.per_thread import STREAM_PER_THREAD
+from .runtime.pitched import PitchedPtr
 from .runtime.stream import Stream
+from .runtime.stream_memops import StreamWaitFlag
 from .tools.race import RaceCheck, race_check
 from .tools.race import install_from_environment as _install_race_check
 from .tools.trace import Trace, tracing
@@ -198,6 +206,16 @@ __all__ = [
     "uint32",
     "uint64",
     "uint8",
+    "InvalidPitchValue",
+    "PeerAccessAlreadyEnabled",
+    "PeerAccessNotEnabled",
+    "DeviceSymbol",
+    "PitchedPtr",
+    "STREAM_PER_THREAD",
+    "StreamWaitFlag",
+    "current_device",
+    "device_symbol",
+    "set_device",
 ]
 
 _install_race_check()  # AHIPGRAPH_RACE_CHECK=1 checks a whole run for races

@@ -21,6 +21,7 @@ __all__ = [
     "OutOfMemory",
     "NotInitialized",
     "InvalidConfiguration",
+    "InvalidPitchValue",
     "InvalidSymbol",
     "InvalidDevicePointer",
     "InvalidMemcpyDirection",
@@ -32,6 +33,8 @@ __all__ = [
     "NotFound",
     "NotReady",
     "IllegalAddress",
+    "PeerAccessAlreadyEnabled",
+    "PeerAccessNotEnabled",
     "ContextIsDestroyed",
     "LaunchFailure",
     "NotSupported",
@@ -58,6 +61,7 @@ class ErrorCode(enum.IntEnum):
     OutOfMemory = 2
     NotInitialized = 3
     InvalidConfiguration = 9
+    InvalidPitchValue = 12
     InvalidSymbol = 13
     InvalidDevicePointer = 17
     InvalidMemcpyDirection = 21
@@ -69,6 +73,8 @@ class ErrorCode(enum.IntEnum):
     NotFound = 500
     NotReady = 600
     IllegalAddress = 700
+    PeerAccessAlreadyEnabled = 704
+    PeerAccessNotEnabled = 705
     ContextIsDestroyed = 709
     LaunchFailure = 719
     NotSupported = 801
@@ -158,6 +164,11 @@ class InvalidConfiguration(HipError):
 
 
 @_register
+class InvalidPitchValue(HipError):
+    code = ErrorCode.InvalidPitchValue
+
+
+@_register
 class InvalidSymbol(HipError):
     code = ErrorCode.InvalidSymbol
 
@@ -210,6 +221,16 @@ class NotReady(HipError):
 @_register
 class IllegalAddress(HipError):
     code = ErrorCode.IllegalAddress
+
+
+@_register
+class PeerAccessAlreadyEnabled(HipError):
+    code = ErrorCode.PeerAccessAlreadyEnabled
+
+
+@_register
+class PeerAccessNotEnabled(HipError):
+    code = ErrorCode.PeerAccessNotEnabled
 
 
 @_register

@@ -23,12 +23,14 @@ import numpy.typing as npt
 from ..core.clock import SimClock
 from ..core.errors import IllegalState, InvalidDevice, InvalidDevicePointer
 from ..core.waitqueue import WaitQueue
+from .current import current_ordinal
 from .graph_pool import GraphMemAttribute
 from .hwqueue import HardwareQueue, QueueStatistics
 from .memory import DeviceMemory, MemoryStatistics
 from .pointer import DevicePtr
 from .properties import DeviceProperties
 from .signal import Signal
+from .sync_copies import DeviceCopyMixin
 
 if TYPE_CHECKING:
     from ..runtime.completion import Completion
@@ -70,7 +72,7 @@ class DeviceStatistics:
     queues: tuple[QueueStatistics, ...]
 
 
-class Device:
+class Device(DeviceCopyMixin):
     """One simulated GPU. Obtain it with :func:`get_device`; it has no public constructor."""
 
     def __init__(self, ordinal: int, properties: DeviceProperties, *, _key: object = None) -> None:
@@ -227,6 +229,30 @@ class Device:
         view = self.memory.view(ptr.address, dt)
         return view if count is None else view[:count]
 
+    # -- peers (device/peer.py) ------------------------------------------------------------------
+
+    def enable_peer_access(self, peer: Device | int, flags: int = 0) -> None:
+        """``hipDeviceEnablePeerAccess``: let work on this device use ``peer``'s memory.
+
+        Raises: InvalidDevice (no such device, or this one), InvalidValue (flags),
+        PeerAccessAlreadyEnabled.
+        """
+        from .peer import enable_peer_access
+
+        enable_peer_access(self, peer, flags)
+
+    def disable_peer_access(self, peer: Device | int) -> None:
+        """``hipDeviceDisablePeerAccess``. Raises: InvalidDevice, PeerAccessNotEnabled."""
+        from .peer import disable_peer_access
+
+        disable_peer_access(self, peer)
+
+    def can_access_peer(self, peer: Device | int) -> bool:
+        """``hipDeviceCanAccessPeer``: True for any other configured device."""
+        from .peer import can_access_peer
+
+        return can_access_peer(self, peer)
+
     # -- streams, events, synchronisation --------------------------------------------------------
 
     def create_stream(self, *, priority: int = 0, non_blocking: bool = False) -> Stream:
@@ -240,6 +266,12 @@ class Device:
         from ..runtime.event import Event
 
         return Event._create(self, disable_timing=disable_timing, blocking_sync=blocking_sync)
+
+    def per_thread_stream(self) -> Stream:
+        """The calling task's own default stream on this device (``hipStreamPerThread``)."""
+        from ..runtime.per_thread import per_thread_stream
+
+        return per_thread_stream(self)
 
     @property
     def null_stream(self) -> Stream:
@@ -416,13 +448,17 @@ def device_count() -> int:
     return len(_table())
 
 
-def get_device(ordinal: int = 0) -> Device:
-    """The device with this ordinal.
+def get_device(ordinal: int | None = None) -> Device:
+    """The device with this ordinal (the calling task's current device by default).
 
     Raises:
         InvalidDevice: no such device.
     """
     table = _table()
+    if ordinal is None:
+        ordinal = current_ordinal()
+        if ordinal >= len(table):  # the table shrank under the task's choice
+            ordinal = 0
     if isinstance(ordinal, bool) or not isinstance(ordinal, int):
         raise TypeError(f"a device ordinal must be an int, got {ordinal!r}")
     if not 0 <= ordinal < len(table):

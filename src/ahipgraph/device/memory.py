@@ -111,6 +111,8 @@ class DeviceMemory:
         # Bumped whenever memory goes away (free, decommit, unreserve): a dispatch op that kept
         # the typed views it decoded knows from a changed count that one may be gone.
         self.frees = 0
+        # Peer memories whose addresses kernels here may use, by ordinal (see device/peer.py).
+        self.peers: dict[int, DeviceMemory] = {}
 
     # -- allocation -----------------------------------------------------------------------------
 
@@ -360,6 +362,10 @@ class DeviceMemory:
         view = self._views.get(key)  # the dispatch fast path: one dict lookup, no lock
         if view is not None:
             return view
+        if not self.address_base <= address < self.address_end and self.peers:
+            peer = self.peers.get((address >> _ADDRESS_SPACE_SHIFT) - 1)
+            if peer is not None:  # peer access enabled: the owner's allocator resolves it
+                return peer.view(address, dtype)
         with self._lock:  # see resolve()
             allocation = self._find(DevicePtr(self.ordinal, address))
             assert allocation.buffer is not None

@@ -26,7 +26,10 @@ class CostModel:
     ``compute_units * lanes_per_cu`` threads), unless the kernel declares its own duration.
     A copy costs ``copy_latency_ns`` plus its bytes over the bandwidth of its path (host links
     for host-to-device and device-to-host, device memory otherwise); a fill is a device-memory
-    write. Host callbacks cost ``host_callback_ns``; barriers and markers cost nothing.
+    write. A copy between two devices (a peer transfer) goes over the link between them at
+    ``peer_bytes_per_ns``. Host callbacks cost ``host_callback_ns``; barriers and markers cost
+    nothing; a stream memory operation (write or satisfied wait of a value) costs
+    ``stream_memop_ns``.
     """
 
     kernel_launch_ns: int = 2_000
@@ -35,7 +38,9 @@ class CostModel:
     copy_latency_ns: int = 1_000
     host_bytes_per_ns: float = 25.0  # 25 GB/s
     device_bytes_per_ns: float = 1_000.0  # 1 TB/s
+    peer_bytes_per_ns: float = 64.0  # 64 GB/s, an Infinity Fabric link
     host_callback_ns: int = 5_000
+    stream_memop_ns: int = 500
 
     def kernel_ns(self, threads: int, compute_units: int, duration_ns: int | None) -> int:
         if duration_ns is not None:
@@ -44,8 +49,11 @@ class CostModel:
         waves = -(-threads // lanes)
         return self.kernel_launch_ns + waves * self.wave_ns
 
-    def copy_ns(self, nbytes: int, kind: CopyKind) -> int:
-        if kind in (CopyKind.HostToDevice, CopyKind.DeviceToHost):
+    def copy_ns(self, nbytes: int, kind: CopyKind, *, peer: bool = False) -> int:
+        """``peer``: a device-to-device copy whose endpoints are on two different devices."""
+        if peer:
+            rate = self.peer_bytes_per_ns
+        elif kind in (CopyKind.HostToDevice, CopyKind.DeviceToHost):
             rate = self.host_bytes_per_ns
         else:
             rate = self.device_bytes_per_ns
@@ -67,6 +75,7 @@ class DeviceProperties:
     max_grid: tuple[int, int, int] = (2**31 - 1, 65536, 65536)
     max_shared_memory_per_block: int = 65536
     warp_size: int = 64
+    max_pitch: int = 2**31 - 1  # hipDeviceProp_t.memPitch: the widest pitch a copy may use
     cost: CostModel = field(default_factory=CostModel)
 
     def __post_init__(self) -> None:

@@ -52,6 +52,8 @@ from .arena import HEADROOM_BYTES, ArenaStatistics, ArgSlot, KernelArgArena
 from .compile import Compiled, compile_plan, node_op, reads_same
 from .conditional import prepare as prepare_conditionals
 from .conditional import settle_update
+from .copy_setters import ExecCopySetters
+from .cross_device import enqueue_cross_device
 from .flags import InstantiateFlags, check_instantiate_flags
 from .planner import Plan, plan_graph
 from .races import ExecRaces, RaceError, check_exec_graph
@@ -123,7 +125,7 @@ class _Launch:
         self.exec._launch_finished(self)
 
 
-class GraphExec(NodeSetters, RefCounted):
+class GraphExec(NodeSetters, ExecCopySetters, RefCounted):
     """An executable graph. Made by ``graph.instantiate()``; it has no public constructor."""
 
     __slots__ = (
@@ -132,6 +134,7 @@ class GraphExec(NodeSetters, RefCounted):
         "_completed",
         "_conditionals",
         "_graph",
+        "_home",
         "_internal_streams",
         "_last_done",
         "_launches",
@@ -199,6 +202,7 @@ class GraphExec(NodeSetters, RefCounted):
             strict=options.get("strict_flush", False),
         )
         self._internal_streams: list[Stream] = []
+        self._home: Stream | None = None  # for launches on other devices' streams
         self.user_objects: list[UserObject] = []
         try:
             if conditionals is not None:  # handle cells, and kernels pointed at them
@@ -254,7 +258,7 @@ class GraphExec(NodeSetters, RefCounted):
         checked = check_instantiate_flags(flags)
         _check_options(options)
         if device is None:
-            device = get_device(0)
+            device = get_device()  # the calling task's current device
         elif not isinstance(device, Device):
             raise TypeError(f"device must be a Device (ahg.get_device(n)), got {device!r}")
         if checked is InstantiateFlags.DEVICE_LAUNCH:
@@ -280,7 +284,10 @@ class GraphExec(NodeSetters, RefCounted):
     # -- launch ---------------------------------------------------------------------------------
 
     async def launch(self, stream: Stream | None = None) -> Completion:
-        """Enqueue one replay on ``stream`` (the device's null stream by default).
+        """Enqueue one replay on ``stream`` (the current device's null stream by default).
+
+        A stream of another device than the executable's is allowed: the graph runs on its
+        own device, ordered with that stream (see :mod:`ahipgraph.exec.cross_device`).
 
         Returns once the launch is enqueued. The returned :class:`Completion` resolves when
         every node has run, raising the launch's :class:`HipError` if one failed. The launch
@@ -298,6 +305,8 @@ class GraphExec(NodeSetters, RefCounted):
         signal_set = self._acquire_nowait()
         if signal_set is None:
             signal_set = await self.pool.acquire()
+        if target.device is not self.device:
+            return enqueue_cross_device(self, target, signal_set)
         return self._enqueue(target, signal_set)
 
     def _acquire_nowait(self) -> SignalSet | None:
@@ -328,13 +337,15 @@ class GraphExec(NodeSetters, RefCounted):
         signal_set = self._acquire_nowait()
         if signal_set is None:
             raise NotReady("no signal set is free")
+        if target.device is not self.device:
+            return enqueue_cross_device(self, target, signal_set)
         return self._enqueue(target, signal_set)
 
     def _launch_target(self, stream: Stream | None) -> Stream | None:
         """The checks every launch makes, in HIP's order; None when the graph is empty."""
         if self.state is not ExecState.OPEN:
             self.check_alive()  # raises
-        stream = launch_stream(stream, self.device)
+        stream = launch_stream(stream, self.device, any_device=True)
         if stream._capture is not None:  # capturing a launch is not supported: HIP's rule
             raise stream._capture.unsupported("a graph launch")
         if not self._graph.nodes:
@@ -363,8 +374,20 @@ class GraphExec(NodeSetters, RefCounted):
             return False
         return True
 
-    def _enqueue(self, stream: Stream, signal_set: SignalSet) -> Completion:
-        """Submit one launch: synchronous from here on, so it is atomic for the event loop."""
+    def _home_stream(self) -> Stream:
+        """This executable's own stream on its device, for cross-device launches."""
+        with self._lock:
+            if self._home is None:
+                self._home = self.device.create_stream(non_blocking=True)
+            return self._home
+
+    def _enqueue(
+        self, stream: Stream, signal_set: SignalSet, report_to: Stream | None = None
+    ) -> Completion:
+        """Submit one launch: synchronous from here on, so it is atomic for the event loop.
+
+        ``report_to``: the stream a failure is reported to, if not ``stream``.
+        """
         with self._lock:
             if self.state is not ExecState.OPEN or stream.state is not StreamState.OPEN:
                 self.pool.release(signal_set)  # destroyed while we waited for a set
@@ -385,7 +408,7 @@ class GraphExec(NodeSetters, RefCounted):
                     event.recorded(record)
                 else:
                     signals[binding.index] = event.signal or REACHED
-            launch = _Launch(self, version, signal_set, stream)
+            launch = _Launch(self, version, signal_set, report_to or stream)
             self._last_done = launch.done
         slot_ops = version.slot_ops
         head = Program(slot_ops[0], launch.done, signals=signals, on_done=launch.finished)
@@ -481,6 +504,9 @@ class GraphExec(NodeSetters, RefCounted):
         self._internal_streams = []
         if self._conditionals is not None:
             self._conditionals.free(self.device)
+        home, self._home = getattr(self, "_home", None), None
+        if home is not None:
+            home.destroy()
         compiled = getattr(self, "_compiled", None)
         if unreserve and compiled is not None:
             for ptr in compiled.alloc_ptrs:

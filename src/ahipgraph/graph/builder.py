@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ..core.errors import InvalidDevice, InvalidValue
+from ..device.device import get_device
 from ..device.kernel import DimLike, Kernel
 from ..device.pointer import DevicePtr
 from ..device.properties import CopyKind
@@ -180,8 +181,12 @@ class GraphBuilder:
         """
         return self._add_node(NodeType.WaitEvent, deps, lambda: event_params(event))
 
-    def add_mem_alloc_node(self, nbytes: int, *, device: int = 0, deps: Deps = ()) -> GraphNode:
+    def add_mem_alloc_node(
+        self, nbytes: int, *, device: int | None = None, deps: Deps = ()
+    ) -> GraphNode:
         """Allocate ``nbytes`` on ``device`` when the node runs (``hipGraphAddMemAllocNode``).
+
+        ``device`` defaults to the calling task's current device (``ahg.set_device``).
 
         The address is reserved now, so later nodes can use ``node.params.ptr`` at once; the
         memory behind it is committed by the executable when the node runs.
@@ -200,7 +205,8 @@ class GraphBuilder:
                 raise InvalidValue(f"a memory-alloc node needs at least 1 byte, got {nbytes}")
             self._check_mem_node_allowed()
             try:
-                reservation = RESERVATIONS.reserve(nbytes, device, owner=self)
+                ordinal = get_device().ordinal if device is None else device
+                reservation = RESERVATIONS.reserve(nbytes, ordinal, owner=self)
             except InvalidDevice as error:
                 raise InvalidValue(str(error)) from None
             return MemAllocParams(reservation.ptr, reservation.nbytes, reservation.device)

@@ -51,6 +51,7 @@ from .conditional import (
     check_conditional,
     make_handle,
 )
+from .copy_nodes import GraphCopyBuilder
 from .memnodes import RESERVATIONS
 from .node import NODES, GraphNode, live_node
 from .node_type import NodeType
@@ -84,7 +85,7 @@ class GraphStatistics:
     destroyed: bool
 
 
-class Graph(GraphTopology, GraphBuilder):
+class Graph(GraphTopology, GraphBuilder, GraphCopyBuilder):
     """A graph of device work (``hipGraphCreate``). See the ``add_*_node`` methods.
 
     Attributes:

@@ -35,6 +35,7 @@ from ..runtime.event import Event
 from ..runtime.launch_attributes import KernelNodeAttribute
 from ..runtime.params import Endpoint, HostParams, KernelParams, MemcpyParams, MemsetParams
 from .conditional import ConditionalNodeParams
+from .copy_nodes import NodeCopySetters
 from .node_type import NodeType
 from .params import (
     ChildGraphParams,
@@ -75,7 +76,7 @@ PARAMS_TYPES: dict[NodeType, type[Any] | None] = {
 """The parameter class each creatable node type holds (None: the node has no parameters)."""
 
 
-class GraphNode:
+class GraphNode(NodeCopySetters):
     """One node of a :class:`Graph`. Created by the graph's ``add_*_node`` methods.
 
     Attributes:

@@ -36,6 +36,7 @@ from ..runtime.params import (
     MemcpyParams,
     MemsetParams,
 )
+from ..runtime.pitched import PitchedCopyParams
 from .conditional import ConditionalNodeParams
 
 if TYPE_CHECKING:
@@ -193,6 +194,8 @@ def revalidate(params: Any) -> Any:
             priority=params.priority,
         )
         return replace(checked, attributes=check_attributes(params.attributes))
+    if isinstance(params, PitchedCopyParams):
+        return params.revalidated()
     if isinstance(params, MemcpyParams):
         return memcpy_params(params.dst, params.src, params.nbytes, params.kind, allow_empty=False)
     if isinstance(params, MemsetParams):

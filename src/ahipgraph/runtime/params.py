@@ -57,7 +57,7 @@ class KernelParams:
         priority: int = 0,
         device: Device | None = None,
     ) -> KernelParams:
-        """Validate a launch against ``device``'s limits (device 0 by default).
+        """Validate a launch against ``device``'s limits (the current device by default).
 
         Raises:
             InvalidValue: ``kernel`` is None.
@@ -68,7 +68,7 @@ class KernelParams:
             raise InvalidValue("kernel is null")
         if not isinstance(kernel, Kernel):
             raise TypeError(f"expected a kernel declared with @ahg.kernel, got {kernel!r}")
-        props = (device or get_device(0)).properties
+        props = (device or get_device()).properties
         grid3, block3, threads = _launch_shape(props, grid, block, shared_mem)
         arg_bytes = kernel.pack(args)  # None is InvalidValue for a kernel that takes arguments
         args = () if args is None else tuple(args)
@@ -249,7 +249,11 @@ class MemcpyParams:
         return cls(dst, src, nbytes, inferred)
 
     def cost_ns(self, device: Device) -> int:
-        return device.properties.cost.copy_ns(self.nbytes, self.kind)
+        dst, src = self.dst, self.src
+        peer = (
+            isinstance(dst, DevicePtr) and isinstance(src, DevicePtr) and dst.device != src.device
+        )
+        return device.properties.cost.copy_ns(self.nbytes, self.kind, peer=peer)
 
     def op(self, device: Device) -> CopyOp:
         return CopyOp(

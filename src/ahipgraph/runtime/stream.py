@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.errors import ContextIsDestroyed, HipError, InvalidHandle, InvalidValue
 from ..core.registry import HandleRegistry
+from ..device.device import get_device
 from ..device.kernel import DimLike, Kernel
 from ..device.ops import Op, WaitSignalsOp
 from ..device.pointer import DevicePtr
@@ -35,7 +36,10 @@ from . import capture, observe
 from .completion import Completion
 from .event import Event, live_event
 from .params import Endpoint, HostParams, KernelParams, MemcpyParams, MemsetParams
+from .per_thread import STREAM_PER_THREAD, per_thread_stream
 from .stream_capture import StreamCaptureMixin
+from .stream_copies import StreamCopyMixin
+from .stream_memops import StreamMemOpsMixin
 from .stream_memory import StreamMemoryMixin
 
 if TYPE_CHECKING:
@@ -62,7 +66,7 @@ class StreamStatistics:
     error: bool
 
 
-class Stream(StreamCaptureMixin, StreamMemoryMixin):
+class Stream(StreamCaptureMixin, StreamMemoryMixin, StreamCopyMixin, StreamMemOpsMixin):
     """An in-order stream of device work. Create with ``device.create_stream()``.
 
     Capture (``begin_capture`` ...) and stream-ordered memory (``malloc_async``, ``free_async``)
@@ -355,23 +359,29 @@ class Stream(StreamCaptureMixin, StreamMemoryMixin):
         )
 
 
-def launch_stream(stream: object, device: Device) -> Stream:
+def launch_stream(stream: object, device: Device, *, any_device: bool = False) -> Stream:
     """The stream a call that takes an optional stream works on (launch, upload, ...).
 
-    None means ``device``'s null stream, as HIP's null ``hipStream_t``.
+    None means the null stream and ``STREAM_PER_THREAD`` the calling task's own stream, both
+    of ``device``; with ``any_device`` (a graph launch, which may cross devices) any device's
+    stream is accepted, and None / ``STREAM_PER_THREAD`` mean those of the current device, as
+    HIP resolves them.
 
     Raises:
         TypeError: ``stream`` is neither None nor a Stream.
         ContextIsDestroyed: the stream was destroyed.
         InvalidValue: the stream belongs to another device.
     """
-    if stream is None:
-        return device.null_stream
+    if stream is None or stream is STREAM_PER_THREAD:
+        # HIP resolves the null stream and hipStreamPerThread on the calling thread's current
+        # device; only a call that may cross devices can use a device other than ``device``.
+        home = get_device() if any_device else device
+        return home.null_stream if stream is None else per_thread_stream(home)
     if not isinstance(stream, Stream):
         raise TypeError(f"stream must be a Stream or None, got {stream!r}")
     if stream.state is not StreamState.OPEN:
         stream.check_open()  # raises
-    if stream.device is not device:
+    if stream.device is not device and not any_device:
         raise InvalidValue(
             f"{stream!r} belongs to device {stream.device.ordinal}, not device {device.ordinal}"
         )

@@ -1,0 +1,106 @@
+"""Peer access between devices (``hipDeviceEnablePeerAccess`` / ``DisablePeerAccess`` /
+``hipDeviceCanAccessPeer``).
+
+Each device's memory owns a disjoint address range, so the owner of any address is known from
+the address alone. A kernel running on device A that is given a pointer into device B's memory
+resolves it through A's peer table: with access to B enabled the kernel reads and writes B's
+memory directly (the view comes from B's allocator, so freeing there still invalidates it);
+without it, dispatch fails with ``InvalidDevicePointer``, which is what a GPU without a
+mapping reports as a fault. Copies between devices never need peer access (HIP stages them),
+and cost what the cost model gives a peer transfer.
+
+Access is one-way, as in HIP: ``a.enable_peer_access(b)`` lets work on ``a`` touch ``b``.
+Thread-safety: the tables change under one lock and are read lock-free (a dict lookup).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any
+
+from ..core.errors import (
+    InvalidDevice,
+    InvalidValue,
+    PeerAccessAlreadyEnabled,
+    PeerAccessNotEnabled,
+)
+
+if TYPE_CHECKING:
+    from .device import Device
+
+__all__ = ["can_access_peer", "disable_peer_access", "enable_peer_access", "peer_of"]
+
+_lock = threading.Lock()
+
+
+def peer_of(device: Device, peer: Any) -> Device:
+    """``peer`` (a Device or an ordinal) as a configured device other than ``device``.
+
+    Raises:
+        InvalidDevice: no such device, a device of an earlier configuration, or ``device``
+            itself (HIP's answer for a device and itself).
+        TypeError: neither a Device nor an int.
+    """
+    from .device import Device, get_device
+
+    if isinstance(peer, Device):
+        if get_device(peer.ordinal) is not peer:
+            raise InvalidDevice(f"{peer!r} is no longer configured")
+        other = peer
+    else:
+        if peer is None:
+            raise TypeError("peer must be a Device or an ordinal, got None")
+        other = get_device(peer)  # TypeError / InvalidDevice
+    if get_device(device.ordinal) is not device:
+        raise InvalidDevice(f"{device!r} is no longer configured")
+    if other is device:
+        raise InvalidDevice(f"device {device.ordinal} cannot be its own peer")
+    return other
+
+
+def can_access_peer(device: Device, peer: Any) -> bool:
+    """``hipDeviceCanAccessPeer``: every simulated device can map every other; itself: False.
+
+    Raises:
+        InvalidDevice: no such device. TypeError: not a Device or an ordinal.
+    """
+    from .device import Device, get_device
+
+    other = peer if isinstance(peer, Device) else get_device(peer)
+    return other is not device
+
+
+def enable_peer_access(device: Device, peer: Any, flags: int = 0) -> None:
+    """Let work on ``device`` read and write ``peer``'s memory.
+
+    Raises:
+        InvalidDevice: see :func:`peer_of`. InvalidValue: ``flags`` other than 0.
+        PeerAccessAlreadyEnabled: access was already enabled (nothing changes).
+    """
+    other = peer_of(device, peer)
+    if isinstance(flags, bool) or not isinstance(flags, int):
+        raise TypeError(f"flags must be an int, got {flags!r}")
+    if flags != 0:
+        raise InvalidValue(f"peer-access flags must be 0, got {flags}")
+    with _lock:
+        peers = device.memory.peers
+        if other.ordinal in peers:
+            raise PeerAccessAlreadyEnabled(
+                f"device {device.ordinal} already accesses device {other.ordinal}"
+            )
+        peers[other.ordinal] = other.memory
+
+
+def disable_peer_access(device: Device, peer: Any) -> None:
+    """Stop work on ``device`` from touching ``peer``'s memory (work already done is not undone;
+    a kernel dispatched later with a pointer there fails with ``InvalidDevicePointer``).
+
+    Raises:
+        InvalidDevice: see :func:`peer_of`. PeerAccessNotEnabled: access was not enabled.
+    """
+    other = peer_of(device, peer)
+    with _lock:
+        if device.memory.peers.pop(other.ordinal, None) is None:
+            raise PeerAccessNotEnabled(
+                f"device {device.ordinal} does not access device {other.ordinal}"
+            )

@@ -1,0 +1,179 @@
+"""Device symbols: named, sized globals that live on every device (HIP's ``__device__`` globals).
+
+A symbol is declared once, next to the kernels that use it (``ahg.device_symbol("coeffs",
+dtype=np.float32, shape=(16,))``). Like a global of a code object that HIP loads lazily, it
+gets storage on a device the first time it is used there (an address asked for, a copy made),
+zero-filled, and keeps it as long as that device lives: that storage shows in the device's
+memory statistics from then on, and is not a leak.
+
+Copies name a symbol by the object or by its name; anything else, or a name never declared,
+is ``InvalidSymbol`` (HIP's answer for an address that is not a registered symbol). A copy of
+``nbytes`` at ``offset`` that runs past the symbol is ``InvalidValue``.
+
+Thread-safety: one lock guards the name table and the set of loaded devices.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..core.errors import InvalidSymbol, InvalidValue
+from .pointer import DevicePtr
+
+if TYPE_CHECKING:
+    from .memory import DeviceMemory
+
+__all__ = ["DeviceSymbol", "device_symbol", "lookup_symbol", "symbol_statistics"]
+
+_lock = threading.Lock()
+_by_name: dict[str, DeviceSymbol] = {}
+
+
+class DeviceSymbol:
+    """A named device global. Make one with :func:`device_symbol`.
+
+    Attributes:
+        name: the symbol's name (unique in the process).
+        nbytes: its size (``hipGetSymbolSize``).
+        dtype, shape: the element type and shape it was declared with (``uint8`` bytes if only
+            a size was given), used by :meth:`view`.
+    """
+
+    __slots__ = ("__weakref__", "_storage", "dtype", "name", "nbytes", "shape")
+
+    def __init__(self, name: str, dtype: np.dtype[Any], shape: tuple[int, ...]) -> None:
+        self.name = name
+        self.dtype = dtype
+        self.shape = shape
+        self.nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        self._storage: weakref.WeakKeyDictionary[DeviceMemory, DevicePtr] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def address(self, device: Any = None) -> DevicePtr:
+        """The symbol's address on ``device`` (``hipGetSymbolAddress``), the current device by
+        default. Kernels take it as a ``Ptr`` argument like any device pointer.
+
+        Raises:
+            InvalidDevice: no such device. TypeError: not a Device, ordinal or None.
+        """
+        from .device import Device, get_device
+
+        dev = device if isinstance(device, Device) else get_device(device)
+        return self.address_on(dev.memory)
+
+    def address_on(self, memory: DeviceMemory) -> DevicePtr:
+        with _lock:
+            ptr = self._storage.get(memory)
+        if ptr is None:  # first use on this device: load it
+            ptr = _load_one(self, memory)
+        return ptr
+
+    def view(self, device: Any = None) -> Any:
+        """A host-side typed view of the symbol on ``device`` (for inspection and tests)."""
+        from .device import Device, get_device
+
+        dev = device if isinstance(device, Device) else get_device(device)
+        ptr = self.address_on(dev.memory)
+        count = self.nbytes // self.dtype.itemsize
+        return dev.view(ptr, self.dtype, count).reshape(self.shape)
+
+    def __repr__(self) -> str:
+        return f"<DeviceSymbol {self.name!r} {self.nbytes} bytes {self.dtype}{list(self.shape)}>"
+
+
+def _load_one(symbol: DeviceSymbol, memory: DeviceMemory) -> DevicePtr:
+    """Give ``symbol`` storage on ``memory`` (once). Raises OutOfMemory, changing nothing."""
+    with _lock:
+        ptr = symbol._storage.get(memory)
+        if ptr is None:
+            ptr = memory.malloc(symbol.nbytes)
+            symbol._storage[memory] = ptr
+        return ptr
+
+
+def device_symbol(
+    name: str, nbytes: int | None = None, *, dtype: Any = None, shape: Any = None
+) -> DeviceSymbol:
+    """Declare a device global of ``nbytes`` bytes, or of ``shape`` elements of ``dtype``.
+
+    Declaring the same name again with the same size and type returns the existing symbol
+    (re-running a module); a different declaration is an error, as a duplicate global is.
+
+    Raises:
+        TypeError: ``name`` is not a non-empty str, or a size/shape of the wrong type.
+        ValueError: neither or both of ``nbytes`` and ``shape``/``dtype``; a size below 1;
+            ``name`` declared before with another size or type.
+    """
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"a symbol name must be a non-empty str, got {name!r}")
+    if nbytes is not None:
+        if dtype is not None or shape is not None:
+            raise ValueError("give either nbytes or dtype/shape, not both")
+        if isinstance(nbytes, bool) or not isinstance(nbytes, int):
+            raise TypeError(f"nbytes must be an int, got {nbytes!r}")
+        dt, dims = np.dtype(np.uint8), (nbytes,)
+    else:
+        if dtype is None:
+            raise ValueError("give nbytes, or dtype (and optionally shape)")
+        dt = np.dtype(dtype)
+        if dt.hasobject:
+            raise TypeError(f"a device symbol cannot hold Python objects ({dt})")
+        raw = () if shape is None else (shape if isinstance(shape, tuple) else (shape,))
+        for extent in raw:
+            if isinstance(extent, bool) or not isinstance(extent, int):
+                raise TypeError(f"shape must be ints, got {shape!r}")
+        dims = tuple(raw)
+    symbol = DeviceSymbol(name, dt, dims)
+    if symbol.nbytes < 1:
+        raise ValueError(f"symbol {name!r} must have at least one byte, got {symbol.nbytes}")
+    with _lock:
+        existing = _by_name.get(name)
+        if existing is not None:
+            if (existing.nbytes, existing.dtype, existing.shape) != (symbol.nbytes, dt, dims):
+                raise ValueError(f"symbol {name!r} is already declared as {existing!r}")
+            return existing
+        _by_name[name] = symbol
+    return symbol
+
+
+def lookup_symbol(symbol: object) -> DeviceSymbol:
+    """The declared symbol ``symbol`` names (the object or its name).
+
+    Raises:
+        InvalidSymbol: None, a name never declared, or anything that is not a symbol.
+    """
+    if isinstance(symbol, DeviceSymbol):
+        with _lock:
+            if _by_name.get(symbol.name) is symbol:
+                return symbol
+        raise InvalidSymbol(f"{symbol!r} is not a declared symbol")
+    if isinstance(symbol, str):
+        with _lock:
+            found = _by_name.get(symbol)
+        if found is not None:
+            return found
+    raise InvalidSymbol(f"{symbol!r} is not a device symbol")
+
+
+def check_symbol_range(symbol: DeviceSymbol, nbytes: int, offset: int) -> None:
+    """HIP's rule: ``offset + nbytes`` must stay inside the symbol (InvalidValue)."""
+    for name, value in (("nbytes", nbytes), ("offset", offset)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"{name} must be an int, got {value!r}")
+    if nbytes < 0 or offset < 0 or nbytes + offset > symbol.nbytes:
+        raise InvalidValue(
+            f"{nbytes} bytes at offset {offset} do not fit in {symbol.name!r} "
+            f"({symbol.nbytes} bytes)"
+        )
+
+
+def symbol_statistics() -> dict[str, int]:
+    """How many symbols are declared and how many (symbol, device) storages are loaded."""
+    with _lock:
+        loaded = sum(len(symbol._storage) for symbol in _by_name.values())
+        return {"symbols": len(_by_name), "loaded": loaded}

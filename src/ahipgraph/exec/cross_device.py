@@ -1,0 +1,56 @@
+"""Launching an executable on another device's stream (HIP's ``DependencyGraphDeviceCtxtChg``).
+
+An executable's work runs on the device it was instantiated for. A launch on a stream of
+another device runs as HIP's cross-device launch does (HIP_SEMANTICS §4.2 step 6):
+
+1. on a stream of the executable's device that belongs to the executable (its *home* stream,
+   made at the first such launch and destroyed with the executable), a marker waits for the
+   user stream's earlier work;
+2. the graph is launched on the home stream, reporting a failure to the user's stream;
+3. a marker on the user's stream waits for the graph, so later work there starts after it.
+
+So stream order holds on both sides, and ``stream.synchronize()`` on the user's stream covers
+the graph. Launches of one executable stay ordered across devices (the previous-launch signal).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..device.ops import WaitSignalsOp
+from ..device.program import Program
+from ..device.signal import Signal
+from ..runtime.completion import Completion
+
+if TYPE_CHECKING:
+    from ..runtime.stream import Stream
+    from .graph_exec import GraphExec
+    from .signal_pool import SignalSet
+
+__all__ = ["enqueue_cross_device"]
+
+
+def _waits(stream: Stream) -> list[Signal]:
+    """The user stream's unfinished work the graph must follow (its tail, legacy ordering)."""
+    waits = list(stream.implicit_waits()) if not stream.non_blocking else []
+    tail = stream.tail
+    if tail is not None and tail.value > 0:
+        waits.append(tail)
+    return waits
+
+
+def enqueue_cross_device(
+    graph_exec: GraphExec, stream: Stream, signal_set: SignalSet
+) -> Completion:
+    """Submit one launch of ``graph_exec`` for ``stream`` of another device (synchronous)."""
+    home = graph_exec._home_stream()
+    if stream.state is not stream.state.OPEN:
+        graph_exec.pool.release(signal_set)
+        stream.check_open()  # raises: destroyed while the launch waited for a signal set
+    waits = _waits(stream)
+    if waits:
+        home.submit(Program((WaitSignalsOp(waits),)))
+    completion = graph_exec._enqueue(home, signal_set, report_to=stream)
+    done = graph_exec._last_done  # the launch just enqueued
+    stream.submit(Program((WaitSignalsOp((done,)),), Signal(1)))
+    return completion

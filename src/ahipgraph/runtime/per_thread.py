@@ -1,0 +1,85 @@
+"""Per-task default streams (HIP's ``hipStreamPerThread``), one per task and device.
+
+HIP gives every host thread its own default stream on each device; here every asyncio task
+(or OS thread, outside a task) has one. It is a blocking stream: it orders with the device's
+legacy null stream, and not with other tasks' streams, as HIP's per-thread stream does.
+
+``ahg.STREAM_PER_THREAD`` stands for it wherever a call takes an optional stream (a graph
+launch, an upload), as ``hipStreamPerThread`` does in HIP; ``device.per_thread_stream()``
+returns the stream itself. A task's streams are destroyed when the task finishes (work already
+enqueued still completes); a thread's live as long as their device is configured.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import weakref
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..device.device import Device
+    from .stream import Stream
+
+__all__ = ["STREAM_PER_THREAD", "per_thread_stream", "per_thread_statistics"]
+
+
+class _PerThread:
+    """The ``hipStreamPerThread`` handle: a sentinel, resolved against a device when used."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "ahg.STREAM_PER_THREAD"
+
+
+STREAM_PER_THREAD: Any = _PerThread()
+
+_lock = threading.Lock()
+_by_task: weakref.WeakKeyDictionary[asyncio.Task[Any], dict[Device, Stream]] = (
+    weakref.WeakKeyDictionary()
+)
+_by_thread = threading.local()
+
+
+def _task_finished(task: asyncio.Task[Any]) -> None:
+    with _lock:
+        streams = _by_task.pop(task, {})
+    for stream in streams.values():
+        if stream.state.value == "open":
+            stream.destroy()
+
+
+def per_thread_stream(device: Device) -> Stream:
+    """The calling task's (or thread's) own default stream on ``device``, made on first use."""
+    from .stream import Stream
+
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:  # no running loop in this thread
+        task = None
+    if task is None:
+        table: dict[Device, Stream] | None = getattr(_by_thread, "streams", None)
+        if table is None:
+            table = _by_thread.streams = {}
+        stream = table.get(device)
+        if stream is None or stream.state.value != "open":
+            stream = table[device] = Stream._create(device)
+        return stream
+    with _lock:
+        table = _by_task.get(task)
+        fresh = table is None
+        if table is None:
+            table = _by_task[task] = {}
+        stream = table.get(device)
+        if stream is None or stream.state.value != "open":
+            stream = table[device] = Stream._create(device)
+    if fresh:
+        task.add_done_callback(_task_finished)
+    return stream
+
+
+def per_thread_statistics() -> dict[str, int]:
+    """Tasks holding per-task streams, and those streams."""
+    with _lock:
+        return {"tasks": len(_by_task), "streams": sum(len(t) for t in _by_task.values())}

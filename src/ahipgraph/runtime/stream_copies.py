@@ -1,0 +1,259 @@
+"""Pitched and symbol copies on a stream (``hipMemcpy2DAsync``, ``hipMemcpy3DAsync``,
+``hipMemcpyToSymbolAsync``, ``hipMemcpyFromSymbolAsync``), a mixin of ``Stream``.
+
+The parameter builders here are shared with graph nodes and executable setters, so a bad
+argument gets the same error everywhere. A symbol copy is a linear copy to or from the symbol's
+storage on the device that runs it: it becomes a plain :class:`MemcpyParams` (HIP's symbol
+nodes report ``Memcpy`` too). While the stream captures, every copy here becomes a memcpy
+node.
+
+Symbol check order (HIP's): the symbol (``InvalidSymbol``), then ``offset + nbytes`` inside it
+(``InvalidValue``), then the copy itself (null endpoint, direction, range).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..core.errors import InvalidMemcpyDirection, InvalidValue
+from ..device.device import Device, check_range, get_device
+from ..device.pointer import DevicePtr
+from ..device.properties import CopyKind
+from ..device.symbols import check_symbol_range, lookup_symbol
+from .completion import Completion
+from .params import Endpoint, MemcpyParams, _check_endpoint, _host_array, _infer_kind
+from .pitched import PitchedCopyParams, PitchedPtr, check_kind
+
+if TYPE_CHECKING:
+    from .stream import Stream
+
+__all__ = [
+    "StreamCopyMixin",
+    "from_symbol_params",
+    "peer_params",
+    "pitched_2d_params",
+    "to_symbol_params",
+]
+
+_TO_SYMBOL = (CopyKind.HostToDevice, CopyKind.DeviceToDevice, CopyKind.Default)
+_FROM_SYMBOL = (CopyKind.DeviceToHost, CopyKind.DeviceToDevice, CopyKind.Default)
+
+
+def _symbol_kind(kind: CopyKind | int | None, allowed: tuple[CopyKind, ...], what: str) -> None:
+    if kind is None:
+        return
+    try:
+        given = CopyKind(kind)
+    except ValueError:
+        raise InvalidMemcpyDirection(f"{kind!r} is not a memcpy kind") from None
+    if given not in allowed:
+        raise InvalidMemcpyDirection(f"a copy {what} a symbol cannot be {given.name}")
+
+
+def _symbol_nbytes(nbytes: int | None, host: Endpoint, room: int) -> int:
+    if nbytes is not None:
+        return nbytes
+    if isinstance(host, np.ndarray):
+        return int(host.nbytes)
+    raise InvalidValue("nbytes is required unless the other endpoint is a host array")
+
+
+def _check_other_end(end: Endpoint, role: str, nbytes: int, kind: Any, device: Device) -> None:
+    """Every check of the copy that does not need the symbol's storage, so that a failed call
+    never loads a symbol on a device (loading is the one change a symbol copy makes)."""
+    _check_endpoint(end, role)
+    placeholder = DevicePtr(device.ordinal, 1)  # kind inference looks at types only
+    pair = (placeholder, end) if role == "src" else (end, placeholder)
+    check_kind(kind, _infer_kind(*pair))
+    if isinstance(end, DevicePtr):
+        check_range(end, nbytes)
+    else:
+        _host_array(end, role, writable=role == "dst")
+        if nbytes > end.nbytes:
+            raise InvalidValue(f"{nbytes} bytes exceed the {end.nbytes}-byte {role} array")
+
+
+def to_symbol_params(
+    symbol: Any,
+    src: Endpoint,
+    nbytes: int | None = None,
+    offset: int = 0,
+    kind: CopyKind | int | None = None,
+    *,
+    device: Device,
+) -> MemcpyParams:
+    """A copy of ``nbytes`` from ``src`` into ``symbol`` at ``offset``, on ``device``."""
+    sym = lookup_symbol(symbol)
+    count = _symbol_nbytes(nbytes, src, sym.nbytes)
+    check_symbol_range(sym, count, offset)
+    _symbol_kind(kind, _TO_SYMBOL, "to")
+    _check_other_end(src, "src", count, kind, device)
+    return MemcpyParams.make(sym.address_on(device.memory) + offset, src, count, kind)
+
+
+def from_symbol_params(
+    dst: Endpoint,
+    symbol: Any,
+    nbytes: int | None = None,
+    offset: int = 0,
+    kind: CopyKind | int | None = None,
+    *,
+    device: Device,
+) -> MemcpyParams:
+    """A copy of ``nbytes`` from ``symbol`` at ``offset`` into ``dst``, on ``device``."""
+    sym = lookup_symbol(symbol)
+    count = _symbol_nbytes(nbytes, dst, sym.nbytes)
+    check_symbol_range(sym, count, offset)
+    _symbol_kind(kind, _FROM_SYMBOL, "from")
+    _check_other_end(dst, "dst", count, kind, device)
+    return MemcpyParams.make(dst, sym.address_on(device.memory) + offset, count, kind)
+
+
+def pitched_2d_params(
+    dst: Endpoint,
+    dst_pitch: int,
+    src: Endpoint,
+    src_pitch: int,
+    width: int,
+    height: int,
+    kind: CopyKind | int | None = None,
+    *,
+    device: Device,
+) -> PitchedCopyParams:
+    """``hipMemcpy2D``'s arguments as a one-slice pitched copy."""
+    return PitchedCopyParams.make_pitched(
+        PitchedPtr(dst, dst_pitch), PitchedPtr(src, src_pitch), (width, height, 1),
+        kind=kind, device=device,
+    )  # fmt: skip
+
+
+def peer_params(
+    dst: DevicePtr, dst_device: Any, src: DevicePtr, src_device: Any, nbytes: int
+) -> MemcpyParams:
+    """``hipMemcpyPeer``'s arguments: each pointer must belong to the device named with it."""
+    for ptr, device, role in ((dst, dst_device, "dst"), (src, src_device, "src")):
+        ordinal = device.ordinal if isinstance(device, Device) else get_device(device).ordinal
+        _check_endpoint(ptr, role)
+        if not isinstance(ptr, DevicePtr):
+            raise TypeError(f"{role} of a peer copy must be a DevicePtr, got {ptr!r}")
+        if ptr and ptr.device != ordinal:
+            raise InvalidValue(f"{role} {ptr!r} is not on device {ordinal}")
+    if nbytes is None:
+        raise InvalidValue("nbytes is required for a peer copy")
+    return MemcpyParams.make(dst, src, nbytes, CopyKind.DeviceToDevice)
+
+
+class StreamCopyMixin:
+    """``memcpy_2d``, ``memcpy_3d``, ``memcpy_to_symbol`` and ``memcpy_from_symbol``."""
+
+    __slots__ = ()
+
+    def _enqueue_copy(self, build: Any) -> Completion:
+        stream: Stream = self  # type: ignore[assignment]
+        stream.check_open()
+        if stream._capture is not None:
+            return stream._capture.add("Memcpy", build)
+        params = build()
+        return stream._submit_op(params.op(stream.device))
+
+    async def memcpy_2d(
+        self,
+        dst: Endpoint,
+        dst_pitch: int,
+        src: Endpoint,
+        src_pitch: int,
+        width: int,
+        height: int,
+        kind: CopyKind | int | None = None,
+    ) -> Completion:
+        """Copy ``height`` rows of ``width`` bytes, rows ``*_pitch`` bytes apart
+        (``hipMemcpy2DAsync``).
+
+        Raises:
+            ContextIsDestroyed: the stream was destroyed. InvalidValue: a null endpoint, a
+                pitch above the device's ``max_pitch``, a region out of bounds.
+            InvalidPitchValue: a pitch below ``width``. InvalidMemcpyDirection: a bad kind.
+        """
+        device = self._device()
+        return self._enqueue_copy(
+            lambda: pitched_2d_params(
+                dst, dst_pitch, src, src_pitch, width, height, kind, device=device
+            )
+        )
+
+    async def memcpy_3d(
+        self,
+        dst: PitchedPtr,
+        src: PitchedPtr,
+        extent: tuple[int, int, int],
+        *,
+        dst_pos: tuple[int, int, int] = (0, 0, 0),
+        src_pos: tuple[int, int, int] = (0, 0, 0),
+        kind: CopyKind | int | None = None,
+    ) -> Completion:
+        """Copy a ``(width bytes, height rows, depth slices)`` region (``hipMemcpy3DAsync``).
+
+        Raises: as :meth:`memcpy_2d`, and InvalidValue for a slice height below the height.
+        """
+        device = self._device()
+        return self._enqueue_copy(
+            lambda: PitchedCopyParams.make_pitched(
+                dst, src, extent, dst_pos=dst_pos, src_pos=src_pos, kind=kind, device=device
+            )
+        )
+
+    async def memcpy_to_symbol(
+        self,
+        symbol: Any,
+        src: Endpoint,
+        nbytes: int | None = None,
+        offset: int = 0,
+        kind: CopyKind | int | None = None,
+    ) -> Completion:
+        """Copy into a device symbol on this stream's device (``hipMemcpyToSymbolAsync``).
+
+        Raises:
+            InvalidSymbol: ``symbol`` is not a declared symbol (or its name).
+            InvalidValue: ``offset + nbytes`` past the symbol, a null ``src``.
+            InvalidMemcpyDirection: a kind other than HostToDevice, DeviceToDevice or Default,
+                or one that contradicts ``src``.
+        """
+        device = self._device()
+        return self._enqueue_copy(
+            lambda: to_symbol_params(symbol, src, nbytes, offset, kind, device=device)
+        )
+
+    async def memcpy_from_symbol(
+        self,
+        dst: Endpoint,
+        symbol: Any,
+        nbytes: int | None = None,
+        offset: int = 0,
+        kind: CopyKind | int | None = None,
+    ) -> Completion:
+        """Copy out of a device symbol on this stream's device (``hipMemcpyFromSymbolAsync``).
+
+        Raises: as :meth:`memcpy_to_symbol` (DeviceToHost instead of HostToDevice).
+        """
+        device = self._device()
+        return self._enqueue_copy(
+            lambda: from_symbol_params(dst, symbol, nbytes, offset, kind, device=device)
+        )
+
+    async def memcpy_peer(
+        self, dst: DevicePtr, dst_device: Any, src: DevicePtr, src_device: Any, nbytes: int
+    ) -> Completion:
+        """Copy ``nbytes`` between two devices (``hipMemcpyPeerAsync``); no peer access is
+        needed, and the copy costs a peer transfer when the devices differ.
+
+        Raises:
+            InvalidDevice: ``dst_device`` or ``src_device`` is not a device.
+            InvalidValue: a pointer that does not belong to its device, null, or out of range.
+        """
+        return self._enqueue_copy(lambda: peer_params(dst, dst_device, src, src_device, nbytes))
+
+    def _device(self) -> Device:
+        stream: Stream = self  # type: ignore[assignment]
+        return stream.device

@@ -1,0 +1,246 @@
+"""Stream memory operations: ``hipStreamWaitValue32/64`` and ``hipStreamWriteValue32/64``.
+
+A *wait* holds its stream until a 32- or 64-bit word of device memory meets a condition; a
+*write* stores a word when the stream reaches it. The conditions are HIP's flags, with the
+mask applied to the word in memory before it is compared:
+
+=========  =====================================================
+``GEQ``    ``(*ptr & mask) >= value``
+``EQ``     ``(*ptr & mask) == value``
+``AND``    ``((*ptr & mask) & value) != 0``
+``NOR``    ``~((*ptr & mask) | (value & mask)) != 0`` (within the word's bits)
+=========  =====================================================
+
+A wait whose condition holds when the stream reaches it costs ``stream_memop_ns``; otherwise it
+polls the word once per event-loop turn, as the GPU's command processor polls memory, so any
+writer — another stream, a kernel, a host through ``device.view`` — releases it. A wait that is
+never satisfied holds its stream forever (the user's bug, as in HIP); freeing the word under
+it fails the wait with ``InvalidDevicePointer``.
+
+Capture: HIP's graphs have no node kind for these operations. A captured wait or write becomes
+a **host node** whose function is the operation (a :class:`StreamMemOp`, whose ``repr`` names
+it), which runs the same code when the graph replays: a write stores the word, a wait polls it.
+This keeps the graph's node kinds HIP's own.
+
+Check order: a null pointer, then the flags, then the value and mask, then the word itself
+(alignment to its size, inside live memory).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+from collections.abc import Coroutine
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..core.errors import InvalidValue
+from ..device.device import check_range, resolve_pointer
+from ..device.ops import Op
+from ..device.pointer import DevicePtr
+from .completion import Completion
+from .params import HostParams
+
+if TYPE_CHECKING:
+    from ..device.program import Program
+    from .stream import Stream
+
+__all__ = ["StreamMemOp", "StreamMemOpsMixin", "StreamWaitFlag", "condition_met"]
+
+
+class StreamWaitFlag(enum.IntEnum):
+    """``hipStreamWaitValue*`` comparison flags, with HIP's numbers."""
+
+    GEQ = 0  # hipStreamWaitValueGte
+    EQ = 1  # hipStreamWaitValueEq
+    AND = 2  # hipStreamWaitValueAnd
+    NOR = 3  # hipStreamWaitValueNor
+
+
+_DTYPES: dict[int, np.dtype[Any]] = {32: np.dtype(np.uint32), 64: np.dtype(np.uint64)}
+
+
+def condition_met(word: int, value: int, flag: StreamWaitFlag, mask: int, bits: int) -> bool:
+    """Whether a wait with ``flag``, ``value`` and ``mask`` is satisfied by ``word``."""
+    masked = word & mask
+    if flag is StreamWaitFlag.GEQ:
+        return masked >= value
+    if flag is StreamWaitFlag.EQ:
+        return masked == value
+    if flag is StreamWaitFlag.AND:
+        return (masked & value) != 0
+    full = (1 << bits) - 1
+    return (~(masked | (value & mask)) & full) != 0
+
+
+def _word(value: Any, bits: int, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise TypeError(f"{name} must be an int, got {value!r}")
+    if not 0 <= value < 1 << bits:
+        raise ValueError(f"{name} {value} does not fit in an unsigned {bits}-bit word")
+    return int(value)
+
+
+@dataclass(frozen=True, slots=True)
+class StreamMemOp:
+    """One wait or write on a device word; calling it does the operation (see module notes).
+
+    Returns None when done, or a coroutine that finishes when a wait is satisfied.
+    """
+
+    ptr: DevicePtr
+    value: int
+    bits: int
+    flag: StreamWaitFlag | None  # None: a write
+    mask: int
+
+    @classmethod
+    def make(
+        cls,
+        ptr: DevicePtr,
+        value: int,
+        bits: int,
+        *,
+        flag: StreamWaitFlag | int | None = None,
+        mask: int | None = None,
+        write_flags: int = 0,
+    ) -> StreamMemOp:
+        """Validate a wait (``flag`` given) or a write (``flag`` None).
+
+        Raises:
+            InvalidValue: a null pointer, an unknown flag (or write flags other than 0), a
+                word not aligned to its size or outside an allocation.
+            InvalidDevicePointer: the word is not in live memory.
+            TypeError / ValueError: a value or mask that is not an unsigned word.
+        """
+        if ptr is None or (isinstance(ptr, DevicePtr) and not ptr):
+            raise InvalidValue("stream memory operation on a null pointer")
+        if not isinstance(ptr, DevicePtr):
+            raise TypeError(f"expected a DevicePtr, got {ptr!r}")
+        checked_flag: StreamWaitFlag | None = None
+        if flag is not None:
+            if isinstance(flag, bool) or not isinstance(flag, int):
+                raise TypeError(f"flags must be a StreamWaitFlag, got {flag!r}")
+            try:
+                checked_flag = StreamWaitFlag(flag)
+            except ValueError:
+                raise InvalidValue(f"{flag!r} is not a stream wait flag") from None
+        else:
+            if isinstance(write_flags, bool) or not isinstance(write_flags, int):
+                raise TypeError(f"flags must be an int, got {write_flags!r}")
+            if write_flags != 0:
+                raise InvalidValue(f"stream write flags must be 0, got {write_flags}")
+        word = _word(value, bits, "value")
+        full = (1 << bits) - 1
+        checked_mask = full if mask is None else _word(mask, bits, "mask")
+        size = bits // 8
+        if ptr.address % size:
+            raise InvalidValue(f"{ptr!r} is not aligned to its {size}-byte word")
+        check_range(ptr, size)
+        return cls(ptr, word, bits, checked_flag, checked_mask)
+
+    def _read(self) -> int:
+        buffer, offset = resolve_pointer(self.ptr, self.bits // 8)
+        return int(buffer[offset : offset + self.bits // 8].view(_DTYPES[self.bits])[0])
+
+    def satisfied(self) -> bool:
+        assert self.flag is not None
+        return condition_met(self._read(), self.value, self.flag, self.mask, self.bits)
+
+    def __call__(self) -> Coroutine[Any, Any, None] | None:
+        if self.flag is None:
+            buffer, offset = resolve_pointer(self.ptr, self.bits // 8)
+            buffer[offset : offset + self.bits // 8].view(_DTYPES[self.bits])[0] = self.value
+            return None
+        if self.satisfied():
+            return None
+        return self._poll()
+
+    async def _poll(self) -> None:
+        # Polling is the model: a kernel or a host view writes memory without telling anyone,
+        # as on a GPU, so no event could wake this. One look per loop turn.
+        while not self.satisfied():  # noqa: ASYNC110
+            await asyncio.sleep(0)
+
+    def __repr__(self) -> str:
+        if self.flag is None:
+            return f"StreamMemOp(write{self.bits} {self.ptr!r} = {self.value:#x})"
+        return (
+            f"StreamMemOp(wait{self.bits} {self.ptr!r} {self.flag.name} {self.value:#x} "
+            f"mask={self.mask:#x})"
+        )
+
+
+class StreamMemOpOp(Op):
+    """The device op of an eager stream memory operation."""
+
+    __slots__ = ("memop",)
+
+    def __init__(self, memop: StreamMemOp, cost_ns: int) -> None:
+        super().__init__(cost_ns)
+        self.memop = memop
+
+    def run(self, program: Program) -> Any:
+        program.time += self.cost_ns
+        return self.memop()
+
+    def __repr__(self) -> str:
+        return f"<StreamMemOpOp {self.memop!r}>"
+
+
+def _not_none(flags: Any, mask: Any) -> None:
+    """A wait's flags and mask are words: None is Python misuse (and None flags would make
+    the operation a write)."""
+    if flags is None or mask is None:
+        raise TypeError(f"a wait needs int flags and mask, got flags={flags!r}, mask={mask!r}")
+
+
+class StreamMemOpsMixin:
+    """``wait_value_32/64`` and ``write_value_32/64`` of :class:`~ahipgraph.Stream`."""
+
+    __slots__ = ()
+
+    def _memop(self, memop_factory: Any) -> Completion:
+        stream: Stream = self  # type: ignore[assignment]
+        stream.check_open()
+        if stream._capture is not None:
+            return stream._capture.add("Host", lambda: HostParams.make(memop_factory(), ()))
+        memop = memop_factory()
+        cost = stream.device.properties.cost.stream_memop_ns
+        return stream._submit_op(StreamMemOpOp(memop, cost))
+
+    async def wait_value_32(
+        self,
+        ptr: DevicePtr,
+        value: int,
+        flags: StreamWaitFlag | int = StreamWaitFlag.GEQ,
+        mask: int = 0xFFFF_FFFF,
+    ) -> Completion:
+        """Hold later work until the 32-bit word at ``ptr`` meets ``flags``
+        (``hipStreamWaitValue32``).
+
+        Raises: see :meth:`StreamMemOp.make`; ContextIsDestroyed for a destroyed stream.
+        """
+        _not_none(flags, mask)
+        return self._memop(lambda: StreamMemOp.make(ptr, value, 32, flag=flags, mask=mask))
+
+    async def wait_value_64(
+        self,
+        ptr: DevicePtr,
+        value: int,
+        flags: StreamWaitFlag | int = StreamWaitFlag.GEQ,
+        mask: int = 0xFFFF_FFFF_FFFF_FFFF,
+    ) -> Completion:
+        """``hipStreamWaitValue64``: as :meth:`wait_value_32` on a 64-bit word."""
+        _not_none(flags, mask)
+        return self._memop(lambda: StreamMemOp.make(ptr, value, 64, flag=flags, mask=mask))
+
+    async def write_value_32(self, ptr: DevicePtr, value: int, flags: int = 0) -> Completion:
+        """Store a 32-bit word at ``ptr`` when the stream gets there (``hipStreamWriteValue32``)."""
+        return self._memop(lambda: StreamMemOp.make(ptr, value, 32, write_flags=flags))
+
+    async def write_value_64(self, ptr: DevicePtr, value: int, flags: int = 0) -> Completion:
+        """``hipStreamWriteValue64``: as :meth:`write_value_32` with a 64-bit word."""
+        return self._memop(lambda: StreamMemOp.make(ptr, value, 64, write_flags=flags))
