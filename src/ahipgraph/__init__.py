@@ -13,11 +13,15 @@ Everything public is importable from here; the implementation lives in private l
 
 from __future__ import annotations
 
+import contextlib
+
+from ._annotations import resolve_deferred_annotations
 from ._run import run
 from ._version import __version__ as __version__
 from .core.errors import (
     CapturedEvent,
     ContextIsDestroyed,
+    Destroyed,
     ErrorCode,
     GraphExecUpdateFailure,
     HipError,
@@ -137,6 +141,7 @@ __all__ = [
     "CapturedEvent",
     "Completion",
     "ContextIsDestroyed",
+    "Destroyed",
     "CopyKind",
     "CostModel",
     "Device",
@@ -219,3 +224,21 @@ __all__ = [
 ]
 
 _install_race_check()  # AHIPGRAPH_RACE_CHECK=1 checks a whole run for races
+
+
+def _present_public_names_as_ahipgraph() -> None:
+    """Give every exported class and function ``__module__ == "ahipgraph"``.
+
+    Users import these from ``ahipgraph``; tracebacks, reprs, ``help()`` and pickles should
+    name that, not the internal module a name happens to live in.
+    """
+    for name in __all__:
+        obj = globals()[name]
+        module = getattr(obj, "__module__", None)
+        if isinstance(module, str) and module.startswith("ahipgraph."):
+            with contextlib.suppress(AttributeError, TypeError):  # e.g. a typing alias
+                obj.__module__ = __name__
+
+
+resolve_deferred_annotations(__name__)
+_present_public_names_as_ahipgraph()

@@ -12,9 +12,11 @@ The enum members carry HIP's names without the ``hipError`` prefix and HIP's num
 from __future__ import annotations
 
 import enum
-from typing import ClassVar
+from typing import Any, ClassVar
 
 __all__ = [
+    "Destroyed",
+    "destroyed_error",
     "ErrorCode",
     "HipError",
     "InvalidValue",
@@ -301,3 +303,44 @@ class GraphExecUpdateFailure(HipError):
 @_register
 class Unknown(HipError):
     code = ErrorCode.Unknown
+
+
+class Destroyed(HipError):
+    """Marks every "used after destroy" error, whatever HIP code the API reports.
+
+    HIP answers a destroyed handle with a code that depends on the API (``InvalidValue`` for a
+    graph or an executable, ``ContextIsDestroyed`` for a stream, ``InvalidHandle`` for an
+    event). Each such error is raised as a class deriving from both that code's class and this
+    one, so ``except ahg.InvalidValue`` keeps working and ``except ahg.Destroyed`` catches them
+    all.
+    """
+
+
+_DESTROYED: dict[ErrorCode, type[HipError]] = {}
+
+
+def _rebuild_destroyed(code: ErrorCode, message: str) -> HipError:
+    return destroyed_error(code, message)
+
+
+def destroyed_error(code: ErrorCode, message: str) -> HipError:
+    """The error for a use of a destroyed handle: ``code``'s class, also a :class:`Destroyed`."""
+    cls = _DESTROYED.get(code)
+    if cls is None:
+        base = error_class(code)
+
+        def reduce(self: HipError) -> tuple[Any, tuple[ErrorCode, str]]:
+            return _rebuild_destroyed, (self.code, self.message)
+
+        made = type(
+            base.__name__,
+            (base, Destroyed),
+            {
+                "__module__": base.__module__,
+                "__qualname__": base.__qualname__,
+                "__doc__": f"{base.__name__}, raised for a destroyed handle.",
+                "__reduce__": reduce,
+            },
+        )
+        cls = _DESTROYED.setdefault(code, made)
+    return cls(message)

@@ -30,11 +30,14 @@ from typing import TYPE_CHECKING, Any
 
 from ..core import gcpause
 from ..core.errors import (
+    ErrorCode,
     HipError,
     InvalidValue,
     NotReady,
     NotSupported,
+    destroyed_error,
 )
+from ..core.lifecycle import DestroyOnExit
 from ..core.refcount import RefCounted
 from ..core.registry import HandleRegistry
 from ..device.device import Device, get_device
@@ -125,7 +128,7 @@ class _Launch:
         self.exec._launch_finished(self)
 
 
-class GraphExec(NodeSetters, ExecCopySetters, RefCounted):
+class GraphExec(NodeSetters, ExecCopySetters, RefCounted, DestroyOnExit):
     """An executable graph. Made by ``graph.instantiate()``; it has no public constructor."""
 
     __slots__ = (
@@ -279,7 +282,7 @@ class GraphExec(NodeSetters, ExecCopySetters, RefCounted):
     def check_alive(self) -> None:
         """Raises InvalidValue once the executable was destroyed (HIP: not in graphExecSet_)."""
         if self.state is not ExecState.OPEN:
-            raise InvalidValue(f"{self!r} was destroyed")
+            raise destroyed_error(ErrorCode.InvalidValue, f"{self!r} was destroyed")
 
     # -- launch ---------------------------------------------------------------------------------
 
@@ -460,6 +463,11 @@ class GraphExec(NodeSetters, ExecCopySetters, RefCounted):
 
     # -- destroy --------------------------------------------------------------------------------
 
+    @property
+    def alive(self) -> bool:
+        """False once ``destroy()`` was called."""
+        return self.state is ExecState.OPEN
+
     def destroy(self) -> None:
         """Retire the handle now; free everything once the last launch in flight completes.
 
@@ -469,7 +477,7 @@ class GraphExec(NodeSetters, ExecCopySetters, RefCounted):
             InvalidValue: the executable was already destroyed.
         """
         if EXECS.unregister(self.hid) is None:
-            raise InvalidValue(f"{self!r} was already destroyed")
+            raise destroyed_error(ErrorCode.InvalidValue, f"{self!r} was already destroyed")
         with self._ref_lock:
             self.state = ExecState.CLOSING
         if self._conditionals is not None:  # a WHILE body that never ends stops here

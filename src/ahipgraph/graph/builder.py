@@ -22,6 +22,7 @@ from ..device.properties import CopyKind
 from ..runtime.event import Event
 from ..runtime.params import Endpoint
 from .memnodes import RESERVATIONS
+from .node import GraphNode
 from .node_type import NodeType
 from .params import (
     MemAllocParams,
@@ -36,9 +37,8 @@ from .params import (
 
 if TYPE_CHECKING:
     from .graph import Graph
-    from .node import GraphNode
 
-    Deps: TypeAlias = Sequence[GraphNode] | GraphNode
+Deps: TypeAlias = Sequence[GraphNode] | GraphNode
 
 __all__ = ["GraphBuilder"]
 

@@ -38,7 +38,8 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from ..core import gcpause
-from ..core.errors import IllegalState, InvalidValue, NotSupported
+from ..core.errors import ErrorCode, InvalidValue, NotSupported, destroyed_error
+from ..core.lifecycle import DestroyOnExit
 from ..core.registry import HandleRegistry
 from ..lifetime.user_object import UserObject, check_count
 from ..runtime import observe
@@ -85,7 +86,7 @@ class GraphStatistics:
     destroyed: bool
 
 
-class Graph(GraphTopology, GraphBuilder, GraphCopyBuilder):
+class Graph(GraphTopology, GraphBuilder, GraphCopyBuilder, DestroyOnExit):
     """A graph of device work (``hipGraphCreate``). See the ``add_*_node`` methods.
 
     Attributes:
@@ -117,10 +118,15 @@ class Graph(GraphTopology, GraphBuilder, GraphCopyBuilder):
     def destroyed(self) -> bool:
         return GRAPHS.get(self.hid) is not self
 
+    @property
+    def alive(self) -> bool:
+        """False once the graph was destroyed."""
+        return GRAPHS.get(self.hid) is self
+
     def check_alive(self) -> None:
         """Raise InvalidValue if the graph was destroyed."""
         if GRAPHS.get(self.hid) is not self:
-            raise InvalidValue(f"{self!r} was destroyed")
+            raise destroyed_error(ErrorCode.InvalidValue, f"{self!r} was destroyed")
 
     # -- building (the add_* methods are in GraphBuilder) ------------------------------------------
 
@@ -484,7 +490,7 @@ class Graph(GraphTopology, GraphBuilder, GraphCopyBuilder):
         """
         with self.lock:
             if GRAPHS.get(self.hid) is not self:
-                raise IllegalState(f"{self!r} was already destroyed")
+                raise destroyed_error(ErrorCode.IllegalState, f"{self!r} was already destroyed")
             if self.owner_node is not None:
                 raise InvalidValue(f"{self!r} belongs to {self.owner_node!r}; destroy that node")
             children, objects = self._teardown_locked()

@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from ..core.errors import InvalidValue, NotSupported
+from ..core.errors import ErrorCode, InvalidValue, NotSupported, destroyed_error
 from ..core.registry import HandleRegistry
 from ..device.kernel import DimLike, Kernel
 from ..device.pointer import DevicePtr
@@ -121,7 +121,7 @@ class GraphNode(NodeCopySetters):
     def check_alive(self) -> None:
         """Raise InvalidValue if the node or its graph was destroyed."""
         if NODES.get(self.hid) is not self or self.graph.destroyed:
-            raise InvalidValue(f"{self!r} was destroyed")
+            raise destroyed_error(ErrorCode.InvalidValue, f"{self!r} was destroyed")
 
     # -- queries -----------------------------------------------------------------------------------
 

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from ..core.errors import InvalidHandle, InvalidValue
+from ..core.errors import ErrorCode, InvalidHandle, InvalidValue, destroyed_error
 from ..device.kernel import DimLike, Kernel
 from ..device.pointer import DevicePtr
 from ..device.properties import CopyKind
@@ -136,7 +136,7 @@ def event_params(event: Event | None) -> EventParams:
     try:
         event.check_open()
     except InvalidHandle:
-        raise InvalidValue(f"{event!r} was destroyed") from None
+        raise destroyed_error(ErrorCode.InvalidValue, f"{event!r} was destroyed") from None
     return EventParams(event)
 
 

@@ -11,7 +11,8 @@ import enum
 from typing import TYPE_CHECKING
 
 from ..core.clock import ns_to_ms
-from ..core.errors import InvalidHandle, NotReady
+from ..core.errors import ErrorCode, InvalidHandle, NotReady, destroyed_error
+from ..core.lifecycle import DestroyOnExit
 from ..core.registry import HandleRegistry
 from ..device.signal import Signal
 from . import capture, observe
@@ -30,7 +31,7 @@ class EventState(enum.Enum):
     DESTROYED = "destroyed"
 
 
-class Event:
+class Event(DestroyOnExit):
     """A point in a stream's work. Create with ``device.create_event()``."""
 
     def __init__(
@@ -61,7 +62,7 @@ class Event:
 
     def check_open(self) -> None:
         if self.state is not EventState.OPEN:
-            raise InvalidHandle(f"{self!r} was destroyed")
+            raise destroyed_error(ErrorCode.InvalidHandle, f"{self!r} was destroyed")
 
     def recorded(self, signal: Signal) -> None:
         """Point the event at a new marker (called by streams and graph event-record nodes)."""
@@ -103,10 +104,15 @@ class Event:
             return None
         return self.signal.time
 
+    @property
+    def alive(self) -> bool:
+        """False once ``destroy()`` was called."""
+        return self.state is EventState.OPEN
+
     def destroy(self) -> None:
         """Destroy the event. Raises InvalidHandle if it was already destroyed."""
         if EVENTS.unregister(self.hid) is None:
-            raise InvalidHandle(f"{self!r} was already destroyed")
+            raise destroyed_error(ErrorCode.InvalidHandle, f"{self!r} was already destroyed")
         self.state = EventState.DESTROYED
         capture.event_destroyed(self)
 

@@ -23,7 +23,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..core.errors import ContextIsDestroyed, HipError, InvalidHandle, InvalidValue
+from ..core.errors import (
+    ErrorCode,
+    HipError,
+    InvalidHandle,
+    InvalidValue,
+    destroyed_error,
+)
+from ..core.lifecycle import DestroyOnExit
 from ..core.registry import HandleRegistry
 from ..device.device import get_device
 from ..device.kernel import DimLike, Kernel
@@ -66,7 +73,9 @@ class StreamStatistics:
     error: bool
 
 
-class Stream(StreamCaptureMixin, StreamMemoryMixin, StreamCopyMixin, StreamMemOpsMixin):
+class Stream(
+    StreamCaptureMixin, StreamMemoryMixin, StreamCopyMixin, StreamMemOpsMixin, DestroyOnExit
+):
     """An in-order stream of device work. Create with ``device.create_stream()``.
 
     Capture (``begin_capture`` ...) and stream-ordered memory (``malloc_async``, ``free_async``)
@@ -116,7 +125,7 @@ class Stream(StreamCaptureMixin, StreamMemoryMixin, StreamCopyMixin, StreamMemOp
     def check_open(self) -> None:
         """Raise ContextIsDestroyed (HIP's answer for a dead stream) if it was destroyed."""
         if self.state is not StreamState.OPEN:
-            raise ContextIsDestroyed(f"{self!r} was destroyed")
+            raise destroyed_error(ErrorCode.ContextIsDestroyed, f"{self!r} was destroyed")
 
     def take_error(self) -> HipError | None:
         """Return and clear the stream's unreported failure."""
@@ -326,6 +335,11 @@ class Stream(StreamCaptureMixin, StreamMemoryMixin, StreamCopyMixin, StreamMemOp
             observe.observer.stream_synchronized(self)
         return done
 
+    @property
+    def alive(self) -> bool:
+        """False once ``destroy()`` was called."""
+        return self.state is StreamState.OPEN
+
     def destroy(self) -> None:
         """Destroy the stream (``hipStreamDestroy``). Work already enqueued still completes.
 
@@ -335,7 +349,7 @@ class Stream(StreamCaptureMixin, StreamMemoryMixin, StreamCopyMixin, StreamMemOp
         if self.is_null:
             raise InvalidHandle("the null stream cannot be destroyed")
         if STREAMS.unregister(self.hid) is None:
-            raise InvalidHandle(f"{self!r} was already destroyed")
+            raise destroyed_error(ErrorCode.InvalidHandle, f"{self!r} was already destroyed")
         if self._capture is not None:
             capture.stream_destroyed(self)
         self.state = StreamState.DESTROYED

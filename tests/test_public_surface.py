@@ -1,0 +1,144 @@
+"""The public surface: names present as ``ahipgraph.X``, hints that resolve, one "destroyed"
+error family, and ``with`` on every handle that has ``destroy()``."""
+
+from __future__ import annotations
+
+import inspect
+import pickle
+import typing
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+import ahipgraph as ahg
+
+
+def _public_callables() -> Iterator[tuple[str, Callable[..., Any]]]:
+    for name in ahg.__all__:
+        obj = getattr(ahg, name)
+        if inspect.isclass(obj):
+            for attr, member in vars(obj).items():
+                if attr.startswith("_") and attr != "__init__":
+                    continue
+                function = member.fget if isinstance(member, property) else member
+                if isinstance(function, staticmethod | classmethod):
+                    function = function.__func__
+                if inspect.isfunction(function):
+                    yield f"{name}.{attr}", function
+            for base in obj.__mro__[1:]:  # public methods inherited from internal mixins
+                if base.__module__.startswith("ahipgraph") and base.__name__ not in ahg.__all__:
+                    for attr, member in vars(base).items():
+                        if not attr.startswith("_") and inspect.isfunction(member):
+                            yield f"{name}.{attr}", member
+        elif inspect.isfunction(obj):
+            yield name, obj
+
+
+def test_every_exported_class_and_function_says_it_lives_in_ahipgraph() -> None:
+    wrong = [
+        name
+        for name in ahg.__all__
+        if (inspect.isclass(getattr(ahg, name)) or inspect.isfunction(getattr(ahg, name)))
+        and getattr(ahg, name).__module__ != "ahipgraph"
+    ]
+    assert wrong == []
+    assert repr(ahg.InvalidValue("x")).startswith("InvalidValue(")
+    assert ahg.InvalidValue.__module__ == "ahipgraph"
+
+
+def test_get_type_hints_works_on_every_public_callable() -> None:
+    checked = 0
+    failures = []
+    for name, function in _public_callables():
+        try:
+            typing.get_type_hints(function)
+        except Exception as error:
+            failures.append(f"{name}: {error!r}")
+        checked += 1
+    assert failures == []
+    assert checked > 200  # the walk really found the surface
+
+
+@pytest.mark.parametrize(
+    "name", ["Graph.add_kernel_node", "Graph.instantiate", "Device.create_stream"]
+)
+def test_hints_of_the_commonest_calls_name_real_classes(name: str) -> None:
+    cls_name, attr = name.split(".")
+    hints = typing.get_type_hints(getattr(getattr(ahg, cls_name), attr))
+    assert hints["return"] in (ahg.GraphNode, ahg.GraphExec, ahg.Stream)
+
+
+@pytest.mark.asyncio
+async def test_every_destroyed_handle_error_is_a_destroyed_and_keeps_its_hip_code(
+    device: ahg.Device,
+) -> None:
+    stream = device.create_stream()
+    event = device.create_event()
+    graph = ahg.Graph()
+    node = graph.add_empty_node()
+    exec_ = graph.instantiate()
+    stream.destroy()
+    event.destroy()
+    exec_.destroy()
+    cases: list[tuple[Callable[[], Any], type[ahg.HipError]]] = [
+        (stream.query, ahg.ContextIsDestroyed),
+        (stream.destroy, ahg.InvalidHandle),
+        (event.query, ahg.InvalidHandle),
+        (event.destroy, ahg.InvalidHandle),
+        (exec_.destroy, ahg.InvalidValue),
+    ]
+    graph.destroy()
+    cases += [
+        (graph.add_empty_node, ahg.InvalidValue),
+        (graph.destroy, ahg.IllegalState),
+        (lambda: node.type, ahg.InvalidValue),
+    ]
+    for call, code in cases:
+        with pytest.raises(ahg.Destroyed) as caught:
+            call()
+        assert isinstance(caught.value, code)
+        assert type(caught.value).__name__ == code.__name__
+        copy = pickle.loads(pickle.dumps(caught.value))
+        assert isinstance(copy, ahg.Destroyed)
+        assert isinstance(copy, code)
+        assert str(copy) == str(caught.value)
+    with pytest.raises(ahg.Destroyed):
+        await exec_.launch()
+
+
+def test_ordinary_errors_are_not_destroyed() -> None:
+    with pytest.raises(ahg.InvalidValue) as caught:
+        ahg.Graph().add_empty_node(deps=[None])  # type: ignore[list-item]
+    assert not isinstance(caught.value, ahg.Destroyed)
+
+
+@pytest.mark.asyncio
+async def test_with_destroys_each_handle_kind_and_tolerates_an_early_destroy(
+    device: ahg.Device,
+) -> None:
+    before = device.statistics()
+    with device.create_stream() as stream, device.create_event() as event:
+        await stream.record_event(event)
+        await stream.synchronize()
+    assert not stream.alive
+    assert not event.alive
+    with ahg.Graph() as graph:
+        graph.add_empty_node()
+        with graph.instantiate() as exec_:
+            await (await exec_.launch())
+        assert not exec_.alive
+        with graph.instantiate() as second:
+            second.destroy()  # destroyed inside the block: the exit leaves it alone
+    assert not graph.alive
+    assert not second.alive
+    assert device.statistics().memory == before.memory
+
+
+def test_with_destroys_on_error_and_interrupt_paths_too(device: ahg.Device) -> None:
+    with pytest.raises(RuntimeError), device.create_stream() as stream:
+        raise RuntimeError("boom")
+    assert not stream.alive
+    with pytest.raises(KeyboardInterrupt), ahg.Graph() as graph:
+        raise KeyboardInterrupt
+    assert not graph.alive
