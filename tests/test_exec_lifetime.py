@@ -494,7 +494,7 @@ async def test_more_launches_in_flight_than_prepopulated_sets_grow_the_pool(
 ) -> None:
     gates = GatedHost()
     out = device.malloc(16)
-    graph_exec = gated_diamond(out, gates).instantiate(signal_sets=4)
+    graph_exec = gated_diamond(out, gates).instantiate(signal_sets=4, signal_set_policy="grow")
     stream = device.create_stream()
     handles = [await graph_exec.launch(stream) for _ in range(6)]
     pool = graph_exec.statistics().signal_pool

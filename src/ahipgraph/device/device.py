@@ -12,6 +12,7 @@ thread-safe. Unless configured, one device with default properties exists.
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from .properties import CopyKind
 
 __all__ = [
+    "running_loop",
     "Device",
     "DeviceStatistics",
     "configure_devices",
@@ -61,6 +63,40 @@ class CaptureChecks(Protocol):
 # Installed by the runtime's capture module, a layer above; None until it is imported, and no
 # capture can exist before that.
 capture_checks: CaptureChecks | None = None
+
+
+def running_loop() -> asyncio.AbstractEventLoop:
+    """The caller's asyncio loop, or an error that says what is wrong.
+
+    Raises:
+        RuntimeError: no asyncio loop runs here: plain synchronous code, a thread without a
+            loop, or another async library (under anyio's trio backend asyncio's own message,
+            "no running event loop", would not say why).
+    """
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        if _in_trio():
+            raise RuntimeError(
+                "ahipgraph runs on asyncio (or uvloop), not trio: start the program with "
+                "ahg.run(main), asyncio.run(main()) or anyio.run(main, backend='asyncio')"
+            ) from None
+        raise RuntimeError(
+            "this call needs a running asyncio event loop: call it from a coroutine "
+            "(ahg.run(main) starts one)"
+        ) from None
+
+
+def _in_trio() -> bool:
+    """True when the caller is a trio task (checked only if trio was imported)."""
+    trio: Any = sys.modules.get("trio")
+    if trio is None:
+        return False
+    try:
+        trio.lowlevel.current_task()
+    except Exception:
+        return False
+    return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +147,7 @@ class Device(DeviceCopyMixin):
             IllegalState: the device has work in flight on another, still open, loop.
             RuntimeError: called outside a running event loop.
         """
-        loop = asyncio.get_running_loop()
+        loop = running_loop()
         if loop is self.loop:
             return loop
         current = self.loop

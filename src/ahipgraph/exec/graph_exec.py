@@ -223,7 +223,7 @@ class GraphExec(NodeSetters, ExecCopySetters, RefCounted, DestroyOnExit):
                 self._plan.num_signals,
                 extra=self._compiled.extra,
                 num_sets=options.get("signal_sets", 16),
-                wait_when_empty=options.get("wait_for_signal_sets", False),
+                wait_when_empty=_signal_set_policy(options) == "wait",
             )
             self._internal_streams = [
                 device.create_stream(non_blocking=True) for _ in range(self._plan.num_slots - 1)
@@ -260,6 +260,7 @@ class GraphExec(NodeSetters, ExecCopySetters, RefCounted, DestroyOnExit):
         """
         checked = check_instantiate_flags(flags)
         _check_options(options)
+        _signal_set_policy(options)  # a bad policy fails before anything is built
         if device is None:
             device = get_device()  # the calling task's current device
         elif not isinstance(device, Device):
@@ -313,20 +314,14 @@ class GraphExec(NodeSetters, ExecCopySetters, RefCounted, DestroyOnExit):
         return self._enqueue(target, signal_set)
 
     def _acquire_nowait(self) -> SignalSet | None:
-        """A signal set without parking; before growing the pool, let finished work return one.
+        """A signal set without parking, by the pool's policy; never runs device work.
 
-        With every set in use, the device work that is already runnable (earlier launches) is
-        run first, as a GPU would have run it by now while the host kept launching; the pool
-        grows only if that frees nothing. So a host that launches in a tight loop keeps to the
-        prepopulated sets instead of one set per launch.
+        ``"wait"`` (the default): None when every set is in use, and :meth:`launch` parks until
+        a completion returns one, so a host launching in a tight loop yields to the event loop
+        once per pool's worth of launches. ``"grow"``: a new set, counted as a miss (HIP's
+        behaviour).
         """
-        pool = self.pool
-        signal_set = pool.acquire_nowait(grow=False)
-        if signal_set is None:
-            self.device.bind_loop()  # only the loop that runs the device may run its work
-            self.device.run_ready()
-            signal_set = pool.acquire_nowait()
-        return signal_set
+        return self.pool.acquire_nowait()
 
     def launch_nowait(self, stream: Stream | None = None) -> Completion:
         """:meth:`launch` without ever parking.
@@ -355,6 +350,11 @@ class GraphExec(NodeSetters, ExecCopySetters, RefCounted, DestroyOnExit):
             return None
         if self._compiled.unfreed_ptrs:
             self._check_allocations()
+        # The loop, before anything is taken: no loop, or another loop that owns a busy
+        # device, fails here with the executable and its pool untouched.
+        self.device.bind_loop()
+        if stream.device is not self.device:
+            stream.device.bind_loop()
         return stream
 
     def _check_allocations(self) -> None:
@@ -672,6 +672,7 @@ def _check_instantiable(graph: Graph) -> None:
 _MAX_SIGNAL_SETS = 1 << 16  # prepopulated sets; the pool still grows past them when needed
 _OPTIONS: dict[str, tuple[type, ...]] = {
     "signal_sets": (int,),
+    "signal_set_policy": (str,),
     "wait_for_signal_sets": (bool,),
     "arena_headroom": (int,),
     "strict_flush": (bool,),
@@ -697,3 +698,25 @@ def _check_options(options: dict[str, Any]) -> None:
         )
     if options.get("arena_headroom", 0) < 0:
         raise ValueError(f"arena_headroom must be >= 0, got {options['arena_headroom']}")
+
+
+def _signal_set_policy(options: dict[str, Any]) -> str:
+    """What a launch does when every signal set is in use.
+
+    ``signal_set_policy="wait"`` (the default) parks the launch until a completion returns a
+    set; ``"grow"`` adds a set (HIP's counted miss). ``wait_for_signal_sets=True/False`` is
+    the older spelling of the same choice.
+
+    Raises:
+        ValueError: another policy, or two spellings that disagree.
+    """
+    policy = options.get("signal_set_policy")
+    legacy = options.get("wait_for_signal_sets")
+    if policy is not None and policy not in ("wait", "grow"):
+        raise ValueError(f"signal_set_policy must be 'wait' or 'grow', got {policy!r}")
+    if legacy is not None:
+        spelled = "wait" if legacy else "grow"
+        if policy is not None and policy != spelled:
+            raise ValueError(f"signal_set_policy={policy!r} contradicts wait_for_signal_sets")
+        policy = spelled
+    return policy or "wait"
