@@ -159,3 +159,29 @@ def test_under_trio_the_error_names_trio(
     with pytest.raises(RuntimeError, match="not trio"):
         graph_exec.launch_nowait()
     graph_exec.destroy()
+
+
+@pytest.mark.asyncio
+async def test_awaiting_unfinished_work_yields_and_finished_work_does_not(
+    device: ahg.Device,
+) -> None:
+    out = device.malloc(8)
+    stream = device.create_stream()
+    turns = 0
+
+    async def one_turn() -> None:
+        nonlocal turns
+        turns += 1
+
+    done = await stream.launch_kernel(add_one, 1, 1, (out,))
+    other = asyncio.create_task(one_turn())
+    assert not done.done()
+    await done  # not finished: the host parks, and the loop runs the device and other tasks
+    assert turns == 1
+    await other
+    again = asyncio.create_task(one_turn())
+    await done  # finished: returns without a trip through the loop, like a done future
+    assert turns == 1
+    await again
+    await stream.synchronize()
+    assert device.view(out, "int64", 1)[0] == 1

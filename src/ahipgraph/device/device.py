@@ -175,9 +175,8 @@ class Device(DeviceCopyMixin):
     def run_ready(self) -> None:
         """Run the device work that is scheduled, now, until none is left.
 
-        Called by a host that is about to wait: the same work the event loop would run on its
-        next turn, in the same order, minus the trip through the loop. Not reentrant (device
-        work that waits from inside the device simply does not help).
+        Called by the pump on the event loop (hosts never run device work themselves: they
+        park). Not reentrant (device work that waits from inside the device simply parks).
         """
         if self._running_ready:
             return
@@ -321,9 +320,11 @@ class Device(DeviceCopyMixin):
         return self._null_stream
 
     async def wait_signal(self, signal: Signal) -> None:
-        """How a host waits for device work: run what is ready, park if that was not enough.
+        """How a host waits for device work: return at once if it is done, else park.
 
-        Afterwards the host's clock has seen the moment the signal was reached.
+        Parking yields to the event loop, which runs the device's work (and every other task);
+        the host never runs device work itself. Afterwards the host's clock has seen the moment
+        the signal was reached.
 
         Raises:
             IllegalState: the device is busy on another event loop.
@@ -331,9 +332,7 @@ class Device(DeviceCopyMixin):
         if signal.value > 0:
             if self.loop is not asyncio.get_running_loop():
                 self.bind_loop()  # park only on the loop that runs the work (or raise)
-            self.run_ready()
-            if signal.value > 0:
-                await signal.wait()
+            await signal.wait()
         self.clock.observe(signal.time)
 
     async def synchronize(self) -> None:
@@ -348,7 +347,6 @@ class Device(DeviceCopyMixin):
             capture_checks.device_sync()
         if self.in_flight:
             self.bind_loop()
-            self.run_ready()
             while self.in_flight:
                 await self._idle.park()
         self.clock.observe(max(queue.busy_until for queue in self.queues))
