@@ -142,3 +142,14 @@ def test_with_destroys_on_error_and_interrupt_paths_too(device: ahg.Device) -> N
     with pytest.raises(KeyboardInterrupt), ahg.Graph() as graph:
         raise KeyboardInterrupt
     assert not graph.alive
+
+
+def test_an_executable_has_no_public_reference_count(device: ahg.Device) -> None:
+    graph = ahg.Graph()
+    graph.add_empty_node()
+    graph_exec = graph.instantiate()
+    for name in ("retain", "release", "refcount"):
+        assert not hasattr(graph_exec, name)
+    graph_exec.destroy()
+    with pytest.raises(ahg.Destroyed):
+        graph_exec.destroy()

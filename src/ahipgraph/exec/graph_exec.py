@@ -38,7 +38,6 @@ from ..core.errors import (
     destroyed_error,
 )
 from ..core.lifecycle import DestroyOnExit
-from ..core.refcount import RefCounted
 from ..core.registry import HandleRegistry
 from ..device.device import Device, get_device
 from ..device.ops import Op
@@ -128,7 +127,7 @@ class _Launch:
         self.exec._launch_finished(self)
 
 
-class GraphExec(NodeSetters, ExecCopySetters, RefCounted, DestroyOnExit):
+class GraphExec(NodeSetters, ExecCopySetters, DestroyOnExit):
     """An executable graph. Made by ``graph.instantiate()``; it has no public constructor."""
 
     __slots__ = (
@@ -144,6 +143,7 @@ class GraphExec(NodeSetters, ExecCopySetters, RefCounted, DestroyOnExit):
         "_lock",
         "_plan",
         "_races",
+        "_refcount",
         "_retired_slots",
         "_sources",
         "_version",
@@ -162,12 +162,13 @@ class GraphExec(NodeSetters, ExecCopySetters, RefCounted, DestroyOnExit):
     ) -> None:
         if _key is not _FACTORY_KEY:
             raise TypeError("executables are created with graph.instantiate()")
-        super().__init__(1)
+        # References: one for the handle, one per launch in flight. Private: users destroy.
+        self._refcount = 1
         self.flags = check_instantiate_flags(flags)
         self.device = device
         # One lock for the reference count and the launch/update book-keeping, so a launch
         # checks the state, takes its reference and binds its version in one critical section.
-        self._lock = self._ref_lock = threading.RLock()
+        self._lock = threading.RLock()
         with graph.lock:
             _check_instantiable(graph)
             exec_graph, originals = snapshot(graph)  # InvalidValue on a cycle, nothing created
@@ -442,7 +443,7 @@ class GraphExec(NodeSetters, ExecCopySetters, RefCounted, DestroyOnExit):
             retired = self._retired_slots
             while retired and retired[0][0] <= self._completed:
                 self.arena.free(retired.popleft()[1])
-            self._refcount -= 1  # the launch's reference (RefCounted.release, inlined)
+            self._refcount -= 1  # the launch's reference
             last = not self._refcount
         if last:
             self._last_release()
@@ -478,13 +479,17 @@ class GraphExec(NodeSetters, ExecCopySetters, RefCounted, DestroyOnExit):
         """
         if EXECS.unregister(self.hid) is None:
             raise destroyed_error(ErrorCode.InvalidValue, f"{self!r} was already destroyed")
-        with self._ref_lock:
+        with self._lock:
             self.state = ExecState.CLOSING
         if self._conditionals is not None:  # a WHILE body that never ends stops here
             self._conditionals.control.stopped = True
         # Launches parked for a signal set would otherwise wait for a pool that is going away.
         self.pool.fail_waiters(InvalidValue(f"{self!r} was destroyed while a launch waited"))
-        self.release(1)
+        with self._lock:
+            self._refcount -= 1  # the handle's reference
+            last = not self._refcount
+        if last:
+            self._last_release()
 
     def _last_release(self) -> None:
         """The last reference went: free arena, signal sets, streams and user objects."""
