@@ -187,6 +187,11 @@ class Device(DeviceCopyMixin):
                 queue = next(iter(ready))
                 del ready[queue]
                 queue.run()
+        except BaseException:  # KeyboardInterrupt/SystemExit from user code: the rest runs later
+            loop = self.loop
+            if ready and self._pump is None and loop is not None and not loop.is_closed():
+                self._pump = loop.call_soon(self._run_pump)
+            raise
         finally:
             self._running_ready = False
 

@@ -99,6 +99,10 @@ class HardwareQueue:
                 device.in_flight -= 1
                 if not device.in_flight:
                     device.became_idle()
+            if program.interrupt is not None:  # KeyboardInterrupt/SystemExit: finished, re-raise
+                if packets:
+                    device.schedule(self)  # the rest still runs on a later turn
+                raise program.interrupt
 
     def abandon(self, error: HipError) -> None:
         """Fail every packet (their event loop closed) and run what is left on the new loop."""

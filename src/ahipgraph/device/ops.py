@@ -57,7 +57,7 @@ class Op:
     def run(self, program: Program) -> Any:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def fault(self, exc: Exception) -> HipError:
+    def fault(self, exc: BaseException) -> HipError:
         if isinstance(exc, HipError):
             return exc
         return IllegalAddress(f"{self!r} failed: {exc!r}")
@@ -92,7 +92,7 @@ class KernelOp(Op):
         program.time += self.cost_ns
         return result if self.is_async else None
 
-    def fault(self, exc: Exception) -> HipError:
+    def fault(self, exc: BaseException) -> HipError:
         error = LaunchFailure(f"kernel {self.kernel.name!r} failed: {exc!r}")
         error.__cause__ = exc
         return error
@@ -310,7 +310,7 @@ class HostOp(Op):
         # host functions return void (handing it on would break the queue).
         return result if inspect.isawaitable(result) else None
 
-    def fault(self, exc: Exception) -> HipError:
+    def fault(self, exc: BaseException) -> HipError:
         name = getattr(self.fn, "__qualname__", repr(self.fn))
         error = LaunchFailure(f"host function {name} raised {exc!r}")
         error.__cause__ = exc

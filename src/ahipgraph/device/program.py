@@ -38,6 +38,7 @@ class Program:
     __slots__ = (
         "completion",
         "error",
+        "interrupt",
         "memory",
         "on_done",
         "ops",
@@ -62,6 +63,9 @@ class Program:
         self.signals = signals
         self.on_done = on_done
         self.error: HipError | None = None
+        # A KeyboardInterrupt or SystemExit from user code: the program still runs its
+        # synchronisation ops and finishes as failed, then the queue re-raises this.
+        self.interrupt: BaseException | None = None
         self.pc = 0
         self.time = 0
         self.start_ns = 0  # simulated time the program began, once started
@@ -87,9 +91,12 @@ class Program:
             op = ops[pc]
             try:
                 blocker = op.run(self)
-            except Exception as exc:
+            except (Exception, asyncio.CancelledError) as exc:  # user code's own failure
                 self._record(op.fault(exc))
                 pc += 1
+                continue
+            except BaseException as exc:
+                ops, pc, count = self._interrupted(op, pc, exc)
                 continue
             if blocker is None:
                 pc += 1
@@ -121,11 +128,14 @@ class Program:
                 blocker = hooks.op_starting(watchers, self, op)
                 if blocker is None:
                     blocker = op.run(self)
-            except Exception as exc:
+            except (Exception, asyncio.CancelledError) as exc:
                 self._record(op.fault(exc))
                 for watcher in watchers:
                     watcher.op_finished(self, op, start, exc)
                 pc += 1
+                continue
+            except BaseException as exc:
+                ops, pc, count = self._interrupted(op, pc, exc)
                 continue
             if type(blocker) is Signal:
                 self.pc = pc
@@ -150,11 +160,26 @@ class Program:
         future = asyncio.ensure_future(blocker)
         future.add_done_callback(lambda f: self._awaited(f, op))
 
+    def _interrupted(self, op: Op, pc: int, exc: BaseException) -> tuple[Sequence[Op], int, int]:
+        """``exc`` (KeyboardInterrupt, SystemExit) escaped ``op``: fail the program and keep
+        only its synchronisation ops, so every signal it owes is still raised."""
+        self.interrupt = exc
+        self.pc = pc + 1
+        self.abandon(op.fault(exc))
+        return self.ops, 0, len(self.ops)
+
     def _awaited(self, future: asyncio.Future[Any], op: Op) -> None:
-        if future.cancelled():  # its loop is shutting down: give up the rest, as when abandoned
-            self.abandon(op.fault(RuntimeError("cancelled")))
-        elif (exc := future.exception()) is not None and isinstance(exc, Exception):
-            self._record(op.fault(exc))
+        if future.cancelled():
+            if future.cancelling() if isinstance(future, asyncio.Task) else True:
+                # Cancelled from outside (its loop is shutting down): give up the rest.
+                self.abandon(op.fault(RuntimeError("cancelled")))
+            else:  # the body raised CancelledError itself: that op failed
+                self._record(op.fault(asyncio.CancelledError()))
+        elif (exc := future.exception()) is not None:
+            if isinstance(exc, Exception | asyncio.CancelledError):
+                self._record(op.fault(exc))
+            else:  # KeyboardInterrupt/SystemExit in an async body: asyncio re-raised it already
+                self.abandon(op.fault(exc))
         assert self.queue is not None
         self.queue.wake()
 

@@ -166,7 +166,7 @@ class StrictKernelOp(Op):
             raise RuntimeError(f"dispatch would read unflushed kernel arguments at {self.slot!r}")
         return self.inner.run(program)
 
-    def fault(self, exc: Exception) -> HipError:
+    def fault(self, exc: BaseException) -> HipError:
         return self.inner.fault(exc)
 
 
