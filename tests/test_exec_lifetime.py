@@ -764,3 +764,40 @@ def test_destroy_runs_every_raising_destructor_then_raises_the_first(device: ahg
     assert sorted(ran) == ["a", "b", "c"]
     assert all(not obj.alive for obj in objects)
     assert graph_exec.statistics().state == "closed"
+
+
+@pytest.mark.asyncio
+async def test_a_destructor_raising_in_a_completion_is_contained_and_reported(
+    device: ahg.Device,
+) -> None:
+    reported: list[dict[str, object]] = []
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(lambda _loop, context: reported.append(context))
+    ran: list[str] = []
+
+    def bad(_: object) -> None:
+        ran.append("bad")
+        raise RuntimeError("destructor failed")
+
+    out = device.malloc(16)
+    gate = GatedHost()
+    graph = ahg.Graph()
+    graph.add_host_node(gate)
+    first, second = ahg.UserObject(bad), ahg.UserObject(lambda _: ran.append("good"))
+    graph.retain_user_object(first, move=True)
+    graph.retain_user_object(second, move=True)
+    graph_exec = graph.instantiate()
+    graph.destroy()
+    stream = device.create_stream()
+    done = await graph_exec.launch(stream)
+    graph_exec.destroy()  # freed by the launch's completion, which runs the destructors
+    behind = await stream.launch_kernel(put, 1, 1, (7, 0, out))
+    gate.open()
+    await done
+    await behind
+    await stream.synchronize()  # the destructor's error does not surface here
+    assert sorted(ran) == ["bad", "good"]
+    assert len(reported) == 1
+    assert isinstance(reported[0]["exception"], RuntimeError)
+    assert values(device, out, 1) == [7]
+    assert device.statistics().in_flight == 0

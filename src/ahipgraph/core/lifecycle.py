@@ -8,10 +8,11 @@ error code for a destroyed handle.
 
 from __future__ import annotations
 
-from types import TracebackType
-from typing import TYPE_CHECKING, Self
+import sys
+from types import SimpleNamespace, TracebackType
+from typing import TYPE_CHECKING, Any, Self, cast
 
-__all__ = ["DestroyOnExit"]
+__all__ = ["DestroyOnExit", "report_unraisable"]
 
 
 class DestroyOnExit:
@@ -37,3 +38,19 @@ class DestroyOnExit:
     ) -> None:
         if self.alive:
             self.destroy()
+
+
+def report_unraisable(error: BaseException, message: str, obj: object = None) -> None:
+    """Hand ``error`` to ``sys.unraisablehook``, as Python does for an error in ``__del__``.
+
+    For errors in user code run where nobody can receive them, such as a destructor run by a
+    completion after its event loop closed.
+    """
+    args = SimpleNamespace(
+        exc_type=type(error),
+        exc_value=error,
+        exc_traceback=error.__traceback__,
+        err_msg=message,
+        object=obj,
+    )
+    sys.unraisablehook(cast(Any, args))

@@ -37,7 +37,7 @@ from ..core.errors import (
     NotSupported,
     destroyed_error,
 )
-from ..core.lifecycle import DestroyOnExit
+from ..core.lifecycle import DestroyOnExit, report_unraisable
 from ..core.registry import HandleRegistry
 from ..device.device import Device, get_device
 from ..device.ops import Op
@@ -446,7 +446,27 @@ class GraphExec(NodeSetters, ExecCopySetters, DestroyOnExit):
             self._refcount -= 1  # the launch's reference
             last = not self._refcount
         if last:
+            self._free_from_completion()
+
+    def _free_from_completion(self) -> None:
+        """The last launch of a destroyed executable completed: free it, contained.
+
+        User-object destructors run here, inside the device's run loop. One that raises must
+        not stop the device, the work queued behind this launch, or the other destructors (all
+        of which :meth:`_last_release` runs); its exception goes to the event loop's exception
+        handler, as asyncio reports an exception in a callback.
+        """
+        try:
             self._last_release()
+        except Exception as error:
+            message = f"a user-object destructor raised while {self!r} was freed"
+            loop = self.device.loop
+            if loop is not None and not loop.is_closed():
+                loop.call_exception_handler(
+                    {"message": message, "exception": error, "graph_exec": self}
+                )
+            else:
+                report_unraisable(error, message, self)
 
     async def upload(self, stream: Stream | None = None) -> None:
         """``hipGraphUpload``: validates; everything was already prepared at instantiate.
