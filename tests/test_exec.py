@@ -942,6 +942,27 @@ async def test_relaunch_without_a_free_node_is_invalid_value(device: ahg.Device)
 
 
 @pytest.mark.asyncio
+async def test_relaunch_without_a_free_node_is_refused_even_back_to_back(
+    device: ahg.Device,
+) -> None:
+    host = np.zeros(MEM_N, dtype=np.int64)
+    graph = _mem_graph(device, host, [], with_free=False)
+    graph_exec = graph.instantiate()
+    stream = device.create_stream()
+    first = await graph_exec.launch(stream)  # still in flight: its block cannot be free yet
+    before = graph_exec.statistics()
+    with pytest.raises(ahg.InvalidValue, match="never freed"):
+        await graph_exec.launch(stream)
+    with pytest.raises(ahg.InvalidValue, match="never freed"):
+        graph_exec.launch_nowait(stream)
+    assert graph_exec.statistics() == before  # the answer never depends on timing
+    await first
+    assert host[1] == 3
+    graph_exec.destroy()
+    graph.destroy()
+
+
+@pytest.mark.asyncio
 async def test_auto_free_on_launch_allows_relaunch_without_a_free_node(device: ahg.Device) -> None:
     baseline = device.memory.bytes_in_use
     host = np.zeros(MEM_N, dtype=np.int64)

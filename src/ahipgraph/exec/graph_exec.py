@@ -359,12 +359,17 @@ class GraphExec(NodeSetters, ExecCopySetters, DestroyOnExit):
         return stream
 
     def _check_allocations(self) -> None:
+        """Graph memory the previous launch allocated must be free before the next launch.
+
+        Decided from what was launched, never from timing: with the previous launch still in
+        flight its blocks cannot have been freed yet, so the launch is refused.
+        """
         compiled = self._compiled
         if (
             compiled.unfreed_ptrs
             and self._launches
             and self.flags is not InstantiateFlags.AUTO_FREE_ON_LAUNCH
-            and any(self._committed(ptr) for ptr in compiled.unfreed_ptrs)
+            and (self.in_flight or any(self._committed(ptr) for ptr in compiled.unfreed_ptrs))
         ):
             raise InvalidValue(
                 "the previous launch's graph allocations were never freed; free them or "
