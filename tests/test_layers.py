@@ -1,0 +1,99 @@
+"""Layers import downward (docs/design.md, "Layers").
+
+At import time every module imports only from its own layer and the layers below it. A few
+calls reach one layer up, inside a function, where a facade has to hand out an object of the
+layer above (``Device.create_stream`` returns a runtime ``Stream``). Those are listed here one
+by one, so a new upward reach fails this test until it is either removed or written down.
+"""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import ahipgraph
+
+ORDER = ["core", "device", "runtime", "lifetime", "graph", "exec", "tools", "testing"]
+ROOT = pathlib.Path(ahipgraph.__file__).parent
+
+# (module, module it reaches up to) for imports inside functions; nothing at import time.
+ALLOWED_CALL_TIME_REACHES = {
+    ("device/device.py", "runtime.event"),
+    ("device/device.py", "runtime.observe"),
+    ("device/device.py", "runtime.per_thread"),
+    ("device/device.py", "runtime.stream"),
+    ("graph/graph.py", "exec.graph_exec"),
+    ("graph/graph.py", "exec.races"),
+    ("runtime/capture.py", "graph.graph"),
+    ("runtime/capture.py", "graph.node_type"),
+    ("runtime/capture.py", "graph.params"),
+}
+
+
+def _layer_of(target: str) -> str | None:
+    head = target.split(".")[0]
+    return head if head in ORDER else None
+
+
+def _imports(tree: ast.Module) -> list[tuple[ast.ImportFrom, bool]]:
+    """Relative imports outside ``if TYPE_CHECKING:``, each with whether it runs at import."""
+    found: list[tuple[ast.ImportFrom, bool]] = []
+
+    def visit(body: list[ast.stmt], at_import: bool) -> None:
+        for node in body:
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                visit(node.orelse, at_import)
+                continue
+            if isinstance(node, ast.ImportFrom) and node.level == 2:
+                found.append((node, at_import))
+            inner = not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and at_import
+            for field in ("body", "orelse", "finalbody"):
+                sub = getattr(node, field, None)
+                if isinstance(sub, list):
+                    visit(sub, inner)
+            for handler in getattr(node, "handlers", []):
+                visit(handler.body, inner)
+
+    visit(tree.body, True)
+    return found
+
+
+def _upward_imports() -> tuple[list[str], set[tuple[str, str]]]:
+    at_import: list[str] = []
+    at_call: set[tuple[str, str]] = set()
+    for path in sorted(ROOT.rglob("*.py")):
+        relative = path.relative_to(ROOT)
+        if len(relative.parts) < 2 or relative.parts[0] not in ORDER:
+            continue
+        layer = relative.parts[0]
+        for node, runs_at_import in _imports(ast.parse(path.read_text())):
+            names = [node.module] if node.module else [alias.name for alias in node.names]
+            for name in names:
+                if node.module is None:  # from .. import x
+                    name = name.split(".")[0]
+                target_layer = _layer_of(name)
+                if target_layer is None or ORDER.index(target_layer) <= ORDER.index(layer):
+                    continue
+                if node.module is None:
+                    full = name
+                else:
+                    full = node.module
+                    if full == target_layer:  # from ..runtime import observe
+                        full += "." + node.names[0].name
+                where = relative.as_posix()
+                if runs_at_import:
+                    at_import.append(f"{where}:{node.lineno} imports {full}")
+                else:
+                    at_call.add((where, full))
+    return at_import, at_call
+
+
+def test_no_module_imports_a_higher_layer_when_it_is_imported() -> None:
+    at_import, _ = _upward_imports()
+    assert at_import == []
+
+
+def test_every_call_time_reach_upward_is_one_of_the_documented_few() -> None:
+    _, at_call = _upward_imports()
+    assert at_call - ALLOWED_CALL_TIME_REACHES == set()
+    assert ALLOWED_CALL_TIME_REACHES - at_call == set()  # keep the list honest as reaches go
