@@ -153,3 +153,18 @@ def test_an_executable_has_no_public_reference_count(device: ahg.Device) -> None
     graph_exec.destroy()
     with pytest.raises(ahg.Destroyed):
         graph_exec.destroy()
+
+
+@pytest.mark.parametrize("cls", [ahg.Graph, ahg.GraphExec, ahg.Stream, ahg.GraphNode])
+def test_public_methods_are_named_for_their_public_class(cls: type) -> None:
+    for name in dir(cls):
+        member = getattr(cls, name)
+        if name.startswith("_") or not inspect.isfunction(member):
+            continue
+        assert member.__qualname__ == f"{cls.__name__}.{name}", member
+        assert member.__code__.co_qualname == f"{cls.__name__}.{name}"
+
+
+def test_a_wrong_call_names_the_class_the_user_called() -> None:
+    with pytest.raises(TypeError, match=r"^Graph\.add_kernel_node\(\) missing"):
+        ahg.Graph().add_kernel_node()  # type: ignore[call-arg]

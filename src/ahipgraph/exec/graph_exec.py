@@ -39,6 +39,7 @@ from ..core.errors import (
 )
 from ..core.lifecycle import DestroyOnExit, report_unraisable
 from ..core.registry import HandleRegistry
+from ..core.surface import own_mixin_methods
 from ..device.device import Device, get_device
 from ..device.ops import Op
 from ..device.program import Program
@@ -127,6 +128,7 @@ class _Launch:
         self.exec._launch_finished(self)
 
 
+@own_mixin_methods
 class GraphExec(NodeSetters, ExecCopySetters, DestroyOnExit):
     """An executable graph. Made by ``graph.instantiate()``; it has no public constructor."""
 

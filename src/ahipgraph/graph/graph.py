@@ -41,6 +41,7 @@ from ..core import gcpause
 from ..core.errors import ErrorCode, InvalidValue, NotSupported, destroyed_error
 from ..core.lifecycle import DestroyOnExit
 from ..core.registry import HandleRegistry
+from ..core.surface import own_mixin_methods
 from ..lifetime.user_object import UserObject, check_count
 from ..runtime import observe
 from . import dot
@@ -86,6 +87,7 @@ class GraphStatistics:
     destroyed: bool
 
 
+@own_mixin_methods
 class Graph(GraphTopology, GraphBuilder, GraphCopyBuilder, DestroyOnExit):
     """A graph of device work (``hipGraphCreate``). See the ``add_*_node`` methods.
 

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.errors import ErrorCode, InvalidValue, NotSupported, destroyed_error
 from ..core.registry import HandleRegistry
+from ..core.surface import own_mixin_methods
 from ..device.kernel import DimLike, Kernel
 from ..device.pointer import DevicePtr
 from ..device.properties import CopyKind
@@ -76,6 +77,7 @@ PARAMS_TYPES: dict[NodeType, type[Any] | None] = {
 """The parameter class each creatable node type holds (None: the node has no parameters)."""
 
 
+@own_mixin_methods
 class GraphNode(NodeCopySetters):
     """One node of a :class:`Graph`. Created by the graph's ``add_*_node`` methods.
 

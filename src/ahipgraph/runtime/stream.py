@@ -32,6 +32,7 @@ from ..core.errors import (
 )
 from ..core.lifecycle import DestroyOnExit
 from ..core.registry import HandleRegistry
+from ..core.surface import own_mixin_methods
 from ..device.device import get_device
 from ..device.kernel import DimLike, Kernel
 from ..device.ops import Op, WaitSignalsOp
@@ -73,6 +74,7 @@ class StreamStatistics:
     error: bool
 
 
+@own_mixin_methods
 class Stream(
     StreamCaptureMixin, StreamMemoryMixin, StreamCopyMixin, StreamMemOpsMixin, DestroyOnExit
 ):
