@@ -185,3 +185,39 @@ async def test_awaiting_unfinished_work_yields_and_finished_work_does_not(
     await again
     await stream.synchronize()
     assert device.view(out, "int64", 1)[0] == 1
+
+
+@pytest.mark.asyncio
+async def test_a_parked_launch_cancelled_or_left_on_a_destroyed_stream_takes_nothing(
+    device: ahg.Device,
+) -> None:
+    gate = asyncio.Event()
+
+    async def held() -> None:
+        await gate.wait()
+
+    graph = ahg.Graph()
+    graph.add_host_node(held)
+    graph_exec = graph.instantiate(signal_sets=2)
+    stream = device.create_stream()
+    await graph_exec.launch(stream)
+    await graph_exec.launch(stream)
+    before = launch_state(graph_exec)
+    parked = asyncio.create_task(graph_exec.launch(stream))
+    await asyncio.sleep(0)  # it parks: both sets are held by the gated launches
+    parked.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await parked
+    assert launch_state(graph_exec) == before
+    parked = asyncio.create_task(graph_exec.launch(stream))
+    await asyncio.sleep(0)
+    stream.destroy()
+    gate.set()
+    with pytest.raises(ahg.ContextIsDestroyed) as caught:
+        await parked
+    assert isinstance(caught.value, ahg.Destroyed)
+    await device.synchronize()
+    stats = graph_exec.statistics()
+    assert (stats.launches, stats.in_flight, stats.signal_pool.in_use) == (2, 0, 0)
+    graph_exec.destroy()
+    graph.destroy()
