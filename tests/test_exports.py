@@ -165,3 +165,45 @@ def test_hip_graph_surface_names_are_exported() -> None:
         "stream_priority_range",
     }
     assert expected <= set(ahg.__all__)
+
+
+def _package_classes() -> dict[str, type]:
+    """Every public class defined in an ahipgraph module, by name."""
+    import importlib
+    import pkgutil
+
+    classes: dict[str, type] = {}
+    for info in pkgutil.walk_packages(ahg.__path__, "ahipgraph."):
+        if info.name.endswith("__main__"):
+            continue
+        module = importlib.import_module(info.name)
+        for name, obj in vars(module).items():
+            if isinstance(obj, type) and not name.startswith("_"):
+                classes.setdefault(name, obj)
+    return classes
+
+
+def test_every_parameter_record_and_statistics_type_is_exported() -> None:
+    wanted = {
+        name
+        for name in _package_classes()
+        if name.endswith(("Statistics", "Params")) and not name.startswith("Stress")
+    }
+    assert {"KernelParams", "ExecStatistics", "QueueStatistics"} <= wanted
+    missing = wanted - set(ahg.__all__)
+    assert not missing
+    for name in wanted:
+        assert getattr(ahg, name).__module__ == "ahipgraph", name
+
+
+def test_what_statistics_returns_is_exported(device: ahg.Device) -> None:
+    graph = ahg.Graph()
+    graph.add_empty_node()
+    graph_exec = graph.instantiate()
+    stream = device.create_stream()
+    for handle in (device, graph, graph_exec, stream, device.memory):
+        stats = handle.statistics()
+        assert getattr(ahg, type(stats).__name__) is type(stats)
+    graph_exec.destroy()
+    graph.destroy()
+    stream.destroy()

@@ -55,9 +55,12 @@ from .core.errors import (
     StreamCaptureWrongThread,
     Unknown,
 )
+from .core.registry import RegistryStatistics
+from .core.waitqueue import WaitQueueStatistics
 from .device.conditional_arg import CondHandle, set_conditional
-from .device.device import Device, configure_devices, device_count, get_device
-from .device.graph_pool import GraphMemAttribute
+from .device.device import Device, DeviceStatistics, configure_devices, device_count, get_device
+from .device.graph_pool import GraphMemAttribute, GraphPoolStatistics
+from .device.hwqueue import QueueStatistics
 from .device.kernel import Dim3, Kernel, Threads, kernel
 from .device.kernel_args import (
     AtomicPtr,
@@ -74,23 +77,29 @@ from .device.kernel_args import (
     uint32,
     uint64,
 )
+from .device.memory import MemoryStatistics
 from .device.pointer import NULL, DevicePtr
 from .device.properties import CopyKind, CostModel, DeviceProperties
 from .device.symbols import DeviceSymbol, device_symbol
+from .device.thread_ids import ThreadIdsStatistics
+from .exec.arena import ArenaStatistics
 from .exec.flags import InstantiateFlags, UpdateResult, UpdateResultKind
 from .exec.graph_exec import ExecStatistics, GraphExec
 from .exec.races import RaceError, RaceReport, RaceSite, RaceWarning
+from .exec.signal_pool import SignalPoolStatistics
 from .graph.conditional import ConditionalHandle, ConditionalKind, ConditionalNodeParams
 from .graph.dot import DotFlags
 from .graph.generic import GraphNodeParams
-from .graph.graph import Graph
+from .graph.graph import Graph, GraphStatistics
 from .graph.node import GraphNode
 from .graph.node_type import NodeType
-from .lifetime.user_object import UserObject
+from .graph.params import ChildGraphParams, EventParams, MemAllocParams, MemFreeParams
+from .lifetime.user_object import UserObject, UserObjectStatistics
 from .runtime.capture import (
     CaptureDependencies,
     CaptureInfo,
     CaptureMode,
+    CaptureStatistics,
     CaptureStatus,
     exchange_capture_mode,
 )
@@ -104,9 +113,10 @@ from .runtime.launch_attributes import (
     KernelNodeAttribute,
     stream_priority_range,
 )
+from .runtime.params import HostParams, KernelParams, MemcpyParams, MemsetParams
 from .runtime.per_thread import STREAM_PER_THREAD
-from .runtime.pitched import PitchedPtr
-from .runtime.stream import Stream
+from .runtime.pitched import PitchedCopyParams, PitchedPtr
+from .runtime.stream import Stream, StreamStatistics
 from .runtime.stream_memops import StreamWaitFlag
 from .tools.race import RaceCheck, race_check
 from .tools.race import install_from_environment as _install_race_check
@@ -221,6 +231,30 @@ __all__ = [
     "current_device",
     "device_symbol",
     "set_device",
+    # parameter records
+    "ChildGraphParams",
+    "EventParams",
+    "HostParams",
+    "KernelParams",
+    "MemAllocParams",
+    "MemFreeParams",
+    "MemcpyParams",
+    "MemsetParams",
+    "PitchedCopyParams",
+    # what statistics() returns
+    "ArenaStatistics",
+    "CaptureStatistics",
+    "DeviceStatistics",
+    "GraphPoolStatistics",
+    "GraphStatistics",
+    "MemoryStatistics",
+    "QueueStatistics",
+    "RegistryStatistics",
+    "SignalPoolStatistics",
+    "StreamStatistics",
+    "ThreadIdsStatistics",
+    "UserObjectStatistics",
+    "WaitQueueStatistics",
 ]
 
 _install_race_check()  # AHIPGRAPH_RACE_CHECK=1 checks a whole run for races
