@@ -10,8 +10,15 @@ deterministic. A host that is about to wait for device work runs the ready table
 (:meth:`Device.run_ready`): it is the work the loop would run next anyway, and doing it in place
 saves the waiting task a trip through the event loop.
 
+A queue is a ring of fixed :attr:`~HardwareQueue.capacity` packets, like an AQL queue (ROCm's
+default is 16,384 packets). A stream enqueue that finds the ring full parks until the device retires
+a packet (:meth:`HardwareQueue.wait_for_room`); its ``*_nowait`` twin raises ``NotReady`` instead.
+A submission that was given room may append several packets (a barrier and its op), so the ring
+can overshoot by a few packets; it never deadlocks on a single submission larger than the ring.
+
 Invariants: a queue is either empty, ready (in the device's table), or parked on its head
-packet; ``busy_until`` (simulated ns) never decreases.
+packet; ``busy_until`` (simulated ns) never decreases; a task waits for room only while the
+ring is full or other tasks wait before it.
 """
 
 from __future__ import annotations
@@ -21,7 +28,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..core.errors import HipError
+from ..core.errors import HipError, NotReady
+from ..core.waitqueue import WaitQueue
 from . import hooks
 from .program import Program
 
@@ -38,6 +46,8 @@ class QueueStatistics:
     submitted: int
     completed: int
     busy_until_ns: int
+    capacity: int
+    waiting_for_room: int
 
 
 class HardwareQueue:
@@ -46,7 +56,10 @@ class HardwareQueue:
     __slots__ = (
         "_handle",
         "_packets",
+        "_room",
+        "_waking",
         "busy_until",
+        "capacity",
         "completed",
         "device",
         "index",
@@ -60,6 +73,53 @@ class HardwareQueue:
         self.submitted = 0
         self.completed = 0
         self._packets: deque[Program] = deque()
+        self.capacity = device.properties.hardware_queue_capacity
+        self._room = WaitQueue()  # tasks parked until the ring has room, FIFO
+        self._waking = 0  # tasks woken with room that have not submitted yet
+
+    # -- room in the ring ------------------------------------------------------------------------
+    #
+    # A packet retired while tasks wait for room wakes the first of them. Until that task has
+    # submitted (or failed to), its room counts as taken (``_waking``), so a task arriving
+    # meanwhile cannot jump the queue and a failed waiter passes its room on.
+
+    def has_room(self) -> bool:
+        """True when an enqueue may go now: the ring is not full and nobody waits before it."""
+        return len(self._packets) + self._waking < self.capacity and not self._room
+
+    def check_room(self) -> None:
+        """The ``*_nowait`` gate: raise ``NotReady`` rather than wait for room."""
+        if not self.has_room():
+            raise NotReady(
+                f"hardware queue {self.index} of device {self.device.ordinal} is full "
+                f"({len(self._packets)} of {self.capacity} packets)"
+            )
+
+    async def wait_for_room(self) -> None:
+        """Park until the device retires a packet and wakes this task to use its room.
+
+        Call only when :meth:`has_room` is False, and call :meth:`settle_room` once the enqueue
+        has been submitted or has failed. A task cancelled while it waits takes nothing; one
+        cancelled after it was woken passes the room on.
+        """
+        if self.device.loop is not get_running_loop():
+            # Only a waiter on the device's loop can be woken by it: this binds a free device
+            # or raises IllegalState while the device is busy on another loop.
+            self.device.bind_loop()
+        await self._room.park(on_abandon=self._settle)
+
+    def settle_room(self) -> None:
+        """A task woken with room has submitted its packets, or failed before it could."""
+        self._settle()
+
+    def _settle(self, _handed: object = None) -> None:
+        self._waking -= 1
+        self._wake_for_room()
+
+    def _wake_for_room(self) -> None:
+        """Wake the first task waiting for room if the ring has a free slot for it."""
+        if self._room and len(self._packets) + self._waking < self.capacity and self._room.unpark():
+            self._waking += 1
 
     def submit(self, program: Program) -> None:
         """Append a packet. Must be called on the device's event loop."""
@@ -93,6 +153,8 @@ class HardwareQueue:
                 return
             packets.popleft()
             self.completed += 1
+            if self._room:  # a ring slot is free: wake the first task waiting for room
+                self._wake_for_room()
             try:
                 program.finish()
             finally:
@@ -108,6 +170,9 @@ class HardwareQueue:
         """Fail every packet (their event loop closed) and run what is left on the new loop."""
         for program in self._packets:
             program.abandon(error)
+        # Tasks waiting for room belonged to the closed loop and went with it.
+        self._room = WaitQueue()
+        self._waking = 0
         if self._packets:
             self.wake()
 
@@ -117,11 +182,17 @@ class HardwareQueue:
 
     def statistics(self) -> QueueStatistics:
         return QueueStatistics(
-            self.index, len(self._packets), self.submitted, self.completed, self.busy_until
+            self.index,
+            len(self._packets),
+            self.submitted,
+            self.completed,
+            self.busy_until,
+            self.capacity,
+            len(self._room),
         )
 
     def __repr__(self) -> str:
         return (
             f"<HardwareQueue device={self.device.ordinal} index={self.index} "
-            f"pending={len(self._packets)} busy_until={self.busy_until}ns>"
+            f"pending={len(self._packets)}/{self.capacity} busy_until={self.busy_until}ns>"
         )

@@ -71,6 +71,8 @@ class DeviceProperties:
     compute_units: int = 304
     memory_bytes: int = 1 << 30
     hardware_queues: int = 4
+    #: Packets each hardware queue's ring holds (ROCm's ``ROC_AQL_QUEUE_SIZE`` default).
+    hardware_queue_capacity: int = 16384
     max_threads_per_block: int = 1024
     max_grid: tuple[int, int, int] = (2**31 - 1, 65536, 65536)
     max_shared_memory_per_block: int = 65536
@@ -79,5 +81,10 @@ class DeviceProperties:
     cost: CostModel = field(default_factory=CostModel)
 
     def __post_init__(self) -> None:
-        if self.compute_units < 1 or self.hardware_queues < 1 or self.memory_bytes < 0:
+        if (
+            self.compute_units < 1
+            or self.hardware_queues < 1
+            or self.hardware_queue_capacity < 1
+            or self.memory_bytes < 0
+        ):
             raise ValueError(f"invalid device properties: {self}")

@@ -42,6 +42,7 @@ from ..device.properties import CopyKind
 from ..device.signal import Signal
 from . import capture, observe
 from .completion import Completion
+from .enqueue import enqueue_pair
 from .event import Event, live_event
 from .params import Endpoint, HostParams, KernelParams, MemcpyParams, MemsetParams
 from .per_thread import STREAM_PER_THREAD, per_thread_stream
@@ -151,6 +152,11 @@ class Stream(
             return [null.tail]
         return []
 
+    def _ring(self) -> HardwareQueue | None:
+        """The hardware queue an enqueue needs room in; None while capturing (no packets)."""
+        self.check_open()
+        return None if self._capture is not None else self.queue
+
     def submit(self, program: Program) -> None:
         """Enqueue a program on this stream; its completion signal becomes the stream's tail."""
         if not self.non_blocking:  # legacy default-stream ordering
@@ -187,7 +193,7 @@ class Stream(
 
     # -- operations --------------------------------------------------------------------------------
 
-    async def launch_kernel(
+    def _launch_kernel(
         self,
         kernel: Kernel,
         grid: DimLike,
@@ -221,7 +227,9 @@ class Stream(
         )
         return self._observed(params, self._submit_op(params.op(self.device)))
 
-    async def memcpy(
+    launch_kernel, launch_kernel_nowait = enqueue_pair(_launch_kernel)
+
+    def _memcpy(
         self,
         dst: Endpoint,
         src: Endpoint,
@@ -235,7 +243,9 @@ class Stream(
         copy = MemcpyParams.make(dst, src, nbytes, kind)
         return self._observed(copy, self._submit_op(copy.op(self.device)))
 
-    async def memset(
+    memcpy, memcpy_nowait = enqueue_pair(_memcpy)
+
+    def _memset(
         self, dst: DevicePtr, value: int, count: int, *, element_size: int = 1
     ) -> Completion:
         """Enqueue a fill of ``count`` elements of ``element_size`` bytes with ``value``.
@@ -254,7 +264,9 @@ class Stream(
         params = MemsetParams.make(dst, value, count, element_size=element_size)
         return self._observed(params, self._submit_op(params.op(self.device)))
 
-    async def launch_host_func(self, fn: Callable[..., Any], *args: Any) -> Completion:
+    memset, memset_nowait = enqueue_pair(_memset)
+
+    def _launch_host_func(self, fn: Callable[..., Any], *args: Any) -> Completion:
         """Enqueue a host callback (``hipLaunchHostFunc``); the stream waits until it returns."""
         self.check_open()
         if self._capture is not None:
@@ -262,7 +274,9 @@ class Stream(
         host = HostParams.make(fn, args)
         return self._observed(host, self._submit_op(host.op(self.device)))
 
-    async def record_event(self, event: Event) -> None:
+    launch_host_func, launch_host_func_nowait = enqueue_pair(_launch_host_func)
+
+    def _record_event(self, event: Event) -> None:
         """Record ``event`` here (``hipEventRecord``): it completes when earlier work has."""
         self.check_open()
         live_event(event)
@@ -276,7 +290,9 @@ class Stream(
         if observe.observer is not None:
             observe.observer.event_recorded(self, event)
 
-    async def wait_event(self, event: Event, flags: int = 0) -> None:
+    record_event, record_event_nowait = enqueue_pair(_record_event)
+
+    def _wait_event(self, event: Event, flags: int = 0) -> None:
         """Make later work wait for ``event``'s latest record (``hipStreamWaitEvent``).
 
         An event never recorded is already complete, so the wait is a no-op, as in HIP. An
@@ -298,6 +314,8 @@ class Stream(
             # The barrier is stream work: it becomes the tail, so synchronize() and query()
             # cover it.
             self.submit(Program((WaitSignalsOp((signal,)),), Signal(1)))
+
+    wait_event, wait_event_nowait = enqueue_pair(_wait_event)
 
     async def synchronize(self) -> None:
         """Wait for all work on the stream (``hipStreamSynchronize``).

@@ -23,6 +23,7 @@ from ..device.pointer import DevicePtr
 from ..device.properties import CopyKind
 from ..device.symbols import check_symbol_range, lookup_symbol
 from .completion import Completion
+from .enqueue import enqueue_pair
 from .params import Endpoint, MemcpyParams, _check_endpoint, _host_array, _infer_kind
 from .pitched import PitchedCopyParams, PitchedPtr, check_kind
 
@@ -158,7 +159,7 @@ class StreamCopyMixin:
         params = build()
         return stream._submit_op(params.op(stream.device))
 
-    async def memcpy_2d(
+    def _memcpy_2d(
         self,
         dst: Endpoint,
         dst_pitch: int,
@@ -183,7 +184,9 @@ class StreamCopyMixin:
             )
         )
 
-    async def memcpy_3d(
+    memcpy_2d, memcpy_2d_nowait = enqueue_pair(_memcpy_2d)
+
+    def _memcpy_3d(
         self,
         dst: PitchedPtr,
         src: PitchedPtr,
@@ -204,7 +207,9 @@ class StreamCopyMixin:
             )
         )
 
-    async def memcpy_to_symbol(
+    memcpy_3d, memcpy_3d_nowait = enqueue_pair(_memcpy_3d)
+
+    def _memcpy_to_symbol(
         self,
         symbol: Any,
         src: Endpoint,
@@ -225,7 +230,9 @@ class StreamCopyMixin:
             lambda: to_symbol_params(symbol, src, nbytes, offset, kind, device=device)
         )
 
-    async def memcpy_from_symbol(
+    memcpy_to_symbol, memcpy_to_symbol_nowait = enqueue_pair(_memcpy_to_symbol)
+
+    def _memcpy_from_symbol(
         self,
         dst: Endpoint,
         symbol: Any,
@@ -242,7 +249,9 @@ class StreamCopyMixin:
             lambda: from_symbol_params(dst, symbol, nbytes, offset, kind, device=device)
         )
 
-    async def memcpy_peer(
+    memcpy_from_symbol, memcpy_from_symbol_nowait = enqueue_pair(_memcpy_from_symbol)
+
+    def _memcpy_peer(
         self, dst: DevicePtr, dst_device: Any, src: DevicePtr, src_device: Any, nbytes: int
     ) -> Completion:
         """Copy ``nbytes`` between two devices (``hipMemcpyPeerAsync``); no peer access is
@@ -253,6 +262,8 @@ class StreamCopyMixin:
             InvalidValue: a pointer that does not belong to its device, null, or out of range.
         """
         return self._enqueue_copy(lambda: peer_params(dst, dst_device, src, src_device, nbytes))
+
+    memcpy_peer, memcpy_peer_nowait = enqueue_pair(_memcpy_peer)
 
     def _device(self) -> Device:
         stream: Stream = self  # type: ignore[assignment]

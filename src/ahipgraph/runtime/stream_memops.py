@@ -41,6 +41,7 @@ from ..device.device import check_range, resolve_pointer
 from ..device.ops import Op
 from ..device.pointer import DevicePtr
 from .completion import Completion
+from .enqueue import enqueue_pair
 from .params import HostParams
 
 if TYPE_CHECKING:
@@ -211,7 +212,7 @@ class StreamMemOpsMixin:
         cost = stream.device.properties.cost.stream_memop_ns
         return stream._submit_op(StreamMemOpOp(memop, cost))
 
-    async def wait_value_32(
+    def _wait_value_32(
         self,
         ptr: DevicePtr,
         value: int,
@@ -226,7 +227,9 @@ class StreamMemOpsMixin:
         _not_none(flags, mask)
         return self._memop(lambda: StreamMemOp.make(ptr, value, 32, flag=flags, mask=mask))
 
-    async def wait_value_64(
+    wait_value_32, wait_value_32_nowait = enqueue_pair(_wait_value_32)
+
+    def _wait_value_64(
         self,
         ptr: DevicePtr,
         value: int,
@@ -237,10 +240,16 @@ class StreamMemOpsMixin:
         _not_none(flags, mask)
         return self._memop(lambda: StreamMemOp.make(ptr, value, 64, flag=flags, mask=mask))
 
-    async def write_value_32(self, ptr: DevicePtr, value: int, flags: int = 0) -> Completion:
+    wait_value_64, wait_value_64_nowait = enqueue_pair(_wait_value_64)
+
+    def _write_value_32(self, ptr: DevicePtr, value: int, flags: int = 0) -> Completion:
         """Store a 32-bit word at ``ptr`` when the stream gets there (``hipStreamWriteValue32``)."""
         return self._memop(lambda: StreamMemOp.make(ptr, value, 32, write_flags=flags))
 
-    async def write_value_64(self, ptr: DevicePtr, value: int, flags: int = 0) -> Completion:
+    write_value_32, write_value_32_nowait = enqueue_pair(_write_value_32)
+
+    def _write_value_64(self, ptr: DevicePtr, value: int, flags: int = 0) -> Completion:
         """``hipStreamWriteValue64``: as :meth:`write_value_32` with a 64-bit word."""
         return self._memop(lambda: StreamMemOp.make(ptr, value, 64, write_flags=flags))
+
+    write_value_64, write_value_64_nowait = enqueue_pair(_write_value_64)

@@ -16,6 +16,7 @@ from ..device.ops import Op
 from ..device.pointer import DevicePtr
 from . import observe
 from .completion import Completion
+from .enqueue import enqueue_pair
 
 if TYPE_CHECKING:
     from ..device.program import Program
@@ -66,7 +67,7 @@ class StreamMemoryMixin:
             observe.observer.allocated(ptr, nbytes, stream)
         return ptr
 
-    async def free_async(self, ptr: DevicePtr) -> Completion:
+    def _free_async(self, ptr: DevicePtr) -> Completion:
         """Free ``ptr`` once earlier work on the stream is done (``hipFreeAsync``).
 
         While capturing, adds a MemFree node (``ptr`` must come from a MemAlloc node).
@@ -89,6 +90,8 @@ class StreamMemoryMixin:
             raise InvalidValue(f"{ptr!r} is not the start of an allocation of {stream.device!r}")
         free = FreeOp(ptr)
         return stream._observed(free, stream._submit_op(free))
+
+    free_async, free_async_nowait = enqueue_pair(_free_async)
 
     def _stream(self) -> Stream:
         return self  # type: ignore[return-value]

@@ -1,0 +1,89 @@
+"""A stream enqueue and its ``_nowait`` twin, made from one synchronous body.
+
+Every stream enqueue (``launch_kernel``, ``memcpy``, ``record_event``...) is a coroutine because
+it can wait: its stream's hardware queue is a ring of fixed capacity, and an enqueue that finds
+the ring full parks until the device retires a packet. When there is room it returns without
+yielding, like ``asyncio.Queue.put``. The ``_nowait`` twin raises ``NotReady`` instead of waiting,
+like ``asyncio.Queue.put_nowait``.
+
+The decision and the work stay in one synchronous body per operation; :func:`enqueue_pair` adds
+the one await at the edge. Both methods carry the body's signature, annotations and docstring,
+and are named for the public operation (a wrong call says ``Stream.memcpy() ...``).
+"""
+
+from __future__ import annotations
+
+import functools
+import types
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar, cast
+
+if TYPE_CHECKING:
+    from ..device.hwqueue import HardwareQueue
+
+__all__ = ["RingUser", "enqueue_pair"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class RingUser(Protocol):
+    def _ring(self) -> HardwareQueue | None:
+        """The queue this enqueue needs room in; None when it adds no packet (capture)."""
+        ...
+
+
+S = TypeVar("S")  # a Stream, or one of the mixins that Stream is assembled from
+
+
+def enqueue_pair(
+    body: Callable[Concatenate[S, P], R],
+) -> tuple[Callable[Concatenate[S, P], Coroutine[Any, Any, R]], Callable[Concatenate[S, P], R]]:
+    """Make ``(op, op_nowait)`` from ``_op``, the synchronous body of a stream enqueue.
+
+    ``op`` waits for room in the ring, then runs the body; ``op_nowait`` raises ``NotReady``
+    when there is no room. ``body`` must check its arguments and the stream before it submits
+    anything, so a failed call changes nothing.
+    """
+    owner, _, private = body.__qualname__.rpartition(".")
+    name = private.lstrip("_")
+    body.__qualname__ = f"{owner}.{name}"  # a wrong call names the public operation
+
+    async def waiting(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        queue = cast(RingUser, self)._ring()
+        if queue is None or queue.has_room():
+            return body(self, *args, **kwargs)
+        await queue.wait_for_room()
+        try:
+            return body(self, *args, **kwargs)
+        finally:
+            queue.settle_room()
+
+    def nowait(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        queue = cast(RingUser, self)._ring()
+        if queue is not None:
+            queue.check_room()
+        return body(self, *args, **kwargs)
+
+    nowait_doc = (
+        f"As :meth:`{name}`, but raise ``NotReady`` instead of waiting when the stream's "
+        "hardware queue is full."
+    )
+    return (
+        _named(waiting, body, owner, name, body.__doc__),
+        _named(nowait, body, owner, f"{name}_nowait", nowait_doc),
+    )
+
+
+def _named(
+    method: Callable[..., Any], body: Callable[..., Any], owner: str, name: str, doc: str | None
+) -> Any:
+    """``method`` presented as ``owner.name``, with ``body``'s signature and annotations."""
+    functools.update_wrapper(method, body)
+    assert isinstance(method, types.FunctionType)
+    qualname = f"{owner}.{name}"
+    method.__code__ = method.__code__.replace(co_name=name, co_qualname=qualname)
+    method.__name__ = name
+    method.__qualname__ = qualname
+    method.__doc__ = doc
+    return method
