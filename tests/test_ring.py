@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import threading
 from collections.abc import Iterator
 
 import pytest
@@ -310,4 +311,41 @@ def test_a_wrong_call_names_the_stream_operation(device: ahg.Device) -> None:
     stream = device.create_stream()
     with pytest.raises(TypeError, match=r"^Stream\.memset\(\)"):
         stream.memset_nowait()  # type: ignore[call-arg]
+    stream.destroy()
+
+
+def test_nowait_without_a_running_loop_takes_nothing(device: ahg.Device) -> None:
+    stream = device.create_stream()
+    before = stream.statistics(), device.statistics()
+    with pytest.raises(RuntimeError, match="event loop"):
+        stream.launch_host_func_nowait(int)
+    assert (stream.statistics(), device.statistics()) == before
+    stream.destroy()
+
+
+@pytest.mark.asyncio
+async def test_waiting_for_room_from_another_loop_is_refused_and_takes_nothing(
+    small_ring: ahg.Device,
+) -> None:
+    device = small_ring
+    stream = device.create_stream()
+    held = await fill_with_held(device, stream)
+    before = stream.statistics()
+    errors: list[BaseException] = []
+
+    def other_thread() -> None:
+        try:
+            asyncio.run(stream.launch_host_func(int))
+        except BaseException as error:
+            errors.append(error)
+
+    thread = threading.Thread(target=other_thread)
+    thread.start()
+    thread.join()
+    assert len(errors) == 1
+    assert isinstance(errors[0], ahg.IllegalState)
+    assert stream.statistics() == before
+    assert ring(device).waiting_for_room == 0
+    held.release()
+    await assert_whole_ring_usable(device, stream)
     stream.destroy()
