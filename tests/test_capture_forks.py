@@ -7,6 +7,7 @@ import pytest
 
 import ahipgraph as ahg
 from capture_helpers import NBYTES, Baseline, N, affine, host_view, no_capture_left
+from cleanup import destroy
 
 
 def streams(device: ahg.Device, count: int) -> list[ahg.Stream]:
@@ -67,6 +68,7 @@ async def test_unjoined_fork_is_an_error_and_frees_the_graph(device: ahg.Device)
     assert s0.is_capturing() is ahg.CaptureStatus.NONE  # stricter than HIP: the sequence ends
     assert s1.is_capturing() is ahg.CaptureStatus.NONE
     assert Baseline.take(device) == before
+    destroy(a)
 
 
 @pytest.mark.asyncio
@@ -114,6 +116,7 @@ async def test_nested_forks_over_three_streams(device: ahg.Device) -> None:
     assert all(s.is_capturing() is ahg.CaptureStatus.NONE for s in (s0, s1, s2))
     graph.destroy()
     no_capture_left()
+    destroy(a)
 
 
 @pytest.mark.asyncio
@@ -144,6 +147,7 @@ async def test_overlapping_captures_on_two_streams_stay_apart(device: ahg.Device
     g0.destroy()
     g1.destroy()
     no_capture_left()
+    destroy(a)
 
 
 @pytest.mark.asyncio
@@ -161,6 +165,7 @@ async def test_external_wait_adds_an_event_wait_node(device: ahg.Device) -> None
     with pytest.raises(ahg.InvalidValue):
         await s0.wait_event(event, flags=2)
     s0.end_capture().destroy()
+    destroy(a)
 
 
 @pytest.mark.asyncio

@@ -14,6 +14,7 @@ import ahipgraph as ahg
 from ahipgraph.exec.graph_exec import EXECS
 from ahipgraph.testing.leaks import leak_report
 from ahipgraph.testing.leaks import snapshot as leak_snapshot
+from cleanup import destroy
 
 K = ahg.ConditionalKind
 
@@ -506,6 +507,7 @@ async def test_destroy_ends_a_body_that_never_ends_and_leaks_nothing(device: ahg
     stream.destroy()
     assert EXECS.get(graph_exec.hid) is None
     assert leak_report(baseline) is None
+    destroy(x)
 
 
 @pytest.mark.asyncio
@@ -531,6 +533,7 @@ async def test_cancelling_the_waiter_then_destroying_ends_it(device: ahg.Device)
     graph.destroy()
     stream.destroy()
     assert leak_report(baseline) is None
+    destroy(x)
 
 
 @pytest.mark.asyncio

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 import ahipgraph as ahg
+from cleanup import destroy
 from fakes import GatedHost
 
 
@@ -61,6 +62,7 @@ async def test_a_concurrent_task_gets_a_turn_at_least_once_per_pool_of_launches(
     assert (pool.sets, pool.misses) == (sets, 0)  # waiting, not growing
     assert device.view(out, "int64", 1)[0] == launches
     graph_exec.destroy()
+    destroy(out, stream)
 
 
 @pytest.mark.asyncio
@@ -78,6 +80,7 @@ async def test_the_grow_policy_adds_sets_and_still_runs_nothing_inline(
     await stream.synchronize()
     assert device.view(out, "int64", 1)[0] == 10
     graph_exec.destroy()
+    destroy(out, stream)
 
 
 @pytest.mark.parametrize(
@@ -97,6 +100,7 @@ def test_a_bad_signal_set_policy_is_refused_before_anything_is_built(
     with pytest.raises(error):
         graph.instantiate(**options)
     assert device.statistics() == before
+    destroy(graph)
 
 
 def test_launch_nowait_without_a_running_loop_changes_nothing(device: ahg.Device) -> None:
@@ -115,6 +119,7 @@ def test_launch_nowait_without_a_running_loop_changes_nothing(device: ahg.Device
     asyncio.run(later())
     assert device.view(out, "int64", 1)[0] == 1
     graph_exec.destroy()
+    destroy(out)
 
 
 @pytest.mark.asyncio
@@ -148,6 +153,7 @@ async def test_a_launch_from_another_loop_while_the_device_is_busy_changes_nothi
     await asyncio.wait_for(second.wait(), 5)
     assert device.view(out, "int64", 1)[0] == 2
     graph_exec.destroy()
+    destroy(out)
 
 
 def test_under_trio_the_error_names_trio(
@@ -185,6 +191,7 @@ async def test_awaiting_unfinished_work_yields_and_finished_work_does_not(
     await again
     await stream.synchronize()
     assert device.view(out, "int64", 1)[0] == 1
+    destroy(out, stream)
 
 
 @pytest.mark.asyncio

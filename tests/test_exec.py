@@ -17,6 +17,7 @@ import pytest
 import ahipgraph as ahg
 from ahipgraph.exec.graph_exec import EXECS
 from ahipgraph.runtime.stream import STREAMS
+from cleanup import destroy
 from fakes import GatedHost, HeldKernel, loop_turns
 
 
@@ -108,6 +109,7 @@ async def test_launch_returns_once_enqueued_and_the_completion_resolves_later(
     stats = graph_exec.statistics()
     assert (stats.launches, stats.in_flight, stats.completed) == (1, 0, 1)
     assert stream.query()
+    destroy(out, graph, graph_exec, stream)
 
 
 @pytest.mark.asyncio
@@ -120,6 +122,7 @@ async def test_launch_nowait_enqueues_like_launch(device: ahg.Device) -> None:
     assert not handle.done()  # enqueued, not run: device work starts when the host yields
     await handle
     assert value_at(device, out) == 5
+    destroy(out, graph, graph_exec)
 
 
 @pytest.mark.asyncio
@@ -133,6 +136,7 @@ async def test_launch_without_a_stream_uses_the_null_stream(device: ahg.Device) 
     await device.null_stream.synchronize()
     assert handle.done()
     assert value_at(device, out) == 9
+    destroy(out, graph, graph_exec)
 
 
 @pytest.mark.asyncio
@@ -153,6 +157,7 @@ async def test_empty_graph_launch_is_a_no_op(device: ahg.Device) -> None:
 
     held.release()
     await stream.synchronize()
+    destroy(stream, graph_exec)
 
 
 # -- ordering --------------------------------------------------------------------------------
@@ -180,6 +185,7 @@ async def test_launch_starts_after_earlier_work_on_its_stream(device: ahg.Device
     await handle
     assert log[:3] == ["eager start", "eager end", "graph root"]
     assert sorted(log[3:]) == ["graph branch 1", "graph branch 2"]
+    destroy(graph, graph_exec, stream)
 
 
 @pytest.mark.asyncio
@@ -219,6 +225,7 @@ async def test_stream_work_after_a_launch_waits_for_every_leaf_and_sees_its_resu
     assert handle.done()
     assert host.tolist() == [1, 2]
     assert log == ["after"]
+    destroy(a, b, graph, graph_exec, stream)
 
 
 @pytest.mark.asyncio
@@ -257,6 +264,7 @@ async def test_two_launches_of_one_exec_on_two_streams_are_ordered(device: ahg.D
     gated.open(1)
     await h2
     assert log[-1] == "branch end 1"
+    destroy(graph, graph_exec, s1, s2)
 
 
 @pytest.mark.asyncio
@@ -275,6 +283,7 @@ async def test_launches_on_one_stream_run_back_to_back(device: ahg.Device) -> No
     ends = [h.end_ns for h in handles]
     assert ends == sorted(ends)
     assert device.view(out, np.int64, 4).tolist() == [1, 2, 3, 4]
+    destroy(out, graph, graph_exec, stream)
 
 
 # -- node kinds at run time ------------------------------------------------------------------
@@ -304,6 +313,7 @@ async def test_host_node_blocks_its_queue_until_it_returns(device: ahg.Device) -
     assert handle.done()
     assert value_at(device, out) == 3
     assert log == ["host start 0", "host end 0", "stream work"]
+    destroy(out, graph, graph_exec, stream)
 
 
 @pytest.mark.asyncio
@@ -317,6 +327,7 @@ async def test_host_node_gets_its_arguments_on_every_launch(device: ahg.Device) 
         await graph_exec.launch(stream)
     await stream.synchronize()
     assert calls == [(1, "two")] * 3
+    destroy(graph, graph_exec, stream)
 
 
 @pytest.mark.asyncio
@@ -349,6 +360,7 @@ async def test_event_record_node_orders_a_waiting_stream_after_the_node(
     assert not handle.done()  # ...while the rest of the graph is still held
     after.open()
     await handle
+    destroy(event, graph, graph_exec, s1, s2)
 
 
 @pytest.mark.asyncio
@@ -375,6 +387,7 @@ async def test_event_wait_node_waits_for_an_event_recorded_on_another_stream(
     held.release()
     await handle
     assert log == ["producer start", "producer end", "graph"]
+    destroy(event, graph, graph_exec, s1, s2)
 
 
 @pytest.mark.asyncio
@@ -402,6 +415,7 @@ async def test_event_wait_node_waits_for_the_record_that_existed_at_launch(
     assert not event.query()  # the later record is still pending
     second.release()
     await s1.synchronize()
+    destroy(event, graph, graph_exec, s1, s2)
 
 
 @pytest.mark.asyncio
@@ -429,6 +443,7 @@ async def test_a_launch_on_the_null_stream_orders_with_blocking_streams(
     await after_blocking
     assert handle.done()
     assert log[2:] == ["graph end 0", "blocking"]
+    destroy(graph, graph_exec, blocking, non_blocking)
 
 
 @pytest.mark.asyncio
@@ -440,6 +455,7 @@ async def test_event_wait_node_on_an_unrecorded_event_does_not_wait(device: ahg.
     graph.add_host_node(log.append, ("graph",), deps=[wait])
     await (await graph.instantiate().launch(device.create_stream()))
     assert log == ["graph"]
+    destroy(event, graph)
 
 
 @pytest.mark.asyncio
@@ -455,6 +471,7 @@ async def test_event_record_nodes_time_the_work_between_them(device: ahg.Device)
         await (await graph_exec.launch(stream))
         kernel_ns = device.properties.cost.kernel_launch_ns + 1_000
         assert ahg.elapsed_time(start, end) == pytest.approx(kernel_ns / 1e6)
+    destroy(start, end, graph, graph_exec, stream)
 
 
 # -- failures --------------------------------------------------------------------------------
@@ -494,6 +511,7 @@ async def test_failing_kernel_fails_the_launch_and_the_stream_and_returns_the_si
     assert stats.in_flight == 0
     assert stats.signal_pool.free == stats.signal_pool.prepopulated
     assert stats.signal_pool.in_use == 0
+    destroy(out, graph, graph_exec, stream)
 
 
 @pytest.mark.asyncio
@@ -519,6 +537,7 @@ async def test_nodes_independent_of_a_failed_kernel_run_wherever_they_are_placed
     with pytest.raises(ahg.LaunchFailure):
         await stream.synchronize()
     assert device.view(out, np.int64, 3).tolist() == [1, 2, 3]
+    destroy(out, graph, graph_exec, stream)
 
 
 @pytest.mark.asyncio
@@ -548,6 +567,7 @@ async def test_a_failed_launch_does_not_poison_the_next_one(device: ahg.Device) 
     with pytest.raises(ahg.LaunchFailure):
         await stream.synchronize()
     assert graph_exec.statistics().signal_pool.free == 16
+    destroy(out, graph, graph_exec, stream)
 
 
 @pytest.mark.asyncio
@@ -563,6 +583,7 @@ async def test_failing_host_node_fails_the_launch_naming_the_function(device: ah
         await (await graph_exec.launch(stream))
     with pytest.raises(ahg.LaunchFailure):
         await stream.synchronize()
+    destroy(graph, graph_exec, stream)
 
 
 # -- invalid launches ------------------------------------------------------------------------
@@ -673,6 +694,7 @@ async def test_launch_on_a_destroyed_stream_is_context_is_destroyed(device: ahg.
         graph_exec.launch_nowait(stream)
     assert graph_exec.statistics().launches == 0
     assert graph_exec.statistics().signal_pool.acquires == 0
+    destroy(graph, graph_exec)
 
 
 @pytest.mark.asyncio
@@ -690,6 +712,7 @@ async def test_launch_on_another_devices_stream_runs_on_the_exec_device() -> Non
         await graph_exec.upload(stream)
     graph_exec.destroy()
     stream.destroy()
+    destroy(graph)
 
 
 @pytest.mark.asyncio
@@ -712,6 +735,7 @@ async def test_an_exec_for_another_device_runs_there() -> None:
     assert value_at(device1, out) == 2
     graph_exec.destroy()
     assert device1.memory.bytes_in_use == before1
+    destroy(out, graph)
 
 
 def test_executables_have_no_public_constructor() -> None:
@@ -737,6 +761,7 @@ def test_flag_combinations_and_unknown_flags_are_invalid_value(
         graph.instantiate(flags)
     assert _counts(device) == before
     assert not graph.statistics().instantiated
+    destroy(graph)
 
 
 @pytest.mark.parametrize("flags", ["1", 1.0, True, None])
@@ -744,6 +769,7 @@ def test_flags_must_be_integers(flags: Any) -> None:
     graph = ahg.Graph()
     with pytest.raises(TypeError, match="flags"):
         graph.instantiate(flags)
+    destroy(graph)
 
 
 @pytest.mark.asyncio
@@ -759,6 +785,7 @@ async def test_each_single_flag_is_accepted(device: ahg.Device, flag: ahg.Instan
     assert graph_exec.flags is flag
     await (await graph_exec.launch(device.create_stream()))
     assert value_at(device, out) == 2
+    destroy(out, graph, graph_exec)
 
 
 @pytest.mark.asyncio
@@ -773,6 +800,7 @@ async def test_use_node_priority_keeps_results_and_ordering(device: ahg.Device) 
     assert graph_exec.statistics().slots == 2
     await (await graph_exec.launch(device.create_stream()))
     assert device.view(out, np.int64, 3).tolist() == [1, 2, 3]
+    destroy(out, graph, graph_exec)
 
 
 @pytest.mark.asyncio
@@ -824,6 +852,7 @@ async def test_upload_validates_and_does_no_work(device: ahg.Device) -> None:
     stream.destroy()
     with pytest.raises(ahg.ContextIsDestroyed):
         await graph_exec.upload(stream)
+    destroy(out, graph, graph_exec)
 
 
 def test_a_graph_with_a_cycle_is_invalid_value_at_instantiate_and_nothing_is_created(
@@ -843,6 +872,7 @@ def test_a_graph_with_a_cycle_is_invalid_value_at_instantiate_and_nothing_is_cre
     graph.remove_dependencies(c, a)
     graph.instantiate()  # the same graph instantiates once the cycle is gone
     assert len(EXECS) == before[0] + 1
+    destroy(graph)
 
 
 def test_a_cycle_inside_a_child_graph_is_invalid_value_at_instantiate(device: ahg.Device) -> None:
@@ -856,6 +886,7 @@ def test_a_cycle_inside_a_child_graph_is_invalid_value_at_instantiate(device: ah
     with pytest.raises(ahg.InvalidValue, match="cycle"):
         graph.instantiate()
     assert _counts(device) == before
+    destroy(child, graph)
 
 
 @pytest.mark.asyncio
@@ -869,6 +900,7 @@ async def test_instantiate_copies_the_graph(device: ahg.Device) -> None:
     await (await graph_exec.launch(device.create_stream()))
     assert value_at(device, out) == 1  # ...do not reach the executable
     assert graph_exec.statistics().nodes == 1
+    destroy(out, graph, graph_exec)
 
 
 # -- memory nodes ----------------------------------------------------------------------------
@@ -919,6 +951,7 @@ async def test_memory_nodes_allocate_and_free_on_every_launch(device: ahg.Device
     graph.destroy()
     assert device.memory.bytes_in_use == baseline
     assert device.memory.statistics().reservations == 0
+    destroy(stream)
 
 
 @pytest.mark.asyncio
@@ -939,6 +972,7 @@ async def test_relaunch_without_a_free_node_is_invalid_value(device: ahg.Device)
     device.graph_mem_trim()
     assert device.memory.bytes_in_use == baseline
     assert device.memory.statistics().reservations == 0
+    destroy(stream)
 
 
 @pytest.mark.asyncio
@@ -960,6 +994,7 @@ async def test_relaunch_without_a_free_node_is_refused_even_back_to_back(
     assert host[1] == 3
     graph_exec.destroy()
     graph.destroy()
+    destroy(stream)
 
 
 @pytest.mark.asyncio
@@ -982,6 +1017,7 @@ async def test_auto_free_on_launch_allows_relaunch_without_a_free_node(device: a
     device.graph_mem_trim()
     assert device.memory.bytes_in_use == baseline
     assert device.memory.statistics().reservations == 0
+    destroy(stream)
 
 
 @pytest.mark.asyncio
@@ -1006,6 +1042,7 @@ async def test_relaunch_after_the_user_frees_the_graph_allocation(device: ahg.De
     graph.destroy()
     assert device.memory.bytes_in_use == baseline
     assert device.memory.statistics().reservations == 0
+    destroy(stream)
 
 
 # -- simulated time --------------------------------------------------------------------------

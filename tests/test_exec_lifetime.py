@@ -21,6 +21,7 @@ from ahipgraph.graph.node import NODES
 from ahipgraph.lifetime.user_object import USER_OBJECTS
 from ahipgraph.runtime.event import EVENTS
 from ahipgraph.runtime.stream import STREAMS
+from cleanup import destroy
 from fakes import GatedHost, loop_turns
 
 
@@ -159,6 +160,7 @@ async def test_destroying_the_source_graph_leaves_the_exec_runnable(device: ahg.
     assert values(device, out, 2) == [2, 2]
     with pytest.raises(ahg.InvalidValue, match="destroyed"):
         graph_exec.set_kernel_node_params(first, add_one, 1, 1, (1, out))
+    destroy(out, graph_exec, stream)
 
 
 # -- user objects ----------------------------------------------------------------------------
@@ -202,6 +204,7 @@ async def test_exec_holds_one_reference_per_user_object_until_its_last_launch_co
     assert not moved.alive
     await stream.synchronize()
     assert sorted(destroyed) == ["many", "moved"]  # exactly once
+    destroy(moved, stream)
 
 
 def test_exec_destroy_with_nothing_in_flight_runs_the_destructor_there() -> None:
@@ -236,6 +239,7 @@ async def test_exec_also_holds_the_user_objects_of_its_child_graphs(device: ahg.
     gates.open(0)
     await handle
     assert destroyed == ["child's"]
+    destroy(obj)
 
 
 def test_failed_instantiate_takes_no_user_object_reference(device: ahg.Device) -> None:
@@ -251,6 +255,7 @@ def test_failed_instantiate_takes_no_user_object_reference(device: ahg.Device) -
         graph.instantiate(3)
     assert obj.refcount == 2
     assert len(obj.owners) == 1
+    destroy(obj, graph)
 
 
 # -- destroy from another thread -------------------------------------------------------------
@@ -313,6 +318,7 @@ def test_destroy_from_another_thread_with_nothing_in_flight_runs_the_destructor_
     thread.join()
     assert destructor_threads == [thread.ident]
     assert graph_exec.statistics().state == "closed"
+    destroy(obj)
 
 
 def test_racing_destroys_from_many_threads_exactly_one_wins(device: ahg.Device) -> None:
@@ -408,6 +414,7 @@ async def test_task_cancelled_while_waiting_for_a_signal_set_leaves_the_pool_con
     stats = graph_exec.statistics()
     assert (stats.launches, stats.completed) == (2, 2)
     assert values(device, out, 2) == [2, 2]
+    destroy(out, graph_exec, stream)
 
 
 @pytest.mark.asyncio
@@ -438,6 +445,7 @@ async def test_task_cancelled_after_the_hand_off_gives_the_set_back(device: ahg.
     gates.open(1)
     await (await graph_exec.launch(stream))
     assert values(device, out, 2) == [2, 2]
+    destroy(out, graph_exec, stream)
 
 
 @pytest.mark.asyncio
@@ -486,6 +494,7 @@ async def test_stream_destroyed_while_its_launch_waits_for_a_signal_set(
     assert graph_exec.statistics().launches == 1
     await (await graph_exec.launch(first_stream))  # the exec and its pool still work
     assert values(device, out, 2) == [2, 2]
+    destroy(out, graph_exec, first_stream)
 
 
 @pytest.mark.asyncio
@@ -508,6 +517,7 @@ async def test_more_launches_in_flight_than_prepopulated_sets_grow_the_pool(
     pool = graph_exec.statistics().signal_pool
     assert (pool.sets, pool.misses, pool.free) == (6, 2, 6)
     assert values(device, out, 2) == [12, 12]
+    destroy(out, graph_exec, stream)
 
 
 @pytest.mark.asyncio
@@ -527,6 +537,7 @@ async def test_a_tight_launch_loop_keeps_to_the_prepopulated_sets(device: ahg.De
     graph_exec.destroy()
     graph.destroy()
     device.free(out)
+    destroy(stream)
 
 
 @pytest.mark.parametrize("use_uvloop", [False, True], ids=["asyncio", "uvloop"])
@@ -610,6 +621,7 @@ async def test_ten_thousand_replays_create_no_signal_set_no_arena_chunk_and_no_m
     assert end.arena == start.arena  # not a single argument slot was allocated
     assert peak_memory == memory
     assert device.memory.bytes_in_use == memory
+    destroy(out, graph_exec, stream)
 
 
 # -- failures at instantiate -----------------------------------------------------------------
@@ -630,6 +642,7 @@ def test_instantiate_out_of_memory_creates_nothing() -> None:
     assert counts(device) == before
     assert obj.refcount == 2
     graph.instantiate(arena_headroom=0).destroy()  # without headroom it fits
+    destroy(obj, graph)
 
 
 @pytest.mark.asyncio
@@ -743,6 +756,7 @@ async def test_destroy_fails_every_launch_waiting_for_a_signal_set(device: ahg.D
     stats = graph_exec.statistics()
     assert (stats.state, stats.launches, stats.completed) == ("closed", 1, 1)
     assert stats.signal_pool.waiters == 0
+    destroy(out, stream)
 
 
 def test_destroy_runs_every_raising_destructor_then_raises_the_first(device: ahg.Device) -> None:
@@ -801,3 +815,4 @@ async def test_a_destructor_raising_in_a_completion_is_contained_and_reported(
     assert isinstance(reported[0]["exception"], RuntimeError)
     assert values(device, out, 1) == [7]
     assert device.statistics().in_flight == 0
+    destroy(out, first, second, stream)

@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import ahipgraph as ahg
+from cleanup import destroy
 from fakes import HeldKernel, loop_turns
 
 
@@ -105,6 +106,7 @@ async def test_launch_in_flight_keeps_old_arguments_and_the_next_launch_gets_new
     assert seen == [1, 2]
     await (await graph_exec.launch(stream))
     assert seen == [1, 2, 3]
+    destroy(graph, graph_exec, stream)
 
 
 @pytest.mark.asyncio
@@ -137,6 +139,7 @@ async def test_setters_before_a_launch_starts_do_not_reach_it(device: ahg.Device
     assert device.view(b, np.uint8, 8).tolist() == [2] * 8
     assert host_a.view(np.uint8).tolist() == [0x11] * 8
     assert host_b.view(np.uint8).tolist() == [0x22] * 8
+    destroy(a, b, src_a, src_b, graph, graph_exec)
 
 
 @pytest.mark.asyncio
@@ -181,6 +184,7 @@ async def test_many_updates_with_launches_in_flight_keep_the_arena_bounded(
     assert stats.allocations <= launch_every * (window + 1) + 1  # everything else was reused
     assert stats.reuses > updates // 2
     assert graph_exec.statistics().signal_pool.misses == 0
+    destroy(graph, graph_exec, stream)
 
 
 @pytest.mark.asyncio
@@ -213,6 +217,7 @@ async def test_updates_rewrite_in_place_unless_a_launch_is_in_flight(device: ahg
     await (await graph_exec.launch(stream))
     assert seen == [1, 2, 3]
     assert graph_exec.statistics().arena.allocations == 2
+    destroy(graph, graph_exec)
 
 
 @pytest.mark.asyncio
@@ -241,6 +246,7 @@ async def test_a_kernel_with_larger_arguments_gets_a_larger_slot(device: ahg.Dev
     await (await graph_exec.launch(stream))
     assert narrow_seen == [1]
     assert seen == [(1, 2, 3, 4), (5, 6, 7, 8)]
+    destroy(graph, graph_exec)
 
 
 @pytest.mark.asyncio
@@ -288,6 +294,7 @@ async def test_setters_from_another_thread_while_the_loop_launches(device: ahg.D
     stats = graph_exec.statistics()
     assert stats.in_flight == 0
     assert stats.arena.live_slots == 1
+    destroy(graph, graph_exec, stream)
 
 
 class Chain:
@@ -433,6 +440,7 @@ async def test_a_disabled_node_does_nothing_but_keeps_its_ordering(device: ahg.D
     assert values(device, out, 2)[0] == 5
     assert device.view(out + 8, np.uint8, 8).tolist() == [7] * 8
     assert values(device, out + 16, 1) == [9]
+    destroy(out, graph, graph_exec)
 
 
 @pytest.mark.asyncio
@@ -453,6 +461,7 @@ async def test_disabling_with_a_launch_in_flight_affects_only_later_launches(
     for handle in (first, second, third):
         await handle
     assert values(device, out, 1) == [2]  # launches 1 and 3 ran the kernel, 2 did not
+    destroy(out, graph, graph_exec)
 
 
 @pytest.mark.asyncio
@@ -472,6 +481,7 @@ async def test_a_disabled_node_takes_new_parameters_and_uses_them_once_enabled(
     graph_exec.set_node_enabled(node, True)
     await (await graph_exec.launch(stream))
     assert values(device, out, 1) == [2]
+    destroy(out, graph, graph_exec, stream)
 
 
 def test_any_nonzero_value_enables(device: ahg.Device) -> None:
@@ -482,6 +492,7 @@ def test_any_nonzero_value_enables(device: ahg.Device) -> None:
     assert graph_exec.node_enabled(node) is False
     graph_exec.set_node_enabled(node, 2**31 - 1)
     assert graph_exec.node_enabled(node) is True
+    destroy(graph, graph_exec)
 
 
 @pytest.mark.parametrize("kind", ["host", "empty", "record", "wait", "child"])
@@ -501,6 +512,7 @@ def test_only_kernel_memcpy_and_memset_nodes_can_be_disabled(device: ahg.Device,
         graph_exec.set_node_enabled(node, False)
     with pytest.raises(ahg.InvalidValue):
         graph_exec.node_enabled(node)
+    destroy(event, graph, graph_exec)
 
 
 # -- setters: which nodes they accept --------------------------------------------------------
@@ -546,6 +558,7 @@ async def test_setters_reject_nodes_the_exec_does_not_know(device: ahg.Device, w
         graph_exec.node_enabled(foreign)
     await (await graph_exec.launch(device.create_stream()))
     assert values(device, out, 1) == [1]  # nothing changed
+    destroy(out, graph, embedded, graph_exec)
 
 
 @pytest.mark.asyncio
@@ -567,6 +580,7 @@ async def test_setters_reject_destroyed_nodes_and_nodes_of_a_destroyed_graph(
         graph_exec.set_node_enabled(node, False)
     await (await graph_exec.launch(device.create_stream()))
     assert values(device, out, 1) == [3]  # the exec still runs its own copy, unchanged
+    destroy(out, graph_exec)
 
 
 SETTERS: dict[str, tuple[str, Callable[[ahg.GraphExec, ahg.GraphNode, dict[str, Any]], None]]] = {
@@ -612,6 +626,7 @@ def test_a_setter_given_a_node_of_another_type_is_invalid_value(
     graph_exec = graph.instantiate()
     with pytest.raises(ahg.InvalidValue, match="node, not"):
         call(graph_exec, node, resources)
+    destroy(graph, graph_exec)
 
 
 def test_handle_and_type_are_checked_before_parameter_values(device: ahg.Device) -> None:
@@ -626,6 +641,7 @@ def test_handle_and_type_are_checked_before_parameter_values(device: ahg.Device)
     graph_exec.destroy()
     with pytest.raises(ahg.InvalidValue, match="destroyed"):  # the exec before the node
         graph_exec.set_kernel_node_params(empty, put, 1, 1, ())
+    destroy(graph)
 
 
 @pytest.mark.parametrize(
@@ -646,6 +662,7 @@ def test_a_null_handle_is_invalid_value(
     graph_exec = graph.instantiate()
     with pytest.raises(ahg.InvalidValue, match="null"):
         call(graph_exec, child)
+    destroy(graph, graph_exec)
 
 
 # -- setters: which parameter changes they accept ---------------------------------------------
@@ -669,6 +686,7 @@ async def test_memcpy_setter_cannot_change_direction(device: ahg.Device) -> None
     await stream.memset(buf, 3, 8)
     await (await graph_exec.launch(stream))
     assert host.view(np.uint8).tolist() == [3] * 8  # still the original copy
+    destroy(buf, other, graph, graph_exec, stream)
 
 
 def test_memset_setter_keeps_a_2d_fill_s_shape_and_device() -> None:
@@ -685,6 +703,7 @@ def test_memset_setter_keeps_a_2d_fill_s_shape_and_device() -> None:
         graph_exec.set_memset_node_params(node, buf, 0, 8, height=4, pitch=32)
     with pytest.raises(ahg.InvalidValue, match="another device"):
         graph_exec.set_memset_node_params(node, other.malloc(256), 0, 16, height=4, pitch=32)
+    destroy(buf, graph, graph_exec)
 
 
 @pytest.mark.asyncio
@@ -706,6 +725,7 @@ async def test_kernel_setter_may_change_the_kernel_but_not_sync_to_async(
     graph_exec.set_kernel_node_params(node, add_one, 1, 1, (0, out))  # another kernel is fine
     await (await graph_exec.launch(stream))
     assert values(device, out, 1) == [5]
+    destroy(out, graph, graph_exec, stream)
 
 
 # -- whole-graph update ----------------------------------------------------------------------
@@ -785,6 +805,7 @@ async def test_update_failures_name_the_kind_and_node_and_change_nothing(
 
     await (await graph_exec.launch(device.create_stream()))
     assert setup.results() == (1, 1, 1)  # all-or-nothing: the valid changes were not applied
+    destroy(graph_exec)
 
 
 @pytest.mark.asyncio
@@ -810,6 +831,7 @@ async def test_update_success_applies_every_node_s_new_parameters(device: ahg.De
     graph_exec.update(newer)
     await (await graph_exec.launch(stream))
     assert setup.results() == (9, 9, 9)
+    destroy(graph_exec, stream)
 
 
 @pytest.mark.asyncio
@@ -827,6 +849,7 @@ async def test_update_rejects_destroyed_and_cyclic_graphs(device: ahg.Device) ->
         graph_exec.update(cyclic)
     await (await graph_exec.launch(device.create_stream()))
     assert setup.results() == (1, 1, 1)
+    destroy(graph_exec)
 
 
 @pytest.mark.asyncio
@@ -846,6 +869,7 @@ async def test_update_of_a_graph_with_event_nodes_takes_the_new_events(device: a
     assert old.signal is None  # never recorded
     assert new_event.signal is not None
     assert new_event.query()
+    destroy(out, old, new_event, graph, graph_exec, new)
 
 
 # -- event and child-graph setters -----------------------------------------------------------
@@ -863,6 +887,7 @@ async def test_event_record_setter_records_the_new_event_from_the_next_launch(
     await (await graph_exec.launch(device.create_stream()))
     assert new.signal is not None
     assert old.signal is None
+    destroy(old, new, graph, graph_exec)
 
 
 @pytest.mark.asyncio
@@ -884,6 +909,7 @@ async def test_event_wait_setter_waits_for_the_new_event_from_the_next_launch(
     held.release()
     await handle
     assert log == ["graph"]
+    destroy(old, new, graph, graph_exec)
 
 
 def _child(
@@ -916,6 +942,7 @@ async def test_child_graph_setter_takes_new_parameters_for_the_same_topology(
     assert values(device, out, 2) == [1, 2]  # the launch in flight kept the old child
     await (await graph_exec.launch(stream))
     assert values(device, out, 2) == [10, 11]
+    destroy(out, graph, graph_exec)
 
 
 @pytest.mark.parametrize(
@@ -930,6 +957,7 @@ def test_child_graph_setter_with_another_shape_is_unknown(
     graph_exec = graph.instantiate()
     with pytest.raises(ahg.Unknown, match="does not match"):
         graph_exec.set_child_graph_node_params(node, _child(2, out, **mismatch))
+    destroy(out, graph, graph_exec)
 
 
 def test_child_graph_setter_rejects_the_parent_graph_and_bad_handles(device: ahg.Device) -> None:
@@ -946,6 +974,7 @@ def test_child_graph_setter_rejects_the_parent_graph_and_bad_handles(device: ahg
     gone.destroy()
     with pytest.raises(ahg.InvalidValue, match="destroyed"):
         graph_exec.set_child_graph_node_params(node, gone)
+    destroy(out, graph, graph_exec)
 
 
 def test_update_of_memory_nodes_of_another_size_is_not_supported(device: ahg.Device) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 import ahipgraph as ahg
+from cleanup import destroy
 
 
 def _public_callables() -> Iterator[tuple[str, Callable[..., Any]]]:
@@ -153,6 +154,7 @@ def test_an_executable_has_no_public_reference_count(device: ahg.Device) -> None
     graph_exec.destroy()
     with pytest.raises(ahg.Destroyed):
         graph_exec.destroy()
+    destroy(graph)
 
 
 @pytest.mark.parametrize("cls", [ahg.Graph, ahg.GraphExec, ahg.Stream, ahg.GraphNode])

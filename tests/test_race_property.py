@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 import ahipgraph as ahg
+from cleanup import destroy
 
 UNIT = 16
 
@@ -121,6 +122,7 @@ def test_a_chain_has_no_race_and_each_cut_is_found(seed: int) -> None:
     # every writer before the cut races every writer after it
     assert len(reports) == 2 * (len(chain) - 2)
     assert all(r.kind == "write-after-write" for r in reports)
+    destroy(buf, graph)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))

@@ -8,6 +8,7 @@ import pytest
 import ahipgraph as ahg
 from ahipgraph.device.symbols import symbol_statistics
 from ahipgraph.testing import leak_report, snapshot
+from cleanup import destroy
 
 COEFFS = ahg.device_symbol("test_symbols.coeffs", dtype=np.float32, shape=(8,))
 COUNTER = ahg.device_symbol("test_symbols.counter", 4)
@@ -78,6 +79,7 @@ async def test_stream_copies_to_and_from_a_symbol_round_trip(device: ahg.Device)
     await stream.synchronize()
     np.testing.assert_array_equal(device.view(dev, np.float32, 8), values)
     assert COUNTER.view(device).view(np.float32)[0] == 1.0
+    destroy(stream, dev)
 
 
 @pytest.mark.asyncio
@@ -91,6 +93,7 @@ async def test_a_kernel_takes_a_symbol_address_as_a_pointer(device: ahg.Device) 
     await stream.launch_kernel(scale_by_coeffs, 1, 16, (16, COEFFS.address(), x))
     await stream.synchronize()
     np.testing.assert_allclose(device.view(x, np.float32, 16), host * coeffs[np.arange(16) % 8])
+    destroy(stream, x)
 
 
 @pytest.mark.asyncio
@@ -127,6 +130,7 @@ async def test_symbol_errors_follow_hip_and_change_nothing(device: ahg.Device) -
     now = snapshot()
     assert now.devices[0].memory.allocations == before[0].devices[0].memory.allocations + 1
     assert stream.statistics() == before[1]
+    destroy(stream)
 
 
 @pytest.mark.asyncio
@@ -205,6 +209,7 @@ async def test_captured_symbol_copies_replay(device: ahg.Device) -> None:
     graph_exec = graph.instantiate()
     await (await graph_exec.launch(stream))
     np.testing.assert_array_equal(out, values)
+    destroy(stream, graph, graph_exec)
 
 
 @pytest.mark.asyncio
@@ -221,3 +226,4 @@ async def test_a_device_without_room_for_a_symbol_is_out_of_memory() -> None:
     await stream.memcpy_to_symbol(COUNTER, np.ones(1, np.float32))  # 4 bytes fit
     await stream.synchronize()
     assert COUNTER.view(device).view(np.float32)[0] == 1.0
+    destroy(stream)
