@@ -12,7 +12,7 @@ from typing import Any
 
 import ahipgraph as ahg
 
-__all__ = ["destroy"]
+__all__ = ["destroy", "run_once"]
 
 _ORDER = (ahg.GraphExec, ahg.Graph, ahg.Stream, ahg.Event, ahg.UserObject, ahg.DevicePtr)
 
@@ -35,3 +35,12 @@ def destroy(*things: Any) -> None:
                 thing.release(count)
         else:
             thing.destroy()
+
+
+async def run_once(graph_exec: ahg.GraphExec, device: ahg.Device) -> None:
+    """Launch ``graph_exec`` on a new stream of ``device``, wait for it, destroy the stream."""
+    stream = device.create_stream()
+    try:
+        await (await graph_exec.launch(stream))
+    finally:
+        stream.destroy()

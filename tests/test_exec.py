@@ -17,7 +17,7 @@ import pytest
 import ahipgraph as ahg
 from ahipgraph.exec.graph_exec import EXECS
 from ahipgraph.runtime.stream import STREAMS
-from cleanup import destroy
+from cleanup import destroy, run_once
 from fakes import GatedHost, HeldKernel, loop_turns
 
 
@@ -783,7 +783,7 @@ async def test_each_single_flag_is_accepted(device: ahg.Device, flag: ahg.Instan
     graph.add_kernel_node(put, 1, 1, (2, 0, out), deps=[root])
     graph_exec = graph.instantiate(int(flag))
     assert graph_exec.flags is flag
-    await (await graph_exec.launch(device.create_stream()))
+    await run_once(graph_exec, device)
     assert value_at(device, out) == 2
     destroy(out, graph, graph_exec)
 
@@ -798,7 +798,7 @@ async def test_use_node_priority_keeps_results_and_ordering(device: ahg.Device) 
     graph.add_empty_node(deps=[a, b])
     graph_exec = graph.instantiate(ahg.InstantiateFlags.USE_NODE_PRIORITY)
     assert graph_exec.statistics().slots == 2
-    await (await graph_exec.launch(device.create_stream()))
+    await run_once(graph_exec, device)
     assert device.view(out, np.int64, 3).tolist() == [1, 2, 3]
     destroy(out, graph, graph_exec)
 
@@ -822,7 +822,7 @@ async def test_use_node_priority_puts_the_most_urgent_branch_on_the_launch_strea
     by_priority = graph.instantiate(ahg.InstantiateFlags.USE_NODE_PRIORITY)
     assert slot_of_urgent(plain) == 1  # round-robin: the second branch on the second stream
     assert slot_of_urgent(by_priority) == 0  # the most urgent branch on the launch stream
-    await (await by_priority.launch(device.create_stream()))
+    await run_once(by_priority, device)
     assert device.view(out, np.int64, 3).tolist() == [1, 2, 3]
     plain.destroy()
     by_priority.destroy()
@@ -897,7 +897,7 @@ async def test_instantiate_copies_the_graph(device: ahg.Device) -> None:
     graph_exec = graph.instantiate()
     node.set_kernel_params(put, 1, 1, (2, 0, out))  # edits after instantiate...
     graph.add_kernel_node(put, 1, 1, (3, 0, out), deps=[node])
-    await (await graph_exec.launch(device.create_stream()))
+    await run_once(graph_exec, device)
     assert value_at(device, out) == 1  # ...do not reach the executable
     assert graph_exec.statistics().nodes == 1
     destroy(out, graph, graph_exec)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import ahipgraph as ahg
-from cleanup import destroy
+from cleanup import destroy, run_once
 from fakes import HeldKernel, loop_turns
 
 
@@ -51,10 +51,23 @@ def values(device: ahg.Device, ptr: ahg.DevicePtr, count: int) -> list[int]:
     return [int(v) for v in device.view(ptr, np.int64, count)]
 
 
+_MADE: list[ahg.Stream] = []  # streams held_stream made, destroyed after each test
+
+
+@pytest.fixture(autouse=True)
+def _destroy_made_streams() -> Iterator[None]:
+    yield
+    while _MADE:
+        stream = _MADE.pop()
+        if stream.alive:  # a test may have destroyed it itself
+            stream.destroy()
+
+
 async def held_stream(device: ahg.Device) -> tuple[HeldKernel, ahg.Stream]:
     """A stream whose queue is held by eager work: launches on it stay enqueued, not started."""
     held = HeldKernel("eager")
     stream = device.create_stream()
+    _MADE.append(stream)
     await held.launch(stream)
     await held.started.wait()
     return held, stream
@@ -436,7 +449,7 @@ async def test_a_disabled_node_does_nothing_but_keeps_its_ordering(device: ahg.D
 
     for node in (kernel, memset, memcpy):
         graph_exec.set_node_enabled(node, True)
-    await (await graph_exec.launch(device.create_stream()))
+    await run_once(graph_exec, device)
     assert values(device, out, 2)[0] == 5
     assert device.view(out + 8, np.uint8, 8).tolist() == [7] * 8
     assert values(device, out + 16, 1) == [9]
@@ -485,14 +498,14 @@ async def test_a_disabled_node_takes_new_parameters_and_uses_them_once_enabled(
 
 
 def test_any_nonzero_value_enables(device: ahg.Device) -> None:
-    graph = ahg.Graph()
-    node = graph.add_kernel_node(put, 1, 1, (1, 0, device.malloc(8)))
+    graph, out = ahg.Graph(), device.malloc(8)
+    node = graph.add_kernel_node(put, 1, 1, (1, 0, out))
     graph_exec = graph.instantiate()
     graph_exec.set_node_enabled(node, 0)
     assert graph_exec.node_enabled(node) is False
     graph_exec.set_node_enabled(node, 2**31 - 1)
     assert graph_exec.node_enabled(node) is True
-    destroy(graph, graph_exec)
+    destroy(graph, graph_exec, out)
 
 
 @pytest.mark.parametrize("kind", ["host", "empty", "record", "wait", "child"])
@@ -556,7 +569,7 @@ async def test_setters_reject_nodes_the_exec_does_not_know(device: ahg.Device, w
         graph_exec.set_node_enabled(foreign, False)
     with pytest.raises(ahg.InvalidValue):
         graph_exec.node_enabled(foreign)
-    await (await graph_exec.launch(device.create_stream()))
+    await run_once(graph_exec, device)
     assert values(device, out, 1) == [1]  # nothing changed
     destroy(out, graph, embedded, graph_exec)
 
@@ -578,7 +591,7 @@ async def test_setters_reject_destroyed_nodes_and_nodes_of_a_destroyed_graph(
         graph_exec.set_kernel_node_params(node, put, 1, 1, (2, 0, out))
     with pytest.raises(ahg.InvalidValue, match="destroyed"):
         graph_exec.set_node_enabled(node, False)
-    await (await graph_exec.launch(device.create_stream()))
+    await run_once(graph_exec, device)
     assert values(device, out, 1) == [3]  # the exec still runs its own copy, unchanged
     destroy(out, graph_exec)
 
@@ -657,12 +670,12 @@ def test_handle_and_type_are_checked_before_parameter_values(device: ahg.Device)
 def test_a_null_handle_is_invalid_value(
     call: Callable[[ahg.GraphExec, ahg.GraphNode], None],
 ) -> None:
-    graph = ahg.Graph()
-    child = graph.add_child_graph_node(ahg.Graph())
+    graph, empty = ahg.Graph(), ahg.Graph()
+    child = graph.add_child_graph_node(empty)
     graph_exec = graph.instantiate()
     with pytest.raises(ahg.InvalidValue, match="null"):
         call(graph_exec, child)
-    destroy(graph, graph_exec)
+    destroy(graph, graph_exec, empty)
 
 
 # -- setters: which parameter changes they accept ---------------------------------------------
@@ -739,10 +752,19 @@ class Update:
         self.out = device.malloc(64)
         self.src = device.malloc(8)
         self.host = np.zeros(1, dtype=np.int64)
+        self.graphs: list[ahg.Graph] = []
+
+    def close(self) -> None:
+        """Destroy the graphs it built (those the test did not) and free its memory."""
+        for graph in self.graphs:
+            if graph.alive:
+                graph.destroy()
+        destroy(self.out, self.src)
 
     def build(self, value: int = 1, change: str = "") -> tuple[ahg.Graph, list[ahg.GraphNode]]:
         """kernel -> memcpy (D2H) -> memset -> child(kernel), with ``change`` applied."""
         graph = ahg.Graph()
+        self.graphs.append(graph)
         nodes = [graph.add_kernel_node(put, 1, 1, (value, 0, self.out))]
         if change == "memcpy direction":
             nodes.append(graph.add_memcpy_node(self.src, self.host, deps=nodes[-1:]))
@@ -803,9 +825,10 @@ async def test_update_failures_name_the_kind_and_node_and_change_nothing(
     assert result.node is (None if index is None else new_nodes[index])
     assert kind.name in str(info.value)
 
-    await (await graph_exec.launch(device.create_stream()))
+    await run_once(graph_exec, device)
     assert setup.results() == (1, 1, 1)  # all-or-nothing: the valid changes were not applied
     destroy(graph_exec)
+    setup.close()
 
 
 @pytest.mark.asyncio
@@ -832,6 +855,7 @@ async def test_update_success_applies_every_node_s_new_parameters(device: ahg.De
     await (await graph_exec.launch(stream))
     assert setup.results() == (9, 9, 9)
     destroy(graph_exec, stream)
+    setup.close()
 
 
 @pytest.mark.asyncio
@@ -847,9 +871,10 @@ async def test_update_rejects_destroyed_and_cyclic_graphs(device: ahg.Device) ->
     cyclic.add_dependencies(nodes[-1], nodes[0])
     with pytest.raises(ahg.InvalidValue, match="cycle"):
         graph_exec.update(cyclic)
-    await (await graph_exec.launch(device.create_stream()))
+    await run_once(graph_exec, device)
     assert setup.results() == (1, 1, 1)
     destroy(graph_exec)
+    setup.close()
 
 
 @pytest.mark.asyncio
@@ -864,7 +889,7 @@ async def test_update_of_a_graph_with_event_nodes_takes_the_new_events(device: a
     new_node = new.add_kernel_node(put, 1, 1, (2, 0, out))
     new.add_event_record_node(new_event, deps=[new_node])
     assert graph_exec.update(new).ok
-    await (await graph_exec.launch(device.create_stream()))
+    await run_once(graph_exec, device)
     assert values(device, out, 1) == [2]
     assert old.signal is None  # never recorded
     assert new_event.signal is not None
@@ -884,7 +909,7 @@ async def test_event_record_setter_records_the_new_event_from_the_next_launch(
     node = graph.add_event_record_node(old)
     graph_exec = graph.instantiate()
     graph_exec.set_event_record_node_event(node, new)
-    await (await graph_exec.launch(device.create_stream()))
+    await run_once(graph_exec, device)
     assert new.signal is not None
     assert old.signal is None
     destroy(old, new, graph, graph_exec)
@@ -962,19 +987,19 @@ def test_child_graph_setter_with_another_shape_is_unknown(
 
 def test_child_graph_setter_rejects_the_parent_graph_and_bad_handles(device: ahg.Device) -> None:
     out = device.malloc(16)
-    graph = ahg.Graph()
-    node = graph.add_child_graph_node(_child(1, out))
+    graph, first, second = ahg.Graph(), _child(1, out), _child(1, out)
+    node = graph.add_child_graph_node(first)
     kernel = graph.add_kernel_node(put, 1, 1, (1, 0, out))
     graph_exec = graph.instantiate()
     with pytest.raises(ahg.Unknown):
         graph_exec.set_child_graph_node_params(node, graph)
     with pytest.raises(ahg.InvalidValue, match="node, not"):
-        graph_exec.set_child_graph_node_params(kernel, _child(1, out))
+        graph_exec.set_child_graph_node_params(kernel, second)
     gone = _child(1, out)
     gone.destroy()
     with pytest.raises(ahg.InvalidValue, match="destroyed"):
         graph_exec.set_child_graph_node_params(node, gone)
-    destroy(out, graph, graph_exec)
+    destroy(out, graph, graph_exec, first, second)
 
 
 def test_update_of_memory_nodes_of_another_size_is_not_supported(device: ahg.Device) -> None:

@@ -15,7 +15,7 @@ import ahipgraph as ahg
 from ahipgraph.graph.graph import GRAPHS
 from ahipgraph.graph.memnodes import RESERVATIONS
 from ahipgraph.runtime.params import MemcpyParams
-from cleanup import destroy
+from cleanup import destroy, run_once
 from fakes import HeldKernel
 
 
@@ -163,7 +163,7 @@ async def test_child_graphs_nested_2000_deep_clone_instantiate_launch_and_destro
     assert GRAPHS.statistics().live == baseline + 2 * (DEPTH + 1)
     assert "graph_" in copy.to_dot()
     graph_exec = copy.instantiate()
-    await (await graph_exec.launch(device.create_stream()))
+    await run_once(graph_exec, device)
     assert int(device.view(out, np.int64, 1)[0]) == 7
     graph_exec.update(graph)  # same topology all the way down
     graph_exec.destroy()
@@ -322,8 +322,8 @@ async def test_a_1024_thread_node_is_refused_at_instantiate_on_a_device_limited_
         2, [ahg.DeviceProperties(), ahg.DeviceProperties(max_threads_per_block=256)]
     )
     small_device = ahg.get_device(1)
-    with pytest.raises(ahg.InvalidConfiguration):  # the eager launch is refused...
-        await small_device.create_stream().launch_kernel(small, 1, 1024, (1,))
+    with small_device.create_stream() as stream, pytest.raises(ahg.InvalidConfiguration):
+        await stream.launch_kernel(small, 1, 1024, (1,))  # the eager launch is refused...
     graph = ahg.Graph()
     node = graph.add_kernel_node(small, 1, 1024, (1,))  # fine for the default device
     before = small_device.statistics()
