@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 import pytest
 
@@ -9,13 +11,28 @@ import ahipgraph as ahg
 from capture_helpers import NBYTES, Baseline, N, affine, host_view, no_capture_left
 from cleanup import destroy
 
+_MADE: list[ahg.Stream | ahg.Event] = []  # what streams() and events() made for this test
+
+
+@pytest.fixture(autouse=True)
+def _destroy_made() -> Iterator[None]:
+    yield
+    while _MADE:
+        made = _MADE.pop()
+        if made.alive:  # some tests destroy a stream or event themselves
+            made.destroy()
+
 
 def streams(device: ahg.Device, count: int) -> list[ahg.Stream]:
-    return [device.create_stream() for _ in range(count)]
+    made = [device.create_stream() for _ in range(count)]
+    _MADE.extend(made)
+    return made
 
 
 def events(device: ahg.Device, count: int) -> list[ahg.Event]:
-    return [device.create_event() for _ in range(count)]
+    made = [device.create_event() for _ in range(count)]
+    _MADE.extend(made)
+    return made
 
 
 @pytest.mark.asyncio
@@ -47,7 +64,7 @@ async def test_linear_fork_and_join_makes_a_diamond(device: ahg.Device) -> None:
     x = np.arange(N)
     assert host_view(device, b).tolist() == (3 * (2 * x) + 3 * x).tolist()
     exec_.destroy()
-    graph.destroy()
+    destroy(graph, a, b, c)
     no_capture_left()
 
 

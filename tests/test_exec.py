@@ -118,11 +118,12 @@ async def test_launch_nowait_enqueues_like_launch(device: ahg.Device) -> None:
     graph = ahg.Graph()
     graph.add_kernel_node(put, 1, 1, (5, 0, out))
     graph_exec = graph.instantiate()
-    handle = graph_exec.launch_nowait(device.create_stream())
+    stream = device.create_stream()
+    handle = graph_exec.launch_nowait(stream)
     assert not handle.done()  # enqueued, not run: device work starts when the host yields
     await handle
     assert value_at(device, out) == 5
-    destroy(out, graph, graph_exec)
+    destroy(out, graph, graph_exec, stream)
 
 
 @pytest.mark.asyncio
@@ -146,7 +147,8 @@ async def test_empty_graph_launch_is_a_no_op(device: ahg.Device) -> None:
     blocker = await held.launch(stream)
     await held.started.wait()  # the stream is busy
     submitted = stream.statistics().submitted
-    graph_exec = ahg.Graph().instantiate()
+    empty = ahg.Graph()
+    graph_exec = empty.instantiate()
 
     handle = await graph_exec.launch(stream)
     assert handle.done()  # nothing was enqueued, so there is nothing to wait for
@@ -157,7 +159,7 @@ async def test_empty_graph_launch_is_a_no_op(device: ahg.Device) -> None:
 
     held.release()
     await stream.synchronize()
-    destroy(stream, graph_exec)
+    destroy(stream, graph_exec, empty)
 
 
 # -- ordering --------------------------------------------------------------------------------
@@ -453,9 +455,10 @@ async def test_event_wait_node_on_an_unrecorded_event_does_not_wait(device: ahg.
     graph = ahg.Graph()
     wait = graph.add_event_wait_node(event)
     graph.add_host_node(log.append, ("graph",), deps=[wait])
-    await (await graph.instantiate().launch(device.create_stream()))
+    graph_exec = graph.instantiate()
+    await run_once(graph_exec, device)
     assert log == ["graph"]
-    destroy(event, graph)
+    destroy(event, graph, graph_exec)
 
 
 @pytest.mark.asyncio
@@ -729,18 +732,19 @@ async def test_an_exec_for_another_device_runs_there() -> None:
     assert graph_exec.device is device1
     assert device0.memory.bytes_in_use == before0  # the argument arena lives on device 1
     assert device1.memory.bytes_in_use == before1 + arena
+    stream0, stream1 = device0.create_stream(), device1.create_stream()
     with pytest.raises(ahg.InvalidValue, match="device 1"):
-        await graph_exec.upload(device0.create_stream())
-    await (await graph_exec.launch(device1.create_stream()))
+        await graph_exec.upload(stream0)
+    await (await graph_exec.launch(stream1))
     assert value_at(device1, out) == 2
     graph_exec.destroy()
     assert device1.memory.bytes_in_use == before1
-    destroy(out, graph)
+    destroy(out, graph, stream0, stream1)
 
 
 def test_executables_have_no_public_constructor() -> None:
-    with pytest.raises(TypeError, match="instantiate"):
-        ahg.GraphExec(ahg.Graph(), 0, ahg.get_device(0), {}, object())
+    with ahg.Graph() as graph, pytest.raises(TypeError, match="instantiate"):
+        ahg.GraphExec(graph, 0, ahg.get_device(0), {}, object())
 
 
 # -- instantiate: flags, upload, cycles ------------------------------------------------------
@@ -870,9 +874,9 @@ def test_a_graph_with_a_cycle_is_invalid_value_at_instantiate_and_nothing_is_cre
     assert not graph.statistics().instantiated
 
     graph.remove_dependencies(c, a)
-    graph.instantiate()  # the same graph instantiates once the cycle is gone
+    graph_exec = graph.instantiate()  # the same graph instantiates once the cycle is gone
     assert len(EXECS) == before[0] + 1
-    destroy(graph)
+    destroy(graph, graph_exec)
 
 
 def test_a_cycle_inside_a_child_graph_is_invalid_value_at_instantiate(device: ahg.Device) -> None:

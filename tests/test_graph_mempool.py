@@ -14,7 +14,6 @@ import pytest
 
 import ahipgraph as ahg
 from ahipgraph.graph.memnodes import RESERVATIONS
-from cleanup import destroy
 
 M = ahg.GraphMemAttribute
 KIB = 1024
@@ -240,7 +239,6 @@ async def test_freed_graph_memory_is_reusable(how: str) -> None:
     assert figures(device)[::2] == (0, 0)
     assert device.memory.statistics().reservations == 0
     assert device.memory.bytes_in_use == 0
-    destroy(freer, freer_exec)
 
 
 @pytest.mark.asyncio

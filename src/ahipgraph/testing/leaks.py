@@ -116,14 +116,21 @@ def _settled(collect: bool) -> Snapshot:
     """A snapshot, collecting garbage only when a handle is alive and only then.
 
     A full ``gc.collect()`` costs milliseconds on a large heap; a clean test has no live
-    handle, so the common case reads ``statistics()`` and nothing more. When something is
+    handle, so the common case reads ``statistics()`` and nothing more. When something new is
     alive, garbage (a handle dropped in a reference cycle, freed by its finalizer) is collected
-    and the snapshot taken again, so only what is really held is reported.
+    and the snapshot taken again, so only what is really held is counted.
     """
+    global _last_collected
     now = snapshot(collect=False)
-    if collect and any(now.handles.values()):
+    # Handles left by an earlier block that were counted, collected and are still alive need
+    # no second collection: only a change in the counts can be new garbage.
+    if collect and any(now.handles.values()) and now.handles != _last_collected:
         now = snapshot(collect=True)
+        _last_collected = now.handles
     return now
+
+
+_last_collected: dict[str, int] | None = None
 
 
 @contextlib.contextmanager
