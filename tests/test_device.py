@@ -113,6 +113,7 @@ async def test_device_synchronize_waits_for_every_stream(device: ahg.Device) -> 
     await sync
     assert device.in_flight == 0
     assert all(stream.query() for stream in streams)
+    destroy(*streams)
     assert device.clock.now == max(q.busy_until for q in device.queues) > 0
 
 
@@ -213,8 +214,10 @@ async def test_memcpy_between_devices() -> None:
 
 def test_pointer_of_a_device_that_does_not_exist_is_invalid_device_pointer() -> None:
     async def copy() -> None:
-        stream = ahg.get_device(0).create_stream()
-        with pytest.raises(ahg.InvalidDevicePointer, match="no device"):
+        with (
+            ahg.get_device(0).create_stream() as stream,
+            pytest.raises(ahg.InvalidDevicePointer, match="no device"),
+        ):
             await stream.memcpy(ahg.DevicePtr(5, 1 << 40), np.zeros(4, np.uint8))
 
     ahg.run(copy)

@@ -149,7 +149,7 @@ async def test_wait_uses_the_record_current_when_the_wait_is_enqueued(
     held.release()
     await after_wait
     assert log == ["waiter"]
-    destroy(event)
+    destroy(event, slow, fast, waiter)
 
 
 @pytest.mark.asyncio
@@ -202,8 +202,9 @@ async def test_elapsed_time_matches_the_cost_model_for_each_kind_of_work() -> No
         await stream.record_event(after)
         await stream.synchronize()
         measured[name] = ahg.elapsed_time(before, after)
+        destroy(before, after)
     assert measured == {name: ms(ns) for name, ns, _ in work}
-    destroy(stream, ptr, before, after)
+    destroy(stream, ptr)
 
 
 @pytest.mark.asyncio
@@ -235,7 +236,7 @@ async def test_streams_on_different_queues_overlap_in_time() -> None:
     await device.synchronize()
     assert ahg.elapsed_time(start, end_a) == ms(12_000)
     assert ahg.elapsed_time(start, end_b) == ms(12_000)
-    destroy(a, b)
+    destroy(a, b, start, end_a, end_b)
 
 
 @pytest.mark.asyncio
@@ -265,7 +266,7 @@ async def test_an_event_wait_carries_the_producers_time_to_the_consumer() -> Non
     await consumer.record_event(done)
     await consumer.synchronize()
     assert (ready.time_ns, done.time_ns) == (12_000, 24_000)
-    destroy(producer, consumer)
+    destroy(producer, consumer, start, ready, done)
 
 
 @pytest.mark.asyncio

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -21,10 +22,23 @@ def append_tag(t: ahg.Threads, tag: ahg.int32, out: ahg.Ptr[ahg.int32]) -> None:
     out[used] = tag
 
 
+_MADE: list[ahg.Stream] = []  # what streams_off_queue_zero made for this test
+
+
+@pytest.fixture(autouse=True)
+def _destroy_made() -> Iterator[None]:
+    yield
+    while _MADE:
+        made = _MADE.pop()
+        if made.alive:  # a test may destroy a stream itself
+            made.destroy()
+
+
 def streams_off_queue_zero(device: ahg.Device, n: int, **flags: Any) -> list[ahg.Stream]:
     """``n`` streams none of which shares hardware queue 0 with the null stream."""
     filler = device.create_stream()  # round-robin: the first stream takes queue 0
     streams = [device.create_stream(**flags) for _ in range(n)]
+    _MADE.extend(streams)
     filler.destroy()
     assert all(s.queue is not device.null_stream.queue for s in streams)
     return streams
@@ -204,7 +218,7 @@ async def test_memcpy_kind_must_match_the_endpoints(
         with pytest.raises(ahg.InvalidMemcpyDirection, match=wrong.name):
             await stream.memcpy(dst, src, 8, wrong)
     await stream.synchronize()
-    destroy(stream)
+    destroy(stream, *(end for end in (dst, src) if isinstance(end, ahg.DevicePtr)))
 
 
 @pytest.mark.parametrize("kind", [7, -1, "HostToDevice"])
@@ -212,10 +226,10 @@ async def test_memcpy_kind_must_match_the_endpoints(
 async def test_memcpy_kind_that_is_not_a_kind_is_invalid_direction(
     device: ahg.Device, kind: Any
 ) -> None:
-    stream = device.create_stream()
+    stream, dst = device.create_stream(), device.malloc(8)
     with pytest.raises(ahg.InvalidMemcpyDirection, match="not a memcpy kind"):
-        await stream.memcpy(device.malloc(8), np.zeros(8, np.uint8), 8, kind)
-    destroy(stream)
+        await stream.memcpy(dst, np.zeros(8, np.uint8), 8, kind)
+    destroy(stream, dst)
 
 
 @pytest.mark.asyncio
@@ -379,6 +393,7 @@ def test_host_function_must_be_callable() -> None:
         with pytest.raises(TypeError, match="callable"):
             await stream.launch_host_func(42)  # type: ignore[arg-type]
         assert stream.submitted == 0
+        stream.destroy()
 
     ahg.run(check)
 
@@ -481,9 +496,9 @@ def test_null_stream_cannot_be_destroyed(device: ahg.Device) -> None:
 
 
 def test_priority_is_clamped_to_hips_range(device: ahg.Device) -> None:
-    assert device.create_stream(priority=5).priority == 0
-    assert device.create_stream(priority=-7).priority == -1
-    assert device.create_stream(priority=-1).priority == -1
+    for given, clamped in ((5, 0), (-7, -1), (-1, -1)):
+        with device.create_stream(priority=given) as stream:
+            assert stream.priority == clamped
     with pytest.raises(TypeError, match="priority"):
         device.create_stream(priority=1.0)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="priority"):
