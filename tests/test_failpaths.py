@@ -111,7 +111,7 @@ async def test_kernel_setter_with_launches_in_flight_and_no_room_keeps_the_versi
     held.release()
     await stream.synchronize()
     device.free(filler)
-    destroy(graph_exec, stream)
+    destroy(graph_exec, graph, stream)
 
 
 # -- 12. dropped devices are not pinned by the alloc-node table ------------------------------------
@@ -194,8 +194,8 @@ def test_free_node_frees_memory_allocated_by_a_destroyed_graph(device: ahg.Devic
     allocating.destroy()
     freeing = ahg.Graph()
     freeing.add_mem_free_node(ptr)
-    with pytest.raises(ahg.InvalidValue, match="already"):
-        ahg.Graph().add_mem_free_node(ptr)
+    with ahg.Graph() as second, pytest.raises(ahg.InvalidValue, match="already"):
+        second.add_mem_free_node(ptr)
     freeing.destroy()
     graph_exec.destroy()  # the allocation and its free are both gone: the range goes too
     assert device.memory.statistics().reservations == 0
@@ -209,8 +209,8 @@ def test_an_unclaimed_allocation_goes_with_its_uninstantiated_graph(device: ahg.
     allocating.destroy()
     assert device.memory.statistics().reservations == 0
     assert len(RESERVATIONS) == baseline
-    with pytest.raises(ahg.InvalidValue, match="not allocated"):
-        ahg.Graph().add_mem_free_node(ptr)
+    with ahg.Graph() as freeing, pytest.raises(ahg.InvalidValue, match="not allocated"):
+        freeing.add_mem_free_node(ptr)
 
 
 def test_free_node_frees_memory_allocated_by_another_live_graph(device: ahg.Device) -> None:
@@ -353,12 +353,13 @@ async def test_stream_memset_counts_elements_like_a_memset_node(device: ahg.Devi
     await stream.memset(eager, 0x7F, 4, element_size=4)  # 4 elements of 4 bytes
     graph = ahg.Graph()
     graph.add_memset_node(graphed, 0x7F, 4, element_size=4)
-    await (await graph.instantiate().launch(stream))
+    graph_exec = graph.instantiate()
+    await (await graph_exec.launch(stream))
     await stream.synchronize()
     expected = [0x7F] * 4 + [0] * 4
     assert device.view(eager, np.uint32, 8).tolist() == expected
     assert device.view(graphed, np.uint32, 8).tolist() == expected
-    destroy(eager, graphed, stream, graph)
+    destroy(eager, graphed, stream, graph, graph_exec)
 
 
 # -- 17. instantiate flags UPLOAD and DEVICE_LAUNCH ------------------------------------------------
@@ -383,20 +384,21 @@ def test_upload_flag_validates_the_upload_stream_at_instantiate() -> None:
     upload = ahg.InstantiateFlags.UPLOAD
     gone = device.create_stream()
     gone.destroy()
+    mine, theirs = device.create_stream(), other.create_stream()
     before = device.statistics()
     with pytest.raises(ahg.ContextIsDestroyed):
         graph.instantiate(upload, upload_stream=gone)
     with pytest.raises(ahg.InvalidValue, match="device 1"):
-        graph.instantiate(upload, upload_stream=other.create_stream())
+        graph.instantiate(upload, upload_stream=theirs)
     with pytest.raises(TypeError, match="upload_stream"):
         graph.instantiate(upload, upload_stream="stream")
     with pytest.raises(ValueError, match="UPLOAD"):
-        graph.instantiate(upload_stream=device.create_stream())
+        graph.instantiate(upload_stream=mine)
     assert device.statistics() == before
     assert not graph.statistics().instantiated
-    graph_exec = graph.instantiate(upload, upload_stream=device.create_stream())
+    graph_exec = graph.instantiate(upload, upload_stream=mine)
     assert graph_exec.flags is upload
-    destroy(graph, graph_exec)
+    destroy(graph, graph_exec, mine, theirs)
 
 
 # -- 9. bad input named in the issue ------------------------------------------------------------
@@ -450,11 +452,12 @@ async def test_object_dtype_host_array_is_refused_by_stream_and_node_memcpy(
 @pytest.mark.asyncio
 async def test_true_as_element_size_is_a_type_error(device: ahg.Device) -> None:
     ptr = device.malloc(16)
+    stream, graph = device.create_stream(), ahg.Graph()
     with pytest.raises(TypeError, match="element_size"):
-        await device.create_stream().memset(ptr, 0, 4, element_size=True)
+        await stream.memset(ptr, 0, 4, element_size=True)
     with pytest.raises(TypeError, match="element_size"):
-        ahg.Graph().add_memset_node(ptr, 0, 4, element_size=True)
-    destroy(ptr)
+        graph.add_memset_node(ptr, 0, 4, element_size=True)
+    destroy(ptr, stream, graph)
 
 
 @pytest.mark.asyncio
