@@ -94,7 +94,8 @@ def test_labels_and_shapes_per_node_type(device: ahg.Device) -> None:
         "alloc": graph.add_mem_alloc_node(128),
     }
     nodes["free"] = graph.add_mem_free_node(nodes["alloc"].params.ptr)
-    child = graph.add_child_graph_node(ahg.Graph())
+    empty = ahg.Graph()
+    child = graph.add_child_graph_node(empty)
     lines = node_lines(graph.to_dot())
     expected = {
         "kernel": ("bold", "octagon", "\\nsaxpy\\n"),
@@ -114,7 +115,7 @@ def test_labels_and_shapes_per_node_type(device: ahg.Device) -> None:
         assert lines[node.id] == (style, shape, f"{node.id}{label_tail}"), name
     embedded_id = child.params.graph.id
     assert lines[child.id] == ("solid", "rectangle", f"{child.id}\\ngraph_{embedded_id}")
-    destroy(buf, other, event, graph)
+    destroy(buf, other, event, graph, empty)
 
 
 def test_child_clusters_follow_the_parent_cluster_depth_first() -> None:
@@ -124,7 +125,8 @@ def test_child_clusters_follow_the_parent_cluster_depth_first() -> None:
     child.add_child_graph_node(grandchild)
     parent = ahg.Graph()
     first = parent.add_child_graph_node(child)
-    second = parent.add_child_graph_node(ahg.Graph(), deps=[first])
+    empty = ahg.Graph()
+    second = parent.add_child_graph_node(empty, deps=[first])
     text = parent.to_dot()
     lines = text.splitlines()
     starts = [line for line in lines if line.startswith("subgraph cluster_")]
@@ -142,7 +144,7 @@ def test_child_clusters_follow_the_parent_cluster_depth_first() -> None:
         depth += line.endswith("{") - (line == "}")
         assert depth in (0, 1)
     assert text.count("subgraph") == 4
-    destroy(grandchild, child, parent)
+    destroy(grandchild, child, parent, empty)
 
 
 def test_hip_test_substring_counts(device: ahg.Device) -> None:

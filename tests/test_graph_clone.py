@@ -145,7 +145,8 @@ def test_clone_copies_child_graphs_deeply() -> None:
 
 
 def test_clone_of_empty_and_cyclic_graphs() -> None:
-    empty = ahg.Graph().clone()
+    original = ahg.Graph()
+    empty = original.clone()
     assert empty.nodes() == []
     graph = ahg.Graph()
     a = graph.add_empty_node()
@@ -153,14 +154,15 @@ def test_clone_of_empty_and_cyclic_graphs() -> None:
     graph.add_dependencies(b, a)
     copy = graph.clone()
     assert [(s.id, d.id) for s, d in copy.edges()] == [(a.id, b.id), (b.id, a.id)]
-    destroy(empty, graph, copy)
+    destroy(empty, graph, copy, original)
 
 
 def test_clone_statistics_match() -> None:
     graph = ahg.Graph()
     a = graph.add_empty_node()
     graph.add_empty_node(deps=[a])
-    graph.add_child_graph_node(ahg.Graph(), deps=[a])
+    child = ahg.Graph()
+    graph.add_child_graph_node(child, deps=[a])
     copy = graph.clone()
     ours, theirs = graph.statistics(), copy.statistics()
     assert (ours.nodes, ours.edges, ours.roots, ours.child_graphs) == (
@@ -169,7 +171,7 @@ def test_clone_statistics_match() -> None:
         theirs.roots,
         theirs.child_graphs,
     )
-    destroy(graph, copy)
+    destroy(graph, copy, child)
 
 
 @settings(max_examples=50, deadline=None)

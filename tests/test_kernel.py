@@ -260,8 +260,8 @@ async def test_a_launch_with_a_pointer_moved_below_zero_fails_and_changes_nothin
     below_zero = ptr - (ptr.address + 256)
     with pytest.raises(ValueError, match="out of range"):
         await stream.launch_kernel(saxpy, 1, 16, (16, 1.0, below_zero, ptr))
-    with pytest.raises(ValueError, match="out of range"):
-        ahg.Graph().add_kernel_node(saxpy, 1, 16, (16, 1.0, ptr, ptr + 2**64))
+    with ahg.Graph() as graph, pytest.raises(ValueError, match="out of range"):
+        graph.add_kernel_node(saxpy, 1, 16, (16, 1.0, ptr, ptr + 2**64))
     assert device.memory.statistics() == memory
     assert stream.statistics() == streams
     stream.destroy()
