@@ -322,11 +322,11 @@ def test_devices_own_disjoint_address_ranges_below_2_64() -> None:
     for device, (base, end) in zip(devices, ranges, strict=True):
         ptr = device.malloc(1000)
         assert base <= ptr.address < ptr.address + 1000 <= end
+        device.free(ptr)
     last = DeviceMemory(MAX_DEVICES - 1, KIB)
     assert last.address_end == 2**64
     with pytest.raises(ValueError, match="address range"):
         DeviceMemory(MAX_DEVICES, KIB)
-    destroy(ptr)
 
 
 @pytest.mark.parametrize("nbytes", [2**64 - 1, 2**64, ADDRESS_SPACE_BYTES + 1, 2**100])

@@ -102,6 +102,7 @@ async def test_new_stream_that_does_not_wait_for_its_caller(device: ahg.Device) 
     (report,) = rc.reports
     assert report.kind == "read-after-write"
     assert "has no ordering with" in report.why
+    worker.destroy()  # the second ``worker`` below is another stream
 
     with ahg.race_check(on_race="raise") as rc:
         a2 = device.malloc(NBYTES)
@@ -183,7 +184,8 @@ async def test_event_snapshot_is_the_record_not_the_wait(device: ahg.Device) -> 
     assert rc.reports == []  # the host sync ordered it: later enqueues follow host order
 
     with ahg.race_check(on_race="collect") as rc:
-        await s1.memset(device.malloc(16), 0, 16)
+        scratch = device.malloc(16)
+        await s1.memset(scratch, 0, 16)
         await s1.record_event(event)
         await s1.launch_kernel(fill, 1, N, (N, buf))
         await s2.wait_event(event)
@@ -194,7 +196,7 @@ async def test_event_snapshot_is_the_record_not_the_wait(device: ahg.Device) -> 
     assert "only up to op #" in report.why
     assert "recorded on" in report.why
     assert "waited at" in report.why
-    destroy(s1, s2, buf, event)
+    destroy(s1, s2, buf, event, scratch)
 
 
 @pytest.mark.asyncio

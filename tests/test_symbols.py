@@ -115,8 +115,9 @@ async def test_symbol_errors_follow_hip_and_change_nothing(device: ahg.Device) -
         await stream.memcpy_from_symbol(host, COEFFS, -1, 0)
     with pytest.raises(ahg.InvalidValue, match="do not fit"):
         await stream.memcpy_to_symbol(COEFFS, np.zeros(9, np.float32))  # 36 bytes by default
+    source = device.malloc(4)
     with pytest.raises(ahg.InvalidValue, match="nbytes is required"):
-        await stream.memcpy_to_symbol(COEFFS, device.malloc(4))
+        await stream.memcpy_to_symbol(COEFFS, source)
     with pytest.raises(ahg.InvalidMemcpyDirection):
         await stream.memcpy_to_symbol(COEFFS, host, 8, 0, ahg.CopyKind.DeviceToHost)
     with pytest.raises(ahg.InvalidMemcpyDirection):
@@ -130,7 +131,7 @@ async def test_symbol_errors_follow_hip_and_change_nothing(device: ahg.Device) -
     now = snapshot()
     assert now.devices[0].memory.allocations == before[0].devices[0].memory.allocations + 1
     assert stream.statistics() == before[1]
-    destroy(stream)
+    destroy(stream, source)
 
 
 @pytest.mark.asyncio
