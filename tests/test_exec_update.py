@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pytest
@@ -51,23 +51,33 @@ def values(device: ahg.Device, ptr: ahg.DevicePtr, count: int) -> list[int]:
     return [int(v) for v in device.view(ptr, np.int64, count)]
 
 
-_MADE: list[ahg.Stream] = []  # streams held_stream made, destroyed after each test
+# What helpers (and arguments made inline) created for a test; destroyed or freed after it.
+_MADE: list[Any] = []
+
+T = TypeVar("T")
+
+
+def _track(made: T) -> T:
+    _MADE.append(made)
+    return made
 
 
 @pytest.fixture(autouse=True)
-def _destroy_made_streams() -> Iterator[None]:
+def _destroy_made() -> Iterator[None]:
     yield
     while _MADE:
-        stream = _MADE.pop()
-        if stream.alive:  # a test may have destroyed it itself
-            stream.destroy()
+        made = _MADE.pop()
+        if isinstance(made, ahg.DevicePtr):
+            ahg.get_device(made.device).free(made)
+        elif made.alive:  # a test may have destroyed it itself
+            made.destroy()
 
 
 async def held_stream(device: ahg.Device) -> tuple[HeldKernel, ahg.Stream]:
     """A stream whose queue is held by eager work: launches on it stay enqueued, not started."""
     held = HeldKernel("eager")
     stream = device.create_stream()
-    _MADE.append(stream)
+    _track(stream)
     await held.launch(stream)
     await held.started.wait()
     return held, stream
@@ -438,7 +448,7 @@ async def test_a_disabled_node_does_nothing_but_keeps_its_ordering(device: ahg.D
         graph_exec.set_node_enabled(node, False)
         assert not graph_exec.node_enabled(node)
 
-    handle = await graph_exec.launch(device.create_stream())
+    handle = await graph_exec.launch(_track(device.create_stream()))
     await held.started.wait()
     await loop_turns()
     assert log == ["before start"]  # the node after the disabled ones still waits
@@ -517,7 +527,7 @@ def test_only_kernel_memcpy_and_memset_nodes_can_be_disabled(device: ahg.Device,
         "empty": graph.add_empty_node,
         "record": lambda: graph.add_event_record_node(event),
         "wait": lambda: graph.add_event_wait_node(event),
-        "child": lambda: graph.add_child_graph_node(ahg.Graph()),
+        "child": lambda: graph.add_child_graph_node(_track(ahg.Graph())),
     }
     node = adders[kind]()
     graph_exec = graph.instantiate()
@@ -535,11 +545,11 @@ def _foreign_nodes(
     graph: ahg.Graph, node: ahg.GraphNode, child: ahg.GraphNode, device: ahg.Device
 ) -> dict[str, Any]:
     """Nodes an exec made from ``graph`` does not know, keyed by how they came about."""
-    buf = device.malloc(8)
+    buf = _track(device.malloc(8))
     return {
-        "another graph's node": ahg.Graph().add_kernel_node(put, 1, 1, (0, 0, buf)),
+        "another graph's node": _track(ahg.Graph()).add_kernel_node(put, 1, 1, (0, 0, buf)),
         "a node added after instantiate": graph.add_kernel_node(put, 1, 1, (0, 0, buf)),
-        "the node's copy in a clone": graph.clone().find_in_clone(node),
+        "the node's copy in a clone": _track(graph.clone()).find_in_clone(node),
         "a node inside a child graph's copy": child.params.graph.nodes()[0],
     }
 
@@ -606,7 +616,7 @@ SETTERS: dict[str, tuple[str, Callable[[ahg.GraphExec, ahg.GraphNode, dict[str, 
     "host": ("host", lambda e, n, r: e.set_host_node_params(n, print)),
     "event record": ("record", lambda e, n, r: e.set_event_record_node_event(n, r["event"])),
     "event wait": ("wait", lambda e, n, r: e.set_event_wait_node_event(n, r["event"])),
-    "child graph": ("child", lambda e, n, r: e.set_child_graph_node_params(n, ahg.Graph())),
+    "child graph": ("child", lambda e, n, r: e.set_child_graph_node_params(n, _track(ahg.Graph()))),
 }
 
 
@@ -639,14 +649,14 @@ def test_a_setter_given_a_node_of_another_type_is_invalid_value(
     graph_exec = graph.instantiate()
     with pytest.raises(ahg.InvalidValue, match="node, not"):
         call(graph_exec, node, resources)
-    destroy(graph, graph_exec)
+    destroy(graph, graph_exec, resources["buf"], resources["event"])
 
 
 def test_handle_and_type_are_checked_before_parameter_values(device: ahg.Device) -> None:
     graph = ahg.Graph()
     empty = graph.add_empty_node()
     graph_exec = graph.instantiate()
-    other = ahg.Graph().add_kernel_node(put, 1, 1, (1, 0, device.malloc(8)))
+    other = _track(ahg.Graph()).add_kernel_node(put, 1, 1, (1, 0, _track(device.malloc(8))))
     with pytest.raises(ahg.InvalidValue):  # not InvalidConfiguration: the type comes first
         graph_exec.set_kernel_node_params(empty, put, 0, 0, ())
     with pytest.raises(ahg.InvalidValue):  # not TypeError for the arguments: the handle first
@@ -715,7 +725,9 @@ def test_memset_setter_keeps_a_2d_fill_s_shape_and_device() -> None:
     with pytest.raises(ahg.InvalidValue, match="row size and height"):
         graph_exec.set_memset_node_params(node, buf, 0, 8, height=4, pitch=32)
     with pytest.raises(ahg.InvalidValue, match="another device"):
-        graph_exec.set_memset_node_params(node, other.malloc(256), 0, 16, height=4, pitch=32)
+        graph_exec.set_memset_node_params(
+            node, _track(other.malloc(256)), 0, 16, height=4, pitch=32
+        )
     destroy(buf, graph, graph_exec)
 
 
@@ -928,7 +940,7 @@ async def test_event_wait_setter_waits_for_the_new_event_from_the_next_launch(
     graph_exec.set_event_wait_node_event(wait, new)
     held, stream = await held_stream(device)
     await stream.record_event(new)
-    handle = await graph_exec.launch(device.create_stream())
+    handle = await graph_exec.launch(_track(device.create_stream()))
     await loop_turns()
     assert log == []
     held.release()
@@ -940,7 +952,7 @@ async def test_event_wait_setter_waits_for_the_new_event_from_the_next_launch(
 def _child(
     value: int, out: ahg.DevicePtr, *, extra: bool = False, memset: bool = False
 ) -> ahg.Graph:
-    child = ahg.Graph()
+    child = _track(ahg.Graph())
     if memset:
         first = child.add_memset_node(out, 0, 8)
     else:
