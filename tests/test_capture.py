@@ -531,4 +531,4 @@ async def test_recapture_with_stream_ordered_memory_updates_the_exec(device: ahg
     for handle in (exec_, first, second):
         handle.destroy()
     assert device.memory.statistics().reservations == 0
-    destroy(dst)
+    destroy(dst, stream)

@@ -561,7 +561,8 @@ async def test_update_keeps_equal_bodies_and_refuses_changed_ones(device: ahg.De
     node, (body,) = graph.add_conditional_node(handle, K.While)
     body.add_kernel_node(count_to, 1, 1, (3, x, handle))
     graph_exec = graph.instantiate()
-    assert graph_exec.update(graph.clone()).ok  # same bodies: nothing to change
+    same = graph.clone()
+    assert graph_exec.update(same).ok  # same bodies: nothing to change
     changed = graph.clone()
     (step,) = changed.find_in_clone(node).params.bodies[0].nodes()
     step.set_kernel_params(count_to, 1, 1, (9, x, handle))
@@ -581,7 +582,7 @@ async def test_update_keeps_equal_bodies_and_refuses_changed_ones(device: ahg.De
     with pytest.raises(ahg.InvalidValue):
         graph_exec.set_node_params(node, ahg.GraphNodeParams(ahg.NodeType.Conditional, node.params))
     graph_exec.destroy()
-    for g in (graph, changed, other_kind):
+    for g in (graph, same, changed, other_kind):
         g.destroy()
     device.free(x)
 

@@ -418,8 +418,8 @@ def test_peer_access_from_another_thread_is_seen_by_the_loop() -> None:
     assert all(isinstance(e, ahg.PeerAccessAlreadyEnabled) for e in errors)
 
     async def main() -> None:
-        stream = d0.create_stream()
-        await (await stream.launch_kernel(add_one, 1, 4, (4, remote)))
+        with d0.create_stream() as stream:
+            await (await stream.launch_kernel(add_one, 1, 4, (4, remote)))
 
     asyncio.run(main())
     assert (d1.view(remote, np.int32, 4) == 1).all()

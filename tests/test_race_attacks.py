@@ -264,9 +264,10 @@ def test_update_rechecks_and_a_racing_update_changes_nothing(device: ahg.Device)
     with pytest.raises(ahg.RaceError) as caught:
         exe.update(racy)
     assert [r.kind for r in caught.value.reports] == ["write-after-write"]
-    assert exe.update(build(b)).kind is ahg.UpdateResultKind.Success
+    fine = build(b)
+    assert exe.update(fine).kind is ahg.UpdateResultKind.Success
     exe.destroy()
-    destroy(a, b, graph, racy)
+    destroy(a, b, graph, racy, fine)
 
 
 def test_a_replay_is_checked_against_a_merged_summary(device: ahg.Device) -> None:
