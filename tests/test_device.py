@@ -293,6 +293,7 @@ async def test_an_idle_device_can_move_to_another_event_loop(device: ahg.Device)
         other = device.create_stream()
         await other.memset(ptr, 0, 64)
         await other.synchronize()
+        other.destroy()
 
     assert run_in_other_loop(use_elsewhere) == "completed"
     assert device_ones(device, ptr) == 0
@@ -338,4 +339,5 @@ def test_work_left_behind_by_a_closed_loop_fails_but_completes_on_the_next_loop(
 
     assert ahg.run(use_again) == [1] * 16
     assert device.in_flight == 0
+    destroy(state["stream"], state["ptr"])
     assert all(queue.pending == 0 for queue in device.queues)
