@@ -4,9 +4,9 @@ Every async test runs twice, once per event loop implementation (pytest-asyncio'
 ``pytest_asyncio_loop_factories`` hook). Every test runs on the kit users get: the autouse
 fixture is ``ahipgraph.testing``'s device fixture (``ahg_devices(1)``), so each test starts
 with a fresh device 0 and fails at teardown with the kit's report if it left anything alive,
-in flight or allocated.
-``device`` is that same device. A test whose very point is to leave something behind says so
-with ``@pytest.mark.leaks_allowed("why")``: it still gets fresh devices, without the check.
+in flight or allocated. ``device`` is that same device. A test whose very point is to leave
+something behind says so with ``@pytest.mark.leaks_allowed("why")``: it still gets fresh
+devices, without the check.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
 
@@ -39,18 +38,7 @@ def pytest_asyncio_loop_factories(
     return factories
 
 
-# Tests not yet made to clean up after themselves, by "file::function": they still get fresh
-# devices, but no leak check until they destroy what they create. The list only shrinks.
-_PENDING = frozenset(
-    line.strip()
-    for line in (Path(__file__).parent / "leak_check_pending.txt").read_text().splitlines()
-    if line.strip() and not line.startswith("#")
-)
-
-
 def _leaks_allowed(request: pytest.FixtureRequest) -> bool:
-    if request.node.nodeid.split("[")[0] in _PENDING:
-        return True
     marker = request.node.get_closest_marker("leaks_allowed")
     if marker is None:
         return False

@@ -327,7 +327,9 @@ async def _timeline_program(device: ahg.Device) -> list[int | None]:
     await c.record_event(events[6])
     await device.null_stream.record_event(events[7])
     await device.synchronize()
-    return [event.time_ns for event in events]
+    times = [event.time_ns for event in events]
+    destroy(a, b, c, *events, ptr)
+    return times
 
 
 @pytest.mark.asyncio

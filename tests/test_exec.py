@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -598,6 +598,16 @@ async def _call(fn: Callable[[], Any]) -> None:
         await result
 
 
+_MADE: list[Any] = []  # what the helpers below made for a test; ended after it
+
+
+@pytest.fixture(autouse=True)
+def _destroy_made() -> Iterator[None]:
+    yield
+    destroy(*(made for made in _MADE if isinstance(made, ahg.DevicePtr) or made.alive))
+    _MADE.clear()
+
+
 def _exec_calls(
     graph_exec: ahg.GraphExec, graph: ahg.Graph, nodes: dict[str, ahg.GraphNode], device: ahg.Device
 ) -> dict[str, Callable[[], Any]]:
@@ -605,6 +615,8 @@ def _exec_calls(
     host = np.zeros(8, dtype=np.uint8)
     event = device.create_event()
     stream = device.create_stream()
+    child = ahg.Graph()
+    _MADE.extend((buf, event, stream, child))
     k, c, s, h = nodes["kernel"], nodes["memcpy"], nodes["memset"], nodes["host"]
     return {
         "launch": lambda: graph_exec.launch(stream),
@@ -625,7 +637,7 @@ def _exec_calls(
             nodes["wait"], event
         ),
         "set_child_graph_node_params": lambda: graph_exec.set_child_graph_node_params(
-            nodes["child"], ahg.Graph()
+            nodes["child"], child
         ),
         "set_node_enabled": lambda: graph_exec.set_node_enabled(k, False),
         "node_enabled": lambda: graph_exec.node_enabled(k),
@@ -636,7 +648,8 @@ def _every_kind_graph(device: ahg.Device) -> tuple[ahg.Graph, dict[str, ahg.Grap
     buf = device.malloc(64)
     host = np.zeros(8, dtype=np.uint8)
     event = device.create_event()
-    graph = ahg.Graph()
+    graph, child = ahg.Graph(), ahg.Graph()
+    _MADE.extend((buf, event, graph, child))
     nodes = {
         "kernel": graph.add_kernel_node(put, 1, 1, (1, 0, buf)),
         "memcpy": graph.add_memcpy_node(host, buf, 8),
@@ -644,7 +657,7 @@ def _every_kind_graph(device: ahg.Device) -> tuple[ahg.Graph, dict[str, ahg.Grap
         "host": graph.add_host_node(print),
         "record": graph.add_event_record_node(event),
         "wait": graph.add_event_wait_node(event),
-        "child": graph.add_child_graph_node(ahg.Graph()),
+        "child": graph.add_child_graph_node(child),
         "empty": graph.add_empty_node(),
     }
     return graph, nodes
@@ -1052,7 +1065,7 @@ async def test_relaunch_after_the_user_frees_the_graph_allocation(device: ahg.De
 # -- simulated time --------------------------------------------------------------------------
 
 
-def _timed_graph(device: ahg.Device, host: np.ndarray) -> ahg.Graph:
+def _timed_graph(device: ahg.Device, host: np.ndarray) -> tuple[ahg.Graph, ahg.DevicePtr]:
     buf = device.malloc(host.nbytes)
     graph = ahg.Graph()
     upload = graph.add_memcpy_node(buf, host)
@@ -1060,12 +1073,13 @@ def _timed_graph(device: ahg.Device, host: np.ndarray) -> ahg.Graph:
     slow = graph.add_kernel_node(slow_tick, 1, 1, deps=[upload])
     join = graph.add_kernel_node(tick, 1, 1, deps=[quick, slow])
     graph.add_memcpy_node(host, buf, deps=[join])
-    return graph
+    return graph, buf
 
 
 async def _launch_ends(device: ahg.Device, *, back_to_back: bool) -> list[int]:
     host = np.zeros(1024, dtype=np.float32)
-    graph_exec = _timed_graph(device, host).instantiate()
+    graph, buf = _timed_graph(device, host)
+    graph_exec = graph.instantiate()
     stream = device.create_stream()
     handles = []
     for _ in range(3):
@@ -1075,6 +1089,7 @@ async def _launch_ends(device: ahg.Device, *, back_to_back: bool) -> list[int]:
     await stream.synchronize()
     ends = [h.end_ns for h in handles]
     assert all(end is not None for end in ends)
+    destroy(graph_exec, graph, stream, buf)
     return ends  # type: ignore[return-value]
 
 
