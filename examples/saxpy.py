@@ -34,15 +34,18 @@ async def main() -> None:
         out = np.empty_like(y_host)
         await stream.memcpy(out, y)
         await stream.synchronize()
+        kernel_ms = ahg.elapsed_time(start, stop)
     finally:
         device.free(x)
         device.free(y)
         stream.destroy()
+        start.destroy()
+        stop.destroy()
 
     expected = a * x_host + y_host
     np.testing.assert_allclose(out, expected, rtol=1e-6)
     print(f"saxpy n={n}: max |error| = {np.abs(out - expected).max():.2e}")
-    print(f"kernel time (simulated): {ahg.elapsed_time(start, stop):.4f} ms")
+    print(f"kernel time (simulated): {kernel_ms:.4f} ms")
 
 
 if __name__ == "__main__":

@@ -1,9 +1,12 @@
 """Shared fixtures: a fresh simulated device per test, on asyncio and on uvloop.
 
 Every async test runs twice, once per event loop implementation (pytest-asyncio's
-``pytest_asyncio_loop_factories`` hook). ``device`` gives a freshly configured
-device 0 so no state leaks between tests. Fresh devices come from ``ahipgraph.testing`` (the
-kit users get); tests that want the leak check at teardown use its ``ahg_device`` fixture.
+``pytest_asyncio_loop_factories`` hook). Every test runs on the kit users get: the autouse
+fixture is ``ahipgraph.testing``'s device fixture (``ahg_devices(1)``), so each test starts
+with a fresh device 0 and fails at teardown with the kit's report if it left anything alive,
+in flight or allocated. ``device`` is that same device. A test whose very point is to leave
+something behind says so with ``@pytest.mark.leaks_allowed("why")``: it still gets fresh
+devices, without the check.
 """
 
 from __future__ import annotations
@@ -35,15 +38,32 @@ def pytest_asyncio_loop_factories(
     return factories
 
 
+def _leaks_allowed(request: pytest.FixtureRequest) -> bool:
+    marker = request.node.get_closest_marker("leaks_allowed")
+    if marker is None:
+        return False
+    if not (marker.args and isinstance(marker.args[0], str) and marker.args[0]):
+        raise TypeError("@pytest.mark.leaks_allowed needs a reason: leaks_allowed('why')")
+    return True
+
+
 @pytest.fixture(autouse=True)
-def fresh_devices() -> Iterator[None]:
-    """Each test starts with one default device, and leaves none behind."""
-    with fresh(1, check=False):
-        yield
+def fresh_devices(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Each test starts with one fresh device 0 and is leak-checked at teardown by the kit."""
+    if _leaks_allowed(request):
+        with fresh(1, check=False):
+            yield
+        return
+    # The kit's factory fixture, the code path of ``ahg_device``. Not ``ahg_device`` itself:
+    # pytest keeps a fixture's value for the whole test, and a test that drops device 0 (by
+    # reconfiguring) must be able to see it collected.
+    request.getfixturevalue("ahg_devices")(1)
+    yield
 
 
 @pytest.fixture
 def device() -> ahg.Device:
+    """Device 0 of this test: what ``ahg_device`` gives, made by the autouse fixture."""
     return ahg.get_device(0)
 
 

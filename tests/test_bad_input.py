@@ -14,6 +14,7 @@ them.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -101,6 +102,21 @@ class World:
             "obj": gone_obj,
             "ptr": gone_ptr,
         }
+
+    def close(self) -> None:
+        """Destroy and free everything the world made (the sweep's calls may have freed some)."""
+        asyncio.run(self.device.synchronize())
+        for handle in (self.exec, self.graph, self.clone, self.child, self.mem_graph):
+            if handle.alive:
+                handle.destroy()
+        for handle in (self.stream, self.event):
+            if handle.alive:
+                handle.destroy()
+        if self.obj.statistics().refcount > 0:
+            self.obj.release(self.obj.statistics().refcount)
+        for ptr in (self.src, self.dst):
+            with contextlib.suppress(ahg.HipError):
+                self.device.free(ptr)
 
     def state(self) -> tuple[Any, ...]:
         registries = tuple(r.statistics() for r in (GRAPHS, NODES, EXECS, STREAMS, EVENTS))
@@ -629,6 +645,20 @@ def cases() -> list[Any]:
     return out
 
 
+def release(result: Any) -> None:
+    """Destroy or free what a valid call made (a stream, a graph, a node, an allocation...)."""
+    if isinstance(result, ahg.DevicePtr):
+        ahg.get_device(result.device).free(result)
+    elif isinstance(result, ahg.UserObject):
+        result.release(result.statistics().refcount)
+    elif (
+        isinstance(result, (ahg.Stream, ahg.Event, ahg.Graph, ahg.GraphExec))
+        and result.alive
+        and not (isinstance(result, ahg.Stream) and result.is_null)
+    ):
+        result.destroy()
+
+
 def call(fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
     """Call ``fn`` from inside a running event loop, awaiting it if it is a coroutine."""
 
@@ -656,12 +686,14 @@ def test_bad_argument_is_refused_and_changes_nothing(name: str, arg: str, label:
     else:
         kwargs[arg] = BAD[label]
     if (name, arg, label) in ACCEPTED:
-        call(fn, kwargs)  # valid on purpose (see ACCEPTED)
+        release(call(fn, kwargs))  # valid on purpose (see ACCEPTED)
+        world.close()
         return
     before = world.state()
     with pytest.raises((ahg.HipError, TypeError, ValueError)):
         call(fn, kwargs)
     assert world.state() == before
+    world.close()
 
 
 @pytest.mark.parametrize("name", list(ENTRIES))
@@ -669,7 +701,8 @@ def test_the_valid_call_of_each_swept_entry_point_succeeds(name: str) -> None:
     """Guards the sweep itself: every failure above comes from the one bad argument."""
     world = World()
     spec = ENTRIES[name]
-    call(spec.call(world), spec.args(world))
+    release(call(spec.call(world), spec.args(world)))
+    world.close()
 
 
 def test_every_accepted_value_names_a_swept_case() -> None:

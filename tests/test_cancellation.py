@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
 
 import ahipgraph as ahg
 from ahipgraph.device.signal import Signal
+from cleanup import destroy
 from fakes import HeldKernel, loop_turns
 
 
@@ -23,9 +24,20 @@ def no_waiters_on(signal: Signal) -> bool:
     return signal.waiters == 0 and (lot is None or not lot._waiters)
 
 
+_MADE: list[ahg.Stream] = []  # streams held_stream made, destroyed after each test
+
+
+@pytest.fixture(autouse=True)
+def _destroy_made_streams() -> Iterator[None]:
+    yield
+    while _MADE:
+        destroy(_MADE.pop())
+
+
 async def held_stream(device: ahg.Device) -> tuple[HeldKernel, ahg.Stream, ahg.Completion]:
     held = HeldKernel()
     stream = device.create_stream()
+    _MADE.append(stream)
     completion = await held.launch(stream)
     await held.started.wait()
     return held, stream, completion
@@ -65,6 +77,7 @@ async def test_cancelled_event_synchronize_leaves_no_waiter_behind(device: ahg.D
     held.release()
     await event.synchronize()
     assert event.query()
+    destroy(event)
 
 
 @pytest.mark.asyncio
@@ -101,6 +114,7 @@ async def test_cancelled_null_stream_synchronize_leaves_no_waiter_on_any_stream(
     for kernel in held:
         kernel.release()
     await device.null_stream.synchronize()
+    destroy(*streams)
 
 
 @pytest.mark.asyncio
@@ -158,6 +172,7 @@ async def test_synchronize_cancelled_after_its_wake_up_keeps_the_streams_error(
     with pytest.raises(ahg.LaunchFailure, match="fail_when_released"):
         await stream.synchronize()  # the error was kept for the next caller
     await stream.synchronize()
+    destroy(stream)
 
 
 @pytest.mark.asyncio
@@ -178,3 +193,4 @@ async def test_synchronize_cancelled_in_the_same_step_as_completion_leaves_no_wa
     assert no_waiters_on(signal)
     assert completion.done()
     await stream.synchronize()
+    destroy(stream)

@@ -7,17 +7,24 @@ Each test names the HIP rule it pins down (HIP_SEMANTICS.md §2). Leak checks co
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
 
 import ahipgraph as ahg
 from capture_helpers import NBYTES, Baseline, N, affine, host_view, no_capture_left
+from cleanup import destroy
 
 
 @pytest.fixture
-def kit(device: ahg.Device) -> tuple[ahg.Stream, ahg.DevicePtr, ahg.DevicePtr]:
-    return device.create_stream(), device.malloc(NBYTES), device.malloc(NBYTES)
+def kit(device: ahg.Device) -> Iterator[tuple[ahg.Stream, ahg.DevicePtr, ahg.DevicePtr]]:
+    stream, a, b = device.create_stream(), device.malloc(NBYTES), device.malloc(NBYTES)
+    yield stream, a, b
+    if stream.alive:  # some tests destroy it themselves
+        stream.destroy()
+    device.free(a)
+    device.free(b)
 
 
 # -- begin / end -----------------------------------------------------------------------------------
@@ -51,6 +58,7 @@ async def test_captured_operations_become_a_chain_and_do_not_run(device: ahg.Dev
     exec_.destroy()
     graph.destroy()
     no_capture_left()
+    destroy(stream, a, b)
 
 
 @pytest.mark.asyncio
@@ -77,6 +85,7 @@ async def test_kernel_captured_on_a_prioritised_stream_carries_its_priority(
     graph = stream.end_capture()
     assert work.node.params.priority == -1
     graph.destroy()
+    destroy(stream, a)
 
 
 @pytest.mark.asyncio
@@ -126,6 +135,7 @@ def test_end_capture_errors_in_hip_order(device: ahg.Device) -> None:
         device.null_stream.end_capture()
     with pytest.raises(ahg.IllegalState):
         stream.end_capture()  # status None
+    destroy(stream)
 
 
 def test_end_capture_of_an_empty_capture_gives_an_empty_graph(device: ahg.Device) -> None:
@@ -136,6 +146,7 @@ def test_end_capture_of_an_empty_capture_gives_an_empty_graph(device: ahg.Device
     assert not graph.destroyed
     graph.destroy()
     no_capture_left()
+    destroy(stream)
 
 
 # -- queries ---------------------------------------------------------------------------------------
@@ -193,6 +204,7 @@ async def test_null_stream_is_implicit_while_a_blocking_stream_captures(
     non_blocking.end_capture().destroy()
     await null.memset(a, 0, NBYTES)
     await null.synchronize()
+    destroy(blocking, non_blocking, a)
 
 
 # -- update_capture_dependencies -------------------------------------------------------------------
@@ -279,6 +291,7 @@ def test_capture_to_graph_errors(device: ahg.Device) -> None:
         stream.begin_capture_to_graph(other)
     assert stream.is_capturing() is ahg.CaptureStatus.NONE
     graph.destroy()
+    destroy(stream)
 
 
 @pytest.mark.asyncio
@@ -401,6 +414,7 @@ async def test_eager_malloc_async_and_free_async_in_stream_order(device: ahg.Dev
     with pytest.raises(ahg.InvalidValue):
         await stream.free_async(ahg.NULL)
     assert await stream.malloc_async(0) == ahg.NULL
+    destroy(stream)
 
 
 @pytest.mark.asyncio
@@ -424,6 +438,7 @@ async def test_captured_malloc_async_is_usable_at_once_and_replays(device: ahg.D
     exec_.destroy()
     graph.destroy()
     assert Baseline.take(device) == before
+    destroy(stream, dst)
 
 
 @pytest.mark.asyncio
@@ -469,6 +484,7 @@ async def test_recapture_with_new_arguments_updates_the_exec(device: ahg.Device)
     assert second.to_dot().count("->") == 2
     for handle in (exec_, first, second, clone):
         handle.destroy()
+    destroy(stream, src, dst)
 
 
 @pytest.mark.asyncio
@@ -486,6 +502,7 @@ async def test_capturing_a_graph_launch_is_unsupported_and_invalidates(
         stream.end_capture()
     exec_.destroy()
     graph.destroy()
+    destroy(stream)
 
 
 @pytest.mark.asyncio
@@ -514,3 +531,4 @@ async def test_recapture_with_stream_ordered_memory_updates_the_exec(device: ahg
     for handle in (exec_, first, second):
         handle.destroy()
     assert device.memory.statistics().reservations == 0
+    destroy(dst, stream)

@@ -2,19 +2,37 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 import pytest
 
 import ahipgraph as ahg
 from capture_helpers import NBYTES, Baseline, N, affine, host_view, no_capture_left
+from cleanup import destroy
+
+_MADE: list[ahg.Stream | ahg.Event] = []  # what streams() and events() made for this test
+
+
+@pytest.fixture(autouse=True)
+def _destroy_made() -> Iterator[None]:
+    yield
+    while _MADE:
+        made = _MADE.pop()
+        if made.alive:  # some tests destroy a stream or event themselves
+            made.destroy()
 
 
 def streams(device: ahg.Device, count: int) -> list[ahg.Stream]:
-    return [device.create_stream() for _ in range(count)]
+    made = [device.create_stream() for _ in range(count)]
+    _MADE.extend(made)
+    return made
 
 
 def events(device: ahg.Device, count: int) -> list[ahg.Event]:
-    return [device.create_event() for _ in range(count)]
+    made = [device.create_event() for _ in range(count)]
+    _MADE.extend(made)
+    return made
 
 
 @pytest.mark.asyncio
@@ -46,7 +64,7 @@ async def test_linear_fork_and_join_makes_a_diamond(device: ahg.Device) -> None:
     x = np.arange(N)
     assert host_view(device, b).tolist() == (3 * (2 * x) + 3 * x).tolist()
     exec_.destroy()
-    graph.destroy()
+    destroy(graph, a, b, c)
     no_capture_left()
 
 
@@ -67,6 +85,7 @@ async def test_unjoined_fork_is_an_error_and_frees_the_graph(device: ahg.Device)
     assert s0.is_capturing() is ahg.CaptureStatus.NONE  # stricter than HIP: the sequence ends
     assert s1.is_capturing() is ahg.CaptureStatus.NONE
     assert Baseline.take(device) == before
+    destroy(a)
 
 
 @pytest.mark.asyncio
@@ -114,6 +133,7 @@ async def test_nested_forks_over_three_streams(device: ahg.Device) -> None:
     assert all(s.is_capturing() is ahg.CaptureStatus.NONE for s in (s0, s1, s2))
     graph.destroy()
     no_capture_left()
+    destroy(a)
 
 
 @pytest.mark.asyncio
@@ -144,6 +164,7 @@ async def test_overlapping_captures_on_two_streams_stay_apart(device: ahg.Device
     g0.destroy()
     g1.destroy()
     no_capture_left()
+    destroy(a)
 
 
 @pytest.mark.asyncio
@@ -161,6 +182,7 @@ async def test_external_wait_adds_an_event_wait_node(device: ahg.Device) -> None
     with pytest.raises(ahg.InvalidValue):
         await s0.wait_event(event, flags=2)
     s0.end_capture().destroy()
+    destroy(a)
 
 
 @pytest.mark.asyncio

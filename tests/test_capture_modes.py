@@ -16,6 +16,7 @@ import pytest
 
 import ahipgraph as ahg
 from capture_helpers import no_capture_left
+from cleanup import destroy
 
 MODES = [ahg.CaptureMode.GLOBAL, ahg.CaptureMode.THREAD_LOCAL, ahg.CaptureMode.RELAXED]
 
@@ -82,6 +83,7 @@ async def test_sync_from_another_task_during_capture(device: ahg.Device, mode: A
         await asyncio.create_task(sync_other())
         capturing.end_capture().destroy()
     no_capture_left()
+    destroy(capturing, other)
 
 
 @pytest.mark.parametrize("mode", MODES, ids=lambda m: m.name)
@@ -101,6 +103,7 @@ def test_sync_from_another_thread_during_capture(device: ahg.Device, mode: Any) 
         assert on_thread(sync_other)
         capturing.end_capture().destroy()
     no_capture_left()
+    destroy(capturing, other)
 
 
 @pytest.mark.asyncio
@@ -120,6 +123,7 @@ async def test_end_from_another_task(device: ahg.Device, mode: Any) -> None:
         assert stream.is_capturing() is ahg.CaptureStatus.ACTIVE
         stream.end_capture().destroy()  # the task that began it still can
     no_capture_left()
+    destroy(stream)
 
 
 @pytest.mark.parametrize("mode", MODES, ids=lambda m: m.name)
@@ -133,6 +137,7 @@ def test_end_from_another_thread(device: ahg.Device, mode: Any) -> None:
             on_thread(stream.end_capture)
         stream.end_capture().destroy()
     no_capture_left()
+    destroy(stream)
 
 
 @pytest.mark.asyncio
@@ -161,3 +166,4 @@ async def test_a_global_capture_begun_in_a_thread_is_tripped_by_a_task(device: a
     thread.join()
     assert isinstance(box.get("error"), ahg.StreamCaptureInvalidated)
     no_capture_left()
+    destroy(stream)

@@ -4,15 +4,21 @@ leak check against a baseline taken before the capture began."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
 import ahipgraph as ahg
 from capture_helpers import NBYTES, Baseline, no_capture_left
+from cleanup import destroy
 
 
 @pytest.fixture
-def stream(device: ahg.Device) -> ahg.Stream:
-    return device.create_stream()
+def stream(device: ahg.Device) -> Iterator[ahg.Stream]:
+    stream = device.create_stream()
+    yield stream
+    if stream.alive:  # some tests destroy it themselves
+        stream.destroy()
 
 
 async def _capture_some(stream: ahg.Stream) -> ahg.DevicePtr:
@@ -64,6 +70,7 @@ async def test_row_synchronize_other_stream_in_global_mode(
     with pytest.raises(ahg.StreamCaptureUnsupported):
         await other.synchronize()
     await _ends_invalidated(stream, before)
+    destroy(other)
 
 
 @pytest.mark.asyncio
@@ -80,6 +87,7 @@ async def test_row_synchronize_other_stream_allowed_in_relaxed_task_mode(
         ahg.exchange_capture_mode(previous)
     assert stream.is_capturing() is ahg.CaptureStatus.ACTIVE
     stream.end_capture().destroy()
+    destroy(other)
 
 
 @pytest.mark.asyncio
@@ -97,6 +105,7 @@ async def test_row_device_synchronize_invalidates_every_capture(device: ahg.Devi
         second.end_capture()
     await _ends_invalidated(first, before)
     await device.synchronize()  # fine once no capture is left
+    destroy(first, second)
 
 
 @pytest.mark.asyncio
@@ -193,6 +202,7 @@ async def test_row_synchronous_copy_and_fill_are_implicit(
     await _ends_invalidated(stream, before)
     await device.memset(ptr, 3, NBYTES)  # no capture left: it runs
     assert device.view(ptr, "u1", NBYTES).tolist() == [3] * NBYTES
+    destroy(other, ptr)
 
 
 @pytest.mark.asyncio
@@ -217,6 +227,7 @@ async def test_async_work_on_another_stream_during_capture_runs(
     stream.end_capture().destroy()
     await done
     assert device.view(ptr, "u1", 1)[0] == 9
+    destroy(other, ptr)
 
 
 # -- destroy mid-capture ---------------------------------------------------------------------------
@@ -241,6 +252,7 @@ async def test_destroying_the_capturing_stream_ends_cleanly(
     after = Baseline.take(device)
     assert after == before
     fork.destroy()
+    destroy(side)
 
 
 @pytest.mark.asyncio
@@ -275,6 +287,7 @@ async def test_destroying_a_fork_event_ends_cleanly(stream: ahg.Stream, device: 
     stream.end_capture().destroy()
     assert side.is_capturing() is ahg.CaptureStatus.NONE
     assert Baseline.take(device) == before
+    destroy(side)
 
 
 @pytest.mark.asyncio

@@ -14,6 +14,7 @@ import ahipgraph as ahg
 from ahipgraph.exec.graph_exec import EXECS
 from ahipgraph.testing.leaks import leak_report
 from ahipgraph.testing.leaks import snapshot as leak_snapshot
+from cleanup import destroy
 
 K = ahg.ConditionalKind
 
@@ -506,6 +507,7 @@ async def test_destroy_ends_a_body_that_never_ends_and_leaks_nothing(device: ahg
     stream.destroy()
     assert EXECS.get(graph_exec.hid) is None
     assert leak_report(baseline) is None
+    destroy(x)
 
 
 @pytest.mark.asyncio
@@ -531,6 +533,7 @@ async def test_cancelling_the_waiter_then_destroying_ends_it(device: ahg.Device)
     graph.destroy()
     stream.destroy()
     assert leak_report(baseline) is None
+    destroy(x)
 
 
 @pytest.mark.asyncio
@@ -558,7 +561,8 @@ async def test_update_keeps_equal_bodies_and_refuses_changed_ones(device: ahg.De
     node, (body,) = graph.add_conditional_node(handle, K.While)
     body.add_kernel_node(count_to, 1, 1, (3, x, handle))
     graph_exec = graph.instantiate()
-    assert graph_exec.update(graph.clone()).ok  # same bodies: nothing to change
+    same = graph.clone()
+    assert graph_exec.update(same).ok  # same bodies: nothing to change
     changed = graph.clone()
     (step,) = changed.find_in_clone(node).params.bodies[0].nodes()
     step.set_kernel_params(count_to, 1, 1, (9, x, handle))
@@ -578,7 +582,7 @@ async def test_update_keeps_equal_bodies_and_refuses_changed_ones(device: ahg.De
     with pytest.raises(ahg.InvalidValue):
         graph_exec.set_node_params(node, ahg.GraphNodeParams(ahg.NodeType.Conditional, node.params))
     graph_exec.destroy()
-    for g in (graph, changed, other_kind):
+    for g in (graph, same, changed, other_kind):
         g.destroy()
     device.free(x)
 

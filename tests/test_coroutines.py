@@ -7,11 +7,13 @@ import asyncio
 import sys
 import threading
 import types
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 import ahipgraph as ahg
+from cleanup import destroy
 from fakes import GatedHost
 
 
@@ -20,8 +22,21 @@ def add_one(t: ahg.Threads, out: ahg.Ptr[ahg.int64]) -> None:
     out[0] += 1
 
 
+_MADE: list[ahg.Graph] = []  # graphs one_kernel_graph made for this test
+
+
+@pytest.fixture(autouse=True)
+def _destroy_made() -> Iterator[None]:
+    yield
+    while _MADE:
+        graph = _MADE.pop()
+        if graph.alive:  # a test may destroy its graph itself
+            graph.destroy()
+
+
 def one_kernel_graph(out: ahg.DevicePtr) -> ahg.Graph:
     graph = ahg.Graph()
+    _MADE.append(graph)
     graph.add_kernel_node(add_one, 1, 1, (out,))
     return graph
 
@@ -61,6 +76,7 @@ async def test_a_concurrent_task_gets_a_turn_at_least_once_per_pool_of_launches(
     assert (pool.sets, pool.misses) == (sets, 0)  # waiting, not growing
     assert device.view(out, "int64", 1)[0] == launches
     graph_exec.destroy()
+    destroy(out, stream)
 
 
 @pytest.mark.asyncio
@@ -78,6 +94,7 @@ async def test_the_grow_policy_adds_sets_and_still_runs_nothing_inline(
     await stream.synchronize()
     assert device.view(out, "int64", 1)[0] == 10
     graph_exec.destroy()
+    destroy(out, stream)
 
 
 @pytest.mark.parametrize(
@@ -92,11 +109,13 @@ async def test_the_grow_policy_adds_sets_and_still_runs_nothing_inline(
 def test_a_bad_signal_set_policy_is_refused_before_anything_is_built(
     device: ahg.Device, options: dict[str, Any], error: type[Exception]
 ) -> None:
-    graph = one_kernel_graph(device.malloc(8))
+    out = device.malloc(8)
+    graph = one_kernel_graph(out)
     before = device.statistics()
     with pytest.raises(error):
         graph.instantiate(**options)
     assert device.statistics() == before
+    destroy(graph, out)
 
 
 def test_launch_nowait_without_a_running_loop_changes_nothing(device: ahg.Device) -> None:
@@ -115,6 +134,7 @@ def test_launch_nowait_without_a_running_loop_changes_nothing(device: ahg.Device
     asyncio.run(later())
     assert device.view(out, "int64", 1)[0] == 1
     graph_exec.destroy()
+    destroy(out)
 
 
 @pytest.mark.asyncio
@@ -148,6 +168,7 @@ async def test_a_launch_from_another_loop_while_the_device_is_busy_changes_nothi
     await asyncio.wait_for(second.wait(), 5)
     assert device.view(out, "int64", 1)[0] == 2
     graph_exec.destroy()
+    destroy(out)
 
 
 def test_under_trio_the_error_names_trio(
@@ -155,10 +176,11 @@ def test_under_trio_the_error_names_trio(
 ) -> None:
     fake_trio = types.SimpleNamespace(lowlevel=types.SimpleNamespace(current_task=lambda: object()))
     monkeypatch.setitem(sys.modules, "trio", fake_trio)
-    graph_exec = one_kernel_graph(device.malloc(8)).instantiate()
+    out = device.malloc(8)
+    graph_exec = one_kernel_graph(out).instantiate()
     with pytest.raises(RuntimeError, match="not trio"):
         graph_exec.launch_nowait()
-    graph_exec.destroy()
+    destroy(graph_exec, out)
 
 
 @pytest.mark.asyncio
@@ -185,6 +207,7 @@ async def test_awaiting_unfinished_work_yields_and_finished_work_does_not(
     await again
     await stream.synchronize()
     assert device.view(out, "int64", 1)[0] == 1
+    destroy(out, stream)
 
 
 @pytest.mark.asyncio

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import ahipgraph as ahg
+from cleanup import destroy
 from fakes import HeldKernel, loop_turns
 
 
@@ -112,6 +113,7 @@ async def test_device_synchronize_waits_for_every_stream(device: ahg.Device) -> 
     await sync
     assert device.in_flight == 0
     assert all(stream.query() for stream in streams)
+    destroy(*streams)
     assert device.clock.now == max(q.busy_until for q in device.queues) > 0
 
 
@@ -141,6 +143,7 @@ async def test_statistics_count_every_packet(device: ahg.Device) -> None:
     assert repr(device) == (
         f"<Device 0 {device.name!r} in_flight=0 memory=64/{device.properties.memory_bytes}>"
     )
+    destroy(stream, ptr)
 
 
 # -- several devices ---------------------------------------------------------------------------
@@ -160,6 +163,7 @@ async def test_each_device_has_its_own_memory_and_queues() -> None:
     assert device_ones(dev1, b) == 16
     assert dev0.statistics().queues[0].submitted == 0  # device 0 did nothing
     assert dev0.memory.bytes_in_use == dev1.memory.bytes_in_use == 64
+    destroy(a, b, stream0, stream1)
 
 
 def device_ones(device: ahg.Device, ptr: ahg.DevicePtr) -> int:
@@ -193,6 +197,7 @@ async def test_a_kernel_given_another_devices_pointer_fails_to_launch() -> None:
     assert device_ones(dev1, foreign) == 0  # nothing was written anywhere
     with pytest.raises(ahg.LaunchFailure):
         await stream.synchronize()
+    destroy(foreign, stream)
 
 
 @pytest.mark.asyncio
@@ -204,12 +209,15 @@ async def test_memcpy_between_devices() -> None:
     await stream.memcpy(dst, src, 16)
     await stream.synchronize()
     assert dev1.view(dst, np.int32).tolist() == [0, 1, 2, 3]
+    destroy(src, dst, stream)
 
 
 def test_pointer_of_a_device_that_does_not_exist_is_invalid_device_pointer() -> None:
     async def copy() -> None:
-        stream = ahg.get_device(0).create_stream()
-        with pytest.raises(ahg.InvalidDevicePointer, match="no device"):
+        with (
+            ahg.get_device(0).create_stream() as stream,
+            pytest.raises(ahg.InvalidDevicePointer, match="no device"),
+        ):
             await stream.memcpy(ahg.DevicePtr(5, 1 << 40), np.zeros(4, np.uint8))
 
     ahg.run(copy)
@@ -271,6 +279,7 @@ async def test_using_a_busy_device_from_a_second_event_loop_is_illegal_state(
     assert other_stream.submitted == 0
     held.release()
     await stream.synchronize()
+    destroy(stream, event, ptr, other_stream)
 
 
 @pytest.mark.asyncio
@@ -284,6 +293,7 @@ async def test_an_idle_device_can_move_to_another_event_loop(device: ahg.Device)
         other = device.create_stream()
         await other.memset(ptr, 0, 64)
         await other.synchronize()
+        other.destroy()
 
     assert run_in_other_loop(use_elsewhere) == "completed"
     assert device_ones(device, ptr) == 0
@@ -291,6 +301,7 @@ async def test_an_idle_device_can_move_to_another_event_loop(device: ahg.Device)
     await stream.launch_kernel(fill_ones, 1, 16, (16, ptr))
     await stream.synchronize()
     assert device_ones(device, ptr) == 16
+    destroy(stream, ptr)
 
 
 def test_work_left_behind_by_a_closed_loop_fails_but_completes_on_the_next_loop() -> None:
@@ -328,4 +339,5 @@ def test_work_left_behind_by_a_closed_loop_fails_but_completes_on_the_next_loop(
 
     assert ahg.run(use_again) == [1] * 16
     assert device.in_flight == 0
+    destroy(state["stream"], state["ptr"])
     assert all(queue.pending == 0 for queue in device.queues)

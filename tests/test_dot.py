@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 import ahipgraph as ahg
 from ahipgraph.lifetime.user_object import INT_MAX
+from cleanup import destroy
 
 
 @ahg.kernel
@@ -59,6 +60,7 @@ def test_layout_of_a_small_graph() -> None:
         "}\n"
         "}\n"
     )
+    destroy(graph)
 
 
 def test_empty_graph() -> None:
@@ -70,6 +72,7 @@ def test_empty_graph() -> None:
         "}",
         "}",
     ]
+    destroy(graph)
 
 
 def test_labels_and_shapes_per_node_type(device: ahg.Device) -> None:
@@ -91,7 +94,8 @@ def test_labels_and_shapes_per_node_type(device: ahg.Device) -> None:
         "alloc": graph.add_mem_alloc_node(128),
     }
     nodes["free"] = graph.add_mem_free_node(nodes["alloc"].params.ptr)
-    child = graph.add_child_graph_node(ahg.Graph())
+    empty = ahg.Graph()
+    child = graph.add_child_graph_node(empty)
     lines = node_lines(graph.to_dot())
     expected = {
         "kernel": ("bold", "octagon", "\\nsaxpy\\n"),
@@ -111,6 +115,7 @@ def test_labels_and_shapes_per_node_type(device: ahg.Device) -> None:
         assert lines[node.id] == (style, shape, f"{node.id}{label_tail}"), name
     embedded_id = child.params.graph.id
     assert lines[child.id] == ("solid", "rectangle", f"{child.id}\\ngraph_{embedded_id}")
+    destroy(buf, other, event, graph, empty)
 
 
 def test_child_clusters_follow_the_parent_cluster_depth_first() -> None:
@@ -120,7 +125,8 @@ def test_child_clusters_follow_the_parent_cluster_depth_first() -> None:
     child.add_child_graph_node(grandchild)
     parent = ahg.Graph()
     first = parent.add_child_graph_node(child)
-    second = parent.add_child_graph_node(ahg.Graph(), deps=[first])
+    empty = ahg.Graph()
+    second = parent.add_child_graph_node(empty, deps=[first])
     text = parent.to_dot()
     lines = text.splitlines()
     starts = [line for line in lines if line.startswith("subgraph cluster_")]
@@ -138,6 +144,7 @@ def test_child_clusters_follow_the_parent_cluster_depth_first() -> None:
         depth += line.endswith("{") - (line == "}")
         assert depth in (0, 1)
     assert text.count("subgraph") == 4
+    destroy(grandchild, child, parent, empty)
 
 
 def test_hip_test_substring_counts(device: ahg.Device) -> None:
@@ -167,6 +174,7 @@ def test_hip_test_substring_counts(device: ahg.Device) -> None:
     assert text.count("subgraph") == 2
     assert text.count("HtoD") == 2
     assert text.count("DtoH") == 1
+    destroy(buf, event, child, graph)
 
 
 @pytest.mark.parametrize(
@@ -186,6 +194,7 @@ def test_verbose_kernel_is_a_record_with_launch_parameters(
     assert "saxpy\\<\\<\\<(2,1,1),(32,2,1),128\\>\\>\\>" in label
     assert label.startswith("{KERNEL | {")
     assert label.endswith("}")
+    destroy(buf, graph)
 
 
 def test_per_kind_flags_only_expand_their_kind(device: ahg.Device) -> None:
@@ -204,6 +213,7 @@ def test_per_kind_flags_only_expand_their_kind(device: ahg.Device) -> None:
     assert "elementSize" in shapes[fill.id][2]
     shapes = node_lines(graph.to_dot(ahg.DotFlags.Verbose))
     assert shapes[copy.id][1] == shapes[fill.id][1] == "record"
+    destroy(buf, graph)
 
 
 def test_verbose_covers_host_event_and_memory_nodes(device: ahg.Device) -> None:
@@ -219,6 +229,7 @@ def test_verbose_covers_host_event_and_memory_nodes(device: ahg.Device) -> None:
     assert lines[record.id][1] == "record"
     assert "{{dptr | bytesize | device} | {0x" in lines[alloc.id][2]
     assert lines[empty.id] == ("solid", "rectangle", f"{empty.id}\\nEMPTY")  # nothing to show
+    destroy(event, graph)
 
 
 @pytest.mark.parametrize("flags", [0, 2, 1 << 11, 0x7FF, INT_MAX])
@@ -226,6 +237,7 @@ def test_any_flags_value_is_accepted(flags: int) -> None:
     graph = ahg.Graph()
     graph.add_empty_node()
     assert graph.to_dot(flags).startswith("digraph dot {\n")
+    destroy(graph)
 
 
 def test_names_are_escaped() -> None:
@@ -236,6 +248,7 @@ def test_names_are_escaped() -> None:
     verbose = node_lines(graph.to_dot(ahg.DotFlags.Verbose))[node.id][2]
     assert 'odd\\ \\"name\\"' not in verbose  # spaces stay plain
     assert 'odd \\"name\\" \\{x\\|y\\}' in verbose  # record syntax characters are escaped
+    destroy(graph)
 
 
 @settings(max_examples=40, deadline=None)
@@ -268,6 +281,7 @@ def test_debug_dot_print_writes_the_dot_text(tmp_path: Path) -> None:
     assert path.read_text() == graph.to_dot(ahg.DotFlags.Verbose)
     graph.debug_dot_print(str(path))
     assert path.read_text() == graph.to_dot()
+    destroy(graph)
 
 
 @pytest.mark.parametrize("where", ["directory", "empty", "missing_dir"])
@@ -276,6 +290,7 @@ def test_unopenable_path_is_operating_system(tmp_path: Path, where: str) -> None
     path = {"directory": str(tmp_path), "empty": "", "missing_dir": str(tmp_path / "no" / "x")}
     with pytest.raises(ahg.OperatingSystem):
         graph.debug_dot_print(path[where])
+    destroy(graph)
 
 
 def test_null_path_or_destroyed_graph_is_invalid_value(tmp_path: Path) -> None:
@@ -297,6 +312,7 @@ def test_render_without_graphviz_is_not_supported(
         graph.render(tmp_path / "g.svg")
     with pytest.raises(ValueError, match="format"):
         graph.render(tmp_path / "g.svg", format="svg -o /etc/passwd")
+    destroy(graph)
 
 
 NO_GRAPHVIZ = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz is not installed")

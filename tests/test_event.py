@@ -9,6 +9,7 @@ import pytest
 
 import ahipgraph as ahg
 from ahipgraph.runtime.event import EVENTS
+from cleanup import destroy
 from fakes import HeldKernel, loop_turns
 
 # A cost model with round numbers, so expected times can be written down.
@@ -62,6 +63,7 @@ async def test_event_never_recorded_is_complete(device: ahg.Device) -> None:
     assert stream.submitted == 0
     assert stream.query()
     assert "unrecorded" in repr(event)
+    destroy(event, stream)
 
 
 # -- ordering ----------------------------------------------------------------------------------
@@ -87,6 +89,7 @@ async def test_waiting_on_an_event_orders_work_across_streams(device: ahg.Device
     await consumed
     assert log == ["producer start", "producer end", "consumer"]
     assert ready.query()
+    destroy(producer, consumer, ready)
 
 
 @pytest.mark.asyncio
@@ -105,6 +108,7 @@ async def test_data_produced_on_one_stream_is_consumed_on_another(device: ahg.De
     gate.release()
     await consumer.synchronize()
     assert out.tolist() == list(range(n))
+    destroy(ptr, producer, consumer, written)
 
 
 @pytest.mark.asyncio
@@ -122,6 +126,7 @@ async def test_stream_synchronize_covers_a_pending_event_wait(device: ahg.Device
     held.release()
     await sync
     assert event.query()
+    destroy(producer, consumer, event)
 
 
 @pytest.mark.asyncio
@@ -144,6 +149,7 @@ async def test_wait_uses_the_record_current_when_the_wait_is_enqueued(
     held.release()
     await after_wait
     assert log == ["waiter"]
+    destroy(event, slow, fast, waiter)
 
 
 @pytest.mark.asyncio
@@ -165,6 +171,7 @@ async def test_query_and_time_while_pending(device: ahg.Device) -> None:
     assert end.query()
     assert ahg.elapsed_time(start, end) == ms(device.properties.cost.kernel_launch_ns + 1_000)
     assert "done" in repr(end)
+    destroy(stream, start, end)
 
 
 # -- timing ------------------------------------------------------------------------------------
@@ -195,7 +202,9 @@ async def test_elapsed_time_matches_the_cost_model_for_each_kind_of_work() -> No
         await stream.record_event(after)
         await stream.synchronize()
         measured[name] = ahg.elapsed_time(before, after)
+        destroy(before, after)
     assert measured == {name: ms(ns) for name, ns, _ in work}
+    destroy(stream, ptr)
 
 
 @pytest.mark.asyncio
@@ -211,6 +220,7 @@ async def test_back_to_back_work_adds_up_on_the_timeline() -> None:
     assert (start.time_ns, stop.time_ns) == (0, 3 * 12_000)
     assert ahg.elapsed_time(start, stop) == ms(36_000)
     assert ahg.elapsed_time(stop, start) == -ms(36_000)
+    destroy(stream, start, stop)
 
 
 @pytest.mark.asyncio
@@ -226,6 +236,7 @@ async def test_streams_on_different_queues_overlap_in_time() -> None:
     await device.synchronize()
     assert ahg.elapsed_time(start, end_a) == ms(12_000)
     assert ahg.elapsed_time(start, end_b) == ms(12_000)
+    destroy(a, b, start, end_a, end_b)
 
 
 @pytest.mark.asyncio
@@ -239,6 +250,7 @@ async def test_streams_sharing_one_queue_take_turns_in_time() -> None:
     await b.record_event(end_b)
     await device.synchronize()
     assert ahg.elapsed_time(start, end_b) == ms(24_000)
+    destroy(a, b, start, end_b)
 
 
 @pytest.mark.asyncio
@@ -254,6 +266,7 @@ async def test_an_event_wait_carries_the_producers_time_to_the_consumer() -> Non
     await consumer.record_event(done)
     await consumer.synchronize()
     assert (ready.time_ns, done.time_ns) == (12_000, 24_000)
+    destroy(producer, consumer, start, ready, done)
 
 
 @pytest.mark.asyncio
@@ -267,6 +280,7 @@ async def test_work_submitted_after_a_synchronize_starts_no_earlier_than_it() ->
     await b.record_event(late)  # b's queue is idle, but the host is already at 12 us
     await b.synchronize()
     assert late.time_ns == 12_000
+    destroy(a, b, late)
 
 
 @pytest.mark.asyncio
@@ -283,6 +297,7 @@ async def test_holding_a_kernel_open_does_not_change_simulated_time() -> None:
     held.release()
     await stream.synchronize()
     assert ahg.elapsed_time(start, stop) == ms(2_000 + 1_000)
+    destroy(stream, start, stop)
 
 
 async def _timeline_program(device: ahg.Device) -> list[int | None]:
@@ -312,7 +327,9 @@ async def _timeline_program(device: ahg.Device) -> list[int | None]:
     await c.record_event(events[6])
     await device.null_stream.record_event(events[7])
     await device.synchronize()
-    return [event.time_ns for event in events]
+    times = [event.time_ns for event in events]
+    destroy(a, b, c, *events, ptr)
+    return times
 
 
 @pytest.mark.asyncio
@@ -348,6 +365,7 @@ async def test_elapsed_time_with_timing_disabled_is_invalid_handle(device: ahg.D
         ahg.elapsed_time(timed, untimed)
     with pytest.raises(ahg.InvalidHandle, match="timing disabled"):
         ahg.elapsed_time(untimed, timed)
+    destroy(stream, timed, untimed)
 
 
 @pytest.mark.asyncio
@@ -362,6 +380,7 @@ async def test_elapsed_time_with_an_unrecorded_event_is_invalid_handle(
         ahg.elapsed_time(recorded, unrecorded)
     with pytest.raises(ahg.InvalidHandle, match="not been recorded"):
         ahg.elapsed_time(unrecorded, recorded)
+    destroy(stream, recorded, unrecorded)
 
 
 # -- lifecycle ---------------------------------------------------------------------------------
@@ -391,6 +410,7 @@ async def test_destroyed_event_is_rejected_everywhere(device: ahg.Device) -> Non
     with pytest.raises(ahg.InvalidHandle, match="already destroyed"):
         event.destroy()
     assert stream.submitted == 2  # the rejected record added nothing
+    destroy(stream, other)
 
 
 def test_a_new_event_in_a_recycled_slot_does_not_revive_the_old_handle(
@@ -412,3 +432,4 @@ def test_event_flags_are_kept(device: ahg.Device) -> None:
     event = device.create_event(disable_timing=True, blocking_sync=True)
     assert (event.disable_timing, event.blocking_sync) == (True, True)
     assert repr(event).startswith(f"<Event #{event.hid.slot}.{event.hid.generation} device=0")
+    destroy(event)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -17,6 +17,7 @@ import pytest
 import ahipgraph as ahg
 from ahipgraph.exec.graph_exec import EXECS
 from ahipgraph.runtime.stream import STREAMS
+from cleanup import destroy, run_once
 from fakes import GatedHost, HeldKernel, loop_turns
 
 
@@ -108,6 +109,7 @@ async def test_launch_returns_once_enqueued_and_the_completion_resolves_later(
     stats = graph_exec.statistics()
     assert (stats.launches, stats.in_flight, stats.completed) == (1, 0, 1)
     assert stream.query()
+    destroy(out, graph, graph_exec, stream)
 
 
 @pytest.mark.asyncio
@@ -116,10 +118,12 @@ async def test_launch_nowait_enqueues_like_launch(device: ahg.Device) -> None:
     graph = ahg.Graph()
     graph.add_kernel_node(put, 1, 1, (5, 0, out))
     graph_exec = graph.instantiate()
-    handle = graph_exec.launch_nowait(device.create_stream())
+    stream = device.create_stream()
+    handle = graph_exec.launch_nowait(stream)
     assert not handle.done()  # enqueued, not run: device work starts when the host yields
     await handle
     assert value_at(device, out) == 5
+    destroy(out, graph, graph_exec, stream)
 
 
 @pytest.mark.asyncio
@@ -133,6 +137,7 @@ async def test_launch_without_a_stream_uses_the_null_stream(device: ahg.Device) 
     await device.null_stream.synchronize()
     assert handle.done()
     assert value_at(device, out) == 9
+    destroy(out, graph, graph_exec)
 
 
 @pytest.mark.asyncio
@@ -142,7 +147,8 @@ async def test_empty_graph_launch_is_a_no_op(device: ahg.Device) -> None:
     blocker = await held.launch(stream)
     await held.started.wait()  # the stream is busy
     submitted = stream.statistics().submitted
-    graph_exec = ahg.Graph().instantiate()
+    empty = ahg.Graph()
+    graph_exec = empty.instantiate()
 
     handle = await graph_exec.launch(stream)
     assert handle.done()  # nothing was enqueued, so there is nothing to wait for
@@ -153,6 +159,7 @@ async def test_empty_graph_launch_is_a_no_op(device: ahg.Device) -> None:
 
     held.release()
     await stream.synchronize()
+    destroy(stream, graph_exec, empty)
 
 
 # -- ordering --------------------------------------------------------------------------------
@@ -180,6 +187,7 @@ async def test_launch_starts_after_earlier_work_on_its_stream(device: ahg.Device
     await handle
     assert log[:3] == ["eager start", "eager end", "graph root"]
     assert sorted(log[3:]) == ["graph branch 1", "graph branch 2"]
+    destroy(graph, graph_exec, stream)
 
 
 @pytest.mark.asyncio
@@ -219,6 +227,7 @@ async def test_stream_work_after_a_launch_waits_for_every_leaf_and_sees_its_resu
     assert handle.done()
     assert host.tolist() == [1, 2]
     assert log == ["after"]
+    destroy(a, b, graph, graph_exec, stream)
 
 
 @pytest.mark.asyncio
@@ -257,6 +266,7 @@ async def test_two_launches_of_one_exec_on_two_streams_are_ordered(device: ahg.D
     gated.open(1)
     await h2
     assert log[-1] == "branch end 1"
+    destroy(graph, graph_exec, s1, s2)
 
 
 @pytest.mark.asyncio
@@ -275,6 +285,7 @@ async def test_launches_on_one_stream_run_back_to_back(device: ahg.Device) -> No
     ends = [h.end_ns for h in handles]
     assert ends == sorted(ends)
     assert device.view(out, np.int64, 4).tolist() == [1, 2, 3, 4]
+    destroy(out, graph, graph_exec, stream)
 
 
 # -- node kinds at run time ------------------------------------------------------------------
@@ -304,6 +315,7 @@ async def test_host_node_blocks_its_queue_until_it_returns(device: ahg.Device) -
     assert handle.done()
     assert value_at(device, out) == 3
     assert log == ["host start 0", "host end 0", "stream work"]
+    destroy(out, graph, graph_exec, stream)
 
 
 @pytest.mark.asyncio
@@ -317,6 +329,7 @@ async def test_host_node_gets_its_arguments_on_every_launch(device: ahg.Device) 
         await graph_exec.launch(stream)
     await stream.synchronize()
     assert calls == [(1, "two")] * 3
+    destroy(graph, graph_exec, stream)
 
 
 @pytest.mark.asyncio
@@ -349,6 +362,7 @@ async def test_event_record_node_orders_a_waiting_stream_after_the_node(
     assert not handle.done()  # ...while the rest of the graph is still held
     after.open()
     await handle
+    destroy(event, graph, graph_exec, s1, s2)
 
 
 @pytest.mark.asyncio
@@ -375,6 +389,7 @@ async def test_event_wait_node_waits_for_an_event_recorded_on_another_stream(
     held.release()
     await handle
     assert log == ["producer start", "producer end", "graph"]
+    destroy(event, graph, graph_exec, s1, s2)
 
 
 @pytest.mark.asyncio
@@ -402,6 +417,7 @@ async def test_event_wait_node_waits_for_the_record_that_existed_at_launch(
     assert not event.query()  # the later record is still pending
     second.release()
     await s1.synchronize()
+    destroy(event, graph, graph_exec, s1, s2)
 
 
 @pytest.mark.asyncio
@@ -429,6 +445,7 @@ async def test_a_launch_on_the_null_stream_orders_with_blocking_streams(
     await after_blocking
     assert handle.done()
     assert log[2:] == ["graph end 0", "blocking"]
+    destroy(graph, graph_exec, blocking, non_blocking)
 
 
 @pytest.mark.asyncio
@@ -438,8 +455,10 @@ async def test_event_wait_node_on_an_unrecorded_event_does_not_wait(device: ahg.
     graph = ahg.Graph()
     wait = graph.add_event_wait_node(event)
     graph.add_host_node(log.append, ("graph",), deps=[wait])
-    await (await graph.instantiate().launch(device.create_stream()))
+    graph_exec = graph.instantiate()
+    await run_once(graph_exec, device)
     assert log == ["graph"]
+    destroy(event, graph, graph_exec)
 
 
 @pytest.mark.asyncio
@@ -455,6 +474,7 @@ async def test_event_record_nodes_time_the_work_between_them(device: ahg.Device)
         await (await graph_exec.launch(stream))
         kernel_ns = device.properties.cost.kernel_launch_ns + 1_000
         assert ahg.elapsed_time(start, end) == pytest.approx(kernel_ns / 1e6)
+    destroy(start, end, graph, graph_exec, stream)
 
 
 # -- failures --------------------------------------------------------------------------------
@@ -494,6 +514,7 @@ async def test_failing_kernel_fails_the_launch_and_the_stream_and_returns_the_si
     assert stats.in_flight == 0
     assert stats.signal_pool.free == stats.signal_pool.prepopulated
     assert stats.signal_pool.in_use == 0
+    destroy(out, graph, graph_exec, stream)
 
 
 @pytest.mark.asyncio
@@ -519,6 +540,7 @@ async def test_nodes_independent_of_a_failed_kernel_run_wherever_they_are_placed
     with pytest.raises(ahg.LaunchFailure):
         await stream.synchronize()
     assert device.view(out, np.int64, 3).tolist() == [1, 2, 3]
+    destroy(out, graph, graph_exec, stream)
 
 
 @pytest.mark.asyncio
@@ -548,6 +570,7 @@ async def test_a_failed_launch_does_not_poison_the_next_one(device: ahg.Device) 
     with pytest.raises(ahg.LaunchFailure):
         await stream.synchronize()
     assert graph_exec.statistics().signal_pool.free == 16
+    destroy(out, graph, graph_exec, stream)
 
 
 @pytest.mark.asyncio
@@ -563,6 +586,7 @@ async def test_failing_host_node_fails_the_launch_naming_the_function(device: ah
         await (await graph_exec.launch(stream))
     with pytest.raises(ahg.LaunchFailure):
         await stream.synchronize()
+    destroy(graph, graph_exec, stream)
 
 
 # -- invalid launches ------------------------------------------------------------------------
@@ -574,6 +598,16 @@ async def _call(fn: Callable[[], Any]) -> None:
         await result
 
 
+_MADE: list[Any] = []  # what the helpers below made for a test; ended after it
+
+
+@pytest.fixture(autouse=True)
+def _destroy_made() -> Iterator[None]:
+    yield
+    destroy(*(made for made in _MADE if isinstance(made, ahg.DevicePtr) or made.alive))
+    _MADE.clear()
+
+
 def _exec_calls(
     graph_exec: ahg.GraphExec, graph: ahg.Graph, nodes: dict[str, ahg.GraphNode], device: ahg.Device
 ) -> dict[str, Callable[[], Any]]:
@@ -581,6 +615,8 @@ def _exec_calls(
     host = np.zeros(8, dtype=np.uint8)
     event = device.create_event()
     stream = device.create_stream()
+    child = ahg.Graph()
+    _MADE.extend((buf, event, stream, child))
     k, c, s, h = nodes["kernel"], nodes["memcpy"], nodes["memset"], nodes["host"]
     return {
         "launch": lambda: graph_exec.launch(stream),
@@ -601,7 +637,7 @@ def _exec_calls(
             nodes["wait"], event
         ),
         "set_child_graph_node_params": lambda: graph_exec.set_child_graph_node_params(
-            nodes["child"], ahg.Graph()
+            nodes["child"], child
         ),
         "set_node_enabled": lambda: graph_exec.set_node_enabled(k, False),
         "node_enabled": lambda: graph_exec.node_enabled(k),
@@ -612,7 +648,8 @@ def _every_kind_graph(device: ahg.Device) -> tuple[ahg.Graph, dict[str, ahg.Grap
     buf = device.malloc(64)
     host = np.zeros(8, dtype=np.uint8)
     event = device.create_event()
-    graph = ahg.Graph()
+    graph, child = ahg.Graph(), ahg.Graph()
+    _MADE.extend((buf, event, graph, child))
     nodes = {
         "kernel": graph.add_kernel_node(put, 1, 1, (1, 0, buf)),
         "memcpy": graph.add_memcpy_node(host, buf, 8),
@@ -620,7 +657,7 @@ def _every_kind_graph(device: ahg.Device) -> tuple[ahg.Graph, dict[str, ahg.Grap
         "host": graph.add_host_node(print),
         "record": graph.add_event_record_node(event),
         "wait": graph.add_event_wait_node(event),
-        "child": graph.add_child_graph_node(ahg.Graph()),
+        "child": graph.add_child_graph_node(child),
         "empty": graph.add_empty_node(),
     }
     return graph, nodes
@@ -673,6 +710,7 @@ async def test_launch_on_a_destroyed_stream_is_context_is_destroyed(device: ahg.
         graph_exec.launch_nowait(stream)
     assert graph_exec.statistics().launches == 0
     assert graph_exec.statistics().signal_pool.acquires == 0
+    destroy(graph, graph_exec)
 
 
 @pytest.mark.asyncio
@@ -690,6 +728,7 @@ async def test_launch_on_another_devices_stream_runs_on_the_exec_device() -> Non
         await graph_exec.upload(stream)
     graph_exec.destroy()
     stream.destroy()
+    destroy(graph)
 
 
 @pytest.mark.asyncio
@@ -706,17 +745,19 @@ async def test_an_exec_for_another_device_runs_there() -> None:
     assert graph_exec.device is device1
     assert device0.memory.bytes_in_use == before0  # the argument arena lives on device 1
     assert device1.memory.bytes_in_use == before1 + arena
+    stream0, stream1 = device0.create_stream(), device1.create_stream()
     with pytest.raises(ahg.InvalidValue, match="device 1"):
-        await graph_exec.upload(device0.create_stream())
-    await (await graph_exec.launch(device1.create_stream()))
+        await graph_exec.upload(stream0)
+    await (await graph_exec.launch(stream1))
     assert value_at(device1, out) == 2
     graph_exec.destroy()
     assert device1.memory.bytes_in_use == before1
+    destroy(out, graph, stream0, stream1)
 
 
 def test_executables_have_no_public_constructor() -> None:
-    with pytest.raises(TypeError, match="instantiate"):
-        ahg.GraphExec(ahg.Graph(), 0, ahg.get_device(0), {}, object())
+    with ahg.Graph() as graph, pytest.raises(TypeError, match="instantiate"):
+        ahg.GraphExec(graph, 0, ahg.get_device(0), {}, object())
 
 
 # -- instantiate: flags, upload, cycles ------------------------------------------------------
@@ -737,6 +778,7 @@ def test_flag_combinations_and_unknown_flags_are_invalid_value(
         graph.instantiate(flags)
     assert _counts(device) == before
     assert not graph.statistics().instantiated
+    destroy(graph)
 
 
 @pytest.mark.parametrize("flags", ["1", 1.0, True, None])
@@ -744,6 +786,7 @@ def test_flags_must_be_integers(flags: Any) -> None:
     graph = ahg.Graph()
     with pytest.raises(TypeError, match="flags"):
         graph.instantiate(flags)
+    destroy(graph)
 
 
 @pytest.mark.asyncio
@@ -757,8 +800,9 @@ async def test_each_single_flag_is_accepted(device: ahg.Device, flag: ahg.Instan
     graph.add_kernel_node(put, 1, 1, (2, 0, out), deps=[root])
     graph_exec = graph.instantiate(int(flag))
     assert graph_exec.flags is flag
-    await (await graph_exec.launch(device.create_stream()))
+    await run_once(graph_exec, device)
     assert value_at(device, out) == 2
+    destroy(out, graph, graph_exec)
 
 
 @pytest.mark.asyncio
@@ -771,8 +815,9 @@ async def test_use_node_priority_keeps_results_and_ordering(device: ahg.Device) 
     graph.add_empty_node(deps=[a, b])
     graph_exec = graph.instantiate(ahg.InstantiateFlags.USE_NODE_PRIORITY)
     assert graph_exec.statistics().slots == 2
-    await (await graph_exec.launch(device.create_stream()))
+    await run_once(graph_exec, device)
     assert device.view(out, np.int64, 3).tolist() == [1, 2, 3]
+    destroy(out, graph, graph_exec)
 
 
 @pytest.mark.asyncio
@@ -794,7 +839,7 @@ async def test_use_node_priority_puts_the_most_urgent_branch_on_the_launch_strea
     by_priority = graph.instantiate(ahg.InstantiateFlags.USE_NODE_PRIORITY)
     assert slot_of_urgent(plain) == 1  # round-robin: the second branch on the second stream
     assert slot_of_urgent(by_priority) == 0  # the most urgent branch on the launch stream
-    await (await by_priority.launch(device.create_stream()))
+    await run_once(by_priority, device)
     assert device.view(out, np.int64, 3).tolist() == [1, 2, 3]
     plain.destroy()
     by_priority.destroy()
@@ -824,6 +869,7 @@ async def test_upload_validates_and_does_no_work(device: ahg.Device) -> None:
     stream.destroy()
     with pytest.raises(ahg.ContextIsDestroyed):
         await graph_exec.upload(stream)
+    destroy(out, graph, graph_exec)
 
 
 def test_a_graph_with_a_cycle_is_invalid_value_at_instantiate_and_nothing_is_created(
@@ -841,8 +887,9 @@ def test_a_graph_with_a_cycle_is_invalid_value_at_instantiate_and_nothing_is_cre
     assert not graph.statistics().instantiated
 
     graph.remove_dependencies(c, a)
-    graph.instantiate()  # the same graph instantiates once the cycle is gone
+    graph_exec = graph.instantiate()  # the same graph instantiates once the cycle is gone
     assert len(EXECS) == before[0] + 1
+    destroy(graph, graph_exec)
 
 
 def test_a_cycle_inside_a_child_graph_is_invalid_value_at_instantiate(device: ahg.Device) -> None:
@@ -856,6 +903,7 @@ def test_a_cycle_inside_a_child_graph_is_invalid_value_at_instantiate(device: ah
     with pytest.raises(ahg.InvalidValue, match="cycle"):
         graph.instantiate()
     assert _counts(device) == before
+    destroy(child, graph)
 
 
 @pytest.mark.asyncio
@@ -866,9 +914,10 @@ async def test_instantiate_copies_the_graph(device: ahg.Device) -> None:
     graph_exec = graph.instantiate()
     node.set_kernel_params(put, 1, 1, (2, 0, out))  # edits after instantiate...
     graph.add_kernel_node(put, 1, 1, (3, 0, out), deps=[node])
-    await (await graph_exec.launch(device.create_stream()))
+    await run_once(graph_exec, device)
     assert value_at(device, out) == 1  # ...do not reach the executable
     assert graph_exec.statistics().nodes == 1
+    destroy(out, graph, graph_exec)
 
 
 # -- memory nodes ----------------------------------------------------------------------------
@@ -919,6 +968,7 @@ async def test_memory_nodes_allocate_and_free_on_every_launch(device: ahg.Device
     graph.destroy()
     assert device.memory.bytes_in_use == baseline
     assert device.memory.statistics().reservations == 0
+    destroy(stream)
 
 
 @pytest.mark.asyncio
@@ -939,6 +989,7 @@ async def test_relaunch_without_a_free_node_is_invalid_value(device: ahg.Device)
     device.graph_mem_trim()
     assert device.memory.bytes_in_use == baseline
     assert device.memory.statistics().reservations == 0
+    destroy(stream)
 
 
 @pytest.mark.asyncio
@@ -960,6 +1011,7 @@ async def test_relaunch_without_a_free_node_is_refused_even_back_to_back(
     assert host[1] == 3
     graph_exec.destroy()
     graph.destroy()
+    destroy(stream)
 
 
 @pytest.mark.asyncio
@@ -982,6 +1034,7 @@ async def test_auto_free_on_launch_allows_relaunch_without_a_free_node(device: a
     device.graph_mem_trim()
     assert device.memory.bytes_in_use == baseline
     assert device.memory.statistics().reservations == 0
+    destroy(stream)
 
 
 @pytest.mark.asyncio
@@ -1006,12 +1059,13 @@ async def test_relaunch_after_the_user_frees_the_graph_allocation(device: ahg.De
     graph.destroy()
     assert device.memory.bytes_in_use == baseline
     assert device.memory.statistics().reservations == 0
+    destroy(stream)
 
 
 # -- simulated time --------------------------------------------------------------------------
 
 
-def _timed_graph(device: ahg.Device, host: np.ndarray) -> ahg.Graph:
+def _timed_graph(device: ahg.Device, host: np.ndarray) -> tuple[ahg.Graph, ahg.DevicePtr]:
     buf = device.malloc(host.nbytes)
     graph = ahg.Graph()
     upload = graph.add_memcpy_node(buf, host)
@@ -1019,12 +1073,13 @@ def _timed_graph(device: ahg.Device, host: np.ndarray) -> ahg.Graph:
     slow = graph.add_kernel_node(slow_tick, 1, 1, deps=[upload])
     join = graph.add_kernel_node(tick, 1, 1, deps=[quick, slow])
     graph.add_memcpy_node(host, buf, deps=[join])
-    return graph
+    return graph, buf
 
 
 async def _launch_ends(device: ahg.Device, *, back_to_back: bool) -> list[int]:
     host = np.zeros(1024, dtype=np.float32)
-    graph_exec = _timed_graph(device, host).instantiate()
+    graph, buf = _timed_graph(device, host)
+    graph_exec = graph.instantiate()
     stream = device.create_stream()
     handles = []
     for _ in range(3):
@@ -1034,6 +1089,7 @@ async def _launch_ends(device: ahg.Device, *, back_to_back: bool) -> list[int]:
     await stream.synchronize()
     ends = [h.end_ns for h in handles]
     assert all(end is not None for end in ends)
+    destroy(graph_exec, graph, stream, buf)
     return ends  # type: ignore[return-value]
 
 

@@ -230,16 +230,17 @@ async def check_graph_equals_eager(specs: tuple[Spec, ...], seed: int = 0, queue
         await stream.synchronize()
         replays.append(snapshot(plan))
 
-    for index, want in enumerate(expected):
-        np.testing.assert_array_equal(eager[index], want, err_msg=f"eager, buffer {index}")
-        for replay in replays:
-            np.testing.assert_array_equal(replay[index], want, err_msg=f"graph, buffer {index}")
-
-    graph_exec.destroy()
-    graph.destroy()
-    stream.destroy()
-    for buf in [plan.zero, *plan.buffers]:
-        device.free(buf)
+    try:
+        for index, want in enumerate(expected):
+            np.testing.assert_array_equal(eager[index], want, err_msg=f"eager, buffer {index}")
+            for replay in replays:
+                np.testing.assert_array_equal(replay[index], want, err_msg=f"graph, buffer {index}")
+    finally:  # a disagreement fails the caller, and still gives everything back
+        graph_exec.destroy()
+        graph.destroy()
+        stream.destroy()
+        for buf in [plan.zero, *plan.buffers]:
+            device.free(buf)
     assert device.memory.bytes_in_use == baseline
 
 

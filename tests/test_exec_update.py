@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 import numpy as np
 import pytest
@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import ahipgraph as ahg
+from cleanup import destroy, run_once
 from fakes import HeldKernel, loop_turns
 
 
@@ -50,10 +51,33 @@ def values(device: ahg.Device, ptr: ahg.DevicePtr, count: int) -> list[int]:
     return [int(v) for v in device.view(ptr, np.int64, count)]
 
 
+# What helpers (and arguments made inline) created for a test; destroyed or freed after it.
+_MADE: list[Any] = []
+
+T = TypeVar("T")
+
+
+def _track(made: T) -> T:
+    _MADE.append(made)
+    return made
+
+
+@pytest.fixture(autouse=True)
+def _destroy_made() -> Iterator[None]:
+    yield
+    while _MADE:
+        made = _MADE.pop()
+        if isinstance(made, ahg.DevicePtr):
+            ahg.get_device(made.device).free(made)
+        elif made.alive:  # a test may have destroyed it itself
+            made.destroy()
+
+
 async def held_stream(device: ahg.Device) -> tuple[HeldKernel, ahg.Stream]:
     """A stream whose queue is held by eager work: launches on it stay enqueued, not started."""
     held = HeldKernel("eager")
     stream = device.create_stream()
+    _track(stream)
     await held.launch(stream)
     await held.started.wait()
     return held, stream
@@ -105,6 +129,7 @@ async def test_launch_in_flight_keeps_old_arguments_and_the_next_launch_gets_new
     assert seen == [1, 2]
     await (await graph_exec.launch(stream))
     assert seen == [1, 2, 3]
+    destroy(graph, graph_exec, stream)
 
 
 @pytest.mark.asyncio
@@ -137,6 +162,7 @@ async def test_setters_before_a_launch_starts_do_not_reach_it(device: ahg.Device
     assert device.view(b, np.uint8, 8).tolist() == [2] * 8
     assert host_a.view(np.uint8).tolist() == [0x11] * 8
     assert host_b.view(np.uint8).tolist() == [0x22] * 8
+    destroy(a, b, src_a, src_b, graph, graph_exec)
 
 
 @pytest.mark.asyncio
@@ -181,6 +207,7 @@ async def test_many_updates_with_launches_in_flight_keep_the_arena_bounded(
     assert stats.allocations <= launch_every * (window + 1) + 1  # everything else was reused
     assert stats.reuses > updates // 2
     assert graph_exec.statistics().signal_pool.misses == 0
+    destroy(graph, graph_exec, stream)
 
 
 @pytest.mark.asyncio
@@ -213,6 +240,7 @@ async def test_updates_rewrite_in_place_unless_a_launch_is_in_flight(device: ahg
     await (await graph_exec.launch(stream))
     assert seen == [1, 2, 3]
     assert graph_exec.statistics().arena.allocations == 2
+    destroy(graph, graph_exec)
 
 
 @pytest.mark.asyncio
@@ -241,6 +269,7 @@ async def test_a_kernel_with_larger_arguments_gets_a_larger_slot(device: ahg.Dev
     await (await graph_exec.launch(stream))
     assert narrow_seen == [1]
     assert seen == [(1, 2, 3, 4), (5, 6, 7, 8)]
+    destroy(graph, graph_exec)
 
 
 @pytest.mark.asyncio
@@ -288,6 +317,7 @@ async def test_setters_from_another_thread_while_the_loop_launches(device: ahg.D
     stats = graph_exec.statistics()
     assert stats.in_flight == 0
     assert stats.arena.live_slots == 1
+    destroy(graph, graph_exec, stream)
 
 
 class Chain:
@@ -418,7 +448,7 @@ async def test_a_disabled_node_does_nothing_but_keeps_its_ordering(device: ahg.D
         graph_exec.set_node_enabled(node, False)
         assert not graph_exec.node_enabled(node)
 
-    handle = await graph_exec.launch(device.create_stream())
+    handle = await graph_exec.launch(_track(device.create_stream()))
     await held.started.wait()
     await loop_turns()
     assert log == ["before start"]  # the node after the disabled ones still waits
@@ -429,10 +459,11 @@ async def test_a_disabled_node_does_nothing_but_keeps_its_ordering(device: ahg.D
 
     for node in (kernel, memset, memcpy):
         graph_exec.set_node_enabled(node, True)
-    await (await graph_exec.launch(device.create_stream()))
+    await run_once(graph_exec, device)
     assert values(device, out, 2)[0] == 5
     assert device.view(out + 8, np.uint8, 8).tolist() == [7] * 8
     assert values(device, out + 16, 1) == [9]
+    destroy(out, graph, graph_exec)
 
 
 @pytest.mark.asyncio
@@ -453,6 +484,7 @@ async def test_disabling_with_a_launch_in_flight_affects_only_later_launches(
     for handle in (first, second, third):
         await handle
     assert values(device, out, 1) == [2]  # launches 1 and 3 ran the kernel, 2 did not
+    destroy(out, graph, graph_exec)
 
 
 @pytest.mark.asyncio
@@ -472,16 +504,18 @@ async def test_a_disabled_node_takes_new_parameters_and_uses_them_once_enabled(
     graph_exec.set_node_enabled(node, True)
     await (await graph_exec.launch(stream))
     assert values(device, out, 1) == [2]
+    destroy(out, graph, graph_exec, stream)
 
 
 def test_any_nonzero_value_enables(device: ahg.Device) -> None:
-    graph = ahg.Graph()
-    node = graph.add_kernel_node(put, 1, 1, (1, 0, device.malloc(8)))
+    graph, out = ahg.Graph(), device.malloc(8)
+    node = graph.add_kernel_node(put, 1, 1, (1, 0, out))
     graph_exec = graph.instantiate()
     graph_exec.set_node_enabled(node, 0)
     assert graph_exec.node_enabled(node) is False
     graph_exec.set_node_enabled(node, 2**31 - 1)
     assert graph_exec.node_enabled(node) is True
+    destroy(graph, graph_exec, out)
 
 
 @pytest.mark.parametrize("kind", ["host", "empty", "record", "wait", "child"])
@@ -493,7 +527,7 @@ def test_only_kernel_memcpy_and_memset_nodes_can_be_disabled(device: ahg.Device,
         "empty": graph.add_empty_node,
         "record": lambda: graph.add_event_record_node(event),
         "wait": lambda: graph.add_event_wait_node(event),
-        "child": lambda: graph.add_child_graph_node(ahg.Graph()),
+        "child": lambda: graph.add_child_graph_node(_track(ahg.Graph())),
     }
     node = adders[kind]()
     graph_exec = graph.instantiate()
@@ -501,6 +535,7 @@ def test_only_kernel_memcpy_and_memset_nodes_can_be_disabled(device: ahg.Device,
         graph_exec.set_node_enabled(node, False)
     with pytest.raises(ahg.InvalidValue):
         graph_exec.node_enabled(node)
+    destroy(event, graph, graph_exec)
 
 
 # -- setters: which nodes they accept --------------------------------------------------------
@@ -510,11 +545,11 @@ def _foreign_nodes(
     graph: ahg.Graph, node: ahg.GraphNode, child: ahg.GraphNode, device: ahg.Device
 ) -> dict[str, Any]:
     """Nodes an exec made from ``graph`` does not know, keyed by how they came about."""
-    buf = device.malloc(8)
+    buf = _track(device.malloc(8))
     return {
-        "another graph's node": ahg.Graph().add_kernel_node(put, 1, 1, (0, 0, buf)),
+        "another graph's node": _track(ahg.Graph()).add_kernel_node(put, 1, 1, (0, 0, buf)),
         "a node added after instantiate": graph.add_kernel_node(put, 1, 1, (0, 0, buf)),
-        "the node's copy in a clone": graph.clone().find_in_clone(node),
+        "the node's copy in a clone": _track(graph.clone()).find_in_clone(node),
         "a node inside a child graph's copy": child.params.graph.nodes()[0],
     }
 
@@ -544,8 +579,9 @@ async def test_setters_reject_nodes_the_exec_does_not_know(device: ahg.Device, w
         graph_exec.set_node_enabled(foreign, False)
     with pytest.raises(ahg.InvalidValue):
         graph_exec.node_enabled(foreign)
-    await (await graph_exec.launch(device.create_stream()))
+    await run_once(graph_exec, device)
     assert values(device, out, 1) == [1]  # nothing changed
+    destroy(out, graph, embedded, graph_exec)
 
 
 @pytest.mark.asyncio
@@ -565,8 +601,9 @@ async def test_setters_reject_destroyed_nodes_and_nodes_of_a_destroyed_graph(
         graph_exec.set_kernel_node_params(node, put, 1, 1, (2, 0, out))
     with pytest.raises(ahg.InvalidValue, match="destroyed"):
         graph_exec.set_node_enabled(node, False)
-    await (await graph_exec.launch(device.create_stream()))
+    await run_once(graph_exec, device)
     assert values(device, out, 1) == [3]  # the exec still runs its own copy, unchanged
+    destroy(out, graph_exec)
 
 
 SETTERS: dict[str, tuple[str, Callable[[ahg.GraphExec, ahg.GraphNode, dict[str, Any]], None]]] = {
@@ -579,7 +616,7 @@ SETTERS: dict[str, tuple[str, Callable[[ahg.GraphExec, ahg.GraphNode, dict[str, 
     "host": ("host", lambda e, n, r: e.set_host_node_params(n, print)),
     "event record": ("record", lambda e, n, r: e.set_event_record_node_event(n, r["event"])),
     "event wait": ("wait", lambda e, n, r: e.set_event_wait_node_event(n, r["event"])),
-    "child graph": ("child", lambda e, n, r: e.set_child_graph_node_params(n, ahg.Graph())),
+    "child graph": ("child", lambda e, n, r: e.set_child_graph_node_params(n, _track(ahg.Graph()))),
 }
 
 
@@ -612,13 +649,14 @@ def test_a_setter_given_a_node_of_another_type_is_invalid_value(
     graph_exec = graph.instantiate()
     with pytest.raises(ahg.InvalidValue, match="node, not"):
         call(graph_exec, node, resources)
+    destroy(graph, graph_exec, resources["buf"], resources["event"])
 
 
 def test_handle_and_type_are_checked_before_parameter_values(device: ahg.Device) -> None:
     graph = ahg.Graph()
     empty = graph.add_empty_node()
     graph_exec = graph.instantiate()
-    other = ahg.Graph().add_kernel_node(put, 1, 1, (1, 0, device.malloc(8)))
+    other = _track(ahg.Graph()).add_kernel_node(put, 1, 1, (1, 0, _track(device.malloc(8))))
     with pytest.raises(ahg.InvalidValue):  # not InvalidConfiguration: the type comes first
         graph_exec.set_kernel_node_params(empty, put, 0, 0, ())
     with pytest.raises(ahg.InvalidValue):  # not TypeError for the arguments: the handle first
@@ -626,6 +664,7 @@ def test_handle_and_type_are_checked_before_parameter_values(device: ahg.Device)
     graph_exec.destroy()
     with pytest.raises(ahg.InvalidValue, match="destroyed"):  # the exec before the node
         graph_exec.set_kernel_node_params(empty, put, 1, 1, ())
+    destroy(graph)
 
 
 @pytest.mark.parametrize(
@@ -641,11 +680,12 @@ def test_handle_and_type_are_checked_before_parameter_values(device: ahg.Device)
 def test_a_null_handle_is_invalid_value(
     call: Callable[[ahg.GraphExec, ahg.GraphNode], None],
 ) -> None:
-    graph = ahg.Graph()
-    child = graph.add_child_graph_node(ahg.Graph())
+    graph, empty = ahg.Graph(), ahg.Graph()
+    child = graph.add_child_graph_node(empty)
     graph_exec = graph.instantiate()
     with pytest.raises(ahg.InvalidValue, match="null"):
         call(graph_exec, child)
+    destroy(graph, graph_exec, empty)
 
 
 # -- setters: which parameter changes they accept ---------------------------------------------
@@ -669,6 +709,7 @@ async def test_memcpy_setter_cannot_change_direction(device: ahg.Device) -> None
     await stream.memset(buf, 3, 8)
     await (await graph_exec.launch(stream))
     assert host.view(np.uint8).tolist() == [3] * 8  # still the original copy
+    destroy(buf, other, graph, graph_exec, stream)
 
 
 def test_memset_setter_keeps_a_2d_fill_s_shape_and_device() -> None:
@@ -684,7 +725,10 @@ def test_memset_setter_keeps_a_2d_fill_s_shape_and_device() -> None:
     with pytest.raises(ahg.InvalidValue, match="row size and height"):
         graph_exec.set_memset_node_params(node, buf, 0, 8, height=4, pitch=32)
     with pytest.raises(ahg.InvalidValue, match="another device"):
-        graph_exec.set_memset_node_params(node, other.malloc(256), 0, 16, height=4, pitch=32)
+        graph_exec.set_memset_node_params(
+            node, _track(other.malloc(256)), 0, 16, height=4, pitch=32
+        )
+    destroy(buf, graph, graph_exec)
 
 
 @pytest.mark.asyncio
@@ -706,6 +750,7 @@ async def test_kernel_setter_may_change_the_kernel_but_not_sync_to_async(
     graph_exec.set_kernel_node_params(node, add_one, 1, 1, (0, out))  # another kernel is fine
     await (await graph_exec.launch(stream))
     assert values(device, out, 1) == [5]
+    destroy(out, graph, graph_exec, stream)
 
 
 # -- whole-graph update ----------------------------------------------------------------------
@@ -719,10 +764,19 @@ class Update:
         self.out = device.malloc(64)
         self.src = device.malloc(8)
         self.host = np.zeros(1, dtype=np.int64)
+        self.graphs: list[ahg.Graph] = []
+
+    def close(self) -> None:
+        """Destroy the graphs it built (those the test did not) and free its memory."""
+        for graph in self.graphs:
+            if graph.alive:
+                graph.destroy()
+        destroy(self.out, self.src)
 
     def build(self, value: int = 1, change: str = "") -> tuple[ahg.Graph, list[ahg.GraphNode]]:
         """kernel -> memcpy (D2H) -> memset -> child(kernel), with ``change`` applied."""
         graph = ahg.Graph()
+        self.graphs.append(graph)
         nodes = [graph.add_kernel_node(put, 1, 1, (value, 0, self.out))]
         if change == "memcpy direction":
             nodes.append(graph.add_memcpy_node(self.src, self.host, deps=nodes[-1:]))
@@ -783,8 +837,10 @@ async def test_update_failures_name_the_kind_and_node_and_change_nothing(
     assert result.node is (None if index is None else new_nodes[index])
     assert kind.name in str(info.value)
 
-    await (await graph_exec.launch(device.create_stream()))
+    await run_once(graph_exec, device)
     assert setup.results() == (1, 1, 1)  # all-or-nothing: the valid changes were not applied
+    destroy(graph_exec)
+    setup.close()
 
 
 @pytest.mark.asyncio
@@ -810,6 +866,8 @@ async def test_update_success_applies_every_node_s_new_parameters(device: ahg.De
     graph_exec.update(newer)
     await (await graph_exec.launch(stream))
     assert setup.results() == (9, 9, 9)
+    destroy(graph_exec, stream)
+    setup.close()
 
 
 @pytest.mark.asyncio
@@ -825,8 +883,10 @@ async def test_update_rejects_destroyed_and_cyclic_graphs(device: ahg.Device) ->
     cyclic.add_dependencies(nodes[-1], nodes[0])
     with pytest.raises(ahg.InvalidValue, match="cycle"):
         graph_exec.update(cyclic)
-    await (await graph_exec.launch(device.create_stream()))
+    await run_once(graph_exec, device)
     assert setup.results() == (1, 1, 1)
+    destroy(graph_exec)
+    setup.close()
 
 
 @pytest.mark.asyncio
@@ -841,11 +901,12 @@ async def test_update_of_a_graph_with_event_nodes_takes_the_new_events(device: a
     new_node = new.add_kernel_node(put, 1, 1, (2, 0, out))
     new.add_event_record_node(new_event, deps=[new_node])
     assert graph_exec.update(new).ok
-    await (await graph_exec.launch(device.create_stream()))
+    await run_once(graph_exec, device)
     assert values(device, out, 1) == [2]
     assert old.signal is None  # never recorded
     assert new_event.signal is not None
     assert new_event.query()
+    destroy(out, old, new_event, graph, graph_exec, new)
 
 
 # -- event and child-graph setters -----------------------------------------------------------
@@ -860,9 +921,10 @@ async def test_event_record_setter_records_the_new_event_from_the_next_launch(
     node = graph.add_event_record_node(old)
     graph_exec = graph.instantiate()
     graph_exec.set_event_record_node_event(node, new)
-    await (await graph_exec.launch(device.create_stream()))
+    await run_once(graph_exec, device)
     assert new.signal is not None
     assert old.signal is None
+    destroy(old, new, graph, graph_exec)
 
 
 @pytest.mark.asyncio
@@ -878,18 +940,19 @@ async def test_event_wait_setter_waits_for_the_new_event_from_the_next_launch(
     graph_exec.set_event_wait_node_event(wait, new)
     held, stream = await held_stream(device)
     await stream.record_event(new)
-    handle = await graph_exec.launch(device.create_stream())
+    handle = await graph_exec.launch(_track(device.create_stream()))
     await loop_turns()
     assert log == []
     held.release()
     await handle
     assert log == ["graph"]
+    destroy(old, new, graph, graph_exec)
 
 
 def _child(
     value: int, out: ahg.DevicePtr, *, extra: bool = False, memset: bool = False
 ) -> ahg.Graph:
-    child = ahg.Graph()
+    child = _track(ahg.Graph())
     if memset:
         first = child.add_memset_node(out, 0, 8)
     else:
@@ -916,6 +979,7 @@ async def test_child_graph_setter_takes_new_parameters_for_the_same_topology(
     assert values(device, out, 2) == [1, 2]  # the launch in flight kept the old child
     await (await graph_exec.launch(stream))
     assert values(device, out, 2) == [10, 11]
+    destroy(out, graph, graph_exec)
 
 
 @pytest.mark.parametrize(
@@ -930,22 +994,24 @@ def test_child_graph_setter_with_another_shape_is_unknown(
     graph_exec = graph.instantiate()
     with pytest.raises(ahg.Unknown, match="does not match"):
         graph_exec.set_child_graph_node_params(node, _child(2, out, **mismatch))
+    destroy(out, graph, graph_exec)
 
 
 def test_child_graph_setter_rejects_the_parent_graph_and_bad_handles(device: ahg.Device) -> None:
     out = device.malloc(16)
-    graph = ahg.Graph()
-    node = graph.add_child_graph_node(_child(1, out))
+    graph, first, second = ahg.Graph(), _child(1, out), _child(1, out)
+    node = graph.add_child_graph_node(first)
     kernel = graph.add_kernel_node(put, 1, 1, (1, 0, out))
     graph_exec = graph.instantiate()
     with pytest.raises(ahg.Unknown):
         graph_exec.set_child_graph_node_params(node, graph)
     with pytest.raises(ahg.InvalidValue, match="node, not"):
-        graph_exec.set_child_graph_node_params(kernel, _child(1, out))
+        graph_exec.set_child_graph_node_params(kernel, second)
     gone = _child(1, out)
     gone.destroy()
     with pytest.raises(ahg.InvalidValue, match="destroyed"):
         graph_exec.set_child_graph_node_params(node, gone)
+    destroy(out, graph, graph_exec, first, second)
 
 
 def test_update_of_memory_nodes_of_another_size_is_not_supported(device: ahg.Device) -> None:

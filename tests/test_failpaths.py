@@ -15,6 +15,7 @@ import ahipgraph as ahg
 from ahipgraph.graph.graph import GRAPHS
 from ahipgraph.graph.memnodes import RESERVATIONS
 from ahipgraph.runtime.params import MemcpyParams
+from cleanup import destroy, run_once
 from fakes import HeldKernel
 
 
@@ -66,6 +67,7 @@ def test_update_whose_second_slot_exceeds_a_chunk_leaves_the_first_node_untouche
         graph_exec.update(new)
     assert state(graph_exec, device) == before
     assert graph_exec.statistics().arena.allocations == 2  # only instantiate's two slots
+    destroy(graph_exec, graph, new)
 
 
 def test_update_that_needs_a_chunk_on_a_full_device_is_out_of_memory_and_changes_nothing() -> None:
@@ -85,6 +87,7 @@ def test_update_that_needs_a_chunk_on_a_full_device_is_out_of_memory_and_changes
     device.free(filler)
     graph_exec.update(new)  # with memory back, the same update applies
     assert graph_exec.statistics().arena.chunks == 2
+    destroy(graph_exec, graph, new)
 
 
 @pytest.mark.asyncio
@@ -108,6 +111,7 @@ async def test_kernel_setter_with_launches_in_flight_and_no_room_keeps_the_versi
     held.release()
     await stream.synchronize()
     device.free(filler)
+    destroy(graph_exec, graph, stream)
 
 
 # -- 12. dropped devices are not pinned by the alloc-node table ------------------------------------
@@ -125,6 +129,7 @@ def test_a_dropped_devices_memory_is_collected_despite_alloc_node_reservations()
     assert len(RESERVATIONS) == baseline  # the dropped device's entry went with it
     graph.add_mem_alloc_node(64)  # the graph keeps working on the new device
     assert len(RESERVATIONS) == baseline + 1
+    destroy(graph)
 
 
 # -- 13. deeply nested child graphs ---------------------------------------------------------------
@@ -158,13 +163,14 @@ async def test_child_graphs_nested_2000_deep_clone_instantiate_launch_and_destro
     assert GRAPHS.statistics().live == baseline + 2 * (DEPTH + 1)
     assert "graph_" in copy.to_dot()
     graph_exec = copy.instantiate()
-    await (await graph_exec.launch(device.create_stream()))
+    await run_once(graph_exec, device)
     assert int(device.view(out, np.int64, 1)[0]) == 7
     graph_exec.update(graph)  # same topology all the way down
     graph_exec.destroy()
     copy.destroy()
     graph.destroy()
     assert GRAPHS.statistics().live == baseline
+    destroy(out)
 
 
 # -- 14. HIP's codes -------------------------------------------------------------------------------
@@ -188,8 +194,8 @@ def test_free_node_frees_memory_allocated_by_a_destroyed_graph(device: ahg.Devic
     allocating.destroy()
     freeing = ahg.Graph()
     freeing.add_mem_free_node(ptr)
-    with pytest.raises(ahg.InvalidValue, match="already"):
-        ahg.Graph().add_mem_free_node(ptr)
+    with ahg.Graph() as second, pytest.raises(ahg.InvalidValue, match="already"):
+        second.add_mem_free_node(ptr)
     freeing.destroy()
     graph_exec.destroy()  # the allocation and its free are both gone: the range goes too
     assert device.memory.statistics().reservations == 0
@@ -203,8 +209,8 @@ def test_an_unclaimed_allocation_goes_with_its_uninstantiated_graph(device: ahg.
     allocating.destroy()
     assert device.memory.statistics().reservations == 0
     assert len(RESERVATIONS) == baseline
-    with pytest.raises(ahg.InvalidValue, match="not allocated"):
-        ahg.Graph().add_mem_free_node(ptr)
+    with ahg.Graph() as freeing, pytest.raises(ahg.InvalidValue, match="not allocated"):
+        freeing.add_mem_free_node(ptr)
 
 
 def test_free_node_frees_memory_allocated_by_another_live_graph(device: ahg.Device) -> None:
@@ -224,6 +230,7 @@ def test_zero_sized_memset_node_is_invalid_value_at_add(device: ahg.Device) -> N
         with pytest.raises(ahg.InvalidValue, match="empty"):
             graph.add_memset_node(ptr, 0, width, height=height, pitch=16)
     assert graph.statistics().nodes == 0
+    destroy(ptr, graph)
 
 
 @pytest.mark.asyncio
@@ -241,6 +248,7 @@ async def test_zero_count_memcpy_is_invalid_value_in_node_and_exec_setters(
     with pytest.raises(ahg.InvalidValue, match="0"):
         graph_exec.set_memcpy_node_params(node, dst, src, 0)
     assert node.params.nbytes == 8
+    destroy(src, dst, graph, graph_exec)
 
 
 @pytest.mark.parametrize("kind", [ahg.CopyKind.Default, ahg.CopyKind.HostToDevice, 0])
@@ -254,6 +262,7 @@ def test_exec_memcpy_setter_answers_a_changed_or_default_kind_with_invalid_value
     with pytest.raises(ahg.InvalidValue, match="kind"):
         graph_exec.set_memcpy_node_params(node, dst, src, 8, kind)
     graph_exec.set_memcpy_node_params(node, dst, src, 8, ahg.CopyKind.DeviceToDevice)
+    destroy(src, dst, graph, graph_exec)
 
 
 def test_exec_event_setters_answer_a_null_or_destroyed_event_with_invalid_value(
@@ -274,6 +283,7 @@ def test_exec_event_setters_answer_a_null_or_destroyed_event_with_invalid_value(
                 setter(node, bad)  # type: ignore[operator]
         with pytest.raises(TypeError):
             setter(node, "event")  # type: ignore[operator]
+    destroy(event, graph, graph_exec)
 
 
 @pytest.mark.asyncio
@@ -290,6 +300,7 @@ async def test_none_as_the_arguments_of_a_kernel_that_takes_some_is_invalid_valu
     node = graph.add_kernel_node(no_args, 1, 1, None)  # type: ignore[arg-type]
     assert node.params.args == ()
     assert stream.submitted == 0
+    destroy(stream, graph)
 
 
 def test_removing_an_edge_in_a_graph_with_memory_nodes_is_not_supported() -> None:
@@ -299,6 +310,7 @@ def test_removing_an_edge_in_a_graph_with_memory_nodes_is_not_supported() -> Non
     with pytest.raises(ahg.NotSupported):
         graph.remove_dependencies(alloc, empty)
     assert graph.edges() == [(alloc, empty)]
+    destroy(graph)
 
 
 # -- 15. kernel nodes are validated against their executable's device --------------------------
@@ -310,8 +322,8 @@ async def test_a_1024_thread_node_is_refused_at_instantiate_on_a_device_limited_
         2, [ahg.DeviceProperties(), ahg.DeviceProperties(max_threads_per_block=256)]
     )
     small_device = ahg.get_device(1)
-    with pytest.raises(ahg.InvalidConfiguration):  # the eager launch is refused...
-        await small_device.create_stream().launch_kernel(small, 1, 1024, (1,))
+    with small_device.create_stream() as stream, pytest.raises(ahg.InvalidConfiguration):
+        await stream.launch_kernel(small, 1, 1024, (1,))  # the eager launch is refused...
     graph = ahg.Graph()
     node = graph.add_kernel_node(small, 1, 1024, (1,))  # fine for the default device
     before = small_device.statistics()
@@ -328,6 +340,7 @@ async def test_a_1024_thread_node_is_refused_at_instantiate_on_a_device_limited_
     with pytest.raises(ahg.GraphExecUpdateFailure) as failure:
         graph_exec.update(wider)
     assert failure.value.result.kind is ahg.UpdateResultKind.NotSupported  # type: ignore[attr-defined]
+    destroy(graph, graph_exec, wider)
 
 
 # -- 16. memset counts elements everywhere -------------------------------------------------------
@@ -340,11 +353,13 @@ async def test_stream_memset_counts_elements_like_a_memset_node(device: ahg.Devi
     await stream.memset(eager, 0x7F, 4, element_size=4)  # 4 elements of 4 bytes
     graph = ahg.Graph()
     graph.add_memset_node(graphed, 0x7F, 4, element_size=4)
-    await (await graph.instantiate().launch(stream))
+    graph_exec = graph.instantiate()
+    await (await graph_exec.launch(stream))
     await stream.synchronize()
     expected = [0x7F] * 4 + [0] * 4
     assert device.view(eager, np.uint32, 8).tolist() == expected
     assert device.view(graphed, np.uint32, 8).tolist() == expected
+    destroy(eager, graphed, stream, graph, graph_exec)
 
 
 # -- 17. instantiate flags UPLOAD and DEVICE_LAUNCH ------------------------------------------------
@@ -358,6 +373,7 @@ def test_device_launch_flag_is_not_supported_and_creates_nothing(device: ahg.Dev
         graph.instantiate(ahg.InstantiateFlags.DEVICE_LAUNCH)
     assert device.statistics() == before
     assert not graph.statistics().instantiated
+    destroy(graph)
 
 
 def test_upload_flag_validates_the_upload_stream_at_instantiate() -> None:
@@ -368,19 +384,21 @@ def test_upload_flag_validates_the_upload_stream_at_instantiate() -> None:
     upload = ahg.InstantiateFlags.UPLOAD
     gone = device.create_stream()
     gone.destroy()
+    mine, theirs = device.create_stream(), other.create_stream()
     before = device.statistics()
     with pytest.raises(ahg.ContextIsDestroyed):
         graph.instantiate(upload, upload_stream=gone)
     with pytest.raises(ahg.InvalidValue, match="device 1"):
-        graph.instantiate(upload, upload_stream=other.create_stream())
+        graph.instantiate(upload, upload_stream=theirs)
     with pytest.raises(TypeError, match="upload_stream"):
         graph.instantiate(upload, upload_stream="stream")
     with pytest.raises(ValueError, match="UPLOAD"):
-        graph.instantiate(upload_stream=device.create_stream())
+        graph.instantiate(upload_stream=mine)
     assert device.statistics() == before
     assert not graph.statistics().instantiated
-    graph_exec = graph.instantiate(upload, upload_stream=device.create_stream())
+    graph_exec = graph.instantiate(upload, upload_stream=mine)
     assert graph_exec.flags is upload
+    destroy(graph, graph_exec, mine, theirs)
 
 
 # -- 9. bad input named in the issue ------------------------------------------------------------
@@ -391,6 +409,7 @@ def test_misspelt_instantiate_option_is_a_type_error_naming_the_known_options() 
     with pytest.raises(TypeError, match=r"signal_set.*known: device, signal_sets"):
         graph.instantiate(signal_set=4)
     assert not graph.statistics().instantiated
+    destroy(graph)
 
 
 @pytest.mark.parametrize("device_arg", [0, "0", 1.0])
@@ -398,6 +417,7 @@ def test_instantiate_device_must_be_a_device(device_arg: Any) -> None:
     graph = ahg.Graph()
     with pytest.raises(TypeError, match="Device"):
         graph.instantiate(device=device_arg)
+    destroy(graph)
 
 
 @pytest.mark.parametrize("bad", ["ptr", 4096, 0, 1.5])
@@ -426,15 +446,18 @@ async def test_object_dtype_host_array_is_refused_by_stream_and_node_memcpy(
         graph.add_memcpy_node(ptr, objects)
     assert stream.submitted == 0
     assert graph.statistics().nodes == 0
+    destroy(ptr, stream, graph)
 
 
 @pytest.mark.asyncio
 async def test_true_as_element_size_is_a_type_error(device: ahg.Device) -> None:
     ptr = device.malloc(16)
+    stream, graph = device.create_stream(), ahg.Graph()
     with pytest.raises(TypeError, match="element_size"):
-        await device.create_stream().memset(ptr, 0, 4, element_size=True)
+        await stream.memset(ptr, 0, 4, element_size=True)
     with pytest.raises(TypeError, match="element_size"):
-        ahg.Graph().add_memset_node(ptr, 0, 4, element_size=True)
+        graph.add_memset_node(ptr, 0, 4, element_size=True)
+    destroy(ptr, stream, graph)
 
 
 @pytest.mark.asyncio
@@ -452,6 +475,7 @@ async def test_none_or_a_string_as_an_event(device: ahg.Device, bad: Any) -> Non
     with pytest.raises(error):
         ahg.elapsed_time(event, bad)
     assert stream.submitted == 0
+    destroy(stream, event)
 
 
 @pytest.mark.asyncio
@@ -469,6 +493,7 @@ async def test_a_string_as_the_stream_of_launch_launch_nowait_or_upload(
     with pytest.raises(TypeError, match="Stream"):
         await graph_exec.upload("stream")  # type: ignore[arg-type]
     assert state(graph_exec, device) == before
+    destroy(graph, graph_exec)
 
 
 def test_duration_ns_true_is_a_type_error() -> None:

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import ahipgraph as ahg
+from cleanup import destroy
 from fakes import HeldKernel
 
 
@@ -43,6 +44,7 @@ async def test_exception_in_a_kernel_is_a_launch_failure_naming_the_kernel(
     assert completion.done()
     assert completion.exception() is info.value
     assert device.in_flight == 0
+    destroy(stream)
 
 
 @pytest.mark.asyncio
@@ -60,6 +62,7 @@ async def test_failure_surfaces_at_the_next_stream_synchronize_then_clears(
     await stream.launch_host_func(log.append, "usable")
     await stream.synchronize()
     assert log == ["usable"]
+    destroy(stream)
 
 
 @pytest.mark.asyncio
@@ -76,6 +79,7 @@ async def test_awaiting_the_completion_does_not_clear_the_streams_error(
     with pytest.raises(ahg.LaunchFailure):
         await completion  # a completion keeps its outcome
     await stream.synchronize()
+    destroy(stream)
 
 
 @pytest.mark.asyncio
@@ -86,6 +90,7 @@ async def test_first_failure_on_a_stream_is_the_one_reported(device: ahg.Device)
     with pytest.raises(ahg.LaunchFailure, match="code 1"):
         await stream.synchronize()
     await stream.synchronize()
+    destroy(stream)
 
 
 @pytest.mark.asyncio
@@ -99,6 +104,7 @@ async def test_other_streams_keep_working_while_one_has_failed(device: ahg.Devic
     assert device.view(ptr, np.int32).sum() == 16
     with pytest.raises(ahg.LaunchFailure):
         await broken.synchronize()
+    destroy(broken, healthy, ptr)
 
 
 @pytest.mark.asyncio
@@ -110,6 +116,7 @@ async def test_device_synchronize_reports_a_streams_failure_once(device: ahg.Dev
         await device.synchronize()
     await device.synchronize()
     await broken.synchronize()  # the device-wide report cleared the stream's error too
+    destroy(broken, healthy)
 
 
 @pytest.mark.asyncio
@@ -133,6 +140,7 @@ async def test_async_kernel_failing_after_an_await_is_a_launch_failure(
     assert isinstance(info.value.__cause__, Boom)
     await after  # the queue moved on past the failed packet
     assert log == ["after"]
+    destroy(stream)
 
 
 @pytest.mark.asyncio
@@ -152,6 +160,7 @@ async def test_host_function_failure_names_the_function(device: ahg.Device) -> N
     with pytest.raises(ahg.LaunchFailure, match="broken_async_callback") as info:
         await async_failure
     assert isinstance(info.value.__cause__, Boom)
+    destroy(stream)
 
 
 @pytest.mark.asyncio
@@ -167,6 +176,7 @@ async def test_kernel_indexing_past_its_allocation_fails_without_touching_neighb
         await stream.synchronize()
     assert not device.view(neighbour, np.uint8).any()
     assert not device.view(target, np.uint8).any()
+    destroy(target, neighbour, stream)
 
 
 @pytest.mark.asyncio
@@ -189,6 +199,7 @@ async def test_copy_whose_pointer_is_freed_before_it_runs_fails_cleanly(
     assert (out == 0xEE).all()  # nothing was copied
     with pytest.raises(ahg.InvalidDevicePointer):
         await stream.synchronize()
+    destroy(stream)
 
 
 @pytest.mark.asyncio
@@ -207,6 +218,7 @@ async def test_kernel_whose_pointer_is_freed_before_it_runs_is_a_launch_failure(
     assert isinstance(info.value.__cause__, ahg.InvalidDevicePointer)
     with pytest.raises(ahg.LaunchFailure):
         await stream.synchronize()
+    destroy(stream)
 
 
 @pytest.mark.asyncio
@@ -223,3 +235,4 @@ async def test_a_failed_stream_still_completes_its_events(device: ahg.Device) ->
     await waiter.synchronize()  # the failure is not the waiting stream's
     with pytest.raises(ahg.LaunchFailure):
         await broken.synchronize()
+    destroy(broken, waiter, event)

@@ -11,6 +11,7 @@ import pytest
 import ahipgraph as ahg
 from ahipgraph.graph.params import EventParams, MemAllocParams, MemFreeParams
 from ahipgraph.runtime.params import HostParams, KernelParams, MemcpyParams, MemsetParams
+from cleanup import run_once
 
 P = ahg.GraphNodeParams
 T = ahg.NodeType
@@ -189,7 +190,7 @@ async def test_exec_set_node_params_every_kind(device: ahg.Device) -> None:
     graph_exec.set_node_params(copy, P(T.Memcpy, MemcpyParams.make(host, x)))
     graph_exec.set_node_params(record, P(T.EventRecord, e2))
     graph_exec.set_node_params(wait, P(T.WaitEvent, EventParams(e2)))
-    await (await graph_exec.launch(device.create_stream()))
+    await run_once(graph_exec, device)
     assert calls == ["b"]
     assert set(host.view(np.uint8).tolist()) == {7}
     assert e2.query()

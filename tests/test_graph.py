@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -19,6 +19,7 @@ from ahipgraph.graph.params import (
     MemFreeParams,
 )
 from ahipgraph.runtime.params import HostParams, KernelParams, MemcpyParams, MemsetParams
+from cleanup import destroy
 
 
 @ahg.kernel
@@ -32,12 +33,21 @@ def noop(*_: Any) -> None:
 
 
 @pytest.fixture
-def buf(device: ahg.Device) -> ahg.DevicePtr:
-    return device.malloc(1024)
+def buf(device: ahg.Device) -> Iterator[ahg.DevicePtr]:
+    ptr = device.malloc(1024)
+    yield ptr
+    while _MADE:  # what _adders made for this test
+        made = _MADE.pop()
+        if made.alive:
+            made.destroy()
+    device.free(ptr)
 
 
 # One adder per creatable node kind, with valid parameters, for the cases that apply to all.
 Adder = Callable[[ahg.Graph, dict[str, Any]], ahg.GraphNode]
+
+
+_MADE: list[ahg.Graph | ahg.Event] = []  # destroyed by the ``buf`` fixture at teardown
 
 
 def _adders(device: ahg.Device, buf: ahg.DevicePtr) -> dict[str, Adder]:
@@ -45,6 +55,7 @@ def _adders(device: ahg.Device, buf: ahg.DevicePtr) -> dict[str, Adder]:
     event = device.create_event()
     child = ahg.Graph()
     child.add_empty_node()
+    _MADE.extend((event, child))
     return {
         "kernel": lambda g, kw: g.add_kernel_node(scale, 1, 256, (256, 2.0, buf), **kw),
         "memcpy": lambda g, kw: g.add_memcpy_node(buf, host, **kw),
@@ -108,8 +119,8 @@ def test_graph_names_are_exported() -> None:
 
 
 def test_nodes_have_no_public_constructor() -> None:
-    with pytest.raises(TypeError):
-        ahg.GraphNode(ahg.Graph(), ahg.NodeType.Empty, None)
+    with ahg.Graph() as graph, pytest.raises(TypeError):
+        ahg.GraphNode(graph, ahg.NodeType.Empty, None)
 
 
 # -- each node kind ------------------------------------------------------------------------------
@@ -145,6 +156,7 @@ def test_every_kind_is_created_with_its_type_and_params(
     assert isinstance(free.params, MemFreeParams)
     assert graph.has_mem_nodes
     assert len(graph.nodes()) == len(KINDS) + 1
+    destroy(graph)
 
 
 def test_kernel_node_params(buf: ahg.DevicePtr) -> None:
@@ -157,6 +169,7 @@ def test_kernel_node_params(buf: ahg.DevicePtr) -> None:
     assert params.block == ahg.Dim3(128, 1, 1)
     assert params.args == (256, 2.0, buf)
     assert params.shared_mem == 64
+    destroy(graph)
 
 
 @pytest.mark.parametrize(
@@ -182,6 +195,7 @@ def test_memcpy_node_direction_comes_from_endpoints(
     assert isinstance(node.params, MemcpyParams)
     assert node.params.kind is expected
     assert node.params.nbytes == 64
+    destroy(other, graph)
 
 
 def test_memset_node_params(buf: ahg.DevicePtr) -> None:
@@ -196,6 +210,7 @@ def test_memset_node_params(buf: ahg.DevicePtr) -> None:
         4,
         32,
     )
+    destroy(graph)
 
 
 def test_host_event_and_child_params(device: ahg.Device) -> None:
@@ -209,6 +224,7 @@ def test_host_event_and_child_params(device: ahg.Device) -> None:
     assert record.params == EventParams(event)
     assert isinstance(child.params, ChildGraphParams)
     assert child.params.graph is not child_src
+    destroy(graph, event, child_src)
 
 
 # -- negative cases for every add_*_node ---------------------------------------------------------
@@ -238,7 +254,9 @@ def test_add_with_bad_deps_is_invalid_value_and_changes_nothing(
         gone.destroy()
         deps = [good, gone]
     elif bad == "foreign":
-        deps = [ahg.Graph().add_empty_node()]
+        foreign = ahg.Graph()
+        _MADE.append(foreign)
+        deps = [foreign.add_empty_node()]
     elif bad == "duplicate":
         deps = [good, good]
     else:
@@ -253,6 +271,7 @@ def test_add_with_bad_deps_is_invalid_value_and_changes_nothing(
     assert graph.nodes() == [good]
     assert good.dependents() == []
     assert len(RESERVATIONS) == reservations  # no address space taken by a failed alloc node
+    destroy(graph)
 
 
 @pytest.mark.parametrize(
@@ -286,12 +305,14 @@ def test_deps_accept_a_single_node(buf: ahg.DevicePtr) -> None:
     a = graph.add_empty_node()
     b = graph.add_memset_node(buf, 1, 4, deps=a)
     assert b.dependencies() == [a]
+    destroy(graph)
 
 
 def test_deps_must_be_nodes() -> None:
     graph = ahg.Graph()
     with pytest.raises(TypeError):
         graph.add_empty_node(deps=["not a node"])  # type: ignore[list-item]
+    destroy(graph)
 
 
 @pytest.mark.parametrize(
@@ -342,6 +363,7 @@ def test_bad_parameters_raise_hips_error_and_leave_graph_unchanged(
         call(graph, buf)
     assert graph.statistics().nodes == 0
     assert len(NODES) == nodes_before
+    destroy(graph)
 
 
 def test_freed_memory_is_rejected(device: ahg.Device) -> None:
@@ -350,6 +372,7 @@ def test_freed_memory_is_rejected(device: ahg.Device) -> None:
     graph = ahg.Graph()
     with pytest.raises(ahg.InvalidDevicePointer):
         graph.add_memset_node(ptr, 0, 4)
+    destroy(graph)
 
 
 def test_destroyed_child_graph_and_event_are_invalid_value(device: ahg.Device) -> None:
@@ -365,6 +388,7 @@ def test_destroyed_child_graph_and_event_are_invalid_value(device: ahg.Device) -
     with pytest.raises(ahg.InvalidValue):
         graph.add_event_wait_node(event)
     assert graph.statistics().nodes == 0
+    destroy(graph)
 
 
 # -- child graphs --------------------------------------------------------------------------------
@@ -382,6 +406,7 @@ def test_child_graph_embeds_a_copy_taken_when_added() -> None:
     assert embedded.owner_node is node
     embedded.add_empty_node()  # editing the copy changes the parent's child
     assert len(node.params.graph.nodes()) == 2
+    destroy(child, parent)
 
 
 def test_graph_may_be_added_as_its_own_child() -> None:
@@ -391,11 +416,12 @@ def test_graph_may_be_added_as_its_own_child() -> None:
     embedded = node.params.graph
     assert [n.id for n in embedded.nodes()] == [first.id]  # the snapshot predates the node
     assert [n.type for n in graph.nodes()] == [ahg.NodeType.Empty, ahg.NodeType.Graph]
+    destroy(graph)
 
 
 def test_embedded_copy_cannot_be_destroyed_directly() -> None:
-    parent = ahg.Graph()
-    node = parent.add_child_graph_node(ahg.Graph())
+    parent, child = ahg.Graph(), ahg.Graph()
+    node = parent.add_child_graph_node(child)
     embedded = node.params.graph
     with pytest.raises(ahg.InvalidValue):
         embedded.destroy()
@@ -403,6 +429,7 @@ def test_embedded_copy_cannot_be_destroyed_directly() -> None:
     assert embedded.destroyed
     with pytest.raises(ahg.IllegalState):
         embedded.destroy()
+    destroy(parent, child)
 
 
 def test_child_graph_with_memory_nodes_is_not_supported() -> None:
@@ -411,10 +438,12 @@ def test_child_graph_with_memory_nodes_is_not_supported() -> None:
     parent = ahg.Graph()
     with pytest.raises(ahg.NotSupported):
         parent.add_child_graph_node(child)
-    embedded = parent.add_child_graph_node(ahg.Graph()).params.graph
+    empty = ahg.Graph()
+    embedded = parent.add_child_graph_node(empty).params.graph
     with pytest.raises(ahg.NotSupported):
         embedded.add_mem_alloc_node(64)
     assert parent.statistics().nodes == 1
+    destroy(child, parent, empty)
 
 
 # -- memory nodes --------------------------------------------------------------------------------
@@ -458,6 +487,7 @@ def test_mem_free_rules(device: ahg.Device) -> None:
     graph.destroy()
     with pytest.raises(ahg.InvalidValue):
         other.add_mem_free_node(ptr)  # the allocating graph is gone
+    destroy(other)
 
 
 def test_free_node_in_another_graph_and_unclaim_on_destroy() -> None:
@@ -484,6 +514,7 @@ def test_memory_nodes_cannot_be_destroyed_or_cloned() -> None:
     with pytest.raises(ahg.NotSupported):
         graph.clone()
     assert graph.statistics().nodes == 2
+    destroy(graph)
 
 
 def test_instantiated_graph_leaves_reservations_to_the_executable(device: ahg.Device) -> None:
@@ -530,6 +561,7 @@ def test_setters_replace_params_with_the_same_validation(
     e1.destroy()
     with pytest.raises(ahg.InvalidValue):
         wait.set_event(e1)
+    destroy(graph, e2)
 
 
 def test_memcpy_direction_is_fixed(device: ahg.Device, buf: ahg.DevicePtr) -> None:
@@ -540,9 +572,11 @@ def test_memcpy_direction_is_fixed(device: ahg.Device, buf: ahg.DevicePtr) -> No
     assert node.params.nbytes == 32
     with pytest.raises(ahg.InvalidValue):
         node.set_memcpy_params(host, buf)  # DtoH now
+    other = device.malloc(64)
     with pytest.raises(ahg.InvalidValue):
-        node.set_params(MemcpyParams.make(device.malloc(64), buf, 64))
+        node.set_params(MemcpyParams.make(other, buf, 64))
     assert node.params.kind is ahg.CopyKind.HostToDevice
+    destroy(graph, other)
 
 
 def test_setter_on_wrong_node_type_is_invalid_value(device: ahg.Device, buf: ahg.DevicePtr) -> None:
@@ -553,10 +587,12 @@ def test_setter_on_wrong_node_type_is_invalid_value(device: ahg.Device, buf: ahg
         empty.set_kernel_params(scale, 1, 1, (1, 1.0, buf))
     with pytest.raises(ahg.InvalidValue):
         memset.set_host_params(noop)
+    event, child = device.create_event(), ahg.Graph()
+    _MADE.extend((event, child))
     with pytest.raises(ahg.InvalidValue):
-        memset.set_event(device.create_event())
+        memset.set_event(event)
     with pytest.raises(ahg.InvalidValue):
-        memset.set_child_graph(ahg.Graph())
+        memset.set_child_graph(child)
     with pytest.raises(ahg.InvalidValue):
         memset.set_params(HostParams.make(noop))
     with pytest.raises(ahg.InvalidValue):
@@ -564,6 +600,7 @@ def test_setter_on_wrong_node_type_is_invalid_value(device: ahg.Device, buf: ahg
     # Type is checked before values: a wrong-type node with bad values is still InvalidValue.
     with pytest.raises(ahg.InvalidValue):
         empty.set_memset_params(buf, 0, 4, element_size=3)
+    destroy(graph)
 
 
 def test_set_params_revalidates_a_hand_built_object(buf: ahg.DevicePtr) -> None:
@@ -575,11 +612,13 @@ def test_set_params_revalidates_a_hand_built_object(buf: ahg.DevicePtr) -> None:
     good = MemsetParams.make(buf, 9, 8)
     node.set_params(good)
     assert node.params == good
+    destroy(graph)
 
 
 def test_set_child_graph_swaps_in_a_fresh_copy_and_destroys_the_old() -> None:
     graph = ahg.Graph()
-    node = graph.add_child_graph_node(ahg.Graph())
+    empty = ahg.Graph()
+    node = graph.add_child_graph_node(empty)
     old = node.params.graph
     replacement = ahg.Graph()
     replacement.add_empty_node()
@@ -593,6 +632,7 @@ def test_set_child_graph_swaps_in_a_fresh_copy_and_destroys_the_old() -> None:
     assert new.destroyed
     with pytest.raises(ahg.InvalidValue):
         node.set_child_graph(None)  # type: ignore[arg-type]
+    destroy(graph, replacement, empty)
 
 
 # -- destroy semantics ---------------------------------------------------------------------------
@@ -615,6 +655,7 @@ def test_node_destroy_removes_its_edges() -> None:
             call()
     with pytest.raises(ahg.InvalidValue):
         graph.add_empty_node(deps=[b])
+    destroy(graph)
 
 
 def test_graph_destroy_invalidates_every_node_handle_at_once(buf: ahg.DevicePtr) -> None:
@@ -676,6 +717,7 @@ def test_child_node_destroy_destroys_embedded_graph_and_its_nodes() -> None:
     node.destroy()
     assert embedded.destroyed
     assert not inner.alive
+    destroy(child, parent)
 
 
 def test_registries_return_to_baseline() -> None:
@@ -695,7 +737,8 @@ def test_statistics_and_repr(buf: ahg.DevicePtr) -> None:
     graph = ahg.Graph()
     a = graph.add_empty_node()
     b = graph.add_memset_node(buf, 0, 4, deps=[a])
-    graph.add_child_graph_node(ahg.Graph(), deps=[a, b])
+    child = ahg.Graph()
+    graph.add_child_graph_node(child, deps=[a, b])
     obj = ahg.UserObject(noop)
     graph.retain_user_object(obj, 2)
     stats = graph.statistics()
@@ -704,6 +747,7 @@ def test_statistics_and_repr(buf: ahg.DevicePtr) -> None:
     assert not stats.has_mem_nodes
     assert repr(graph) == f"<Graph id={graph.id} nodes=3 edges=3 user_objects=1>"
     assert repr(b) == f"<GraphNode Memset id={b.id} graph={graph.id} deps=1 dependents=1>"
+    destroy(graph, child, obj)
 
 
 def test_kernel_node_priority_survives_set_params(device: ahg.Device) -> None:

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ahipgraph as ahg
+from cleanup import destroy
 
 
 def noop(*_: Any) -> None:
@@ -40,6 +41,7 @@ def test_clone_is_a_deep_copy_with_the_same_ids(device: ahg.Device) -> None:
         assert twin.graph is copy
         assert twin.hid != original.hid
         assert twin.params == original.params
+    destroy(buf, graph, copy)
 
 
 def test_clone_is_independent_both_ways(device: ahg.Device) -> None:
@@ -62,6 +64,7 @@ def test_clone_is_independent_both_ways(device: ahg.Device) -> None:
     graph.destroy()
     assert copy.nodes()[0] is a2  # the copy outlives its original
     assert a2.params.value == 1
+    destroy(buf, copy)
 
 
 def test_find_in_clone() -> None:
@@ -73,6 +76,7 @@ def test_find_in_clone() -> None:
     assert twin.id == b.id
     assert twin.graph is copy
     assert twin.dependencies() == [copy.find_in_clone(a)]
+    destroy(graph, copy)
 
 
 def test_find_in_clone_fails_for_nodes_added_after_cloning() -> None:
@@ -85,6 +89,7 @@ def test_find_in_clone_fails_for_nodes_added_after_cloning() -> None:
     added_to_copy = copy.add_empty_node()
     with pytest.raises(ahg.InvalidValue):
         copy.find_in_clone(added_to_copy)  # a node of the clone itself is not an original
+    destroy(graph, copy)
 
 
 def test_find_in_clone_fails_for_foreign_destroyed_and_removed_nodes() -> None:
@@ -106,6 +111,7 @@ def test_find_in_clone_fails_for_foreign_destroyed_and_removed_nodes() -> None:
     a.destroy()
     with pytest.raises(ahg.InvalidValue):
         copy.find_in_clone(a)  # the original handle is dead
+    destroy(graph, copy, unrelated)
 
 
 def test_clone_of_a_clone_finds_nodes_of_any_ancestor() -> None:
@@ -116,6 +122,7 @@ def test_clone_of_a_clone_finds_nodes_of_any_ancestor() -> None:
     assert second.original is first
     assert second.find_in_clone(a).id == a.id
     assert second.find_in_clone(first.find_in_clone(a)).id == a.id
+    destroy(graph, first, second)
 
 
 def test_clone_copies_child_graphs_deeply() -> None:
@@ -134,10 +141,12 @@ def test_clone_copies_child_graphs_deeply() -> None:
     copy.destroy()
     assert embedded_copy.destroyed
     assert not embedded.destroyed
+    destroy(child, graph)
 
 
 def test_clone_of_empty_and_cyclic_graphs() -> None:
-    empty = ahg.Graph().clone()
+    original = ahg.Graph()
+    empty = original.clone()
     assert empty.nodes() == []
     graph = ahg.Graph()
     a = graph.add_empty_node()
@@ -145,13 +154,15 @@ def test_clone_of_empty_and_cyclic_graphs() -> None:
     graph.add_dependencies(b, a)
     copy = graph.clone()
     assert [(s.id, d.id) for s, d in copy.edges()] == [(a.id, b.id), (b.id, a.id)]
+    destroy(empty, graph, copy, original)
 
 
 def test_clone_statistics_match() -> None:
     graph = ahg.Graph()
     a = graph.add_empty_node()
     graph.add_empty_node(deps=[a])
-    graph.add_child_graph_node(ahg.Graph(), deps=[a])
+    child = ahg.Graph()
+    graph.add_child_graph_node(child, deps=[a])
     copy = graph.clone()
     ours, theirs = graph.statistics(), copy.statistics()
     assert (ours.nodes, ours.edges, ours.roots, ours.child_graphs) == (
@@ -160,6 +171,7 @@ def test_clone_statistics_match() -> None:
         theirs.roots,
         theirs.child_graphs,
     )
+    destroy(graph, copy, child)
 
 
 @settings(max_examples=50, deadline=None)

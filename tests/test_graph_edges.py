@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ahipgraph as ahg
+from cleanup import destroy
 
 
 def diamond() -> tuple[ahg.Graph, ahg.GraphNode, ahg.GraphNode, ahg.GraphNode, ahg.GraphNode]:
@@ -30,6 +31,7 @@ def test_diamond_queries() -> None:
     assert a.dependents() == [b, c]
     assert d.dependencies() == [b, c]
     assert d.dependents() == []
+    destroy(graph)
 
 
 def test_topological_order_is_kahn_with_insertion_order_fifo() -> None:
@@ -44,6 +46,7 @@ def test_topological_order_is_kahn_with_insertion_order_fifo() -> None:
     assert graph.nodes() == [x, y, z, sink]
     assert graph.root_nodes() == [x, y]
     assert sink.dependencies() == [z, x]  # edge insertion order
+    destroy(graph)
 
 
 def test_successors_are_visited_in_edge_order() -> None:
@@ -53,6 +56,7 @@ def test_successors_are_visited_in_edge_order() -> None:
     early = graph.add_empty_node()
     graph.add_dependencies([root, root], [early, late])
     assert graph.nodes() == [root, early, late]
+    destroy(graph)
 
 
 def test_empty_graph_queries() -> None:
@@ -60,6 +64,7 @@ def test_empty_graph_queries() -> None:
     assert graph.nodes() == []
     assert graph.root_nodes() == []
     assert graph.edges() == []
+    destroy(graph)
 
 
 # -- add_dependencies / remove_dependencies ------------------------------------------------------
@@ -76,12 +81,14 @@ def test_add_and_remove_dependencies() -> None:
     assert c.dependencies() == [b]
     graph.add_dependencies([], [])  # nothing to do is fine
     assert graph.statistics().edges == 2
+    destroy(graph)
 
 
 @pytest.mark.parametrize("bad", ["self", "null_from", "null_to", "foreign", "destroyed", "exists"])
 def test_add_dependencies_rejects_bad_pairs_and_adds_nothing(bad: str) -> None:
     graph, a, b, c, _ = diamond()
-    other = ahg.Graph().add_empty_node()
+    foreign = ahg.Graph()
+    other = foreign.add_empty_node()
     gone = graph.add_empty_node()
     gone.destroy()
     pairs = {
@@ -98,6 +105,7 @@ def test_add_dependencies_rejects_bad_pairs_and_adds_nothing(bad: str) -> None:
         # A valid pair first: HIP would add it before failing; here nothing is added.
         graph.add_dependencies([b, src], [c, dst])  # type: ignore[list-item]
     assert graph.edges() == before
+    destroy(graph, foreign)
 
 
 def test_add_dependencies_rejects_a_pair_given_twice() -> None:
@@ -106,6 +114,7 @@ def test_add_dependencies_rejects_a_pair_given_twice() -> None:
     with pytest.raises(ahg.InvalidValue):
         graph.add_dependencies([a, a], [b, b])
     assert graph.edges() == []
+    destroy(graph)
 
 
 def test_dependency_lists_must_have_equal_length() -> None:
@@ -114,12 +123,14 @@ def test_dependency_lists_must_have_equal_length() -> None:
         graph.add_dependencies([a, b], [c])
     with pytest.raises(ValueError, match="from-nodes"):
         graph.remove_dependencies([a], [b, c])
+    destroy(graph)
 
 
 @pytest.mark.parametrize("bad", ["missing", "foreign", "null", "twice", "self"])
 def test_remove_dependencies_rules(bad: str) -> None:
     graph, a, b, c, d = diamond()
-    other = ahg.Graph().add_empty_node()
+    foreign = ahg.Graph()
+    other = foreign.add_empty_node()
     pairs = {
         "missing": ([a, b], [b, c]),
         "foreign": ([a, other], [b, d]),
@@ -132,6 +143,7 @@ def test_remove_dependencies_rules(bad: str) -> None:
     with pytest.raises(ahg.InvalidValue):
         graph.remove_dependencies(froms, tos)  # type: ignore[arg-type]
     assert graph.edges() == before
+    destroy(graph, foreign)
 
 
 # -- cycles --------------------------------------------------------------------------------------
@@ -149,6 +161,7 @@ def test_cycle_is_accepted_when_added_and_reported_when_ordered() -> None:
         copy.nodes()
     graph.remove_dependencies(d, a)  # breaking the cycle makes it orderable again
     assert graph.nodes() == [a, b, c, d]
+    destroy(copy, graph)
 
 
 def test_two_node_cycle_with_an_acyclic_part() -> None:
@@ -162,6 +175,7 @@ def test_two_node_cycle_with_an_acyclic_part() -> None:
     assert graph.root_nodes() == [free]
     x.destroy()
     assert graph.nodes() == [free, y]
+    destroy(graph)
 
 
 def test_cycle_inside_a_child_graph_does_not_affect_parent_order() -> None:
@@ -174,6 +188,7 @@ def test_cycle_inside_a_child_graph_does_not_affect_parent_order() -> None:
     assert parent.nodes() == [node]
     with pytest.raises(ahg.InvalidValue):
         node.params.graph.nodes()
+    destroy(child, parent)
 
 
 # -- random DAGs ---------------------------------------------------------------------------------
@@ -233,10 +248,10 @@ def test_random_dag_back_edge_makes_a_cycle(
     if not edges:
         return
     graph, nodes = build(count, edges, len(edges))
-    i, j = data.draw(st.sampled_from(edges))
-    graph.add_dependencies(nodes[j], nodes[i])  # type: ignore[arg-type]
-    with pytest.raises(ahg.InvalidValue):
-        graph.nodes()
-    graph.remove_dependencies(nodes[j], nodes[i])  # type: ignore[arg-type]
-    assert len(graph.nodes()) == count
-    graph.destroy()
+    with graph:  # destroyed even when Hypothesis stops the example inside data.draw
+        i, j = data.draw(st.sampled_from(edges))
+        graph.add_dependencies(nodes[j], nodes[i])  # type: ignore[arg-type]
+        with pytest.raises(ahg.InvalidValue):
+            graph.nodes()
+        graph.remove_dependencies(nodes[j], nodes[i])  # type: ignore[arg-type]
+        assert len(graph.nodes()) == count

@@ -8,6 +8,7 @@ import asyncio
 import pytest
 
 import ahipgraph as ahg
+from cleanup import destroy
 
 
 @ahg.kernel
@@ -37,6 +38,7 @@ async def test_a_cancelled_error_from_a_host_function_fails_that_op_only(
         await stream.synchronize()  # the stream reports it once
     await stream.synchronize()
     assert device.view(out, "int64", 1)[0] == 1
+    destroy(out, stream)
 
 
 @pytest.mark.asyncio
@@ -53,6 +55,7 @@ async def test_a_cancelled_error_raised_by_an_async_body_fails_that_op(
     with pytest.raises(ahg.LaunchFailure):
         await stream.synchronize()
     assert device.statistics().in_flight == 0
+    destroy(stream)
 
 
 @pytest.mark.parametrize("interrupt", [KeyboardInterrupt, SystemExit])
@@ -95,3 +98,4 @@ def test_an_interrupt_propagates_and_the_device_stays_consistent(
         loop.close()
     assert device.view(out, "int64", 1)[0] == 2
     assert device.statistics().in_flight == 0
+    destroy(out, stream, other)

@@ -21,6 +21,7 @@ from ahipgraph.device.thread_ids import MAX_THREADS_PER_LAUNCH as MAX_THREADS
 from ahipgraph.device.thread_ids import THREAD_IDS, ThreadIdsCache
 from ahipgraph.runtime.completion import Completion
 from ahipgraph.runtime.params import KernelParams
+from cleanup import destroy
 
 
 def as_arg_type(declared: Any) -> ArgType:
@@ -259,8 +260,8 @@ async def test_a_launch_with_a_pointer_moved_below_zero_fails_and_changes_nothin
     below_zero = ptr - (ptr.address + 256)
     with pytest.raises(ValueError, match="out of range"):
         await stream.launch_kernel(saxpy, 1, 16, (16, 1.0, below_zero, ptr))
-    with pytest.raises(ValueError, match="out of range"):
-        ahg.Graph().add_kernel_node(saxpy, 1, 16, (16, 1.0, ptr, ptr + 2**64))
+    with ahg.Graph() as graph, pytest.raises(ValueError, match="out of range"):
+        graph.add_kernel_node(saxpy, 1, 16, (16, 1.0, ptr, ptr + 2**64))
     assert device.memory.statistics() == memory
     assert stream.statistics() == streams
     stream.destroy()
@@ -302,6 +303,7 @@ def test_pointer_arguments_decode_as_typed_views_of_device_memory(device: ahg.De
     assert (doubles.dtype, doubles.shape) == (np.float64, (3,))
     words[0] = 42
     assert device.view(ptr + 4, np.int32, 1)[0] == 42
+    destroy(ptr)
 
 
 def test_freed_pointer_argument_fails_to_decode(device: ahg.Device) -> None:
@@ -443,6 +445,7 @@ async def test_kernels_of_many_sizes_leave_the_shared_cache_bounded(device: ahg.
     assert stats.entries <= stats.max_entries
     assert stats.nbytes <= stats.max_bytes
     assert stats.counts[-1] == sizes[-1]
+    destroy(stream)
 
 
 def test_shared_memory_is_checked() -> None:
@@ -489,6 +492,7 @@ async def test_threads_describe_the_launch(device: ahg.Device) -> None:
     ((tag, grid, block, count, ids, shared),) = seen
     assert (tag, grid, block, count, shared) == (7, (2, 3, 1), (4, 1, 2), 48, 128)
     assert ids.tolist() == list(range(48))
+    destroy(stream)
 
 
 @pytest.mark.asyncio
@@ -533,6 +537,7 @@ async def test_saxpy_matches_numpy(device: ahg.Device) -> None:
     device.free(x)
     device.free(y)
     assert device.memory.bytes_in_use == 0
+    destroy(stream)
 
 
 @pytest.mark.asyncio
@@ -551,3 +556,4 @@ async def test_two_kernel_reduction_matches_numpy(device: ahg.Device) -> None:
     assert int(total[0]) == int(values.sum())
     device.free(x)
     device.free(partial)
+    destroy(stream)

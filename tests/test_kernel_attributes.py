@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import ahipgraph as ahg
+from cleanup import run_once
 
 A = ahg.KernelNodeAttribute
 
@@ -241,7 +242,7 @@ async def test_executable_twin_round_trips_and_runs(device: ahg.Device) -> None:
     # New kernel parameters keep the executable's attributes, as HIP's setter does.
     graph_exec.set_kernel_node_params(node, put, 1, 1, (11, out))
     assert graph_exec.kernel_node_attribute(node, A.Priority) == -1
-    await (await graph_exec.launch(device.create_stream()))
+    await run_once(graph_exec, device)
     assert device.view(out, np.int64, 1)[0] == 11
     empty = graph.add_empty_node()
     with pytest.raises(ahg.InvalidValue):

@@ -19,6 +19,7 @@ from ahipgraph.device.memory import (
     MAX_DEVICES,
     DeviceMemory,
 )
+from cleanup import destroy
 
 KIB = 1024
 
@@ -39,6 +40,7 @@ def test_malloc_gives_aligned_disjoint_zeroed_allocations(device: ahg.Device) ->
     spans = sorted((p.address, p.address + n) for p, n in zip(ptrs, sizes, strict=True))
     assert all(end <= start for (_, end), (start, _) in itertools.pairwise(spans))
     assert not device.view(ptrs[3], np.uint8, 257).any()
+    destroy(*ptrs)
 
 
 def test_malloc_zero_gives_null_and_free_null_is_a_no_op(device: ahg.Device) -> None:
@@ -158,6 +160,7 @@ def test_resolve_accepts_every_range_inside_the_allocation(device: ahg.Device) -
     assert device.memory.resolve(ptr + 60, 40)[1] == 60
     assert device.memory.resolve(ptr + 99, 1)[1] == 99
     assert device.memory.resolve(ptr + 99, 0)[1] == 99
+    destroy(ptr)
 
 
 @pytest.mark.parametrize(("offset", "nbytes"), [(0, 101), (50, 51), (99, 2)])
@@ -167,6 +170,7 @@ def test_ranges_running_past_the_end_are_invalid_value(
     ptr = device.malloc(100)
     with pytest.raises(ahg.InvalidValue, match="past the end"):
         device.memory.resolve(ptr + offset, nbytes)
+    destroy(ptr)
 
 
 def test_addresses_outside_any_allocation_are_invalid_device_pointer(device: ahg.Device) -> None:
@@ -174,6 +178,7 @@ def test_addresses_outside_any_allocation_are_invalid_device_pointer(device: ahg
     for outside in (ptr + 100, ptr + ALLOCATION_ALIGNMENT, ptr - 1):
         with pytest.raises(ahg.InvalidDevicePointer):
             device.memory.resolve(outside, 0)
+    destroy(ptr)
 
 
 def test_null_pointer_and_negative_size_are_invalid_value(device: ahg.Device) -> None:
@@ -182,6 +187,7 @@ def test_null_pointer_and_negative_size_are_invalid_value(device: ahg.Device) ->
         device.memory.resolve(ahg.NULL, 1)
     with pytest.raises(ahg.InvalidValue, match="negative"):
         device.memory.resolve(ptr, -1)
+    destroy(ptr)
 
 
 def test_freed_pointer_is_invalid_device_pointer(device: ahg.Device) -> None:
@@ -202,6 +208,7 @@ def test_view_is_a_bounds_checked_window_onto_device_bytes(device: ahg.Device) -
     assert device.view(ptr, np.uint8, 4).tolist() == [1, 0, 0, 0]
     with pytest.raises(ahg.InvalidValue):
         device.view(ptr + 8, np.uint32, 3)
+    destroy(ptr)
 
 
 class YieldingList(list[Any]):
@@ -315,6 +322,7 @@ def test_devices_own_disjoint_address_ranges_below_2_64() -> None:
     for device, (base, end) in zip(devices, ranges, strict=True):
         ptr = device.malloc(1000)
         assert base <= ptr.address < ptr.address + 1000 <= end
+        device.free(ptr)
     last = DeviceMemory(MAX_DEVICES - 1, KIB)
     assert last.address_end == 2**64
     with pytest.raises(ValueError, match="address range"):
@@ -422,3 +430,4 @@ def test_device_pointer_arithmetic_and_identity(device: ahg.Device) -> None:
     with pytest.raises(ValueError, match="different devices"):
         _ = ahg.DevicePtr(1, ptr.address) - ptr
     assert repr(ahg.NULL) == "DevicePtr(NULL)"
+    destroy(ptr)

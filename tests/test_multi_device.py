@@ -13,6 +13,7 @@ import pytest
 import ahipgraph as ahg
 from ahipgraph.runtime.per_thread import per_thread_statistics
 from ahipgraph.testing import leak_report, snapshot
+from cleanup import destroy
 
 
 @ahg.kernel
@@ -190,6 +191,7 @@ async def test_a_kernel_reads_and_writes_peer_memory_only_with_access() -> None:
     d0.enable_peer_access(1)
     d1.free(remote)
     await faults_on_a_pointer(await stream.launch_kernel(add_one, 1, 32, (32, remote)))
+    destroy(local, stream, other)
 
 
 @pytest.mark.asyncio
@@ -206,6 +208,7 @@ async def test_a_graph_kernel_with_a_peer_pointer_needs_access() -> None:
     d0.enable_peer_access(d1)
     await (await graph_exec.launch())
     assert (d1.view(remote, np.int32, 8) == 1).all()
+    destroy(remote, graph, graph_exec)
 
 
 @pytest.mark.asyncio
@@ -226,6 +229,7 @@ async def test_copies_between_devices_cost_a_peer_transfer() -> None:
     assert peer.end_ns - peer.start_ns == cost.copy_latency_ns + round((1 << 16) / 10.0)
     assert local.end_ns - local.start_ns == cost.copy_ns(1 << 16, ahg.CopyKind.DeviceToDevice)
     assert (d0.view(c, np.uint8, 1 << 16) == 7).all()
+    destroy(a, b, c, stream)
 
 
 # -- launching on another device's stream --------------------------------------------------------
@@ -300,6 +304,7 @@ async def test_a_failed_cross_device_launch_reports_to_the_users_stream() -> Non
     with pytest.raises(ahg.ContextIsDestroyed):
         await graph_exec.launch(destroyed)
     assert graph_exec.statistics().launches == 1
+    destroy(graph, graph_exec, stream1)
 
 
 # -- per-task default streams ----------------------------------------------------------------------
@@ -362,6 +367,7 @@ async def test_a_launch_without_a_stream_uses_the_current_devices_null_stream() 
     finally:
         ahg.set_device(0)
     assert (d1.view(x, np.int32, 4) == 2).all()
+    destroy(x, graph, graph_exec)
 
 
 @pytest.mark.asyncio
@@ -412,11 +418,12 @@ def test_peer_access_from_another_thread_is_seen_by_the_loop() -> None:
     assert all(isinstance(e, ahg.PeerAccessAlreadyEnabled) for e in errors)
 
     async def main() -> None:
-        stream = d0.create_stream()
-        await (await stream.launch_kernel(add_one, 1, 4, (4, remote)))
+        with d0.create_stream() as stream:
+            await (await stream.launch_kernel(add_one, 1, 4, (4, remote)))
 
     asyncio.run(main())
     assert (d1.view(remote, np.int32, 4) == 1).all()
+    destroy(remote)
 
 
 @pytest.mark.asyncio
@@ -442,6 +449,7 @@ async def test_memcpy_peer_checks_each_pointer_against_its_device() -> None:
     assert (snapshot(), stream.statistics()) == baseline
     await d0.memcpy_peer(a, d0, b, d1, 64)  # synchronous: done on return
     assert (d0.view(a, np.uint8, 64) == 3).all()
+    destroy(a, b, stream)
 
 
 @pytest.mark.asyncio
@@ -463,6 +471,7 @@ async def test_synchronous_pitched_and_symbol_copies(device: ahg.Device) -> None
         await device.memcpy_to_symbol(symbol, host)
     with pytest.raises(ahg.StreamCaptureInvalidated):
         stream.end_capture()
+    destroy(dev, stream)
 
 
 @pytest.mark.asyncio
@@ -497,6 +506,7 @@ async def test_dependency_graph_device_context_change() -> None:
         ahg.set_device(0)
     graph_exec.destroy()
     graph.destroy()
+    destroy(a, b)
 
 
 @pytest.mark.asyncio
@@ -526,6 +536,7 @@ async def test_a_cross_device_launch_cancelled_while_parked_enqueues_nothing() -
     graph_exec.destroy()
     graph.destroy()
     stream1.destroy()
+    destroy(x)
 
 
 def test_outside_tasks_each_thread_has_its_own_default_stream() -> None:

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 import ahipgraph as ahg
 from ahipgraph.runtime.pitched import check_pitched_copy
 from ahipgraph.testing import snapshot
+from cleanup import destroy
 
 P = ahg.PitchedPtr
 
@@ -34,12 +35,14 @@ def test_pitch_below_width_is_invalid_pitch_value(device: ahg.Device) -> None:
         check_pitched_copy(P(ptr, 8), P(ptr, 16), (16, 2, 1), max_pitch=2**31 - 1)
     with pytest.raises(ahg.InvalidPitchValue):
         check_pitched_copy(P(ptr, 16), P(ptr, 0), (16, 2, 1), max_pitch=2**31 - 1)
+    destroy(ptr)
 
 
 def test_pitch_above_the_maximum_is_invalid_value(device: ahg.Device) -> None:
     ptr = device.malloc(1024)
     with pytest.raises(ahg.InvalidValue, match="maximum"):
         check_pitched_copy(P(ptr, 64), P(ptr, 16), (16, 2, 1), max_pitch=32)
+    destroy(ptr)
 
 
 def test_pitch_checks_come_before_the_kind_and_the_bounds(device: ahg.Device) -> None:
@@ -49,6 +52,7 @@ def test_pitch_checks_come_before_the_kind_and_the_bounds(device: ahg.Device) ->
         check_pitched_copy(P(ptr, 4), P(ptr, 4), (8, 100, 1), kind=99, max_pitch=1 << 20)
     with pytest.raises(ahg.InvalidMemcpyDirection):
         check_pitched_copy(P(ptr, 8), P(ptr, 8), (8, 100, 1), kind=99, max_pitch=1 << 20)
+    destroy(ptr)
 
 
 @pytest.mark.parametrize(
@@ -60,6 +64,7 @@ def test_a_kind_that_contradicts_the_endpoints_is_invalid_memcpy_direction(
     ptr = device.malloc(256)
     with pytest.raises(ahg.InvalidMemcpyDirection):
         check_pitched_copy(P(ptr, 16), P(ptr + 128, 16), (16, 2, 1), kind=kind, max_pitch=1 << 20)
+    destroy(ptr)
 
 
 @pytest.mark.parametrize(
@@ -84,6 +89,7 @@ def test_a_region_out_of_bounds_is_invalid_value(
             src_pos=src_pos,
             max_pitch=1 << 20,
         )
+    destroy(a, b)
 
 
 def test_a_host_region_out_of_bounds_is_invalid_value(device: ahg.Device) -> None:
@@ -91,6 +97,7 @@ def test_a_host_region_out_of_bounds_is_invalid_value(device: ahg.Device) -> Non
     host = np.zeros(40, np.uint8)
     with pytest.raises(ahg.InvalidValue, match="40-byte"):
         check_pitched_copy(P(dev, 16), P(host, 16), (16, 3, 1), max_pitch=1 << 20)
+    destroy(dev)
 
 
 def test_null_endpoints_and_slice_height_below_height_are_invalid_value(
@@ -108,6 +115,7 @@ def test_null_endpoints_and_slice_height_below_height_are_invalid_value(
         check_pitched_copy(
             P(ahg.DevicePtr(0, 12345), 16), P(ptr, 16), (16, 2, 1), max_pitch=1 << 20
         )
+    destroy(ptr)
 
 
 def test_python_misuse_is_a_type_error(device: ahg.Device) -> None:
@@ -118,6 +126,7 @@ def test_python_misuse_is_a_type_error(device: ahg.Device) -> None:
         check_pitched_copy(P(ptr, 16), P(ptr, 16), (16, 2), max_pitch=64)
     with pytest.raises(TypeError, match="pitch"):
         check_pitched_copy(P(ptr, 16.0), P(ptr, 16), (16, 2, 1), max_pitch=64)  # type: ignore[arg-type]
+    destroy(ptr)
 
 
 def test_zero_extents_are_valid_and_copy_nothing(device: ahg.Device) -> None:
@@ -125,6 +134,7 @@ def test_zero_extents_are_valid_and_copy_nothing(device: ahg.Device) -> None:
     for extent in ((0, 5, 1), (16, 0, 1), (16, 5, 0)):
         params = check_pitched_copy(P(ptr, 16), P(ptr, 16), extent, max_pitch=64)
         assert params.nbytes == 0
+    destroy(ptr)
 
 
 # -- on streams: results equal numpy -----------------------------------------------------------
@@ -209,6 +219,7 @@ async def test_max_pitch_is_a_device_property() -> None:
     await (await stream.memcpy_2d(dev, 64, dev + 512, 64, 8, 2))
     with pytest.raises(ahg.InvalidValue, match="maximum"):
         await stream.memcpy_2d(dev, 128, dev + 512, 64, 8, 2)
+    destroy(dev, stream)
 
 
 @pytest.mark.asyncio
@@ -220,6 +231,7 @@ async def test_a_pitched_copy_costs_its_bytes_not_its_span(device: ahg.Device) -
     done = await stream.memcpy_2d(dev, 100_000, host, 1000, 1000, 4)
     await done
     assert done.end_ns - done.start_ns == cost.copy_ns(4000, ahg.CopyKind.HostToDevice)
+    destroy(dev, stream)
 
 
 # -- as memcpy nodes ---------------------------------------------------------------------------
@@ -269,6 +281,7 @@ def test_a_failed_node_add_changes_nothing(device: ahg.Device) -> None:
             call()
         assert graph.statistics() == before
     graph.destroy()
+    destroy(dev)
 
 
 @pytest.mark.asyncio

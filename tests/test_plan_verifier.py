@@ -13,6 +13,7 @@ import pytest
 import ahipgraph as ahg
 from ahipgraph.device.ops import SignalSlotOp, WaitSlotsOp
 from ahipgraph.exec.plan_check import unenforced_edges
+from cleanup import destroy
 
 
 @ahg.kernel
@@ -60,6 +61,7 @@ def test_disabled_nodes_keep_their_ordering_in_the_plan() -> None:
     exe.set_node_enabled(b, False)
     assert unenforced_edges(exe) == []
     exe.destroy()
+    destroy(graph)
 
 
 def wide(width: int = 4) -> tuple[ahg.Graph, ahg.GraphExec]:

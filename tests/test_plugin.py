@@ -83,6 +83,7 @@ SUITE = textwrap.dedent(
 )
 
 
+@pytest.mark.leaks_allowed("the user suite it runs in this process leaks streams on purpose")
 def test_fixtures_work_under_both_plugins_and_leaks_fail_with_the_report(
     pytester: pytest.Pytester,
 ) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 import ahipgraph as ahg
+from cleanup import destroy
 
 
 def _public_callables() -> Iterator[tuple[str, Callable[..., Any]]]:
@@ -108,8 +109,8 @@ async def test_every_destroyed_handle_error_is_a_destroyed_and_keeps_its_hip_cod
 
 
 def test_ordinary_errors_are_not_destroyed() -> None:
-    with pytest.raises(ahg.InvalidValue) as caught:
-        ahg.Graph().add_empty_node(deps=[None])  # type: ignore[list-item]
+    with ahg.Graph() as graph, pytest.raises(ahg.InvalidValue) as caught:
+        graph.add_empty_node(deps=[None])  # type: ignore[list-item]
     assert not isinstance(caught.value, ahg.Destroyed)
 
 
@@ -153,6 +154,7 @@ def test_an_executable_has_no_public_reference_count(device: ahg.Device) -> None
     graph_exec.destroy()
     with pytest.raises(ahg.Destroyed):
         graph_exec.destroy()
+    destroy(graph)
 
 
 @pytest.mark.parametrize("cls", [ahg.Graph, ahg.GraphExec, ahg.Stream, ahg.GraphNode])
@@ -166,5 +168,8 @@ def test_public_methods_are_named_for_their_public_class(cls: type) -> None:
 
 
 def test_a_wrong_call_names_the_class_the_user_called() -> None:
-    with pytest.raises(TypeError, match=r"^Graph\.add_kernel_node\(\) missing"):
-        ahg.Graph().add_kernel_node()  # type: ignore[call-arg]
+    with (
+        ahg.Graph() as graph,
+        pytest.raises(TypeError, match=r"^Graph\.add_kernel_node\(\) missing"),
+    ):
+        graph.add_kernel_node()  # type: ignore[call-arg]

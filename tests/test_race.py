@@ -11,6 +11,7 @@ import pytest
 
 import ahipgraph as ahg
 from ahipgraph.testing import HeldKernel
+from cleanup import destroy
 
 N = 64
 NBYTES = N * 4
@@ -71,6 +72,7 @@ async def test_default_stream_reads_another_streams_copy(device: ahg.Device) -> 
         await device.null_stream.launch_kernel(read, 1, N, (N, buf))
         await device.synchronize()
     assert rc.reports == []
+    destroy(buf, side, event)
 
 
 @pytest.mark.asyncio
@@ -84,6 +86,7 @@ async def test_blocking_stream_and_null_stream_are_ordered(device: ahg.Device) -
         await blocking.launch_kernel(fill, 1, N, (N, buf))
         await device.synchronize()
     assert rc.reports == []
+    destroy(buf, blocking)
 
 
 @pytest.mark.asyncio
@@ -99,6 +102,7 @@ async def test_new_stream_that_does_not_wait_for_its_caller(device: ahg.Device) 
     (report,) = rc.reports
     assert report.kind == "read-after-write"
     assert "has no ordering with" in report.why
+    worker.destroy()  # the second ``worker`` below is another stream
 
     with ahg.race_check(on_race="raise") as rc:
         a2 = device.malloc(NBYTES)
@@ -110,6 +114,7 @@ async def test_new_stream_that_does_not_wait_for_its_caller(device: ahg.Device) 
         await worker.launch_kernel(double, 1, N, (N, a2, b))
         await device.synchronize()
     assert rc.reports == []
+    destroy(main, a, b, worker, a2, forked)
 
 
 @pytest.mark.asyncio
@@ -133,6 +138,7 @@ async def test_free_async_with_no_stream_order_covering_it(device: ahg.Device) -
         await s1.free_async(buf)  # the same stream: ordered
         await device.synchronize()
     assert rc.reports == []
+    destroy(s1, s2)
 
 
 @pytest.mark.asyncio
@@ -158,6 +164,7 @@ async def test_host_free_while_a_kernel_may_still_use_the_buffer(device: ahg.Dev
         await stream.synchronize()
         device.free(buf)
     assert rc.reports == []
+    destroy(stream)
 
 
 @pytest.mark.asyncio
@@ -177,7 +184,8 @@ async def test_event_snapshot_is_the_record_not_the_wait(device: ahg.Device) -> 
     assert rc.reports == []  # the host sync ordered it: later enqueues follow host order
 
     with ahg.race_check(on_race="collect") as rc:
-        await s1.memset(device.malloc(16), 0, 16)
+        scratch = device.malloc(16)
+        await s1.memset(scratch, 0, 16)
         await s1.record_event(event)
         await s1.launch_kernel(fill, 1, N, (N, buf))
         await s2.wait_event(event)
@@ -188,6 +196,7 @@ async def test_event_snapshot_is_the_record_not_the_wait(device: ahg.Device) -> 
     assert "only up to op #" in report.why
     assert "recorded on" in report.why
     assert "waited at" in report.why
+    destroy(s1, s2, buf, event, scratch)
 
 
 @pytest.mark.asyncio
@@ -201,6 +210,7 @@ async def test_awaited_completion_orders_the_host(device: ahg.Device) -> None:
         await s2.launch_kernel(read, 1, N, (N, buf))
         await device.synchronize()
     assert rc.reports == []
+    destroy(s1, s2, buf)
 
 
 @pytest.mark.asyncio
@@ -216,6 +226,7 @@ async def test_atomic_updates_never_race_each_other(device: ahg.Device) -> None:
         await s2.launch_kernel(bump, 1, 1, (counter,))  # a plain write still races
         await device.synchronize()
     assert kinds(rc.reports) == ["write-after-write"]
+    destroy(s1, s2, counter)
 
 
 @pytest.mark.asyncio
@@ -233,6 +244,7 @@ async def test_disjoint_ranges_do_not_race(device: ahg.Device) -> None:
         await s2.launch_kernel(read, 1, N, (N, buf + NBYTES))
         await device.synchronize()
     assert rc.reports == []
+    destroy(s1, s2, buf)
 
 
 @pytest.mark.asyncio
@@ -247,6 +259,7 @@ async def test_raise_mode_raises_at_the_racing_call(device: ahg.Device) -> None:
         await device.synchronize()
     assert caught.value.reports == rc.reports
     assert "write-after-write" in str(caught.value)
+    destroy(s1, s2, buf)
 
 
 @pytest.mark.asyncio
@@ -260,6 +273,7 @@ async def test_warn_mode_warns(device: ahg.Device) -> None:
             await s2.memset(buf, 1, NBYTES)
         await device.synchronize()
     assert len(rc.reports) == 1
+    destroy(s1, s2, buf)
 
 
 @pytest.mark.asyncio
@@ -283,6 +297,7 @@ async def test_host_source_changed_while_its_copy_is_in_flight(device: ahg.Devic
         await done
         host[0] = 7.0
     assert rc.reports == []
+    destroy(stream, buf)
 
 
 def test_bad_mode_is_refused() -> None:
@@ -311,6 +326,7 @@ def test_graph_missing_edge_is_reported_with_the_edge_to_add(device: ahg.Device)
     graph.add_dependencies(*report.fix_edge)
     assert graph.check_races() == []
     graph.instantiate(check_races=True).destroy()
+    destroy(a, b, graph)
 
 
 @pytest.mark.asyncio
@@ -333,6 +349,7 @@ async def test_side_stream_not_joined_before_the_read_in_a_capture(device: ahg.D
     assert report.fix_edge is not None
     graph.add_dependencies(*report.fix_edge)
     assert graph.check_races() == []
+    destroy(main, side, buf, out, fork, join, graph)
 
 
 @pytest.mark.asyncio
@@ -360,6 +377,7 @@ async def test_disabled_node_keeps_ordering_through_its_edges(device: ahg.Device
     await (await exe.launch())
     assert int(device.view(c, np.uint8)[0]) == 3  # the memset still fills c
     exe.destroy()
+    destroy(a, b, c, graph)
 
 
 def test_child_graph_race_names_the_child_node(device: ahg.Device) -> None:
@@ -376,6 +394,7 @@ def test_child_graph_race_names_the_child_node(device: ahg.Device) -> None:
     assert report.first.where.startswith("child graph of node")
     graph.add_dependencies(holder, reader)
     assert graph.check_races() == []
+    destroy(a, b, child, graph)
 
 
 @pytest.mark.asyncio
@@ -411,6 +430,7 @@ async def test_events_across_two_graphs(device: ahg.Device) -> None:
     assert "'double'" in report.second.op
     for exe in exes:
         exe.destroy()
+    destroy(a, b, event, producer, consumer, unsynced, s1, s2)
 
 
 def test_to_dot_draws_the_race_and_the_suggested_edge(device: ahg.Device) -> None:
@@ -432,6 +452,7 @@ def test_to_dot_draws_the_race_and_the_suggested_edge(device: ahg.Device) -> Non
         graph.to_dot(races=["not a report"])
     with pytest.raises(TypeError):
         graph.to_dot(races="x")
+    destroy(a, b, graph)
 
 
 @pytest.mark.asyncio
@@ -472,6 +493,7 @@ async def test_an_event_recorded_mid_graph_covers_only_the_nodes_before_it(
     assert "only up to" in report.why or "no ordering" in report.why
     for exe in exes:
         exe.destroy()
+    destroy(a, b, c, event, producer, consumer, late_reader, s1, s2)
 
 
 @pytest.mark.asyncio
@@ -489,3 +511,4 @@ async def test_launches_of_one_executable_are_ordered(device: ahg.Device) -> Non
         await device.synchronize()
     assert rc.reports == []
     exe.destroy()
+    destroy(buf, graph, s1, s2)

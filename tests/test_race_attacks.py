@@ -11,6 +11,7 @@ import pytest
 import ahipgraph as ahg
 from ahipgraph.device import hooks
 from ahipgraph.runtime import observe
+from cleanup import destroy
 
 N = 16
 # Under AHIPGRAPH_RACE_CHECK the whole run is one outer check: its observer stays installed.
@@ -46,6 +47,7 @@ async def test_writing_through_a_const_pointer_fails_the_dispatch(device: ahg.De
     with pytest.raises(ahg.LaunchFailure, match="read-only"):
         await (await stream.launch_kernel(write_const, 1, 1, (x,)))
     assert float(device.view(x, np.float32)[0]) == 0.0
+    destroy(x, stream)
 
 
 @pytest.mark.asyncio
@@ -62,6 +64,7 @@ async def test_a_declared_extent_is_the_view_the_body_gets(device: ahg.Device) -
         await (await stream.launch_kernel(scale, 1, 1, (100, x)))  # past the allocation
     with pytest.raises(ahg.LaunchFailure, match="negative"):
         await (await stream.launch_kernel(scale, 1, 1, (-5, x + 4)))
+    destroy(x, stream)
 
 
 @pytest.mark.parametrize(
@@ -137,6 +140,7 @@ async def test_nested_checks_share_clocks_and_report_to_the_innermost(device: ah
     assert len(inner.reports) == 1
     assert outer.reports == []
     assert nothing_installed()
+    destroy(s1, s2, buf)
 
 
 @pytest.mark.asyncio
@@ -161,6 +165,7 @@ async def test_work_from_an_os_thread_is_checked(device: ahg.Device) -> None:
         with pytest.raises(ahg.HipError):  # the memset had not run: its memory is gone
             await device.synchronize()
     assert [r.second.where for r in rc.reports] == ["host"]
+    destroy(stream)
 
 
 @pytest.mark.asyncio
@@ -175,6 +180,7 @@ async def test_an_unrecorded_event_orders_nothing(device: ahg.Device) -> None:
         await s2.memset(buf, 1, 64)
         await device.synchronize()
     assert len(rc.reports) == 1
+    destroy(s1, s2, buf, event)
 
 
 @pytest.mark.asyncio
@@ -199,6 +205,7 @@ async def test_cancelled_synchronize_does_not_order_the_host(device: ahg.Device)
         held.release()
         await device.synchronize()
     assert len(rc.reports) == 1
+    destroy(s1, s2, buf)
 
 
 # -- instantiate(check_races=...) ---------------------------------------------------------------
@@ -210,6 +217,7 @@ def test_check_races_must_be_a_bool(value: object) -> None:
     graph.add_empty_node()
     with pytest.raises(TypeError, match="check_races"):
         graph.instantiate(check_races=value)
+    destroy(graph)
 
 
 def test_a_refused_instantiate_leaves_a_memory_graph_instantiable(device: ahg.Device) -> None:
@@ -225,6 +233,7 @@ def test_a_refused_instantiate_leaves_a_memory_graph_instantiable(device: ahg.De
     graph.add_dependencies(alloc, user)
     exe = graph.instantiate(check_races=True)  # not NotSupported: the refusal changed nothing
     exe.destroy()
+    destroy(graph)
 
 
 def test_race_error_lists_every_report() -> None:
@@ -255,8 +264,10 @@ def test_update_rechecks_and_a_racing_update_changes_nothing(device: ahg.Device)
     with pytest.raises(ahg.RaceError) as caught:
         exe.update(racy)
     assert [r.kind for r in caught.value.reports] == ["write-after-write"]
-    assert exe.update(build(b)).kind is ahg.UpdateResultKind.Success
+    fine = build(b)
+    assert exe.update(fine).kind is ahg.UpdateResultKind.Success
     exe.destroy()
+    destroy(a, b, graph, racy, fine)
 
 
 def test_a_replay_is_checked_against_a_merged_summary(device: ahg.Device) -> None:
@@ -271,3 +282,4 @@ def test_a_replay_is_checked_against_a_merged_summary(device: ahg.Device) -> Non
     races = ExecRaces(snapshot(graph)[0], None, None, check=False)
     assert races.statistics() == {"nodes": 100, "accesses": 100, "summary_ranges": 1}
     assert (races.summary[0].start, races.summary[0].end) == (buf.address, buf.address + 512)
+    destroy(buf, graph)

@@ -132,6 +132,8 @@ async def run(program: list[tuple[Any, ...]]) -> set[int]:
             stream.destroy()
     for buffer in buffers:
         device.free(buffer)
+    for event in events:
+        event.destroy()
     # "op #k" counts ops from 1 in the order they were enqueued
     return {int(r.second.op.split()[1][1:]) - 1 - before for r in rc.reports}
 

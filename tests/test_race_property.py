@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 import ahipgraph as ahg
+from cleanup import destroy
 
 UNIT = 16
 
@@ -87,24 +88,26 @@ def test_reported_iff_unordered_after_deleting_an_edge(
     device = ahg.get_device(0)
     buffers = [device.malloc(7 * UNIT), device.malloc(7 * UNIT)]
     graph = ahg.Graph()
-    handles = []
-    for writes, buffer, first, units in nodes:
-        ptr = buffers[buffer] + first * UNIT
-        if writes:
-            handles.append(graph.add_memset_node(ptr, 1, units * UNIT))
-        else:
-            handles.append(graph.add_kernel_node(read, 1, 1, (units * UNIT // 4, ptr)))
-    for a, b in edges:
-        graph.add_dependencies(handles[a], handles[b])
-    assert detected(graph, handles) == oracle(nodes, edges)
-    if edges:
-        victim = edges[rng.randrange(len(edges))]  # type: ignore[attr-defined]
-        graph.remove_dependencies(handles[victim[0]], handles[victim[1]])
-        rest = [e for e in edges if e != victim]
-        assert detected(graph, handles) == oracle(nodes, rest)
-    graph.destroy()
-    for buffer in buffers:
-        device.free(buffer)
+    try:
+        handles = []
+        for writes, buffer, first, units in nodes:
+            ptr = buffers[buffer] + first * UNIT
+            if writes:
+                handles.append(graph.add_memset_node(ptr, 1, units * UNIT))
+            else:
+                handles.append(graph.add_kernel_node(read, 1, 1, (units * UNIT // 4, ptr)))
+        for a, b in edges:
+            graph.add_dependencies(handles[a], handles[b])
+        assert detected(graph, handles) == oracle(nodes, edges)
+        if edges:
+            victim = edges[rng.randrange(len(edges))]  # type: ignore[attr-defined]
+            graph.remove_dependencies(handles[victim[0]], handles[victim[1]])
+            rest = [e for e in edges if e != victim]
+            assert detected(graph, handles) == oracle(nodes, rest)
+    finally:  # also when Hypothesis stops an example early
+        graph.destroy()
+        for buffer in buffers:
+            device.free(buffer)
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -121,6 +124,7 @@ def test_a_chain_has_no_race_and_each_cut_is_found(seed: int) -> None:
     # every writer before the cut races every writer after it
     assert len(reports) == 2 * (len(chain) - 2)
     assert all(r.kind == "write-after-write" for r in reports)
+    destroy(buf, graph)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
@@ -133,25 +137,31 @@ def test_a_setter_is_refused_iff_the_changed_node_becomes_unordered_with_a_confl
     device = ahg.get_device(0)
     buffers = [device.malloc(7 * UNIT), device.malloc(7 * UNIT)]
     graph = ahg.Graph()
-    handles = [graph.add_memset_node(buffers[b] + s * UNIT, 1, n * UNIT) for _, b, s, n in nodes]
-    for a, b in edges:
-        graph.add_dependencies(handles[a], handles[b])
-    if oracle(nodes, edges):
-        with pytest.raises(ahg.RaceError):
-            graph.instantiate(check_races=True)
-    else:
-        exe = graph.instantiate(check_races=True)
-        victim = data.draw(st.integers(0, len(nodes) - 1))
-        moved = data.draw(node_spec.map(lambda spec: (True, *spec[1:])))
-        changed = list(nodes)
-        changed[victim] = moved
-        _, b, s, n = moved
-        if oracle(changed, edges):
+    exe: ahg.GraphExec | None = None
+    try:
+        handles = [
+            graph.add_memset_node(buffers[b] + s * UNIT, 1, n * UNIT) for _, b, s, n in nodes
+        ]
+        for a, b in edges:
+            graph.add_dependencies(handles[a], handles[b])
+        if oracle(nodes, edges):
             with pytest.raises(ahg.RaceError):
-                exe.set_memset_node_params(handles[victim], buffers[b] + s * UNIT, 2, n * UNIT)
+                graph.instantiate(check_races=True)
         else:
-            exe.set_memset_node_params(handles[victim], buffers[b] + s * UNIT, 2, n * UNIT)
-        exe.destroy()
-    graph.destroy()
-    for buffer in buffers:
-        device.free(buffer)
+            exe = graph.instantiate(check_races=True)
+            victim = data.draw(st.integers(0, len(nodes) - 1))
+            moved = data.draw(node_spec.map(lambda spec: (True, *spec[1:])))
+            changed = list(nodes)
+            changed[victim] = moved
+            _, b, s, n = moved
+            if oracle(changed, edges):
+                with pytest.raises(ahg.RaceError):
+                    exe.set_memset_node_params(handles[victim], buffers[b] + s * UNIT, 2, n * UNIT)
+            else:
+                exe.set_memset_node_params(handles[victim], buffers[b] + s * UNIT, 2, n * UNIT)
+    finally:  # also when Hypothesis stops an example early (data.draw)
+        if exe is not None:
+            exe.destroy()
+        graph.destroy()
+        for buffer in buffers:
+            device.free(buffer)

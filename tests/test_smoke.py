@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import ahipgraph as ahg
+from cleanup import destroy
 
 
 @ahg.kernel
@@ -26,3 +27,4 @@ async def test_scale_roundtrip(device: ahg.Device) -> None:
     np.testing.assert_array_equal(out, host * 3)
     device.free(ptr)
     assert device.memory.bytes_in_use == 0
+    destroy(stream)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -10,6 +11,7 @@ import pytest
 
 import ahipgraph as ahg
 from ahipgraph.runtime.stream import STREAMS
+from cleanup import destroy
 from fakes import HeldKernel, loop_turns
 
 
@@ -20,10 +22,23 @@ def append_tag(t: ahg.Threads, tag: ahg.int32, out: ahg.Ptr[ahg.int32]) -> None:
     out[used] = tag
 
 
+_MADE: list[ahg.Stream] = []  # what streams_off_queue_zero made for this test
+
+
+@pytest.fixture(autouse=True)
+def _destroy_made() -> Iterator[None]:
+    yield
+    while _MADE:
+        made = _MADE.pop()
+        if made.alive:  # a test may destroy a stream itself
+            made.destroy()
+
+
 def streams_off_queue_zero(device: ahg.Device, n: int, **flags: Any) -> list[ahg.Stream]:
     """``n`` streams none of which shares hardware queue 0 with the null stream."""
     filler = device.create_stream()  # round-robin: the first stream takes queue 0
     streams = [device.create_stream(**flags) for _ in range(n)]
+    _MADE.extend(streams)
     filler.destroy()
     assert all(s.queue is not device.null_stream.queue for s in streams)
     return streams
@@ -47,6 +62,7 @@ async def test_work_on_one_stream_runs_in_submission_order(device: ahg.Device) -
     await stream.synchronize()
     assert log == ["host 1", "host 2", "host 3"]
     assert device.view(out, np.int32, 5).tolist() == [11, 22, 33, 44, 0]
+    destroy(out, stream)
 
 
 @pytest.mark.asyncio
@@ -69,6 +85,7 @@ async def test_a_held_operation_holds_everything_behind_it(device: ahg.Device) -
     assert log == ["before", "held start", "held end", "after"]
     assert blocker.done()
     assert stream.query()
+    destroy(stream)
 
 
 @pytest.mark.asyncio
@@ -89,6 +106,7 @@ async def test_launch_returns_once_enqueued_and_completion_resolves_later(
     assert completion.done()
     assert completion.end_ns == device.properties.cost.host_callback_ns
     assert "done" in repr(completion)
+    destroy(stream)
 
 
 @pytest.mark.asyncio
@@ -121,6 +139,7 @@ async def test_streams_sharing_a_hardware_queue_run_in_submission_order() -> Non
     held.release()
     await b_done
     assert log == ["b"]
+    destroy(a, b)
 
 
 def test_streams_take_hardware_queues_round_robin() -> None:
@@ -128,6 +147,7 @@ def test_streams_take_hardware_queues_round_robin() -> None:
     streams = [device.create_stream() for _ in range(7)]
     assert [s.queue.index for s in streams] == [0, 1, 2, 0, 1, 2, 0]
     assert device.null_stream.queue.index == 0
+    destroy(*streams)
 
 
 # -- memcpy ------------------------------------------------------------------------------------
@@ -147,6 +167,7 @@ async def test_memcpy_in_every_direction(device: ahg.Device) -> None:
     await stream.synchronize()
     assert out.tolist() == [0, 0, *range(8)] + [0] * 6
     assert host_copy.tolist() == src.tolist()
+    destroy(stream, a, b)
 
 
 @pytest.mark.asyncio
@@ -159,6 +180,7 @@ async def test_memcpy_size_defaults_to_the_smaller_host_array(device: ahg.Device
     await stream.synchronize()
     assert device.view(ptr, np.uint8, 6).tolist() == [7, 7, 7, 7, 0, 0]
     assert small.tolist() == [0, 1]
+    destroy(stream, ptr)
 
 
 @pytest.mark.asyncio
@@ -167,6 +189,7 @@ async def test_memcpy_of_zero_bytes_is_a_valid_no_op(device: ahg.Device) -> None
     ptr = device.malloc(4)
     await (await stream.memcpy(ptr, np.ones(4, np.uint8), 0))
     assert not device.view(ptr, np.uint8).any()
+    destroy(stream, ptr)
 
 
 @pytest.mark.parametrize(
@@ -195,6 +218,7 @@ async def test_memcpy_kind_must_match_the_endpoints(
         with pytest.raises(ahg.InvalidMemcpyDirection, match=wrong.name):
             await stream.memcpy(dst, src, 8, wrong)
     await stream.synchronize()
+    destroy(stream, *(end for end in (dst, src) if isinstance(end, ahg.DevicePtr)))
 
 
 @pytest.mark.parametrize("kind", [7, -1, "HostToDevice"])
@@ -202,9 +226,10 @@ async def test_memcpy_kind_must_match_the_endpoints(
 async def test_memcpy_kind_that_is_not_a_kind_is_invalid_direction(
     device: ahg.Device, kind: Any
 ) -> None:
-    stream = device.create_stream()
+    stream, dst = device.create_stream(), device.malloc(8)
     with pytest.raises(ahg.InvalidMemcpyDirection, match="not a memcpy kind"):
-        await stream.memcpy(device.malloc(8), np.zeros(8, np.uint8), 8, kind)
+        await stream.memcpy(dst, np.zeros(8, np.uint8), 8, kind)
+    destroy(stream, dst)
 
 
 @pytest.mark.asyncio
@@ -240,6 +265,7 @@ async def test_memcpy_bad_inputs_are_rejected_before_anything_is_enqueued(
             await stream.memcpy(*args)
     assert stream.submitted == 0
     assert device.in_flight == 0
+    destroy(stream, ptr)
 
 
 # -- memset ------------------------------------------------------------------------------------
@@ -267,6 +293,7 @@ async def test_memset_writes_elements_of_1_2_or_4_bytes(
     everything = device.view(ptr, dtype).tolist()
     per_8_bytes = 8 // element_size
     assert everything == [0] * per_8_bytes + [expected] * 2 * per_8_bytes + [0] * per_8_bytes
+    destroy(stream, ptr)
 
 
 @pytest.mark.asyncio
@@ -297,6 +324,7 @@ async def test_memset_bad_inputs_are_rejected_before_anything_is_enqueued(
             await stream.memset(*args, **kwargs)
     assert stream.submitted == 0
     assert device.in_flight == 0
+    destroy(stream, ptr)
 
 
 # -- host functions ----------------------------------------------------------------------------
@@ -316,6 +344,7 @@ async def test_host_functions_get_their_arguments_and_run_in_stream_order(
         await stream.launch_host_func(record, i, f"call {i}")
     await stream.synchronize()
     assert calls == [(i, f"call {i}") for i in range(5)]
+    destroy(stream)
 
 
 @pytest.mark.asyncio
@@ -329,6 +358,7 @@ async def test_host_function_return_values_are_ignored(device: ahg.Device) -> No
     await loop_turns()
     assert log == ["still running"]
     assert stream.query()
+    destroy(stream)
 
 
 @pytest.mark.asyncio
@@ -352,6 +382,7 @@ async def test_async_host_function_holds_its_queue_until_it_finishes(device: ahg
     gate.set()
     await after
     assert log == ["async start", "async end", "after"]
+    destroy(stream)
 
 
 def test_host_function_must_be_callable() -> None:
@@ -362,6 +393,7 @@ def test_host_function_must_be_callable() -> None:
         with pytest.raises(TypeError, match="callable"):
             await stream.launch_host_func(42)  # type: ignore[arg-type]
         assert stream.submitted == 0
+        stream.destroy()
 
     ahg.run(check)
 
@@ -391,6 +423,7 @@ async def test_bad_kernel_launches_are_rejected_before_anything_is_enqueued(
             await stream.launch_kernel(*args)
     assert stream.submitted == 0
     assert device.in_flight == 0
+    destroy(stream, out)
 
 
 # -- stream lifecycle --------------------------------------------------------------------------
@@ -420,6 +453,7 @@ async def test_destroyed_stream_rejects_every_operation(device: ahg.Device) -> N
         stream.destroy()
     assert "state=destroyed" in repr(stream)
     assert stream not in device.streams
+    destroy(ptr, event)
 
 
 @pytest.mark.asyncio
@@ -462,9 +496,9 @@ def test_null_stream_cannot_be_destroyed(device: ahg.Device) -> None:
 
 
 def test_priority_is_clamped_to_hips_range(device: ahg.Device) -> None:
-    assert device.create_stream(priority=5).priority == 0
-    assert device.create_stream(priority=-7).priority == -1
-    assert device.create_stream(priority=-1).priority == -1
+    for given, clamped in ((5, 0), (-7, -1), (-1, -1)):
+        with device.create_stream(priority=given) as stream:
+            assert stream.priority == clamped
     with pytest.raises(TypeError, match="priority"):
         device.create_stream(priority=1.0)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="priority"):
@@ -490,6 +524,7 @@ async def test_statistics_and_repr(device: ahg.Device) -> None:
     assert stream.statistics().pending is False
     assert repr(stream).startswith(f"<Stream #{stream.hid.slot}.{stream.hid.generation} device=0")
     assert repr(device.null_stream).startswith("<Stream null device=0 queue=0")
+    destroy(stream)
 
 
 # -- legacy default (null) stream --------------------------------------------------------------
@@ -588,3 +623,4 @@ async def test_every_operation_gets_start_and_end_times_from_the_cost_model(
     assert first.end_ns == first.start_ns + kernel_ns
     assert second.start_ns == first.end_ns  # in order on one queue
     assert second.end_ns == second.start_ns + kernel_ns
+    destroy(stream)

@@ -11,6 +11,7 @@ import pytest
 import ahipgraph as ahg
 from ahipgraph.runtime.stream_memops import StreamMemOp, condition_met
 from ahipgraph.testing import snapshot
+from cleanup import destroy
 
 F = ahg.StreamWaitFlag
 
@@ -80,6 +81,7 @@ def test_bad_memops_are_refused_in_hip_order(device: ahg.Device) -> None:
         StreamMemOp.make(short + 8, 1, 64, flag=F.EQ)
     with pytest.raises(ahg.InvalidDevicePointer):
         StreamMemOp.make(ahg.DevicePtr(0, 1 << 41), 1, 32, flag=F.EQ)
+    destroy(word, short)
 
 
 # -- eager -----------------------------------------------------------------------------------------
@@ -141,6 +143,7 @@ async def test_64_bit_writes_and_a_satisfied_wait_costs_one_memop(device: ahg.De
     await done
     assert device.view(word, np.uint64, 1)[0] == 2**40 + 5
     assert done.end_ns - done.start_ns == device.properties.cost.stream_memop_ns
+    destroy(word, stream)
 
 
 @pytest.mark.asyncio
@@ -154,6 +157,7 @@ async def test_freeing_the_word_under_a_wait_fails_the_wait(device: ahg.Device) 
         await done
     with pytest.raises(ahg.InvalidDevicePointer):
         await stream.synchronize()
+    destroy(stream)
 
 
 @pytest.mark.asyncio
@@ -222,6 +226,7 @@ async def test_a_bad_captured_memop_fails_and_keeps_the_capture(device: ahg.Devi
     await stream.write_value_32(word, 1)
     graph = stream.end_capture()
     assert len(graph.nodes()) == 1
+    destroy(word, stream, graph)
 
 
 # -- hostile use -----------------------------------------------------------------------------------
@@ -247,6 +252,7 @@ def test_a_wait_left_pending_when_its_loop_closes_fails_instead_of_hanging(
 
     asyncio.run(second())
     assert device.view(word, np.uint32, 1)[0] == 5
+    destroy(word, stream)
 
 
 @pytest.mark.asyncio
@@ -272,6 +278,7 @@ async def test_cancelling_the_host_that_awaits_a_wait_leaves_the_device_work_alo
     device.view(word, np.uint32, 1)[0] = 1  # the host releases it
     await stream.synchronize()
     assert done.done()
+    destroy(word, stream)
 
 
 @pytest.mark.asyncio

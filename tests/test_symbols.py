@@ -8,6 +8,7 @@ import pytest
 import ahipgraph as ahg
 from ahipgraph.device.symbols import symbol_statistics
 from ahipgraph.testing import leak_report, snapshot
+from cleanup import destroy
 
 COEFFS = ahg.device_symbol("test_symbols.coeffs", dtype=np.float32, shape=(8,))
 COUNTER = ahg.device_symbol("test_symbols.counter", 4)
@@ -78,6 +79,7 @@ async def test_stream_copies_to_and_from_a_symbol_round_trip(device: ahg.Device)
     await stream.synchronize()
     np.testing.assert_array_equal(device.view(dev, np.float32, 8), values)
     assert COUNTER.view(device).view(np.float32)[0] == 1.0
+    destroy(stream, dev)
 
 
 @pytest.mark.asyncio
@@ -91,6 +93,7 @@ async def test_a_kernel_takes_a_symbol_address_as_a_pointer(device: ahg.Device) 
     await stream.launch_kernel(scale_by_coeffs, 1, 16, (16, COEFFS.address(), x))
     await stream.synchronize()
     np.testing.assert_allclose(device.view(x, np.float32, 16), host * coeffs[np.arange(16) % 8])
+    destroy(stream, x)
 
 
 @pytest.mark.asyncio
@@ -112,8 +115,9 @@ async def test_symbol_errors_follow_hip_and_change_nothing(device: ahg.Device) -
         await stream.memcpy_from_symbol(host, COEFFS, -1, 0)
     with pytest.raises(ahg.InvalidValue, match="do not fit"):
         await stream.memcpy_to_symbol(COEFFS, np.zeros(9, np.float32))  # 36 bytes by default
+    source = device.malloc(4)
     with pytest.raises(ahg.InvalidValue, match="nbytes is required"):
-        await stream.memcpy_to_symbol(COEFFS, device.malloc(4))
+        await stream.memcpy_to_symbol(COEFFS, source)
     with pytest.raises(ahg.InvalidMemcpyDirection):
         await stream.memcpy_to_symbol(COEFFS, host, 8, 0, ahg.CopyKind.DeviceToHost)
     with pytest.raises(ahg.InvalidMemcpyDirection):
@@ -127,6 +131,7 @@ async def test_symbol_errors_follow_hip_and_change_nothing(device: ahg.Device) -
     now = snapshot()
     assert now.devices[0].memory.allocations == before[0].devices[0].memory.allocations + 1
     assert stream.statistics() == before[1]
+    destroy(stream, source)
 
 
 @pytest.mark.asyncio
@@ -205,6 +210,7 @@ async def test_captured_symbol_copies_replay(device: ahg.Device) -> None:
     graph_exec = graph.instantiate()
     await (await graph_exec.launch(stream))
     np.testing.assert_array_equal(out, values)
+    destroy(stream, graph, graph_exec)
 
 
 @pytest.mark.asyncio
@@ -221,3 +227,4 @@ async def test_a_device_without_room_for_a_symbol_is_out_of_memory() -> None:
     await stream.memcpy_to_symbol(COUNTER, np.ones(1, np.float32))  # 4 bytes fit
     await stream.synchronize()
     assert COUNTER.view(device).view(np.float32)[0] == 1.0
+    destroy(stream)

@@ -165,16 +165,19 @@ async def test_exhausted_signal_sets_park_launches_until_given_back(
 
 
 def test_leak_report_names_what_is_left() -> None:
+    left: list[ahg.Stream] = []
+
     def leak() -> None:
         with testing.fresh_devices(1) as (device,):
             device.malloc(100)
-            device.create_stream()
+            left.append(device.create_stream())
 
     with pytest.raises(testing.LeakError) as caught:
         leak()
     report = str(caught.value)
     assert "device 0: 1 allocation still allocated, 100 bytes in use" in report
     assert "live handles: 1 stream" in report
+    left[0].destroy()  # the handle outlives its device: only its owner ends it
     assert testing.leak_report(testing.snapshot()) is None
 
 

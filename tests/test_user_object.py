@@ -8,6 +8,7 @@ import pytest
 
 import ahipgraph as ahg
 from ahipgraph.lifetime.user_object import INT_MAX, USER_OBJECTS
+from cleanup import destroy
 
 
 class Destructor:
@@ -108,6 +109,7 @@ def test_retain_and_release_reject_bad_counts(count: int) -> None:
     with pytest.raises(ahg.InvalidValue):
         obj.release(count)
     assert obj.refcount == 1
+    destroy(obj)
 
 
 def test_destructor_exception_reaches_the_releasing_caller_and_the_object_stays_dead() -> None:
@@ -181,6 +183,7 @@ def test_disown_more_than_held_or_by_stranger_is_a_no_op() -> None:
     assert obj.disown(owner, 1) is False
     assert obj.owned_by(owner) == 1
     assert obj.refcount == 2
+    destroy(obj)
 
 
 def test_disown_after_user_over_released_owner_references_still_destroys_once() -> None:
@@ -212,6 +215,7 @@ def test_statistics_and_repr() -> None:
     assert (stats.refcount, stats.owners, stats.owned, stats.alive) == (5, 1, 3, True)
     assert "refcount=5" in repr(obj)
     assert "owners=1" in repr(obj)
+    destroy(obj)
 
 
 # -- graphs as owners ----------------------------------------------------------------------------
@@ -262,6 +266,7 @@ def test_graph_release_of_an_object_it_does_not_own_is_a_no_op() -> None:
     owner.release_user_object(obj, 5)  # more than it owns: also a no-op (HIP goes negative)
     assert obj.refcount == 2
     assert owner.user_objects() == {obj: 1}
+    destroy(obj, owner, stranger)
 
 
 def test_graph_release_in_parts() -> None:
@@ -274,6 +279,7 @@ def test_graph_release_in_parts() -> None:
     graph.release_user_object(obj)
     assert graph.user_objects() == {}
     assert obj.owners == frozenset()
+    destroy(obj, graph)
 
 
 def test_graph_retain_of_dead_object_is_a_no_op() -> None:
@@ -283,6 +289,7 @@ def test_graph_retain_of_dead_object_is_a_no_op() -> None:
     graph.retain_user_object(obj, 2)
     assert graph.user_objects() == {}
     assert obj.refcount == 0
+    destroy(graph)
 
 
 def test_graph_user_object_calls_validate_arguments_in_hip_order() -> None:
@@ -304,6 +311,7 @@ def test_graph_user_object_calls_validate_arguments_in_hip_order() -> None:
     with pytest.raises(ahg.InvalidValue):
         graph.user_objects()
     assert obj.refcount == 1
+    destroy(obj)
 
 
 def test_clone_takes_one_reference_per_owned_object_whatever_the_source_owns() -> None:

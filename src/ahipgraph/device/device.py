@@ -106,6 +106,8 @@ class DeviceStatistics:
     now_ns: int
     memory: MemoryStatistics
     queues: tuple[QueueStatistics, ...]
+    # Open streams the runtime made for this device (null, per-thread), not the user's.
+    implicit_streams: int = 0
 
 
 class Device(DeviceCopyMixin):
@@ -429,7 +431,19 @@ class Device(DeviceCopyMixin):
             self.clock.now,
             self.memory.statistics(),
             tuple(queue.statistics() for queue in self.queues),
+            sum(1 for stream in list(self.streams) if stream.implicit),
         )
+
+    def _retire(self) -> None:
+        """Called once this device was replaced: unregister the streams the runtime made for it.
+
+        Its null stream and per-thread streams are the device's, not the user's; left registered
+        they (and through them this device) would stay alive for good. Streams the user created
+        stay registered until the user destroys them.
+        """
+        for stream in list(self.streams):
+            if stream.implicit:
+                stream._retire()
 
     def __repr__(self) -> str:
         return (
@@ -470,8 +484,12 @@ def configure_devices(
         if not isinstance(prop, DeviceProperties):
             raise TypeError(f"properties must be DeviceProperties, got {prop!r}")
     with _devices_lock:
+        dropped = list(_devices)
         _devices[:] = [Device(i, p, _key=_FACTORY_KEY) for i, p in enumerate(props)]
-        return list(_devices)
+        configured = list(_devices)
+    for device in dropped:
+        device._retire()
+    return configured
 
 
 def _table() -> list[Device]:

@@ -87,6 +87,9 @@ class MemoryStatistics:
     total_bytes: int
     address_space_used: int
     graph_pool_cached: int = 0  # of bytes_in_use: kept by the graph pool until trimmed
+    # Of allocations / bytes_in_use: the device's own for as long as it lives (symbol storage).
+    static_allocations: int = 0
+    static_bytes: int = 0
 
 
 class DeviceMemory:
@@ -108,6 +111,7 @@ class DeviceMemory:
         # Every cached typed view, by (address, dtype): entries go when their allocation does.
         self._views: dict[tuple[int, np.dtype[np.generic]], npt.NDArray[np.generic]] = {}
         self._peak = 0
+        self._static: set[int] = set()  # bases of the device's own allocations (symbols)
         # Bumped whenever memory goes away (free, decommit, unreserve): a dispatch op that kept
         # the typed views it decoded knows from a changed count that one may be gone.
         self.frees = 0
@@ -163,6 +167,13 @@ class DeviceMemory:
             else:
                 self._remove(allocation)
                 self._bytes_in_use -= allocation.nbytes
+                self._static.discard(allocation.base)
+
+    def mark_static(self, ptr: DevicePtr) -> None:
+        """Count ``ptr``'s allocation as the device's own (a symbol's storage), not a user's."""
+        with self._lock:
+            if ptr.address in self._by_base:
+                self._static.add(ptr.address)
 
     def reserve(self, nbytes: int) -> DevicePtr:
         """Reserve address space without memory (graph memory-alloc nodes).
@@ -396,6 +407,7 @@ class DeviceMemory:
     def statistics(self) -> MemoryStatistics:
         with self._lock:
             allocations = sum(1 for a in self._by_base.values() if a.buffer is not None)
+            static = [self._by_base[base] for base in self._static]
             return MemoryStatistics(
                 allocations=allocations,
                 reservations=len(self._by_base) - allocations,
@@ -404,6 +416,8 @@ class DeviceMemory:
                 total_bytes=self.total_bytes,
                 address_space_used=self._next_address - self.address_base,
                 graph_pool_cached=self.graph_pool.cached,
+                static_allocations=len(static),
+                static_bytes=sum(a.nbytes for a in static),
             )
 
     def __repr__(self) -> str:

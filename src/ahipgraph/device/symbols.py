@@ -92,6 +92,7 @@ def _load_one(symbol: DeviceSymbol, memory: DeviceMemory) -> DevicePtr:
         ptr = symbol._storage.get(memory)
         if ptr is None:
             ptr = memory.malloc(symbol.nbytes)
+            memory.mark_static(ptr)  # lives as long as the device: not a user's allocation
             symbol._storage[memory] = ptr
         return ptr
 

@@ -65,6 +65,7 @@ def per_thread_stream(device: Device) -> Stream:
         stream = table.get(device)
         if stream is None or stream.state.value != "open":
             stream = table[device] = Stream._create(device)
+            stream.implicit = True  # the device owns it: retired when the device is replaced
         return stream
     with _lock:
         table = _by_task.get(task)
@@ -74,6 +75,7 @@ def per_thread_stream(device: Device) -> Stream:
         stream = table.get(device)
         if stream is None or stream.state.value != "open":
             stream = table[device] = Stream._create(device)
+            stream.implicit = True
     if fresh:
         task.add_done_callback(_task_finished)
     return stream

@@ -105,6 +105,9 @@ class Stream(
         self.priority = max(-1, min(0, priority))  # HIP clamps into [greatest=-1, least=0]
         self.non_blocking = bool(non_blocking)
         self.is_null = null
+        # Made by the runtime, not the user (the null stream, a per-thread stream): the device
+        # owns it, a leak report does not count it, and replacing the device retires it.
+        self.implicit = null
         self.queue: HardwareQueue = device.queues[0] if null else device.next_queue()
         self.state = StreamState.OPEN
         self.tail: Signal | None = None
@@ -372,6 +375,19 @@ class Stream(
             raise destroyed_error(ErrorCode.InvalidHandle, f"{self!r} was already destroyed")
         if self._capture is not None:
             capture.stream_destroyed(self)
+        self.state = StreamState.DESTROYED
+        with contextlib.suppress(ValueError):
+            self.device.streams.remove(self)
+
+    def _retire(self) -> None:
+        """Unregister a stream the runtime made (null, per-thread) when its device is dropped.
+
+        ``destroy()`` refuses the null stream because a user must not end it; a device that is
+        replaced by ``configure_devices`` must, or the stream registry keeps it (and its device)
+        alive forever. Work already enqueued still completes.
+        """
+        if STREAMS.unregister(self.hid) is None:
+            return
         self.state = StreamState.DESTROYED
         with contextlib.suppress(ValueError):
             self.device.streams.remove(self)
