@@ -165,3 +165,43 @@ async def test_capture_of_a_chain_equals_the_eager_result(device: ahg.Device) ->
     finally:
         device.free(x)
         stream.destroy()
+
+
+# -- instantiate: the cached-pointer op sets its fields itself ------------------------------------
+
+
+def test_cached_pointer_op_has_the_fields_a_plain_pointer_op_has(device: ahg.Device) -> None:
+    from ahipgraph.device.ops import KernelOp
+
+    x = device.malloc(16)
+    arena = KernelArgArena(device, 64)
+    try:
+        params = KernelParams.make(scale, 1, 1, (x, 4), device=device)
+        slot = arena.place(params.arg_bytes, scale.layout.size)
+        plain = KernelOp.make(scale, params.threads, slot.buffer, slot.offset, 5)
+        cached = KernelOp.make(scale, params.threads, slot.buffer, slot.offset, 5, arena)
+        assert type(cached) is not type(plain)
+        for name in ("cost_ns", "kernel", "body", "threads", "buffer", "offset", "is_async"):
+            assert getattr(cached, name) == getattr(plain, name), name
+        assert cached.decode == plain.decode
+        assert cached.unpack == plain.unpack
+    finally:
+        arena.close()
+        device.free(x)
+
+
+def test_snapshot_keeps_dependency_order_for_joins_and_chains() -> None:
+    from ahipgraph.exec.snapshot import snapshot
+
+    graph = ahg.Graph()
+    a = graph.add_empty_node()
+    b = graph.add_empty_node()
+    join = graph.add_empty_node(deps=[b, a])
+    tail = graph.add_empty_node(deps=[join])
+    copy, order = snapshot(graph)
+    position = {node: i for i, node in enumerate(order)}
+    by_id = {node.id: node for node in copy.nodes}
+    assert by_id[join.id].deps == (position[b], position[a])
+    assert by_id[tail.id].deps == (position[join],)
+    assert by_id[a.id].deps == ()
+    graph.destroy()

@@ -124,8 +124,11 @@ def _copy_one(
     # Under the graph's lock, with the graph alive, every node is alive too: read the fields
     # directly instead of through the accessors' per-call handle checks.
     for i, node in enumerate(order):
-        node_type, params = node._type, node._params
-        deps = tuple([position[dep] for dep in node._deps])
+        node_type, params, sources = node._type, node._params, node._deps
+        if len(sources) == 1:  # a chain's link: no list to build
+            deps: tuple[int, ...] = (position[sources[0]],)
+        else:
+            deps = tuple([position[dep] for dep in sources])
         exec_node = ExecNode(i, node.id, node_type, params, deps)
         if node_type is NodeType.Graph:
             params_any: Any = params
