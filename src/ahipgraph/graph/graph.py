@@ -176,8 +176,12 @@ class Graph(GraphTopology, GraphBuilder, GraphCopyBuilder, DestroyOnExit):
             observe.observer.node_added(node)
         self._nodes[node] = None
         self._by_id[node.id] = node
-        for dep in deps:
-            self._link(dep, node)
+        if deps:  # what _link does for each dependency, without a call per edge
+            node_deps = node._deps
+            for dep in deps:
+                dep._succ.append(node)
+                node_deps.append(dep)
+            self._edge_count += len(deps)
         if node_type in _MEM_NODE_TYPES:
             self.has_mem_nodes = True
         return node
