@@ -205,3 +205,20 @@ def test_snapshot_keeps_dependency_order_for_joins_and_chains() -> None:
     assert by_id[tail.id].deps == (position[join],)
     assert by_id[a.id].deps == ()
     graph.destroy()
+
+
+def test_snapshot_dependents_are_every_dependent_in_order() -> None:
+    from ahipgraph.exec.snapshot import snapshot
+
+    graph = ahg.Graph()
+    root = graph.add_empty_node()
+    left = graph.add_empty_node(deps=[root])
+    right = graph.add_empty_node(deps=[root])
+    join = graph.add_empty_node(deps=[left, right])
+    copy, order = snapshot(graph)
+    index = {node: i for i, node in enumerate(order)}
+    assert copy.dependents[index[root]] == [index[left], index[right]]
+    assert copy.dependents[index[left]] == [index[join]]
+    assert copy.dependents[index[join]] == []
+    assert all(type(d) is list for d in copy.dependents)
+    graph.destroy()

@@ -53,10 +53,18 @@ class ExecGraph:
 
     def __post_init__(self) -> None:
         if not self.dependents:
-            self.dependents = [[] for _ in self.nodes]
+            # A node's first dependent makes a one-element list (an append to an empty list
+            # reserves four): most nodes of a large graph have exactly one dependent.
+            found: list[list[int] | None] = [None] * len(self.nodes)
             for node in self.nodes:
+                index = node.index
                 for dep in node.deps:
-                    self.dependents[dep].append(node.index)
+                    have = found[dep]
+                    if have is None:
+                        found[dep] = [index]
+                    else:
+                        have.append(index)
+            self.dependents = [[] if have is None else have for have in found]
 
     def walk(self) -> list[ExecNode]:
         """Every node, child graphs' nodes included (depth first, topological within a graph).
