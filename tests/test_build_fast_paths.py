@@ -222,3 +222,28 @@ def test_snapshot_dependents_are_every_dependent_in_order() -> None:
     assert copy.dependents[index[join]] == []
     assert all(type(d) is list for d in copy.dependents)
     graph.destroy()
+
+
+def test_edges_keep_insertion_order_as_dependents_are_added() -> None:
+    graph = ahg.Graph()
+    root = graph.add_empty_node()
+    seen_before = root.dependents()
+    first = graph.add_empty_node(deps=[root])
+    second = graph.add_empty_node(deps=(root,))
+    join = graph.add_empty_node(deps=[second, first])
+    graph.add_dependencies([root], [join])
+    assert seen_before == []  # a query's result is a copy, never the node's own list
+    assert root.dependents() == [first, second, join]
+    assert join.dependencies() == [second, first, root]
+    assert graph.edges() == [
+        (root, first),
+        (root, second),
+        (root, join),
+        (first, join),
+        (second, join),
+    ]
+    assert graph.statistics().edges == 5
+    graph.remove_dependencies([root], [first])
+    assert root.dependents() == [second, join]
+    assert first.dependencies() == []
+    graph.destroy()

@@ -177,10 +177,15 @@ class Graph(GraphTopology, GraphBuilder, GraphCopyBuilder, DestroyOnExit):
         self._nodes[node] = None
         self._by_id[node.id] = node
         if deps:  # what _link does for each dependency, without a call per edge
-            node_deps = node._deps
+            # Lists made at their exact size (an append to an empty list reserves four
+            # entries): most nodes of a large graph have one dependency and one dependent.
+            node._deps = list(deps)
             for dep in deps:
-                dep._succ.append(node)
-                node_deps.append(dep)
+                succ = dep._succ
+                if succ:
+                    succ.append(node)
+                else:
+                    dep._succ = [node]
             self._edge_count += len(deps)
         if node_type in _MEM_NODE_TYPES:
             self.has_mem_nodes = True
