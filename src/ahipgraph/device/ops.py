@@ -170,7 +170,18 @@ class _CachedPointerKernelOp(KernelOp):
         cost_ns: int,
         source: WriteCounter,
     ) -> None:
-        super().__init__(kernel, threads, buffer, offset, cost_ns)
+        # KernelOp's fields set here, without the two super().__init__ calls: instantiate
+        # makes one of these per kernel node.
+        self.cost_ns = cost_ns
+        self.kernel = kernel
+        self.body = kernel.body
+        self.threads = threads
+        self.buffer = buffer
+        self.offset = offset
+        self.is_async = False  # KernelOp.make gives asynchronous bodies a plain KernelOp
+        layout = kernel.layout
+        self.decode = layout.decode_method  # this class is for kernels with pointers
+        self.unpack = layout.unpack_from
         self.source = source
         self.values: tuple[Any, ...] | None = None
         self.memory: Any = None  # the DeviceMemory the values view

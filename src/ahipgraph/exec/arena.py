@@ -184,6 +184,41 @@ class KernelArgArena:
             with self._lock:
                 self._unflushed.add((slot.chunk, slot.offset))
 
+    def place(self, data: bytes, size: int) -> ArgSlot:
+        """:meth:`allocate` a slot of ``size`` bytes and :meth:`write` ``data`` into it.
+
+        What instantiate does once per kernel node: in the common case (room left in the
+        newest chunk, no reclaimed slot of this size) both happen in one critical section.
+
+        Raises:
+            InvalidValue: ``data`` is longer than ``size``, or as :meth:`allocate`.
+            OutOfMemory: as :meth:`allocate`.
+        """
+        if len(data) > max(size, 1):
+            raise InvalidValue(f"{len(data)} bytes do not fit in a {size}-byte slot")
+        size = max(size, 1)
+        with self._lock:
+            top = self._top
+            if (
+                not self.strict
+                and not self.closed
+                and self._chunks
+                and top + size <= self.chunk_bytes
+                and not self._free.get(size)
+            ):
+                index = len(self._chunks) - 1
+                buffer = self._chunks[index][1]
+                slot = ArgSlot(index, buffer, top, size)
+                self._top = -(-(top + size) // ARG_ALIGNMENT) * ARG_ALIGNMENT
+                self._allocations += 1
+                self._live += 1
+                buffer[top : top + len(data)] = data
+                self.writes += 1
+                return slot
+        slot = self.allocate(size)
+        self.write(slot, data)
+        return slot
+
     def flush(self) -> None:
         """Make every write so far visible to the device (the HDP flush)."""
         if self._unflushed:

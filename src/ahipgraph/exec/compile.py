@@ -229,19 +229,17 @@ class _Builder:
         if kind is NodeType.Kernel:
             params: KernelParams = node.params
             arena = self.arena
-            arg_slot = arena.allocate(params.kernel.layout.size)
-            arena.write(arg_slot, params.arg_bytes)
+            kernel = params.kernel
+            arg_slot = arena.place(params.arg_bytes, kernel.layout.size)
             compiled.arg_slots[node] = arg_slot
             if node.enabled and not arena.strict:  # the common case, without node_op's dispatch
                 compiled.locations[node] = (slot, len(ops))
+                cost = self._costs.get((kernel, params.threads))
+                if cost is None:
+                    cost = self._kernel_cost(params)
                 ops.append(
                     KernelOp.make(
-                        params.kernel,
-                        params.threads,
-                        arg_slot.buffer,
-                        arg_slot.offset,
-                        self._kernel_cost(params),
-                        arena,
+                        kernel, params.threads, arg_slot.buffer, arg_slot.offset, cost, arena
                     )
                 )
                 return
@@ -309,8 +307,14 @@ def compile_plan(
                     assert signal is not None
                     waits.append(signal)
                 ops.append(WaitSlotsOp(waits))
+            nodes = graph.nodes
+            emit_one = builder._emit_one
             for index in segment.nodes:
-                builder.emit_node(graph.nodes[index], slot, ops)
+                node = nodes[index]
+                if node.type is NodeType.Graph:
+                    builder.emit_node(node, slot, ops)
+                else:  # what emit_node does first, without its call
+                    emit_one(node, slot, ops)
             if segment.signal is not None:
                 ops.append(SignalSlotOp(segment.signal))
         if slot == 0 and plan.final_waits:

@@ -53,10 +53,18 @@ class ExecGraph:
 
     def __post_init__(self) -> None:
         if not self.dependents:
-            self.dependents = [[] for _ in self.nodes]
+            # A node's first dependent makes a one-element list (an append to an empty list
+            # reserves four): most nodes of a large graph have exactly one dependent.
+            found: list[list[int] | None] = [None] * len(self.nodes)
             for node in self.nodes:
+                index = node.index
                 for dep in node.deps:
-                    self.dependents[dep].append(node.index)
+                    have = found[dep]
+                    if have is None:
+                        found[dep] = [index]
+                    else:
+                        have.append(index)
+            self.dependents = [[] if have is None else have for have in found]
 
     def walk(self) -> list[ExecNode]:
         """Every node, child graphs' nodes included (depth first, topological within a graph).
@@ -124,8 +132,11 @@ def _copy_one(
     # Under the graph's lock, with the graph alive, every node is alive too: read the fields
     # directly instead of through the accessors' per-call handle checks.
     for i, node in enumerate(order):
-        node_type, params = node._type, node._params
-        deps = tuple([position[dep] for dep in node._deps])
+        node_type, params, sources = node._type, node._params, node._deps
+        if len(sources) == 1:  # a chain's link: no list to build
+            deps: tuple[int, ...] = (position[sources[0]],)
+        else:
+            deps = tuple([position[dep] for dep in sources])
         exec_node = ExecNode(i, node.id, node_type, params, deps)
         if node_type is NodeType.Graph:
             params_any: Any = params

@@ -176,8 +176,17 @@ class Graph(GraphTopology, GraphBuilder, GraphCopyBuilder, DestroyOnExit):
             observe.observer.node_added(node)
         self._nodes[node] = None
         self._by_id[node.id] = node
-        for dep in deps:
-            self._link(dep, node)
+        if deps:  # what _link does for each dependency, without a call per edge
+            # Lists made at their exact size (an append to an empty list reserves four
+            # entries): most nodes of a large graph have one dependency and one dependent.
+            node._deps = list(deps)
+            for dep in deps:
+                succ = dep._succ
+                if succ:
+                    succ.append(node)
+                else:
+                    dep._succ = [node]
+            self._edge_count += len(deps)
         if node_type in _MEM_NODE_TYPES:
             self.has_mem_nodes = True
         return node

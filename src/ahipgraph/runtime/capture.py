@@ -175,6 +175,7 @@ def _caller() -> object:
 # -- graph layer access (the graph layer sits above the runtime: imported on first use) ------------
 
 _graph_api: Any = None
+_NODE_TYPES: dict[str, Any] = {}  # an operation kind's NodeType, looked up once
 
 
 def _graphs() -> Any:
@@ -209,7 +210,11 @@ class CapturedWork(Completion):
     __slots__ = ("_session", "node")
 
     def __init__(self, session: CaptureSession, node: GraphNode | None, device: Device) -> None:
-        super().__init__(_NEVER, device)
+        # Completion's three slots set here rather than through super().__init__: one of these
+        # is made per captured operation.
+        self._signal = _NEVER
+        self._device = device
+        self._program = None
         self._session = session
         self.node = node
 
@@ -366,11 +371,18 @@ class StreamCapture:
         """
         with _LOCK:
             session = self.check_active()
-            params = build()
+            params = build()  # validation runs no user code: the session is still active
+            device = self.stream.device
             if kind in ("Memcpy", "Memset") and params.nbytes == 0:
-                return CapturedWork(session, None, self.stream.device)
-            node = self._append(getattr(_graphs().NodeType, kind), lambda: params)
-            return CapturedWork(session, node, self.stream.device)
+                return CapturedWork(session, None, device)
+            node_type = _NODE_TYPES.get(kind)
+            if node_type is None:
+                node_type = _NODE_TYPES[kind] = getattr(_graphs().NodeType, kind)
+            # What _append does, without its second status check (nothing ran since the first).
+            node: GraphNode = session.graph._add_node(node_type, self.deps, lambda: params)
+            session.captured.add(node)
+            self.deps = [node]
+            return CapturedWork(session, node, device)
 
     def malloc(self, nbytes: int) -> DevicePtr:
         """``hipMallocAsync`` captured: a MemAlloc node; its reserved address is usable now."""

@@ -76,7 +76,22 @@ class KernelParams:
             raise TypeError(f"priority must be an int, got {priority!r}")
         if not -(2**31) <= priority < 2**31:  # HIP's launch attribute is an int
             raise ValueError(f"priority {priority} does not fit in an int")
-        return cls(kernel, grid3, block3, args, shared_mem, arg_bytes, threads, priority)
+        if cls is not KernelParams:
+            return cls(kernel, grid3, block3, args, shared_mem, arg_bytes, threads, priority)
+        # Every check is done: fill the slots directly. A frozen dataclass's ``__init__`` sets
+        # each field through ``object.__setattr__``, twice the cost of the slot descriptors,
+        # and this runs once per captured launch and per kernel node.
+        params = _new(KernelParams)
+        _set_kernel(params, kernel)
+        _set_grid(params, grid3)
+        _set_block(params, block3)
+        _set_args(params, args)
+        _set_shared_mem(params, shared_mem)
+        _set_arg_bytes(params, arg_bytes)
+        _set_threads(params, threads)
+        _set_priority(params, priority)
+        _set_attributes(params, DEFAULT_ATTRIBUTES)
+        return params
 
     def check_limits(self, device: Device) -> None:
         """Validate the launch configuration against ``device``'s limits again.
@@ -110,6 +125,23 @@ class KernelParams:
             self.kernel, self.threads, buffer, offset, self.cost_ns(device), writes
         )
 
+
+def _slot_setter(cls: type, name: str) -> Callable[[Any, Any], None]:
+    """The slot descriptor's setter of ``cls.name``: writes a frozen slot of a new instance."""
+    setter: Callable[[Any, Any], None] = cls.__dict__[name].__set__
+    return setter
+
+
+_new = object.__new__
+_set_kernel = _slot_setter(KernelParams, "kernel")
+_set_grid = _slot_setter(KernelParams, "grid")
+_set_block = _slot_setter(KernelParams, "block")
+_set_args = _slot_setter(KernelParams, "args")
+_set_shared_mem = _slot_setter(KernelParams, "shared_mem")
+_set_arg_bytes = _slot_setter(KernelParams, "arg_bytes")
+_set_threads = _slot_setter(KernelParams, "threads")
+_set_priority = _slot_setter(KernelParams, "priority")
+_set_attributes = _slot_setter(KernelParams, "attributes")
 
 _SHAPES: dict[tuple[Any, ...], tuple[DeviceProperties, Dim3, Dim3, Threads]] = {}
 _SHAPES_LIMIT = 1024

@@ -1,0 +1,249 @@
+"""The per-node fast paths of capture, building and instantiate give what the general paths give.
+
+Each fast path skips work only where the skipped work cannot change the result; these tests pin
+that down: the same objects, the same errors, the same counts, and the fallbacks still taken.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+import ahipgraph as ahg
+from ahipgraph.exec.arena import KernelArgArena
+from ahipgraph.runtime.params import KernelParams
+
+
+@ahg.kernel
+def scale(t: ahg.Threads, x: ahg.Ptr[ahg.float32], n: ahg.int32) -> None:
+    for i in range(min(n, x.size)):
+        x[i] *= 2
+
+
+# -- KernelParams.make fills the frozen slots directly ---------------------------------------------
+
+
+def test_kernel_params_made_fast_equal_the_dataclass_constructor(device: ahg.Device) -> None:
+    x = device.malloc(64)
+    try:
+        made = KernelParams.make(scale, 2, 32, (x, 7), priority=-1, device=device)
+        built = KernelParams(
+            made.kernel, made.grid, made.block, made.args, 0, made.arg_bytes, made.threads, -1
+        )
+        assert made == built
+        assert hash(made) == hash(built)
+        assert made.args == (x, 7)
+        assert made.shared_mem == 0
+        assert made.priority == -1
+        assert made.attributes == built.attributes
+        assert dataclasses.replace(made, priority=0).priority == 0
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            made.priority = 0  # type: ignore[misc]
+    finally:
+        device.free(x)
+
+
+def test_kernel_params_subclass_still_uses_its_own_constructor(device: ahg.Device) -> None:
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Tagged(KernelParams):
+        tag: str = "t"
+
+    made = Tagged.make(scale, 1, 1, (None, 1), device=device)
+    assert type(made) is Tagged
+    assert made.tag == "t"
+
+
+# -- the arena's place(): allocate and write in one step ---------------------------------------
+
+
+def test_place_bumps_and_writes_like_allocate_then_write(device: ahg.Device) -> None:
+    arena = KernelArgArena(device, 64)
+    try:
+        first = arena.place(b"\x01" * 12, 12)
+        second = arena.place(b"\x02" * 12, 12)
+        assert [(s.chunk, s.offset, s.size) for s in (first, second)] == [(0, 0, 12), (0, 16, 12)]
+        assert bytes(second.buffer[16:28]) == b"\x02" * 12
+        assert arena.writes == 2
+        stats = arena.statistics()
+        assert (stats.allocations, stats.live_slots, stats.chunks) == (2, 2, 1)
+    finally:
+        arena.close()
+
+
+def test_place_falls_back_for_reuse_new_chunks_and_strict_mode(device: ahg.Device) -> None:
+    arena = KernelArgArena(device, 32)
+    try:
+        slot = arena.place(b"a" * 16, 16)
+        arena.free(slot)
+        again = arena.place(b"b" * 16, 16)  # a reclaimed slot of this size is reused
+        assert again is slot
+        assert bytes(slot.buffer[0:16]) == b"b" * 16
+        grown = arena.place(b"c" * 24, 24)  # no room left: a new chunk
+        assert grown.chunk == 1
+        assert arena.statistics().reuses == 1
+    finally:
+        arena.close()
+    strict = KernelArgArena(device, 64, strict=True)
+    try:
+        slot = strict.place(b"s" * 8, 8)
+        assert not strict.is_flushed(slot)  # strict mode still tracks the write
+        strict.flush()
+        assert strict.is_flushed(slot)
+    finally:
+        strict.close()
+
+
+def test_place_refuses_data_longer_than_the_slot_and_changes_nothing(device: ahg.Device) -> None:
+    arena = KernelArgArena(device, 64)
+    try:
+        arena.place(b"x" * 4, 4)
+        before = arena.statistics()
+        with pytest.raises(ahg.InvalidValue):
+            arena.place(b"x" * 9, 8)
+        assert arena.statistics() == before
+        assert arena.writes == 1
+    finally:
+        arena.close()
+    arena.close()
+    with pytest.raises(ahg.InvalidValue):
+        arena.place(b"x", 1)  # closed
+
+
+# -- capture: one status check, a cached node type, a light CapturedWork -----------------------
+
+
+@pytest.mark.asyncio
+async def test_captured_kernel_work_is_reachable_and_still_refuses_waiting(
+    device: ahg.Device,
+) -> None:
+    stream = device.create_stream()
+    x = device.malloc(16)
+    try:
+        stream.begin_capture()
+        work = await stream.launch_kernel(scale, 1, 1, (x, 4))
+        copy = await stream.memcpy(x, x, 0)  # zero-sized: no node, and still succeeds
+        assert copy.node is None
+        assert work.node is not None
+        assert work.node.type is ahg.NodeType.Kernel
+        assert work.exception() is None
+        assert work.start_ns is None
+        assert work.end_ns is None
+        with pytest.raises(ahg.StreamCaptureUnsupported):
+            work.done()
+        with pytest.raises(ahg.StreamCaptureInvalidated):
+            await stream.launch_kernel(scale, 1, 1, (x, 4))  # the mistake invalidated it
+        with pytest.raises(ahg.StreamCaptureInvalidated):
+            stream.end_capture()
+        assert stream.is_capturing() is ahg.CaptureStatus.NONE
+    finally:
+        device.free(x)
+        stream.destroy()
+
+
+@pytest.mark.asyncio
+async def test_capture_of_a_chain_equals_the_eager_result(device: ahg.Device) -> None:
+    import numpy as np
+
+    stream = device.create_stream()
+    x = device.malloc(16)
+    try:
+        await stream.memcpy(x, np.ones(4, np.float32))
+        stream.begin_capture()
+        for _ in range(3):
+            await stream.launch_kernel(scale, 1, 1, (x, 4))
+        graph = stream.end_capture()
+        kinds = [node.type for node in graph.nodes()]
+        assert kinds == [ahg.NodeType.Kernel] * 3
+        assert [len(n.dependencies()) for n in graph.nodes()] == [0, 1, 1]
+        with graph.instantiate() as exec_:
+            await (await exec_.launch(stream))
+        out = np.zeros(4, np.float32)
+        await (await stream.memcpy(out, x))
+        assert out.tolist() == [8.0] * 4
+        graph.destroy()
+    finally:
+        device.free(x)
+        stream.destroy()
+
+
+# -- instantiate: the cached-pointer op sets its fields itself ------------------------------------
+
+
+def test_cached_pointer_op_has_the_fields_a_plain_pointer_op_has(device: ahg.Device) -> None:
+    from ahipgraph.device.ops import KernelOp
+
+    x = device.malloc(16)
+    arena = KernelArgArena(device, 64)
+    try:
+        params = KernelParams.make(scale, 1, 1, (x, 4), device=device)
+        slot = arena.place(params.arg_bytes, scale.layout.size)
+        plain = KernelOp.make(scale, params.threads, slot.buffer, slot.offset, 5)
+        cached = KernelOp.make(scale, params.threads, slot.buffer, slot.offset, 5, arena)
+        assert type(cached) is not type(plain)
+        for name in ("cost_ns", "kernel", "body", "threads", "buffer", "offset", "is_async"):
+            assert getattr(cached, name) == getattr(plain, name), name
+        assert cached.decode == plain.decode
+        assert cached.unpack == plain.unpack
+    finally:
+        arena.close()
+        device.free(x)
+
+
+def test_snapshot_keeps_dependency_order_for_joins_and_chains() -> None:
+    from ahipgraph.exec.snapshot import snapshot
+
+    graph = ahg.Graph()
+    a = graph.add_empty_node()
+    b = graph.add_empty_node()
+    join = graph.add_empty_node(deps=[b, a])
+    tail = graph.add_empty_node(deps=[join])
+    copy, order = snapshot(graph)
+    position = {node: i for i, node in enumerate(order)}
+    by_id = {node.id: node for node in copy.nodes}
+    assert by_id[join.id].deps == (position[b], position[a])
+    assert by_id[tail.id].deps == (position[join],)
+    assert by_id[a.id].deps == ()
+    graph.destroy()
+
+
+def test_snapshot_dependents_are_every_dependent_in_order() -> None:
+    from ahipgraph.exec.snapshot import snapshot
+
+    graph = ahg.Graph()
+    root = graph.add_empty_node()
+    left = graph.add_empty_node(deps=[root])
+    right = graph.add_empty_node(deps=[root])
+    join = graph.add_empty_node(deps=[left, right])
+    copy, order = snapshot(graph)
+    index = {node: i for i, node in enumerate(order)}
+    assert copy.dependents[index[root]] == [index[left], index[right]]
+    assert copy.dependents[index[left]] == [index[join]]
+    assert copy.dependents[index[join]] == []
+    assert all(type(d) is list for d in copy.dependents)
+    graph.destroy()
+
+
+def test_edges_keep_insertion_order_as_dependents_are_added() -> None:
+    graph = ahg.Graph()
+    root = graph.add_empty_node()
+    seen_before = root.dependents()
+    first = graph.add_empty_node(deps=[root])
+    second = graph.add_empty_node(deps=(root,))
+    join = graph.add_empty_node(deps=[second, first])
+    graph.add_dependencies([root], [join])
+    assert seen_before == []  # a query's result is a copy, never the node's own list
+    assert root.dependents() == [first, second, join]
+    assert join.dependencies() == [second, first, root]
+    assert graph.edges() == [
+        (root, first),
+        (root, second),
+        (root, join),
+        (first, join),
+        (second, join),
+    ]
+    assert graph.statistics().edges == 5
+    graph.remove_dependencies([root], [first])
+    assert root.dependents() == [second, join]
+    assert first.dependencies() == []
+    graph.destroy()
