@@ -58,6 +58,7 @@ from .core.errors import (
 from .device.conditional_arg import CondHandle, set_conditional
 from .device.device import Device, configure_devices, device_count, get_device
 from .device.graph_pool import GraphMemAttribute
+from .device.host_function import HostFunction, host_function
 from .device.kernel import Dim3, Kernel, Threads, kernel
 from .device.kernel_args import (
     AtomicPtr,
@@ -114,6 +115,8 @@ from .tools.trace import Trace, tracing
 
 __all__ = [
     "race_check",
+    "host_function",
+    "HostFunction",
     "RaceWarning",
     "RaceSite",
     "RaceReport",

@@ -170,11 +170,12 @@ class Stream(
         self.submit(program)
         return Completion(signal, self.device, program)
 
-    def _observed(self, work: Any, completion: Completion) -> Completion:
-        """Report enqueued eager work to the runtime observer (the race checker), if any."""
+    def _observed(self, work: Any, op: Op) -> Completion:
+        """Submit eager work; a runtime observer (the race checker) checks it first and may
+        refuse it, in which case nothing was enqueued."""
         if observe.observer is not None:
-            observe.observer.enqueued(self, work, completion)
-        return completion
+            return observe.observer.enqueue(self, work, lambda: self._submit_op(op))
+        return self._submit_op(op)
 
     def _retired(self, program: Program) -> None:
         if program.error is not None and self._error is None:
@@ -219,7 +220,7 @@ class Stream(
         params = KernelParams.make(
             kernel, grid, block, args, shared_mem=shared_mem, device=self.device
         )
-        return self._observed(params, self._submit_op(params.op(self.device)))
+        return self._observed(params, params.op(self.device))
 
     async def memcpy(
         self,
@@ -233,7 +234,7 @@ class Stream(
         if self._capture is not None:
             return self._capture.add("Memcpy", lambda: MemcpyParams.make(dst, src, nbytes, kind))
         copy = MemcpyParams.make(dst, src, nbytes, kind)
-        return self._observed(copy, self._submit_op(copy.op(self.device)))
+        return self._observed(copy, copy.op(self.device))
 
     async def memset(
         self, dst: DevicePtr, value: int, count: int, *, element_size: int = 1
@@ -252,7 +253,7 @@ class Stream(
                 "Memset", lambda: MemsetParams.make(dst, value, count, element_size=element_size)
             )
         params = MemsetParams.make(dst, value, count, element_size=element_size)
-        return self._observed(params, self._submit_op(params.op(self.device)))
+        return self._observed(params, params.op(self.device))
 
     async def launch_host_func(self, fn: Callable[..., Any], *args: Any) -> Completion:
         """Enqueue a host callback (``hipLaunchHostFunc``); the stream waits until it returns."""
@@ -260,7 +261,7 @@ class Stream(
         if self._capture is not None:
             return self._capture.add("Host", lambda: HostParams.make(fn, args))
         host = HostParams.make(fn, args)
-        return self._observed(host, self._submit_op(host.op(self.device)))
+        return self._observed(host, host.op(self.device))
 
     async def record_event(self, event: Event) -> None:
         """Record ``event`` here (``hipEventRecord``): it completes when earlier work has."""
