@@ -25,9 +25,21 @@ Shadow memory is an interval list per allocation holding the accesses not yet su
 access covered by a later ordered write (or a read by a later ordered read) is dropped, which
 keeps memory bounded without losing a race (the newer access races whenever the older would).
 
-Host source arrays of asynchronous host-to-device copies are fingerprinted at enqueue and
-compared when the copy runs (a device hook), so a host write during the flight is reported.
-Not modelled: host reads of ``device.view`` arrays, and host callbacks' own accesses.
+Host source arrays of asynchronous host-to-device copies, eager or a launched graph's memcpy
+nodes, are fingerprinted at enqueue/launch and compared when the copy runs (a device hook),
+so a host write during the flight is reported.
+
+Host access: each ``device.view()`` call is a host op at that point of host program order (a
+write, or a read with ``readonly=True``). A host function's footprint is what
+``ahg.host_function(fn, reads=, writes=)`` declares, at its place in stream order (graph
+host nodes too, statically); its views are its own, refused outside the declaration.
+Not modelled: accesses through a view array kept and used later (take a new view after
+synchronising), undeclared host functions' accesses, and host arrays that are a copy's
+destination.
+
+Check, then commit: every call is planned as a :class:`_Txn` first; in raise mode a racing
+call raises RaceError before anything is enqueued, launched, freed or viewed, and the
+checker's clocks are unchanged.
 """
 
 from __future__ import annotations
