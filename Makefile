@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test soak lint format bench clean
+.PHONY: demo test race soak lint format bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,10 @@ format: $(STAMP)
 
 test: lint
 	$(BIN)/python -m pytest
+
+# The whole suite under the race checker (any report fails a test: warnings are errors).
+race: $(STAMP)
+	AHIPGRAPH_RACE_CHECK=warn $(BIN)/python -m pytest -p no:cacheprovider
 
 soak: $(STAMP)
 	$(BIN)/python -m pytest -m slow

@@ -305,6 +305,7 @@ async def _timeline_program(device: ahg.Device) -> list[int | None]:
     a, b, c = (device.create_stream() for _ in range(3))
     events = [device.create_event() for _ in range(8)]
     ptr = device.malloc(1 << 16)
+    scratch = device.malloc(1 << 15)  # c's own buffer: nothing orders c's fill with a's copy
     host = np.ones(1 << 16, dtype=np.uint8)
     held = HeldKernel()
     await a.record_event(events[0])
@@ -314,7 +315,7 @@ async def _timeline_program(device: ahg.Device) -> list[int | None]:
     await b.launch_kernel(by_waves, 64, 256)
     await b.wait_event(events[1])
     await b.record_event(events[2])
-    await c.memset(ptr, 0, 1 << 15)
+    await c.memset(scratch, 0, 1 << 15)
     await c.record_event(events[3])
     await c.launch_host_func(lambda: None)
     await c.record_event(events[4])
@@ -328,6 +329,7 @@ async def _timeline_program(device: ahg.Device) -> list[int | None]:
     await device.null_stream.record_event(events[7])
     await device.synchronize()
     times = [event.time_ns for event in events]
+    device.free(scratch)
     destroy(a, b, c, *events, ptr)
     return times
 

@@ -137,11 +137,13 @@ def test_race_checker_names_are_exported() -> None:
     expected = {
         "AtomicPtr",
         "ConstPtr",
+        "HostFunction",
         "RaceCheck",
         "RaceError",
         "RaceReport",
         "RaceSite",
         "RaceWarning",
+        "host_function",
         "race_check",
     }
     assert expected <= set(ahg.__all__)

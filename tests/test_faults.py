@@ -183,14 +183,20 @@ async def test_kernel_indexing_past_its_allocation_fails_without_touching_neighb
 async def test_copy_whose_pointer_is_freed_before_it_runs_fails_cleanly(
     device: ahg.Device,
 ) -> None:
+    # Freeing memory that queued work still uses is the race this test is about: the
+    # checker must name it (and the suite's own check must not count it as the test's bug).
     held = HeldKernel()
     stream = device.create_stream()
-    src = device.malloc(16)
-    await held.launch(stream)
-    out = np.full(16, 0xEE, dtype=np.uint8)
-    copy = await stream.memcpy(out, src)  # valid when enqueued
-    fill = await stream.memset(src, 1, 16)
-    device.free(src)  # freed while the copy waits behind the held kernel
+    with ahg.race_check(on_race="collect") as rc:
+        src = device.malloc(16)
+        await held.launch(stream)
+        out = np.full(16, 0xEE, dtype=np.uint8)
+        copy = await stream.memcpy(out, src)  # valid when enqueued
+        fill = await stream.memset(src, 1, 16)
+        device.free(src)  # freed while the copy waits behind the held kernel
+    (report,) = rc.reports  # the fill supersedes the copy's read: one report covers both
+    assert (report.kind, report.second.where) == ("write-after-write", "host")
+    assert "Memset" in report.first.op
     held.release()
     with pytest.raises(ahg.InvalidDevicePointer):
         await copy
@@ -208,10 +214,14 @@ async def test_kernel_whose_pointer_is_freed_before_it_runs_is_a_launch_failure(
 ) -> None:
     held = HeldKernel()
     stream = device.create_stream()
-    ptr = device.malloc(64)
-    await held.launch(stream)
-    completion = await stream.launch_kernel(fill_ones, 1, 1, (16, ptr))
-    device.free(ptr)
+    with ahg.race_check(on_race="collect") as rc:  # the use-after-free is the subject
+        ptr = device.malloc(64)
+        await held.launch(stream)
+        completion = await stream.launch_kernel(fill_ones, 1, 1, (16, ptr))
+        device.free(ptr)
+    (report,) = rc.reports
+    assert (report.kind, report.second.where) == ("write-after-write", "host")
+    assert "fill_ones" in report.first.op
     held.release()
     with pytest.raises(ahg.LaunchFailure, match="fill_ones") as info:
         await completion

@@ -62,7 +62,7 @@ async def test_a_cancelled_error_raised_by_an_async_body_fails_that_op(
 def test_an_interrupt_propagates_and_the_device_stays_consistent(
     device: ahg.Device, interrupt: type[BaseException]
 ) -> None:
-    out = device.malloc(8)
+    out, side = device.malloc(8), device.malloc(8)  # one buffer per stream: they are unordered
 
     def stop() -> None:
         raise interrupt
@@ -70,7 +70,7 @@ def test_an_interrupt_propagates_and_the_device_stays_consistent(
     async def first_run(stream: ahg.Stream, other: ahg.Stream) -> tuple[ahg.Completion, ...]:
         failed = await stream.launch_host_func(stop)
         behind = await stream.launch_kernel(add_one, 1, 1, (out,))
-        beside = await other.launch_kernel(add_one, 1, 1, (out,))
+        beside = await other.launch_kernel(add_one, 1, 1, (side,))
         await asyncio.sleep(0)  # the device runs on the loop's next turn
         await asyncio.sleep(0)
         return failed, behind, beside
@@ -96,6 +96,7 @@ def test_an_interrupt_propagates_and_the_device_stays_consistent(
         loop.run_until_complete(afterwards())
     finally:
         loop.close()
-    assert device.view(out, "int64", 1)[0] == 2
+    assert device.view(out, "int64", 1)[0] == 1  # behind the failed host function
+    assert device.view(side, "int64", 1)[0] == 1  # beside it, on the other stream
     assert device.statistics().in_flight == 0
-    destroy(out, stream, other)
+    destroy(out, side, stream, other)

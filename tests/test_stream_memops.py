@@ -126,6 +126,7 @@ async def test_a_kernel_or_the_host_can_release_a_wait(ahg_device: ahg.Device) -
     assert not done.done()
     await other.launch_kernel(store, 1, 1, (0x1F, word))
     await done
+    await other.synchronize()  # the store released the wait; the host writes the word next
     done = await waiter.wait_value_64(word, 7, F.EQ)
     device.view(word, np.uint64, 1)[0] = 7  # a host write through a view
     await done

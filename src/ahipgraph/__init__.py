@@ -60,6 +60,7 @@ from .core.waitqueue import WaitQueueStatistics
 from .device.conditional_arg import CondHandle, set_conditional
 from .device.device import Device, DeviceStatistics, configure_devices, device_count, get_device
 from .device.graph_pool import GraphMemAttribute, GraphPoolStatistics
+from .device.host_function import HostFunction, host_function
 from .device.hwqueue import QueueStatistics
 from .device.kernel import Dim3, Kernel, Threads, kernel
 from .device.kernel_args import (
@@ -124,6 +125,8 @@ from .tools.trace import Trace, tracing
 
 __all__ = [
     "race_check",
+    "host_function",
+    "HostFunction",
     "RaceWarning",
     "RaceSite",
     "RaceReport",

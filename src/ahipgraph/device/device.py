@@ -26,6 +26,7 @@ from ..core.errors import IllegalState, InvalidDevice, InvalidDevicePointer
 from ..core.waitqueue import WaitQueue
 from .current import current_ordinal
 from .graph_pool import GraphMemAttribute
+from .host_function import checked_view
 from .hwqueue import HardwareQueue, QueueStatistics
 from .memory import DeviceMemory, MemoryStatistics
 from .pointer import DevicePtr
@@ -253,13 +254,24 @@ class Device(DeviceCopyMixin):
         """(free, total) bytes."""
         return self.memory.memory_info()
 
-    def view(self, ptr: DevicePtr, dtype: Any, count: int | None = None) -> npt.NDArray[Any]:
+    def view(
+        self, ptr: DevicePtr, dtype: Any, count: int | None = None, *, readonly: bool = False
+    ) -> npt.NDArray[Any]:
         """A host-side typed view of device memory (for inspection and tests), bounds-checked.
+
+        The race checker takes the call as a host access of the viewed bytes, at this point
+        of the host program: a write, or a read with ``readonly=True`` (the view is then
+        read-only). Inside a host function the view is the function's own (see
+        :func:`ahipgraph.host_function`).
 
         Raises:
             TypeError: ``ptr`` is not a DevicePtr, ``dtype`` is None or not a numpy dtype, or
-                ``count`` is not an int. InvalidValue / InvalidDevicePointer: a bad range.
+                ``count`` is not an int. InvalidValue / InvalidDevicePointer: a bad range, or
+                bytes a running declared host function did not declare.
+            RaceError: under ``ahg.race_check(on_race="raise")``, the access races.
         """
+        if not isinstance(readonly, bool):
+            raise TypeError(f"readonly must be a bool, got {readonly!r}")
         if not isinstance(ptr, DevicePtr):
             raise TypeError(f"expected a DevicePtr, got {ptr!r}")
         if dtype is None:  # numpy would quietly make it float64
@@ -269,7 +281,12 @@ class Device(DeviceCopyMixin):
         dt = np.dtype(dtype)
         self.memory.resolve(ptr, (count or 0) * dt.itemsize)
         view = self.memory.view(ptr.address, dt)
-        return view if count is None else view[:count]
+        view = checked_view(self, ptr, view if count is None else view[:count], readonly)
+        from ..runtime import observe
+
+        if observe.observer is not None:  # the race checker: a host access, now
+            observe.observer.host_accessed(ptr, view.nbytes, view.flags.writeable, "view()")
+        return view
 
     # -- peers (device/peer.py) ------------------------------------------------------------------
 

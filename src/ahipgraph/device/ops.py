@@ -16,7 +16,6 @@ abandoned by a closed event loop, so the packets that wait on them never hang.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -24,6 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..core.errors import HipError, IllegalAddress, LaunchFailure
+from .host_function import call_host_function
 from .kernel import Kernel, Threads
 from .pointer import DevicePtr
 from .properties import CopyKind
@@ -315,11 +315,11 @@ class HostOp(Op):
         self.args = tuple(args)
 
     def run(self, program: Program) -> Any:
-        result = self.fn(*self.args)
+        result = call_host_function(self.fn, self.args)  # in its context (views are its own)
         program.time += self.cost_ns
         # Only an awaitable holds the queue; any other return value is ignored, as HIP's
         # host functions return void (handing it on would break the queue).
-        return result if inspect.isawaitable(result) else None
+        return result
 
     def fault(self, exc: BaseException) -> HipError:
         name = getattr(self.fn, "__qualname__", repr(self.fn))

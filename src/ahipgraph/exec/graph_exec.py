@@ -399,6 +399,13 @@ class GraphExec(NodeSetters, ExecCopySetters, DestroyOnExit):
 
         ``report_to``: the stream a failure is reported to, if not ``stream``.
         """
+        plan = None
+        if observe.observer is not None:  # the race checker decides before anything commits
+            try:
+                plan = observe.observer.launching(self, stream, report_to)
+            except BaseException:
+                self.pool.release(signal_set)
+                raise
         with self._lock:
             if self.state is not ExecState.OPEN or stream.state is not StreamState.OPEN:
                 self.pool.release(signal_set)  # destroyed while we waited for a set
@@ -435,7 +442,7 @@ class GraphExec(NodeSetters, ExecCopySetters, DestroyOnExit):
                 )
         completion = Completion(launch.done, self.device, head)
         if observe.observer is not None:  # the race checker: a launch is one op on the stream
-            observe.observer.launched(self, stream, completion)
+            observe.observer.launched(self, stream, completion, plan, report_to)
         return completion
 
     def _launch_finished(self, launch: _Launch) -> None:

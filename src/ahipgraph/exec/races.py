@@ -11,6 +11,8 @@ Footprints (:func:`footprint`): copies and fills touch exact byte ranges; a free
 memory node) touches its whole allocation as a write; a kernel pointer argument touches from
 the pointer to the end of its allocation, read-write ("conservative"), unless its kernel says
 better: ``ConstPtr`` reads, ``extents=`` bounds the range ("declared"). Dispatch enforces both.
+A host function touches what ``ahg.host_function(fn, reads=, writes=)`` declares (views
+outside it are refused while it runs); an undeclared one touches nothing the check sees.
 
 The same footprints and :class:`RaceReport` serve the dynamic checker
 (:mod:`ahipgraph.tools.race`), which also fills :data:`SITES` with the user's source lines.
@@ -26,10 +28,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..device.device import get_device
+from ..device.host_function import HostFunction
 from ..device.pointer import DevicePtr
 from ..graph.node_type import NodeType
 from ..graph.params import MemAllocParams, MemFreeParams
-from ..runtime.params import KernelParams, MemcpyParams, MemsetParams
+from ..runtime.params import HostParams, KernelParams, MemcpyParams, MemsetParams
 from ..runtime.stream_memory import FreeOp
 
 if TYPE_CHECKING:
@@ -183,7 +186,25 @@ def footprint(work: Any) -> list[Access]:
         return [Access(d.device, d.address, d.address + extent, True, False, precision)]
     if isinstance(work, FreeOp | MemFreeParams | MemAllocParams):
         return _whole(work.ptr)
+    if isinstance(work, HostParams) and isinstance(work.fn, HostFunction):
+        return _host_footprint(work.fn)
     return []
+
+
+def _host_footprint(fn: HostFunction) -> list[Access]:
+    """What a declared host function touches (an undeclared one: nothing that is seen)."""
+    out: list[Access] = []
+    for regions, write in ((fn.reads, False), (fn.writes, True)):
+        for ptr, nbytes in regions:
+            if nbytes is not None:
+                out.append(
+                    Access(ptr.device, ptr.address, ptr.address + nbytes, write, False, DECLARED)
+                )
+                continue
+            found = _allocation(ptr)
+            end = ptr.address + 1 if found is None else found[0] + found[1]
+            out.append(Access(ptr.device, ptr.address, end, write, False, CONSERVATIVE))
+    return out
 
 
 def _kernel_footprint(params: KernelParams) -> list[Access]:

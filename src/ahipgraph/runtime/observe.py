@@ -17,6 +17,7 @@ Invariants: at most one observer at a time (the race checker multiplexes its own
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -33,11 +34,31 @@ __all__ = ["RuntimeObserver", "install", "observer", "uninstall"]
 class RuntimeObserver:
     """Base class of runtime observers; every method is a no-op here."""
 
-    def enqueued(self, stream: Stream, work: Any, completion: Completion) -> None:
-        """Eager work (kernel/copy/fill/host params, or a stream-ordered free) was enqueued."""
+    def enqueue(self, stream: Stream, work: Any, submit: Callable[[], Completion]) -> Completion:
+        """Eager work (kernel/copy/fill/host params, or a stream-ordered free) is enqueued by
+        calling ``submit``; an observer may refuse it by raising before it calls ``submit``
+        (check, then commit), and then nothing was enqueued."""
+        return submit()
 
-    def launched(self, graph_exec: Any, stream: Stream, completion: Completion) -> None:
-        """An executable was launched on ``stream``."""
+    def launching(self, graph_exec: Any, stream: Stream, user: Stream | None) -> Any:
+        """An executable is about to be launched on ``stream`` (for ``user``'s stream, of
+        another device, when not None); raising refuses the launch before anything of it is
+        committed. Returns a plan handed back to :meth:`launched`."""
+        return None
+
+    def launched(
+        self,
+        graph_exec: Any,
+        stream: Stream,
+        completion: Completion,
+        plan: Any = None,
+        user: Stream | None = None,
+    ) -> None:
+        """An executable was launched on ``stream`` (``plan``: what :meth:`launching` gave)."""
+
+    def host_accessed(self, ptr: DevicePtr, nbytes: int, write: bool, what: str) -> None:
+        """The host touches ``nbytes`` of device memory at ``ptr`` (``device.view``) now;
+        raising refuses the access."""
 
     def event_recorded(self, stream: Stream, event: Event) -> None:
         """``event`` now marks the point after everything enqueued on ``stream`` so far."""

@@ -179,11 +179,12 @@ class Stream(
         self.submit(program)
         return Completion(signal, self.device, program)
 
-    def _observed(self, work: Any, completion: Completion) -> Completion:
-        """Report enqueued eager work to the runtime observer (the race checker), if any."""
+    def _observed(self, work: Any, op: Op) -> Completion:
+        """Submit eager work; a runtime observer (the race checker) checks it first and may
+        refuse it, in which case nothing was enqueued."""
         if observe.observer is not None:
-            observe.observer.enqueued(self, work, completion)
-        return completion
+            return observe.observer.enqueue(self, work, lambda: self._submit_op(op))
+        return self._submit_op(op)
 
     def _retired(self, program: Program) -> None:
         if program.error is not None and self._error is None:
@@ -228,7 +229,7 @@ class Stream(
         params = KernelParams.make(
             kernel, grid, block, args, shared_mem=shared_mem, device=self.device
         )
-        return self._observed(params, self._submit_op(params.op(self.device)))
+        return self._observed(params, params.op(self.device))
 
     launch_kernel, launch_kernel_nowait = enqueue_pair(_launch_kernel)
 
@@ -244,7 +245,7 @@ class Stream(
         if self._capture is not None:
             return self._capture.add("Memcpy", lambda: MemcpyParams.make(dst, src, nbytes, kind))
         copy = MemcpyParams.make(dst, src, nbytes, kind)
-        return self._observed(copy, self._submit_op(copy.op(self.device)))
+        return self._observed(copy, copy.op(self.device))
 
     memcpy, memcpy_nowait = enqueue_pair(_memcpy)
 
@@ -265,7 +266,7 @@ class Stream(
                 "Memset", lambda: MemsetParams.make(dst, value, count, element_size=element_size)
             )
         params = MemsetParams.make(dst, value, count, element_size=element_size)
-        return self._observed(params, self._submit_op(params.op(self.device)))
+        return self._observed(params, params.op(self.device))
 
     memset, memset_nowait = enqueue_pair(_memset)
 
@@ -275,7 +276,7 @@ class Stream(
         if self._capture is not None:
             return self._capture.add("Host", lambda: HostParams.make(fn, args))
         host = HostParams.make(fn, args)
-        return self._observed(host, self._submit_op(host.op(self.device)))
+        return self._observed(host, host.op(self.device))
 
     launch_host_func, launch_host_func_nowait = enqueue_pair(_launch_host_func)
 

@@ -89,7 +89,7 @@ class StreamMemoryMixin:
         if offset != 0:
             raise InvalidValue(f"{ptr!r} is not the start of an allocation of {stream.device!r}")
         free = FreeOp(ptr)
-        return stream._observed(free, stream._submit_op(free))
+        return stream._observed(free, free)
 
     free_async, free_async_nowait = enqueue_pair(_free_async)
 

@@ -25,9 +25,21 @@ Shadow memory is an interval list per allocation holding the accesses not yet su
 access covered by a later ordered write (or a read by a later ordered read) is dropped, which
 keeps memory bounded without losing a race (the newer access races whenever the older would).
 
-Host source arrays of asynchronous host-to-device copies are fingerprinted at enqueue and
-compared when the copy runs (a device hook), so a host write during the flight is reported.
-Not modelled: host reads of ``device.view`` arrays, and host callbacks' own accesses.
+Host source arrays of asynchronous host-to-device copies, eager or a launched graph's memcpy
+nodes, are fingerprinted at enqueue/launch and compared when the copy runs (a device hook),
+so a host write during the flight is reported.
+
+Host access: each ``device.view()`` call is a host op at that point of host program order (a
+write, or a read with ``readonly=True``). A host function's footprint is what
+``ahg.host_function(fn, reads=, writes=)`` declares, at its place in stream order (graph
+host nodes too, statically); its views are its own, refused outside the declaration.
+Not modelled: accesses through a view array kept and used later (take a new view after
+synchronising), undeclared host functions' accesses, and host arrays that are a copy's
+destination.
+
+Check, then commit: every call is planned as a :class:`_Txn` first; in raise mode a racing
+call raises RaceError before anything is enqueued, launched, freed or viewed, and the
+checker's clocks are unchanged.
 """
 
 from __future__ import annotations
@@ -37,7 +49,7 @@ import threading
 import warnings
 import weakref
 from array import array
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -46,6 +58,7 @@ import numpy as np
 
 from ..device import hooks
 from ..device.device import get_device
+from ..device.host_function import running_host_function
 from ..device.ops import CopyOp, host_bytes
 from ..device.pointer import DevicePtr
 from ..exec.races import (
@@ -86,12 +99,13 @@ class _Lane:
 
     __slots__ = ("lane", "name", "ops", "vc", "via")
 
-    def __init__(self, lane: int, name: str) -> None:
+    def __init__(self, lane: int, name: str, ops: array[int] | None = None) -> None:
         self.lane = lane
         self.name = name
         self.vc: dict[int, int] = {}
         self.via: dict[int, str] = {}
-        self.ops = array("q")  # global op number of each tick of this lane (8 bytes each)
+        # global op number of each tick of this lane (8 bytes each)
+        self.ops: array[int] = array("q") if ops is None else ops
 
     def join(self, vc: dict[int, int], via: dict[int, str], how: str | None) -> None:
         mine, reasons = self.vc, self.via
@@ -109,6 +123,7 @@ class _Op:
     tick: int
     site: str | None
     graph: ExecRaces | None = None  # a launch: which nodes touched a range, for reports
+    batch: int = 0  # ops of one launch share it (its node groups): never checked together
 
 
 @dataclass(slots=True)
@@ -136,21 +151,96 @@ class _State:
         self.shadow: weakref.WeakKeyDictionary[DeviceMemory, dict[int, list[_Rec]]] = (
             weakref.WeakKeyDictionary()
         )
-        self.copies: dict[int, tuple[CopyOp, bytes, _Op]] = {}
+        # host-source copies in flight, per copy op: (op, bytes at enqueue, the API op, the
+        # completion of the launch or enqueue), oldest first (a graph's copy op runs per launch)
+        self.copies: dict[int, list[tuple[CopyOp, bytes, _Op, Signal]]] = {}
+        # per executable: (version, summary, its host-source copy ops)
+        self.host_copies: weakref.WeakKeyDictionary[Any, tuple[Any, Any, list[CopyOp]]] = (
+            weakref.WeakKeyDictionary()
+        )
         # per executable: its last launch's clock, and the lanes of its node groups
         self.launches: weakref.WeakKeyDictionary[Any, _EventClock] = weakref.WeakKeyDictionary()
         self.group_lanes: weakref.WeakKeyDictionary[Any, list[_Lane]] = weakref.WeakKeyDictionary()
         self.next_lane = 1
         self.ops = 0
         self.seen: set[tuple[int, int]] = set()
+        self.stamp = 0  # bumped by every change: a plan made before a change is made again
+
+
+class _Txn:
+    """What one API call would change, worked out before anything is committed.
+
+    Lanes are copied on first touch, new lanes are not registered yet, shadow lists are
+    rebuilt aside and op numbers are provisional. :meth:`_Checker.commit` installs it all and
+    cannot fail; dropping a transaction leaves the checker exactly as it was. That is how
+    ``on_race="raise"`` refuses a racing call before anything is enqueued.
+    """
+
+    __slots__ = (
+        "created",
+        "events",
+        "groups",
+        "keys",
+        "launch",
+        "next_lane",
+        "number",
+        "ops",
+        "reports",
+        "scratch",
+        "st",
+        "stamp",
+        "tables",
+    )
+
+    def __init__(self, st: _State) -> None:
+        self.st = st
+        self.stamp = st.stamp
+        self.number = st.ops
+        self.next_lane = st.next_lane
+        self.scratch: dict[int, tuple[_Lane, _Lane]] = {}  # id(working copy) -> (real, copy)
+        self.created: list[tuple[Stream, _Lane]] = []
+        self.groups: tuple[Any, list[_Lane]] | None = None
+        self.ops: list[_Op] = []
+        self.tables: dict[tuple[int, int], tuple[DeviceMemory, int, list[_Rec]]] = {}
+        self.keys: set[tuple[int, int]] = set()
+        self.reports: list[RaceReport] = []
+        self.events: list[tuple[Event, _EventClock]] = []
+        self.launch: tuple[Any, _EventClock] | None = None
+
+    def work(self, real: _Lane) -> _Lane:
+        """The copy of ``real`` this transaction changes (its op list stays shared)."""
+        for held, copy in self.scratch.values():
+            if held is real:
+                return copy
+        copy = _Lane(real.lane, real.name, real.ops)
+        copy.vc, copy.via = dict(real.vc), dict(real.via)
+        self.scratch[id(copy)] = (real, copy)
+        return copy
+
+    def peek(self, real: _Lane) -> _Lane:
+        """``real`` as this transaction sees it, without copying it."""
+        for held, copy in self.scratch.values():
+            if held is real:
+                return copy
+        return real
+
+    def new_lane(self, name: str) -> _Lane:
+        lane = _Lane(self.next_lane, name)
+        self.next_lane += 1
+        return lane
+
+    def current(self) -> bool:
+        """True while nothing changed the checker since this transaction was planned."""
+        return self.st is _CHECKER.state and self.stamp == self.st.stamp
 
 
 class RaceCheck:
     """What ``ahg.race_check()`` yields: the reports found inside its block.
 
     Attributes:
-        on_race: "raise" (RaceError at the racing call, after it was enqueued), "warn"
-            (a :class:`RaceWarning` each) or "collect" (only :attr:`reports`).
+        on_race: "raise" (RaceError at the racing call, before anything is enqueued, freed
+            or viewed), "warn" (a :class:`RaceWarning` each) or "collect" (only
+            :attr:`reports`).
         reports: every :class:`RaceReport` found while this check was the innermost.
     """
 
@@ -169,7 +259,12 @@ class RaceCheck:
 
 
 class _Checker(observe.RuntimeObserver, hooks.Observer):
-    """The single runtime observer; nested checks share its clocks."""
+    """The single runtime observer; nested checks share its clocks.
+
+    Each API call is planned as a :class:`_Txn` under the lock, refused in raise mode when
+    it races, then committed after the runtime enqueued it (planned again if another thread
+    changed the clocks meanwhile: the lock is never held across the runtime's own work).
+    """
 
     def __init__(self) -> None:
         self.lock = threading.RLock()
@@ -213,88 +308,143 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
 
     # -- lanes ---------------------------------------------------------------------------
 
-    def lane(self, stream: Stream) -> _Lane:
-        st = self.state
-        lane = st.lanes.get(stream)
-        if lane is None:
-            name = "null stream" if stream.is_null else f"stream #{stream.hid.slot}"
-            if stream.device.ordinal:
-                name += f" (device {stream.device.ordinal})"
-            lane = _Lane(st.next_lane, name)
-            st.next_lane += 1
-            st.lanes[stream] = lane
+    def lane_of(self, txn: _Txn, stream: Stream) -> _Lane:
+        """``stream``'s lane as ``txn`` changes it (new and unregistered for a new stream)."""
+        real = self.state.lanes.get(stream)
+        if real is not None:
+            return txn.work(real)
+        for known, lane in txn.created:
+            if known is stream:
+                return lane
+        name = "null stream" if stream.is_null else f"stream #{stream.hid.slot}"
+        if stream.device.ordinal:
+            name += f" (device {stream.device.ordinal})"
+        lane = txn.new_lane(name)
+        txn.created.append((stream, lane))
         return lane
 
-    def tick(self, stream: Stream, label: str) -> _Op:
-        """Order the next op of ``stream`` after what the API promises; give it its epoch."""
-        return self._advance(self.prepare(stream), label)
+    def _seen_lane(self, txn: _Txn, stream: Stream) -> _Lane | None:
+        real = self.state.lanes.get(stream)
+        if real is not None:
+            return txn.peek(real)
+        for known, lane in txn.created:
+            if known is stream:
+                return lane
+        return None
 
-    def prepare(self, stream: Stream) -> _Lane:
+    def prepare(self, txn: _Txn, stream: Stream) -> _Lane:
         """``stream``'s lane, joined with host order and the legacy default-stream rules."""
-        st = self.state
-        lane = self.lane(stream)
-        lane.join(st.host.vc, st.host.via, None)
+        lane = self.lane_of(txn, stream)
+        host = txn.peek(self.state.host)
+        lane.join(host.vc, host.via, None)
         if not stream.non_blocking:  # legacy default-stream rules
             device = stream.device
             if stream.is_null:
                 for other in list(device.streams):
                     if other is not stream and not other.non_blocking:
-                        o = st.lanes.get(other)
+                        o = self._seen_lane(txn, other)
                         if o is not None:
                             lane.join(o.vc, o.via, f"the null stream waits for {o.name}")
             else:
                 null = device._null_stream
-                n = st.lanes.get(null) if null is not None else None
+                n = self._seen_lane(txn, null) if null is not None else None
                 if n is not None:
                     lane.join(n.vc, n.via, f"{lane.name} (blocking) waits for the null stream")
         return lane
 
-    def _advance(self, lane: _Lane, label: str) -> _Op:
-        st = self.state
-        st.ops += 1
+    def advance(self, txn: _Txn, lane: _Lane, label: str, batch: int = 0) -> _Op:
+        """The next op of ``lane``: its epoch, a provisional number."""
+        txn.number += 1
         count = lane.vc.get(lane.lane, 0) + 1
         lane.vc[lane.lane] = count
         lane.via[lane.lane] = f"program order of {lane.name}"
-        lane.ops.append(st.ops)
-        return _Op(st.ops, label, lane, count, user_site())
+        op = _Op(txn.number, label, lane, count, user_site(), batch=batch)
+        txn.ops.append(op)
+        return op
+
+    def commit(self, txn: _Txn) -> None:
+        """Install a planned transaction (plain assignments: it cannot fail half-way)."""
+        st = self.state
+        for real, copy in txn.scratch.values():
+            real.vc, real.via = copy.vc, copy.via
+        for stream, lane in txn.created:
+            st.lanes[stream] = lane
+        if txn.groups is not None:
+            st.group_lanes[txn.groups[0]] = txn.groups[1]
+        scratch = txn.scratch
+        for op in txn.ops:
+            held = scratch.get(id(op.lane))
+            if held is not None:
+                op.lane = held[0]
+            op.lane.ops.append(op.number)
+        shadow = st.shadow
+        for memory, base, keep in txn.tables.values():
+            table = shadow.get(memory)
+            if table is None:
+                table = shadow[memory] = {}
+            table[base] = keep
+        if txn.keys:
+            st.seen |= txn.keys
+        for event, clock in txn.events:
+            st.events[event] = clock
+        if txn.launch is not None:
+            st.launches[txn.launch[0]] = txn.launch[1]
+        st.ops = txn.number
+        st.next_lane = txn.next_lane
+        st.stamp += 1
+
+    def refuse(self, txn: _Txn) -> None:
+        """In raise mode, RaceError for a planned call that races (nothing was committed)."""
+        if txn.reports and self.stack and self.stack[-1].on_race == "raise":
+            self.stack[-1].reports.extend(txn.reports)
+            raise RaceError(txn.reports)
 
     # -- shadow memory -------------------------------------------------------------------
 
-    def access(self, op: _Op, accesses: list[Access]) -> None:
+    def access(self, txn: _Txn, op: _Op, accesses: list[Access]) -> None:
         st = self.state
         vc = op.lane.vc
+        batch = op.batch
         for access in accesses:
             found = _allocation(access)
             if found is None:
                 continue
-            table = st.shadow.get(found[0])
-            if table is None:
-                table = st.shadow[found[0]] = {}
-            recs = table.get(found[1], [])
+            memory, base = found[0], found[1]
+            key = (id(memory), base)
+            held = txn.tables.get(key)
+            if held is not None:
+                recs = held[2]
+            else:
+                table = st.shadow.get(memory)
+                recs = table.get(base, []) if table is not None else []
             keep: list[_Rec] = []
             for rec in recs:
-                old = rec.access
-                overlap = old.start < access.end and access.start < old.end
-                ordered = vc.get(rec.op.lane.lane, 0) >= rec.op.tick
-                if overlap and not ordered and old.conflicts(access):
-                    self.report(rec, access, op)
+                old, first = rec.access, rec.op
+                ordered = vc.get(first.lane.lane, 0) >= first.tick
+                if (
+                    not ordered
+                    and old.start < access.end
+                    and access.start < old.end
+                    and old.conflicts(access)
+                    and not (batch and first.batch == batch)  # one launch: the static check's
+                ):
+                    self.report(txn, rec, access, op)
                 covered = access.start <= old.start and old.end <= access.end
                 if covered and ordered and (access.write or not old.write):
                     continue  # superseded: anything racing it races the new access too
                 keep.append(rec)
             keep.append(_Rec(access, op))
-            table[found[1]] = keep
+            txn.tables[key] = (memory, base, keep)
 
-    def report(self, rec: _Rec, access: Access, op: _Op) -> None:
-        st = self.state
+    def report(self, txn: _Txn, rec: _Rec, access: Access, op: _Op) -> None:
         key = (rec.op.number, op.number)
-        if key in st.seen:
+        if key in self.state.seen or key in txn.keys:
             return
-        st.seen.add(key)
+        txn.keys.add(key)
         first, second = rec.op, op
         lo, hi = max(rec.access.start, access.start), min(rec.access.end, access.end)
         why = self.why(first, second)
-        if second.lane is st.host:
+        if second.lane.lane == 0:  # the host
             fix = (
                 f"await the first op's completion, or {first.lane.name}.synchronize(), before "
                 f"{second.label} at {second.site}"
@@ -305,15 +455,16 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                 f"op #{first.number} ({first.site}); await <{second.lane.name}>.wait_event(e) "
                 f"before op #{second.number} ({second.site})"
             )
-        made = RaceReport(
-            kind_of(rec.access.write, access.write),
-            _site(first, rec.access, lo, hi),
-            _site(second, access, lo, hi),
-            describe_allocation(access.device, lo if lo < hi else access.start),
-            why,
-            fix,
+        txn.reports.append(
+            RaceReport(
+                kind_of(rec.access.write, access.write),
+                _site(first, rec.access, lo, hi),
+                _site(second, access, lo, hi),
+                describe_allocation(access.device, lo if lo < hi else access.start),
+                why,
+                fix,
+            )
         )
-        self.emit(made)
 
     def why(self, first: _Op, second: _Op) -> str:
         knows = second.lane.vc.get(first.lane.lane, 0)
@@ -337,62 +488,121 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
         elif check.on_race == "raise":
             raise RaceError([made])
 
+    def emit_all(self, reports: list[RaceReport]) -> None:
+        """Reports of a committed call: the call happened, so even raise mode only warns
+        (it gets here only when another thread changed the clocks between plan and commit)."""
+        for made in reports:
+            self.emit(made, may_raise=False)
+
     # -- observer callbacks (the runtime calls these in API order) -----------------------
 
-    def enqueued(self, stream: Stream, work: Any, completion: Completion) -> None:
+    def enqueue(self, stream: Stream, work: Any, submit: Callable[[], Completion]) -> Completion:
         with self.lock:
-            op = self.tick(stream, _work_label(work))
+            txn = self._plan_enqueue(stream, work)
+            self.refuse(txn)
+        completion = submit()
+        with self.lock:
+            if not self.stack:
+                return completion  # the check ended meanwhile (another thread)
+            if not txn.current():
+                txn = self._plan_enqueue(stream, work)
+            op = txn.ops[-1]
+            self.commit(txn)
             self._remember_done(completion, op.lane, f"op #{op.number}")
-            if isinstance(work, HostParams):
-                return
             if isinstance(work, MemcpyParams) and isinstance(work.src, np.ndarray):
-                self._watch_copy(work, completion, op)
-            self.access(op, footprint(work))
+                self._watch_copy(completion._program, work.src, work.nbytes, op)
+        self.emit_all(txn.reports)
+        return completion
 
-    def launched(self, graph_exec: Any, stream: Stream, completion: Completion) -> None:
+    def _plan_enqueue(self, stream: Stream, work: Any) -> _Txn:
+        txn = _Txn(self.state)
+        op = self.advance(txn, self.prepare(txn, stream), _work_label(work))
+        self.access(txn, op, footprint(work))
+        return txn
+
+    def launching(self, graph_exec: Any, stream: Stream, user: Stream | None) -> Any:
         with self.lock:
-            st = self.state
-            races = graph_exec._races
-            if races is None:
-                races = graph_exec._races = ExecRaces(graph_exec._graph, None, None, check=False)
-            name = f"graph exec #{graph_exec.hid.slot}"
-            lane = self.prepare(stream)
-            previous = st.launches.get(graph_exec)
-            if previous is not None:  # a launch starts after the executable's previous one
-                lane.join(previous.vc, previous.via, f"the previous launch of {name}")
-            recorded, waited = races.events()
-            if not recorded and not waited:
-                op = self._advance(lane, f"launch of {name}")
-                op.graph = races
-                self.access(op, races.summary)
-            else:
-                op = self._launch_groups(graph_exec, races, lane, name)
-            self._remember_done(completion, op.lane, f"op #{op.number}")
-            st.launches[graph_exec] = _EventClock(dict(lane.vc), dict(lane.via), name)
+            txn = self._plan_launch(graph_exec, stream, user)
+            self.refuse(txn)
+            return txn
 
-    def _launch_groups(self, graph_exec: Any, races: ExecRaces, lane: _Lane, name: str) -> _Op:
+    def launched(
+        self,
+        graph_exec: Any,
+        stream: Stream,
+        completion: Completion,
+        plan: Any = None,
+        user: Stream | None = None,
+    ) -> None:
+        with self.lock:
+            if not self.stack:
+                return
+            txn = plan if isinstance(plan, _Txn) and plan.current() else None
+            if txn is None:
+                txn = self._plan_launch(graph_exec, stream, user)
+            op = txn.ops[-1]
+            self.commit(txn)
+            self._remember_done(completion, op.lane, f"op #{op.number}")
+            self._watch_graph_copies(graph_exec, op)
+        self.emit_all(txn.reports)
+
+    def _plan_launch(self, graph_exec: Any, stream: Stream, user: Stream | None) -> _Txn:
+        st = self.state
+        txn = _Txn(st)
+        races = graph_exec._races
+        if races is None:
+            races = graph_exec._races = ExecRaces(graph_exec._graph, None, None, check=False)
+        name = f"graph exec #{graph_exec.hid.slot}"
+        lane = self.prepare(txn, stream)
+        theirs = None
+        if user is not None and user is not stream:  # launched for another device's stream
+            theirs = self.prepare(txn, user)
+            how = f"{name}, launched on {lane.name} for {theirs.name}, follows its earlier work"
+            lane.join(theirs.vc, theirs.via, how)
+        previous = st.launches.get(graph_exec)
+        if previous is not None:  # a launch starts after the executable's previous one
+            lane.join(previous.vc, previous.via, f"the previous launch of {name}")
+        recorded, waited = races.events()
+        if not recorded and not waited:
+            op = self.advance(txn, lane, f"launch of {name}")
+            op.graph = races
+            self.access(txn, op, races.summary)
+        else:
+            self._launch_groups(txn, graph_exec, races, lane, name)
+        txn.launch = (graph_exec, _EventClock(dict(lane.vc), dict(lane.via), name))
+        if theirs is not None:  # later work on the user's stream follows the launch
+            theirs.join(lane.vc, lane.via, f"{theirs.name} waits for the launch of {name}")
+        return txn
+
+    def _launch_groups(
+        self, txn: _Txn, graph_exec: Any, races: ExecRaces, lane: _Lane, name: str
+    ) -> _Op:
         """A launch with event nodes: each group of nodes (same records after them, same
         waits before them) runs on a lane of its own, so an event recorded mid-graph covers
-        only the nodes before it, and a wait orders only the nodes after it."""
+        only the nodes before it, and a wait orders only the nodes after it.
+
+        The groups of one launch are not checked against each other: inside a graph only
+        its edges order nodes, and ``graph.check_races()`` checks those."""
         st = self.state
         groups, records = races.groups()
-        lanes = st.group_lanes.get(graph_exec)
-        if lanes is None or len(lanes) != len(groups):  # new, or its nodes changed
-            lanes = st.group_lanes[graph_exec] = []
-            for _ in groups:
-                lanes.append(_Lane(st.next_lane, f"{lane.name} ({name}, a node group)"))
-                st.next_lane += 1
+        known = st.group_lanes.get(graph_exec)
+        if known is None or len(known) != len(groups):  # new, or its nodes changed
+            lanes = [txn.new_lane(f"{lane.name} ({name}, a node group)") for _ in groups]
+            txn.groups = (graph_exec, lanes)
+        else:
+            lanes = [txn.work(group) for group in known]
         site = user_site()
+        batch = txn.number + 1
         for group, (waits, summary) in zip(lanes, groups, strict=True):
             group.join(lane.vc, lane.via, None)
             for event in waits:
                 clock = st.events.get(event)
                 if clock is not None:
                     group.join(clock.vc, clock.via, f"graph wait node on {clock.where}")
-            op = self._advance(group, f"launch of {name}")
+            op = self.advance(txn, group, f"launch of {name}", batch)
             op.site = site
             op.graph = races
-            self.access(op, summary)
+            self.access(txn, op, summary)
         pre_vc, pre_via = dict(lane.vc), dict(lane.via)
         for event, covering in records:
             vc, via = dict(pre_vc), dict(pre_via)
@@ -402,10 +612,10 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                     if v > vc.get(k, 0):
                         vc[k], via[k] = v, group.via.get(k, "")
             where = f"event #{event.hid.slot} recorded by {name} on {lane.name} at {site}"
-            st.events[event] = _EventClock(vc, via, where)
+            txn.events.append((event, _EventClock(vc, via, where)))
         for group in lanes:  # later work on the stream follows the whole launch
             lane.join(group.vc, group.via, f"the end of a launch of {name}")
-        op = self._advance(lane, f"launch of {name}")
+        op = self.advance(txn, lane, f"launch of {name}", batch)
         op.site = site
         return op
 
@@ -418,40 +628,66 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             SITES.remember(SITES.allocations, (id(found[0]), ptr.address), site)
         if stream is not None:  # malloc_async: the memory is usable in stream order
             with self.lock:
-                op = self.tick(stream, "malloc_async")
-                self.access(op, [Access(ptr.device, ptr.address, ptr.address + nbytes, True)])
+                txn = _Txn(self.state)
+                op = self.advance(txn, self.prepare(txn, stream), "malloc_async")
+                self.access(txn, op, [Access(ptr.device, ptr.address, ptr.address + nbytes, True)])
+                self.commit(txn)
+            self.emit_all(txn.reports)
 
     def freeing(self, ptr: DevicePtr) -> None:
         with self.lock:
             st = self.state
-            op = self._advance(st.host, "free()")
             found = _allocation(Access(ptr.device, ptr.address, ptr.address + 1, True))
             if found is None:
                 return
             memory, base, nbytes = found
             if base != ptr.address:
                 return  # not an allocation's start: free() refuses it and changes nothing
-            self.access(op, [Access(ptr.device, base, base + nbytes, True)])
+            txn = _Txn(st)
+            op = self.advance(txn, txn.work(st.host), "free()")
+            self.access(txn, op, [Access(ptr.device, base, base + nbytes, True)])
+            self.refuse(txn)  # raise mode: the memory is not freed
+            self.commit(txn)
             st.shadow.get(memory, {}).pop(base, None)
             SITES.allocations.pop((id(memory), base), None)
+        self.emit_all(txn.reports)
+
+    def host_accessed(self, ptr: DevicePtr, nbytes: int, write: bool, what: str) -> None:
+        """The host reads or writes device memory (``device.view``) at its place in host
+        program order; a host function's own views are its declared footprint instead."""
+        if running_host_function() is not None:
+            return
+        with self.lock:
+            st = self.state
+            txn = _Txn(st)
+            op = self.advance(txn, txn.work(st.host), what)
+            self.access(txn, op, [Access(ptr.device, ptr.address, ptr.address + nbytes, write)])
+            self.refuse(txn)  # raise mode: no view is handed out
+            self.commit(txn)
+        self.emit_all(txn.reports)
 
     def event_recorded(self, stream: Stream, event: Event) -> None:
         with self.lock:
-            lane = self.prepare(stream)  # a record is stream work: host order, legacy rules
+            txn = _Txn(self.state)
+            lane = self.prepare(txn, stream)  # a record is stream work: host order, legacy rules
             where = f"event #{event.hid.slot} recorded on {lane.name} at {user_site()}"
-            self.state.events[event] = _EventClock(dict(lane.vc), dict(lane.via), where)
+            txn.events.append((event, _EventClock(dict(lane.vc), dict(lane.via), where)))
+            self.commit(txn)
 
     def event_waited(self, stream: Stream, event: Event) -> None:
         with self.lock:
             clock = self.state.events.get(event)
             if clock is None:
                 return  # never recorded: the wait is a no-op, as in HIP
-            lane = self.prepare(stream)  # a wait is stream work: host order, legacy rules
+            txn = _Txn(self.state)
+            lane = self.prepare(txn, stream)  # a wait is stream work: host order, legacy rules
             lane.join(clock.vc, clock.via, f"{clock.where}, waited at {user_site()}")
+            self.commit(txn)
 
     def stream_synchronized(self, stream: Stream) -> None:
         with self.lock:
             st = self.state
+            st.stamp += 1
             lane = st.lanes.get(stream)
             how = f"{stream_name(lane)} synchronised by the host at {user_site()}"
             if lane is not None:
@@ -464,14 +700,17 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
 
     def event_synchronized(self, event: Event) -> None:
         with self.lock:
-            clock = self.state.events.get(event)
+            st = self.state
+            clock = st.events.get(event)
             if clock is not None:
+                st.stamp += 1
                 how = f"{clock.where}, synchronised by the host at {user_site()}"
-                self.state.host.join(clock.vc, clock.via, how)
+                st.host.join(clock.vc, clock.via, how)
 
     def device_synchronized(self, device: Device) -> None:
         with self.lock:
             st = self.state
+            st.stamp += 1
             how = f"device {device.ordinal} synchronised at {user_site()}"
             for stream, lane in list(st.lanes.items()):
                 if stream.device is device:
@@ -479,10 +718,12 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
 
     def completion_awaited(self, signal: Signal) -> None:
         with self.lock:
-            entry = self.state.done.pop(id(signal), None)
+            st = self.state
+            entry = st.done.pop(id(signal), None)
             if entry is not None and entry[0] is signal:
+                st.stamp += 1
                 how = f"{entry[3]} awaited by the host at {user_site()}"
-                self.state.host.join(entry[1], entry[2], how)
+                st.host.join(entry[1], entry[2], how)
 
     def node_added(self, node: Any) -> None:
         site = user_site()
@@ -493,13 +734,21 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
 
     def op_starting(self, program: Program, op: Any) -> Any:
         copies = self.state.copies
-        entry = copies.pop(id(op), None)
+        entries = copies.get(id(op))
+        entry = None
+        if entries is not None:
+            while entries and entries[0][3].value <= 0:
+                del entries[0]  # its launch ended without running it (a failure before it)
+            if entries and entries[0][0] is op:
+                entry = entries.pop(0)
+            if not entries:
+                copies.pop(id(op), None)
         if not copies:  # nothing in flight to watch: give the device its plain loop back
             with self.lock:
                 if self.device_hooked and not self.state.copies:
                     hooks.uninstall(self)
                     self.device_hooked = False
-        if entry is not None and entry[0] is op and isinstance(op.src, np.ndarray):
+        if entry is not None and isinstance(op.src, np.ndarray):
             now = host_bytes(op.src, op.nbytes).tobytes()
             if now != entry[1]:
                 with self.lock:
@@ -523,21 +772,42 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
         )
         self.emit(made, may_raise=False)  # on the device's loop: raising would fail the copy
 
-    def _watch_copy(self, work: MemcpyParams, completion: Completion, op: _Op) -> None:
-        program = completion._program
+    def _watch_copy(self, program: Program | None, src: Any, nbytes: int, op: _Op) -> None:
         if program is None or program.started or not program.ops:
             return  # already ran: nothing can change under it any more
         copy = program.ops[0]
-        if not isinstance(copy, CopyOp):
-            return
+        if isinstance(copy, CopyOp) and program.completion is not None:
+            self._fingerprint(copy, src, nbytes, op, program.completion)
+
+    def _fingerprint(self, copy: CopyOp, src: Any, nbytes: int, op: _Op, done: Signal) -> None:
         st = self.state
         if len(st.copies) >= _MAX_PENDING:
             st.copies.clear()
-        assert isinstance(work.src, np.ndarray)
-        st.copies[id(copy)] = (copy, host_bytes(work.src, work.nbytes).tobytes(), op)
+        entry = (copy, host_bytes(src, nbytes).tobytes(), op, done)
+        st.copies.setdefault(id(copy), []).append(entry)
         if not self.device_hooked:
             hooks.install(self)
             self.device_hooked = True
+
+    def _watch_graph_copies(self, graph_exec: Any, op: _Op) -> None:
+        """Fingerprint the host source arrays of a launch's memcpy nodes (compared when each
+        copy runs). The executable's host-source copy ops are found once per version."""
+        st = self.state
+        version, races = graph_exec._version, graph_exec._races
+        summary = races.summary if races is not None else None
+        cached = st.host_copies.get(graph_exec)
+        if cached is None or cached[0] is not version or cached[1] is not summary:
+            found = [
+                o
+                for ops in version.slot_ops
+                for o in ops
+                if isinstance(o, CopyOp) and isinstance(o.src, np.ndarray) and o.nbytes
+            ]
+            cached = st.host_copies[graph_exec] = (version, summary, found)
+        if cached[2]:
+            done = graph_exec._last_done
+            for copy in cached[2]:
+                self._fingerprint(copy, copy.src, copy.nbytes, op, done)
 
     # -- completions ---------------------------------------------------------------------
 

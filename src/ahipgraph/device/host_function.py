@@ -1,0 +1,167 @@
+"""Host functions that declare the device memory they touch, and the host-function context.
+
+A host function (``stream.launch_host_func``, a graph host node) is opaque: nothing shows
+what device memory it reads or writes through ``device.view``. ``ahg.host_function(fn,
+reads=..., writes=...)`` says it. Each entry is a :class:`DevicePtr` (from the pointer to the
+end of its allocation) or a ``(DevicePtr, nbytes)`` pair. The declaration is the function's
+footprint for the race checker, at its place in stream order, and for
+``graph.check_races()``, at its node.
+
+It is checked, not trusted: while a declared function runs, ``device.view()`` of bytes
+outside its declaration raises InvalidValue, and a view of bytes it declared only as read is
+read-only.
+
+:func:`running_host_function` names the host function whose call is in progress in this
+context (declared or not, sync or ``async``): the race checker takes the views made there as
+the function's own, not as accesses of the host program.
+
+Invariants: the context variable is set only around a host function's call (and inside the
+task that runs an awaitable it returned), and always reset.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Awaitable, Callable, Sequence
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any
+
+from ..core.errors import InvalidValue
+from .pointer import DevicePtr
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+    from .device import Device
+
+__all__ = ["HostFunction", "host_function", "running_host_function"]
+
+_RUNNING: ContextVar[Any] = ContextVar("ahipgraph_running_host_function", default=None)
+
+Region = tuple[DevicePtr, int | None]  # nbytes None: to the end of the allocation
+
+
+def _regions(entries: Sequence[Any], what: str) -> tuple[Region, ...]:
+    if isinstance(entries, str | bytes) or not isinstance(entries, Sequence):
+        raise TypeError(f"{what} must be a sequence of DevicePtr or (DevicePtr, nbytes)")
+    out: list[Region] = []
+    for entry in entries:
+        ptr, nbytes = (entry, None) if isinstance(entry, DevicePtr) else (None, None)
+        if ptr is None:
+            if not isinstance(entry, tuple) or len(entry) != 2:
+                raise TypeError(f"{what}: expected DevicePtr or (DevicePtr, nbytes), got {entry!r}")
+            ptr, nbytes = entry
+            if not isinstance(ptr, DevicePtr):
+                raise TypeError(f"{what}: expected a DevicePtr, got {ptr!r}")
+            if isinstance(nbytes, bool) or not isinstance(nbytes, int):
+                raise TypeError(f"{what}: nbytes must be an int, got {nbytes!r}")
+            if nbytes < 0:
+                raise ValueError(f"{what}: nbytes must not be negative, got {nbytes}")
+        if not ptr:
+            raise ValueError(f"{what}: a null pointer touches nothing")
+        out.append((ptr, nbytes))
+    return tuple(out)
+
+
+class HostFunction:
+    """A host function with the device memory it reads and writes (see the module note).
+
+    Calling it calls ``fn``; made by :func:`host_function`.
+    """
+
+    def __init__(
+        self, fn: Callable[..., Any], reads: tuple[Region, ...], writes: tuple[Region, ...]
+    ) -> None:
+        self.fn = fn
+        self.reads = reads
+        self.writes = writes
+        functools.update_wrapper(self, fn)  # keeps its name for errors and traces
+
+    def __call__(self, *args: Any) -> Any:
+        return self.fn(*args)
+
+    def covers(self, device: Device, ptr: DevicePtr, nbytes: int) -> bool | None:
+        """True if a declared write covers the bytes, False if only a read does, else None."""
+        start, end = ptr.address, ptr.address + nbytes
+        for regions, write in ((self.writes, True), (self.reads, False)):
+            for base, length in regions:
+                if base.device != ptr.device:
+                    continue
+                if length is None:
+                    found = device.memory.allocation_of(base.address)
+                    stop = base.address + 1 if found is None else found[0] + found[1]
+                else:
+                    stop = base.address + length
+                if base.address <= start and end <= stop:
+                    return write
+        return None
+
+    def __repr__(self) -> str:
+        name = getattr(self.fn, "__qualname__", repr(self.fn))
+        return f"<HostFunction {name} reads={len(self.reads)} writes={len(self.writes)}>"
+
+
+def host_function(
+    fn: Callable[..., Any], *, reads: Sequence[Any] = (), writes: Sequence[Any] = ()
+) -> HostFunction:
+    """Declare the device memory host function ``fn`` reads and writes.
+
+    Args:
+        fn: the function (``async`` allowed), called with the arguments given at launch.
+        reads, writes: DevicePtr (to the end of its allocation) or ``(DevicePtr, nbytes)``.
+
+    Returns:
+        A callable to pass to ``launch_host_func`` or ``add_host_node``.
+
+    Raises:
+        TypeError: ``fn`` is not callable, or an entry is not a pointer or pair.
+        ValueError: a negative size, or a null pointer.
+    """
+    if not callable(fn):
+        raise TypeError(f"host function must be callable, got {fn!r}")
+    return HostFunction(fn, _regions(reads, "reads"), _regions(writes, "writes"))
+
+
+def running_host_function() -> Any:
+    """The host function whose call is in progress in this context, or None."""
+    return _RUNNING.get()
+
+
+def call_host_function(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+    """Call a host function inside its context; an awaitable result keeps the context in
+    the task that awaits it."""
+    token = _RUNNING.set(fn)
+    try:
+        result = fn(*args)
+    finally:
+        _RUNNING.reset(token)
+    if inspect.isawaitable(result):
+        return _awaiting(fn, result)
+    return None
+
+
+async def _awaiting(fn: Callable[..., Any], awaitable: Awaitable[Any]) -> Any:
+    _RUNNING.set(fn)  # in the awaiting task's own context: gone with the task
+    return await awaitable
+
+
+def checked_view(
+    device: Device, ptr: DevicePtr, view: npt.NDArray[Any], readonly: bool
+) -> npt.NDArray[Any]:
+    """``view`` as the running host function may have it: InvalidValue outside its
+    declaration, read-only where it declared only reads (or when ``readonly``)."""
+    running = _RUNNING.get()
+    if isinstance(running, HostFunction):
+        covered = running.covers(device, ptr, view.nbytes)
+        if covered is None:
+            name = getattr(running.fn, "__qualname__", running.fn)
+            raise InvalidValue(
+                f"host function {name} viewed {view.nbytes} B at {ptr!r}, "
+                "outside the reads and writes it declared"
+            )
+        readonly = readonly or not covered
+    if readonly:
+        view = view.view()
+        view.flags.writeable = False
+    return view
