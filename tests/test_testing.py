@@ -168,7 +168,8 @@ def test_leak_report_names_what_is_left() -> None:
     def leak() -> None:
         with testing.fresh_devices(1) as (device,):
             device.malloc(100)
-            device.create_stream()
+            stream = device.create_stream()  # alive and never destroyed: a leak
+            assert stream.alive
 
     with pytest.raises(testing.LeakError) as caught:
         leak()

@@ -55,6 +55,7 @@ from .core.errors import (
     StreamCaptureWrongThread,
     Unknown,
 )
+from .core.lifecycle import ForgottenHandleWarning, collect_forgotten
 from .device.conditional_arg import CondHandle, set_conditional
 from .device.device import Device, configure_devices, device_count, get_device
 from .device.graph_pool import GraphMemAttribute
@@ -113,6 +114,8 @@ from .tools.race import install_from_environment as _install_race_check
 from .tools.trace import Trace, tracing
 
 __all__ = [
+    "ForgottenHandleWarning",
+    "collect_forgotten",
     "race_check",
     "RaceWarning",
     "RaceSite",

@@ -64,7 +64,7 @@ def per_thread_stream(device: Device) -> Stream:
             table = _by_thread.streams = {}
         stream = table.get(device)
         if stream is None or stream.state.value != "open":
-            stream = table[device] = Stream._create(device)
+            stream = table[device] = Stream._create(device, owned=True)
         return stream
     with _lock:
         table = _by_task.get(task)
@@ -73,7 +73,7 @@ def per_thread_stream(device: Device) -> Stream:
             table = _by_task[task] = {}
         stream = table.get(device)
         if stream is None or stream.state.value != "open":
-            stream = table[device] = Stream._create(device)
+            stream = table[device] = Stream._create(device, owned=True)
     if fresh:
         task.add_done_callback(_task_finished)
     return stream
