@@ -43,6 +43,8 @@ async def main() -> None:
     np.testing.assert_allclose(out, expected, rtol=1e-6)
     print(f"saxpy n={n}: max |error| = {np.abs(out - expected).max():.2e}")
     print(f"kernel time (simulated): {ahg.elapsed_time(start, stop):.4f} ms")
+    start.destroy()
+    stop.destroy()
 
 
 if __name__ == "__main__":
