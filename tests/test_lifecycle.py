@@ -256,6 +256,7 @@ async def test_a_forgotten_stream_with_pending_work_finishes_it(
         gc.collect()  # its queued work holds it
     assert record.attached
     assert len(device.streams) == 1
+
     async def finish() -> None:
         held.release()
         await pending[0]  # the queue lets go of the stream here
