@@ -841,8 +841,10 @@ def test_a_graph_with_a_cycle_is_invalid_value_at_instantiate_and_nothing_is_cre
     assert not graph.statistics().instantiated
 
     graph.remove_dependencies(c, a)
-    graph.instantiate()  # the same graph instantiates once the cycle is gone
+    graph_exec = graph.instantiate()  # the same graph instantiates once the cycle is gone
     assert len(EXECS) == before[0] + 1
+    graph_exec.destroy()
+    graph.destroy()
 
 
 def test_a_cycle_inside_a_child_graph_is_invalid_value_at_instantiate(device: ahg.Device) -> None:
