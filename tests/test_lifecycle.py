@@ -20,6 +20,7 @@ from ahipgraph.core.lifecycle import DESTROYED_CODES, FactoryOnly, HandleState, 
 from ahipgraph.core.registry import HandleRegistry
 from ahipgraph.exec.graph_exec import EXECS, GraphExec
 from ahipgraph.graph.graph import GRAPHS
+from ahipgraph.graph.memnodes import RESERVATIONS
 from ahipgraph.graph.node import NODES, GraphNode
 from ahipgraph.lifetime.user_object import USER_OBJECTS
 from ahipgraph.runtime.event import EVENTS
@@ -47,6 +48,11 @@ def strict() -> Iterator[None]:
     with warnings.catch_warnings():
         warnings.simplefilter("error", ahg.ForgottenHandleWarning)
         yield
+
+
+def _in_use(memory: Any) -> tuple[int, int, int]:
+    """What a leak would show: live allocations, reservations and bytes."""
+    return (memory.allocations, memory.reservations, memory.bytes_in_use)
 
 
 def _registry_counts() -> dict[str, int]:
@@ -108,7 +114,7 @@ def test_a_thousand_forgotten_handles_of_each_kind_are_all_freed(
     kinds = [str(w.message).split(" #")[0] for w in caught]
     assert sorted(kinds) == sorted(f"unclosed {kind}" for kind in MAKERS for _ in range(1000))
     assert _registry_counts() == baseline.handles
-    assert device.statistics().memory == baseline.devices[0].memory
+    assert _in_use(device.statistics().memory) == _in_use(baseline.devices[0].memory)
 
 
 @pytest.mark.parametrize("kind", list(MAKERS))
@@ -509,3 +515,41 @@ def test_one_factory_guard_for_every_constructor(device: ahg.Device) -> None:
             call()
     assert _registry_counts() == before
     graph.destroy()
+
+
+# -- graph memory ---------------------------------------------------------------------------------
+
+
+def _memory_graph(*, free: bool) -> ahg.Graph:
+    graph = ahg.Graph()
+    alloc = graph.add_mem_alloc_node(4096)
+    if free:
+        graph.add_mem_free_node(alloc.params.ptr, deps=[alloc])
+    return graph
+
+
+@pytest.mark.parametrize("free", [True, False])
+def test_a_forgotten_memory_graph_gives_back_its_reservation(
+    free: bool, device: ahg.Device, baseline: testing.Snapshot
+) -> None:
+    box = [_memory_graph(free=free)]
+    assert len(RESERVATIONS) == 1
+    with pytest.warns(ahg.ForgottenHandleWarning, match="unclosed graph"):
+        forget(box)
+    assert len(RESERVATIONS) == 0
+    assert _in_use(device.statistics().memory) == _in_use(baseline.devices[0].memory)
+
+
+@pytest.mark.asyncio
+async def test_a_forgotten_memory_executable_gives_back_its_ranges(
+    device: ahg.Device, baseline: testing.Snapshot
+) -> None:
+    with _memory_graph(free=True) as graph:
+        box = [graph.instantiate()]
+    with device.create_stream() as stream:
+        await (await box[0].launch(stream))
+    with pytest.warns(ahg.ForgottenHandleWarning, match="unclosed graph exec"):
+        forget(box)
+    assert len(RESERVATIONS) == 0
+    device.graph_mem_trim()
+    assert _in_use(device.statistics().memory) == _in_use(baseline.devices[0].memory)

@@ -11,6 +11,8 @@ handle's reference; arena chunks, signal sets, internal streams and user-object 
 freed when the last reference goes, which may be in the completion of the last launch. A launch's
 completion (its slot-0 program's ``on_done``) returns the signal set, frees superseded argument
 slots and drops the launch's reference, in plain synchronous code that cannot be interrupted.
+An executable dropped without ``destroy()`` is freed by its :class:`_ExecRecord` once it is
+collected, which a launch in flight prevents (the launch holds it), with a warning.
 
 Updates never touch bytes or ops an enqueued launch will read: with launches in flight, the op
 lists are copied (a new *version*) and new arguments go to new arena slots; superseded slots are
