@@ -197,6 +197,11 @@ def test_a_forgotten_user_object_runs_its_destructor_once_and_a_raise_is_contain
     assert ran == ["payload"]
     assert len(unraisable) == 1
     assert isinstance(unraisable[0].exc_value, KeyboardInterrupt)
+    # The releaser survived it, and a destructor may itself wait for forgotten handles.
+    box = [ahg.UserObject(lambda data: ahg.collect_forgotten(timeout=1) or ran.append(data), 2)]
+    with pytest.warns(ahg.ForgottenHandleWarning, match="unclosed user object"):
+        forget(box)
+    assert ran == ["payload", 2]
 
 
 def test_a_forgotten_executable_owning_user_objects_releases_them(

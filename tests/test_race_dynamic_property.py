@@ -130,6 +130,8 @@ async def run(program: list[tuple[Any, ...]]) -> set[int]:
     for stream in streams:
         if not stream.is_null:
             stream.destroy()
+    for event in events:
+        event.destroy()
     for buffer in buffers:
         device.free(buffer)
     # "op #k" counts ops from 1 in the order they were enqueued

@@ -242,7 +242,7 @@ class HandleRecord:
                 f"unclosed {self.label}: dropped without destroy(); freed by its finalizer "
                 "(destroy it, or use it in a `with` block)",
                 ForgottenHandleWarning,
-                stacklevel=2,
+                stacklevel=3,  # past weakref.finalize: the code that dropped or collected it
             )
 
     def __repr__(self) -> str:
