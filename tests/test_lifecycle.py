@@ -558,3 +558,18 @@ async def test_a_forgotten_memory_executable_gives_back_its_ranges(
     assert len(RESERVATIONS) == 0
     device.graph_mem_trim()
     assert _in_use(device.statistics().memory) == _in_use(baseline.devices[0].memory)
+
+
+@pytest.mark.asyncio
+async def test_a_forgotten_cross_device_executable_destroys_its_home_stream() -> None:
+    ahg.configure_devices(2)
+    d0, d1 = ahg.get_device(0), ahg.get_device(1)
+    before = _registry_counts()
+    with _graph_with_nodes() as graph:
+        box = [graph.instantiate(device=d0)]
+    with d1.create_stream() as other:
+        await (await box[0].launch(other))  # runs on device 0, ordered with device 1's stream
+        assert _registry_counts()["stream"] > before["stream"] + 1  # + its home stream
+    with pytest.warns(ahg.ForgottenHandleWarning, match="unclosed graph exec"):
+        forget(box)
+    assert _registry_counts() == before
