@@ -51,6 +51,11 @@ def test_foundation_names_are_exported() -> None:
     assert expected <= set(ahg.__all__)
 
 
+def test_lifecycle_names_are_exported() -> None:
+    assert {"Destroyed", "ForgottenHandleWarning", "collect_forgotten"} <= set(ahg.__all__)
+    assert issubclass(ahg.ForgottenHandleWarning, ResourceWarning)
+
+
 def test_capture_names_are_exported() -> None:
     expected = {
         "CaptureDependencies",

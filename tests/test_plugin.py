@@ -21,6 +21,8 @@ SUITE = textwrap.dedent(
     import ahipgraph as ahg
     from ahipgraph import testing
 
+    KEPT = []  # handles kept alive past their test (a dropped handle is freed, not leaked)
+
 
     @ahg.kernel
     def add(t: ahg.Threads, value: ahg.int32, x: ahg.Ptr[ahg.int32]) -> None:
@@ -64,13 +66,14 @@ SUITE = textwrap.dedent(
     @pytest.mark.asyncio
     async def test_leaks_memory_and_a_stream(ahg_device):
         ahg_device.malloc(64)
-        ahg_device.create_stream()
+        KEPT.append(ahg_device.create_stream())  # alive at teardown, never destroyed
 
 
     @pytest.mark.asyncio
     async def test_leaves_a_failing_kernel_running(ahg_device):
         held = testing.HeldKernel("left_running")
         stream = ahg_device.create_stream()
+        KEPT.append(stream)
         await held.launch(stream)
         await held.started.wait()
 

@@ -75,7 +75,8 @@ def test_unregister_succeeds_exactly_once() -> None:
 
 def test_destroyed_handle_never_validates_again_after_slot_reuse() -> None:
     registry: HandleRegistry[Thing] = HandleRegistry("thing")
-    old = registry.register(Thing("old"))
+    old_thing = Thing("old")  # the registry holds objects weakly: the test keeps them
+    old = registry.register(old_thing)
     registry.unregister(old)
     new_thing = Thing("new")
     new = registry.register(new_thing)
@@ -91,7 +92,8 @@ def test_many_reuses_of_one_slot_keep_every_old_handle_dead() -> None:
     registry: HandleRegistry[Thing] = HandleRegistry("thing")
     stale = []
     for i in range(50):
-        hid = registry.register(Thing(str(i)))
+        thing = Thing(str(i))
+        hid = registry.register(thing)
         stale.append(hid)
         registry.unregister(hid)
     assert {hid.slot for hid in stale} == {0}
@@ -112,7 +114,8 @@ def test_handles_never_issued_are_rejected(hid: HandleId) -> None:
 
 def test_statistics_and_repr() -> None:
     registry: HandleRegistry[Thing] = HandleRegistry("thing")
-    hids = [registry.register(Thing(str(i))) for i in range(3)]
+    things = [Thing(str(i)) for i in range(3)]  # the registry holds them weakly
+    hids = [registry.register(thing) for thing in things]
     registry.unregister(hids[1])
     stats = registry.statistics()
     assert (stats.kind, stats.live, stats.slots, stats.registered_total) == ("thing", 2, 3, 3)
@@ -125,6 +128,7 @@ def test_many_threads_registering_and_unregistering_keep_counts_exact(
     registry = slow_registry()
     threads_n, rounds, keep = 8, 120, 20
     kept: list[list[HandleId]] = [[] for _ in range(threads_n)]
+    alive: list[Thing] = []  # the registry holds objects weakly: the test keeps them
 
     def worker(index: int) -> None:
         for i in range(rounds):
@@ -133,6 +137,7 @@ def test_many_threads_registering_and_unregistering_keep_counts_exact(
             assert registry.get(hid) is thing
             if i < keep:
                 kept[index].append(hid)
+                alive.append(thing)
             else:
                 assert registry.unregister(hid) is thing
 
@@ -150,7 +155,8 @@ def test_many_threads_registering_and_unregistering_keep_counts_exact(
 def test_racing_destroys_of_one_handle_succeed_exactly_once(fast_switching: None) -> None:
     registry = slow_registry()
     for _ in range(100):
-        hid = registry.register(Thing("x"))
+        thing = Thing("x")
+        hid = registry.register(thing)
         wins: list[bool] = []
 
         def destroy(hid: HandleId = hid, wins: list[bool] = wins) -> None:

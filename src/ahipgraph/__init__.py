@@ -55,6 +55,7 @@ from .core.errors import (
     StreamCaptureWrongThread,
     Unknown,
 )
+from .core.lifecycle import ForgottenHandleWarning, collect_forgotten
 from .core.registry import RegistryStatistics
 from .core.waitqueue import WaitQueueStatistics
 from .device.conditional_arg import CondHandle, set_conditional
@@ -124,6 +125,8 @@ from .tools.race import install_from_environment as _install_race_check
 from .tools.trace import Trace, tracing
 
 __all__ = [
+    "ForgottenHandleWarning",
+    "collect_forgotten",
     "race_check",
     "host_function",
     "HostFunction",

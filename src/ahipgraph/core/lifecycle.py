@@ -1,18 +1,156 @@
-"""``with`` support shared by every handle that has a ``destroy()``.
+"""One lifecycle for every handle: state, liveness, ``with``, and freeing forgotten handles.
 
-``with device.create_stream() as stream:`` destroys the stream when the block ends, however it
-ends, unless the block destroyed it already; the same holds for graphs, nodes, executables and
-events. Kept to these two methods so that each handle keeps its own liveness rule and HIP's
-error code for a destroyed handle.
+Every handle kind (streams and events, graphs and their nodes, executables, user objects) has
+the same parts, all from this module:
+
+* a state enum (``HandleState`` unless the kind needs more states, as executables do);
+* one liveness check, :func:`check_live` / :func:`destroyed`, which raises the HIP code that
+  the API in question uses, looked up in :data:`DESTROYED_CODES` (HIP's codes differ per API
+  on purpose; see the table), as a subclass of ``ahg.Destroyed`` so users can catch one thing;
+* ``with`` support (:class:`DestroyOnExit`) that calls ``destroy()``;
+* a :class:`HandleRecord`: what the handle's finalizer needs, kept in an object of its own so
+  the finalizer never keeps the handle alive. A handle dropped without ``destroy()`` is freed
+  when it is collected, with a ``ResourceWarning`` naming it, as an unclosed file is;
+  ``destroy()`` detaches the finalizer, so nothing is freed twice and nothing warns;
+* one factory-only constructor guard, :class:`FactoryOnly`.
+
+Finalizers run wherever the collector runs: on any thread, possibly while that thread holds one
+of the runtime's locks, and possibly at interpreter exit. So a finalizer itself only warns and
+hands the record to the *releaser*, a daemon thread that frees what the handle held (device
+memory, signal sets, user-object references, whose destructors are user code) taking locks
+normally, as HIP runs user-object destructors on its callback thread. A finalizer never calls
+the event loop. :func:`collect_forgotten` collects garbage and waits until the releaser has
+freed everything found, which is what tests and leak checks call. Work a forgotten handle
+enqueued is never lost: a program in a queue holds its stream, and a launch in flight holds its
+executable, so neither is collected before its work completes.
 """
 
 from __future__ import annotations
 
+import enum
+import gc
+import os
+import queue
 import sys
-from types import SimpleNamespace, TracebackType
-from typing import TYPE_CHECKING, Any, Self, cast
+import threading
+import warnings
+import weakref
+from collections.abc import Iterator
+from types import MappingProxyType, SimpleNamespace, TracebackType
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Generic, Literal, NoReturn, Self, TypeVar
+from typing import cast as _cast
 
-__all__ = ["DestroyOnExit", "report_unraisable"]
+from .errors import ErrorCode, HipError, destroyed_error
+
+__all__ = [
+    "DESTROYED_CODES",
+    "DestroyOnExit",
+    "FactoryOnly",
+    "ForgottenHandleWarning",
+    "HandleKind",
+    "HandleRecord",
+    "HandleState",
+    "WeakList",
+    "check_live",
+    "collect_forgotten",
+    "destroyed",
+    "owner_key",
+    "owner_of",
+    "releaser_statistics",
+    "report_unraisable",
+]
+
+T = TypeVar("T")
+
+
+class HandleState(enum.Enum):
+    """The state of a handle whose only transition is ``destroy()`` (or being forgotten)."""
+
+    OPEN = "open"
+    DESTROYED = "destroyed"
+
+
+# -- the liveness table ---------------------------------------------------------------------------
+
+HandleKind = Literal["graph", "graph node", "graph exec", "stream", "event"]
+Use = Literal["use", "destroy", "graph node"]
+
+DESTROYED_CODES: Final = MappingProxyType(
+    {
+        # hipGraphAdd*Node, hipGraphClone, hipGraphInstantiate, child-graph SetParams, ...:
+        # isGraphValid fails -> InvalidValue.
+        ("graph", "use"): ErrorCode.InvalidValue,
+        # hipGraphDestroy on a graph already destroyed: HIP's one IllegalState for a handle.
+        ("graph", "destroy"): ErrorCode.IllegalState,
+        # Every node API (Get/SetParams, dependencies, hipGraphDestroyNode, SetEnabled):
+        # isNodeValid fails -> InvalidValue, also when the node's graph was destroyed.
+        ("graph node", "use"): ErrorCode.InvalidValue,
+        ("graph node", "destroy"): ErrorCode.InvalidValue,
+        # hipGraphLaunch, hipGraphUpload, hipGraphNodeSetEnabled, setters, update:
+        # isGraphExecValid fails -> InvalidValue; a second hipGraphExecDestroy likewise.
+        ("graph exec", "use"): ErrorCode.InvalidValue,
+        ("graph exec", "destroy"): ErrorCode.InvalidValue,
+        # Every stream API on a destroyed stream -> ContextIsDestroyed (hip-test expects it);
+        # hipStreamDestroy of a stream already destroyed -> InvalidHandle.
+        ("stream", "use"): ErrorCode.ContextIsDestroyed,
+        ("stream", "destroy"): ErrorCode.InvalidHandle,
+        # hipEventRecord/Query/Synchronize/ElapsedTime/Destroy -> InvalidHandle ...
+        ("event", "use"): ErrorCode.InvalidHandle,
+        ("event", "destroy"): ErrorCode.InvalidHandle,
+        # ... but an event given to a graph event node's add or setter is a bad *parameter*:
+        # the graph APIs answer InvalidValue.
+        ("event", "graph node"): ErrorCode.InvalidValue,
+    }
+)
+"""HIP's error code for a destroyed handle, by (handle kind, what the call does with it).
+
+``"use"`` is any call on or with the handle, ``"destroy"`` a second destroy, and
+``"graph node"`` the handle given as a graph node's parameter. User objects are absent on
+purpose: HIP treats a call on a dead user object as a silent success.
+"""
+
+
+def destroyed(
+    kind: HandleKind, handle: object, use: Use = "use", detail: str = "was destroyed"
+) -> HipError:
+    """The error for ``handle`` (a ``kind``) used after destroy: :data:`DESTROYED_CODES`."""
+    return destroyed_error(DESTROYED_CODES[kind, use], f"{handle!r} {detail}")
+
+
+def check_live(alive: bool, kind: HandleKind, handle: object, use: Use = "use") -> None:
+    """The liveness check every handle kind makes: raise :func:`destroyed` unless ``alive``."""
+    if not alive:
+        _raise(kind, handle, use)
+
+
+def _raise(kind: HandleKind, handle: object, use: Use) -> NoReturn:
+    raise destroyed(kind, handle, use)
+
+
+# -- the factory-only guard -----------------------------------------------------------------------
+
+
+class FactoryOnly:
+    """The private token a handle's factory passes to its constructor.
+
+    ``Stream(...)`` called directly gets a ``TypeError`` that names the factory to use.
+    """
+
+    __slots__ = ("_message",)
+
+    def __init__(self, message: str) -> None:
+        self._message = message
+
+    def check(self, key: object) -> None:
+        """Raise TypeError unless ``key`` is this token."""
+        if key is not self:
+            raise TypeError(self._message)
+
+    def __repr__(self) -> str:
+        return "<factory key>"
+
+
+# -- with ---------------------------------------------------------------------------------------
 
 
 class DestroyOnExit:
@@ -40,11 +178,212 @@ class DestroyOnExit:
             self.destroy()
 
 
+# -- finalizers -----------------------------------------------------------------------------------
+
+
+class ForgottenHandleWarning(ResourceWarning):
+    """A handle was dropped without ``destroy()``; its finalizer freed it.
+
+    A ``ResourceWarning``, as for an unclosed file, so ``-W error::ResourceWarning`` and
+    ``python -X dev`` show it; a class of its own so a test suite can filter just these.
+    """
+
+
+class HandleRecord:
+    """What a handle's finalizer needs, held apart from the handle.
+
+    The record refers to its handle only weakly, so the finalizer (which holds the record)
+    never keeps the handle alive. A subclass that has something to free sets ``releases`` and
+    implements :meth:`release`, which runs on the releaser thread.
+
+    Attributes:
+        label: how the warning names the handle, e.g. ``stream #3.0 on device 0``.
+        quiet: free without warning (handles the runtime owns, such as a child graph's copy).
+    """
+
+    __slots__ = ("__weakref__", "_finalizer", "_handle", "label", "quiet")
+
+    releases: ClassVar[bool] = False
+
+    def __init__(self, handle: object, label: str, *, quiet: bool = False) -> None:
+        self._handle = weakref.ref(handle)
+        self.label = label
+        self.quiet = quiet
+        if self.releases:
+            _RELEASER.start()  # here, in ordinary code: never from inside a finalizer
+        finalizer = weakref.finalize(handle, self._forgotten)
+        finalizer.atexit = False  # at exit nothing needs freeing, and warnings would be noise
+        self._finalizer = finalizer
+
+    @property
+    def handle(self) -> Any:
+        """The handle, or None once it was collected."""
+        return self._handle()
+
+    @property
+    def attached(self) -> bool:
+        """True until the handle is destroyed or collected."""
+        return self._finalizer.alive
+
+    def detach(self) -> None:
+        """The handle was destroyed explicitly: its finalizer must do nothing."""
+        self._finalizer.detach()
+
+    def release(self) -> None:
+        """Free what the forgotten handle held (on the releaser thread)."""
+
+    def _forgotten(self) -> None:
+        if sys.is_finalizing():  # interpreter exit: modules may be half torn down
+            return
+        if self.releases:
+            _RELEASER.put(self)
+        if not self.quiet:
+            warnings.warn(
+                f"unclosed {self.label}: dropped without destroy(); freed by its finalizer "
+                "(destroy it, or use it in a `with` block)",
+                ForgottenHandleWarning,
+                stacklevel=3,  # past weakref.finalize: the code that dropped or collected it
+            )
+
+    def __repr__(self) -> str:
+        state = "attached" if self.attached else "detached"
+        return f"<{type(self).__name__} {self.label} {state}>"
+
+
+class _Releaser:
+    """The daemon thread that frees forgotten handles, fed by finalizers.
+
+    ``queue.SimpleQueue.put`` is reentrant, so a finalizer may call it from anywhere, even from
+    a collection triggered inside another ``put``.
+    """
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[HandleRecord | threading.Event] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self.released = 0
+        self.failed = 0
+
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        with self._lock:
+            if self._thread is None:
+                thread = threading.Thread(target=self._run, name="ahipgraph-releaser", daemon=True)
+                thread.start()
+                self._thread = thread
+
+    def put(self, record: HandleRecord) -> None:
+        self._queue.put(record)
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if isinstance(item, threading.Event):
+                item.set()
+                continue
+            try:
+                item.release()
+            except BaseException as error:  # user destructors: contained, like __del__
+                self.failed += 1
+                report_unraisable(error, f"Exception ignored while freeing {item.label}", item)
+            else:
+                self.released += 1
+            del item
+
+    def flush(self, timeout: float | None) -> bool:
+        """Wait until everything queued so far was freed; False on timeout."""
+        thread = self._thread
+        if thread is None or threading.current_thread() is thread:
+            return True
+        done = threading.Event()
+        self._queue.put(done)
+        return done.wait(timeout)
+
+    def _after_fork(self) -> None:
+        self._lock = threading.Lock()
+        self._thread = None  # the child has no releaser thread until a record needs one
+
+
+_RELEASER = _Releaser()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_RELEASER._after_fork)
+
+
+def collect_forgotten(timeout: float | None = 10.0) -> None:
+    """Collect garbage and wait until every forgotten handle found is freed.
+
+    Raises:
+        TimeoutError: a release (a user-object destructor, say) did not finish in ``timeout``.
+    """
+    gc.collect()
+    if not _RELEASER.flush(timeout):
+        raise TimeoutError("forgotten handles are still being freed")
+
+
+def releaser_statistics() -> dict[str, int]:
+    """Forgotten handles freed by the releaser, and releases that raised."""
+    return {"released": _RELEASER.released, "failed": _RELEASER.failed}
+
+
+def owner_key(owner: object) -> object:
+    """The key under which ``owner`` holds references (user objects, reservations).
+
+    A handle with a :class:`HandleRecord` owns through its record, so what it owns never refers
+    to the handle itself and cannot keep a forgotten handle alive.
+    """
+    record = getattr(owner, "_life", None)
+    return record if isinstance(record, HandleRecord) else owner
+
+
+def owner_of(key: object) -> object | None:
+    """The owner behind an :func:`owner_key` (None if that handle was collected)."""
+    return key.handle if isinstance(key, HandleRecord) else key
+
+
+# -- an ordered weak collection -------------------------------------------------------------------
+
+
+class WeakList(Generic[T]):
+    """Objects in insertion order, held weakly: a collected one simply disappears.
+
+    Used where an owner walks the handles it serves (a device's streams) without keeping
+    them alive.
+    """
+
+    __slots__ = ("_items",)
+
+    def __init__(self) -> None:
+        self._items: weakref.WeakKeyDictionary[T, None] = weakref.WeakKeyDictionary()
+
+    def append(self, item: T) -> None:
+        self._items[item] = None
+
+    def remove(self, item: T) -> None:
+        """Remove ``item``. Raises ValueError if it is not here (as ``list.remove``)."""
+        try:
+            del self._items[item]
+        except KeyError:
+            raise ValueError(f"{item!r} is not in the list") from None
+
+    def __iter__(self) -> Iterator[T]:
+        return iter(list(self._items.keys()))
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __contains__(self, item: object) -> bool:
+        return item in self._items
+
+    def __repr__(self) -> str:
+        return f"<WeakList of {len(self)}>"
+
+
 def report_unraisable(error: BaseException, message: str, obj: object = None) -> None:
     """Hand ``error`` to ``sys.unraisablehook``, as Python does for an error in ``__del__``.
 
     For errors in user code run where nobody can receive them, such as a destructor run by a
-    completion after its event loop closed.
+    completion after its event loop closed, or by the releaser for a forgotten handle.
     """
     args = SimpleNamespace(
         exc_type=type(error),
@@ -53,4 +392,4 @@ def report_unraisable(error: BaseException, message: str, obj: object = None) ->
         err_msg=message,
         object=obj,
     )
-    sys.unraisablehook(cast(Any, args))
+    sys.unraisablehook(_cast(Any, args))

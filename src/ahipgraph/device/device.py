@@ -23,6 +23,7 @@ import numpy.typing as npt
 
 from ..core.clock import SimClock
 from ..core.errors import IllegalState, InvalidDevice, InvalidDevicePointer
+from ..core.lifecycle import WeakList
 from ..core.waitqueue import WaitQueue
 from .current import current_ordinal
 from .graph_pool import GraphMemAttribute
@@ -134,8 +135,9 @@ class Device(DeviceCopyMixin):
         self._next_queue = 0
         self._lock = threading.Lock()
         self._null_stream: Stream | None = None
-        # Streams created on this device that are still alive (runtime layer keeps it current).
-        self.streams: list[Stream] = []
+        # Streams created on this device that are still alive (runtime layer keeps it current),
+        # held weakly: a forgotten stream is freed by its finalizer.
+        self.streams: WeakList[Stream] = WeakList()
 
     @property
     def name(self) -> str:

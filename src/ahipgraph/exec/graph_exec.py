@@ -11,6 +11,8 @@ handle's reference; arena chunks, signal sets, internal streams and user-object 
 freed when the last reference goes, which may be in the completion of the last launch. A launch's
 completion (its slot-0 program's ``on_done``) returns the signal set, frees superseded argument
 slots and drops the launch's reference, in plain synchronous code that cannot be interrupted.
+An executable dropped without ``destroy()`` is freed by its :class:`_ExecRecord` once it is
+collected, which a launch in flight prevents (the launch holds it), with a warning.
 
 Updates never touch bytes or ops an enqueued launch will read: with launches in flight, the op
 lists are copied (a new *version*) and new arguments go to new arena slots; superseded slots are
@@ -30,14 +32,19 @@ from typing import TYPE_CHECKING, Any
 
 from ..core import gcpause
 from ..core.errors import (
-    ErrorCode,
     HipError,
     InvalidValue,
     NotReady,
     NotSupported,
-    destroyed_error,
 )
-from ..core.lifecycle import DestroyOnExit, report_unraisable
+from ..core.lifecycle import (
+    DestroyOnExit,
+    FactoryOnly,
+    HandleRecord,
+    check_live,
+    destroyed,
+    report_unraisable,
+)
 from ..core.registry import HandleRegistry
 from ..core.surface import own_mixin_methods
 from ..device.device import Device, get_device
@@ -73,7 +80,7 @@ __all__ = ["EXECS", "ExecState", "ExecStatistics", "GraphExec", "MAX_PARALLEL_ST
 
 EXECS: HandleRegistry[GraphExec] = HandleRegistry("graph exec")
 MAX_PARALLEL_STREAMS = 4  # HIP's DEBUG_HIP_FORCE_GRAPH_QUEUES default
-_FACTORY_KEY = object()
+_FACTORY = FactoryOnly("executables are created with graph.instantiate()")
 
 
 class ExecState(enum.Enum):
@@ -128,6 +135,63 @@ class _Launch:
         self.exec._launch_finished(self)
 
 
+class _ExecRecord(HandleRecord):
+    """What a forgotten executable gives back: what ``_free_resources`` frees, and its
+    user-object references (owned through this record, so they never refer to the executable).
+
+    Launches in flight hold the executable itself (``_Launch.exec``), so it is collected, and
+    this runs, only after the last of them completed.
+    """
+
+    __slots__ = (
+        "alloc_ptrs",
+        "arena",
+        "conditionals",
+        "device",
+        "home",
+        "internal_streams",
+        "pool",
+        "user_objects",
+    )
+
+    releases = True
+
+    def __init__(self, graph_exec: GraphExec) -> None:
+        hid = graph_exec.hid
+        super().__init__(graph_exec, f"graph exec #{hid.slot}.{hid.generation}")
+        self.arena = graph_exec.arena
+        self.pool = graph_exec.pool
+        self.internal_streams = graph_exec._internal_streams
+        self.home = graph_exec._home
+        self.conditionals = graph_exec._conditionals
+        self.device = graph_exec.device
+        self.alloc_ptrs = graph_exec._compiled.alloc_ptrs
+        self.user_objects = graph_exec.user_objects
+
+    def release(self) -> None:
+        self.arena.close()
+        self.pool.close()
+        for stream in self.internal_streams:
+            stream.destroy()
+        if self.home is not None:
+            self.home.destroy()
+        if self.conditionals is not None:
+            self.conditionals.free(self.device)
+        for ptr in self.alloc_ptrs:
+            RESERVATIONS.forget(ptr)
+            with contextlib.suppress(HipError):
+                self.device.memory.unreserve(ptr)
+        first: BaseException | None = None
+        for obj in self.user_objects:  # every destructor runs, then the first error is raised
+            try:
+                obj.disown(self)
+            except BaseException as error:
+                if first is None:
+                    first = error
+        if first is not None:
+            raise first
+
+
 @own_mixin_methods
 class GraphExec(NodeSetters, ExecCopySetters, DestroyOnExit):
     """An executable graph. Made by ``graph.instantiate()``; it has no public constructor."""
@@ -142,6 +206,7 @@ class GraphExec(NodeSetters, ExecCopySetters, DestroyOnExit):
         "_internal_streams",
         "_last_done",
         "_launches",
+        "_life",
         "_lock",
         "_plan",
         "_races",
@@ -162,8 +227,7 @@ class GraphExec(NodeSetters, ExecCopySetters, DestroyOnExit):
     def __init__(
         self, graph: Graph, flags: int, device: Device, options: Any, _key: object
     ) -> None:
-        if _key is not _FACTORY_KEY:
-            raise TypeError("executables are created with graph.instantiate()")
+        _FACTORY.check(_key)
         # References: one for the handle, one per launch in flight. Private: users destroy.
         self._refcount = 1
         self.flags = check_instantiate_flags(flags)
@@ -210,6 +274,7 @@ class GraphExec(NodeSetters, ExecCopySetters, DestroyOnExit):
         self._internal_streams: list[Stream] = []
         self._home: Stream | None = None  # for launches on other devices' streams
         self.user_objects: list[UserObject] = []
+        self._life: _ExecRecord | None = None
         try:
             if conditionals is not None:  # handle cells, and kernels pointed at them
                 conditionals.allocate(device)
@@ -229,7 +294,8 @@ class GraphExec(NodeSetters, ExecCopySetters, DestroyOnExit):
                 wait_when_empty=_signal_set_policy(options) == "wait",
             )
             self._internal_streams = [
-                device.create_stream(non_blocking=True) for _ in range(self._plan.num_slots - 1)
+                Stream._create(device, non_blocking=True, owned=True)
+                for _ in range(self._plan.num_slots - 1)
             ]
             with graph.lock:  # the graph may have changed hands while we prepared
                 _check_instantiable(graph)
@@ -247,9 +313,12 @@ class GraphExec(NodeSetters, ExecCopySetters, DestroyOnExit):
         self.user_objects = list(exec_graph.user_objects)
         if conditionals is not None:  # bodies' user objects too, each once
             self.user_objects = list(dict.fromkeys(self.user_objects + conditionals.user_objects))
+        self.hid = EXECS.register(self)
+        # From here a forgotten executable is freed by its record (which owns the user-object
+        # references), once no launch in flight holds it any more.
+        self._life = _ExecRecord(self)
         for obj in self.user_objects:
             obj.adopt(self, 1)
-        self.hid = EXECS.register(self)
 
     @classmethod
     def _instantiate(
@@ -276,7 +345,7 @@ class GraphExec(NodeSetters, ExecCopySetters, DestroyOnExit):
         if checked is InstantiateFlags.UPLOAD:
             launch_stream(upload_stream, device)  # checked before anything is built
         with gcpause.paused():  # a bulk build that makes no garbage: see core.gcpause
-            graph_exec = cls(graph, flags, device, options, _FACTORY_KEY)
+            graph_exec = cls(graph, flags, device, options, _FACTORY)
         if checked is InstantiateFlags.UPLOAD:
             graph_exec._upload(upload_stream)
         return graph_exec
@@ -286,7 +355,7 @@ class GraphExec(NodeSetters, ExecCopySetters, DestroyOnExit):
     def check_alive(self) -> None:
         """Raises InvalidValue once the executable was destroyed (HIP: not in graphExecSet_)."""
         if self.state is not ExecState.OPEN:
-            raise destroyed_error(ErrorCode.InvalidValue, f"{self!r} was destroyed")
+            check_live(False, "graph exec", self)
 
     # -- launch ---------------------------------------------------------------------------------
 
@@ -389,7 +458,9 @@ class GraphExec(NodeSetters, ExecCopySetters, DestroyOnExit):
         """This executable's own stream on its device, for cross-device launches."""
         with self._lock:
             if self._home is None:
-                self._home = self.device.create_stream(non_blocking=True)
+                self._home = Stream._create(self.device, non_blocking=True, owned=True)
+                if self._life is not None:
+                    self._life.home = self._home
             return self._home
 
     def _enqueue(
@@ -512,7 +583,9 @@ class GraphExec(NodeSetters, ExecCopySetters, DestroyOnExit):
             InvalidValue: the executable was already destroyed.
         """
         if EXECS.unregister(self.hid) is None:
-            raise destroyed_error(ErrorCode.InvalidValue, f"{self!r} was already destroyed")
+            raise destroyed("graph exec", self, "destroy", "was already destroyed")
+        if self._life is not None:
+            self._life.detach()
         with self._lock:
             self.state = ExecState.CLOSING
         if self._conditionals is not None:  # a WHILE body that never ends stops here

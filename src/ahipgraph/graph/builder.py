@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ..core.errors import InvalidDevice, InvalidValue
+from ..core.lifecycle import owner_key
 from ..device.device import get_device
 from ..device.kernel import DimLike, Kernel
 from ..device.pointer import DevicePtr
@@ -206,7 +207,7 @@ class GraphBuilder:
             self._check_mem_node_allowed()
             try:
                 ordinal = get_device().ordinal if device is None else device
-                reservation = RESERVATIONS.reserve(nbytes, ordinal, owner=self)
+                reservation = RESERVATIONS.reserve(nbytes, ordinal, owner=owner_key(self))
             except InvalidDevice as error:
                 raise InvalidValue(str(error)) from None
             return MemAllocParams(reservation.ptr, reservation.nbytes, reservation.device)
@@ -228,7 +229,7 @@ class GraphBuilder:
             if not isinstance(ptr, DevicePtr):
                 raise TypeError(f"expected a DevicePtr, got {ptr!r}")
             self._check_mem_node_allowed()
-            RESERVATIONS.claim_free(ptr, owner=self)
+            RESERVATIONS.claim_free(ptr, owner=owner_key(self))
             return MemFreeParams(ptr)
 
         return self._add_node(NodeType.MemFree, deps, build)

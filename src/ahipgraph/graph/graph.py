@@ -38,8 +38,15 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from ..core import gcpause
-from ..core.errors import ErrorCode, InvalidValue, NotSupported, destroyed_error
-from ..core.lifecycle import DestroyOnExit
+from ..core.errors import InvalidValue, NotSupported
+from ..core.lifecycle import (
+    DestroyOnExit,
+    HandleRecord,
+    HandleState,
+    check_live,
+    destroyed,
+    owner_key,
+)
 from ..core.registry import HandleRegistry
 from ..core.surface import own_mixin_methods
 from ..lifetime.user_object import UserObject, check_count
@@ -87,6 +94,38 @@ class GraphStatistics:
     destroyed: bool
 
 
+class _GraphRecord(HandleRecord):
+    """What a forgotten graph gives back: its user-object references and alloc ranges.
+
+    The graph owns user objects and reservations through this record (``owner_key``), so
+    neither refers to the graph. Embedded copies (child-graph nodes, conditional bodies) are
+    quiet: the runtime owns them, and they go with the node that holds them.
+    """
+
+    __slots__ = ("instantiated", "user_objects")
+
+    releases = True
+
+    def __init__(self, graph: Graph, user_objects: set[UserObject]) -> None:
+        super().__init__(graph, f"graph #{graph.id}")
+        self.user_objects = user_objects  # the graph's own set, shared
+        self.instantiated = False
+
+    def release(self) -> None:
+        RESERVATIONS.release_owner(self, unreserve=not self.instantiated)
+        objects = list(self.user_objects)
+        self.user_objects.clear()
+        first: BaseException | None = None
+        for obj in objects:  # every reference goes back, then the first error is raised
+            try:
+                obj.disown(self)
+            except BaseException as error:
+                if first is None:
+                    first = error
+        if first is not None:
+            raise first
+
+
 @own_mixin_methods
 class Graph(GraphTopology, GraphBuilder, GraphCopyBuilder, DestroyOnExit):
     """A graph of device work (``hipGraphCreate``). See the ``add_*_node`` methods.
@@ -105,7 +144,7 @@ class Graph(GraphTopology, GraphBuilder, GraphCopyBuilder, DestroyOnExit):
         self.id = next(_GRAPH_IDS)
         self.lock = threading.RLock()
         self.original: Graph | None = None
-        self.owner_node: GraphNode | None = None
+        self._owner_node: GraphNode | None = None
         self.has_mem_nodes = False
         self.instantiated = False
         self._nodes: dict[GraphNode, None] = {}  # insertion order
@@ -113,8 +152,23 @@ class Graph(GraphTopology, GraphBuilder, GraphCopyBuilder, DestroyOnExit):
         self._edge_count = 0
         self._user_objects: set[UserObject] = set()
         self.hid = GRAPHS.register(self)
+        self._life = _GraphRecord(self, self._user_objects)
 
     # -- validity ----------------------------------------------------------------------------------
+
+    @property
+    def owner_node(self) -> GraphNode | None:
+        """The child-graph (or conditional) node that embeds this graph, if any."""
+        return self._owner_node
+
+    @owner_node.setter
+    def owner_node(self, node: GraphNode | None) -> None:
+        self._owner_node = node
+        self._life.quiet = node is not None  # the node owns this copy: it goes with it
+
+    @property
+    def state(self) -> HandleState:
+        return HandleState.OPEN if GRAPHS.get(self.hid) is self else HandleState.DESTROYED
 
     @property
     def destroyed(self) -> bool:
@@ -128,7 +182,7 @@ class Graph(GraphTopology, GraphBuilder, GraphCopyBuilder, DestroyOnExit):
     def check_alive(self) -> None:
         """Raise InvalidValue if the graph was destroyed."""
         if GRAPHS.get(self.hid) is not self:
-            raise destroyed_error(ErrorCode.InvalidValue, f"{self!r} was destroyed")
+            check_live(False, "graph", self)
 
     # -- building (the add_* methods are in GraphBuilder) ------------------------------------------
 
@@ -448,6 +502,7 @@ class Graph(GraphTopology, GraphBuilder, GraphCopyBuilder, DestroyOnExit):
         with self.lock:
             self.check_alive()
             self.instantiated = True
+            self._life.instantiated = True
 
     def instantiate(self, flags: int = 0, **options: Any) -> GraphExec:
         """Make an executable from this graph (``hipGraphInstantiateWithFlags``).
@@ -501,7 +556,7 @@ class Graph(GraphTopology, GraphBuilder, GraphCopyBuilder, DestroyOnExit):
         """
         with self.lock:
             if GRAPHS.get(self.hid) is not self:
-                raise destroyed_error(ErrorCode.IllegalState, f"{self!r} was already destroyed")
+                raise destroyed("graph", self, "destroy", "was already destroyed")
             if self.owner_node is not None:
                 raise InvalidValue(f"{self!r} belongs to {self.owner_node!r}; destroy that node")
             children, objects = self._teardown_locked()
@@ -517,6 +572,7 @@ class Graph(GraphTopology, GraphBuilder, GraphCopyBuilder, DestroyOnExit):
 
     def _teardown_locked(self) -> tuple[list[Graph], list[UserObject]]:
         GRAPHS.unregister(self.hid)  # from here every node handle is invalid too
+        self._life.detach()
         children: list[Graph] = []
         for node in self._nodes:
             NODES.unregister(node.hid)
@@ -531,7 +587,7 @@ class Graph(GraphTopology, GraphBuilder, GraphCopyBuilder, DestroyOnExit):
         self._user_objects.clear()
         if self.has_mem_nodes:
             # Once instantiated, the executable owns the reserved ranges.
-            RESERVATIONS.release_owner(self, unreserve=not self.instantiated)
+            RESERVATIONS.release_owner(owner_key(self), unreserve=not self.instantiated)
         return children, objects
 
     def _release(self, children: list[Graph], objects: list[UserObject]) -> None:

@@ -26,7 +26,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from ..core.errors import ErrorCode, InvalidValue, NotSupported, destroyed_error
+from ..core.errors import InvalidValue, NotSupported
+from ..core.lifecycle import FactoryOnly, HandleState, check_live
 from ..core.registry import HandleRegistry
 from ..core.surface import own_mixin_methods
 from ..device.kernel import DimLike, Kernel
@@ -58,7 +59,7 @@ if TYPE_CHECKING:
 __all__ = ["NODES", "PARAMS_TYPES", "GraphNode", "live_node"]
 
 NODES: HandleRegistry[GraphNode] = HandleRegistry("graph node")
-_FACTORY_KEY = object()
+_FACTORY = FactoryOnly("graph nodes are created with Graph.add_*_node()")
 _NODE_IDS = itertools.count()  # next() on a C iterator is atomic under the GIL
 
 PARAMS_TYPES: dict[NodeType, type[Any] | None] = {
@@ -87,7 +88,7 @@ class GraphNode(NodeCopySetters):
         hid: the node's registry handle.
     """
 
-    __slots__ = ("_deps", "_params", "_succ", "_type", "graph", "hid", "id")
+    __slots__ = ("__weakref__", "_deps", "_params", "_succ", "_type", "graph", "hid", "id")
 
     def __init__(
         self,
@@ -98,8 +99,7 @@ class GraphNode(NodeCopySetters):
         *,
         _key: object = None,
     ) -> None:
-        if _key is not _FACTORY_KEY:
-            raise TypeError("graph nodes are created with Graph.add_*_node()")
+        _FACTORY.check(_key)
         self.graph = graph
         self.id = next(_NODE_IDS) if node_id is None else node_id
         self._type = node_type
@@ -112,7 +112,7 @@ class GraphNode(NodeCopySetters):
     def _create(
         cls, graph: Graph, node_type: NodeType, params: NodeParams, node_id: int | None = None
     ) -> GraphNode:
-        return cls(graph, node_type, params, node_id, _key=_FACTORY_KEY)
+        return cls(graph, node_type, params, node_id, _key=_FACTORY)
 
     # -- validity ----------------------------------------------------------------------------------
 
@@ -120,10 +120,15 @@ class GraphNode(NodeCopySetters):
     def alive(self) -> bool:
         return NODES.get(self.hid) is self and not self.graph.destroyed
 
+    @property
+    def state(self) -> HandleState:
+        """DESTROYED once the node or its graph was destroyed (a node dies with its graph)."""
+        return HandleState.OPEN if self.alive else HandleState.DESTROYED
+
     def check_alive(self) -> None:
         """Raise InvalidValue if the node or its graph was destroyed."""
         if NODES.get(self.hid) is not self or self.graph.destroyed:
-            raise destroyed_error(ErrorCode.InvalidValue, f"{self!r} was destroyed")
+            check_live(False, "graph node", self)
 
     # -- queries -----------------------------------------------------------------------------------
 

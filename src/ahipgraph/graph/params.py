@@ -23,7 +23,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from ..core.errors import ErrorCode, InvalidHandle, InvalidValue, destroyed_error
+from ..core.errors import InvalidValue
+from ..core.lifecycle import check_live
 from ..device.kernel import DimLike, Kernel
 from ..device.pointer import DevicePtr
 from ..device.properties import CopyKind
@@ -134,10 +135,7 @@ def event_params(event: Event | None) -> EventParams:
         raise InvalidValue("event is null")
     if not isinstance(event, Event):
         raise TypeError(f"expected an Event, got {event!r}")
-    try:
-        event.check_open()
-    except InvalidHandle:
-        raise destroyed_error(ErrorCode.InvalidValue, f"{event!r} was destroyed") from None
+    check_live(event.alive, "event", event, "graph node")
     return EventParams(event)
 
 

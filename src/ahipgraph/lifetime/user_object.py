@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.errors import InvalidValue
+from ..core.lifecycle import HandleRecord, HandleState, owner_key, owner_of
 from ..core.refcount import RefCounted
 from ..core.registry import HandleRegistry
 
@@ -65,6 +66,32 @@ class UserObjectStatistics:
     alive: bool
 
 
+class _UserObjectRecord(HandleRecord):
+    """The destructor and its data: a forgotten user object (one the user dropped while
+    holding references, and no graph or executable owns) runs its destructor on the releaser
+    thread, with a warning, instead of never."""
+
+    __slots__ = ("data", "destructor")
+
+    releases = True
+
+    def __init__(self, obj: UserObject, destructor: Callable[[Any], object], data: Any) -> None:
+        super().__init__(obj, f"user object #{obj.hid.slot}.{obj.hid.generation}")
+        self.destructor: Callable[[Any], object] | None = destructor
+        self.data = data
+
+    def take(self) -> tuple[Callable[[Any], object] | None, Any]:
+        """The destructor and its data, once (neither is kept alive after)."""
+        destructor, data = self.destructor, self.data
+        self.destructor = self.data = None
+        return destructor, data
+
+    def release(self) -> None:
+        destructor, data = self.take()
+        if destructor is not None:
+            destructor(data)
+
+
 class UserObject(RefCounted):
     """A destructor and its data, kept alive by the user and by the graphs that own it.
 
@@ -78,7 +105,7 @@ class UserObject(RefCounted):
         TypeError: ``destructor`` is not callable, or the count is not an int.
     """
 
-    __slots__ = ("_data", "_destructor", "_owned", "hid")
+    __slots__ = ("__weakref__", "_life", "_owned", "hid")
 
     def __init__(
         self,
@@ -91,10 +118,15 @@ class UserObject(RefCounted):
         if not callable(destructor):
             raise TypeError(f"destructor must be callable, got {destructor!r}")
         super().__init__(check_count(initial_refcount, "initial_refcount"))
-        self._destructor: Callable[[Any], object] | None = destructor
-        self._data = data
+        # Keyed by ``owner_key(owner)``: a graph or executable owns through its record, so this
+        # table never keeps a forgotten owner alive.
         self._owned: dict[object, int] = {}
         self.hid = USER_OBJECTS.register(self)
+        self._life = _UserObjectRecord(self, destructor, data)
+
+    @property
+    def state(self) -> HandleState:
+        return HandleState.OPEN if self._refcount > 0 else HandleState.DESTROYED
 
     # -- the user's references ---------------------------------------------------------------------
 
@@ -106,7 +138,7 @@ class UserObject(RefCounted):
     @property
     def data(self) -> Any:
         """The destructor's argument (None once the destructor has run: it is not kept alive)."""
-        return self._data
+        return self._life.data
 
     def retain(self, count: int = 1) -> None:
         """Add ``count`` references (``hipUserObjectRetain``); a dead object is left alone.
@@ -164,7 +196,8 @@ class UserObject(RefCounted):
                 self._refcount += count
             # With move, HIP never checks the count against the references the caller holds;
             # ``disown`` drops at most what is left, so the destructor still runs exactly once.
-            self._owned[owner] = self._owned.get(owner, 0) + count
+            key = owner_key(owner)
+            self._owned[key] = self._owned.get(key, 0) + count
             return True
 
     def disown(self, owner: object, count: int | None = None) -> bool:
@@ -182,15 +215,16 @@ class UserObject(RefCounted):
         """
         if count is not None:
             check_count(count)
+        key = owner_key(owner)
         with self._ref_lock:
-            held = self._owned.get(owner, 0)
+            held = self._owned.get(key, 0)
             if not held or (count is not None and count > held):
                 return False
             drop = held if count is None else count
             if held == drop:
-                del self._owned[owner]
+                del self._owned[key]
             else:
-                self._owned[owner] = held - drop
+                self._owned[key] = held - drop
             drop = min(drop, self._refcount)
             last = self._drop_locked(drop) if drop else False
         if last:
@@ -199,14 +233,17 @@ class UserObject(RefCounted):
 
     def owned_by(self, owner: object) -> int:
         """How many references ``owner`` holds."""
+        key = owner_key(owner)
         with self._ref_lock:
-            return self._owned.get(owner, 0)
+            return self._owned.get(key, 0)
 
     @property
     def owners(self) -> frozenset[object]:
         """The owners currently holding references (HIP's ``owning_graphs_``)."""
         with self._ref_lock:
-            return frozenset(self._owned)
+            keys = list(self._owned)
+        owners = (owner_of(key) for key in keys)
+        return frozenset(owner for owner in owners if owner is not None)
 
     # -- internals ---------------------------------------------------------------------------------
 
@@ -222,9 +259,8 @@ class UserObject(RefCounted):
         assert self._refcount == 0
         assert not self._owned
         USER_OBJECTS.unregister(self.hid)
-        destructor, data = self._destructor, self._data
-        self._destructor = None
-        self._data = None
+        self._life.detach()
+        destructor, data = self._life.take()
         assert destructor is not None, "a user object's destructor ran twice"
         destructor(data)
 

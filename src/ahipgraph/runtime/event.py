@@ -11,8 +11,8 @@ import enum
 from typing import TYPE_CHECKING
 
 from ..core.clock import ns_to_ms
-from ..core.errors import ErrorCode, InvalidHandle, NotReady, destroyed_error
-from ..core.lifecycle import DestroyOnExit
+from ..core.errors import InvalidHandle, NotReady
+from ..core.lifecycle import DestroyOnExit, FactoryOnly, HandleRecord, check_live, destroyed
 from ..core.registry import HandleRegistry
 from ..device.signal import Signal
 from . import capture, observe
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 __all__ = ["EVENTS", "Event", "elapsed_time", "live_event"]
 
 EVENTS: HandleRegistry[Event] = HandleRegistry("event")
-_FACTORY_KEY = object()
+_FACTORY = FactoryOnly("events are created with Device.create_event()")
 
 
 class EventState(enum.Enum):
@@ -42,8 +42,7 @@ class Event(DestroyOnExit):
         blocking_sync: bool = False,
         _key: object = None,
     ) -> None:
-        if _key is not _FACTORY_KEY:
-            raise TypeError("events are created with Device.create_event()")
+        _FACTORY.check(_key)
         for name, flag in (("disable_timing", disable_timing), ("blocking_sync", blocking_sync)):
             if not isinstance(flag, bool):
                 raise TypeError(f"{name} must be a bool, got {flag!r}")
@@ -53,16 +52,20 @@ class Event(DestroyOnExit):
         self.signal: Signal | None = None  # completion of the latest record; None = unrecorded
         self.state = EventState.OPEN
         self.hid = EVENTS.register(self)
+        # A forgotten event is freed with a warning (its registry slot is weak).
+        self._life = HandleRecord(
+            self, f"event #{self.hid.slot}.{self.hid.generation} on device {device.ordinal}"
+        )
 
     @classmethod
     def _create(cls, device: Device, *, disable_timing: bool, blocking_sync: bool) -> Event:
         return cls(
-            device, disable_timing=disable_timing, blocking_sync=blocking_sync, _key=_FACTORY_KEY
+            device, disable_timing=disable_timing, blocking_sync=blocking_sync, _key=_FACTORY
         )
 
     def check_open(self) -> None:
         if self.state is not EventState.OPEN:
-            raise destroyed_error(ErrorCode.InvalidHandle, f"{self!r} was destroyed")
+            check_live(False, "event", self)
 
     def recorded(self, signal: Signal) -> None:
         """Point the event at a new marker (called by streams and graph event-record nodes)."""
@@ -112,7 +115,8 @@ class Event(DestroyOnExit):
     def destroy(self) -> None:
         """Destroy the event. Raises InvalidHandle if it was already destroyed."""
         if EVENTS.unregister(self.hid) is None:
-            raise destroyed_error(ErrorCode.InvalidHandle, f"{self!r} was already destroyed")
+            raise destroyed("event", self, "destroy", "was already destroyed")
+        self._life.detach()
         self.state = EventState.DESTROYED
         capture.event_destroyed(self)
 

@@ -64,7 +64,7 @@ def per_thread_stream(device: Device) -> Stream:
             table = _by_thread.streams = {}
         stream = table.get(device)
         if stream is None or stream.state.value != "open":
-            stream = table[device] = Stream._create(device)
+            stream = table[device] = Stream._create(device, owned=True)
             stream.implicit = True  # the device owns it: retired when the device is replaced
         return stream
     with _lock:
@@ -74,8 +74,8 @@ def per_thread_stream(device: Device) -> Stream:
             table = _by_task[task] = {}
         stream = table.get(device)
         if stream is None or stream.state.value != "open":
-            stream = table[device] = Stream._create(device)
-            stream.implicit = True
+            stream = table[device] = Stream._create(device, owned=True)
+            stream.implicit = True  # the device owns it: retired when the device is replaced
     if fresh:
         task.add_done_callback(_task_finished)
     return stream

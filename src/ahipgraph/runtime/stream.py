@@ -24,13 +24,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import (
-    ErrorCode,
     HipError,
     InvalidHandle,
     InvalidValue,
-    destroyed_error,
 )
-from ..core.lifecycle import DestroyOnExit
+from ..core.lifecycle import DestroyOnExit, FactoryOnly, HandleRecord, check_live, destroyed
 from ..core.registry import HandleRegistry
 from ..core.surface import own_mixin_methods
 from ..device.device import get_device
@@ -58,7 +56,7 @@ if TYPE_CHECKING:
 __all__ = ["STREAMS", "Stream", "StreamState", "StreamStatistics", "launch_stream"]
 
 STREAMS: HandleRegistry[Stream] = HandleRegistry("stream")
-_FACTORY_KEY = object()
+_FACTORY = FactoryOnly("streams are created with Device.create_stream()")
 
 
 class StreamState(enum.Enum):
@@ -93,10 +91,10 @@ class Stream(
         priority: int = 0,
         non_blocking: bool = False,
         null: bool = False,
+        owned: bool = False,
         _key: object = None,
     ) -> None:
-        if _key is not _FACTORY_KEY:
-            raise TypeError("streams are created with Device.create_stream()")
+        _FACTORY.check(_key)
         if isinstance(priority, bool) or not isinstance(priority, int):
             raise TypeError(f"priority must be an int, got {priority!r}")
         if not isinstance(non_blocking, bool):
@@ -116,14 +114,33 @@ class Stream(
         self._retired_cb: Callable[[Program], None] = self._retired
         self._capture: capture.StreamCapture | capture._NullGuard | None = None
         self.hid = STREAMS.register(self)
+        # A forgotten stream is freed with a warning; one the runtime owns (the null stream, a
+        # per-task stream) quietly. Its registry slot and device entry go with it (both weak).
+        self._life = HandleRecord(
+            self,
+            f"stream #{self.hid.slot}.{self.hid.generation} on device {device.ordinal}",
+            quiet=null or owned,
+        )
         device.streams.append(self)
 
     @classmethod
     def _create(
-        cls, device: Device, *, priority: int = 0, non_blocking: bool = False, null: bool = False
+        cls,
+        device: Device,
+        *,
+        priority: int = 0,
+        non_blocking: bool = False,
+        null: bool = False,
+        owned: bool = False,
     ) -> Stream:
+        """The one way to make a stream. ``owned``: the runtime owns it (no warning if dropped)."""
         return cls(
-            device, priority=priority, non_blocking=non_blocking, null=null, _key=_FACTORY_KEY
+            device,
+            priority=priority,
+            non_blocking=non_blocking,
+            null=null,
+            owned=owned,
+            _key=_FACTORY,
         )
 
     # -- checks -----------------------------------------------------------------------------------
@@ -131,7 +148,7 @@ class Stream(
     def check_open(self) -> None:
         """Raise ContextIsDestroyed (HIP's answer for a dead stream) if it was destroyed."""
         if self.state is not StreamState.OPEN:
-            raise destroyed_error(ErrorCode.ContextIsDestroyed, f"{self!r} was destroyed")
+            check_live(False, "stream", self)
 
     def take_error(self) -> HipError | None:
         """Return and clear the stream's unreported failure."""
@@ -373,7 +390,8 @@ class Stream(
         if self.is_null:
             raise InvalidHandle("the null stream cannot be destroyed")
         if STREAMS.unregister(self.hid) is None:
-            raise destroyed_error(ErrorCode.InvalidHandle, f"{self!r} was already destroyed")
+            raise destroyed("stream", self, "destroy", "was already destroyed")
+        self._life.detach()
         if self._capture is not None:
             capture.stream_destroyed(self)
         self.state = StreamState.DESTROYED

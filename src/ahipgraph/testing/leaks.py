@@ -14,10 +14,10 @@ nothing with the old ones, so left-over work can only ever be reported, never in
 from __future__ import annotations
 
 import contextlib
-import gc
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+from ..core.lifecycle import collect_forgotten
 from ..device.device import Device, DeviceStatistics, configure_devices, device_count, get_device
 from ..device.properties import DeviceProperties
 from ..exec.graph_exec import EXECS
@@ -52,7 +52,7 @@ def snapshot(*, collect: bool = True) -> Snapshot:
             freed by their finalizers) do not count as alive.
     """
     if collect:
-        gc.collect()
+        collect_forgotten()  # collect, and wait until forgotten handles are freed
     devices = tuple(get_device(i).statistics() for i in range(device_count()))
     handles = {r.statistics().kind: r.statistics().live for r in _REGISTRIES}
     return Snapshot(devices, handles)
