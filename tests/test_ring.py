@@ -47,6 +47,13 @@ def test_a_ring_must_hold_a_packet(capacity: int) -> None:
         ahg.DeviceProperties(hardware_queue_capacity=capacity)
 
 
+@pytest.mark.parametrize("field", ["compute_units", "hardware_queues", "hardware_queue_capacity"])
+@pytest.mark.parametrize("value", [True, None, 4.0, "4"])
+def test_a_count_property_must_be_an_int(field: str, value: object) -> None:
+    with pytest.raises(TypeError, match=field):
+        ahg.DeviceProperties(**{field: value})  # type: ignore[arg-type]
+
+
 @pytest.mark.asyncio
 async def test_nowait_fills_the_ring_then_raises_not_ready_and_takes_nothing(
     small_ring: ahg.Device,

@@ -81,6 +81,10 @@ class DeviceProperties:
     cost: CostModel = field(default_factory=CostModel)
 
     def __post_init__(self) -> None:
+        for name in ("compute_units", "hardware_queues", "hardware_queue_capacity", "memory_bytes"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"DeviceProperties.{name} must be an int, got {value!r}")
         if (
             self.compute_units < 1
             or self.hardware_queues < 1
