@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import tomllib
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,6 +18,8 @@ import pytest
 import ahipgraph as ahg
 from ahipgraph import testing
 from ahipgraph.testing import fresh_devices, leak_report, snapshot
+
+pytest_plugins = ["pytester"]
 
 SYMBOL = ahg.device_symbol("test_leak_check.table", dtype=np.int32, shape=(4,))
 
@@ -101,3 +105,38 @@ def test_the_report_names_each_kind_left_and_says_what_to_do() -> None:
     assert "stream" not in text.split("(destroy")[0]
     assert "destroy()" in text
     graphs[0].destroy()
+
+
+FORGETFUL_SUITE = """
+import ahipgraph as ahg
+
+
+def test_forgets_a_graph_in_a_cycle():
+    graph = ahg.Graph()
+    graph.add_empty_node()
+    graph.cycle = [graph]  # only the collector frees it, after the test body returns
+
+
+def test_after_it():
+    ahg.Graph().destroy()
+"""
+
+
+@pytest.mark.leaks_allowed("the suite it runs in this process forgets a graph on purpose")
+def test_a_forgotten_handle_fails_the_test_that_forgot_it(pytester: pytest.Pytester) -> None:
+    """The project's warning filters make ``ForgottenHandleWarning`` an error, and the autouse
+    fixture collects at teardown, so the report lands on the forgetful test, not a later one."""
+    root = Path(__file__).parent
+    pytester.makeconftest((root / "conftest.py").read_text())
+    pytester.makepyfile(cleanup=(root / "cleanup.py").read_text())
+    options = tomllib.loads((root.parent / "pyproject.toml").read_text())["tool"]["pytest"]
+    filters = "".join(f"\n    {line}" for line in options["ini_options"]["filterwarnings"])
+    pytester.makeini(
+        "[pytest]\nasyncio_default_fixture_loop_scope = function\n"
+        f"filterwarnings ={filters}\nmarkers =\n    leaks_allowed(reason): no leak check\n"
+    )
+    pytester.makepyfile(test_forgetful=FORGETFUL_SUITE)
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2, errors=1)
+    result.stdout.fnmatch_lines(["*ERROR at teardown of test_forgets_a_graph_in_a_cycle*"])
+    result.stdout.fnmatch_lines(["*ForgottenHandleWarning*graph*"])
