@@ -1,0 +1,149 @@
+"""The shape of ``Graph`` and ``GraphExec``: composed from parts, not from stub mixins.
+
+``Graph`` keeps thin public methods over module functions; ``GraphExec`` is made from the record
+``instantiate()`` returns and delegates to a launcher and an updater. Every device op is defined
+once, in the documented places. A half-made executable gives back everything it took.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+from typing import Any
+
+import pytest
+
+import ahipgraph as ahg
+from ahipgraph.core.lifecycle import DestroyOnExit
+from ahipgraph.device.ops import Op
+from ahipgraph.graph.graph import GRAPHS
+from ahipgraph.runtime.stream import STREAMS
+
+
+@ahg.kernel
+def touch(t: ahg.Threads, x: ahg.int32) -> None:
+    return None
+
+
+# Where ops may be defined: the device layer's catalogue, and the few that still need a higher
+# layer's types (a kernel's arena check, a conditional's kind, a pitched copy's geometry) or
+# live with the compile step of the executable.
+OP_HOMES = {
+    "ahipgraph.device.ops",
+    "ahipgraph.exec.compile",
+    "ahipgraph.exec.conditional",
+    "ahipgraph.runtime.pitched",
+}
+
+
+def _all_op_classes() -> list[type[Op]]:
+    for info in pkgutil.walk_packages(ahg.__path__, "ahipgraph."):
+        if info.name.endswith("__main__"):
+            continue
+        importlib.import_module(info.name)
+    found: list[type[Op]] = []
+    pending: list[type[Op]] = [Op]
+    while pending:
+        cls = pending.pop()
+        found.append(cls)
+        pending.extend(cls.__subclasses__())
+    return found
+
+
+def test_every_op_kind_is_defined_once_in_a_documented_home() -> None:
+    ops = _all_op_classes()
+    names = [cls.__name__ for cls in ops]
+    assert len(names) == len(set(names)), sorted(names)
+    assert {cls.__module__ for cls in ops} <= OP_HOMES
+    assert len(ops) >= 15  # the walk really found them
+    for name in ("FreeOp", "StreamMemOpOp", "DefaultsOp", "WaitSlotsOp", "SignalSlotOp"):
+        assert getattr(importlib.import_module("ahipgraph.device.ops"), name).__name__ == name
+
+
+@pytest.mark.parametrize("cls", [ahg.Graph, ahg.GraphExec])
+def test_graph_and_executable_are_composed_not_mixed(cls: type) -> None:
+    assert cls.__mro__ == (cls, DestroyOnExit, object)
+    for name, member in vars(cls).items():
+        if inspect.isfunction(member):
+            assert "NotImplementedError" not in inspect.getsource(member), name
+
+
+def test_a_wrong_setter_call_names_graph_exec(device: ahg.Device) -> None:
+    graph = ahg.Graph()
+    graph.add_empty_node()
+    graph_exec = graph.instantiate()
+    bad: Any = graph_exec.set_kernel_node_params
+    with pytest.raises(TypeError, match=r"^GraphExec\.set_kernel_node_params\(\) missing"):
+        bad()
+    wrong: Any = graph.add_memcpy_3d_node
+    with pytest.raises(TypeError, match=r"^Graph\.add_memcpy_3d_node\(\) missing"):
+        wrong()
+    graph_exec.destroy()
+    graph.destroy()
+
+
+def _fork(width: int) -> ahg.Graph:
+    graph = ahg.Graph()
+    root = graph.add_empty_node()
+    for i in range(width):
+        graph.add_kernel_node(touch, 1, 1, (i,), deps=[root])
+    return graph
+
+
+@pytest.mark.parametrize("fail_at", [1, 2, 3])
+def test_an_instantiate_that_fails_making_its_streams_gives_back_every_one(
+    device: ahg.Device, monkeypatch: pytest.MonkeyPatch, fail_at: int
+) -> None:
+    probe_graph = _fork(8)
+    probe = probe_graph.instantiate()
+    strands = probe.statistics().slots
+    probe.destroy()
+    probe_graph.destroy()
+    graph = _fork(8)
+    assert strands == 4  # three internal streams to make
+    streams, in_use = STREAMS.statistics().live, device.memory.bytes_in_use
+    made = 0
+    original = type(device).create_stream
+
+    def flaky(self: ahg.Device, *args: Any, **kwargs: Any) -> ahg.Stream:
+        nonlocal made
+        made += 1
+        if made == fail_at:
+            raise ahg.OutOfMemory("no room for another stream")
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(type(device), "create_stream", flaky)
+    with pytest.raises(ahg.OutOfMemory):
+        graph.instantiate()
+    monkeypatch.undo()
+    assert STREAMS.statistics().live == streams
+    assert device.memory.bytes_in_use == in_use  # the arena's chunk was given back
+    assert graph.statistics().instantiated is False
+    graph_exec = graph.instantiate()  # the graph is as it was: it instantiates again
+    assert graph_exec.statistics().slots == strands
+    graph_exec.destroy()
+    live_graphs = GRAPHS.statistics().live
+    graph.destroy()
+    assert GRAPHS.statistics().live == live_graphs - 1
+
+
+@pytest.mark.asyncio
+async def test_launcher_completion_frees_argument_slots_the_updater_retired(
+    device: ahg.Device,
+) -> None:
+    graph = ahg.Graph()
+    node = graph.add_kernel_node(touch, 1, 1, (1,))
+    graph_exec = graph.instantiate()
+    stream = device.create_stream()
+    first = await graph_exec.launch(stream)
+    graph_exec.set_kernel_node_params(node, touch, 1, 1, (2,))  # in flight: a new slot
+    during = graph_exec.statistics()
+    assert (during.versions, during.arena.live_slots) == (2, 2)
+    await first
+    after = graph_exec.statistics()
+    assert (after.in_flight, after.completed, after.arena.live_slots) == (0, 1, 1)
+    assert after.arena.free_slots == 1  # the superseded slot came back
+    graph_exec.destroy()
+    stream.destroy()
+    graph.destroy()
