@@ -98,8 +98,9 @@ class NodeCopySetters:
 
     __slots__ = ()
 
-    def _set(self, types: tuple[NodeType, ...], build: Callable[[], NodeParams]) -> None:
-        raise NotImplementedError
+    if TYPE_CHECKING:  # GraphNode's own: check the node and its type, then set the parameters
+
+        def _set(self, types: tuple[NodeType, ...], build: Callable[[], NodeParams]) -> None: ...
 
     def set_memcpy_3d_params(
         self,
