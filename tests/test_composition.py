@@ -7,11 +7,13 @@ once, in the documented places. A half-made executable gives back everything it 
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import inspect
 import pkgutil
 from typing import Any
 
+import numpy as np
 import pytest
 
 import ahipgraph as ahg
@@ -19,6 +21,7 @@ from ahipgraph.core.lifecycle import DestroyOnExit
 from ahipgraph.device.ops import Op
 from ahipgraph.graph.graph import GRAPHS
 from ahipgraph.runtime.stream import STREAMS
+from fakes import HeldKernel, loop_turns
 
 
 @ahg.kernel
@@ -147,3 +150,44 @@ async def test_launcher_completion_frees_argument_slots_the_updater_retired(
     graph_exec.destroy()
     stream.destroy()
     graph.destroy()
+
+
+@ahg.kernel
+def put(t: ahg.Threads, value: ahg.int64, index: ahg.int32, out: ahg.Ptr[ahg.int64]) -> None:
+    out[index] = value
+
+
+@pytest.mark.asyncio
+async def test_a_launch_parked_for_a_signal_set_runs_the_version_current_when_it_is_enqueued(
+    device: ahg.Device,
+) -> None:
+    held = HeldKernel()
+    out = device.malloc(16)
+    device.view(out, np.int64, 2)[:] = 0
+    graph = ahg.Graph()
+    hold = graph.add_kernel_node(held.kernel, 1, 1)
+    write = graph.add_kernel_node(put, 1, 1, (1, 0, out), deps=[hold])
+    graph_exec = graph.instantiate(signal_sets=1)
+    stream = device.create_stream()
+    first = await graph_exec.launch(stream)  # takes the only set, held in its first node
+    await held.started.wait()
+    parked = asyncio.ensure_future(graph_exec.launch(stream))
+    await loop_turns()
+    assert graph_exec.statistics().signal_pool.waiters == 1
+    # An update while the first launch is in flight and the second is parked: the first keeps
+    # its arguments, the second (enqueued after the update) takes the new ones.
+    graph_exec.set_kernel_node_params(write, put, 1, 1, (7, 1, out))
+    assert graph_exec.statistics().versions == 2
+    held.release()
+    second = await parked
+    await first
+    await second
+    assert list(device.view(out, np.int64, 2)) == [1, 7]
+    stats = graph_exec.statistics()
+    assert (stats.launches, stats.completed, stats.in_flight) == (2, 2, 0)
+    assert (stats.arena.live_slots, stats.arena.free_slots) == (2, 1)  # the old slot retired
+    assert stats.signal_pool.sets == 1  # the wait policy never grew the pool
+    graph_exec.destroy()
+    stream.destroy()
+    graph.destroy()
+    device.free(out)

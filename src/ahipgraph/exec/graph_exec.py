@@ -50,6 +50,7 @@ from ..runtime.stream import Stream, launch_stream
 from . import copy_setters, setters
 from .arena import ArenaStatistics
 from .compile import Compiled
+from .cross_device import enqueue_cross_device
 from .exec_state import ExecState
 from .flags import UpdateResult
 from .instantiate import MAX_PARALLEL_STREAMS, Instantiated, check_request, instantiate
@@ -202,7 +203,9 @@ class GraphExec(DestroyOnExit):
         signal_set = launcher.acquire_nowait()
         if signal_set is None:
             signal_set = await launcher.acquire()
-        return launcher.submit(target, signal_set)
+        if target.device is not self.device:
+            return enqueue_cross_device(launcher, target, signal_set)
+        return launcher.enqueue(target, signal_set)
 
     def launch_nowait(self, stream: Stream | None = None) -> Completion:
         """:meth:`launch` without ever parking.
