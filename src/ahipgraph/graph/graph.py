@@ -739,8 +739,9 @@ class Graph(DestroyOnExit):
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
-    def mark_instantiated(self) -> None:
-        """Record that an executable was made from this graph (the executable layer calls it)."""
+    def _mark_instantiated(self) -> None:
+        """Record that an executable was made from this graph (an internal hook: only
+        ``exec/instantiate.py`` calls it, once the executable owns the alloc ranges)."""
         with self.lock:
             self.check_alive()
             self.instantiated = True
