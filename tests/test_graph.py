@@ -520,7 +520,7 @@ def test_memory_nodes_cannot_be_destroyed_or_cloned() -> None:
 def test_instantiated_graph_leaves_reservations_to_the_executable(device: ahg.Device) -> None:
     graph = ahg.Graph()
     ptr = graph.add_mem_alloc_node(64).params.ptr
-    graph.mark_instantiated()
+    graph._mark_instantiated()
     assert graph.instantiated
     graph.destroy()
     assert device.memory.statistics().reservations == 1
@@ -692,7 +692,7 @@ def test_every_call_on_a_destroyed_graph_is_invalid_value() -> None:
         graph.edges,
         graph.clone,
         graph.user_objects,
-        graph.mark_instantiated,
+        graph._mark_instantiated,
         graph.to_dot,
         graph.check_alive,
         lambda: graph.add_dependencies(a, b),

@@ -34,11 +34,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CopyOp",
+    "DefaultsOp",
     "FillOp",
+    "FreeOp",
     "HostOp",
     "KernelOp",
     "Op",
     "SignalSlotOp",
+    "StreamMemOpOp",
     "WaitSignalsOp",
     "WaitSlotsOp",
     "host_bytes",
@@ -395,3 +398,65 @@ class SignalSlotOp(Op):
 
     def __repr__(self) -> str:
         return f"<SignalSlotOp {self.slot}>"
+
+
+# -- memory and word operations ------------------------------------------------------------------
+
+
+class FreeOp(Op):
+    """Free an allocation when the stream reaches this point (eager ``free_async``)."""
+
+    __slots__ = ("ptr",)
+    is_sync = True  # an abandoned program still frees: nothing leaks
+
+    def __init__(self, ptr: DevicePtr) -> None:
+        super().__init__(0)
+        self.ptr = ptr
+
+    def run(self, program: Program) -> None:
+        assert program.memory is not None
+        program.memory.free(self.ptr)
+
+    def __repr__(self) -> str:
+        return f"<FreeOp {self.ptr!r}>"
+
+
+class StreamMemOpOp(Op):
+    """The device op of an eager stream memory operation (``runtime.stream_memops``).
+
+    ``memop`` is the operation (a wait or a write on a word): called with no argument, it
+    returns ``None`` when done or the :class:`Signal` to wait on before it is called again.
+    """
+
+    __slots__ = ("memop",)
+
+    def __init__(self, memop: Callable[[], Any], cost_ns: int) -> None:
+        super().__init__(cost_ns)
+        self.memop = memop
+
+    def run(self, program: Program) -> Any:
+        program.time += self.cost_ns
+        return self.memop()
+
+    def __repr__(self) -> str:
+        return f"<StreamMemOpOp {self.memop!r}>"
+
+
+_UINT32 = np.dtype(np.uint32)
+
+
+class DefaultsOp(Op):
+    """Write each ``assign_default`` conditional handle's default into its cell (start of a
+    launch; see ``exec.conditional``)."""
+
+    __slots__ = ("cells",)
+
+    def __init__(self, cells: list[tuple[int, int]]) -> None:
+        super().__init__(0)
+        self.cells = cells
+
+    def run(self, program: Program) -> None:
+        memory = program.memory
+        assert memory is not None
+        for address, value in self.cells:
+            memory.view(address, _UINT32)[0] = value

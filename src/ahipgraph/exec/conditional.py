@@ -32,7 +32,7 @@ import numpy as np
 
 from ..core.errors import HipError, IllegalState, NotSupported
 from ..device.conditional_arg import bind_handles
-from ..device.ops import Op
+from ..device.ops import DefaultsOp, Op
 from ..device.signal import Signal
 from ..graph.conditional import ConditionalHandle, ConditionalKind, ConditionalNodeParams
 from ..graph.node_type import NodeType
@@ -67,22 +67,6 @@ class _Control:
 
     def __init__(self) -> None:
         self.stopped = False
-
-
-class DefaultsOp(Op):
-    """Write each ``assign_default`` handle's default into its cell (start of a launch)."""
-
-    __slots__ = ("cells",)
-
-    def __init__(self, cells: list[tuple[int, int]]) -> None:
-        super().__init__(0)
-        self.cells = cells
-
-    def run(self, program: Program) -> None:
-        memory = program.memory
-        assert memory is not None
-        for address, value in self.cells:
-            memory.view(address, _UINT32)[0] = value
 
 
 class ConditionalOp(Op):

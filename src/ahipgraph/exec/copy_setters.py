@@ -4,7 +4,8 @@
 rules (HIP_SEMANTICS §setters): the kind must equal the node's own (``InvalidValue``); a symbol
 is resolved on the executable's device, and a symbol copy whose device endpoint would move to
 another device than the node's → ``InvalidValue``; a null symbol → ``InvalidSymbol``. Like the
-other setters, a change never disturbs a launch already enqueued.
+other setters (:mod:`.setters`), these are module functions over the executable's updater, and
+a change never disturbs a launch already enqueued.
 """
 
 from __future__ import annotations
@@ -20,11 +21,15 @@ from ..runtime.pitched import PitchedCopyParams, PitchedPtr
 from ..runtime.stream_copies import from_symbol_params, to_symbol_params
 
 if TYPE_CHECKING:
-    from ..device.device import Device
     from ..graph.node import GraphNode
     from .snapshot import ExecNode
+    from .updater import Updater
 
-__all__ = ["ExecCopySetters"]
+__all__ = [
+    "set_memcpy_3d_node_params",
+    "set_memcpy_node_from_symbol",
+    "set_memcpy_node_to_symbol",
+]
 
 Triple = tuple[int, int, int]
 
@@ -46,68 +51,56 @@ def _same_device(old: Any, new: Any, role: str) -> None:
         raise InvalidValue(f"the {role} of a symbol copy cannot move to device {new.device}")
 
 
-class ExecCopySetters:
-    """Mixin of :class:`~ahipgraph.GraphExec`."""
+def set_memcpy_3d_node_params(
+    updater: Updater,
+    node: GraphNode,
+    dst: PitchedPtr,
+    src: PitchedPtr,
+    extent: Triple,
+    dst_pos: Triple,
+    src_pos: Triple,
+    kind: CopyKind | int | None,
+) -> None:
+    """``hipGraphExecMemcpyNodeSetParams``: a pitched copy in the node's direction."""
+    exec_node = updater.node(node, NodeType.Memcpy)
+    _same_kind(exec_node, kind)
+    params = PitchedCopyParams.make_pitched(
+        dst, src, extent, dst_pos=dst_pos, src_pos=src_pos, kind=kind, device=updater.device
+    )
+    updater.set(exec_node, params)
 
-    __slots__ = ()
 
-    device: Device
+def set_memcpy_node_to_symbol(
+    updater: Updater,
+    node: GraphNode,
+    symbol: Any,
+    src: Endpoint,
+    nbytes: int | None,
+    offset: int,
+    kind: CopyKind | int | None,
+) -> None:
+    """``hipGraphExecMemcpyNodeSetParamsToSymbol``."""
+    exec_node = updater.node(node, NodeType.Memcpy)
+    params = to_symbol_params(symbol, src, nbytes, offset, kind, device=updater.device)
+    _same_kind(exec_node, kind)
+    old: MemcpyParams = exec_node.params
+    _same_device(old.dst, params.dst, "destination")
+    updater.set(exec_node, params)
 
-    def _node(self, node: GraphNode, *types: NodeType) -> ExecNode:
-        raise NotImplementedError
 
-    def _set(self, exec_node: ExecNode, params: Any) -> None:
-        raise NotImplementedError
-
-    def set_memcpy_3d_node_params(
-        self,
-        node: GraphNode,
-        dst: PitchedPtr,
-        src: PitchedPtr,
-        extent: Triple,
-        *,
-        dst_pos: Triple = (0, 0, 0),
-        src_pos: Triple = (0, 0, 0),
-        kind: CopyKind | int | None = None,
-    ) -> None:
-        """``hipGraphExecMemcpyNodeSetParams``: a pitched copy in the node's direction."""
-        exec_node = self._node(node, NodeType.Memcpy)
-        _same_kind(exec_node, kind)
-        params = PitchedCopyParams.make_pitched(
-            dst, src, extent, dst_pos=dst_pos, src_pos=src_pos, kind=kind, device=self.device
-        )
-        self._set(exec_node, params)
-
-    def set_memcpy_node_to_symbol(
-        self,
-        node: GraphNode,
-        symbol: Any,
-        src: Endpoint,
-        nbytes: int | None = None,
-        offset: int = 0,
-        kind: CopyKind | int | None = None,
-    ) -> None:
-        """``hipGraphExecMemcpyNodeSetParamsToSymbol``."""
-        exec_node = self._node(node, NodeType.Memcpy)
-        params = to_symbol_params(symbol, src, nbytes, offset, kind, device=self.device)
-        _same_kind(exec_node, kind)
-        old: MemcpyParams = exec_node.params
-        _same_device(old.dst, params.dst, "destination")
-        self._set(exec_node, params)
-
-    def set_memcpy_node_from_symbol(
-        self,
-        node: GraphNode,
-        dst: Endpoint,
-        symbol: Any,
-        nbytes: int | None = None,
-        offset: int = 0,
-        kind: CopyKind | int | None = None,
-    ) -> None:
-        """``hipGraphExecMemcpyNodeSetParamsFromSymbol``."""
-        exec_node = self._node(node, NodeType.Memcpy)
-        params = from_symbol_params(dst, symbol, nbytes, offset, kind, device=self.device)
-        _same_kind(exec_node, kind)
-        old: MemcpyParams = exec_node.params
-        _same_device(old.src, params.src, "source")
-        self._set(exec_node, params)
+def set_memcpy_node_from_symbol(
+    updater: Updater,
+    node: GraphNode,
+    dst: Endpoint,
+    symbol: Any,
+    nbytes: int | None,
+    offset: int,
+    kind: CopyKind | int | None,
+) -> None:
+    """``hipGraphExecMemcpyNodeSetParamsFromSymbol``."""
+    exec_node = updater.node(node, NodeType.Memcpy)
+    params = from_symbol_params(dst, symbol, nbytes, offset, kind, device=updater.device)
+    _same_kind(exec_node, kind)
+    old: MemcpyParams = exec_node.params
+    _same_device(old.src, params.src, "source")
+    updater.set(exec_node, params)

@@ -24,7 +24,7 @@ from ..runtime.completion import Completion
 
 if TYPE_CHECKING:
     from ..runtime.stream import Stream
-    from .graph_exec import GraphExec
+    from .launcher import Launcher
     from .signal_pool import SignalSet
 
 __all__ = ["enqueue_cross_device"]
@@ -39,18 +39,16 @@ def _waits(stream: Stream) -> list[Signal]:
     return waits
 
 
-def enqueue_cross_device(
-    graph_exec: GraphExec, stream: Stream, signal_set: SignalSet
-) -> Completion:
-    """Submit one launch of ``graph_exec`` for ``stream`` of another device (synchronous)."""
-    home = graph_exec._home_stream()
+def enqueue_cross_device(launcher: Launcher, stream: Stream, signal_set: SignalSet) -> Completion:
+    """Submit one launch by ``launcher`` for ``stream`` of another device (synchronous)."""
+    home = launcher.home_stream()
     if stream.state is not stream.state.OPEN:
-        graph_exec.pool.release(signal_set)
+        launcher.pool.release(signal_set)
         stream.check_open()  # raises: destroyed while the launch waited for a signal set
     waits = _waits(stream)
     if waits:
         home.submit(Program((WaitSignalsOp(waits),)))
-    completion = graph_exec._enqueue(home, signal_set, report_to=stream)
-    done = graph_exec._last_done  # the launch just enqueued
+    completion = launcher.enqueue(home, signal_set, report_to=stream)
+    done = launcher.last_done  # the launch just enqueued
     stream.submit(Program((WaitSignalsOp((done,)),), Signal(1)))
     return completion

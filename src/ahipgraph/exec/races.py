@@ -29,11 +29,11 @@ from typing import TYPE_CHECKING, Any
 
 from ..device.device import get_device
 from ..device.host_function import HostFunction
+from ..device.ops import FreeOp
 from ..device.pointer import DevicePtr
 from ..graph.node_type import NodeType
 from ..graph.params import MemAllocParams, MemFreeParams
 from ..runtime.params import HostParams, KernelParams, MemcpyParams, MemsetParams
-from ..runtime.stream_memory import FreeOp
 
 if TYPE_CHECKING:
     from ..graph.graph import Graph

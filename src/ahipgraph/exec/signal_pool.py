@@ -1,8 +1,9 @@
 """The signal-set pool (HIP's ``GraphSignalManager``).
 
-Every launch of an executable needs a set of completion signals to connect its parallel slots.
-The pool creates ``num_sets`` sets of ``count`` signals at instantiate; a launch borrows one in
-O(1) without allocating and gives it back, re-armed, when its last packet completes.
+Every launch of an executable needs a set of completion signals to connect its parallel
+strands (the plan's parallel slots). The pool creates ``num_sets`` sets of ``count`` signals at
+instantiate; a launch borrows one in O(1) without allocating and gives it back, re-armed, when
+its last packet completes.
 
 When the pool is empty, ``acquire_nowait`` either creates a new set (counted as a miss; the pool
 keeps it — HIP's behaviour) or, in waiting mode, reports that nothing is free; ``acquire`` then
@@ -10,9 +11,10 @@ parks on the one wait primitive. ``release`` hands the set straight to the first
 non-blocking acquire can never jump the queue, and a waiter cancelled after the hand-off gives
 the set back.
 
-Each set also carries ``extra`` binding slots after its own signals: per-launch references to
-signals the pool does not own (the previous launch's completion, event records and waits).
-They are overwritten by every launch and cleared on release; re-arming never touches them.
+Each set also carries ``extra`` bindings after its own signals (signal indices ``count`` and
+up): per-launch references to signals the pool does not own (the previous launch's completion,
+event records and waits). They are overwritten by every launch and cleared on release;
+re-arming never touches them.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ REACHED = Signal(0)
 
 
 class SignalSet:
-    """``count`` pooled signals followed by ``extra`` per-launch binding slots."""
+    """``count`` pooled signals followed by ``extra`` per-launch bindings."""
 
     __slots__ = ("count", "signals")
 

@@ -1,5 +1,8 @@
 """Pitched (3D) and symbol memcpy nodes: the ``Graph`` adds and the ``GraphNode`` setters.
 
+The adds are module functions over the graph they are given (``Graph``'s public methods call
+them); the setters are still a mixin of ``GraphNode``.
+
 ``hipGraphAddMemcpyNode`` (with ``hipMemcpy3DParms``), ``hipGraphAddMemcpyNodeToSymbol`` and
 ``hipGraphAddMemcpyNodeFromSymbol`` and their ``hipGraphMemcpyNodeSetParams*`` twins. Every
 node made here is a ``Memcpy`` node (HIP's symbol nodes report ``Memcpy`` too), validated by
@@ -22,92 +25,72 @@ from .node_type import NodeType
 
 if TYPE_CHECKING:
     from .builder import Deps
+    from .graph import Graph
     from .node import GraphNode
     from .params import NodeParams
 
-__all__ = ["GraphCopyBuilder", "NodeCopySetters"]
+__all__ = [
+    "NodeCopySetters",
+    "add_memcpy_3d_node",
+    "add_memcpy_node_from_symbol",
+    "add_memcpy_node_to_symbol",
+]
 
 Triple = tuple[int, int, int]
 
 
-class GraphCopyBuilder:
-    """Mixin of :class:`~ahipgraph.Graph`: pitched and symbol memcpy nodes."""
+def add_memcpy_3d_node(
+    graph: Graph,
+    dst: PitchedPtr,
+    src: PitchedPtr,
+    extent: Triple,
+    dst_pos: Triple,
+    src_pos: Triple,
+    kind: CopyKind | int | None,
+    deps: Deps,
+) -> GraphNode:
+    """A pitched copy node (``hipGraphAddMemcpyNode``)."""
+    return graph._add_node(
+        NodeType.Memcpy,
+        deps,
+        lambda: PitchedCopyParams.make_pitched(
+            dst, src, extent, dst_pos=dst_pos, src_pos=src_pos, kind=kind
+        ),
+    )
 
-    __slots__ = ()
 
-    def _add_node(
-        self, node_type: NodeType, deps: Deps, build: Callable[[], NodeParams]
-    ) -> GraphNode:
-        raise NotImplementedError
+def add_memcpy_node_to_symbol(
+    graph: Graph,
+    symbol: Any,
+    src: Endpoint,
+    nbytes: int | None,
+    offset: int,
+    kind: CopyKind | int | None,
+    deps: Deps,
+) -> GraphNode:
+    """A copy node into a symbol (``hipGraphAddMemcpyNodeToSymbol``)."""
+    return graph._add_node(
+        NodeType.Memcpy,
+        deps,
+        lambda: to_symbol_params(symbol, src, nbytes, offset, kind, device=get_device()),
+    )
 
-    def add_memcpy_3d_node(
-        self,
-        dst: PitchedPtr,
-        src: PitchedPtr,
-        extent: Triple,
-        *,
-        dst_pos: Triple = (0, 0, 0),
-        src_pos: Triple = (0, 0, 0),
-        kind: CopyKind | int | None = None,
-        deps: Deps = (),
-    ) -> GraphNode:
-        """Add a pitched copy of ``extent`` = (width bytes, height rows, depth slices)
-        (``hipGraphAddMemcpyNode``); a 2D copy is a depth of 1.
 
-        Raises:
-            InvalidValue: destroyed graph, bad deps, a null endpoint, a pitch above the
-                current device's ``max_pitch``, a region out of bounds.
-            InvalidPitchValue: a pitch below the width. InvalidMemcpyDirection: a bad kind.
-        """
-        return self._add_node(
-            NodeType.Memcpy,
-            deps,
-            lambda: PitchedCopyParams.make_pitched(
-                dst, src, extent, dst_pos=dst_pos, src_pos=src_pos, kind=kind
-            ),
-        )
-
-    def add_memcpy_node_to_symbol(
-        self,
-        symbol: Any,
-        src: Endpoint,
-        nbytes: int | None = None,
-        offset: int = 0,
-        kind: CopyKind | int | None = None,
-        *,
-        deps: Deps = (),
-    ) -> GraphNode:
-        """Add a copy into ``symbol`` at ``offset`` (``hipGraphAddMemcpyNodeToSymbol``).
-
-        Raises:
-            InvalidSymbol: not a declared symbol. InvalidValue: destroyed graph, bad deps,
-                ``offset + nbytes`` past the symbol. InvalidMemcpyDirection: a bad kind.
-        """
-        return self._add_node(
-            NodeType.Memcpy,
-            deps,
-            lambda: to_symbol_params(symbol, src, nbytes, offset, kind, device=get_device()),
-        )
-
-    def add_memcpy_node_from_symbol(
-        self,
-        dst: Endpoint,
-        symbol: Any,
-        nbytes: int | None = None,
-        offset: int = 0,
-        kind: CopyKind | int | None = None,
-        *,
-        deps: Deps = (),
-    ) -> GraphNode:
-        """Add a copy out of ``symbol`` at ``offset`` (``hipGraphAddMemcpyNodeFromSymbol``).
-
-        Raises: as :meth:`add_memcpy_node_to_symbol`.
-        """
-        return self._add_node(
-            NodeType.Memcpy,
-            deps,
-            lambda: from_symbol_params(dst, symbol, nbytes, offset, kind, device=get_device()),
-        )
+def add_memcpy_node_from_symbol(
+    graph: Graph,
+    dst: Endpoint,
+    symbol: Any,
+    nbytes: int | None,
+    offset: int,
+    kind: CopyKind | int | None,
+    deps: Deps,
+) -> GraphNode:
+    """A copy node out of a symbol (``hipGraphAddMemcpyNodeFromSymbol``)."""
+    return graph._add_node(
+        NodeType.Memcpy,
+        deps,
+        lambda: from_symbol_params(dst, symbol, nbytes, offset, kind, device=get_device()),
+    )
 
 
 class NodeCopySetters:
@@ -115,8 +98,9 @@ class NodeCopySetters:
 
     __slots__ = ()
 
-    def _set(self, types: tuple[NodeType, ...], build: Callable[[], NodeParams]) -> None:
-        raise NotImplementedError
+    if TYPE_CHECKING:  # GraphNode's own: check the node and its type, then set the parameters
+
+        def _set(self, types: tuple[NodeType, ...], build: Callable[[], NodeParams]) -> None: ...
 
     def set_memcpy_3d_params(
         self,

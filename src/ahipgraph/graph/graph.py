@@ -48,11 +48,9 @@ from ..core.lifecycle import (
     owner_key,
 )
 from ..core.registry import HandleRegistry
-from ..core.surface import own_mixin_methods
 from ..lifetime.user_object import UserObject, check_count
 from ..runtime import observe
-from . import dot
-from .builder import GraphBuilder
+from . import builder, copy_nodes, dot, topology
 from .conditional import (
     ConditionalHandle,
     ConditionalKind,
@@ -60,18 +58,24 @@ from .conditional import (
     check_conditional,
     make_handle,
 )
-from .copy_nodes import GraphCopyBuilder
 from .memnodes import RESERVATIONS
 from .node import NODES, GraphNode, live_node
 from .node_type import NodeType
 from .params import ChildGraphParams, NodeParams
-from .topology import GraphTopology
 
 if TYPE_CHECKING:
+    from ..device.kernel import DimLike, Kernel
+    from ..device.pointer import DevicePtr
+    from ..device.properties import CopyKind
     from ..exec.graph_exec import GraphExec
     from ..exec.races import RaceReport
+    from ..runtime.event import Event
+    from ..runtime.params import Endpoint
+    from ..runtime.pitched import PitchedPtr
     from .builder import Deps
     from .generic import GraphNodeParams
+
+Triple = tuple[int, int, int]
 
 __all__ = ["GRAPHS", "Graph", "GraphStatistics", "live_graph"]
 
@@ -126,8 +130,7 @@ class _GraphRecord(HandleRecord):
             raise first
 
 
-@own_mixin_methods
-class Graph(GraphTopology, GraphBuilder, GraphCopyBuilder, DestroyOnExit):
+class Graph(DestroyOnExit):
     """A graph of device work (``hipGraphCreate``). See the ``add_*_node`` methods.
 
     Attributes:
@@ -184,7 +187,7 @@ class Graph(GraphTopology, GraphBuilder, GraphCopyBuilder, DestroyOnExit):
         if GRAPHS.get(self.hid) is not self:
             check_live(False, "graph", self)
 
-    # -- building (the add_* methods are in GraphBuilder) ------------------------------------------
+    # -- building: the public adds call graph/builder.py and graph/copy_nodes.py -----------------
 
     def _add_node(
         self, node_type: NodeType, deps: Deps, build: Callable[[], NodeParams]
@@ -287,6 +290,245 @@ class Graph(GraphTopology, GraphBuilder, GraphCopyBuilder, DestroyOnExit):
         src._succ.remove(dst)
         dst._deps.remove(src)
         self._edge_count -= 1
+
+    # -- edges and queries (graph/topology.py) ----------------------------------------------------
+
+    def add_dependencies(
+        self, from_nodes: Sequence[GraphNode] | GraphNode, to_nodes: Sequence[GraphNode] | GraphNode
+    ) -> None:
+        """Add edges ``from_nodes[i] -> to_nodes[i]`` (``hipGraphAddDependencies``).
+
+        Cycles are not checked here (as in HIP); ordering a cyclic graph fails later. Nothing
+        is added unless every edge is valid.
+
+        Raises:
+            InvalidValue: destroyed graph; a null, destroyed or foreign node; a self-edge; an
+                edge that exists already or is given twice.
+            ValueError: the two lists differ in length.
+        """
+        topology.add_dependencies(self, from_nodes, to_nodes)
+
+    def remove_dependencies(
+        self, from_nodes: Sequence[GraphNode] | GraphNode, to_nodes: Sequence[GraphNode] | GraphNode
+    ) -> None:
+        """Remove edges ``from_nodes[i] -> to_nodes[i]`` (``hipGraphRemoveDependencies``).
+
+        Raises:
+            InvalidValue: destroyed graph; a null, destroyed or foreign node; an edge that does
+                not exist (or is given twice). Nothing is removed then.
+            ValueError: the two lists differ in length.
+            NotSupported: the graph has memory-alloc or memory-free nodes (HIP's answer).
+        """
+        topology.remove_dependencies(self, from_nodes, to_nodes)
+
+    def nodes(self) -> list[GraphNode]:
+        """All nodes in topological order (``hipGraphGetNodes``: Kahn, insertion-order FIFO).
+
+        Raises:
+            InvalidValue: destroyed graph, or the graph has a cycle.
+        """
+        return topology.nodes(self)
+
+    def root_nodes(self) -> list[GraphNode]:
+        """Nodes without dependencies, in insertion order (``hipGraphGetRootNodes``)."""
+        return topology.root_nodes(self)
+
+    def edges(self) -> list[tuple[GraphNode, GraphNode]]:
+        """Every edge (from, to): nodes in insertion order, each node's edges in edge order."""
+        return topology.edges(self)
+
+    def _ordered_nodes(self) -> list[GraphNode]:
+        """Nodes in insertion order (caller holds the lock)."""
+        return list(self._nodes)
+
+    # -- the add_* methods (graph/builder.py, graph/copy_nodes.py) --------------------------------
+
+    def add_kernel_node(
+        self,
+        kernel: Kernel,
+        grid: DimLike,
+        block: DimLike,
+        args: Sequence[Any] = (),
+        *,
+        shared_mem: int = 0,
+        priority: int = 0,
+        deps: Deps = (),
+    ) -> GraphNode:
+        """Add a kernel launch (``hipGraphAddKernelNode``): grid in blocks, block in threads.
+
+        ``priority`` is the node's launch priority attribute (lower is more urgent, as stream
+        priorities); with ``InstantiateFlags.USE_NODE_PRIORITY`` the most urgent parallel
+        branch runs on the launch stream.
+
+        Raises:
+            InvalidValue: destroyed graph, bad deps, a null kernel, too much shared memory.
+            InvalidConfiguration: bad grid or block. TypeError/ValueError: bad arguments.
+        """
+        return builder.add_kernel_node(self, kernel, grid, block, args, shared_mem, priority, deps)
+
+    def add_memcpy_node(
+        self,
+        dst: Endpoint,
+        src: Endpoint,
+        nbytes: int | None = None,
+        kind: CopyKind | int | None = None,
+        *,
+        deps: Deps = (),
+    ) -> GraphNode:
+        """Add a linear copy (``hipGraphAddMemcpyNode1D``); its direction is fixed from now on.
+
+        The direction comes from the endpoints (device pointers or host numpy arrays); ``kind``,
+        if given, must agree. ``nbytes`` defaults to the host array's size.
+
+        Raises:
+            InvalidValue: destroyed graph, bad deps, null endpoint, a range outside an allocation.
+            InvalidDevicePointer: a pointer outside live memory. InvalidMemcpyDirection: bad kind.
+        """
+        return builder.add_memcpy_node(self, dst, src, nbytes, kind, deps)
+
+    def add_memset_node(
+        self,
+        dst: DevicePtr,
+        value: int,
+        width: int,
+        *,
+        element_size: int = 1,
+        height: int = 1,
+        pitch: int | None = None,
+        deps: Deps = (),
+    ) -> GraphNode:
+        """Add a fill of ``height`` rows of ``width`` elements (``hipGraphAddMemsetNode``).
+
+        Raises:
+            InvalidValue: destroyed graph, bad deps, null ``dst``, element size not 1/2/4,
+                a width or height of 0 (as HIP), a region outside the allocation.
+        """
+        return builder.add_memset_node(self, dst, value, width, element_size, height, pitch, deps)
+
+    def add_host_node(
+        self, fn: Callable[..., Any], args: Sequence[Any] = (), *, deps: Deps = ()
+    ) -> GraphNode:
+        """Add a host callback ``fn(*args)`` (``hipGraphAddHostNode``); it may be ``async``.
+
+        Raises:
+            InvalidValue: destroyed graph, bad deps, ``fn`` is None. TypeError: not callable.
+        """
+        return builder.add_host_node(self, fn, args, deps)
+
+    def add_child_graph_node(self, child: Graph, *, deps: Deps = ()) -> GraphNode:
+        """Embed a copy of ``child``, taken now (``hipGraphAddChildGraphNode``).
+
+        Later edits to ``child`` do not reach the copy; edit the copy through
+        ``node.params.graph``. A graph may be added as its own child.
+
+        Raises:
+            InvalidValue: destroyed graph, bad deps, ``child`` null or destroyed.
+            NotSupported: ``child`` has memory-alloc or memory-free nodes.
+        """
+        return self._add_child_graph(child, deps)
+
+    def add_empty_node(self, *, deps: Deps = ()) -> GraphNode:
+        """Add a node that does nothing, for ordering (``hipGraphAddEmptyNode``)."""
+        return self._add_node(NodeType.Empty, deps, lambda: None)
+
+    def add_event_record_node(self, event: Event, *, deps: Deps = ()) -> GraphNode:
+        """Record ``event`` when the node runs (``hipGraphAddEventRecordNode``).
+
+        Raises:
+            InvalidValue: destroyed graph, bad deps, ``event`` null or destroyed.
+        """
+        return builder.add_event_record_node(self, event, deps)
+
+    def add_event_wait_node(self, event: Event, *, deps: Deps = ()) -> GraphNode:
+        """Wait for ``event`` when the node runs (``hipGraphAddEventWaitNode``).
+
+        Raises:
+            InvalidValue: destroyed graph, bad deps, ``event`` null or destroyed.
+        """
+        return builder.add_event_wait_node(self, event, deps)
+
+    def add_mem_alloc_node(
+        self, nbytes: int, *, device: int | None = None, deps: Deps = ()
+    ) -> GraphNode:
+        """Allocate ``nbytes`` on ``device`` when the node runs (``hipGraphAddMemAllocNode``).
+
+        ``device`` defaults to the calling task's current device (``ahg.set_device``).
+
+        The address is reserved now, so later nodes can use ``node.params.ptr`` at once; the
+        memory behind it is committed by the executable when the node runs.
+
+        Raises:
+            InvalidValue: destroyed graph, bad deps, a size below 1, no such device.
+            OutOfMemory: the device's address range has no room left for ``nbytes``.
+            NotSupported: this graph is embedded in a child-graph node.
+            TypeError: ``nbytes`` is not an int.
+        """
+        return builder.add_mem_alloc_node(self, nbytes, device, deps)
+
+    def add_mem_free_node(self, ptr: DevicePtr, *, deps: Deps = ()) -> GraphNode:
+        """Free a memory-alloc node's allocation when the node runs (``hipGraphAddMemFreeNode``).
+
+        Raises:
+            InvalidValue: destroyed graph, bad deps, ``ptr`` null, not the start of an
+                allocation made by an alloc node of a live graph, or already freed by a node.
+            NotSupported: this graph is embedded in a child-graph node.
+        """
+        return builder.add_mem_free_node(self, ptr, deps)
+
+    def add_memcpy_3d_node(
+        self,
+        dst: PitchedPtr,
+        src: PitchedPtr,
+        extent: Triple,
+        *,
+        dst_pos: Triple = (0, 0, 0),
+        src_pos: Triple = (0, 0, 0),
+        kind: CopyKind | int | None = None,
+        deps: Deps = (),
+    ) -> GraphNode:
+        """Add a pitched copy of ``extent`` = (width bytes, height rows, depth slices)
+        (``hipGraphAddMemcpyNode``); a 2D copy is a depth of 1.
+
+        Raises:
+            InvalidValue: destroyed graph, bad deps, a null endpoint, a pitch above the
+                current device's ``max_pitch``, a region out of bounds.
+            InvalidPitchValue: a pitch below the width. InvalidMemcpyDirection: a bad kind.
+        """
+        return copy_nodes.add_memcpy_3d_node(self, dst, src, extent, dst_pos, src_pos, kind, deps)
+
+    def add_memcpy_node_to_symbol(
+        self,
+        symbol: Any,
+        src: Endpoint,
+        nbytes: int | None = None,
+        offset: int = 0,
+        kind: CopyKind | int | None = None,
+        *,
+        deps: Deps = (),
+    ) -> GraphNode:
+        """Add a copy into ``symbol`` at ``offset`` (``hipGraphAddMemcpyNodeToSymbol``).
+
+        Raises:
+            InvalidSymbol: not a declared symbol. InvalidValue: destroyed graph, bad deps,
+                ``offset + nbytes`` past the symbol. InvalidMemcpyDirection: a bad kind.
+        """
+        return copy_nodes.add_memcpy_node_to_symbol(self, symbol, src, nbytes, offset, kind, deps)
+
+    def add_memcpy_node_from_symbol(
+        self,
+        dst: Endpoint,
+        symbol: Any,
+        nbytes: int | None = None,
+        offset: int = 0,
+        kind: CopyKind | int | None = None,
+        *,
+        deps: Deps = (),
+    ) -> GraphNode:
+        """Add a copy out of ``symbol`` at ``offset`` (``hipGraphAddMemcpyNodeFromSymbol``).
+
+        Raises: as :meth:`add_memcpy_node_to_symbol`.
+        """
+        return copy_nodes.add_memcpy_node_from_symbol(self, dst, symbol, nbytes, offset, kind, deps)
 
     # -- generic and conditional nodes (graph/generic.py, graph/conditional.py) -----------------
 
@@ -497,8 +739,9 @@ class Graph(GraphTopology, GraphBuilder, GraphCopyBuilder, DestroyOnExit):
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
-    def mark_instantiated(self) -> None:
-        """Record that an executable was made from this graph (the executable layer calls it)."""
+    def _mark_instantiated(self) -> None:
+        """Record that an executable was made from this graph (an internal hook: only
+        ``exec/instantiate.py`` calls it, once the executable owns the alloc ranges)."""
         with self.lock:
             self.check_alive()
             self.instantiated = True

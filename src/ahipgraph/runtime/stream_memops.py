@@ -38,14 +38,13 @@ import numpy as np
 
 from ..core.errors import InvalidValue
 from ..device.device import check_range, resolve_pointer
-from ..device.ops import Op
+from ..device.ops import StreamMemOpOp
 from ..device.pointer import DevicePtr
 from .completion import Completion
 from .enqueue import enqueue_pair
 from .params import HostParams
 
 if TYPE_CHECKING:
-    from ..device.program import Program
     from .stream import Stream
 
 __all__ = ["StreamMemOp", "StreamMemOpsMixin", "StreamWaitFlag", "condition_met"]
@@ -172,23 +171,6 @@ class StreamMemOp:
             f"StreamMemOp(wait{self.bits} {self.ptr!r} {self.flag.name} {self.value:#x} "
             f"mask={self.mask:#x})"
         )
-
-
-class StreamMemOpOp(Op):
-    """The device op of an eager stream memory operation."""
-
-    __slots__ = ("memop",)
-
-    def __init__(self, memop: StreamMemOp, cost_ns: int) -> None:
-        super().__init__(cost_ns)
-        self.memop = memop
-
-    def run(self, program: Program) -> Any:
-        program.time += self.cost_ns
-        return self.memop()
-
-    def __repr__(self) -> str:
-        return f"<StreamMemOpOp {self.memop!r}>"
 
 
 def _not_none(flags: Any, mask: Any) -> None:

@@ -12,35 +12,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..core.errors import HipError, InvalidValue
-from ..device.ops import Op
+from ..device.ops import FreeOp
 from ..device.pointer import DevicePtr
 from . import observe
 from .completion import Completion
 from .enqueue import enqueue_pair
 
 if TYPE_CHECKING:
-    from ..device.program import Program
     from .stream import Stream
 
 __all__ = ["FreeOp", "StreamMemoryMixin"]
-
-
-class FreeOp(Op):
-    """Free an allocation when the stream reaches this point (eager ``free_async``)."""
-
-    __slots__ = ("ptr",)
-    is_sync = True  # an abandoned program still frees: nothing leaks
-
-    def __init__(self, ptr: DevicePtr) -> None:
-        super().__init__(0)
-        self.ptr = ptr
-
-    def run(self, program: Program) -> None:
-        assert program.memory is not None
-        program.memory.free(self.ptr)
-
-    def __repr__(self) -> str:
-        return f"<FreeOp {self.ptr!r}>"
 
 
 class StreamMemoryMixin:

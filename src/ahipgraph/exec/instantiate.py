@@ -1,0 +1,255 @@
+"""Instantiation: one function from a graph to everything an executable runs with.
+
+:func:`check_request` checks ``graph.instantiate``'s arguments before anything is built.
+:func:`instantiate` then does all the expensive work, once: copy the graph (under its lock),
+check kernel nodes against the device, optionally check races, plan segments and strands, size
+the argument arena, compile one op list per strand with the arguments packed into the arena, make
+the signal-set pool and the internal streams, and mark the graph instantiated. It returns an
+:class:`Instantiated` record; the :class:`~ahipgraph.GraphExec` constructor takes that record
+and nothing else, and splits it between its launcher and its updater.
+
+A failure anywhere frees what was made so far: the graph, the device and its memory are as
+they were (check, then commit).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..core.errors import NotSupported
+from ..device.device import Device, get_device
+from ..graph.node_type import NodeType
+from ..runtime.stream import Stream, launch_stream
+from .arena import HEADROOM_BYTES, KernelArgArena
+from .compile import Compiled, compile_plan
+from .conditional import Conditionals
+from .conditional import prepare as prepare_conditionals
+from .flags import InstantiateFlags, check_instantiate_flags
+from .planner import Plan, plan_graph
+from .races import ExecRaces, RaceError, check_exec_graph
+from .signal_pool import SignalSetPool
+from .snapshot import ExecGraph, ExecNode, snapshot, source_map
+
+if TYPE_CHECKING:
+    from ..graph.graph import Graph
+    from ..lifetime.user_object import UserObject
+
+__all__ = [
+    "MAX_PARALLEL_STREAMS",
+    "InstantiateRequest",
+    "Instantiated",
+    "check_request",
+    "instantiate",
+]
+
+MAX_PARALLEL_STREAMS = 4  # HIP's DEBUG_HIP_FORCE_GRAPH_QUEUES default
+_MAX_SIGNAL_SETS = 1 << 16  # prepopulated sets; the pool still grows past them when needed
+_OPTIONS: dict[str, tuple[type, ...]] = {
+    "signal_sets": (int,),
+    "signal_set_policy": (str,),
+    "wait_for_signal_sets": (bool,),
+    "arena_headroom": (int,),
+    "strict_flush": (bool,),
+    "upload_stream": (Stream, type(None)),
+    "check_races": (bool,),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class InstantiateRequest:
+    """``graph.instantiate``'s arguments, checked."""
+
+    flags: InstantiateFlags
+    device: Device
+    options: dict[str, Any]
+    upload: bool
+    upload_stream: Stream | None
+
+
+@dataclass(slots=True, eq=False)
+class Instantiated:
+    """Everything :func:`instantiate` made: what a :class:`~ahipgraph.GraphExec` runs with."""
+
+    flags: InstantiateFlags
+    device: Device
+    graph: ExecGraph
+    sources: dict[Any, ExecNode]  # original node handle -> its copy
+    plan: Plan
+    compiled: Compiled
+    arena: KernelArgArena
+    pool: SignalSetPool
+    internal_streams: list[Stream]  # strands 1.. of every launch
+    conditionals: Conditionals | None
+    races: ExecRaces | None
+    user_objects: list[UserObject]  # each once; the executable adopts one reference of each
+
+
+def check_request(flags: int, device: Device | None, options: dict[str, Any]) -> InstantiateRequest:
+    """Check every argument of ``graph.instantiate`` before anything is built.
+
+    Raises:
+        TypeError / ValueError: an unknown option, or an option of the wrong type.
+        NotSupported: ``DEVICE_LAUNCH`` (the simulator has no device-side launch).
+    """
+    checked = check_instantiate_flags(flags)
+    _check_options(options)
+    signal_set_policy(options)  # a bad policy fails before anything is built
+    if device is None:
+        device = get_device()  # the calling task's current device
+    elif not isinstance(device, Device):
+        raise TypeError(f"device must be a Device (ahg.get_device(n)), got {device!r}")
+    if checked is InstantiateFlags.DEVICE_LAUNCH:
+        raise NotSupported("device-side graph launch is not simulated")
+    upload_stream = options.get("upload_stream")
+    if upload_stream is not None and checked is not InstantiateFlags.UPLOAD:
+        raise ValueError("upload_stream is only used with InstantiateFlags.UPLOAD")
+    upload = checked is InstantiateFlags.UPLOAD
+    if upload:
+        launch_stream(upload_stream, device)  # checked before anything is built
+    return InstantiateRequest(checked, device, options, upload, upload_stream)
+
+
+def instantiate(graph: Graph, request: InstantiateRequest) -> Instantiated:
+    """Build everything an executable of ``graph`` runs with (see the module notes).
+
+    Raises:
+        InvalidValue: the graph was destroyed or has a cycle.
+        NotSupported: a graph with memory nodes instantiated a second time.
+        InvalidConfiguration: a kernel node exceeds the device's limits.
+        RaceError: ``check_races`` found unordered conflicting nodes.
+    """
+    flags, device, options = request.flags, request.device, request.options
+    with graph.lock:
+        check_instantiable(graph)
+        exec_graph, originals = snapshot(graph)  # InvalidValue on a cycle, nothing created
+        conditionals = prepare_conditionals(exec_graph)  # bodies, handles
+    every = exec_graph.walk() if conditionals is None else conditionals.walk(exec_graph)
+    checked: set[tuple[Any, ...]] = set()
+    for node in every:
+        if node.type is NodeType.Kernel:
+            # Added against the default device's limits; this executable runs on its own.
+            # Nodes of one launch shape pass or fail alike: check each shape once.
+            params = node.params
+            shape = (params.grid, params.block, params.shared_mem)
+            if shape not in checked:
+                params.check_limits(device)
+                checked.add(shape)
+    races: ExecRaces | None = None
+    if options.get("check_races", False):  # before anything is built: a race changes nothing
+        races, reports = check_exec_graph(exec_graph, originals, graph)
+        if reports:
+            raise RaceError(reports)
+    sources = source_map(originals, exec_graph)
+    max_streams = min(MAX_PARALLEL_STREAMS, len(device.queues))
+    plan = plan_graph(
+        exec_graph,
+        max_streams=max_streams,
+        use_priority=flags is InstantiateFlags.USE_NODE_PRIORITY,
+    )
+    kernels = [n for n in every if n.type is NodeType.Kernel]
+    arg_bytes = sum(-(-max(n.params.kernel.layout.size, 1) // 16) * 16 for n in kernels)
+    arena = KernelArgArena(
+        device,
+        arg_bytes + options.get("arena_headroom", HEADROOM_BYTES),
+        strict=options.get("strict_flush", False),
+    )
+    pool: SignalSetPool | None = None
+    internal_streams: list[Stream] = []
+    try:
+        if conditionals is not None:  # handle cells, and kernels pointed at them
+            conditionals.allocate(device)
+            conditionals.bind_all(exec_graph)
+        compiled = compile_plan(
+            exec_graph,
+            plan,
+            device,
+            arena,
+            auto_free=flags is InstantiateFlags.AUTO_FREE_ON_LAUNCH,
+            conditionals=conditionals,
+        )
+        pool = SignalSetPool(
+            plan.num_signals,
+            extra=compiled.extra,
+            num_sets=options.get("signal_sets", 16),
+            wait_when_empty=signal_set_policy(options) == "wait",
+        )
+        for _ in range(plan.num_slots - 1):
+            internal_streams.append(Stream._create(device, non_blocking=True, owned=True))
+        with graph.lock:  # the graph may have changed hands while we prepared
+            check_instantiable(graph)
+            graph._mark_instantiated()  # from here on the executable owns alloc ranges
+    except BaseException:
+        arena.close()
+        if pool is not None:
+            pool.close()
+        for stream in internal_streams:
+            stream.destroy()
+        if conditionals is not None:
+            conditionals.free(device)
+        raise
+    user_objects = list(exec_graph.user_objects)
+    if conditionals is not None:  # bodies' user objects too, each once
+        user_objects = list(dict.fromkeys(user_objects + conditionals.user_objects))
+    return Instantiated(
+        flags=flags,
+        device=device,
+        graph=exec_graph,
+        sources=sources,
+        plan=plan,
+        compiled=compiled,
+        arena=arena,
+        pool=pool,
+        internal_streams=internal_streams,
+        conditionals=conditionals,
+        races=races,
+        user_objects=user_objects,
+    )
+
+
+def check_instantiable(graph: Graph) -> None:
+    """HIP's instantiate checks on the graph itself. Call with the graph's lock held."""
+    graph.check_alive()
+    if graph.has_mem_nodes and graph.instantiated:
+        raise NotSupported("a graph with memory nodes can be instantiated only once")
+
+
+def _check_options(options: dict[str, Any]) -> None:
+    """Reject a misspelt or mistyped instantiate option instead of silently ignoring it."""
+    unknown = sorted(set(options) - set(_OPTIONS))
+    if unknown:
+        known = ", ".join(["device", *_OPTIONS])
+        raise TypeError(f"unknown instantiate option(s) {', '.join(unknown)}; known: {known}")
+    for name, value in options.items():
+        types = _OPTIONS[name]
+        if not isinstance(value, types) or (bool not in types and isinstance(value, bool)):
+            names = " or ".join(t.__name__ for t in types)
+            raise TypeError(f"instantiate option {name} must be {names}, got {value!r}")
+    if not 1 <= options.get("signal_sets", 1) <= _MAX_SIGNAL_SETS:
+        raise ValueError(
+            f"signal_sets must be in 1..{_MAX_SIGNAL_SETS}, got {options['signal_sets']}"
+        )
+    if options.get("arena_headroom", 0) < 0:
+        raise ValueError(f"arena_headroom must be >= 0, got {options['arena_headroom']}")
+
+
+def signal_set_policy(options: dict[str, Any]) -> str:
+    """What a launch does when every signal set is in use: the one acquire policy.
+
+    ``signal_set_policy="wait"`` (the default) parks the launch until a completion returns a
+    set; ``"grow"`` adds a set (HIP's counted miss). ``wait_for_signal_sets=True/False`` is
+    the older spelling of the same choice.
+
+    Raises:
+        ValueError: another policy, or two spellings that disagree.
+    """
+    policy = options.get("signal_set_policy")
+    legacy = options.get("wait_for_signal_sets")
+    if policy is not None and policy not in ("wait", "grow"):
+        raise ValueError(f"signal_set_policy must be 'wait' or 'grow', got {policy!r}")
+    if legacy is not None:
+        spelled = "wait" if legacy else "grow"
+        if policy is not None and policy != spelled:
+            raise ValueError(f"signal_set_policy={policy!r} contradicts wait_for_signal_sets")
+        policy = spelled
+    return policy or "wait"

@@ -1,0 +1,308 @@
+"""The launcher of an executable: signal sets, the one acquire policy, enqueue and completion.
+
+A :class:`~ahipgraph.GraphExec` owns one :class:`Launcher`; its ``launch`` and
+``launch_nowait`` delegate here. The launcher owns:
+
+* the **signal-set pool** and the one acquire policy (``signal_set_policy``): ``"wait"`` (the
+  default) parks a launch until a completion returns a set, so a host launching in a tight loop
+  yields once per pool's worth of launches; ``"grow"`` adds a set (HIP's counted miss);
+* the **internal streams** that run strands 1.. of a launch, and the *home* stream of cross-device
+  launches (:mod:`.cross_device`);
+* the **launch counts** (enqueued, completed) and the previous launch's completion signal,
+  which orders the launches of one executable;
+* the **enqueue**: bind the per-launch signals (previous launch, event nodes) into the borrowed
+  set and submit one prepared program per strand, in plain synchronous code (atomic for the event
+  loop);
+* the **completion** (strand 0's ``on_done``): report an error to the stream, return the set, let
+  the updater free argument slots no launch reads any more, drop the launch's reference.
+
+Which op lists a launch runs is the updater's business (:mod:`.updater`): a launch holds the
+version current when it was enqueued. The reference count and the state stay the executable's;
+the launcher reads them under the executable's lock, the one lock for launches and updates.
+
+Words: a *strand* is one of the plan's parallel slots (strand 0 is the launch stream); a *signal
+index* is a position in a launch's signal set; an *argument slot* is a range of the arena.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any
+
+from ..core.errors import HipError, InvalidValue, NotReady
+from ..device.program import Program
+from ..device.signal import Signal
+from ..runtime import observe
+from ..runtime.completion import Completion
+from ..runtime.stream import Stream, StreamState, launch_stream
+from .cross_device import enqueue_cross_device
+from .exec_state import ExecState
+from .flags import InstantiateFlags
+from .signal_pool import REACHED, SignalSet, SignalSetPool
+
+if TYPE_CHECKING:
+    from ..device.device import Device
+    from .compile import Compiled
+    from .graph_exec import GraphExec, _ExecRecord
+    from .snapshot import ExecGraph
+    from .updater import Updater, Version
+
+__all__ = ["Launch", "Launcher"]
+
+
+class Launch:
+    """Book-keeping of one launch in flight, released by its completion."""
+
+    __slots__ = ("done", "exec", "launcher", "signal_set", "stream", "version")
+
+    def __init__(
+        self, launcher: Launcher, version: Version, signal_set: SignalSet, stream: Stream
+    ) -> None:
+        self.launcher = launcher
+        self.exec = launcher.owner
+        self.version = version
+        self.signal_set = signal_set
+        self.stream = stream
+        self.done = Signal(1)
+
+    def strand_finished(self, program: Program) -> None:
+        if program.error is not None and self.done.error is None:
+            self.done.error = program.error
+
+    def finished(self, program: Program) -> None:
+        self.launcher.finished(self)
+
+
+class Launcher:
+    """Enqueues the launches of one executable and completes them. See the module notes."""
+
+    __slots__ = (
+        "compiled",
+        "completed",
+        "device",
+        "flags",
+        "graph",
+        "home",
+        "internal_streams",
+        "last_done",
+        "launches",
+        "lock",
+        "owner",
+        "pool",
+        "record",
+        "updater",
+    )
+
+    updater: Updater  # attached by the executable once the updater exists (it reads our counts)
+
+    def __init__(
+        self,
+        owner: GraphExec,
+        lock: threading.RLock,
+        *,
+        device: Device,
+        flags: InstantiateFlags,
+        graph: ExecGraph,
+        compiled: Compiled,
+        pool: SignalSetPool,
+        internal_streams: list[Stream],
+    ) -> None:
+        self.owner = owner
+        self.lock = lock  # the executable's: launches and updates are one critical section
+        self.device = device
+        self.flags = flags
+        self.graph = graph
+        self.compiled = compiled
+        self.pool = pool
+        self.internal_streams = internal_streams
+        self.home: Stream | None = None  # for launches on other devices' streams
+        # The executable's finalizer record, told of the home stream when it is made.
+        self.record: _ExecRecord | None = None
+        self.launches = 0
+        self.completed = 0
+        self.last_done: Signal = REACHED
+
+    @property
+    def in_flight(self) -> int:
+        return self.launches - self.completed
+
+    # -- launch ---------------------------------------------------------------------------------
+
+    def target(self, stream: Stream | None) -> Stream | None:
+        """The checks every launch makes, in HIP's order; None when the graph is empty."""
+        owner = self.owner
+        if owner.state is not ExecState.OPEN:
+            owner.check_alive()  # raises
+        stream = launch_stream(stream, self.device, any_device=True)
+        if stream._capture is not None:  # capturing a launch is not supported: HIP's rule
+            raise stream._capture.unsupported("a graph launch")
+        if not self.graph.nodes:
+            return None
+        if self.compiled.unfreed_ptrs:
+            self._check_allocations()
+        # The loop, before anything is taken: no loop, or another loop that owns a busy
+        # device, fails here with the executable and its pool untouched.
+        self.device.bind_loop()
+        if stream.device is not self.device:
+            stream.device.bind_loop()
+        return stream
+
+    def acquire_nowait(self) -> SignalSet | None:
+        """A signal set without parking, by the pool's policy; never runs device work.
+
+        ``"wait"`` (the default): None when every set is in use, and the launch parks until
+        a completion returns one, so a host launching in a tight loop yields to the event loop
+        once per pool's worth of launches. ``"grow"``: a new set, counted as a miss (HIP's
+        behaviour).
+        """
+        return self.pool.acquire_nowait()
+
+    async def acquire(self) -> SignalSet:
+        """A signal set, parking until a completion releases one (the ``"wait"`` policy)."""
+        return await self.pool.acquire()
+
+    def submit(self, target: Stream, signal_set: SignalSet) -> Completion:
+        """Enqueue on ``target``, of this executable's device or another's."""
+        if target.device is not self.device:
+            return enqueue_cross_device(self, target, signal_set)
+        return self.enqueue(target, signal_set)
+
+    def submit_nowait(self, stream: Stream | None) -> Completion:
+        """A whole launch without ever parking (``launch_nowait``).
+
+        Raises:
+            NotReady: the pool waits when empty and no signal set is free.
+        """
+        target = self.target(stream)
+        if target is None:
+            return Completion(Signal(0), self.device)
+        signal_set = self.acquire_nowait()
+        if signal_set is None:
+            raise NotReady("no signal set is free")
+        return self.submit(target, signal_set)
+
+    def _check_allocations(self) -> None:
+        """Graph memory the previous launch allocated must be free before the next launch.
+
+        Decided from what was launched, never from timing: with the previous launch still in
+        flight its blocks cannot have been freed yet, so the launch is refused.
+        """
+        compiled = self.compiled
+        if (
+            compiled.unfreed_ptrs
+            and self.launches
+            and self.flags is not InstantiateFlags.AUTO_FREE_ON_LAUNCH
+            and (self.in_flight or any(self._committed(ptr) for ptr in compiled.unfreed_ptrs))
+        ):
+            raise InvalidValue(
+                "the previous launch's graph allocations were never freed; free them or "
+                "instantiate with AUTO_FREE_ON_LAUNCH"
+            )
+
+    def _committed(self, ptr: Any) -> bool:
+        try:
+            self.device.memory.resolve(ptr, 0)
+        except HipError:
+            return False
+        return True
+
+    def home_stream(self) -> Stream:
+        """This executable's own stream on its device, for cross-device launches."""
+        with self.lock:
+            if self.home is None:
+                self.home = Stream._create(self.device, non_blocking=True, owned=True)
+                if self.record is not None:
+                    self.record.home = self.home
+            return self.home
+
+    def enqueue(
+        self, stream: Stream, signal_set: SignalSet, report_to: Stream | None = None
+    ) -> Completion:
+        """Submit one launch: synchronous from here on, so it is atomic for the event loop.
+
+        ``report_to``: the stream a failure is reported to, if not ``stream``. A refused launch
+        (destroyed executable or stream, or the race checker's raise mode) gives ``signal_set``
+        back and changes nothing.
+        """
+        owner = self.owner
+        plan = None
+        if observe.observer is not None:  # the race checker decides before anything commits
+            try:
+                plan = observe.observer.launching(owner, stream, report_to)
+            except BaseException:
+                self.pool.release(signal_set)
+                raise
+        with self.lock:
+            if owner.state is not ExecState.OPEN or stream.state is not StreamState.OPEN:
+                self.pool.release(signal_set)  # destroyed while we waited for a set
+                owner.check_alive()
+                stream.check_open()
+            owner._refcount += 1
+            version = self.updater.version
+            version.in_flight += 1
+            self.launches += 1
+            compiled = self.compiled
+            signals = signal_set.signals
+            signals[compiled.prev_index] = self.last_done
+            for binding in compiled.bindings:
+                event = binding.node.params.event
+                if binding.is_record:
+                    record = Signal(1)
+                    signals[binding.index] = record
+                    event.recorded(record)
+                else:
+                    signals[binding.index] = event.signal or REACHED
+            launch = Launch(self, version, signal_set, report_to or stream)
+            self.last_done = launch.done
+        strand_ops = version.strand_ops
+        head = Program(strand_ops[0], launch.done, signals=signals, on_done=launch.finished)
+        stream.submit(head)
+        if len(strand_ops) > 1:
+            queues = self.device.queues
+            base = stream.queue.index
+            for k in range(1, len(strand_ops)):
+                internal = self.internal_streams[k - 1]
+                internal.queue = queues[(base + k) % len(queues)]  # never the launch queue
+                internal.submit(
+                    Program(strand_ops[k], None, signals=signals, on_done=launch.strand_finished)
+                )
+        completion = Completion(launch.done, self.device, head)
+        if observe.observer is not None:  # the race checker: a launch is one op on the stream
+            observe.observer.launched(owner, stream, completion, plan, report_to)
+        return completion
+
+    # -- completion -----------------------------------------------------------------------------
+
+    def finished(self, launch: Launch) -> None:
+        """Completion of a launch (on the device's loop): return everything it borrowed."""
+        error = launch.done.error
+        if error is not None:
+            launch.stream.report_error(error)
+        self.pool.release(launch.signal_set)
+        owner = self.owner
+        with self.lock:
+            launch.version.in_flight -= 1
+            self.completed += 1
+            updater = self.updater
+            if updater.retired:
+                updater.free_retired(self.completed)
+            owner._refcount -= 1  # the launch's reference
+            last = not owner._refcount
+        if last:
+            owner._free_from_completion()
+
+    # -- teardown -------------------------------------------------------------------------------
+
+    def fail_waiters(self, error: BaseException) -> None:
+        """Wake every launch parked for a signal set with ``error`` (the executable is gone)."""
+        self.pool.fail_waiters(error)
+
+    def close(self) -> None:
+        """Drop the signal sets and the internal and home streams (nothing is in flight)."""
+        self.pool.close()
+        for stream in self.internal_streams:
+            stream.destroy()
+        self.internal_streams = []
+        home, self.home = self.home, None
+        if home is not None:
+            home.destroy()

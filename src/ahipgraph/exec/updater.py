@@ -1,0 +1,226 @@
+"""The updater of an executable: versions, copy-on-write and argument-slot retirement.
+
+A :class:`~ahipgraph.GraphExec` owns one :class:`Updater`; its setters and ``update()``
+(:mod:`.setters`, :mod:`.copy_setters`) validate in HIP's order and hand the changes here.
+
+Updates never touch bytes or ops an enqueued launch will read:
+
+* **Versions.** A launch holds the :class:`Version` (the per-strand op lists) current when it was
+  enqueued. With launches in flight an update copies the op lists first (a new version,
+  copy-on-write); without, it edits them in place.
+* **Argument slots.** With launches in flight new kernel arguments go to new arena slots;
+  without, and when they fit, they are rewritten in place. A superseded slot is *retired*
+  with the launch count at the time, and freed once every launch enqueued before the update
+  has completed (launches of one executable complete in order, because each waits for the
+  previous one): the launcher's completion calls :meth:`Updater.free_retired`.
+* **Check, then commit.** Every argument slot a change needs is allocated first (all or none),
+  so a failed update leaves the executable, its arena and the device as they were.
+
+The updater reads the launch counts from the launcher, under the executable's lock (the one
+lock for launches and updates).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from ..core.errors import InvalidValue
+from ..device.ops import Op
+from ..graph.node import GraphNode, live_node
+from ..graph.node_type import NodeType
+from ..runtime.params import KernelParams
+from .arena import ArgSlot, KernelArgArena
+from .compile import Compiled, node_op, reads_same
+from .conditional import Conditionals, settle_update
+from .races import ExecRaces
+from .snapshot import ExecGraph, ExecNode
+from .update import Change, check_setter
+
+if TYPE_CHECKING:
+    from ..device.device import Device
+    from .graph_exec import GraphExec
+    from .launcher import Launcher
+
+__all__ = ["Updater", "Version"]
+
+
+class Version:
+    """One generation of the replay programs. Launches hold the version they were enqueued with."""
+
+    __slots__ = ("in_flight", "strand_ops")
+
+    def __init__(self, strand_ops: list[list[Op]]) -> None:
+        self.strand_ops = strand_ops  # one op list per strand of the plan
+        self.in_flight = 0
+
+    @property
+    def slot_ops(self) -> list[list[Op]]:
+        """The op lists under the compiled plan's name (``Compiled.slot_ops``)."""
+        return self.strand_ops
+
+
+class Updater:
+    """Changes an executable's nodes without disturbing launches. See the module notes."""
+
+    __slots__ = (
+        "arena",
+        "compiled",
+        "conditionals",
+        "device",
+        "graph",
+        "launcher",
+        "lock",
+        "owner",
+        "races",
+        "retired",
+        "sources",
+        "version",
+        "versions",
+    )
+
+    def __init__(
+        self,
+        owner: GraphExec,
+        lock: threading.RLock,
+        launcher: Launcher,
+        *,
+        device: Device,
+        graph: ExecGraph,
+        sources: dict[Any, ExecNode],
+        compiled: Compiled,
+        arena: KernelArgArena,
+        conditionals: Conditionals | None,
+        races: ExecRaces | None,
+    ) -> None:
+        self.owner = owner
+        self.lock = lock  # the executable's: launches and updates are one critical section
+        self.launcher = launcher  # the launch counts
+        self.device = device
+        self.graph = graph
+        self.sources = sources  # original node handle -> its copy
+        self.compiled = compiled
+        self.arena = arena
+        self.conditionals = conditionals
+        self.races = races
+        self.version = Version(compiled.slot_ops)
+        self.versions = 1
+        # (launches enqueued when the slot was superseded, the slot)
+        self.retired: deque[tuple[int, ArgSlot]] = deque()
+
+    # -- finding nodes --------------------------------------------------------------------------
+
+    def node(self, node: GraphNode, *types: NodeType) -> ExecNode:
+        """Find the copy of an original node: exec first, then node handle, then node type."""
+        self.owner.check_alive()
+        node = live_node(node)
+        exec_node = self.sources.get(node.hid)
+        if exec_node is None:
+            raise InvalidValue(f"{node!r} is not a node of the graph this executable was made from")
+        if exec_node.type not in types:
+            names = "/".join(t.name for t in types)
+            raise InvalidValue(f"{node!r} is a {exec_node.type.name} node, not {names}")
+        return exec_node
+
+    def settle_conditionals(
+        self, changes: list[Change]
+    ) -> tuple[list[Change], str, ExecNode | None]:
+        """An update's changes without unchanged conditional nodes, or why it cannot be made."""
+        return settle_update(self.conditionals, changes)
+
+    # -- applying changes -----------------------------------------------------------------------
+
+    def set(self, exec_node: ExecNode, params: Any) -> None:
+        """A per-node setter's change: HIP's compatibility rules (InvalidValue), then apply."""
+        check_setter(exec_node, params)
+        self.apply([(exec_node, params)])
+
+    def apply(self, changes: list[Change]) -> None:
+        """Give nodes new parameters without disturbing any launch already enqueued.
+
+        Check, then commit: every argument slot the changes need is allocated first (all or
+        none, :meth:`KernelArgArena.allocate_all`), so a full device or an oversized slot fails
+        here with the executable, its arena and the device exactly as they were. Nothing after
+        that can fail.
+        """
+        if self.conditionals is not None:  # kernels' handle arguments point at our cells
+            changes = [(node, self.conditionals.bind(params)) for node, params in changes]
+        with self.lock:
+            if self.races is not None:  # check_races: recheck the changed nodes only
+                self.races.check_changes(changes)
+            fresh = self._allocate_arguments(changes)
+            version = self._writable_version()
+            compiled = self.compiled
+            for node, params in changes:
+                node.params = params
+                if node.type is NodeType.Kernel:
+                    self._store_arguments(node, params, fresh.get(node))
+                location = compiled.locations.get(node)
+                if location is None:  # event nodes bind at launch instead
+                    continue
+                ops = version.strand_ops[location[0]]
+                if (
+                    node.type is NodeType.Kernel
+                    and node.enabled
+                    and reads_same(ops[location[1]], params, compiled.arg_slots[node])
+                ):
+                    continue  # new bytes in the same slot: the op already reads them
+                op = node_op(self.device, node, compiled, self.arena)
+                if op is not None:
+                    ops[location[1]] = op
+            self.arena.flush()
+            if self.races is not None:
+                self.races.commit(changes)
+
+    def _writable_version(self) -> Version:
+        version = self.version
+        if version.in_flight:  # launches hold these op lists: copy them (copy-on-write)
+            version = Version([list(ops) for ops in version.strand_ops])
+            self.version = version
+            self.versions += 1
+        return version
+
+    def _allocate_arguments(self, changes: list[Change]) -> dict[ExecNode, ArgSlot]:
+        """The new argument slots ``changes`` need (by node), allocated all at once.
+
+        A node's arguments are rewritten in place when no launch is in flight and they fit in
+        its slot; otherwise they go to a new slot.
+        """
+        needs: dict[ExecNode, int] = {}
+        arg_slots = self.compiled.arg_slots
+        in_flight = self.launcher.in_flight
+        for node, params in changes:
+            if node.type is NodeType.Kernel:
+                size = max(params.kernel.layout.size, 1)
+                if in_flight or arg_slots[node].size < size:
+                    needs[node] = size
+        if not needs:
+            return {}
+        return dict(zip(needs, self.arena.allocate_all(list(needs.values())), strict=True))
+
+    def _store_arguments(
+        self, node: ExecNode, params: KernelParams, fresh: ArgSlot | None = None
+    ) -> None:
+        """Write a node's new arguments: into ``fresh`` (allocated beforehand) or in place."""
+        arg_slots = self.compiled.arg_slots
+        arg_slot = arg_slots[node]
+        if fresh is None:
+            self.arena.write(arg_slot, params.arg_bytes)  # nothing in flight reads it: in place
+            return
+        self.arena.write(fresh, params.arg_bytes)
+        arg_slots[node] = fresh
+        launcher = self.launcher
+        if launcher.in_flight:  # free once every launch enqueued so far has completed
+            self.retired.append((launcher.launches, arg_slot))
+        else:
+            self.arena.free(arg_slot)
+
+    def free_retired(self, completed: int) -> None:
+        """Free the retired argument slots no launch reads once ``completed`` launches are done.
+
+        Called by the launcher's completion, under the executable's lock.
+        """
+        retired = self.retired
+        while retired and retired[0][0] <= completed:
+            self.arena.free(retired.popleft()[1])
