@@ -56,7 +56,6 @@ from .core.errors import (
     Unknown,
 )
 from .device.conditional_arg import CondHandle, set_conditional
-from .device.device import Device, configure_devices, device_count, get_device
 from .device.graph_pool import GraphMemAttribute
 from .device.kernel import Dim3, Kernel, Threads, kernel
 from .device.kernel_args import (
@@ -96,6 +95,7 @@ from .runtime.capture import (
 )
 from .runtime.completion import Completion
 from .runtime.current import current_device, set_device
+from .runtime.device import Device, configure_devices, device_count, get_device
 from .runtime.event import Event, elapsed_time
 from .runtime.launch_attributes import (
     AccessPolicyWindow,

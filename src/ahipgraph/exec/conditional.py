@@ -40,10 +40,10 @@ from ..runtime.params import KernelParams
 from .snapshot import ExecGraph, ExecNode, snapshot
 
 if TYPE_CHECKING:
-    from ..device.device import Device
     from ..device.pointer import DevicePtr
     from ..device.program import Program
     from ..lifetime.user_object import UserObject
+    from ..runtime.device import Device
 
 __all__ = ["ConditionalOp", "Conditionals", "prepare"]
 

@@ -40,7 +40,6 @@ from ..core.errors import (
 from ..core.lifecycle import DestroyOnExit, report_unraisable
 from ..core.registry import HandleRegistry
 from ..core.surface import own_mixin_methods
-from ..device.device import Device, get_device
 from ..device.ops import Op
 from ..device.program import Program
 from ..device.signal import Signal
@@ -49,6 +48,7 @@ from ..graph.node import GraphNode, live_node
 from ..graph.node_type import NodeType
 from ..runtime import observe
 from ..runtime.completion import Completion
+from ..runtime.device import Device, get_device
 from ..runtime.params import KernelParams
 from ..runtime.stream import Stream, StreamState, launch_stream
 from .arena import HEADROOM_BYTES, ArenaStatistics, ArgSlot, KernelArgArena

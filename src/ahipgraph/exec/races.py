@@ -25,10 +25,10 @@ from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..device.device import get_device
 from ..device.pointer import DevicePtr
 from ..graph.node_type import NodeType
 from ..graph.params import MemAllocParams, MemFreeParams
+from ..runtime.device import get_device
 from ..runtime.params import KernelParams, MemcpyParams, MemsetParams
 from ..runtime.stream_memory import FreeOp
 

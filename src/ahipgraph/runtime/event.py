@@ -18,7 +18,7 @@ from ..device.signal import Signal
 from . import capture, observe
 
 if TYPE_CHECKING:
-    from ..device.device import Device
+    from .device import Device
 
 __all__ = ["EVENTS", "Event", "elapsed_time", "live_event"]
 

@@ -20,10 +20,10 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..device.device import Device
     from ..device.pointer import DevicePtr
     from ..device.signal import Signal
     from .completion import Completion
+    from .device import Device
     from .event import Event
     from .stream import Stream
 

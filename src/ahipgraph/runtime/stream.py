@@ -17,7 +17,6 @@ the whole context; a per-stream rule keeps unrelated work usable, which is what 
 
 from __future__ import annotations
 
-import contextlib
 import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -33,7 +32,6 @@ from ..core.errors import (
 from ..core.lifecycle import DestroyOnExit
 from ..core.registry import HandleRegistry
 from ..core.surface import own_mixin_methods
-from ..device.device import get_device
 from ..device.kernel import DimLike, Kernel
 from ..device.ops import Op, WaitSignalsOp
 from ..device.pointer import DevicePtr
@@ -42,6 +40,7 @@ from ..device.properties import CopyKind
 from ..device.signal import Signal
 from . import capture, observe
 from .completion import Completion
+from .device import get_device
 from .event import Event, live_event
 from .params import Endpoint, HostParams, KernelParams, MemcpyParams, MemsetParams
 from .per_thread import STREAM_PER_THREAD, per_thread_stream
@@ -51,8 +50,8 @@ from .stream_memops import StreamMemOpsMixin
 from .stream_memory import StreamMemoryMixin
 
 if TYPE_CHECKING:
-    from ..device.device import Device
     from ..device.hwqueue import HardwareQueue
+    from .device import Device
 
 __all__ = ["STREAMS", "Stream", "StreamState", "StreamStatistics", "launch_stream"]
 
@@ -112,7 +111,7 @@ class Stream(
         self._retired_cb: Callable[[Program], None] = self._retired
         self._capture: capture.StreamCapture | capture._NullGuard | None = None
         self.hid = STREAMS.register(self)
-        device.streams.append(self)
+        device._add_stream(self)
 
     @classmethod
     def _create(
@@ -355,8 +354,7 @@ class Stream(
         if self._capture is not None:
             capture.stream_destroyed(self)
         self.state = StreamState.DESTROYED
-        with contextlib.suppress(ValueError):
-            self.device.streams.remove(self)
+        self.device._remove_stream(self)
 
     def statistics(self) -> StreamStatistics:
         return StreamStatistics(
