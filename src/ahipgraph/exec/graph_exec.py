@@ -467,12 +467,8 @@ class GraphExec(NodeSetters, ExecCopySetters, DestroyOnExit):
             self._last_release()
         except Exception as error:
             message = f"a user-object destructor raised while {self!r} was freed"
-            loop = self.device.loop
-            if loop is not None and not loop.is_closed():
-                loop.call_exception_handler(
-                    {"message": message, "exception": error, "graph_exec": self}
-                )
-            else:
+            context = {"message": message, "exception": error, "graph_exec": self}
+            if not self.device.engine.report_exception(context):
                 report_unraisable(error, message, self)
 
     async def upload(self, stream: Stream | None = None) -> None:
