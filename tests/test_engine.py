@@ -59,8 +59,10 @@ def test_a_loop_closed_under_parked_tasks_hands_the_device_to_the_next_loop(
             state["waiter"] = asyncio.ensure_future(state["first"].wait())
         if parked_on in ("pool", "both"):
             state["launcher"] = asyncio.ensure_future(graph_exec.launch(stream))
-            while not graph_exec.statistics().signal_pool.waiters:
-                await asyncio.sleep(0)  # one turn: the launching task parks on the pool
+            for _ in range(100):  # one turn each, until the launching task parks on the pool
+                if graph_exec.statistics().signal_pool.waiters:
+                    break
+                await asyncio.sleep(0)
         await asyncio.sleep(0)  # one turn: the completion waiter parks
 
     loop = asyncio.new_event_loop()
@@ -92,3 +94,87 @@ def test_a_loop_closed_under_parked_tasks_hands_the_device_to_the_next_loop(
     stream.destroy()
     device.free(out)
     assert _baseline(device) == before
+
+
+# -- item 8b: two loops on two threads share one device -------------------------------------
+
+_RAN: list[tuple[int, int]] = []  # (which thread submitted, which thread ran it)
+
+
+@ahg.kernel
+def record_thread(t: ahg.Threads, which: ahg.int32) -> None:
+    _RAN.append((int(which), threading.get_ident()))
+
+
+def test_two_loops_on_two_threads_share_a_device_one_owner_at_a_time(
+    fast_switching: None,
+) -> None:
+    device = ahg.get_device(0)
+    rounds = 60
+    graphs = []
+    for which in (0, 1):
+        graph = ahg.Graph()
+        first = graph.add_kernel_node(record_thread, 1, 1, (which,))
+        graph.add_kernel_node(record_thread, 1, 1, (which,), deps=[first])
+        graphs.append(graph)
+    execs = [graph.instantiate(signal_sets=2) for graph in graphs]
+    streams = [device.create_stream(), device.create_stream()]
+    idents = [0, 0]
+    launched = [0, 0]
+    refused = [0, 0]
+    errors: list[BaseException] = []
+    start = threading.Barrier(2)
+    messages: set[str] = set()
+    _RAN.clear()
+
+    async def work(which: int) -> None:
+        stream, graph_exec = streams[which], execs[which]
+        for _ in range(rounds):
+            try:
+                eager = await stream.launch_kernel(record_thread, 1, 1, (which,))
+            except ahg.IllegalState as error:  # the other loop owns the busy device
+                messages.add(str(error))
+                refused[which] += 1
+                await asyncio.sleep(0)
+                continue
+            replay = await graph_exec.launch(stream)  # the device is this loop's while busy
+            launched[which] += 1
+            await replay
+            await eager
+            await stream.synchronize()
+
+    def thread(which: int) -> None:
+        idents[which] = threading.get_ident()
+        start.wait()
+        try:
+            asyncio.run(work(which))
+        except BaseException as error:
+            errors.append(error)
+
+    threads = [threading.Thread(target=thread, args=(k,)) for k in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not any(t.is_alive() for t in threads), "a loop hung"
+    assert errors == []
+    assert sum(launched) + sum(refused) == 2 * rounds
+    assert all("busy on another event loop" in message for message in messages)
+    # Every kernel ran on the thread of the loop that submitted it.
+    by_thread = {idents[0]: 0, idents[1]: 1}
+    assert len(_RAN) == 3 * sum(launched)
+    for which, ran_on in _RAN:
+        if by_thread[ran_on] != which:
+            pytest.fail(f"work of thread {which} ran on thread {by_thread[ran_on]}")
+    for which, graph_exec in enumerate(execs):
+        stats = graph_exec.statistics()
+        # A refused call took nothing: launches and completions match what was accepted.
+        assert (stats.launches, stats.completed, stats.in_flight) == (launched[which],) * 2 + (0,)
+        assert stats.signal_pool.free == stats.signal_pool.sets
+        graph_exec.destroy()
+    assert device.statistics().in_flight == 0
+    assert all(queue.pending == 0 for queue in device.queues)
+    for graph in graphs:
+        graph.destroy()
+    for stream in streams:
+        stream.destroy()

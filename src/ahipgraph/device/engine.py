@@ -247,6 +247,11 @@ class Engine:
 
     # -- the asyncio seam -------------------------------------------------------------------------
 
+    @staticmethod
+    def current_loop() -> asyncio.AbstractEventLoop | None:
+        """The caller's running loop, or None (never raises)."""
+        return _current_loop()
+
     def call_soon(self, callback: Callable[..., object], *args: Any) -> None:
         """Call ``callback(*args)`` on the owner loop's next turn (device work only)."""
         loop = self.loop

@@ -399,6 +399,19 @@ class GraphExec(NodeSetters, ExecCopySetters, DestroyOnExit):
 
         ``report_to``: the stream a failure is reported to, if not ``stream``.
         """
+        engine = self.device.engine
+        with engine.lock:  # no other loop can take the device between the check and the submit
+            if engine.loop is not engine.current_loop():
+                try:
+                    engine.bind_loop()  # taken by another thread's loop meanwhile, and busy
+                except BaseException:
+                    self.pool.release(signal_set)
+                    raise
+            return self._enqueue_bound(stream, signal_set, report_to)
+
+    def _enqueue_bound(
+        self, stream: Stream, signal_set: SignalSet, report_to: Stream | None
+    ) -> Completion:
         with self._lock:
             if self.state is not ExecState.OPEN or stream.state is not StreamState.OPEN:
                 self.pool.release(signal_set)  # destroyed while we waited for a set
