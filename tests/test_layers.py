@@ -18,10 +18,6 @@ ROOT = pathlib.Path(ahipgraph.__file__).parent
 
 # (module, module it reaches up to) for imports inside functions; nothing at import time.
 ALLOWED_CALL_TIME_REACHES = {
-    ("device/device.py", "runtime.event"),
-    ("device/device.py", "runtime.observe"),
-    ("device/device.py", "runtime.per_thread"),
-    ("device/device.py", "runtime.stream"),
     ("graph/graph.py", "exec.graph_exec"),
     ("graph/graph.py", "exec.races"),
     ("runtime/capture.py", "graph.graph"),

@@ -20,8 +20,8 @@ from ..runtime.pitched import PitchedCopyParams, PitchedPtr
 from ..runtime.stream_copies import from_symbol_params, to_symbol_params
 
 if TYPE_CHECKING:
-    from ..device.device import Device
     from ..graph.node import GraphNode
+    from ..runtime.device import Device
     from .snapshot import ExecNode
 
 __all__ = ["ExecCopySetters"]

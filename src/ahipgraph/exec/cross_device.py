@@ -49,8 +49,8 @@ def enqueue_cross_device(
         stream.check_open()  # raises: destroyed while the launch waited for a signal set
     waits = _waits(stream)
     if waits:
-        home.submit(Program((WaitSignalsOp(waits),)))
+        home._submit(Program((WaitSignalsOp(waits),)))
     completion = graph_exec._enqueue(home, signal_set, report_to=stream)
     done = graph_exec._last_done  # the launch just enqueued
-    stream.submit(Program((WaitSignalsOp((done,)),), Signal(1)))
+    stream._submit(Program((WaitSignalsOp((done,)),), Signal(1)))
     return completion

@@ -47,7 +47,6 @@ from ..core.lifecycle import (
 )
 from ..core.registry import HandleRegistry
 from ..core.surface import own_mixin_methods
-from ..device.device import Device, get_device
 from ..device.ops import Op
 from ..device.program import Program
 from ..device.signal import Signal
@@ -56,6 +55,7 @@ from ..graph.node import GraphNode, live_node
 from ..graph.node_type import NodeType
 from ..runtime import observe
 from ..runtime.completion import Completion
+from ..runtime.device import Device, get_device
 from ..runtime.params import KernelParams
 from ..runtime.stream import Stream, StreamState, launch_stream
 from .arena import HEADROOM_BYTES, ArenaStatistics, ArgSlot, KernelArgArena
@@ -424,9 +424,9 @@ class GraphExec(NodeSetters, ExecCopySetters, DestroyOnExit):
             self._check_allocations()
         # The loop, before anything is taken: no loop, or another loop that owns a busy
         # device, fails here with the executable and its pool untouched.
-        self.device.bind_loop()
+        self.device.engine.bind_loop()
         if stream.device is not self.device:
-            stream.device.bind_loop()
+            stream.device.engine.bind_loop()
         return stream
 
     def _check_allocations(self) -> None:
@@ -470,6 +470,19 @@ class GraphExec(NodeSetters, ExecCopySetters, DestroyOnExit):
 
         ``report_to``: the stream a failure is reported to, if not ``stream``.
         """
+        engine = self.device.engine
+        with engine.lock:  # no other loop can take the device between the check and the submit
+            if engine.loop is not engine.current_loop():
+                try:
+                    engine.bind_loop()  # taken by another thread's loop meanwhile, and busy
+                except BaseException:
+                    self.pool.release(signal_set)
+                    raise
+            return self._enqueue_bound(stream, signal_set, report_to)
+
+    def _enqueue_bound(
+        self, stream: Stream, signal_set: SignalSet, report_to: Stream | None
+    ) -> Completion:
         plan = None
         if observe.observer is not None:  # the race checker decides before anything commits
             try:
@@ -494,21 +507,21 @@ class GraphExec(NodeSetters, ExecCopySetters, DestroyOnExit):
                 if binding.is_record:
                     record = Signal(1)
                     signals[binding.index] = record
-                    event.recorded(record)
+                    event._recorded(record)
                 else:
                     signals[binding.index] = event.signal or REACHED
             launch = _Launch(self, version, signal_set, report_to or stream)
             self._last_done = launch.done
         slot_ops = version.slot_ops
         head = Program(slot_ops[0], launch.done, signals=signals, on_done=launch.finished)
-        stream.submit(head)
+        stream._submit(head)
         if len(slot_ops) > 1:
             queues = self.device.queues
             base = stream.queue.index
             for k in range(1, len(slot_ops)):
                 internal = self._internal_streams[k - 1]
                 internal.queue = queues[(base + k) % len(queues)]  # never the launch queue
-                internal.submit(
+                internal._submit(
                     Program(slot_ops[k], None, signals=signals, on_done=launch.slot_finished)
                 )
         completion = Completion(launch.done, self.device, head)
@@ -545,12 +558,8 @@ class GraphExec(NodeSetters, ExecCopySetters, DestroyOnExit):
             self._last_release()
         except Exception as error:
             message = f"a user-object destructor raised while {self!r} was freed"
-            loop = self.device.loop
-            if loop is not None and not loop.is_closed():
-                loop.call_exception_handler(
-                    {"message": message, "exception": error, "graph_exec": self}
-                )
-            else:
+            context = {"message": message, "exception": error, "graph_exec": self}
+            if not self.device.engine.report_exception(context):
                 report_unraisable(error, message, self)
 
     async def upload(self, stream: Stream | None = None) -> None:

@@ -30,10 +30,10 @@ from .snapshot import ExecGraph, ExecNode, snapshot
 from .update import Change, check_setter, device_limits_problem, diff_graphs
 
 if TYPE_CHECKING:
-    from ..device.device import Device
     from ..graph.generic import GraphNodeParams
     from ..graph.graph import Graph
     from ..graph.node import GraphNode
+    from ..runtime.device import Device
 
 __all__ = ["NodeSetters"]
 
