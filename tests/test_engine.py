@@ -21,6 +21,7 @@ import pytest
 import ahipgraph as ahg
 from ahipgraph.exec.graph_exec import EXECS
 from ahipgraph.graph.graph import GRAPHS
+from ahipgraph.runtime import observe
 from ahipgraph.runtime.stream import STREAMS
 from fakes import GatedHost
 
@@ -106,11 +107,14 @@ def record_thread(t: ahg.Threads, which: ahg.int32) -> None:
     _RAN.append((int(which), threading.get_ident()))
 
 
+@pytest.mark.parametrize(
+    "rounds", [60, pytest.param(2000, marks=pytest.mark.slow, id="soak")], ids=str
+)
 def test_two_loops_on_two_threads_share_a_device_one_owner_at_a_time(
-    fast_switching: None,
+    fast_switching: None, rounds: int
 ) -> None:
+    """Two loops racing for one device by luck (the forced interleaving is the next test)."""
     device = ahg.get_device(0)
-    rounds = 60
     graphs = []
     for which in (0, 1):
         graph = ahg.Graph()
@@ -178,3 +182,282 @@ def test_two_loops_on_two_threads_share_a_device_one_owner_at_a_time(
         graph.destroy()
     for stream in streams:
         stream.destroy()
+
+
+class _TellingLock:
+    """The engine's lock, telling when ``thread`` finds it held and has to wait for it."""
+
+    def __init__(self, thread_name: str) -> None:
+        self._lock = threading.RLock()
+        self.thread_name = thread_name
+        self.contended = threading.Event()
+
+    def __enter__(self) -> _TellingLock:
+        if not self._lock.acquire(blocking=False):
+            if threading.current_thread().name == self.thread_name:
+                self.contended.set()
+            self._lock.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+
+
+class _Pause(observe.RuntimeObserver):
+    """At the first launch on ``thread``: let the other loop act, and wait until it has acted
+    or is held off by the engine's lock. This is the window between the launch's loop check and
+    its submission."""
+
+    def __init__(self, thread: int, go: threading.Event, acted: threading.Event) -> None:
+        self.thread = thread
+        self.go = go
+        self.acted = acted
+        self.contended: threading.Event | None = None
+
+    def launching(self, graph_exec: Any, stream: ahg.Stream, user: ahg.Stream | None) -> Any:
+        if threading.get_ident() == self.thread and not self.go.is_set():
+            self.go.set()
+            assert self.contended is not None
+            for _ in range(10_000):  # a hang guard only: the other thread answers at once
+                if self.acted.wait(0.001) or self.contended.is_set():
+                    break
+        return None
+
+
+def test_a_second_loop_cannot_take_the_device_between_a_launchs_check_and_its_submit() -> None:
+    """The interleaving that broke item 8b, forced: loop A's launch has checked that its loop
+    owns the (idle) device; loop B, on another thread, now tries to bind the device and submit
+    held work. B must wait for A's submission and then be refused (the device is busy on A),
+    and A's launch must run on A's thread and take exactly what it accounts for. Without one
+    lock over check and submit, B binds the idle device, and A's launch is refused late, after
+    it counted a launch and used a signal set (or its work runs on B's thread)."""
+    if observe.observer is not None:
+        pytest.skip("another runtime observer (the race checker) is installed")
+    device = ahg.get_device(0)
+    before = _baseline(device)
+    _RAN.clear()
+    graph = ahg.Graph()
+    graph.add_kernel_node(record_thread, 1, 1, (0,))
+    graph_exec = graph.instantiate(signal_sets=1)
+    stream_a, stream_b = device.create_stream(), device.create_stream()
+    go, acted, finish = threading.Event(), threading.Event(), threading.Event()
+    lock = _TellingLock("loop-b")
+    device.engine.lock = lock  # type: ignore[misc]
+    pause = _Pause(threading.get_ident(), go, acted)
+    pause.contended = lock.contended
+    outcome: dict[str, Any] = {}
+
+    async def loop_b() -> None:
+        go.wait()
+        gate = GatedHost()
+        try:
+            done = await stream_b.launch_host_func(gate)
+        except ahg.IllegalState as error:
+            outcome["b"] = error
+            acted.set()
+            finish.wait()
+            # Once A's work is done the device is free again, and B gets it.
+            gate.open(0)
+            await (await stream_b.launch_kernel(record_thread, 1, 1, (1,)))
+            return
+        outcome["b"] = "accepted"
+        acted.set()
+        finish.wait()
+        gate.open(0)
+        await done
+
+    def thread_b() -> None:
+        try:
+            asyncio.run(loop_b())
+        except BaseException as error:
+            outcome["b_crash"] = error
+
+    b = threading.Thread(target=thread_b, name="loop-b")
+    b.start()
+    observe.install(pause)
+    try:
+
+        async def loop_a() -> None:
+            try:
+                done = await graph_exec.launch(stream_a)
+            except ahg.IllegalState as error:
+                outcome["a"] = error
+                return
+            outcome["a"] = "accepted"
+            await done
+
+        try:
+            ahg.run(loop_a)
+        finally:
+            finish.set()
+            b.join(timeout=30)
+    finally:
+        observe.uninstall(pause)
+    assert not b.is_alive(), "loop B hung"
+    assert "b_crash" not in outcome, outcome
+    assert outcome["a"] == "accepted", outcome  # A checked first: the device is A's
+    assert isinstance(outcome["b"], ahg.IllegalState), outcome
+    assert "busy on another event loop" in str(outcome["b"])
+    assert lock.contended.is_set()  # B really tried inside A's window
+    # A's kernel ran on A's thread, B's later kernel on B's.
+    assert [(which, ident == threading.get_ident()) for which, ident in _RAN] == [
+        (0, True),
+        (1, False),
+    ]
+    stats = graph_exec.statistics()
+    assert (stats.launches, stats.completed, stats.in_flight) == (1, 1, 0)
+    assert stats.signal_pool.free == stats.signal_pool.sets == 1
+    assert device.statistics().in_flight == 0
+    device.engine.lock = threading.RLock()  # type: ignore[misc]
+    graph_exec.destroy()
+    graph.destroy()
+    stream_a.destroy()
+    stream_b.destroy()
+    assert _baseline(device) == before
+
+
+# -- item 8c: the null stream reads the device's streams while another thread destroys some --
+
+
+def test_null_stream_ordering_while_another_thread_destroys_streams(fast_switching: None) -> None:
+    """The legacy null stream walks the device's streams to order after blocking ones with
+    pending work. Another thread creating and destroying streams meanwhile must neither break
+    the walk (the weak set used to raise "dictionary changed size during iteration") nor make
+    it skip the stream that has pending work: the walk reads a snapshot taken under the
+    device's stream lock."""
+    device = ahg.get_device(0)
+    assert device.null_stream is not None  # the device's own stream, made before the baseline
+    before = _baseline(device)
+    churns = 3000
+
+    async def main() -> None:
+        gate = GatedHost()
+        held = device.create_stream()
+        await held.launch_host_func(gate)  # a blocking stream with pending work
+        await gate.started(0)
+        null = device.null_stream
+        bystanders = [device.create_stream() for _ in range(200)]  # a long walk
+        errors: list[BaseException] = []
+
+        def churn() -> None:
+            try:
+                for _ in range(churns):
+                    made = [device.create_stream() for _ in range(3)]
+                    for stream in made:
+                        stream.destroy()
+            except BaseException as error:
+                errors.append(error)
+
+        thread = threading.Thread(target=churn)
+        thread.start()
+        walks = missed = 0
+        try:
+            while thread.is_alive():
+                walks += 1
+                if held.tail not in null.implicit_waits():
+                    missed += 1
+        finally:
+            thread.join()
+        assert errors == []
+        assert walks > 0
+        assert missed == 0
+        # The null stream's own work still orders after the held stream.
+        log: list[str] = []
+        after = await null.launch_host_func(log.append, "null")
+        await asyncio.sleep(0)
+        assert log == []
+        assert not after.done()
+        gate.open(0)
+        await after
+        assert log == ["null"]
+        held.destroy()
+        for stream in bystanders:
+            stream.destroy()
+
+    ahg.run(main)
+    assert _baseline(device) == before
+
+
+# -- awaiting work of another loop ------------------------------------------------------------
+
+
+def test_awaiting_a_completion_of_a_closed_loop_says_the_loop_closed() -> None:
+    """A Completion of work abandoned by a closed loop, awaited first thing on a new loop,
+    raises IllegalState that names the closed loop: it is not a kernel's failure."""
+    device = ahg.get_device(0)
+    gate = GatedHost()
+    stream = device.create_stream()
+    box: dict[str, Any] = {}
+
+    async def first() -> None:
+        box["done"] = await stream.launch_host_func(gate)
+        box["kernel"] = await stream.launch_kernel(record_thread, 1, 1, (0,))
+        await gate.started(0)
+
+    loop = asyncio.new_event_loop()
+    loop.run_until_complete(first())
+    loop.close()
+
+    async def second() -> None:
+        for key in ("kernel", "done"):
+            with pytest.raises(ahg.IllegalState, match="event loop running this work closed"):
+                await box[key]
+            error = box[key].exception()
+            assert isinstance(error, ahg.IllegalState)
+            assert not isinstance(error, ahg.LaunchFailure)
+        with pytest.raises(ahg.IllegalState):
+            await stream.synchronize()  # the stream reports its failure once
+        await stream.synchronize()
+        await (await stream.launch_kernel(record_thread, 1, 1, (0,)))
+
+    _RAN.clear()
+    ahg.run(second)
+    assert len(_RAN) == 1  # only the new loop's kernel ran
+    assert device.statistics().in_flight == 0
+    stream.destroy()
+
+
+def test_awaiting_work_of_a_live_loop_from_another_thread_is_refused() -> None:
+    """A Completion of work in flight on a loop that is still running, awaited from a loop on
+    another thread, is IllegalState (the device is busy there), and the owner's work is
+    unharmed."""
+    device = ahg.get_device(0)
+    stream = device.create_stream()
+    started, answered = threading.Event(), threading.Event()
+    box: dict[str, Any] = {}
+
+    async def other() -> None:
+        try:
+            await box["done"]
+        except BaseException as error:
+            box["error"] = error
+
+    def thread() -> None:
+        started.wait()
+        asyncio.run(other())
+        answered.set()
+
+    t = threading.Thread(target=thread)
+    t.start()
+
+    async def owner() -> None:
+        gate = GatedHost()
+        box["done"] = await stream.launch_host_func(gate)
+        await gate.started(0)
+        started.set()
+        while not answered.is_set():  # the other loop answers without waiting for us
+            await asyncio.to_thread(answered.wait, 0.01)
+        gate.open(0)
+        await box["done"]
+
+    try:
+        ahg.run(owner)
+    finally:
+        started.set()
+        t.join(timeout=30)
+    assert not t.is_alive()
+    assert isinstance(box["error"], ahg.IllegalState)
+    assert "busy on another event loop" in str(box["error"])
+    assert box["done"].exception() is None
+    assert device.statistics().in_flight == 0
+    stream.destroy()
