@@ -142,6 +142,18 @@ class Engine:
                 self._fail_abandoned_work()
         return loop
 
+    def claim(self) -> asyncio.AbstractEventLoop:
+        """The caller's loop, which owns the engine from here on: the fast path of
+        :meth:`bind_loop` for the owner loop. Call it under :attr:`lock` when the submission
+        that follows must not lose the engine to another thread's loop in between.
+
+        Raises: as :meth:`bind_loop` (no running loop, or another open loop is busy with it).
+        """
+        loop = _current_loop()
+        if loop is None or loop is not self.loop:
+            return self.bind_loop()
+        return loop
+
     def _fail_abandoned_work(self) -> None:
         """Work left behind by a closed loop fails, but still completes on the new loop.
 
@@ -233,8 +245,7 @@ class Engine:
             IllegalState: the engine is busy on another event loop.
         """
         if signal.value > 0:
-            if self.loop is not _current_loop():
-                self.bind_loop()  # park only on the loop that runs the work (or raise)
+            self.claim()  # park only on the loop that runs the work (or raise)
             await signal.wait()
         self.clock.observe(signal.time)
 

@@ -103,11 +103,9 @@ class HardwareQueue:
         has been submitted or has failed. A task cancelled while it waits takes nothing; one
         cancelled after it was woken passes the room on.
         """
-        engine = self.engine
-        if engine.loop is not engine.current_loop():
-            # Only a waiter on the device's loop can be woken by it: this binds a free device
-            # or raises IllegalState while the device is busy on another loop.
-            engine.bind_loop()
+        # Only a waiter on the device's loop can be woken by it: this binds a free device or
+        # raises IllegalState while the device is busy on another loop.
+        self.engine.claim()
         await self._room.park(on_abandon=self._settle)
 
     def settle_room(self) -> None:
@@ -127,8 +125,7 @@ class HardwareQueue:
         """Append a packet. Must be called on the device's event loop (bound if it is free)."""
         engine = self.engine
         with engine.lock:  # the owner check and the append are one step for other threads
-            if engine.loop is not engine.current_loop():
-                engine.bind_loop()  # binds a free device, or raises
+            engine.claim()  # binds a free device, or raises (no loop, or busy on another)
             now = engine.clock.now
             if program.time < now:
                 program.time = now

@@ -472,12 +472,11 @@ class GraphExec(NodeSetters, ExecCopySetters, DestroyOnExit):
         """
         engine = self.device.engine
         with engine.lock:  # no other loop can take the device between the check and the submit
-            if engine.loop is not engine.current_loop():
-                try:
-                    engine.bind_loop()  # taken by another thread's loop meanwhile, and busy
-                except BaseException:
-                    self.pool.release(signal_set)
-                    raise
+            try:
+                engine.claim()  # taken by another thread's loop meanwhile, and busy
+            except BaseException:
+                self.pool.release(signal_set)
+                raise
             return self._enqueue_bound(stream, signal_set, report_to)
 
     def _enqueue_bound(
