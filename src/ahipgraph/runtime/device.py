@@ -26,7 +26,7 @@ from ..core.lifecycle import WeakList
 from ..device import table as _table
 from ..device.base import DeviceBase
 from ..device.graph_pool import GraphMemAttribute
-from ..device.hwqueue import HardwareQueue, QueueStatistics
+from ..device.hwqueue import QueueStatistics
 from ..device.memory import MemoryStatistics
 from ..device.pointer import DevicePtr
 from ..device.properties import DeviceProperties
@@ -102,10 +102,6 @@ class Device(DeviceBase, DeviceCopyMixin):
     def in_flight(self) -> int:
         """Packets submitted and not yet finished."""
         return self.engine.in_flight
-
-    def next_queue(self) -> HardwareQueue:
-        """Round-robin queue assignment for new streams."""
-        return self.engine.next_queue()
 
     # -- the streams set (legacy null-stream ordering) ------------------------------------------
 

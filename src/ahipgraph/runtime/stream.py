@@ -105,7 +105,7 @@ class Stream(
         # Made by the runtime, not the user (the null stream, a per-thread stream): the device
         # owns it, a leak report does not count it, and replacing the device retires it.
         self.implicit = null
-        self.queue: HardwareQueue = device.queues[0] if null else device.next_queue()
+        self.queue: HardwareQueue = device.queues[0] if null else device.engine.next_queue()
         self.state = StreamState.OPEN
         self.tail: Signal | None = None
         self.submitted = 0
