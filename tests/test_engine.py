@@ -23,7 +23,8 @@ from ahipgraph.exec.graph_exec import EXECS
 from ahipgraph.graph.graph import GRAPHS
 from ahipgraph.runtime import observe
 from ahipgraph.runtime.stream import STREAMS
-from fakes import GatedHost
+from ahipgraph.testing import fresh_devices
+from fakes import GatedHost, HeldKernel
 
 
 @ahg.kernel
@@ -461,3 +462,41 @@ def test_awaiting_work_of_a_live_loop_from_another_thread_is_refused() -> None:
     assert box["done"].exception() is None
     assert device.statistics().in_flight == 0
     stream.destroy()
+
+
+def test_a_loop_closed_under_a_task_waiting_for_ring_room_leaves_the_whole_ring() -> None:
+    """A task parked for room in a full hardware queue when its loop closes: the next loop
+    finds no waiter left, the abandoned packets fail, and the whole ring is usable again."""
+    capacity = 4
+    properties = ahg.DeviceProperties(hardware_queues=1, hardware_queue_capacity=capacity)
+    with fresh_devices(1, properties) as devices:
+        device = devices[0]
+        stream = device.create_stream()
+        box: dict[str, Any] = {}
+
+        async def first() -> None:
+            held = HeldKernel()
+            box["head"] = await held.launch(stream)
+            while device.statistics().queues[0].pending < capacity:
+                await stream.launch_host_func(int)
+            await held.started.wait()
+            box["parked"] = asyncio.ensure_future(stream.launch_host_func(int))
+            await asyncio.sleep(0)  # one turn: it parks for room
+            assert device.statistics().queues[0].waiting_for_room == 1
+
+        loop = asyncio.new_event_loop()
+        loop.run_until_complete(first())
+        loop.close()
+
+        async def second() -> None:
+            with pytest.raises(ahg.IllegalState, match="closed"):
+                await stream.synchronize()
+            queue = device.statistics().queues[0]
+            assert (queue.pending, queue.waiting_for_room) == (0, 0)
+            for _ in range(capacity):  # a whole ring's worth goes in without waiting
+                stream.launch_host_func_nowait(int)
+            await stream.synchronize()
+
+        ahg.run(second)
+        assert device.statistics().in_flight == 0
+        stream.destroy()
