@@ -13,18 +13,24 @@ pump not running) or when its loop has closed; the work a closed loop left behin
 everything it borrowed is returned. Using a busy engine from a second loop is
 :class:`IllegalState`, raised before anything is taken.
 
-**One lock.** ``lock`` (re-entrant) makes binding, the idle check, submission and the pump's
-hand-over atomic when loops on several threads share a device:
+**One lock.** ``lock`` makes binding, the idle check, submission and the pump's hand-over
+atomic when loops on several threads share a device:
 
-* a submission checks the owner and appends its packet under the lock, so no other loop can
-  take the engine between the check and the append;
+* a submission checks the owner and appends its packets under the lock
+  (:meth:`Engine.claim_locked`, then ``HardwareQueue.submit_locked``), so no other loop can
+  take the engine between the check and the append; a graph launch holds it from its check
+  through the submission of all its programs;
 * the pump runs only on the owner loop's thread, and a pump scheduled on a loop that has since
   lost the engine does nothing; while it runs, no other loop can bind;
 * work is scheduled onto the owner loop with ``call_soon``, or ``call_soon_threadsafe`` from
   another thread, so a future of one loop is never resolved from another loop's thread.
 
-The queues, the ready table and ``in_flight`` change only on the owner loop's thread (or under
-the lock while no loop runs the engine).
+The lock is a plain (not re-entrant) lock, held only for bookkeeping: never while user code
+runs, never taken twice by one caller (the ``*_locked`` methods are for callers holding it), so
+an uncontended submission pays one acquire. The queues, the ready table and ``in_flight``
+change only on the owner loop's thread: under the lock when a submission may race a binding,
+without it while the pump runs (``_running`` keeps every other loop out) or from a packet's
+wake (work in flight keeps every other loop out).
 """
 
 from __future__ import annotations
@@ -38,15 +44,16 @@ from typing import TYPE_CHECKING, Any
 from ..core.clock import SimClock
 from ..core.errors import IllegalState
 from ..core.waitqueue import WaitQueue
-from .hwqueue import HardwareQueue
 
 if TYPE_CHECKING:
     from .base import DeviceBase
+    from .hwqueue import HardwareQueue
     from .signal import Signal
 
-__all__ = ["Engine", "running_loop"]
+__all__ = ["Engine", "current_loop", "running_loop"]
 
-_current_loop = asyncio._get_running_loop  # the running loop or None, without raising
+# The caller's running loop or None, without raising: the one way the device layer asks.
+current_loop = asyncio._get_running_loop
 
 
 def running_loop() -> asyncio.AbstractEventLoop:
@@ -57,7 +64,7 @@ def running_loop() -> asyncio.AbstractEventLoop:
             loop, or another async library (under anyio's trio backend asyncio's own message,
             "no running event loop", would not say why).
     """
-    loop = _current_loop()
+    loop = current_loop()
     if loop is not None:
         return loop
     if _in_trio():
@@ -103,7 +110,8 @@ class Engine:
     def __init__(self, device: DeviceBase, hardware_queues: int) -> None:
         self.device = device  # what the queues' programs run against (memory, ordinal)
         self.clock = SimClock()
-        self.lock = threading.RLock()
+        # Not re-entrant, never held while user code runs: see the module note.
+        self.lock = threading.Lock()
         self.loop: asyncio.AbstractEventLoop | None = None
         self.in_flight = 0
         # Queues with a scheduled run, in scheduling order (a dict as an ordered set).
@@ -112,6 +120,8 @@ class Engine:
         self._running = False  # the pump is running queues (on the owner loop's thread)
         self._idle = WaitQueue()
         self._next_queue = 0
+        from .hwqueue import HardwareQueue  # hwqueue.py imports this module
+
         self.queues = tuple(HardwareQueue(self, i) for i in range(hardware_queues))
 
     # -- the owner loop -------------------------------------------------------------------------
@@ -128,30 +138,48 @@ class Engine:
         if loop is self.loop:
             return loop
         with self.lock:
-            current = self.loop
-            if loop is current:
-                return loop
-            busy = self.in_flight or self._running
-            if busy and current is not None and not current.is_closed():
-                raise IllegalState(f"device {self.device.ordinal} is busy on another event loop")
-            self.loop = loop
-            self._pump = None  # a callback left on the old loop sees it lost the engine
-            self._running = False  # a closed loop cannot be running it
-            self._idle = WaitQueue()
-            if current is not None and self.in_flight:
-                self._fail_abandoned_work()
+            self._bind(loop)
         return loop
+
+    def _bind(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Make ``loop`` the owner (the lock is held): see :meth:`bind_loop`."""
+        current = self.loop
+        if loop is current:
+            return
+        busy = self.in_flight or self._running
+        if busy and current is not None and not current.is_closed():
+            raise IllegalState(f"device {self.device.ordinal} is busy on another event loop")
+        self.loop = loop
+        self._pump = None  # a callback left on the old loop sees it lost the engine
+        self._running = False  # a closed loop cannot be running it
+        self._idle = WaitQueue()
+        if current is not None and self.in_flight:
+            self._fail_abandoned_work()
 
     def claim(self) -> asyncio.AbstractEventLoop:
         """The caller's loop, which owns the engine from here on: the fast path of
-        :meth:`bind_loop` for the owner loop. Call it under :attr:`lock` when the submission
-        that follows must not lose the engine to another thread's loop in between.
+        :meth:`bind_loop` for the owner loop. Call it *without* the lock; a submission that
+        must not lose the engine to another thread's loop before it is in uses
+        :meth:`claim_locked` instead.
 
         Raises: as :meth:`bind_loop` (no running loop, or another open loop is busy with it).
         """
-        loop = _current_loop()
+        loop = current_loop()
         if loop is None or loop is not self.loop:
             return self.bind_loop()
+        return loop
+
+    def claim_locked(self) -> asyncio.AbstractEventLoop:
+        """:meth:`claim` for a caller that holds :attr:`lock`: the owner check and what the
+        caller submits next are then one step for every other thread.
+
+        Raises: as :meth:`bind_loop`; nothing changes.
+        """
+        loop = current_loop()
+        if loop is None:
+            return running_loop()  # raises, saying why
+        if loop is not self.loop:
+            self._bind(loop)
         return loop
 
     def _fail_abandoned_work(self) -> None:
@@ -171,16 +199,19 @@ class Engine:
     # -- the pump ---------------------------------------------------------------------------------
 
     def schedule(self, queue: HardwareQueue) -> None:
-        """``queue`` has work it can run: run it on the owner loop's next turn."""
-        with self.lock:
-            self.ready[queue] = None
-            if self._pump is None:
-                loop = self.loop
-                assert loop is not None
-                if loop is _current_loop():
-                    self._pump = loop.call_soon(self._run_pump, loop)
-                elif not loop.is_closed():  # from another thread: never touch the loop
-                    self._pump = loop.call_soon_threadsafe(self._run_pump, loop)
+        """``queue`` has work it can run: run it on the owner loop's next turn.
+
+        Called on the owner loop's thread (a submission, under the lock; a packet's wake, while
+        work is in flight), where the owner cannot change underneath, so it takes no lock.
+        """
+        self.ready[queue] = None
+        if self._pump is None:
+            loop = self.loop
+            assert loop is not None
+            if loop is current_loop():
+                self._pump = loop.call_soon(self._run_pump, loop)
+            elif not loop.is_closed():  # from another thread: never touch the loop
+                self._pump = loop.call_soon_threadsafe(self._run_pump, loop)
 
     def _run_pump(self, loop: asyncio.AbstractEventLoop) -> None:
         with self.lock:
@@ -198,16 +229,13 @@ class Engine:
         """
         ready = self.ready
         with self.lock:
-            if self._running or self.loop is not _current_loop():
+            if self._running or self.loop is not current_loop():
                 return
             self._running = True
-        try:
-            while True:
-                with self.lock:
-                    if not ready:
-                        break
-                    queue = next(iter(ready))
-                    del ready[queue]
+        try:  # the ready table is the owner thread's while ``_running`` keeps others out
+            while ready:
+                queue = next(iter(ready))
+                del ready[queue]
                 queue.run()
         except BaseException:  # KeyboardInterrupt/SystemExit from user code: the rest runs later
             with self.lock:
@@ -261,7 +289,7 @@ class Engine:
     @staticmethod
     def current_loop() -> asyncio.AbstractEventLoop | None:
         """The caller's running loop, or None (never raises)."""
-        return _current_loop()
+        return current_loop()
 
     def call_soon(self, callback: Callable[..., object], *args: Any) -> None:
         """Call ``callback(*args)`` on the owner loop's next turn (device work only)."""

@@ -29,11 +29,11 @@ from typing import TYPE_CHECKING
 from ..core.errors import HipError, NotReady
 from ..core.waitqueue import WaitQueue
 from . import hooks
+from .engine import Engine
 from .program import Program
 
 if TYPE_CHECKING:
     from .base import DeviceBase
-    from .engine import Engine
 
 __all__ = ["HardwareQueue", "QueueStatistics"]
 
@@ -122,22 +122,31 @@ class HardwareQueue:
             self._waking += 1
 
     def submit(self, program: Program) -> None:
-        """Append a packet. Must be called on the device's event loop (bound if it is free)."""
+        """Append a packet. Must be called on the device's event loop (bound if it is free).
+
+        Raises: as :meth:`Engine.bind_loop`, before anything changes.
+        """
         engine = self.engine
         with engine.lock:  # the owner check and the append are one step for other threads
-            engine.claim()  # binds a free device, or raises (no loop, or busy on another)
-            now = engine.clock.now
-            if program.time < now:
-                program.time = now
-            packets = self._packets
-            packets.append(program)
-            self.submitted += 1
-            engine.in_flight += 1
-            if hooks.observers is not None:  # tracing: record the host enqueue
-                for observer in hooks.observers:
-                    observer.submitted(self, program)
-            if len(packets) == 1:  # it was idle: run it soon (a parked queue is woken instead)
-                engine.schedule(self)
+            engine.claim_locked()
+            self.submit_locked(program)
+
+    def submit_locked(self, program: Program) -> None:
+        """Append a packet for a caller that holds the engine's lock and has claimed the
+        engine for its loop (:meth:`Engine.claim_locked`)."""
+        engine = self.engine
+        now = engine.clock.now
+        if program.time < now:
+            program.time = now
+        packets = self._packets
+        packets.append(program)
+        self.submitted += 1
+        engine.in_flight += 1
+        if hooks.observers is not None:  # tracing: record the host enqueue
+            for observer in hooks.observers:
+                observer.submitted(self, program)
+        if len(packets) == 1:  # it was idle: run it soon (a parked queue is woken instead)
+            engine.schedule(self)
 
     def wake(self) -> None:
         """Resume a parked queue (called by the signal or future its head packet waits on)."""

@@ -424,9 +424,9 @@ class GraphExec(NodeSetters, ExecCopySetters, DestroyOnExit):
             self._check_allocations()
         # The loop, before anything is taken: no loop, or another loop that owns a busy
         # device, fails here with the executable and its pool untouched.
-        self.device.engine.bind_loop()
+        self.device.engine.claim()
         if stream.device is not self.device:
-            stream.device.engine.bind_loop()
+            stream.device.engine.claim()
         return stream
 
     def _check_allocations(self) -> None:
@@ -473,7 +473,7 @@ class GraphExec(NodeSetters, ExecCopySetters, DestroyOnExit):
         engine = self.device.engine
         with engine.lock:  # no other loop can take the device between the check and the submit
             try:
-                engine.claim()  # taken by another thread's loop meanwhile, and busy
+                engine.claim_locked()  # taken by another thread's loop meanwhile, and busy
             except BaseException:
                 self.pool.release(signal_set)
                 raise
@@ -513,14 +513,14 @@ class GraphExec(NodeSetters, ExecCopySetters, DestroyOnExit):
             self._last_done = launch.done
         slot_ops = version.slot_ops
         head = Program(slot_ops[0], launch.done, signals=signals, on_done=launch.finished)
-        stream._submit(head)
+        stream._submit_locked(head)
         if len(slot_ops) > 1:
             queues = self.device.queues
             base = stream.queue.index
             for k in range(1, len(slot_ops)):
                 internal = self._internal_streams[k - 1]
                 internal.queue = queues[(base + k) % len(queues)]  # never the launch queue
-                internal._submit(
+                internal._submit_locked(
                     Program(slot_ops[k], None, signals=signals, on_done=launch.slot_finished)
                 )
         completion = Completion(launch.done, self.device, head)

@@ -177,14 +177,26 @@ class Stream(
         return None if self._capture is not None else self.queue
 
     def _submit(self, program: Program) -> None:
-        """Enqueue a program on this stream; its completion signal becomes the stream's tail."""
+        """Enqueue a program on this stream; its completion signal becomes the stream's tail.
+
+        Raises: as :meth:`Engine.bind_loop <ahipgraph.device.engine.Engine.bind_loop>` (no
+        running loop, or the device is busy on another loop), before anything changes.
+        """
+        engine = self.queue.engine
+        with engine.lock:  # the owner check and every packet of this enqueue: one step
+            engine.claim_locked()
+            self._submit_locked(program)
+
+    def _submit_locked(self, program: Program) -> None:
+        """:meth:`_submit` for a caller that holds the engine's lock and claimed it."""
+        queue = self.queue
         if not self.non_blocking:  # legacy default-stream ordering
             waits = self.implicit_waits()
             if waits:
-                self.queue.submit(Program([WaitSignalsOp(waits)]))
+                queue.submit_locked(Program([WaitSignalsOp(waits)]))
         if program.on_done is None:
             program.on_done = self._retired_cb
-        self.queue.submit(program)
+        queue.submit_locked(program)
         self.submitted += 1
         if program.completion is not None:
             self.tail = program.completion
