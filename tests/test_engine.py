@@ -499,3 +499,21 @@ def test_a_loop_closed_under_a_task_waiting_for_ring_room_leaves_the_whole_ring(
         ahg.run(second)
         assert device.statistics().in_flight == 0
         stream.destroy()
+
+
+@pytest.mark.parametrize(
+    ("owner", "hook"),
+    [
+        (ahg.Device, "bind_loop"),
+        (ahg.Device, "run_ready"),
+        (ahg.Device, "schedule"),
+        (ahg.Device, "next_queue"),
+        (ahg.Stream, "submit"),
+        (ahg.Stream, "take_error"),
+        (ahg.Event, "recorded"),
+    ],
+)
+def test_the_engine_hooks_are_not_public(owner: type, hook: str) -> None:
+    """The loop hooks are the engine's (``device.engine``); the runtime's submission and error
+    hooks are private, so none of them shows in the public classes."""
+    assert not hasattr(owner, hook)
