@@ -93,8 +93,8 @@ async def test_cancelled_completion_wait_leaves_no_waiter_behind(device: ahg.Dev
 async def test_cancelled_device_synchronize_leaves_no_waiter_behind(device: ahg.Device) -> None:
     held, _, _ = await held_stream(device)
     await cancel_while_parked(device.synchronize())
-    assert len(device._idle) == 0
-    assert not device._idle._waiters
+    assert len(device.engine._idle) == 0
+    assert not device.engine._idle._waiters
     held.release()
     await device.synchronize()
     assert device.in_flight == 0

@@ -11,6 +11,8 @@ from __future__ import annotations
 import ast
 import pathlib
 
+import pytest
+
 import ahipgraph
 
 ORDER = ["core", "device", "runtime", "lifetime", "graph", "exec", "tools", "testing"]
@@ -18,10 +20,6 @@ ROOT = pathlib.Path(ahipgraph.__file__).parent
 
 # (module, module it reaches up to) for imports inside functions; nothing at import time.
 ALLOWED_CALL_TIME_REACHES = {
-    ("device/device.py", "runtime.event"),
-    ("device/device.py", "runtime.observe"),
-    ("device/device.py", "runtime.per_thread"),
-    ("device/device.py", "runtime.stream"),
     ("graph/graph.py", "exec.graph_exec"),
     ("graph/graph.py", "exec.races"),
     ("runtime/capture.py", "graph.graph"),
@@ -97,3 +95,68 @@ def test_every_call_time_reach_upward_is_one_of_the_documented_few() -> None:
     _, at_call = _upward_imports()
     assert at_call - ALLOWED_CALL_TIME_REACHES == set()
     assert ALLOWED_CALL_TIME_REACHES - at_call == set()  # keep the list honest as reaches go
+
+
+def _every_relative_import(path: pathlib.Path) -> list[tuple[int, str]]:
+    """(line, absolute layer-relative module) of every relative import, TYPE_CHECKING too."""
+    found: list[tuple[int, str]] = []
+    package = path.relative_to(ROOT).parts[:-1]
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = list(package[: len(package) - node.level + 1])
+            names = [node.module] if node.module else [alias.name for alias in node.names]
+            found.extend((node.lineno, ".".join([*base, name])) for name in names)
+    return found
+
+
+def test_the_device_layer_knows_nothing_above_it_not_even_for_type_checking() -> None:
+    """The device layer (the engine, queues, memory, the devices table) names no runtime, graph
+    or exec type anywhere: the public Device sits above it, in the runtime layer."""
+    upward = []
+    for lower in ("core", "device"):
+        for path in sorted((ROOT / lower).rglob("*.py")):
+            for line, module in _every_relative_import(path):
+                layer = _layer_of(module)
+                if layer is not None and ORDER.index(layer) > ORDER.index(lower):
+                    upward.append(f"{path.relative_to(ROOT).as_posix()}:{line} imports {module}")
+    assert upward == []
+
+
+_LOOP_CALLS = {
+    "call_soon",
+    "call_soon_threadsafe",
+    "call_later",
+    "call_exception_handler",
+    "create_future",
+    "create_task",
+    "ensure_future",
+    "get_event_loop",
+    "get_running_loop",
+    "_get_running_loop",
+    "run_coroutine_threadsafe",
+}
+
+
+def test_only_the_engine_touches_the_event_loop_in_the_device_layer() -> None:
+    """``device/engine.py`` is the one seam between the device and asyncio: every loop call
+    (call_soon, futures, tasks, the running loop) of the device layer goes through it."""
+    calls = []
+    for path in sorted((ROOT / "device").rglob("*.py")):
+        if path.name == "engine.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            name = None
+            if isinstance(node, ast.Attribute) and node.attr in _LOOP_CALLS:
+                name = node.attr
+            elif isinstance(node, ast.alias) and node.name in _LOOP_CALLS:
+                name = node.name
+            if name is not None:
+                calls.append(f"device/{path.name}:{node.lineno} {name}")
+    assert calls == []
+
+
+def test_the_design_page_states_this_order() -> None:
+    page = ROOT.parent.parent / "docs" / "design.md"
+    if not page.exists():  # an installed package without its source tree
+        pytest.skip("docs/design.md is not here")
+    assert " < ".join([*ORDER[:-2], "tools/testing"]) in page.read_text()

@@ -59,7 +59,6 @@ from .core.lifecycle import ForgottenHandleWarning, collect_forgotten
 from .core.registry import RegistryStatistics
 from .core.waitqueue import WaitQueueStatistics
 from .device.conditional_arg import CondHandle, set_conditional
-from .device.device import Device, DeviceStatistics, configure_devices, device_count, get_device
 from .device.graph_pool import GraphMemAttribute, GraphPoolStatistics
 from .device.host_function import HostFunction, host_function
 from .device.hwqueue import QueueStatistics
@@ -107,6 +106,7 @@ from .runtime.capture import (
 )
 from .runtime.completion import Completion
 from .runtime.current import current_device, set_device
+from .runtime.device import Device, DeviceStatistics, configure_devices, device_count, get_device
 from .runtime.event import Event, elapsed_time
 from .runtime.launch_attributes import (
     AccessPolicyWindow,

@@ -12,6 +12,8 @@ pools that run dry — parks on a :class:`WaitQueue`. Fairness and cancellation 
   value back through ``on_abandon`` so no item is lost.
 
 A WaitQueue belongs to the event loop of its waiters and is used only from that loop's thread.
+A waiter whose loop was closed (plain ``loop.close()``, its task never resumed) is dead: wakes
+skip it, so an item is never handed to it and nothing raises "Event loop is closed".
 """
 
 from __future__ import annotations
@@ -67,7 +69,7 @@ class WaitQueue:
         waiters = self._waiters
         while waiters:
             future = waiters.popleft()
-            if not future.done():
+            if not future.done() and not future.get_loop().is_closed():
                 future.set_result(value)
                 return True
         return False
@@ -85,7 +87,7 @@ class WaitQueue:
         waiters = self._waiters
         while waiters:
             future = waiters.popleft()
-            if not future.done():
+            if not future.done() and not future.get_loop().is_closed():
                 resolve(future)
                 woken += 1
         return woken

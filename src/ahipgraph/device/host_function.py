@@ -33,7 +33,7 @@ from .pointer import DevicePtr
 if TYPE_CHECKING:
     import numpy.typing as npt
 
-    from .device import Device
+    from .base import DeviceBase
 
 __all__ = ["HostFunction", "host_function", "running_host_function"]
 
@@ -81,7 +81,7 @@ class HostFunction:
     def __call__(self, *args: Any) -> Any:
         return self.fn(*args)
 
-    def covers(self, device: Device, ptr: DevicePtr, nbytes: int) -> bool | None:
+    def covers(self, device: DeviceBase, ptr: DevicePtr, nbytes: int) -> bool | None:
         """True if a declared write covers the bytes, False if only a read does, else None."""
         start, end = ptr.address, ptr.address + nbytes
         for regions, write in ((self.writes, True), (self.reads, False)):
@@ -147,7 +147,7 @@ async def _awaiting(fn: Callable[..., Any], awaitable: Awaitable[Any]) -> Any:
 
 
 def checked_view(
-    device: Device, ptr: DevicePtr, view: npt.NDArray[Any], readonly: bool
+    device: DeviceBase, ptr: DevicePtr, view: npt.NDArray[Any], readonly: bool
 ) -> npt.NDArray[Any]:
     """``view`` as the running host function may have it: InvalidValue outside its
     declaration, read-only where it declared only reads (or when ``readonly``)."""

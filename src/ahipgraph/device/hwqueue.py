@@ -3,12 +3,11 @@
 A queue runs its packets strictly in submission order. When the head packet parks (a barrier on
 a signal that is not reached yet, an async body still running) the whole queue waits behind it,
 as an AMD hardware queue waits on a barrier packet; the packet wakes the queue when it can go on.
-A queue with work is put in its device's ready table, which the device runs on the loop's next
+A queue with work is put in its engine's ready table, which the engine runs on its loop's next
 turn (one ``call_soon`` per turn for the whole device) — work submitted from a task starts after
 that task yields, so device work is asynchronous to the host exactly as on a GPU, and
-deterministic. A host that is about to wait for device work runs the ready table at once
-(:meth:`Device.run_ready`): it is the work the loop would run next anyway, and doing it in place
-saves the waiting task a trip through the event loop.
+deterministic. Submission happens under the engine's lock, so the check that the caller's loop
+owns the device and the append are one step (see :mod:`ahipgraph.device.engine`).
 
 A queue is a ring of fixed :attr:`~HardwareQueue.capacity` packets, like an AQL queue (ROCm's
 default is 16,384 packets). A stream enqueue that finds the ring full parks until the device retires
@@ -23,7 +22,6 @@ ring is full or other tasks wait before it.
 
 from __future__ import annotations
 
-from asyncio import get_running_loop
 from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -31,10 +29,11 @@ from typing import TYPE_CHECKING
 from ..core.errors import HipError, NotReady
 from ..core.waitqueue import WaitQueue
 from . import hooks
+from .engine import Engine
 from .program import Program
 
 if TYPE_CHECKING:
-    from .device import Device
+    from .base import DeviceBase
 
 __all__ = ["HardwareQueue", "QueueStatistics"]
 
@@ -62,18 +61,20 @@ class HardwareQueue:
         "capacity",
         "completed",
         "device",
+        "engine",
         "index",
         "submitted",
     )
 
-    def __init__(self, device: Device, index: int) -> None:
-        self.device = device
+    def __init__(self, engine: Engine, index: int) -> None:
+        self.engine = engine
+        self.device: DeviceBase = engine.device
         self.index = index
         self.busy_until = 0
         self.submitted = 0
         self.completed = 0
         self._packets: deque[Program] = deque()
-        self.capacity = device.properties.hardware_queue_capacity
+        self.capacity = engine.device.properties.hardware_queue_capacity
         self._room = WaitQueue()  # tasks parked until the ring has room, FIFO
         self._waking = 0  # tasks woken with room that have not submitted yet
 
@@ -102,10 +103,9 @@ class HardwareQueue:
         has been submitted or has failed. A task cancelled while it waits takes nothing; one
         cancelled after it was woken passes the room on.
         """
-        if self.device.loop is not get_running_loop():
-            # Only a waiter on the device's loop can be woken by it: this binds a free device
-            # or raises IllegalState while the device is busy on another loop.
-            self.device.bind_loop()
+        # Only a waiter on the device's loop can be woken by it: this binds a free device or
+        # raises IllegalState while the device is busy on another loop.
+        self.engine.claim()
         await self._room.park(on_abandon=self._settle)
 
     def settle_room(self) -> None:
@@ -122,31 +122,40 @@ class HardwareQueue:
             self._waking += 1
 
     def submit(self, program: Program) -> None:
-        """Append a packet. Must be called on the device's event loop."""
-        device = self.device
-        if device.loop is not get_running_loop():
-            device.bind_loop()  # binds a free device, or raises
-        now = device.clock.now
+        """Append a packet. Must be called on the device's event loop (bound if it is free).
+
+        Raises: as :meth:`Engine.bind_loop`, before anything changes.
+        """
+        engine = self.engine
+        with engine.lock:  # the owner check and the append are one step for other threads
+            engine.claim_locked()
+            self.submit_locked(program)
+
+    def submit_locked(self, program: Program) -> None:
+        """Append a packet for a caller that holds the engine's lock and has claimed the
+        engine for its loop (:meth:`Engine.claim_locked`)."""
+        engine = self.engine
+        now = engine.clock.now
         if program.time < now:
             program.time = now
         packets = self._packets
         packets.append(program)
         self.submitted += 1
-        device.in_flight += 1
+        engine.in_flight += 1
         if hooks.observers is not None:  # tracing: record the host enqueue
             for observer in hooks.observers:
                 observer.submitted(self, program)
         if len(packets) == 1:  # it was idle: run it soon (a parked queue is woken instead)
-            device.schedule(self)
+            engine.schedule(self)
 
     def wake(self) -> None:
         """Resume a parked queue (called by the signal or future its head packet waits on)."""
-        self.device.schedule(self)
+        self.engine.schedule(self)
 
     def run(self) -> None:
         """Run packets in order until the queue is empty or its head packet parks."""
         packets = self._packets
-        device = self.device
+        engine = self.engine
         while packets:
             program = packets[0]
             if not program.run(self):
@@ -158,12 +167,12 @@ class HardwareQueue:
             try:
                 program.finish()
             finally:
-                device.in_flight -= 1
-                if not device.in_flight:
-                    device.became_idle()
+                engine.in_flight -= 1
+                if not engine.in_flight:
+                    engine.became_idle()
             if program.interrupt is not None:  # KeyboardInterrupt/SystemExit: finished, re-raise
                 if packets:
-                    device.schedule(self)  # the rest still runs on a later turn
+                    engine.schedule(self)  # the rest still runs on a later turn
                 raise program.interrupt
 
     def abandon(self, error: HipError) -> None:

@@ -16,7 +16,7 @@ Thread-safety: the tables change under one lock and are read lock-free (a dict l
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..core.errors import (
     InvalidDevice,
@@ -24,16 +24,14 @@ from ..core.errors import (
     PeerAccessAlreadyEnabled,
     PeerAccessNotEnabled,
 )
-
-if TYPE_CHECKING:
-    from .device import Device
+from .base import DeviceBase
 
 __all__ = ["can_access_peer", "disable_peer_access", "enable_peer_access", "peer_of"]
 
 _lock = threading.Lock()
 
 
-def peer_of(device: Device, peer: Any) -> Device:
+def peer_of(device: DeviceBase, peer: Any) -> DeviceBase:
     """``peer`` (a Device or an ordinal) as a configured device other than ``device``.
 
     Raises:
@@ -41,9 +39,9 @@ def peer_of(device: Device, peer: Any) -> Device:
             itself (HIP's answer for a device and itself).
         TypeError: neither a Device nor an int.
     """
-    from .device import Device, get_device
+    from .table import get_device
 
-    if isinstance(peer, Device):
+    if isinstance(peer, DeviceBase):
         if get_device(peer.ordinal) is not peer:
             raise InvalidDevice(f"{peer!r} is no longer configured")
         other = peer
@@ -58,19 +56,19 @@ def peer_of(device: Device, peer: Any) -> Device:
     return other
 
 
-def can_access_peer(device: Device, peer: Any) -> bool:
+def can_access_peer(device: DeviceBase, peer: Any) -> bool:
     """``hipDeviceCanAccessPeer``: every simulated device can map every other; itself: False.
 
     Raises:
         InvalidDevice: no such device. TypeError: not a Device or an ordinal.
     """
-    from .device import Device, get_device
+    from .table import get_device
 
-    other = peer if isinstance(peer, Device) else get_device(peer)
+    other = peer if isinstance(peer, DeviceBase) else get_device(peer)
     return other is not device
 
 
-def enable_peer_access(device: Device, peer: Any, flags: int = 0) -> None:
+def enable_peer_access(device: DeviceBase, peer: Any, flags: int = 0) -> None:
     """Let work on ``device`` read and write ``peer``'s memory.
 
     Raises:
@@ -91,7 +89,7 @@ def enable_peer_access(device: Device, peer: Any, flags: int = 0) -> None:
         peers[other.ordinal] = other.memory
 
 
-def disable_peer_access(device: Device, peer: Any) -> None:
+def disable_peer_access(device: DeviceBase, peer: Any) -> None:
     """Stop work on ``device`` from touching ``peer``'s memory (work already done is not undone;
     a kernel dispatched later with a pointer there fails with ``InvalidDevicePointer``).
 

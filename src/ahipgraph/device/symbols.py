@@ -61,9 +61,10 @@ class DeviceSymbol:
         Raises:
             InvalidDevice: no such device. TypeError: not a Device, ordinal or None.
         """
-        from .device import Device, get_device
+        from .base import DeviceBase
+        from .table import get_device
 
-        dev = device if isinstance(device, Device) else get_device(device)
+        dev = device if isinstance(device, DeviceBase) else get_device(device)
         return self.address_on(dev.memory)
 
     def address_on(self, memory: DeviceMemory) -> DevicePtr:
@@ -75,9 +76,10 @@ class DeviceSymbol:
 
     def view(self, device: Any = None) -> Any:
         """A host-side typed view of the symbol on ``device`` (for inspection and tests)."""
-        from .device import Device, get_device
+        from .base import DeviceBase
+        from .table import get_device
 
-        dev = device if isinstance(device, Device) else get_device(device)
+        dev = device if isinstance(device, DeviceBase) else get_device(device)
         ptr = self.address_on(dev.memory)
         count = self.nbytes // self.dtype.itemsize
         return dev.view(ptr, self.dtype, count).reshape(self.shape)

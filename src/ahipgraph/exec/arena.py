@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING
 from ..core.errors import InvalidValue
 
 if TYPE_CHECKING:
-    from ..device.device import Device
     from ..device.pointer import DevicePtr
+    from ..runtime.device import Device
 
 __all__ = ["ArenaStatistics", "ArgSlot", "KernelArgArena", "ARG_ALIGNMENT", "HEADROOM_BYTES"]
 

@@ -26,9 +26,9 @@ from .planner import Plan
 from .snapshot import ExecGraph, ExecNode
 
 if TYPE_CHECKING:
-    from ..device.device import Device
     from ..device.pointer import DevicePtr
     from ..device.program import Program
+    from ..runtime.device import Device
     from .conditional import Conditionals
 
 __all__ = [

@@ -40,10 +40,10 @@ from ..runtime.params import KernelParams
 from .snapshot import ExecGraph, ExecNode, snapshot
 
 if TYPE_CHECKING:
-    from ..device.device import Device
     from ..device.pointer import DevicePtr
     from ..device.program import Program
     from ..lifetime.user_object import UserObject
+    from ..runtime.device import Device
 
 __all__ = ["ConditionalOp", "Conditionals", "prepare"]
 
@@ -145,13 +145,15 @@ class ConditionalOp(Op):
 
 def _next_turn(program: Program) -> Signal:
     signal = Signal(1)
-    asyncio.get_running_loop().call_soon(signal.decrement, program.time)
+    assert program.queue is not None
+    program.queue.engine.call_soon(signal.decrement, program.time)
     return signal
 
 
 def _signal_when_done(awaitable: Any, op: Op, program: Program) -> Signal:
     signal = Signal(1)
-    future = asyncio.ensure_future(awaitable)
+    assert program.queue is not None
+    future = program.queue.engine.start(awaitable)
 
     def done(f: asyncio.Future[Any]) -> None:
         if f.cancelled():

@@ -47,8 +47,8 @@ def enqueue_cross_device(launcher: Launcher, stream: Stream, signal_set: SignalS
         stream.check_open()  # raises: destroyed while the launch waited for a signal set
     waits = _waits(stream)
     if waits:
-        home.submit(Program((WaitSignalsOp(waits),)))
+        home._submit(Program((WaitSignalsOp(waits),)))
     completion = launcher.enqueue(home, signal_set, report_to=stream)
     done = launcher.last_done  # the launch just enqueued
-    stream.submit(Program((WaitSignalsOp((done,)),), Signal(1)))
+    stream._submit(Program((WaitSignalsOp((done,)),), Signal(1)))
     return completion

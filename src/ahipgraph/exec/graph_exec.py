@@ -73,10 +73,10 @@ from .snapshot import ExecNode
 from .updater import Updater, Version
 
 if TYPE_CHECKING:
-    from ..device.device import Device
     from ..graph.generic import GraphNodeParams
     from ..graph.graph import Graph
     from ..graph.node import GraphNode
+    from ..runtime.device import Device
 
 __all__ = ["EXECS", "ExecState", "ExecStatistics", "GraphExec", "MAX_PARALLEL_STREAMS"]
 
@@ -308,12 +308,8 @@ class GraphExec(DestroyOnExit):
             self._last_release()
         except Exception as error:
             message = f"a user-object destructor raised while {self!r} was freed"
-            loop = self.device.loop
-            if loop is not None and not loop.is_closed():
-                loop.call_exception_handler(
-                    {"message": message, "exception": error, "graph_exec": self}
-                )
-            else:
+            context = {"message": message, "exception": error, "graph_exec": self}
+            if not self.device.engine.report_exception(context):
                 report_unraisable(error, message, self)
 
     async def upload(self, stream: Stream | None = None) -> None:

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import NotSupported
-from ..device.device import Device, get_device
 from ..graph.node_type import NodeType
+from ..runtime.device import Device, get_device
 from ..runtime.stream import Stream, launch_stream
 from .arena import HEADROOM_BYTES, KernelArgArena
 from .compile import Compiled, compile_plan

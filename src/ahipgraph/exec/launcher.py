@@ -41,7 +41,7 @@ from .flags import InstantiateFlags
 from .signal_pool import REACHED, SignalSet, SignalSetPool
 
 if TYPE_CHECKING:
-    from ..device.device import Device
+    from ..runtime.device import Device
     from .compile import Compiled
     from .graph_exec import GraphExec, _ExecRecord
     from .snapshot import ExecGraph
@@ -142,9 +142,9 @@ class Launcher:
             self._check_allocations()
         # The loop, before anything is taken: no loop, or another loop that owns a busy
         # device, fails here with the executable and its pool untouched.
-        self.device.bind_loop()
+        self.device.engine.claim()
         if stream.device is not self.device:
-            stream.device.bind_loop()
+            stream.device.engine.claim()
         return stream
 
     def acquire_nowait(self) -> SignalSet | None:
@@ -224,6 +224,18 @@ class Launcher:
         (destroyed executable or stream, or the race checker's raise mode) gives ``signal_set``
         back and changes nothing.
         """
+        engine = self.device.engine
+        with engine.lock:  # no other loop can take the device between the check and the submit
+            try:
+                engine.claim_locked()  # taken by another thread's loop meanwhile, and busy
+            except BaseException:
+                self.pool.release(signal_set)
+                raise
+            return self._enqueue_claimed(stream, signal_set, report_to)
+
+    def _enqueue_claimed(
+        self, stream: Stream, signal_set: SignalSet, report_to: Stream | None
+    ) -> Completion:
         owner = self.owner
         plan = None
         if observe.observer is not None:  # the race checker decides before anything commits
@@ -249,21 +261,21 @@ class Launcher:
                 if binding.is_record:
                     record = Signal(1)
                     signals[binding.index] = record
-                    event.recorded(record)
+                    event._recorded(record)
                 else:
                     signals[binding.index] = event.signal or REACHED
             launch = Launch(self, version, signal_set, report_to or stream)
             self.last_done = launch.done
         strand_ops = version.strand_ops
         head = Program(strand_ops[0], launch.done, signals=signals, on_done=launch.finished)
-        stream.submit(head)
+        stream._submit_locked(head)
         if len(strand_ops) > 1:
             queues = self.device.queues
             base = stream.queue.index
             for k in range(1, len(strand_ops)):
                 internal = self.internal_streams[k - 1]
                 internal.queue = queues[(base + k) % len(queues)]  # never the launch queue
-                internal.submit(
+                internal._submit_locked(
                     Program(strand_ops[k], None, signals=signals, on_done=launch.strand_finished)
                 )
         completion = Completion(launch.done, self.device, head)

@@ -27,12 +27,12 @@ from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..device.device import get_device
 from ..device.host_function import HostFunction
 from ..device.ops import FreeOp
 from ..device.pointer import DevicePtr
 from ..graph.node_type import NodeType
 from ..graph.params import MemAllocParams, MemFreeParams
+from ..runtime.device import get_device
 from ..runtime.params import HostParams, KernelParams, MemcpyParams, MemsetParams
 
 if TYPE_CHECKING:

@@ -32,8 +32,8 @@ from .flags import UpdateResult, UpdateResultKind
 from .snapshot import ExecGraph, ExecNode
 
 if TYPE_CHECKING:
-    from ..device.device import Device
     from ..graph.node import GraphNode
+    from ..runtime.device import Device
 
 __all__ = ["Change", "compatibility_problem", "device_limits_problem", "diff_graphs"]
 

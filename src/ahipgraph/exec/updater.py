@@ -39,7 +39,7 @@ from .snapshot import ExecGraph, ExecNode
 from .update import Change, check_setter
 
 if TYPE_CHECKING:
-    from ..device.device import Device
+    from ..runtime.device import Device
     from .graph_exec import GraphExec
     from .launcher import Launcher
 

@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ..core.errors import InvalidDevice, InvalidValue
 from ..core.lifecycle import owner_key
-from ..device.device import get_device
 from ..device.kernel import DimLike, Kernel
 from ..device.pointer import DevicePtr
 from ..device.properties import CopyKind
+from ..runtime.device import get_device
 from ..runtime.event import Event
 from ..runtime.params import Endpoint
 from .memnodes import RESERVATIONS

@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..device.device import get_device
 from ..device.properties import CopyKind
+from ..runtime.device import get_device
 from ..runtime.params import Endpoint
 from ..runtime.pitched import PitchedCopyParams, PitchedPtr
 from ..runtime.stream_copies import from_symbol_params, to_symbol_params

@@ -36,9 +36,9 @@ import weakref
 from dataclasses import dataclass
 
 from ..core.errors import HipError, InvalidValue
-from ..device.device import get_device
 from ..device.memory import DeviceMemory
 from ..device.pointer import DevicePtr
+from ..runtime.device import get_device
 
 __all__ = ["RESERVATIONS", "Reservation", "ReservationTable"]
 

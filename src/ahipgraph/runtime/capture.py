@@ -60,15 +60,15 @@ from ..core.errors import (
     StreamCaptureUnsupported,
     StreamCaptureWrongThread,
 )
-from ..device import device as _device_module
 from ..device.pointer import DevicePtr
 from ..device.signal import Signal
+from . import device as _device_module
 from .completion import Completion
 
 if TYPE_CHECKING:
-    from ..device.device import Device
     from ..graph.graph import Graph
     from ..graph.node import GraphNode
+    from .device import Device
     from .event import Event
     from .stream import Stream
 

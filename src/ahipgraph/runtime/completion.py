@@ -10,8 +10,8 @@ from ..device.signal import Signal
 from . import observe
 
 if TYPE_CHECKING:
-    from ..device.device import Device
     from ..device.program import Program
+    from .device import Device
 
 __all__ = ["Completion"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..core.errors import InvalidDevice
 from ..device.current import set_current_ordinal
-from ..device.device import Device, get_device
+from .device import Device, get_device
 
 __all__ = ["current_device", "set_device"]
 

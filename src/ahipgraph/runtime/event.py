@@ -18,7 +18,7 @@ from ..device.signal import Signal
 from . import capture, observe
 
 if TYPE_CHECKING:
-    from ..device.device import Device
+    from .device import Device
 
 __all__ = ["EVENTS", "Event", "elapsed_time", "live_event"]
 
@@ -67,7 +67,7 @@ class Event(DestroyOnExit):
         if self.state is not EventState.OPEN:
             check_live(False, "event", self)
 
-    def recorded(self, signal: Signal) -> None:
+    def _recorded(self, signal: Signal) -> None:
         """Point the event at a new marker (called by streams and graph event-record nodes)."""
         self.signal = signal
 

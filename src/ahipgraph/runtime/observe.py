@@ -21,10 +21,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..device.device import Device
     from ..device.pointer import DevicePtr
     from ..device.signal import Signal
     from .completion import Completion
+    from .device import Device
     from .event import Event
     from .stream import Stream
 

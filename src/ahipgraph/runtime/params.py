@@ -18,11 +18,12 @@ import numpy as np
 import numpy.typing as npt
 
 from ..core.errors import InvalidMemcpyDirection, InvalidValue
-from ..device.device import Device, check_range, get_device, resolve_pointer
 from ..device.kernel import Dim3, DimLike, Kernel, Threads, launch_dims
 from ..device.ops import CopyOp, FillOp, HostOp, KernelOp
 from ..device.pointer import DevicePtr
 from ..device.properties import CopyKind, DeviceProperties
+from ..device.table import check_range, resolve_pointer
+from .device import Device, get_device
 from .launch_attributes import DEFAULT_ATTRIBUTES, KernelAttributes
 
 __all__ = ["HostParams", "KernelParams", "MemcpyParams", "MemsetParams"]

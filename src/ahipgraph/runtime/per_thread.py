@@ -18,7 +18,7 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..device.device import Device
+    from .device import Device
     from .stream import Stream
 
 __all__ = ["STREAM_PER_THREAD", "per_thread_stream", "per_thread_statistics"]

@@ -32,15 +32,16 @@ import numpy.typing as npt
 from numpy.lib.stride_tricks import as_strided
 
 from ..core.errors import InvalidMemcpyDirection, InvalidPitchValue, InvalidValue
-from ..device.device import check_range, get_device, resolve_pointer
 from ..device.ops import CopyOp, host_bytes
 from ..device.pointer import DevicePtr
 from ..device.properties import CopyKind
+from ..device.table import check_range, resolve_pointer
+from .device import get_device
 from .params import Endpoint, MemcpyParams, _check_endpoint, _host_array, _infer_kind
 
 if TYPE_CHECKING:
-    from ..device.device import Device
     from ..device.program import Program
+    from .device import Device
 
 __all__ = ["PitchedCopyOp", "PitchedCopyParams", "PitchedPtr", "check_pitched_copy"]
 

@@ -17,7 +17,6 @@ the whole context; a per-stream rule keeps unrelated work usable, which is what 
 
 from __future__ import annotations
 
-import contextlib
 import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -31,7 +30,6 @@ from ..core.errors import (
 from ..core.lifecycle import DestroyOnExit, FactoryOnly, HandleRecord, check_live, destroyed
 from ..core.registry import HandleRegistry
 from ..core.surface import own_mixin_methods
-from ..device.device import get_device
 from ..device.kernel import DimLike, Kernel
 from ..device.ops import Op, WaitSignalsOp
 from ..device.pointer import DevicePtr
@@ -40,6 +38,7 @@ from ..device.properties import CopyKind
 from ..device.signal import Signal
 from . import capture, observe
 from .completion import Completion
+from .device import get_device
 from .enqueue import enqueue_pair
 from .event import Event, live_event
 from .params import Endpoint, HostParams, KernelParams, MemcpyParams, MemsetParams
@@ -50,8 +49,8 @@ from .stream_memops import StreamMemOpsMixin
 from .stream_memory import StreamMemoryMixin
 
 if TYPE_CHECKING:
-    from ..device.device import Device
     from ..device.hwqueue import HardwareQueue
+    from .device import Device
 
 __all__ = ["STREAMS", "Stream", "StreamState", "StreamStatistics", "launch_stream"]
 
@@ -106,7 +105,7 @@ class Stream(
         # Made by the runtime, not the user (the null stream, a per-thread stream): the device
         # owns it, a leak report does not count it, and replacing the device retires it.
         self.implicit = null
-        self.queue: HardwareQueue = device.queues[0] if null else device.next_queue()
+        self.queue: HardwareQueue = device.queues[0] if null else device.engine.next_queue()
         self.state = StreamState.OPEN
         self.tail: Signal | None = None
         self.submitted = 0
@@ -121,7 +120,7 @@ class Stream(
             f"stream #{self.hid.slot}.{self.hid.generation} on device {device.ordinal}",
             quiet=null or owned,
         )
-        device.streams.append(self)
+        device._add_stream(self)
 
     @classmethod
     def _create(
@@ -150,7 +149,7 @@ class Stream(
         if self.state is not StreamState.OPEN:
             check_live(False, "stream", self)
 
-    def take_error(self) -> HipError | None:
+    def _take_error(self) -> HipError | None:
         """Return and clear the stream's unreported failure."""
         error, self._error = self._error, None
         return error
@@ -177,15 +176,27 @@ class Stream(
         self.check_open()
         return None if self._capture is not None else self.queue
 
-    def submit(self, program: Program) -> None:
-        """Enqueue a program on this stream; its completion signal becomes the stream's tail."""
+    def _submit(self, program: Program) -> None:
+        """Enqueue a program on this stream; its completion signal becomes the stream's tail.
+
+        Raises: as :meth:`Engine.bind_loop <ahipgraph.device.engine.Engine.bind_loop>` (no
+        running loop, or the device is busy on another loop), before anything changes.
+        """
+        engine = self.queue.engine
+        with engine.lock:  # the owner check and every packet of this enqueue: one step
+            engine.claim_locked()
+            self._submit_locked(program)
+
+    def _submit_locked(self, program: Program) -> None:
+        """:meth:`_submit` for a caller that holds the engine's lock and claimed it."""
+        queue = self.queue
         if not self.non_blocking:  # legacy default-stream ordering
             waits = self.implicit_waits()
             if waits:
-                self.queue.submit(Program([WaitSignalsOp(waits)]))
+                queue.submit_locked(Program([WaitSignalsOp(waits)]))
         if program.on_done is None:
             program.on_done = self._retired_cb
-        self.queue.submit(program)
+        queue.submit_locked(program)
         self.submitted += 1
         if program.completion is not None:
             self.tail = program.completion
@@ -193,7 +204,7 @@ class Stream(
     def _submit_op(self, op: Op) -> Completion:
         signal = Signal(1)
         program = Program((op,), signal)
-        self.submit(program)
+        self._submit(program)
         return Completion(signal, self.device, program)
 
     def _observed(self, work: Any, op: Op) -> Completion:
@@ -306,8 +317,8 @@ class Stream(
             return
         capture.record_eager(event)
         signal = Signal(1)
-        self.submit(Program((), signal))
-        event.recorded(signal)
+        self._submit(Program((), signal))
+        event._recorded(signal)
         if observe.observer is not None:
             observe.observer.event_recorded(self, event)
 
@@ -334,7 +345,7 @@ class Stream(
         if signal is not None and signal.value > 0:
             # The barrier is stream work: it becomes the tail, so synchronize() and query()
             # cover it.
-            self.submit(Program((WaitSignalsOp((signal,)),), Signal(1)))
+            self._submit(Program((WaitSignalsOp((signal,)),), Signal(1)))
 
     wait_event, wait_event_nowait = enqueue_pair(_wait_event)
 
@@ -354,7 +365,7 @@ class Stream(
             await self.device.wait_signal(signal)
         if observe.observer is not None:
             observe.observer.stream_synchronized(self)
-        error = self.take_error()
+        error = self._take_error()
         if error is not None:
             raise error
 
@@ -395,8 +406,7 @@ class Stream(
         if self._capture is not None:
             capture.stream_destroyed(self)
         self.state = StreamState.DESTROYED
-        with contextlib.suppress(ValueError):
-            self.device.streams.remove(self)
+        self.device._remove_stream(self)
 
     def _retire(self) -> None:
         """Unregister a stream the runtime made (null, per-thread) when its device is dropped.
@@ -408,8 +418,7 @@ class Stream(
         if STREAMS.unregister(self.hid) is None:
             return
         self.state = StreamState.DESTROYED
-        with contextlib.suppress(ValueError):
-            self.device.streams.remove(self)
+        self.device._remove_stream(self)
 
     def statistics(self) -> StreamStatistics:
         return StreamStatistics(

@@ -18,11 +18,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..core.errors import InvalidMemcpyDirection, InvalidValue
-from ..device.device import Device, check_range, get_device
 from ..device.pointer import DevicePtr
 from ..device.properties import CopyKind
 from ..device.symbols import check_symbol_range, lookup_symbol
+from ..device.table import check_range
 from .completion import Completion
+from .device import Device, get_device
 from .enqueue import enqueue_pair
 from .params import Endpoint, MemcpyParams, _check_endpoint, _host_array, _infer_kind
 from .pitched import PitchedCopyParams, PitchedPtr, check_kind

@@ -37,9 +37,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..core.errors import InvalidValue
-from ..device.device import check_range, resolve_pointer
 from ..device.ops import StreamMemOpOp
 from ..device.pointer import DevicePtr
+from ..device.table import check_range, resolve_pointer
 from .completion import Completion
 from .enqueue import enqueue_pair
 from .params import HostParams

@@ -18,12 +18,12 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from ..core.lifecycle import collect_forgotten
-from ..device.device import Device, DeviceStatistics, configure_devices, device_count, get_device
 from ..device.properties import DeviceProperties
 from ..exec.graph_exec import EXECS
 from ..graph.graph import GRAPHS
 from ..graph.node import NODES
 from ..lifetime.user_object import USER_OBJECTS
+from ..runtime.device import Device, DeviceStatistics, configure_devices, device_count, get_device
 from ..runtime.event import EVENTS
 from ..runtime.stream import STREAMS
 

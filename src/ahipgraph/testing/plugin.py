@@ -23,8 +23,8 @@ from collections.abc import Callable, Iterator, Sequence
 
 import pytest
 
-from ..device.device import Device
 from ..device.properties import DeviceProperties
+from ..runtime.device import Device
 from ..tools.race import RaceCheck, race_check
 from .leaks import LeakError, fresh_devices
 

@@ -56,7 +56,6 @@ from ..core.errors import (
     LaunchFailure,
     OutOfMemory,
 )
-from ..device.device import Device, get_device
 from ..device.kernel import Kernel, Threads, kernel
 from ..device.kernel_args import Ptr, int32
 from ..device.pointer import DevicePtr
@@ -65,6 +64,7 @@ from ..graph.graph import Graph
 from ..graph.node import GraphNode
 from ..lifetime.user_object import UserObject
 from ..runtime.completion import Completion
+from ..runtime.device import Device, get_device
 from ..runtime.stream import Stream
 from ..tools.trace import tracing
 from .faults import fail_allocations, fail_kernels, hang_kernels

@@ -15,13 +15,13 @@ import statistics
 import time
 from collections.abc import Callable
 
-from ..device.device import configure_devices, get_device
 from ..device.kernel import Threads, kernel
 from ..device.kernel_args import Ptr, float32, int32
 from ..device.pointer import DevicePtr
 from ..exec.graph_exec import GraphExec
 from ..graph.graph import Graph
 from ..graph.node import GraphNode
+from ..runtime.device import configure_devices, get_device
 from ..runtime.stream import Stream
 from .trace import tracing
 

@@ -57,7 +57,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..device import hooks
-from ..device.device import get_device
 from ..device.host_function import running_host_function
 from ..device.ops import CopyOp, host_bytes
 from ..device.pointer import DevicePtr
@@ -75,15 +74,16 @@ from ..exec.races import (
     user_site,
 )
 from ..runtime import observe
+from ..runtime.device import get_device
 from ..runtime.params import HostParams, KernelParams, MemcpyParams
 from ..runtime.stream_memory import FreeOp
 
 if TYPE_CHECKING:
-    from ..device.device import Device
     from ..device.memory import DeviceMemory
     from ..device.program import Program
     from ..device.signal import Signal
     from ..runtime.completion import Completion
+    from ..runtime.device import Device
     from ..runtime.event import Event
     from ..runtime.stream import Stream
 

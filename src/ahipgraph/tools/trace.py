@@ -28,10 +28,9 @@ import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ..device import hooks
-from ..device.device import Device, device_count, get_device
 from ..device.ops import (
     CopyOp,
     FillOp,
@@ -45,6 +44,7 @@ from ..device.ops import (
 from ..device.signal import Signal
 from ..exec.compile import EventRecordOp, StrictKernelOp
 from ..exec.graph_exec import EXECS, GraphExec, _Launch
+from ..runtime.device import Device, device_count, get_device
 
 if TYPE_CHECKING:
     from ..device.hwqueue import HardwareQueue
@@ -287,7 +287,7 @@ class _Recorder(hooks.Observer):
     # -- host enqueues ----------------------------------------------------------------------------
 
     def submitted(self, queue: HardwareQueue, program: Program) -> None:
-        device = queue.device
+        device = cast("Device", queue.device)  # every configured device is a public Device
         self._see_device(device)
         owner = getattr(program.on_done, "__self__", None)
         if isinstance(owner, _Launch):

@@ -1,0 +1,319 @@
+"""The device engine: hardware queues, the event loop they run on, the ready pump, idle waiting
+and the clock.
+
+The engine knows nothing about streams, events or graphs: it runs programs on hardware queues.
+Every asyncio call the device makes (``get_running_loop``, ``call_soon``, futures, tasks, the
+loop's exception handler) goes through it, so it is the one seam where another executor could
+be put in later.
+
+**One owner loop.** An engine runs its work on one event loop at a time: the first loop that
+submits work binds it. It moves to another loop only when it is idle (nothing in flight and the
+pump not running) or when its loop has closed; the work a closed loop left behind fails with
+:class:`IllegalState` and still completes on the new loop, so every signal it owes is raised and
+everything it borrowed is returned. Using a busy engine from a second loop is
+:class:`IllegalState`, raised before anything is taken.
+
+**One lock.** ``lock`` makes binding, the idle check, submission and the pump's hand-over
+atomic when loops on several threads share a device:
+
+* a submission checks the owner and appends its packets under the lock
+  (:meth:`Engine.claim_locked`, then ``HardwareQueue.submit_locked``), so no other loop can
+  take the engine between the check and the append; a graph launch holds it from its check
+  through the submission of all its programs;
+* the pump runs only on the owner loop's thread, and a pump scheduled on a loop that has since
+  lost the engine does nothing; while it runs, no other loop can bind;
+* work is scheduled onto the owner loop with ``call_soon``, or ``call_soon_threadsafe`` from
+  another thread, so a future of one loop is never resolved from another loop's thread.
+
+The lock is a plain (not re-entrant) lock, held only for bookkeeping: never while user code
+runs, never taken twice by one caller (the ``*_locked`` methods are for callers holding it), so
+an uncontended submission pays one acquire. The queues, the ready table and ``in_flight``
+change only on the owner loop's thread: under the lock when a submission may race a binding,
+without it while the pump runs (``_running`` keeps every other loop out) or from a packet's
+wake (work in flight keeps every other loop out).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import threading
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from ..core.clock import SimClock
+from ..core.errors import IllegalState
+from ..core.waitqueue import WaitQueue
+
+if TYPE_CHECKING:
+    from .base import DeviceBase
+    from .hwqueue import HardwareQueue
+    from .signal import Signal
+
+__all__ = ["Engine", "current_loop", "running_loop"]
+
+# The caller's running loop or None, without raising: the one way the device layer asks.
+current_loop = asyncio._get_running_loop
+
+
+def running_loop() -> asyncio.AbstractEventLoop:
+    """The caller's asyncio loop, or an error that says what is wrong.
+
+    Raises:
+        RuntimeError: no asyncio loop runs here: plain synchronous code, a thread without a
+            loop, or another async library (under anyio's trio backend asyncio's own message,
+            "no running event loop", would not say why).
+    """
+    loop = current_loop()
+    if loop is not None:
+        return loop
+    if _in_trio():
+        raise RuntimeError(
+            "ahipgraph runs on asyncio (or uvloop), not trio: start the program with "
+            "ahg.run(main), asyncio.run(main()) or anyio.run(main, backend='asyncio')"
+        )
+    raise RuntimeError(
+        "this call needs a running asyncio event loop: call it from a coroutine "
+        "(ahg.run(main) starts one)"
+    )
+
+
+def _in_trio() -> bool:
+    """True when the caller is a trio task (checked only if trio was imported)."""
+    trio: Any = sys.modules.get("trio")
+    if trio is None:
+        return False
+    try:
+        trio.lowlevel.current_task()
+    except Exception:
+        return False
+    return True
+
+
+class Engine:
+    """Runs one device's hardware queues on the event loop that owns it."""
+
+    __slots__ = (
+        "_idle",
+        "_next_queue",
+        "_pump",
+        "_running",
+        "clock",
+        "device",
+        "in_flight",
+        "lock",
+        "loop",
+        "queues",
+        "ready",
+    )
+
+    def __init__(self, device: DeviceBase, hardware_queues: int) -> None:
+        self.device = device  # what the queues' programs run against (memory, ordinal)
+        self.clock = SimClock()
+        # Not re-entrant, never held while user code runs: see the module note.
+        self.lock = threading.Lock()
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.in_flight = 0
+        # Queues with a scheduled run, in scheduling order (a dict as an ordered set).
+        self.ready: dict[HardwareQueue, None] = {}
+        self._pump: asyncio.Handle | None = None  # the owner loop's callback running the table
+        self._running = False  # the pump is running queues (on the owner loop's thread)
+        self._idle = WaitQueue()
+        self._next_queue = 0
+        from .hwqueue import HardwareQueue  # hwqueue.py imports this module
+
+        self.queues = tuple(HardwareQueue(self, i) for i in range(hardware_queues))
+
+    # -- the owner loop -------------------------------------------------------------------------
+
+    def bind_loop(self) -> asyncio.AbstractEventLoop:
+        """The loop running this engine's work: the caller's, binding it if the engine is free.
+
+        Raises:
+            IllegalState: the engine has work in flight (or is running it) on another, still
+                open, loop. Nothing changes.
+            RuntimeError: called outside a running event loop.
+        """
+        loop = running_loop()
+        if loop is self.loop:
+            return loop
+        with self.lock:
+            self._bind(loop)
+        return loop
+
+    def _bind(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Make ``loop`` the owner (the lock is held): see :meth:`bind_loop`."""
+        current = self.loop
+        if loop is current:
+            return
+        busy = self.in_flight or self._running
+        if busy and current is not None and not current.is_closed():
+            raise IllegalState(f"device {self.device.ordinal} is busy on another event loop")
+        self.loop = loop
+        self._pump = None  # a callback left on the old loop sees it lost the engine
+        self._running = False  # a closed loop cannot be running it
+        self._idle = WaitQueue()
+        if current is not None and self.in_flight:
+            self._fail_abandoned_work()
+
+    def claim(self) -> asyncio.AbstractEventLoop:
+        """The caller's loop, which owns the engine from here on: the fast path of
+        :meth:`bind_loop` for the owner loop. Call it *without* the lock; a submission that
+        must not lose the engine to another thread's loop before it is in uses
+        :meth:`claim_locked` instead.
+
+        Raises: as :meth:`bind_loop` (no running loop, or another open loop is busy with it).
+        """
+        loop = current_loop()
+        if loop is None or loop is not self.loop:
+            return self.bind_loop()
+        return loop
+
+    def claim_locked(self) -> asyncio.AbstractEventLoop:
+        """:meth:`claim` for a caller that holds :attr:`lock`: the owner check and what the
+        caller submits next are then one step for every other thread.
+
+        Raises: as :meth:`bind_loop`; nothing changes.
+        """
+        loop = current_loop()
+        if loop is None:
+            return running_loop()  # raises, saying why
+        if loop is not self.loop:
+            self._bind(loop)
+        return loop
+
+    def _fail_abandoned_work(self) -> None:
+        """Work left behind by a closed loop fails, but still completes on the new loop.
+
+        Each abandoned program keeps only its synchronisation ops, so every signal it owes is
+        still raised, every launch still returns what it borrowed, and everyone waiting for
+        that work wakes with the error instead of hanging.
+        """
+        error = IllegalState(
+            f"device {self.device.ordinal}: the event loop running this work closed"
+        )
+        self.ready.clear()
+        for queue in self.queues:
+            queue.abandon(error)
+
+    # -- the pump ---------------------------------------------------------------------------------
+
+    def schedule(self, queue: HardwareQueue) -> None:
+        """``queue`` has work it can run: run it on the owner loop's next turn.
+
+        Called on the owner loop's thread (a submission, under the lock; a packet's wake, while
+        work is in flight), where the owner cannot change underneath, so it takes no lock.
+        """
+        self.ready[queue] = None
+        if self._pump is None:
+            loop = self.loop
+            assert loop is not None
+            if loop is current_loop():
+                self._pump = loop.call_soon(self._run_pump, loop)
+            elif not loop.is_closed():  # from another thread: never touch the loop
+                self._pump = loop.call_soon_threadsafe(self._run_pump, loop)
+
+    def _run_pump(self, loop: asyncio.AbstractEventLoop) -> None:
+        with self.lock:
+            if self.loop is not loop:  # the engine moved to another loop meanwhile
+                return
+            self._pump = None
+        self.run_ready()
+
+    def run_ready(self) -> None:
+        """Run the scheduled queues, now, until none is left.
+
+        Called by the pump on the owner loop (hosts never run device work themselves: they
+        park). Not reentrant (device work that waits from inside the device simply parks), and
+        a call from any other loop or thread does nothing.
+        """
+        ready = self.ready
+        with self.lock:
+            if self._running or self.loop is not current_loop():
+                return
+            self._running = True
+        try:  # the ready table is the owner thread's while ``_running`` keeps others out
+            while ready:
+                queue = next(iter(ready))
+                del ready[queue]
+                queue.run()
+        except BaseException:  # KeyboardInterrupt/SystemExit from user code: the rest runs later
+            with self.lock:
+                loop = self.loop
+                if ready and self._pump is None and loop is not None and not loop.is_closed():
+                    self._pump = loop.call_soon(self._run_pump, loop)
+            raise
+        finally:
+            with self.lock:
+                self._running = False
+
+    def became_idle(self) -> None:
+        """The last packet in flight finished (queues count ``in_flight`` down themselves)."""
+        self._idle.unpark_all()
+
+    async def wait_idle(self) -> None:
+        """Park until nothing is in flight (at once if nothing is).
+
+        Raises:
+            IllegalState: the engine is busy on another event loop.
+        """
+        if self.in_flight:
+            self.bind_loop()
+            while self.in_flight:
+                await self._idle.park()
+
+    async def wait_signal(self, signal: Signal) -> None:
+        """How a host waits for device work: return at once if it is done, else park.
+
+        Parking yields to the event loop, which runs the device's work (and every other task);
+        the host never runs device work itself. Afterwards the host's clock has seen the moment
+        the signal was reached.
+
+        Raises:
+            IllegalState: the engine is busy on another event loop.
+        """
+        if signal.value > 0:
+            self.claim()  # park only on the loop that runs the work (or raise)
+            await signal.wait()
+        self.clock.observe(signal.time)
+
+    def next_queue(self) -> HardwareQueue:
+        """Round-robin queue assignment for new streams."""
+        with self.lock:
+            queue = self.queues[self._next_queue % len(self.queues)]
+            self._next_queue += 1
+        return queue
+
+    # -- the asyncio seam -------------------------------------------------------------------------
+
+    @staticmethod
+    def current_loop() -> asyncio.AbstractEventLoop | None:
+        """The caller's running loop, or None (never raises)."""
+        return current_loop()
+
+    def call_soon(self, callback: Callable[..., object], *args: Any) -> None:
+        """Call ``callback(*args)`` on the owner loop's next turn (device work only)."""
+        loop = self.loop
+        assert loop is not None
+        loop.call_soon(callback, *args)
+
+    def start(self, awaitable: Awaitable[Any]) -> asyncio.Future[Any]:
+        """Run an async kernel or host body on the owner loop; its future tells when it ends."""
+        return asyncio.ensure_future(awaitable, loop=self.loop)
+
+    def report_exception(self, context: dict[str, Any]) -> bool:
+        """Give an error of device-run user code to the owner loop's exception handler.
+
+        Returns False when no open loop owns the engine (the caller reports it otherwise).
+        """
+        loop = self.loop
+        if loop is None or loop.is_closed():
+            return False
+        loop.call_exception_handler(context)
+        return True
+
+    def __repr__(self) -> str:
+        return (
+            f"<Engine device={self.device.ordinal} in_flight={self.in_flight} "
+            f"queues={len(self.queues)} ready={len(self.ready)}>"
+        )

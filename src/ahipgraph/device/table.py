@@ -1,0 +1,141 @@
+"""The devices table: which simulated devices exist (``hipGetDeviceCount``, ``hipSetDevice``'s
+ordinals).
+
+Process-wide and thread-safe; unless configured, one device with default properties exists.
+The table holds device-layer :class:`DeviceBase` objects; the public ``Device`` class, a layer
+above, installs the factory that makes them (:func:`install_factory`), so ``get_device`` hands
+out public devices while this module depends on nothing above it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from ..core.errors import InvalidDevice, InvalidDevicePointer
+from .base import DeviceBase
+from .current import current_ordinal
+from .memory import DeviceMemory
+from .pointer import DevicePtr
+from .properties import DeviceProperties
+
+__all__ = [
+    "MAX_DEVICES",
+    "check_range",
+    "configure_devices",
+    "device_count",
+    "get_device",
+    "install_factory",
+    "live",
+    "resolve_pointer",
+]
+
+MAX_DEVICES = 64  # far more than a node has; bounds a mistyped count
+_devices_lock = threading.Lock()
+_devices: list[DeviceBase] = []
+_factory: Callable[[int, DeviceProperties], DeviceBase] | None = None
+
+
+def install_factory(factory: Callable[[int, DeviceProperties], DeviceBase]) -> None:
+    """Set how devices are made (the public ``Device`` installs itself when imported)."""
+    global _factory
+    _factory = factory
+
+
+def _make(ordinal: int, properties: DeviceProperties) -> DeviceBase:
+    if _factory is None:  # ahipgraph's package import installs it before anything runs
+        raise RuntimeError("import ahipgraph before using the devices table")
+    return _factory(ordinal, properties)
+
+
+def configure_devices(
+    count: int = 1, properties: DeviceProperties | Sequence[DeviceProperties] | None = None
+) -> list[DeviceBase]:
+    """Replace the simulated devices: ``count`` of them, with one or per-device properties.
+
+    Meant for program start-up and test fixtures: existing device objects are dropped.
+    Everything is checked before the table changes.
+
+    Raises:
+        TypeError: ``count`` is not an int, or ``properties`` are not DeviceProperties.
+        ValueError: ``count`` outside 1..MAX_DEVICES, or a property list of another length.
+    """
+    if isinstance(count, bool) or not isinstance(count, int):
+        raise TypeError(f"count must be an int, got {count!r}")
+    if not 1 <= count <= MAX_DEVICES:
+        raise ValueError(f"need at least one device and at most {MAX_DEVICES}, got {count}")
+    if isinstance(properties, Sequence):
+        props = list(properties)
+        if len(props) != count:
+            raise ValueError(f"{count} devices but {len(props)} property sets")
+    else:
+        props = [properties or DeviceProperties()] * count
+    for prop in props:
+        if not isinstance(prop, DeviceProperties):
+            raise TypeError(f"properties must be DeviceProperties, got {prop!r}")
+    with _devices_lock:
+        dropped = list(_devices)
+        _devices[:] = [_make(i, p) for i, p in enumerate(props)]
+        configured = list(_devices)
+    for device in dropped:
+        device._retire()
+    return configured
+
+
+def _table() -> list[DeviceBase]:
+    if not _devices:
+        with _devices_lock:
+            if not _devices:
+                _devices.append(_make(0, DeviceProperties()))
+    return _devices
+
+
+def device_count() -> int:
+    """``hipGetDeviceCount``."""
+    return len(_table())
+
+
+def get_device(ordinal: int | None = None) -> DeviceBase:
+    """The device with this ordinal (the calling task's current device by default).
+
+    Raises:
+        InvalidDevice: no such device.
+    """
+    table = _table()
+    if ordinal is None:
+        ordinal = current_ordinal()
+        if ordinal >= len(table):  # the table shrank under the task's choice
+            ordinal = 0
+    if isinstance(ordinal, bool) or not isinstance(ordinal, int):
+        raise TypeError(f"a device ordinal must be an int, got {ordinal!r}")
+    if not 0 <= ordinal < len(table):
+        raise InvalidDevice(f"device {ordinal} does not exist ({len(table)} configured)")
+    return table[ordinal]
+
+
+def live(device: DeviceBase) -> DeviceBase:
+    """``device`` if it is still the configured device of its ordinal (else InvalidDevice)."""
+    table = _table()
+    if not (0 <= device.ordinal < len(table) and table[device.ordinal] is device):
+        raise InvalidDevice(f"{device!r} is no longer a configured device")
+    return device
+
+
+def check_range(ptr: DevicePtr, nbytes: int) -> None:
+    """Validate a range on any device: committed memory or reserved address space."""
+    _memory_of(ptr).check_range(ptr, nbytes)
+
+
+def _memory_of(ptr: DevicePtr) -> DeviceMemory:
+    table = _table()
+    if not 0 <= ptr.device < len(table):
+        raise InvalidDevicePointer(f"{ptr!r} belongs to no device")
+    return table[ptr.device].memory
+
+
+def resolve_pointer(ptr: DevicePtr, nbytes: int) -> tuple[npt.NDArray[np.uint8], int]:
+    """Resolve a pointer of any device to (buffer, offset), bounds-checked."""
+    return _memory_of(ptr).resolve(ptr, nbytes)

@@ -1,0 +1,358 @@
+"""The public :class:`Device`: a facade over the device layer's engine and memory, next to the
+streams and events it hands out.
+
+A :class:`Device` runs its work on the event loop that submits it. It binds to that loop at the
+first submission and may move to another loop only when it is idle (or its loop has closed, in
+which case work left behind by the dead loop fails with :class:`IllegalState`); using a busy
+device from a second loop is a clear :class:`IllegalState` error. The loop engine lives in
+:mod:`ahipgraph.device.engine`, the devices table in :mod:`ahipgraph.device.table`; this module
+adds what needs the runtime: streams, events, the legacy null stream and its ordering set,
+capture rules, the race checker's hook point and the per-stream error policy of
+:meth:`Device.synchronize`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy.typing as npt
+
+from ..core.lifecycle import WeakList
+from ..device import table as _table
+from ..device.base import DeviceBase
+from ..device.graph_pool import GraphMemAttribute
+from ..device.hwqueue import QueueStatistics
+from ..device.memory import MemoryStatistics
+from ..device.pointer import DevicePtr
+from ..device.properties import DeviceProperties
+from ..device.signal import Signal
+from ..device.sync_copies import DeviceCopyMixin
+from . import observe
+
+if TYPE_CHECKING:
+    from ..device.properties import CopyKind
+    from .completion import Completion
+    from .event import Event
+    from .params import Endpoint
+    from .stream import Stream
+
+__all__ = [
+    "Device",
+    "DeviceStatistics",
+    "configure_devices",
+    "device_count",
+    "get_device",
+]
+
+
+class CaptureChecks(Protocol):
+    """The stream-capture rules device calls obey (``ahipgraph.runtime.capture`` installs them)."""
+
+    def unsafe_call(self, what: str) -> None: ...
+    def device_sync(self) -> None: ...
+    def sync_copy(self) -> None: ...
+
+
+# Installed by the capture module when it is imported; no capture can exist before that.
+capture_checks: CaptureChecks | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceStatistics:
+    ordinal: int
+    in_flight: int
+    now_ns: int
+    memory: MemoryStatistics
+    queues: tuple[QueueStatistics, ...]
+    # Open streams the runtime made for this device (null, per-thread), not the user's.
+    implicit_streams: int = 0
+
+
+class Device(DeviceBase, DeviceCopyMixin):
+    """One simulated GPU. Obtain it with :func:`get_device`; it has no public constructor."""
+
+    def __init__(self, ordinal: int, properties: DeviceProperties, *, _key: object = None) -> None:
+        if _key is not _FACTORY_KEY:
+            raise TypeError(
+                "devices come from ahg.get_device(); configure them with ahg.configure_devices()"
+            )
+        super().__init__(ordinal, properties)
+        self._lock = threading.Lock()
+        self._null_stream: Stream | None = None
+        # The streams of this device still alive, for the legacy null-stream ordering and
+        # synchronize, held weakly (a forgotten stream is freed by its finalizer). Streams are
+        # made and destroyed from any thread: the set is changed and read only under its lock,
+        # and readers get a snapshot, so a removal never skips another stream.
+        self._streams: WeakList[Stream] = WeakList()
+        self._streams_lock = threading.Lock()
+
+    # -- the engine (device/engine.py) -----------------------------------------------------------
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        """The event loop this device's work runs on (None before the first submission)."""
+        return self.engine.loop
+
+    @property
+    def in_flight(self) -> int:
+        """Packets submitted and not yet finished."""
+        return self.engine.in_flight
+
+    # -- the streams set (legacy null-stream ordering) ------------------------------------------
+
+    @property
+    def streams(self) -> tuple[Stream, ...]:
+        """The live streams of this device, a snapshot (the null stream once it exists)."""
+        with self._streams_lock:
+            return tuple(self._streams)
+
+    def _add_stream(self, stream: Stream) -> None:
+        with self._streams_lock:
+            self._streams.append(stream)
+
+    def _remove_stream(self, stream: Stream) -> None:
+        with self._streams_lock, contextlib.suppress(ValueError):
+            self._streams.remove(stream)
+
+    # -- memory ---------------------------------------------------------------------------------
+
+    def malloc(self, nbytes: int) -> DevicePtr:
+        """``hipMalloc``: see :meth:`DeviceMemory.malloc`.
+
+        Raises StreamCaptureUnsupported when the calling task's capture mode forbids it.
+        """
+        if capture_checks is not None:
+            capture_checks.unsafe_call("malloc()")
+        ptr = self.memory.malloc(nbytes)
+        if observe.observer is not None:
+            observe.observer.allocated(ptr, nbytes, None)
+        return ptr
+
+    def free(self, ptr: DevicePtr) -> None:
+        """``hipFree``. Unlike HIP it does not wait for work in flight: free after synchronising.
+
+        Raises StreamCaptureUnsupported when the calling task's capture mode forbids it.
+        """
+        if capture_checks is not None:
+            capture_checks.unsafe_call("free()")
+        if observe.observer is not None and isinstance(ptr, DevicePtr) and ptr:
+            observe.observer.freeing(ptr)
+        self.memory.free(ptr)
+
+    def memory_info(self) -> tuple[int, int]:
+        """(free, total) bytes."""
+        return self.memory.memory_info()
+
+    def view(
+        self, ptr: DevicePtr, dtype: Any, count: int | None = None, *, readonly: bool = False
+    ) -> npt.NDArray[Any]:
+        """A host-side typed view of device memory (for inspection and tests), bounds-checked.
+
+        The race checker takes the call as a host access of the viewed bytes, at this point
+        of the host program: a write, or a read with ``readonly=True`` (the view is then
+        read-only). Inside a host function the view is the function's own (see
+        :func:`ahipgraph.host_function`).
+
+        Raises:
+            TypeError: ``ptr`` is not a DevicePtr, ``dtype`` is None or not a numpy dtype, or
+                ``count`` is not an int. InvalidValue / InvalidDevicePointer: a bad range, or
+                bytes a running declared host function did not declare.
+            RaceError: under ``ahg.race_check(on_race="raise")``, the access races.
+        """
+        view = super().view(ptr, dtype, count, readonly=readonly)
+        if observe.observer is not None:  # the race checker: a host access, now
+            observe.observer.host_accessed(ptr, view.nbytes, view.flags.writeable, "view()")
+        return view
+
+    # -- peers (device/peer.py) ------------------------------------------------------------------
+
+    def enable_peer_access(self, peer: Device | int, flags: int = 0) -> None:
+        """``hipDeviceEnablePeerAccess``: let work on this device use ``peer``'s memory.
+
+        Raises: InvalidDevice (no such device, or this one), InvalidValue (flags),
+        PeerAccessAlreadyEnabled.
+        """
+        from ..device.peer import enable_peer_access
+
+        enable_peer_access(self, peer, flags)
+
+    def disable_peer_access(self, peer: Device | int) -> None:
+        """``hipDeviceDisablePeerAccess``. Raises: InvalidDevice, PeerAccessNotEnabled."""
+        from ..device.peer import disable_peer_access
+
+        disable_peer_access(self, peer)
+
+    def can_access_peer(self, peer: Device | int) -> bool:
+        """``hipDeviceCanAccessPeer``: True for any other configured device."""
+        from ..device.peer import can_access_peer
+
+        return can_access_peer(self, peer)
+
+    # -- streams, events, synchronisation --------------------------------------------------------
+
+    def create_stream(self, *, priority: int = 0, non_blocking: bool = False) -> Stream:
+        """``hipStreamCreateWithPriority`` / ``WithFlags``."""
+        from .stream import Stream  # stream.py imports this module
+
+        return Stream._create(self, priority=priority, non_blocking=non_blocking)
+
+    def create_event(self, *, disable_timing: bool = False, blocking_sync: bool = False) -> Event:
+        """``hipEventCreateWithFlags``."""
+        from .event import Event
+
+        return Event._create(self, disable_timing=disable_timing, blocking_sync=blocking_sync)
+
+    def per_thread_stream(self) -> Stream:
+        """The calling task's own default stream on this device (``hipStreamPerThread``)."""
+        from .per_thread import per_thread_stream
+
+        return per_thread_stream(self)
+
+    @property
+    def null_stream(self) -> Stream:
+        """The legacy default stream: it orders with every other blocking stream."""
+        if self._null_stream is None:
+            from .stream import Stream
+
+            with self._lock:
+                if self._null_stream is None:
+                    self._null_stream = Stream._create(self, null=True)
+        return self._null_stream
+
+    async def wait_signal(self, signal: Signal) -> None:
+        """How a host waits for device work: return at once if it is done, else park.
+
+        Raises:
+            IllegalState: the device is busy on another event loop.
+        """
+        await self.engine.wait_signal(signal)
+
+    async def synchronize(self) -> None:
+        """Wait for all work on the device (``hipDeviceSynchronize``).
+
+        Raises:
+            HipError: the first unreported failure of any stream of this device (then cleared;
+                failures of other streams stay pending for their next synchronize).
+            StreamCaptureUnsupported: a capture is in progress (every capture is invalidated).
+        """
+        if capture_checks is not None:
+            capture_checks.device_sync()
+        await self.engine.wait_idle()
+        self.clock.observe(max(queue.busy_until for queue in self.queues))
+        if observe.observer is not None:
+            observe.observer.device_synchronized(self)
+        for stream in self.streams:  # one failure per call; the others stay reported
+            error = stream._take_error()
+            if error is not None:
+                raise error
+
+    async def memcpy(
+        self,
+        dst: Endpoint,
+        src: Endpoint,
+        nbytes: int | None = None,
+        kind: CopyKind | int | None = None,
+    ) -> None:
+        """Synchronous copy (``hipMemcpy``): on the null stream, returns once it is done.
+
+        Raises:
+            StreamCaptureImplicit: a capture is in progress (every capture is invalidated).
+            As :meth:`Stream.memcpy`, and the copy's failure.
+        """
+        await self._sync_op(lambda: self.null_stream.memcpy(dst, src, nbytes, kind))
+
+    async def memset(self, dst: DevicePtr, value: int, nbytes: int) -> None:
+        """Synchronous byte fill (``hipMemset``) on the null stream.
+
+        Raises: as :meth:`memcpy`.
+        """
+        await self._sync_op(lambda: self.null_stream.memset(dst, value, nbytes))
+
+    async def _sync_op(self, enqueue: Any) -> None:
+        if capture_checks is not None:
+            capture_checks.sync_copy()
+        done: Completion = await enqueue()
+        await done
+
+    # -- graph memory pool (see graph_pool.py) ---------------------------------------------------
+
+    def graph_mem_attribute(self, attr: GraphMemAttribute | int) -> int:
+        """``hipDeviceGetGraphMemAttribute``: used/reserved bytes, current or high-water.
+
+        Raises:
+            InvalidDevice: this device was replaced by ``configure_devices``.
+            InvalidValue: an unknown attribute.
+        """
+        return _table.live(self).memory.graph_pool_attribute(attr)
+
+    def set_graph_mem_attribute(self, attr: GraphMemAttribute | int, value: int) -> None:
+        """``hipDeviceSetGraphMemAttribute``: reset ``UsedMemHigh`` or ``ReservedMemHigh`` to 0.
+
+        Raises:
+            InvalidDevice: as :meth:`graph_mem_attribute`. InvalidValue: any other attribute or
+                value.
+        """
+        _table.live(self).memory.set_graph_pool_attribute(attr, value)
+
+    def graph_mem_trim(self) -> int:
+        """``hipDeviceGraphMemTrim``: return the graph pool's unused memory to the device.
+
+        Returns the bytes given back. Memory of graph allocations in use stays.
+
+        Raises:
+            InvalidDevice: as :meth:`graph_mem_attribute`.
+        """
+        return _table.live(self).memory.trim_graph_pool()
+
+    def statistics(self) -> DeviceStatistics:
+        return DeviceStatistics(
+            self.ordinal,
+            self.engine.in_flight,
+            self.clock.now,
+            self.memory.statistics(),
+            tuple(queue.statistics() for queue in self.queues),
+            sum(1 for stream in self.streams if stream.implicit),
+        )
+
+    def _retire(self) -> None:
+        """Called once this device was replaced: unregister the streams the runtime made for it.
+
+        Its null stream and per-thread streams are the device's, not the user's; left registered
+        they (and through them this device) would stay alive for good. Streams the user created
+        stay registered until the user destroys them.
+        """
+        for stream in self.streams:
+            if stream.implicit:
+                stream._retire()
+
+    def __repr__(self) -> str:
+        return (
+            f"<Device {self.ordinal} {self.properties.name!r} in_flight={self.engine.in_flight} "
+            f"memory={self.memory.bytes_in_use}/{self.memory.total_bytes}>"
+        )
+
+
+_FACTORY_KEY = object()
+_table.install_factory(lambda ordinal, props: Device(ordinal, props, _key=_FACTORY_KEY))
+
+# The devices table (device/table.py) holds these devices; the names below are its functions,
+# typed with the public class.
+if TYPE_CHECKING:
+
+    def configure_devices(
+        count: int = 1, properties: DeviceProperties | Sequence[DeviceProperties] | None = None
+    ) -> list[Device]: ...
+
+    def device_count() -> int: ...
+
+    def get_device(ordinal: int | None = None) -> Device: ...
+
+else:
+    configure_devices = _table.configure_devices
+    device_count = _table.device_count
+    get_device = _table.get_device
