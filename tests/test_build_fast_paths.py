@@ -247,3 +247,34 @@ def test_edges_keep_insertion_order_as_dependents_are_added() -> None:
     assert root.dependents() == [second, join]
     assert first.dependencies() == []
     graph.destroy()
+
+
+# -- GraphNode._create fills a bare node's slots ---------------------------------------------------
+
+
+def test_created_node_has_what_the_constructor_gives(device: ahg.Device) -> None:
+    from ahipgraph.graph.node import NODES, GraphNode
+
+    graph = ahg.Graph()
+    try:
+        first = graph.add_empty_node()
+        made = graph.add_kernel_node(scale, 1, 1, (None, 0), deps=[first])
+        assert type(made) is GraphNode
+        assert made.id == first.id + 1  # ids still come from the one process-wide counter
+        assert NODES.get(made.hid) is made
+        assert made.alive
+        assert made.graph is graph
+        assert made.type is ahg.NodeType.Kernel
+        assert made.dependencies() == [first]
+        assert first.dependents() == [made]
+        assert made.dependents() == []
+        assert made.params.args == (None, 0)
+        copy = graph.clone()  # a clone creates with the original's id
+        assert [n.id for n in copy.nodes()] == [first.id, made.id]
+        copy.destroy()
+        with pytest.raises(TypeError, match="add_"):
+            GraphNode(graph, ahg.NodeType.Empty, None)  # the public constructor still refuses
+    finally:
+        graph.destroy()
+    assert not made.alive
+    assert NODES.get(made.hid) is None
