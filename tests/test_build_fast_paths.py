@@ -278,3 +278,142 @@ def test_created_node_has_what_the_constructor_gives(device: ahg.Device) -> None
         graph.destroy()
     assert not made.alive
     assert NODES.get(made.hid) is None
+
+
+# -- KernelParams.make: the shape looked up inline, the result made from a draft -------------------
+
+
+def test_made_params_are_plain_frozen_kernel_params_whatever_the_shape_path(
+    device: ahg.Device,
+) -> None:
+    import numpy as np
+
+    from ahipgraph.runtime.params import _KernelParamsDraft, _launch_shape
+
+    assert _KernelParamsDraft.__slots__ == KernelParams.__slots__  # the layouts agree
+    cached = KernelParams.make(scale, 3, 64, (None, 1), device=device)
+    again = KernelParams.make(scale, 3, 64, (None, 2), device=device)
+    general = KernelParams.make(scale, np.int64(3), 64, (None, 1), device=device)
+    assert type(cached) is type(general) is KernelParams
+    assert cached.threads is again.threads  # one shape, one Threads: the remembered entry
+    assert cached == general  # a numpy grid takes the general path to the same value
+    grid3, block3, threads = _launch_shape(device.properties, 3, 64, 0)
+    assert (cached.grid, cached.block, cached.threads) == (grid3, block3, threads)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cached.args = ()  # type: ignore[misc]
+
+
+def test_make_still_refuses_what_it_refused(device: ahg.Device) -> None:
+    with pytest.raises(TypeError, match="priority must be an int"):
+        KernelParams.make(scale, 1, 1, (None, 1), priority=True, device=device)
+    with pytest.raises(TypeError, match="priority must be an int"):
+        KernelParams.make(scale, 1, 1, (None, 1), priority=1.0, device=device)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="does not fit"):
+        KernelParams.make(scale, 1, 1, (None, 1), priority=2**31, device=device)
+    with pytest.raises(TypeError, match=r"@ahg\.kernel"):
+        KernelParams.make(print, 1, 1, (), device=device)  # type: ignore[arg-type]
+    with pytest.raises(ahg.InvalidValue, match="null"):
+        KernelParams.make(None, 1, 1, (), device=device)  # type: ignore[arg-type]
+    with pytest.raises(ahg.InvalidConfiguration):
+        KernelParams.make(scale, 1, 10**9, (None, 1), device=device)  # never remembered
+    with pytest.raises(ahg.InvalidConfiguration):
+        KernelParams.make(scale, 1, 10**9, (None, 1), device=device)
+
+
+# -- instantiate: a run of kernel nodes placed and compiled in one pass ----------------------------
+
+
+def test_place_many_gives_what_place_gives_one_by_one(device: ahg.Device) -> None:
+    datas = [b"a" * 12, b"", b"b" * 40, b"c" * 16, b"d" * 12]
+    sizes = [12, 0, 40, 16, 12]
+    one, many = KernelArgArena(device, 64), KernelArgArena(device, 64)
+    try:
+        for arena in (one, many):  # a reclaimed 16-byte slot: the fourth item reuses it
+            arena.free(arena.place(b"z" * 16, 16))
+        singly = [one.place(d, s) for d, s in zip(datas, sizes, strict=True)]
+        together = many.place_many(datas, sizes)  # the 40 bytes need a new chunk too
+        assert [(s.chunk, s.offset, s.size) for s in together] == [
+            (s.chunk, s.offset, s.size) for s in singly
+        ]
+        assert (together[3].chunk, together[3].offset) == (0, 0)  # the reused slot
+        assert many.statistics() == one.statistics()
+        assert many.writes == one.writes
+        for slot, data in zip(together, datas, strict=True):
+            assert bytes(slot.buffer[slot.offset : slot.offset + len(data)]) == data
+        before = many.statistics()
+        with pytest.raises(ahg.InvalidValue, match="do not fit"):
+            many.place_many([b"x" * 8, b"y" * 9], [8, 8])
+        assert many.statistics().allocations == before.allocations + 1  # the first one only
+    finally:
+        one.close()
+        many.close()
+
+
+def test_place_many_in_strict_mode_takes_the_general_path(device: ahg.Device) -> None:
+    arena = KernelArgArena(device, 64, strict=True)
+    try:
+        slots = arena.place_many([b"a" * 4, b"b" * 4], [4, 4])
+        assert [s.offset for s in slots] == [0, 16]
+        assert not arena.is_flushed(slots[0])  # the strict bookkeeping was kept
+        arena.flush()
+        assert arena.is_flushed(slots[1])
+    finally:
+        arena.close()
+
+
+def test_a_kernel_run_compiles_as_node_by_node(device: ahg.Device) -> None:
+    from ahipgraph.exec.compile import _Builder
+    from ahipgraph.exec.snapshot import snapshot
+
+    x = device.malloc(64)
+    graph = ahg.Graph()
+    try:
+        previous = graph.add_kernel_node(scale, 1, 1, (x, 1))
+        for n, grid in enumerate([1, 2, 2, 1]):
+            previous = graph.add_kernel_node(scale, grid, 32, (x, n), deps=[previous])
+        with graph.lock:
+            copy, _ = snapshot(graph)
+        results = []
+        for bulk in (True, False):
+            arena = KernelArgArena(device, 4096)
+            builder = _Builder(device, arena, 1)
+            ops: list = []
+            if bulk:
+                builder.emit_kernels(copy.nodes, 0, ops)
+            else:
+                for node in copy.nodes:
+                    builder._emit_one(node, 0, ops)
+            compiled = builder.compiled
+            results.append(
+                (
+                    [(type(op), op.kernel, op.threads, op.offset, op.cost_ns) for op in ops],
+                    dict(compiled.locations),
+                    {n: (s.chunk, s.offset, s.size) for n, s in compiled.arg_slots.items()},
+                    arena.statistics(),
+                )
+            )
+            arena.close()
+        assert results[0] == results[1]
+    finally:
+        graph.destroy()
+        device.free(x)
+
+
+def test_dependent_counts_and_lazy_dependents_agree() -> None:
+    from ahipgraph.exec.snapshot import snapshot
+
+    graph = ahg.Graph()
+    try:
+        root = graph.add_empty_node()
+        left = graph.add_empty_node(deps=[root])
+        right = graph.add_empty_node(deps=[root])
+        graph.add_empty_node(deps=[left, right])
+        with graph.lock:
+            copy, _ = snapshot(graph)
+        assert copy._dependents is None  # instantiate never needs the lists
+        counts = copy.dependent_counts()
+        assert copy._dependents is None
+        assert counts == [len(d) for d in copy.dependents] == [2, 1, 1, 0]
+        assert copy.dependents is copy.dependents  # made once, kept
+    finally:
+        graph.destroy()

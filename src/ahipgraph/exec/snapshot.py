@@ -49,10 +49,17 @@ class ExecGraph:
     # User objects owned by the graph or any child graph's copy, each once: the executable
     # holds a reference to each, as HIP's clone does.
     user_objects: list[UserObject] = field(default_factory=list)
-    dependents: list[list[int]] = field(default_factory=list)
+    _dependents: list[list[int]] | None = field(default=None, repr=False)
 
-    def __post_init__(self) -> None:
-        if not self.dependents:
+    @property
+    def dependents(self) -> list[list[int]]:
+        """Each node's dependents (indices, in order), made on first use and kept.
+
+        Instantiate needs only how many dependents each node has (:meth:`dependent_counts`);
+        the lists cost a list per node, so only the tools that walk edges forward make them.
+        """
+        dependents = self._dependents
+        if dependents is None:
             # A node's first dependent makes a one-element list (an append to an empty list
             # reserves four): most nodes of a large graph have exactly one dependent.
             found: list[list[int] | None] = [None] * len(self.nodes)
@@ -64,7 +71,20 @@ class ExecGraph:
                         found[dep] = [index]
                     else:
                         have.append(index)
-            self.dependents = [[] if have is None else have for have in found]
+            dependents = self._dependents = [[] if have is None else have for have in found]
+        return dependents
+
+    def dependent_counts(self) -> list[int]:
+        """How many dependents each node has (small ints: no object per node)."""
+        counts = [0] * len(self.nodes)
+        for node in self.nodes:
+            deps = node.deps
+            if len(deps) == 1:
+                counts[deps[0]] += 1
+            else:
+                for dep in deps:
+                    counts[dep] += 1
+        return counts
 
     def walk(self) -> list[ExecNode]:
         """Every node, child graphs' nodes included (depth first, topological within a graph).
