@@ -417,3 +417,30 @@ def test_dependent_counts_and_lazy_dependents_agree() -> None:
         assert copy.dependents is copy.dependents  # made once, kept
     finally:
         graph.destroy()
+
+
+def test_a_kernel_runs_locations_are_entered_on_first_use(device: ahg.Device) -> None:
+    x = device.malloc(64)
+    graph = ahg.Graph()
+    previous: tuple[ahg.GraphNode, ...] = ()
+    for n in range(5):
+        previous = (graph.add_kernel_node(scale, 1, 1, (x, n), deps=previous),)
+    exec_ = graph.instantiate()
+    try:
+        compiled = exec_._compiled
+        assert compiled._runs  # nothing entered yet
+        assert not compiled._locations
+        located = compiled.locations
+        assert compiled._runs == []
+        assert len(located) == 5
+        for node in exec_._graph.nodes:  # each location holds the op reading the node's slot
+            slot, position = located[node]
+            op = compiled.slot_ops[slot][position]
+            assert op.offset == compiled.arg_slots[node].offset
+            assert op.kernel is scale
+        assert compiled.locations is located
+        exec_.set_kernel_node_params(previous[0], scale, 1, 1, (x, 9))  # setters find their op
+    finally:
+        exec_.destroy()
+        graph.destroy()
+        device.free(x)

@@ -13,6 +13,7 @@ node, which the launch fills in at enqueue time, in topological order, as HIP do
 from __future__ import annotations
 
 import contextlib
+import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -109,6 +110,9 @@ class EventBinding:
     is_record: bool
 
 
+_RUNS_LOCK = threading.Lock()
+
+
 @dataclass(slots=True, eq=False)
 class Compiled:
     """The replay programs and where each node's op lives."""
@@ -116,13 +120,33 @@ class Compiled:
     slot_ops: list[list[Op]]
     # Keyed by the ExecNode itself (identity: ExecNode has no __eq__), not by id(node), so a
     # million-node executable does not hold a million key ints per map.
-    locations: dict[ExecNode, tuple[int, int]]  # node -> (slot, position)
+    _locations: dict[ExecNode, tuple[int, int]]  # node -> (slot, position); see locations
     arg_slots: dict[ExecNode, ArgSlot]  # node -> its kernel-argument slot
     bindings: list[EventBinding]
     prev_index: int
     extra: int  # binding slots after the pooled signals
     alloc_ptrs: list[DevicePtr] = field(default_factory=list)
     unfreed_ptrs: list[DevicePtr] = field(default_factory=list)
+    # Runs of kernel nodes compiled together: (slot, position of the first, the nodes), each
+    # node's op at the next position. Their locations are entered on first use.
+    _runs: list[tuple[int, int, list[ExecNode]]] = field(default_factory=list)
+
+    @property
+    def locations(self) -> dict[ExecNode, tuple[int, int]]:
+        """Where each node's op lives: node -> (slot, position in the slot's program).
+
+        The entries of kernel runs are made on first use (an executable setter, an update,
+        a plan check or a trace): until then a run costs a pointer per node, where an entry
+        costs a tuple, an int and a slot of the map.
+        """
+        if self._runs:
+            with _RUNS_LOCK:  # two first users: one enters the runs, the other waits for it
+                for slot, first, nodes in self._runs:
+                    located = self._locations
+                    for position, node in enumerate(nodes, first):
+                        located[node] = (slot, position)
+                self._runs = []
+        return self._locations
 
 
 def kernel_op(device: Device, params: KernelParams, slot: ArgSlot, arena: KernelArgArena) -> Op:
@@ -240,11 +264,10 @@ class _Builder:
             [params.arg_bytes for params in params_run],
             [params.kernel.layout.size for params in params_run],
         )
-        located = compiled.locations
+        compiled._runs.append((slot, len(ops), run))  # their locations, in one record
         slots_of = compiled.arg_slots
         make = KernelOp.make
         append = ops.append
-        position = len(ops)
         kernel: Any = None
         threads: Any = None
         cost = 0
@@ -253,8 +276,6 @@ class _Builder:
                 kernel, threads = params.kernel, params.threads
                 cost = self._kernel_cost(params)
             slots_of[node] = arg_slot
-            located[node] = (slot, position)
-            position += 1
             append(make(kernel, threads, arg_slot.buffer, arg_slot.offset, cost, arena))
 
     def _emit_one(self, node: ExecNode, slot: int, ops: list[Op]) -> None:
@@ -267,7 +288,7 @@ class _Builder:
             arg_slot = arena.place(params.arg_bytes, kernel.layout.size)
             compiled.arg_slots[node] = arg_slot
             if node.enabled and not arena.strict:  # the common case, without node_op's dispatch
-                compiled.locations[node] = (slot, len(ops))
+                compiled._locations[node] = (slot, len(ops))
                 cost = self._costs.get((kernel, params.threads))
                 if cost is None:
                     cost = self._kernel_cost(params)
@@ -294,13 +315,19 @@ class _Builder:
         else:
             op = node_op(self.device, node, compiled, self.arena)
         if op is not None:
-            compiled.locations[node] = (slot, len(ops))
+            compiled._locations[node] = (slot, len(ops))
             ops.append(op)
 
 
 def _unfreed(graph: ExecGraph) -> list[DevicePtr]:
-    allocated = [n.params.ptr for n in graph.walk() if n.type is NodeType.MemAlloc]
-    freed = {n.params.ptr for n in graph.walk() if n.type is NodeType.MemFree}
+    allocated: list[DevicePtr] = []
+    freed: set[DevicePtr] = set()
+    for node in graph.walk():  # one walk for both
+        kind = node.type
+        if kind is NodeType.MemAlloc:
+            allocated.append(node.params.ptr)
+        elif kind is NodeType.MemFree:
+            freed.add(node.params.ptr)
     return [ptr for ptr in allocated if ptr not in freed]
 
 
