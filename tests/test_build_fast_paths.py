@@ -444,3 +444,20 @@ def test_a_kernel_runs_locations_are_entered_on_first_use(device: ahg.Device) ->
         exec_.destroy()
         graph.destroy()
         device.free(x)
+
+
+def test_snapshot_shares_each_index_between_a_copy_and_its_dependents() -> None:
+    from ahipgraph.exec.snapshot import snapshot
+
+    graph = ahg.Graph()
+    try:
+        previous: tuple[ahg.GraphNode, ...] = ()
+        for _ in range(300):  # indices above 256 are not the interpreter's cached small ints
+            previous = (graph.add_empty_node(deps=previous),)
+        with graph.lock:
+            copy, order = snapshot(graph)
+        assert [n.index for n in copy.nodes] == list(range(300))
+        assert [n.id for n in copy.nodes] == [n.id for n in order]
+        assert all(n.deps[0] is copy.nodes[n.index - 1].index for n in copy.nodes[1:])
+    finally:
+        graph.destroy()

@@ -146,12 +146,13 @@ def _copy_one(
     """Copy one graph's nodes (its lock held); child-graph nodes are left for the caller."""
     order: list[GraphNode] = graph.nodes()  # InvalidValue on a cycle
     order_out.extend(order)
-    position = {node: i for i, node in enumerate(order)}
+    # Each index is one int object, shared by the node's copy and its dependents' tuples.
+    position = dict(zip(order, range(len(order)), strict=True))
     nodes: list[ExecNode] = []
     children: list[tuple[ExecNode, Graph]] = []
     # Under the graph's lock, with the graph alive, every node is alive too: read the fields
     # directly instead of through the accessors' per-call handle checks.
-    for i, node in enumerate(order):
+    for node, i in position.items():  # in order
         node_type, params, sources = node._type, node._params, node._deps
         if len(sources) == 1:  # a chain's link: no list to build
             deps: tuple[int, ...] = (position[sources[0]],)
