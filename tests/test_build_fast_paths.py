@@ -461,3 +461,38 @@ def test_snapshot_shares_each_index_between_a_copy_and_its_dependents() -> None:
         assert all(n.deps[0] is copy.nodes[n.index - 1].index for n in copy.nodes[1:])
     finally:
         graph.destroy()
+
+
+@pytest.mark.parametrize(
+    ("datas", "sizes", "chunk", "prefill"),
+    [
+        ([b"a" * 12, b"b" * 12, b"c" * 12], [12, 12, 12], 256, False),  # first chunk made
+        ([b"a" * 12, b"b" * 12, b"c" * 12], [12, 12, 12], 256, True),  # after other slots
+        ([b"a" * 12] * 5, [12] * 5, 64, True),  # runs out of room: a new chunk
+        ([b"", b""], [0, 0], 64, True),  # empty arguments take one byte each
+        ([b"a" * 16, b"b" * 16], [16, 16], 64, True),  # no padding between slots
+        ([b"a" * 4, b"b" * 12], [12, 12], 256, True),  # two data lengths: one by one
+        ([b"a" * 12, b"b" * 20], [12, 20], 256, True),  # two sizes: one by one
+        ([b"z" * 16, b"y" * 16], [16, 16], 256, True),  # a reclaimed slot of the size
+    ],
+)
+def test_place_many_uniform_runs_equal_place_one_by_one(
+    device: ahg.Device, datas: list[bytes], sizes: list[int], chunk: int, prefill: bool
+) -> None:
+    one, many = KernelArgArena(device, chunk), KernelArgArena(device, chunk)
+    try:
+        for arena in (one, many) if prefill else ():
+            arena.place(b"p" * 8, 8)
+            arena.free(arena.place(b"q" * 16, 16))  # a reclaimed 16-byte slot
+        singly = [one.place(d, s) for d, s in zip(datas, sizes, strict=True)]
+        together = many.place_many(datas, sizes)
+        assert [(s.chunk, s.offset, s.size) for s in together] == [
+            (s.chunk, s.offset, s.size) for s in singly
+        ]
+        assert many.statistics() == one.statistics()
+        assert (many.writes, many._top) == (one.writes, one._top)
+        for slot, data in zip(together, datas, strict=True):
+            assert bytes(slot.buffer[slot.offset : slot.offset + len(data)]) == data
+    finally:
+        one.close()
+        many.close()
