@@ -447,7 +447,7 @@ def test_a_kernel_runs_locations_are_entered_on_first_use(device: ahg.Device) ->
 
 
 def test_snapshot_shares_each_index_between_a_copy_and_its_dependents() -> None:
-    from ahipgraph.exec.snapshot import snapshot
+    from ahipgraph.exec.snapshot import ExecNode, snapshot, source_map
 
     graph = ahg.Graph()
     try:
@@ -459,6 +459,13 @@ def test_snapshot_shares_each_index_between_a_copy_and_its_dependents() -> None:
         assert [n.index for n in copy.nodes] == list(range(300))
         assert [n.id for n in copy.nodes] == [n.id for n in order]
         assert all(n.deps[0] is copy.nodes[n.index - 1].index for n in copy.nodes[1:])
+        made = ExecNode(0, order[0].id, ahg.NodeType.Empty, None, ())
+        assert [getattr(copy.nodes[0], f) for f in ExecNode.__slots__] == [
+            getattr(made, f) for f in ExecNode.__slots__
+        ]  # every field, defaults included, as the constructor sets it
+        assert source_map(order, copy) == {n.hid: c for n, c in zip(order, copy.nodes, strict=True)}
+        with pytest.raises(ValueError, match="zip"):
+            source_map(order[:-1], copy)
     finally:
         graph.destroy()
 

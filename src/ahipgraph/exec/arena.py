@@ -231,8 +231,8 @@ class KernelArgArena:
         count = len(datas)
         if count > 1:
             if not self._chunks:  # the first item makes the first chunk, the rest follow it
-                first = self.place(datas[0], sizes[0])
-                return [first, *self.place_many(datas[1:], sizes[1:])]
+                head = self.place(datas[0], sizes[0])
+                return [head, *self.place_many(datas[1:], sizes[1:])]
             uniform = self._place_uniform(datas, sizes)
             if uniform is not None:
                 return uniform

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from ..core.registry import HandleId
@@ -25,6 +26,9 @@ if TYPE_CHECKING:
     from ..lifetime.user_object import UserObject
 
 __all__ = ["ExecGraph", "ExecNode", "snapshot", "source_map"]
+
+_new_object = object.__new__
+_hid = attrgetter("hid")
 
 
 @dataclass(slots=True, eq=False)
@@ -158,7 +162,15 @@ def _copy_one(
             deps: tuple[int, ...] = (position[sources[0]],)
         else:
             deps = tuple([position[dep] for dep in sources])
-        exec_node = ExecNode(i, node.id, node_type, params, deps)
+        # ExecNode(i, node.id, node_type, params, deps), its fields stored without the call
+        exec_node = _new_object(ExecNode)
+        exec_node.index = i
+        exec_node.id = node.id
+        exec_node.type = node_type
+        exec_node.params = params
+        exec_node.deps = deps
+        exec_node.child = None
+        exec_node.enabled = True
         if node_type is NodeType.Graph:
             params_any: Any = params
             children.append((exec_node, params_any.graph))
@@ -168,4 +180,4 @@ def _copy_one(
 
 def source_map(originals: list[GraphNode], copy: ExecGraph) -> dict[HandleId, ExecNode]:
     """Original node handle → its copy (what the exec-side setters look nodes up by)."""
-    return {node.hid: exec_node for node, exec_node in zip(originals, copy.nodes, strict=True)}
+    return dict(zip(map(_hid, originals), copy.nodes, strict=True))
