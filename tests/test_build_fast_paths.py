@@ -361,15 +361,16 @@ def test_place_many_in_strict_mode_takes_the_general_path(device: ahg.Device) ->
         arena.close()
 
 
-def test_a_kernel_run_compiles_as_node_by_node(device: ahg.Device) -> None:
+@pytest.mark.parametrize("grids", [[1, 2, 2, 1], [1, 1, 1, 1]])  # shapes mixed, or one
+def test_a_kernel_run_compiles_as_node_by_node(device: ahg.Device, grids: list[int]) -> None:
     from ahipgraph.exec.compile import _Builder
     from ahipgraph.exec.snapshot import snapshot
 
     x = device.malloc(64)
     graph = ahg.Graph()
     try:
-        previous = graph.add_kernel_node(scale, 1, 1, (x, 1))
-        for n, grid in enumerate([1, 2, 2, 1]):
+        previous = graph.add_kernel_node(scale, 1, 32, (x, 1))
+        for n, grid in enumerate(grids):
             previous = graph.add_kernel_node(scale, grid, 32, (x, n), deps=[previous])
         with graph.lock:
             copy, _ = snapshot(graph)

@@ -15,6 +15,8 @@ from __future__ import annotations
 import contextlib
 import threading
 from dataclasses import dataclass, field
+from itertools import repeat
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import HipError
@@ -208,6 +210,10 @@ def node_op(device: Device, node: ExecNode, compiled: Compiled, arena: KernelArg
 
 
 _KERNEL = NodeType.Kernel
+_kernel_of = attrgetter("kernel")
+_threads_of = attrgetter("threads")
+_buffer_of = attrgetter("buffer")
+_offset_of = attrgetter("offset")
 
 
 class _Builder:
@@ -265,17 +271,34 @@ class _Builder:
             [params.kernel.layout.size for params in params_run],
         )
         compiled._runs.append((slot, len(ops), run))  # their locations, in one record
-        slots_of = compiled.arg_slots
+        compiled.arg_slots.update(zip(run, arg_slots, strict=True))
         make = KernelOp.make
+        first = params_run[0]
+        if (
+            len(set(map(id, map(_kernel_of, params_run)))) == 1
+            and len(set(map(id, map(_threads_of, params_run)))) == 1
+        ):  # one kernel, one launch shape: one cost, and the ops made without a Python loop
+            count = len(run)
+            ops.extend(
+                map(
+                    make,
+                    repeat(first.kernel, count),
+                    repeat(first.threads, count),
+                    map(_buffer_of, arg_slots),
+                    map(_offset_of, arg_slots),
+                    repeat(self._kernel_cost(first), count),
+                    repeat(arena, count),
+                )
+            )
+            return
         append = ops.append
         kernel: Any = None
         threads: Any = None
         cost = 0
-        for node, params, arg_slot in zip(run, params_run, arg_slots, strict=True):
+        for params, arg_slot in zip(params_run, arg_slots, strict=True):
             if params.kernel is not kernel or params.threads is not threads:
                 kernel, threads = params.kernel, params.threads
                 cost = self._kernel_cost(params)
-            slots_of[node] = arg_slot
             append(make(kernel, threads, arg_slot.buffer, arg_slot.offset, cost, arena))
 
     def _emit_one(self, node: ExecNode, slot: int, ops: list[Op]) -> None:
