@@ -247,3 +247,260 @@ def test_edges_keep_insertion_order_as_dependents_are_added() -> None:
     assert root.dependents() == [second, join]
     assert first.dependencies() == []
     graph.destroy()
+
+
+# -- GraphNode._create fills a bare node's slots ---------------------------------------------------
+
+
+def test_created_node_has_what_the_constructor_gives(device: ahg.Device) -> None:
+    from ahipgraph.graph.node import NODES, GraphNode
+
+    graph = ahg.Graph()
+    try:
+        first = graph.add_empty_node()
+        made = graph.add_kernel_node(scale, 1, 1, (None, 0), deps=[first])
+        assert type(made) is GraphNode
+        assert made.id == first.id + 1  # ids still come from the one process-wide counter
+        assert NODES.get(made.hid) is made
+        assert made.alive
+        assert made.graph is graph
+        assert made.type is ahg.NodeType.Kernel
+        assert made.dependencies() == [first]
+        assert first.dependents() == [made]
+        assert made.dependents() == []
+        assert made.params.args == (None, 0)
+        copy = graph.clone()  # a clone creates with the original's id
+        assert [n.id for n in copy.nodes()] == [first.id, made.id]
+        copy.destroy()
+        with pytest.raises(TypeError, match="add_"):
+            GraphNode(graph, ahg.NodeType.Empty, None)  # the public constructor still refuses
+    finally:
+        graph.destroy()
+    assert not made.alive
+    assert NODES.get(made.hid) is None
+
+
+# -- KernelParams.make: the shape looked up inline, the result made from a draft -------------------
+
+
+def test_made_params_are_plain_frozen_kernel_params_whatever_the_shape_path(
+    device: ahg.Device,
+) -> None:
+    import numpy as np
+
+    from ahipgraph.runtime.params import _KernelParamsDraft, _launch_shape
+
+    assert _KernelParamsDraft.__slots__ == KernelParams.__slots__  # the layouts agree
+    cached = KernelParams.make(scale, 3, 64, (None, 1), device=device)
+    again = KernelParams.make(scale, 3, 64, (None, 2), device=device)
+    general = KernelParams.make(scale, np.int64(3), 64, (None, 1), device=device)
+    assert type(cached) is type(general) is KernelParams
+    assert cached.threads is again.threads  # one shape, one Threads: the remembered entry
+    assert cached == general  # a numpy grid takes the general path to the same value
+    grid3, block3, threads = _launch_shape(device.properties, 3, 64, 0)
+    assert (cached.grid, cached.block, cached.threads) == (grid3, block3, threads)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cached.args = ()  # type: ignore[misc]
+
+
+def test_make_still_refuses_what_it_refused(device: ahg.Device) -> None:
+    with pytest.raises(TypeError, match="priority must be an int"):
+        KernelParams.make(scale, 1, 1, (None, 1), priority=True, device=device)
+    with pytest.raises(TypeError, match="priority must be an int"):
+        KernelParams.make(scale, 1, 1, (None, 1), priority=1.0, device=device)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="does not fit"):
+        KernelParams.make(scale, 1, 1, (None, 1), priority=2**31, device=device)
+    with pytest.raises(TypeError, match=r"@ahg\.kernel"):
+        KernelParams.make(print, 1, 1, (), device=device)  # type: ignore[arg-type]
+    with pytest.raises(ahg.InvalidValue, match="null"):
+        KernelParams.make(None, 1, 1, (), device=device)  # type: ignore[arg-type]
+    with pytest.raises(ahg.InvalidConfiguration):
+        KernelParams.make(scale, 1, 10**9, (None, 1), device=device)  # never remembered
+    with pytest.raises(ahg.InvalidConfiguration):
+        KernelParams.make(scale, 1, 10**9, (None, 1), device=device)
+
+
+# -- instantiate: a run of kernel nodes placed and compiled in one pass ----------------------------
+
+
+def test_place_many_gives_what_place_gives_one_by_one(device: ahg.Device) -> None:
+    datas = [b"a" * 12, b"", b"b" * 40, b"c" * 16, b"d" * 12]
+    sizes = [12, 0, 40, 16, 12]
+    one, many = KernelArgArena(device, 64), KernelArgArena(device, 64)
+    try:
+        for arena in (one, many):  # a reclaimed 16-byte slot: the fourth item reuses it
+            arena.free(arena.place(b"z" * 16, 16))
+        singly = [one.place(d, s) for d, s in zip(datas, sizes, strict=True)]
+        together = many.place_many(datas, sizes)  # the 40 bytes need a new chunk too
+        assert [(s.chunk, s.offset, s.size) for s in together] == [
+            (s.chunk, s.offset, s.size) for s in singly
+        ]
+        assert (together[3].chunk, together[3].offset) == (0, 0)  # the reused slot
+        assert many.statistics() == one.statistics()
+        assert many.writes == one.writes
+        for slot, data in zip(together, datas, strict=True):
+            assert bytes(slot.buffer[slot.offset : slot.offset + len(data)]) == data
+        before = many.statistics()
+        with pytest.raises(ahg.InvalidValue, match="do not fit"):
+            many.place_many([b"x" * 8, b"y" * 9], [8, 8])
+        assert many.statistics().allocations == before.allocations + 1  # the first one only
+    finally:
+        one.close()
+        many.close()
+
+
+def test_place_many_in_strict_mode_takes_the_general_path(device: ahg.Device) -> None:
+    arena = KernelArgArena(device, 64, strict=True)
+    try:
+        slots = arena.place_many([b"a" * 4, b"b" * 4], [4, 4])
+        assert [s.offset for s in slots] == [0, 16]
+        assert not arena.is_flushed(slots[0])  # the strict bookkeeping was kept
+        arena.flush()
+        assert arena.is_flushed(slots[1])
+    finally:
+        arena.close()
+
+
+@pytest.mark.parametrize("grids", [[1, 2, 2, 1], [1, 1, 1, 1]])  # shapes mixed, or one
+def test_a_kernel_run_compiles_as_node_by_node(device: ahg.Device, grids: list[int]) -> None:
+    from ahipgraph.exec.compile import _Builder
+    from ahipgraph.exec.snapshot import snapshot
+
+    x = device.malloc(64)
+    graph = ahg.Graph()
+    try:
+        previous = graph.add_kernel_node(scale, 1, 32, (x, 1))
+        for n, grid in enumerate(grids):
+            previous = graph.add_kernel_node(scale, grid, 32, (x, n), deps=[previous])
+        with graph.lock:
+            copy, _ = snapshot(graph)
+        results = []
+        for bulk in (True, False):
+            arena = KernelArgArena(device, 4096)
+            builder = _Builder(device, arena, 1)
+            ops: list = []
+            if bulk:
+                builder.emit_kernels(copy.nodes, 0, ops)
+            else:
+                for node in copy.nodes:
+                    builder._emit_one(node, 0, ops)
+            compiled = builder.compiled
+            results.append(
+                (
+                    [(type(op), op.kernel, op.threads, op.offset, op.cost_ns) for op in ops],
+                    dict(compiled.locations),
+                    {n: (s.chunk, s.offset, s.size) for n, s in compiled.arg_slots.items()},
+                    arena.statistics(),
+                )
+            )
+            arena.close()
+        assert results[0] == results[1]
+    finally:
+        graph.destroy()
+        device.free(x)
+
+
+def test_dependent_counts_and_lazy_dependents_agree() -> None:
+    from ahipgraph.exec.snapshot import snapshot
+
+    graph = ahg.Graph()
+    try:
+        root = graph.add_empty_node()
+        left = graph.add_empty_node(deps=[root])
+        right = graph.add_empty_node(deps=[root])
+        graph.add_empty_node(deps=[left, right])
+        with graph.lock:
+            copy, _ = snapshot(graph)
+        assert copy._dependents is None  # instantiate never needs the lists
+        counts = copy.dependent_counts()
+        assert copy._dependents is None
+        assert counts == [len(d) for d in copy.dependents] == [2, 1, 1, 0]
+        assert copy.dependents is copy.dependents  # made once, kept
+    finally:
+        graph.destroy()
+
+
+def test_a_kernel_runs_locations_are_entered_on_first_use(device: ahg.Device) -> None:
+    x = device.malloc(64)
+    graph = ahg.Graph()
+    previous: tuple[ahg.GraphNode, ...] = ()
+    for n in range(5):
+        previous = (graph.add_kernel_node(scale, 1, 1, (x, n), deps=previous),)
+    exec_ = graph.instantiate()
+    try:
+        compiled = exec_._compiled
+        assert compiled._runs  # nothing entered yet
+        assert not compiled._locations
+        located = compiled.locations
+        assert compiled._runs == []
+        assert len(located) == 5
+        for node in exec_._graph.nodes:  # each location holds the op reading the node's slot
+            slot, position = located[node]
+            op = compiled.slot_ops[slot][position]
+            assert op.offset == compiled.arg_slots[node].offset
+            assert op.kernel is scale
+        assert compiled.locations is located
+        exec_.set_kernel_node_params(previous[0], scale, 1, 1, (x, 9))  # setters find their op
+    finally:
+        exec_.destroy()
+        graph.destroy()
+        device.free(x)
+
+
+def test_snapshot_shares_each_index_between_a_copy_and_its_dependents() -> None:
+    from ahipgraph.exec.snapshot import ExecNode, snapshot, source_map
+
+    graph = ahg.Graph()
+    try:
+        previous: tuple[ahg.GraphNode, ...] = ()
+        for _ in range(300):  # indices above 256 are not the interpreter's cached small ints
+            previous = (graph.add_empty_node(deps=previous),)
+        with graph.lock:
+            copy, order = snapshot(graph)
+        assert [n.index for n in copy.nodes] == list(range(300))
+        assert [n.id for n in copy.nodes] == [n.id for n in order]
+        assert all(n.deps[0] is copy.nodes[n.index - 1].index for n in copy.nodes[1:])
+        made = ExecNode(0, order[0].id, ahg.NodeType.Empty, None, ())
+        assert [getattr(copy.nodes[0], f) for f in ExecNode.__slots__] == [
+            getattr(made, f) for f in ExecNode.__slots__
+        ]  # every field, defaults included, as the constructor sets it
+        assert source_map(order, copy) == {n.hid: c for n, c in zip(order, copy.nodes, strict=True)}
+        with pytest.raises(ValueError, match="zip"):
+            source_map(order[:-1], copy)
+    finally:
+        graph.destroy()
+
+
+@pytest.mark.parametrize(
+    ("datas", "sizes", "chunk", "prefill"),
+    [
+        ([b"a" * 12, b"b" * 12, b"c" * 12], [12, 12, 12], 256, False),  # first chunk made
+        ([b"a" * 12, b"b" * 12, b"c" * 12], [12, 12, 12], 256, True),  # after other slots
+        ([b"a" * 12] * 5, [12] * 5, 64, True),  # runs out of room: a new chunk
+        ([b"", b""], [0, 0], 64, True),  # empty arguments take one byte each
+        ([b"a" * 16, b"b" * 16], [16, 16], 64, True),  # no padding between slots
+        ([b"a" * 4, b"b" * 12], [12, 12], 256, True),  # two data lengths: one by one
+        ([b"a" * 12, b"b" * 20], [12, 20], 256, True),  # two sizes: one by one
+        ([b"z" * 16, b"y" * 16], [16, 16], 256, True),  # a reclaimed slot of the size
+    ],
+)
+def test_place_many_uniform_runs_equal_place_one_by_one(
+    device: ahg.Device, datas: list[bytes], sizes: list[int], chunk: int, prefill: bool
+) -> None:
+    one, many = KernelArgArena(device, chunk), KernelArgArena(device, chunk)
+    try:
+        for arena in (one, many) if prefill else ():
+            arena.place(b"p" * 8, 8)
+            arena.free(arena.place(b"q" * 16, 16))  # a reclaimed 16-byte slot
+        singly = [one.place(d, s) for d, s in zip(datas, sizes, strict=True)]
+        together = many.place_many(datas, sizes)
+        assert [(s.chunk, s.offset, s.size) for s in together] == [
+            (s.chunk, s.offset, s.size) for s in singly
+        ]
+        assert many.statistics() == one.statistics()
+        assert (many.writes, many._top) == (one.writes, one._top)
+        for slot, data in zip(together, datas, strict=True):
+            assert bytes(slot.buffer[slot.offset : slot.offset + len(data)]) == data
+    finally:
+        one.close()
+        many.close()

@@ -22,9 +22,9 @@ ROOT = pathlib.Path(ahipgraph.__file__).parent
 ALLOWED_CALL_TIME_REACHES = {
     ("graph/graph.py", "exec.graph_exec"),
     ("graph/graph.py", "exec.races"),
-    ("runtime/capture.py", "graph.graph"),
-    ("runtime/capture.py", "graph.node_type"),
-    ("runtime/capture.py", "graph.params"),
+    ("runtime/capture_fork.py", "graph.params"),
+    ("runtime/capture_nodes.py", "graph.graph"),
+    ("runtime/capture_nodes.py", "graph.node_type"),
 }
 
 
@@ -160,3 +160,36 @@ def test_the_design_page_states_this_order() -> None:
     if not page.exists():  # an installed package without its source tree
         pytest.skip("docs/design.md is not here")
     assert " < ".join([*ORDER[:-2], "tools/testing"]) in page.read_text()
+
+
+# The capture modules of the runtime layer, bottom first: each imports only those before it.
+CAPTURE_ORDER = [
+    "capture_state",
+    "capture_nodes",
+    "capture_fork",
+    "capture_rules",
+    "capture_lifecycle",
+    "capture_scope",
+    "capture",
+    "stream_capture",
+]
+
+
+def _runtime_imports(node: ast.AST) -> list[str]:
+    """Modules of this layer ``node`` imports, leaving out ``if TYPE_CHECKING:`` blocks."""
+    if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+        return []
+    if isinstance(node, ast.ImportFrom) and node.level == 1:
+        return [node.module] if node.module else [alias.name for alias in node.names]
+    return [name for child in ast.iter_child_nodes(node) for name in _runtime_imports(child)]
+
+
+def test_capture_modules_import_each_other_strictly_downward() -> None:
+    """Annotations may name a module above (``if TYPE_CHECKING:``); nothing else may."""
+    upward = []
+    for rank, name in enumerate(CAPTURE_ORDER):
+        tree = ast.parse((ROOT / "runtime" / f"{name}.py").read_text())
+        for target in _runtime_imports(tree):
+            if target in CAPTURE_ORDER and CAPTURE_ORDER.index(target) >= rank:
+                upward.append(f"{name} imports {target}")
+    assert upward == []

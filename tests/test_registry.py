@@ -45,7 +45,8 @@ class YieldingList(list[Any]):
 
 def slow_registry() -> HandleRegistry[Thing]:
     registry: HandleRegistry[Thing] = HandleRegistry("thing")
-    registry._slots = YieldingList()
+    registry._generations = YieldingList()
+    registry._refs = YieldingList()
     registry._free = YieldingList()
     return registry
 
@@ -100,6 +101,37 @@ def test_many_reuses_of_one_slot_keep_every_old_handle_dead() -> None:
     assert len({hid.generation for hid in stale}) == 50
     assert not any(registry.is_valid(hid) for hid in stale)
     assert registry.statistics().slots == 1
+
+
+class ActsOnFirstRead(list[Any]):
+    """A generation list that runs ``action`` once, right after ``get`` first reads a slot."""
+
+    def __init__(self, items: list[Any], action: Any) -> None:
+        super().__init__(items)
+        self.action = action
+
+    def __getitem__(self, index: Any) -> Any:
+        value = super().__getitem__(index)
+        action, self.action = self.action, None
+        if action is not None:
+            action()
+        return value
+
+
+def test_get_racing_a_destroy_and_a_reuse_of_the_slot_never_returns_the_new_object() -> None:
+    registry: HandleRegistry[Thing] = HandleRegistry("thing")
+    old, new = Thing("old"), Thing("new")
+    hid = registry.register(old)
+    reused: list[HandleId] = []
+
+    def destroy_and_reuse() -> None:  # what another thread does between get's two reads
+        assert registry.unregister(hid) is old
+        reused.append(registry.register(new))
+
+    registry._generations = ActsOnFirstRead(registry._generations, destroy_and_reuse)
+    assert registry.get(hid) is None
+    assert reused[0].slot == hid.slot  # the slot was reused under a new generation
+    assert registry.get(reused[0]) is new
 
 
 @pytest.mark.parametrize("hid", [HandleId(5, 0), HandleId(-1, 0), HandleId(0, 7)])

@@ -10,7 +10,7 @@ A slot holds a weak reference: the registry never keeps a handle alive. A handle
 as an explicit unregister would retire it.
 
 Invariants:
-  * ``is_valid`` / ``get`` are O(1) and lock-free: each slot is one tuple read atomically.
+  * ``is_valid`` / ``get`` are O(1) and lock-free (see ``get`` for why the reads are safe).
   * ``register`` and ``unregister`` take a short ``threading`` lock and never block otherwise.
   * ``unregister`` succeeds exactly once per registration (it reports whether it did), which is
     what lets ``destroy()`` tell a first destroy from a second one under races.
@@ -46,6 +46,9 @@ class RegistryStatistics:
     registered_total: int
 
 
+_new_tuple = tuple.__new__
+
+
 class _SlotRef(weakref.ref):  # type: ignore[type-arg]
     """A weak reference that knows its slot, so its callback needs no lookup."""
 
@@ -59,8 +62,11 @@ class HandleRegistry(Generic[T]):
     def __init__(self, kind: str) -> None:
         self.kind = kind
         self._lock = threading.Lock()
-        # Each entry is (generation, weak reference or None); replaced whole, so reads are atomic.
-        self._slots: list[tuple[int, _SlotRef | None]] = []
+        # Two parallel arrays indexed by slot: the slot's generation, and its weak reference
+        # (None while the slot is free). No record per slot: a registry of a million graph
+        # nodes would otherwise hold a million extra tuples for the collector to walk.
+        self._generations: list[int] = []
+        self._refs: list[_SlotRef | None] = []
         self._free: list[int] = []
         self._live = 0
         self._registered_total = 0
@@ -70,38 +76,42 @@ class HandleRegistry(Generic[T]):
 
     def register(self, obj: T) -> HandleId:
         """Give ``obj`` a slot and return its handle id."""
+        ref = _SlotRef(obj, self._on_collected)
         with self._lock:
             if self._dead:
                 self._retire_dead_locked()
             if self._free:
                 slot = self._free.pop()
-                generation = self._slots[slot][0]
+                generation = self._generations[slot]
+                self._refs[slot] = ref
             else:
-                slot = len(self._slots)
+                slot = len(self._refs)
                 generation = 0
-                self._slots.append((generation, None))
-            ref = _SlotRef(obj, self._on_collected)
+                self._generations.append(0)
+                self._refs.append(ref)
             ref.slot = slot
-            self._slots[slot] = (generation, ref)
             self._live += 1
             self._registered_total += 1
-            return HandleId(slot, generation)
+        return _new_tuple(HandleId, (slot, generation))  # HandleId(slot, generation), sooner
 
     def unregister(self, hid: HandleId) -> T | None:
         """Retire ``hid``; return its object the first time, ``None`` if it was not alive."""
         with self._lock:
             slot, generation = hid
-            if not 0 <= slot < len(self._slots):
+            if not 0 <= slot < len(self._refs):
                 return None
-            current_generation, ref = self._slots[slot]
+            ref = self._refs[slot]
             obj = ref() if ref is not None else None
-            if current_generation != generation or obj is None:
+            if self._generations[slot] != generation or obj is None:
                 return None
             self._retire_locked(slot, generation)
             return obj  # type: ignore[no-any-return]
 
     def _retire_locked(self, slot: int, generation: int) -> None:
-        self._slots[slot] = (generation + 1, None)
+        # The reference goes first, then the generation moves on: a lock-free ``get`` that
+        # read the old generation then reads no reference (see ``get``).
+        self._refs[slot] = None
+        self._generations[slot] = generation + 1
         self._free.append(slot)
         self._live -= 1
 
@@ -109,18 +119,23 @@ class HandleRegistry(Generic[T]):
         dead = self._dead
         while dead:
             ref = dead.pop()
-            generation, current = self._slots[ref.slot]
-            if current is ref:  # still this object's slot: it was never unregistered
-                self._retire_locked(ref.slot, generation)
+            if self._refs[ref.slot] is ref:  # still this object's slot: never unregistered
+                self._retire_locked(ref.slot, self._generations[ref.slot])
 
     def get(self, hid: HandleId) -> T | None:
-        """The live object for ``hid``, or ``None`` if it was destroyed or never existed."""
+        """The live object for ``hid``, or ``None`` if it was destroyed or never existed.
+
+        Lock-free: a slot's generation only grows, and it is read on both sides of the
+        reference. If it is ``hid``'s both times, no retire (which clears the reference, then
+        moves the generation on) came between, so the reference read is ``hid``'s own and not
+        that of a later registration reusing the slot.
+        """
         slot, generation = hid
-        slots = self._slots
-        if not 0 <= slot < len(slots):
+        generations = self._generations
+        if not 0 <= slot < len(generations) or generations[slot] != generation:
             return None
-        current_generation, ref = slots[slot]
-        if current_generation != generation or ref is None:
+        ref = self._refs[slot]
+        if ref is None or generations[slot] != generation:
             return None
         obj: Any = ref()
         return obj  # type: ignore[no-any-return]
@@ -133,7 +148,7 @@ class HandleRegistry(Generic[T]):
         with self._lock:
             if self._dead:
                 self._retire_dead_locked()
-            objects = [ref() for _, ref in self._slots if ref is not None]
+            objects = [ref() for ref in self._refs if ref is not None]
         return [obj for obj in objects if obj is not None]
 
     def _settle(self) -> None:
@@ -147,8 +162,8 @@ class HandleRegistry(Generic[T]):
 
     def statistics(self) -> RegistryStatistics:
         self._settle()
-        return RegistryStatistics(self.kind, self._live, len(self._slots), self._registered_total)
+        return RegistryStatistics(self.kind, self._live, len(self._refs), self._registered_total)
 
     def __repr__(self) -> str:
         self._settle()
-        return f"<HandleRegistry {self.kind} live={self._live} slots={len(self._slots)}>"
+        return f"<HandleRegistry {self.kind} live={self._live} slots={len(self._refs)}>"

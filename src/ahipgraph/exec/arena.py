@@ -21,6 +21,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from typing import TYPE_CHECKING
 
 from ..core.errors import InvalidValue
@@ -218,6 +219,100 @@ class KernelArgArena:
         slot = self.allocate(size)
         self.write(slot, data)
         return slot
+
+    def place_many(self, datas: Sequence[bytes], sizes: Sequence[int]) -> list[ArgSlot]:
+        """:meth:`place` each ``datas[i]`` in a slot of ``sizes[i]`` bytes, in order.
+
+        What instantiate does for a run of kernel nodes: the common case (room left in the
+        newest chunk, no reclaimed slot of the size) bumps through the chunk under one
+        critical section for the whole run; any other item takes :meth:`place`, which also
+        raises its errors. The slots, offsets and counts are those of ``place`` called in turn.
+        """
+        count = len(datas)
+        if count > 1:
+            if not self._chunks:  # the first item makes the first chunk, the rest follow it
+                head = self.place(datas[0], sizes[0])
+                return [head, *self.place_many(datas[1:], sizes[1:])]
+            uniform = self._place_uniform(datas, sizes)
+            if uniform is not None:
+                return uniform
+        out: list[ArgSlot] = []
+        i = 0
+        while i < count:
+            with self._lock:
+                if not self.strict and not self.closed and self._chunks:
+                    index = len(self._chunks) - 1
+                    buffer = self._chunks[index][1]
+                    limit = self.chunk_bytes
+                    free = self._free
+                    top = self._top
+                    first = i
+                    while i < count:
+                        data = datas[i]
+                        size = sizes[i] or 1  # max(size, 1): sizes are never negative
+                        if len(data) > size or top + size > limit or (free and free.get(size)):
+                            break
+                        out.append(ArgSlot(index, buffer, top, size))
+                        buffer[top : top + len(data)] = data
+                        top = -(-(top + size) // ARG_ALIGNMENT) * ARG_ALIGNMENT
+                        i += 1
+                    placed = i - first
+                    self._top = top
+                    self._allocations += placed
+                    self._live += placed
+                    self.writes += placed
+            if i < count:  # the general case for this one item, then the fast path again
+                out.append(self.place(datas[i], sizes[i]))
+                i += 1
+        return out
+
+    def _place_uniform(self, datas: Sequence[bytes], sizes: Sequence[int]) -> list[ArgSlot] | None:
+        """:meth:`place_many` for a run of one size and one data length (one kernel, usually)
+        that fits in the newest chunk; None when the run is not that (nothing changed then).
+
+        The slots are evenly spaced from the bump offset, so they are made without a loop in
+        Python, and the data goes in as one write; what lies between two slots' data is their
+        alignment padding, which nothing reads (it is written as zeros).
+        """
+        if len(set(sizes)) != 1:
+            return None
+        lengths = set(map(len, datas))
+        if len(lengths) != 1:
+            return None
+        count = len(datas)
+        size = sizes[0] or 1  # max(size, 1): sizes are never negative
+        length = lengths.pop()
+        if length > size:
+            return None  # place raises the error
+        step = -(-size // ARG_ALIGNMENT) * ARG_ALIGNMENT  # the bump offset is always aligned
+        with self._lock:
+            top = self._top
+            if (
+                self.strict
+                or self.closed
+                or not self._chunks
+                or top + step * (count - 1) + size > self.chunk_bytes
+                or self._free.get(size)
+            ):
+                return None
+            index = len(self._chunks) - 1
+            buffer = self._chunks[index][1]
+            payload = bytes(step - length).join(datas)
+            buffer[top : top + len(payload)] = payload
+            slots = list(
+                map(
+                    ArgSlot,
+                    repeat(index, count),
+                    repeat(buffer, count),
+                    range(top, top + count * step, step),
+                    repeat(size, count),
+                )
+            )
+            self._top = top + count * step
+            self._allocations += count
+            self._live += count
+            self.writes += count
+        return slots
 
     def flush(self) -> None:
         """Make every write so far visible to the device (the HDP flush)."""

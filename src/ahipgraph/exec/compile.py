@@ -13,7 +13,10 @@ node, which the launch fills in at enqueue time, in topological order, as HIP do
 from __future__ import annotations
 
 import contextlib
+import threading
 from dataclasses import dataclass, field
+from itertools import repeat
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import HipError
@@ -109,6 +112,9 @@ class EventBinding:
     is_record: bool
 
 
+_RUNS_LOCK = threading.Lock()
+
+
 @dataclass(slots=True, eq=False)
 class Compiled:
     """The replay programs and where each node's op lives."""
@@ -116,13 +122,33 @@ class Compiled:
     slot_ops: list[list[Op]]
     # Keyed by the ExecNode itself (identity: ExecNode has no __eq__), not by id(node), so a
     # million-node executable does not hold a million key ints per map.
-    locations: dict[ExecNode, tuple[int, int]]  # node -> (slot, position)
+    _locations: dict[ExecNode, tuple[int, int]]  # node -> (slot, position); see locations
     arg_slots: dict[ExecNode, ArgSlot]  # node -> its kernel-argument slot
     bindings: list[EventBinding]
     prev_index: int
     extra: int  # binding slots after the pooled signals
     alloc_ptrs: list[DevicePtr] = field(default_factory=list)
     unfreed_ptrs: list[DevicePtr] = field(default_factory=list)
+    # Runs of kernel nodes compiled together: (slot, position of the first, the nodes), each
+    # node's op at the next position. Their locations are entered on first use.
+    _runs: list[tuple[int, int, list[ExecNode]]] = field(default_factory=list)
+
+    @property
+    def locations(self) -> dict[ExecNode, tuple[int, int]]:
+        """Where each node's op lives: node -> (slot, position in the slot's program).
+
+        The entries of kernel runs are made on first use (an executable setter, an update,
+        a plan check or a trace): until then a run costs a pointer per node, where an entry
+        costs a tuple, an int and a slot of the map.
+        """
+        if self._runs:
+            with _RUNS_LOCK:  # two first users: one enters the runs, the other waits for it
+                for slot, first, nodes in self._runs:
+                    located = self._locations
+                    for position, node in enumerate(nodes, first):
+                        located[node] = (slot, position)
+                self._runs = []
+        return self._locations
 
 
 def kernel_op(device: Device, params: KernelParams, slot: ArgSlot, arena: KernelArgArena) -> Op:
@@ -183,6 +209,13 @@ def node_op(device: Device, node: ExecNode, compiled: Compiled, arena: KernelArg
     return None
 
 
+_KERNEL = NodeType.Kernel
+_kernel_of = attrgetter("kernel")
+_threads_of = attrgetter("threads")
+_buffer_of = attrgetter("buffer")
+_offset_of = attrgetter("offset")
+
+
 class _Builder:
     def __init__(
         self,
@@ -223,6 +256,51 @@ class _Builder:
             else:
                 self._emit_one(inner, slot, ops)
 
+    def emit_kernels(self, run: list[ExecNode], slot: int, ops: list[Op]) -> None:
+        """What :meth:`_emit_one` does for each of ``run``: enabled kernel nodes, arena not strict.
+
+        Their arguments are placed in one pass through the arena (:meth:`KernelArgArena.
+        place_many`), and consecutive nodes of one kernel and launch shape share one cost
+        lookup: the same slots, ops and maps, for less work per node.
+        """
+        compiled = self.compiled
+        arena = self.arena
+        params_run: list[KernelParams] = [node.params for node in run]
+        arg_slots = arena.place_many(
+            [params.arg_bytes for params in params_run],
+            [params.kernel.layout.size for params in params_run],
+        )
+        compiled._runs.append((slot, len(ops), run))  # their locations, in one record
+        compiled.arg_slots.update(zip(run, arg_slots, strict=True))
+        make = KernelOp.make
+        first = params_run[0]
+        if (
+            len(set(map(id, map(_kernel_of, params_run)))) == 1
+            and len(set(map(id, map(_threads_of, params_run)))) == 1
+        ):  # one kernel, one launch shape: one cost, and the ops made without a Python loop
+            count = len(run)
+            ops.extend(
+                map(
+                    make,
+                    repeat(first.kernel, count),
+                    repeat(first.threads, count),
+                    map(_buffer_of, arg_slots),
+                    map(_offset_of, arg_slots),
+                    repeat(self._kernel_cost(first), count),
+                    repeat(arena, count),
+                )
+            )
+            return
+        append = ops.append
+        kernel: Any = None
+        threads: Any = None
+        cost = 0
+        for params, arg_slot in zip(params_run, arg_slots, strict=True):
+            if params.kernel is not kernel or params.threads is not threads:
+                kernel, threads = params.kernel, params.threads
+                cost = self._kernel_cost(params)
+            append(make(kernel, threads, arg_slot.buffer, arg_slot.offset, cost, arena))
+
     def _emit_one(self, node: ExecNode, slot: int, ops: list[Op]) -> None:
         compiled = self.compiled
         kind = node.type
@@ -233,7 +311,7 @@ class _Builder:
             arg_slot = arena.place(params.arg_bytes, kernel.layout.size)
             compiled.arg_slots[node] = arg_slot
             if node.enabled and not arena.strict:  # the common case, without node_op's dispatch
-                compiled.locations[node] = (slot, len(ops))
+                compiled._locations[node] = (slot, len(ops))
                 cost = self._costs.get((kernel, params.threads))
                 if cost is None:
                     cost = self._kernel_cost(params)
@@ -260,13 +338,19 @@ class _Builder:
         else:
             op = node_op(self.device, node, compiled, self.arena)
         if op is not None:
-            compiled.locations[node] = (slot, len(ops))
+            compiled._locations[node] = (slot, len(ops))
             ops.append(op)
 
 
 def _unfreed(graph: ExecGraph) -> list[DevicePtr]:
-    allocated = [n.params.ptr for n in graph.walk() if n.type is NodeType.MemAlloc]
-    freed = {n.params.ptr for n in graph.walk() if n.type is NodeType.MemFree}
+    allocated: list[DevicePtr] = []
+    freed: set[DevicePtr] = set()
+    for node in graph.walk():  # one walk for both
+        kind = node.type
+        if kind is NodeType.MemAlloc:
+            allocated.append(node.params.ptr)
+        elif kind is NodeType.MemFree:
+            freed.add(node.params.ptr)
     return [ptr for ptr in allocated if ptr not in freed]
 
 
@@ -308,13 +392,16 @@ def compile_plan(
                     waits.append(signal)
                 ops.append(WaitSlotsOp(waits))
             nodes = graph.nodes
-            emit_one = builder._emit_one
-            for index in segment.nodes:
-                node = nodes[index]
-                if node.type is NodeType.Graph:
-                    builder.emit_node(node, slot, ops)
-                else:  # what emit_node does first, without its call
-                    emit_one(node, slot, ops)
+            run = [nodes[index] for index in segment.nodes]
+            if not arena.strict and all(n.type is _KERNEL and n.enabled for n in run):
+                builder.emit_kernels(run, slot, ops)  # a chain of plain kernel nodes
+            else:
+                emit_one = builder._emit_one
+                for node in run:
+                    if node.type is NodeType.Graph:
+                        builder.emit_node(node, slot, ops)
+                    else:  # what emit_node does first, without its call
+                        emit_one(node, slot, ops)
             if segment.signal is not None:
                 ops.append(SignalSlotOp(segment.signal))
         if slot == 0 and plan.final_waits:

@@ -65,12 +65,12 @@ class Plan:
 def _cut_segments(graph: ExecGraph) -> list[Segment]:
     segment_of: list[int] = [0] * len(graph.nodes)
     segments: list[Segment] = []
-    dependents = graph.dependents
+    dependents = graph.dependent_counts()
     for node in graph.nodes:
         deps = node.deps
         starts_new = (
             len(deps) != 1
-            or len(dependents[deps[0]]) != 1
+            or dependents[deps[0]] != 1
             or node.type is NodeType.Graph
             or graph.nodes[deps[0]].type is NodeType.Graph
         )

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from ..core.registry import HandleId
@@ -25,6 +26,9 @@ if TYPE_CHECKING:
     from ..lifetime.user_object import UserObject
 
 __all__ = ["ExecGraph", "ExecNode", "snapshot", "source_map"]
+
+_new_object = object.__new__
+_hid = attrgetter("hid")
 
 
 @dataclass(slots=True, eq=False)
@@ -49,10 +53,17 @@ class ExecGraph:
     # User objects owned by the graph or any child graph's copy, each once: the executable
     # holds a reference to each, as HIP's clone does.
     user_objects: list[UserObject] = field(default_factory=list)
-    dependents: list[list[int]] = field(default_factory=list)
+    _dependents: list[list[int]] | None = field(default=None, repr=False)
 
-    def __post_init__(self) -> None:
-        if not self.dependents:
+    @property
+    def dependents(self) -> list[list[int]]:
+        """Each node's dependents (indices, in order), made on first use and kept.
+
+        Instantiate needs only how many dependents each node has (:meth:`dependent_counts`);
+        the lists cost a list per node, so only the tools that walk edges forward make them.
+        """
+        dependents = self._dependents
+        if dependents is None:
             # A node's first dependent makes a one-element list (an append to an empty list
             # reserves four): most nodes of a large graph have exactly one dependent.
             found: list[list[int] | None] = [None] * len(self.nodes)
@@ -64,7 +75,20 @@ class ExecGraph:
                         found[dep] = [index]
                     else:
                         have.append(index)
-            self.dependents = [[] if have is None else have for have in found]
+            dependents = self._dependents = [[] if have is None else have for have in found]
+        return dependents
+
+    def dependent_counts(self) -> list[int]:
+        """How many dependents each node has (small ints: no object per node)."""
+        counts = [0] * len(self.nodes)
+        for node in self.nodes:
+            deps = node.deps
+            if len(deps) == 1:
+                counts[deps[0]] += 1
+            else:
+                for dep in deps:
+                    counts[dep] += 1
+        return counts
 
     def walk(self) -> list[ExecNode]:
         """Every node, child graphs' nodes included (depth first, topological within a graph).
@@ -126,18 +150,27 @@ def _copy_one(
     """Copy one graph's nodes (its lock held); child-graph nodes are left for the caller."""
     order: list[GraphNode] = graph.nodes()  # InvalidValue on a cycle
     order_out.extend(order)
-    position = {node: i for i, node in enumerate(order)}
+    # Each index is one int object, shared by the node's copy and its dependents' tuples.
+    position = dict(zip(order, range(len(order)), strict=True))
     nodes: list[ExecNode] = []
     children: list[tuple[ExecNode, Graph]] = []
     # Under the graph's lock, with the graph alive, every node is alive too: read the fields
     # directly instead of through the accessors' per-call handle checks.
-    for i, node in enumerate(order):
+    for node, i in position.items():  # in order
         node_type, params, sources = node._type, node._params, node._deps
         if len(sources) == 1:  # a chain's link: no list to build
             deps: tuple[int, ...] = (position[sources[0]],)
         else:
             deps = tuple([position[dep] for dep in sources])
-        exec_node = ExecNode(i, node.id, node_type, params, deps)
+        # ExecNode(i, node.id, node_type, params, deps), its fields stored without the call
+        exec_node = _new_object(ExecNode)
+        exec_node.index = i
+        exec_node.id = node.id
+        exec_node.type = node_type
+        exec_node.params = params
+        exec_node.deps = deps
+        exec_node.child = None
+        exec_node.enabled = True
         if node_type is NodeType.Graph:
             params_any: Any = params
             children.append((exec_node, params_any.graph))
@@ -147,4 +180,4 @@ def _copy_one(
 
 def source_map(originals: list[GraphNode], copy: ExecGraph) -> dict[HandleId, ExecNode]:
     """Original node handle → its copy (what the exec-side setters look nodes up by)."""
-    return {node.hid: exec_node for node, exec_node in zip(originals, copy.nodes, strict=True)}
+    return dict(zip(map(_hid, originals), copy.nodes, strict=True))

@@ -61,6 +61,7 @@ __all__ = ["NODES", "PARAMS_TYPES", "GraphNode", "live_node"]
 NODES: HandleRegistry[GraphNode] = HandleRegistry("graph node")
 _FACTORY = FactoryOnly("graph nodes are created with Graph.add_*_node()")
 _NODE_IDS = itertools.count()  # next() on a C iterator is atomic under the GIL
+_new_object = object.__new__
 
 PARAMS_TYPES: dict[NodeType, type[Any] | None] = {
     NodeType.Kernel: KernelParams,
@@ -112,7 +113,20 @@ class GraphNode(NodeCopySetters):
     def _create(
         cls, graph: Graph, node_type: NodeType, params: NodeParams, node_id: int | None = None
     ) -> GraphNode:
-        return cls(graph, node_type, params, node_id, _key=_FACTORY)
+        """What ``__init__`` does, without the factory check (this is the factory).
+
+        Once per node added, captured or cloned: filling the slots of a bare instance saves
+        the constructor's call and its keyword handling.
+        """
+        node: GraphNode = _new_object(cls)
+        node.graph = graph
+        node.id = next(_NODE_IDS) if node_id is None else node_id
+        node._type = node_type
+        node._params = params
+        node._deps = []
+        node._succ = []
+        node.hid = NODES.register(node)
+        return node
 
     # -- validity ----------------------------------------------------------------------------------
 

@@ -67,31 +67,42 @@ class KernelParams:
         """
         if kernel is None:
             raise InvalidValue("kernel is null")
-        if not isinstance(kernel, Kernel):
+        if type(kernel) is not Kernel and not isinstance(kernel, Kernel):
             raise TypeError(f"expected a kernel declared with @ahg.kernel, got {kernel!r}")
         props = (device or get_device()).properties
-        grid3, block3, threads = _launch_shape(props, grid, block, shared_mem)
+        entry = None
+        if type(grid) is int and type(block) is int and type(shared_mem) is int:
+            # _launch_shape's remembered shapes, looked up here: the common case, one dict read
+            entry = _SHAPES.get((id(props), grid, block, shared_mem))
+        if entry is not None and entry[0] is props:
+            _, grid3, block3, threads = entry
+        else:
+            grid3, block3, threads = _launch_shape(props, grid, block, shared_mem)
         arg_bytes = kernel.pack(args)  # None is InvalidValue for a kernel that takes arguments
         args = () if args is None else tuple(args)
-        if isinstance(priority, bool) or not isinstance(priority, int):
+        if type(priority) is not int and (
+            isinstance(priority, bool) or not isinstance(priority, int)
+        ):
             raise TypeError(f"priority must be an int, got {priority!r}")
         if not -(2**31) <= priority < 2**31:  # HIP's launch attribute is an int
             raise ValueError(f"priority {priority} does not fit in an int")
         if cls is not KernelParams:
             return cls(kernel, grid3, block3, args, shared_mem, arg_bytes, threads, priority)
-        # Every check is done: fill the slots directly. A frozen dataclass's ``__init__`` sets
-        # each field through ``object.__setattr__``, twice the cost of the slot descriptors,
-        # and this runs once per captured launch and per kernel node.
-        params = _new(KernelParams)
-        _set_kernel(params, kernel)
-        _set_grid(params, grid3)
-        _set_block(params, block3)
-        _set_args(params, args)
-        _set_shared_mem(params, shared_mem)
-        _set_arg_bytes(params, arg_bytes)
-        _set_threads(params, threads)
-        _set_priority(params, priority)
-        _set_attributes(params, DEFAULT_ATTRIBUTES)
+        # Every check is done: fill the slots of a draft and make it a KernelParams. A frozen
+        # dataclass's ``__init__`` sets each field through ``object.__setattr__``, and this
+        # runs once per captured launch and per kernel node (see _KernelParamsDraft).
+        draft = _KernelParamsDraft()
+        draft.kernel = kernel
+        draft.grid = grid3
+        draft.block = block3
+        draft.args = args
+        draft.shared_mem = shared_mem
+        draft.arg_bytes = arg_bytes
+        draft.threads = threads
+        draft.priority = priority
+        draft.attributes = DEFAULT_ATTRIBUTES
+        draft.__class__ = KernelParams  # type: ignore[assignment]
+        params: KernelParams = draft  # type: ignore[assignment]
         return params
 
     def check_limits(self, device: Device) -> None:
@@ -127,22 +138,27 @@ class KernelParams:
         )
 
 
-def _slot_setter(cls: type, name: str) -> Callable[[Any, Any], None]:
-    """The slot descriptor's setter of ``cls.name``: writes a frozen slot of a new instance."""
-    setter: Callable[[Any, Any], None] = cls.__dict__[name].__set__
-    return setter
+class _KernelParamsDraft:
+    """A mutable twin of :class:`KernelParams`: the same slots, in the same order.
 
+    ``make`` fills one with plain attribute stores, then assigns its ``__class__``, which
+    CPython allows between classes of identical layout; the result is an ordinary, frozen
+    KernelParams. Several times cheaper than the dataclass constructor or the slot
+    descriptors' setters, and nothing else ever sees a draft.
+    """
 
-_new = object.__new__
-_set_kernel = _slot_setter(KernelParams, "kernel")
-_set_grid = _slot_setter(KernelParams, "grid")
-_set_block = _slot_setter(KernelParams, "block")
-_set_args = _slot_setter(KernelParams, "args")
-_set_shared_mem = _slot_setter(KernelParams, "shared_mem")
-_set_arg_bytes = _slot_setter(KernelParams, "arg_bytes")
-_set_threads = _slot_setter(KernelParams, "threads")
-_set_priority = _slot_setter(KernelParams, "priority")
-_set_attributes = _slot_setter(KernelParams, "attributes")
+    __slots__ = KernelParams.__slots__
+
+    kernel: Kernel
+    grid: Dim3
+    block: Dim3
+    args: tuple[Any, ...]
+    shared_mem: int
+    arg_bytes: bytes
+    threads: Threads
+    priority: int
+    attributes: KernelAttributes
+
 
 _SHAPES: dict[tuple[Any, ...], tuple[DeviceProperties, Dim3, Dim3, Threads]] = {}
 _SHAPES_LIMIT = 1024

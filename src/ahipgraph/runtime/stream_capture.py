@@ -1,4 +1,4 @@
-"""The capture half of the :class:`~ahipgraph.Stream` API (a mixin), and ``async with`` scopes.
+"""The capture half of the :class:`~ahipgraph.Stream` API (a mixin).
 
 Each method is a thin, documented entry point into :mod:`ahipgraph.runtime.capture`, where the
 decisions live; keeping them here leaves ``stream.py`` with one hook per operation.
@@ -7,12 +7,11 @@ decisions live; keeping them here leaves ``stream.py`` with one hook per operati
 from __future__ import annotations
 
 from collections.abc import Sequence
-from types import TracebackType
 from typing import TYPE_CHECKING
 
-from ..core.errors import IllegalState
 from . import capture
-from .capture import CaptureDependencies, CaptureInfo, CaptureMode, CaptureSession, CaptureStatus
+from .capture import CaptureDependencies, CaptureInfo, CaptureMode, CaptureStatus
+from .capture_scope import CaptureScope
 
 if TYPE_CHECKING:
     from ..graph.graph import Graph
@@ -115,48 +114,3 @@ class StreamCaptureMixin:
 
     def _as_stream(self) -> Stream:
         return self  # type: ignore[return-value]
-
-
-class CaptureScope:
-    """An ``async with`` capture: begins on entry, ends on a clean exit, aborts otherwise.
-
-    Attributes:
-        stream: the capturing (origin) stream.
-        graph: the captured graph, once the block has exited cleanly; None before.
-    """
-
-    __slots__ = ("_mode", "_session", "graph", "stream")
-
-    def __init__(self, stream: Stream, mode: CaptureMode | int) -> None:
-        self.stream = stream
-        self._mode = mode
-        self._session: CaptureSession | None = None
-        self.graph: Graph | None = None
-
-    async def __aenter__(self) -> CaptureScope:
-        capture.begin(self.stream, self._mode)
-        part = self.stream._capture
-        assert isinstance(part, capture.StreamCapture)
-        self._session = part.session
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        session = self._session
-        assert session is not None
-        if exc is not None:
-            capture.abort(self.stream, session)  # plain, uninterruptible cleanup
-            return
-        part = self.stream._capture
-        if not isinstance(part, capture.StreamCapture) or part.session is not session:
-            capture.abort(self.stream, session)
-            self.stream.check_open()  # a stream destroyed in the block: ContextIsDestroyed
-            raise IllegalState(f"the capture on {self.stream!r} was ended inside its block")
-        self.graph = capture.end(self.stream)
-
-    def __repr__(self) -> str:
-        return f"<CaptureScope {self.stream!r} graph={self.graph!r}>"

@@ -1,0 +1,110 @@
+"""Fork and join through events during capture (HIP §2.4).
+
+An event recorded on a capturing stream creates no node: it remembers the recording stream's
+dependency set (``capture_state._EventLink``). A wait on such an event forks the waiting stream
+into the same session (same graph, id and mode), or, on a stream already in the session, joins
+the remembered set into its own. A wait that would merge two sessions is ``StreamCaptureMerge``
+(HIP silently mixes two graphs); an event of a capturing stream that was not recorded in the
+capture running there is ``StreamCaptureIsolation``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from ..core.errors import InvalidValue, StreamCaptureIsolation, StreamCaptureMerge
+from .capture_nodes import StreamCapture, _graphs
+from .capture_state import (
+    _LINKS,
+    _LOCK,
+    EVENT_WAIT_DEFAULT,
+    EVENT_WAIT_EXTERNAL,
+    NULL_GUARD,
+    _refresh_null_guard,
+)
+
+if TYPE_CHECKING:
+    from ..graph.node import GraphNode
+    from .event import Event
+    from .stream import Stream
+
+__all__ = ["event_destroyed", "record_eager", "wait_event"]
+
+
+def wait_event(stream: Stream, event: Event, flags: int) -> bool:
+    """``hipStreamWaitEvent`` when capture is involved; False means "do the eager wait".
+
+    Raises:
+        InvalidValue: bad flags. StreamCaptureIsolation, StreamCaptureMerge,
+        StreamCaptureInvalidated, StreamCaptureImplicit: see the module notes.
+    """
+    if isinstance(flags, bool) or flags not in (EVENT_WAIT_DEFAULT, EVENT_WAIT_EXTERNAL):
+        raise InvalidValue(f"{flags!r} is not a stream wait flag")
+    part = stream._capture
+    link = _LINKS.get(event)
+    if part is None and (link is None or link.ended):
+        return False
+    if part is NULL_GUARD:
+        raise NULL_GUARD._refuse()
+    with _LOCK:
+        if isinstance(part, StreamCapture):
+            part.check_active()
+            if flags == EVENT_WAIT_EXTERNAL:
+                part._append(_graphs().NodeType.WaitEvent, lambda: _event_params(event))
+                return True
+        if link is None or link.ended:
+            source = link.stream._capture if link is not None else None
+            if isinstance(source, StreamCapture):
+                raise StreamCaptureIsolation(
+                    f"{event!r} was not recorded in the capture now running on {link.stream!r}"  # type: ignore[union-attr]
+                )
+            return False  # recorded outside any capture: a real wait, as in HIP
+        source_session = link.session
+        if isinstance(part, StreamCapture):
+            if part.session is not source_session:
+                raise StreamCaptureMerge(
+                    f"{stream!r} and {event!r} belong to two different captures"
+                )
+            part.deps.extend(missing(part.deps, link.deps))
+            return True
+        source_part = link.stream._capture
+        parent = source_part if isinstance(source_part, StreamCapture) else source_session.origin
+        fork = StreamCapture(source_session, stream, link.deps, parent)
+        if parent is not None:
+            parent.children.append(fork)
+        _refresh_null_guard(stream.device)
+        return True
+
+
+def missing(have: list[GraphNode], new: Iterable[GraphNode]) -> list[GraphNode]:
+    """``new`` without nodes already in ``have`` or repeated (order kept)."""
+    seen = set(have)
+    out = []
+    for node in new:
+        if node not in seen:
+            seen.add(node)
+            out.append(node)
+    return out
+
+
+def _event_params(event: Event) -> Any:
+    from ..graph.params import event_params
+
+    return event_params(event)
+
+
+def record_eager(event: Event) -> None:
+    """An eager record replaces a captured one: the event no longer links to a capture."""
+    if event in _LINKS:
+        with _LOCK:
+            _LINKS.pop(event, None)
+
+
+def event_destroyed(event: Event) -> None:
+    """A destroyed event leaves its capture's records (HIP erases it from ``captureEvents_``)."""
+    if event in _LINKS:
+        with _LOCK:
+            link = _LINKS.pop(event, None)
+            if link is not None:
+                link.session.recorded.discard(event)

@@ -1,0 +1,212 @@
+"""Beginning, ending and querying a capture, and what destroying a capturing stream does.
+
+``begin`` registers a session with its origin part; ``end`` runs HIP's checks in HIP's order,
+then the unjoined check. Where ahipgraph is stricter than HIP: a failed ``end`` (invalidated or
+unjoined) always ends the sequence and frees its graph (HIP leaves an unjoined stream marked
+active, and leaks the graph of a destroyed capturing stream).
+
+Invariant: a session's graph, when the session made it, is destroyed on every path that does
+not hand it to the caller (invalidation, unjoined forks, a destroyed origin, an aborted
+``async with``). A user's graph (``begin_capture_to_graph``) is never destroyed here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from ..core.errors import (
+    IllegalState,
+    InvalidValue,
+    StreamCaptureImplicit,
+    StreamCaptureInvalidated,
+    StreamCaptureUnjoined,
+    StreamCaptureUnmatched,
+    StreamCaptureUnsupported,
+    StreamCaptureWrongThread,
+)
+from .capture_fork import missing
+from .capture_nodes import StreamCapture, _graphs
+from .capture_state import (
+    _LOCK,
+    _SESSIONS,
+    NULL_GUARD,
+    CaptureDependencies,
+    CaptureInfo,
+    CaptureMode,
+    CaptureSession,
+    CaptureStatus,
+    _caller,
+    _check_mode,
+    _refresh_null_guard,
+)
+
+if TYPE_CHECKING:
+    from ..graph.graph import Graph
+    from ..graph.node import GraphNode
+    from .stream import Stream
+
+__all__ = ["abort", "begin", "end", "info", "status", "stream_destroyed", "update_dependencies"]
+
+
+def begin(
+    stream: Stream,
+    mode: CaptureMode | int,
+    graph: Graph | None = None,
+    deps: Sequence[GraphNode] | GraphNode = (),
+    *,
+    to_graph: bool = False,
+) -> None:
+    """``hipStreamBeginCapture`` / ``hipStreamBeginCaptureToGraph`` (``to_graph``)."""
+    stream.check_open()
+    if stream.is_null:
+        raise StreamCaptureUnsupported("the null stream cannot capture")
+    checked_mode = _check_mode(mode)
+    api = _graphs()
+    dep_list: list[GraphNode] = []
+    if to_graph:
+        graph = api.live_graph(graph, "capture graph")
+        with graph.lock:
+            dep_list = graph._check_deps(deps)
+    with _LOCK:
+        if isinstance(stream._capture, StreamCapture):
+            raise IllegalState(f"{stream!r} is already capturing")
+        target: Graph = api.Graph() if graph is None else graph
+        session = CaptureSession(target, graph is None, checked_mode)
+        session.origin = StreamCapture(session, stream, dep_list)
+        _SESSIONS[session] = None
+        _refresh_null_guard(stream.device)
+
+
+def end(stream: Stream) -> Graph:
+    """``hipStreamEndCapture``: checks in HIP's order, then the unjoined check."""
+    if stream.is_null:
+        raise IllegalState("the null stream is not capturing")
+    stream.check_open()
+    with _LOCK:
+        part = stream._capture
+        if not isinstance(part, StreamCapture):
+            raise IllegalState(f"{stream!r} is not capturing")
+        session = part.session
+        if part is not session.origin:
+            raise StreamCaptureUnmatched(f"{stream!r} was forked into a capture; end its origin")
+        if session.mode is not CaptureMode.RELAXED and session.owner != _caller():
+            raise StreamCaptureWrongThread(
+                f"a {session.mode.name} capture must be ended by the task or thread that began it"
+            )
+        session.finish()
+        graph = session.graph
+        if session.status is CaptureStatus.INVALIDATED or graph.destroyed:
+            error: Exception = StreamCaptureInvalidated(
+                f"the capture on {stream!r} was invalidated"
+            )
+        else:
+            problem = _unjoined(session, part.deps)
+            if problem is None:
+                return graph
+            error = StreamCaptureUnjoined(problem)
+    session.discard_graph()
+    raise error
+
+
+def _unjoined(session: CaptureSession, joined: list[GraphNode]) -> str | None:
+    """HIP's unjoined check, without adding the temporary node: its leaves are computed."""
+    graph = session.graph
+    with graph.lock:
+        joined_set = set(joined)
+        leaves = [n for n in graph._nodes if not n._succ and n not in joined_set]
+    if not leaves:  # the temporary node is the only leaf
+        return None
+    leaves = [n for n in leaves if n in session.captured]  # drop manual nodes
+    if any(n in session.removed for n in leaves):
+        return None
+    if leaves:
+        return f"{len(leaves)} forked branch(es) were never joined back into the origin stream"
+    return None
+
+
+def abort(stream: Stream, session: CaptureSession) -> None:
+    """End ``session`` without a graph (an ``async with`` block failed); idempotent."""
+    with _LOCK:
+        live = session in _SESSIONS
+        if live:
+            session.finish()
+    if live:
+        session.discard_graph()
+
+
+def status(stream: Stream) -> CaptureStatus:
+    """``hipStreamIsCapturing``."""
+    return info(stream).status
+
+
+def info(stream: Stream) -> CaptureInfo:
+    """``hipStreamGetCaptureInfo_v2``."""
+    part = stream._capture
+    if part is NULL_GUARD:
+        raise StreamCaptureImplicit("a blocking stream of this device is capturing")
+    stream.check_open()
+    if not isinstance(part, StreamCapture):
+        return CaptureInfo(CaptureStatus.NONE)
+    with _LOCK:
+        session = part.session
+        if session.status is not CaptureStatus.ACTIVE:
+            return CaptureInfo(session.status)
+        return CaptureInfo(CaptureStatus.ACTIVE, session.id, session.graph, tuple(part.deps))
+
+
+def update_dependencies(stream: Stream, nodes: Sequence[GraphNode], flags: int) -> None:
+    """``hipStreamUpdateCaptureDependencies``: Add or Set, with HIP's checks."""
+    stream.check_open()
+    with _LOCK:
+        part = stream._capture
+        if not isinstance(part, StreamCapture) or part.session.status is not CaptureStatus.ACTIVE:
+            raise IllegalState(f"{stream!r} is not capturing")
+        if nodes is None:
+            raise InvalidValue("dependencies are null")
+        new = list(nodes)
+        graph = part.session.graph
+        if len(new) > len(graph._nodes):
+            raise InvalidValue(f"{len(new)} dependencies, but the graph has {len(graph._nodes)}")
+        if isinstance(flags, bool) or flags not in (
+            CaptureDependencies.ADD,
+            CaptureDependencies.SET,
+        ):
+            raise InvalidValue(f"{flags!r} is not ADD or SET")
+        for node in new:
+            graph._check_member(node, "capture dependency")
+        if flags == CaptureDependencies.ADD:
+            part.deps.extend(missing(part.deps, new))
+        else:
+            part.session.removed.update(part.deps)
+            part.deps = missing([], new)
+
+
+def stream_destroyed(stream: Stream) -> None:
+    """A capturing stream was destroyed: its part (and its forks) end; an origin ends all."""
+    with _LOCK:
+        part = stream._capture
+        if not isinstance(part, StreamCapture):
+            return
+        session = part.session
+        if part is session.origin:
+            session.finish()
+            discard = True
+        else:
+            if part.parent is not None and part in part.parent.children:
+                part.parent.children.remove(part)
+            _detach(part)
+            discard = False
+            _refresh_null_guard(stream.device)
+    if discard:
+        session.discard_graph()
+
+
+def _detach(part: StreamCapture) -> None:
+    for child in part.children:
+        _detach(child)
+    part.children.clear()
+    if part in part.session.members:
+        part.session.members.remove(part)
+    if part.stream._capture is part:
+        part.stream._capture = None

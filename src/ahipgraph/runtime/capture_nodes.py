@@ -1,0 +1,218 @@
+"""How stream operations become graph nodes while their stream captures (HIP §2.3).
+
+A :class:`StreamCapture` is one stream's part in a capture session: its current dependency set
+(HIP's ``lastCapturedNodes_``), the stream it was forked from and the streams forked from it. A
+stream is capturing exactly when ``stream._capture`` is a :class:`StreamCapture`. Its ``add_*``
+hooks are what stream operations call instead of running: each adds one node that depends on
+the current set, which then becomes that node, and returns a :class:`CapturedWork` in place of
+the operation's completion.
+
+The graph layer sits above the runtime, so its classes are looked up on first use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Iterable
+from typing import TYPE_CHECKING, Any
+
+from ..core.errors import StreamCaptureInvalidated, StreamCaptureUnsupported
+from ..device.pointer import DevicePtr
+from ..device.signal import Signal
+from .capture_state import _LINKS, _LOCK, _SESSIONS, CaptureSession, CaptureStatus, _EventLink
+from .completion import Completion
+
+if TYPE_CHECKING:
+    from ..graph.node import GraphNode
+    from .device import Device
+    from .event import Event
+    from .stream import Stream
+
+__all__ = ["CapturedWork", "StreamCapture"]
+
+# -- graph layer access (the graph layer sits above the runtime: imported on first use) ------------
+
+_graph_api: Any = None
+_NODE_TYPES: dict[str, Any] = {}  # an operation kind's NodeType, looked up once
+
+
+def _graphs() -> Any:
+    global _graph_api
+    if _graph_api is None:
+        from ..graph import graph as graph_module
+        from ..graph import node_type
+
+        class _Api:
+            Graph = graph_module.Graph
+            live_graph = staticmethod(graph_module.live_graph)
+            NodeType = node_type.NodeType
+
+        _graph_api = _Api
+    return _graph_api
+
+
+# -- what a captured operation returns -------------------------------------------------------------
+
+_NEVER = Signal(1)  # captured work has no completion of its own: it runs only in launches
+
+
+class CapturedWork(Completion):
+    """What a stream operation returns while its stream captures.
+
+    The work was recorded, not run: ``node`` is the graph node it became (None when it added
+    none, as a zero-sized copy). Waiting for it (``await``, ``wait()``, ``done()``) is the same
+    mistake as synchronising the capturing stream: ``StreamCaptureUnsupported``, and the
+    capture is invalidated if it is still in progress.
+    """
+
+    __slots__ = ("_session", "node")
+
+    def __init__(self, session: CaptureSession, node: GraphNode | None, device: Device) -> None:
+        # Completion's three slots set here rather than through super().__init__: one of these
+        # is made per captured operation.
+        self._signal = _NEVER
+        self._device = device
+        self._program = None
+        self._session = session
+        self.node = node
+
+    def _mistake(self) -> StreamCaptureUnsupported:
+        with _LOCK:
+            session = self._session
+            if session in _SESSIONS:
+                session.invalidate()
+        return StreamCaptureUnsupported(
+            "captured work runs only when its graph is launched; waiting for it synchronises "
+            "a capturing stream"
+        )
+
+    def done(self) -> bool:
+        raise self._mistake()
+
+    def exception(self) -> None:
+        return None
+
+    @property
+    def start_ns(self) -> None:
+        return None
+
+    @property
+    def end_ns(self) -> None:
+        return None
+
+    def __await__(self) -> Generator[Any, None, None]:
+        raise self._mistake()  # raised by ``await`` itself: nothing is ever waited for
+
+    def __repr__(self) -> str:
+        return f"<CapturedWork node={self.node!r}>"
+
+
+# -- one stream's part -----------------------------------------------------------------------------
+
+
+class StreamCapture:
+    """One stream's part in a session: its dependency set and its fork relations.
+
+    The ``add_*`` methods are the hooks stream operations call while capturing; each takes a
+    ``build`` callable that validates the operation (after the status check, HIP's order).
+    """
+
+    __slots__ = ("children", "deps", "parent", "session", "stream")
+
+    def __init__(
+        self,
+        session: CaptureSession,
+        stream: Stream,
+        deps: Iterable[GraphNode] = (),
+        parent: StreamCapture | None = None,
+    ) -> None:
+        self.session = session
+        self.stream = stream
+        self.deps: list[GraphNode] = list(deps)
+        self.parent = parent
+        self.children: list[StreamCapture] = []
+        session.members.append(self)
+        stream._capture = self
+
+    # -- status ----------------------------------------------------------------------------------
+
+    def check_active(self) -> CaptureSession:
+        session = self.session
+        if session.status is not CaptureStatus.ACTIVE:
+            raise StreamCaptureInvalidated(f"the capture on {self.stream!r} was invalidated")
+        return session
+
+    def unsupported(self, what: str) -> StreamCaptureUnsupported:
+        """``what`` is not allowed on a capturing stream: invalidate, return the error."""
+        with _LOCK:
+            if self.session in _SESSIONS:
+                self.session.invalidate()
+        return StreamCaptureUnsupported(f"{what} on a capturing stream {self.stream!r}")
+
+    # -- operations become nodes -------------------------------------------------------------------
+
+    def _append(self, node_type: Any, build: Callable[[], Any]) -> GraphNode:
+        """Add a node after the current dependencies; it becomes the dependency set."""
+        session = self.check_active()
+        node: GraphNode = session.graph._add_node(node_type, self.deps, build)
+        session.captured.add(node)
+        self.deps = [node]
+        return node
+
+    def add(self, kind: str, build: Callable[[], Any]) -> CapturedWork:
+        """Capture a kernel, memcpy, memset or host call (``kind`` names the node type).
+
+        Zero-sized copies and fills add nothing and succeed, as in HIP.
+        """
+        with _LOCK:
+            session = self.check_active()
+            params = build()  # validation runs no user code: the session is still active
+            device = self.stream.device
+            if kind in ("Memcpy", "Memset") and params.nbytes == 0:
+                return CapturedWork(session, None, device)
+            node_type = _NODE_TYPES.get(kind)
+            if node_type is None:
+                node_type = _NODE_TYPES[kind] = getattr(_graphs().NodeType, kind)
+            # What _append does, without its second status check (nothing ran since the first).
+            node: GraphNode = session.graph._add_node(node_type, self.deps, lambda: params)
+            session.captured.add(node)
+            self.deps = [node]
+            return CapturedWork(session, node, device)
+
+    def malloc(self, nbytes: int) -> DevicePtr:
+        """``hipMallocAsync`` captured: a MemAlloc node; its reserved address is usable now."""
+        with _LOCK:
+            session = self.check_active()
+            if isinstance(nbytes, bool) or not isinstance(nbytes, int):
+                raise TypeError(f"nbytes must be an int, got {nbytes!r}")
+            if nbytes == 0:
+                return DevicePtr(self.stream.device.ordinal, 0)
+            graph = session.graph
+            deps = self.deps
+            node = graph.add_mem_alloc_node(nbytes, device=self.stream.device.ordinal, deps=deps)
+            session.captured.add(node)
+            self.deps = [node]
+            ptr: DevicePtr = node.params.ptr
+            return ptr
+
+    def free(self, ptr: DevicePtr) -> CapturedWork:
+        """``hipFreeAsync`` captured: a MemFree node."""
+        with _LOCK:
+            session = self.check_active()
+            node = session.graph.add_mem_free_node(ptr, deps=self.deps)
+            session.captured.add(node)
+            self.deps = [node]
+            return CapturedWork(session, node, self.stream.device)
+
+    def record_event(self, event: Event) -> None:
+        """``hipEventRecord`` captured: no node; the event remembers the dependency set."""
+        with _LOCK:
+            session = self.check_active()
+            session.recorded.add(event)
+            _LINKS[event] = _EventLink(session, self.stream, tuple(self.deps))
+
+    def __repr__(self) -> str:
+        role = "origin" if self.parent is None else "fork"
+        return (
+            f"<StreamCapture session={self.session.id} {role} deps={len(self.deps)} "
+            f"forks={len(self.children)}>"
+        )

@@ -1,0 +1,110 @@
+"""The illegal-operations table of stream capture (HIP §2.7), and its hooks in the device layer.
+
+Each check runs where the operation starts, before it does anything: a call that a capture in
+progress forbids invalidates the captures it concerns (HIP's side effect) and raises HIP's
+error. Which captures an unsafe call concerns depends on the calling task's mode and on each
+session's mode and owner (:func:`_unsafe_targets`). The checks return at once while nothing
+captures, so eager work pays one dictionary test.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..core.errors import CapturedEvent, StreamCaptureImplicit, StreamCaptureUnsupported
+from . import device as _device_module
+from .capture_nodes import StreamCapture
+from .capture_state import _LINKS, _LOCK, _MODE, _SESSIONS, CaptureMode, CaptureSession, _caller
+
+if TYPE_CHECKING:
+    from .event import Event
+    from .stream import Stream
+
+__all__ = [
+    "check_device_sync",
+    "check_event_sync",
+    "check_stream_sync",
+    "check_sync_copy",
+    "check_unsafe_call",
+]
+
+
+def _unsafe_targets() -> list[CaptureSession]:
+    """The sessions an unsafe call by the calling task trips, under the task's mode."""
+    mode = _MODE.get()
+    if mode is CaptureMode.RELAXED:
+        return []
+    me = _caller()
+    return [
+        s
+        for s in _SESSIONS
+        if (s.owner == me and s.mode is not CaptureMode.RELAXED)
+        or (mode is CaptureMode.GLOBAL and s.mode is CaptureMode.GLOBAL)
+    ]
+
+
+def check_unsafe_call(what: str) -> None:
+    """``hipMalloc``/``hipFree``-like calls under the calling task's mode (HIP §2.7)."""
+    if not _SESSIONS:
+        return
+    with _LOCK:
+        targets = _unsafe_targets()
+        for session in targets:
+            session.invalidate()
+    if targets:
+        raise StreamCaptureUnsupported(f"{what} is not allowed while a capture is in progress")
+
+
+def check_stream_sync(stream: Stream, what: str) -> None:
+    """``hipStreamSynchronize`` / ``hipStreamQuery`` rules."""
+    part = stream._capture
+    if isinstance(part, StreamCapture):
+        raise part.unsupported(what)
+    check_unsafe_call(what)
+
+
+def check_device_sync() -> None:
+    """``hipDeviceSynchronize``: any capture anywhere is invalidated."""
+    _invalidate_all(StreamCaptureUnsupported, "synchronising the device")
+
+
+def check_sync_copy() -> None:
+    """Synchronous copies and fills: any capture anywhere is invalidated (``Implicit``)."""
+    _invalidate_all(StreamCaptureImplicit, "a synchronous copy or fill")
+
+
+def _invalidate_all(error: type[Exception], what: str) -> None:
+    if not _SESSIONS:
+        return
+    with _LOCK:
+        live = list(_SESSIONS)
+        for session in live:
+            session.invalidate()
+    if live:
+        raise error(f"{what} is not allowed while a capture is in progress")
+
+
+def check_event_sync(event: Event) -> None:
+    """``hipEventSynchronize`` / ``hipEventQuery`` on an event recorded in a running capture."""
+    link = _LINKS.get(event)
+    if link is None or link.ended:
+        return
+    with _LOCK:
+        link.session.invalidate()
+    raise CapturedEvent(f"{event!r} was recorded in a capture that is in progress")
+
+
+class _DeviceChecks:
+    """The capture checks the device layer calls (it cannot import this layer)."""
+
+    def unsafe_call(self, what: str) -> None:
+        check_unsafe_call(what)
+
+    def device_sync(self) -> None:
+        check_device_sync()
+
+    def sync_copy(self) -> None:
+        check_sync_copy()
+
+
+_device_module.capture_checks = _DeviceChecks()

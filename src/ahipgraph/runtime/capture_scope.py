@@ -1,0 +1,67 @@
+"""``async with stream.capture() as c: ...``: a capture scoped to a block.
+
+Entering begins a capture on the stream; a clean exit ends it and keeps the graph; an exception
+or a cancellation inside the block ends it with plain, uninterruptible cleanup, destroys the
+graph it made and lets the exception propagate, so nothing stays registered.
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+from ..core.errors import IllegalState
+from . import capture_lifecycle as capture
+from .capture_nodes import StreamCapture
+from .capture_state import CaptureMode, CaptureSession
+
+if TYPE_CHECKING:
+    from ..graph.graph import Graph
+    from .stream import Stream
+
+__all__ = ["CaptureScope"]
+
+
+class CaptureScope:
+    """An ``async with`` capture: begins on entry, ends on a clean exit, aborts otherwise.
+
+    Attributes:
+        stream: the capturing (origin) stream.
+        graph: the captured graph, once the block has exited cleanly; None before.
+    """
+
+    __slots__ = ("_mode", "_session", "graph", "stream")
+
+    def __init__(self, stream: Stream, mode: CaptureMode | int) -> None:
+        self.stream = stream
+        self._mode = mode
+        self._session: CaptureSession | None = None
+        self.graph: Graph | None = None
+
+    async def __aenter__(self) -> CaptureScope:
+        capture.begin(self.stream, self._mode)
+        part = self.stream._capture
+        assert isinstance(part, StreamCapture)
+        self._session = part.session
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        session = self._session
+        assert session is not None
+        if exc is not None:
+            capture.abort(self.stream, session)  # plain, uninterruptible cleanup
+            return
+        part = self.stream._capture
+        if not isinstance(part, StreamCapture) or part.session is not session:
+            capture.abort(self.stream, session)
+            self.stream.check_open()  # a stream destroyed in the block: ContextIsDestroyed
+            raise IllegalState(f"the capture on {self.stream!r} was ended inside its block")
+        self.graph = capture.end(self.stream)
+
+    def __repr__(self) -> str:
+        return f"<CaptureScope {self.stream!r} graph={self.graph!r}>"

@@ -1,0 +1,285 @@
+"""Stream capture state: modes, statuses, the sessions in progress and the events they recorded.
+
+The bottom of the capture modules (HIP §2); everything here is bookkeeping, none of it makes a
+node or decides what an operation means during capture:
+
+  * a :class:`CaptureSession` is one capture sequence, begun by ``begin_capture`` on its
+    *origin* stream: a graph, an id, a mode, the task or thread that began it (its *owner*) and
+    a status (ACTIVE or INVALIDATED). HIP keeps the status per stream; here the whole sequence
+    shares it, so invalidating any member invalidates what its origin's ``end_capture`` returns
+    (CUDA's behaviour, and what HIP's tests observe through the origin);
+  * ``_SESSIONS`` is the registry of sessions in progress, ``_LINKS`` the events recorded in
+    them (:class:`_EventLink`), both guarded by the one module lock ``_LOCK`` that every capture
+    decision runs under;
+  * "thread" in HIP is the asyncio task here (or the OS thread outside a loop): the calling
+    task's mode lives in a :class:`~contextvars.ContextVar` that ``exchange_capture_mode``
+    swaps, and a session remembers the task (or thread) that began it;
+  * the null stream of a device carries :data:`NULL_GUARD` exactly while a blocking stream of
+    that device captures, so its operations fail with ``StreamCaptureImplicit``.
+
+Invariants (asserted by the tests through :func:`statistics`): ``_SESSIONS`` holds exactly the
+sessions in progress; every member stream of a session has ``stream._capture`` pointing at its
+part, and nothing else does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import itertools
+import threading
+import weakref
+from collections.abc import Callable
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..core.errors import InvalidValue, StreamCaptureImplicit
+
+if TYPE_CHECKING:
+    from ..device.pointer import DevicePtr
+    from ..graph.graph import Graph
+    from ..graph.node import GraphNode
+    from .capture_nodes import CapturedWork, StreamCapture
+    from .device import Device
+    from .event import Event
+    from .stream import Stream
+
+__all__ = [
+    "EVENT_WAIT_DEFAULT",
+    "EVENT_WAIT_EXTERNAL",
+    "NULL_GUARD",
+    "CaptureDependencies",
+    "CaptureInfo",
+    "CaptureMode",
+    "CaptureSession",
+    "CaptureStatistics",
+    "CaptureStatus",
+    "exchange_capture_mode",
+    "statistics",
+]
+
+EVENT_WAIT_DEFAULT = 0
+EVENT_WAIT_EXTERNAL = 1  # hipEventWaitExternal: the wait becomes an EventWait node
+
+
+class CaptureMode(enum.IntEnum):
+    """``hipStreamCaptureMode``: which unsafe calls elsewhere a capture refuses."""
+
+    GLOBAL = 0
+    THREAD_LOCAL = 1
+    RELAXED = 2
+
+
+class CaptureStatus(enum.IntEnum):
+    """``hipStreamCaptureStatus``."""
+
+    NONE = 0
+    ACTIVE = 1
+    INVALIDATED = 2
+
+
+class CaptureDependencies(enum.IntEnum):
+    """``hipStreamUpdateCaptureDependencies`` flags."""
+
+    ADD = 0
+    SET = 1
+
+
+@dataclass(frozen=True, slots=True)
+class CaptureInfo:
+    """``hipStreamGetCaptureInfo_v2``: id, graph and dependencies are set only while ACTIVE."""
+
+    status: CaptureStatus
+    id: int | None = None
+    graph: Graph | None = None
+    dependencies: tuple[GraphNode, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class CaptureStatistics:
+    sessions: int  # captures in progress
+    capturing_streams: int  # streams taking part in them
+    event_links: int  # events recorded in them
+
+
+_MODE: ContextVar[CaptureMode] = ContextVar("ahipgraph_capture_mode", default=CaptureMode.GLOBAL)
+_LOCK = threading.RLock()
+_SESSIONS: dict[CaptureSession, None] = {}  # every sequence in progress, in begin order
+_IDS = itertools.count(1)
+
+
+def exchange_capture_mode(mode: CaptureMode | int) -> CaptureMode:
+    """Set the calling task's (or thread's) capture mode; return the previous one.
+
+    ``hipThreadExchangeStreamCaptureMode``. The mode decides whether this task's unsafe calls
+    (``malloc``, synchronising a stream that is not capturing, ...) are refused while captures
+    are in progress. Each asyncio task has its own (copied from its creator when it starts);
+    each OS thread starts at GLOBAL.
+
+    Raises:
+        InvalidValue: ``mode`` is not a capture mode.
+    """
+    new = _check_mode(mode)
+    previous = _MODE.get()
+    _MODE.set(new)
+    return previous
+
+
+def _check_mode(mode: object) -> CaptureMode:
+    if isinstance(mode, bool) or not isinstance(mode, int):
+        raise InvalidValue(f"{mode!r} is not a capture mode")
+    try:
+        return CaptureMode(mode)
+    except ValueError:
+        raise InvalidValue(f"{mode!r} is not a capture mode") from None
+
+
+def _caller() -> object:
+    """HIP's "thread": the running asyncio task, else the OS thread."""
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:
+        task = None
+    return task if task is not None else threading.get_ident()
+
+
+# -- sessions --------------------------------------------------------------------------------------
+
+
+class CaptureSession:
+    """One capture sequence: a graph, an id, a mode, an owner and its member streams."""
+
+    __slots__ = (
+        "captured",
+        "graph",
+        "id",
+        "members",
+        "mode",
+        "origin",
+        "owner",
+        "owns_graph",
+        "recorded",
+        "removed",
+        "status",
+    )
+
+    def __init__(self, graph: Graph, owns_graph: bool, mode: CaptureMode) -> None:
+        self.id = next(_IDS)
+        self.graph = graph
+        self.owns_graph = owns_graph
+        self.mode = mode
+        self.owner = _caller()
+        self.status = CaptureStatus.ACTIVE
+        self.members: list[StreamCapture] = []
+        self.origin: StreamCapture | None = None
+        self.captured: set[GraphNode] = set()  # nodes this capture added (the rest are manual)
+        self.removed: set[GraphNode] = set()  # HIP's removedDependencies_
+        self.recorded: set[Event] = set()  # events recorded during this capture
+
+    def invalidate(self) -> None:
+        """Mark the sequence invalidated; its ``end_capture`` will fail and free the graph."""
+        self.status = CaptureStatus.INVALIDATED
+
+    def finish(self) -> None:
+        """Take the session out of progress: every member stops capturing (lock held)."""
+        _SESSIONS.pop(self, None)
+        devices = {}
+        for part in self.members:
+            if part.stream._capture is part:
+                part.stream._capture = None
+            devices[id(part.stream.device)] = part.stream.device
+        self.members.clear()
+        for event in self.recorded:
+            link = _LINKS.get(event)
+            if link is not None:
+                link.ended = True  # keeps the stream for the isolation rule
+        self.recorded.clear()
+        for device in devices.values():
+            _refresh_null_guard(device)
+
+    def discard_graph(self) -> None:
+        """Free the graph if this session made it (the caller never received it)."""
+        if self.owns_graph and not self.graph.destroyed:
+            self.graph.destroy()
+
+    def __repr__(self) -> str:
+        return (
+            f"<CaptureSession id={self.id} {self.status.name} mode={self.mode.name} "
+            f"streams={len(self.members)} graph={self.graph.id}>"
+        )
+
+
+# -- the null stream's guard -----------------------------------------------------------------------
+
+
+class _NullGuard:
+    """Sits on a device's null stream while a blocking stream captures (HIP's implicit rule)."""
+
+    __slots__ = ()
+
+    def _refuse(self) -> StreamCaptureImplicit:
+        return StreamCaptureImplicit(
+            "the null stream cannot be used while a blocking stream of its device captures"
+        )
+
+    def add(self, kind: str, build: Callable[[], Any]) -> CapturedWork:
+        raise self._refuse()
+
+    def malloc(self, nbytes: int) -> DevicePtr:
+        raise self._refuse()
+
+    def free(self, ptr: DevicePtr) -> CapturedWork:
+        raise self._refuse()
+
+    def record_event(self, event: Event) -> None:
+        raise self._refuse()
+
+    def unsupported(self, what: str) -> StreamCaptureImplicit:
+        return self._refuse()
+
+
+NULL_GUARD = _NullGuard()
+
+
+def _refresh_null_guard(device: Device) -> None:
+    """Put the guard on ``device``'s null stream exactly while a blocking stream captures.
+
+    A stream other than the null stream holds either None or its part in a capture, and the
+    null stream either None or the guard: a part is anything else.
+    """
+    null = device._null_stream
+    blocking = any(
+        s._capture is not None and s._capture is not NULL_GUARD and not s.non_blocking
+        for s in device.streams
+    )
+    if blocking and null is None:
+        null = device.null_stream
+    if null is not None:
+        null._capture = NULL_GUARD if blocking else None
+
+
+# -- events recorded during a capture --------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _EventLink:
+    """An event recorded during a capture: the recording stream's dependency set at the time."""
+
+    session: CaptureSession
+    stream: Stream
+    deps: tuple[GraphNode, ...]
+    ended: bool = False
+
+
+_LINKS: weakref.WeakKeyDictionary[Event, _EventLink] = weakref.WeakKeyDictionary()
+
+
+def statistics() -> CaptureStatistics:
+    """Captures in progress, streams taking part, and events linked to captures (leak checks)."""
+    with _LOCK:
+        return CaptureStatistics(
+            len(_SESSIONS),
+            sum(len(s.members) for s in _SESSIONS),
+            sum(1 for link in _LINKS.values() if not link.ended),
+        )
