@@ -25,7 +25,7 @@ import sys
 import threading
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..device.device import get_device
 from ..device.host_function import HostFunction
@@ -95,20 +95,31 @@ _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _SKIP = (_PACKAGE_DIR, os.path.dirname(os.__file__))
 
 
-_SHOWN: dict[str, str] = {}  # file name -> as shown in reports (relative paths are slow)
+# file name -> as shown in reports, or "" for ahipgraph's and the standard library's files
+# (one dict lookup per frame: the checker asks on every op; relative paths are slow)
+_SHOWN: dict[str, str] = {}
+
+
+def _shown(filename: str) -> str:
+    if filename.startswith(_SKIP) or filename.startswith("<frozen"):
+        shown = ""
+    else:
+        shown = filename if filename.startswith("<") else os.path.relpath(filename)
+    if len(_SHOWN) < _MAX_SITES:
+        _SHOWN[filename] = shown
+    return shown
 
 
 def user_site(depth: int = 1) -> str | None:
     """``file:line`` of the innermost caller outside ahipgraph and the standard library."""
     frame: Any = sys._getframe(depth)
+    known = _SHOWN
     while frame is not None:
         filename = frame.f_code.co_filename
-        if not filename.startswith(_SKIP) and not filename.startswith("<frozen"):
-            shown = _SHOWN.get(filename)
-            if shown is None:
-                shown = filename if filename.startswith("<") else os.path.relpath(filename)
-                if len(_SHOWN) < _MAX_SITES:
-                    _SHOWN[filename] = shown
+        shown = known.get(filename)
+        if shown is None:
+            shown = _shown(filename)
+        if shown:
             return f"{shown}:{frame.f_lineno}"
         frame = frame.f_back
     return None
@@ -117,9 +128,11 @@ def user_site(depth: int = 1) -> str | None:
 # -- footprints -------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class Access:
-    """Bytes ``[start, end)`` of device ``device``'s address space, read or written."""
+class Access(NamedTuple):
+    """Bytes ``[start, end)`` of device ``device``'s address space, read or written.
+
+    A named tuple, not a frozen dataclass: the dynamic checker makes one per range of every
+    eager op, and a tuple is built several times faster."""
 
     device: int
     start: int
@@ -138,21 +151,70 @@ class Access:
         )
 
 
-_LOCAL = threading.local()  # .memo: allocation lookups memoised during one graph check
+class _AllocationCache:
+    """``memory.allocation_of``, memoised per device memory until that memory frees anything.
+
+    The checkers ask for the allocation under a pointer on every op and node; the answer
+    only changes when memory goes away (addresses are never handed out twice by one
+    memory, and ``DeviceMemory.frees`` counts every free, decommit and unreserve) or when
+    the device table is reconfigured (a different memory object). Only hits are kept, so
+    a later allocation is found; each memory keeps at most ``_MAX_SITES`` entries.
+    """
+
+    def __init__(self) -> None:
+        # ordinal -> (its memory, that memory's free count, address -> (memory, base, size))
+        self._by_device: dict[int, tuple[Any, int, dict[int, tuple[Any, int, int]]]] = {}
+
+    def lookup(self, device: int, address: int) -> tuple[Any, int, int] | None:
+        """(memory, base, nbytes) of the allocation holding ``address`` now, or None."""
+        memo: dict[tuple[int, int], Any] | None = getattr(_LOCAL, "memo", None)
+        if memo is not None:  # inside one graph check: nothing is freed meanwhile
+            key = (device, address)
+            if key in memo:
+                return memo[key]  # type: ignore[no-any-return]
+            memo[key] = found = self._lookup(device, address)
+            return found
+        return self._lookup(device, address)
+
+    def _lookup(self, device: int, address: int) -> tuple[Any, int, int] | None:
+        try:
+            memory = get_device(device).memory
+        except Exception:  # a pointer of no device, or a device table reconfigured since
+            return None
+        entry = self._by_device.get(device)
+        frees = memory.frees
+        if entry is None or entry[0] is not memory or entry[1] != frees:
+            entry = self._by_device[device] = (memory, frees, {})
+        table = entry[2]
+        found = table.get(address)
+        if found is None:
+            hit = memory.allocation_of(address)
+            if hit is None:
+                return None
+            found = (memory, hit[0], hit[1])
+            if len(table) < _MAX_SITES:
+                table[address] = found
+        return found
+
+    def clear(self) -> None:
+        self._by_device = {}
+
+    def statistics(self) -> dict[str, int]:
+        return {"devices": len(self._by_device)} | {
+            "entries": sum(len(entry[2]) for entry in list(self._by_device.values()))
+        }
+
+    def __repr__(self) -> str:
+        return f"<AllocationCache devices={len(self._by_device)}>"
+
+
+ALLOCATIONS = _AllocationCache()
+_LOCAL = threading.local()  # .memo: lookups memoised during one graph check on this thread
 
 
 def _allocation(ptr: DevicePtr) -> tuple[int, int] | None:
-    memo: dict[tuple[int, int], tuple[int, int] | None] | None = getattr(_LOCAL, "memo", None)
-    key = (ptr.device, ptr.address)
-    if memo is not None and key in memo:
-        return memo[key]
-    try:
-        found = get_device(ptr.device).memory.allocation_of(ptr.address)
-    except Exception:  # a pointer of no device, or a device table reconfigured since
-        found = None
-    if memo is not None:
-        memo[key] = found
-    return found
+    found = ALLOCATIONS.lookup(ptr.device, ptr.address)
+    return None if found is None else (found[1], found[2])
 
 
 def _whole(ptr: DevicePtr, precision: str = EXACT) -> list[Access]:
@@ -210,20 +272,22 @@ def _host_footprint(fn: HostFunction) -> list[Access]:
 def _kernel_footprint(params: KernelParams) -> list[Access]:
     out: list[Access] = []
     args = params.args
+    lookup = ALLOCATIONS.lookup
     for pointer in params.kernel.layout.pointers:
         ptr = args[pointer.index]
         if not isinstance(ptr, DevicePtr) or not ptr:
             continue
-        write = pointer.access != "const"
-        atomic = pointer.access == "atomic"
-        count = pointer.elements(args)
-        if count is not None:
-            count = max(0, count)
+        access = pointer.access
+        write = access != "const"
+        atomic = access == "atomic"
+        extent = pointer.extent
+        if extent is not None:
+            count = max(0, pointer.elements(args) or 0)
             end = ptr.address + count * pointer.itemsize
             out.append(Access(ptr.device, ptr.address, end, write, atomic, DECLARED))
             continue
-        found = _allocation(ptr)
-        end = ptr.address + 1 if found is None else found[0] + found[1]
+        found = lookup(ptr.device, ptr.address)
+        end = ptr.address + 1 if found is None else found[1] + found[2]
         out.append(Access(ptr.device, ptr.address, end, write, atomic, CONSERVATIVE))
     return out
 
@@ -523,8 +587,8 @@ def _bits(mask: int) -> Iterator[int]:
 def bucket(access: Access) -> tuple[int, int]:
     """The allocation an access lies in (its start when it lies in none): accesses of
     different buckets never overlap, so only nodes sharing a bucket are compared."""
-    found = _allocation(DevicePtr(access.device, access.start))
-    return (access.device, access.start if found is None else found[0])
+    found = ALLOCATIONS.lookup(access.device, access.start)
+    return (access.device, access.start if found is None else found[1])
 
 
 def conflicting_pairs(
@@ -766,6 +830,8 @@ class ExecRaces:
 
 
 def _buckets(accesses: list[Access]) -> list[tuple[int, int]]:
+    if len(accesses) == 1:  # most nodes: one range
+        return [bucket(accesses[0])]
     return list(dict.fromkeys(bucket(a) for a in accesses))
 
 

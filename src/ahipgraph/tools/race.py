@@ -57,11 +57,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..device import hooks
-from ..device.device import get_device
 from ..device.host_function import running_host_function
 from ..device.ops import CopyOp, host_bytes
 from ..device.pointer import DevicePtr
 from ..exec.races import (
+    ALLOCATIONS,
     SITES,
     Access,
     ExecRaces,
@@ -95,15 +95,22 @@ _MAX_PENDING = 4096
 
 
 class _Lane:
-    """A vector clock with, per entry, how that knowledge arrived (for the "why")."""
+    """A vector clock with, per entry, how that knowledge arrived (for the "why").
 
-    __slots__ = ("lane", "name", "ops", "vc", "via")
+    A committed lane's ``vc`` and ``via`` are never changed in place (a transaction changes
+    copies and commit swaps them in; a host synchronisation joins into fresh dicts), so a
+    snapshot of one (an awaited completion's clock) may share them, and ``seen`` (the host
+    clock a stream lane last joined) tells by identity whether the host learnt anything since.
+    """
+
+    __slots__ = ("lane", "name", "ops", "seen", "vc", "via")
 
     def __init__(self, lane: int, name: str, ops: array[int] | None = None) -> None:
         self.lane = lane
         self.name = name
         self.vc: dict[int, int] = {}
         self.via: dict[int, str] = {}
+        self.seen: dict[int, int] | None = None
         # global op number of each tick of this lane (8 bytes each)
         self.ops: array[int] = array("q") if ops is None else ops
 
@@ -113,6 +120,11 @@ class _Lane:
             if count > mine.get(lane, 0):
                 mine[lane] = count
                 reasons[lane] = how if how is not None else via.get(lane, "")
+
+    def join_fresh(self, vc: dict[int, int], via: dict[int, str], how: str | None) -> None:
+        """:meth:`join` into new dicts (the host lane: its old clock may be shared)."""
+        self.vc, self.via = dict(self.vc), dict(self.via)
+        self.join(vc, via, how)
 
 
 @dataclass(slots=True)
@@ -139,28 +151,73 @@ class _EventClock:
     where: str  # "event #2 recorded on stream #3 at x.py:10"
 
 
+class _Table:
+    """Values by handle (stream, event, executable), without keeping the handle alive.
+
+    What ``weakref.WeakKeyDictionary`` does, at the cost of one dict lookup and one
+    dereference per ``get`` (the checker looks a stream's lane up on every op): entries are
+    keyed by ``id`` and hold a plain weak reference that must still be the key (an id is
+    reused once its object is gone). Dead entries are dropped when the table has doubled
+    since the last sweep, never from a weak-reference callback, so iteration is safe.
+    """
+
+    __slots__ = ("_entries", "_sweep_at")
+
+    def __init__(self) -> None:
+        self._entries: dict[int, tuple[weakref.ref[Any], Any]] = {}
+        self._sweep_at = 64
+
+    def get(self, key: Any) -> Any:
+        entry = self._entries.get(id(key))
+        if entry is not None and entry[0]() is key:
+            return entry[1]
+        return None
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        entries = self._entries
+        entry = entries.get(id(key))
+        ref = entry[0] if entry is not None and entry[0]() is key else weakref.ref(key)
+        entries[id(key)] = (ref, value)
+        if len(entries) >= self._sweep_at:
+            for k, (r, _) in list(entries.items()):
+                if r() is None:
+                    del entries[k]
+            self._sweep_at = max(64, 2 * len(entries))
+
+    def items(self) -> list[tuple[Any, Any]]:
+        """The live (key, value) pairs, as a list."""
+        out = []
+        for ref, value in list(self._entries.values()):
+            key = ref()
+            if key is not None:
+                out.append((key, value))
+        return out
+
+    def __len__(self) -> int:
+        return sum(1 for ref, _ in list(self._entries.values()) if ref() is not None)
+
+    def __repr__(self) -> str:
+        return f"<_Table entries={len(self._entries)}>"
+
+
 class _State:
     """Clocks and shadow memory, shared by nested checks; dropped with the last one."""
 
     def __init__(self) -> None:
         self.host = _Lane(0, "host")
-        self.lanes: weakref.WeakKeyDictionary[Stream, _Lane] = weakref.WeakKeyDictionary()
-        self.events: weakref.WeakKeyDictionary[Event, _EventClock] = weakref.WeakKeyDictionary()
-        self.done: dict[int, tuple[Signal, dict[int, int], dict[int, str], str]] = {}
+        self.lanes = _Table()  # Stream -> _Lane
+        self.events = _Table()  # Event -> _EventClock
+        self.done: dict[int, tuple[Signal, dict[int, int], dict[int, str], int]] = {}
         # per device memory (a reconfigured device reuses addresses), per allocation base
-        self.shadow: weakref.WeakKeyDictionary[DeviceMemory, dict[int, list[_Rec]]] = (
-            weakref.WeakKeyDictionary()
-        )
+        self.shadow = _Table()  # DeviceMemory -> {allocation base: [_Rec]}
         # host-source copies in flight, per copy op: (op, bytes at enqueue, the API op, the
         # completion of the launch or enqueue), oldest first (a graph's copy op runs per launch)
         self.copies: dict[int, list[tuple[CopyOp, bytes, _Op, Signal]]] = {}
         # per executable: (version, summary, its host-source copy ops)
-        self.host_copies: weakref.WeakKeyDictionary[Any, tuple[Any, Any, list[CopyOp]]] = (
-            weakref.WeakKeyDictionary()
-        )
+        self.host_copies = _Table()  # GraphExec -> (version, summary, host-source copy ops)
         # per executable: its last launch's clock, and the lanes of its node groups
-        self.launches: weakref.WeakKeyDictionary[Any, _EventClock] = weakref.WeakKeyDictionary()
-        self.group_lanes: weakref.WeakKeyDictionary[Any, list[_Lane]] = weakref.WeakKeyDictionary()
+        self.launches = _Table()  # GraphExec -> _EventClock
+        self.group_lanes = _Table()  # GraphExec -> list[_Lane]
         self.next_lane = 1
         self.ops = 0
         self.seen: set[tuple[int, int]] = set()
@@ -177,6 +234,7 @@ class _Txn:
     """
 
     __slots__ = (
+        "copies",
         "created",
         "events",
         "groups",
@@ -198,6 +256,7 @@ class _Txn:
         self.number = st.ops
         self.next_lane = st.next_lane
         self.scratch: dict[int, tuple[_Lane, _Lane]] = {}  # id(working copy) -> (real, copy)
+        self.copies: dict[int, _Lane] = {}  # id(real) -> working copy
         self.created: list[tuple[Stream, _Lane]] = []
         self.groups: tuple[Any, list[_Lane]] | None = None
         self.ops: list[_Op] = []
@@ -209,20 +268,18 @@ class _Txn:
 
     def work(self, real: _Lane) -> _Lane:
         """The copy of ``real`` this transaction changes (its op list stays shared)."""
-        for held, copy in self.scratch.values():
-            if held is real:
-                return copy
+        copy = self.copies.get(id(real))  # real lanes outlive the transaction: ids are stable
+        if copy is not None:
+            return copy
         copy = _Lane(real.lane, real.name, real.ops)
-        copy.vc, copy.via = dict(real.vc), dict(real.via)
+        copy.vc, copy.via, copy.seen = dict(real.vc), dict(real.via), real.seen
         self.scratch[id(copy)] = (real, copy)
+        self.copies[id(real)] = copy
         return copy
 
     def peek(self, real: _Lane) -> _Lane:
         """``real`` as this transaction sees it, without copying it."""
-        for held, copy in self.scratch.values():
-            if held is real:
-                return copy
-        return real
+        return self.copies.get(id(real), real)
 
     def new_lane(self, name: str) -> _Lane:
         lane = _Lane(self.next_lane, name)
@@ -301,7 +358,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                 "events": len(st.events),
                 "pending_completions": len(st.done),
                 "shadow_ranges": sum(
-                    len(r) for table in st.shadow.values() for r in table.values()
+                    len(r) for _, table in st.shadow.items() for r in table.values()
                 ),
                 "ops": st.ops,
             }
@@ -334,9 +391,12 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
 
     def prepare(self, txn: _Txn, stream: Stream) -> _Lane:
         """``stream``'s lane, joined with host order and the legacy default-stream rules."""
-        lane = self.lane_of(txn, stream)
+        real = self.state.lanes.get(stream)
+        lane = txn.work(real) if real is not None else self.lane_of(txn, stream)
         host = txn.peek(self.state.host)
-        lane.join(host.vc, host.via, None)
+        if lane.seen is not host.vc:  # the host learnt something since this lane last joined
+            lane.join(host.vc, host.via, None)
+            lane.seen = host.vc
         if not stream.non_blocking:  # legacy default-stream rules
             device = stream.device
             if stream.is_null:
@@ -357,7 +417,8 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
         txn.number += 1
         count = lane.vc.get(lane.lane, 0) + 1
         lane.vc[lane.lane] = count
-        lane.via[lane.lane] = f"program order of {lane.name}"
+        if count == 1:  # only this lane ticks its own entry: the reason never changes
+            lane.via[lane.lane] = f"program order of {lane.name}"
         op = _Op(txn.number, label, lane, count, user_site(), batch=batch)
         txn.ops.append(op)
         return op
@@ -366,7 +427,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
         """Install a planned transaction (plain assignments: it cannot fail half-way)."""
         st = self.state
         for real, copy in txn.scratch.values():
-            real.vc, real.via = copy.vc, copy.via
+            real.vc, real.via, real.seen = copy.vc, copy.via, copy.seen
         for stream, lane in txn.created:
             st.lanes[stream] = lane
         if txn.groups is not None:
@@ -405,8 +466,9 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
         st = self.state
         vc = op.lane.vc
         batch = op.batch
+        lookup = ALLOCATIONS.lookup
         for access in accesses:
-            found = _allocation(access)
+            found = lookup(access.device, access.start)
             if found is None:
                 continue
             memory, base = found[0], found[1]
@@ -499,19 +561,21 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
     def enqueue(self, stream: Stream, work: Any, submit: Callable[[], Completion]) -> Completion:
         with self.lock:
             txn = self._plan_enqueue(stream, work)
-            self.refuse(txn)
+            if txn.reports:
+                self.refuse(txn)
         completion = submit()
         with self.lock:
             if not self.stack:
                 return completion  # the check ended meanwhile (another thread)
-            if not txn.current():
+            if txn.st is not self.state or txn.stamp != txn.st.stamp:  # not txn.current()
                 txn = self._plan_enqueue(stream, work)
             op = txn.ops[-1]
             self.commit(txn)
-            self._remember_done(completion, op.lane, f"op #{op.number}")
+            self._remember_done(completion, op.lane, op.number)
             if isinstance(work, MemcpyParams) and isinstance(work.src, np.ndarray):
                 self._watch_copy(completion._program, work.src, work.nbytes, op)
-        self.emit_all(txn.reports)
+        if txn.reports:
+            self.emit_all(txn.reports)
         return completion
 
     def _plan_enqueue(self, stream: Stream, work: Any) -> _Txn:
@@ -542,7 +606,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                 txn = self._plan_launch(graph_exec, stream, user)
             op = txn.ops[-1]
             self.commit(txn)
-            self._remember_done(completion, op.lane, f"op #{op.number}")
+            self._remember_done(completion, op.lane, op.number)
             self._watch_graph_copies(graph_exec, op)
         self.emit_all(txn.reports)
 
@@ -648,7 +712,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             self.access(txn, op, [Access(ptr.device, base, base + nbytes, True)])
             self.refuse(txn)  # raise mode: the memory is not freed
             self.commit(txn)
-            st.shadow.get(memory, {}).pop(base, None)
+            (st.shadow.get(memory) or {}).pop(base, None)
             SITES.allocations.pop((id(memory), base), None)
         self.emit_all(txn.reports)
 
@@ -690,13 +754,15 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             st.stamp += 1
             lane = st.lanes.get(stream)
             how = f"{stream_name(lane)} synchronised by the host at {user_site()}"
+            host = st.host
+            host.join_fresh({}, {}, None)  # new dicts once, then joined in place
             if lane is not None:
-                st.host.join(lane.vc, lane.via, how)
+                host.join(lane.vc, lane.via, how)
             if stream.is_null:  # the null stream's sync covers blocking streams' earlier work
                 for other in list(stream.device.streams):
                     o = st.lanes.get(other)
                     if o is not None and not other.non_blocking:
-                        st.host.join(o.vc, o.via, how)
+                        host.join(o.vc, o.via, how)
 
     def event_synchronized(self, event: Event) -> None:
         with self.lock:
@@ -705,16 +771,18 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             if clock is not None:
                 st.stamp += 1
                 how = f"{clock.where}, synchronised by the host at {user_site()}"
-                st.host.join(clock.vc, clock.via, how)
+                st.host.join_fresh(clock.vc, clock.via, how)
 
     def device_synchronized(self, device: Device) -> None:
         with self.lock:
             st = self.state
             st.stamp += 1
             how = f"device {device.ordinal} synchronised at {user_site()}"
-            for stream, lane in list(st.lanes.items()):
+            host = st.host
+            host.join_fresh({}, {}, None)  # new dicts once, then joined in place
+            for stream, lane in st.lanes.items():
                 if stream.device is device:
-                    st.host.join(lane.vc, lane.via, how)
+                    host.join(lane.vc, lane.via, how)
 
     def completion_awaited(self, signal: Signal) -> None:
         with self.lock:
@@ -722,8 +790,8 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             entry = st.done.pop(id(signal), None)
             if entry is not None and entry[0] is signal:
                 st.stamp += 1
-                how = f"{entry[3]} awaited by the host at {user_site()}"
-                st.host.join(entry[1], entry[2], how)
+                how = f"op #{entry[3]} awaited by the host at {user_site()}"
+                st.host.join_fresh(entry[1], entry[2], how)
 
     def node_added(self, node: Any) -> None:
         site = user_site()
@@ -811,7 +879,8 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
 
     # -- completions ---------------------------------------------------------------------
 
-    def _remember_done(self, completion: Completion, lane: _Lane, what: str) -> None:
+    def _remember_done(self, completion: Completion, lane: _Lane, what: int) -> None:
+        """The clock the host learns when it awaits ``completion`` (of op number ``what``)."""
         st = self.state
         done = st.done
         if len(done) >= _MAX_PENDING:  # drop what the host already knows
@@ -823,7 +892,10 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                 for key in list(done)[: _MAX_PENDING // 2]:
                     del done[key]
         signal = completion._signal
-        done[id(signal)] = (signal, dict(lane.vc), dict(lane.via), what)
+        if lane.lane:  # committed, never changed in place (see _Lane): share, do not copy
+            done[id(signal)] = (signal, lane.vc, lane.via, what)
+        else:
+            done[id(signal)] = (signal, dict(lane.vc), dict(lane.via), what)
 
     def __repr__(self) -> str:
         return f"<RaceChecker active={len(self.stack)}>"
@@ -835,12 +907,7 @@ def stream_name(lane: _Lane | None) -> str:
 
 def _allocation(access: Access) -> tuple[DeviceMemory, int, int] | None:
     """(memory, base, nbytes) of the allocation holding ``access.start`` now, or None."""
-    try:
-        memory = get_device(access.device).memory
-    except Exception:  # a device ordinal that no longer exists
-        return None
-    found = memory.allocation_of(access.start)
-    return None if found is None else (memory, found[0], found[1])
+    return ALLOCATIONS.lookup(access.device, access.start)
 
 
 def _site(op: _Op, access: Access, lo: int = 0, hi: int = 0) -> RaceSite:
