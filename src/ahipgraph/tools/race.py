@@ -49,7 +49,7 @@ import threading
 import warnings
 import weakref
 from array import array
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -260,7 +260,10 @@ class _Txn:
         self.created: list[tuple[Stream, _Lane]] = []
         self.groups: tuple[Any, list[_Lane]] | None = None
         self.ops: list[_Op] = []
-        self.tables: dict[tuple[int, int], tuple[DeviceMemory, int, list[_Rec]]] = {}
+        # (id(memory), base) -> (memory, base, new records, the memory's shadow table if any)
+        self.tables: dict[
+            tuple[int, int], tuple[DeviceMemory, int, list[_Rec], dict[int, list[_Rec]] | None]
+        ] = {}
         self.keys: set[tuple[int, int]] = set()
         self.reports: list[RaceReport] = []
         self.events: list[tuple[Event, _EventClock]] = []
@@ -271,8 +274,9 @@ class _Txn:
         copy = self.copies.get(id(real))  # real lanes outlive the transaction: ids are stable
         if copy is not None:
             return copy
-        copy = _Lane(real.lane, real.name, real.ops)
-        copy.vc, copy.via, copy.seen = dict(real.vc), dict(real.via), real.seen
+        copy = _Lane.__new__(_Lane)
+        copy.lane, copy.name, copy.ops, copy.seen = real.lane, real.name, real.ops, real.seen
+        copy.vc, copy.via = real.vc.copy(), real.via.copy()
         self.scratch[id(copy)] = (real, copy)
         self.copies[id(real)] = copy
         return copy
@@ -439,10 +443,11 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                 op.lane = held[0]
             op.lane.ops.append(op.number)
         shadow = st.shadow
-        for memory, base, keep in txn.tables.values():
-            table = shadow.get(memory)
+        for memory, base, keep, table in txn.tables.values():
             if table is None:
-                table = shadow[memory] = {}
+                table = shadow.get(memory)  # another call of this transaction made it
+                if table is None:
+                    table = shadow[memory] = {}
             table[base] = keep
         if txn.keys:
             st.seen |= txn.keys
@@ -467,6 +472,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
         vc = op.lane.vc
         batch = op.batch
         lookup = ALLOCATIONS.lookup
+        shadow_entries = st.shadow._entries
         for access in accesses:
             found = lookup(access.device, access.start)
             if found is None:
@@ -474,11 +480,13 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             memory, base = found[0], found[1]
             key = (id(memory), base)
             held = txn.tables.get(key)
+            recs: Sequence[_Rec]
             if held is not None:
-                recs = held[2]
+                recs, table = held[2], held[3]
             else:
-                table = st.shadow.get(memory)
-                recs = table.get(base, []) if table is not None else []
+                entry = shadow_entries.get(id(memory))  # st.shadow.get(memory), inlined
+                table = entry[1] if entry is not None and entry[0]() is memory else None
+                recs = table.get(base, ()) if table is not None else ()
             keep: list[_Rec] = []
             for rec in recs:
                 old, first = rec.access, rec.op
@@ -496,7 +504,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                     continue  # superseded: anything racing it races the new access too
                 keep.append(rec)
             keep.append(_Rec(access, op))
-            txn.tables[key] = (memory, base, keep)
+            txn.tables[key] = (memory, base, keep, table)
 
     def report(self, txn: _Txn, rec: _Rec, access: Access, op: _Op) -> None:
         key = (rec.op.number, op.number)
@@ -841,11 +849,14 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
         self.emit(made, may_raise=False)  # on the device's loop: raising would fail the copy
 
     def _watch_copy(self, program: Program | None, src: Any, nbytes: int, op: _Op) -> None:
-        if program is None or program.started or not program.ops:
+        """An eager copy from a host array: its one-op program gets a :class:`_WatchedCopy`
+        in place of the copy, which compares the source as it runs (no device hook)."""
+        if program is None or program.started or len(program.ops) != 1 or not nbytes:
             return  # already ran: nothing can change under it any more
         copy = program.ops[0]
-        if isinstance(copy, CopyOp) and program.completion is not None:
-            self._fingerprint(copy, src, nbytes, op, program.completion)
+        if type(copy) is CopyOp and isinstance(copy.src, np.ndarray) and copy.nbytes:
+            before = host_bytes(copy.src, copy.nbytes).tobytes()
+            program.ops = (_WatchedCopy(copy, before, op, self),)
 
     def _fingerprint(self, copy: CopyOp, src: Any, nbytes: int, op: _Op, done: Signal) -> None:
         st = self.state
@@ -899,6 +910,28 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
 
     def __repr__(self) -> str:
         return f"<RaceChecker active={len(self.stack)}>"
+
+
+class _WatchedCopy(CopyOp):
+    """An eager host-to-device copy that checks, as it runs, that its host source still
+    holds the bytes it held when the copy was enqueued (a host write in between is a race).
+
+    Swapped into the copy's own program before it starts, so no device hook (and none of
+    its cost on every other program) is needed; it is a :class:`CopyOp` to everything else.
+    """
+
+    __slots__ = ("before", "checker", "origin")
+
+    def __init__(self, copy: CopyOp, before: bytes, origin: _Op, checker: _Checker) -> None:
+        super().__init__(copy.dst, copy.src, copy.nbytes, copy.kind, copy.resolve, copy.cost_ns)
+        self.before, self.origin, self.checker = before, origin, checker
+
+    def run(self, program: Program) -> None:
+        src = self.src
+        if isinstance(src, np.ndarray) and host_bytes(src, self.nbytes).tobytes() != self.before:
+            with self.checker.lock:
+                self.checker._host_changed(self.origin, self)
+        CopyOp.run(self, program)
 
 
 def stream_name(lane: _Lane | None) -> str:
