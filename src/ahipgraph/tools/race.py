@@ -50,7 +50,8 @@ import warnings
 import weakref
 from array import array
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, suppress
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -303,13 +304,21 @@ class RaceCheck:
             or viewed), "warn" (a :class:`RaceWarning` each) or "collect" (only
             :attr:`reports`).
         reports: every :class:`RaceReport` found while this check was the innermost.
+        active: True between entering and leaving the block.
+
+    Which check a report goes to: the innermost active check entered in the context that
+    made the racing call (the task, or the thread, as :mod:`contextvars` sees it), so two
+    threads, loops or tasks with checks of their own each get their own reports and modes;
+    a call made where no check was entered (another thread, a device callback) reports to
+    the check entered last. All checks share one set of clocks.
     """
 
     def __init__(self, on_race: str) -> None:
-        if on_race not in _MODES:
+        if not isinstance(on_race, str) or on_race not in _MODES:
             raise ValueError(f"on_race must be one of {', '.join(_MODES)}, got {on_race!r}")
-        self.on_race = on_race
+        self.on_race = str(on_race)
         self.reports: list[RaceReport] = []
+        self.active = False
 
     def statistics(self) -> dict[str, int]:
         """Counts of the checker's state: lanes, events, shadow ranges, reports."""
@@ -342,9 +351,11 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                 SITES.allocations.clear()  # a reconfigured device hands out old addresses again
                 observe.install(self)
             self.stack.append(check)
+            check.active = True
 
     def pop(self, check: RaceCheck) -> None:
         with self.lock:
+            check.active = False
             if check in self.stack:
                 self.stack.remove(check)
             if not self.stack:
@@ -461,8 +472,9 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
 
     def refuse(self, txn: _Txn) -> None:
         """In raise mode, RaceError for a planned call that races (nothing was committed)."""
-        if txn.reports and self.stack and self.stack[-1].on_race == "raise":
-            self.stack[-1].reports.extend(txn.reports)
+        check = self.target() if txn.reports else None
+        if check is not None and check.on_race == "raise":
+            check.reports.extend(txn.reports)
             raise RaceError(txn.reports)
 
     # -- shadow memory -------------------------------------------------------------------
@@ -548,8 +560,15 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
         via = second.lane.via.get(first.lane.lane) or "an earlier join"
         return f"{b} knows {a} only up to op #{upto} ({via}); op #{first.number} is later"
 
+    def target(self) -> RaceCheck | None:
+        """The check a report made now goes to (see :class:`RaceCheck`)."""
+        for check in reversed(_ENTERED.get()):
+            if check.active:
+                return check
+        return self.stack[-1] if self.stack else None
+
     def emit(self, made: RaceReport, *, may_raise: bool = True) -> None:
-        check = self.stack[-1] if self.stack else None
+        check = self.target()
         if check is None:
             return
         check.reports.append(made)
@@ -977,22 +996,37 @@ def _work_label(work: Any) -> str:
 _CHECKER = _Checker()
 
 
-@contextmanager
-def race_check(on_race: str = "raise") -> Iterator[RaceCheck]:
+# The checks entered in this context (task or thread), innermost last.
+_ENTERED: ContextVar[tuple[RaceCheck, ...]] = ContextVar("ahipgraph_race_checks", default=())
+
+
+def race_check(on_race: str = "raise") -> AbstractContextManager[RaceCheck]:
     """Check every stream, event, launch and host synchronisation inside the block for races.
 
     Args:
         on_race: "raise" (default: RaceError at the call that completed the race),
             "warn" (a RaceWarning each) or "collect" (only ``rc.reports``).
 
-    Nested checks share one set of clocks; reports go to the innermost. Work enqueued before
-    the outermost check began is not known to it.
+    Raises:
+        ValueError: ``on_race`` is not one of those (at the call, before anything is on).
+
+    Nested checks share one set of clocks; reports go to the innermost check of the task or
+    thread that made the racing call (see :class:`RaceCheck`). Work enqueued before the
+    outermost check began is not known to it. Leaving the block by an exception or a
+    cancellation turns the check off like a normal exit.
     """
-    check = RaceCheck(on_race)
+    return _checking(RaceCheck(on_race))  # a bad mode fails here, before anything is on
+
+
+@contextmanager
+def _checking(check: RaceCheck) -> Iterator[RaceCheck]:
     _CHECKER.push(check)
+    token = _ENTERED.set((*_ENTERED.get(), check))
     try:
         yield check
     finally:
+        with suppress(ValueError):  # left in another context than it was entered in
+            _ENTERED.reset(token)
         _CHECKER.pop(check)
 
 
