@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 import ahipgraph as ahg
+from ahipgraph.exec.plan_check import unenforced_edges
 from ahipgraph.testing import fresh_devices as fresh
 
 try:
@@ -85,3 +86,33 @@ def fast_switching() -> Iterator[None]:
     sys.setswitchinterval(1e-6)
     yield
     sys.setswitchinterval(previous)
+
+
+def _verified(graph_exec: ahg.GraphExec, what: str) -> None:
+    problems = unenforced_edges(graph_exec)
+    if problems:
+        raise AssertionError(f"the plan verifier rejects {what}:\n" + "\n".join(problems))
+
+
+@pytest.fixture(autouse=True, scope="session")
+def every_plan_verified() -> Iterator[None]:
+    """The plan verifier (``exec/plan_check.py``) runs on every executable the suite
+    instantiates or updates: a declared edge its slots and signals do not enforce (the
+    runtime bug HIP shipped) fails the test that built it, whatever the test asserts."""
+    instantiate, update = ahg.Graph.instantiate, ahg.GraphExec.update
+
+    def checked_instantiate(self: ahg.Graph, *args: object, **kwargs: object) -> ahg.GraphExec:
+        graph_exec = instantiate(self, *args, **kwargs)  # type: ignore[arg-type]
+        _verified(graph_exec, "a new executable")
+        return graph_exec
+
+    def checked_update(self: ahg.GraphExec, *args: object, **kwargs: object) -> object:
+        result = update(self, *args, **kwargs)  # type: ignore[arg-type]
+        _verified(self, "an updated executable")
+        return result
+
+    patch = pytest.MonkeyPatch()
+    patch.setattr(ahg.Graph, "instantiate", checked_instantiate)
+    patch.setattr(ahg.GraphExec, "update", checked_update)
+    yield
+    patch.undo()
