@@ -75,7 +75,7 @@ def test_the_readme_shows_the_report_its_example_prints(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout == readme_report()
-    assert "ahg.race_check(on_race=\"collect\") as rc:" in (ROOT / "README.md").read_text()
+    assert 'ahg.race_check(on_race="collect") as rc:' in (ROOT / "README.md").read_text()
 
 
 @ahg.kernel
