@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import gc
+import os
 
+import numpy as np
 import pytest
 
 import ahipgraph as ahg
+from ahipgraph.device import hooks
 from ahipgraph.exec.races import ALLOCATIONS
-from ahipgraph.testing import fresh_devices
+from ahipgraph.testing import HeldKernel, fresh_devices
 from ahipgraph.tools.race import _Table
 from cleanup import destroy
 
@@ -83,3 +86,25 @@ async def test_lanes_of_destroyed_streams_are_dropped(device: ahg.Device) -> Non
         assert rc.statistics()["lanes"] == before
     assert rc.reports == []
     destroy(buf)
+
+
+@pytest.mark.asyncio
+async def test_an_eager_host_copy_is_watched_without_a_device_hook(device: ahg.Device) -> None:
+    """The copy's own program carries the comparison: no device hook slows other programs."""
+    stream = device.create_stream(non_blocking=True)
+    buf = device.malloc(64)
+    host = np.ones(16, np.float32)
+    held = HeldKernel()
+    with ahg.race_check(on_race="collect") as rc:
+        await held.launch(stream)
+        await stream.memcpy(buf, host)
+        if not os.environ.get("AHIPGRAPH_RACE_CHECK"):
+            assert hooks.observers is None
+        host[0] = 5.0  # before the copy ran
+        held.release()
+        await stream.synchronize()
+        await stream.memcpy(buf, host)  # unchanged while in flight: nothing to report
+        await stream.synchronize()
+    assert [r.kind for r in rc.reports] == ["host-write-during-copy"]
+    assert float(device.view(buf, np.float32, 1, readonly=True)[0]) == 5.0
+    destroy(stream, buf)
