@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import os
+import weakref
 
 import numpy as np
 import pytest
@@ -21,7 +22,9 @@ def test_the_allocation_cache_forgets_freed_memory(device: ahg.Device) -> None:
     found = ALLOCATIONS.lookup(0, a.address + 8)
     assert found is not None
     assert found[1:] == (a.address, 256)
-    assert ALLOCATIONS.lookup(0, a.address + 8) is found  # the second answer is the memo
+    entries = ALLOCATIONS.statistics()["entries"]
+    assert ALLOCATIONS.lookup(0, a.address + 8) == found  # the second answer is the memo
+    assert ALLOCATIONS.statistics()["entries"] == entries
     device.free(a)
     assert ALLOCATIONS.lookup(0, a.address + 8) is None
     b = device.malloc(64)  # made after a miss: still found
@@ -43,6 +46,10 @@ def test_the_allocation_cache_follows_a_reconfigured_device() -> None:
         assert found is not None
         assert found[0] is second.memory
         second.free(b)
+    old = weakref.ref(first.memory)
+    del first, second, found
+    gc.collect()
+    assert old() is None  # the cache does not keep a replaced device's memory alive
 
 
 class Handle:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import weakref
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -162,8 +163,9 @@ class _AllocationCache:
     """
 
     def __init__(self) -> None:
-        # ordinal -> (its memory, that memory's free count, address -> (memory, base, size))
-        self._by_device: dict[int, tuple[Any, int, dict[int, tuple[Any, int, int]]]] = {}
+        # ordinal -> (its memory, weakly: a replaced device's memory is not kept alive;
+        # that memory's free count; address -> (base, size))
+        self._by_device: dict[int, tuple[weakref.ref[Any], int, dict[int, tuple[int, int]]]] = {}
 
     def lookup(self, device: int, address: int) -> tuple[Any, int, int] | None:
         """(memory, base, nbytes) of the allocation holding ``address`` now, or None."""
@@ -183,18 +185,17 @@ class _AllocationCache:
             return None
         entry = self._by_device.get(device)
         frees = memory.frees
-        if entry is None or entry[0] is not memory or entry[1] != frees:
-            entry = self._by_device[device] = (memory, frees, {})
+        if entry is None or entry[0]() is not memory or entry[1] != frees:
+            entry = self._by_device[device] = (weakref.ref(memory), frees, {})
         table = entry[2]
         found = table.get(address)
         if found is None:
-            hit = memory.allocation_of(address)
-            if hit is None:
+            found = memory.allocation_of(address)
+            if found is None:
                 return None
-            found = (memory, hit[0], hit[1])
             if len(table) < _MAX_SITES:
                 table[address] = found
-        return found
+        return (memory, found[0], found[1])
 
     def clear(self) -> None:
         self._by_device = {}
