@@ -12,6 +12,7 @@ devices, without the check.
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import sys
 from collections.abc import Callable, Iterator
@@ -101,16 +102,20 @@ def every_plan_verified() -> Iterator[None]:
     runtime bug HIP shipped) fails the test that built it, whatever the test asserts."""
     instantiate, update = ahg.Graph.instantiate, ahg.GraphExec.update
 
+    @functools.wraps(instantiate)  # names and docs; test_public_surface checks the wrapped
     def checked_instantiate(self: ahg.Graph, *args: object, **kwargs: object) -> ahg.GraphExec:
         graph_exec = instantiate(self, *args, **kwargs)  # type: ignore[arg-type]
         _verified(graph_exec, "a new executable")
         return graph_exec
 
+    @functools.wraps(update)
     def checked_update(self: ahg.GraphExec, *args: object, **kwargs: object) -> object:
         result = update(self, *args, **kwargs)  # type: ignore[arg-type]
         _verified(self, "an updated executable")
         return result
 
+    checked_instantiate.verifies_plans = True  # type: ignore[attr-defined]
+    checked_update.verifies_plans = True  # type: ignore[attr-defined]
     patch = pytest.MonkeyPatch()
     patch.setattr(ahg.Graph, "instantiate", checked_instantiate)
     patch.setattr(ahg.GraphExec, "update", checked_update)
