@@ -174,28 +174,31 @@ class _AllocationCache:
             key = (device, address)
             if key in memo:
                 return memo[key]  # type: ignore[no-any-return]
-            memo[key] = found = self._lookup(device, address)
-            return found
-        return self._lookup(device, address)
-
-    def _lookup(self, device: int, address: int) -> tuple[Any, int, int] | None:
         try:
             memory = get_device(device).memory
         except Exception:  # a pointer of no device, or a device table reconfigured since
-            return None
+            memory = None
+        found = None if memory is None else self.lookup_in(device, memory, address)
+        if memo is not None:
+            memo[(device, address)] = found
+        return found
+
+    def lookup_in(self, device: int, memory: Any, address: int) -> tuple[Any, int, int] | None:
+        """:meth:`lookup` when the caller knows ``memory`` is device ``device``'s memory now
+        (an eager op's stream's device: its enqueue was accepted)."""
         entry = self._by_device.get(device)
         frees = memory.frees
         if entry is None or entry[0]() is not memory or entry[1] != frees:
             entry = self._by_device[device] = (weakref.ref(memory), frees, {})
         table = entry[2]
-        found = table.get(address)
-        if found is None:
-            found = memory.allocation_of(address)
-            if found is None:
+        hit = table.get(address)
+        if hit is None:
+            hit = memory.allocation_of(address)
+            if hit is None:
                 return None
             if len(table) < _MAX_SITES:
-                table[address] = found
-        return (memory, found[0], found[1])
+                table[address] = hit
+        return (memory, hit[0], hit[1])
 
     def clear(self) -> None:
         self._by_device = {}

@@ -406,9 +406,13 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
 
     def prepare(self, txn: _Txn, stream: Stream) -> _Lane:
         """``stream``'s lane, joined with host order and the legacy default-stream rules."""
-        real = self.state.lanes.get(stream)
-        lane = txn.work(real) if real is not None else self.lane_of(txn, stream)
-        host = txn.peek(self.state.host)
+        st = self.state
+        entry = st.lanes._entries.get(id(stream))  # st.lanes.get(stream), inlined: every op
+        if entry is not None and entry[0]() is stream:
+            lane = txn.work(entry[1])
+        else:
+            lane = self.lane_of(txn, stream)
+        host = txn.copies.get(id(st.host), st.host)  # txn.peek(st.host)
         if lane.seen is not host.vc:  # the host learnt something since this lane last joined
             lane.join(host.vc, host.via, None)
             lane.seen = host.vc
@@ -479,14 +483,22 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
 
     # -- shadow memory -------------------------------------------------------------------
 
-    def access(self, txn: _Txn, op: _Op, accesses: list[Access]) -> None:
+    def access(
+        self, txn: _Txn, op: _Op, accesses: list[Access], device: Device | None = None
+    ) -> None:
+        """Check ``accesses`` of ``op`` against shadow memory (``device``: the op's stream's,
+        whose memory is then known current: no device-table lookup)."""
         st = self.state
         vc = op.lane.vc
         batch = op.batch
-        lookup = ALLOCATIONS.lookup
+        lookup, lookup_in = ALLOCATIONS.lookup, ALLOCATIONS.lookup_in
+        here, memory_here = (device.ordinal, device.memory) if device is not None else (-1, None)
         shadow_entries = st.shadow._entries
         for access in accesses:
-            found = lookup(access.device, access.start)
+            if access.device == here:
+                found = lookup_in(here, memory_here, access.start)
+            else:
+                found = lookup(access.device, access.start)
             if found is None:
                 continue
             memory, base = found[0], found[1]
@@ -608,7 +620,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
     def _plan_enqueue(self, stream: Stream, work: Any) -> _Txn:
         txn = _Txn(self.state)
         op = self.advance(txn, self.prepare(txn, stream), _work_label(work))
-        self.access(txn, op, footprint(work))
+        self.access(txn, op, footprint(work), stream.device)
         return txn
 
     def launching(self, graph_exec: Any, stream: Stream, user: Stream | None) -> Any:
@@ -981,16 +993,31 @@ def _site(op: _Op, access: Access, lo: int = 0, hi: int = 0) -> RaceSite:
     )
 
 
+# label by kernel, copy kind or params type (an enum's .name alone costs half a microsecond)
+_LABELS: dict[Any, str] = {}
+
+
 def _work_label(work: Any) -> str:
-    if isinstance(work, KernelParams):
-        return f"Kernel {work.kernel.name!r}"
-    if isinstance(work, MemcpyParams):
-        return f"Memcpy {work.kind.name}"
-    if isinstance(work, FreeOp):
-        return "free_async"
-    if isinstance(work, HostParams):
-        return "host function"
-    return type(work).__name__.replace("Params", "")
+    kind = type(work)
+    key = work.kernel if kind is KernelParams else work.kind if kind is MemcpyParams else kind
+    label = _LABELS.get(key)
+    if label is None:
+        if isinstance(work, KernelParams):
+            label = f"Kernel {work.kernel.name!r}"
+        elif isinstance(work, MemcpyParams):
+            label = f"Memcpy {work.kind.name}"
+        elif isinstance(work, FreeOp):
+            label = "free_async"
+        elif isinstance(work, HostParams):
+            label = "host function"
+        else:
+            label = kind.__name__.replace("Params", "")
+        specific = isinstance(work, KernelParams | MemcpyParams)  # a subclass: not by type
+        if kind in (KernelParams, MemcpyParams) or not specific:
+            if len(_LABELS) >= _MAX_PENDING:
+                _LABELS.clear()
+            _LABELS[key] = label
+    return label
 
 
 _CHECKER = _Checker()
