@@ -438,7 +438,9 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
         lane.vc[lane.lane] = count
         if count == 1:  # only this lane ticks its own entry: the reason never changes
             lane.via[lane.lane] = f"program order of {lane.name}"
-        op = _Op(txn.number, label, lane, count, user_site(), batch=batch)
+        # user_site(3): the frame above advance's caller; every caller is a checker method
+        # that the runtime calls, so the user's frame is never nearer (two frames skipped)
+        op = _Op(txn.number, label, lane, count, user_site(3), batch=batch)
         txn.ops.append(op)
         return op
 
@@ -774,7 +776,8 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             txn = _Txn(self.state)
             lane = self.prepare(txn, stream)  # a record is stream work: host order, legacy rules
             where = f"event #{event.hid.slot} recorded on {lane.name} at {user_site()}"
-            txn.events.append((event, _EventClock(dict(lane.vc), dict(lane.via), where)))
+            # the lane's dicts become the committed clock, never changed in place: shared
+            txn.events.append((event, _EventClock(lane.vc, lane.via, where)))
             self.commit(txn)
 
     def event_waited(self, stream: Stream, event: Event) -> None:
