@@ -229,22 +229,25 @@ def _whole(ptr: DevicePtr, precision: str = EXACT) -> list[Access]:
     return [Access(ptr.device, base, base + nbytes, True, False, precision)]
 
 
-def footprint(work: Any) -> list[Access]:
-    """The device bytes an op or node's parameters touch (empty for host work and events)."""
+def footprint(work: Any, device: Any = None) -> list[Access]:
+    """The device bytes an op or node's parameters touch (empty for host work and events).
+
+    ``device``: the device an eager op is enqueued on, if the caller has it (its memory is
+    then known current, which saves a device-table lookup per kernel pointer)."""
     if isinstance(work, KernelParams):
-        return _kernel_footprint(work)
+        return _kernel_footprint(work, device)
     if isinstance(work, MemcpyParams):
         out = []
-        if work.nbytes:
-            if isinstance(work.dst, DevicePtr) and work.dst:
-                d = work.dst
-                out.append(Access(d.device, d.address, d.address + work.nbytes, True))
-            if isinstance(work.src, DevicePtr) and work.src:
-                s = work.src
-                out.append(Access(s.device, s.address, s.address + work.nbytes, False))
+        nbytes = work.nbytes
+        if nbytes:
+            d, s = work.dst, work.src
+            if isinstance(d, DevicePtr) and d.address:  # not the null pointer
+                out.append(Access(d.device, d.address, d.address + nbytes, True))
+            if isinstance(s, DevicePtr) and s.address:
+                out.append(Access(s.device, s.address, s.address + nbytes, False))
         return out
     if isinstance(work, MemsetParams):
-        if not work.width or not work.height or not work.dst:
+        if not work.width or not work.height or not work.dst.address:
             return []
         extent = (work.height - 1) * work.pitch + work.width * work.element_size
         precision = EXACT if work.height == 1 else CONSERVATIVE
@@ -273,13 +276,14 @@ def _host_footprint(fn: HostFunction) -> list[Access]:
     return out
 
 
-def _kernel_footprint(params: KernelParams) -> list[Access]:
+def _kernel_footprint(params: KernelParams, device: Any = None) -> list[Access]:
     out: list[Access] = []
     args = params.args
     lookup = ALLOCATIONS.lookup
+    here = device.ordinal if device is not None else -1
     for pointer in params.kernel.layout.pointers:
         ptr = args[pointer.index]
-        if not isinstance(ptr, DevicePtr) or not ptr:
+        if not isinstance(ptr, DevicePtr) or not ptr.address:
             continue
         access = pointer.access
         write = access != "const"
@@ -290,7 +294,10 @@ def _kernel_footprint(params: KernelParams) -> list[Access]:
             end = ptr.address + count * pointer.itemsize
             out.append(Access(ptr.device, ptr.address, end, write, atomic, DECLARED))
             continue
-        found = lookup(ptr.device, ptr.address)
+        if ptr.device == here:  # the stream's own device: its memory is current
+            found = ALLOCATIONS.lookup_in(here, device.memory, ptr.address)
+        else:
+            found = lookup(ptr.device, ptr.address)
         end = ptr.address + 1 if found is None else found[1] + found[2]
         out.append(Access(ptr.device, ptr.address, end, write, atomic, CONSERVATIVE))
     return out

@@ -622,7 +622,8 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
     def _plan_enqueue(self, stream: Stream, work: Any) -> _Txn:
         txn = _Txn(self.state)
         op = self.advance(txn, self.prepare(txn, stream), _work_label(work))
-        self.access(txn, op, footprint(work), stream.device)
+        device = stream.device
+        self.access(txn, op, footprint(work, device), device)
         return txn
 
     def launching(self, graph_exec: Any, stream: Stream, user: Stream | None) -> Any:
@@ -889,8 +890,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             return  # already ran: nothing can change under it any more
         copy = program.ops[0]
         if type(copy) is CopyOp and isinstance(copy.src, np.ndarray) and copy.nbytes:
-            before = host_bytes(copy.src, copy.nbytes).tobytes()
-            program.ops = (_WatchedCopy(copy, before, op, self),)
+            program.ops = (_WatchedCopy.watching(copy, op, self),)
 
     def _fingerprint(self, copy: CopyOp, src: Any, nbytes: int, op: _Op, done: Signal) -> None:
         st = self.state
@@ -956,16 +956,33 @@ class _WatchedCopy(CopyOp):
 
     __slots__ = ("before", "checker", "origin")
 
-    def __init__(self, copy: CopyOp, before: bytes, origin: _Op, checker: _Checker) -> None:
-        super().__init__(copy.dst, copy.src, copy.nbytes, copy.kind, copy.resolve, copy.cost_ns)
-        self.before, self.origin, self.checker = before, origin, checker
+    before: bytes
+    checker: _Checker
+    origin: _Op
+
+    @classmethod
+    def watching(cls, copy: CopyOp, origin: _Op, checker: _Checker) -> _WatchedCopy:
+        """``copy`` (from a host array), with its source's bytes now."""
+        watched = cls.__new__(cls)  # the copy's fields as they are: no re-validation
+        watched.dst, watched.src, watched.nbytes = copy.dst, copy.src, copy.nbytes
+        watched.kind, watched.resolve, watched.cost_ns = copy.kind, copy.resolve, copy.cost_ns
+        watched.before, watched.origin, watched.checker = _source(copy), origin, checker
+        return watched
 
     def run(self, program: Program) -> None:
-        src = self.src
-        if isinstance(src, np.ndarray) and host_bytes(src, self.nbytes).tobytes() != self.before:
+        if _source(self) != self.before:
             with self.checker.lock:
                 self.checker._host_changed(self.origin, self)
         CopyOp.run(self, program)
+
+
+def _source(copy: CopyOp) -> bytes:
+    """The bytes ``copy`` reads from its host array (all of it, the common case, is faster)."""
+    src = copy.src
+    assert isinstance(src, np.ndarray)
+    if src.nbytes == copy.nbytes and src.flags.c_contiguous:
+        return src.tobytes()
+    return host_bytes(src, copy.nbytes).tobytes()
 
 
 def stream_name(lane: _Lane | None) -> str:
