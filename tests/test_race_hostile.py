@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
+import sys
+import textwrap
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -231,3 +235,51 @@ async def test_raise_mode_refuses_a_racing_free_async_and_enqueues_nothing(
         await s2.free_async(buf)  # the pair the report suggested: allowed
         await device.synchronize()
     destroy(s1, s2, event)
+
+
+# -- the environment switch ----------------------------------------------------------------------
+
+SWITCHED = textwrap.dedent(
+    """
+    import warnings
+    import ahipgraph as ahg
+    from ahipgraph.tools import race
+
+    async def main():
+        device = ahg.get_device(0)
+        s1 = device.create_stream(non_blocking=True)
+        s2 = device.create_stream(non_blocking=True)
+        buf = device.malloc(64)
+        await s1.memset(buf, 0, 64)
+        await s2.memset(buf, 1, 64)
+        await device.synchronize()
+
+    ahg.run(main())
+    check = race.install_from_environment()
+    print(check.on_race if check is not None else None, len(check.reports) if check else 0)
+    """
+)
+
+
+@pytest.mark.parametrize(
+    ("value", "mode", "warned"),
+    [
+        ("1", "warn", True),
+        ("On", "warn", True),
+        ("collect", "collect", False),
+        ("off", None, False),
+    ],
+)
+def test_the_environment_switch_values(
+    tmp_path: Path, value: str, mode: str | None, warned: bool
+) -> None:
+    script = tmp_path / "switched.py"
+    script.write_text(SWITCHED)
+    env = dict(os.environ, AHIPGRAPH_RACE_CHECK=value)
+    done = subprocess.run(
+        [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    reports = 1 if mode is not None else 0
+    assert done.stdout.split() == [str(mode), str(reports)]
+    assert ("RaceWarning" in done.stderr) is warned
