@@ -12,6 +12,7 @@ devices, without the check.
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import sys
 import warnings
@@ -20,6 +21,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 import ahipgraph as ahg
+from ahipgraph.exec.plan_check import unenforced_edges
 from ahipgraph.testing import fresh_devices as fresh
 
 try:
@@ -93,3 +95,37 @@ def fast_switching() -> Iterator[None]:
     sys.setswitchinterval(1e-6)
     yield
     sys.setswitchinterval(previous)
+
+
+def _verified(graph_exec: ahg.GraphExec, what: str) -> None:
+    problems = unenforced_edges(graph_exec)
+    if problems:
+        raise AssertionError(f"the plan verifier rejects {what}:\n" + "\n".join(problems))
+
+
+@pytest.fixture(autouse=True, scope="session")
+def every_plan_verified() -> Iterator[None]:
+    """The plan verifier (``exec/plan_check.py``) runs on every executable the suite
+    instantiates or updates: a declared edge its slots and signals do not enforce (the
+    runtime bug HIP shipped) fails the test that built it, whatever the test asserts."""
+    instantiate, update = ahg.Graph.instantiate, ahg.GraphExec.update
+
+    @functools.wraps(instantiate)  # names and docs; test_public_surface checks the wrapped
+    def checked_instantiate(self: ahg.Graph, *args: object, **kwargs: object) -> ahg.GraphExec:
+        graph_exec = instantiate(self, *args, **kwargs)  # type: ignore[arg-type]
+        _verified(graph_exec, "a new executable")
+        return graph_exec
+
+    @functools.wraps(update)
+    def checked_update(self: ahg.GraphExec, *args: object, **kwargs: object) -> object:
+        result = update(self, *args, **kwargs)  # type: ignore[arg-type]
+        _verified(self, "an updated executable")
+        return result
+
+    checked_instantiate.verifies_plans = True  # type: ignore[attr-defined]
+    checked_update.verifies_plans = True  # type: ignore[attr-defined]
+    patch = pytest.MonkeyPatch()
+    patch.setattr(ahg.Graph, "instantiate", checked_instantiate)
+    patch.setattr(ahg.GraphExec, "update", checked_update)
+    yield
+    patch.undo()

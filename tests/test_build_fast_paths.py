@@ -420,13 +420,22 @@ def test_dependent_counts_and_lazy_dependents_agree() -> None:
         graph.destroy()
 
 
+def instantiate_unverified(graph: ahg.Graph) -> ahg.GraphExec:
+    """``graph.instantiate()`` without the suite's plan verifier (see ``tests/conftest.py``),
+    which reads what a test of lazily built state wants to see unbuilt."""
+    instantiate = ahg.Graph.instantiate
+    if hasattr(instantiate, "verifies_plans"):
+        instantiate = instantiate.__wrapped__  # type: ignore[attr-defined]
+    return instantiate(graph)
+
+
 def test_a_kernel_runs_locations_are_entered_on_first_use(device: ahg.Device) -> None:
     x = device.malloc(64)
     graph = ahg.Graph()
     previous: tuple[ahg.GraphNode, ...] = ()
     for n in range(5):
         previous = (graph.add_kernel_node(scale, 1, 1, (x, n), deps=previous),)
-    exec_ = graph.instantiate()
+    exec_ = instantiate_unverified(graph)  # the suite's plan verifier reads the locations
     try:
         compiled = exec_._compiled
         assert compiled._runs  # nothing entered yet

@@ -37,6 +37,7 @@ OP_HOMES = {
     "ahipgraph.exec.compile",
     "ahipgraph.exec.conditional",
     "ahipgraph.runtime.pitched",
+    "ahipgraph.tools.race",  # the race checker's watched host-source copy
 }
 
 

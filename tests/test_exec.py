@@ -19,6 +19,7 @@ from ahipgraph.exec.graph_exec import EXECS
 from ahipgraph.runtime.stream import STREAMS
 from cleanup import destroy, run_once
 from fakes import GatedHost, HeldKernel, loop_turns
+from peek import peek
 
 
 class Boom(Exception):
@@ -98,7 +99,7 @@ async def test_launch_returns_once_enqueued_and_the_completion_resolves_later(
     await held.started.wait()  # the replay is running and holds its queue in the held kernel
     await loop_turns()
     assert not handle.done()
-    assert value_at(device, out) == 0  # the node after the held kernel has not run
+    assert peek(device, out) == 0  # the node after the held kernel has not run
     assert not stream.query()
 
     held.release()
@@ -217,7 +218,7 @@ async def test_stream_work_after_a_launch_waits_for_every_leaf_and_sees_its_resu
     await stream.memcpy(host[0:1], a)
     await stream.memcpy(host[1:2], b)
     await stream.launch_host_func(log.append, "after")
-    await until(lambda: value_at(device, a) == 1, "the launch stream's leaf ran")
+    await until(lambda: peek(device, a) == 1, "the launch stream's leaf ran")
     await loop_turns()
     assert log == []  # but later stream work waits for the other leaf too
     assert not handle.done()
@@ -306,7 +307,7 @@ async def test_host_node_blocks_its_queue_until_it_returns(device: ahg.Device) -
     after = await stream.launch_host_func(log.append, "stream work")
     await gated.started()
     await loop_turns()
-    assert value_at(device, out) == 0  # the kernel after the host node waits
+    assert peek(device, out) == 0  # the kernel after the host node waits
     assert log == ["host start 0"]
     assert not after.done()
 

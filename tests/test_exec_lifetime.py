@@ -716,9 +716,16 @@ async def test_everything_destroyed_returns_every_registry_and_allocator_to_base
     second = copy.instantiate(ahg.InstantiateFlags.USE_NODE_PRIORITY)
     copy.destroy()
     third = alloc_graph.instantiate()
+    # first and its clone second both write ``out``: an event orders the two streams both
+    # ways, so the work stays in flight on two streams without racing
+    order = device.create_event()
     handles = [await first.launch(streams[0]) for _ in range(3)]
+    await streams[0].record_event(order)
+    await streams[1].wait_event(order)
     handles += [await second.launch(streams[1]) for _ in range(2)]
     handles.append(await third.launch(streams[1]))
+    await streams[1].record_event(order)
+    await streams[0].wait_event(order)
     first.set_kernel_node_params(graph.nodes()[1], add_one, 1, 1, (0, out))
     first.set_node_enabled(graph.nodes()[2], False)
     handles.append(await first.launch(streams[0]))
@@ -738,6 +745,7 @@ async def test_everything_destroyed_returns_every_registry_and_allocator_to_base
         await stream.synchronize()
         stream.destroy()
     event.destroy()
+    order.destroy()
     device.free(out)
     assert counts(device) == before
 

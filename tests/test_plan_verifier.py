@@ -107,3 +107,29 @@ def test_a_signal_raised_twice_and_a_deadlock_are_caught() -> None:
     assert any("raised by 2 ops" in p for p in unenforced_edges(exe))
     exe.destroy()
     graph.destroy()
+
+
+def test_the_suite_runs_the_verifier_on_every_instantiate_and_update(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """tests/conftest.py wraps ``instantiate`` and ``update``: a plan the verifier rejects
+    fails whichever test built it."""
+    import conftest
+
+    seen: list[ahg.GraphExec] = []
+
+    def rejecting(graph_exec: ahg.GraphExec) -> list[str]:
+        seen.append(graph_exec)
+        return ["edge node 0 -> node 1 is not enforced"]
+
+    graph, exe = wide()
+    monkeypatch.setattr(conftest, "unenforced_edges", rejecting)
+    with pytest.raises(AssertionError, match="plan verifier rejects an updated executable"):
+        exe.update(graph)
+    with pytest.raises(AssertionError, match="plan verifier rejects a new executable"):
+        graph.instantiate()
+    assert seen[0] is exe
+    for made in seen[1:]:
+        made.destroy()
+    exe.destroy()
+    graph.destroy()

@@ -161,6 +161,9 @@ def test_an_executable_has_no_public_reference_count(device: ahg.Device) -> None
 def test_public_methods_are_named_for_their_public_class(cls: type) -> None:
     for name in dir(cls):
         member = getattr(cls, name)
+        # the suite's conftest wraps instantiate and update in the plan verifier: the method
+        # checked is the one it wraps
+        member = member.__wrapped__ if hasattr(member, "verifies_plans") else member
         if name.startswith("_") or not inspect.isfunction(member):
             continue
         assert member.__qualname__ == f"{cls.__name__}.{name}", member

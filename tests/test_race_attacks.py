@@ -137,6 +137,7 @@ async def test_nested_checks_share_clocks_and_report_to_the_innermost(device: ah
         await device.synchronize()
         await s1.memset(buf, 2, 64)  # ordered by the device sync
         assert observe.observer is not None  # the outer check is still on
+        await s1.synchronize()  # before the free below
     assert len(inner.reports) == 1
     assert outer.reports == []
     assert nothing_installed()

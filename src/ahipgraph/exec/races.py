@@ -23,9 +23,10 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import weakref
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..device.host_function import HostFunction
 from ..device.ops import FreeOp
@@ -95,20 +96,31 @@ _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _SKIP = (_PACKAGE_DIR, os.path.dirname(os.__file__))
 
 
-_SHOWN: dict[str, str] = {}  # file name -> as shown in reports (relative paths are slow)
+# file name -> as shown in reports, or "" for ahipgraph's and the standard library's files
+# (one dict lookup per frame: the checker asks on every op; relative paths are slow)
+_SHOWN: dict[str, str] = {}
+
+
+def _shown(filename: str) -> str:
+    if filename.startswith(_SKIP) or filename.startswith("<frozen"):
+        shown = ""
+    else:
+        shown = filename if filename.startswith("<") else os.path.relpath(filename)
+    if len(_SHOWN) < _MAX_SITES:
+        _SHOWN[filename] = shown
+    return shown
 
 
 def user_site(depth: int = 1) -> str | None:
     """``file:line`` of the innermost caller outside ahipgraph and the standard library."""
     frame: Any = sys._getframe(depth)
+    known = _SHOWN
     while frame is not None:
         filename = frame.f_code.co_filename
-        if not filename.startswith(_SKIP) and not filename.startswith("<frozen"):
-            shown = _SHOWN.get(filename)
-            if shown is None:
-                shown = filename if filename.startswith("<") else os.path.relpath(filename)
-                if len(_SHOWN) < _MAX_SITES:
-                    _SHOWN[filename] = shown
+        shown = known.get(filename)
+        if shown is None:
+            shown = _shown(filename)
+        if shown:
             return f"{shown}:{frame.f_lineno}"
         frame = frame.f_back
     return None
@@ -117,9 +129,11 @@ def user_site(depth: int = 1) -> str | None:
 # -- footprints -------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class Access:
-    """Bytes ``[start, end)`` of device ``device``'s address space, read or written."""
+class Access(NamedTuple):
+    """Bytes ``[start, end)`` of device ``device``'s address space, read or written.
+
+    A named tuple, not a frozen dataclass: the dynamic checker makes one per range of every
+    eager op, and a tuple is built several times faster."""
 
     device: int
     start: int
@@ -138,21 +152,73 @@ class Access:
         )
 
 
-_LOCAL = threading.local()  # .memo: allocation lookups memoised during one graph check
+class _AllocationCache:
+    """``memory.allocation_of``, memoised per device memory until that memory frees anything.
+
+    The checkers ask for the allocation under a pointer on every op and node; the answer
+    only changes when memory goes away (addresses are never handed out twice by one
+    memory, and ``DeviceMemory.frees`` counts every free, decommit and unreserve) or when
+    the device table is reconfigured (a different memory object). Only hits are kept, so
+    a later allocation is found; each memory keeps at most ``_MAX_SITES`` entries.
+    """
+
+    def __init__(self) -> None:
+        # ordinal -> (its memory, weakly: a replaced device's memory is not kept alive;
+        # that memory's free count; address -> (base, size))
+        self._by_device: dict[int, tuple[weakref.ref[Any], int, dict[int, tuple[int, int]]]] = {}
+
+    def lookup(self, device: int, address: int) -> tuple[Any, int, int] | None:
+        """(memory, base, nbytes) of the allocation holding ``address`` now, or None."""
+        memo: dict[tuple[int, int], Any] | None = getattr(_LOCAL, "memo", None)
+        if memo is not None:  # inside one graph check: nothing is freed meanwhile
+            key = (device, address)
+            if key in memo:
+                return memo[key]  # type: ignore[no-any-return]
+        try:
+            memory = get_device(device).memory
+        except Exception:  # a pointer of no device, or a device table reconfigured since
+            memory = None
+        found = None if memory is None else self.lookup_in(device, memory, address)
+        if memo is not None:
+            memo[(device, address)] = found
+        return found
+
+    def lookup_in(self, device: int, memory: Any, address: int) -> tuple[Any, int, int] | None:
+        """:meth:`lookup` when the caller knows ``memory`` is device ``device``'s memory now
+        (an eager op's stream's device: its enqueue was accepted)."""
+        entry = self._by_device.get(device)
+        frees = memory.frees
+        if entry is None or entry[0]() is not memory or entry[1] != frees:
+            entry = self._by_device[device] = (weakref.ref(memory), frees, {})
+        table = entry[2]
+        hit = table.get(address)
+        if hit is None:
+            hit = memory.allocation_of(address)
+            if hit is None:
+                return None
+            if len(table) < _MAX_SITES:
+                table[address] = hit
+        return (memory, hit[0], hit[1])
+
+    def clear(self) -> None:
+        self._by_device = {}
+
+    def statistics(self) -> dict[str, int]:
+        return {"devices": len(self._by_device)} | {
+            "entries": sum(len(entry[2]) for entry in list(self._by_device.values()))
+        }
+
+    def __repr__(self) -> str:
+        return f"<AllocationCache devices={len(self._by_device)}>"
+
+
+ALLOCATIONS = _AllocationCache()
+_LOCAL = threading.local()  # .memo: lookups memoised during one graph check on this thread
 
 
 def _allocation(ptr: DevicePtr) -> tuple[int, int] | None:
-    memo: dict[tuple[int, int], tuple[int, int] | None] | None = getattr(_LOCAL, "memo", None)
-    key = (ptr.device, ptr.address)
-    if memo is not None and key in memo:
-        return memo[key]
-    try:
-        found = get_device(ptr.device).memory.allocation_of(ptr.address)
-    except Exception:  # a pointer of no device, or a device table reconfigured since
-        found = None
-    if memo is not None:
-        memo[key] = found
-    return found
+    found = ALLOCATIONS.lookup(ptr.device, ptr.address)
+    return None if found is None else (found[1], found[2])
 
 
 def _whole(ptr: DevicePtr, precision: str = EXACT) -> list[Access]:
@@ -163,22 +229,25 @@ def _whole(ptr: DevicePtr, precision: str = EXACT) -> list[Access]:
     return [Access(ptr.device, base, base + nbytes, True, False, precision)]
 
 
-def footprint(work: Any) -> list[Access]:
-    """The device bytes an op or node's parameters touch (empty for host work and events)."""
+def footprint(work: Any, device: Any = None) -> list[Access]:
+    """The device bytes an op or node's parameters touch (empty for host work and events).
+
+    ``device``: the device an eager op is enqueued on, if the caller has it (its memory is
+    then known current, which saves a device-table lookup per kernel pointer)."""
     if isinstance(work, KernelParams):
-        return _kernel_footprint(work)
+        return _kernel_footprint(work, device)
     if isinstance(work, MemcpyParams):
         out = []
-        if work.nbytes:
-            if isinstance(work.dst, DevicePtr) and work.dst:
-                d = work.dst
-                out.append(Access(d.device, d.address, d.address + work.nbytes, True))
-            if isinstance(work.src, DevicePtr) and work.src:
-                s = work.src
-                out.append(Access(s.device, s.address, s.address + work.nbytes, False))
+        nbytes = work.nbytes
+        if nbytes:
+            d, s = work.dst, work.src
+            if isinstance(d, DevicePtr) and d.address:  # not the null pointer
+                out.append(Access(d.device, d.address, d.address + nbytes, True))
+            if isinstance(s, DevicePtr) and s.address:
+                out.append(Access(s.device, s.address, s.address + nbytes, False))
         return out
     if isinstance(work, MemsetParams):
-        if not work.width or not work.height or not work.dst:
+        if not work.width or not work.height or not work.dst.address:
             return []
         extent = (work.height - 1) * work.pitch + work.width * work.element_size
         precision = EXACT if work.height == 1 else CONSERVATIVE
@@ -207,23 +276,29 @@ def _host_footprint(fn: HostFunction) -> list[Access]:
     return out
 
 
-def _kernel_footprint(params: KernelParams) -> list[Access]:
+def _kernel_footprint(params: KernelParams, device: Any = None) -> list[Access]:
     out: list[Access] = []
     args = params.args
+    lookup = ALLOCATIONS.lookup
+    here = device.ordinal if device is not None else -1
     for pointer in params.kernel.layout.pointers:
         ptr = args[pointer.index]
-        if not isinstance(ptr, DevicePtr) or not ptr:
+        if not isinstance(ptr, DevicePtr) or not ptr.address:
             continue
-        write = pointer.access != "const"
-        atomic = pointer.access == "atomic"
-        count = pointer.elements(args)
-        if count is not None:
-            count = max(0, count)
+        access = pointer.access
+        write = access != "const"
+        atomic = access == "atomic"
+        extent = pointer.extent
+        if extent is not None:
+            count = max(0, pointer.elements(args) or 0)
             end = ptr.address + count * pointer.itemsize
             out.append(Access(ptr.device, ptr.address, end, write, atomic, DECLARED))
             continue
-        found = _allocation(ptr)
-        end = ptr.address + 1 if found is None else found[0] + found[1]
+        if ptr.device == here:  # the stream's own device: its memory is current
+            found = ALLOCATIONS.lookup_in(here, device.memory, ptr.address)
+        else:
+            found = lookup(ptr.device, ptr.address)
+        end = ptr.address + 1 if found is None else found[1] + found[2]
         out.append(Access(ptr.device, ptr.address, end, write, atomic, CONSERVATIVE))
     return out
 
@@ -523,8 +598,8 @@ def _bits(mask: int) -> Iterator[int]:
 def bucket(access: Access) -> tuple[int, int]:
     """The allocation an access lies in (its start when it lies in none): accesses of
     different buckets never overlap, so only nodes sharing a bucket are compared."""
-    found = _allocation(DevicePtr(access.device, access.start))
-    return (access.device, access.start if found is None else found[0])
+    found = ALLOCATIONS.lookup(access.device, access.start)
+    return (access.device, access.start if found is None else found[1])
 
 
 def conflicting_pairs(
@@ -766,6 +841,8 @@ class ExecRaces:
 
 
 def _buckets(accesses: list[Access]) -> list[tuple[int, int]]:
+    if len(accesses) == 1:  # most nodes: one range
+        return [bucket(accesses[0])]
     return list(dict.fromkeys(bucket(a) for a in accesses))
 
 

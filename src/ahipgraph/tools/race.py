@@ -49,8 +49,9 @@ import threading
 import warnings
 import weakref
 from array import array
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, suppress
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -61,6 +62,7 @@ from ..device.host_function import running_host_function
 from ..device.ops import CopyOp, host_bytes
 from ..device.pointer import DevicePtr
 from ..exec.races import (
+    ALLOCATIONS,
     SITES,
     Access,
     ExecRaces,
@@ -74,7 +76,6 @@ from ..exec.races import (
     user_site,
 )
 from ..runtime import observe
-from ..runtime.device import get_device
 from ..runtime.params import HostParams, KernelParams, MemcpyParams
 from ..runtime.stream_memory import FreeOp
 
@@ -95,15 +96,22 @@ _MAX_PENDING = 4096
 
 
 class _Lane:
-    """A vector clock with, per entry, how that knowledge arrived (for the "why")."""
+    """A vector clock with, per entry, how that knowledge arrived (for the "why").
 
-    __slots__ = ("lane", "name", "ops", "vc", "via")
+    A committed lane's ``vc`` and ``via`` are never changed in place (a transaction changes
+    copies and commit swaps them in; a host synchronisation joins into fresh dicts), so a
+    snapshot of one (an awaited completion's clock) may share them, and ``seen`` (the host
+    clock a stream lane last joined) tells by identity whether the host learnt anything since.
+    """
+
+    __slots__ = ("lane", "name", "ops", "seen", "vc", "via")
 
     def __init__(self, lane: int, name: str, ops: array[int] | None = None) -> None:
         self.lane = lane
         self.name = name
         self.vc: dict[int, int] = {}
         self.via: dict[int, str] = {}
+        self.seen: dict[int, int] | None = None
         # global op number of each tick of this lane (8 bytes each)
         self.ops: array[int] = array("q") if ops is None else ops
 
@@ -113,6 +121,11 @@ class _Lane:
             if count > mine.get(lane, 0):
                 mine[lane] = count
                 reasons[lane] = how if how is not None else via.get(lane, "")
+
+    def join_fresh(self, vc: dict[int, int], via: dict[int, str], how: str | None) -> None:
+        """:meth:`join` into new dicts (the host lane: its old clock may be shared)."""
+        self.vc, self.via = dict(self.vc), dict(self.via)
+        self.join(vc, via, how)
 
 
 @dataclass(slots=True)
@@ -139,28 +152,73 @@ class _EventClock:
     where: str  # "event #2 recorded on stream #3 at x.py:10"
 
 
+class _Table:
+    """Values by handle (stream, event, executable), without keeping the handle alive.
+
+    What ``weakref.WeakKeyDictionary`` does, at the cost of one dict lookup and one
+    dereference per ``get`` (the checker looks a stream's lane up on every op): entries are
+    keyed by ``id`` and hold a plain weak reference that must still be the key (an id is
+    reused once its object is gone). Dead entries are dropped when the table has doubled
+    since the last sweep, never from a weak-reference callback, so iteration is safe.
+    """
+
+    __slots__ = ("_entries", "_sweep_at")
+
+    def __init__(self) -> None:
+        self._entries: dict[int, tuple[weakref.ref[Any], Any]] = {}
+        self._sweep_at = 64
+
+    def get(self, key: Any) -> Any:
+        entry = self._entries.get(id(key))
+        if entry is not None and entry[0]() is key:
+            return entry[1]
+        return None
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        entries = self._entries
+        entry = entries.get(id(key))
+        ref = entry[0] if entry is not None and entry[0]() is key else weakref.ref(key)
+        entries[id(key)] = (ref, value)
+        if len(entries) >= self._sweep_at:
+            for k, (r, _) in list(entries.items()):
+                if r() is None:
+                    del entries[k]
+            self._sweep_at = max(64, 2 * len(entries))
+
+    def items(self) -> list[tuple[Any, Any]]:
+        """The live (key, value) pairs, as a list."""
+        out = []
+        for ref, value in list(self._entries.values()):
+            key = ref()
+            if key is not None:
+                out.append((key, value))
+        return out
+
+    def __len__(self) -> int:
+        return sum(1 for ref, _ in list(self._entries.values()) if ref() is not None)
+
+    def __repr__(self) -> str:
+        return f"<_Table entries={len(self._entries)}>"
+
+
 class _State:
     """Clocks and shadow memory, shared by nested checks; dropped with the last one."""
 
     def __init__(self) -> None:
         self.host = _Lane(0, "host")
-        self.lanes: weakref.WeakKeyDictionary[Stream, _Lane] = weakref.WeakKeyDictionary()
-        self.events: weakref.WeakKeyDictionary[Event, _EventClock] = weakref.WeakKeyDictionary()
-        self.done: dict[int, tuple[Signal, dict[int, int], dict[int, str], str]] = {}
+        self.lanes = _Table()  # Stream -> _Lane
+        self.events = _Table()  # Event -> _EventClock
+        self.done: dict[int, tuple[Signal, dict[int, int], dict[int, str], int]] = {}
         # per device memory (a reconfigured device reuses addresses), per allocation base
-        self.shadow: weakref.WeakKeyDictionary[DeviceMemory, dict[int, list[_Rec]]] = (
-            weakref.WeakKeyDictionary()
-        )
+        self.shadow = _Table()  # DeviceMemory -> {allocation base: [_Rec]}
         # host-source copies in flight, per copy op: (op, bytes at enqueue, the API op, the
         # completion of the launch or enqueue), oldest first (a graph's copy op runs per launch)
         self.copies: dict[int, list[tuple[CopyOp, bytes, _Op, Signal]]] = {}
         # per executable: (version, summary, its host-source copy ops)
-        self.host_copies: weakref.WeakKeyDictionary[Any, tuple[Any, Any, list[CopyOp]]] = (
-            weakref.WeakKeyDictionary()
-        )
+        self.host_copies = _Table()  # GraphExec -> (version, summary, host-source copy ops)
         # per executable: its last launch's clock, and the lanes of its node groups
-        self.launches: weakref.WeakKeyDictionary[Any, _EventClock] = weakref.WeakKeyDictionary()
-        self.group_lanes: weakref.WeakKeyDictionary[Any, list[_Lane]] = weakref.WeakKeyDictionary()
+        self.launches = _Table()  # GraphExec -> _EventClock
+        self.group_lanes = _Table()  # GraphExec -> list[_Lane]
         self.next_lane = 1
         self.ops = 0
         self.seen: set[tuple[int, int]] = set()
@@ -177,6 +235,7 @@ class _Txn:
     """
 
     __slots__ = (
+        "copies",
         "created",
         "events",
         "groups",
@@ -198,10 +257,14 @@ class _Txn:
         self.number = st.ops
         self.next_lane = st.next_lane
         self.scratch: dict[int, tuple[_Lane, _Lane]] = {}  # id(working copy) -> (real, copy)
+        self.copies: dict[int, _Lane] = {}  # id(real) -> working copy
         self.created: list[tuple[Stream, _Lane]] = []
         self.groups: tuple[Any, list[_Lane]] | None = None
         self.ops: list[_Op] = []
-        self.tables: dict[tuple[int, int], tuple[DeviceMemory, int, list[_Rec]]] = {}
+        # (id(memory), base) -> (memory, base, new records, the memory's shadow table if any)
+        self.tables: dict[
+            tuple[int, int], tuple[DeviceMemory, int, list[_Rec], dict[int, list[_Rec]] | None]
+        ] = {}
         self.keys: set[tuple[int, int]] = set()
         self.reports: list[RaceReport] = []
         self.events: list[tuple[Event, _EventClock]] = []
@@ -209,20 +272,19 @@ class _Txn:
 
     def work(self, real: _Lane) -> _Lane:
         """The copy of ``real`` this transaction changes (its op list stays shared)."""
-        for held, copy in self.scratch.values():
-            if held is real:
-                return copy
-        copy = _Lane(real.lane, real.name, real.ops)
-        copy.vc, copy.via = dict(real.vc), dict(real.via)
+        copy = self.copies.get(id(real))  # real lanes outlive the transaction: ids are stable
+        if copy is not None:
+            return copy
+        copy = _Lane.__new__(_Lane)
+        copy.lane, copy.name, copy.ops, copy.seen = real.lane, real.name, real.ops, real.seen
+        copy.vc, copy.via = real.vc.copy(), real.via.copy()
         self.scratch[id(copy)] = (real, copy)
+        self.copies[id(real)] = copy
         return copy
 
     def peek(self, real: _Lane) -> _Lane:
         """``real`` as this transaction sees it, without copying it."""
-        for held, copy in self.scratch.values():
-            if held is real:
-                return copy
-        return real
+        return self.copies.get(id(real), real)
 
     def new_lane(self, name: str) -> _Lane:
         lane = _Lane(self.next_lane, name)
@@ -242,13 +304,21 @@ class RaceCheck:
             or viewed), "warn" (a :class:`RaceWarning` each) or "collect" (only
             :attr:`reports`).
         reports: every :class:`RaceReport` found while this check was the innermost.
+        active: True between entering and leaving the block.
+
+    Which check a report goes to: the innermost active check entered in the context that
+    made the racing call (the task, or the thread, as :mod:`contextvars` sees it), so two
+    threads, loops or tasks with checks of their own each get their own reports and modes;
+    a call made where no check was entered (another thread, a device callback) reports to
+    the check entered last. All checks share one set of clocks.
     """
 
     def __init__(self, on_race: str) -> None:
-        if on_race not in _MODES:
+        if not isinstance(on_race, str) or on_race not in _MODES:
             raise ValueError(f"on_race must be one of {', '.join(_MODES)}, got {on_race!r}")
-        self.on_race = on_race
+        self.on_race = str(on_race)
         self.reports: list[RaceReport] = []
+        self.active = False
 
     def statistics(self) -> dict[str, int]:
         """Counts of the checker's state: lanes, events, shadow ranges, reports."""
@@ -281,9 +351,11 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                 SITES.allocations.clear()  # a reconfigured device hands out old addresses again
                 observe.install(self)
             self.stack.append(check)
+            check.active = True
 
     def pop(self, check: RaceCheck) -> None:
         with self.lock:
+            check.active = False
             if check in self.stack:
                 self.stack.remove(check)
             if not self.stack:
@@ -301,7 +373,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                 "events": len(st.events),
                 "pending_completions": len(st.done),
                 "shadow_ranges": sum(
-                    len(r) for table in st.shadow.values() for r in table.values()
+                    len(r) for _, table in st.shadow.items() for r in table.values()
                 ),
                 "ops": st.ops,
             }
@@ -334,9 +406,16 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
 
     def prepare(self, txn: _Txn, stream: Stream) -> _Lane:
         """``stream``'s lane, joined with host order and the legacy default-stream rules."""
-        lane = self.lane_of(txn, stream)
-        host = txn.peek(self.state.host)
-        lane.join(host.vc, host.via, None)
+        st = self.state
+        entry = st.lanes._entries.get(id(stream))  # st.lanes.get(stream), inlined: every op
+        if entry is not None and entry[0]() is stream:
+            lane = txn.work(entry[1])
+        else:
+            lane = self.lane_of(txn, stream)
+        host = txn.copies.get(id(st.host), st.host)  # txn.peek(st.host)
+        if lane.seen is not host.vc:  # the host learnt something since this lane last joined
+            lane.join(host.vc, host.via, None)
+            lane.seen = host.vc
         if not stream.non_blocking:  # legacy default-stream rules
             device = stream.device
             if stream.is_null:
@@ -357,8 +436,11 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
         txn.number += 1
         count = lane.vc.get(lane.lane, 0) + 1
         lane.vc[lane.lane] = count
-        lane.via[lane.lane] = f"program order of {lane.name}"
-        op = _Op(txn.number, label, lane, count, user_site(), batch=batch)
+        if count == 1:  # only this lane ticks its own entry: the reason never changes
+            lane.via[lane.lane] = f"program order of {lane.name}"
+        # user_site(3): the frame above advance's caller; every caller is a checker method
+        # that the runtime calls, so the user's frame is never nearer (two frames skipped)
+        op = _Op(txn.number, label, lane, count, user_site(3), batch=batch)
         txn.ops.append(op)
         return op
 
@@ -366,7 +448,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
         """Install a planned transaction (plain assignments: it cannot fail half-way)."""
         st = self.state
         for real, copy in txn.scratch.values():
-            real.vc, real.via = copy.vc, copy.via
+            real.vc, real.via, real.seen = copy.vc, copy.via, copy.seen
         for stream, lane in txn.created:
             st.lanes[stream] = lane
         if txn.groups is not None:
@@ -378,10 +460,11 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                 op.lane = held[0]
             op.lane.ops.append(op.number)
         shadow = st.shadow
-        for memory, base, keep in txn.tables.values():
-            table = shadow.get(memory)
+        for memory, base, keep, table in txn.tables.values():
             if table is None:
-                table = shadow[memory] = {}
+                table = shadow.get(memory)  # another call of this transaction made it
+                if table is None:
+                    table = shadow[memory] = {}
             table[base] = keep
         if txn.keys:
             st.seen |= txn.keys
@@ -395,28 +478,41 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
 
     def refuse(self, txn: _Txn) -> None:
         """In raise mode, RaceError for a planned call that races (nothing was committed)."""
-        if txn.reports and self.stack and self.stack[-1].on_race == "raise":
-            self.stack[-1].reports.extend(txn.reports)
+        check = self.target() if txn.reports else None
+        if check is not None and check.on_race == "raise":
+            check.reports.extend(txn.reports)
             raise RaceError(txn.reports)
 
     # -- shadow memory -------------------------------------------------------------------
 
-    def access(self, txn: _Txn, op: _Op, accesses: list[Access]) -> None:
+    def access(
+        self, txn: _Txn, op: _Op, accesses: list[Access], device: Device | None = None
+    ) -> None:
+        """Check ``accesses`` of ``op`` against shadow memory (``device``: the op's stream's,
+        whose memory is then known current: no device-table lookup)."""
         st = self.state
         vc = op.lane.vc
         batch = op.batch
+        lookup, lookup_in = ALLOCATIONS.lookup, ALLOCATIONS.lookup_in
+        here, memory_here = (device.ordinal, device.memory) if device is not None else (-1, None)
+        shadow_entries = st.shadow._entries
         for access in accesses:
-            found = _allocation(access)
+            if access.device == here:
+                found = lookup_in(here, memory_here, access.start)
+            else:
+                found = lookup(access.device, access.start)
             if found is None:
                 continue
             memory, base = found[0], found[1]
             key = (id(memory), base)
             held = txn.tables.get(key)
+            recs: Sequence[_Rec]
             if held is not None:
-                recs = held[2]
+                recs, table = held[2], held[3]
             else:
-                table = st.shadow.get(memory)
-                recs = table.get(base, []) if table is not None else []
+                entry = shadow_entries.get(id(memory))  # st.shadow.get(memory), inlined
+                table = entry[1] if entry is not None and entry[0]() is memory else None
+                recs = table.get(base, ()) if table is not None else ()
             keep: list[_Rec] = []
             for rec in recs:
                 old, first = rec.access, rec.op
@@ -434,7 +530,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                     continue  # superseded: anything racing it races the new access too
                 keep.append(rec)
             keep.append(_Rec(access, op))
-            txn.tables[key] = (memory, base, keep)
+            txn.tables[key] = (memory, base, keep, table)
 
     def report(self, txn: _Txn, rec: _Rec, access: Access, op: _Op) -> None:
         key = (rec.op.number, op.number)
@@ -478,8 +574,15 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
         via = second.lane.via.get(first.lane.lane) or "an earlier join"
         return f"{b} knows {a} only up to op #{upto} ({via}); op #{first.number} is later"
 
+    def target(self) -> RaceCheck | None:
+        """The check a report made now goes to (see :class:`RaceCheck`)."""
+        for check in reversed(_ENTERED.get()):
+            if check.active:
+                return check
+        return self.stack[-1] if self.stack else None
+
     def emit(self, made: RaceReport, *, may_raise: bool = True) -> None:
-        check = self.stack[-1] if self.stack else None
+        check = self.target()
         if check is None:
             return
         check.reports.append(made)
@@ -499,25 +602,28 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
     def enqueue(self, stream: Stream, work: Any, submit: Callable[[], Completion]) -> Completion:
         with self.lock:
             txn = self._plan_enqueue(stream, work)
-            self.refuse(txn)
+            if txn.reports:
+                self.refuse(txn)
         completion = submit()
         with self.lock:
             if not self.stack:
                 return completion  # the check ended meanwhile (another thread)
-            if not txn.current():
+            if txn.st is not self.state or txn.stamp != txn.st.stamp:  # not txn.current()
                 txn = self._plan_enqueue(stream, work)
             op = txn.ops[-1]
             self.commit(txn)
-            self._remember_done(completion, op.lane, f"op #{op.number}")
+            self._remember_done(completion, op.lane, op.number)
             if isinstance(work, MemcpyParams) and isinstance(work.src, np.ndarray):
                 self._watch_copy(completion._program, work.src, work.nbytes, op)
-        self.emit_all(txn.reports)
+        if txn.reports:
+            self.emit_all(txn.reports)
         return completion
 
     def _plan_enqueue(self, stream: Stream, work: Any) -> _Txn:
         txn = _Txn(self.state)
         op = self.advance(txn, self.prepare(txn, stream), _work_label(work))
-        self.access(txn, op, footprint(work))
+        device = stream.device
+        self.access(txn, op, footprint(work, device), device)
         return txn
 
     def launching(self, graph_exec: Any, stream: Stream, user: Stream | None) -> Any:
@@ -542,7 +648,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                 txn = self._plan_launch(graph_exec, stream, user)
             op = txn.ops[-1]
             self.commit(txn)
-            self._remember_done(completion, op.lane, f"op #{op.number}")
+            self._remember_done(completion, op.lane, op.number)
             self._watch_graph_copies(graph_exec, op)
         self.emit_all(txn.reports)
 
@@ -648,7 +754,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             self.access(txn, op, [Access(ptr.device, base, base + nbytes, True)])
             self.refuse(txn)  # raise mode: the memory is not freed
             self.commit(txn)
-            st.shadow.get(memory, {}).pop(base, None)
+            (st.shadow.get(memory) or {}).pop(base, None)
             SITES.allocations.pop((id(memory), base), None)
         self.emit_all(txn.reports)
 
@@ -671,7 +777,8 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             txn = _Txn(self.state)
             lane = self.prepare(txn, stream)  # a record is stream work: host order, legacy rules
             where = f"event #{event.hid.slot} recorded on {lane.name} at {user_site()}"
-            txn.events.append((event, _EventClock(dict(lane.vc), dict(lane.via), where)))
+            # the lane's dicts become the committed clock, never changed in place: shared
+            txn.events.append((event, _EventClock(lane.vc, lane.via, where)))
             self.commit(txn)
 
     def event_waited(self, stream: Stream, event: Event) -> None:
@@ -690,13 +797,15 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             st.stamp += 1
             lane = st.lanes.get(stream)
             how = f"{stream_name(lane)} synchronised by the host at {user_site()}"
+            host = st.host
+            host.join_fresh({}, {}, None)  # new dicts once, then joined in place
             if lane is not None:
-                st.host.join(lane.vc, lane.via, how)
+                host.join(lane.vc, lane.via, how)
             if stream.is_null:  # the null stream's sync covers blocking streams' earlier work
                 for other in list(stream.device.streams):
                     o = st.lanes.get(other)
                     if o is not None and not other.non_blocking:
-                        st.host.join(o.vc, o.via, how)
+                        host.join(o.vc, o.via, how)
 
     def event_synchronized(self, event: Event) -> None:
         with self.lock:
@@ -705,16 +814,18 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             if clock is not None:
                 st.stamp += 1
                 how = f"{clock.where}, synchronised by the host at {user_site()}"
-                st.host.join(clock.vc, clock.via, how)
+                st.host.join_fresh(clock.vc, clock.via, how)
 
     def device_synchronized(self, device: Device) -> None:
         with self.lock:
             st = self.state
             st.stamp += 1
             how = f"device {device.ordinal} synchronised at {user_site()}"
-            for stream, lane in list(st.lanes.items()):
+            host = st.host
+            host.join_fresh({}, {}, None)  # new dicts once, then joined in place
+            for stream, lane in st.lanes.items():
                 if stream.device is device:
-                    st.host.join(lane.vc, lane.via, how)
+                    host.join(lane.vc, lane.via, how)
 
     def completion_awaited(self, signal: Signal) -> None:
         with self.lock:
@@ -722,8 +833,8 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             entry = st.done.pop(id(signal), None)
             if entry is not None and entry[0] is signal:
                 st.stamp += 1
-                how = f"{entry[3]} awaited by the host at {user_site()}"
-                st.host.join(entry[1], entry[2], how)
+                how = f"op #{entry[3]} awaited by the host at {user_site()}"
+                st.host.join_fresh(entry[1], entry[2], how)
 
     def node_added(self, node: Any) -> None:
         site = user_site()
@@ -773,11 +884,13 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
         self.emit(made, may_raise=False)  # on the device's loop: raising would fail the copy
 
     def _watch_copy(self, program: Program | None, src: Any, nbytes: int, op: _Op) -> None:
-        if program is None or program.started or not program.ops:
+        """An eager copy from a host array: its one-op program gets a :class:`_WatchedCopy`
+        in place of the copy, which compares the source as it runs (no device hook)."""
+        if program is None or program.started or len(program.ops) != 1 or not nbytes:
             return  # already ran: nothing can change under it any more
         copy = program.ops[0]
-        if isinstance(copy, CopyOp) and program.completion is not None:
-            self._fingerprint(copy, src, nbytes, op, program.completion)
+        if type(copy) is CopyOp and isinstance(copy.src, np.ndarray) and copy.nbytes:
+            program.ops = (_WatchedCopy.watching(copy, op, self),)
 
     def _fingerprint(self, copy: CopyOp, src: Any, nbytes: int, op: _Op, done: Signal) -> None:
         st = self.state
@@ -811,7 +924,8 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
 
     # -- completions ---------------------------------------------------------------------
 
-    def _remember_done(self, completion: Completion, lane: _Lane, what: str) -> None:
+    def _remember_done(self, completion: Completion, lane: _Lane, what: int) -> None:
+        """The clock the host learns when it awaits ``completion`` (of op number ``what``)."""
         st = self.state
         done = st.done
         if len(done) >= _MAX_PENDING:  # drop what the host already knows
@@ -823,10 +937,52 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                 for key in list(done)[: _MAX_PENDING // 2]:
                     del done[key]
         signal = completion._signal
-        done[id(signal)] = (signal, dict(lane.vc), dict(lane.via), what)
+        if lane.lane:  # committed, never changed in place (see _Lane): share, do not copy
+            done[id(signal)] = (signal, lane.vc, lane.via, what)
+        else:
+            done[id(signal)] = (signal, dict(lane.vc), dict(lane.via), what)
 
     def __repr__(self) -> str:
         return f"<RaceChecker active={len(self.stack)}>"
+
+
+class _WatchedCopy(CopyOp):
+    """An eager host-to-device copy that checks, as it runs, that its host source still
+    holds the bytes it held when the copy was enqueued (a host write in between is a race).
+
+    Swapped into the copy's own program before it starts, so no device hook (and none of
+    its cost on every other program) is needed; it is a :class:`CopyOp` to everything else.
+    """
+
+    __slots__ = ("before", "checker", "origin")
+
+    before: bytes
+    checker: _Checker
+    origin: _Op
+
+    @classmethod
+    def watching(cls, copy: CopyOp, origin: _Op, checker: _Checker) -> _WatchedCopy:
+        """``copy`` (from a host array), with its source's bytes now."""
+        watched = cls.__new__(cls)  # the copy's fields as they are: no re-validation
+        watched.dst, watched.src, watched.nbytes = copy.dst, copy.src, copy.nbytes
+        watched.kind, watched.resolve, watched.cost_ns = copy.kind, copy.resolve, copy.cost_ns
+        watched.before, watched.origin, watched.checker = _source(copy), origin, checker
+        return watched
+
+    def run(self, program: Program) -> None:
+        if _source(self) != self.before:
+            with self.checker.lock:
+                self.checker._host_changed(self.origin, self)
+        CopyOp.run(self, program)
+
+
+def _source(copy: CopyOp) -> bytes:
+    """The bytes ``copy`` reads from its host array (all of it, the common case, is faster)."""
+    src = copy.src
+    assert isinstance(src, np.ndarray)
+    if src.nbytes == copy.nbytes and src.flags.c_contiguous:
+        return src.tobytes()
+    return host_bytes(src, copy.nbytes).tobytes()
 
 
 def stream_name(lane: _Lane | None) -> str:
@@ -835,12 +991,7 @@ def stream_name(lane: _Lane | None) -> str:
 
 def _allocation(access: Access) -> tuple[DeviceMemory, int, int] | None:
     """(memory, base, nbytes) of the allocation holding ``access.start`` now, or None."""
-    try:
-        memory = get_device(access.device).memory
-    except Exception:  # a device ordinal that no longer exists
-        return None
-    found = memory.allocation_of(access.start)
-    return None if found is None else (memory, found[0], found[1])
+    return ALLOCATIONS.lookup(access.device, access.start)
 
 
 def _site(op: _Op, access: Access, lo: int = 0, hi: int = 0) -> RaceSite:
@@ -862,37 +1013,67 @@ def _site(op: _Op, access: Access, lo: int = 0, hi: int = 0) -> RaceSite:
     )
 
 
+# label by kernel, copy kind or params type (an enum's .name alone costs half a microsecond)
+_LABELS: dict[Any, str] = {}
+
+
 def _work_label(work: Any) -> str:
-    if isinstance(work, KernelParams):
-        return f"Kernel {work.kernel.name!r}"
-    if isinstance(work, MemcpyParams):
-        return f"Memcpy {work.kind.name}"
-    if isinstance(work, FreeOp):
-        return "free_async"
-    if isinstance(work, HostParams):
-        return "host function"
-    return type(work).__name__.replace("Params", "")
+    kind = type(work)
+    key = work.kernel if kind is KernelParams else work.kind if kind is MemcpyParams else kind
+    label = _LABELS.get(key)
+    if label is None:
+        if isinstance(work, KernelParams):
+            label = f"Kernel {work.kernel.name!r}"
+        elif isinstance(work, MemcpyParams):
+            label = f"Memcpy {work.kind.name}"
+        elif isinstance(work, FreeOp):
+            label = "free_async"
+        elif isinstance(work, HostParams):
+            label = "host function"
+        else:
+            label = kind.__name__.replace("Params", "")
+        specific = isinstance(work, KernelParams | MemcpyParams)  # a subclass: not by type
+        if kind in (KernelParams, MemcpyParams) or not specific:
+            if len(_LABELS) >= _MAX_PENDING:
+                _LABELS.clear()
+            _LABELS[key] = label
+    return label
 
 
 _CHECKER = _Checker()
 
 
-@contextmanager
-def race_check(on_race: str = "raise") -> Iterator[RaceCheck]:
+# The checks entered in this context (task or thread), innermost last.
+_ENTERED: ContextVar[tuple[RaceCheck, ...]] = ContextVar("ahipgraph_race_checks", default=())
+
+
+def race_check(on_race: str = "raise") -> AbstractContextManager[RaceCheck]:
     """Check every stream, event, launch and host synchronisation inside the block for races.
 
     Args:
         on_race: "raise" (default: RaceError at the call that completed the race),
             "warn" (a RaceWarning each) or "collect" (only ``rc.reports``).
 
-    Nested checks share one set of clocks; reports go to the innermost. Work enqueued before
-    the outermost check began is not known to it.
+    Raises:
+        ValueError: ``on_race`` is not one of those (at the call, before anything is on).
+
+    Nested checks share one set of clocks; reports go to the innermost check of the task or
+    thread that made the racing call (see :class:`RaceCheck`). Work enqueued before the
+    outermost check began is not known to it. Leaving the block by an exception or a
+    cancellation turns the check off like a normal exit.
     """
-    check = RaceCheck(on_race)
+    return _checking(RaceCheck(on_race))  # a bad mode fails here, before anything is on
+
+
+@contextmanager
+def _checking(check: RaceCheck) -> Iterator[RaceCheck]:
     _CHECKER.push(check)
+    token = _ENTERED.set((*_ENTERED.get(), check))
     try:
         yield check
     finally:
+        with suppress(ValueError):  # left in another context than it was entered in
+            _ENTERED.reset(token)
         _CHECKER.pop(check)
 
 

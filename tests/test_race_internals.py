@@ -1,0 +1,117 @@
+"""The race checker's own caches: each must give the answer the uncached lookup would."""
+
+from __future__ import annotations
+
+import gc
+import os
+import weakref
+
+import numpy as np
+import pytest
+
+import ahipgraph as ahg
+from ahipgraph.device import hooks
+from ahipgraph.exec.races import ALLOCATIONS
+from ahipgraph.testing import HeldKernel, fresh_devices
+from ahipgraph.tools.race import _Table
+from cleanup import destroy
+
+
+def test_the_allocation_cache_forgets_freed_memory(device: ahg.Device) -> None:
+    a = device.malloc(256)
+    found = ALLOCATIONS.lookup(0, a.address + 8)
+    assert found is not None
+    assert found[1:] == (a.address, 256)
+    entries = ALLOCATIONS.statistics()["entries"]
+    assert ALLOCATIONS.lookup(0, a.address + 8) == found  # the second answer is the memo
+    assert ALLOCATIONS.statistics()["entries"] == entries
+    device.free(a)
+    assert ALLOCATIONS.lookup(0, a.address + 8) is None
+    b = device.malloc(64)  # made after a miss: still found
+    assert ALLOCATIONS.lookup(0, b.address)[1:] == (b.address, 64)  # type: ignore[index]
+    assert ALLOCATIONS.lookup(7, b.address) is None  # no such device
+    destroy(b)
+
+
+@pytest.mark.leaks_allowed("replaces the devices inside the test")
+def test_the_allocation_cache_follows_a_reconfigured_device() -> None:
+    with fresh_devices(1) as (first,):
+        a = first.malloc(64)
+        assert ALLOCATIONS.lookup(0, a.address) is not None
+        first.free(a)
+    with fresh_devices(1) as (second,):
+        assert ALLOCATIONS.lookup(0, a.address) is None  # the old memory is not asked
+        b = second.malloc(64)
+        found = ALLOCATIONS.lookup(0, b.address)
+        assert found is not None
+        assert found[0] is second.memory
+        second.free(b)
+    old = weakref.ref(first.memory)
+    del first, second, found
+    gc.collect()
+    assert old() is None  # the cache does not keep a replaced device's memory alive
+
+
+class Handle:
+    """Something weakly referenceable, as streams and events are."""
+
+
+def test_the_handle_table_never_answers_for_a_dead_key() -> None:
+    table = _Table()
+    keys = [Handle() for _ in range(100)]
+    for i in range(100):
+        table[keys[i]] = i
+    assert table.get(keys[42]) == 42
+    assert table.get(Handle()) is None
+    table[keys[42]] = "again"
+    assert table.get(keys[42]) == "again"
+    assert len(table) == 100
+    del keys[:]
+    gc.collect()
+    assert len(table) == 0
+    assert table.items() == []
+    fresh = [Handle() for _ in range(200)]  # ids of the dead may be reused
+    for key in fresh:
+        assert table.get(key) is None
+        table[key] = key
+    assert len(table._entries) <= 200 + 64  # dead entries were swept on the way
+    assert all(table.get(key) is key for key in fresh)
+
+
+@pytest.mark.asyncio
+async def test_lanes_of_destroyed_streams_are_dropped(device: ahg.Device) -> None:
+    buf = device.malloc(64)
+    with ahg.race_check(on_race="collect") as rc:
+        before = rc.statistics()["lanes"]
+        for _ in range(5):
+            stream = device.create_stream()
+            await stream.memset(buf, 0, 64)
+            await stream.synchronize()
+            stream.destroy()
+            del stream
+        gc.collect()
+        assert rc.statistics()["lanes"] == before
+    assert rc.reports == []
+    destroy(buf)
+
+
+@pytest.mark.asyncio
+async def test_an_eager_host_copy_is_watched_without_a_device_hook(device: ahg.Device) -> None:
+    """The copy's own program carries the comparison: no device hook slows other programs."""
+    stream = device.create_stream(non_blocking=True)
+    buf = device.malloc(64)
+    host = np.ones(16, np.float32)
+    held = HeldKernel()
+    with ahg.race_check(on_race="collect") as rc:
+        await held.launch(stream)
+        await stream.memcpy(buf, host)
+        if not os.environ.get("AHIPGRAPH_RACE_CHECK"):
+            assert hooks.observers is None
+        host[0] = 5.0  # before the copy ran
+        held.release()
+        await stream.synchronize()
+        await stream.memcpy(buf, host)  # unchanged while in flight: nothing to report
+        await stream.synchronize()
+    assert [r.kind for r in rc.reports] == ["host-write-during-copy"]
+    assert float(device.view(buf, np.float32, 1, readonly=True)[0]) == 5.0
+    destroy(stream, buf)
