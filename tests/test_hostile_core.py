@@ -32,6 +32,78 @@ def raising(error: BaseException) -> Any:
 
 
 @pytest.mark.asyncio
+@pytest.mark.parametrize("error", [asyncio.CancelledError, GeneratorExit])
+async def test_a_destructor_raising_a_base_exception_at_the_last_completion_is_contained(
+    device: ahg.Device, error: type[BaseException]
+) -> None:
+    """A destructor the runtime runs when a destroyed executable's last launch completes may
+    raise CancelledError or GeneratorExit: it is reported to the loop's exception handler,
+    the other destructors run, and the work queued behind the launch still runs."""
+    reported: list[BaseException] = []
+    asyncio.get_running_loop().set_exception_handler(
+        lambda loop, context: reported.append(context["exception"])
+    )
+    ran: list[int] = []
+
+    def first(_: object) -> None:
+        ran.append(1)
+        raise error
+
+    out = device.malloc(8)
+    stream = device.create_stream()
+    graph = ahg.Graph()
+    graph.add_kernel_node(add_one, 1, 1, (out,))
+    graph.retain_user_object(ahg.UserObject(first), move=True)
+    graph.retain_user_object(ahg.UserObject(lambda _: ran.append(2)), move=True)
+    graph_exec = graph.instantiate()
+    graph.destroy()
+    launched = await graph_exec.launch(stream)
+    behind = await stream.launch_kernel(add_one, 1, 1, (out,))
+    graph_exec.destroy()  # freed, destructors and all, by the launch's completion
+    await asyncio.wait_for(behind.wait(), 5)  # the queue did not wedge behind the destructor
+    await launched
+    await stream.synchronize()
+    assert sorted(ran) == [1, 2]
+    assert [type(e) for e in reported] == [error]
+    assert device.view(out, "int64", 1)[0] == 2
+    assert device.statistics().in_flight == 0
+    destroy(out, stream)
+
+
+@pytest.mark.parametrize("interrupt", [KeyboardInterrupt, SystemExit])
+def test_an_interrupt_from_a_destructor_at_the_last_completion_leaves_the_queue_running(
+    device: ahg.Device, interrupt: type[BaseException]
+) -> None:
+    """The interrupt propagates out of the loop, and the work queued behind still runs."""
+    out = device.malloc(8)
+    stream = device.create_stream()
+    graph = ahg.Graph()
+    graph.add_kernel_node(add_one, 1, 1, (out,))
+    graph.retain_user_object(ahg.UserObject(raising(interrupt())), move=True)
+    graph_exec = graph.instantiate()
+    graph.destroy()
+
+    async def first_run() -> ahg.Completion:
+        await graph_exec.launch(stream)
+        behind = await stream.launch_kernel(add_one, 1, 1, (out,))
+        graph_exec.destroy()
+        for _ in range(5):
+            await asyncio.sleep(0)
+        return behind
+
+    loop = asyncio.new_event_loop()
+    try:
+        with pytest.raises(interrupt):
+            loop.run_until_complete(first_run())
+        loop.run_until_complete(stream.synchronize())  # the rest ran on a later turn
+    finally:
+        loop.close()
+    assert device.statistics().in_flight == 0
+    assert device.view(out, "int64", 1)[0] == 2
+    destroy(out, stream)
+
+
+@pytest.mark.asyncio
 @pytest.mark.parametrize("where", ["host", "kernel", "graph"])
 async def test_generator_exit_from_user_code_fails_that_op_and_does_not_escape(
     device: ahg.Device, where: str

@@ -165,7 +165,11 @@ class HardwareQueue:
             if self._room:  # a ring slot is free: wake the first task waiting for room
                 self._wake_for_room()
             try:
-                program.finish()
+                program.finish()  # completion callbacks: user destructors may raise anything
+            except BaseException:
+                if packets:
+                    engine.schedule(self)  # the rest still runs on a later turn
+                raise
             finally:
                 engine.in_flight -= 1
                 if not engine.in_flight:
