@@ -8,6 +8,7 @@ bad arguments and handles destroyed or forgotten while work is in flight. Each t
 from __future__ import annotations
 
 import asyncio
+import weakref
 from typing import Any
 
 import pytest
@@ -139,3 +140,32 @@ async def test_generator_exit_from_user_code_fails_that_op_and_does_not_escape(
     assert reported == []
     assert device.view(out, "int64", 1)[0] == 1
     destroy(*([graph_exec] if graph_exec else []), graph, out, stream)
+
+
+# -- handles forgotten while work is in flight -----------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_a_completion_kept_after_its_work_ran_does_not_pin_the_executable_or_stream(
+    device: ahg.Device,
+) -> None:
+    """Users keep completions (a list of launches); forgetting the executable and the stream
+    must still free them: a finished program drops its completion callback, which held the
+    launch and through it the executable (arena, signal sets), or the stream."""
+    out = device.malloc(8)
+    graph = ahg.Graph()
+    graph.add_kernel_node(add_one, 1, 1, (out,))
+    graph_exec = graph.instantiate()
+    stream = device.create_stream()
+    kept = [await graph_exec.launch(stream), await stream.launch_kernel(add_one, 1, 1, (out,))]
+    for completion in kept:
+        await completion
+    graph_exec_ref, stream_ref = weakref.ref(graph_exec), weakref.ref(stream)
+    del graph_exec, stream
+    with pytest.warns(ahg.ForgottenHandleWarning) as warned:
+        ahg.collect_forgotten()
+    assert graph_exec_ref() is None
+    assert stream_ref() is None
+    assert sorted(str(w.message).split()[1] for w in warned) == ["graph", "stream"]
+    assert all(c.done() and c.exception() is None for c in kept)
+    destroy(graph, out)

@@ -203,8 +203,9 @@ class Program:
         """Called by the queue once the program has run to its end."""
         if self.completion is not None:
             self.completion.decrement(self.time, self.error)
-        if self.on_done is not None:
-            self.on_done(self)
+        on_done, self.on_done = self.on_done, None  # a Completion kept by the user holds this
+        if on_done is not None:  # program: it must not keep the launch's executable alive
+            on_done(self)
 
     def __repr__(self) -> str:
         return f"<Program ops={len(self.ops)} pc={self.pc} t={self.time}ns error={self.error!r}>"
