@@ -8,6 +8,8 @@ bad arguments and handles destroyed or forgotten while work is in flight. Each t
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import threading
 import weakref
 from typing import Any
 
@@ -169,3 +171,119 @@ async def test_a_completion_kept_after_its_work_ran_does_not_pin_the_executable_
     assert sorted(str(w.message).split()[1] for w in warned) == ["graph", "stream"]
     assert all(c.done() and c.exception() is None for c in kept)
     destroy(graph, out)
+
+
+# -- another thread's loop takes a device while a launch waits for a signal set --------------
+
+
+class OtherLoop:
+    """A thread whose own event loop keeps ``device`` busy until :meth:`stop`."""
+
+    def __init__(self, device: ahg.Device) -> None:
+        self.device = device
+        self.bound = threading.Event()
+        self.release = threading.Event()
+        self.thread = threading.Thread(target=lambda: asyncio.run(self._main()))
+
+    async def _main(self) -> None:
+        loop = asyncio.get_running_loop()
+        gate = loop.create_future()
+
+        async def hold() -> None:
+            await gate
+
+        stream = self.device.create_stream()
+        await stream.launch_host_func(hold)
+        self.bound.set()
+        await loop.run_in_executor(None, self.release.wait)
+        gate.set_result(None)
+        await stream.synchronize()
+        stream.destroy()
+
+    def start(self) -> None:
+        """Start, and block the caller (and its loop) until the device is taken."""
+        self.thread.start()
+        assert self.bound.wait(10)
+
+    def stop(self) -> None:
+        self.release.set()
+        self.thread.join(10)
+
+
+async def _launch_refused_after_waiting(
+    graph_exec: ahg.GraphExec, stream: ahg.Stream, taken: ahg.Device, pending: bool
+) -> None:
+    """Park a launch for the only signal set; let the set come back and, before the parked
+    launch resumes, let another thread's loop take ``taken``. The launch must be refused with
+    nothing submitted and the set back in the pool."""
+    loop = asyncio.get_running_loop()
+    gate, later = loop.create_future(), loop.create_future()
+    GATES[:] = [gate]
+    first = await graph_exec.launch(stream)  # holds the only set until the gate opens
+    parked = asyncio.ensure_future(graph_exec.launch(stream))
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert not parked.done()
+    gate.set_result(None)
+    await first  # the set is handed to `parked`, which has not resumed yet
+    if pending:  # work on the user's stream: the launch needs a marker on its home stream
+        GATES[:] = [later]
+        await stream.launch_host_func(wait_gate)
+    before, stream_before = graph_exec.statistics(), stream.statistics()
+    other = OtherLoop(taken)
+    other.start()
+    try:
+        with pytest.raises(ahg.IllegalState):
+            await parked
+        after = graph_exec.statistics()
+        assert (after.launches, after.in_flight) == (before.launches, before.in_flight)
+        assert after.signal_pool == dataclasses.replace(before.signal_pool, free=1, in_use=0)
+        assert stream.statistics() == stream_before
+    finally:
+        other.stop()
+    later.set_result(None)
+    await (await graph_exec.launch(stream))  # the executable still works
+
+
+GATES: list[asyncio.Future[None]] = []
+
+
+async def wait_gate() -> None:
+    if GATES:
+        await GATES.pop()
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(("taken", "pending"), [(0, False), (0, True), (1, False)])
+async def test_a_cross_device_launch_refused_after_waiting_submits_nothing_and_returns_its_set(
+    taken: int, pending: bool
+) -> None:
+    """Device ``taken`` (the executable's, 0, or the stream's, 1) is taken by another thread's
+    loop between the launch's first check and its submission. Before, a home-stream marker
+    could be submitted and the signal set kept for good (every later launch hung), or the graph
+    was launched and IllegalState raised anyway."""
+    devices = ahg.configure_devices(2)
+    out = devices[0].malloc(8)
+    graph = ahg.Graph()
+    host = graph.add_host_node(wait_gate)
+    graph.add_kernel_node(add_one, 1, 1, (out,), deps=[host])
+    graph_exec = graph.instantiate(device=devices[0], signal_sets=1)
+    stream = devices[1].create_stream()
+    await _launch_refused_after_waiting(graph_exec, stream, devices[taken], pending)
+    assert devices[0].view(out, "int64", 1)[0] == 2
+    destroy(graph_exec, graph, stream, out)
+
+
+@pytest.mark.asyncio
+async def test_a_launch_refused_after_waiting_for_a_set_leaves_the_pool_counts_unchanged(
+    device: ahg.Device,
+) -> None:
+    """The same on one device: the refused launch gives its set back without counting it."""
+    out = device.malloc(8)
+    graph = ahg.Graph()
+    host = graph.add_host_node(wait_gate)
+    graph.add_kernel_node(add_one, 1, 1, (out,), deps=[host])
+    graph_exec = graph.instantiate(signal_sets=1)
+    stream = device.create_stream()
+    await _launch_refused_after_waiting(graph_exec, stream, device, False)
+    destroy(graph_exec, graph, stream, out)

@@ -229,7 +229,7 @@ class Launcher:
             try:
                 engine.claim_locked()  # taken by another thread's loop meanwhile, and busy
             except BaseException:
-                self.pool.release(signal_set)
+                self.pool.give_back(signal_set)
                 raise
             return self._enqueue_claimed(stream, signal_set, report_to)
 
@@ -242,11 +242,11 @@ class Launcher:
             try:
                 plan = observe.observer.launching(owner, stream, report_to)
             except BaseException:
-                self.pool.release(signal_set)
+                self.pool.give_back(signal_set)
                 raise
         with self.lock:
             if owner.state is not ExecState.OPEN or stream.state is not StreamState.OPEN:
-                self.pool.release(signal_set)  # destroyed while we waited for a set
+                self.pool.give_back(signal_set)  # destroyed while we waited for a set
                 owner.check_alive()
                 stream.check_open()
             owner._refcount += 1

@@ -117,6 +117,12 @@ class SignalSetPool:
         if not self._waiters.unpark(signal_set):
             self._free.append(signal_set)
 
+    def give_back(self, signal_set: SignalSet) -> None:
+        """Return a set taken by a launch that was then refused: as :meth:`release`, and the
+        acquire is not counted, so a failed launch leaves the statistics as they were."""
+        self._acquires -= 1
+        self.release(signal_set)
+
     def fail_waiters(self, error: BaseException) -> None:
         """Wake every parked acquire with ``error`` (its executable was destroyed)."""
         self._waiters.fail_all(error)
