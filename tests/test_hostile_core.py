@@ -16,6 +16,9 @@ from typing import Any
 import pytest
 
 import ahipgraph as ahg
+from ahipgraph.exec.graph_exec import EXECS
+from ahipgraph.runtime.event import EVENTS
+from ahipgraph.runtime.stream import STREAMS
 from cleanup import destroy
 
 
@@ -287,3 +290,39 @@ async def test_a_launch_refused_after_waiting_for_a_set_leaves_the_pool_counts_u
     stream = device.create_stream()
     await _launch_refused_after_waiting(graph_exec, stream, device, False)
     destroy(graph_exec, graph, stream, out)
+
+
+# -- a device replaced by configure_devices --------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_a_replaced_device_makes_nothing_new_and_its_old_work_still_completes() -> None:
+    """After ``configure_devices`` the old Device object refused graph-pool calls with
+    InvalidDevice but still made streams, events, allocations and executables, which then
+    kept the dropped device (and its memory) alive. Every factory now says InvalidDevice;
+    what was already made on it still completes and can be given back."""
+    old = ahg.get_device(0)
+    out = old.malloc(8)
+    stream = old.create_stream()
+    graph = ahg.Graph()
+    graph.add_kernel_node(add_one, 1, 1, (out,))
+    graph_exec = graph.instantiate(device=old)
+    launched = await graph_exec.launch(stream)
+    ahg.configure_devices(1)
+    registries = [r.statistics().live for r in (EXECS, STREAMS, EVENTS)]
+    memory = old.statistics().memory
+    for make in (
+        lambda: old.malloc(8),
+        old.create_stream,
+        old.create_event,
+        lambda: graph.instantiate(device=old),
+    ):
+        with pytest.raises(ahg.InvalidDevice):
+            make()
+    assert [r.statistics().live for r in (EXECS, STREAMS, EVENTS)] == registries
+    assert old.statistics().memory == memory
+    await launched  # work already on the old device completes
+    await stream.synchronize()
+    assert old.view(out, "int64", 1)[0] == 1
+    destroy(graph_exec, graph, stream)
+    old.free(out)  # the old device's own memory (destroy() would ask the new device 0)
