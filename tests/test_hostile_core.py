@@ -326,3 +326,98 @@ async def test_a_replaced_device_makes_nothing_new_and_its_old_work_still_comple
     assert old.view(out, "int64", 1)[0] == 1
     destroy(graph_exec, graph, stream)
     old.free(out)  # the old device's own memory (destroy() would ask the new device 0)
+
+
+# -- an event loop closed just after it handed a waiter a signal set or ring room ------------
+
+
+def test_a_signal_set_handed_to_a_launch_whose_loop_then_closed_is_not_lost(
+    device: ahg.Device,
+) -> None:
+    """The only set is handed to a parked launch in the same loop turn that stops the loop;
+    the loop is closed before the launch resumes. The set used to be lost for good (every
+    later launch of the executable hung); the next loop's launch now gets it back."""
+    loop = asyncio.new_event_loop()
+    gates: list[asyncio.Future[None]] = []
+
+    async def gate() -> None:
+        if gates:
+            await gates.pop()
+
+    def stop() -> None:
+        if loop.is_running():
+            loop.stop()
+
+    graph = ahg.Graph()
+    graph.add_host_node(stop, deps=[graph.add_host_node(gate)])
+    graph_exec = graph.instantiate(signal_sets=1)
+    stream = device.create_stream()
+
+    async def first() -> None:
+        opened = loop.create_future()
+        gates.append(opened)
+        await graph_exec.launch(stream)
+        parked = asyncio.ensure_future(graph_exec.launch(stream))
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert not parked.done()
+        opened.set_result(None)  # the launch completes, hands its set, stops the loop
+        await loop.create_future()
+
+    with pytest.raises(RuntimeError, match="stopped"):
+        loop.run_until_complete(first())
+    loop.close()
+    assert graph_exec.statistics().signal_pool.in_use == 1  # held by a task that is gone
+
+    async def second() -> None:
+        await asyncio.wait_for((await asyncio.wait_for(graph_exec.launch(stream), 5)).wait(), 5)
+
+    asyncio.run(second())
+    pool = graph_exec.statistics().signal_pool
+    assert (pool.in_use, pool.free, pool.waiters) == (0, 1, 0)
+    destroy(graph_exec, graph, stream)
+
+
+def test_ring_room_handed_to_a_task_whose_loop_then_closed_is_not_lost() -> None:
+    """The same for a hardware queue's ring: the room given to a woken enqueue that never
+    resumed used to stay taken, so the ring had one slot less for good."""
+    (device,) = ahg.configure_devices(1, ahg.DeviceProperties(hardware_queue_capacity=2))
+    out = device.malloc(8)
+    stream = device.create_stream()
+    loop = asyncio.new_event_loop()
+
+    async def first() -> None:
+        gate = loop.create_future()
+
+        async def hold() -> None:
+            await gate
+
+        await stream.launch_host_func(hold)
+        await stream.launch_host_func(loop.stop)  # the ring is full
+        parked = asyncio.ensure_future(stream.launch_kernel(add_one, 1, 1, (out,)))
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert not parked.done()
+        gate.set_result(None)  # room is handed to `parked`, then the loop stops
+        await loop.create_future()
+
+    with pytest.raises(RuntimeError, match="stopped"):
+        loop.run_until_complete(first())
+    loop.close()
+
+    async def second() -> int:
+        gate = asyncio.get_running_loop().create_future()
+
+        async def hold() -> None:
+            await gate
+
+        await stream.launch_host_func(hold)
+        stream.launch_kernel_nowait(add_one, 1, 1, (out,))  # the ring's second slot is free
+        gate.set_result(None)
+        await stream.synchronize()
+        return device.statistics().queues[stream.queue.index].waiting_for_room
+
+    assert asyncio.run(second()) == 0
+    assert device.view(out, "int64", 1)[0] == 1
+    destroy(stream)
+    device.free(out)

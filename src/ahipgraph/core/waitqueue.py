@@ -13,7 +13,10 @@ pools that run dry — parks on a :class:`WaitQueue`. Fairness and cancellation 
 
 A WaitQueue belongs to the event loop of its waiters and is used only from that loop's thread.
 A waiter whose loop was closed (plain ``loop.close()``, its task never resumed) is dead: wakes
-skip it, so an item is never handed to it and nothing raises "Event loop is closed".
+skip it, so an item is never handed to it and nothing raises "Event loop is closed". A waiter
+handed an item just before its loop closed never resumes to use it or give it back:
+:meth:`WaitQueue.reclaim` (called by the owner, on another loop, when it runs short) gives such
+items back through ``on_abandon``.
 """
 
 from __future__ import annotations
@@ -36,29 +39,57 @@ class WaitQueueStatistics:
 class WaitQueue:
     """A FIFO of parked tasks."""
 
-    __slots__ = ("_waiters",)
+    __slots__ = ("_abandon", "_waiters")
 
     def __init__(self) -> None:
         self._waiters: deque[asyncio.Future[Any]] = deque()
+        # Parked waiters that give a handed item back if they never use it, and how.
+        self._abandon: dict[asyncio.Future[Any], Callable[[Any], None]] = {}
 
     async def park(self, on_abandon: Callable[[Any], None] | None = None) -> Any:
         """Wait until :meth:`unpark` hands this waiter a value, and return it.
 
         Args:
-            on_abandon: called with the handed value if the task is cancelled after the hand-off.
+            on_abandon: called with the handed value if the task is cancelled after the hand-off,
+                or by :meth:`reclaim` if its loop closed before it resumed.
         """
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._waiters.append(future)
+        if on_abandon is not None:
+            self._abandon[future] = on_abandon
         try:
             return await future
         except asyncio.CancelledError:
             if future.done() and not future.cancelled():
                 # Handed a value, then cancelled before resuming: give it back.
-                if on_abandon is not None:
-                    on_abandon(future.result())
+                callback = self._abandon.pop(future, None)
+                if callback is not None:
+                    callback(future.result())
             else:
                 self._discard(future)
             raise
+        finally:
+            self._abandon.pop(future, None)
+
+    def reclaim(self) -> bool:
+        """Give back, through ``on_abandon``, what was handed to waiters whose event loop
+        closed before they resumed (they never will), and drop their waiters that were never
+        handed anything. True if anything was given back or dropped.
+
+        Call it from the owner's next loop, where the closed loop can no longer run.
+        """
+        if not self._abandon:
+            return False
+        changed = False
+        for future, on_abandon in list(self._abandon.items()):
+            if future.get_loop().is_closed():
+                del self._abandon[future]
+                changed = True
+                if future.done() and not future.cancelled():
+                    on_abandon(future.result())
+                else:
+                    self._discard(future)
+        return changed
 
     def _discard(self, future: asyncio.Future[Any]) -> None:
         with contextlib.suppress(ValueError):

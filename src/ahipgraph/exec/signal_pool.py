@@ -93,6 +93,8 @@ class SignalSetPool:
         if self._free and not self._waiters:
             self._acquires += 1
             return self._free.popleft()
+        if self._waiters.reclaim():  # sets handed to launches whose event loop closed
+            return self.acquire_nowait(grow=grow)
         if self.wait_when_empty or not grow:
             return None
         self._misses += 1
