@@ -421,3 +421,18 @@ def test_ring_room_handed_to_a_task_whose_loop_then_closed_is_not_lost() -> None
     assert device.view(out, "int64", 1)[0] == 1
     destroy(stream)
     device.free(out)
+
+
+# -- huge numbers -----------------------------------------------------------------------------
+
+
+def test_an_allocation_the_host_cannot_back_is_out_of_memory_and_changes_nothing() -> None:
+    """A device may claim more memory than the host has: one allocation the size of the whole
+    device range (1 TiB) passed every device check and raised Python's MemoryError from the
+    backing store. It is the device's OutOfMemory, and the device is as it was."""
+    (device,) = ahg.configure_devices(1, ahg.DeviceProperties(memory_bytes=1 << 50))
+    before = device.statistics().memory
+    with pytest.raises(ahg.OutOfMemory, match="host cannot back"):
+        device.malloc(1 << 40)
+    assert device.statistics().memory == before
+    destroy(device.malloc(8))  # and it still allocates
