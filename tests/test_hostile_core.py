@@ -436,3 +436,46 @@ def test_an_allocation_the_host_cannot_back_is_out_of_memory_and_changes_nothing
         device.malloc(1 << 40)
     assert device.statistics().memory == before
     destroy(device.malloc(8))  # and it still allocates
+
+
+# -- destroy from a plain thread while a launch waits on the device's loop -------------------
+
+
+def test_destroying_an_executable_from_a_thread_wakes_a_parked_launch_on_its_own_loop(
+    device: ahg.Device,
+) -> None:
+    """The parked launch's future belongs to the device's loop; destroy() on another thread
+    resolved it from that thread (asyncio's debug mode: "Non-thread-safe operation invoked on
+    an event loop other than the current one", raised out of destroy(); without debug mode a
+    loop asleep in its selector was not woken). It is now resolved on its own loop."""
+    out = device.malloc(8)
+    graph = ahg.Graph()
+    graph.add_kernel_node(add_one, 1, 1, (out,))
+    graph_exec = graph.instantiate(signal_sets=1)
+
+    async def main() -> None:
+        stream = device.create_stream()
+        gate = asyncio.get_running_loop().create_future()
+
+        async def hold() -> None:
+            await gate
+
+        await stream.launch_host_func(hold)
+        first = await graph_exec.launch(stream)
+        parked = asyncio.ensure_future(graph_exec.launch(stream))
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert not parked.done()
+        await asyncio.get_running_loop().run_in_executor(None, graph_exec.destroy)
+        with pytest.raises(ahg.InvalidValue, match="destroyed while a launch waited"):
+            await asyncio.wait_for(parked, 5)
+        gate.set_result(None)
+        await first
+        await stream.synchronize()
+        stream.destroy()
+
+    with asyncio.Runner(debug=True) as runner:
+        runner.run(main())
+    stats = graph_exec.statistics()
+    assert (stats.state, stats.in_flight, stats.launches) == ("closed", 0, 1)
+    destroy(graph, out)

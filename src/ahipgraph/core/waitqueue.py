@@ -11,7 +11,8 @@ pools that run dry — parks on a :class:`WaitQueue`. Fairness and cancellation 
   was handed a value (the future resolved, but the task was cancelled before it resumed) gives the
   value back through ``on_abandon`` so no item is lost.
 
-A WaitQueue belongs to the event loop of its waiters and is used only from that loop's thread.
+A WaitQueue belongs to the event loop of its waiters. A wake may come from any thread: a waiter
+is resolved on its own loop's thread (``call_soon_threadsafe`` from another thread).
 A waiter whose loop was closed (plain ``loop.close()``, its task never resumed) is dead: wakes
 skip it, so an item is never handed to it and nothing raises "Event loop is closed". A waiter
 handed an item just before its loop closed never resumes to use it or give it back:
@@ -29,6 +30,25 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["WaitQueue", "WaitQueueStatistics"]
+
+_current_loop = asyncio._get_running_loop  # the caller's loop or None, never raising
+
+
+def _settle(
+    future: asyncio.Future[Any],
+    value: Any,
+    error: BaseException | None,
+    on_abandon: Callable[[Any], None] | None,
+) -> None:
+    """Resolve ``future`` (on its loop's thread). One cancelled before a value handed from
+    another thread arrived never had it: the value goes back through ``on_abandon``."""
+    if future.done():
+        if on_abandon is not None:
+            on_abandon(value)
+    elif error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,28 +120,48 @@ class WaitQueue:
         waiters = self._waiters
         while waiters:
             future = waiters.popleft()
-            if not future.done() and not future.get_loop().is_closed():
-                future.set_result(value)
+            if not future.done() and self._resolve(future, value, None):
                 return True
         return False
 
     def unpark_all(self, value: Any = None) -> int:
         """Wake every waiter with ``value``; return how many were woken."""
-        return self._wake_all(lambda future: future.set_result(value))
+        return self._wake_all(value, None)
 
     def fail_all(self, error: BaseException) -> int:
         """Wake every waiter by raising ``error`` in it; return how many were woken."""
-        return self._wake_all(lambda future: future.set_exception(error))
+        return self._wake_all(None, error)
 
-    def _wake_all(self, resolve: Callable[[asyncio.Future[Any]], None]) -> int:
+    def _wake_all(self, value: Any, error: BaseException | None) -> int:
         woken = 0
         waiters = self._waiters
         while waiters:
             future = waiters.popleft()
-            if not future.done() and not future.get_loop().is_closed():
-                resolve(future)
+            if not future.done() and self._resolve(future, value, error):
                 woken += 1
         return woken
+
+    def _resolve(
+        self, future: asyncio.Future[Any], value: Any, error: BaseException | None
+    ) -> bool:
+        """Resolve a waiter on its own loop's thread; False if that loop is closed.
+
+        A wake may come from another thread (an executable destroyed on a plain thread while
+        a launch waits on the device's loop): a future is never resolved off its loop's thread,
+        which would neither be safe nor wake a loop sleeping in its selector.
+        """
+        loop = future.get_loop()
+        if loop.is_closed():
+            return False
+        if loop is _current_loop():
+            _settle(future, value, error, None)
+            return True
+        on_abandon = None if error is not None else self._abandon.get(future)
+        try:
+            loop.call_soon_threadsafe(_settle, future, value, error, on_abandon)
+        except RuntimeError:  # closed meanwhile: the waiter is dead
+            return False
+        return True
 
     def __len__(self) -> int:
         return sum(1 for future in self._waiters if not future.done())
