@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import gc
 import threading
 import weakref
 from typing import Any
@@ -331,12 +332,14 @@ async def test_a_replaced_device_makes_nothing_new_and_its_old_work_still_comple
 # -- an event loop closed just after it handed a waiter a signal set or ring room ------------
 
 
+@pytest.mark.parametrize("collected", [False, True])
 def test_a_signal_set_handed_to_a_launch_whose_loop_then_closed_is_not_lost(
-    device: ahg.Device,
+    device: ahg.Device, collected: bool
 ) -> None:
     """The only set is handed to a parked launch in the same loop turn that stops the loop;
     the loop is closed before the launch resumes. The set used to be lost for good (every
-    later launch of the executable hung); the next loop's launch now gets it back."""
+    later launch of the executable hung); the next loop's launch now gets it back, also when
+    the collector has closed the dead launch's coroutine meanwhile (``collected``)."""
     loop = asyncio.new_event_loop()
     gates: list[asyncio.Future[None]] = []
 
@@ -367,6 +370,8 @@ def test_a_signal_set_handed_to_a_launch_whose_loop_then_closed_is_not_lost(
     with pytest.raises(RuntimeError, match="stopped"):
         loop.run_until_complete(first())
     loop.close()
+    if collected:
+        gc.collect()  # the parked launch's task and coroutine go: GeneratorExit at its await
     assert graph_exec.statistics().signal_pool.in_use == 1  # held by a task that is gone
 
     async def second() -> None:

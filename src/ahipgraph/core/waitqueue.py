@@ -59,12 +59,14 @@ class WaitQueueStatistics:
 class WaitQueue:
     """A FIFO of parked tasks."""
 
-    __slots__ = ("_abandon", "_waiters")
+    __slots__ = ("_abandon", "_orphans", "_waiters")
 
     def __init__(self) -> None:
         self._waiters: deque[asyncio.Future[Any]] = deque()
         # Parked waiters that give a handed item back if they never use it, and how.
         self._abandon: dict[asyncio.Future[Any], Callable[[Any], None]] = {}
+        # Items handed to waiters whose coroutine was closed before it resumed, for reclaim().
+        self._orphans: deque[tuple[Any, Callable[[Any], None]]] = deque()
 
     async def park(self, on_abandon: Callable[[Any], None] | None = None) -> Any:
         """Wait until :meth:`unpark` hands this waiter a value, and return it.
@@ -88,19 +90,32 @@ class WaitQueue:
             else:
                 self._discard(future)
             raise
+        except GeneratorExit:
+            # The coroutine was closed without resuming (its task destroyed with its closed
+            # loop, or by the collector): it never uses what it was handed. Kept for reclaim()
+            # rather than given back here, wherever and whenever the collector runs.
+            if future.done() and not future.cancelled() and on_abandon is not None:
+                self._orphans.append((future.result(), on_abandon))
+            else:
+                self._discard(future)
+            raise
         finally:
             self._abandon.pop(future, None)
 
     def reclaim(self) -> bool:
         """Give back, through ``on_abandon``, what was handed to waiters whose event loop
-        closed before they resumed (they never will), and drop their waiters that were never
-        handed anything. True if anything was given back or dropped.
+        closed (or whose coroutine was closed) before they resumed (they never will), and drop
+        their waiters that were never handed anything. True if anything was given back or dropped.
 
         Call it from the owner's next loop, where the closed loop can no longer run.
         """
-        if not self._abandon:
+        if not self._abandon and not self._orphans:
             return False
         changed = False
+        while self._orphans:
+            value, on_abandon = self._orphans.popleft()
+            on_abandon(value)
+            changed = True
         for future, on_abandon in list(self._abandon.items()):
             if future.get_loop().is_closed():
                 del self._abandon[future]
