@@ -484,3 +484,27 @@ def test_destroying_an_executable_from_a_thread_wakes_a_parked_launch_on_its_own
     stats = graph_exec.statistics()
     assert (stats.state, stats.in_flight, stats.launches) == ("closed", 0, 1)
     destroy(graph, out)
+
+
+@pytest.mark.asyncio
+async def test_a_hand_made_pointer_with_a_float_address_gets_the_call_s_own_error(
+    device: ahg.Device,
+) -> None:
+    """A DevicePtr is not checked when it is made; every use checks it. With a float address,
+    formatting it for the error message raised "Unknown format code 'x'" instead of the
+    call's own HipError."""
+    forged = ahg.DevicePtr(0, 1.5)  # type: ignore[arg-type]
+    stream = device.create_stream()
+    graph = ahg.Graph()
+    assert "1.5" in repr(forged)
+    with pytest.raises(ahg.InvalidValue, match=r"address=1\.5"):
+        device.free(forged)
+    with pytest.raises(ahg.InvalidDevicePointer, match=r"address=1\.5"):
+        device.view(forged, "uint8", 1)
+    with pytest.raises(ahg.InvalidDevicePointer, match=r"address=1\.5"):
+        await stream.memset(forged, 0, 8)
+    with pytest.raises(ahg.InvalidDevicePointer, match=r"address=1\.5"):
+        graph.add_memset_node(forged, 0, 8)
+    assert stream.statistics().submitted == 0
+    assert graph.statistics().nodes == 0
+    destroy(graph, stream)
