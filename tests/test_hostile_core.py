@@ -508,3 +508,61 @@ async def test_a_hand_made_pointer_with_a_float_address_gets_the_call_s_own_erro
     assert stream.statistics().submitted == 0
     assert graph.statistics().nodes == 0
     destroy(graph, stream)
+
+
+# -- lock order -------------------------------------------------------------------------------
+
+
+class _WatchedLock:
+    """A lock that tells when another thread starts waiting for it."""
+
+    def __init__(self, lock: Any) -> None:
+        self._lock = lock
+        self.waiting = threading.Event()
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        if self._lock.acquire(blocking=False):
+            return True
+        if not blocking:
+            return False
+        self.waiting.set()
+        return bool(self._lock.acquire(timeout=timeout))
+
+    def release(self) -> None:
+        self._lock.release()
+
+    def __enter__(self) -> bool:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def test_making_the_home_stream_never_holds_the_executable_lock_while_waiting_for_the_engine() -> (
+    None
+):
+    """A launch takes the engine's lock, then the executable's. The first cross-device launch
+    made the executable's home stream under the executable's lock, and making a stream takes
+    the engine's lock: two threads launching one executable could deadlock. (Internals: the
+    engine's lock is watched so the test knows the other thread is waiting for it.)"""
+    devices = ahg.configure_devices(2)
+    graph = ahg.Graph()
+    graph.add_empty_node()
+    graph_exec = graph.instantiate(device=devices[0])
+    engine = devices[0].engine
+    watched = _WatchedLock(engine.lock)
+    engine.lock = watched  # type: ignore[assignment]
+    launcher = graph_exec._launcher
+    try:
+        with watched:  # as a launch holding the engine's lock
+            maker = threading.Thread(target=launcher.home_stream)
+            maker.start()
+            assert watched.waiting.wait(10)  # the maker waits for the engine's lock
+            free = launcher.lock.acquire(blocking=False)  # the launch's next step
+            if free:
+                launcher.lock.release()
+        maker.join(10)
+        assert free, "the home stream was being made under the executable's lock"
+    finally:
+        engine.lock = watched._lock
+    destroy(graph_exec, graph)

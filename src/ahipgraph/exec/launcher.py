@@ -207,13 +207,24 @@ class Launcher:
         return True
 
     def home_stream(self) -> Stream:
-        """This executable's own stream on its device, for cross-device launches."""
+        """This executable's own stream on its device, for cross-device launches.
+
+        Made outside the executable's lock: making a stream takes the engine's lock, and a
+        launch holds the engine's lock while it takes the executable's (one order for both).
+        """
+        home = self.home
+        if home is not None:
+            return home
+        made = Stream._create(self.device, non_blocking=True, owned=True)
         with self.lock:
-            if self.home is None:
-                self.home = Stream._create(self.device, non_blocking=True, owned=True)
+            home = self.home
+            if home is None:
+                self.home = made
                 if self.record is not None:
-                    self.record.home = self.home
-            return self.home
+                    self.record.home = made
+                return made
+        made.destroy()  # another thread made it first
+        return home
 
     def enqueue(
         self, stream: Stream, signal_set: SignalSet, report_to: Stream | None = None
