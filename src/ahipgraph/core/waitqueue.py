@@ -11,9 +11,13 @@ pools that run dry — parks on a :class:`WaitQueue`. Fairness and cancellation 
   was handed a value (the future resolved, but the task was cancelled before it resumed) gives the
   value back through ``on_abandon`` so no item is lost.
 
-A WaitQueue belongs to the event loop of its waiters and is used only from that loop's thread.
+A WaitQueue belongs to the event loop of its waiters. A wake may come from any thread: a waiter
+is resolved on its own loop's thread (``call_soon_threadsafe`` from another thread).
 A waiter whose loop was closed (plain ``loop.close()``, its task never resumed) is dead: wakes
-skip it, so an item is never handed to it and nothing raises "Event loop is closed".
+skip it, so an item is never handed to it and nothing raises "Event loop is closed". A waiter
+handed an item just before its loop closed never resumes to use it or give it back:
+:meth:`WaitQueue.reclaim` (called by the owner, on another loop, when it runs short) gives such
+items back through ``on_abandon``.
 """
 
 from __future__ import annotations
@@ -27,6 +31,25 @@ from typing import Any
 
 __all__ = ["WaitQueue", "WaitQueueStatistics"]
 
+_current_loop = asyncio._get_running_loop  # the caller's loop or None, never raising
+
+
+def _settle(
+    future: asyncio.Future[Any],
+    value: Any,
+    error: BaseException | None,
+    on_abandon: Callable[[Any], None] | None,
+) -> None:
+    """Resolve ``future`` (on its loop's thread). One cancelled before a value handed from
+    another thread arrived never had it: the value goes back through ``on_abandon``."""
+    if future.done():
+        if on_abandon is not None:
+            on_abandon(value)
+    elif error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(value)
+
 
 @dataclass(frozen=True, slots=True)
 class WaitQueueStatistics:
@@ -36,29 +59,72 @@ class WaitQueueStatistics:
 class WaitQueue:
     """A FIFO of parked tasks."""
 
-    __slots__ = ("_waiters",)
+    __slots__ = ("_abandon", "_orphans", "_waiters")
 
     def __init__(self) -> None:
         self._waiters: deque[asyncio.Future[Any]] = deque()
+        # Parked waiters that give a handed item back if they never use it, and how.
+        self._abandon: dict[asyncio.Future[Any], Callable[[Any], None]] = {}
+        # Items handed to waiters whose coroutine was closed before it resumed, for reclaim().
+        self._orphans: deque[tuple[Any, Callable[[Any], None]]] = deque()
 
     async def park(self, on_abandon: Callable[[Any], None] | None = None) -> Any:
         """Wait until :meth:`unpark` hands this waiter a value, and return it.
 
         Args:
-            on_abandon: called with the handed value if the task is cancelled after the hand-off.
+            on_abandon: called with the handed value if the task is cancelled after the hand-off,
+                or by :meth:`reclaim` if its loop closed before it resumed.
         """
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._waiters.append(future)
+        if on_abandon is not None:
+            self._abandon[future] = on_abandon
         try:
             return await future
         except asyncio.CancelledError:
             if future.done() and not future.cancelled():
                 # Handed a value, then cancelled before resuming: give it back.
-                if on_abandon is not None:
-                    on_abandon(future.result())
+                callback = self._abandon.pop(future, None)
+                if callback is not None:
+                    callback(future.result())
             else:
                 self._discard(future)
             raise
+        except GeneratorExit:
+            # The coroutine was closed without resuming (its task destroyed with its closed
+            # loop, or by the collector): it never uses what it was handed. Kept for reclaim()
+            # rather than given back here, wherever and whenever the collector runs.
+            if future.done() and not future.cancelled() and on_abandon is not None:
+                self._orphans.append((future.result(), on_abandon))
+            else:
+                self._discard(future)
+            raise
+        finally:
+            self._abandon.pop(future, None)
+
+    def reclaim(self) -> bool:
+        """Give back, through ``on_abandon``, what was handed to waiters whose event loop
+        closed (or whose coroutine was closed) before they resumed (they never will), and drop
+        their waiters that were never handed anything. True if anything was given back or dropped.
+
+        Call it from the owner's next loop, where the closed loop can no longer run.
+        """
+        if not self._abandon and not self._orphans:
+            return False
+        changed = False
+        while self._orphans:
+            value, on_abandon = self._orphans.popleft()
+            on_abandon(value)
+            changed = True
+        for future, on_abandon in list(self._abandon.items()):
+            if future.get_loop().is_closed():
+                del self._abandon[future]
+                changed = True
+                if future.done() and not future.cancelled():
+                    on_abandon(future.result())
+                else:
+                    self._discard(future)
+        return changed
 
     def _discard(self, future: asyncio.Future[Any]) -> None:
         with contextlib.suppress(ValueError):
@@ -69,28 +135,48 @@ class WaitQueue:
         waiters = self._waiters
         while waiters:
             future = waiters.popleft()
-            if not future.done() and not future.get_loop().is_closed():
-                future.set_result(value)
+            if not future.done() and self._resolve(future, value, None):
                 return True
         return False
 
     def unpark_all(self, value: Any = None) -> int:
         """Wake every waiter with ``value``; return how many were woken."""
-        return self._wake_all(lambda future: future.set_result(value))
+        return self._wake_all(value, None)
 
     def fail_all(self, error: BaseException) -> int:
         """Wake every waiter by raising ``error`` in it; return how many were woken."""
-        return self._wake_all(lambda future: future.set_exception(error))
+        return self._wake_all(None, error)
 
-    def _wake_all(self, resolve: Callable[[asyncio.Future[Any]], None]) -> int:
+    def _wake_all(self, value: Any, error: BaseException | None) -> int:
         woken = 0
         waiters = self._waiters
         while waiters:
             future = waiters.popleft()
-            if not future.done() and not future.get_loop().is_closed():
-                resolve(future)
+            if not future.done() and self._resolve(future, value, error):
                 woken += 1
         return woken
+
+    def _resolve(
+        self, future: asyncio.Future[Any], value: Any, error: BaseException | None
+    ) -> bool:
+        """Resolve a waiter on its own loop's thread; False if that loop is closed.
+
+        A wake may come from another thread (an executable destroyed on a plain thread while
+        a launch waits on the device's loop): a future is never resolved off its loop's thread,
+        which would neither be safe nor wake a loop sleeping in its selector.
+        """
+        loop = future.get_loop()
+        if loop.is_closed():
+            return False
+        if loop is _current_loop():
+            _settle(future, value, error, None)
+            return True
+        on_abandon = None if error is not None else self._abandon.get(future)
+        try:
+            loop.call_soon_threadsafe(_settle, future, value, error, on_abandon)
+        except RuntimeError:  # closed meanwhile: the waiter is dead
+            return False
+        return True
 
     def __len__(self) -> int:
         return sum(1 for future in self._waiters if not future.done())

@@ -153,7 +153,9 @@ class Engine:
         self._pump = None  # a callback left on the old loop sees it lost the engine
         self._running = False  # a closed loop cannot be running it
         self._idle = WaitQueue()
-        if current is not None and self.in_flight:
+        if current is not None and (self.in_flight or current.is_closed()):
+            # Work, and tasks waiting for ring room (even one woken that never resumed),
+            # that the closed loop left behind.
             self._fail_abandoned_work()
 
     def claim(self) -> asyncio.AbstractEventLoop:

@@ -91,6 +91,9 @@ class HardwareQueue:
     def check_room(self) -> None:
         """The ``*_nowait`` gate: raise ``NotReady`` rather than wait for room."""
         if not self.has_room():
+            self.engine.claim()  # binding drops what a closed loop's waiters held
+            if self.has_room():
+                return
             raise NotReady(
                 f"hardware queue {self.index} of device {self.device.ordinal} is full "
                 f"({len(self._packets)} of {self.capacity} packets)"
@@ -106,6 +109,9 @@ class HardwareQueue:
         # Only a waiter on the device's loop can be woken by it: this binds a free device or
         # raises IllegalState while the device is busy on another loop.
         self.engine.claim()
+        if self.has_room():  # binding dropped what a closed loop's waiters held
+            self._waking += 1  # as if woken: the caller settles it
+            return
         await self._room.park(on_abandon=self._settle)
 
     def settle_room(self) -> None:
@@ -165,7 +171,11 @@ class HardwareQueue:
             if self._room:  # a ring slot is free: wake the first task waiting for room
                 self._wake_for_room()
             try:
-                program.finish()
+                program.finish()  # completion callbacks: user destructors may raise anything
+            except BaseException:
+                if packets:
+                    engine.schedule(self)  # the rest still runs on a later turn
+                raise
             finally:
                 engine.in_flight -= 1
                 if not engine.in_flight:

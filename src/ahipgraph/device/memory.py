@@ -134,7 +134,7 @@ class DeviceMemory:
         with self._lock:
             span = self._check_addresses(nbytes)
             self._check_free(nbytes)
-            buffer = np.zeros(nbytes, dtype=np.uint8)
+            buffer = self._backing(nbytes)
             self._charge(nbytes)
             allocation = self._insert(nbytes, span, buffer, reserved=False)
         return DevicePtr(self.ordinal, allocation.base)
@@ -199,10 +199,21 @@ class DeviceMemory:
             pool = self.graph_pool
             extra = pool.to_charge(allocation.nbytes)  # the rest comes from the pool's cache
             self._check_free(extra)
-            buffer = np.zeros(allocation.nbytes, dtype=np.uint8)
+            buffer = self._backing(allocation.nbytes)
             self._charge(extra)
             pool.committed(allocation.nbytes)
             allocation.buffer = buffer
+
+    def _backing(self, nbytes: int) -> npt.NDArray[np.uint8]:
+        """Host memory behind ``nbytes`` of device memory: a device may claim more memory than
+        the host has, and a host that cannot back an allocation makes it ``OutOfMemory``, not
+        Python's ``MemoryError``. Changes nothing when it fails."""
+        try:
+            return np.zeros(nbytes, dtype=np.uint8)
+        except MemoryError as error:
+            raise OutOfMemory(
+                f"device {self.ordinal}: the host cannot back {nbytes} bytes of device memory"
+            ) from error
 
     def decommit(self, ptr: DevicePtr) -> None:
         """Return a reservation's memory, keeping its addresses. Idempotent."""

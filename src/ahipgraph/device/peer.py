@@ -64,6 +64,8 @@ def can_access_peer(device: DeviceBase, peer: Any) -> bool:
     """
     from .table import get_device
 
+    if peer is None:  # not "the current device", as get_device(None) would read it
+        raise TypeError("peer must be a Device or an ordinal, got None")
     other = peer if isinstance(peer, DeviceBase) else get_device(peer)
     return other is not device
 

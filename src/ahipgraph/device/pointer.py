@@ -63,9 +63,12 @@ class DevicePtr:
         return hash((self.device if self.address else -1, self.address))
 
     def __repr__(self) -> str:
-        if not self.address:
+        address: object = self.address
+        if type(address) is not int:  # made by hand with a wrong type: error messages show it
+            return f"DevicePtr(device={self.device!r}, address={address!r})"
+        if not address:
             return "DevicePtr(NULL)"
-        return f"DevicePtr(device={self.device}, 0x{self.address:x})"
+        return f"DevicePtr(device={self.device}, 0x{address:x})"
 
 
 NULL = DevicePtr(0, 0)

@@ -31,6 +31,11 @@ if TYPE_CHECKING:
 
 __all__ = ["Program"]
 
+# What user code may raise that is not its own failure: it propagates (after the program
+# finishes as failed), as asyncio lets only these escape a callback or a task. Anything else,
+# CancelledError and GeneratorExit included, fails the op with its HipError.
+_INTERRUPTS = (KeyboardInterrupt, SystemExit)
+
 
 class Program:
     """A packet: ops, a launch-bound signal set, a completion signal and a done callback."""
@@ -91,12 +96,12 @@ class Program:
             op = ops[pc]
             try:
                 blocker = op.run(self)
-            except (Exception, asyncio.CancelledError) as exc:  # user code's own failure
+            except _INTERRUPTS as exc:
+                ops, pc, count = self._interrupted(op, pc, exc)
+                continue
+            except BaseException as exc:  # user code's own failure, CancelledError included
                 self._record(op.fault(exc))
                 pc += 1
-                continue
-            except BaseException as exc:
-                ops, pc, count = self._interrupted(op, pc, exc)
                 continue
             if blocker is None:
                 pc += 1
@@ -128,14 +133,14 @@ class Program:
                 blocker = hooks.op_starting(watchers, self, op)
                 if blocker is None:
                     blocker = op.run(self)
-            except (Exception, asyncio.CancelledError) as exc:
+            except _INTERRUPTS as exc:
+                ops, pc, count = self._interrupted(op, pc, exc)
+                continue
+            except BaseException as exc:
                 self._record(op.fault(exc))
                 for watcher in watchers:
                     watcher.op_finished(self, op, start, exc)
                 pc += 1
-                continue
-            except BaseException as exc:
-                ops, pc, count = self._interrupted(op, pc, exc)
                 continue
             if type(blocker) is Signal:
                 self.pc = pc
@@ -177,7 +182,7 @@ class Program:
             else:  # the body raised CancelledError itself: that op failed
                 self._record(op.fault(asyncio.CancelledError()))
         elif (exc := future.exception()) is not None:
-            if isinstance(exc, Exception | asyncio.CancelledError):
+            if not isinstance(exc, _INTERRUPTS):
                 self._record(op.fault(exc))
             else:  # KeyboardInterrupt/SystemExit in an async body: asyncio re-raised it already
                 self.abandon(op.fault(exc))
@@ -198,8 +203,9 @@ class Program:
         """Called by the queue once the program has run to its end."""
         if self.completion is not None:
             self.completion.decrement(self.time, self.error)
-        if self.on_done is not None:
-            self.on_done(self)
+        on_done, self.on_done = self.on_done, None  # a Completion kept by the user holds this
+        if on_done is not None:  # program: it must not keep the launch's executable alive
+            on_done(self)
 
     def __repr__(self) -> str:
         return f"<Program ops={len(self.ops)} pc={self.pc} t={self.time}ns error={self.error!r}>"

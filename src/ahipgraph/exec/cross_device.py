@@ -40,15 +40,33 @@ def _waits(stream: Stream) -> list[Signal]:
 
 
 def enqueue_cross_device(launcher: Launcher, stream: Stream, signal_set: SignalSet) -> Completion:
-    """Submit one launch by ``launcher`` for ``stream`` of another device (synchronous)."""
-    home = launcher.home_stream()
-    if stream.state is not stream.state.OPEN:
-        launcher.pool.release(signal_set)
-        stream.check_open()  # raises: destroyed while the launch waited for a signal set
-    waits = _waits(stream)
-    if waits:
-        home._submit(Program((WaitSignalsOp(waits),)))
-    completion = launcher.enqueue(home, signal_set, report_to=stream)
-    done = launcher.last_done  # the launch just enqueued
-    stream._submit(Program((WaitSignalsOp((done,)),), Signal(1)))
+    """Submit one launch by ``launcher`` for ``stream`` of another device (synchronous).
+
+    Check, then commit: both devices are claimed for the caller's loop under both engines'
+    locks (taken in one global order) before any packet is submitted, so a device taken by
+    another thread's loop meanwhile refuses the launch with nothing submitted and the signal
+    set given back, and the three submissions cannot be split by another loop.
+    """
+    try:
+        home = launcher.home_stream()
+    except BaseException:
+        launcher.pool.give_back(signal_set)
+        raise
+    own, other = home.queue.engine, stream.queue.engine
+    first, second = sorted((own, other), key=id)  # one order for every thread: no deadlock
+    with first.lock, second.lock:
+        try:
+            own.claim_locked()
+            other.claim_locked()
+            if stream.state is not stream.state.OPEN:
+                stream.check_open()  # raises: destroyed while the launch waited for a set
+        except BaseException:
+            launcher.pool.give_back(signal_set)
+            raise
+        waits = _waits(stream)
+        if waits:
+            home._submit_locked(Program((WaitSignalsOp(waits),)))
+        completion = launcher._enqueue_claimed(home, signal_set, report_to=stream)
+        done = launcher.last_done  # the launch just enqueued
+        stream._submit_locked(Program((WaitSignalsOp((done,)),), Signal(1)))
     return completion

@@ -306,7 +306,9 @@ class GraphExec(DestroyOnExit):
         """
         try:
             self._last_release()
-        except Exception as error:
+        except (KeyboardInterrupt, SystemExit):
+            raise  # propagates, as from any user code; the queue runs the rest later
+        except BaseException as error:  # CancelledError and GeneratorExit too
             message = f"a user-object destructor raised while {self!r} was freed"
             context = {"message": message, "exception": error, "graph_exec": self}
             if not self.device.engine.report_exception(context):

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import NotSupported
+from ..device.table import live
 from ..graph.node_type import NodeType
 from ..runtime.device import Device, get_device
 from ..runtime.stream import Stream, launch_stream
@@ -91,6 +92,7 @@ def check_request(flags: int, device: Device | None, options: dict[str, Any]) ->
     Raises:
         TypeError / ValueError: an unknown option, or an option of the wrong type.
         NotSupported: ``DEVICE_LAUNCH`` (the simulator has no device-side launch).
+        InvalidDevice: ``device`` was replaced by ``configure_devices``.
     """
     checked = check_instantiate_flags(flags)
     _check_options(options)
@@ -99,6 +101,8 @@ def check_request(flags: int, device: Device | None, options: dict[str, Any]) ->
         device = get_device()  # the calling task's current device
     elif not isinstance(device, Device):
         raise TypeError(f"device must be a Device (ahg.get_device(n)), got {device!r}")
+    else:
+        live(device)  # InvalidDevice: replaced by configure_devices
     if checked is InstantiateFlags.DEVICE_LAUNCH:
         raise NotSupported("device-side graph launch is not simulated")
     upload_stream = options.get("upload_stream")

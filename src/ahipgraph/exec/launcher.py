@@ -207,13 +207,24 @@ class Launcher:
         return True
 
     def home_stream(self) -> Stream:
-        """This executable's own stream on its device, for cross-device launches."""
+        """This executable's own stream on its device, for cross-device launches.
+
+        Made outside the executable's lock: making a stream takes the engine's lock, and a
+        launch holds the engine's lock while it takes the executable's (one order for both).
+        """
+        home = self.home
+        if home is not None:
+            return home
+        made = Stream._create(self.device, non_blocking=True, owned=True)
         with self.lock:
-            if self.home is None:
-                self.home = Stream._create(self.device, non_blocking=True, owned=True)
+            home = self.home
+            if home is None:
+                self.home = made
                 if self.record is not None:
-                    self.record.home = self.home
-            return self.home
+                    self.record.home = made
+                return made
+        made.destroy()  # another thread made it first
+        return home
 
     def enqueue(
         self, stream: Stream, signal_set: SignalSet, report_to: Stream | None = None
@@ -229,7 +240,7 @@ class Launcher:
             try:
                 engine.claim_locked()  # taken by another thread's loop meanwhile, and busy
             except BaseException:
-                self.pool.release(signal_set)
+                self.pool.give_back(signal_set)
                 raise
             return self._enqueue_claimed(stream, signal_set, report_to)
 
@@ -242,11 +253,11 @@ class Launcher:
             try:
                 plan = observe.observer.launching(owner, stream, report_to)
             except BaseException:
-                self.pool.release(signal_set)
+                self.pool.give_back(signal_set)
                 raise
         with self.lock:
             if owner.state is not ExecState.OPEN or stream.state is not StreamState.OPEN:
-                self.pool.release(signal_set)  # destroyed while we waited for a set
+                self.pool.give_back(signal_set)  # destroyed while we waited for a set
                 owner.check_alive()
                 stream.check_open()
             owner._refcount += 1

@@ -93,6 +93,8 @@ class SignalSetPool:
         if self._free and not self._waiters:
             self._acquires += 1
             return self._free.popleft()
+        if self._waiters.reclaim():  # sets handed to launches whose event loop closed
+            return self.acquire_nowait(grow=grow)
         if self.wait_when_empty or not grow:
             return None
         self._misses += 1
@@ -116,6 +118,12 @@ class SignalSetPool:
             return
         if not self._waiters.unpark(signal_set):
             self._free.append(signal_set)
+
+    def give_back(self, signal_set: SignalSet) -> None:
+        """Return a set taken by a launch that was then refused: as :meth:`release`, and the
+        acquire is not counted, so a failed launch leaves the statistics as they were."""
+        self._acquires -= 1
+        self.release(signal_set)
 
     def fail_waiters(self, error: BaseException) -> None:
         """Wake every parked acquire with ``error`` (its executable was destroyed)."""

@@ -767,6 +767,7 @@ class Graph(DestroyOnExit):
             NotSupported: a graph with memory nodes instantiated a second time, or
                 ``DEVICE_LAUNCH`` (not simulated).
             InvalidConfiguration: a kernel node exceeds ``device``'s limits.
+            InvalidDevice: ``device`` was replaced by ``configure_devices``.
             TypeError / ValueError: an unknown option, or an option of the wrong type.
         """
         from ..exec.graph_exec import GraphExec  # the exec layer sits above the graph layer

@@ -124,8 +124,10 @@ class Device(DeviceBase, DeviceCopyMixin):
     def malloc(self, nbytes: int) -> DevicePtr:
         """``hipMalloc``: see :meth:`DeviceMemory.malloc`.
 
-        Raises StreamCaptureUnsupported when the calling task's capture mode forbids it.
+        Raises StreamCaptureUnsupported when the calling task's capture mode forbids it, and
+        InvalidDevice when this device was replaced by ``configure_devices``.
         """
+        _table.live(self)  # a device replaced by configure_devices makes nothing new
         if capture_checks is not None:
             capture_checks.unsafe_call("malloc()")
         ptr = self.memory.malloc(nbytes)
@@ -196,15 +198,23 @@ class Device(DeviceBase, DeviceCopyMixin):
     # -- streams, events, synchronisation --------------------------------------------------------
 
     def create_stream(self, *, priority: int = 0, non_blocking: bool = False) -> Stream:
-        """``hipStreamCreateWithPriority`` / ``WithFlags``."""
+        """``hipStreamCreateWithPriority`` / ``WithFlags``.
+
+        Raises InvalidDevice when this device was replaced by ``configure_devices``.
+        """
         from .stream import Stream  # stream.py imports this module
 
+        _table.live(self)
         return Stream._create(self, priority=priority, non_blocking=non_blocking)
 
     def create_event(self, *, disable_timing: bool = False, blocking_sync: bool = False) -> Event:
-        """``hipEventCreateWithFlags``."""
+        """``hipEventCreateWithFlags``.
+
+        Raises InvalidDevice when this device was replaced by ``configure_devices``.
+        """
         from .event import Event
 
+        _table.live(self)
         return Event._create(self, disable_timing=disable_timing, blocking_sync=blocking_sync)
 
     def per_thread_stream(self) -> Stream:
