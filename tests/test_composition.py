@@ -60,7 +60,7 @@ def test_every_op_kind_is_defined_once_in_a_documented_home() -> None:
     assert len(names) == len(set(names)), sorted(names)
     assert {cls.__module__ for cls in ops} <= OP_HOMES
     assert len(ops) >= 15  # the walk really found them
-    for name in ("FreeOp", "StreamMemOpOp", "DefaultsOp", "WaitSlotsOp", "SignalSlotOp"):
+    for name in ("FreeOp", "StreamMemOpOp", "DefaultsOp", "WaitSignalIndicesOp", "SignalIndexOp"):
         assert getattr(importlib.import_module("ahipgraph.device.ops"), name).__name__ == name
 
 
@@ -100,7 +100,7 @@ def test_an_instantiate_that_fails_making_its_streams_gives_back_every_one(
 ) -> None:
     probe_graph = _fork(8)
     probe = probe_graph.instantiate()
-    strands = probe.statistics().slots
+    strands = probe.statistics().strands
     probe.destroy()
     probe_graph.destroy()
     graph = _fork(8)
@@ -124,7 +124,7 @@ def test_an_instantiate_that_fails_making_its_streams_gives_back_every_one(
     assert device.memory.bytes_in_use == in_use  # the arena's chunk was given back
     assert graph.statistics().instantiated is False
     graph_exec = graph.instantiate()  # the graph is as it was: it instantiates again
-    assert graph_exec.statistics().slots == strands
+    assert graph_exec.statistics().strands == strands
     graph_exec.destroy()
     live_graphs = GRAPHS.statistics().live
     graph.destroy()
