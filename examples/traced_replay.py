@@ -7,7 +7,7 @@ and a host callback), replays it three times under ``ahg.tracing()`` and writes:
   chrome://tracing) and load it. Each device is a process, each hardware queue a track, plus a
   host track of enqueues; arrows are signals between queues; counters show signal sets in use,
   argument-arena bytes and device memory;
-* ``graph_replay.plan.dot`` — the executable's plan (segments, slots, cross-slot waits):
+* ``graph_replay.plan.dot`` — the executable's plan (segments, strands, cross-strand waits):
   ``dot -Tsvg graph_replay.plan.dot -o plan.svg``;
 * ``graph_replay.graph.dot`` — the graph itself, in HIP's ``hipGraphDebugDotPrint`` shape.
 

@@ -444,8 +444,8 @@ def test_a_kernel_runs_locations_are_entered_on_first_use(device: ahg.Device) ->
         assert compiled._runs == []
         assert len(located) == 5
         for node in exec_._graph.nodes:  # each location holds the op reading the node's slot
-            slot, position = located[node]
-            op = compiled.slot_ops[slot][position]
+            strand, position = located[node]
+            op = compiled.strand_ops[strand][position]
             assert op.offset == compiled.arg_slots[node].offset
             assert op.kernel is scale
         assert compiled.locations is located

@@ -7,10 +7,13 @@ once, in the documented places. A half-made executable gives back everything it 
 
 from __future__ import annotations
 
+import ast
 import asyncio
+import dataclasses
 import importlib
 import inspect
 import pkgutil
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -61,7 +64,7 @@ def test_every_op_kind_is_defined_once_in_a_documented_home() -> None:
     assert len(names) == len(set(names)), sorted(names)
     assert {cls.__module__ for cls in ops} <= OP_HOMES
     assert len(ops) >= 15  # the walk really found them
-    for name in ("FreeOp", "StreamMemOpOp", "DefaultsOp", "WaitSlotsOp", "SignalSlotOp"):
+    for name in ("FreeOp", "StreamMemOpOp", "DefaultsOp", "WaitSignalIndicesOp", "SignalIndexOp"):
         assert getattr(importlib.import_module("ahipgraph.device.ops"), name).__name__ == name
 
 
@@ -101,7 +104,7 @@ def test_an_instantiate_that_fails_making_its_streams_gives_back_every_one(
 ) -> None:
     probe_graph = _fork(8)
     probe = probe_graph.instantiate()
-    strands = probe.statistics().slots
+    strands = probe.statistics().strands
     probe.destroy()
     probe_graph.destroy()
     graph = _fork(8)
@@ -125,7 +128,7 @@ def test_an_instantiate_that_fails_making_its_streams_gives_back_every_one(
     assert device.memory.bytes_in_use == in_use  # the arena's chunk was given back
     assert graph.statistics().instantiated is False
     graph_exec = graph.instantiate()  # the graph is as it was: it instantiates again
-    assert graph_exec.statistics().slots == strands
+    assert graph_exec.statistics().strands == strands
     graph_exec.destroy()
     live_graphs = GRAPHS.statistics().live
     graph.destroy()
@@ -192,3 +195,92 @@ async def test_a_launch_parked_for_a_signal_set_runs_the_version_current_when_it
     stream.destroy()
     graph.destroy()
     device.free(out)
+
+
+# -- four kinds of slot, four names (docs/design.md) ----------------------------------------------
+
+# The argument-slot and handle-slot spellings, and Python's own; strands and signal indices have
+# their own names (strand, strand_ops, WaitSignalIndicesOp.indices, SignalIndexOp.index...).
+SLOT_SPELLINGS = {"ArgSlot", "arg_slot", "arg_slots", "live_slots", "free_slots", "__slots__"}
+ARENA_MODULE = "arena.py"  # every slot in the arena module is an argument slot
+
+
+def _slot_spellings(source: str, module: str) -> list[str]:
+    """Identifiers (and ``__slots__`` entries) of ``source`` that call something else "slot"."""
+    found: list[str] = []
+    for node in ast.walk(ast.parse(source)):
+        names: list[str] = []
+        if isinstance(node, ast.Name):
+            names = [node.id]
+        elif isinstance(node, ast.arg):
+            names = [node.arg]
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names = [node.name]
+        elif isinstance(node, ast.keyword) and node.arg != "slots":  # @dataclass(slots=True)
+            names = [node.arg or ""]
+        elif isinstance(node, ast.Attribute):
+            if node.attr == "slot" and ast.unparse(node.value).endswith("hid"):
+                continue  # the registry row of a handle id
+            names = [node.attr]
+        elif isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "__slots__" for t in node.targets
+        ):
+            names = [c.value for c in ast.walk(node.value) if isinstance(c, ast.Constant)]
+        for name in names:
+            if "slot" not in name.lower() or name in SLOT_SPELLINGS:
+                continue
+            if module == ARENA_MODULE and name in ("slot", "slots"):
+                continue
+            found.append(f"{module}:{getattr(node, 'lineno', '?')}: {name}")
+    return found
+
+
+def test_the_slot_finder_flags_a_strand_or_signal_index_spelled_slot() -> None:
+    plan_code = "for slot, ids in enumerate(layout.slots):\n    ops.append(WaitSlotOp(ids))\n"
+    assert sorted(_slot_spellings(plan_code, "compile.py")) == [
+        "compile.py:1: slot",
+        "compile.py:1: slots",
+        "compile.py:2: WaitSlotOp",
+    ]
+    op_code = (
+        "class SignalOp:\n    __slots__ = ('slot',)\n    def run(self, p):\n        p[self.slot]\n"
+    )
+    assert len(_slot_spellings(op_code, "ops.py")) == 2  # the __slots__ entry and the attribute
+    allowed = (
+        "@dataclass(slots=True)\nclass S:\n    __slots__ = ()\n"
+        "def f(arg_slot: ArgSlot, h: Any) -> None:\n"
+        "    print(h.hid.slot, arg_slot, stats.live_slots)\n"
+    )
+    assert _slot_spellings(allowed, "compile.py") == []
+    assert _slot_spellings("slot = arena.allocate(8)\n", ARENA_MODULE) == []
+    assert _slot_spellings("slot = arena.allocate(8)\n", "compile.py") == ["compile.py:1: slot"]
+
+
+def test_the_exec_layer_and_the_ops_give_each_kind_of_slot_its_own_name() -> None:
+    package = Path(ahg.__file__).parent
+    files = [*sorted((package / "exec").glob("*.py")), package / "device" / "ops.py"]
+    assert len(files) > 10  # the walk really found the modules
+    found: list[str] = []
+    for path in files:
+        found += _slot_spellings(path.read_text(encoding="utf-8"), path.name)
+    assert found == []
+
+
+@pytest.mark.asyncio
+async def test_statistics_and_the_plan_dot_speak_of_strands(device: ahg.Device) -> None:
+    graph = ahg.Graph()
+    root = graph.add_empty_node()
+    left = graph.add_kernel_node(touch, 1, 1, (1,), deps=[root])
+    right = graph.add_kernel_node(touch, 1, 1, (2,), deps=[root])
+    graph.add_empty_node(deps=[left, right])
+    with graph.instantiate() as graph_exec:
+        assert graph_exec.statistics().strands == 2
+        assert "slots" not in {f.name for f in dataclasses.fields(graph_exec.statistics())}
+        dot = graph_exec.plan_dot()
+        assert "strand 0 (launch stream)" in dot
+        assert "subgraph cluster_strand_1" in dot
+        assert "slot" not in dot
+        assert "strands=2" in repr(graph_exec)
+        await (await graph_exec.launch(device.null_stream))
+        assert graph_exec.statistics().completed == 1
+    graph.destroy()

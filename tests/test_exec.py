@@ -65,11 +65,11 @@ def value_at(device: ahg.Device, ptr: ahg.DevicePtr, index: int = 0) -> int:
     return int(device.view(ptr, np.int64, index + 1)[index])
 
 
-def slot_of(graph_exec: ahg.GraphExec, graph: ahg.Graph, node: ahg.GraphNode) -> int:
-    """The stream slot the planner gave ``node`` (0 is the launch stream)."""
+def strand_of(graph_exec: ahg.GraphExec, graph: ahg.Graph, node: ahg.GraphNode) -> int:
+    """The strand the planner gave ``node`` (0 is the launch stream)."""
     index = graph.nodes().index(node)
     (segment,) = [s for s in graph_exec.plan.segments if index in s.nodes]
-    return segment.slot
+    return segment.strand
 
 
 # -- launch returns once enqueued ------------------------------------------------------------
@@ -175,7 +175,7 @@ async def test_launch_starts_after_earlier_work_on_its_stream(device: ahg.Device
     graph.add_host_node(log.append, ("graph branch 1",), deps=[root])
     graph.add_host_node(log.append, ("graph branch 2",), deps=[root])
     graph_exec = graph.instantiate()
-    assert graph_exec.statistics().slots == 2  # a branch runs on an internal stream
+    assert graph_exec.statistics().strands == 2  # a branch runs on an internal stream
     stream = device.create_stream()
 
     await held.launch(stream)
@@ -208,8 +208,8 @@ async def test_stream_work_after_a_launch_waits_for_every_leaf_and_sees_its_resu
     early_leaf = graph.add_kernel_node(put, 1, 1, (1, 0, a), deps=[root])
     late_leaf = graph.add_kernel_node(late, 1, 1, (2, b), deps=[root])
     graph_exec = graph.instantiate()
-    assert slot_of(graph_exec, graph, early_leaf) == 0
-    assert slot_of(graph_exec, graph, late_leaf) == 1  # the leaf that waits is off-stream
+    assert strand_of(graph_exec, graph, early_leaf) == 0
+    assert strand_of(graph_exec, graph, late_leaf) == 1  # the leaf that waits is off-stream
 
     stream = device.create_stream()
     host = np.zeros(2, dtype=np.int64)
@@ -241,8 +241,8 @@ async def test_two_launches_of_one_exec_on_two_streams_are_ordered(device: ahg.D
     held = graph.add_host_node(gated, deps=[root])
     graph.add_empty_node(deps=[quick, held])
     graph_exec = graph.instantiate()
-    assert slot_of(graph_exec, graph, quick) == 0
-    assert slot_of(graph_exec, graph, held) == 1
+    assert strand_of(graph_exec, graph, quick) == 0
+    assert strand_of(graph_exec, graph, held) == 1
 
     s1, s2 = device.create_stream(), device.create_stream()
     h1 = await graph_exec.launch(s1)
@@ -482,9 +482,9 @@ async def test_event_record_nodes_time_the_work_between_them(device: ahg.Device)
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize("failing_slot", [0, 1])
+@pytest.mark.parametrize("failing_strand", [0, 1])
 async def test_failing_kernel_fails_the_launch_and_the_stream_and_returns_the_signal_set(
-    device: ahg.Device, failing_slot: int
+    device: ahg.Device, failing_strand: int
 ) -> None:
     out = device.malloc(8)
     graph = ahg.Graph()
@@ -493,10 +493,10 @@ async def test_failing_kernel_fails_the_launch_and_the_stream_and_returns_the_si
         graph.add_kernel_node(put, 1, 1, (7, 0, out), deps=[root]),
         graph.add_kernel_node(tick, 1, 1, deps=[root]),
     ]
-    bad = graph.add_kernel_node(explode, 1, 1, deps=[branches[failing_slot]])
-    graph.add_empty_node(deps=[bad, branches[1 - failing_slot]])
+    bad = graph.add_kernel_node(explode, 1, 1, deps=[branches[failing_strand]])
+    graph.add_empty_node(deps=[bad, branches[1 - failing_strand]])
     graph_exec = graph.instantiate()
-    assert slot_of(graph_exec, graph, bad) == failing_slot
+    assert strand_of(graph_exec, graph, bad) == failing_strand
     stream = device.create_stream()
 
     handle = await graph_exec.launch(stream)
@@ -533,8 +533,8 @@ async def test_nodes_independent_of_a_failed_kernel_run_wherever_they_are_placed
     # `left` and `right` depend only on `other`, never on `bad`; the planner happens to put
     # `left` after `bad` on the launch stream and `right` on another stream. A failure stops
     # nothing else (as on an eager stream), so both run whatever their placement.
-    assert slot_of(graph_exec, graph, bad) == slot_of(graph_exec, graph, left) == 0
-    assert slot_of(graph_exec, graph, right) == 1
+    assert strand_of(graph_exec, graph, bad) == strand_of(graph_exec, graph, left) == 0
+    assert strand_of(graph_exec, graph, right) == 1
     stream = device.create_stream()
     with pytest.raises(ahg.LaunchFailure):
         await (await graph_exec.launch(stream))
@@ -815,7 +815,7 @@ async def test_use_node_priority_keeps_results_and_ordering(device: ahg.Device) 
     b = graph.add_kernel_node(put, 1, 1, (3, 2, out), deps=[root])
     graph.add_empty_node(deps=[a, b])
     graph_exec = graph.instantiate(ahg.InstantiateFlags.USE_NODE_PRIORITY)
-    assert graph_exec.statistics().slots == 2
+    assert graph_exec.statistics().strands == 2
     await run_once(graph_exec, device)
     assert device.view(out, np.int64, 3).tolist() == [1, 2, 3]
     destroy(out, graph, graph_exec)
@@ -832,14 +832,14 @@ async def test_use_node_priority_puts_the_most_urgent_branch_on_the_launch_strea
     urgent = graph.add_kernel_node(put, 1, 1, (3, 2, out), deps=[root], priority=-1)
     assert urgent.params.priority == -1
 
-    def slot_of_urgent(graph_exec: ahg.GraphExec) -> int:
+    def strand_of_urgent(graph_exec: ahg.GraphExec) -> int:
         (segment,) = [s for s in graph_exec.plan.segments if s.nodes == [2]]
-        return segment.slot
+        return segment.strand
 
     plain = graph.instantiate()
     by_priority = graph.instantiate(ahg.InstantiateFlags.USE_NODE_PRIORITY)
-    assert slot_of_urgent(plain) == 1  # round-robin: the second branch on the second stream
-    assert slot_of_urgent(by_priority) == 0  # the most urgent branch on the launch stream
+    assert strand_of_urgent(plain) == 1  # round-robin: the second branch on the second stream
+    assert strand_of_urgent(by_priority) == 0  # the most urgent branch on the launch stream
     await run_once(by_priority, device)
     assert device.view(out, np.int64, 3).tolist() == [1, 2, 3]
     plain.destroy()

@@ -52,7 +52,7 @@ def counts(device: ahg.Device) -> dict[str, int]:
 
 
 def gated_diamond(out: ahg.DevicePtr, gate: object) -> ahg.Graph:
-    """gate -> (add_one out[0] | add_one out[1]) -> join: two stream slots, signals between."""
+    """gate -> (add_one out[0] | add_one out[1]) -> join: two strands, signals between."""
     graph = ahg.Graph()
     root = graph.add_host_node(gate)  # type: ignore[arg-type]
     left = graph.add_kernel_node(add_one, 1, 1, (0, out), deps=[root])
@@ -86,7 +86,7 @@ async def test_destroy_with_launches_in_flight_completes_them_and_frees_only_aft
     gates = GatedHost()
     graph = gated_diamond(out, gates)
     graph_exec = graph.instantiate()
-    assert graph_exec.statistics().slots == 2
+    assert graph_exec.statistics().strands == 2
     stream = device.create_stream()
     arena_bytes = graph_exec.statistics().arena.bytes_reserved
     handles = [await graph_exec.launch(stream) for _ in range(3)]

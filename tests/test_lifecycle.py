@@ -306,7 +306,7 @@ def test_the_finalizer_may_run_on_another_thread(baseline: testing.Snapshot) -> 
 def test_a_collection_while_a_registry_lock_is_held_does_not_deadlock(
     device: ahg.Device, baseline: testing.Snapshot
 ) -> None:
-    # An executable with parallel slots owns internal streams; freeing it destroys them,
+    # An executable with parallel strands owns internal streams; freeing it destroys them,
     # which takes the stream registry's lock. The collector may run while this very thread
     # holds that lock (an allocation inside register): the finalizer must only hand over.
     graph = ahg.Graph()
@@ -315,7 +315,7 @@ def test_a_collection_while_a_registry_lock_is_held_does_not_deadlock(
         graph.add_empty_node(deps=[root])
     box = [graph.instantiate()]
     graph.destroy()
-    assert box[0].plan.num_slots > 1
+    assert box[0].plan.num_strands > 1
 
     def collect_under_the_locks() -> None:
         with STREAMS._lock, EXECS._lock:

@@ -1,4 +1,4 @@
-"""The plan verifier: every declared edge is enforced by the executable's slots and signals.
+"""The plan verifier: every declared edge is enforced by the executable's strands and signals.
 
 Run over random graphs (wide, deep, with child graphs, empty and disabled nodes), after
 updates, and against deliberately broken programs, which it must catch.
@@ -11,7 +11,7 @@ import random
 import pytest
 
 import ahipgraph as ahg
-from ahipgraph.device.ops import SignalSlotOp, WaitSlotsOp
+from ahipgraph.device.ops import SignalIndexOp, WaitSignalIndicesOp
 from ahipgraph.exec.plan_check import unenforced_edges
 from cleanup import destroy
 
@@ -74,19 +74,19 @@ def wide(width: int = 4) -> tuple[ahg.Graph, ahg.GraphExec]:
 
 def test_a_dropped_wait_is_caught() -> None:
     graph, exe = wide()
-    assert len(exe._version.slot_ops) > 1  # the plan really uses several slots
+    assert len(exe._version.strand_ops) > 1  # the plan really uses several strands
     dropped = False
-    for ops in exe._version.slot_ops[1:]:
+    for ops in exe._version.strand_ops[1:]:
         for i, op in enumerate(ops):
-            if isinstance(op, WaitSlotsOp) and i > 0:
+            if isinstance(op, WaitSignalIndicesOp) and i > 0:
                 del ops[i]
                 dropped = True
                 break
         if dropped:
             break
-    if not dropped:  # the other slots only wait for the start: drop slot 0's final join
-        ops = exe._version.slot_ops[0]
-        index = max(i for i, op in enumerate(ops) if isinstance(op, WaitSlotsOp))
+    if not dropped:  # the other strands only wait for the start: drop strand 0's final join
+        ops = exe._version.strand_ops[0]
+        index = max(i for i, op in enumerate(ops) if isinstance(op, WaitSignalIndicesOp))
         del ops[index]
     problems = unenforced_edges(exe)
     assert problems
@@ -97,13 +97,13 @@ def test_a_dropped_wait_is_caught() -> None:
 
 def test_a_signal_raised_twice_and_a_deadlock_are_caught() -> None:
     graph, exe = wide()
-    slot0 = exe._version.slot_ops[0]
-    start = next(op for op in slot0 if isinstance(op, SignalSlotOp))
-    slot0.remove(start)  # the other slots wait for a start that never comes
+    strand0 = exe._version.strand_ops[0]
+    start = next(op for op in strand0 if isinstance(op, SignalIndexOp))
+    strand0.remove(start)  # the other strands wait for a start that never comes
     problems = unenforced_edges(exe)
     assert any("deadlocks" in p for p in problems)
-    slot0.insert(1, start)
-    slot0.insert(1, SignalSlotOp(start.slot))
+    strand0.insert(1, start)
+    strand0.insert(1, SignalIndexOp(start.index))
     assert any("raised by 2 ops" in p for p in unenforced_edges(exe))
     exe.destroy()
     graph.destroy()

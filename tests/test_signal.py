@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 import ahipgraph as ahg
-from ahipgraph.device.ops import HostOp, KernelOp, SignalSlotOp, WaitSignalsOp
+from ahipgraph.device.ops import HostOp, KernelOp, SignalIndexOp, WaitSignalsOp
 from ahipgraph.device.program import Program
 from ahipgraph.device.signal import Signal
 from ahipgraph.runtime.completion import Completion
@@ -107,23 +107,23 @@ async def test_a_failed_op_stops_nothing_else_and_its_error_travels_with_the_sig
     device: ahg.Device,
 ) -> None:
     log: list[str] = []
-    done, slot = Signal(1), Signal(1)
+    done, raised = Signal(1), Signal(1)
     program = Program(
         [
             HostOp(log.append, ("before",), 0),
             KernelParams.make(explode, 1, 1, device=device).op(device),
             HostOp(log.append, ("after",), 0),  # a failure stops nothing else, as on a stream
-            SignalSlotOp(0),
+            SignalIndexOp(0),
         ],
         done,
-        signals=[slot],
+        signals=[raised],
     )
     device.queues[0].submit(program)
     with pytest.raises(ahg.LaunchFailure, match="explode"):
         await Completion(done, device)
     assert log == ["before", "after"]
-    assert slot.reached()
-    assert slot.error is program.error
+    assert raised.reached()
+    assert raised.error is program.error
     assert isinstance(program.error, ahg.LaunchFailure)
 
 

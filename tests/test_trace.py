@@ -24,7 +24,7 @@ LAUNCH = ahg.CostModel().kernel_launch_ns  # every kernel costs this plus its ow
 
 
 def fork_join() -> ahg.Graph:
-    """a -> (b, c) -> d: b stays on the launch stream, c runs on a second slot."""
+    """a -> (b, c) -> d: b stays on the launch stream, c runs on a second strand."""
     graph = ahg.Graph()
     a = graph.add_kernel_node(A, 1, 1, ())
     b = graph.add_kernel_node(B, 1, 1, (), deps=[a])
@@ -121,7 +121,7 @@ async def test_flows_connect_the_op_that_reached_a_signal_to_the_barrier_waiting
     targets = {f.target for f in trace.flows}
     assert all(ops[t].kind == "barrier" for t in targets)
     ks = kernels(trace)
-    # c waits for a (across slots); the join before d waits for c; launch 1 waits for launch 0.
+    # c waits for a (across strands); the join before d waits for c; launch 1 waits for launch 0.
     assert ("a", 0, ks[(0, "c")].queue) in edges
     assert ("c", 0, ks[(0, "d")].queue) in edges
     assert ("d", 0, ks[(1, "a")].queue) in edges
@@ -204,13 +204,13 @@ def test_tracing_leaves_no_observer_behind() -> None:
     assert hooks.observers is None
 
 
-def test_plan_dot_shows_slots_segments_and_cross_slot_waits() -> None:
+def test_plan_dot_shows_strands_segments_and_cross_strand_waits() -> None:
     graph = fork_join()
     graph_exec = graph.instantiate()
     dot = graph_exec.plan_dot()
     assert dot.startswith('digraph "plan" {')
-    assert "subgraph cluster_slot_0" in dot
-    assert "subgraph cluster_slot_1" in dot
+    assert "subgraph cluster_strand_0" in dot
+    assert "subgraph cluster_strand_1" in dot
     assert 'label="segment 0 (level 0)\\n0: a\\nsignals 1"' in dot
     assert 'seg0 -> seg2 [color="red" style="dashed" label="signal 1"];' in dot
     assert 'seg2 -> seg3 [color="red" style="dashed" label="signal 2"];' in dot

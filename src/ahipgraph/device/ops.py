@@ -40,10 +40,10 @@ __all__ = [
     "HostOp",
     "KernelOp",
     "Op",
-    "SignalSlotOp",
+    "SignalIndexOp",
     "StreamMemOpOp",
     "WaitSignalsOp",
-    "WaitSlotsOp",
+    "WaitSignalIndicesOp",
     "host_bytes",
 ]
 
@@ -357,21 +357,21 @@ class WaitSignalsOp(Op):
         return f"<WaitSignalsOp n={len(self.signals)}>"
 
 
-class WaitSlotsOp(Op):
+class WaitSignalIndicesOp(Op):
     """A barrier-AND on signals of the packet's launch-bound signal set (graph replays)."""
 
-    __slots__ = ("slots",)
+    __slots__ = ("indices",)
     is_sync = True
 
-    def __init__(self, slots: Sequence[int]) -> None:
+    def __init__(self, indices: Sequence[int]) -> None:
         super().__init__(0)
-        self.slots = tuple(slots)
+        self.indices = tuple(indices)
 
     def run(self, program: Program) -> Signal | None:
         signals = program.signals
         latest = program.time
-        for slot in self.slots:
-            signal = signals[slot]
+        for index in self.indices:
+            signal = signals[index]
             if signal.value > 0:
                 return signal
             if signal.time > latest:
@@ -380,24 +380,24 @@ class WaitSlotsOp(Op):
         return None
 
     def __repr__(self) -> str:
-        return f"<WaitSlotsOp {self.slots}>"
+        return f"<WaitSignalIndicesOp {self.indices}>"
 
 
-class SignalSlotOp(Op):
+class SignalIndexOp(Op):
     """Decrement one signal of the packet's signal set: "this segment is done"."""
 
-    __slots__ = ("slot",)
+    __slots__ = ("index",)
     is_sync = True
 
-    def __init__(self, slot: int) -> None:
+    def __init__(self, index: int) -> None:
         super().__init__(0)
-        self.slot = slot
+        self.index = index
 
     def run(self, program: Program) -> None:
-        program.signals[self.slot].decrement(program.time, program.error)
+        program.signals[self.index].decrement(program.time, program.error)
 
     def __repr__(self) -> str:
-        return f"<SignalSlotOp {self.slot}>"
+        return f"<SignalIndexOp {self.index}>"
 
 
 # -- memory and word operations ------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 A :class:`Program` is a list of ops run in order, a completion signal decremented when the last
 op is done, and an optional ``on_done`` callback. An eager stream operation is a program of one op;
-a graph replay submits one prepared program per parallel stream slot, which is what keeps a
+a graph replay submits one prepared program per strand, which is what keeps a
 launch's host cost independent of the graph's size.
 
 A program runs until an op must wait (a signal not yet reached, an awaitable not yet finished);

@@ -1,7 +1,7 @@
-"""Turning a plan into replay programs: one op list per slot, built once at instantiate.
+"""Turning a plan into replay programs: one op list per strand, built once at instantiate.
 
 Every node becomes at most one op (a child graph becomes its nodes' ops, in order, on its
-segment's slot), so a node can be found again by its (slot, position) when an update replaces
+segment's strand), so a node can be found again by its (strand, position) when an update replaces
 its op. Kernel nodes get their argument bytes written into the executable's arena here, and
 their ops dispatch straight from the arena.
 
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.errors import HipError
 from ..device.kernel import Kernel, Threads
-from ..device.ops import KernelOp, Op, SignalSlotOp, WaitSlotsOp
+from ..device.ops import KernelOp, Op, SignalIndexOp, WaitSignalIndicesOp
 from ..graph.node_type import NodeType
 from ..runtime.params import KernelParams
 from .arena import ArgSlot, KernelArgArena
@@ -119,23 +119,23 @@ _RUNS_LOCK = threading.Lock()
 class Compiled:
     """The replay programs and where each node's op lives."""
 
-    slot_ops: list[list[Op]]
+    strand_ops: list[list[Op]]
     # Keyed by the ExecNode itself (identity: ExecNode has no __eq__), not by id(node), so a
     # million-node executable does not hold a million key ints per map.
-    _locations: dict[ExecNode, tuple[int, int]]  # node -> (slot, position); see locations
+    _locations: dict[ExecNode, tuple[int, int]]  # node -> (strand, position); see locations
     arg_slots: dict[ExecNode, ArgSlot]  # node -> its kernel-argument slot
     bindings: list[EventBinding]
     prev_index: int
-    extra: int  # binding slots after the pooled signals
+    extra: int  # binding signal indices after the pooled signals
     alloc_ptrs: list[DevicePtr] = field(default_factory=list)
     unfreed_ptrs: list[DevicePtr] = field(default_factory=list)
-    # Runs of kernel nodes compiled together: (slot, position of the first, the nodes), each
+    # Runs of kernel nodes compiled together: (strand, position of the first, the nodes), each
     # node's op at the next position. Their locations are entered on first use.
     _runs: list[tuple[int, int, list[ExecNode]]] = field(default_factory=list)
 
     @property
     def locations(self) -> dict[ExecNode, tuple[int, int]]:
-        """Where each node's op lives: node -> (slot, position in the slot's program).
+        """Where each node's op lives: node -> (strand, position in the strand's program).
 
         The entries of kernel runs are made on first use (an executable setter, an update,
         a plan check or a trace): until then a run costs a pointer per node, where an entry
@@ -143,23 +143,23 @@ class Compiled:
         """
         if self._runs:
             with _RUNS_LOCK:  # two first users: one enters the runs, the other waits for it
-                for slot, first, nodes in self._runs:
+                for strand, first, nodes in self._runs:
                     located = self._locations
                     for position, node in enumerate(nodes, first):
-                        located[node] = (slot, position)
+                        located[node] = (strand, position)
                 self._runs = []
         return self._locations
 
 
-def kernel_op(device: Device, params: KernelParams, slot: ArgSlot, arena: KernelArgArena) -> Op:
-    """The dispatch op of a kernel node reading its arguments from ``slot``."""
+def kernel_op(device: Device, params: KernelParams, arg_slot: ArgSlot, arena: KernelArgArena) -> Op:
+    """The dispatch op of a kernel node reading its arguments from ``arg_slot``."""
     if arena.strict:
-        return StrictKernelOp(params, device, slot, arena)
-    return params.op(device, slot.buffer, slot.offset, arena)
+        return StrictKernelOp(params, device, arg_slot, arena)
+    return params.op(device, arg_slot.buffer, arg_slot.offset, arena)
 
 
-def reads_same(op: Op, params: KernelParams, slot: ArgSlot) -> bool:
-    """Whether ``op`` is the dispatch :func:`kernel_op` would build for ``params`` in ``slot``.
+def reads_same(op: Op, params: KernelParams, arg_slot: ArgSlot) -> bool:
+    """Whether ``op`` is the dispatch :func:`kernel_op` would build for ``params`` in ``arg_slot``.
 
     An op reads its arguments from its slot when it runs, so after an in-place rewrite of the
     slot's bytes an op of the same kernel and launch shape needs no replacing (an update of a
@@ -170,26 +170,28 @@ def reads_same(op: Op, params: KernelParams, slot: ArgSlot) -> bool:
         isinstance(op, KernelOp)
         and op.kernel is params.kernel
         and op.threads is params.threads
-        and op.buffer is slot.buffer
-        and op.offset == slot.offset
+        and op.buffer is arg_slot.buffer
+        and op.offset == arg_slot.offset
     )
 
 
 class StrictKernelOp(Op):
     """A kernel dispatch that fails if its argument bytes were written but never flushed."""
 
-    __slots__ = ("arena", "inner", "slot")
+    __slots__ = ("arena", "arg_slot", "inner")
 
     def __init__(
-        self, params: KernelParams, device: Device, slot: ArgSlot, arena: KernelArgArena
+        self, params: KernelParams, device: Device, arg_slot: ArgSlot, arena: KernelArgArena
     ) -> None:
-        self.inner = params.op(device, slot.buffer, slot.offset, arena)
+        self.inner = params.op(device, arg_slot.buffer, arg_slot.offset, arena)
         super().__init__(self.inner.cost_ns)
-        self.slot, self.arena = slot, arena
+        self.arg_slot, self.arena = arg_slot, arena
 
     def run(self, program: Program) -> Any:
-        if not self.arena.is_flushed(self.slot):
-            raise RuntimeError(f"dispatch would read unflushed kernel arguments at {self.slot!r}")
+        if not self.arena.is_flushed(self.arg_slot):
+            raise RuntimeError(
+                f"dispatch would read unflushed kernel arguments at {self.arg_slot!r}"
+            )
         return self.inner.run(program)
 
     def fault(self, exc: BaseException) -> HipError:
@@ -239,10 +241,10 @@ class _Builder:
             cost = self._costs[key] = params.cost_ns(self.device)
         return cost
 
-    def emit_node(self, node: ExecNode, slot: int, ops: list[Op]) -> None:
+    def emit_node(self, node: ExecNode, strand: int, ops: list[Op]) -> None:
         """Emit ``node``'s op; a child graph's nodes in its order, however deep it nests."""
         if node.type is not NodeType.Graph:
-            self._emit_one(node, slot, ops)
+            self._emit_one(node, strand, ops)
             return
         assert node.child is not None
         stack = [iter(node.child.nodes)]
@@ -254,9 +256,9 @@ class _Builder:
                 assert inner.child is not None
                 stack.append(iter(inner.child.nodes))
             else:
-                self._emit_one(inner, slot, ops)
+                self._emit_one(inner, strand, ops)
 
-    def emit_kernels(self, run: list[ExecNode], slot: int, ops: list[Op]) -> None:
+    def emit_kernels(self, run: list[ExecNode], strand: int, ops: list[Op]) -> None:
         """What :meth:`_emit_one` does for each of ``run``: enabled kernel nodes, arena not strict.
 
         Their arguments are placed in one pass through the arena (:meth:`KernelArgArena.
@@ -270,7 +272,7 @@ class _Builder:
             [params.arg_bytes for params in params_run],
             [params.kernel.layout.size for params in params_run],
         )
-        compiled._runs.append((slot, len(ops), run))  # their locations, in one record
+        compiled._runs.append((strand, len(ops), run))  # their locations, in one record
         compiled.arg_slots.update(zip(run, arg_slots, strict=True))
         make = KernelOp.make
         first = params_run[0]
@@ -301,7 +303,7 @@ class _Builder:
                 cost = self._kernel_cost(params)
             append(make(kernel, threads, arg_slot.buffer, arg_slot.offset, cost, arena))
 
-    def _emit_one(self, node: ExecNode, slot: int, ops: list[Op]) -> None:
+    def _emit_one(self, node: ExecNode, strand: int, ops: list[Op]) -> None:
         compiled = self.compiled
         kind = node.type
         if kind is NodeType.Kernel:
@@ -311,7 +313,7 @@ class _Builder:
             arg_slot = arena.place(params.arg_bytes, kernel.layout.size)
             compiled.arg_slots[node] = arg_slot
             if node.enabled and not arena.strict:  # the common case, without node_op's dispatch
-                compiled._locations[node] = (slot, len(ops))
+                compiled._locations[node] = (strand, len(ops))
                 cost = self._costs.get((kernel, params.threads))
                 if cost is None:
                     cost = self._kernel_cost(params)
@@ -326,7 +328,11 @@ class _Builder:
             index = compiled.prev_index + compiled.extra
             compiled.extra += 1
             compiled.bindings.append(EventBinding(index, node, kind is NodeType.EventRecord))
-            op = EventRecordOp(index) if kind is NodeType.EventRecord else WaitSlotsOp((index,))
+            op = (
+                EventRecordOp(index)
+                if kind is NodeType.EventRecord
+                else WaitSignalIndicesOp((index,))
+            )
         elif kind is NodeType.MemAlloc:
             compiled.alloc_ptrs.append(node.params.ptr)
             op = MemAllocOp(self.device, node.params.ptr)
@@ -334,11 +340,11 @@ class _Builder:
             op = MemFreeOp(self.device, (node.params.ptr,))
         elif kind is NodeType.Conditional:
             assert self.conditionals is not None
-            op = self.conditionals.op(node, lambda inner, body: self.emit_node(inner, slot, body))
+            op = self.conditionals.op(node, lambda inner, body: self.emit_node(inner, strand, body))
         else:
             op = node_op(self.device, node, compiled, self.arena)
         if op is not None:
-            compiled._locations[node] = (slot, len(ops))
+            compiled._locations[node] = (strand, len(ops))
             ops.append(op)
 
 
@@ -363,25 +369,25 @@ def compile_plan(
     auto_free: bool,
     conditionals: Conditionals | None = None,
 ) -> Compiled:
-    """Build the per-slot replay programs of ``plan``, packing kernel arguments into ``arena``."""
+    """Build the per-strand replay programs of ``plan``, packing kernel arguments into ``arena``."""
     builder = _Builder(device, arena, plan.num_signals, conditionals)
     compiled = builder.compiled
     compiled.unfreed_ptrs = _unfreed(graph)
     segments = plan.segments
-    for slot, segment_ids in enumerate(plan.slots):
+    for strand, segment_ids in enumerate(plan.strands):
         ops: list[Op] = []
-        if slot == 0:
-            ops.append(WaitSlotsOp((compiled.prev_index,)))
+        if strand == 0:
+            ops.append(WaitSignalIndicesOp((compiled.prev_index,)))
             if auto_free and compiled.unfreed_ptrs:
                 ops.append(MemFreeOp(device, tuple(compiled.unfreed_ptrs)))
             defaults = conditionals.defaults_op() if conditionals is not None else None
-            if defaults is not None:  # handles take their defaults before any slot starts
+            if defaults is not None:  # handles take their defaults before any strand starts
                 ops.append(defaults)
             if plan.start_signal is not None:
-                ops.append(SignalSlotOp(plan.start_signal))
+                ops.append(SignalIndexOp(plan.start_signal))
         else:
             assert plan.start_signal is not None
-            ops.append(WaitSlotsOp((plan.start_signal,)))
+            ops.append(WaitSignalIndicesOp((plan.start_signal,)))
         for segment_id in segment_ids:
             segment = segments[segment_id]
             if segment.waits:
@@ -390,23 +396,23 @@ def compile_plan(
                     signal = segments[w].signal
                     assert signal is not None
                     waits.append(signal)
-                ops.append(WaitSlotsOp(waits))
+                ops.append(WaitSignalIndicesOp(waits))
             nodes = graph.nodes
             run = [nodes[index] for index in segment.nodes]
             if not arena.strict and all(n.type is _KERNEL and n.enabled for n in run):
-                builder.emit_kernels(run, slot, ops)  # a chain of plain kernel nodes
+                builder.emit_kernels(run, strand, ops)  # a chain of plain kernel nodes
             else:
                 emit_one = builder._emit_one
                 for node in run:
                     if node.type is NodeType.Graph:
-                        builder.emit_node(node, slot, ops)
+                        builder.emit_node(node, strand, ops)
                     else:  # what emit_node does first, without its call
-                        emit_one(node, slot, ops)
+                        emit_one(node, strand, ops)
             if segment.signal is not None:
-                ops.append(SignalSlotOp(segment.signal))
-        if slot == 0 and plan.final_waits:
+                ops.append(SignalIndexOp(segment.signal))
+        if strand == 0 and plan.final_waits:
             finals = [segments[w].signal for w in plan.final_waits]
-            ops.append(WaitSlotsOp([s for s in finals if s is not None]))
-        compiled.slot_ops.append(ops)
+            ops.append(WaitSignalIndicesOp([s for s in finals if s is not None]))
+        compiled.strand_ops.append(ops)
     arena.flush()
     return compiled

@@ -8,8 +8,8 @@ arguments so a ``CondHandle`` parameter points at that cell (see
 :mod:`ahipgraph.device.conditional_arg`).
 
 A conditional node compiles to one :class:`ConditionalOp` holding each body as an op list,
-compiled by the same builder as the parent (a body runs its nodes in topological order, in the
-node's own slot). When the op runs it reads the handle's cell and runs the chosen body inline,
+compiled by the same builder as the parent (a body runs its nodes in topological order, on the
+node's own strand). When the op runs it reads the handle's cell and runs the chosen body inline,
 in the same program — no host involvement. Its position inside a body survives parking (an
 async kernel, a nested node yielding), because launches of one executable never overlap, so at
 most one program runs a given op at a time.
@@ -18,7 +18,7 @@ A WHILE node yields to the event loop between iterations (a signal decremented o
 next turn), so a body that never ends cannot starve the host: ``exec.destroy()`` stops it at
 the next iteration (the launch then fails with ``IllegalState`` and returns what it borrowed),
 and a task awaiting it can be cancelled. With ``assign_default`` the handles get their
-defaults at the start of every launch, before any slot starts.
+defaults at the start of every launch, before any strand starts.
 """
 
 from __future__ import annotations

@@ -92,7 +92,7 @@ class ExecStatistics:
     state: str
     nodes: int
     segments: int
-    slots: int
+    strands: int
     launches: int
     in_flight: int
     completed: int
@@ -599,7 +599,7 @@ class GraphExec(DestroyOnExit):
             state=self.state.value,
             nodes=len(self._graph.nodes),
             segments=len(self._plan.segments),
-            slots=self._plan.num_slots,
+            strands=self._plan.num_strands,
             launches=self._launcher.launches,
             in_flight=self.in_flight,
             completed=self._launcher.completed,
@@ -613,7 +613,7 @@ class GraphExec(DestroyOnExit):
         return self._plan
 
     def plan_dot(self) -> str:
-        """Graphviz DOT of the plan: segments, parallel slots and the cross-slot waits.
+        """Graphviz DOT of the plan: segments, parallel strands and the cross-strand waits.
 
         See :mod:`ahipgraph.exec.plan_dot`; render with ``dot -Tsvg``.
         """
@@ -624,6 +624,6 @@ class GraphExec(DestroyOnExit):
     def __repr__(self) -> str:
         return (
             f"<GraphExec #{self.hid.slot}.{self.hid.generation} state={self.state.value} "
-            f"nodes={len(self._graph.nodes)} slots={self._plan.num_slots} "
+            f"nodes={len(self._graph.nodes)} strands={self._plan.num_strands} "
             f"in_flight={self.in_flight}>"
         )

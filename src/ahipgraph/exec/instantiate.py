@@ -178,7 +178,7 @@ def instantiate(graph: Graph, request: InstantiateRequest) -> Instantiated:
             num_sets=options.get("signal_sets", 16),
             wait_when_empty=signal_set_policy(options) == "wait",
         )
-        for _ in range(plan.num_slots - 1):
+        for _ in range(plan.num_strands - 1):
             internal_streams.append(Stream._create(device, non_blocking=True, owned=True))
         with graph.lock:  # the graph may have changed hands while we prepared
             check_instantiable(graph)

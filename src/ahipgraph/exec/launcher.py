@@ -20,7 +20,7 @@ Which op lists a launch runs is the updater's business (:mod:`.updater`): a laun
 version current when it was enqueued. The reference count and the state stay the executable's;
 the launcher reads them under the executable's lock, the one lock for launches and updates.
 
-Words: a *strand* is one of the plan's parallel slots (strand 0 is the launch stream); a *signal
+Words: a *strand* is one of the plan's parallel op lists (strand 0 is the launch stream); a *signal
 index* is a position in a launch's signal set; an *argument slot* is a range of the arena.
 """
 

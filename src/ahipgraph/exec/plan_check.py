@@ -2,12 +2,13 @@
 
 HIP's runtime has shipped graphs whose executables dropped declared edges (rocm-systems
 #11499, #11359): the graph was right, the schedule was not. This check reads what a replay
-really runs — each strand's op list, its :class:`SignalSlotOp` and :class:`WaitSlotsOp` — not the
+really runs — each strand's op list, its
+:class:`SignalIndexOp` and :class:`WaitSignalIndicesOp` — not the
 planner's intentions, and proves for every declared edge ``u -> v`` (through child graphs and
 op-less nodes, transitively) that ``u``'s op completes before ``v``'s starts in every
 interleaving.
 
-It runs the strands (the plan's parallel slots) abstractly: each strand advances until a wait
+It runs the strands (the plan's parallel op lists) abstractly: each strand advances until a wait
 names a signal index no op has raised yet; a raised signal carries its strand's vector clock
 (per strand, the last position known done) and a wait joins it. If every strand is stuck, the
 plan deadlocks, and that is reported too.
@@ -19,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ..device.ops import SignalSlotOp, WaitSlotsOp
+from ..device.ops import SignalIndexOp, WaitSignalIndicesOp
 from .races import flatten
 
 if TYPE_CHECKING:
@@ -41,8 +42,8 @@ def unenforced_edges(graph_exec: GraphExec) -> list[str]:
     raisers: dict[int, int] = {}
     for ops in strand_ops:
         for op in ops:
-            if isinstance(op, SignalSlotOp):  # op.slot: the signal index it raises
-                raisers[op.slot] = raisers.get(op.slot, 0) + 1
+            if isinstance(op, SignalIndexOp):  # op.index: the signal index it raises
+                raisers[op.index] = raisers.get(op.index, 0) + 1
     for signal, count in sorted(raisers.items()):
         if count != 1:
             problems.append(f"signal {signal} is raised by {count} ops, not one")
@@ -94,8 +95,8 @@ def _run(
             while pcs[strand] < len(ops):
                 pc = pcs[strand]
                 op = ops[pc]
-                if isinstance(op, WaitSlotsOp):
-                    inner = [index for index in op.slots if index < pooled]
+                if isinstance(op, WaitSignalIndicesOp):
+                    inner = [index for index in op.indices if index < pooled]
                     if any(index not in raised for index in inner):
                         break  # blocked until the signal is raised
                     for index in inner:
@@ -105,8 +106,8 @@ def _run(
                                 clock[k] = other[k]
                 clock[strand] = pc  # everything up to here on this strand is done
                 out[(strand, pc)] = list(clock)
-                if isinstance(op, SignalSlotOp) and op.slot < pooled:
-                    raised[op.slot] = list(clock)
+                if isinstance(op, SignalIndexOp) and op.index < pooled:
+                    raised[op.index] = list(clock)
                 pcs[strand] = pc + 1
                 progressed = True
         if all(pcs[k] >= len(strand_ops[k]) for k in range(strands)):

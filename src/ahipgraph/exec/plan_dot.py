@@ -1,15 +1,15 @@
-"""Graphviz DOT view of an executable's plan: segments, parallel slots and the sync plan.
+"""Graphviz DOT view of an executable's plan: segments, parallel strands and the sync plan.
 
 A graph's own DOT (``graph.to_dot()``) shows what the user built; this shows what instantiate
 made of it, which is what decides the timeline:
 
-* one cluster per slot (slot 0 is the launch stream), its segments top to bottom in dispatch
+* one cluster per strand (strand 0 is the launch stream), its segments top to bottom in dispatch
   order, joined by grey "then" edges;
 * one box per segment, labelled with its id, level and nodes (kernel names where known);
-* a red dashed edge for every cross-slot wait the sync plan kept, labelled with the signal
+* a red dashed edge for every cross-strand wait the sync plan kept, labelled with the signal
   index — deduplicated waits do not appear, so the picture shows exactly the signals a launch
   uses;
-* a ``join`` box at the end of slot 0 with a blue edge from every segment it waits for.
+* a ``join`` box at the end of strand 0 with a blue edge from every segment it waits for.
 
 Pure: reads a :class:`Plan` and an :class:`ExecGraph`, returns text. Identifiers are plan
 indices, so the same graph always gives the same text.
@@ -39,9 +39,9 @@ def _escape(text: str) -> str:
 def plan_to_dot(graph: ExecGraph, plan: Plan, *, name: str = "plan") -> str:
     """The DOT text of ``plan`` for ``graph``."""
     lines = [f'digraph "{_escape(name)}" {{', "  rankdir=TB;", "  node [shape=box];"]
-    for slot, segment_ids in enumerate(plan.slots):
-        title = "slot 0 (launch stream)" if slot == 0 else f"slot {slot}"
-        lines.append(f"  subgraph cluster_slot_{slot} {{")
+    for strand, segment_ids in enumerate(plan.strands):
+        title = "strand 0 (launch stream)" if strand == 0 else f"strand {strand}"
+        lines.append(f"  subgraph cluster_strand_{strand} {{")
         lines.append(f'    label="{title}"; style="rounded";')
         for segment_id in segment_ids:
             segment = plan.segments[segment_id]
@@ -51,14 +51,14 @@ def plan_to_dot(graph: ExecGraph, plan: Plan, *, name: str = "plan") -> str:
                 f'    seg{segment_id} [label="segment {segment_id} (level {segment.level})'
                 f'\\n{nodes}{signal}"];'
             )
-        if slot == 0 and plan.final_waits:
+        if strand == 0 and plan.final_waits:
             lines.append('    join [label="join" shape=ellipse];')
         lines.append("  }")
-    for segment_ids in plan.slots:
+    for segment_ids in plan.strands:
         for before, after in itertools.pairwise(segment_ids):
             lines.append(f'  seg{before} -> seg{after} [color="grey"];')
-    if plan.final_waits and plan.slots[0]:
-        lines.append(f'  seg{plan.slots[0][-1]} -> join [color="grey"];')
+    if plan.final_waits and plan.strands[0]:
+        lines.append(f'  seg{plan.strands[0][-1]} -> join [color="grey"];')
     for segment in plan.segments:
         for producer in segment.waits:
             index = plan.segments[producer].signal

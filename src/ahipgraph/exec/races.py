@@ -3,7 +3,7 @@
 Two operations race when nothing orders them and both touch the same bytes, at least one
 writing (two :class:`~ahipgraph.AtomicPtr` accesses never race with each other). In a graph
 the only ordering a user may rely on is the declared edges (transitively, through child graphs
-and disabled nodes, which keep their edges); the planner's slots and signals are an
+and disabled nodes, which keep their edges); the planner's strands and signals are an
 implementation detail. :func:`check_exec_graph` finds every unordered conflicting pair with
 ancestor bitsets over the flattened graph, with no device work at all.
 

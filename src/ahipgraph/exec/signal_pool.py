@@ -1,7 +1,7 @@
 """The signal-set pool (HIP's ``GraphSignalManager``).
 
 Every launch of an executable needs a set of completion signals to connect its parallel
-strands (the plan's parallel slots). The pool creates ``num_sets`` sets of ``count`` signals at
+strands (the plan's parallel op lists). The pool creates ``num_sets`` sets of ``count`` signals at
 instantiate; a launch borrows one in O(1) without allocating and gives it back, re-armed, when
 its last packet completes.
 

@@ -55,11 +55,6 @@ class Version:
         self.strand_ops = strand_ops  # one op list per strand of the plan
         self.in_flight = 0
 
-    @property
-    def slot_ops(self) -> list[list[Op]]:
-        """The op lists under the compiled plan's name (``Compiled.slot_ops``)."""
-        return self.strand_ops
-
 
 class Updater:
     """Changes an executable's nodes without disturbing launches. See the module notes."""
@@ -104,7 +99,7 @@ class Updater:
         self.arena = arena
         self.conditionals = conditionals
         self.races = races
-        self.version = Version(compiled.slot_ops)
+        self.version = Version(compiled.strand_ops)
         self.versions = 1
         # (launches enqueued when the slot was superseded, the slot)
         self.retired: deque[tuple[int, ArgSlot]] = deque()

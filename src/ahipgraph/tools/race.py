@@ -912,7 +912,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
         if cached is None or cached[0] is not version or cached[1] is not summary:
             found = [
                 o
-                for ops in version.slot_ops
+                for ops in version.strand_ops
                 for o in ops
                 if isinstance(o, CopyOp) and isinstance(o.src, np.ndarray) and o.nbytes
             ]

@@ -37,9 +37,9 @@ from ..device.ops import (
     HostOp,
     KernelOp,
     Op,
-    SignalSlotOp,
+    SignalIndexOp,
+    WaitSignalIndicesOp,
     WaitSignalsOp,
-    WaitSlotsOp,
 )
 from ..device.signal import Signal
 from ..exec.compile import EventRecordOp, StrictKernelOp
@@ -227,7 +227,7 @@ def _meta(kind: str, pid: int, tid: int, **args: Any) -> dict[str, Any]:
 
 
 class _ProgramInfo:
-    """What the recorder knows about a packet: its launch, slot and node labels."""
+    """What the recorder knows about a packet: its launch, strand and node labels."""
 
     __slots__ = ("exec", "last", "launch", "nodes", "owner")
 
@@ -257,9 +257,9 @@ def op_kind(op: Op) -> tuple[str, str] | None:
         return "fill", f"memset {op.extent}B"
     if isinstance(op, HostOp):
         return "host", str(getattr(op.fn, "__qualname__", "host function"))
-    if isinstance(op, WaitSignalsOp | WaitSlotsOp):
+    if isinstance(op, WaitSignalsOp | WaitSignalIndicesOp):
         return "barrier", "barrier"
-    if isinstance(op, SignalSlotOp):
+    if isinstance(op, SignalIndexOp):
         return None
     if isinstance(op, EventRecordOp):
         return "marker", "event record"
@@ -277,7 +277,7 @@ class _Recorder(hooks.Observer):
         self._exec_numbers: weakref.WeakKeyDictionary[GraphExec, int] = weakref.WeakKeyDictionary()
         self._launch_counts: dict[int, int] = {}
         self._launches: dict[_Launch, int] = {}
-        # executable -> slot -> op position -> node label
+        # executable -> strand -> op position -> node label
         self._node_labels: weakref.WeakKeyDictionary[GraphExec, dict[int, dict[int, str]]] = (
             weakref.WeakKeyDictionary()
         )
@@ -316,10 +316,10 @@ class _Recorder(hooks.Observer):
         if exec_no is None:
             exec_no = self._exec_numbers[graph_exec] = len(self._launch_counts)
             self._launch_counts[exec_no] = 0
-        slot_ops = launch.version.slot_ops
-        slot = next((k for k, ops in enumerate(slot_ops) if ops is program.ops), 0)
+        strand_ops = launch.version.strand_ops
+        strand = next((k for k, ops in enumerate(strand_ops) if ops is program.ops), 0)
         launch_no = self._launches.get(launch)
-        if launch_no is None:  # the head (slot 0) is submitted first
+        if launch_no is None:  # the head (strand 0) is submitted first
             launch_no = self._launch_counts[exec_no]
             self._launch_counts[exec_no] = launch_no + 1
             self._launches[launch] = launch_no
@@ -334,11 +334,11 @@ class _Recorder(hooks.Observer):
                     launch_no,
                 )
             )
-        nodes = self._labels(graph_exec).get(slot, {})
-        return _ProgramInfo(exec_no, launch_no, nodes, launch if slot == 0 else None)
+        nodes = self._labels(graph_exec).get(strand, {})
+        return _ProgramInfo(exec_no, launch_no, nodes, launch if strand == 0 else None)
 
     def _labels(self, graph_exec: GraphExec) -> dict[int, dict[int, str]]:
-        """Node labels by slot and op position ("node <k> <type>", k in walk order)."""
+        """Node labels by strand and op position ("node <k> <type>", k in walk order)."""
         labels = self._node_labels.get(graph_exec)
         if labels is None:
             locations = graph_exec._compiled.locations
@@ -346,8 +346,8 @@ class _Recorder(hooks.Observer):
             for number, node in enumerate(graph_exec._graph.walk()):
                 where = locations.get(node)
                 if where is not None:
-                    slot, position = where
-                    labels.setdefault(slot, {})[position] = f"node {number} {node.type.name}"
+                    strand, position = where
+                    labels.setdefault(strand, {})[position] = f"node {number} {node.type.name}"
             self._node_labels[graph_exec] = labels
         return labels
 
@@ -359,18 +359,18 @@ class _Recorder(hooks.Observer):
         info = self._programs.get(program)
         if info is None:  # submitted before tracing began
             info = self._programs[program] = _ProgramInfo()
-        if isinstance(op, SignalSlotOp):
-            self._reached(program.signals[op.slot], program, info)
+        if isinstance(op, SignalIndexOp):
+            self._reached(program.signals[op.index], program, info)
             return
         described = op_kind(op)
         assert described is not None
         record = self._record(program, info, described, start_ns, program.time, error)
         if isinstance(op, EventRecordOp):
             self._producer[program.signals[op.binding]] = record
-        elif isinstance(op, WaitSlotsOp | WaitSignalsOp):
+        elif isinstance(op, WaitSignalIndicesOp | WaitSignalsOp):
             waited = (
-                [program.signals[slot] for slot in op.slots]
-                if isinstance(op, WaitSlotsOp)
+                [program.signals[index] for index in op.indices]
+                if isinstance(op, WaitSignalIndicesOp)
                 else list(op.signals)
             )
             for signal in waited:
