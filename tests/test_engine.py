@@ -354,7 +354,7 @@ def test_null_stream_ordering_while_another_thread_destroys_streams(fast_switchi
         try:
             while thread.is_alive():
                 walks += 1
-                if held.tail not in null.implicit_waits():
+                if held.tail not in null._implicit_waits():
                     missed += 1
         finally:
             thread.join()

@@ -181,8 +181,8 @@ async def test_exec_holds_one_reference_per_user_object_until_its_last_launch_co
 
     graph_exec = graph.instantiate()
     assert (many.refcount, moved.refcount) == (5, 2)  # one more each, whatever the graph holds
-    assert many.owned_by(graph_exec) == 1
-    assert moved.owned_by(graph_exec) == 1
+    assert many._owned_by(graph_exec) == 1
+    assert moved._owned_by(graph_exec) == 1
 
     graph.destroy()
     many.release()

@@ -214,3 +214,77 @@ def test_what_statistics_returns_is_exported(device: ahg.Device) -> None:
     graph_exec.destroy()
     graph.destroy()
     stream.destroy()
+
+
+# The public attributes of the handle classes, name by name. A new public name must be added
+# here on purpose: runtime plumbing (loop binding, submission, liveness checks, ownership
+# bookkeeping) stays underscored or lives on internal objects, as trio and anyio keep theirs.
+PUBLIC_ATTRIBUTES = {
+    "Device": (
+        "can_access_peer create_event create_stream disable_peer_access enable_peer_access free "
+        "graph_mem_attribute graph_mem_trim in_flight loop malloc memcpy memcpy_2d memcpy_3d "
+        "memcpy_from_symbol memcpy_peer memcpy_to_symbol memory_info memset name null_stream "
+        "per_thread_stream set_graph_mem_attribute statistics streams synchronize view"
+    ),
+    "Stream": (
+        "alive begin_capture begin_capture_to_graph capture capture_info destroy end_capture "
+        "free_async free_async_nowait is_capturing launch_host_func launch_host_func_nowait "
+        "launch_kernel launch_kernel_nowait malloc_async memcpy memcpy_2d memcpy_2d_nowait "
+        "memcpy_3d memcpy_3d_nowait memcpy_from_symbol memcpy_from_symbol_nowait memcpy_nowait "
+        "memcpy_peer memcpy_peer_nowait memcpy_to_symbol memcpy_to_symbol_nowait memset "
+        "memset_nowait query record_event record_event_nowait statistics synchronize "
+        "update_capture_dependencies wait_event wait_event_nowait wait_value_32 "
+        "wait_value_32_nowait wait_value_64 wait_value_64_nowait write_value_32 "
+        "write_value_32_nowait write_value_64 write_value_64_nowait"
+    ),
+    "Event": "alive destroy query synchronize time_ns",
+    "Graph": (
+        "add_child_graph_node add_conditional_node add_dependencies add_empty_node "
+        "add_event_record_node add_event_wait_node add_host_node add_kernel_node "
+        "add_mem_alloc_node add_mem_free_node add_memcpy_3d_node add_memcpy_node "
+        "add_memcpy_node_from_symbol add_memcpy_node_to_symbol add_memset_node add_node alive "
+        "check_races clone conditional_handle debug_dot_print destroy destroyed edges "
+        "find_in_clone instantiate nodes owner_node release_user_object remove_dependencies "
+        "render retain_user_object root_nodes state statistics to_dot user_objects"
+    ),
+    "GraphExec": (
+        "alive arena destroy device flags hid in_flight kernel_node_attribute launch "
+        "launch_nowait node_enabled plan plan_dot pool set_child_graph_node_params "
+        "set_event_record_node_event set_event_wait_node_event set_host_node_params "
+        "set_kernel_node_attribute set_kernel_node_params set_memcpy_3d_node_params "
+        "set_memcpy_node_from_symbol set_memcpy_node_params set_memcpy_node_to_symbol "
+        "set_memset_node_params set_node_enabled set_node_params state statistics update upload "
+        "user_objects"
+    ),
+    "GraphNode": (
+        "alive copy_attributes_from dependencies dependents destroy get_attribute graph hid id "
+        "params set_attribute set_child_graph set_event set_host_params set_kernel_params "
+        "set_memcpy_3d_params set_memcpy_from_symbol_params set_memcpy_params "
+        "set_memcpy_to_symbol_params set_memset_params set_params state type"
+    ),
+    "UserObject": "alive data hid owners refcount release retain state statistics",
+    "Completion": "done end_ns exception start_ns wait",
+}
+
+
+@pytest.mark.parametrize("name", sorted(PUBLIC_ATTRIBUTES))
+def test_each_handle_class_has_exactly_its_deliberate_public_attributes(name: str) -> None:
+    public = {attr for attr in dir(getattr(ahg, name)) if not attr.startswith("_")}
+    assert sorted(public) == sorted(PUBLIC_ATTRIBUTES[name].split())
+
+
+@pytest.mark.parametrize(
+    ("name", "hooks"),
+    [
+        ("Device", "bind_loop run_ready schedule next_queue wait_signal"),
+        ("Stream", "submit take_error check_open implicit_waits report_error"),
+        ("Event", "recorded check_open"),
+        ("Graph", "mark_instantiated check_alive"),
+        ("GraphExec", "retain release refcount check_alive"),
+        ("GraphNode", "check_alive"),
+        ("UserObject", "adopt disown owned_by"),
+    ],
+)
+def test_runtime_plumbing_is_not_public(name: str, hooks: str) -> None:
+    cls = getattr(ahg, name)
+    assert [hook for hook in hooks.split() if hasattr(cls, hook)] == []

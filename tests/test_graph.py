@@ -672,7 +672,7 @@ def test_graph_destroy_invalidates_every_node_handle_at_once(buf: ahg.DevicePtr)
         assert not node.alive
         assert "destroyed" in repr(node)
         with pytest.raises(ahg.InvalidValue):
-            node.check_alive()
+            node._check_alive()
         with pytest.raises(ahg.InvalidValue):
             node.set_memset_params(buf, 0, 4)
         with pytest.raises(ahg.InvalidValue):
@@ -694,7 +694,7 @@ def test_every_call_on_a_destroyed_graph_is_invalid_value() -> None:
         graph.user_objects,
         graph._mark_instantiated,
         graph.to_dot,
-        graph.check_alive,
+        graph._check_alive,
         lambda: graph.add_dependencies(a, b),
         lambda: graph.remove_dependencies(a, b),
         lambda: graph.find_in_clone(a),

@@ -131,11 +131,11 @@ def test_adopt_adds_references_for_an_owner_and_disown_gives_them_back() -> None
     dtor = Destructor()
     obj = ahg.UserObject(dtor)
     owner = object()
-    assert obj.adopt(owner, 3)
+    assert obj._adopt(owner, 3)
     assert obj.refcount == 4
-    assert obj.owned_by(owner) == 3
+    assert obj._owned_by(owner) == 3
     assert obj.owners == {owner}
-    assert obj.disown(owner) is False
+    assert obj._disown(owner) is False
     assert obj.refcount == 1
     assert obj.owners == frozenset()
     assert obj.release() is True
@@ -146,16 +146,16 @@ def test_disown_of_last_references_runs_destructor() -> None:
     dtor = Destructor()
     obj = ahg.UserObject(dtor)
     owner = object()
-    obj.adopt(owner, 1, move=True)  # the owner takes over the only reference
+    obj._adopt(owner, 1, move=True)  # the owner takes over the only reference
     assert obj.refcount == 1
-    assert obj.disown(owner) is True
+    assert obj._disown(owner) is True
     assert dtor.calls == [None]
 
 
 def test_adopt_on_dead_object_is_a_no_op() -> None:
     obj = ahg.UserObject(Destructor())
     obj.release()
-    assert obj.adopt(object(), 2) is False
+    assert obj._adopt(object(), 2) is False
     assert obj.refcount == 0
     assert obj.owners == frozenset()
 
@@ -164,24 +164,24 @@ def test_move_more_than_the_caller_holds_succeeds_as_in_hip_and_destructs_once()
     destructor = Destructor()
     obj = ahg.UserObject(destructor, initial_refcount=2)
     first, second = object(), object()
-    obj.adopt(first, 2, move=True)
-    assert obj.adopt(second, 5, move=True) is True  # HIP never checks a moved count
+    obj._adopt(first, 2, move=True)
+    assert obj._adopt(second, 5, move=True) is True  # HIP never checks a moved count
     assert obj.refcount == 2
     assert obj.owners == {first, second}
-    assert obj.disown(first) is True  # the last two references go: the destructor runs
-    assert obj.disown(second) is False
+    assert obj._disown(first) is True  # the last two references go: the destructor runs
+    assert obj._disown(second) is False
     assert destructor.calls == [None]
 
 
 def test_disown_more_than_held_or_by_stranger_is_a_no_op() -> None:
     obj = ahg.UserObject(Destructor())
     owner = object()
-    obj.adopt(owner, 2)
-    assert obj.disown(owner, 3) is False
-    assert obj.disown(object()) is False
+    obj._adopt(owner, 2)
+    assert obj._disown(owner, 3) is False
+    assert obj._disown(object()) is False
     assert obj.refcount == 3
-    assert obj.disown(owner, 1) is False
-    assert obj.owned_by(owner) == 1
+    assert obj._disown(owner, 1) is False
+    assert obj._owned_by(owner) == 1
     assert obj.refcount == 2
     destroy(obj)
 
@@ -192,9 +192,9 @@ def test_disown_after_user_over_released_owner_references_still_destroys_once() 
     dtor = Destructor()
     obj = ahg.UserObject(dtor)
     owner = object()
-    obj.adopt(owner, 2)
+    obj._adopt(owner, 2)
     assert obj.release(2) is False  # refcount 1, owner still "holds" 2
-    assert obj.disown(owner) is True
+    assert obj._disown(owner) is True
     assert dtor.calls == [None]
     assert obj.refcount == 0
 
@@ -202,15 +202,15 @@ def test_disown_after_user_over_released_owner_references_still_destroys_once() 
 def test_user_release_to_zero_clears_owner_table() -> None:
     obj = ahg.UserObject(Destructor())
     owner = object()
-    obj.adopt(owner, 1)
+    obj._adopt(owner, 1)
     assert obj.release(2) is True
     assert obj.owners == frozenset()
-    assert obj.disown(owner) is False
+    assert obj._disown(owner) is False
 
 
 def test_statistics_and_repr() -> None:
     obj = ahg.UserObject(Destructor(), initial_refcount=2)
-    obj.adopt("graph-a", 3)
+    obj._adopt("graph-a", 3)
     stats = obj.statistics()
     assert (stats.refcount, stats.owners, stats.owned, stats.alive) == (5, 1, 3, True)
     assert "refcount=5" in repr(obj)
@@ -386,9 +386,9 @@ def test_executable_style_owner_keeps_object_alive_after_graph_destroy() -> None
     graph.retain_user_object(obj, 1, move=True)
     fake_exec = object()
     for owned in graph.user_objects():
-        owned.adopt(fake_exec, 1)
+        owned._adopt(fake_exec, 1)
     graph.destroy()
     assert dtor.calls == []
     assert obj.owners == {fake_exec}
-    obj.disown(fake_exec)
+    obj._disown(fake_exec)
     assert dtor.calls == [None]

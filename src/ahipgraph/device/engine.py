@@ -264,7 +264,7 @@ class Engine:
             while self.in_flight:
                 await self._idle.park()
 
-    async def wait_signal(self, signal: Signal) -> None:
+    async def _wait_signal(self, signal: Signal) -> None:
         """How a host waits for device work: return at once if it is done, else park.
 
         Parking yields to the event loop, which runs the device's work (and every other task);

@@ -32,7 +32,7 @@ __all__ = ["enqueue_cross_device"]
 
 def _waits(stream: Stream) -> list[Signal]:
     """The user stream's unfinished work the graph must follow (its tail, legacy ordering)."""
-    waits = list(stream.implicit_waits()) if not stream.non_blocking else []
+    waits = list(stream._implicit_waits()) if not stream.non_blocking else []
     tail = stream.tail
     if tail is not None and tail.value > 0:
         waits.append(tail)
@@ -59,7 +59,7 @@ def enqueue_cross_device(launcher: Launcher, stream: Stream, signal_set: SignalS
             own.claim_locked()
             other.claim_locked()
             if stream.state is not stream.state.OPEN:
-                stream.check_open()  # raises: destroyed while the launch waited for a set
+                stream._check_open()  # raises: destroyed while the launch waited for a set
         except BaseException:
             launcher.pool.give_back(signal_set)
             raise

@@ -154,7 +154,7 @@ class _ExecRecord(HandleRecord):
         first: BaseException | None = None
         for obj in self.user_objects:  # every destructor runs, then the first error is raised
             try:
-                obj.disown(self)
+                obj._disown(self)
             except BaseException as error:
                 if first is None:
                     first = error
@@ -227,7 +227,7 @@ class GraphExec(DestroyOnExit):
         self._life = _ExecRecord(self, self._launcher, self._updater)
         self._launcher.record = self._life
         for obj in self.user_objects:
-            obj.adopt(self, 1)
+            obj._adopt(self, 1)
 
     @classmethod
     def _instantiate(
@@ -248,7 +248,7 @@ class GraphExec(DestroyOnExit):
 
     # -- handle checks --------------------------------------------------------------------------
 
-    def check_alive(self) -> None:
+    def _check_alive(self) -> None:
         """Raises InvalidValue once the executable was destroyed (HIP: not in graphExecSet_)."""
         if self.state is not ExecState.OPEN:
             check_live(False, "graph exec", self)
@@ -325,7 +325,7 @@ class GraphExec(DestroyOnExit):
 
     def _upload(self, stream: Stream | None) -> None:
         """What an upload checks (also run by instantiate with ``InstantiateFlags.UPLOAD``)."""
-        self.check_alive()
+        self._check_alive()
         launch_stream(stream, self.device)
 
     # -- destroy --------------------------------------------------------------------------------
@@ -366,7 +366,7 @@ class GraphExec(DestroyOnExit):
         first: BaseException | None = None
         for obj in objects:  # user code: every destructor runs, then the first error is raised
             try:
-                obj.disown(self)
+                obj._disown(self)
             except BaseException as error:
                 if first is None:
                     first = error

@@ -213,7 +213,7 @@ def instantiate(graph: Graph, request: InstantiateRequest) -> Instantiated:
 
 def check_instantiable(graph: Graph) -> None:
     """HIP's instantiate checks on the graph itself. Call with the graph's lock held."""
-    graph.check_alive()
+    graph._check_alive()
     if graph.has_mem_nodes and graph.instantiated:
         raise NotSupported("a graph with memory nodes can be instantiated only once")
 

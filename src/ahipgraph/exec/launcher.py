@@ -132,7 +132,7 @@ class Launcher:
         """The checks every launch makes, in HIP's order; None when the graph is empty."""
         owner = self.owner
         if owner.state is not ExecState.OPEN:
-            owner.check_alive()  # raises
+            owner._check_alive()  # raises
         stream = launch_stream(stream, self.device, any_device=True)
         if stream._capture is not None:  # capturing a launch is not supported: HIP's rule
             raise stream._capture.unsupported("a graph launch")
@@ -258,8 +258,8 @@ class Launcher:
         with self.lock:
             if owner.state is not ExecState.OPEN or stream.state is not StreamState.OPEN:
                 self.pool.give_back(signal_set)  # destroyed while we waited for a set
-                owner.check_alive()
-                stream.check_open()
+                owner._check_alive()
+                stream._check_open()
             owner._refcount += 1
             version = self.updater.version
             version.in_flight += 1
@@ -300,7 +300,7 @@ class Launcher:
         """Completion of a launch (on the device's loop): return everything it borrowed."""
         error = launch.done.error
         if error is not None:
-            launch.stream.report_error(error)
+            launch.stream._report_error(error)
         self.pool.release(launch.signal_set)
         owner = self.owner
         with self.lock:

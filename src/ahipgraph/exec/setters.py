@@ -189,7 +189,7 @@ def node_enabled(updater: Updater, node: GraphNode) -> bool:
 
 def update(updater: Updater, graph: Graph) -> UpdateResult:
     """``hipGraphExecUpdate``: all-or-nothing, every node checked before any is changed."""
-    updater.owner.check_alive()
+    updater.owner._check_alive()
     graph = live_graph(graph)
     with gcpause.paused():  # a bulk copy that makes no garbage: see core.gcpause
         new_copy, new_nodes = snapshot(graph)

@@ -120,7 +120,7 @@ def snapshot(graph: Graph) -> tuple[ExecGraph, list[GraphNode]]:
     """
     with contextlib.ExitStack() as locks:
         locks.enter_context(graph.lock)
-        graph.check_alive()
+        graph._check_alive()
         top_order: list[GraphNode] = []
         copies: list[tuple[ExecGraph, list[ExecGraph]]] = []  # each copy and its children
         top = _copy_one(graph, top_order)

@@ -108,7 +108,7 @@ class Updater:
 
     def node(self, node: GraphNode, *types: NodeType) -> ExecNode:
         """Find the copy of an original node: exec first, then node handle, then node type."""
-        self.owner.check_alive()
+        self.owner._check_alive()
         node = live_node(node)
         exec_node = self.sources.get(node.hid)
         if exec_node is None:

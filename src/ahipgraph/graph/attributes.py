@@ -29,7 +29,7 @@ __all__ = ["copy_attributes", "get_attribute", "set_attribute"]
 
 
 def _kernel_node(node: GraphNode) -> None:
-    node.check_alive()
+    node._check_alive()
     if node._type is not NodeType.Kernel:
         raise InvalidValue(f"{node!r} is not a kernel node; only kernel nodes have attributes")
 

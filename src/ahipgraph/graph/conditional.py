@@ -96,7 +96,7 @@ class ConditionalNodeParams:
 
 def make_handle(graph: Graph, default: Any, assign_default: Any) -> ConditionalHandle:
     """Check the arguments of ``graph.conditional_handle`` and make the handle."""
-    graph.check_alive()
+    graph._check_alive()
     if isinstance(default, bool) or not isinstance(default, int):
         raise TypeError(f"default must be an int, got {default!r}")
     if not 0 <= default <= _UINT32_MAX:

@@ -116,7 +116,7 @@ def to_dot(graph: Graph, flags: int = 0, races: Sequence[Any] | None = None) -> 
     race_lines = _race_lines(races)
     lines = ["digraph dot {"]
     with graph.lock:
-        graph.check_alive()
+        graph._check_alive()
         _cluster(graph, int(flags), lines)
     lines.extend(race_lines)
     lines.append("}")
@@ -162,7 +162,7 @@ def write_dot(graph: Graph, path: str | os.PathLike[str] | None, flags: int = 0)
     Raises:
         InvalidValue: destroyed graph or null path. OperatingSystem: the file cannot be written.
     """
-    graph.check_alive()
+    graph._check_alive()
     if path is None:
         raise InvalidValue("path is null")
     if not isinstance(path, str | os.PathLike):  # open() would take an int as a descriptor

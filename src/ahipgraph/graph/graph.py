@@ -18,7 +18,7 @@ Design:
   * Every add and edge edit validates everything before it changes anything: a failed call
     leaves the graph as it was (HIP can leave a node or a partial edge list behind).
   * User objects: the graph keeps the set of objects it may own; the counts live in each object
-    (``UserObject.adopt``/``disown``), the one code path graphs and executables share.
+    (``UserObject._adopt``/``disown``), the one code path graphs and executables share.
     Destructors never run while this graph's lock is held.
 
 Validity: a graph is registered in :data:`GRAPHS` while it lives. ``destroy()`` unregisters it
@@ -122,7 +122,7 @@ class _GraphRecord(HandleRecord):
         first: BaseException | None = None
         for obj in objects:  # every reference goes back, then the first error is raised
             try:
-                obj.disown(self)
+                obj._disown(self)
             except BaseException as error:
                 if first is None:
                     first = error
@@ -182,7 +182,7 @@ class Graph(DestroyOnExit):
         """False once the graph was destroyed."""
         return GRAPHS.get(self.hid) is self
 
-    def check_alive(self) -> None:
+    def _check_alive(self) -> None:
         """Raise InvalidValue if the graph was destroyed."""
         if GRAPHS.get(self.hid) is not self:
             check_live(False, "graph", self)
@@ -193,18 +193,18 @@ class Graph(DestroyOnExit):
         self, node_type: NodeType, deps: Deps, build: Callable[[], NodeParams]
     ) -> GraphNode:
         with self.lock:
-            self.check_alive()
+            self._check_alive()
             dep_list = self._check_deps(deps)
             return self._attach(node_type, build(), dep_list)
 
     def _add_child_graph(self, child: Graph, deps: Deps) -> GraphNode:
         with self.lock:
-            self.check_alive()
+            self._check_alive()
             self._check_deps(deps)
         copy = self._embed_copy(child)  # outside our lock: see the module notes
         try:
             with self.lock:
-                self.check_alive()
+                self._check_alive()
                 node = self._attach(NodeType.Graph, ChildGraphParams(copy), self._check_deps(deps))
                 copy.owner_node = node
                 return node
@@ -610,7 +610,7 @@ class Graph(DestroyOnExit):
         """
         with contextlib.ExitStack() as locks:
             locks.enter_context(self.lock)
-            self.check_alive()
+            self._check_alive()
             if self.has_mem_nodes:
                 raise NotSupported(f"{self!r} has memory nodes and cannot be copied")
             top = Graph()
@@ -651,7 +651,7 @@ class Graph(DestroyOnExit):
                         twin._succ = [twins[succ] for succ in node._succ]
                     copy._edge_count = source._edge_count
                     for obj in source._user_objects:
-                        if obj.owned_by(source) and obj.adopt(copy, 1):
+                        if obj._owned_by(source) and obj._adopt(copy, 1):
                             copy._user_objects.add(obj)
             except BaseException:
                 for copy in reversed(made):
@@ -670,7 +670,7 @@ class Graph(DestroyOnExit):
                 graph; the node has no copy here (added after cloning, or since destroyed).
         """
         with self.lock:
-            self.check_alive()
+            self._check_alive()
             node = live_node(node)
             ancestor = self.original
             while ancestor is not None and ancestor is not node.graph:
@@ -703,7 +703,7 @@ class Graph(DestroyOnExit):
         move = bool(flag)
         with self.lock:
             self._check_user_object(obj, count)
-            if obj.adopt(self, count, move=move):
+            if obj._adopt(self, count, move=move):
                 self._user_objects.add(obj)
 
     def release_user_object(self, obj: UserObject, count: int = 1) -> None:
@@ -717,13 +717,13 @@ class Graph(DestroyOnExit):
         """
         with self.lock:
             self._check_user_object(obj, count)
-        obj.disown(self, count)  # outside the lock: the destructor may run
+        obj._disown(self, count)  # outside the lock: the destructor may run
         with self.lock:
-            if obj in self._user_objects and not obj.owned_by(self):
+            if obj in self._user_objects and not obj._owned_by(self):
                 self._user_objects.discard(obj)
 
     def _check_user_object(self, obj: UserObject, count: int) -> None:
-        self.check_alive()
+        self._check_alive()
         if obj is None:
             raise InvalidValue("user object is null")
         if not isinstance(obj, UserObject):
@@ -733,8 +733,8 @@ class Graph(DestroyOnExit):
     def user_objects(self) -> dict[UserObject, int]:
         """A snapshot of the user objects this graph owns and how many references of each."""
         with self.lock:
-            self.check_alive()
-            owned = {obj: obj.owned_by(self) for obj in self._user_objects}
+            self._check_alive()
+            owned = {obj: obj._owned_by(self) for obj in self._user_objects}
             return {obj: count for obj, count in owned.items() if count}
 
     # -- lifecycle ---------------------------------------------------------------------------------
@@ -743,7 +743,7 @@ class Graph(DestroyOnExit):
         """Record that an executable was made from this graph (an internal hook: only
         ``exec/instantiate.py`` calls it, once the executable owns the alloc ranges)."""
         with self.lock:
-            self.check_alive()
+            self._check_alive()
             self.instantiated = True
             self._life.instantiated = True
 
@@ -857,7 +857,7 @@ class Graph(DestroyOnExit):
             stack.pop()
             for obj in owned:
                 try:
-                    obj.disown(graph)
+                    obj._disown(graph)
                 except Exception as error:
                     errors.append(error)
         if errors:
@@ -865,7 +865,7 @@ class Graph(DestroyOnExit):
 
     def _destroy_node(self, node: GraphNode) -> None:
         with self.lock:
-            node.check_alive()
+            node._check_alive()
             if node._type in _MEM_NODE_TYPES:
                 raise NotSupported(f"{node._type.name} nodes cannot be destroyed")
             for dep in list(node._deps):
@@ -911,7 +911,7 @@ class Graph(DestroyOnExit):
 
     def statistics(self) -> GraphStatistics:
         with self.lock:
-            owned = {obj: obj.owned_by(self) for obj in self._user_objects}
+            owned = {obj: obj._owned_by(self) for obj in self._user_objects}
             return GraphStatistics(
                 id=self.id,
                 nodes=len(self._nodes),
@@ -944,5 +944,5 @@ def live_graph(graph: object, what: str = "graph") -> Graph:
         raise InvalidValue(f"{what} is null")
     if not isinstance(graph, Graph):
         raise TypeError(f"{what} must be a Graph, got {graph!r}")
-    graph.check_alive()
+    graph._check_alive()
     return graph

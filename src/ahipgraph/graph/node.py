@@ -139,7 +139,7 @@ class GraphNode(NodeCopySetters):
         """DESTROYED once the node or its graph was destroyed (a node dies with its graph)."""
         return HandleState.OPEN if self.alive else HandleState.DESTROYED
 
-    def check_alive(self) -> None:
+    def _check_alive(self) -> None:
         """Raise InvalidValue if the node or its graph was destroyed."""
         if NODES.get(self.hid) is not self or self.graph.destroyed:
             check_live(False, "graph node", self)
@@ -149,7 +149,7 @@ class GraphNode(NodeCopySetters):
     @property
     def type(self) -> NodeType:
         """The node's :class:`NodeType` (``hipGraphNodeGetType``)."""
-        self.check_alive()
+        self._check_alive()
         return self._type
 
     @property
@@ -159,19 +159,19 @@ class GraphNode(NodeCopySetters):
         Typed ``Any`` because callers dispatch on :attr:`type`; None for an empty node.
         """
         with self.graph.lock:
-            self.check_alive()
+            self._check_alive()
             return self._params
 
     def dependencies(self) -> list[GraphNode]:
         """The nodes this one depends on, in the order the edges were added."""
         with self.graph.lock:
-            self.check_alive()
+            self._check_alive()
             return list(self._deps)
 
     def dependents(self) -> list[GraphNode]:
         """The nodes that depend on this one, in the order the edges were added."""
         with self.graph.lock:
-            self.check_alive()
+            self._check_alive()
             return list(self._succ)
 
     # -- parameter setters -------------------------------------------------------------------------
@@ -192,11 +192,11 @@ class GraphNode(NodeCopySetters):
         if isinstance(params, GraphNodeParams):  # hipGraphNodeSetParams' tagged record
             kind, params = unwrap(params)
             with self.graph.lock:
-                self.check_alive()
+                self._check_alive()
                 if kind is not self._type:
                     raise InvalidValue(f"{self!r} is not a {kind.name} node")
         with self.graph.lock:
-            self.check_alive()
+            self._check_alive()
             if self._type in (NodeType.MemAlloc, NodeType.MemFree):
                 raise NotSupported(f"{self._type.name} node parameters cannot be changed")
             if self._type is NodeType.Conditional:
@@ -280,13 +280,13 @@ class GraphNode(NodeCopySetters):
             NotSupported: ``graph`` has memory nodes.
         """
         with self.graph.lock:
-            self.check_alive()
+            self._check_alive()
             if self._type is not NodeType.Graph:
                 raise InvalidValue(f"{self!r} is not a child-graph node")
         copy = self.graph._embed_copy(graph)
         with self.graph.lock:
             try:
-                self.check_alive()
+                self._check_alive()
             except InvalidValue:
                 copy._dispose()
                 raise
@@ -298,7 +298,7 @@ class GraphNode(NodeCopySetters):
 
     def _set(self, types: tuple[NodeType, ...], build: Callable[[], NodeParams]) -> None:
         with self.graph.lock:
-            self.check_alive()
+            self._check_alive()
             if self._type not in types:
                 raise InvalidValue(f"{self!r} is not a {' or '.join(t.name for t in types)} node")
             self._store(build())
@@ -375,5 +375,5 @@ def live_node(node: object, what: str = "node") -> GraphNode:
         raise InvalidValue(f"{what} is null")
     if not isinstance(node, GraphNode):
         raise TypeError(f"{what} must be a GraphNode, got {node!r}")
-    node.check_alive()
+    node._check_alive()
     return node

@@ -69,7 +69,7 @@ def remove_dependencies(graph: Graph, from_nodes: Ends, to_nodes: Ends) -> None:
 
 
 def _check_pairs(graph: Graph, pairs: list[tuple[GraphNode, GraphNode]]) -> None:
-    graph.check_alive()
+    graph._check_alive()
     for src, dst in pairs:
         graph._check_member(src, "from node")
         graph._check_member(dst, "to node")
@@ -83,7 +83,7 @@ def _check_pairs(graph: Graph, pairs: list[tuple[GraphNode, GraphNode]]) -> None
 def nodes(graph: Graph) -> list[GraphNode]:
     """All nodes in topological order (Kahn, insertion-order FIFO)."""
     with graph.lock, gcpause.paused():  # a bulk build that makes no garbage
-        graph.check_alive()
+        graph._check_alive()
         return topological_order(graph)
 
 
@@ -107,14 +107,14 @@ def topological_order(graph: Graph) -> list[GraphNode]:
 def root_nodes(graph: Graph) -> list[GraphNode]:
     """Nodes without dependencies, in insertion order."""
     with graph.lock:
-        graph.check_alive()
+        graph._check_alive()
         return [node for node in graph._nodes if not node._deps]
 
 
 def edges(graph: Graph) -> list[tuple[GraphNode, GraphNode]]:
     """Every edge (from, to): nodes in insertion order, each node's edges in edge order."""
     with graph.lock, gcpause.paused():  # one tuple per edge, none of them garbage
-        graph.check_alive()
+        graph._check_alive()
         return [(node, succ) for node in graph._nodes for succ in node._succ]
 
 

@@ -174,7 +174,7 @@ class UserObject(RefCounted):
 
     # -- owners (graphs, executables) --------------------------------------------------------------
 
-    def adopt(self, owner: object, count: int = 1, *, move: bool = False) -> bool:
+    def _adopt(self, owner: object, count: int = 1, *, move: bool = False) -> bool:
         """Record ``count`` references as held by ``owner``.
 
         Without ``move`` the references are new ones. With ``move`` the owner takes over
@@ -200,7 +200,7 @@ class UserObject(RefCounted):
             self._owned[key] = self._owned.get(key, 0) + count
             return True
 
-    def disown(self, owner: object, count: int | None = None) -> bool:
+    def _disown(self, owner: object, count: int | None = None) -> bool:
         """Give back ``count`` of the references ``owner`` holds (all of them by default).
 
         Asking for more than the owner holds, or for an owner holding none, does nothing.
@@ -231,7 +231,7 @@ class UserObject(RefCounted):
             self._last_release()
         return last
 
-    def owned_by(self, owner: object) -> int:
+    def _owned_by(self, owner: object) -> int:
         """How many references ``owner`` holds."""
         key = owner_key(owner)
         with self._ref_lock:

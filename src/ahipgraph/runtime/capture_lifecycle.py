@@ -58,7 +58,7 @@ def begin(
     to_graph: bool = False,
 ) -> None:
     """``hipStreamBeginCapture`` / ``hipStreamBeginCaptureToGraph`` (``to_graph``)."""
-    stream.check_open()
+    stream._check_open()
     if stream.is_null:
         raise StreamCaptureUnsupported("the null stream cannot capture")
     checked_mode = _check_mode(mode)
@@ -82,7 +82,7 @@ def end(stream: Stream) -> Graph:
     """``hipStreamEndCapture``: checks in HIP's order, then the unjoined check."""
     if stream.is_null:
         raise IllegalState("the null stream is not capturing")
-    stream.check_open()
+    stream._check_open()
     with _LOCK:
         part = stream._capture
         if not isinstance(part, StreamCapture):
@@ -145,7 +145,7 @@ def info(stream: Stream) -> CaptureInfo:
     part = stream._capture
     if part is NULL_GUARD:
         raise StreamCaptureImplicit("a blocking stream of this device is capturing")
-    stream.check_open()
+    stream._check_open()
     if not isinstance(part, StreamCapture):
         return CaptureInfo(CaptureStatus.NONE)
     with _LOCK:
@@ -157,7 +157,7 @@ def info(stream: Stream) -> CaptureInfo:
 
 def update_dependencies(stream: Stream, nodes: Sequence[GraphNode], flags: int) -> None:
     """``hipStreamUpdateCaptureDependencies``: Add or Set, with HIP's checks."""
-    stream.check_open()
+    stream._check_open()
     with _LOCK:
         part = stream._capture
         if not isinstance(part, StreamCapture) or part.session.status is not CaptureStatus.ACTIVE:

@@ -59,7 +59,7 @@ class CaptureScope:
         part = self.stream._capture
         if not isinstance(part, StreamCapture) or part.session is not session:
             capture.abort(self.stream, session)
-            self.stream.check_open()  # a stream destroyed in the block: ContextIsDestroyed
+            self.stream._check_open()  # a stream destroyed in the block: ContextIsDestroyed
             raise IllegalState(f"the capture on {self.stream!r} was ended inside its block")
         self.graph = capture.end(self.stream)
 

@@ -58,7 +58,7 @@ class Completion:
     def __await__(self) -> Generator[Any, None, None]:
         signal = self._signal
         if signal.value > 0:
-            yield from self._device.wait_signal(signal).__await__()
+            yield from self._device._wait_signal(signal).__await__()
         else:
             self._device.clock.observe(signal.time)
         if observe.observer is not None:

@@ -234,13 +234,13 @@ class Device(DeviceBase, DeviceCopyMixin):
                     self._null_stream = Stream._create(self, null=True)
         return self._null_stream
 
-    async def wait_signal(self, signal: Signal) -> None:
+    async def _wait_signal(self, signal: Signal) -> None:
         """How a host waits for device work: return at once if it is done, else park.
 
         Raises:
             IllegalState: the device is busy on another event loop.
         """
-        await self.engine.wait_signal(signal)
+        await self.engine._wait_signal(signal)
 
     async def synchronize(self) -> None:
         """Wait for all work on the device (``hipDeviceSynchronize``).

@@ -63,7 +63,7 @@ class Event(DestroyOnExit):
             device, disable_timing=disable_timing, blocking_sync=blocking_sync, _key=_FACTORY
         )
 
-    def check_open(self) -> None:
+    def _check_open(self) -> None:
         if self.state is not EventState.OPEN:
             check_live(False, "event", self)
 
@@ -77,7 +77,7 @@ class Event(DestroyOnExit):
         Raises:
             CapturedEvent: the event was recorded in a capture in progress (now invalidated).
         """
-        self.check_open()
+        self._check_open()
         capture.check_event_sync(self)
         done = self._complete()
         if done and observe.observer is not None:
@@ -92,11 +92,11 @@ class Event(DestroyOnExit):
             IllegalState: the device is busy on another event loop.
             CapturedEvent: the event was recorded in a capture in progress (now invalidated).
         """
-        self.check_open()
+        self._check_open()
         capture.check_event_sync(self)
         signal = self.signal
         if signal is not None:
-            await self.device.wait_signal(signal)
+            await self.device._wait_signal(signal)
         if observe.observer is not None:
             observe.observer.event_synchronized(self)
 
@@ -162,5 +162,5 @@ def live_event(event: object, what: str = "event") -> Event:
         raise InvalidHandle(f"{what} is null")
     if not isinstance(event, Event):
         raise TypeError(f"{what} must be an Event, got {event!r}")
-    event.check_open()
+    event._check_open()
     return event

@@ -144,7 +144,7 @@ class Stream(
 
     # -- checks -----------------------------------------------------------------------------------
 
-    def check_open(self) -> None:
+    def _check_open(self) -> None:
         """Raise ContextIsDestroyed (HIP's answer for a dead stream) if it was destroyed."""
         if self.state is not StreamState.OPEN:
             check_live(False, "stream", self)
@@ -156,7 +156,7 @@ class Stream(
 
     # -- submission --------------------------------------------------------------------------------
 
-    def implicit_waits(self) -> list[Signal]:
+    def _implicit_waits(self) -> list[Signal]:
         """Unfinished work this stream must order after under legacy default-stream rules."""
         if self.non_blocking:
             return []
@@ -173,7 +173,7 @@ class Stream(
 
     def _ring(self) -> HardwareQueue | None:
         """The hardware queue an enqueue needs room in; None while capturing (no packets)."""
-        self.check_open()
+        self._check_open()
         return None if self._capture is not None else self.queue
 
     def _submit(self, program: Program) -> None:
@@ -191,7 +191,7 @@ class Stream(
         """:meth:`_submit` for a caller that holds the engine's lock and claimed it."""
         queue = self.queue
         if not self.non_blocking:  # legacy default-stream ordering
-            waits = self.implicit_waits()
+            waits = self._implicit_waits()
             if waits:
                 queue.submit_locked(Program([WaitSignalsOp(waits)]))
         if program.on_done is None:
@@ -218,7 +218,7 @@ class Stream(
         if program.error is not None and self._error is None:
             self._error = program.error
 
-    def report_error(self, error: HipError) -> None:
+    def _report_error(self, error: HipError) -> None:
         """Make ``error`` this stream's pending failure (graph launches report through this)."""
         if self._error is None:
             self._error = error
@@ -240,7 +240,7 @@ class Stream(
             ContextIsDestroyed: the stream was destroyed.
             InvalidConfiguration: bad grid/block. TypeError/ValueError: bad arguments.
         """
-        self.check_open()
+        self._check_open()
         if self._capture is not None:
             return self._capture.add(
                 "Kernel",
@@ -269,7 +269,7 @@ class Stream(
         kind: CopyKind | int | None = None,
     ) -> Completion:
         """Enqueue a copy (``hipMemcpyAsync``); see :meth:`MemcpyParams.make` for the rules."""
-        self.check_open()
+        self._check_open()
         if self._capture is not None:
             return self._capture.add("Memcpy", lambda: MemcpyParams.make(dst, src, nbytes, kind))
         copy = MemcpyParams.make(dst, src, nbytes, kind)
@@ -288,7 +288,7 @@ class Stream(
         Raises:
             InvalidValue: element size other than 1/2/4, a negative count, or a bad region.
         """
-        self.check_open()
+        self._check_open()
         if self._capture is not None:
             return self._capture.add(
                 "Memset", lambda: MemsetParams.make(dst, value, count, element_size=element_size)
@@ -300,7 +300,7 @@ class Stream(
 
     def _launch_host_func(self, fn: Callable[..., Any], *args: Any) -> Completion:
         """Enqueue a host callback (``hipLaunchHostFunc``); the stream waits until it returns."""
-        self.check_open()
+        self._check_open()
         if self._capture is not None:
             return self._capture.add("Host", lambda: HostParams.make(fn, args))
         host = HostParams.make(fn, args)
@@ -310,7 +310,7 @@ class Stream(
 
     def _record_event(self, event: Event) -> None:
         """Record ``event`` here (``hipEventRecord``): it completes when earlier work has."""
-        self.check_open()
+        self._check_open()
         live_event(event)
         if self._capture is not None:
             self._capture.record_event(event)
@@ -335,7 +335,7 @@ class Stream(
             ContextIsDestroyed / InvalidHandle: destroyed stream / event.
             InvalidValue: ``flags`` other than 0 or 1. Capture errors: see ``capture``.
         """
-        self.check_open()
+        self._check_open()
         live_event(event)
         if capture.wait_event(self, event, flags):
             return
@@ -359,10 +359,10 @@ class Stream(
             StreamCaptureUnsupported: the stream captures, or the calling task's capture mode
                 forbids it while captures are in progress (those captures are invalidated).
         """
-        self.check_open()
+        self._check_open()
         capture.check_stream_sync(self, "synchronize()")
         for signal in self._sync_targets():
-            await self.device.wait_signal(signal)
+            await self.device._wait_signal(signal)
         if observe.observer is not None:
             observe.observer.stream_synchronized(self)
         error = self._take_error()
@@ -372,7 +372,7 @@ class Stream(
     def _sync_targets(self) -> list[Signal]:
         targets = [] if self.tail is None else [self.tail]
         if self.is_null:
-            targets.extend(self.implicit_waits())
+            targets.extend(self._implicit_waits())
         return targets
 
     def query(self) -> bool:
@@ -380,7 +380,7 @@ class Stream(
 
         Raises: as :meth:`synchronize` for capture.
         """
-        self.check_open()
+        self._check_open()
         capture.check_stream_sync(self, "query()")
         done = all(signal.value <= 0 for signal in self._sync_targets())
         if done and observe.observer is not None:
@@ -458,7 +458,7 @@ def launch_stream(stream: object, device: Device, *, any_device: bool = False) -
     if not isinstance(stream, Stream):
         raise TypeError(f"stream must be a Stream or None, got {stream!r}")
     if stream.state is not StreamState.OPEN:
-        stream.check_open()  # raises
+        stream._check_open()  # raises
     if stream.device is not device and not any_device:
         raise InvalidValue(
             f"{stream!r} belongs to device {stream.device.ordinal}, not device {device.ordinal}"

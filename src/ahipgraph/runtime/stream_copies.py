@@ -154,7 +154,7 @@ class StreamCopyMixin:
 
     def _enqueue_copy(self, build: Any) -> Completion:
         stream: Stream = self  # type: ignore[assignment]
-        stream.check_open()
+        stream._check_open()
         if stream._capture is not None:
             return stream._capture.add("Memcpy", build)
         params = build()

@@ -187,7 +187,7 @@ class StreamMemOpsMixin:
 
     def _memop(self, memop_factory: Any) -> Completion:
         stream: Stream = self  # type: ignore[assignment]
-        stream.check_open()
+        stream._check_open()
         if stream._capture is not None:
             return stream._capture.add("Host", lambda: HostParams.make(memop_factory(), ()))
         memop = memop_factory()

@@ -40,7 +40,7 @@ class StreamMemoryMixin:
             OutOfMemory: not enough device memory. StreamCaptureInvalidated: see capture.
         """
         stream = self._stream()
-        stream.check_open()
+        stream._check_open()
         if stream._capture is not None:
             return stream._capture.malloc(nbytes)
         ptr = stream.device.memory.malloc(nbytes)
@@ -58,7 +58,7 @@ class StreamMemoryMixin:
             InvalidValue: ``ptr`` is null or not the start of a live allocation.
         """
         stream = self._stream()
-        stream.check_open()
+        stream._check_open()
         if stream._capture is not None:
             return stream._capture.free(ptr)
         if ptr is None or not isinstance(ptr, DevicePtr) or not ptr:
