@@ -136,6 +136,20 @@ async def test_with_destroys_each_handle_kind_and_tolerates_an_early_destroy(
     assert device.statistics().memory == before.memory
 
 
+def test_with_destroys_a_node_and_its_edges_and_leaves_the_graph() -> None:
+    with ahg.Graph() as graph:
+        first = graph.add_empty_node()
+        with graph.add_empty_node(deps=[first]) as second:
+            assert graph.edges() == [(first, second)]
+        assert not second.alive
+        assert graph.nodes() == [first]
+        assert graph.edges() == []
+        with pytest.raises(ValueError), graph.add_empty_node() as third:
+            raise ValueError("boom")
+        assert not third.alive
+        assert graph.alive
+
+
 def test_with_destroys_on_error_and_interrupt_paths_too(device: ahg.Device) -> None:
     with pytest.raises(RuntimeError), device.create_stream() as stream:
         raise RuntimeError("boom")

@@ -27,7 +27,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import InvalidValue, NotSupported
-from ..core.lifecycle import FactoryOnly, HandleState, check_live
+from ..core.lifecycle import DestroyOnExit, FactoryOnly, HandleState, check_live
 from ..core.registry import HandleRegistry
 from ..core.surface import own_mixin_methods
 from ..device.kernel import DimLike, Kernel
@@ -80,7 +80,7 @@ PARAMS_TYPES: dict[NodeType, type[Any] | None] = {
 
 
 @own_mixin_methods
-class GraphNode(NodeCopySetters):
+class GraphNode(NodeCopySetters, DestroyOnExit):
     """One node of a :class:`Graph`. Created by the graph's ``add_*_node`` methods.
 
     Attributes:
