@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import math
 import random
 import threading
 import time
@@ -459,7 +460,13 @@ def stress(
 
     Runs on fresh simulated devices (the devices table is replaced, and replaced again at the
     end). Must be called outside a running event loop.
+
+    Raises:
+        TypeError / ValueError: a count that is not an int (bools included), ``ops`` below 1,
+            ``duration`` not a positive finite number, negative ``tasks`` or ``threads``, or no
+            worker at all; checked before anything runs.
     """
+    _check_limits(seed, ops, duration, tasks, threads)
     if ops is None and duration is None:
         ops = 2_000
     deadline = None if duration is None else time.monotonic() + duration
@@ -483,6 +490,30 @@ def stress(
         unbalanced = {k: n for k, n in run.destructed.items() if n != 1}
         run.check(not unbalanced, "final", "2: every destructor ran exactly once", f"{unbalanced}")
     return run.report
+
+
+def _check_limits(
+    seed: int, ops: int | None, duration: float | None, tasks: int, threads: int
+) -> None:
+    """Refuse limits that would run something other than what was asked (a negative count
+    used to mean "none", a zero budget still ran a cycle, a NaN duration ran briefly)."""
+    counts = (("seed", seed), ("ops", ops), ("tasks", tasks), ("threads", threads))
+    for name, value in counts:
+        if (value is not None or name != "ops") and (
+            isinstance(value, bool) or not isinstance(value, int)
+        ):
+            raise TypeError(f"{name} must be an int, got {value!r}")
+    if ops is not None and ops < 1:
+        raise ValueError(f"ops must be at least 1, got {ops}")
+    if duration is not None:
+        if isinstance(duration, bool) or not isinstance(duration, int | float):
+            raise TypeError(f"duration must be a number of seconds, got {duration!r}")
+        if not (0 < duration < math.inf):
+            raise ValueError(f"duration must be a positive finite number of seconds: {duration}")
+    if tasks < 0 or threads < 0:
+        raise ValueError(f"tasks and threads must not be negative, got {tasks} and {threads}")
+    if tasks + threads == 0:
+        raise ValueError("stress needs at least one task or thread")
 
 
 async def _main(
