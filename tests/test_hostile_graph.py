@@ -18,8 +18,21 @@ import pytest
 
 import ahipgraph as ahg
 from ahipgraph.cli import main
-from ahipgraph.testing import stress
+from ahipgraph.device import hooks
+from ahipgraph.testing import (
+    exhaust_signal_sets,
+    fail_allocations,
+    fail_kernels,
+    hang_kernels,
+    stress,
+)
 from ahipgraph.tools.launch_bench import measure_launch_host
+
+
+@ahg.kernel
+def _add_one(t: ahg.Threads, out: ahg.Ptr[ahg.int64]) -> None:
+    out[0] += 1
+
 
 # -- the command line ---------------------------------------------------------------------------
 
@@ -177,5 +190,52 @@ async def test_a_completion_awaited_twice_and_from_two_tasks_gives_the_same_outc
     await completion  # a third time, once done
     assert completion.done()
     assert completion.exception() is None
+    stream.destroy()
+    device.free(out)
+
+
+# -- fault injection -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("maker", "kwargs", "error"),
+    [
+        (fail_kernels, {"count": -1}, ValueError),
+        (fail_kernels, {"count": True}, TypeError),
+        (fail_kernels, {"count": "x"}, TypeError),
+        (fail_kernels, {"count": 2.5}, TypeError),
+        (fail_kernels, {"name": 5}, TypeError),
+        (hang_kernels, {"count": -1}, ValueError),
+        (hang_kernels, {"count": "x"}, TypeError),
+        (fail_allocations, {"count": -1}, ValueError),
+        (fail_allocations, {"count": "x"}, TypeError),
+        (fail_allocations, {"device": "0"}, TypeError),
+        (fail_allocations, {"nbytes": -8}, ValueError),
+    ],
+)
+def test_a_fault_maker_refuses_a_filter_that_would_match_nothing_or_break(
+    maker: Any, kwargs: dict[str, Any], error: type[Exception]
+) -> None:
+    """``fail_kernels(count=-1)`` injected nothing, ``count="x"`` failed the kernel with a
+    TypeError of the fault's own and ``name=5`` never matched: each is refused on entry, and
+    no observer is left installed."""
+    observers_before = hooks.observers
+    with pytest.raises(error), maker(**kwargs):
+        pytest.fail("the block must not run")
+    assert hooks.observers == observers_before
+
+
+def test_exhaust_signal_sets_refuses_what_is_not_an_executable() -> None:
+    with pytest.raises(TypeError, match="expected a GraphExec"), exhaust_signal_sets(None):  # type: ignore[arg-type]
+        pytest.fail("the block must not run")
+
+
+@pytest.mark.asyncio
+async def test_fail_kernels_with_a_zero_count_fails_nothing(device: ahg.Device) -> None:
+    out = device.malloc(8)
+    stream = device.create_stream()
+    with fail_kernels(0) as fault:
+        await (await stream.launch_kernel(_add_one, 1, 1, (out,)))
+    assert fault.hits == 0
     stream.destroy()
     device.free(out)
