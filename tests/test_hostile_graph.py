@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +96,46 @@ def test_the_cli_trace_refuses_an_output_in_a_missing_directory_before_running_t
         main(["--plain", "trace", "-o", str(tmp_path), str(script)])
     assert "is a directory" in capsys.readouterr().err
     assert not ran.exists()
+
+
+@pytest.mark.parametrize(
+    ("ending", "status"),
+    [
+        ("raise SystemExit(main())", 0),
+        ("main()\nraise SystemExit(3)", 3),
+        ("main()\nraise SystemExit('no')", 1),
+    ],
+)
+def test_the_cli_trace_writes_the_trace_of_a_script_that_ends_with_system_exit(
+    tmp_path: Path,
+    ending: str,
+    status: int,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``raise SystemExit(main())`` ends most scripts; it used to skip writing the trace and
+    exit 0 with nothing said. Now the trace is written and the script's status is the
+    command's."""
+    monkeypatch.setattr(sys, "argv", list(sys.argv))  # the command hands the script its own
+    script = tmp_path / "script.py"
+    script.write_text(
+        "import ahipgraph as ahg\n"
+        "async def work():\n"
+        "    device = ahg.get_device(0)\n"
+        "    stream = device.create_stream()\n"
+        "    out = device.malloc(8)\n"
+        "    await (await stream.memset(out, 0, 8))\n"
+        "    stream.destroy()\n"
+        "    device.free(out)\n"
+        "def main():\n"
+        "    ahg.run(work)\n"
+        "    return 0\n"
+        f"{ending}\n"
+    )
+    output = tmp_path / "trace.json"
+    assert main(["--plain", "trace", "-o", str(output), str(script)]) == status
+    assert output.exists()
+    assert "1 ops" in capsys.readouterr().out
 
 
 # -- the library calls behind it -----------------------------------------------------------------

@@ -125,15 +125,31 @@ def _trace(args: argparse.Namespace, out: Output) -> int:
 
     script = Path(args.script)
     sys.argv = [str(script), *args.args]
+    status = 0
     with tracing() as trace:
-        runpy.run_path(str(script), run_name="__main__")
+        try:
+            runpy.run_path(str(script), run_name="__main__")
+        except SystemExit as exit_:
+            # ``raise SystemExit(main())`` ends most scripts: the trace is still written, and
+            # the command exits with the script's status, as ``python script.py`` would.
+            status = _exit_status(exit_.code)
     path = trace.save(args.output)
     out.say(
         f"wrote {path}: {len(trace.ops)} ops, {len(trace.flows)} signal flows, "
         f"{len(trace.enqueues)} host enqueues; open it in https://ui.perfetto.dev "
         "or chrome://tracing"
     )
-    return 0
+    return status
+
+
+def _exit_status(code: object) -> int:
+    """The process status ``SystemExit(code)`` stands for (a message is printed, status 1)."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return 1
 
 
 def _bench(args: argparse.Namespace, out: Output) -> int:
