@@ -170,6 +170,45 @@ def test_stress_refuses_limits_that_would_run_something_else(
 
 
 @pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [
+        ({"builders": []}, ValueError),
+        ({"builders": None}, TypeError),
+        ({"builders": [5]}, TypeError),
+        ({"faults": "no"}, TypeError),
+        ({"progress": 5}, TypeError),
+    ],
+    ids=["no-builder", "builders-none", "builder-not-callable", "faults-str", "progress-int"],
+)
+def test_stress_refuses_builders_faults_and_progress_that_are_not_what_it_needs(
+    kwargs: dict[str, Any], error: type[Exception]
+) -> None:
+    """An empty builder list and a non-callable builder or progress failed inside a worker as
+    an ExceptionGroup; ``faults="no"`` injected faults. Each is refused up front."""
+    device_before = ahg.get_device(0)
+    with pytest.raises(error):
+        stress(**{"ops": 20, "tasks": 1, "threads": 0, **kwargs})
+    assert ahg.get_device(0) is device_before
+
+
+def test_an_error_from_the_stress_progress_callback_surfaces_as_itself() -> None:
+    """It used to come out wrapped in an ExceptionGroup from the harness's task group (the
+    callback runs once at the start, so the error is certain)."""
+
+    def progress(report: Any) -> None:
+        raise LookupError("progress broke")
+
+    with pytest.raises(LookupError, match="progress broke"):
+        stress(ops=200, tasks=1, threads=0, faults=False, progress=progress)
+
+
+@pytest.mark.asyncio
+async def test_stress_inside_a_running_loop_says_why_it_cannot_run() -> None:
+    with pytest.raises(RuntimeError, match="outside a running one"):
+        stress(ops=20, tasks=1, threads=0)
+
+
+@pytest.mark.parametrize(
     ("rounds", "error"), [(0, ValueError), (-1, ValueError), (True, TypeError)]
 )
 def test_the_launch_benchmark_refuses_rounds_that_give_no_median(

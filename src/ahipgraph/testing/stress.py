@@ -34,6 +34,7 @@ same interleaving every time. With threads the OS decides the interleaving — t
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import itertools
 import math
@@ -467,6 +468,7 @@ def stress(
             worker at all; checked before anything runs.
     """
     _check_limits(seed, ops, duration, tasks, threads)
+    _check_callables(builders, faults, progress)
     if ops is None and duration is None:
         ops = 2_000
     deadline = None if duration is None else time.monotonic() + duration
@@ -479,6 +481,9 @@ def stress(
         except BaseExceptionGroup as group:
             violations, _ = group.split(StressViolation)
             if violations is None:
+                leaves = _leaves(group)
+                if len(leaves) == 1:  # one error (a progress callback's, say) surfaces as itself
+                    raise leaves[0] from None
                 raise
             first: BaseException = violations
             while isinstance(first, BaseExceptionGroup):
@@ -514,6 +519,34 @@ def _check_limits(
         raise ValueError(f"tasks and threads must not be negative, got {tasks} and {threads}")
     if tasks + threads == 0:
         raise ValueError("stress needs at least one task or thread")
+
+
+def _check_callables(builders: object, faults: object, progress: object) -> None:
+    """An empty or non-callable builder list, a truthy non-bool ``faults`` ("no") and a
+    non-callable ``progress`` used to fail inside a worker, or not at all."""
+    if isinstance(builders, str) or not isinstance(builders, Sequence):
+        raise TypeError(f"builders must be a sequence of graph builders, got {builders!r}")
+    if not builders:
+        raise ValueError("stress needs at least one graph builder")
+    for builder in builders:
+        if not callable(builder):
+            raise TypeError(f"a graph builder must be callable, got {builder!r}")
+    if not isinstance(faults, bool):
+        raise TypeError(f"faults must be a bool, got {faults!r}")
+    if progress is not None and not callable(progress):
+        raise TypeError(f"progress must be callable or None, got {progress!r}")
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    raise RuntimeError("stress() runs its own event loop: call it outside a running one")
+
+
+def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+    leaves: list[BaseException] = []
+    for error in group.exceptions:
+        leaves.extend(_leaves(error) if isinstance(error, BaseExceptionGroup) else [error])
+    return leaves
 
 
 async def _main(
