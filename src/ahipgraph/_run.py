@@ -25,7 +25,14 @@ def run(
         ModuleNotFoundError: ``use_uvloop`` is set and uvloop is not installed; the message says
             how to install it. ``main`` is then not started (a coroutine passed in is closed, so
             it does not warn that it was never awaited).
+        TypeError: ``use_uvloop`` is not a bool (a string such as ``"no"`` is truthy, so it is
+            refused rather than guessed at); ``main`` is then not started either.
     """
+    flag: object = use_uvloop  # typed callers pass a bool; untyped ones may pass anything
+    if not isinstance(flag, bool):
+        if not callable(main) and hasattr(main, "close"):
+            main.close()
+        raise TypeError(f"use_uvloop must be a bool, got {use_uvloop!r}")
     if use_uvloop:
         try:
             import uvloop

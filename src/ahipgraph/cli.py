@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import runpy
 import sys
 import time
@@ -124,15 +125,31 @@ def _trace(args: argparse.Namespace, out: Output) -> int:
 
     script = Path(args.script)
     sys.argv = [str(script), *args.args]
+    status = 0
     with tracing() as trace:
-        runpy.run_path(str(script), run_name="__main__")
+        try:
+            runpy.run_path(str(script), run_name="__main__")
+        except SystemExit as exit_:
+            # ``raise SystemExit(main())`` ends most scripts: the trace is still written, and
+            # the command exits with the script's status, as ``python script.py`` would.
+            status = _exit_status(exit_.code)
     path = trace.save(args.output)
     out.say(
         f"wrote {path}: {len(trace.ops)} ops, {len(trace.flows)} signal flows, "
         f"{len(trace.enqueues)} host enqueues; open it in https://ui.perfetto.dev "
         "or chrome://tracing"
     )
-    return 0
+    return status
+
+
+def _exit_status(code: object) -> int:
+    """The process status ``SystemExit(code)`` stands for (a message is printed, status 1)."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return 1
 
 
 def _bench(args: argparse.Namespace, out: Output) -> int:
@@ -166,6 +183,47 @@ def _recorded_launch_figure() -> float | None:
         return None
 
 
+def _count(minimum: int) -> Callable[[str], int]:
+    """An argparse type: an int of at least ``minimum`` (a bad one is a usage error)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{value} is below the minimum of {minimum}")
+        return value
+
+    return parse
+
+
+def _seconds(text: str) -> float:
+    """An argparse type: a positive finite number of seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive finite number of seconds")
+    return value
+
+
+def _check_paths(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse, before anything runs, the arguments that would fail only at the end."""
+    if args.command == "stress" and args.tasks + args.threads == 0:
+        parser.error("stress needs at least one task or thread")
+    if args.command == "trace" and not Path(args.script).is_file():
+        parser.error(f"trace: no script file at {args.script!r}")
+    output = args.output if args.command == "trace" else None
+    if args.command == "bench" and args.json:
+        output = args.json
+    if output is not None and not Path(output).resolve().parent.is_dir():
+        parser.error(f"no directory to write {output!r} in")
+    if output is not None and Path(output).is_dir():
+        parser.error(f"{output!r} is a directory")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="ahipgraph", description=__doc__.splitlines()[0])
     parser.add_argument("--plain", action="store_true", help="plain lines, no progress bar")
@@ -174,10 +232,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     stress = commands.add_parser("stress", help="random graphs from many tasks and threads")
     stress.add_argument("--seed", type=int, default=0)
     limit = stress.add_mutually_exclusive_group()
-    limit.add_argument("--duration", type=float, help="seconds to run")
-    limit.add_argument("--ops", type=int, help="operations to run (default 2000)")
-    stress.add_argument("--tasks", type=int, default=8)
-    stress.add_argument("--threads", type=int, default=2)
+    limit.add_argument("--duration", type=_seconds, help="seconds to run")
+    limit.add_argument("--ops", type=_count(1), help="operations to run (default 2000)")
+    stress.add_argument("--tasks", type=_count(0), default=8)
+    stress.add_argument("--threads", type=_count(0), default=2)
     stress.add_argument("--no-faults", action="store_true", help="no fault injection")
 
     trace = commands.add_parser("trace", help="run a script under tracing, write the trace")
@@ -186,11 +244,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     trace.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
 
     bench = commands.add_parser("bench", help="launch host cost, tracing off and on")
-    bench.add_argument("--rounds", type=int, default=9)
+    bench.add_argument("--rounds", type=_count(1), default=9)
     bench.add_argument("--full", action="store_true", help="also run bench/launch.py")
     bench.add_argument("--json", help="with --full: write bench/launch.py's results here")
 
     args = parser.parse_args(argv)
+    _check_paths(parser, args)
     out = Output(plain=args.plain)
     run = {"stress": _stress, "trace": _trace, "bench": _bench}[args.command]
     return run(args, out)

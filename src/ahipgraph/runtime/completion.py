@@ -6,6 +6,7 @@ from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import HipError
+from ..device.base import DeviceBase
 from ..device.signal import Signal
 from . import observe
 
@@ -27,6 +28,13 @@ class Completion:
     __slots__ = ("_device", "_program", "_signal")
 
     def __init__(self, signal: Signal, device: Device, program: Program | None = None) -> None:
+        # Completions come from enqueues and launches; one made by hand from anything else
+        # would fail later, far from the mistake, so it is refused here.
+        if not isinstance(signal, Signal) or not isinstance(device, DeviceBase):
+            raise TypeError(
+                "a Completion comes from an enqueue or a launch "
+                f"(got signal={signal!r}, device={device!r})"
+            )
         self._signal = signal
         self._device = device
         self._program = program  # the packet whose start time this work began at

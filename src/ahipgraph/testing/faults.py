@@ -30,12 +30,12 @@ from ..core.errors import OutOfMemory
 from ..device import hooks
 from ..device.ops import KernelOp
 from ..exec.compile import StrictKernelOp
+from ..exec.graph_exec import GraphExec
 
 if TYPE_CHECKING:
     from ..device.memory import DeviceMemory
     from ..device.ops import Op
     from ..device.program import Program
-    from ..exec.graph_exec import GraphExec
     from ..exec.signal_pool import SignalSet
 
 __all__ = [
@@ -49,6 +49,18 @@ __all__ = [
     "fail_kernels",
     "hang_kernels",
 ]
+
+
+def _check_optional(what: str, value: object, kind: type, minimum: int | None = None) -> None:
+    """Refuse a filter that would silently match nothing or break inside the device: a negative
+    count used to inject no fault, a str count failed the kernel with a TypeError of its own,
+    and a name that is not a str never matched."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, kind):
+        raise TypeError(f"{what} must be {kind.__name__} or None, got {value!r}")
+    if minimum is not None and isinstance(value, int) and value < minimum:
+        raise ValueError(f"{what} must be at least {minimum}, got {value}")
 
 
 class InjectedFault(Exception):
@@ -65,6 +77,8 @@ class KernelFault(hooks.Observer):
     """Fails matching kernel dispatches; see :func:`fail_kernels`."""
 
     def __init__(self, count: int | None, name: str | None) -> None:
+        _check_optional("count", count, int, 0)
+        _check_optional("name", name, str)
         self.remaining = count
         self.name = name
         self.hits = 0
@@ -124,6 +138,9 @@ class AllocationFault(hooks.Observer):
     """Refuses matching device allocations; see :func:`fail_allocations`."""
 
     def __init__(self, count: int | None, device: int | None, nbytes: int | None) -> None:
+        _check_optional("count", count, int, 0)
+        _check_optional("device", device, int, 0)
+        _check_optional("nbytes", nbytes, int, 0)
         self.remaining = count
         self.device = device
         self.nbytes = nbytes
@@ -164,6 +181,10 @@ def fail_kernels(count: int | None = 1, *, name: str | None = None) -> Iterator[
 
     Yields:
         The :class:`KernelFault`; ``hits`` counts the dispatches it failed.
+
+    Raises:
+        TypeError / ValueError: ``count`` is not a non-negative int (bools refused) or None,
+            ``name`` is not a str or None (the same checks for every fault maker here).
     """
     fault = KernelFault(count, name)
     with _installed(fault):
@@ -234,6 +255,8 @@ def exhaust_signal_sets(graph_exec: GraphExec) -> Iterator[SignalSetsHeld]:
     Raises:
         InvalidValue: the executable's pool is closed (it was destroyed and freed).
     """
+    if not isinstance(graph_exec, GraphExec):
+        raise TypeError(f"expected a GraphExec, got {graph_exec!r}")
     held = SignalSetsHeld(graph_exec)
     held.take()
     try:

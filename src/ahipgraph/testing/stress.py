@@ -34,8 +34,10 @@ same interleaving every time. With threads the OS decides the interleaving — t
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import itertools
+import math
 import random
 import threading
 import time
@@ -459,7 +461,14 @@ def stress(
 
     Runs on fresh simulated devices (the devices table is replaced, and replaced again at the
     end). Must be called outside a running event loop.
+
+    Raises:
+        TypeError / ValueError: a count that is not an int (bools included), ``ops`` below 1,
+            ``duration`` not a positive finite number, negative ``tasks`` or ``threads``, or no
+            worker at all; checked before anything runs.
     """
+    _check_limits(seed, ops, duration, tasks, threads)
+    _check_callables(builders, faults, progress)
     if ops is None and duration is None:
         ops = 2_000
     deadline = None if duration is None else time.monotonic() + duration
@@ -472,6 +481,9 @@ def stress(
         except BaseExceptionGroup as group:
             violations, _ = group.split(StressViolation)
             if violations is None:
+                leaves = _leaves(group)
+                if len(leaves) == 1:  # one error (a progress callback's, say) surfaces as itself
+                    raise leaves[0] from None
                 raise
             first: BaseException = violations
             while isinstance(first, BaseExceptionGroup):
@@ -483,6 +495,58 @@ def stress(
         unbalanced = {k: n for k, n in run.destructed.items() if n != 1}
         run.check(not unbalanced, "final", "2: every destructor ran exactly once", f"{unbalanced}")
     return run.report
+
+
+def _check_limits(
+    seed: int, ops: int | None, duration: float | None, tasks: int, threads: int
+) -> None:
+    """Refuse limits that would run something other than what was asked (a negative count
+    used to mean "none", a zero budget still ran a cycle, a NaN duration ran briefly)."""
+    counts = (("seed", seed), ("ops", ops), ("tasks", tasks), ("threads", threads))
+    for name, value in counts:
+        if (value is not None or name != "ops") and (
+            isinstance(value, bool) or not isinstance(value, int)
+        ):
+            raise TypeError(f"{name} must be an int, got {value!r}")
+    if ops is not None and ops < 1:
+        raise ValueError(f"ops must be at least 1, got {ops}")
+    if duration is not None:
+        if isinstance(duration, bool) or not isinstance(duration, int | float):
+            raise TypeError(f"duration must be a number of seconds, got {duration!r}")
+        if not (0 < duration < math.inf):
+            raise ValueError(f"duration must be a positive finite number of seconds: {duration}")
+    if tasks < 0 or threads < 0:
+        raise ValueError(f"tasks and threads must not be negative, got {tasks} and {threads}")
+    if tasks + threads == 0:
+        raise ValueError("stress needs at least one task or thread")
+
+
+def _check_callables(builders: object, faults: object, progress: object) -> None:
+    """An empty or non-callable builder list, a truthy non-bool ``faults`` ("no") and a
+    non-callable ``progress`` used to fail inside a worker, or not at all."""
+    if isinstance(builders, str) or not isinstance(builders, Sequence):
+        raise TypeError(f"builders must be a sequence of graph builders, got {builders!r}")
+    if not builders:
+        raise ValueError("stress needs at least one graph builder")
+    for builder in builders:
+        if not callable(builder):
+            raise TypeError(f"a graph builder must be callable, got {builder!r}")
+    if not isinstance(faults, bool):
+        raise TypeError(f"faults must be a bool, got {faults!r}")
+    if progress is not None and not callable(progress):
+        raise TypeError(f"progress must be callable or None, got {progress!r}")
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    raise RuntimeError("stress() runs its own event loop: call it outside a running one")
+
+
+def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+    leaves: list[BaseException] = []
+    for error in group.exceptions:
+        leaves.extend(_leaves(error) if isinstance(error, BaseExceptionGroup) else [error])
+    return leaves
 
 
 async def _main(

@@ -94,5 +94,13 @@ def measure_launch_host(
     """Median launch host cost in microseconds: ``{"off": ..., "on": ...}``.
 
     Replaces the devices table (it runs on a fresh device 0). Call outside an event loop.
+
+    Raises:
+        TypeError / ValueError: ``rounds`` is not an int of at least 1 (a median needs one
+            figure); checked before the devices table is touched.
     """
+    if isinstance(rounds, bool) or not isinstance(rounds, int):
+        raise TypeError(f"rounds must be an int, got {rounds!r}")
+    if rounds < 1:
+        raise ValueError(f"rounds must be at least 1, got {rounds}")
     return asyncio.run(_measure(rounds, progress))
