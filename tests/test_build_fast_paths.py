@@ -579,3 +579,33 @@ def test_add_kernel_node_checks_graph_then_deps_then_params_as_before(device: ah
     finally:
         other.destroy()
         device.free(x)
+
+
+@pytest.mark.asyncio
+async def test_captured_and_eager_kernels_take_the_common_path_to_the_same_params(
+    device: ahg.Device,
+) -> None:
+    from ahipgraph.runtime.params import common_kernel_params
+
+    x = device.malloc(64)
+    stream = device.create_stream()
+    urgent = device.create_stream(priority=ahg.stream_priority_range()[1])
+    try:
+        await stream.launch_kernel(scale, 2, 32, (x, 3))  # eager: runs as before
+        for s, priority in ((stream, 0), (urgent, urgent.priority)):
+            s.begin_capture()
+            s.launch_kernel_nowait(scale, 2, 32, (x, 3))
+            graph = s.end_capture()
+            (node,) = graph.nodes()
+            expected = KernelParams.make(scale, 2, 32, (x, 3), priority=priority, device=device)
+            assert node.params == expected
+            assert node.params.priority == priority  # a prioritised stream: the general path
+            graph.destroy()
+        assert common_kernel_params(scale, 2, 32, (x, 3), 0, 0, device) == KernelParams.make(
+            scale, 2, 32, (x, 3), device=device
+        )
+    finally:
+        await stream.synchronize()
+        stream.destroy()
+        urgent.destroy()
+        device.free(x)

@@ -213,12 +213,19 @@ def _launch_shape(
 
 
 def common_kernel_params(
-    kernel: Any, grid: Any, block: Any, args: Any, shared_mem: Any, priority: Any
+    kernel: Any,
+    grid: Any,
+    block: Any,
+    args: Any,
+    shared_mem: Any,
+    priority: Any,
+    device: Device | None = None,
 ) -> KernelParams | None:
     """:meth:`KernelParams.make` for the shape almost every kernel node has, or None.
 
     The common shape: a plain :class:`Kernel`, ``int`` grid, block and shared-memory size of a
-    launch shape already validated on the current device (see :func:`_launch_shape`), and the
+    launch shape already validated on ``device`` (the current device by default; see
+    :func:`_launch_shape`), and the
     default priority 0. Everything ``make`` checks before the arguments is then known to pass,
     and the arguments are checked by the same ``pack`` in the same place, so any error raised
     here is the one ``make`` raises. Anything else returns None and the caller takes ``make``.
@@ -234,7 +241,7 @@ def common_kernel_params(
         or priority
     ):
         return None
-    props = get_device().properties
+    props = (device or get_device()).properties
     entry = _SHAPES.get((id(props), grid, block, shared_mem))
     if entry is None or entry[0] is not props:
         return None
