@@ -229,10 +229,10 @@ class Graph(DestroyOnExit):
         node_id: int | None = None,
     ) -> GraphNode:
         node = GraphNode._create(self, node_type, params, node_id)
+        self._by_id[node.id] = node  # before anyone sees it: the registry finds it here
         if observe.observer is not None:  # the race checker keeps the line that added it
             observe.observer.node_added(node)
         self._nodes[node] = None
-        self._by_id[node.id] = node
         if deps:  # what _link does for each dependency, without a call per edge
             # Lists made at their exact size (an append to an empty list reserves four
             # entries): most nodes of a large graph have one dependency and one dependent.
@@ -871,9 +871,9 @@ class Graph(DestroyOnExit):
                 self._unlink(dep, node)
             for succ in list(node._succ):
                 self._unlink(node, succ)
+            NODES.unregister(node.hid)  # first: the registry finds the node through _by_id
             del self._nodes[node]
             del self._by_id[node.id]
-            NODES.unregister(node.hid)
             params = node._params
         if isinstance(params, ChildGraphParams):
             params.graph._dispose()

@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.errors import InvalidValue, NotSupported
 from ..core.lifecycle import FactoryOnly, HandleState, check_live
-from ..core.registry import HandleRegistry
 from ..core.surface import own_mixin_methods
 from ..device.kernel import DimLike, Kernel
 from ..device.pointer import DevicePtr
@@ -38,6 +37,7 @@ from ..runtime.launch_attributes import KernelNodeAttribute
 from ..runtime.params import Endpoint, HostParams, KernelParams, MemcpyParams, MemsetParams
 from .conditional import ConditionalNodeParams
 from .copy_nodes import NodeCopySetters
+from .node_registry import NodeRegistry
 from .node_type import NodeType
 from .params import (
     ChildGraphParams,
@@ -58,7 +58,7 @@ if TYPE_CHECKING:
 
 __all__ = ["NODES", "PARAMS_TYPES", "GraphNode", "live_node"]
 
-NODES: HandleRegistry[GraphNode] = HandleRegistry("graph node")
+NODES = NodeRegistry("graph node")
 _FACTORY = FactoryOnly("graph nodes are created with Graph.add_*_node()")
 _NODE_IDS = itertools.count()  # next() on a C iterator is atomic under the GIL
 _new_object = object.__new__
