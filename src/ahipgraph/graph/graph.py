@@ -258,11 +258,12 @@ class Graph(DestroyOnExit):
                 return []
             if len(given) == 1:
                 dep: Any = given[0]
-                if type(dep) is GraphNode and dep.graph is self and NODES.get(dep.hid) is dep:
+                # This graph vouches for its live nodes (the registry looks them up there too).
+                if type(dep) is GraphNode and self._by_id.get(dep.id) is dep:
                     return [dep]
         elif kind is GraphNode:
             node: GraphNode = given
-            if node.graph is self and NODES.get(node.hid) is node:
+            if self._by_id.get(node.id) is node:
                 return [node]
         if isinstance(deps, GraphNode):
             deps = (deps,)

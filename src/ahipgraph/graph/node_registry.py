@@ -135,7 +135,18 @@ class NodeRegistry:
         in between is seen.
         """
         slot, generation = hid
-        return self._lookup(slot, generation)
+        generations = self._generations
+        if not 0 <= slot < len(generations) or generations[slot] != generation:
+            return None
+        ref = self._owners[slot]
+        node_id = self._ids[slot]
+        if ref is None or generations[slot] != generation:
+            return None
+        graph: Any = ref()
+        if graph is None:
+            return None
+        node: GraphNode | None = graph._by_id.get(node_id)
+        return node  # what _lookup does, inline: once per handle check
 
     def is_valid(self, hid: HandleId) -> bool:
         return self.get(hid) is not None
