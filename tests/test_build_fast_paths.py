@@ -609,3 +609,21 @@ async def test_captured_and_eager_kernels_take_the_common_path_to_the_same_param
         stream.destroy()
         urgent.destroy()
         device.free(x)
+
+
+def test_a_new_node_owns_its_dependency_list_not_the_callers(device: ahg.Device) -> None:
+    graph = ahg.Graph()
+    try:
+        first, second = graph.add_empty_node(), graph.add_empty_node()
+        for given in ([first], [first, second]):
+            node = graph.add_kernel_node(scale, 1, 1, (None, 0), deps=given)
+            expected = list(given)
+            given.clear()  # the caller's list is not the node's
+            assert node.dependencies() == expected
+            assert node._deps is not given
+        lone = graph.add_empty_node()
+        assert lone.dependencies() == []
+        lone_deps = lone._deps
+        assert graph.add_empty_node(deps=[lone])._deps is not lone_deps
+    finally:
+        graph.destroy()

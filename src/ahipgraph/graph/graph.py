@@ -228,15 +228,19 @@ class Graph(DestroyOnExit):
         deps: Sequence[GraphNode],
         node_id: int | None = None,
     ) -> GraphNode:
-        node = GraphNode._create(self, node_type, params, node_id)
+        """Make a node with edges from ``deps``; a list given as ``deps`` becomes the node's own.
+
+        Every caller passes a list it made for this node (``_check_deps``' result) or ``()``.
+        """
+        # Lists made at their exact size (an append to an empty list reserves four entries):
+        # most nodes of a large graph have one dependency and one dependent.
+        own = deps if type(deps) is list else list(deps) if deps else None
+        node = GraphNode._create(self, node_type, params, node_id, own)
         self._by_id[node.id] = node  # before anyone sees it: the registry finds it here
         if observe.observer is not None:  # the race checker keeps the line that added it
             observe.observer.node_added(node)
         self._nodes[node] = None
         if deps:  # what _link does for each dependency, without a call per edge
-            # Lists made at their exact size (an append to an empty list reserves four
-            # entries): most nodes of a large graph have one dependency and one dependent.
-            node._deps = list(deps)
             for dep in deps:
                 succ = dep._succ
                 if succ:

@@ -111,19 +111,26 @@ class GraphNode(NodeCopySetters):
 
     @classmethod
     def _create(
-        cls, graph: Graph, node_type: NodeType, params: NodeParams, node_id: int | None = None
+        cls,
+        graph: Graph,
+        node_type: NodeType,
+        params: NodeParams,
+        node_id: int | None = None,
+        deps: list[GraphNode] | None = None,
     ) -> GraphNode:
         """What ``__init__`` does, without the factory check (this is the factory).
 
         Once per node added, captured or cloned: filling the slots of a bare instance saves
-        the constructor's call and its keyword handling.
+        the constructor's call and its keyword handling. ``deps``, if given, becomes the
+        node's own dependency list (the caller gives up the list), so no empty one is made
+        only to be replaced.
         """
         node: GraphNode = _new_object(cls)
         node.graph = graph
         node.id = next(_NODE_IDS) if node_id is None else node_id
         node._type = node_type
         node._params = params
-        node._deps = []
+        node._deps = [] if deps is None else deps
         node._succ = []
         node.hid = NODES.register(node)
         return node
