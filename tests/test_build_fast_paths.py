@@ -7,6 +7,7 @@ that down: the same objects, the same errors, the same counts, and the fallbacks
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import pytest
 
@@ -513,3 +514,125 @@ def test_place_many_uniform_runs_equal_place_one_by_one(
     finally:
         one.close()
         many.close()
+
+
+# -- add_kernel_node: the common launch shape in one frame -----------------------------------------
+
+
+def test_common_kernel_params_equal_make_and_decline_every_other_shape(device: ahg.Device) -> None:
+    import numpy as np
+
+    from ahipgraph.runtime.params import common_kernel_params
+
+    x = device.malloc(64)
+    try:
+        KernelParams.make(scale, 2, 32, (x, 1))  # the shape is validated, so remembered
+        common = common_kernel_params(scale, 2, 32, [x, 7], 0, 0)
+        made = KernelParams.make(scale, 2, 32, [x, 7])
+        assert type(common) is KernelParams
+        assert common == made
+        assert common.args == (x, 7)
+        assert type(common.args) is tuple
+        assert common.threads is made.threads
+        assert common.attributes == made.attributes
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            common.priority = 1  # type: ignore[misc]
+        # Every shape the common path does not know goes back to make (None).
+        for shape in (
+            (scale, 2, 32, (x, 7), 0, -1),  # a priority to check against the device's range
+            (scale, 2, 32, (x, 7), 0, False),
+            (scale, 2, 32, (x, 7), 0, 0.0),
+            (scale, np.int64(2), 32, (x, 7), 0, 0),
+            (scale, 2, True, (x, 7), 0, 0),
+            (scale, 2, 32, (x, 7), np.int64(0), 0),
+            (scale, 3, 31, (x, 7), 0, 0),  # never validated: not remembered
+            (scale, 1, 10**9, (x, 7), 0, 0),
+            (None, 2, 32, (x, 7), 0, 0),
+            (print, 2, 32, (x, 7), 0, 0),
+        ):
+            assert common_kernel_params(*shape) is None
+        # Bad arguments of a known shape raise exactly what make raises.
+        for args in ((x,), (x, "7"), (x, 2**40), (1.5, 7), None, "ab"):
+            with pytest.raises((TypeError, ValueError, ahg.InvalidValue)) as slow:
+                KernelParams.make(scale, 2, 32, args)  # type: ignore[arg-type]
+            with pytest.raises(slow.type, match=re.escape(str(slow.value))):
+                common_kernel_params(scale, 2, 32, args, 0, 0)
+    finally:
+        device.free(x)
+
+
+def test_add_kernel_node_checks_graph_then_deps_then_params_as_before(device: ahg.Device) -> None:
+    x = device.malloc(64)
+    graph, other = ahg.Graph(), ahg.Graph()
+    try:
+        first = graph.add_kernel_node(scale, 2, 32, (x, 1))
+        second = graph.add_kernel_node(scale, 2, 32, (x, 2), deps=first)
+        assert second.dependencies() == [first]
+        assert first.dependents() == [second]
+        assert second.params == KernelParams.make(scale, 2, 32, (x, 2))
+        foreign = other.add_kernel_node(scale, 2, 32, (x, 1))
+        before = graph.statistics()
+        with pytest.raises(ahg.InvalidValue, match="another graph"):  # deps before params
+            graph.add_kernel_node(scale, 2, 32, (x,), deps=foreign)
+        with pytest.raises(TypeError, match="takes 2 arguments"):
+            graph.add_kernel_node(scale, 2, 32, (x,), deps=second)
+        with pytest.raises(ValueError, match="out of range"):
+            graph.add_kernel_node(scale, 2, 32, (x, 2**40), deps=second)
+        assert graph.statistics() == before  # a failed add changes nothing
+        assert second.dependents() == []
+        graph.destroy()
+        with pytest.raises(ahg.InvalidValue):  # the graph before anything else
+            graph.add_kernel_node(None, 0, 0, "bad", deps=foreign)  # type: ignore[arg-type]
+        with pytest.raises(ahg.InvalidValue):
+            first.type  # noqa: B018
+    finally:
+        other.destroy()
+        device.free(x)
+
+
+@pytest.mark.asyncio
+async def test_captured_and_eager_kernels_take_the_common_path_to_the_same_params(
+    device: ahg.Device,
+) -> None:
+    from ahipgraph.runtime.params import common_kernel_params
+
+    x = device.malloc(64)
+    stream = device.create_stream()
+    urgent = device.create_stream(priority=ahg.stream_priority_range()[1])
+    try:
+        await stream.launch_kernel(scale, 2, 32, (x, 3))  # eager: runs as before
+        for s, priority in ((stream, 0), (urgent, urgent.priority)):
+            s.begin_capture()
+            s.launch_kernel_nowait(scale, 2, 32, (x, 3))
+            graph = s.end_capture()
+            (node,) = graph.nodes()
+            expected = KernelParams.make(scale, 2, 32, (x, 3), priority=priority, device=device)
+            assert node.params == expected
+            assert node.params.priority == priority  # a prioritised stream: the general path
+            graph.destroy()
+        assert common_kernel_params(scale, 2, 32, (x, 3), 0, 0, device) == KernelParams.make(
+            scale, 2, 32, (x, 3), device=device
+        )
+    finally:
+        await stream.synchronize()
+        stream.destroy()
+        urgent.destroy()
+        device.free(x)
+
+
+def test_a_new_node_owns_its_dependency_list_not_the_callers(device: ahg.Device) -> None:
+    graph = ahg.Graph()
+    try:
+        first, second = graph.add_empty_node(), graph.add_empty_node()
+        for given in ([first], [first, second]):
+            node = graph.add_kernel_node(scale, 1, 1, (None, 0), deps=given)
+            expected = list(given)
+            given.clear()  # the caller's list is not the node's
+            assert node.dependencies() == expected
+            assert node._deps is not given
+        lone = graph.add_empty_node()
+        assert lone.dependencies() == []
+        lone_deps = lone._deps
+        assert graph.add_empty_node(deps=[lone])._deps is not lone_deps
+    finally:
+        graph.destroy()

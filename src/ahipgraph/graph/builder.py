@@ -22,7 +22,7 @@ from ..device.pointer import DevicePtr
 from ..device.properties import CopyKind
 from ..runtime.device import get_device
 from ..runtime.event import Event
-from ..runtime.params import Endpoint
+from ..runtime.params import Endpoint, common_kernel_params
 from .memnodes import RESERVATIONS
 from .node import GraphNode
 from .node_type import NodeType
@@ -64,12 +64,21 @@ def add_kernel_node(
     priority: int,
     deps: Deps,
 ) -> GraphNode:
-    """A kernel node (``hipGraphAddKernelNode``)."""
-    return graph._add_node(
-        NodeType.Kernel,
-        deps,
-        lambda: kernel_params(kernel, grid, block, args, shared_mem=shared_mem, priority=priority),
-    )
+    """A kernel node (``hipGraphAddKernelNode``).
+
+    What ``graph._add_node`` does, in one frame: the checks in the same order (graph, then
+    dependencies, then parameters), with :func:`common_kernel_params` for the usual launch
+    shape and :func:`kernel_params` for every other, errors included.
+    """
+    with graph.lock:
+        graph._check_alive()
+        dep_list = graph._check_deps(deps)
+        params = common_kernel_params(kernel, grid, block, args, shared_mem, priority)
+        if params is None:
+            params = kernel_params(
+                kernel, grid, block, args, shared_mem=shared_mem, priority=priority
+            )
+        return graph._attach(NodeType.Kernel, params, dep_list)
 
 
 def add_memcpy_node(

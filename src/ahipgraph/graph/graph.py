@@ -228,15 +228,19 @@ class Graph(DestroyOnExit):
         deps: Sequence[GraphNode],
         node_id: int | None = None,
     ) -> GraphNode:
-        node = GraphNode._create(self, node_type, params, node_id)
+        """Make a node with edges from ``deps``; a list given as ``deps`` becomes the node's own.
+
+        Every caller passes a list it made for this node (``_check_deps``' result) or ``()``.
+        """
+        # Lists made at their exact size (an append to an empty list reserves four entries):
+        # most nodes of a large graph have one dependency and one dependent.
+        own = deps if type(deps) is list else list(deps) if deps else None
+        node = GraphNode._create(self, node_type, params, node_id, own)
+        self._by_id[node.id] = node  # before anyone sees it: the registry finds it here
         if observe.observer is not None:  # the race checker keeps the line that added it
             observe.observer.node_added(node)
         self._nodes[node] = None
-        self._by_id[node.id] = node
         if deps:  # what _link does for each dependency, without a call per edge
-            # Lists made at their exact size (an append to an empty list reserves four
-            # entries): most nodes of a large graph have one dependency and one dependent.
-            node._deps = list(deps)
             for dep in deps:
                 succ = dep._succ
                 if succ:
@@ -258,11 +262,12 @@ class Graph(DestroyOnExit):
                 return []
             if len(given) == 1:
                 dep: Any = given[0]
-                if type(dep) is GraphNode and dep.graph is self and NODES.get(dep.hid) is dep:
+                # This graph vouches for its live nodes (the registry looks them up there too).
+                if type(dep) is GraphNode and self._by_id.get(dep.id) is dep:
                     return [dep]
         elif kind is GraphNode:
             node: GraphNode = given
-            if node.graph is self and NODES.get(node.hid) is node:
+            if self._by_id.get(node.id) is node:
                 return [node]
         if isinstance(deps, GraphNode):
             deps = (deps,)
@@ -872,9 +877,9 @@ class Graph(DestroyOnExit):
                 self._unlink(dep, node)
             for succ in list(node._succ):
                 self._unlink(node, succ)
+            NODES.unregister(node.hid)  # first: the registry finds the node through _by_id
             del self._nodes[node]
             del self._by_id[node.id]
-            NODES.unregister(node.hid)
             params = node._params
         if isinstance(params, ChildGraphParams):
             params.graph._dispose()

@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.errors import InvalidValue, NotSupported
 from ..core.lifecycle import DestroyOnExit, FactoryOnly, HandleState, check_live
-from ..core.registry import HandleRegistry
 from ..core.surface import own_mixin_methods
 from ..device.kernel import DimLike, Kernel
 from ..device.pointer import DevicePtr
@@ -38,6 +37,7 @@ from ..runtime.launch_attributes import KernelNodeAttribute
 from ..runtime.params import Endpoint, HostParams, KernelParams, MemcpyParams, MemsetParams
 from .conditional import ConditionalNodeParams
 from .copy_nodes import NodeCopySetters
+from .node_registry import NodeRegistry
 from .node_type import NodeType
 from .params import (
     ChildGraphParams,
@@ -58,7 +58,7 @@ if TYPE_CHECKING:
 
 __all__ = ["NODES", "PARAMS_TYPES", "GraphNode", "live_node"]
 
-NODES: HandleRegistry[GraphNode] = HandleRegistry("graph node")
+NODES = NodeRegistry("graph node")
 _FACTORY = FactoryOnly("graph nodes are created with Graph.add_*_node()")
 _NODE_IDS = itertools.count()  # next() on a C iterator is atomic under the GIL
 _new_object = object.__new__
@@ -111,19 +111,26 @@ class GraphNode(NodeCopySetters, DestroyOnExit):
 
     @classmethod
     def _create(
-        cls, graph: Graph, node_type: NodeType, params: NodeParams, node_id: int | None = None
+        cls,
+        graph: Graph,
+        node_type: NodeType,
+        params: NodeParams,
+        node_id: int | None = None,
+        deps: list[GraphNode] | None = None,
     ) -> GraphNode:
         """What ``__init__`` does, without the factory check (this is the factory).
 
         Once per node added, captured or cloned: filling the slots of a bare instance saves
-        the constructor's call and its keyword handling.
+        the constructor's call and its keyword handling. ``deps``, if given, becomes the
+        node's own dependency list (the caller gives up the list), so no empty one is made
+        only to be replaced.
         """
         node: GraphNode = _new_object(cls)
         node.graph = graph
         node.id = next(_NODE_IDS) if node_id is None else node_id
         node._type = node_type
         node._params = params
-        node._deps = []
+        node._deps = [] if deps is None else deps
         node._succ = []
         node.hid = NODES.register(node)
         return node

@@ -26,7 +26,13 @@ from ..device.table import check_range, resolve_pointer
 from .device import Device, get_device
 from .launch_attributes import DEFAULT_ATTRIBUTES, KernelAttributes
 
-__all__ = ["HostParams", "KernelParams", "MemcpyParams", "MemsetParams"]
+__all__ = [
+    "HostParams",
+    "KernelParams",
+    "MemcpyParams",
+    "MemsetParams",
+    "common_kernel_params",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,6 +210,55 @@ def _launch_shape(
             _SHAPES.clear()
         _SHAPES[key] = (props, grid3, block3, threads)
     return grid3, block3, threads
+
+
+def common_kernel_params(
+    kernel: Any,
+    grid: Any,
+    block: Any,
+    args: Any,
+    shared_mem: Any,
+    priority: Any,
+    device: Device | None = None,
+) -> KernelParams | None:
+    """:meth:`KernelParams.make` for the shape almost every kernel node has, or None.
+
+    The common shape: a plain :class:`Kernel`, ``int`` grid, block and shared-memory size of a
+    launch shape already validated on ``device`` (the current device by default; see
+    :func:`_launch_shape`), and the
+    default priority 0. Everything ``make`` checks before the arguments is then known to pass,
+    and the arguments are checked by the same ``pack`` in the same place, so any error raised
+    here is the one ``make`` raises. Anything else returns None and the caller takes ``make``.
+    Once per added kernel node: the separate calls and checks of ``make`` cost more than the
+    node's bookkeeping.
+    """
+    if (
+        type(kernel) is not Kernel
+        or type(grid) is not int
+        or type(block) is not int
+        or type(shared_mem) is not int
+        or type(priority) is not int
+        or priority
+    ):
+        return None
+    props = (device or get_device()).properties
+    entry = _SHAPES.get((id(props), grid, block, shared_mem))
+    if entry is None or entry[0] is not props:
+        return None
+    arg_bytes = kernel.layout.pack(args, kernel.name)
+    draft = _KernelParamsDraft()
+    draft.kernel = kernel
+    draft.grid = entry[1]
+    draft.block = entry[2]
+    draft.args = () if args is None else tuple(args)
+    draft.shared_mem = shared_mem
+    draft.arg_bytes = arg_bytes
+    draft.threads = entry[3]
+    draft.priority = 0
+    draft.attributes = DEFAULT_ATTRIBUTES
+    draft.__class__ = KernelParams  # type: ignore[assignment]
+    params: KernelParams = draft  # type: ignore[assignment]
+    return params
 
 
 def _plain(dim: Dim3) -> bool:

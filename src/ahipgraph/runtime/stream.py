@@ -41,7 +41,14 @@ from .completion import Completion
 from .device import get_device
 from .enqueue import enqueue_pair
 from .event import Event, live_event
-from .params import Endpoint, HostParams, KernelParams, MemcpyParams, MemsetParams
+from .params import (
+    Endpoint,
+    HostParams,
+    KernelParams,
+    MemcpyParams,
+    MemsetParams,
+    common_kernel_params,
+)
 from .per_thread import STREAM_PER_THREAD, per_thread_stream
 from .stream_capture import StreamCaptureMixin
 from .stream_copies import StreamCopyMixin
@@ -244,19 +251,24 @@ class Stream(
         if self._capture is not None:
             return self._capture.add(
                 "Kernel",
-                lambda: KernelParams.make(
-                    kernel,
-                    grid,
-                    block,
-                    args,
-                    shared_mem=shared_mem,
-                    priority=self.priority,
-                    device=self.device,
+                lambda: (
+                    common_kernel_params(
+                        kernel, grid, block, args, shared_mem, self.priority, self.device
+                    )
+                    or KernelParams.make(
+                        kernel,
+                        grid,
+                        block,
+                        args,
+                        shared_mem=shared_mem,
+                        priority=self.priority,
+                        device=self.device,
+                    )
                 ),
             )
-        params = KernelParams.make(
-            kernel, grid, block, args, shared_mem=shared_mem, device=self.device
-        )
+        params = common_kernel_params(
+            kernel, grid, block, args, shared_mem, 0, self.device
+        ) or KernelParams.make(kernel, grid, block, args, shared_mem=shared_mem, device=self.device)
         return self._observed(params, params.op(self.device))
 
     launch_kernel, launch_kernel_nowait = enqueue_pair(_launch_kernel)

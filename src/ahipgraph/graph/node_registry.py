@@ -1,0 +1,185 @@
+"""The graph-node registry: generation-checked handles without a weak reference per node.
+
+:class:`~ahipgraph.core.registry.HandleRegistry` holds each object through its own weak
+reference, so that the registry never keeps a handle alive. A graph node needs none of its own:
+it lives exactly as long as its graph holds it (``graph._by_id``), and its graph is what the
+registry must not keep alive. So each slot holds the *graph's* weak reference (one shared by
+all of that graph's nodes) and the node's id, and a lookup asks the graph for the node. A graph
+of a million nodes thus has a million fewer weak references for memory and for the cyclic
+collector to walk.
+
+The contract is HandleRegistry's (same methods, statistics and repr, so leak checks and tests
+treat both alike): ``register`` stamps a slot with its generation, ``unregister`` succeeds once
+and moves the generation on, so a destroyed node's handle never validates again, even after
+its slot is reused. A graph collected without ``destroy()`` retires all its nodes' slots at the
+next call that takes the lock, as a collected handle's slot is retired there.
+
+The caller registers a node under its graph's lock and enters it in ``graph._by_id`` before
+anyone else can see it; :meth:`get` finds a node only through that entry.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import TYPE_CHECKING, Any
+
+from ..core.registry import HandleId, RegistryStatistics
+
+if TYPE_CHECKING:
+    from .node import GraphNode
+
+__all__ = ["NodeRegistry"]
+
+_new_tuple = tuple.__new__
+
+
+class _GraphRef(weakref.ref):  # type: ignore[type-arg]
+    """A graph's weak reference, shared by its nodes' slots; knows those slots."""
+
+    __slots__ = ("slots",)
+    slots: list[int]
+
+
+class NodeRegistry:
+    """A thread-safe slot table of graph nodes, each found through its (weakly held) graph."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self._lock = threading.Lock()
+        # Parallel arrays indexed by slot: generation, the owning graph's reference (None while
+        # the slot is free) and the node's id in that graph.
+        self._generations: list[int] = []
+        self._owners: list[_GraphRef | None] = []
+        self._ids: list[int] = []
+        self._free: list[int] = []
+        self._live = 0
+        self._registered_total = 0
+        self._dead: list[_GraphRef] = []  # references of collected graphs, not yet retired
+        self._on_collected = self._dead.append
+
+    def register(self, node: GraphNode) -> HandleId:
+        """Give ``node`` a slot (its graph's lock held) and return its handle id."""
+        graph: Any = node.graph
+        with self._lock:
+            if self._dead:
+                self._retire_dead_locked()
+            ref: _GraphRef | None = getattr(graph, "_node_registry_ref", None)
+            if ref is None:
+                ref = _GraphRef(graph, self._on_collected)
+                ref.slots = []
+                graph._node_registry_ref = ref
+            if self._free:
+                slot = self._free.pop()
+                generation = self._generations[slot]
+                self._owners[slot] = ref
+                self._ids[slot] = node.id
+            else:
+                slot = len(self._owners)
+                generation = 0
+                self._generations.append(0)
+                self._owners.append(ref)
+                self._ids.append(node.id)
+            ref.slots.append(slot)
+            self._live += 1
+            self._registered_total += 1
+        return _new_tuple(HandleId, (slot, generation))  # HandleId(slot, generation), sooner
+
+    def unregister(self, hid: HandleId) -> GraphNode | None:
+        """Retire ``hid``; return its node the first time, ``None`` if it was not alive."""
+        with self._lock:
+            slot, generation = hid
+            node = self._lookup(slot, generation)
+            if node is None:
+                return None
+            self._retire_locked(slot, generation)
+            return node
+
+    def _lookup(self, slot: int, generation: int) -> GraphNode | None:
+        generations = self._generations
+        if not 0 <= slot < len(generations) or generations[slot] != generation:
+            return None
+        ref = self._owners[slot]
+        node_id = self._ids[slot]
+        if ref is None or generations[slot] != generation:
+            return None
+        graph: Any = ref()
+        if graph is None:
+            return None
+        node: GraphNode | None = graph._by_id.get(node_id)
+        return node
+
+    def _retire_locked(self, slot: int, generation: int) -> None:
+        # The owner goes first, then the generation moves on: a lock-free ``get`` that read
+        # the old generation then reads no owner (see ``get``).
+        self._owners[slot] = None
+        self._generations[slot] = generation + 1
+        self._free.append(slot)
+        self._live -= 1
+
+    def _retire_dead_locked(self) -> None:
+        dead = self._dead
+        while dead:
+            ref = dead.pop()
+            owners = self._owners
+            for slot in ref.slots:
+                if owners[slot] is ref:  # still this graph's node: never unregistered
+                    self._retire_locked(slot, self._generations[slot])
+            ref.slots = []
+
+    def get(self, hid: HandleId) -> GraphNode | None:
+        """The live node for ``hid``, or ``None`` if it was destroyed or never existed.
+
+        Lock-free, as :meth:`HandleRegistry.get`: the generation is read on both sides of the
+        slot's owner and id, so a retire (owner cleared, then generation moved on) or a reuse
+        in between is seen.
+        """
+        slot, generation = hid
+        generations = self._generations
+        if not 0 <= slot < len(generations) or generations[slot] != generation:
+            return None
+        ref = self._owners[slot]
+        node_id = self._ids[slot]
+        if ref is None or generations[slot] != generation:
+            return None
+        graph: Any = ref()
+        if graph is None:
+            return None
+        node: GraphNode | None = graph._by_id.get(node_id)
+        return node  # what _lookup does, inline: once per handle check
+
+    def is_valid(self, hid: HandleId) -> bool:
+        return self.get(hid) is not None
+
+    def live_objects(self) -> list[GraphNode]:
+        """A snapshot of the live nodes, in slot order."""
+        with self._lock:
+            if self._dead:
+                self._retire_dead_locked()
+            entries = [
+                (ref, self._ids[slot]) for slot, ref in enumerate(self._owners) if ref is not None
+            ]
+        nodes = []
+        for ref, node_id in entries:
+            graph: Any = ref()
+            node = None if graph is None else graph._by_id.get(node_id)
+            if node is not None:
+                nodes.append(node)
+        return nodes
+
+    def _settle(self) -> None:
+        if self._dead:
+            with self._lock:
+                self._retire_dead_locked()
+
+    def __len__(self) -> int:
+        self._settle()
+        return self._live
+
+    def statistics(self) -> RegistryStatistics:
+        self._settle()
+        return RegistryStatistics(self.kind, self._live, len(self._owners), self._registered_total)
+
+    def __repr__(self) -> str:
+        self._settle()
+        return f"<HandleRegistry {self.kind} live={self._live} slots={len(self._owners)}>"
