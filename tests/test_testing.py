@@ -209,3 +209,52 @@ async def test_interleave_refuses_a_turn_that_never_comes() -> None:
     turns = testing.Interleave("a")
     with pytest.raises(ValueError, match="'b' has no turn left"):
         await turns.turn("b")
+
+
+@pytest.mark.asyncio
+async def test_interleave_refuses_a_second_waiter_under_one_name() -> None:
+    turns = testing.Interleave("a", "b")
+    first = asyncio.create_task(turns.turn("b"))
+    await asyncio.sleep(0)  # first now waits for b's turn
+    with pytest.raises(ValueError, match="already waits for 'b'"):
+        await turns.turn("b")
+    await turns.turn("a")
+    turns.done("a")
+    await first  # the first waiter still gets b's turn
+    assert turns.position == 1
+
+
+@pytest.mark.asyncio
+async def test_a_waiter_cancelled_before_its_turn_leaves_and_the_others_go_on() -> None:
+    log: list[str] = []
+    turns = testing.Interleave("a", "b", "c", "b", "c")
+
+    async def task(name: str, steps: int) -> None:
+        for step in range(steps):
+            await turns.turn(name)
+            log.append(f"{name}{step}")
+        turns.done(name)
+
+    b = asyncio.create_task(task("b", 2))
+    c = asyncio.create_task(task("c", 2))
+    await asyncio.sleep(0)  # b and c wait
+    b.cancel()
+    await asyncio.sleep(0)
+    await task("a", 1)
+    await asyncio.wait_for(c, timeout=5)  # without the leave, c would wait for b for ever
+    assert log == ["a0", "c0", "c1"]
+    assert b.cancelled()
+
+
+@pytest.mark.asyncio
+async def test_a_waiter_cancelled_as_its_turn_came_passes_the_turn_on() -> None:
+    turns = testing.Interleave("a", "b", "c")
+    b = asyncio.create_task(turns.turn("b"))
+    c = asyncio.create_task(turns.turn("c"))
+    await asyncio.sleep(0)
+    await turns.turn("a")
+    turns.done("a")  # b's future is resolved, but b has not run yet
+    b.cancel()
+    await asyncio.wait_for(c, timeout=5)
+    assert b.cancelled()
+    assert turns.position == 1 and turns.order == ["a", "c"]

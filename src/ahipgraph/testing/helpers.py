@@ -113,9 +113,14 @@ class Interleave:
 
     Example: ``Interleave("a", "b", "a")`` runs a's first step, then b's, then a's second.
 
+    A task cancelled while it waits for its turn leaves the interleaving: its remaining
+    entries are dropped from the order, so the others go on instead of waiting for a turn that
+    nobody will take.
+
     Raises:
         ValueError: (from ``turn``) ``name`` has no turn left in the order, so it would wait
-            forever; the test is wrong, and says so instead of hanging.
+            forever, or another task already waits under ``name``; the test is wrong, and
+            says so instead of hanging.
     """
 
     def __init__(self, *order: str | Iterable[str]) -> None:
@@ -133,9 +138,15 @@ class Interleave:
         while self.position < len(self.order) and self.order[self.position] != name:
             if name not in self.order[self.position :]:
                 raise ValueError(f"{name!r} has no turn left in {self.order[self.position :]}")
+            if name in self._waiters:
+                raise ValueError(f"another task already waits for {name!r}'s turn")
             future = asyncio.get_running_loop().create_future()
             self._waiters[name] = future
-            await future
+            try:
+                await future
+            except BaseException:
+                self._leave(name, future)
+                raise
         if self.position < len(self.order):
             self._holder = name
 
@@ -144,9 +155,23 @@ class Interleave:
         if self._holder == name:
             self._advance()
 
+    def _leave(self, name: str, future: asyncio.Future[None]) -> None:
+        """A cancelled waiter gives up its remaining turns, and whoever is next is woken."""
+        if self._waiters.get(name) is future:
+            del self._waiters[name]
+        done, rest = self.order[: self.position], self.order[self.position :]
+        self.order = done + [entry for entry in rest if entry != name]
+        if self._holder == name:
+            self._holder = None
+        if self._holder is None:
+            self._wake_current()
+
     def _advance(self) -> None:
         self.position += 1
         self._holder = None
+        self._wake_current()
+
+    def _wake_current(self) -> None:
         if self.position < len(self.order):
             future = self._waiters.pop(self.order[self.position], None)
             if future is not None and not future.done():
