@@ -257,4 +257,5 @@ async def test_a_waiter_cancelled_as_its_turn_came_passes_the_turn_on() -> None:
     b.cancel()
     await asyncio.wait_for(c, timeout=5)
     assert b.cancelled()
-    assert turns.position == 1 and turns.order == ["a", "c"]
+    assert turns.position == 1
+    assert turns.order == ["a", "c"]
