@@ -115,3 +115,36 @@ async def test_an_eager_host_copy_is_watched_without_a_device_hook(device: ahg.D
     assert [r.kind for r in rc.reports] == ["host-write-during-copy"]
     assert float(device.view(buf, np.float32, 1, readonly=True)[0]) == 5.0
     destroy(stream, buf)
+
+
+def test_a_graph_without_child_graphs_flattens_to_its_own_nodes_as_the_general_walk_does() -> None:
+    """The flat fast path (no child graph to inline) gives what the walk gives with one."""
+    from ahipgraph.exec.races import flatten
+    from ahipgraph.exec.snapshot import snapshot
+
+    graph = ahg.Graph()
+    a = graph.add_empty_node()
+    b = graph.add_empty_node(deps=[a])
+    c = graph.add_empty_node(deps=[a])
+    graph.add_empty_node(deps=[b, c])
+    with_child, empty = ahg.Graph(), ahg.Graph()
+    with_child.add_child_graph_node(empty)  # a child graph forces the general walk
+    try:
+        exec_graph, originals = snapshot(graph)
+        flat = flatten(exec_graph, originals, graph)
+        assert [f.index for f in flat] == [0, 1, 2, 3]
+        assert [f.deps for f in flat] == [list(n.deps) for n in exec_graph.nodes]
+        assert [f.original for f in flat] == originals == [f.top for f in flat]
+        assert {f.owner for f in flat} == {graph}
+        assert {f.level for f in flat} == {f"graph {exec_graph.graph_id}"}
+        assert [f.exec_node for f in flat] == list(exec_graph.nodes)
+        anonymous = flatten(exec_graph, None, None)
+        assert [(f.original, f.top, f.owner) for f in anonymous] == [(None, None, None)] * 4
+
+        child_graph, child_originals = snapshot(with_child)
+        walked = flatten(child_graph, child_originals, with_child)
+        assert [(f.index, f.deps, f.original, f.owner) for f in walked] == [
+            (0, [], child_originals[0], with_child)
+        ]
+    finally:
+        destroy(graph, with_child, empty)

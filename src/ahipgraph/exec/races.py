@@ -307,7 +307,10 @@ def node_footprint(node: ExecNode) -> list[Access]:
     """A node's footprint; a disabled node touches nothing but keeps its edges."""
     if not node.enabled or node.type is NodeType.Graph:
         return []
-    return footprint(node.params)
+    params = node.params
+    if type(params) is KernelParams:  # the commonest node, without footprint's type tests
+        return _kernel_footprint(params)
+    return footprint(params)
 
 
 def merge(accesses: list[Access]) -> list[Access]:
@@ -452,6 +455,15 @@ def flatten(
     Child graphs may nest deeper than Python's stack: each graph is a generator that yields
     its child graphs to a driver loop instead of recursing.
     """
+    nodes = exec_graph.nodes
+    if all(node.child is None for node in nodes):  # nothing to inline: one node each
+        level = f"graph {exec_graph.graph_id}"
+        if originals is None:
+            return [FlatNode(n.index, n, list(n.deps), None, None, graph, level) for n in nodes]
+        return [
+            FlatNode(n.index, n, list(n.deps), original, original, graph, level)
+            for n, original in zip(nodes, originals, strict=True)
+        ]
     flat: list[FlatNode] = []
     Visit = Generator[tuple[Any, ...], list[int], list[int]]
 
@@ -702,7 +714,7 @@ class ExecRaces:
         self.index_of = {id(node): i for i, node in enumerate(nodes)}
         self.footprints = [node_footprint(node) for node in nodes]
         self.anc = ancestors(self.flat)
-        self.buckets = [_buckets(accs) for accs in self.footprints] if check else []
+        self.buckets = _all_buckets(self.footprints) if check else []
         self._nodes = nodes
         self._events: tuple[list[Any], list[Any]] | None = None
         self._groups: (
@@ -838,6 +850,22 @@ class ExecRaces:
 
     def __repr__(self) -> str:
         return f"<ExecRaces nodes={len(self._nodes)} check={self.check}>"
+
+
+def _all_buckets(footprints: list[list[Access]]) -> list[list[tuple[int, int]]]:
+    """:func:`_buckets` of every footprint, during one graph check (``_LOCAL.memo`` set):
+    the allocation lookups its footprints made are read straight from the memo."""
+    memo: dict[Any, Any] = _LOCAL.memo
+    out: list[list[tuple[int, int]]] = []
+    for accesses in footprints:
+        if len(accesses) == 1:  # most nodes: one range
+            access = accesses[0]
+            key = (access.device, access.start)
+            found = memo[key] if key in memo else ALLOCATIONS.lookup(*key)
+            out.append([(access.device, access.start if found is None else found[1])])
+        else:
+            out.append(_buckets(accesses))
+    return out
 
 
 def _buckets(accesses: list[Access]) -> list[tuple[int, int]]:
