@@ -299,8 +299,11 @@ def _kernel_footprint(params: KernelParams, device: Any = None) -> list[Access]:
         else:
             found = lookup(ptr.device, ptr.address)
         end = ptr.address + 1 if found is None else found[1] + found[2]
-        out.append(Access(ptr.device, ptr.address, end, write, atomic, CONSERVATIVE))
+        out.append(_new_access(Access, (ptr.device, ptr.address, end, write, atomic, CONSERVATIVE)))
     return out
+
+
+_new_access = tuple.__new__  # an Access from its six fields, skipping the generated __new__
 
 
 def node_footprint(node: ExecNode) -> list[Access]:
