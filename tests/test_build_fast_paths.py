@@ -760,3 +760,57 @@ def test_a_new_node_owns_its_dependency_list_not_the_callers(device: ahg.Device)
         assert graph.add_empty_node(deps=[lone])._deps is not lone_deps
     finally:
         graph.destroy()
+
+
+# -- instantiate: whole-graph scans that most graphs need nothing from -----------------------------
+
+
+def test_unfreed_allocations_are_found_with_and_without_mem_nodes(device: ahg.Device) -> None:
+    from ahipgraph.exec.compile import _unfreed
+    from ahipgraph.exec.snapshot import snapshot
+
+    x = device.malloc(64)
+    plain, mem = ahg.Graph(), ahg.Graph()
+    try:
+        plain.add_kernel_node(scale, 1, 1, (x, 1))
+        kept = mem.add_mem_alloc_node(64)
+        freed = mem.add_mem_alloc_node(64, deps=[kept])
+        mem.add_mem_free_node(freed.params.ptr, deps=[freed])
+        mem.add_kernel_node(scale, 1, 1, (x, 1), deps=[kept])
+        with plain.lock, mem.lock:
+            plain_copy, _ = snapshot(plain)
+            mem_copy, _ = snapshot(mem)
+        assert _unfreed(plain_copy) == []
+        assert _unfreed(mem_copy) == [kept.params.ptr]
+    finally:
+        plain.destroy()
+        mem.destroy()
+        device.free(x)
+
+
+def test_prepare_finds_handles_in_kernel_arguments_and_conditional_nodes() -> None:
+    from ahipgraph.exec.conditional import prepare
+    from ahipgraph.exec.snapshot import snapshot
+
+    @ahg.kernel
+    def decide(t: ahg.Threads, h: ahg.CondHandle, n: ahg.int32) -> None:
+        ahg.set_conditional(h, n)
+
+    plain, graph = ahg.Graph(), ahg.Graph()
+    try:
+        plain.add_empty_node()
+        handle = graph.conditional_handle()
+        unused = graph.conditional_handle()
+        first = graph.add_kernel_node(decide, 1, 1, (handle, 1))
+        graph.add_kernel_node(decide, 1, 1, (unused, 0), deps=[first])
+        _, bodies = graph.add_conditional_node(handle, ahg.ConditionalKind.If, deps=[first])
+        bodies[0].add_empty_node()
+        with plain.lock, graph.lock:
+            assert prepare(snapshot(plain)[0]) is None
+            found = prepare(snapshot(graph)[0])
+        assert found is not None
+        assert found.handles == {handle.token: handle, unused.token: unused}
+        assert len(found.bodies) == 1
+    finally:
+        plain.destroy()
+        graph.destroy()

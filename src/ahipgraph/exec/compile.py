@@ -236,6 +236,7 @@ def node_op(device: Device, node: ExecNode, compiled: Compiled, arena: KernelArg
 
 _KERNEL = NodeType.Kernel
 _kernel_of = attrgetter("kernel")
+_type_of = attrgetter("type")
 _threads_of = attrgetter("threads")
 
 
@@ -376,9 +377,12 @@ class _Builder:
 
 
 def _unfreed(graph: ExecGraph) -> list[DevicePtr]:
+    nodes = graph.walk()
+    if NodeType.MemAlloc not in set(map(_type_of, nodes)):  # most graphs: no loop in Python
+        return []
     allocated: list[DevicePtr] = []
     freed: set[DevicePtr] = set()
-    for node in graph.walk():  # one walk for both
+    for node in nodes:  # one walk for both
         kind = node.type
         if kind is NodeType.MemAlloc:
             allocated.append(node.params.ptr)
