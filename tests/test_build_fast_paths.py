@@ -814,3 +814,43 @@ def test_prepare_finds_handles_in_kernel_arguments_and_conditional_nodes() -> No
     finally:
         plain.destroy()
         graph.destroy()
+
+
+def test_the_source_map_is_made_on_first_lookup_and_equals_the_eager_map(
+    device: ahg.Device,
+) -> None:
+    from ahipgraph.exec.snapshot import SourceMap, snapshot, source_map
+
+    x = device.malloc(64)
+    graph, other = ahg.Graph(), ahg.Graph()
+    try:
+        previous: tuple[ahg.GraphNode, ...] = ()
+        for n in range(300):
+            previous = (graph.add_kernel_node(scale, 1, 1, (x, n), deps=previous),)
+        stranger = other.add_kernel_node(scale, 1, 1, (x, 1))
+        with graph.lock:
+            copy, order = snapshot(graph)
+        lazy = SourceMap(order, copy)
+        assert len(lazy) == 300
+        assert "not made yet" in repr(lazy)
+        assert dict(lazy) == source_map(order, copy)
+        assert repr(lazy).endswith(", made>")
+        assert lazy[order[7].hid] is copy.nodes[7]
+        assert lazy.get(stranger.hid) is None
+        with pytest.raises(KeyError):
+            lazy[stranger.hid]
+        with pytest.raises(ValueError, match="zip"):
+            SourceMap(order[:-1], copy)
+        exec_ = instantiate_unverified(graph)
+        try:
+            assert "not made yet" in repr(exec_._updater.sources)  # no setter called yet
+            with pytest.raises(ahg.InvalidValue, match="is not a node of the graph"):
+                exec_.set_kernel_node_params(stranger, scale, 1, 1, (x, 9))
+            exec_.set_kernel_node_params(previous[0], scale, 1, 1, (x, 9))
+            assert exec_._updater.sources[previous[0].hid].params.args[1] == 9
+        finally:
+            exec_.destroy()
+    finally:
+        graph.destroy()
+        other.destroy()
+        device.free(x)

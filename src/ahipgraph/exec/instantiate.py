@@ -14,6 +14,7 @@ they were (check, then commit).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +31,7 @@ from .flags import InstantiateFlags, check_instantiate_flags
 from .planner import Plan, plan_graph
 from .races import ExecRaces, RaceError, check_exec_graph
 from .signal_pool import SignalSetPool
-from .snapshot import ExecGraph, ExecNode, snapshot, source_map
+from .snapshot import ExecGraph, ExecNode, SourceMap, snapshot
 
 if TYPE_CHECKING:
     from ..graph.graph import Graph
@@ -75,7 +76,7 @@ class Instantiated:
     flags: InstantiateFlags
     device: Device
     graph: ExecGraph
-    sources: dict[Any, ExecNode]  # original node handle -> its copy
+    sources: Mapping[Any, ExecNode]  # original node handle -> its copy
     plan: Plan
     compiled: Compiled
     arena: KernelArgArena
@@ -144,7 +145,7 @@ def instantiate(graph: Graph, request: InstantiateRequest) -> Instantiated:
         races, reports = check_exec_graph(exec_graph, originals, graph)
         if reports:
             raise RaceError(reports)
-    sources = source_map(originals, exec_graph)
+    sources = SourceMap(originals, exec_graph)  # the map is made by the first setter
     max_streams = min(MAX_PARALLEL_STREAMS, len(device.queues))
     plan = plan_graph(
         exec_graph,
