@@ -131,8 +131,9 @@ def instantiate(graph: Graph, request: InstantiateRequest) -> Instantiated:
         conditionals = prepare_conditionals(exec_graph)  # bodies, handles
     every = exec_graph.walk() if conditionals is None else conditionals.walk(exec_graph)
     checked: set[tuple[Any, ...]] = set()
+    kernel_type = NodeType.Kernel  # held here: an enum member read per node costs
     for node in every:
-        if node.type is NodeType.Kernel:
+        if node.type is kernel_type:
             # Added against the default device's limits; this executable runs on its own.
             # Nodes of one launch shape pass or fail alike: check each shape once.
             params = node.params
@@ -152,7 +153,7 @@ def instantiate(graph: Graph, request: InstantiateRequest) -> Instantiated:
         max_streams=max_streams,
         use_priority=flags is InstantiateFlags.USE_NODE_PRIORITY,
     )
-    kernels = [n for n in every if n.type is NodeType.Kernel]
+    kernels = [n for n in every if n.type is kernel_type]
     arg_bytes = sum(-(-max(n.params.kernel.layout.size, 1) // 16) * 16 for n in kernels)
     arena = KernelArgArena(
         device,
