@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
+import numpy as np
 import pytest
 
 import ahipgraph as ahg
@@ -20,6 +21,11 @@ from ahipgraph.runtime.params import KernelParams
 def scale(t: ahg.Threads, x: ahg.Ptr[ahg.float32], n: ahg.int32) -> None:
     for i in range(min(n, x.size)):
         x[i] *= 2
+
+
+@ahg.kernel
+def store(t: ahg.Threads, x: ahg.Ptr[ahg.int32], n: ahg.int32) -> None:
+    x[0] = n
 
 
 # -- KernelParams.make fills the frozen slots directly ---------------------------------------------
@@ -362,8 +368,11 @@ def test_place_many_in_strict_mode_takes_the_general_path(device: ahg.Device) ->
         arena.close()
 
 
+@pytest.mark.parametrize("chunk", [4096, 48])  # a run in one chunk, or across three
 @pytest.mark.parametrize("grids", [[1, 2, 2, 1], [1, 1, 1, 1]])  # shapes mixed, or one
-def test_a_kernel_run_compiles_as_node_by_node(device: ahg.Device, grids: list[int]) -> None:
+def test_a_kernel_run_compiles_as_node_by_node(
+    device: ahg.Device, grids: list[int], chunk: int
+) -> None:
     from ahipgraph.exec.compile import _Builder
     from ahipgraph.exec.snapshot import snapshot
 
@@ -377,7 +386,7 @@ def test_a_kernel_run_compiles_as_node_by_node(device: ahg.Device, grids: list[i
             copy, _ = snapshot(graph)
         results = []
         for bulk in (True, False):
-            arena = KernelArgArena(device, 4096)
+            arena = KernelArgArena(device, chunk)
             builder = _Builder(device, arena, 1)
             ops: list = []
             if bulk:
@@ -516,6 +525,121 @@ def test_place_many_uniform_runs_equal_place_one_by_one(
         many.close()
 
 
+@pytest.mark.parametrize(
+    ("datas", "sizes", "chunk", "prefill"),
+    [
+        ([b"a" * 12] * 4, [12] * 4, 256, False),  # the first item makes the first chunk
+        ([b"a" * 12] * 4, [12] * 4, 256, True),  # one range
+        ([b"a" * 12] * 5, [12] * 5, 64, True),  # across chunks
+        ([b"a" * 4, b"b" * 12, b"c"], [12, 12, 4], 256, True),  # one by one
+        ([b"z" * 16, b"y" * 16, b"x" * 16], [16, 16, 16], 256, True),  # a reclaimed slot first
+        ([b"a" * 8, b"z" * 16, b"y" * 8], [8, 16, 8], 256, True),  # a reclaimed slot between
+        ([b"a" * 12], [12], 256, True),
+        ([], [], 256, True),
+    ],
+)
+def test_place_spans_give_the_slots_place_gives_one_by_one(
+    device: ahg.Device, datas: list[bytes], sizes: list[int], chunk: int, prefill: bool
+) -> None:
+    one, spans = KernelArgArena(device, chunk), KernelArgArena(device, chunk)
+    try:
+        for arena in (one, spans) if prefill else ():
+            arena.place(b"p" * 8, 8)
+            arena.free(arena.place(b"q" * 16, 16))  # a reclaimed 16-byte slot
+        singly = [one.place(d, s) for d, s in zip(datas, sizes, strict=True)]
+        placed = spans.place_spans(datas, sizes)
+        flat = [
+            (chunk_, buffer, offset, size)
+            for chunk_, buffer, offsets, sizes_of in placed
+            for offset, size in zip(offsets, sizes_of, strict=True)
+        ]
+        assert [(c, o, s) for c, _, o, s in flat] == [(s.chunk, s.offset, s.size) for s in singly]
+        assert all(len(span[2]) == len(span[3]) > 0 for span in placed)
+        assert spans.statistics() == one.statistics()
+        assert (spans.writes, spans._top) == (one.writes, one._top)
+        for (_, buffer, offset, _), data in zip(flat, datas, strict=True):
+            assert bytes(buffer[offset : offset + len(data)]) == data
+        if chunk == 256 and prefill and len(set(sizes)) == 1 and len(datas) > 1 and sizes[0] != 16:
+            assert len(placed) == 1
+            assert isinstance(placed[0][2], range)  # no list per node
+    finally:
+        one.close()
+        spans.close()
+
+
+def test_place_spans_fail_as_place_does(device: ahg.Device) -> None:
+    arena = KernelArgArena(device, 64)
+    try:
+        arena.place(b"p", 1)
+        before = arena.statistics()
+        with pytest.raises(ahg.InvalidValue, match="do not fit"):
+            arena.place_spans([b"x" * 8, b"y" * 9], [8, 8])
+        assert arena.statistics().allocations == before.allocations + 1  # the first one only
+        with pytest.raises(ahg.InvalidValue, match="exceed"):
+            arena.place_spans([b"x", b"y" * 80], [1, 80])
+        arena.close()
+        with pytest.raises(ahg.InvalidValue, match="closed"):
+            arena.place_spans([b"x", b"y"], [1, 1])
+    finally:
+        arena.close()
+
+
+def test_a_kernel_runs_slots_are_made_on_first_use(device: ahg.Device) -> None:
+    x = device.malloc(64)
+    graph = ahg.Graph()
+    previous: tuple[ahg.GraphNode, ...] = ()
+    for n in range(5):
+        previous = (graph.add_kernel_node(scale, 1 + n % 2, 1, (x, n), deps=previous),)
+    exec_ = instantiate_unverified(graph)
+    try:
+        compiled = exec_._compiled
+        assert compiled._arg_spans
+        assert not compiled._arg_places  # no ArgSlot object yet
+        slots = compiled.arg_slots
+        assert compiled._arg_spans == []
+        assert compiled.arg_slots is slots
+        assert len(slots) == 5
+        for node in exec_._graph.nodes:  # each slot is where the node's op reads from
+            strand, position = compiled.locations[node]
+            op = compiled.strand_ops[strand][position]
+            assert (op.buffer, op.offset) == (slots[node].buffer, slots[node].offset)
+            assert slots[node].size == scale.layout.size
+        exec_.set_kernel_node_params(previous[0], scale, 1, 1, (x, 9))  # setters find the slot
+    finally:
+        exec_.destroy()
+        graph.destroy()
+        device.free(x)
+
+
+@pytest.mark.asyncio
+async def test_an_update_before_any_slot_is_made_rewrites_the_right_slots(
+    device: ahg.Device,
+) -> None:
+    out = device.malloc(4 * 8)
+    stream = device.create_stream()
+
+    def build(base: int) -> ahg.Graph:
+        graph = ahg.Graph()
+        previous: tuple[ahg.GraphNode, ...] = ()
+        for n in range(8):
+            previous = (graph.add_kernel_node(store, 1, 1, (out + 4 * n, base + n), deps=previous),)
+        return graph
+
+    first, second = build(10), build(20)
+    exec_ = instantiate_unverified(first)
+    try:
+        assert exec_._compiled._arg_spans  # the update makes the slots
+        exec_.update(second)
+        await (await exec_.launch(stream))
+        assert [int(v) for v in device.view(out, np.int32, 8)] == [20 + n for n in range(8)]
+    finally:
+        exec_.destroy()
+        first.destroy()
+        second.destroy()
+        stream.destroy()
+        device.free(out)
+
+
 # -- add_kernel_node: the common launch shape in one frame -----------------------------------------
 
 
@@ -636,3 +760,97 @@ def test_a_new_node_owns_its_dependency_list_not_the_callers(device: ahg.Device)
         assert graph.add_empty_node(deps=[lone])._deps is not lone_deps
     finally:
         graph.destroy()
+
+
+# -- instantiate: whole-graph scans that most graphs need nothing from -----------------------------
+
+
+def test_unfreed_allocations_are_found_with_and_without_mem_nodes(device: ahg.Device) -> None:
+    from ahipgraph.exec.compile import _unfreed
+    from ahipgraph.exec.snapshot import snapshot
+
+    x = device.malloc(64)
+    plain, mem = ahg.Graph(), ahg.Graph()
+    try:
+        plain.add_kernel_node(scale, 1, 1, (x, 1))
+        kept = mem.add_mem_alloc_node(64)
+        freed = mem.add_mem_alloc_node(64, deps=[kept])
+        mem.add_mem_free_node(freed.params.ptr, deps=[freed])
+        mem.add_kernel_node(scale, 1, 1, (x, 1), deps=[kept])
+        with plain.lock, mem.lock:
+            plain_copy, _ = snapshot(plain)
+            mem_copy, _ = snapshot(mem)
+        assert _unfreed(plain_copy) == []
+        assert _unfreed(mem_copy) == [kept.params.ptr]
+    finally:
+        plain.destroy()
+        mem.destroy()
+        device.free(x)
+
+
+def test_prepare_finds_handles_in_kernel_arguments_and_conditional_nodes() -> None:
+    from ahipgraph.exec.conditional import prepare
+    from ahipgraph.exec.snapshot import snapshot
+
+    @ahg.kernel
+    def decide(t: ahg.Threads, h: ahg.CondHandle, n: ahg.int32) -> None:
+        ahg.set_conditional(h, n)
+
+    plain, graph = ahg.Graph(), ahg.Graph()
+    try:
+        plain.add_empty_node()
+        handle = graph.conditional_handle()
+        unused = graph.conditional_handle()
+        first = graph.add_kernel_node(decide, 1, 1, (handle, 1))
+        graph.add_kernel_node(decide, 1, 1, (unused, 0), deps=[first])
+        _, bodies = graph.add_conditional_node(handle, ahg.ConditionalKind.If, deps=[first])
+        bodies[0].add_empty_node()
+        with plain.lock, graph.lock:
+            assert prepare(snapshot(plain)[0]) is None
+            found = prepare(snapshot(graph)[0])
+        assert found is not None
+        assert found.handles == {handle.token: handle, unused.token: unused}
+        assert len(found.bodies) == 1
+    finally:
+        plain.destroy()
+        graph.destroy()
+
+
+def test_the_source_map_is_made_on_first_lookup_and_equals_the_eager_map(
+    device: ahg.Device,
+) -> None:
+    from ahipgraph.exec.snapshot import SourceMap, snapshot, source_map
+
+    x = device.malloc(64)
+    graph, other = ahg.Graph(), ahg.Graph()
+    try:
+        previous: tuple[ahg.GraphNode, ...] = ()
+        for n in range(300):
+            previous = (graph.add_kernel_node(scale, 1, 1, (x, n), deps=previous),)
+        stranger = other.add_kernel_node(scale, 1, 1, (x, 1))
+        with graph.lock:
+            copy, order = snapshot(graph)
+        lazy = SourceMap(order, copy)
+        assert len(lazy) == 300
+        assert "not made yet" in repr(lazy)
+        assert dict(lazy) == source_map(order, copy)
+        assert repr(lazy).endswith(", made>")
+        assert lazy[order[7].hid] is copy.nodes[7]
+        assert lazy.get(stranger.hid) is None
+        with pytest.raises(KeyError):
+            lazy[stranger.hid]
+        with pytest.raises(ValueError, match="zip"):
+            SourceMap(order[:-1], copy)
+        exec_ = instantiate_unverified(graph)
+        try:
+            assert "not made yet" in repr(exec_._updater.sources)  # no setter called yet
+            with pytest.raises(ahg.InvalidValue, match="is not a node of the graph"):
+                exec_.set_kernel_node_params(stranger, scale, 1, 1, (x, 9))
+            exec_.set_kernel_node_params(previous[0], scale, 1, 1, (x, 9))
+            assert exec_._updater.sources[previous[0].hid].params.args[1] == 9
+        finally:
+            exec_.destroy()
+    finally:
+        graph.destroy()
+        other.destroy()
+        device.free(x)

@@ -21,7 +21,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import repeat
 from typing import TYPE_CHECKING
 
 from ..core.errors import InvalidValue
@@ -30,10 +29,20 @@ if TYPE_CHECKING:
     from ..device.pointer import DevicePtr
     from ..runtime.device import Device
 
-__all__ = ["ArenaStatistics", "ArgSlot", "KernelArgArena", "ARG_ALIGNMENT", "HEADROOM_BYTES"]
+__all__ = [
+    "ArenaStatistics",
+    "ArgSlot",
+    "ArgSpan",
+    "KernelArgArena",
+    "ARG_ALIGNMENT",
+    "HEADROOM_BYTES",
+]
 
 ARG_ALIGNMENT = 16
 HEADROOM_BYTES = 128 * 1024  # HIP's kKernArgChunkSize
+
+# Consecutive argument places in one chunk: (chunk, its buffer, offsets, sizes); see place_spans.
+ArgSpan = tuple[int, memoryview, Sequence[int], Sequence[int]]
 
 
 class ArgSlot:
@@ -228,15 +237,37 @@ class KernelArgArena:
         critical section for the whole run; any other item takes :meth:`place`, which also
         raises its errors. The slots, offsets and counts are those of ``place`` called in turn.
         """
+        return [
+            ArgSlot(chunk, buffer, offset, size)
+            for chunk, buffer, offsets, sizes_of in self.place_spans(datas, sizes)
+            for offset, size in zip(offsets, sizes_of, strict=True)
+        ]
+
+    def place_spans(self, datas: Sequence[bytes], sizes: Sequence[int]) -> list[ArgSpan]:
+        """:meth:`place_many` without an :class:`ArgSlot` per item: the same places, bytes and
+        counts, given as spans of consecutive items that share a chunk.
+
+        Instantiate keeps a million nodes' places this way: an ArgSlot is an object the
+        garbage collector walks, where a span's offsets are one ``range`` (a run of one kernel)
+        or a list of ints the dispatch ops share. Each span is ``(chunk, buffer, offsets,
+        sizes)``; the slots are ``ArgSlot(chunk, buffer, offset, size)`` for each offset and
+        size in turn, and :meth:`place_many` is exactly that.
+
+        Raises:
+            As :meth:`place`, for the first item that fails; the items before it stay placed.
+        """
         count = len(datas)
         if count > 1:
             if not self._chunks:  # the first item makes the first chunk, the rest follow it
                 head = self.place(datas[0], sizes[0])
-                return [head, *self.place_many(datas[1:], sizes[1:])]
+                return [
+                    (head.chunk, head.buffer, (head.offset,), (head.size,)),
+                    *self.place_spans(datas[1:], sizes[1:]),
+                ]
             uniform = self._place_uniform(datas, sizes)
             if uniform is not None:
-                return uniform
-        out: list[ArgSlot] = []
+                return [uniform]
+        out: list[ArgSpan] = []
         i = 0
         while i < count:
             with self._lock:
@@ -247,32 +278,38 @@ class KernelArgArena:
                     free = self._free
                     top = self._top
                     first = i
+                    offsets: list[int] = []
+                    placed_sizes: list[int] = []
                     while i < count:
                         data = datas[i]
                         size = sizes[i] or 1  # max(size, 1): sizes are never negative
                         if len(data) > size or top + size > limit or (free and free.get(size)):
                             break
-                        out.append(ArgSlot(index, buffer, top, size))
+                        offsets.append(top)
+                        placed_sizes.append(size)
                         buffer[top : top + len(data)] = data
                         top = -(-(top + size) // ARG_ALIGNMENT) * ARG_ALIGNMENT
                         i += 1
                     placed = i - first
+                    if placed:
+                        out.append((index, buffer, offsets, placed_sizes))
                     self._top = top
                     self._allocations += placed
                     self._live += placed
                     self.writes += placed
             if i < count:  # the general case for this one item, then the fast path again
-                out.append(self.place(datas[i], sizes[i]))
+                slot = self.place(datas[i], sizes[i])
+                out.append((slot.chunk, slot.buffer, (slot.offset,), (slot.size,)))
                 i += 1
         return out
 
-    def _place_uniform(self, datas: Sequence[bytes], sizes: Sequence[int]) -> list[ArgSlot] | None:
-        """:meth:`place_many` for a run of one size and one data length (one kernel, usually)
+    def _place_uniform(self, datas: Sequence[bytes], sizes: Sequence[int]) -> ArgSpan | None:
+        """:meth:`place_spans` for a run of one size and one data length (one kernel, usually)
         that fits in the newest chunk; None when the run is not that (nothing changed then).
 
-        The slots are evenly spaced from the bump offset, so they are made without a loop in
-        Python, and the data goes in as one write; what lies between two slots' data is their
-        alignment padding, which nothing reads (it is written as zeros).
+        The slots are evenly spaced from the bump offset, so their offsets are a ``range`` and
+        the data goes in as one write; what lies between two slots' data is their alignment
+        padding, which nothing reads (it is written as zeros).
         """
         if len(set(sizes)) != 1:
             return None
@@ -299,20 +336,11 @@ class KernelArgArena:
             buffer = self._chunks[index][1]
             payload = bytes(step - length).join(datas)
             buffer[top : top + len(payload)] = payload
-            slots = list(
-                map(
-                    ArgSlot,
-                    repeat(index, count),
-                    repeat(buffer, count),
-                    range(top, top + count * step, step),
-                    repeat(size, count),
-                )
-            )
             self._top = top + count * step
             self._allocations += count
             self._live += count
             self.writes += count
-        return slots
+        return (index, buffer, range(top, top + count * step, step), (size,) * count)
 
     def flush(self) -> None:
         """Make every write so far visible to the device (the HDP flush)."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from dataclasses import dataclass, field
-from itertools import repeat
+from itertools import chain, repeat
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +24,7 @@ from ..device.kernel import Kernel, Threads
 from ..device.ops import KernelOp, Op, SignalIndexOp, WaitSignalIndicesOp
 from ..graph.node_type import NodeType
 from ..runtime.params import KernelParams
-from .arena import ArgSlot, KernelArgArena
+from .arena import ArgSlot, ArgSpan, KernelArgArena
 from .planner import Plan
 from .snapshot import ExecGraph, ExecNode
 
@@ -123,7 +123,7 @@ class Compiled:
     # Keyed by the ExecNode itself (identity: ExecNode has no __eq__), not by id(node), so a
     # million-node executable does not hold a million key ints per map.
     _locations: dict[ExecNode, tuple[int, int]]  # node -> (strand, position); see locations
-    arg_slots: dict[ExecNode, ArgSlot]  # node -> its kernel-argument slot
+    _arg_places: dict[ExecNode, ArgSlot]  # node -> its kernel-argument slot; see arg_slots
     bindings: list[EventBinding]
     prev_index: int
     extra: int  # binding signal indices after the pooled signals
@@ -132,6 +132,9 @@ class Compiled:
     # Runs of kernel nodes compiled together: (strand, position of the first, the nodes), each
     # node's op at the next position. Their locations are entered on first use.
     _runs: list[tuple[int, int, list[ExecNode]]] = field(default_factory=list)
+    # The argument places of those runs, as the arena gave them (KernelArgArena.place_spans):
+    # their ArgSlot objects are made on first use.
+    _arg_spans: list[tuple[list[ExecNode], list[ArgSpan]]] = field(default_factory=list)
 
     @property
     def locations(self) -> dict[ExecNode, tuple[int, int]]:
@@ -149,6 +152,26 @@ class Compiled:
                         located[node] = (strand, position)
                 self._runs = []
         return self._locations
+
+    @property
+    def arg_slots(self) -> dict[ExecNode, ArgSlot]:
+        """Each kernel node's argument slot: node -> :class:`ArgSlot`.
+
+        The slots of kernel runs are made on first use (an update, a setter of a disabled
+        node): until then a million-node run holds its places as spans (a ``range`` of
+        offsets, usually) and no object per node for the garbage collector to walk.
+        """
+        if self._arg_spans:
+            with _RUNS_LOCK:  # two first users: one makes the slots, the other waits for it
+                places = self._arg_places
+                for nodes, spans in self._arg_spans:
+                    each = iter(nodes)
+                    for chunk, buffer, offsets, sizes in spans:
+                        # each last: zip stops at the span's end without taking a node
+                        for offset, size, node in zip(offsets, sizes, each, strict=False):
+                            places[node] = ArgSlot(chunk, buffer, offset, size)
+                self._arg_spans = []
+        return self._arg_places
 
 
 def kernel_op(device: Device, params: KernelParams, arg_slot: ArgSlot, arena: KernelArgArena) -> Op:
@@ -213,9 +236,8 @@ def node_op(device: Device, node: ExecNode, compiled: Compiled, arena: KernelArg
 
 _KERNEL = NodeType.Kernel
 _kernel_of = attrgetter("kernel")
+_type_of = attrgetter("type")
 _threads_of = attrgetter("threads")
-_buffer_of = attrgetter("buffer")
-_offset_of = attrgetter("offset")
 
 
 class _Builder:
@@ -268,12 +290,18 @@ class _Builder:
         compiled = self.compiled
         arena = self.arena
         params_run: list[KernelParams] = [node.params for node in run]
-        arg_slots = arena.place_many(
+        spans = arena.place_spans(
             [params.arg_bytes for params in params_run],
             [params.kernel.layout.size for params in params_run],
         )
         compiled._runs.append((strand, len(ops), run))  # their locations, in one record
-        compiled.arg_slots.update(zip(run, arg_slots, strict=True))
+        compiled._arg_spans.append((run, spans))  # their slots, in one record
+        if len(spans) == 1:
+            buffers: Any = repeat(spans[0][1], len(run))
+            offsets: Any = spans[0][2]
+        else:
+            buffers = chain.from_iterable(repeat(span[1], len(span[2])) for span in spans)
+            offsets = chain.from_iterable(span[2] for span in spans)
         make = KernelOp.make
         first = params_run[0]
         if (
@@ -286,8 +314,8 @@ class _Builder:
                     make,
                     repeat(first.kernel, count),
                     repeat(first.threads, count),
-                    map(_buffer_of, arg_slots),
-                    map(_offset_of, arg_slots),
+                    buffers,
+                    offsets,
                     repeat(self._kernel_cost(first), count),
                     repeat(arena, count),
                 )
@@ -297,11 +325,11 @@ class _Builder:
         kernel: Any = None
         threads: Any = None
         cost = 0
-        for params, arg_slot in zip(params_run, arg_slots, strict=True):
+        for params, buffer, offset in zip(params_run, buffers, offsets, strict=True):
             if params.kernel is not kernel or params.threads is not threads:
                 kernel, threads = params.kernel, params.threads
                 cost = self._kernel_cost(params)
-            append(make(kernel, threads, arg_slot.buffer, arg_slot.offset, cost, arena))
+            append(make(kernel, threads, buffer, offset, cost, arena))
 
     def _emit_one(self, node: ExecNode, strand: int, ops: list[Op]) -> None:
         compiled = self.compiled
@@ -311,7 +339,7 @@ class _Builder:
             arena = self.arena
             kernel = params.kernel
             arg_slot = arena.place(params.arg_bytes, kernel.layout.size)
-            compiled.arg_slots[node] = arg_slot
+            compiled._arg_places[node] = arg_slot  # arg_slots would make a run's slots first
             if node.enabled and not arena.strict:  # the common case, without node_op's dispatch
                 compiled._locations[node] = (strand, len(ops))
                 cost = self._costs.get((kernel, params.threads))
@@ -349,9 +377,12 @@ class _Builder:
 
 
 def _unfreed(graph: ExecGraph) -> list[DevicePtr]:
+    nodes = graph.walk()
+    if NodeType.MemAlloc not in set(map(_type_of, nodes)):  # most graphs: no loop in Python
+        return []
     allocated: list[DevicePtr] = []
     freed: set[DevicePtr] = set()
-    for node in graph.walk():  # one walk for both
+    for node in nodes:  # one walk for both
         kind = node.type
         if kind is NodeType.MemAlloc:
             allocated.append(node.params.ptr)

@@ -271,13 +271,16 @@ def prepare(graph: ExecGraph) -> Conditionals | None:
     """
     found = Conditionals()
     pending = [graph]
+    kernel, conditional = NodeType.Kernel, NodeType.Conditional  # an enum member read costs
     while pending:
         for node in pending.pop().walk():
-            if node.type is NodeType.Kernel:
+            kind = node.type
+            if kind is kernel:
                 for arg in node.params.args:
                     if isinstance(arg, ConditionalHandle):
                         found.handles[arg.token] = arg
-            if node.type is not NodeType.Conditional:
+                continue
+            if kind is not conditional:
                 continue
             params: ConditionalNodeParams = node.params
             found.handles[params.handle.token] = params.handle

@@ -14,6 +14,7 @@ they were (check, then commit).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +31,7 @@ from .flags import InstantiateFlags, check_instantiate_flags
 from .planner import Plan, plan_graph
 from .races import ExecRaces, RaceError, check_exec_graph
 from .signal_pool import SignalSetPool
-from .snapshot import ExecGraph, ExecNode, snapshot, source_map
+from .snapshot import ExecGraph, ExecNode, SourceMap, snapshot
 
 if TYPE_CHECKING:
     from ..graph.graph import Graph
@@ -75,7 +76,7 @@ class Instantiated:
     flags: InstantiateFlags
     device: Device
     graph: ExecGraph
-    sources: dict[Any, ExecNode]  # original node handle -> its copy
+    sources: Mapping[Any, ExecNode]  # original node handle -> its copy
     plan: Plan
     compiled: Compiled
     arena: KernelArgArena
@@ -130,8 +131,9 @@ def instantiate(graph: Graph, request: InstantiateRequest) -> Instantiated:
         conditionals = prepare_conditionals(exec_graph)  # bodies, handles
     every = exec_graph.walk() if conditionals is None else conditionals.walk(exec_graph)
     checked: set[tuple[Any, ...]] = set()
+    kernel_type = NodeType.Kernel  # held here: an enum member read per node costs
     for node in every:
-        if node.type is NodeType.Kernel:
+        if node.type is kernel_type:
             # Added against the default device's limits; this executable runs on its own.
             # Nodes of one launch shape pass or fail alike: check each shape once.
             params = node.params
@@ -144,14 +146,14 @@ def instantiate(graph: Graph, request: InstantiateRequest) -> Instantiated:
         races, reports = check_exec_graph(exec_graph, originals, graph)
         if reports:
             raise RaceError(reports)
-    sources = source_map(originals, exec_graph)
+    sources = SourceMap(originals, exec_graph)  # the map is made by the first setter
     max_streams = min(MAX_PARALLEL_STREAMS, len(device.queues))
     plan = plan_graph(
         exec_graph,
         max_streams=max_streams,
         use_priority=flags is InstantiateFlags.USE_NODE_PRIORITY,
     )
-    kernels = [n for n in every if n.type is NodeType.Kernel]
+    kernels = [n for n in every if n.type is kernel_type]
     arg_bytes = sum(-(-max(n.params.kernel.layout.size, 1) // 16) * 16 for n in kernels)
     arena = KernelArgArena(
         device,

@@ -66,13 +66,15 @@ def _cut_segments(graph: ExecGraph) -> list[Segment]:
     segment_of: list[int] = [0] * len(graph.nodes)
     segments: list[Segment] = []
     dependents = graph.dependent_counts()
-    for node in graph.nodes:
+    nodes = graph.nodes
+    graph_type = NodeType.Graph  # held here: an enum member read per node costs
+    for node in nodes:
         deps = node.deps
         starts_new = (
             len(deps) != 1
             or dependents[deps[0]] != 1
-            or node.type is NodeType.Graph
-            or graph.nodes[deps[0]].type is NodeType.Graph
+            or node.type is graph_type
+            or nodes[deps[0]].type is graph_type
         )
         if starts_new:
             segment = Segment(len(segments), [node.index])

@@ -13,6 +13,7 @@ is unknown (``InvalidValue``), as in HIP.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
     from ..graph.node import GraphNode
     from ..lifetime.user_object import UserObject
 
-__all__ = ["ExecGraph", "ExecNode", "snapshot", "source_map"]
+__all__ = ["ExecGraph", "ExecNode", "SourceMap", "snapshot", "source_map"]
 
 _new_object = object.__new__
 _hid = attrgetter("hid")
@@ -181,3 +182,52 @@ def _copy_one(
 def source_map(originals: list[GraphNode], copy: ExecGraph) -> dict[HandleId, ExecNode]:
     """Original node handle → its copy (what the exec-side setters look nodes up by)."""
     return dict(zip(map(_hid, originals), copy.nodes, strict=True))
+
+
+class SourceMap(Mapping[HandleId, ExecNode]):
+    """:func:`source_map` made on first lookup (what an executable keeps as its ``sources``).
+
+    Only the exec-side setters look nodes up, and most executables never call one: until then
+    this holds the handle ids in the copy's order (a pointer per node), not a map entry per
+    node. The lengths are checked at once, as ``source_map`` checks them.
+
+    Raises:
+        ValueError: ``originals`` and the copy's nodes differ in length.
+    """
+
+    __slots__ = ("_state",)
+
+    def __init__(self, originals: list[GraphNode], copy: ExecGraph) -> None:
+        if len(originals) != len(copy.nodes):
+            raise ValueError(
+                f"zip() arguments differ in length: {len(originals)} nodes, "
+                f"{len(copy.nodes)} copies"
+            )
+        # The handle ids and the copies, until the map replaces them: one field, so a reader
+        # always sees one or the other whole.
+        self._state: tuple[list[HandleId], list[ExecNode]] | dict[HandleId, ExecNode] = (
+            list(map(_hid, originals)),
+            copy.nodes,
+        )
+
+    def _made(self) -> dict[HandleId, ExecNode]:
+        state = self._state
+        if isinstance(state, dict):
+            return state
+        made = dict(zip(state[0], state[1], strict=True))  # two first users: equal maps
+        self._state = made
+        return made
+
+    def __getitem__(self, hid: HandleId) -> ExecNode:
+        return self._made()[hid]
+
+    def __iter__(self) -> Iterator[HandleId]:
+        return iter(self._made())
+
+    def __len__(self) -> int:
+        state = self._state
+        return len(state) if isinstance(state, dict) else len(state[0])
+
+    def __repr__(self) -> str:
+        made = "made" if isinstance(self._state, dict) else "not made yet"
+        return f"<SourceMap {len(self)} nodes, {made}>"

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import InvalidValue
@@ -83,7 +84,7 @@ class Updater:
         *,
         device: Device,
         graph: ExecGraph,
-        sources: dict[Any, ExecNode],
+        sources: Mapping[Any, ExecNode],
         compiled: Compiled,
         arena: KernelArgArena,
         conditionals: Conditionals | None,
