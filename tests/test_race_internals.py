@@ -148,3 +148,52 @@ def test_a_graph_without_child_graphs_flattens_to_its_own_nodes_as_the_general_w
         ]
     finally:
         destroy(graph, with_child, empty)
+
+
+@ahg.kernel
+def _mixed(
+    t: ahg.Threads,
+    out: ahg.Ptr[ahg.int32],
+    src: ahg.ConstPtr[ahg.int32],
+    hits: ahg.AtomicPtr[ahg.int32],
+    n: ahg.int32,
+) -> None:
+    pass
+
+
+@ahg.kernel(extents={"out": "n"})
+def _sized(t: ahg.Threads, out: ahg.Ptr[ahg.int32], n: ahg.int32) -> None:
+    pass
+
+
+def test_a_kernel_footprint_takes_the_common_path_only_where_it_equals_the_general_one(
+    device: ahg.Device,
+) -> None:
+    from ahipgraph.exec import races
+
+    a, b = device.malloc(64), device.malloc(64)
+    graph = ahg.Graph()
+    try:
+        assert _sized.layout.pointer_reaches is None  # a declared extent: the general path
+        assert _mixed.layout.pointer_reaches == (
+            (0, True, False),
+            (1, False, False),
+            (2, True, True),
+        )
+        for kernel, args, ranges in [
+            (_mixed, (a, b + 8, a + 4, 3), 3),
+            (_mixed, (None, b, ahg.DevicePtr(device.ordinal, 0), 1), 1),  # no pointer, null
+            (_sized, (a + 4, 5), 1),
+        ]:
+            params = graph.add_kernel_node(kernel, 1, 1, args).params
+            assert len(races._kernel_footprint(params)) == ranges
+            assert races._kernel_footprint(params) == races._kernel_footprint_of(
+                kernel.layout, params.args, None
+            )
+            assert races._kernel_footprint(params, device) == races._kernel_footprint_of(
+                kernel.layout, params.args, device
+            )
+    finally:
+        destroy(graph)
+        device.free(a)
+        device.free(b)

@@ -270,6 +270,7 @@ class ArgLayout:
         "_fast_types",
         "_pointer_fields",
         "_pointers",
+        "_reaches",
         "_struct",
         "decode_method",
         "names",
@@ -336,6 +337,27 @@ class ArgLayout:
                 if isinstance(t, PointerType)
             )
             return self._pointers
+
+    @property
+    def pointer_reaches(self) -> tuple[tuple[int, bool, bool], ...] | None:
+        """``(index, write, atomic)`` of each pointer parameter when every one may touch up
+        to the end of its allocation (no declared extent), else None.
+
+        The race checker's common case, worked out once per kernel rather than per node.
+        """
+        try:
+            return self._reaches
+        except AttributeError:
+            fields = self.pointers
+            self._reaches: tuple[tuple[int, bool, bool], ...] | None = (
+                None
+                if any(field.extent is not None for field in fields)
+                else tuple(
+                    (field.index, field.access != "const", field.access == "atomic")
+                    for field in fields
+                )
+            )
+            return self._reaches
 
     def check(self, args: Sequence[Any] | None, kernel_name: str) -> tuple[Any, ...]:
         """Validate ``args`` against the parameters; return the raw field values.

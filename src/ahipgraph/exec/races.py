@@ -277,11 +277,39 @@ def _host_footprint(fn: HostFunction) -> list[Access]:
 
 
 def _kernel_footprint(params: KernelParams, device: Any = None) -> list[Access]:
+    layout = params.kernel.layout
+    reaches = layout.pointer_reaches
+    if reaches is None or device is not None:
+        return _kernel_footprint_of(layout, params.args, device)
+    # The common case (no declared extent, no stream device), with the graph check's memo of
+    # allocation lookups read inline.
     out: list[Access] = []
     args = params.args
+    memo: dict[Any, Any] | None = getattr(_LOCAL, "memo", None)
+    for index, write, atomic in reaches:
+        ptr = args[index]
+        if not isinstance(ptr, DevicePtr):
+            continue
+        address = ptr.address
+        if not address:
+            continue
+        ordinal = ptr.device
+        key = (ordinal, address)
+        if memo is not None and key in memo:
+            found = memo[key]
+        else:
+            found = ALLOCATIONS.lookup(ordinal, address)
+        end = address + 1 if found is None else found[1] + found[2]
+        out.append(_new_access(Access, (ordinal, address, end, write, atomic, CONSERVATIVE)))
+    return out
+
+
+def _kernel_footprint_of(layout: Any, args: Any, device: Any) -> list[Access]:
+    """Any kernel's footprint: declared extents, and ``device``'s memory known current."""
+    out: list[Access] = []
     lookup = ALLOCATIONS.lookup
     here = device.ordinal if device is not None else -1
-    for pointer in params.kernel.layout.pointers:
+    for pointer in layout.pointers:
         ptr = args[pointer.index]
         if not isinstance(ptr, DevicePtr) or not ptr.address:
             continue
