@@ -631,6 +631,15 @@ def _describe(node: GraphNode) -> str:
     return f"node {node.id} ({name}{', added at ' + site if site else ''})"
 
 
+def _mask(indices: list[int]) -> int:
+    """The bitset of ``indices`` (ascending), built in one pass rather than one OR per bit
+    (each of which would copy the growing int)."""
+    bits = bytearray((indices[-1] >> 3) + 1)
+    for index in indices:
+        bits[index >> 3] |= 1 << (index & 7)
+    return int.from_bytes(bits, "little")
+
+
 def _bits(mask: int) -> Iterator[int]:
     while mask:
         low = mask & -mask
@@ -658,10 +667,11 @@ def conflicting_pairs(
     unordered pairs that share memory are compared range by range. ``only`` restricts the
     search to pairs involving those nodes (setters and updates).
     """
-    masks: dict[tuple[int, int], int] = {}
+    members: dict[tuple[int, int], list[int]] = {}
     for index, keys in enumerate(buckets):
         for key in keys:
-            masks[key] = masks.get(key, 0) | (1 << index)
+            members.setdefault(key, []).append(index)
+    masks = {key: _mask(indices) for key, indices in members.items()}
     out: list[tuple[int, Access, int, Access]] = []
     seen: set[tuple[int, int]] = set()
 
@@ -676,14 +686,21 @@ def conflicting_pairs(
                     return
 
     for i in range(len(footprints)) if only is None else sorted(only):
-        touch = 0
-        for key in buckets[i]:
-            touch |= masks[key]
-        touch &= ~(1 << i)
-        if not touch:
+        keys = buckets[i]
+        if not keys:
             continue
-        for j in _bits(touch & ((1 << i) - 1) & ~anc[i]):
-            compare(j, i)
+        if len(keys) == 1:
+            touch = masks[keys[0]]
+        else:
+            touch = 0
+            for key in keys:
+                touch |= masks[key]
+        earlier = touch & ((1 << i) - 1)
+        if earlier:
+            earlier &= ~anc[i]
+            if earlier:
+                for j in _bits(earlier):
+                    compare(j, i)
         if only is not None:
             for k in _bits(touch >> (i + 1) << (i + 1)):
                 if not (anc[k] >> i) & 1:
