@@ -197,3 +197,34 @@ def test_a_kernel_footprint_takes_the_common_path_only_where_it_equals_the_gener
         destroy(graph)
         device.free(a)
         device.free(b)
+
+
+def test_a_clean_check_of_a_flat_graph_makes_no_flat_nodes_until_a_report_needs_them(
+    device: ahg.Device,
+) -> None:
+    from ahipgraph.exec.races import ExecRaces, flatten
+    from ahipgraph.exec.snapshot import snapshot
+
+    x = device.malloc(64)
+    graph = ahg.Graph()
+    first = graph.add_kernel_node(_mixed, 1, 1, (x, x, None, 1))
+    graph.add_kernel_node(_mixed, 1, 1, (x, x, None, 2), deps=[first])
+    try:
+        exec_graph, originals = snapshot(graph)
+        races = ExecRaces(exec_graph, originals, graph, check=True)
+        assert races.races() == []
+        assert races._flat is None  # ordered: nothing to word, nothing made
+        made = races.flat
+        expected = flatten(exec_graph, originals, graph)
+        assert [(f.index, f.deps, f.original, f.owner, f.level) for f in made] == [
+            (f.index, f.deps, f.original, f.owner, f.level) for f in expected
+        ]
+        assert races.flat is made
+        assert races.index_of == {id(node): i for i, node in enumerate(exec_graph.nodes)}
+        graph.remove_dependencies([first], [graph.nodes()[1]])
+        unordered, unordered_originals = snapshot(graph)
+        reports = ExecRaces(unordered, unordered_originals, graph, check=True).races()
+        assert [report.kind for report in reports] == ["write-after-write"]
+    finally:
+        destroy(graph)
+        device.free(x)

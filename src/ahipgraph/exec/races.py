@@ -556,10 +556,14 @@ def flatten_nodes(exec_graph: ExecGraph) -> list[FlatNode]:
 
 def ancestors(flat: list[FlatNode]) -> list[int]:
     """Per flat node, the bitset of every node a path of edges leads from."""
+    return _ancestors_of([node.deps for node in flat])
+
+
+def _ancestors_of(deps: list[Any]) -> list[int]:
     anc: list[int] = []
-    for node in flat:
+    for node_deps in deps:
         bits = 0
-        for dep in node.deps:
+        for dep in node_deps:
             bits |= anc[dep] | (1 << dep)
         anc.append(bits)
     return anc
@@ -719,16 +723,17 @@ class ExecRaces:
 
     __slots__ = (
         "_events",
+        "_flat",
+        "_flat_from",
         "_groups",
+        "_index_of",
         "_nodes",
         "_nodes_graph",
         "_summary",
         "anc",
         "buckets",
         "check",
-        "flat",
         "footprints",
-        "index_of",
     )
 
     def __init__(
@@ -753,15 +758,24 @@ class ExecRaces:
         graph: Graph | None,
         check: bool,
     ) -> None:
-        if check:
-            self.flat = flatten(exec_graph, originals, graph)
-            nodes = [f.exec_node for f in self.flat]
-        else:  # a replay summary needs footprints only, not the order between nodes
-            self.flat = []
+        self._flat_from: tuple[Any, ...] | None = None
+        self._index_of: dict[int, int] | None = None
+        if not check:  # a replay summary needs footprints only, not the order between nodes
+            self._flat: list[FlatNode] | None = []
             nodes = exec_graph.walk()
-        self.index_of = {id(node): i for i, node in enumerate(nodes)}
+            self.anc = []
+        elif all(node.child is None for node in exec_graph.nodes):
+            # Nothing to inline: the flat nodes are the graph's own, in order. They are only
+            # needed to word a report, so they are made when one is (see ``flat``).
+            nodes = list(exec_graph.nodes)
+            self._flat = None
+            self._flat_from = (exec_graph, originals, graph)
+            self.anc = _ancestors_of([node.deps for node in nodes])
+        else:
+            self._flat = flatten(exec_graph, originals, graph)
+            nodes = [f.exec_node for f in self._flat]
+            self.anc = ancestors(self._flat)
         self.footprints = [node_footprint(node) for node in nodes]
-        self.anc = ancestors(self.flat)
         self.buckets = _all_buckets(self.footprints) if check else []
         self._nodes = nodes
         self._events: tuple[list[Any], list[Any]] | None = None
@@ -770,6 +784,24 @@ class ExecRaces:
         ) = None
         self._nodes_graph = exec_graph
         self._summary: list[Access] | None = None
+
+    @property
+    def flat(self) -> list[FlatNode]:
+        """The flattened nodes (empty for a replay summary), made on first use."""
+        flat = self._flat
+        if flat is None:
+            assert self._flat_from is not None
+            flat = self._flat = flatten(*self._flat_from)
+            self._flat_from = None
+        return flat
+
+    @property
+    def index_of(self) -> dict[int, int]:
+        """``id(exec node)`` -> its flat index, for setters and updates (made on first use)."""
+        index_of = self._index_of
+        if index_of is None:
+            index_of = self._index_of = {id(node): i for i, node in enumerate(self._nodes)}
+        return index_of
 
     def races(self) -> list[RaceReport]:
         """Every race of the whole graph."""
