@@ -937,12 +937,19 @@ def _all_buckets(footprints: list[list[Access]]) -> list[list[tuple[int, int]]]:
     the allocation lookups its footprints made are read straight from the memo."""
     memo: dict[Any, Any] = _LOCAL.memo
     out: list[list[tuple[int, int]]] = []
+    # Nodes in one allocation share one bucket list (never changed in place: a setter
+    # replaces a node's list), so a graph's check makes a few lists, not one per node.
+    shared: dict[tuple[int, int], list[tuple[int, int]]] = {}
     for accesses in footprints:
         if len(accesses) == 1:  # most nodes: one range
             access = accesses[0]
             key = (access.device, access.start)
             found = memo[key] if key in memo else ALLOCATIONS.lookup(*key)
-            out.append([(access.device, access.start if found is None else found[1])])
+            bucket = (access.device, access.start if found is None else found[1])
+            keys = shared.get(bucket)
+            if keys is None:
+                keys = shared[bucket] = [bucket]
+            out.append(keys)
         else:
             out.append(_buckets(accesses))
     return out
