@@ -89,6 +89,9 @@ def test_a_node_handle_is_the_same_value_on_every_read_and_outlives_the_node() -
     assert hash(first.hid) == hash(hid)
     assert NODES.get(hid) is first
     assert NODES.is_valid(first.hid)
+    with pytest.raises(AttributeError):  # read-only: a node's handle cannot be redirected
+        first.hid = HandleId(hid.slot + 1, hid.generation)  # type: ignore[misc]
+    assert NODES.get(first.hid) is first
     graph.destroy()
     assert first.hid == hid  # the handle of a destroyed node still names it, and finds nothing
     assert NODES.get(hid) is None

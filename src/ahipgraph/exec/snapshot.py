@@ -30,8 +30,8 @@ __all__ = ["ExecGraph", "ExecNode", "SourceMap", "snapshot", "source_map"]
 
 _new_object = object.__new__
 _hid = attrgetter("hid")
-_slot = attrgetter("_slot")
-_generation = attrgetter("_generation")
+_handle_row = attrgetter("_slot")  # a graph node's registry row (its hid.slot)
+_handle_generation = attrgetter("_generation")
 
 
 @dataclass(slots=True, eq=False)
@@ -205,12 +205,12 @@ class SourceMap(Mapping[HandleId, ExecNode]):
                 f"zip() arguments differ in length: {len(originals)} nodes, "
                 f"{len(copy.nodes)} copies"
             )
-        # The handle ids (as their slots and generations: ints the nodes already hold, where
+        # The handle ids (as their registry rows and generations: ints the nodes already hold, where
         # HandleId tuples would each be an object the garbage collector tracks) and the copies,
         # until the map replaces them: one field, so a reader always sees one or the other whole.
         self._state: tuple[list[int], list[int], list[ExecNode]] | dict[HandleId, ExecNode] = (
-            list(map(_slot, originals)),
-            list(map(_generation, originals)),
+            list(map(_handle_row, originals)),
+            list(map(_handle_generation, originals)),
             copy.nodes,
         )
 
