@@ -30,6 +30,8 @@ __all__ = ["ExecGraph", "ExecNode", "SourceMap", "snapshot", "source_map"]
 
 _new_object = object.__new__
 _hid = attrgetter("hid")
+_handle_row = attrgetter("_slot")  # a graph node's registry row (its hid.slot)
+_handle_generation = attrgetter("_generation")
 
 
 @dataclass(slots=True, eq=False)
@@ -203,10 +205,12 @@ class SourceMap(Mapping[HandleId, ExecNode]):
                 f"zip() arguments differ in length: {len(originals)} nodes, "
                 f"{len(copy.nodes)} copies"
             )
-        # The handle ids and the copies, until the map replaces them: one field, so a reader
-        # always sees one or the other whole.
-        self._state: tuple[list[HandleId], list[ExecNode]] | dict[HandleId, ExecNode] = (
-            list(map(_hid, originals)),
+        # The handle ids (as their registry rows and generations: ints the nodes already hold, where
+        # HandleId tuples would each be an object the garbage collector tracks) and the copies,
+        # until the map replaces them: one field, so a reader always sees one or the other whole.
+        self._state: tuple[list[int], list[int], list[ExecNode]] | dict[HandleId, ExecNode] = (
+            list(map(_handle_row, originals)),
+            list(map(_handle_generation, originals)),
             copy.nodes,
         )
 
@@ -214,7 +218,8 @@ class SourceMap(Mapping[HandleId, ExecNode]):
         state = self._state
         if isinstance(state, dict):
             return state
-        made = dict(zip(state[0], state[1], strict=True))  # two first users: equal maps
+        hids = map(HandleId._make, zip(state[0], state[1], strict=True))
+        made = dict(zip(hids, state[2], strict=True))  # two first users: equal maps
         self._state = made
         return made
 

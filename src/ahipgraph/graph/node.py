@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.errors import InvalidValue, NotSupported
 from ..core.lifecycle import DestroyOnExit, FactoryOnly, HandleState, check_live
+from ..core.registry import HandleId
 from ..core.surface import own_mixin_methods
 from ..device.kernel import DimLike, Kernel
 from ..device.pointer import DevicePtr
@@ -62,6 +63,7 @@ NODES = NodeRegistry("graph node")
 _FACTORY = FactoryOnly("graph nodes are created with Graph.add_*_node()")
 _NODE_IDS = itertools.count()  # next() on a C iterator is atomic under the GIL
 _new_object = object.__new__
+_new_tuple = tuple.__new__
 
 PARAMS_TYPES: dict[NodeType, type[Any] | None] = {
     NodeType.Kernel: KernelParams,
@@ -89,7 +91,21 @@ class GraphNode(NodeCopySetters, DestroyOnExit):
         hid: the node's registry handle.
     """
 
-    __slots__ = ("__weakref__", "_deps", "_params", "_succ", "_type", "graph", "hid", "id")
+    # The handle is kept as its two ints, not as a HandleId: a HandleId is a tuple subclass,
+    # which the garbage collector tracks for as long as it lives (it only untracks exact tuples
+    # of atomic values), so holding one per node would add an object per node to every full
+    # collection's walk. ``hid`` makes the HandleId when asked.
+    __slots__ = (
+        "__weakref__",
+        "_deps",
+        "_generation",
+        "_params",
+        "_slot",
+        "_succ",
+        "_type",
+        "graph",
+        "id",
+    )
 
     def __init__(
         self,
@@ -107,7 +123,7 @@ class GraphNode(NodeCopySetters, DestroyOnExit):
         self._params = params
         self._deps: list[GraphNode] = []
         self._succ: list[GraphNode] = []
-        self.hid = NODES.register(self)
+        self._slot, self._generation = NODES.register(self)
 
     @classmethod
     def _create(
@@ -132,14 +148,19 @@ class GraphNode(NodeCopySetters, DestroyOnExit):
         node._params = params
         node._deps = [] if deps is None else deps
         node._succ = []
-        node.hid = NODES.register(node)
+        node._slot, node._generation = NODES.register(node)
         return node
+
+    @property
+    def hid(self) -> HandleId:
+        """The node's registry handle (made on each read; equal reads compare equal)."""
+        return _new_tuple(HandleId, (self._slot, self._generation))
 
     # -- validity ----------------------------------------------------------------------------------
 
     @property
     def alive(self) -> bool:
-        return NODES.get(self.hid) is self and not self.graph.destroyed
+        return NODES.find(self._slot, self._generation) is self and not self.graph.destroyed
 
     @property
     def state(self) -> HandleState:
@@ -148,7 +169,7 @@ class GraphNode(NodeCopySetters, DestroyOnExit):
 
     def _check_alive(self) -> None:
         """Raise InvalidValue if the node or its graph was destroyed."""
-        if NODES.get(self.hid) is not self or self.graph.destroyed:
+        if NODES.find(self._slot, self._generation) is not self or self.graph.destroyed:
             check_live(False, "graph node", self)
 
     # -- queries -----------------------------------------------------------------------------------

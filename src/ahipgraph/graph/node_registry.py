@@ -148,6 +148,21 @@ class NodeRegistry:
         node: GraphNode | None = graph._by_id.get(node_id)
         return node  # what _lookup does, inline: once per handle check
 
+    def find(self, slot: int, generation: int) -> GraphNode | None:
+        """:meth:`get` for a handle given as its two ints (what a node keeps; see GraphNode)."""
+        generations = self._generations
+        if not 0 <= slot < len(generations) or generations[slot] != generation:
+            return None
+        ref = self._owners[slot]
+        node_id = self._ids[slot]
+        if ref is None or generations[slot] != generation:
+            return None
+        graph: Any = ref()
+        if graph is None:
+            return None
+        node: GraphNode | None = graph._by_id.get(node_id)
+        return node  # what _lookup does, inline: once per node check
+
     def is_valid(self, hid: HandleId) -> bool:
         return self.get(hid) is not None
 

@@ -1,0 +1,144 @@
+"""How many objects the garbage collector tracks per graph node, pinned so it cannot grow back.
+
+A full collection walks every tracked object, so each one a node keeps alive makes building and
+first replays of a large graph cost more per node the larger the graph. These tests count them
+(``gc.get_objects()`` before and after, a deterministic figure, unlike timings) for a chain of
+kernel nodes whose arguments are plain ints (an exact tuple of ints is untracked by the collector,
+so what is left is the library's own).
+"""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pytest
+
+import ahipgraph as ahg
+from ahipgraph.core.registry import HandleId
+from ahipgraph.graph.node import NODES
+
+NODES_IN_CHAIN = 2_000
+# Per node today: the GraphNode, its KernelParams, its two edge lists; instantiate adds the
+# ExecNode and its kernel op. A fixed allowance covers per-graph objects.
+BUILD_TRACKED_PER_NODE = 4
+INSTANTIATE_TRACKED_PER_NODE = 2
+FIXED_ALLOWANCE = 200
+
+
+@ahg.kernel
+def count(t: ahg.Threads, n: ahg.int32) -> None:
+    """Does nothing: only the runtime's own objects are counted."""
+
+
+def _tracked() -> int:
+    gc.collect()
+    return len(gc.get_objects())
+
+
+def _chain(size: int) -> tuple[ahg.Graph, list[ahg.GraphNode]]:
+    graph = ahg.Graph()
+    nodes: list[ahg.GraphNode] = []
+    previous: tuple[ahg.GraphNode, ...] = ()
+    for i in range(size):
+        node = graph.add_kernel_node(count, 1, 1, (i,), deps=previous)
+        nodes.append(node)
+        previous = (node,)
+    return graph, nodes
+
+
+def test_a_chain_node_keeps_at_most_four_tracked_objects() -> None:
+    gc.collect()
+    before = _tracked()
+    graph, nodes = _chain(NODES_IN_CHAIN)
+    del nodes
+    built = _tracked() - before
+    assert built <= BUILD_TRACKED_PER_NODE * NODES_IN_CHAIN + FIXED_ALLOWANCE, (
+        built / NODES_IN_CHAIN
+    )
+    graph.destroy()
+
+
+def test_instantiate_adds_at_most_two_tracked_objects_per_node() -> None:
+    graph, nodes = _chain(NODES_IN_CHAIN)
+    del nodes
+    before = _tracked()
+    exec_ = graph.instantiate()
+    made = _tracked() - before
+    assert made <= INSTANTIATE_TRACKED_PER_NODE * NODES_IN_CHAIN + FIXED_ALLOWANCE, (
+        made / NODES_IN_CHAIN
+    )
+    exec_.destroy()
+    graph.destroy()
+
+
+def test_a_node_holds_no_handle_tuple_the_collector_tracks() -> None:
+    graph, nodes = _chain(3)
+    gc.collect()
+    held = {id(o) for o in gc.get_objects() if type(o) is HandleId}
+    assert not any(id(node.hid) in held for node in nodes)
+    graph.destroy()
+
+
+def test_a_node_handle_is_the_same_value_on_every_read_and_outlives_the_node() -> None:
+    graph, nodes = _chain(2)
+    first = nodes[0]
+    hid = first.hid
+    assert isinstance(hid, HandleId)
+    assert first.hid == hid
+    assert hash(first.hid) == hash(hid)
+    assert NODES.get(hid) is first
+    assert NODES.is_valid(first.hid)
+    with pytest.raises(AttributeError):  # read-only: a node's handle cannot be redirected
+        first.hid = HandleId(hid.slot + 1, hid.generation)  # type: ignore[misc]
+    assert NODES.get(first.hid) is first
+    graph.destroy()
+    assert first.hid == hid  # the handle of a destroyed node still names it, and finds nothing
+    assert NODES.get(hid) is None
+    assert not first.alive
+
+
+def test_a_reused_slot_gives_a_new_handle_and_the_old_one_finds_nothing() -> None:
+    graph, nodes = _chain(1)
+    old = nodes[0]
+    old_hid = old.hid
+    graph.destroy()
+    again, renodes = _chain(1)
+    new = renodes[0]
+    if new.hid.slot == old_hid.slot:
+        assert new.hid.generation > old_hid.generation
+    assert new.hid != old_hid
+    assert NODES.get(old_hid) is None
+    assert NODES.get(new.hid) is new
+    assert not old.alive
+    assert new.alive
+    again.destroy()
+
+
+@ahg.kernel
+def store(t: ahg.Threads, x: ahg.Ptr[ahg.int32], n: ahg.int32) -> None:
+    x[0] = n
+
+
+@pytest.mark.asyncio
+async def test_exec_side_lookups_by_node_handle_still_find_the_copy(device: ahg.Device) -> None:
+    x = device.malloc(8)
+    graph = ahg.Graph()
+    first = graph.add_kernel_node(store, 1, 1, (x, 1))
+    graph.add_kernel_node(store, 1, 1, (x + 4, 2), deps=first)
+    exec_ = graph.instantiate()
+    stream = device.create_stream()
+    try:
+        exec_.set_kernel_node_params(first, store, 1, 1, (x, 7))  # found by first.hid
+        await (await exec_.launch(stream))
+        assert [int(v) for v in device.view(x, np.int32, 2)] == [7, 2]
+        other = ahg.Graph()
+        stranger = other.add_kernel_node(store, 1, 1, (x, 3))
+        with pytest.raises(ahg.HipError):  # another graph's node is not in the executable
+            exec_.set_kernel_node_params(stranger, store, 1, 1, (x, 9))
+        other.destroy()
+    finally:
+        stream.destroy()
+        exec_.destroy()
+        graph.destroy()
+        device.free(x)
