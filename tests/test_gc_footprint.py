@@ -17,6 +17,7 @@ import pytest
 import ahipgraph as ahg
 from ahipgraph.core.registry import HandleId
 from ahipgraph.graph.node import NODES
+from ahipgraph.runtime import observe
 
 NODES_IN_CHAIN = 2_000
 # Per node today: the GraphNode, its KernelParams, its two edge lists; instantiate adds the
@@ -29,6 +30,14 @@ FIXED_ALLOWANCE = 200
 @ahg.kernel
 def count(t: ahg.Threads, n: ahg.int32) -> None:
     """Does nothing: only the runtime's own objects are counted."""
+
+
+@pytest.fixture
+def _no_observer() -> None:
+    """The counts are the runtime's own: the race checker (``make race``) records a site per
+    node on top, by design."""
+    if observe.observer is not None:
+        pytest.skip("the race checker is installed and keeps its own records per node")
 
 
 def _tracked() -> int:
@@ -47,29 +56,35 @@ def _chain(size: int) -> tuple[ahg.Graph, list[ahg.GraphNode]]:
     return graph, nodes
 
 
+@pytest.mark.usefixtures("_no_observer")
 def test_a_chain_node_keeps_at_most_four_tracked_objects() -> None:
     gc.collect()
     before = _tracked()
     graph, nodes = _chain(NODES_IN_CHAIN)
     del nodes
-    built = _tracked() - before
-    assert built <= BUILD_TRACKED_PER_NODE * NODES_IN_CHAIN + FIXED_ALLOWANCE, (
-        built / NODES_IN_CHAIN
-    )
-    graph.destroy()
+    try:
+        built = _tracked() - before
+        assert built <= BUILD_TRACKED_PER_NODE * NODES_IN_CHAIN + FIXED_ALLOWANCE, (
+            built / NODES_IN_CHAIN
+        )
+    finally:
+        graph.destroy()
 
 
+@pytest.mark.usefixtures("_no_observer")
 def test_instantiate_adds_at_most_two_tracked_objects_per_node() -> None:
     graph, nodes = _chain(NODES_IN_CHAIN)
     del nodes
     before = _tracked()
     exec_ = graph.instantiate()
-    made = _tracked() - before
-    assert made <= INSTANTIATE_TRACKED_PER_NODE * NODES_IN_CHAIN + FIXED_ALLOWANCE, (
-        made / NODES_IN_CHAIN
-    )
-    exec_.destroy()
-    graph.destroy()
+    try:
+        made = _tracked() - before
+        assert made <= INSTANTIATE_TRACKED_PER_NODE * NODES_IN_CHAIN + FIXED_ALLOWANCE, (
+            made / NODES_IN_CHAIN
+        )
+    finally:
+        exec_.destroy()
+        graph.destroy()
 
 
 def test_a_node_holds_no_handle_tuple_the_collector_tracks() -> None:
