@@ -89,25 +89,11 @@ class NodeRegistry:
         """Retire ``hid``; return its node the first time, ``None`` if it was not alive."""
         with self._lock:
             slot, generation = hid
-            node = self._lookup(slot, generation)
+            node = self.find(slot, generation)
             if node is None:
                 return None
             self._retire_locked(slot, generation)
             return node
-
-    def _lookup(self, slot: int, generation: int) -> GraphNode | None:
-        generations = self._generations
-        if not 0 <= slot < len(generations) or generations[slot] != generation:
-            return None
-        ref = self._owners[slot]
-        node_id = self._ids[slot]
-        if ref is None or generations[slot] != generation:
-            return None
-        graph: Any = ref()
-        if graph is None:
-            return None
-        node: GraphNode | None = graph._by_id.get(node_id)
-        return node
 
     def _retire_locked(self, slot: int, generation: int) -> None:
         # The owner goes first, then the generation moves on: a lock-free ``get`` that read
@@ -128,13 +114,17 @@ class NodeRegistry:
             ref.slots = []
 
     def get(self, hid: HandleId) -> GraphNode | None:
-        """The live node for ``hid``, or ``None`` if it was destroyed or never existed.
+        """The live node for ``hid``, or ``None`` if it was destroyed or never existed."""
+        slot, generation = hid
+        return self.find(slot, generation)
+
+    def find(self, slot: int, generation: int) -> GraphNode | None:
+        """:meth:`get` for a handle given as its two ints (what a node keeps; see GraphNode).
 
         Lock-free, as :meth:`HandleRegistry.get`: the generation is read on both sides of the
         slot's owner and id, so a retire (owner cleared, then generation moved on) or a reuse
         in between is seen.
         """
-        slot, generation = hid
         generations = self._generations
         if not 0 <= slot < len(generations) or generations[slot] != generation:
             return None
@@ -146,22 +136,7 @@ class NodeRegistry:
         if graph is None:
             return None
         node: GraphNode | None = graph._by_id.get(node_id)
-        return node  # what _lookup does, inline: once per handle check
-
-    def find(self, slot: int, generation: int) -> GraphNode | None:
-        """:meth:`get` for a handle given as its two ints (what a node keeps; see GraphNode)."""
-        generations = self._generations
-        if not 0 <= slot < len(generations) or generations[slot] != generation:
-            return None
-        ref = self._owners[slot]
-        node_id = self._ids[slot]
-        if ref is None or generations[slot] != generation:
-            return None
-        graph: Any = ref()
-        if graph is None:
-            return None
-        node: GraphNode | None = graph._by_id.get(node_id)
-        return node  # what _lookup does, inline: once per node check
+        return node
 
     def is_valid(self, hid: HandleId) -> bool:
         return self.get(hid) is not None
