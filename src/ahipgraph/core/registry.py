@@ -24,9 +24,9 @@ from __future__ import annotations
 import threading
 import weakref
 from dataclasses import dataclass
-from typing import Any, Generic, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 
-__all__ = ["HandleId", "HandleRegistry", "RegistryStatistics"]
+__all__ = ["HandleId", "HandleRegistry", "RegistryStatistics", "SlotTable"]
 
 T = TypeVar("T")
 
@@ -56,23 +56,59 @@ class _SlotRef(weakref.ref):  # type: ignore[type-arg]
     slot: int
 
 
-class HandleRegistry(Generic[T]):
-    """A thread-safe slot table mapping :class:`HandleId` to live objects, held weakly."""
+class SlotTable:
+    """What every generation-checked registry shares: the slots' generations, the free list,
+    the counts, and retiring the slots of collected objects lazily under the lock.
+
+    A subclass holds what each slot refers to and retires dead references
+    (``_retire_dead_locked``); statistics, ``len`` and ``repr`` are the same for all of them,
+    so leak checks and tests treat every registry alike.
+    """
 
     def __init__(self, kind: str) -> None:
         self.kind = kind
         self._lock = threading.Lock()
-        # Two parallel arrays indexed by slot: the slot's generation, and its weak reference
-        # (None while the slot is free). No record per slot: a registry of a million graph
-        # nodes would otherwise hold a million extra tuples for the collector to walk.
+        # Indexed by slot; a subclass keeps its references in a parallel array. No record per
+        # slot: a registry of a million graph nodes would otherwise hold a million extra
+        # tuples for the collector to walk.
         self._generations: list[int] = []
-        self._refs: list[_SlotRef | None] = []
         self._free: list[int] = []
         self._live = 0
         self._registered_total = 0
         # References whose objects were collected, not yet retired (list.append is atomic).
-        self._dead: list[_SlotRef] = []
+        self._dead: list[Any] = []
         self._on_collected = self._dead.append
+
+    if TYPE_CHECKING:  # each subclass retires the slots of its collected references
+
+        def _retire_dead_locked(self) -> None: ...
+
+    def _settle(self) -> None:
+        if self._dead:
+            with self._lock:
+                self._retire_dead_locked()
+
+    def __len__(self) -> int:
+        self._settle()
+        return self._live
+
+    def statistics(self) -> RegistryStatistics:
+        self._settle()
+        return RegistryStatistics(
+            self.kind, self._live, len(self._generations), self._registered_total
+        )
+
+    def __repr__(self) -> str:
+        self._settle()
+        return f"<HandleRegistry {self.kind} live={self._live} slots={len(self._generations)}>"
+
+
+class HandleRegistry(SlotTable, Generic[T]):
+    """A thread-safe slot table mapping :class:`HandleId` to live objects, held weakly."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__(kind)
+        self._refs: list[_SlotRef | None] = []  # each slot's weak reference, None while free
 
     def register(self, obj: T) -> HandleId:
         """Give ``obj`` a slot and return its handle id."""
@@ -150,20 +186,3 @@ class HandleRegistry(Generic[T]):
                 self._retire_dead_locked()
             objects = [ref() for ref in self._refs if ref is not None]
         return [obj for obj in objects if obj is not None]
-
-    def _settle(self) -> None:
-        if self._dead:
-            with self._lock:
-                self._retire_dead_locked()
-
-    def __len__(self) -> int:
-        self._settle()
-        return self._live
-
-    def statistics(self) -> RegistryStatistics:
-        self._settle()
-        return RegistryStatistics(self.kind, self._live, len(self._refs), self._registered_total)
-
-    def __repr__(self) -> str:
-        self._settle()
-        return f"<HandleRegistry {self.kind} live={self._live} slots={len(self._refs)}>"

@@ -20,11 +20,10 @@ anyone else can see it; :meth:`get` finds a node only through that entry.
 
 from __future__ import annotations
 
-import threading
 import weakref
 from typing import TYPE_CHECKING, Any
 
-from ..core.registry import HandleId, RegistryStatistics
+from ..core.registry import HandleId, SlotTable
 
 if TYPE_CHECKING:
     from .node import GraphNode
@@ -41,22 +40,15 @@ class _GraphRef(weakref.ref):  # type: ignore[type-arg]
     slots: list[int]
 
 
-class NodeRegistry:
+class NodeRegistry(SlotTable):
     """A thread-safe slot table of graph nodes, each found through its (weakly held) graph."""
 
     def __init__(self, kind: str) -> None:
-        self.kind = kind
-        self._lock = threading.Lock()
-        # Parallel arrays indexed by slot: generation, the owning graph's reference (None while
-        # the slot is free) and the node's id in that graph.
-        self._generations: list[int] = []
+        super().__init__(kind)
+        # Parallel to the generations: the owning graph's reference (None while the slot is
+        # free) and the node's id in that graph.
         self._owners: list[_GraphRef | None] = []
         self._ids: list[int] = []
-        self._free: list[int] = []
-        self._live = 0
-        self._registered_total = 0
-        self._dead: list[_GraphRef] = []  # references of collected graphs, not yet retired
-        self._on_collected = self._dead.append
 
     def register(self, node: GraphNode) -> HandleId:
         """Give ``node`` a slot (its graph's lock held) and return its handle id."""
@@ -156,20 +148,3 @@ class NodeRegistry:
             if node is not None:
                 nodes.append(node)
         return nodes
-
-    def _settle(self) -> None:
-        if self._dead:
-            with self._lock:
-                self._retire_dead_locked()
-
-    def __len__(self) -> int:
-        self._settle()
-        return self._live
-
-    def statistics(self) -> RegistryStatistics:
-        self._settle()
-        return RegistryStatistics(self.kind, self._live, len(self._owners), self._registered_total)
-
-    def __repr__(self) -> str:
-        self._settle()
-        return f"<HandleRegistry {self.kind} live={self._live} slots={len(self._owners)}>"
