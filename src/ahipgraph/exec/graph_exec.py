@@ -52,6 +52,7 @@ from ..device.properties import CopyKind
 from ..device.signal import Signal
 from ..graph.memnodes import RESERVATIONS
 from ..graph.node_type import NodeType
+from ..lifetime.user_object import disown_all
 from ..runtime.completion import Completion
 from ..runtime.event import Event
 from ..runtime.launch_attributes import KernelNodeAttribute
@@ -151,15 +152,7 @@ class _ExecRecord(HandleRecord):
             RESERVATIONS.forget(ptr)
             with contextlib.suppress(HipError):
                 self.device.memory.unreserve(ptr)
-        first: BaseException | None = None
-        for obj in self.user_objects:  # every destructor runs, then the first error is raised
-            try:
-                obj._disown(self)
-            except BaseException as error:
-                if first is None:
-                    first = error
-        if first is not None:
-            raise first
+        disown_all(self.user_objects, self)  # every destructor runs, then the first error
 
 
 class GraphExec(DestroyOnExit):
@@ -363,15 +356,7 @@ class GraphExec(DestroyOnExit):
         self.state = ExecState.CLOSED
         self._free_resources(unreserve=True)
         objects, self.user_objects = self.user_objects, []
-        first: BaseException | None = None
-        for obj in objects:  # user code: every destructor runs, then the first error is raised
-            try:
-                obj._disown(self)
-            except BaseException as error:
-                if first is None:
-                    first = error
-        if first is not None:
-            raise first
+        disown_all(objects, self)  # every destructor runs, then the first error
 
     def _free_resources(self, *, unreserve: bool) -> None:
         """Give back what instantiate took: arena, signal sets, streams, cells, reservations."""

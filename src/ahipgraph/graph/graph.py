@@ -48,7 +48,7 @@ from ..core.lifecycle import (
     owner_key,
 )
 from ..core.registry import HandleRegistry
-from ..lifetime.user_object import UserObject, check_count
+from ..lifetime.user_object import UserObject, check_count, disown_all
 from ..runtime import observe
 from . import builder, copy_nodes, dot, topology
 from .conditional import (
@@ -119,15 +119,7 @@ class _GraphRecord(HandleRecord):
         RESERVATIONS.release_owner(self, unreserve=not self.instantiated)
         objects = list(self.user_objects)
         self.user_objects.clear()
-        first: BaseException | None = None
-        for obj in objects:  # every reference goes back, then the first error is raised
-            try:
-                obj._disown(self)
-            except BaseException as error:
-                if first is None:
-                    first = error
-        if first is not None:
-            raise first
+        disown_all(objects, self)  # every destructor runs, then the first error
 
 
 class Graph(DestroyOnExit):

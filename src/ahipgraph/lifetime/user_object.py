@@ -37,7 +37,14 @@ from ..core.lifecycle import HandleRecord, HandleState, owner_key, owner_of
 from ..core.refcount import RefCounted
 from ..core.registry import HandleRegistry
 
-__all__ = ["INT_MAX", "USER_OBJECTS", "UserObject", "UserObjectStatistics", "check_count"]
+__all__ = [
+    "INT_MAX",
+    "USER_OBJECTS",
+    "UserObject",
+    "UserObjectStatistics",
+    "check_count",
+    "disown_all",
+]
 
 INT_MAX = 2**31 - 1
 """The largest count HIP accepts for a retain, a release or an initial reference count."""
@@ -277,3 +284,17 @@ class UserObject(RefCounted):
             f"<UserObject #{self.hid.slot}.{self.hid.generation} refcount={self._refcount} "
             f"owners={len(self._owned)}>"
         )
+
+
+def disown_all(objects: list[UserObject], owner: object) -> None:
+    """``owner`` gives back its references to ``objects``. Destructors are user code: every
+    one runs, then the first error (``BaseException`` included) is raised."""
+    first: BaseException | None = None
+    for obj in objects:
+        try:
+            obj._disown(owner)
+        except BaseException as error:
+            if first is None:
+                first = error
+    if first is not None:
+        raise first
