@@ -40,7 +40,7 @@ from types import MappingProxyType, SimpleNamespace, TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar, Final, Generic, Literal, NoReturn, Self, TypeVar
 from typing import cast as _cast
 
-from .errors import ErrorCode, HipError, destroyed_error
+from .errors import Destroyed, ErrorCode, HipError, destroyed_error
 
 __all__ = [
     "DESTROYED_CODES",
@@ -154,7 +154,11 @@ class FactoryOnly:
 
 
 class DestroyOnExit:
-    """Mixin: ``__enter__`` returns the handle, ``__exit__`` destroys it if it is still alive."""
+    """Mixin: ``__enter__`` returns the handle, ``__exit__`` destroys it if it is still alive.
+
+    A destroy that fails while the block is already raising does not replace the block's
+    exception (it is added to it as a note); one that finds the handle destroyed meanwhile, by
+    another thread, is no error."""
 
     __slots__ = ()
 
@@ -174,8 +178,20 @@ class DestroyOnExit:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        if self.alive:
+        if not self.alive:
+            return
+        try:
             self.destroy()
+        except Destroyed:
+            if self.alive:
+                raise
+            # Destroyed by another thread between the check and the call: nothing left to do.
+        except HipError as error:
+            if exc is None:
+                raise
+            # The block's own exception is what the user must see; the failed destroy (a
+            # memory node, which HIP never destroys) rides along as a note.
+            exc.add_note(f"and destroy() on leaving the with block failed: {error!r}")
 
 
 # -- finalizers -----------------------------------------------------------------------------------

@@ -256,10 +256,17 @@ class Launcher:
                 self.pool.give_back(signal_set)
                 raise
         with self.lock:
-            if owner.state is not ExecState.OPEN or stream.state is not StreamState.OPEN:
-                self.pool.give_back(signal_set)  # destroyed while we waited for a set
+            if (
+                owner.state is not ExecState.OPEN
+                or stream.state is not StreamState.OPEN
+                or stream._capture is not None
+            ):
+                # Destroyed, or began capturing, while we waited for a set.
+                self.pool.give_back(signal_set)
                 owner._check_alive()
                 stream._check_open()
+                assert stream._capture is not None
+                raise stream._capture.unsupported("a graph launch")
             owner._refcount += 1
             version = self.updater.version
             version.in_flight += 1

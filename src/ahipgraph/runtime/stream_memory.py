@@ -38,11 +38,15 @@ class StreamMemoryMixin:
         Raises:
             ContextIsDestroyed: the stream was destroyed. InvalidValue: a negative size.
             OutOfMemory: not enough device memory. StreamCaptureInvalidated: see capture.
+            IllegalState: another event loop is using the device.
         """
         stream = self._stream()
         stream._check_open()
         if stream._capture is not None:
             return stream._capture.malloc(nbytes)
+        # Stream-ordered, so as every enqueue: only the loop that owns the device may use it
+        # (IllegalState from another open loop while it is busy, before anything is taken).
+        stream.device.engine.claim()
         ptr = stream.device.memory.malloc(nbytes)
         if observe.observer is not None:
             observe.observer.allocated(ptr, nbytes, stream)
