@@ -8,6 +8,7 @@ teardown if anything is left).
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import pytest
 
@@ -257,5 +258,77 @@ async def test_a_waiter_cancelled_as_its_turn_came_passes_the_turn_on() -> None:
     b.cancel()
     await asyncio.wait_for(c, timeout=5)
     assert b.cancelled()
-    assert turns.position == 1
     assert turns.order == ["a", "c"]
+    await testing.loop_turns(2)  # c's task ended holding its turn, which ends the turn
+    assert turns.position == 2
+
+
+@pytest.mark.asyncio
+async def test_a_task_that_ends_holding_its_turn_passes_the_turn_on() -> None:
+    log: list[str] = []
+    turns = testing.Interleave("a", "b", "a")
+
+    async def forgetful() -> None:  # takes its turn and returns without done()
+        await turns.turn("a")
+        log.append("a")
+
+    async def failing() -> None:
+        await turns.turn("b")
+        log.append("b")
+        raise RuntimeError("step failed")
+
+    b = asyncio.create_task(failing())
+    await asyncio.create_task(forgetful())
+    with pytest.raises(RuntimeError):
+        await asyncio.wait_for(b, timeout=5)  # without the release, b would wait for ever
+    await asyncio.wait_for(forgetful(), timeout=5)
+    assert log == ["a", "b", "a"]
+
+
+@pytest.mark.asyncio
+async def test_a_task_cancelled_while_holding_its_turn_passes_the_turn_on() -> None:
+    turns = testing.Interleave("a", "b")
+
+    async def holder() -> None:
+        await turns.turn("a")
+        await asyncio.Event().wait()  # cancelled here, holding a's turn
+
+    a = asyncio.create_task(holder())
+    await testing.loop_turns(2)
+    a.cancel()
+    await asyncio.wait_for(turns.turn("b"), timeout=5)  # b's turn came: a's turn ended
+    assert a.cancelled()
+    assert turns.position == 2  # and wait_for's task ended holding b's
+
+
+@pytest.mark.asyncio
+async def test_interleave_refuses_a_turn_held_by_another_task() -> None:
+    turns = testing.Interleave("a", "b")
+    await turns.turn("a")  # this task holds a's turn
+    with pytest.raises(ValueError, match="the turn of 'a' is held by another task"):
+        await asyncio.create_task(turns.turn("a"))
+    assert turns.position == 0
+    turns.done("a")
+    assert turns.position == 1
+
+
+def test_interleave_hands_turns_between_loops_on_two_threads() -> None:
+    turns = testing.Interleave("a", "b", "a", "b")
+    log: list[str] = []
+
+    async def steps(name: str) -> None:
+        for step in range(2):
+            await turns.turn(name)
+            log.append(f"{name}{step}")
+        turns.done(name)
+
+    def run(name: str) -> None:
+        asyncio.run(asyncio.wait_for(steps(name), timeout=10))
+
+    threads = [threading.Thread(target=run, args=(name,)) for name in ("b", "a")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=20)
+    assert not any(thread.is_alive() for thread in threads)
+    assert log == ["a0", "b0", "a1", "b1"]

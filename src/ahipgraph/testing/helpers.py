@@ -19,7 +19,9 @@ pytest plugin with the asyncio backend.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
+import weakref
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
@@ -113,14 +115,21 @@ class Interleave:
 
     Example: ``Interleave("a", "b", "a")`` runs a's first step, then b's, then a's second.
 
-    A task cancelled while it waits for its turn leaves the interleaving: its remaining
-    entries are dropped from the order, so the others go on instead of waiting for a turn that
-    nobody will take.
+    A turn belongs to the task that took it, so the order survives the ways a test goes wrong:
+
+    * a task cancelled while it waits for its turn leaves the interleaving: its remaining
+      entries are dropped from the order, so the others go on instead of waiting for a turn
+      that nobody will take;
+    * a task that finishes (returns, raises or is cancelled) while it holds a turn ends that
+      turn, as ``done`` would: the next name goes on;
+    * tasks on different event loops (one per thread) may share one ``Interleave``: a turn is
+      handed over with the waiting loop's thread-safe call, never by touching its future from
+      another thread.
 
     Raises:
         ValueError: (from ``turn``) ``name`` has no turn left in the order, so it would wait
-            forever, or another task already waits under ``name``; the test is wrong, and
-            says so instead of hanging.
+            forever; another task already waits under ``name``, or holds ``name``'s turn;
+            the test is wrong, and says so instead of hanging.
     """
 
     def __init__(self, *order: str | Iterable[str]) -> None:
@@ -129,57 +138,87 @@ class Interleave:
             names.extend([item] if isinstance(item, str) else item)
         self.order = names
         self.position = 0
+        # One lock over the order, the holder and the waiters: tasks of several loops (threads)
+        # may take turns; every decision is made under it, the waiting is done outside it.
+        self._lock = threading.Lock()
         self._holder: str | None = None
+        self._holder_task: asyncio.Task[object] | None = None
         self._waiters: dict[str, asyncio.Future[None]] = {}
+        self._watched: weakref.WeakSet[asyncio.Task[object]] = weakref.WeakSet()
+        # ^ the tasks whose end releases their turn (each gets one done-callback)
 
     async def turn(self, name: str) -> None:
-        if self._holder == name:
-            self._advance()
-        while self.position < len(self.order) and self.order[self.position] != name:
-            if name not in self.order[self.position :]:
-                raise ValueError(f"{name!r} has no turn left in {self.order[self.position :]}")
-            if name in self._waiters:
-                raise ValueError(f"another task already waits for {name!r}'s turn")
-            future = asyncio.get_running_loop().create_future()
-            self._waiters[name] = future
+        task = asyncio.current_task()
+        with self._lock:
+            if self._holder == name:
+                if task is not self._holder_task:
+                    raise ValueError(f"the turn of {name!r} is held by another task")
+                self._advance_locked()
+        while True:
+            with self._lock:
+                if self.position >= len(self.order) or self.order[self.position] == name:
+                    if self.position < len(self.order):
+                        self._hold_locked(name, task)
+                    return
+                if name not in self.order[self.position :]:
+                    raise ValueError(f"{name!r} has no turn left in {self.order[self.position :]}")
+                if name in self._waiters:
+                    raise ValueError(f"another task already waits for {name!r}'s turn")
+                future = asyncio.get_running_loop().create_future()
+                self._waiters[name] = future
             try:
                 await future
             except BaseException:
                 self._leave(name, future)
                 raise
-        if self.position < len(self.order):
-            self._holder = name
 
     def done(self, name: str) -> None:
         """``name`` ends its turn without asking for another."""
-        if self._holder == name:
-            self._advance()
+        with self._lock:
+            if self._holder == name:
+                self._advance_locked()
+
+    def _hold_locked(self, name: str, task: asyncio.Task[object] | None) -> None:
+        self._holder = name
+        self._holder_task = task
+        if task is not None and task not in self._watched:
+            self._watched.add(task)
+            task.add_done_callback(self._task_finished)
+
+    def _task_finished(self, task: asyncio.Task[object]) -> None:
+        """A task that ends while holding a turn has ended that turn."""
+        with self._lock:
+            self._watched.discard(task)
+            if self._holder_task is task:
+                self._advance_locked()
 
     def _leave(self, name: str, future: asyncio.Future[None]) -> None:
         """A cancelled waiter gives up its remaining turns, and whoever is next is woken."""
-        if self._waiters.get(name) is future:
-            del self._waiters[name]
-        done, rest = self.order[: self.position], self.order[self.position :]
-        self.order = done + [entry for entry in rest if entry != name]
-        if self._holder == name:
-            self._holder = None
-        if self._holder is None:
-            self._wake_current()
+        with self._lock:
+            if self._waiters.get(name) is future:
+                del self._waiters[name]
+            done, rest = self.order[: self.position], self.order[self.position :]
+            self.order = done + [entry for entry in rest if entry != name]
+            if self._holder == name:
+                self._holder = None
+                self._holder_task = None
+            if self._holder is None:
+                self._wake_current_locked()
 
-    def _advance(self) -> None:
+    def _advance_locked(self) -> None:
         self.position += 1
         self._holder = None
-        self._wake_current()
+        self._holder_task = None
+        self._wake_current_locked()
 
-    def _wake_current(self) -> None:
+    def _wake_current_locked(self) -> None:
         if self.position < len(self.order):
             future = self._waiters.pop(self.order[self.position], None)
-            if future is not None and not future.done():
-                future.set_result(None)
+            if future is not None:
+                _resolve_soon(future)
         else:
             for future in self._waiters.values():
-                if not future.done():
-                    future.set_result(None)
+                _resolve_soon(future)
             self._waiters.clear()
 
     def __repr__(self) -> str:
@@ -216,3 +255,22 @@ def run_together(*targets: Callable[[], object]) -> list[BaseException]:
     for thread in threads:
         thread.join()
     return errors
+
+
+def _resolve_soon(future: asyncio.Future[None]) -> None:
+    """Wake ``future``'s waiter from any thread: directly on its own loop, else through it."""
+    loop = future.get_loop()
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if running is loop:
+        _resolve(future)
+        return
+    with contextlib.suppress(RuntimeError):  # a closed loop: nobody is left to wake
+        loop.call_soon_threadsafe(_resolve, future)
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
