@@ -245,7 +245,7 @@ def common_kernel_params(
     entry = _SHAPES.get((id(props), grid, block, shared_mem))
     if entry is None or entry[0] is not props:
         return None
-    arg_bytes = kernel.layout.pack(args, kernel.name)
+    arg_bytes = kernel.layout.packer(args, kernel.name)
     draft = _KernelParamsDraft()
     draft.kernel = kernel
     draft.grid = entry[1]

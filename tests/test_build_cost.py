@@ -1,0 +1,115 @@
+"""The shortcuts that keep building a graph cheap give exactly what the general paths give.
+
+Each one skips work only where the skipped work cannot change the result: the same bytes, the
+same errors with the same messages, and the general path still taken for every other shape.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+import pytest
+
+import ahipgraph as ahg
+
+
+@ahg.kernel
+def mixed(
+    t: ahg.Threads,
+    x: ahg.Ptr[ahg.float32],
+    n: ahg.int32,
+    f: ahg.float32,
+    d: ahg.float64,
+    u: ahg.uint8,
+    y: ahg.ConstPtr[ahg.int64],
+) -> None:
+    """One parameter of each kind the generated packer distinguishes."""
+
+
+@ahg.kernel
+def nothing(t: ahg.Threads) -> None:
+    """No parameters at all."""
+
+
+@ahg.kernel
+def one(t: ahg.Threads, n: ahg.int16) -> None:
+    """A single parameter (the packer's one-element unpack)."""
+
+
+def _outcome(fn: Any, *args: Any) -> tuple[str, Any]:
+    try:
+        return "ok", fn(*args)
+    except Exception as error:  # the comparison is of what each path raises
+        return type(error).__name__, str(error)
+
+
+def _pack_both(kernel: Any, args: Any) -> tuple[tuple[str, Any], tuple[str, Any]]:
+    layout = kernel.layout
+    return (
+        _outcome(layout.packer, args, kernel.name),
+        _outcome(layout._pack_checked, args, kernel.name),
+    )
+
+
+# -- the generated packer ---------------------------------------------------------------------
+
+
+def test_the_generated_packer_equals_the_checked_path_for_every_shape(device: ahg.Device) -> None:
+    x = device.malloc(64)
+    y = device.malloc(64)
+    odd = ahg.DevicePtr(0, 2**64)  # pointer arithmetic can leave the address range
+    bool_address = ahg.DevicePtr(0, True)  # type: ignore[arg-type]
+    numpy_address = ahg.DevicePtr(0, np.int64(x.address))  # type: ignore[arg-type]
+    good = (x, 3, 1.5, 2.25, 7, y)
+    shapes: list[Any] = [
+        good,
+        list(good),
+        (x, -(2**31), -3.0e38, 1e308, 0, y),
+        (x, 2**31, 1.0, 1.0, 1, y),  # int32 overflow
+        (x, 1, 1e39, 1.0, 1, y),  # float32 overflow
+        (x, 1, 1.0, 1.0, 256, y),  # uint8 overflow
+        (x, 1, 1.0, 1.0, -1, y),
+        (x, True, 1.0, 1.0, 1, y),  # a bool is refused
+        (x, 1, 1, 1.0, 1, y),  # an int for a float: the checked path accepts it
+        (x, np.int32(4), 1.0, np.float64(2), np.uint8(3), y),  # numpy scalars
+        (None, 1, 1.0, 1.0, 1, None),  # null pointers
+        (odd, 1, 1.0, 1.0, 1, y),
+        (bool_address, 1, 1.0, 1.0, 1, y),
+        (numpy_address, 1, 1.0, 1.0, 1, y),
+        (1, 1, 1.0, 1.0, 1, y),  # an int for a pointer
+        (x, 1, 1.0, 1.0, 1),  # too few
+        (x, 1, 1.0, 1.0, 1, y, 9),  # too many
+        None,
+        "abcdef",
+        b"abcdef",
+        iter(good),
+        np.array([1, 2, 3, 4, 5, 6]),
+    ]
+    for args in shapes:
+        fast, checked = _pack_both(mixed, args)
+        assert fast == checked, args
+    assert _pack_both(mixed, good)[0][0] == "ok"
+    for args in [(), [], None, (1,), "", (None,)]:
+        fast, checked = _pack_both(nothing, args)
+        assert fast == checked, args
+    for args in [(5,), [5], (2**15,), (-(2**15) - 1,), (1.0,), (True,), (np.int16(3),), 5]:
+        fast, checked = _pack_both(one, args)
+        assert fast == checked, args
+    device.free(x)
+    device.free(y)
+
+
+def test_pack_is_the_packer_and_a_node_holds_its_bytes(device: ahg.Device) -> None:
+    x = device.malloc(64)
+    args = (x, 3, 1.5, 2.25, 7, x + 8)
+    assert mixed.pack(args) == mixed.layout.packer(args, mixed.name)
+    graph = ahg.Graph()
+    node = graph.add_kernel_node(mixed, 1, 1, args)
+    assert node.params.arg_bytes == mixed.layout._pack_checked(args, mixed.name)
+    with pytest.raises(ValueError, match=re.escape("parameter 'n' (int32) out of range")):
+        graph.add_kernel_node(mixed, 1, 1, (x, 2**40, 1.5, 2.25, 7, x))
+    assert graph.statistics().nodes == 1
+    graph.destroy()
+    device.free(x)
