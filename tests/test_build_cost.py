@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import ahipgraph as ahg
+from ahipgraph.graph.node import NODES
 
 
 @ahg.kernel
@@ -53,7 +54,7 @@ def _pack_both(kernel: Any, args: Any) -> tuple[tuple[str, Any], tuple[str, Any]
     )
 
 
-# -- the generated packer ---------------------------------------------------------------------
+# -- the generated packer --------------------------------------------------------------------------
 
 
 def test_the_generated_packer_equals_the_checked_path_for_every_shape(device: ahg.Device) -> None:
@@ -113,3 +114,109 @@ def test_pack_is_the_packer_and_a_node_holds_its_bytes(device: ahg.Device) -> No
     assert graph.statistics().nodes == 1
     graph.destroy()
     device.free(x)
+
+
+# -- the current device's limits, read once per node -----------------------------------------------
+
+
+@ahg.kernel
+def count(t: ahg.Threads, n: ahg.int32) -> None:
+    """Does nothing."""
+
+
+def test_each_node_is_checked_against_the_current_device_of_its_caller() -> None:
+    small = ahg.DeviceProperties(max_threads_per_block=256, max_shared_memory_per_block=1024)
+    ahg.configure_devices(2, [ahg.DeviceProperties(), small])
+    graph = ahg.Graph()
+    graph.add_kernel_node(count, 4, 512, (1,), shared_mem=2048)  # fits device 0: remembered
+    ahg.set_device(1)
+    try:
+        with pytest.raises(ahg.InvalidConfiguration):
+            graph.add_kernel_node(count, 4, 512, (1,))
+        with pytest.raises(ahg.InvalidValue):
+            graph.add_kernel_node(count, 4, 128, (1,), shared_mem=2048)
+        assert graph.statistics().nodes == 1
+        graph.add_kernel_node(count, 4, 256, (1,), shared_mem=1024)
+    finally:
+        ahg.set_device(0)
+    graph.add_kernel_node(count, 4, 512, (1,), shared_mem=2048)
+    assert graph.statistics().nodes == 3
+    graph.destroy()
+
+
+def test_a_replaced_device_table_is_what_the_next_node_is_checked_against() -> None:
+    graph = ahg.Graph()
+    graph.add_kernel_node(count, 2, 1024, (1,))
+    ahg.configure_devices(1, ahg.DeviceProperties(max_threads_per_block=512))
+    with pytest.raises(ahg.InvalidConfiguration):
+        graph.add_kernel_node(count, 2, 1024, (1,))
+    graph.add_kernel_node(count, 2, 512, (1,))
+    assert graph.statistics().nodes == 2
+    graph.destroy()
+
+
+def test_a_current_ordinal_past_a_shrunk_table_checks_against_device_zero() -> None:
+    ahg.configure_devices(
+        2, [ahg.DeviceProperties(), ahg.DeviceProperties(max_threads_per_block=64)]
+    )
+    ahg.set_device(1)
+    try:
+        graph = ahg.Graph()
+        with pytest.raises(ahg.InvalidConfiguration):
+            graph.add_kernel_node(count, 1, 128, (1,))
+        ahg.configure_devices(1)  # the task's choice now names no device: device 0 answers
+        graph.add_kernel_node(count, 1, 128, (1,))
+        assert graph.statistics().nodes == 1
+        graph.destroy()
+    finally:
+        ahg.set_device(0)
+
+
+def test_a_node_added_from_another_thread_uses_that_threads_device() -> None:
+    import threading
+
+    ahg.configure_devices(
+        2, [ahg.DeviceProperties(), ahg.DeviceProperties(max_threads_per_block=64)]
+    )
+    ahg.set_device(1)  # this thread's choice; a new thread starts on device 0, as in HIP
+    graph = ahg.Graph()
+    errors: list[BaseException] = []
+
+    def add() -> None:
+        try:
+            graph.add_kernel_node(count, 1, 128, (1,))
+        except BaseException as error:  # reported to the test below
+            errors.append(error)
+
+    try:
+        thread = threading.Thread(target=add)
+        thread.start()
+        thread.join()
+        assert not errors
+        with pytest.raises(ahg.InvalidConfiguration):
+            graph.add_kernel_node(count, 1, 128, (1,))
+        assert graph.statistics().nodes == 1
+    finally:
+        ahg.set_device(0)
+        graph.destroy()
+
+
+# -- a destroyed graph, checked through a plain flag -----------------------------------------------
+
+
+def test_a_destroyed_graph_refuses_adds_and_its_nodes_die_with_it() -> None:
+    before = NODES.statistics().live
+    graph = ahg.Graph()
+    first = graph.add_kernel_node(count, 1, 1, (1,))
+    assert NODES.statistics().live == before + 1
+    graph.destroy()
+    assert NODES.statistics().live == before
+    assert not graph.alive
+    assert graph.destroyed
+    assert not first.alive
+    with pytest.raises(ahg.InvalidValue, match="destroyed"):
+        graph.add_kernel_node(count, 1, 1, (1,))
+    with pytest.raises(ahg.InvalidValue):
+        first.dependencies()
+    with pytest.raises(ahg.InvalidValue):
+        graph.add_empty_node()

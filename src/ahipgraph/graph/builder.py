@@ -70,7 +70,9 @@ def add_kernel_node(
     dependencies, then parameters), with :func:`common_kernel_params` for the usual launch
     shape and :func:`kernel_params` for every other, errors included.
     """
-    with graph.lock:
+    lock = graph.lock
+    lock.acquire()  # not ``with``: its enter and exit calls cost twice the lock itself
+    try:
         graph._check_alive()
         dep_list = graph._check_deps(deps)
         params = common_kernel_params(kernel, grid, block, args, shared_mem, priority)
@@ -79,6 +81,8 @@ def add_kernel_node(
                 kernel, grid, block, args, shared_mem=shared_mem, priority=priority
             )
         return graph._attach(NodeType.Kernel, params, dep_list)
+    finally:
+        lock.release()
 
 
 def add_memcpy_node(

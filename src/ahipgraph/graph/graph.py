@@ -146,7 +146,12 @@ class Graph(DestroyOnExit):
         self._by_id: dict[int, GraphNode] = {}
         self._edge_count = 0
         self._user_objects: set[UserObject] = set()
+        self._node_registry_ref: Any = None  # made by NODES for the first node (node_registry)
         self.hid = GRAPHS.register(self)
+        # What ``GRAPHS.get(self.hid) is self`` says, as a plain attribute: the registry
+        # retires a graph's handle only in ``_teardown_locked`` (which clears this) or once
+        # the graph was collected, when no one can ask. The per-node checks read it.
+        self._open = True
         self._life = _GraphRecord(self, self._user_objects)
 
     # -- validity ----------------------------------------------------------------------------------
@@ -176,7 +181,7 @@ class Graph(DestroyOnExit):
 
     def _check_alive(self) -> None:
         """Raise InvalidValue if the graph was destroyed."""
-        if GRAPHS.get(self.hid) is not self:
+        if not self._open:
             check_live(False, "graph", self)
 
     # -- building: the public adds call graph/builder.py and graph/copy_nodes.py -----------------
@@ -813,6 +818,7 @@ class Graph(DestroyOnExit):
 
     def _teardown_locked(self) -> tuple[list[Graph], list[UserObject]]:
         GRAPHS.unregister(self.hid)  # from here every node handle is invalid too
+        self._open = False
         self._life.detach()
         children: list[Graph] = []
         for node in self._nodes:

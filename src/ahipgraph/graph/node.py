@@ -107,6 +107,9 @@ class GraphNode(NodeCopySetters, DestroyOnExit):
         "id",
     )
 
+    _slot: int  # the node's registry slot and that slot's generation (NODES.enter sets them)
+    _generation: int
+
     def __init__(
         self,
         graph: Graph,
@@ -123,7 +126,7 @@ class GraphNode(NodeCopySetters, DestroyOnExit):
         self._params = params
         self._deps: list[GraphNode] = []
         self._succ: list[GraphNode] = []
-        self._slot, self._generation = NODES.register(self)
+        NODES.enter(self)
 
     @classmethod
     def _create(
@@ -148,7 +151,7 @@ class GraphNode(NodeCopySetters, DestroyOnExit):
         node._params = params
         node._deps = [] if deps is None else deps
         node._succ = []
-        node._slot, node._generation = NODES.register(node)
+        NODES.enter(node)
         return node
 
     @property
@@ -160,7 +163,7 @@ class GraphNode(NodeCopySetters, DestroyOnExit):
 
     @property
     def alive(self) -> bool:
-        return NODES.find(self._slot, self._generation) is self and not self.graph.destroyed
+        return NODES.find(self._slot, self._generation) is self and self.graph._open
 
     @property
     def state(self) -> HandleState:
@@ -169,7 +172,7 @@ class GraphNode(NodeCopySetters, DestroyOnExit):
 
     def _check_alive(self) -> None:
         """Raise InvalidValue if the node or its graph was destroyed."""
-        if NODES.find(self._slot, self._generation) is not self or self.graph.destroyed:
+        if NODES.find(self._slot, self._generation) is not self or not self.graph._open:
             check_live(False, "graph node", self)
 
     # -- queries -----------------------------------------------------------------------------------

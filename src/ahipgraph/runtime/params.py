@@ -22,7 +22,7 @@ from ..device.kernel import Dim3, DimLike, Kernel, Threads, launch_dims
 from ..device.ops import CopyOp, FillOp, HostOp, KernelOp
 from ..device.pointer import DevicePtr
 from ..device.properties import CopyKind, DeviceProperties
-from ..device.table import check_range, resolve_pointer
+from ..device.table import check_range, current_properties, resolve_pointer
 from .device import Device, get_device
 from .launch_attributes import DEFAULT_ATTRIBUTES, KernelAttributes
 
@@ -241,7 +241,7 @@ def common_kernel_params(
         or priority
     ):
         return None
-    props = (device or get_device()).properties
+    props = current_properties() if device is None else device.properties
     entry = _SHAPES.get((id(props), grid, block, shared_mem))
     if entry is None or entry[0] is not props:
         return None
