@@ -220,3 +220,114 @@ def test_a_destroyed_graph_refuses_adds_and_its_nodes_die_with_it() -> None:
         first.dependencies()
     with pytest.raises(ahg.InvalidValue):
         graph.add_empty_node()
+
+
+# -- edges: none, one neighbour held as itself, or a list ------------------------------------------
+
+
+def _model_order(
+    order: list[Any], deps: dict[Any, list[Any]], succ: dict[Any, list[Any]]
+) -> list[Any]:
+    indegree = {node: len(deps[node]) for node in order}
+    ready = [node for node in order if not indegree[node]]
+    out = []
+    while ready:
+        node = ready.pop(0)
+        out.append(node)
+        for after in succ[node]:
+            indegree[after] -= 1
+            if not indegree[after]:
+                ready.append(after)
+    return out
+
+
+def _check_against_model(
+    graph: ahg.Graph, order: list[Any], deps: dict[Any, list[Any]], succ: dict[Any, list[Any]]
+) -> None:
+    for node in order:
+        assert node.dependencies() == deps[node]
+        assert node.dependents() == succ[node]
+        assert f"deps={len(deps[node])} dependents={len(succ[node])}" in repr(node)
+    assert graph.edges() == [(node, after) for node in order for after in succ[node]]
+    assert graph.root_nodes() == [node for node in order if not deps[node]]
+    assert graph.nodes() == _model_order(order, deps, succ)
+    assert graph.statistics().edges == sum(len(succ[node]) for node in order)
+    dot = graph.to_dot()
+    assert dot.count(" -> ") == graph.statistics().edges
+    copy = graph.clone()
+    try:
+        twin = {node: copy.find_in_clone(node) for node in order}
+        assert copy.edges() == [(twin[a], twin[b]) for a, b in graph.edges()]
+        assert [n.id for n in copy.nodes()] == [n.id for n in graph.nodes()]
+    finally:
+        copy.destroy()
+
+
+def test_edges_in_every_form_follow_a_list_model_through_random_edits() -> None:
+    import random
+
+    rng = random.Random(7)
+    graph = ahg.Graph()
+    order: list[Any] = []
+    deps: dict[Any, list[Any]] = {}
+    succ: dict[Any, list[Any]] = {}
+    try:
+        for step in range(300):
+            action = rng.random()
+            if action < 0.4 or len(order) < 3:
+                given = rng.sample(order, min(len(order), rng.choice([0, 1, 1, 1, 2, 3])))
+                node = graph.add_empty_node(deps=given)
+                order.append(node)
+                deps[node] = list(given)
+                succ[node] = []
+                for dep in given:
+                    succ[dep].append(node)
+            elif action < 0.65:
+                src, dst = sorted(rng.sample(order, 2), key=order.index)  # never a cycle
+                if dst in succ[src]:
+                    with pytest.raises(ahg.InvalidValue, match="already exists"):
+                        graph.add_dependencies(src, dst)
+                else:
+                    graph.add_dependencies(src, dst)
+                    succ[src].append(dst)
+                    deps[dst].append(src)
+            elif action < 0.85:
+                src, dst = rng.sample(order, 2)
+                if dst not in succ[src]:
+                    with pytest.raises(ahg.InvalidValue, match="no edge"):
+                        graph.remove_dependencies(src, dst)
+                else:
+                    graph.remove_dependencies(src, dst)
+                    succ[src].remove(dst)
+                    deps[dst].remove(src)
+            else:
+                node = rng.choice(order)
+                node.destroy()
+                order.remove(node)
+                for dep in deps.pop(node):
+                    succ[dep].remove(node)
+                for after in succ.pop(node):
+                    deps[after].remove(node)
+            if step % 10 == 0:
+                _check_against_model(graph, order, deps, succ)
+        _check_against_model(graph, order, deps, succ)
+        graph.instantiate().destroy()
+    finally:
+        graph.destroy()
+
+
+def test_a_chain_node_holds_its_lone_neighbours_as_themselves() -> None:
+    graph = ahg.Graph()
+    first = graph.add_kernel_node(count, 1, 1, (1,))
+    second = graph.add_kernel_node(count, 1, 1, (2,), deps=first)
+    assert first._deps == ()
+    assert first._succ is second
+    assert second._deps is first
+    third = graph.add_kernel_node(count, 1, 1, (3,), deps=[first])
+    assert first._succ == [second, third]  # a second dependent makes a list
+    graph.remove_dependencies(first, second)
+    assert first._succ is third  # and back to the lone node
+    graph.remove_dependencies(first, third)
+    assert first._succ == ()
+    assert second.dependencies() == []
+    graph.destroy()

@@ -59,7 +59,7 @@ from .conditional import (
     make_handle,
 )
 from .memnodes import RESERVATIONS
-from .node import NODES, GraphNode, live_node
+from .node import NODES, Edges, GraphNode, edge_nodes, live_node, with_edge, without_edge
 from .node_type import NodeType
 from .params import ChildGraphParams, NodeParams
 
@@ -228,23 +228,33 @@ class Graph(DestroyOnExit):
         """Make a node with edges from ``deps``; a list given as ``deps`` becomes the node's own.
 
         Every caller passes a list it made for this node (``_check_deps``' result) or ``()``.
+        Each side of the edges takes the form :data:`~ahipgraph.graph.node.Edges` gives it:
+        a lone neighbour is held as itself, no list made for it.
         """
-        # Lists made at their exact size (an append to an empty list reserves four entries):
-        # most nodes of a large graph have one dependency and one dependent.
-        own = deps if type(deps) is list else list(deps) if deps else None
-        node = GraphNode._create(self, node_type, params, node_id, own)
+        count = len(deps)
+        if count == 1:
+            dep = deps[0]
+            node = GraphNode._create(self, node_type, params, node_id, dep)
+            succ = dep._succ
+            if not succ:
+                dep._succ = node
+            elif type(succ) is list:
+                succ.append(node)
+            else:
+                dep._succ = [succ, node]  # type: ignore[list-item]
+            self._edge_count += 1
+        elif count:
+            own = deps if type(deps) is list else list(deps)
+            node = GraphNode._create(self, node_type, params, node_id, own)
+            for dep in own:  # what _link does for each dependency, without a call per edge
+                dep._succ = with_edge(dep._succ, node)
+            self._edge_count += count
+        else:
+            node = GraphNode._create(self, node_type, params, node_id)
         self._by_id[node.id] = node  # before anyone sees it: the registry finds it here
         if observe.observer is not None:  # the race checker keeps the line that added it
             observe.observer.node_added(node)
         self._nodes[node] = None
-        if deps:  # what _link does for each dependency, without a call per edge
-            for dep in deps:
-                succ = dep._succ
-                if succ:
-                    succ.append(node)
-                else:
-                    dep._succ = [node]
-            self._edge_count += len(deps)
         if node_type in _MEM_NODE_TYPES:
             self.has_mem_nodes = True
         return node
@@ -284,13 +294,13 @@ class Graph(DestroyOnExit):
             raise InvalidValue(f"{what} {node!r} belongs to another graph")
 
     def _link(self, src: GraphNode, dst: GraphNode) -> None:
-        src._succ.append(dst)
-        dst._deps.append(src)
+        src._succ = with_edge(src._succ, dst)
+        dst._deps = with_edge(dst._deps, src)
         self._edge_count += 1
 
     def _unlink(self, src: GraphNode, dst: GraphNode) -> None:
-        src._succ.remove(dst)
-        dst._deps.remove(src)
+        src._succ = without_edge(src._succ, dst)
+        dst._deps = without_edge(dst._deps, src)
         self._edge_count -= 1
 
     # -- edges and queries (graph/topology.py) ----------------------------------------------------
@@ -649,8 +659,8 @@ class Graph(DestroyOnExit):
                             body.owner_node = twin
                         twins[node] = twin
                     for node, twin in twins.items():
-                        twin._deps = [twins[dep] for dep in node._deps]
-                        twin._succ = [twins[succ] for succ in node._succ]
+                        twin._deps = _twin_edges(node._deps, twins)
+                        twin._succ = _twin_edges(node._succ, twins)
                     copy._edge_count = source._edge_count
                     for obj in source._user_objects:
                         if obj._owned_by(source) and obj._adopt(copy, 1):
@@ -871,9 +881,9 @@ class Graph(DestroyOnExit):
             node._check_alive()
             if node._type in _MEM_NODE_TYPES:
                 raise NotSupported(f"{node._type.name} nodes cannot be destroyed")
-            for dep in list(node._deps):
+            for dep in list(edge_nodes(node._deps)):
                 self._unlink(dep, node)
-            for succ in list(node._succ):
+            for succ in list(edge_nodes(node._succ)):
                 self._unlink(node, succ)
             NODES.unregister(node.hid)  # first: the registry finds the node through _by_id
             del self._nodes[node]
@@ -935,6 +945,15 @@ class Graph(DestroyOnExit):
             f"<Graph id={self.id} nodes={len(self._nodes)} edges={self._edge_count} "
             f"user_objects={len(self._user_objects)}>"
         )
+
+
+def _twin_edges(edges: Edges, twins: dict[GraphNode, GraphNode]) -> Edges:
+    """A clone's copy of one side of a node's edges, in the same form."""
+    if type(edges) is GraphNode:
+        return twins[edges]
+    if edges:
+        return [twins[end] for end in edge_nodes(edges)]
+    return ()
 
 
 def live_graph(graph: object, what: str = "graph") -> Graph:

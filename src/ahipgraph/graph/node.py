@@ -2,8 +2,15 @@
 
 A :class:`GraphNode` is created only by its graph's ``add_*_node`` methods (or by clone). It
 keeps HIP's shape: ``id`` from a process-wide counter, kept by clones so a node can be found in
-a clone of its graph; ``_deps`` (predecessors) and ``_succ`` (successors) as lists in insertion
-order, because HIP's query results and topological order follow insertion order.
+a clone of its graph; ``_deps`` (predecessors) and ``_succ`` (successors) in insertion order,
+because HIP's query results and topological order follow insertion order.
+
+Edges: each side is held in one of three forms (:data:`Edges`): ``()`` for none, the neighbour
+itself for exactly one, and a list for two or more. Most nodes of a large graph have one
+dependency and one dependent, and a container per side would be two more objects per node for
+the cyclic collector to walk on every full pass (a list is always tracked, and so is a tuple
+holding a node). :func:`edge_nodes` gives any form as a sequence; :func:`with_edge` and
+:func:`without_edge` edit one.
 
 Validity: a node is registered in :data:`NODES` while it lives. It dies when destroyed on its
 own or when its graph is destroyed; either way every call on the handle gives InvalidValue, and
@@ -24,7 +31,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ..core.errors import InvalidValue, NotSupported
 from ..core.lifecycle import DestroyOnExit, FactoryOnly, HandleState, check_live
@@ -57,7 +64,7 @@ from .params import (
 if TYPE_CHECKING:
     from .graph import Graph
 
-__all__ = ["NODES", "PARAMS_TYPES", "GraphNode", "live_node"]
+__all__ = ["NODES", "PARAMS_TYPES", "Edges", "GraphNode", "edge_nodes", "live_node"]
 
 NODES = NodeRegistry("graph node")
 _FACTORY = FactoryOnly("graph nodes are created with Graph.add_*_node()")
@@ -124,8 +131,8 @@ class GraphNode(NodeCopySetters, DestroyOnExit):
         self.id = next(_NODE_IDS) if node_id is None else node_id
         self._type = node_type
         self._params = params
-        self._deps: list[GraphNode] = []
-        self._succ: list[GraphNode] = []
+        self._deps: Edges = ()
+        self._succ: Edges = ()
         NODES.enter(self)
 
     @classmethod
@@ -135,22 +142,21 @@ class GraphNode(NodeCopySetters, DestroyOnExit):
         node_type: NodeType,
         params: NodeParams,
         node_id: int | None = None,
-        deps: list[GraphNode] | None = None,
+        deps: Edges = (),
     ) -> GraphNode:
         """What ``__init__`` does, without the factory check (this is the factory).
 
         Once per node added, captured or cloned: filling the slots of a bare instance saves
-        the constructor's call and its keyword handling. ``deps``, if given, becomes the
-        node's own dependency list (the caller gives up the list), so no empty one is made
-        only to be replaced.
+        the constructor's call and its keyword handling. ``deps`` (in one of the forms of
+        :data:`Edges`; a list is the caller's to give up) becomes the node's own.
         """
         node: GraphNode = _new_object(cls)
         node.graph = graph
         node.id = next(_NODE_IDS) if node_id is None else node_id
         node._type = node_type
         node._params = params
-        node._deps = [] if deps is None else deps
-        node._succ = []
+        node._deps = deps
+        node._succ = ()
         NODES.enter(node)
         return node
 
@@ -197,13 +203,13 @@ class GraphNode(NodeCopySetters, DestroyOnExit):
         """The nodes this one depends on, in the order the edges were added."""
         with self.graph.lock:
             self._check_alive()
-            return list(self._deps)
+            return list(edge_nodes(self._deps))
 
     def dependents(self) -> list[GraphNode]:
         """The nodes that depend on this one, in the order the edges were added."""
         with self.graph.lock:
             self._check_alive()
-            return list(self._succ)
+            return list(edge_nodes(self._succ))
 
     # -- parameter setters -------------------------------------------------------------------------
 
@@ -391,8 +397,44 @@ class GraphNode(NodeCopySetters, DestroyOnExit):
             return f"<GraphNode {self._type.name} id={self.id} destroyed>"
         return (
             f"<GraphNode {self._type.name} id={self.id} graph={self.graph.id} "
-            f"deps={len(self._deps)} dependents={len(self._succ)}>"
+            f"deps={len(edge_nodes(self._deps))} dependents={len(edge_nodes(self._succ))}>"
         )
+
+
+Edges: TypeAlias = "GraphNode | list[GraphNode] | tuple[()]"
+"""One side of a node's edges: ``()`` (none), the one neighbour itself, or a list of two or more."""
+
+
+def edge_nodes(edges: Edges) -> Sequence[GraphNode]:
+    """``edges`` (one side of a node's edges, in any form of :data:`Edges`) as a sequence."""
+    if type(edges) is GraphNode:
+        return (edges,)
+    return edges  # type: ignore[return-value]
+
+
+def with_edge(edges: Edges, node: GraphNode) -> Edges:
+    """``edges`` with ``node`` appended (the caller stores the result back)."""
+    if not edges:
+        return node
+    if type(edges) is list:
+        edges.append(node)
+        return edges
+    return [edges, node]  # type: ignore[list-item]
+
+
+def without_edge(edges: Edges, node: GraphNode) -> Edges:
+    """``edges`` with the first ``node`` removed (the caller stores the result back).
+
+    ValueError if ``node`` is not among them, as ``list.remove``.
+    """
+    if type(edges) is GraphNode:
+        if edges is not node:
+            raise ValueError(f"{node!r} is not an edge end here")
+        return ()
+    if type(edges) is not list:
+        raise ValueError(f"{node!r} is not an edge end here")
+    edges.remove(node)
+    return edges[0] if len(edges) == 1 else edges
 
 
 def live_node(node: object, what: str = "node") -> GraphNode:
