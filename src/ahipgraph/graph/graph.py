@@ -33,7 +33,7 @@ import contextlib
 import itertools
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, ValuesView
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -142,8 +142,7 @@ class Graph(DestroyOnExit):
         self._owner_node: GraphNode | None = None
         self.has_mem_nodes = False
         self.instantiated = False
-        self._nodes: dict[GraphNode, None] = {}  # insertion order
-        self._by_id: dict[int, GraphNode] = {}
+        self._by_id: dict[int, GraphNode] = {}  # in insertion order: see _nodes
         self._edge_count = 0
         self._user_objects: set[UserObject] = set()
         self._node_registry_ref: Any = None  # made by NODES for the first node (node_registry)
@@ -225,9 +224,10 @@ class Graph(DestroyOnExit):
         deps: Sequence[GraphNode],
         node_id: int | None = None,
     ) -> GraphNode:
-        """Make a node with edges from ``deps``; a list given as ``deps`` becomes the node's own.
+        """Make a node with edges from ``deps``; a list of two or more becomes the node's own.
 
-        Every caller passes a list it made for this node (``_check_deps``' result) or ``()``.
+        Every caller passes ``_check_deps``' result (a list made for this node when it has two
+        or more entries) or ``()``.
         Each side of the edges takes the form :data:`~ahipgraph.graph.node.Edges` gives it:
         a lone neighbour is held as itself, no list made for it.
         """
@@ -254,28 +254,32 @@ class Graph(DestroyOnExit):
         self._by_id[node.id] = node  # before anyone sees it: the registry finds it here
         if observe.observer is not None:  # the race checker keeps the line that added it
             observe.observer.node_added(node)
-        self._nodes[node] = None
         if node_type in _MEM_NODE_TYPES:
             self.has_mem_nodes = True
         return node
 
-    def _check_deps(self, deps: Deps) -> list[GraphNode]:
+    def _check_deps(self, deps: Deps) -> Sequence[GraphNode]:
+        """``deps``, checked: each a live node of this graph, given once.
+
+        Two or more come back as a new list, which ``_attach`` may keep as the node's own; one
+        or none come back as a sequence only to be read (the caller's own, on the fast path).
+        """
         # Fast path for what almost every add passes: no dependency, or one live node of this
         # (live) graph. Anything else, errors included, takes the full checks below.
         given: Any = deps
         kind = type(given)
         if kind is tuple or kind is list:
             if not given:
-                return []
+                return ()
             if len(given) == 1:
                 dep: Any = given[0]
                 # This graph vouches for its live nodes (the registry looks them up there too).
                 if type(dep) is GraphNode and self._by_id.get(dep.id) is dep:
-                    return [dep]
+                    return given  # type: ignore[no-any-return]
         elif kind is GraphNode:
             node: GraphNode = given
             if self._by_id.get(node.id) is node:
-                return [node]
+                return (node,)
         if isinstance(deps, GraphNode):
             deps = (deps,)
         checked: list[GraphNode] = []
@@ -348,6 +352,16 @@ class Graph(DestroyOnExit):
     def edges(self) -> list[tuple[GraphNode, GraphNode]]:
         """Every edge (from, to): nodes in insertion order, each node's edges in edge order."""
         return topology.edges(self)
+
+    @property
+    def _nodes(self) -> ValuesView[GraphNode]:
+        """The nodes in insertion order (HIP's ``vertices_``; caller holds the lock).
+
+        ``_by_id`` gains and loses its entries exactly when a node is added and removed, so
+        its values are that order; a second dict of the nodes would only be an entry per node
+        more to fill and to keep.
+        """
+        return self._by_id.values()
 
     def _ordered_nodes(self) -> list[GraphNode]:
         """Nodes in insertion order (caller holds the lock)."""
@@ -837,7 +851,6 @@ class Graph(DestroyOnExit):
                 children.append(node._params.graph)
             elif isinstance(node._params, ConditionalNodeParams):
                 children.extend(node._params.bodies)
-        self._nodes = {}
         self._by_id = {}
         self._edge_count = 0
         objects = list(self._user_objects)
@@ -886,7 +899,6 @@ class Graph(DestroyOnExit):
             for succ in list(edge_nodes(node._succ)):
                 self._unlink(node, succ)
             NODES.unregister(node.hid)  # first: the registry finds the node through _by_id
-            del self._nodes[node]
             del self._by_id[node.id]
             params = node._params
         if isinstance(params, ChildGraphParams):
