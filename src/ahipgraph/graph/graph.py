@@ -193,6 +193,19 @@ class Graph(DestroyOnExit):
             dep_list = self._check_deps(deps)
             return self._attach(node_type, build(), dep_list)
 
+    def _add_made(self, node_type: NodeType, deps: Deps, params: NodeParams) -> GraphNode:
+        """:meth:`_add_node` for parameters validated already (what capture adds, per op).
+
+        The graph and dependency checks are the same, without a closure made for ``params``.
+        """
+        lock = self.lock
+        lock.acquire()  # not ``with``: its enter and exit calls cost twice the lock itself
+        try:
+            self._check_alive()
+            return self._attach(node_type, params, self._check_deps(deps))
+        finally:
+            lock.release()
+
     def _add_child_graph(self, child: Graph, deps: Deps) -> GraphNode:
         with self.lock:
             self._check_alive()

@@ -249,22 +249,8 @@ class Stream(
         """
         self._check_open()
         if self._capture is not None:
-            return self._capture.add(
-                "Kernel",
-                lambda: (
-                    common_kernel_params(
-                        kernel, grid, block, args, shared_mem, self.priority, self.device
-                    )
-                    or KernelParams.make(
-                        kernel,
-                        grid,
-                        block,
-                        args,
-                        shared_mem=shared_mem,
-                        priority=self.priority,
-                        device=self.device,
-                    )
-                ),
+            return self._capture.add_kernel(
+                kernel, grid, block, args, shared_mem, self.priority, self.device
             )
         params = common_kernel_params(
             kernel, grid, block, args, shared_mem, 0, self.device
