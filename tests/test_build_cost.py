@@ -6,6 +6,7 @@ same errors with the same messages, and the general path still taken for every o
 
 from __future__ import annotations
 
+import contextlib
 import re
 from typing import Any
 
@@ -331,3 +332,60 @@ def test_a_chain_node_holds_its_lone_neighbours_as_themselves() -> None:
     assert first._succ == ()
     assert second.dependencies() == []
     graph.destroy()
+
+
+# -- a captured kernel launch, straight to its node ------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_a_captured_launch_checks_status_then_launch_then_adds_one_node(
+    device: ahg.Device,
+) -> None:
+    stream = device.create_stream(priority=-1)
+    x = device.malloc(64)
+    stream.begin_capture()
+    try:
+        first = await stream.launch_kernel(mixed, 2, 32, (x, 1, 1.0, 2.0, 3, x))
+        assert first.node is not None
+        eager = ahg.KernelParams.make(
+            mixed, 2, 32, (x, 1, 1.0, 2.0, 3, x), priority=-1, device=device
+        )
+        assert first.node.params == eager  # the stream's priority, the same bytes
+        graph = stream.capture_info().graph
+        before = (graph.statistics(), NODES.statistics())
+        with pytest.raises(ahg.InvalidConfiguration):  # a bad launch adds nothing
+            await stream.launch_kernel(mixed, 1, 4096, (x, 1, 1.0, 2.0, 3, x))
+        with pytest.raises(ValueError, match="out of range"):
+            await stream.launch_kernel(mixed, 1, 1, (x, 2**40, 1.0, 2.0, 3, x))
+        assert (graph.statistics(), NODES.statistics()) == before
+        assert stream.is_capturing() is ahg.CaptureStatus.ACTIVE
+        second = await stream.launch_kernel(count, 1, 1, [5])
+        assert second.node is not None
+        assert second.node.dependencies() == [first.node]
+        assert stream.capture_info().dependencies == (second.node,)
+        with pytest.raises(ahg.StreamCaptureUnsupported):
+            await stream.synchronize()  # invalidates the capture
+        with pytest.raises(ahg.StreamCaptureInvalidated):  # before the launch's own error
+            await stream.launch_kernel(mixed, 1, 4096, ())
+    finally:
+        with contextlib.suppress(ahg.StreamCaptureInvalidated):
+            stream.end_capture()
+        stream.destroy()
+        device.free(x)
+
+
+@pytest.mark.asyncio
+async def test_a_kernel_on_the_guarded_null_stream_is_refused_before_its_checks(
+    device: ahg.Device,
+) -> None:
+    blocking = device.create_stream()
+    blocking.begin_capture()
+    try:
+        with pytest.raises(ahg.StreamCaptureImplicit):  # not the bad block's error
+            await device.null_stream.launch_kernel(count, 1, 4096, (1,))
+        with pytest.raises(ahg.StreamCaptureImplicit):
+            device.null_stream.launch_kernel_nowait(count, 1, 1, (1,))
+        assert blocking.is_capturing() is ahg.CaptureStatus.ACTIVE
+    finally:
+        blocking.end_capture().destroy()
+        blocking.destroy()
