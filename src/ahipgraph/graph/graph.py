@@ -59,7 +59,7 @@ from .conditional import (
     make_handle,
 )
 from .memnodes import RESERVATIONS
-from .node import NODES, Edges, GraphNode, edge_nodes, live_node, with_edge, without_edge
+from .node import _NODE_IDS, NODES, Edges, GraphNode, edge_nodes, live_node, with_edge, without_edge
 from .node_type import NodeType
 from .params import ChildGraphParams, NodeParams
 
@@ -81,6 +81,7 @@ __all__ = ["GRAPHS", "Graph", "GraphStatistics", "live_graph"]
 
 GRAPHS: HandleRegistry[Graph] = HandleRegistry("graph")
 _GRAPH_IDS = itertools.count()  # next() on a C iterator is atomic under the GIL
+_new_object = object.__new__
 _MEM_NODE_TYPES = (NodeType.MemAlloc, NodeType.MemFree)
 
 
@@ -244,10 +245,19 @@ class Graph(DestroyOnExit):
         Each side of the edges takes the form :data:`~ahipgraph.graph.node.Edges` gives it:
         a lone neighbour is held as itself, no list made for it.
         """
+        # The node, made from a bare instance with its slots filled (not the constructor, which
+        # refuses callers other than the graph): once per node added, captured or cloned.
+        node: GraphNode = _new_object(GraphNode)
+        node.graph = self
+        node.id = next(_NODE_IDS) if node_id is None else node_id
+        node._type = node_type
+        node._params = params
+        node._succ = ()
         count = len(deps)
         if count == 1:
             dep = deps[0]
-            node = GraphNode._create(self, node_type, params, node_id, dep)
+            node._deps = dep
+            NODES.enter(node)
             succ = dep._succ
             if not succ:
                 dep._succ = node
@@ -258,12 +268,14 @@ class Graph(DestroyOnExit):
             self._edge_count += 1
         elif count:
             own = deps if type(deps) is list else list(deps)
-            node = GraphNode._create(self, node_type, params, node_id, own)
+            node._deps = own
+            NODES.enter(node)
             for dep in own:  # what _link does for each dependency, without a call per edge
                 dep._succ = with_edge(dep._succ, node)
             self._edge_count += count
         else:
-            node = GraphNode._create(self, node_type, params, node_id)
+            node._deps = ()
+            NODES.enter(node)
         self._by_id[node.id] = node  # before anyone sees it: the registry finds it here
         if observe.observer is not None:  # the race checker keeps the line that added it
             observe.observer.node_added(node)

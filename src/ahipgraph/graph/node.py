@@ -69,7 +69,6 @@ __all__ = ["NODES", "PARAMS_TYPES", "Edges", "GraphNode", "edge_nodes", "live_no
 NODES = NodeRegistry("graph node")
 _FACTORY = FactoryOnly("graph nodes are created with Graph.add_*_node()")
 _NODE_IDS = itertools.count()  # next() on a C iterator is atomic under the GIL
-_new_object = object.__new__
 _new_tuple = tuple.__new__
 
 PARAMS_TYPES: dict[NodeType, type[Any] | None] = {
@@ -134,31 +133,6 @@ class GraphNode(NodeCopySetters, DestroyOnExit):
         self._deps: Edges = ()
         self._succ: Edges = ()
         NODES.enter(self)
-
-    @classmethod
-    def _create(
-        cls,
-        graph: Graph,
-        node_type: NodeType,
-        params: NodeParams,
-        node_id: int | None = None,
-        deps: Edges = (),
-    ) -> GraphNode:
-        """What ``__init__`` does, without the factory check (this is the factory).
-
-        Once per node added, captured or cloned: filling the slots of a bare instance saves
-        the constructor's call and its keyword handling. ``deps`` (in one of the forms of
-        :data:`Edges`; a list is the caller's to give up) becomes the node's own.
-        """
-        node: GraphNode = _new_object(cls)
-        node.graph = graph
-        node.id = next(_NODE_IDS) if node_id is None else node_id
-        node._type = node_type
-        node._params = params
-        node._deps = deps
-        node._succ = ()
-        NODES.enter(node)
-        return node
 
     @property
     def hid(self) -> HandleId:
