@@ -389,3 +389,36 @@ async def test_a_kernel_on_the_guarded_null_stream_is_refused_before_its_checks(
     finally:
         blocking.end_capture().destroy()
         blocking.destroy()
+
+
+# -- destroying a graph retires all its nodes' slots at once ---------------------------------------
+
+
+def test_destroying_a_graph_retires_exactly_its_live_nodes() -> None:
+    before = NODES.statistics()
+    other = ahg.Graph()
+    stranger = other.add_empty_node()
+    graph = ahg.Graph()
+    nodes = [graph.add_empty_node() for _ in range(5)]
+    nodes[1].destroy()  # retired on its own; its slot may go to the next node
+    reused = graph.add_empty_node()
+    stolen = other.add_empty_node()  # another graph's node, perhaps in a freed slot
+    handles = [node.hid for node in [*nodes, reused]]
+    assert NODES.statistics().live == before.live + 7
+    graph.destroy()
+    after = NODES.statistics()
+    assert after.live == before.live + 2  # the other graph's two nodes
+    assert after.registered_total == before.registered_total + 8
+    assert all(NODES.get(hid) is None for hid in handles)
+    assert stranger.alive
+    assert stolen.alive
+    assert NODES.get(stolen.hid) is stolen
+    again = ahg.Graph()
+    fresh = [again.add_empty_node() for _ in range(6)]  # reuses the retired slots
+    assert all(NODES.get(hid) is None for hid in handles)
+    assert all(NODES.get(node.hid) is node for node in fresh)
+    again.destroy()
+    other.destroy()
+    assert NODES.statistics().live == before.live
+    ahg.Graph().destroy()  # a graph that never had a node
+    assert NODES.statistics().live == before.live

@@ -870,8 +870,8 @@ class Graph(DestroyOnExit):
         self._open = False
         self._life.detach()
         children: list[Graph] = []
+        NODES.unregister_graph(self)  # every node at once, under one lock
         for node in self._nodes:
-            NODES.unregister(node.hid)
             if isinstance(node._params, ChildGraphParams):
                 children.append(node._params.graph)
             elif isinstance(node._params, ConditionalNodeParams):

@@ -103,6 +103,24 @@ class NodeRegistry(SlotTable):
             self._retire_locked(slot, generation)
             return node
 
+    def unregister_graph(self, graph: Any) -> None:
+        """Retire the slots of every node of ``graph`` still registered (its lock held).
+
+        What :meth:`unregister` does for each of them, under one lock rather than one each: a
+        destroyed graph's nodes all die together. Slots of nodes destroyed earlier were retired
+        then (or hold another graph's node now) and are left alone.
+        """
+        ref: _GraphRef | None = graph._node_registry_ref
+        if ref is None:  # it never had a node
+            return
+        with self._lock:
+            owners = self._owners
+            generations = self._generations
+            for slot in ref.slots:
+                if owners[slot] is ref:
+                    self._retire_locked(slot, generations[slot])
+            ref.slots = []
+
     def _retire_locked(self, slot: int, generation: int) -> None:
         # The owner goes first, then the generation moves on: a lock-free ``get`` that read
         # the old generation then reads no owner (see ``get``).
