@@ -422,3 +422,47 @@ def test_destroying_a_graph_retires_exactly_its_live_nodes() -> None:
     assert NODES.statistics().live == before.live
     ahg.Graph().destroy()  # a graph that never had a node
     assert NODES.statistics().live == before.live
+
+
+# -- threads: edges of every form, edited from several threads at once -----------------------------
+
+
+@pytest.mark.usefixtures("fast_switching")
+def test_threads_adding_and_destroying_around_one_root_keep_the_edges_whole() -> None:
+    import threading
+
+    graph = ahg.Graph()
+    root = graph.add_kernel_node(count, 1, 1, (0,))
+    kept: list[list[Any]] = [[] for _ in range(4)]
+    errors: list[BaseException] = []
+    start = threading.Barrier(4)
+
+    def work(index: int) -> None:
+        try:
+            start.wait()
+            for i in range(150):
+                node = graph.add_kernel_node(count, 1, 1, (i,), deps=root)
+                if i % 3 == 0:
+                    node.destroy()  # root's dependents go list -> fewer, concurrently
+                else:
+                    kept[index].append(node)
+        except BaseException as error:  # reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    try:
+        assert not errors
+        survivors = {node for part in kept for node in part}
+        assert set(root.dependents()) == survivors
+        assert len(root.dependents()) == len(survivors)
+        assert all(node.dependencies() == [root] for node in survivors)
+        stats = graph.statistics()
+        assert stats.nodes == len(survivors) + 1
+        assert stats.edges == len(survivors)
+        assert graph.nodes()[0] is root
+    finally:
+        graph.destroy()

@@ -124,11 +124,10 @@ def current_properties() -> DeviceProperties:
     node; this skips ``get_device``'s argument checks, which a task's own current ordinal never
     needs. A table that shrank under the task's choice falls back to device 0, as there.
     """
-    devices = _devices
-    ordinal = current_ordinal()
-    if ordinal < len(devices):
-        return devices[ordinal].properties
-    return get_device().properties
+    try:
+        return _devices[current_ordinal()].properties
+    except IndexError:  # an empty (not yet made) or shrunk table: get_device sorts it out
+        return get_device().properties
 
 
 def live(device: DeviceBase) -> DeviceBase:
