@@ -70,6 +70,9 @@ class StreamState(enum.Enum):
     DESTROYED = "destroyed"
 
 
+_OPEN = StreamState.OPEN  # read per operation: a class's enum member costs ten globals on 3.11
+
+
 @dataclass(frozen=True, slots=True)
 class StreamStatistics:
     device: int
@@ -153,7 +156,7 @@ class Stream(
 
     def _check_open(self) -> None:
         """Raise ContextIsDestroyed (HIP's answer for a dead stream) if it was destroyed."""
-        if self.state is not StreamState.OPEN:
+        if self.state is not _OPEN:
             check_live(False, "stream", self)
 
     def _take_error(self) -> HipError | None:
