@@ -493,3 +493,42 @@ def test_kernels_of_one_shape_each_pack_and_check_with_their_own_layout(
     finally:
         graph.destroy()
         device.free(x)
+
+
+@pytest.mark.usefixtures("fast_switching")
+def test_a_graph_destroyed_while_a_thread_adds_leaves_no_node_registered() -> None:
+    import threading
+
+    before = NODES.statistics().live
+    graph = ahg.Graph()
+    root = graph.add_kernel_node(count, 1, 1, (0,))
+    added: list[Any] = []
+    refused: list[BaseException] = []
+    other: list[BaseException] = []
+    going = threading.Event()
+
+    def add() -> None:
+        previous = root
+        for i in range(2000):
+            try:
+                previous = graph.add_kernel_node(count, 1, 1, (i,), deps=previous)
+                added.append(previous)
+            except ahg.InvalidValue as error:  # the graph (or the previous node) is gone
+                refused.append(error)
+                return
+            except BaseException as error:  # anything else fails the test
+                other.append(error)
+                return
+            if i == 20:
+                going.set()
+
+    thread = threading.Thread(target=add)
+    thread.start()
+    going.wait(timeout=10)
+    graph.destroy()
+    thread.join()
+    assert not other
+    assert len(refused) <= 1
+    assert NODES.statistics().live == before
+    assert not root.alive
+    assert not any(node.alive for node in added)
