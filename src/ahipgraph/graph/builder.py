@@ -77,7 +77,8 @@ def add_kernel_node(
     lock = graph.lock
     lock.acquire()  # not ``with``: its enter and exit calls cost twice the lock itself
     try:
-        graph._check_alive()
+        if not graph._open:
+            graph._check_alive()  # raises
         dep_list = graph._check_deps(deps)
         params = common_kernel_params(kernel, grid, block, args, shared_mem, priority)
         if params is None:

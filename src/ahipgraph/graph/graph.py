@@ -202,7 +202,8 @@ class Graph(DestroyOnExit):
         lock = self.lock
         lock.acquire()  # not ``with``: its enter and exit calls cost twice the lock itself
         try:
-            self._check_alive()
+            if not self._open:
+                self._check_alive()  # raises
             return self._attach(node_type, params, self._check_deps(deps))
         finally:
             lock.release()
