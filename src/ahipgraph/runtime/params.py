@@ -23,7 +23,7 @@ from ..device.ops import CopyOp, FillOp, HostOp, KernelOp
 from ..device.pointer import DevicePtr
 from ..device.properties import CopyKind, DeviceProperties
 from ..device.table import check_range, current_properties, resolve_pointer
-from .device import Device, get_device
+from .device import Device
 from .launch_attributes import DEFAULT_ATTRIBUTES, KernelAttributes
 
 __all__ = [
@@ -75,7 +75,7 @@ class KernelParams:
             raise InvalidValue("kernel is null")
         if type(kernel) is not Kernel and not isinstance(kernel, Kernel):
             raise TypeError(f"expected a kernel declared with @ahg.kernel, got {kernel!r}")
-        props = (device or get_device()).properties
+        props = current_properties() if device is None else device.properties
         entry = None
         if type(grid) is int and type(block) is int and type(shared_mem) is int:
             # _launch_shape's remembered shapes, looked up here: the common case, one dict read
