@@ -347,6 +347,12 @@ async def test_a_captured_launch_checks_status_then_launch_then_adds_one_node(
     try:
         first = await stream.launch_kernel(mixed, 2, 32, (x, 1, 1.0, 2.0, 3, x))
         assert first.node is not None
+        from ahipgraph.runtime.capture_nodes import CapturedWork
+
+        made = CapturedWork(first._session, first.node, device)  # what the constructor gives
+        for name in ("_signal", "_device", "_program", "_session", "node"):
+            assert getattr(first, name) is getattr(made, name), name
+        assert type(first) is CapturedWork
         eager = ahg.KernelParams.make(
             mixed, 2, 32, (x, 1, 1.0, 2.0, 3, x), priority=-1, device=device
         )

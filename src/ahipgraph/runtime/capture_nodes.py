@@ -37,6 +37,7 @@ _NODE_TYPES: dict[str, Any] = {}  # an operation kind's NodeType, looked up once
 # An enum member read through its class costs ten times a global's read on Python 3.11 (the
 # metaclass looks it up): the per-operation checks read this constant.
 _ACTIVE = CaptureStatus.ACTIVE
+_new_object = object.__new__
 
 
 def _graphs() -> Any:
@@ -225,7 +226,14 @@ class StreamCapture:
             node: GraphNode = session.graph._add_made(node_type, self.deps, params)
             session.captured.add(node)
             self.deps = [node]
-            return CapturedWork(session, node, device)
+            # CapturedWork(session, node, device), its slots filled without the call
+            work: CapturedWork = _new_object(CapturedWork)
+            work._signal = _NEVER
+            work._device = device
+            work._program = None
+            work._session = session
+            work.node = node
+            return work
         finally:
             lock.release()
 
