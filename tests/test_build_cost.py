@@ -117,6 +117,33 @@ def test_pack_is_the_packer_and_a_node_holds_its_bytes(device: ahg.Device) -> No
     device.free(x)
 
 
+@ahg.kernel
+def swapped(t: ahg.Threads, n: ahg.int32, x: ahg.Ptr[ahg.float32]) -> None:
+    """mixed's first two parameters the other way round: another layout, another packer."""
+
+
+def test_kernels_of_one_shape_each_pack_and_check_with_their_own_layout(
+    device: ahg.Device,
+) -> None:
+    x = device.malloc(64)
+    graph = ahg.Graph()
+    try:
+        for i in range(3):
+            a = graph.add_kernel_node(mixed, 2, 64, (x, i, 1.5, 2.5, 7, x))
+            b = graph.add_kernel_node(swapped, 2, 64, (i, x), deps=a)
+            assert a.params.arg_bytes == mixed.layout._pack_checked(a.params.args, mixed.name)
+            assert b.params.arg_bytes == swapped.layout._pack_checked((i, x), swapped.name)
+            assert a.params.threads is b.params.threads  # the shape's validation is shared
+        with pytest.raises(TypeError, match="parameter 'n' \\(int32\\) needs an int"):
+            graph.add_kernel_node(swapped, 2, 64, (x, x))  # mixed's order is not swapped's
+        with pytest.raises(TypeError, match="needs a DevicePtr"):
+            graph.add_kernel_node(mixed, 2, 64, (1, 1, 1.5, 2.5, 7, x))
+        assert graph.statistics().nodes == 6
+    finally:
+        graph.destroy()
+        device.free(x)
+
+
 # -- the current device's limits, read once per node -----------------------------------------------
 
 
@@ -472,33 +499,6 @@ def test_threads_adding_and_destroying_around_one_root_keep_the_edges_whole() ->
         assert graph.nodes()[0] is root
     finally:
         graph.destroy()
-
-
-@ahg.kernel
-def swapped(t: ahg.Threads, n: ahg.int32, x: ahg.Ptr[ahg.float32]) -> None:
-    """mixed's first two parameters the other way round: another layout, another packer."""
-
-
-def test_kernels_of_one_shape_each_pack_and_check_with_their_own_layout(
-    device: ahg.Device,
-) -> None:
-    x = device.malloc(64)
-    graph = ahg.Graph()
-    try:
-        for i in range(3):
-            a = graph.add_kernel_node(mixed, 2, 64, (x, i, 1.5, 2.5, 7, x))
-            b = graph.add_kernel_node(swapped, 2, 64, (i, x), deps=a)
-            assert a.params.arg_bytes == mixed.layout._pack_checked(a.params.args, mixed.name)
-            assert b.params.arg_bytes == swapped.layout._pack_checked((i, x), swapped.name)
-            assert a.params.threads is b.params.threads  # the shape's validation is shared
-        with pytest.raises(TypeError, match="parameter 'n' \\(int32\\) needs an int"):
-            graph.add_kernel_node(swapped, 2, 64, (x, x))  # mixed's order is not swapped's
-        with pytest.raises(TypeError, match="needs a DevicePtr"):
-            graph.add_kernel_node(mixed, 2, 64, (1, 1, 1.5, 2.5, 7, x))
-        assert graph.statistics().nodes == 6
-    finally:
-        graph.destroy()
-        device.free(x)
 
 
 @pytest.mark.usefixtures("fast_switching")
