@@ -538,3 +538,28 @@ def test_a_graph_destroyed_while_a_thread_adds_leaves_no_node_registered() -> No
     assert NODES.statistics().live == before
     assert not root.alive
     assert not any(node.alive for node in added)
+
+
+# -- the CPU-time bench stays runnable -------------------------------------------------------------
+
+
+def test_the_cpu_time_bench_runs_and_reports_every_figure(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).parents[1] / "bench" / "build_cpu.py"
+    spec = importlib.util.spec_from_file_location("build_cpu", path)
+    assert spec is not None
+    assert spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    before = NODES.statistics().live
+    assert bench.main(["--sizes", "30", "--capture-sizes", "20", "--repeat", "1"]) == 0
+    figures = json.loads(capsys.readouterr().out)
+    expected = {"build_chain_30", "build_fork_join_30", "capture_20", "capture_instantiate_20"}
+    assert expected <= set(figures)
+    assert all(figures[key] > 0 for key in expected)
+    assert NODES.statistics().live == before  # every graph it made is gone
