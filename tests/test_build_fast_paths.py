@@ -256,7 +256,7 @@ def test_edges_keep_insertion_order_as_dependents_are_added() -> None:
     graph.destroy()
 
 
-# -- GraphNode._create fills a bare node's slots ---------------------------------------------------
+# -- Graph._attach fills a bare node's slots -------------------------------------------------------
 
 
 def test_created_node_has_what_the_constructor_gives(device: ahg.Device) -> None:

@@ -264,6 +264,7 @@ class ArgLayout:
         size: bytes of the packed segment (a multiple of 8, 0 for a kernel without parameters).
         offsets: byte offset of each parameter.
         unpack_from: decodes the raw field values from (buffer, offset).
+        packer: :meth:`pack` as a plain function of ``(args, kernel_name)``.
     """
 
     __slots__ = (
@@ -275,6 +276,7 @@ class ArgLayout:
         "decode_method",
         "names",
         "offsets",
+        "packer",
         "size",
         "types",
         "unpack_from",
@@ -314,6 +316,10 @@ class ArgLayout:
             if isinstance(arg_type, ScalarType) and arg_type.is_float
             else int
             for arg_type in self.types
+        )
+        # pack(), as a plain function of (args, kernel_name): what the hot paths call.
+        self.packer: Callable[[Any, str], bytes] = _fast_packer(
+            self._fast_types, self._struct.pack, self._pack_checked
         )
         # One bound method shared by every dispatch op of this layout (not one per op).
         self.decode_method: Callable[..., list[Any]] = self.decode
@@ -393,33 +399,16 @@ class ArgLayout:
         """Validate and pack ``args`` into kernel-argument bytes.
 
         The common shapes — a tuple or list of plain ``int``, ``float`` and ``DevicePtr`` values
-        of the declared kinds — are packed directly: for those, ``struct`` enforces exactly the
-        ranges :meth:`check` does (an integer type's bounds, a float32's finite range, a 64-bit
-        address), so a value it refuses is sent down the full path, which raises the usual
-        error. Anything else (bools, numpy scalars, None pointers, the wrong count) takes the
-        full path directly.
+        of the declared kinds — are packed directly by this layout's own packer (see
+        :func:`_fast_packer`): for those, ``struct`` enforces exactly the ranges :meth:`check`
+        does (an integer type's bounds, a float32's finite range, a 64-bit address), so a value
+        it refuses is sent down the full path, which raises the usual error. Anything else
+        (bools, numpy scalars, None pointers, the wrong count) takes the full path directly.
         """
-        given: Any = args
-        kind = type(given)
-        if (kind is tuple or kind is list) and len(given) == len(self._fast_types):
-            values: list[Any] = []
-            append = values.append
-            for expected, value in zip(self._fast_types, given, strict=True):
-                exact: Any = type(value)
-                if exact is not expected:
-                    break
-                if exact is DevicePtr:
-                    address = value.address
-                    if type(address) is not int:
-                        break
-                    append(address)
-                else:
-                    append(value)
-            else:
-                try:
-                    return self._struct.pack(*values)
-                except (struct.error, OverflowError):
-                    pass  # out of range: the full path says which parameter and why
+        return self.packer(args, kernel_name)
+
+    def _pack_checked(self, args: Sequence[Any] | None, kernel_name: str) -> bytes:
+        """The full path of :meth:`pack`: every check, then the bytes."""
         return self._struct.pack(*self.check(args, kernel_name))
 
     def pack_into(self, buffer: Any, offset: int, args: Sequence[Any], kernel_name: str) -> None:
@@ -437,6 +426,62 @@ class ArgLayout:
             address = values[index]
             values[index] = view(address, dtype) if address else None
         return values
+
+
+def _fast_packer(
+    fast_types: tuple[type, ...],
+    struct_pack: Callable[..., bytes],
+    full: Callable[[Any, str], bytes],
+) -> Callable[[Any, str], bytes]:
+    """A packer for one layout that takes its common shape in straight-line code.
+
+    Made once per kernel, from source text written for its parameter list (as ``dataclasses``
+    and ``namedtuple`` write their methods): one unpack of the argument sequence, one exact
+    type test per parameter, each pointer's address read and tested, then one ``struct`` call.
+    A loop over the parameters doing the same tests costs several times more, and this runs
+    once per kernel node added, captured or set, and per eager launch. Anything the tests do
+    not accept goes to ``full`` (:meth:`ArgLayout._pack_checked`), as does a value ``struct``
+    refuses, so every error is the full path's own.
+    """
+    count = len(fast_types)
+    names = [f"a{i}" for i in range(count)]
+    namespace: dict[str, Any] = {"_pack": struct_pack, "_full": full, "_error": struct.error}
+    tests = []
+    fields = []
+    addresses = []
+    for i, (name, expected) in enumerate(zip(names, fast_types, strict=True)):
+        namespace[f"T{i}"] = expected
+        tests.append(f"type({name}) is T{i}")
+        if expected is DevicePtr:
+            addresses.append(f"p{i} = {name}.address")
+            fields.append(f"p{i}")
+        else:
+            fields.append(name)
+    lines = ["def pack(args, kernel_name):", "    kind = type(args)"]
+    if count == 0:
+        lines += ["    if (kind is tuple or kind is list) and not args:", "        return _pack()"]
+    else:
+        lines += [
+            f"    if (kind is tuple or kind is list) and len(args) == {count}:",
+            f"        {', '.join(names)}, = args",
+            f"        if {' and '.join(tests)}:",
+        ]
+        indent = "            "
+        if addresses:
+            lines += [indent + line for line in addresses]
+            checks = " and ".join(f"type({field}) is int" for field in fields if field[0] == "p")
+            lines.append(f"{indent}if {checks}:")
+            indent += "    "
+        lines += [
+            f"{indent}try:",
+            f"{indent}    return _pack({', '.join(fields)})",
+            f"{indent}except (_error, OverflowError):",
+            f"{indent}    pass  # out of range: the full path says which parameter and why",
+        ]
+    lines.append("    return _full(args, kernel_name)")
+    exec("\n".join(lines), namespace)  # the source is made above, from types only
+    packer: Callable[[Any, str], bytes] = namespace["pack"]
+    return packer
 
 
 class PointerField:

@@ -26,6 +26,7 @@ __all__ = [
     "MAX_DEVICES",
     "check_range",
     "configure_devices",
+    "current_properties",
     "device_count",
     "get_device",
     "install_factory",
@@ -114,6 +115,19 @@ def get_device(ordinal: int | None = None) -> DeviceBase:
     if not 0 <= ordinal < len(table):
         raise InvalidDevice(f"device {ordinal} does not exist ({len(table)} configured)")
     return table[ordinal]
+
+
+def current_properties() -> DeviceProperties:
+    """``get_device().properties`` for the calling task, in one step.
+
+    Validating a kernel node or a captured launch reads the current device's limits once per
+    node; this skips ``get_device``'s argument checks, which a task's own current ordinal never
+    needs. A table that shrank under the task's choice falls back to device 0, as there.
+    """
+    try:
+        return _devices[current_ordinal()].properties
+    except IndexError:  # an empty (not yet made) or shrunk table: get_device sorts it out
+        return get_device().properties
 
 
 def live(device: DeviceBase) -> DeviceBase:

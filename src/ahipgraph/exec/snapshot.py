@@ -19,11 +19,11 @@ from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from ..core.registry import HandleId
+from ..graph.node import GraphNode
 from ..graph.node_type import NodeType
 
 if TYPE_CHECKING:
     from ..graph.graph import Graph
-    from ..graph.node import GraphNode
     from ..lifetime.user_object import UserObject
 
 __all__ = ["ExecGraph", "ExecNode", "SourceMap", "snapshot", "source_map"]
@@ -161,8 +161,8 @@ def _copy_one(
     # directly instead of through the accessors' per-call handle checks.
     for node, i in position.items():  # in order
         node_type, params, sources = node._type, node._params, node._deps
-        if len(sources) == 1:  # a chain's link: no list to build
-            deps: tuple[int, ...] = (position[sources[0]],)
+        if isinstance(sources, GraphNode):  # a chain's link, held as the node itself
+            deps: tuple[int, ...] = (position[sources],)
         else:
             deps = tuple([position[dep] for dep in sources])
         # ExecNode(i, node.id, node_type, params, deps), its fields stored without the call

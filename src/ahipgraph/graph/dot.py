@@ -44,6 +44,7 @@ from ..device.pointer import DevicePtr
 from ..device.properties import CopyKind
 from ..runtime.params import HostParams, KernelParams, MemcpyParams, MemsetParams
 from .conditional import ConditionalNodeParams
+from .node import edge_nodes
 from .node_type import NodeType
 from .params import ChildGraphParams, EventParams, MemAllocParams, MemFreeParams
 
@@ -234,7 +235,7 @@ def _one_cluster(graph: Graph, flags: int, lines: list[str]) -> list[GraphNode]:
             f'"graph_{gid}_node_{node.id}"[style="{style}"shape="{shape}"label="{label}"];'
         )
     for node in nodes:
-        for succ in node._succ:
+        for succ in edge_nodes(node._succ):
             lines.append(f'"graph_{gid}_node_{node.id}" -> "graph_{gid}_node_{succ.id}"')
     lines.append("}")
     return nodes

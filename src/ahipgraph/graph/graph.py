@@ -33,7 +33,7 @@ import contextlib
 import itertools
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, ValuesView
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -59,7 +59,7 @@ from .conditional import (
     make_handle,
 )
 from .memnodes import RESERVATIONS
-from .node import NODES, GraphNode, live_node
+from .node import _NODE_IDS, NODES, Edges, GraphNode, edge_nodes, live_node, with_edge, without_edge
 from .node_type import NodeType
 from .params import ChildGraphParams, NodeParams
 
@@ -81,6 +81,7 @@ __all__ = ["GRAPHS", "Graph", "GraphStatistics", "live_graph"]
 
 GRAPHS: HandleRegistry[Graph] = HandleRegistry("graph")
 _GRAPH_IDS = itertools.count()  # next() on a C iterator is atomic under the GIL
+_new_object = object.__new__
 _MEM_NODE_TYPES = (NodeType.MemAlloc, NodeType.MemFree)
 
 
@@ -142,11 +143,15 @@ class Graph(DestroyOnExit):
         self._owner_node: GraphNode | None = None
         self.has_mem_nodes = False
         self.instantiated = False
-        self._nodes: dict[GraphNode, None] = {}  # insertion order
-        self._by_id: dict[int, GraphNode] = {}
+        self._by_id: dict[int, GraphNode] = {}  # in insertion order: see _nodes
         self._edge_count = 0
         self._user_objects: set[UserObject] = set()
+        self._node_registry_ref: Any = None  # made by NODES for the first node (node_registry)
         self.hid = GRAPHS.register(self)
+        # What ``GRAPHS.get(self.hid) is self`` says, as a plain attribute: the registry
+        # retires a graph's handle only in ``_teardown_locked`` (which clears this) or once
+        # the graph was collected, when no one can ask. The per-node checks read it.
+        self._open = True
         self._life = _GraphRecord(self, self._user_objects)
 
     # -- validity ----------------------------------------------------------------------------------
@@ -176,7 +181,7 @@ class Graph(DestroyOnExit):
 
     def _check_alive(self) -> None:
         """Raise InvalidValue if the graph was destroyed."""
-        if GRAPHS.get(self.hid) is not self:
+        if not self._open:
             check_live(False, "graph", self)
 
     # -- building: the public adds call graph/builder.py and graph/copy_nodes.py -----------------
@@ -188,6 +193,20 @@ class Graph(DestroyOnExit):
             self._check_alive()
             dep_list = self._check_deps(deps)
             return self._attach(node_type, build(), dep_list)
+
+    def _add_made(self, node_type: NodeType, deps: Deps, params: NodeParams) -> GraphNode:
+        """:meth:`_add_node` for parameters validated already (what capture adds, per op).
+
+        The graph and dependency checks are the same, without a closure made for ``params``.
+        """
+        lock = self.lock
+        lock.acquire()  # not ``with``: its enter and exit calls cost twice the lock itself
+        try:
+            if not self._open:
+                self._check_alive()  # raises
+            return self._attach(node_type, params, self._check_deps(deps))
+        finally:
+            lock.release()
 
     def _add_child_graph(self, child: Graph, deps: Deps) -> GraphNode:
         with self.lock:
@@ -220,47 +239,73 @@ class Graph(DestroyOnExit):
         deps: Sequence[GraphNode],
         node_id: int | None = None,
     ) -> GraphNode:
-        """Make a node with edges from ``deps``; a list given as ``deps`` becomes the node's own.
+        """Make a node with edges from ``deps``; a list of two or more becomes the node's own.
 
-        Every caller passes a list it made for this node (``_check_deps``' result) or ``()``.
+        Every caller passes ``_check_deps``' result (a list made for this node when it has two
+        or more entries) or ``()``.
+        Each side of the edges takes the form :data:`~ahipgraph.graph.node.Edges` gives it:
+        a lone neighbour is held as itself, no list made for it.
         """
-        # Lists made at their exact size (an append to an empty list reserves four entries):
-        # most nodes of a large graph have one dependency and one dependent.
-        own = deps if type(deps) is list else list(deps) if deps else None
-        node = GraphNode._create(self, node_type, params, node_id, own)
+        # The node, made from a bare instance with its slots filled (not the constructor, which
+        # refuses callers other than the graph): once per node added, captured or cloned.
+        node: GraphNode = _new_object(GraphNode)
+        node.graph = self
+        node.id = next(_NODE_IDS) if node_id is None else node_id
+        node._type = node_type
+        node._params = params
+        node._succ = ()
+        count = len(deps)
+        if count == 1:
+            dep = deps[0]
+            node._deps = dep
+            NODES.enter(node)
+            succ = dep._succ
+            if not succ:
+                dep._succ = node
+            elif type(succ) is list:
+                succ.append(node)
+            else:
+                dep._succ = [succ, node]  # type: ignore[list-item]
+            self._edge_count += 1
+        elif count:
+            own = deps if type(deps) is list else list(deps)
+            node._deps = own
+            NODES.enter(node)
+            for dep in own:  # what _link does for each dependency, without a call per edge
+                dep._succ = with_edge(dep._succ, node)
+            self._edge_count += count
+        else:
+            node._deps = ()
+            NODES.enter(node)
         self._by_id[node.id] = node  # before anyone sees it: the registry finds it here
         if observe.observer is not None:  # the race checker keeps the line that added it
             observe.observer.node_added(node)
-        self._nodes[node] = None
-        if deps:  # what _link does for each dependency, without a call per edge
-            for dep in deps:
-                succ = dep._succ
-                if succ:
-                    succ.append(node)
-                else:
-                    dep._succ = [node]
-            self._edge_count += len(deps)
         if node_type in _MEM_NODE_TYPES:
             self.has_mem_nodes = True
         return node
 
-    def _check_deps(self, deps: Deps) -> list[GraphNode]:
+    def _check_deps(self, deps: Deps) -> Sequence[GraphNode]:
+        """``deps``, checked: each a live node of this graph, given once.
+
+        Two or more come back as a new list, which ``_attach`` may keep as the node's own; one
+        or none come back as a sequence only to be read (the caller's own, on the fast path).
+        """
         # Fast path for what almost every add passes: no dependency, or one live node of this
         # (live) graph. Anything else, errors included, takes the full checks below.
         given: Any = deps
         kind = type(given)
         if kind is tuple or kind is list:
             if not given:
-                return []
+                return ()
             if len(given) == 1:
                 dep: Any = given[0]
                 # This graph vouches for its live nodes (the registry looks them up there too).
                 if type(dep) is GraphNode and self._by_id.get(dep.id) is dep:
-                    return [dep]
+                    return given  # type: ignore[no-any-return]
         elif kind is GraphNode:
             node: GraphNode = given
             if self._by_id.get(node.id) is node:
-                return [node]
+                return (node,)
         if isinstance(deps, GraphNode):
             deps = (deps,)
         checked: list[GraphNode] = []
@@ -279,13 +324,13 @@ class Graph(DestroyOnExit):
             raise InvalidValue(f"{what} {node!r} belongs to another graph")
 
     def _link(self, src: GraphNode, dst: GraphNode) -> None:
-        src._succ.append(dst)
-        dst._deps.append(src)
+        src._succ = with_edge(src._succ, dst)
+        dst._deps = with_edge(dst._deps, src)
         self._edge_count += 1
 
     def _unlink(self, src: GraphNode, dst: GraphNode) -> None:
-        src._succ.remove(dst)
-        dst._deps.remove(src)
+        src._succ = without_edge(src._succ, dst)
+        dst._deps = without_edge(dst._deps, src)
         self._edge_count -= 1
 
     # -- edges and queries (graph/topology.py) ----------------------------------------------------
@@ -333,6 +378,16 @@ class Graph(DestroyOnExit):
     def edges(self) -> list[tuple[GraphNode, GraphNode]]:
         """Every edge (from, to): nodes in insertion order, each node's edges in edge order."""
         return topology.edges(self)
+
+    @property
+    def _nodes(self) -> ValuesView[GraphNode]:
+        """The nodes in insertion order (HIP's ``vertices_``; caller holds the lock).
+
+        ``_by_id`` gains and loses its entries exactly when a node is added and removed, so
+        its values are that order; a second dict of the nodes would only be an entry per node
+        more to fill and to keep.
+        """
+        return self._by_id.values()
 
     def _ordered_nodes(self) -> list[GraphNode]:
         """Nodes in insertion order (caller holds the lock)."""
@@ -644,8 +699,8 @@ class Graph(DestroyOnExit):
                             body.owner_node = twin
                         twins[node] = twin
                     for node, twin in twins.items():
-                        twin._deps = [twins[dep] for dep in node._deps]
-                        twin._succ = [twins[succ] for succ in node._succ]
+                        twin._deps = _twin_edges(node._deps, twins)
+                        twin._succ = _twin_edges(node._succ, twins)
                     copy._edge_count = source._edge_count
                     for obj in source._user_objects:
                         if obj._owned_by(source) and obj._adopt(copy, 1):
@@ -813,15 +868,15 @@ class Graph(DestroyOnExit):
 
     def _teardown_locked(self) -> tuple[list[Graph], list[UserObject]]:
         GRAPHS.unregister(self.hid)  # from here every node handle is invalid too
+        self._open = False
         self._life.detach()
         children: list[Graph] = []
+        NODES.unregister_graph(self)  # every node at once, under one lock
         for node in self._nodes:
-            NODES.unregister(node.hid)
             if isinstance(node._params, ChildGraphParams):
                 children.append(node._params.graph)
             elif isinstance(node._params, ConditionalNodeParams):
                 children.extend(node._params.bodies)
-        self._nodes = {}
         self._by_id = {}
         self._edge_count = 0
         objects = list(self._user_objects)
@@ -865,12 +920,11 @@ class Graph(DestroyOnExit):
             node._check_alive()
             if node._type in _MEM_NODE_TYPES:
                 raise NotSupported(f"{node._type.name} nodes cannot be destroyed")
-            for dep in list(node._deps):
+            for dep in list(edge_nodes(node._deps)):
                 self._unlink(dep, node)
-            for succ in list(node._succ):
+            for succ in list(edge_nodes(node._succ)):
                 self._unlink(node, succ)
             NODES.unregister(node.hid)  # first: the registry finds the node through _by_id
-            del self._nodes[node]
             del self._by_id[node.id]
             params = node._params
         if isinstance(params, ChildGraphParams):
@@ -929,6 +983,15 @@ class Graph(DestroyOnExit):
             f"<Graph id={self.id} nodes={len(self._nodes)} edges={self._edge_count} "
             f"user_objects={len(self._user_objects)}>"
         )
+
+
+def _twin_edges(edges: Edges, twins: dict[GraphNode, GraphNode]) -> Edges:
+    """A clone's copy of one side of a node's edges, in the same form."""
+    if type(edges) is GraphNode:
+        return twins[edges]
+    if edges:
+        return [twins[end] for end in edge_nodes(edges)]
+    return ()
 
 
 def live_graph(graph: object, what: str = "graph") -> Graph:

@@ -2,8 +2,15 @@
 
 A :class:`GraphNode` is created only by its graph's ``add_*_node`` methods (or by clone). It
 keeps HIP's shape: ``id`` from a process-wide counter, kept by clones so a node can be found in
-a clone of its graph; ``_deps`` (predecessors) and ``_succ`` (successors) as lists in insertion
-order, because HIP's query results and topological order follow insertion order.
+a clone of its graph; ``_deps`` (predecessors) and ``_succ`` (successors) in insertion order,
+because HIP's query results and topological order follow insertion order.
+
+Edges: each side is held in one of three forms (:data:`Edges`): ``()`` for none, the neighbour
+itself for exactly one, and a list for two or more. Most nodes of a large graph have one
+dependency and one dependent, and a container per side would be two more objects per node for
+the cyclic collector to walk on every full pass (a list is always tracked, and so is a tuple
+holding a node). :func:`edge_nodes` gives any form as a sequence; :func:`with_edge` and
+:func:`without_edge` edit one.
 
 Validity: a node is registered in :data:`NODES` while it lives. It dies when destroyed on its
 own or when its graph is destroyed; either way every call on the handle gives InvalidValue, and
@@ -24,7 +31,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ..core.errors import InvalidValue, NotSupported
 from ..core.lifecycle import DestroyOnExit, FactoryOnly, HandleState, check_live
@@ -57,12 +64,11 @@ from .params import (
 if TYPE_CHECKING:
     from .graph import Graph
 
-__all__ = ["NODES", "PARAMS_TYPES", "GraphNode", "live_node"]
+__all__ = ["NODES", "PARAMS_TYPES", "Edges", "GraphNode", "edge_nodes", "live_node"]
 
 NODES = NodeRegistry("graph node")
 _FACTORY = FactoryOnly("graph nodes are created with Graph.add_*_node()")
 _NODE_IDS = itertools.count()  # next() on a C iterator is atomic under the GIL
-_new_object = object.__new__
 _new_tuple = tuple.__new__
 
 PARAMS_TYPES: dict[NodeType, type[Any] | None] = {
@@ -107,6 +113,9 @@ class GraphNode(NodeCopySetters, DestroyOnExit):
         "id",
     )
 
+    _slot: int  # the node's registry slot and that slot's generation (NODES.enter sets them)
+    _generation: int
+
     def __init__(
         self,
         graph: Graph,
@@ -121,35 +130,9 @@ class GraphNode(NodeCopySetters, DestroyOnExit):
         self.id = next(_NODE_IDS) if node_id is None else node_id
         self._type = node_type
         self._params = params
-        self._deps: list[GraphNode] = []
-        self._succ: list[GraphNode] = []
-        self._slot, self._generation = NODES.register(self)
-
-    @classmethod
-    def _create(
-        cls,
-        graph: Graph,
-        node_type: NodeType,
-        params: NodeParams,
-        node_id: int | None = None,
-        deps: list[GraphNode] | None = None,
-    ) -> GraphNode:
-        """What ``__init__`` does, without the factory check (this is the factory).
-
-        Once per node added, captured or cloned: filling the slots of a bare instance saves
-        the constructor's call and its keyword handling. ``deps``, if given, becomes the
-        node's own dependency list (the caller gives up the list), so no empty one is made
-        only to be replaced.
-        """
-        node: GraphNode = _new_object(cls)
-        node.graph = graph
-        node.id = next(_NODE_IDS) if node_id is None else node_id
-        node._type = node_type
-        node._params = params
-        node._deps = [] if deps is None else deps
-        node._succ = []
-        node._slot, node._generation = NODES.register(node)
-        return node
+        self._deps: Edges = ()
+        self._succ: Edges = ()
+        NODES.enter(self)
 
     @property
     def hid(self) -> HandleId:
@@ -160,7 +143,7 @@ class GraphNode(NodeCopySetters, DestroyOnExit):
 
     @property
     def alive(self) -> bool:
-        return NODES.find(self._slot, self._generation) is self and not self.graph.destroyed
+        return NODES.find(self._slot, self._generation) is self and self.graph._open
 
     @property
     def state(self) -> HandleState:
@@ -169,7 +152,7 @@ class GraphNode(NodeCopySetters, DestroyOnExit):
 
     def _check_alive(self) -> None:
         """Raise InvalidValue if the node or its graph was destroyed."""
-        if NODES.find(self._slot, self._generation) is not self or self.graph.destroyed:
+        if NODES.find(self._slot, self._generation) is not self or not self.graph._open:
             check_live(False, "graph node", self)
 
     # -- queries -----------------------------------------------------------------------------------
@@ -194,13 +177,13 @@ class GraphNode(NodeCopySetters, DestroyOnExit):
         """The nodes this one depends on, in the order the edges were added."""
         with self.graph.lock:
             self._check_alive()
-            return list(self._deps)
+            return list(edge_nodes(self._deps))
 
     def dependents(self) -> list[GraphNode]:
         """The nodes that depend on this one, in the order the edges were added."""
         with self.graph.lock:
             self._check_alive()
-            return list(self._succ)
+            return list(edge_nodes(self._succ))
 
     # -- parameter setters -------------------------------------------------------------------------
 
@@ -388,8 +371,44 @@ class GraphNode(NodeCopySetters, DestroyOnExit):
             return f"<GraphNode {self._type.name} id={self.id} destroyed>"
         return (
             f"<GraphNode {self._type.name} id={self.id} graph={self.graph.id} "
-            f"deps={len(self._deps)} dependents={len(self._succ)}>"
+            f"deps={len(edge_nodes(self._deps))} dependents={len(edge_nodes(self._succ))}>"
         )
+
+
+Edges: TypeAlias = "GraphNode | list[GraphNode] | tuple[()]"
+"""One side of a node's edges: ``()`` (none), the one neighbour itself, or a list of two or more."""
+
+
+def edge_nodes(edges: Edges) -> Sequence[GraphNode]:
+    """``edges`` (one side of a node's edges, in any form of :data:`Edges`) as a sequence."""
+    if type(edges) is GraphNode:
+        return (edges,)
+    return edges  # type: ignore[return-value]
+
+
+def with_edge(edges: Edges, node: GraphNode) -> Edges:
+    """``edges`` with ``node`` appended (the caller stores the result back)."""
+    if not edges:
+        return node
+    if type(edges) is list:
+        edges.append(node)
+        return edges
+    return [edges, node]  # type: ignore[list-item]
+
+
+def without_edge(edges: Edges, node: GraphNode) -> Edges:
+    """``edges`` with the first ``node`` removed (the caller stores the result back).
+
+    ValueError if ``node`` is not among them, as ``list.remove``.
+    """
+    if type(edges) is GraphNode:
+        if edges is not node:
+            raise ValueError(f"{node!r} is not an edge end here")
+        return ()
+    if type(edges) is not list:
+        raise ValueError(f"{node!r} is not an edge end here")
+    edges.remove(node)
+    return edges[0] if len(edges) == 1 else edges
 
 
 def live_node(node: object, what: str = "node") -> GraphNode:

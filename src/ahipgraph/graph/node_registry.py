@@ -52,30 +52,46 @@ class NodeRegistry(SlotTable):
 
     def register(self, node: GraphNode) -> HandleId:
         """Give ``node`` a slot (its graph's lock held) and return its handle id."""
+        self.enter(node)
+        return _new_tuple(HandleId, (node._slot, node._generation))
+
+    def enter(self, node: GraphNode) -> None:
+        """:meth:`register`, storing the slot and generation in the node's own fields.
+
+        What a new node calls, once per node added, captured or cloned: no handle tuple is
+        made only to be taken apart again.
+        """
         graph: Any = node.graph
-        with self._lock:
+        ref: _GraphRef | None = graph._node_registry_ref
+        if ref is None:  # the graph's first node (its lock held: no other thread makes one)
+            ref = _GraphRef(graph, self._on_collected)
+            ref.slots = []
+            graph._node_registry_ref = ref
+        lock = self._lock
+        lock.acquire()  # not ``with``: its enter and exit calls cost twice the lock itself
+        try:
             if self._dead:
                 self._retire_dead_locked()
-            ref: _GraphRef | None = getattr(graph, "_node_registry_ref", None)
-            if ref is None:
-                ref = _GraphRef(graph, self._on_collected)
-                ref.slots = []
-                graph._node_registry_ref = ref
-            if self._free:
-                slot = self._free.pop()
+            free = self._free
+            if free:
+                slot = free.pop()
                 generation = self._generations[slot]
                 self._owners[slot] = ref
                 self._ids[slot] = node.id
             else:
-                slot = len(self._owners)
+                owners = self._owners
+                slot = len(owners)
                 generation = 0
                 self._generations.append(0)
-                self._owners.append(ref)
+                owners.append(ref)
                 self._ids.append(node.id)
             ref.slots.append(slot)
             self._live += 1
             self._registered_total += 1
-        return _new_tuple(HandleId, (slot, generation))  # HandleId(slot, generation), sooner
+        finally:
+            lock.release()
+        node._slot = slot
+        node._generation = generation
 
     def unregister(self, hid: HandleId) -> GraphNode | None:
         """Retire ``hid``; return its node the first time, ``None`` if it was not alive."""
@@ -86,6 +102,24 @@ class NodeRegistry(SlotTable):
                 return None
             self._retire_locked(slot, generation)
             return node
+
+    def unregister_graph(self, graph: Any) -> None:
+        """Retire the slots of every node of ``graph`` still registered (its lock held).
+
+        What :meth:`unregister` does for each of them, under one lock rather than one each: a
+        destroyed graph's nodes all die together. Slots of nodes destroyed earlier were retired
+        then (or hold another graph's node now) and are left alone.
+        """
+        ref: _GraphRef | None = graph._node_registry_ref
+        if ref is None:  # it never had a node
+            return
+        with self._lock:
+            owners = self._owners
+            generations = self._generations
+            for slot in ref.slots:
+                if owners[slot] is ref:
+                    self._retire_locked(slot, generations[slot])
+            ref.slots = []
 
     def _retire_locked(self, slot: int, generation: int) -> None:
         # The owner goes first, then the generation moves on: a lock-free ``get`` that read

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from ..core import gcpause
 from ..core.errors import InvalidValue, NotSupported
-from .node import GraphNode
+from .node import GraphNode, edge_nodes
 
 if TYPE_CHECKING:
     from .graph import Graph
@@ -45,7 +45,7 @@ def add_dependencies(graph: Graph, from_nodes: Ends, to_nodes: Ends) -> None:
         _check_pairs(graph, pairs)
         seen: set[tuple[GraphNode, GraphNode]] = set()
         for src, dst in pairs:
-            if dst in src._succ or (src, dst) in seen:
+            if dst in edge_nodes(src._succ) or (src, dst) in seen:
                 raise InvalidValue(f"the edge {src!r} -> {dst!r} already exists")
             seen.add((src, dst))
         for src, dst in pairs:
@@ -62,7 +62,7 @@ def remove_dependencies(graph: Graph, from_nodes: Ends, to_nodes: Ends) -> None:
         if len(set(pairs)) != len(pairs):
             raise InvalidValue("an edge is listed twice")
         for src, dst in pairs:
-            if dst not in src._succ:
+            if dst not in edge_nodes(src._succ):
                 raise InvalidValue(f"there is no edge {src!r} -> {dst!r}")
         for src, dst in pairs:
             graph._unlink(src, dst)
@@ -89,13 +89,24 @@ def nodes(graph: Graph) -> list[GraphNode]:
 
 def topological_order(graph: Graph) -> list[GraphNode]:
     """Kahn's order of ``graph``'s nodes (caller holds the lock). InvalidValue on a cycle."""
-    indegree = {node: len(node._deps) for node in graph._nodes}
+    # A lone neighbour is held as the node itself (see graph/node.py): its degree is 1.
+    indegree = {
+        node: 1 if isinstance(deps, GraphNode) else len(deps)
+        for node in graph._nodes
+        for deps in (node._deps,)
+    }
     ready = deque(node for node, degree in indegree.items() if not degree)
     order: list[GraphNode] = []
     while ready:
         node = ready.popleft()
         order.append(node)
-        for succ in node._succ:
+        succs = node._succ
+        if isinstance(succs, GraphNode):
+            indegree[succs] -= 1
+            if not indegree[succs]:
+                ready.append(succs)
+            continue
+        for succ in succs:
             indegree[succ] -= 1
             if not indegree[succ]:
                 ready.append(succ)
@@ -115,7 +126,7 @@ def edges(graph: Graph) -> list[tuple[GraphNode, GraphNode]]:
     """Every edge (from, to): nodes in insertion order, each node's edges in edge order."""
     with graph.lock, gcpause.paused():  # one tuple per edge, none of them garbage
         graph._check_alive()
-        return [(node, succ) for node in graph._nodes for succ in node._succ]
+        return [(node, succ) for node in graph._nodes for succ in edge_nodes(node._succ)]
 
 
 def _pairs(

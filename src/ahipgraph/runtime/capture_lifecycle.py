@@ -63,7 +63,7 @@ def begin(
         raise StreamCaptureUnsupported("the null stream cannot capture")
     checked_mode = _check_mode(mode)
     api = _graphs()
-    dep_list: list[GraphNode] = []
+    dep_list: Sequence[GraphNode] = ()
     if to_graph:
         graph = api.live_graph(graph, "capture graph")
         with graph.lock:

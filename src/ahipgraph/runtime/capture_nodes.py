@@ -20,6 +20,7 @@ from ..device.pointer import DevicePtr
 from ..device.signal import Signal
 from .capture_state import _LINKS, _LOCK, _SESSIONS, CaptureSession, CaptureStatus, _EventLink
 from .completion import Completion
+from .params import KernelParams, common_kernel_params
 
 if TYPE_CHECKING:
     from ..graph.node import GraphNode
@@ -33,6 +34,10 @@ __all__ = ["CapturedWork", "StreamCapture"]
 
 _graph_api: Any = None
 _NODE_TYPES: dict[str, Any] = {}  # an operation kind's NodeType, looked up once
+# An enum member read through its class costs ten times a global's read on Python 3.11 (the
+# metaclass looks it up): the per-operation checks read this constant.
+_ACTIVE = CaptureStatus.ACTIVE
+_new_object = object.__new__
 
 
 def _graphs() -> Any:
@@ -137,7 +142,7 @@ class StreamCapture:
 
     def check_active(self) -> CaptureSession:
         session = self.session
-        if session.status is not CaptureStatus.ACTIVE:
+        if session.status is not _ACTIVE:
             raise StreamCaptureInvalidated(f"the capture on {self.stream!r} was invalidated")
         return session
 
@@ -163,7 +168,9 @@ class StreamCapture:
 
         Zero-sized copies and fills add nothing and succeed, as in HIP.
         """
-        with _LOCK:
+        lock = _LOCK
+        lock.acquire()  # not ``with``: its enter and exit calls cost twice the lock itself
+        try:
             session = self.check_active()
             params = build()  # validation runs no user code: the session is still active
             device = self.stream.device
@@ -173,10 +180,62 @@ class StreamCapture:
             if node_type is None:
                 node_type = _NODE_TYPES[kind] = getattr(_graphs().NodeType, kind)
             # What _append does, without its second status check (nothing ran since the first).
-            node: GraphNode = session.graph._add_node(node_type, self.deps, lambda: params)
+            node: GraphNode = session.graph._add_made(node_type, self.deps, params)
             session.captured.add(node)
             self.deps = [node]
             return CapturedWork(session, node, device)
+        finally:
+            lock.release()
+
+    def add_kernel(
+        self,
+        kernel: Any,
+        grid: Any,
+        block: Any,
+        args: Any,
+        shared_mem: Any,
+        priority: int,
+        device: Device,
+    ) -> CapturedWork:
+        """:meth:`add` for a kernel launch, its checks and node made in one call.
+
+        The same steps in the same order (status, then the launch's validation against the
+        stream's device, then the node), without a closure made and called per launch: most
+        captured operations are kernels.
+        """
+        lock = _LOCK
+        lock.acquire()  # not ``with``: as in add
+        try:
+            session = self.session
+            if session.status is not _ACTIVE:
+                self.check_active()  # raises
+            params = common_kernel_params(
+                kernel, grid, block, args, shared_mem, priority, device
+            ) or KernelParams.make(
+                kernel,
+                grid,
+                block,
+                args,
+                shared_mem=shared_mem,
+                priority=priority,
+                device=device,
+            )
+            node_type = _NODE_TYPES.get("Kernel")
+            if node_type is None:
+                node_type = _NODE_TYPES["Kernel"] = _graphs().NodeType.Kernel
+            node: GraphNode = session.graph._add_made(node_type, self.deps, params)
+            session.captured.add(node)
+            self.deps = [node]
+            # CapturedWork(session, node, device), its slots filled without the call
+            work: CapturedWork = _new_object(CapturedWork)
+            work._signal = _NEVER
+            work._device = device
+            work._program = None
+            work._session = session
+            work.node = node
+            return work
+        finally:
+            lock.release()
 
     def malloc(self, nbytes: int) -> DevicePtr:
         """``hipMallocAsync`` captured: a MemAlloc node; its reserved address is usable now."""

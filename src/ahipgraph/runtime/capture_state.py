@@ -226,6 +226,9 @@ class _NullGuard:
     def add(self, kind: str, build: Callable[[], Any]) -> CapturedWork:
         raise self._refuse()
 
+    def add_kernel(self, *launch: Any) -> CapturedWork:
+        raise self._refuse()  # before the launch is validated, as add
+
     def malloc(self, nbytes: int) -> DevicePtr:
         raise self._refuse()
 

@@ -22,8 +22,8 @@ from ..device.kernel import Dim3, DimLike, Kernel, Threads, launch_dims
 from ..device.ops import CopyOp, FillOp, HostOp, KernelOp
 from ..device.pointer import DevicePtr
 from ..device.properties import CopyKind, DeviceProperties
-from ..device.table import check_range, resolve_pointer
-from .device import Device, get_device
+from ..device.table import check_range, current_properties, resolve_pointer
+from .device import Device
 from .launch_attributes import DEFAULT_ATTRIBUTES, KernelAttributes
 
 __all__ = [
@@ -75,7 +75,7 @@ class KernelParams:
             raise InvalidValue("kernel is null")
         if type(kernel) is not Kernel and not isinstance(kernel, Kernel):
             raise TypeError(f"expected a kernel declared with @ahg.kernel, got {kernel!r}")
-        props = (device or get_device()).properties
+        props = current_properties() if device is None else device.properties
         entry = None
         if type(grid) is int and type(block) is int and type(shared_mem) is int:
             # _launch_shape's remembered shapes, looked up here: the common case, one dict read
@@ -241,11 +241,11 @@ def common_kernel_params(
         or priority
     ):
         return None
-    props = (device or get_device()).properties
+    props = current_properties() if device is None else device.properties
     entry = _SHAPES.get((id(props), grid, block, shared_mem))
     if entry is None or entry[0] is not props:
         return None
-    arg_bytes = kernel.layout.pack(args, kernel.name)
+    arg_bytes = kernel.layout.packer(args, kernel.name)
     draft = _KernelParamsDraft()
     draft.kernel = kernel
     draft.grid = entry[1]

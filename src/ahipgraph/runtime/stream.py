@@ -70,6 +70,9 @@ class StreamState(enum.Enum):
     DESTROYED = "destroyed"
 
 
+_OPEN = StreamState.OPEN  # read per operation: a class's enum member costs ten globals on 3.11
+
+
 @dataclass(frozen=True, slots=True)
 class StreamStatistics:
     device: int
@@ -153,7 +156,7 @@ class Stream(
 
     def _check_open(self) -> None:
         """Raise ContextIsDestroyed (HIP's answer for a dead stream) if it was destroyed."""
-        if self.state is not StreamState.OPEN:
+        if self.state is not _OPEN:
             check_live(False, "stream", self)
 
     def _take_error(self) -> HipError | None:
@@ -249,22 +252,8 @@ class Stream(
         """
         self._check_open()
         if self._capture is not None:
-            return self._capture.add(
-                "Kernel",
-                lambda: (
-                    common_kernel_params(
-                        kernel, grid, block, args, shared_mem, self.priority, self.device
-                    )
-                    or KernelParams.make(
-                        kernel,
-                        grid,
-                        block,
-                        args,
-                        shared_mem=shared_mem,
-                        priority=self.priority,
-                        device=self.device,
-                    )
-                ),
+            return self._capture.add_kernel(
+                kernel, grid, block, args, shared_mem, self.priority, self.device
             )
         params = common_kernel_params(
             kernel, grid, block, args, shared_mem, 0, self.device
