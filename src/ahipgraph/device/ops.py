@@ -16,7 +16,7 @@ abandoned by a closed event loop, so the packets that wait on them never hang.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -67,23 +67,43 @@ class Op:
 
 
 class KernelOp(Op):
-    """Dispatch a kernel whose arguments are read from ``buffer`` at ``offset`` when it runs."""
+    """Dispatch a kernel whose arguments are read from ``buffer`` at ``offset`` when it runs.
 
-    __slots__ = ("body", "buffer", "decode", "is_async", "kernel", "offset", "threads", "unpack")
+    Every kernel op has the attributes below; ``KernelOp(...)`` makes one that holds them all
+    as slots. The ops :meth:`make_shared` makes for a run of nodes of one kernel and launch
+    shape hold only their offset (and their decoded arguments): the rest are attributes of a
+    class those ops share, so a million-node executable does not hold them a million times.
+    """
+
+    __slots__ = ()
+
+    kernel: Kernel
+    body: Callable[..., Any]
+    threads: Threads
+    buffer: Any
+    offset: int
+    is_async: bool
+    decode: Any
+    unpack: Any
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> KernelOp:
+        # KernelOp itself declares no storage: a direct call makes the all-slots kind.
+        return object.__new__(_KernelOpFields if cls is KernelOp else cls)
 
     def __init__(
         self, kernel: Kernel, threads: Threads, buffer: Any, offset: int, cost_ns: int
     ) -> None:
         super().__init__(cost_ns)
-        self.kernel = kernel
-        self.body = kernel.body
-        self.threads = threads
-        self.buffer = buffer
-        self.offset = offset
-        self.is_async = kernel.is_async
+        fields: Any = self  # a _KernelOpFields (see __new__), or a subclass of it
+        fields.kernel = kernel
+        fields.body = kernel.body
+        fields.threads = threads
+        fields.buffer = buffer
+        fields.offset = offset
+        fields.is_async = kernel.is_async
         layout = kernel.layout
-        self.decode = layout.decode_method if layout.has_pointers else None
-        self.unpack = layout.unpack_from
+        fields.decode = layout.decode_method if layout.has_pointers else None
+        fields.unpack = layout.unpack_from
 
     def run(self, program: Program) -> Any:
         decode = self.decode
@@ -130,6 +150,46 @@ class KernelOp(Op):
             return _PointerKernelOp(kernel, threads, buffer, offset, cost_ns)
         return _ScalarKernelOp(kernel, threads, buffer, offset, cost_ns)
 
+    @staticmethod
+    def make_shared(
+        kernel: Kernel,
+        threads: Threads,
+        buffer: Any,
+        offsets: Iterable[int],
+        cost_ns: int,
+        writes: WriteCounter,
+        memory: Any,
+        classes: dict[tuple[Any, ...], type[KernelOp]],
+    ) -> Iterator[KernelOp] | None:
+        """The ops :meth:`make` would make for ``kernel`` at each of ``offsets``, sharing a class.
+
+        What every op of the run has in common (kernel, launch shape, buffer, cost, where the
+        writes are counted) lives in one class made for it, whose ``run`` holds those values
+        as closure cells: each op holds only its offset and, for a kernel with pointer
+        parameters, its decoded arguments and the counts they were decoded at. The class is
+        kept in ``classes`` (one compilation's cache), so runs of one shape share it. ``memory``
+        is the device memory the arguments are decoded against; a program running on other
+        memory decodes every time, as :meth:`make`'s ops would.
+
+        Returns None for an asynchronous body: :meth:`make` makes those one by one.
+        """
+        if kernel.is_async:
+            return None
+        key = (kernel, threads, id(buffer), cost_ns, id(writes), id(memory))
+        cls = classes.get(key)
+        if cls is None:
+            cls = classes[key] = _shared_class(kernel, threads, buffer, cost_ns, writes, memory)
+        new = object.__new__
+        if kernel.layout.has_pointers:
+            return (_filled(new(cls), offset) for offset in offsets)
+        return (_placed(new(cls), offset) for offset in offsets)
+
+
+class _KernelOpFields(KernelOp):
+    """A kernel op holding all of its attributes (what ``KernelOp(...)`` makes)."""
+
+    __slots__ = ("body", "buffer", "decode", "is_async", "kernel", "offset", "threads", "unpack")
+
 
 class WriteCounter(Protocol):
     """Anything that counts the writes to a buffer of kernel arguments."""
@@ -138,18 +198,18 @@ class WriteCounter(Protocol):
     def writes(self) -> int: ...
 
 
-class _PointerKernelOp(KernelOp):
+class _PointerKernelOp(_KernelOpFields):
     """A synchronous kernel with pointer parameters."""
 
     __slots__ = ()
 
     def run(self, program: Program) -> None:
-        values = self.decode(self.buffer, self.offset, program.memory)  # type: ignore[misc]
+        values = self.decode(self.buffer, self.offset, program.memory)
         self.body(self.threads, *values)
         program.time += self.cost_ns
 
 
-class _CachedPointerKernelOp(KernelOp):
+class _CachedPointerKernelOp(_KernelOpFields):
     """A synchronous kernel with pointer parameters whose decoded arguments are kept.
 
     The decoded values (scalars and typed views of device memory) are exactly what decoding
@@ -203,14 +263,14 @@ class _CachedPointerKernelOp(KernelOp):
             self.values = None
             # A tuple: once the collector has seen it holds no container, it stops tracking it,
             # so a million kept argument lists add nothing to its full passes.
-            values = tuple(self.decode(self.buffer, self.offset, memory))  # type: ignore[misc]
+            values = tuple(self.decode(self.buffer, self.offset, memory))
             self.values, self.memory = values, memory
             self.seen_writes, self.seen_frees = writes, frees
         self.body(self.threads, *values)
         program.time += self.cost_ns
 
 
-class _ScalarKernelOp(KernelOp):
+class _ScalarKernelOp(_KernelOpFields):
     """A synchronous kernel whose parameters are all scalars."""
 
     __slots__ = ()
@@ -218,6 +278,88 @@ class _ScalarKernelOp(KernelOp):
     def run(self, program: Program) -> None:
         self.body(self.threads, *self.unpack(self.buffer, self.offset))
         program.time += self.cost_ns
+
+
+def _filled(op: Any, offset: int) -> KernelOp:
+    op.offset = offset
+    op.values = None
+    op.seen_writes = op.seen_frees = -1
+    result: KernelOp = op
+    return result
+
+
+def _placed(op: Any, offset: int) -> KernelOp:
+    op.offset = offset
+    result: KernelOp = op
+    return result
+
+
+class _SharedPointerKernelOp(KernelOp):
+    """A synchronous kernel with pointer parameters, one of a run sharing a class (see
+    :meth:`KernelOp.make_shared`); keeps its decoded arguments as
+    :class:`_CachedPointerKernelOp` does."""
+
+    __slots__ = ("offset", "seen_frees", "seen_writes", "values")
+
+
+class _SharedScalarKernelOp(KernelOp):
+    """A synchronous kernel with scalar parameters only, one of a run sharing a class."""
+
+    __slots__ = ("offset",)
+
+
+def _shared_class(
+    kernel: Kernel, threads: Threads, buffer: Any, cost_ns: int, source: WriteCounter, home: Any
+) -> type[KernelOp]:
+    """A class for the ops of one kernel, launch shape, buffer and arena (``make_shared``)."""
+    body = kernel.body
+    layout = kernel.layout
+    unpack = layout.unpack_from
+    shared: dict[str, Any] = {
+        "__slots__": (),
+        "__module__": __name__,
+        "kernel": kernel,
+        "threads": threads,
+        "buffer": buffer,
+        "cost_ns": cost_ns,
+        "is_async": False,
+        "body": staticmethod(body),
+        "unpack": staticmethod(unpack),
+        "decode": None,
+        "source": source,
+    }
+    if not layout.has_pointers:
+
+        def run_scalar(self: Any, program: Program) -> None:
+            body(threads, *unpack(buffer, self.offset))
+            program.time += cost_ns
+
+        shared["run"] = run_scalar
+        return type("_SharedScalarKernelOp", (_SharedScalarKernelOp,), shared)
+    decode = layout.decode_method
+    shared["decode"] = staticmethod(decode)
+
+    def run_pointer(self: Any, program: Program) -> None:
+        # What _CachedPointerKernelOp.run does, with the shared values held in cells.
+        memory: Any = program.memory
+        values = self.values
+        if (
+            values is None
+            or self.seen_writes != source.writes
+            or memory is not home
+            or self.seen_frees != memory.frees
+        ):
+            writes, frees = source.writes, memory.frees
+            self.values = None
+            values = tuple(decode(buffer, self.offset, memory))
+            if memory is home:  # kept only for the memory the class was made for
+                self.values = values
+                self.seen_writes, self.seen_frees = writes, frees
+        body(threads, *values)
+        program.time += cost_ns
+
+    shared["run"] = run_pointer
+    return type("_SharedPointerKernelOp", (_SharedPointerKernelOp,), shared)
 
 
 Endpoint = DevicePtr | npt.NDArray[Any]

@@ -235,6 +235,9 @@ def node_op(device: Device, node: ExecNode, compiled: Compiled, arena: KernelArg
 
 
 _KERNEL = NodeType.Kernel
+# A class per kernel, launch shape and arena chunk: past this many in one executable (a graph
+# of many launch shapes), runs get an op holding all its fields instead.
+_MAX_SHARED_CLASSES = 64
 _kernel_of = attrgetter("kernel")
 _type_of = attrgetter("type")
 _threads_of = attrgetter("threads")
@@ -254,6 +257,8 @@ class _Builder:
         # A kernel's modelled cost depends on the kernel and its launch shape only, and nodes
         # of one shape share a Threads object: compute it once per (kernel, Threads).
         self._costs: dict[tuple[Kernel, Threads], int] = {}
+        # The classes runs of one kernel and launch shape share (KernelOp.make_shared).
+        self._classes: dict[tuple[Any, ...], type[KernelOp]] = {}
         self.conditionals = conditionals
 
     def _kernel_cost(self, params: KernelParams) -> int:
@@ -309,6 +314,26 @@ class _Builder:
             and len(set(map(id, map(_threads_of, params_run)))) == 1
         ):  # one kernel, one launch shape: one cost, and the ops made without a Python loop
             count = len(run)
+            cost = self._kernel_cost(first)
+            if len(self._classes) < _MAX_SHARED_CLASSES:
+                made = [
+                    KernelOp.make_shared(
+                        first.kernel,
+                        first.threads,
+                        span[1],
+                        span[2],
+                        cost,
+                        arena,
+                        self.device.memory,
+                        self._classes,
+                    )
+                    for span in spans
+                ]
+                if made[0] is not None:  # a synchronous body: ops sharing a class
+                    for each in made:
+                        assert each is not None
+                        ops.extend(each)
+                    return
             ops.extend(
                 map(
                     make,
@@ -316,7 +341,7 @@ class _Builder:
                     repeat(first.threads, count),
                     buffers,
                     offsets,
-                    repeat(self._kernel_cost(first), count),
+                    repeat(cost, count),
                     repeat(arena, count),
                 )
             )
