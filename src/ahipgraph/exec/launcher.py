@@ -136,7 +136,7 @@ class Launcher:
         stream = launch_stream(stream, self.device, any_device=True)
         if stream._capture is not None:  # capturing a launch is not supported: HIP's rule
             raise stream._capture.unsupported("a graph launch")
-        if not self.graph.nodes:
+        if not len(self.graph):
             return None
         if self.compiled.unfreed_ptrs:
             self._check_allocations()
