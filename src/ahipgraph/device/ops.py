@@ -16,7 +16,9 @@ abandoned by a closed event loop, so the packets that wait on them never hang.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections import deque
+from collections.abc import Callable, Sequence
+from itertools import repeat
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -155,12 +157,12 @@ class KernelOp(Op):
         kernel: Kernel,
         threads: Threads,
         buffer: Any,
-        offsets: Iterable[int],
+        offsets: Sequence[int],
         cost_ns: int,
         writes: WriteCounter,
         memory: Any,
         classes: dict[tuple[Any, ...], type[KernelOp]],
-    ) -> Iterator[KernelOp] | None:
+    ) -> list[KernelOp] | None:
         """The ops :meth:`make` would make for ``kernel`` at each of ``offsets``, sharing a class.
 
         What every op of the run has in common (kernel, launch shape, buffer, cost, where the
@@ -179,10 +181,11 @@ class KernelOp(Op):
         cls = classes.get(key)
         if cls is None:
             cls = classes[key] = _shared_class(kernel, threads, buffer, cost_ns, writes, memory)
-        new = object.__new__
-        if kernel.layout.has_pointers:
-            return (_filled(new(cls), offset) for offset in offsets)
-        return (_placed(new(cls), offset) for offset in offsets)
+        # Made and placed without a Python call per op: an op's other fields are unset until
+        # its first dispatch (see _shared_class).
+        made: list[KernelOp] = list(map(object.__new__, repeat(cls, len(offsets))))
+        deque(map(setattr, made, repeat("offset"), offsets), maxlen=0)
+        return made
 
 
 class _KernelOpFields(KernelOp):
@@ -280,20 +283,6 @@ class _ScalarKernelOp(_KernelOpFields):
         program.time += self.cost_ns
 
 
-def _filled(op: Any, offset: int) -> KernelOp:
-    op.offset = offset
-    op.values = None
-    op.seen_writes = op.seen_frees = -1
-    result: KernelOp = op
-    return result
-
-
-def _placed(op: Any, offset: int) -> KernelOp:
-    op.offset = offset
-    result: KernelOp = op
-    return result
-
-
 class _SharedPointerKernelOp(KernelOp):
     """A synchronous kernel with pointer parameters, one of a run sharing a class (see
     :meth:`KernelOp.make_shared`); keeps its decoded arguments as
@@ -342,7 +331,10 @@ def _shared_class(
     def run_pointer(self: Any, program: Program) -> None:
         # What _CachedPointerKernelOp.run does, with the shared values held in cells.
         memory: Any = program.memory
-        values = self.values
+        try:
+            values = self.values
+        except AttributeError:  # never dispatched: nothing decoded yet
+            values = None
         if (
             values is None
             or self.seen_writes != source.writes

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import chain, repeat
-from operator import attrgetter
+from operator import attrgetter, is_
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import HipError
@@ -485,7 +485,7 @@ def compile_plan(
             indices = segment.nodes
             if (
                 not arena.strict
-                and all(types[index] is _KERNEL for index in indices)
+                and all(map(is_, map(types.__getitem__, indices), repeat(_KERNEL)))
                 and graph.all_enabled(indices)
             ):  # a chain of plain kernel nodes: by index, no node record made
                 if params is None:

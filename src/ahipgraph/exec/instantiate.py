@@ -14,6 +14,7 @@ they were (check, then commit).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from itertools import compress, repeat
@@ -50,7 +51,7 @@ __all__ = [
 _grid = attrgetter("grid")
 _block = attrgetter("block")
 _shared_mem = attrgetter("shared_mem")
-_layout_size = attrgetter("kernel.layout.size")
+_kernel_of = attrgetter("kernel")
 
 MAX_PARALLEL_STREAMS = 4  # HIP's DEBUG_HIP_FORCE_GRAPH_QUEUES default
 _MAX_SIGNAL_SETS = 1 << 16  # prepopulated sets; the pool still grows past them when needed
@@ -160,7 +161,15 @@ def instantiate(graph: Graph, request: InstantiateRequest) -> Instantiated:
         max_streams=max_streams,
         use_priority=flags is InstantiateFlags.USE_NODE_PRIORITY,
     )
-    arg_bytes = sum(-(-max(size, 1) // 16) * 16 for size in map(_layout_size, kernels))
+    # A node's slot size depends on its kernel only: one sum per kernel, times its node count.
+    per_kernel = Counter(map(id, map(_kernel_of, kernels)))
+    kernel_by_id = dict(
+        zip(map(id, map(_kernel_of, kernels)), map(_kernel_of, kernels), strict=True)
+    )
+    arg_bytes = sum(
+        -(-max(kernel_by_id[key].layout.size, 1) // 16) * 16 * count
+        for key, count in per_kernel.items()
+    )
     arena = KernelArgArena(
         device,
         arg_bytes + options.get("arena_headroom", HEADROOM_BYTES),
