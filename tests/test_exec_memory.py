@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -81,3 +82,122 @@ async def test_shared_ops_see_argument_writes_and_scalar_kernels_run(device: ahg
     stream.destroy()
     device.free(x)
     device.free(y)
+
+
+@pytest.mark.asyncio
+async def test_setters_from_two_threads_on_a_fresh_executable_both_take_effect(
+    device: ahg.Device,
+) -> None:
+    """The copy's node records are made by the first setter: two threads making them at once
+    must agree on one set of records, or one setter's change would be lost."""
+    x, y = device.malloc(8), device.malloc(8)
+    for _ in range(5):
+        device.view(x, np.int64, 1)[0] = 0
+        device.view(y, np.int64, 1)[0] = 0
+        graph = ahg.Graph()
+        nodes = [graph.add_kernel_node(add_to, 1, 1, (x, 1))]
+        for _ in range(300):
+            nodes.append(graph.add_kernel_node(add_to, 1, 1, (x, 1), deps=[nodes[-1]]))
+        graph_exec = graph.instantiate()
+        start = threading.Barrier(2)
+        errors: list[BaseException] = []
+
+        def set_one(node: ahg.GraphNode, value: int) -> None:
+            try:
+                start.wait()
+                graph_exec.set_kernel_node_params(node, add_to, 1, 1, (y, value))
+            except BaseException as exc:  # reported below
+                errors.append(exc)
+
+        threads = [
+            threading.Thread(target=set_one, args=(nodes[10], 100)),
+            threading.Thread(target=set_one, args=(nodes[200], 1000)),
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert errors == []
+        stream = device.create_stream()
+        await (await graph_exec.launch(stream))
+        assert int(device.view(x, np.int64, 1)[0]) == 301 - 2
+        assert int(device.view(y, np.int64, 1)[0]) == 1100
+        graph_exec.destroy()
+        graph.destroy()
+        stream.destroy()
+    device.free(x)
+    device.free(y)
+
+
+@pytest.mark.asyncio
+async def test_a_graph_mixing_kernel_runs_and_other_nodes_replays_and_updates(
+    device: ahg.Device,
+) -> None:
+    """Segments of plain kernels compile by index; a memcpy or host node among them makes the
+    copy's records at instantiate: both kinds in one executable, then an update of every node."""
+    x = device.malloc(8)
+    out = np.zeros(1, dtype=np.int64)
+    seen: list[int] = []
+
+    def build(step: int) -> ahg.Graph:
+        graph = ahg.Graph()
+        root = graph.add_kernel_node(add_to, 1, 1, (x, step))
+        branches = []
+        for b in range(3):
+            previous = root
+            for _ in range(5):
+                previous = graph.add_kernel_node(add_to, 1, 1, (x, step), deps=[previous])
+            branches.append(previous)
+        copy = graph.add_memcpy_node(out, x, 8, deps=branches)
+        graph.add_host_node(seen.append, (step,), deps=[copy])
+        return graph
+
+    graph = build(1)
+    graph_exec = graph.instantiate()
+    stream = device.create_stream()
+    await (await graph_exec.launch(stream))
+    assert int(out[0]) == 16
+    new = build(2)
+    graph_exec.update(new)
+    await (await graph_exec.launch(stream))
+    assert int(out[0]) == 16 + 32
+    assert seen == [1, 2]
+    graph_exec.destroy()
+    graph.destroy()
+    new.destroy()
+    stream.destroy()
+    device.free(x)
+
+
+def test_the_copys_records_are_made_once_whoever_asks_first() -> None:
+    """Readers on several threads (a setter, DOT output, a trace) asking for the records of a
+    fresh copy at once all get the same records."""
+    from ahipgraph.exec.snapshot import snapshot
+
+    graph = ahg.Graph()
+    previous: list[ahg.GraphNode] = []
+    for i in range(2000):
+        previous = [graph.add_kernel_node(scalar_only, 1, 1, (i,), deps=previous)]
+    for _ in range(3):
+        with graph.lock:
+            copy, order = snapshot(graph)
+        assert not copy.made
+        start = threading.Barrier(4)
+        got: list[list[object]] = []
+
+        def read() -> None:
+            start.wait()
+            got.append(copy.nodes)
+
+        threads = [threading.Thread(target=read) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert len(got) == 4
+        assert all(nodes is got[0] for nodes in got)
+        assert copy.made
+        assert [node.id for node in copy.nodes] == [node.id for node in order]
+        assert copy.nodes[5].deps == (4,)
+        assert copy.nodes[0].deps == ()
+    graph.destroy()
