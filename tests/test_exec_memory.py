@@ -10,6 +10,7 @@ import pytest
 
 import ahipgraph as ahg
 from ahipgraph.device.ops import KernelOp
+from ahipgraph.exec.snapshot import ExecGraph, ExecNode
 
 
 @ahg.kernel
@@ -102,7 +103,13 @@ async def test_setters_from_two_threads_on_a_fresh_executable_both_take_effect(
         start = threading.Barrier(2)
         errors: list[BaseException] = []
 
-        def set_one(node: ahg.GraphNode, value: int) -> None:
+        def set_one(
+            node: ahg.GraphNode,
+            value: int,
+            start: threading.Barrier = start,
+            graph_exec: ahg.GraphExec = graph_exec,
+            errors: list[BaseException] = errors,
+        ) -> None:
             try:
                 start.wait()
                 graph_exec.set_kernel_node_params(node, add_to, 1, 1, (y, value))
@@ -143,7 +150,7 @@ async def test_a_graph_mixing_kernel_runs_and_other_nodes_replays_and_updates(
         graph = ahg.Graph()
         root = graph.add_kernel_node(add_to, 1, 1, (x, step))
         branches = []
-        for b in range(3):
+        for _ in range(3):
             previous = root
             for _ in range(5):
                 previous = graph.add_kernel_node(add_to, 1, 1, (x, step), deps=[previous])
@@ -183,9 +190,13 @@ def test_the_copys_records_are_made_once_whoever_asks_first() -> None:
             copy, order = snapshot(graph)
         assert not copy.made
         start = threading.Barrier(4)
-        got: list[list[object]] = []
+        got: list[list[ExecNode]] = []
 
-        def read() -> None:
+        def read(
+            start: threading.Barrier = start,
+            got: list[list[ExecNode]] = got,
+            copy: ExecGraph = copy,
+        ) -> None:
             start.wait()
             got.append(copy.nodes)
 
