@@ -26,14 +26,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-from itertools import chain, compress, repeat
+from itertools import compress, repeat
 from operator import attrgetter, is_
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..core.errors import HipError, IllegalState, NotSupported
-from ..device.conditional_arg import bind_handles
+from ..device.conditional_arg import bind_handles, handle_fields
 from ..device.ops import DefaultsOp, Op
 from ..device.signal import Signal
 from ..graph.conditional import ConditionalHandle, ConditionalKind, ConditionalNodeParams
@@ -41,7 +41,7 @@ from ..graph.node_type import NodeType
 from ..runtime.params import KernelParams
 from .snapshot import ExecGraph, ExecNode, snapshot
 
-_args_of = attrgetter("args")
+_kernel_of = attrgetter("kernel")
 
 if TYPE_CHECKING:
     from ..device.pointer import DevicePtr
@@ -312,9 +312,11 @@ def _find_handle_args(copy: ExecGraph, handles: dict[Any, ConditionalHandle]) ->
     """Enter in ``handles`` every conditional handle a kernel node of ``copy`` takes as an
     argument (a graph without child graphs or conditional nodes)."""
     kernels = list(compress(copy.params_column(), map(is_, copy.types(), repeat(NodeType.Kernel))))
-    # Most graphs pass no handle: one pass over every argument's type finds that out.
-    kinds = set(map(type, chain.from_iterable(map(_args_of, kernels))))
-    if not any(issubclass(kind, ConditionalHandle) for kind in kinds):
+    # Only a CondHandle parameter takes a handle (every other parameter type refuses one), and
+    # most kernels have none: look at each kernel once, not at every node's arguments.
+    of_kernels = list(map(_kernel_of, kernels))
+    distinct = dict(zip(map(id, of_kernels), of_kernels, strict=True))
+    if not any(handle_fields(kernel.layout) for kernel in distinct.values()):
         return
     for params in kernels:
         for arg in params.args:
