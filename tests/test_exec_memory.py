@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import sys
 import threading
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 import ahipgraph as ahg
 from ahipgraph.device.ops import KernelOp
+from ahipgraph.exec.arena import KernelArgArena
 from ahipgraph.exec.snapshot import ExecGraph, ExecNode
+from ahipgraph.runtime.params import KernelParams
 
 
 @ahg.kernel
@@ -212,3 +215,68 @@ def test_the_copys_records_are_made_once_whoever_asks_first() -> None:
         assert copy.nodes[5].deps == (4,)
         assert copy.nodes[0].deps == ()
     graph.destroy()
+
+
+def test_a_run_op_is_an_object_not_a_number(device: ahg.Device) -> None:
+    """A run's op is an int underneath (its offset): it must not behave as one."""
+    graph = ahg.Graph()
+    previous: list[ahg.GraphNode] = []
+    for i in range(4):
+        previous = [graph.add_kernel_node(scalar_only, 1, 1, (i,), deps=previous)]
+    graph_exec = graph.instantiate()
+    ops = _kernel_ops(graph_exec)
+    first = ops[0]
+    assert isinstance(first, KernelOp)
+    assert issubclass(type(first), KernelOp)
+    assert not isinstance(first, ahg.Graph)
+    assert first.offset == 0
+    assert bool(first)  # offset 0, still true
+    assert first != 0
+    assert first == first  # identity is what is compared
+    assert len(set(ops)) == len(ops)
+    assert ops.index(ops[2]) == 2
+    assert str(first) == repr(first) == f"<KernelOp scalar_only {first.threads!r}>"
+    assert f"{first}" == repr(first)
+    graph_exec.destroy()
+    graph.destroy()
+
+
+def test_a_run_op_on_other_memory_decodes_every_time_and_keeps_nothing(
+    device: ahg.Device,
+) -> None:
+    """Decoded arguments are kept only for the memory the ops were made for."""
+    x = device.malloc(8)
+    arena = KernelArgArena(device, 4096)
+    params = KernelParams.make(add_to, 1, 1, (x, 3))
+    slot = arena.place(params.arg_bytes, add_to.layout.size)
+    arena.flush()
+    cost = params.cost_ns(device)
+    home, other = object(), device.memory
+    (on_other,) = KernelOp.make_shared(
+        add_to, params.threads, slot.buffer, [slot.offset], cost, arena, home, {}
+    )
+    (at_home,) = KernelOp.make_shared(
+        add_to, params.threads, slot.buffer, [slot.offset], cost, arena, other, {}
+    )
+    program = SimpleNamespace(memory=other, time=0)
+    for _ in range(2):
+        on_other.run(program)  # type: ignore[arg-type]
+        at_home.run(program)  # type: ignore[arg-type]
+    assert int(device.view(x, np.int64, 1)[0]) == 4 * 3
+    assert program.time == 4 * cost
+    kept_other = _kept(on_other)
+    assert kept_other == {}
+    assert list(_kept(at_home)) == [at_home]
+    device.free(x)
+    with pytest.raises(ahg.InvalidDevicePointer):
+        at_home.run(program)  # type: ignore[arg-type]  # freed: decoded again, and refused
+    assert _kept(at_home) == {}
+    arena.close()
+
+
+def _kept(op: KernelOp) -> dict[object, object]:
+    """A run op's class's map of kept decoded arguments (a closure cell of its run)."""
+    run = type(op).run
+    cells = dict(zip(run.__code__.co_freevars, run.__closure__ or (), strict=True))
+    kept: dict[object, object] = cells["kept"].cell_contents
+    return kept

@@ -16,9 +16,7 @@ abandoned by a closed event loop, so the packets that wait on them never hang.
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable, Sequence
-from itertools import repeat
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -68,13 +66,26 @@ class Op:
         return IllegalAddress(f"{self!r} failed: {exc!r}")
 
 
-class KernelOp(Op):
+class _KernelOpType(type):
+    """KernelOp's metaclass: the ops of a run (:class:`_RunKernelOp`) are kernel ops too."""
+
+    def __instancecheck__(cls, instance: Any) -> bool:
+        if type.__instancecheck__(cls, instance):
+            return True
+        return cls is KernelOp and isinstance(instance, _RunKernelOp)
+
+    def __subclasscheck__(cls, subclass: Any) -> bool:
+        if type.__subclasscheck__(cls, subclass):
+            return True
+        return cls is KernelOp and isinstance(subclass, type) and issubclass(subclass, _RunKernelOp)
+
+
+class KernelOp(Op, metaclass=_KernelOpType):
     """Dispatch a kernel whose arguments are read from ``buffer`` at ``offset`` when it runs.
 
     Every kernel op has the attributes below; ``KernelOp(...)`` makes one that holds them all
     as slots. The ops :meth:`make_shared` makes for a run of nodes of one kernel and launch
-    shape hold only their offset (and their decoded arguments): the rest are attributes of a
-    class those ops share, so a million-node executable does not hold them a million times.
+    shape are far smaller (see :class:`_RunKernelOp`), and count as kernel ops all the same.
     """
 
     __slots__ = ()
@@ -161,14 +172,13 @@ class KernelOp(Op):
         cost_ns: int,
         writes: WriteCounter,
         memory: Any,
-        classes: dict[tuple[Any, ...], type[KernelOp]],
+        classes: dict[tuple[Any, ...], type[Any]],
     ) -> list[KernelOp] | None:
         """The ops :meth:`make` would make for ``kernel`` at each of ``offsets``, sharing a class.
 
         What every op of the run has in common (kernel, launch shape, buffer, cost, where the
-        writes are counted) lives in one class made for it, whose ``run`` holds those values
-        as closure cells: each op holds only its offset and, for a kernel with pointer
-        parameters, its decoded arguments and the counts they were decoded at. The class is
+        writes are counted) lives in one class made for it (see :class:`_RunKernelOp`), whose
+        ``run`` holds those values as closure cells; each op is just its offset. The class is
         kept in ``classes`` (one compilation's cache), so runs of one shape share it. ``memory``
         is the device memory the arguments are decoded against; a program running on other
         memory decodes every time, as :meth:`make`'s ops would.
@@ -180,11 +190,8 @@ class KernelOp(Op):
         key = (kernel, threads, id(buffer), cost_ns, id(writes), id(memory))
         cls = classes.get(key)
         if cls is None:
-            cls = classes[key] = _shared_class(kernel, threads, buffer, cost_ns, writes, memory)
-        # Made and placed without a Python call per op: an op's other fields are unset until
-        # its first dispatch (see _shared_class).
-        made: list[KernelOp] = list(map(object.__new__, repeat(cls, len(offsets))))
-        deque(map(setattr, made, repeat("offset"), offsets), maxlen=0)
+            cls = classes[key] = _run_class(kernel, threads, buffer, cost_ns, writes, memory)
+        made: list[Any] = list(map(cls, offsets))  # no Python call per op
         return made
 
 
@@ -283,24 +290,68 @@ class _ScalarKernelOp(_KernelOpFields):
         program.time += self.cost_ns
 
 
-class _SharedPointerKernelOp(KernelOp):
-    """A synchronous kernel with pointer parameters, one of a run sharing a class (see
-    :meth:`KernelOp.make_shared`); keeps its decoded arguments as
-    :class:`_CachedPointerKernelOp` does."""
+class _RunKernelOp(int):
+    """A kernel op of a run of one kernel, launch shape, buffer and arena: the int is its
+    arguments' offset, and everything else is an attribute of its class (:func:`_run_class`).
 
-    __slots__ = ("offset", "seen_frees", "seen_writes", "values")
+    An int holds no reference, so the garbage collector does not track these ops at all: a
+    million-node executable adds nothing to its passes (a first replay right after
+    instantiate would otherwise pay a pass over every op), and an op costs the 32 bytes of an
+    int. Ops compare and hash by identity, and are always true, as objects are; ``isinstance
+    (op, KernelOp)`` holds (see KernelOp's metaclass). A kernel with pointer parameters keeps
+    its decoded arguments in its class's map, keyed by the op, until the arena's count of
+    writes or the device's count of frees moves: what :class:`_CachedPointerKernelOp` keeps in
+    its own fields.
+    """
+
+    __slots__ = ()
+
+    is_sync = False
+    is_async = False
+    # Each run's class sets these (see _run_class).
+    kernel: Kernel
+    threads: Threads
+    buffer: Any
+    cost_ns: int
+    body: Callable[..., Any]
+    decode: Any
+    unpack: Any
+
+    __hash__ = object.__hash__
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    def __ne__(self, other: object) -> bool:
+        return self is not other
+
+    def __bool__(self) -> bool:
+        return True
+
+    @property
+    def offset(self) -> int:
+        """Where the op's arguments are in :attr:`buffer`."""
+        return int(self)
+
+    def run(self, program: Program) -> Any:  # pragma: no cover - each run's class has its own
+        raise NotImplementedError
+
+    def fault(self, exc: BaseException) -> HipError:
+        error = LaunchFailure(f"kernel {self.kernel.name!r} failed: {exc!r}")
+        error.__cause__ = exc
+        return error
+
+    def __repr__(self) -> str:
+        return f"<KernelOp {self.kernel.name} {self.threads!r}>"
+
+    __str__ = __repr__
 
 
-class _SharedScalarKernelOp(KernelOp):
-    """A synchronous kernel with scalar parameters only, one of a run sharing a class."""
-
-    __slots__ = ("offset",)
-
-
-def _shared_class(
+def _run_class(
     kernel: Kernel, threads: Threads, buffer: Any, cost_ns: int, source: WriteCounter, home: Any
-) -> type[KernelOp]:
-    """A class for the ops of one kernel, launch shape, buffer and arena (``make_shared``)."""
+) -> type[_RunKernelOp]:
+    """The class of a run's ops for one kernel, launch shape, buffer and arena (see
+    :meth:`KernelOp.make_shared`)."""
     body = kernel.body
     layout = kernel.layout
     unpack = layout.unpack_from
@@ -311,7 +362,6 @@ def _shared_class(
         "threads": threads,
         "buffer": buffer,
         "cost_ns": cost_ns,
-        "is_async": False,
         "body": staticmethod(body),
         "unpack": staticmethod(unpack),
         "decode": None,
@@ -319,39 +369,39 @@ def _shared_class(
     }
     if not layout.has_pointers:
 
-        def run_scalar(self: Any, program: Program) -> None:
-            body(threads, *unpack(buffer, self.offset))
+        def run_scalar(self: int, program: Program) -> None:
+            body(threads, *unpack(buffer, self))
             program.time += cost_ns
 
         shared["run"] = run_scalar
-        return type("_SharedScalarKernelOp", (_SharedScalarKernelOp,), shared)
+        return type("_RunKernelOp", (_RunKernelOp,), shared)
     decode = layout.decode_method
     shared["decode"] = staticmethod(decode)
+    kept: dict[int, tuple[Any, ...]] = {}  # op -> its decoded arguments
+    # The arena's count of writes and the device's count of frees the kept values were decoded
+    # at: read before decoding, so a change made while decoding is caught by the next dispatch.
+    seen_writes = seen_frees = -1
 
-    def run_pointer(self: Any, program: Program) -> None:
-        # What _CachedPointerKernelOp.run does, with the shared values held in cells.
+    def run_pointer(self: int, program: Program) -> None:
+        nonlocal seen_writes, seen_frees
         memory: Any = program.memory
-        try:
-            values = self.values
-        except AttributeError:  # never dispatched: nothing decoded yet
-            values = None
-        if (
-            values is None
-            or self.seen_writes != source.writes
-            or memory is not home
-            or self.seen_frees != memory.frees
-        ):
-            writes, frees = source.writes, memory.frees
-            self.values = None
-            values = tuple(decode(buffer, self.offset, memory))
-            if memory is home:  # kept only for the memory the class was made for
-                self.values = values
-                self.seen_writes, self.seen_frees = writes, frees
+        if memory is home:
+            if seen_writes != source.writes or seen_frees != memory.frees:
+                kept.clear()  # bytes written or memory freed: decode each op again
+                seen_writes, seen_frees = source.writes, memory.frees
+            try:
+                values = kept[self]
+            except KeyError:
+                # A tuple: once the collector has seen it holds no container, it stops tracking
+                # it. A failed decode keeps nothing.
+                values = kept[self] = tuple(decode(buffer, self, memory))
+        else:  # memory the class was not made for: decoded every time, nothing kept
+            values = tuple(decode(buffer, self, memory))
         body(threads, *values)
         program.time += cost_ns
 
     shared["run"] = run_pointer
-    return type("_SharedPointerKernelOp", (_SharedPointerKernelOp,), shared)
+    return type("_RunKernelOp", (_RunKernelOp,), shared)
 
 
 Endpoint = DevicePtr | npt.NDArray[Any]

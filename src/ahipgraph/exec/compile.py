@@ -271,7 +271,7 @@ class _Builder:
         # of one shape share a Threads object: compute it once per (kernel, Threads).
         self._costs: dict[tuple[Kernel, Threads], int] = {}
         # The classes runs of one kernel and launch shape share (KernelOp.make_shared).
-        self._classes: dict[tuple[Any, ...], type[KernelOp]] = {}
+        self._classes: dict[tuple[Any, ...], type[Any]] = {}
         self.conditionals = conditionals
 
     def _kernel_cost(self, params: KernelParams) -> int:
