@@ -280,3 +280,21 @@ def _kept(op: KernelOp) -> dict[object, object]:
     cells = dict(zip(run.__code__.co_freevars, run.__closure__ or (), strict=True))
     kept: dict[object, object] = cells["kept"].cell_contents
     return kept
+
+
+def test_a_uniform_runs_sizes_are_one_value_repeated(device: ahg.Device) -> None:
+    arena = KernelArgArena(device, 4096)
+    try:
+        arena.place(b"p" * 8, 8)  # the first chunk exists: one span for the run
+        ((_, _, offsets, sizes),) = arena.place_spans([b"a" * 12] * 5, [12] * 5)
+        assert isinstance(offsets, range)
+        assert len(sizes) == 5
+        assert list(sizes) == [12] * 5
+        assert sizes[0] == sizes[-1] == 12
+        assert sizes[1:3] == (12, 12)
+        with pytest.raises(IndexError):
+            sizes[5]
+        assert 12 in sizes
+        assert sys.getsizeof(sizes) < sys.getsizeof((12,) * 5)
+    finally:
+        arena.close()
