@@ -298,3 +298,30 @@ def test_a_uniform_runs_sizes_are_one_value_repeated(device: ahg.Device) -> None
         assert sys.getsizeof(sizes) < sys.getsizeof((12,) * 5)
     finally:
         arena.close()
+
+
+@pytest.mark.parametrize("shape", ["chain", "roots", "diamonds", "joins"])
+def test_the_copys_dependencies_are_the_graphs(shape: str) -> None:
+    """A copy's dependency columns (runs of single dependencies between roots and joins, or
+    node by node when joins are many) give every node the graph's dependencies."""
+    from ahipgraph.exec.snapshot import snapshot
+
+    graph = ahg.Graph()
+    nodes: list[ahg.GraphNode] = []
+    for i in range(40):
+        if shape == "chain" or i == 0:
+            deps = nodes[-1:]
+        elif shape == "roots":
+            deps = [] if i % 7 == 0 else nodes[-1:]
+        elif shape == "diamonds":
+            deps = nodes[-2:] if i % 5 == 0 else nodes[-1:]
+        else:
+            deps = nodes[-3:]
+        nodes.append(graph.add_kernel_node(scalar_only, 1, 1, (i,), deps=deps))
+    with graph.lock:
+        copy, order = snapshot(graph)
+    index = {node: i for i, node in enumerate(order)}
+    expected = [tuple(index[dep] for dep in node.dependencies()) for node in order]
+    assert [copy.deps_of(i) for i in range(len(copy))] == expected
+    assert [node.deps for node in copy.nodes] == expected
+    graph.destroy()

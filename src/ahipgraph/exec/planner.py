@@ -67,24 +67,27 @@ class Plan:
 def _cut_segments(graph: ExecGraph) -> list[Segment]:
     segment_of: list[int] = [0] * len(graph)
     segments: list[Segment] = []
+    members: list[list[int]] = []  # each segment's nodes while they are cut
     dependents = graph.dependent_counts()
     types = graph.types()  # columns: no node record is made
     first_deps, multi = graph.first_deps()
+    flat = graph.flat  # no child-graph node: the type tests below always pass
     graph_type = NodeType.Graph  # held here: an enum member read per node costs
     for index, dep in enumerate(first_deps):
         if (
             dep >= 0
             and dependents[dep] == 1
-            and types[index] is not graph_type
-            and types[dep] is not graph_type
+            and (flat or (types[index] is not graph_type and types[dep] is not graph_type))
         ):
-            segment = segments[segment_of[dep]]
-            segment.nodes.append(index)  # type: ignore[union-attr]  # a list until compacted
+            segment_id = segment_of[dep]
+            members[segment_id].append(index)
         else:
-            segment = Segment(len(segments), [index])
+            segment_id = len(segments)
+            segment = Segment(segment_id, [index])
             segment.deps = sorted({segment_of[d] for d in ((dep,) if dep >= 0 else multi[index])})
             segments.append(segment)
-        segment_of[index] = segment.id
+            members.append(segment.nodes)  # type: ignore[arg-type]  # a list until compacted
+        segment_of[index] = segment_id
     for segment in segments:
         segment.nodes = _compact(segment.nodes)
     return segments

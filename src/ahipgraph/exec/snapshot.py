@@ -17,7 +17,8 @@ import threading
 from array import array
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from operator import attrgetter
+from itertools import compress
+from operator import attrgetter, itemgetter
 from typing import TYPE_CHECKING, Any
 
 from ..core.registry import HandleId
@@ -34,6 +35,7 @@ _new_object = object.__new__
 _hid = attrgetter("hid")
 _handle_row = attrgetter("_slot")  # a graph node's registry row (its hid.slot)
 _handle_generation = attrgetter("_generation")
+_first = itemgetter(0)
 _type_of = attrgetter("_type")
 _params_of = attrgetter("_params")
 _deps_of = attrgetter("_deps")
@@ -313,18 +315,9 @@ def _copy_one(
     types = list(map(_type_of, order))
     params = list(map(_params_of, order))
     ids = list(map(_id_of, order))
-    position = dict(zip(order, range(len(order)), strict=True))
-    first: list[int] = []
-    append = first.append
-    multi: dict[int, tuple[int, ...]] = {}
-    for index, sources in enumerate(map(_deps_of, order)):
-        if len(sources) == 1:  # a chain's link: one int, no tuple
-            append(position[sources[0]])
-        else:
-            append(_SEE_MULTI)
-            multi[index] = tuple([position[dep] for dep in sources])
+    first, multi = _dep_indices(order)
     copy = ExecGraph._from_columns(
-        graph.id, ids, types, params, array("q", first), multi, list(graph.user_objects())
+        graph.id, ids, types, params, first, multi, list(graph.user_objects())
     )
     children: list[tuple[ExecNode, Graph]] = []
     if not copy.flat:  # child graphs: the records now, each holding its child's copy
@@ -333,6 +326,44 @@ def _copy_one(
                 params_any: Any = exec_node.params
                 children.append((exec_node, params_any.graph))
     return copy, children
+
+
+def _dep_indices(
+    order: list[GraphNode],
+) -> tuple[array[int], dict[int, tuple[int, ...]]]:
+    """Each node's only dependency by index (``_SEE_MULTI`` where ``multi`` holds its 0 or
+    several), for nodes in ``order``.
+
+    Most nodes have exactly one dependency: the runs of them between the others (roots and
+    joins, usually few) are mapped without a Python loop per node.
+    """
+    count = len(order)
+    position = dict(zip(order, range(count), strict=True))
+    deps: list[list[GraphNode]] = list(map(_deps_of, order))
+    others = list(compress(range(count), map((1).__ne__, map(len, deps))))
+    multi: dict[int, tuple[int, ...]] = {}
+    if len(others) > count // 4:  # many roots or joins: one pass, node by node
+        first: list[int] = []
+        append = first.append
+        for index, sources in enumerate(deps):
+            if len(sources) == 1:  # a chain's link: one int, no tuple
+                append(position[sources[0]])
+            else:
+                append(_SEE_MULTI)
+                multi[index] = tuple([position[dep] for dep in sources])
+        return array("q", first), multi
+    column = array("q", bytes(8 * count))
+    start = 0
+    for other in [*others, count]:
+        if start < other:  # a run of nodes with one dependency each
+            column[start:other] = array(
+                "q", map(position.__getitem__, map(_first, deps[start:other]))
+            )
+        if other < count:
+            column[other] = _SEE_MULTI
+            multi[other] = tuple([position[dep] for dep in deps[other]])
+        start = other + 1
+    return column, multi
 
 
 def source_map(originals: list[GraphNode], copy: ExecGraph) -> dict[HandleId, ExecNode]:
