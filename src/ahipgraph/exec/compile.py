@@ -254,6 +254,8 @@ _MAX_SHARED_CLASSES = 64
 _kernel_of = attrgetter("kernel")
 _type_of = attrgetter("type")
 _threads_of = attrgetter("threads")
+_arg_bytes_of = attrgetter("arg_bytes")
+_layout_size_of = attrgetter("kernel.layout.size")
 
 
 class _Builder:
@@ -320,8 +322,7 @@ class _Builder:
         compiled = self.compiled
         arena = self.arena
         spans = arena.place_spans(
-            [params.arg_bytes for params in params_run],
-            [params.kernel.layout.size for params in params_run],
+            list(map(_arg_bytes_of, params_run)), list(map(_layout_size_of, params_run))
         )
         compiled._runs.append((strand, len(ops), graph, items))  # their locations, one record
         compiled._arg_spans.append((graph, items, spans))  # their slots, in one record
@@ -426,7 +427,7 @@ class _Builder:
 
 
 def _unfreed(graph: ExecGraph) -> list[DevicePtr]:
-    if graph.flat and NodeType.MemAlloc not in graph.types():  # no record made
+    if graph.flat and not graph.has_type(NodeType.MemAlloc):  # no record made
         return []
     nodes = graph.walk()
     if NodeType.MemAlloc not in set(map(_type_of, nodes)):  # most graphs: no loop in Python
@@ -491,7 +492,7 @@ def compile_plan(
                 if params is None:
                     params = graph.params_column()
                 builder.emit_kernel_run(
-                    graph, indices, [params[index] for index in indices], strand, ops
+                    graph, indices, list(map(params.__getitem__, indices)), strand, ops
                 )
             else:
                 nodes = graph.nodes

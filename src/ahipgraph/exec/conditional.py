@@ -278,7 +278,7 @@ def prepare(graph: ExecGraph) -> Conditionals | None:
     kernel, conditional = NodeType.Kernel, NodeType.Conditional  # an enum member read costs
     while pending:
         copy = pending.pop()
-        if copy.flat and conditional not in copy.types():  # the columns: no record made
+        if copy.flat and not copy.has_type(conditional):  # the columns: no record made
             _find_handle_args(copy, found.handles)
             continue
         for node in copy.walk():

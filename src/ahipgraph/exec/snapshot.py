@@ -76,6 +76,7 @@ class ExecGraph:
         "_dep",
         "_dependents",
         "_ids",
+        "_kinds",
         "_made",
         "_multi",
         "_params",
@@ -97,6 +98,7 @@ class ExecGraph:
         self._dependents: list[list[int]] | None = None
         self._ids = [node.id for node in nodes]
         self._types = [node.type for node in nodes]
+        self._kinds = frozenset(map(id, self._types))
         self._params: list[Any] | None = None  # the records hold them
         self._dep, self._multi = _dep_columns([node.deps for node in nodes])
         self._children: dict[int, ExecGraph] = {}
@@ -118,6 +120,7 @@ class ExecGraph:
         copy.user_objects = user_objects
         copy._dependents = None
         copy._ids, copy._types, copy._params = ids, types, params
+        copy._kinds = frozenset(map(id, types))  # ids: an enum member's hash is Python code
         copy._dep, copy._multi = dep, multi
         copy._children = {}
         copy._made = None
@@ -200,7 +203,11 @@ class ExecGraph:
     @property
     def flat(self) -> bool:
         """Whether no node is a child graph (every node's op is on its own segment's strand)."""
-        return NodeType.Graph not in self._types
+        return id(NodeType.Graph) not in self._kinds
+
+    def has_type(self, node_type: NodeType) -> bool:
+        """Whether any node (child graphs' aside) is of ``node_type``."""
+        return id(node_type) in self._kinds
 
     @property
     def dependents(self) -> list[list[int]]:
