@@ -378,6 +378,7 @@ def _run_class(
     decode = layout.decode_method
     shared["decode"] = staticmethod(decode)
     kept: dict[int, tuple[Any, ...]] = {}  # op -> its decoded arguments
+    kept_values = kept.get
     # The arena's count of writes and the device's count of frees the kept values were decoded
     # at: read before decoding, so a change made while decoding is caught by the next dispatch.
     seen_writes = seen_frees = -1
@@ -389,9 +390,8 @@ def _run_class(
             if seen_writes != source.writes or seen_frees != memory.frees:
                 kept.clear()  # bytes written or memory freed: decode each op again
                 seen_writes, seen_frees = source.writes, memory.frees
-            try:
-                values = kept[self]
-            except KeyError:
+            values = kept_values(self)  # no KeyError raised per op on a first replay
+            if values is None:
                 # A tuple: once the collector has seen it holds no container, it stops tracking
                 # it. A failed decode keeps nothing.
                 values = kept[self] = tuple(decode(buffer, self, memory))
