@@ -72,7 +72,6 @@ class ExecGraph:
     """
 
     __slots__ = (
-        "_children",
         "_dep",
         "_dependents",
         "_ids",
@@ -101,7 +100,6 @@ class ExecGraph:
         self._kinds = frozenset(map(id, self._types))
         self._params: list[Any] | None = None  # the records hold them
         self._dep, self._multi = _dep_columns([node.deps for node in nodes])
-        self._children: dict[int, ExecGraph] = {}
         self._made: list[ExecNode] | None = nodes
 
     @classmethod
@@ -122,7 +120,6 @@ class ExecGraph:
         copy._ids, copy._types, copy._params = ids, types, params
         copy._kinds = frozenset(map(id, types))  # ids: an enum member's hash is Python code
         copy._dep, copy._multi = dep, multi
-        copy._children = {}
         copy._made = None
         return copy
 
@@ -141,14 +138,15 @@ class ExecGraph:
             with _MADE_LOCK:
                 made = self._made
                 if made is None:
+                    # The parameters column stays as it was (a reader that found no records a
+                    # moment ago may still read it): from here on the records are the copy.
                     made = self._made = self._make_nodes()
-                    self._params = None  # the records hold them now (and setters change them)
         return made
 
     def _make_nodes(self) -> list[ExecNode]:
         params = self._params
         assert params is not None
-        multi, children = self._multi, self._children
+        multi = self._multi
         out: list[ExecNode] = []
         append = out.append
         for index, (node_id, node_type, node_params, dep) in enumerate(
@@ -162,7 +160,7 @@ class ExecGraph:
             exec_node.params = node_params
             # a dependency's index is the int its own record holds: one int object per index
             exec_node.deps = (out[dep].index,) if dep >= 0 else multi[index]
-            exec_node.child = children.get(index)
+            exec_node.child = None  # a copy with child graphs has its records from the start
             exec_node.enabled = True
             append(exec_node)
         return out
