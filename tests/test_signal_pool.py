@@ -91,3 +91,41 @@ async def test_waiter_cancelled_before_hand_off_leaves_no_trace() -> None:
     assert pool.statistics().waiters == 0
     pool.release(held)
     assert pool.statistics().free == 1
+
+
+def test_prepopulated_sets_are_made_when_first_needed_and_counted_from_the_start() -> None:
+    pool = SignalSetPool(3, extra=1, num_sets=4)
+    stats = pool.statistics()
+    assert (stats.sets, stats.free, stats.in_use, stats.misses) == (4, 4, 0, 0)
+    taken = [pool.acquire_nowait() for _ in range(4)]
+    assert all(s is not None for s in taken)
+    assert len({id(s) for s in taken}) == 4
+    for signal_set in taken:
+        assert signal_set is not None
+        assert [signal.value for signal in signal_set.signals[:3]] == [1, 1, 1]
+        assert signal_set.signals[3] is REACHED
+    stats = pool.statistics()
+    assert (stats.sets, stats.free, stats.in_use, stats.misses, stats.acquires) == (4, 0, 4, 0, 4)
+    extra = pool.acquire_nowait()  # past the prepopulated sets: a miss, as before
+    assert extra is not None
+    assert (pool.statistics().sets, pool.statistics().misses) == (5, 1)
+    for signal_set in [*taken, extra]:
+        assert signal_set is not None
+        pool.release(signal_set)
+    assert pool.statistics().free == 5
+    pool.close()
+    assert (pool.statistics().free, pool.statistics().in_use) == (0, 0)
+
+
+@pytest.mark.asyncio
+async def test_a_waiting_pool_makes_its_prepopulated_sets_before_anyone_waits() -> None:
+    pool = SignalSetPool(2, num_sets=3, wait_when_empty=True)
+    sets = [await pool.acquire() for _ in range(3)]
+    assert pool.acquire_nowait() is None  # all three made and in use: a launch would wait
+    waiter = asyncio.ensure_future(pool.acquire())
+    await asyncio.sleep(0)
+    assert not waiter.done()
+    pool.release(sets[0])
+    assert await waiter is sets[0]
+    assert pool.statistics().misses == 0
+    assert pool.statistics().sets == 3

@@ -66,24 +66,57 @@ class Op:
         return IllegalAddress(f"{self!r} failed: {exc!r}")
 
 
-class KernelOp(Op):
-    """Dispatch a kernel whose arguments are read from ``buffer`` at ``offset`` when it runs."""
+class _KernelOpType(type):
+    """KernelOp's metaclass: the ops of a run (:class:`_RunKernelOp`) are kernel ops too."""
 
-    __slots__ = ("body", "buffer", "decode", "is_async", "kernel", "offset", "threads", "unpack")
+    def __instancecheck__(cls, instance: Any) -> bool:
+        if type.__instancecheck__(cls, instance):
+            return True
+        return cls is KernelOp and isinstance(instance, _RunKernelOp)
+
+    def __subclasscheck__(cls, subclass: Any) -> bool:
+        if type.__subclasscheck__(cls, subclass):
+            return True
+        return cls is KernelOp and isinstance(subclass, type) and issubclass(subclass, _RunKernelOp)
+
+
+class KernelOp(Op, metaclass=_KernelOpType):
+    """Dispatch a kernel whose arguments are read from ``buffer`` at ``offset`` when it runs.
+
+    Every kernel op has the attributes below; ``KernelOp(...)`` makes one that holds them all
+    as slots. The ops :meth:`make_shared` makes for a run of nodes of one kernel and launch
+    shape are far smaller (see :class:`_RunKernelOp`), and count as kernel ops all the same.
+    """
+
+    __slots__ = ()
+
+    kernel: Kernel
+    body: Callable[..., Any]
+    threads: Threads
+    buffer: Any
+    offset: int
+    is_async: bool
+    decode: Any
+    unpack: Any
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> KernelOp:
+        # KernelOp itself declares no storage: a direct call makes the all-slots kind.
+        return object.__new__(_KernelOpFields if cls is KernelOp else cls)
 
     def __init__(
         self, kernel: Kernel, threads: Threads, buffer: Any, offset: int, cost_ns: int
     ) -> None:
         super().__init__(cost_ns)
-        self.kernel = kernel
-        self.body = kernel.body
-        self.threads = threads
-        self.buffer = buffer
-        self.offset = offset
-        self.is_async = kernel.is_async
+        fields: Any = self  # a _KernelOpFields (see __new__), or a subclass of it
+        fields.kernel = kernel
+        fields.body = kernel.body
+        fields.threads = threads
+        fields.buffer = buffer
+        fields.offset = offset
+        fields.is_async = kernel.is_async
         layout = kernel.layout
-        self.decode = layout.decode_method if layout.has_pointers else None
-        self.unpack = layout.unpack_from
+        fields.decode = layout.decode_method if layout.has_pointers else None
+        fields.unpack = layout.unpack_from
 
     def run(self, program: Program) -> Any:
         decode = self.decode
@@ -130,6 +163,43 @@ class KernelOp(Op):
             return _PointerKernelOp(kernel, threads, buffer, offset, cost_ns)
         return _ScalarKernelOp(kernel, threads, buffer, offset, cost_ns)
 
+    @staticmethod
+    def make_shared(
+        kernel: Kernel,
+        threads: Threads,
+        buffer: Any,
+        offsets: Sequence[int],
+        cost_ns: int,
+        writes: WriteCounter,
+        memory: Any,
+        classes: dict[tuple[Any, ...], type[Any]],
+    ) -> list[KernelOp] | None:
+        """The ops :meth:`make` would make for ``kernel`` at each of ``offsets``, sharing a class.
+
+        What every op of the run has in common (kernel, launch shape, buffer, cost, where the
+        writes are counted) lives in one class made for it (see :class:`_RunKernelOp`), whose
+        ``run`` holds those values as closure cells; each op is just its offset. The class is
+        kept in ``classes`` (one compilation's cache), so runs of one shape share it. ``memory``
+        is the device memory the arguments are decoded against; a program running on other
+        memory decodes every time, as :meth:`make`'s ops would.
+
+        Returns None for an asynchronous body: :meth:`make` makes those one by one.
+        """
+        if kernel.is_async:
+            return None
+        key = (kernel, threads, id(buffer), cost_ns, id(writes), id(memory))
+        cls = classes.get(key)
+        if cls is None:
+            cls = classes[key] = _run_class(kernel, threads, buffer, cost_ns, writes, memory)
+        made: list[Any] = list(map(cls, offsets))  # no Python call per op
+        return made
+
+
+class _KernelOpFields(KernelOp):
+    """A kernel op holding all of its attributes (what ``KernelOp(...)`` makes)."""
+
+    __slots__ = ("body", "buffer", "decode", "is_async", "kernel", "offset", "threads", "unpack")
+
 
 class WriteCounter(Protocol):
     """Anything that counts the writes to a buffer of kernel arguments."""
@@ -138,18 +208,18 @@ class WriteCounter(Protocol):
     def writes(self) -> int: ...
 
 
-class _PointerKernelOp(KernelOp):
+class _PointerKernelOp(_KernelOpFields):
     """A synchronous kernel with pointer parameters."""
 
     __slots__ = ()
 
     def run(self, program: Program) -> None:
-        values = self.decode(self.buffer, self.offset, program.memory)  # type: ignore[misc]
+        values = self.decode(self.buffer, self.offset, program.memory)
         self.body(self.threads, *values)
         program.time += self.cost_ns
 
 
-class _CachedPointerKernelOp(KernelOp):
+class _CachedPointerKernelOp(_KernelOpFields):
     """A synchronous kernel with pointer parameters whose decoded arguments are kept.
 
     The decoded values (scalars and typed views of device memory) are exactly what decoding
@@ -203,14 +273,14 @@ class _CachedPointerKernelOp(KernelOp):
             self.values = None
             # A tuple: once the collector has seen it holds no container, it stops tracking it,
             # so a million kept argument lists add nothing to its full passes.
-            values = tuple(self.decode(self.buffer, self.offset, memory))  # type: ignore[misc]
+            values = tuple(self.decode(self.buffer, self.offset, memory))
             self.values, self.memory = values, memory
             self.seen_writes, self.seen_frees = writes, frees
         self.body(self.threads, *values)
         program.time += self.cost_ns
 
 
-class _ScalarKernelOp(KernelOp):
+class _ScalarKernelOp(_KernelOpFields):
     """A synchronous kernel whose parameters are all scalars."""
 
     __slots__ = ()
@@ -218,6 +288,120 @@ class _ScalarKernelOp(KernelOp):
     def run(self, program: Program) -> None:
         self.body(self.threads, *self.unpack(self.buffer, self.offset))
         program.time += self.cost_ns
+
+
+class _RunKernelOp(int):
+    """A kernel op of a run of one kernel, launch shape, buffer and arena: the int is its
+    arguments' offset, and everything else is an attribute of its class (:func:`_run_class`).
+
+    An int holds no reference, so the garbage collector does not track these ops at all: a
+    million-node executable adds nothing to its passes (a first replay right after
+    instantiate would otherwise pay a pass over every op), and an op costs the 32 bytes of an
+    int. Ops compare and hash by identity, and are always true, as objects are; ``isinstance
+    (op, KernelOp)`` holds (see KernelOp's metaclass). A kernel with pointer parameters keeps
+    its decoded arguments in its class's map, keyed by the op, until the arena's count of
+    writes or the device's count of frees moves: what :class:`_CachedPointerKernelOp` keeps in
+    its own fields.
+    """
+
+    __slots__ = ()
+
+    is_sync = False
+    is_async = False
+    # Each run's class sets these (see _run_class).
+    kernel: Kernel
+    threads: Threads
+    buffer: Any
+    cost_ns: int
+    body: Callable[..., Any]
+    decode: Any
+    unpack: Any
+
+    __hash__ = object.__hash__
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    def __ne__(self, other: object) -> bool:
+        return self is not other
+
+    def __bool__(self) -> bool:
+        return True
+
+    @property
+    def offset(self) -> int:
+        """Where the op's arguments are in :attr:`buffer`."""
+        return int(self)
+
+    def run(self, program: Program) -> Any:  # pragma: no cover - each run's class has its own
+        raise NotImplementedError
+
+    def fault(self, exc: BaseException) -> HipError:
+        error = LaunchFailure(f"kernel {self.kernel.name!r} failed: {exc!r}")
+        error.__cause__ = exc
+        return error
+
+    def __repr__(self) -> str:
+        return f"<KernelOp {self.kernel.name} {self.threads!r}>"
+
+    __str__ = __repr__
+
+
+def _run_class(
+    kernel: Kernel, threads: Threads, buffer: Any, cost_ns: int, source: WriteCounter, home: Any
+) -> type[_RunKernelOp]:
+    """The class of a run's ops for one kernel, launch shape, buffer and arena (see
+    :meth:`KernelOp.make_shared`)."""
+    body = kernel.body
+    layout = kernel.layout
+    unpack = layout.unpack_from
+    shared: dict[str, Any] = {
+        "__slots__": (),
+        "__module__": __name__,
+        "kernel": kernel,
+        "threads": threads,
+        "buffer": buffer,
+        "cost_ns": cost_ns,
+        "body": staticmethod(body),
+        "unpack": staticmethod(unpack),
+        "decode": None,
+        "source": source,
+    }
+    if not layout.has_pointers:
+
+        def run_scalar(self: int, program: Program) -> None:
+            body(threads, *unpack(buffer, self))
+            program.time += cost_ns
+
+        shared["run"] = run_scalar
+        return type("_RunKernelOp", (_RunKernelOp,), shared)
+    decode = layout.decode_method
+    shared["decode"] = staticmethod(decode)
+    kept: dict[int, tuple[Any, ...]] = {}  # op -> its decoded arguments
+    kept_values = kept.get
+    # The arena's count of writes and the device's count of frees the kept values were decoded
+    # at: read before decoding, so a change made while decoding is caught by the next dispatch.
+    seen_writes = seen_frees = -1
+
+    def run_pointer(self: int, program: Program) -> None:
+        nonlocal seen_writes, seen_frees
+        memory: Any = program.memory
+        if memory is home:
+            if seen_writes != source.writes or seen_frees != memory.frees:
+                kept.clear()  # bytes written or memory freed: decode each op again
+                seen_writes, seen_frees = source.writes, memory.frees
+            values = kept_values(self)  # no KeyError raised per op on a first replay
+            if values is None:
+                # A tuple: once the collector has seen it holds no container, it stops tracking
+                # it. A failed decode keeps nothing.
+                values = kept[self] = tuple(decode(buffer, self, memory))
+        else:  # memory the class was not made for: decoded every time, nothing kept
+            values = tuple(decode(buffer, self, memory))
+        body(threads, *values)
+        program.time += cost_ns
+
+    shared["run"] = run_pointer
+    return type("_RunKernelOp", (_RunKernelOp,), shared)
 
 
 Endpoint = DevicePtr | npt.NDArray[Any]

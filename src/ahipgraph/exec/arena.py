@@ -19,9 +19,10 @@ Thread-safety: one short lock; slots are plain records.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from itertools import repeat
+from typing import TYPE_CHECKING, overload
 
 from ..core.errors import InvalidValue
 
@@ -43,6 +44,36 @@ HEADROOM_BYTES = 128 * 1024  # HIP's kKernArgChunkSize
 
 # Consecutive argument places in one chunk: (chunk, its buffer, offsets, sizes); see place_spans.
 ArgSpan = tuple[int, memoryview, Sequence[int], Sequence[int]]
+
+
+class _Repeated(Sequence[int]):
+    """``count`` times ``value``, without a slot each: the sizes of a run of one kernel."""
+
+    __slots__ = ("_count", "_value")
+
+    def __init__(self, value: int, count: int) -> None:
+        self._value, self._count = value, count
+
+    def __len__(self) -> int:
+        return self._count
+
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[int, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> int | tuple[int, ...]:
+        if isinstance(index, slice):
+            return (self._value,) * len(range(self._count)[index])
+        range(self._count)[index]  # IndexError past the end, as a tuple's
+        return self._value
+
+    def __iter__(self) -> Iterator[int]:
+        return repeat(self._value, self._count)
+
+    def __repr__(self) -> str:
+        return f"({self._value},) * {self._count}"
 
 
 class ArgSlot:
@@ -340,7 +371,7 @@ class KernelArgArena:
             self._allocations += count
             self._live += count
             self.writes += count
-        return (index, buffer, range(top, top + count * step, step), (size,) * count)
+        return (index, buffer, range(top, top + count * step, step), _Repeated(size, count))
 
     def flush(self) -> None:
         """Make every write so far visible to the device (the HDP flush)."""

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import chain, repeat
-from operator import attrgetter
+from operator import attrgetter, is_
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import HipError
@@ -131,10 +132,14 @@ class Compiled:
     unfreed_ptrs: list[DevicePtr] = field(default_factory=list)
     # Runs of kernel nodes compiled together: (strand, position of the first, the nodes), each
     # node's op at the next position. Their locations are entered on first use.
-    _runs: list[tuple[int, int, list[ExecNode]]] = field(default_factory=list)
+    # The nodes are records, or indices into the ExecGraph given with them (whose records are
+    # then made on first use too, see ExecGraph.nodes).
+    _runs: list[tuple[int, int, ExecGraph | None, Sequence[Any]]] = field(default_factory=list)
     # The argument places of those runs, as the arena gave them (KernelArgArena.place_spans):
     # their ArgSlot objects are made on first use.
-    _arg_spans: list[tuple[list[ExecNode], list[ArgSpan]]] = field(default_factory=list)
+    _arg_spans: list[tuple[ExecGraph | None, Sequence[Any], list[ArgSpan]]] = field(
+        default_factory=list
+    )
 
     @property
     def locations(self) -> dict[ExecNode, tuple[int, int]]:
@@ -146,8 +151,9 @@ class Compiled:
         """
         if self._runs:
             with _RUNS_LOCK:  # two first users: one enters the runs, the other waits for it
-                for strand, first, nodes in self._runs:
+                for strand, first, graph, items in self._runs:
                     located = self._locations
+                    nodes = _records(graph, items)
                     for position, node in enumerate(nodes, first):
                         located[node] = (strand, position)
                 self._runs = []
@@ -164,14 +170,21 @@ class Compiled:
         if self._arg_spans:
             with _RUNS_LOCK:  # two first users: one makes the slots, the other waits for it
                 places = self._arg_places
-                for nodes, spans in self._arg_spans:
-                    each = iter(nodes)
+                for graph, items, spans in self._arg_spans:
+                    each = iter(_records(graph, items))
                     for chunk, buffer, offsets, sizes in spans:
                         # each last: zip stops at the span's end without taking a node
                         for offset, size, node in zip(offsets, sizes, each, strict=False):
                             places[node] = ArgSlot(chunk, buffer, offset, size)
                 self._arg_spans = []
         return self._arg_places
+
+
+def _records(graph: ExecGraph | None, items: Sequence[Any]) -> Iterable[ExecNode]:
+    """A run's nodes: ``items`` themselves, or the records of ``graph`` at indices ``items``."""
+    if graph is None:
+        return items
+    return map(graph.nodes.__getitem__, items)
 
 
 def kernel_op(device: Device, params: KernelParams, arg_slot: ArgSlot, arena: KernelArgArena) -> Op:
@@ -235,9 +248,14 @@ def node_op(device: Device, node: ExecNode, compiled: Compiled, arena: KernelArg
 
 
 _KERNEL = NodeType.Kernel
+# A class per kernel, launch shape and arena chunk: past this many in one executable (a graph
+# of many launch shapes), runs get an op holding all its fields instead.
+_MAX_SHARED_CLASSES = 64
 _kernel_of = attrgetter("kernel")
 _type_of = attrgetter("type")
 _threads_of = attrgetter("threads")
+_arg_bytes_of = attrgetter("arg_bytes")
+_layout_size_of = attrgetter("kernel.layout.size")
 
 
 class _Builder:
@@ -254,6 +272,8 @@ class _Builder:
         # A kernel's modelled cost depends on the kernel and its launch shape only, and nodes
         # of one shape share a Threads object: compute it once per (kernel, Threads).
         self._costs: dict[tuple[Kernel, Threads], int] = {}
+        # The classes runs of one kernel and launch shape share (KernelOp.make_shared).
+        self._classes: dict[tuple[Any, ...], type[Any]] = {}
         self.conditionals = conditionals
 
     def _kernel_cost(self, params: KernelParams) -> int:
@@ -287,17 +307,27 @@ class _Builder:
         place_many`), and consecutive nodes of one kernel and launch shape share one cost
         lookup: the same slots, ops and maps, for less work per node.
         """
+        self.emit_kernel_run(None, run, [node.params for node in run], strand, ops)
+
+    def emit_kernel_run(
+        self,
+        graph: ExecGraph | None,
+        items: Sequence[Any],
+        params_run: list[KernelParams],
+        strand: int,
+        ops: list[Op],
+    ) -> None:
+        """:meth:`emit_kernels` for the nodes ``items`` (records, or indices into ``graph``,
+        whose records are then not made) with parameters ``params_run``."""
         compiled = self.compiled
         arena = self.arena
-        params_run: list[KernelParams] = [node.params for node in run]
         spans = arena.place_spans(
-            [params.arg_bytes for params in params_run],
-            [params.kernel.layout.size for params in params_run],
+            list(map(_arg_bytes_of, params_run)), list(map(_layout_size_of, params_run))
         )
-        compiled._runs.append((strand, len(ops), run))  # their locations, in one record
-        compiled._arg_spans.append((run, spans))  # their slots, in one record
+        compiled._runs.append((strand, len(ops), graph, items))  # their locations, one record
+        compiled._arg_spans.append((graph, items, spans))  # their slots, in one record
         if len(spans) == 1:
-            buffers: Any = repeat(spans[0][1], len(run))
+            buffers: Any = repeat(spans[0][1], len(items))
             offsets: Any = spans[0][2]
         else:
             buffers = chain.from_iterable(repeat(span[1], len(span[2])) for span in spans)
@@ -308,7 +338,27 @@ class _Builder:
             len(set(map(id, map(_kernel_of, params_run)))) == 1
             and len(set(map(id, map(_threads_of, params_run)))) == 1
         ):  # one kernel, one launch shape: one cost, and the ops made without a Python loop
-            count = len(run)
+            count = len(items)
+            cost = self._kernel_cost(first)
+            if len(self._classes) < _MAX_SHARED_CLASSES:
+                made = [
+                    KernelOp.make_shared(
+                        first.kernel,
+                        first.threads,
+                        span[1],
+                        span[2],
+                        cost,
+                        arena,
+                        self.device.memory,
+                        self._classes,
+                    )
+                    for span in spans
+                ]
+                if made[0] is not None:  # a synchronous body: ops sharing a class
+                    for each in made:
+                        assert each is not None
+                        ops.extend(each)
+                    return
             ops.extend(
                 map(
                     make,
@@ -316,7 +366,7 @@ class _Builder:
                     repeat(first.threads, count),
                     buffers,
                     offsets,
-                    repeat(self._kernel_cost(first), count),
+                    repeat(cost, count),
                     repeat(arena, count),
                 )
             )
@@ -377,6 +427,8 @@ class _Builder:
 
 
 def _unfreed(graph: ExecGraph) -> list[DevicePtr]:
+    if graph.flat and not graph.has_type(NodeType.MemAlloc):  # no record made
+        return []
     nodes = graph.walk()
     if NodeType.MemAlloc not in set(map(_type_of, nodes)):  # most graphs: no loop in Python
         return []
@@ -405,6 +457,9 @@ def compile_plan(
     compiled = builder.compiled
     compiled.unfreed_ptrs = _unfreed(graph)
     segments = plan.segments
+    types = graph.types()
+    # The parameters column, read once: nothing changes a node's parameters while compiling.
+    params: list[Any] | None = None
     for strand, segment_ids in enumerate(plan.strands):
         ops: list[Op] = []
         if strand == 0:
@@ -428,13 +483,21 @@ def compile_plan(
                     assert signal is not None
                     waits.append(signal)
                 ops.append(WaitSignalIndicesOp(waits))
-            nodes = graph.nodes
-            run = [nodes[index] for index in segment.nodes]
-            if not arena.strict and all(n.type is _KERNEL and n.enabled for n in run):
-                builder.emit_kernels(run, strand, ops)  # a chain of plain kernel nodes
+            indices = segment.nodes
+            if (
+                not arena.strict
+                and all(map(is_, map(types.__getitem__, indices), repeat(_KERNEL)))
+                and graph.all_enabled(indices)
+            ):  # a chain of plain kernel nodes: by index, no node record made
+                if params is None:
+                    params = graph.params_column()
+                builder.emit_kernel_run(
+                    graph, indices, list(map(params.__getitem__, indices)), strand, ops
+                )
             else:
+                nodes = graph.nodes
                 emit_one = builder._emit_one
-                for node in run:
+                for node in map(nodes.__getitem__, indices):
                     if node.type is NodeType.Graph:
                         builder.emit_node(node, strand, ops)
                     else:  # what emit_node does first, without its call

@@ -26,18 +26,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+from itertools import compress, repeat
+from operator import attrgetter, is_
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..core.errors import HipError, IllegalState, NotSupported
-from ..device.conditional_arg import bind_handles
+from ..device.conditional_arg import bind_handles, handle_fields
 from ..device.ops import DefaultsOp, Op
 from ..device.signal import Signal
 from ..graph.conditional import ConditionalHandle, ConditionalKind, ConditionalNodeParams
 from ..graph.node_type import NodeType
 from ..runtime.params import KernelParams
 from .snapshot import ExecGraph, ExecNode, snapshot
+
+_kernel_of = attrgetter("kernel")
 
 if TYPE_CHECKING:
     from ..device.pointer import DevicePtr
@@ -273,7 +277,11 @@ def prepare(graph: ExecGraph) -> Conditionals | None:
     pending = [graph]
     kernel, conditional = NodeType.Kernel, NodeType.Conditional  # an enum member read costs
     while pending:
-        for node in pending.pop().walk():
+        copy = pending.pop()
+        if copy.flat and not copy.has_type(conditional):  # the columns: no record made
+            _find_handle_args(copy, found.handles)
+            continue
+        for node in copy.walk():
             kind = node.type
             if kind is kernel:
                 for arg in node.params.args:
@@ -286,18 +294,34 @@ def prepare(graph: ExecGraph) -> Conditionals | None:
             found.handles[params.handle.token] = params.handle
             copies = []
             for body in params.bodies:
-                copy, _ = snapshot(body)
-                for inner in copy.walk():
+                body_copy, _ = snapshot(body)
+                for inner in body_copy.walk():
                     if inner.type not in _BODY_TYPES:
                         raise NotSupported(
                             f"a conditional body cannot hold {inner.type.name} nodes"
                         )
-                copies.append(copy)
+                copies.append(body_copy)
             found.bodies[id(node)] = copies
             pending.extend(copies)
     if not found.handles:
         return None
     return found
+
+
+def _find_handle_args(copy: ExecGraph, handles: dict[Any, ConditionalHandle]) -> None:
+    """Enter in ``handles`` every conditional handle a kernel node of ``copy`` takes as an
+    argument (a graph without child graphs or conditional nodes)."""
+    kernels = list(compress(copy.params_column(), map(is_, copy.types(), repeat(NodeType.Kernel))))
+    # Only a CondHandle parameter takes a handle (every other parameter type refuses one), and
+    # most kernels have none: look at each kernel once, not at every node's arguments.
+    of_kernels = list(map(_kernel_of, kernels))
+    distinct = dict(zip(map(id, of_kernels), of_kernels, strict=True))
+    if not any(handle_fields(kernel.layout) for kernel in distinct.values()):
+        return
+    for params in kernels:
+        for arg in params.args:
+            if isinstance(arg, ConditionalHandle):
+                handles[arg.token] = arg
 
 
 def _same_graph(conditionals: Conditionals, old: ExecGraph, new: ExecGraph) -> bool:

@@ -582,7 +582,7 @@ class GraphExec(DestroyOnExit):
     def statistics(self) -> ExecStatistics:
         return ExecStatistics(
             state=self.state.value,
-            nodes=len(self._graph.nodes),
+            nodes=len(self._graph),
             segments=len(self._plan.segments),
             strands=self._plan.num_strands,
             launches=self._launcher.launches,
@@ -609,6 +609,6 @@ class GraphExec(DestroyOnExit):
     def __repr__(self) -> str:
         return (
             f"<GraphExec #{self.hid.slot}.{self.hid.generation} state={self.state.value} "
-            f"nodes={len(self._graph.nodes)} strands={self._plan.num_strands} "
+            f"nodes={len(self._graph)} strands={self._plan.num_strands} "
             f"in_flight={self.in_flight}>"
         )

@@ -14,8 +14,11 @@ they were (check, then commit).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
+from itertools import compress, repeat
+from operator import attrgetter, is_
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import NotSupported
@@ -44,6 +47,11 @@ __all__ = [
     "check_request",
     "instantiate",
 ]
+
+_grid = attrgetter("grid")
+_block = attrgetter("block")
+_shared_mem = attrgetter("shared_mem")
+_kernel_of = attrgetter("kernel")
 
 MAX_PARALLEL_STREAMS = 4  # HIP's DEBUG_HIP_FORCE_GRAPH_QUEUES default
 _MAX_SIGNAL_SETS = 1 << 16  # prepopulated sets; the pool still grows past them when needed
@@ -129,18 +137,18 @@ def instantiate(graph: Graph, request: InstantiateRequest) -> Instantiated:
         check_instantiable(graph)
         exec_graph, originals = snapshot(graph)  # InvalidValue on a cycle, nothing created
         conditionals = prepare_conditionals(exec_graph)  # bodies, handles
-    every = exec_graph.walk() if conditionals is None else conditionals.walk(exec_graph)
-    checked: set[tuple[Any, ...]] = set()
+    if conditionals is None and exec_graph.flat:  # the columns: no node record is made
+        kinds, every_params = exec_graph.types(), exec_graph.params_column()
+    else:
+        every = exec_graph.walk() if conditionals is None else conditionals.walk(exec_graph)
+        kinds, every_params = [n.type for n in every], [n.params for n in every]
     kernel_type = NodeType.Kernel  # held here: an enum member read per node costs
-    for node in every:
-        if node.type is kernel_type:
-            # Added against the default device's limits; this executable runs on its own.
-            # Nodes of one launch shape pass or fail alike: check each shape once.
-            params = node.params
-            shape = (params.grid, params.block, params.shared_mem)
-            if shape not in checked:
-                params.check_limits(device)
-                checked.add(shape)
+    kernels = list(compress(every_params, map(is_, kinds, repeat(kernel_type))))
+    # Added against the default device's limits; this executable runs on its own. Nodes of one
+    # launch shape pass or fail alike: check each shape once, in the order nodes first have it.
+    shapes = zip(map(_grid, kernels), map(_block, kernels), map(_shared_mem, kernels), strict=True)
+    for params in dict(zip(shapes, kernels, strict=True)).values():
+        params.check_limits(device)
     races: ExecRaces | None = None
     if options.get("check_races", False):  # before anything is built: a race changes nothing
         races, reports = check_exec_graph(exec_graph, originals, graph)
@@ -153,8 +161,15 @@ def instantiate(graph: Graph, request: InstantiateRequest) -> Instantiated:
         max_streams=max_streams,
         use_priority=flags is InstantiateFlags.USE_NODE_PRIORITY,
     )
-    kernels = [n for n in every if n.type is kernel_type]
-    arg_bytes = sum(-(-max(n.params.kernel.layout.size, 1) // 16) * 16 for n in kernels)
+    # A node's slot size depends on its kernel only: one sum per kernel, times its node count.
+    per_kernel = Counter(map(id, map(_kernel_of, kernels)))
+    kernel_by_id = dict(
+        zip(map(id, map(_kernel_of, kernels)), map(_kernel_of, kernels), strict=True)
+    )
+    arg_bytes = sum(
+        -(-max(kernel_by_id[key].layout.size, 1) // 16) * 16 * count
+        for key, count in per_kernel.items()
+    )
     arena = KernelArgArena(
         device,
         arg_bytes + options.get("arena_headroom", HEADROOM_BYTES),

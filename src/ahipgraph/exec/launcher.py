@@ -80,6 +80,7 @@ class Launcher:
         "compiled",
         "completed",
         "device",
+        "empty",
         "flags",
         "graph",
         "home",
@@ -112,6 +113,7 @@ class Launcher:
         self.device = device
         self.flags = flags
         self.graph = graph
+        self.empty = not len(graph)  # an update never changes how many nodes there are
         self.compiled = compiled
         self.pool = pool
         self.internal_streams = internal_streams
@@ -136,7 +138,7 @@ class Launcher:
         stream = launch_stream(stream, self.device, any_device=True)
         if stream._capture is not None:  # capturing a launch is not supported: HIP's rule
             raise stream._capture.unsupported("a graph launch")
-        if not self.graph.nodes:
+        if self.empty:
             return None
         if self.compiled.unfreed_ptrs:
             self._check_allocations()

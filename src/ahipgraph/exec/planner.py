@@ -24,6 +24,7 @@ so a launch can never deadlock against itself.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..graph.node_type import NodeType
 from .snapshot import ExecGraph
@@ -36,7 +37,8 @@ class Segment:
     """A linear chain of nodes that runs on one strand."""
 
     id: int
-    nodes: list[int]  # indices into the ExecGraph, in order
+    # Indices into the ExecGraph, in order: a range when evenly spaced (see _compact).
+    nodes: list[int] | range
     deps: list[int] = field(default_factory=list)  # segment ids this one waits for
     level: int = 0
     strand: int = 0
@@ -63,37 +65,54 @@ class Plan:
 
 
 def _cut_segments(graph: ExecGraph) -> list[Segment]:
-    segment_of: list[int] = [0] * len(graph.nodes)
+    segment_of: list[int] = [0] * len(graph)
     segments: list[Segment] = []
+    members: list[list[int]] = []  # each segment's nodes while they are cut
     dependents = graph.dependent_counts()
-    nodes = graph.nodes
+    types = graph.types()  # columns: no node record is made
+    first_deps, multi = graph.first_deps()
+    flat = graph.flat  # no child-graph node: the type tests below always pass
     graph_type = NodeType.Graph  # held here: an enum member read per node costs
-    for node in nodes:
-        deps = node.deps
-        starts_new = (
-            len(deps) != 1
-            or dependents[deps[0]] != 1
-            or node.type is graph_type
-            or nodes[deps[0]].type is graph_type
-        )
-        if starts_new:
-            segment = Segment(len(segments), [node.index])
-            segment.deps = sorted({segment_of[d] for d in deps})
-            segments.append(segment)
+    for index, dep in enumerate(first_deps):
+        if (
+            dep >= 0
+            and dependents[dep] == 1
+            and (flat or (types[index] is not graph_type and types[dep] is not graph_type))
+        ):
+            segment_id = segment_of[dep]
+            members[segment_id].append(index)
         else:
-            segment = segments[segment_of[deps[0]]]
-            segment.nodes.append(node.index)
-        segment_of[node.index] = segment.id
+            segment_id = len(segments)
+            segment = Segment(segment_id, [index])
+            segment.deps = sorted({segment_of[d] for d in ((dep,) if dep >= 0 else multi[index])})
+            segments.append(segment)
+            members.append(segment.nodes)  # type: ignore[arg-type]  # a list until compacted
+        segment_of[index] = segment_id
+    for segment in segments:
+        segment.nodes = _compact(segment.nodes)
     return segments
 
 
-def _priority(graph: ExecGraph, segment: Segment) -> int:
+def _compact(nodes: list[int] | range) -> list[int] | range:
+    """``nodes`` as a ``range`` when they are evenly spaced (a chain, or a branch of a wide
+    fork-join in Kahn's order), which holds no int per node; else as they are."""
+    if len(nodes) < 3:
+        return nodes
+    start, step = nodes[0], nodes[1] - nodes[0]
+    if step <= 0:
+        return nodes
+    spaced = range(start, nodes[-1] + 1, step)
+    if len(spaced) == len(nodes) and all(map(int.__eq__, nodes, spaced)):
+        return spaced
+    return nodes
+
+
+def _priority(types: list[NodeType], params: list[Any], segment: Segment) -> int:
     """Most urgent (lowest) declared priority among a segment's kernel nodes."""
     best = 0
     for index in segment.nodes:
-        node = graph.nodes[index]
-        if node.type is NodeType.Kernel:
-            best = min(best, node.params.priority)
+        if types[index] is NodeType.Kernel:
+            best = min(best, params[index].priority)
     return best
 
 
@@ -103,13 +122,15 @@ def plan_graph(graph: ExecGraph, *, max_streams: int = 4, use_priority: bool = F
         raise ValueError(f"max_streams must be >= 1, got {max_streams}")
     segments = _cut_segments(graph)
     by_level: list[list[Segment]] = []
+    types = graph.types()
+    params = graph.params_column() if use_priority else []
     for segment in segments:  # created in topological order, so deps come first
         segment.level = 1 + max((segments[d].level for d in segment.deps), default=-1)
         if segment.level == len(by_level):
             by_level.append([])
         by_level[segment.level].append(segment)
         if use_priority:
-            segment.priority = _priority(graph, segment)
+            segment.priority = _priority(types, params, segment)
 
     width = max((len(level) for level in by_level), default=1)
     num_strands = max(1, min(max_streams, width))

@@ -1,9 +1,11 @@
 """The signal-set pool (HIP's ``GraphSignalManager``).
 
 Every launch of an executable needs a set of completion signals to connect its parallel
-strands (the plan's parallel op lists). The pool creates ``num_sets`` sets of ``count`` signals at
-instantiate; a launch borrows one in O(1) without allocating and gives it back, re-armed, when
-its last packet completes.
+strands (the plan's parallel op lists). The pool holds ``num_sets`` sets of ``count`` signals
+from instantiate on: the first is made at once, the others when a launch first needs them (a
+wide graph's set holds a signal per branch, and most executables never have sixteen launches
+in flight); a launch borrows one in O(1) and gives it back, re-armed, when its last packet
+completes, so once each set was made replays allocate nothing.
 
 When the pool is empty, ``acquire_nowait`` either creates a new set (counted as a miss; the pool
 keeps it — HIP's behaviour) or, in waiting mode, reports that nothing is free; ``acquire`` then
@@ -75,7 +77,10 @@ class SignalSetPool:
         self.extra = extra
         self.prepopulated = num_sets
         self.wait_when_empty = wait_when_empty
-        self._free: deque[SignalSet] = deque(SignalSet(count, extra) for _ in range(num_sets))
+        self._free: deque[SignalSet] = deque(
+            SignalSet(count, extra) for _ in range(min(num_sets, 1))
+        )
+        self._unmade = max(num_sets - 1, 0)  # prepopulated sets made when first needed
         self._sets = num_sets
         self._misses = 0
         self._acquires = 0
@@ -93,6 +98,10 @@ class SignalSetPool:
         if self._free and not self._waiters:
             self._acquires += 1
             return self._free.popleft()
+        if self._unmade and not self._waiters:  # a prepopulated set, made now
+            self._unmade -= 1
+            self._acquires += 1
+            return SignalSet(self.count, self.extra)
         if self._waiters.reclaim():  # sets handed to launches whose event loop closed
             return self.acquire_nowait(grow=grow)
         if self.wait_when_empty or not grow:
@@ -133,9 +142,10 @@ class SignalSetPool:
         """Drop every set (the executable is being freed; no launch is in flight)."""
         self.closed = True
         self._free.clear()
+        self._unmade = 0
 
     def statistics(self) -> SignalPoolStatistics:
-        free = len(self._free)
+        free = len(self._free) + self._unmade
         return SignalPoolStatistics(
             sets=self._sets,
             free=free,

@@ -13,9 +13,12 @@ is unknown (``InvalidValue``), as in HIP.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
-from operator import attrgetter
+import threading
+from array import array
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from itertools import compress, repeat
+from operator import attrgetter, is_not
 from typing import TYPE_CHECKING, Any
 
 from ..core.registry import HandleId
@@ -32,6 +35,10 @@ _new_object = object.__new__
 _hid = attrgetter("hid")
 _handle_row = attrgetter("_slot")  # a graph node's registry row (its hid.slot)
 _handle_generation = attrgetter("_generation")
+_type_of = attrgetter("_type")
+_params_of = attrgetter("_params")
+_deps_of = attrgetter("_deps")
+_id_of = attrgetter("id")
 
 
 @dataclass(slots=True, eq=False)
@@ -47,16 +54,157 @@ class ExecNode:
     enabled: bool = True
 
 
-@dataclass(slots=True, eq=False)
-class ExecGraph:
-    """A graph copied for execution: nodes in topological order, dependencies by index."""
+_MADE_LOCK = threading.Lock()  # two first readers of a graph's nodes: one makes them
+_SEE_MULTI = -1  # in a graph's first-dependency column: 0 or several dependencies
 
-    graph_id: int
-    nodes: list[ExecNode]
-    # User objects owned by the graph or any child graph's copy, each once: the executable
-    # holds a reference to each, as HIP's clone does.
-    user_objects: list[UserObject] = field(default_factory=list)
-    _dependents: list[list[int]] | None = field(default=None, repr=False)
+
+class ExecGraph:
+    """A graph copied for execution: nodes in topological order, dependencies by index.
+
+    A copy of a large graph holds its nodes as columns: one list each of ids, types and
+    parameters, and each node's dependency as one machine int (an ``array``), the few nodes
+    with no or several dependencies keeping a tuple aside. Instantiate reads the columns
+    (:meth:`types`, :meth:`params_column`, :meth:`deps_of`, ...), so an executable that is
+    only launched never holds an object per node for them. :attr:`nodes` makes the
+    :class:`ExecNode` records on first use (a setter, an update, a plan check, DOT output),
+    once; from then on they are the copy (a setter changes a record's parameters).
+    """
+
+    __slots__ = (
+        "_dep",
+        "_dependents",
+        "_ids",
+        "_kinds",
+        "_made",
+        "_multi",
+        "_params",
+        "_types",
+        "graph_id",
+        "user_objects",
+    )
+
+    def __init__(
+        self,
+        graph_id: int,
+        nodes: list[ExecNode],
+        user_objects: list[UserObject] | None = None,
+    ) -> None:
+        self.graph_id = graph_id
+        # User objects owned by the graph or any child graph's copy, each once: the
+        # executable holds a reference to each, as HIP's clone does.
+        self.user_objects: list[UserObject] = [] if user_objects is None else user_objects
+        self._dependents: list[list[int]] | None = None
+        self._ids = [node.id for node in nodes]
+        self._types = [node.type for node in nodes]
+        self._kinds = frozenset(map(id, self._types))
+        self._params: list[Any] | None = None  # the records hold them
+        self._dep, self._multi = _dep_columns([node.deps for node in nodes])
+        self._made: list[ExecNode] | None = nodes
+
+    @classmethod
+    def _from_columns(
+        cls,
+        graph_id: int,
+        ids: list[int],
+        types: list[NodeType],
+        params: list[Any],
+        dep: array[int],
+        multi: dict[int, tuple[int, ...]],
+        user_objects: list[UserObject],
+    ) -> ExecGraph:
+        copy = _new_object(cls)
+        copy.graph_id = graph_id
+        copy.user_objects = user_objects
+        copy._dependents = None
+        copy._ids, copy._types, copy._params = ids, types, params
+        copy._kinds = frozenset(map(id, types))  # ids: an enum member's hash is Python code
+        copy._dep, copy._multi = dep, multi
+        copy._made = None
+        return copy
+
+    def __len__(self) -> int:
+        return len(self._types)
+
+    def __repr__(self) -> str:
+        made = "made" if self._made is not None else "columns"
+        return f"<ExecGraph of graph {self.graph_id}: {len(self)} nodes ({made})>"
+
+    @property
+    def nodes(self) -> list[ExecNode]:
+        """The node records, in topological order: made on first use and kept."""
+        made = self._made
+        if made is None:
+            with _MADE_LOCK:
+                made = self._made
+                if made is None:
+                    # The parameters column stays as it was (a reader that found no records a
+                    # moment ago may still read it): from here on the records are the copy.
+                    made = self._made = self._make_nodes()
+        return made
+
+    def _make_nodes(self) -> list[ExecNode]:
+        params = self._params
+        assert params is not None
+        multi = self._multi
+        out: list[ExecNode] = []
+        append = out.append
+        for index, (node_id, node_type, node_params, dep) in enumerate(
+            zip(self._ids, self._types, params, self._dep, strict=True)
+        ):
+            # ExecNode(...), its fields stored without the call
+            exec_node = _new_object(ExecNode)
+            exec_node.index = index
+            exec_node.id = node_id
+            exec_node.type = node_type
+            exec_node.params = node_params
+            # a dependency's index is the int its own record holds: one int object per index
+            exec_node.deps = (out[dep].index,) if dep >= 0 else multi[index]
+            exec_node.child = None  # a copy with child graphs has its records from the start
+            exec_node.enabled = True
+            append(exec_node)
+        return out
+
+    @property
+    def made(self) -> bool:
+        """Whether the node records exist (see :attr:`nodes`)."""
+        return self._made is not None
+
+    def types(self) -> list[NodeType]:
+        """Each node's type, by index (a column: no record made)."""
+        return self._types
+
+    def params_column(self) -> list[Any]:
+        """Each node's current parameters, by index (no record made)."""
+        made = self._made
+        if made is not None:
+            return [node.params for node in made]
+        params = self._params
+        assert params is not None
+        return params
+
+    def all_enabled(self, indices: Iterable[int]) -> bool:
+        """Whether the nodes at ``indices`` are all enabled (no record made: a copy's nodes are
+        enabled until a setter, which makes the records, disables one)."""
+        made = self._made
+        return made is None or all(made[index].enabled for index in indices)
+
+    def deps_of(self, index: int) -> tuple[int, ...]:
+        """The dependencies of the node at ``index`` (no record made)."""
+        dep = self._dep[index]
+        return (dep,) if dep >= 0 else self._multi[index]
+
+    def first_deps(self) -> tuple[array[int], dict[int, tuple[int, ...]]]:
+        """Each node's only dependency, or -1 where ``multi[index]`` holds its 0 or several."""
+        return self._dep, self._multi
+
+    @property
+    def flat(self) -> bool:
+        """Whether no node is a child graph (every node's op is on its own segment's strand)."""
+        return id(NodeType.Graph) not in self._kinds
+
+    def has_type(self, node_type: NodeType) -> bool:
+        """Whether any node (child graphs' aside) is of ``node_type``."""
+        return id(node_type) in self._kinds
 
     @property
     def dependents(self) -> list[list[int]]:
@@ -69,10 +217,10 @@ class ExecGraph:
         if dependents is None:
             # A node's first dependent makes a one-element list (an append to an empty list
             # reserves four): most nodes of a large graph have exactly one dependent.
-            found: list[list[int] | None] = [None] * len(self.nodes)
-            for node in self.nodes:
-                index = node.index
-                for dep in node.deps:
+            found: list[list[int] | None] = [None] * len(self)
+            multi = self._multi
+            for index, first in enumerate(self._dep):
+                for dep in (first,) if first >= 0 else multi[index]:
                     have = found[dep]
                     if have is None:
                         found[dep] = [index]
@@ -83,14 +231,13 @@ class ExecGraph:
 
     def dependent_counts(self) -> list[int]:
         """How many dependents each node has (small ints: no object per node)."""
-        counts = [0] * len(self.nodes)
-        for node in self.nodes:
-            deps = node.deps
-            if len(deps) == 1:
-                counts[deps[0]] += 1
-            else:
-                for dep in deps:
-                    counts[dep] += 1
+        counts = [0] * len(self)
+        for first in self._dep:
+            if first >= 0:
+                counts[first] += 1
+        for deps in self._multi.values():
+            for dep in deps:
+                counts[dep] += 1
         return counts
 
     def walk(self) -> list[ExecNode]:
@@ -110,6 +257,20 @@ class ExecGraph:
             else:
                 stack.pop()
         return out
+
+
+def _dep_columns(
+    deps: Iterable[tuple[int, ...]],
+) -> tuple[array[int], dict[int, tuple[int, ...]]]:
+    first: list[int] = []
+    multi: dict[int, tuple[int, ...]] = {}
+    for index, each in enumerate(deps):
+        if len(each) == 1:
+            first.append(each[0])
+        else:
+            first.append(_SEE_MULTI)
+            multi[index] = tuple(each)
+    return array("q", first), multi
 
 
 def snapshot(graph: Graph) -> tuple[ExecGraph, list[GraphNode]]:
@@ -153,32 +314,59 @@ def _copy_one(
     """Copy one graph's nodes (its lock held); child-graph nodes are left for the caller."""
     order: list[GraphNode] = graph.nodes()  # InvalidValue on a cycle
     order_out.extend(order)
-    # Each index is one int object, shared by the node's copy and its dependents' tuples.
-    position = dict(zip(order, range(len(order)), strict=True))
-    nodes: list[ExecNode] = []
-    children: list[tuple[ExecNode, Graph]] = []
     # Under the graph's lock, with the graph alive, every node is alive too: read the fields
     # directly instead of through the accessors' per-call handle checks.
-    for node, i in position.items():  # in order
-        node_type, params, sources = node._type, node._params, node._deps
-        if isinstance(sources, GraphNode):  # a chain's link, held as the node itself
-            deps: tuple[int, ...] = (position[sources],)
-        else:
-            deps = tuple([position[dep] for dep in sources])
-        # ExecNode(i, node.id, node_type, params, deps), its fields stored without the call
-        exec_node = _new_object(ExecNode)
-        exec_node.index = i
-        exec_node.id = node.id
-        exec_node.type = node_type
-        exec_node.params = params
-        exec_node.deps = deps
-        exec_node.child = None
-        exec_node.enabled = True
-        if node_type is NodeType.Graph:
-            params_any: Any = params
-            children.append((exec_node, params_any.graph))
-        nodes.append(exec_node)
-    return ExecGraph(graph.id, nodes, list(graph.user_objects())), children
+    types = list(map(_type_of, order))
+    params = list(map(_params_of, order))
+    ids = list(map(_id_of, order))
+    first, multi = _dep_indices(order)
+    copy = ExecGraph._from_columns(
+        graph.id, ids, types, params, first, multi, list(graph.user_objects())
+    )
+    children: list[tuple[ExecNode, Graph]] = []
+    if not copy.flat:  # child graphs: the records now, each holding its child's copy
+        for exec_node in copy.nodes:
+            if exec_node.type is NodeType.Graph:
+                params_any: Any = exec_node.params
+                children.append((exec_node, params_any.graph))
+    return copy, children
+
+
+def _dep_indices(
+    order: list[GraphNode],
+) -> tuple[array[int], dict[int, tuple[int, ...]]]:
+    """Each node's only dependency by index (``_SEE_MULTI`` where ``multi`` holds its 0 or
+    several), for nodes in ``order``.
+
+    A node holds a lone dependency as the node itself (see ``graph.node.Edges``), and most
+    nodes have exactly one: the runs of them between the others (roots and joins, usually
+    few) are mapped without a Python loop per node.
+    """
+    count = len(order)
+    position = dict(zip(order, range(count), strict=True))
+    deps: list[Any] = list(map(_deps_of, order))  # a GraphNode, or a list or () of 0 or 2+
+    others = list(compress(range(count), map(is_not, repeat(GraphNode), map(type, deps))))
+    multi: dict[int, tuple[int, ...]] = {}
+    if len(others) > count // 4:  # many roots or joins: one pass, node by node
+        first: list[int] = []
+        append = first.append
+        for index, sources in enumerate(deps):
+            if type(sources) is GraphNode:  # a chain's link: one int, no tuple
+                append(position[sources])
+            else:
+                append(_SEE_MULTI)
+                multi[index] = tuple([position[dep] for dep in sources])
+        return array("q", first), multi
+    column = array("q", bytes(8 * count))
+    start = 0
+    for other in [*others, count]:
+        if start < other:  # a run of nodes with one dependency each
+            column[start:other] = array("q", map(position.__getitem__, deps[start:other]))
+        if other < count:
+            column[other] = _SEE_MULTI
+            multi[other] = tuple([position[dep] for dep in deps[other]])
+        start = other + 1
+    return column, multi
 
 
 def source_map(originals: list[GraphNode], copy: ExecGraph) -> dict[HandleId, ExecNode]:
@@ -200,18 +388,18 @@ class SourceMap(Mapping[HandleId, ExecNode]):
     __slots__ = ("_state",)
 
     def __init__(self, originals: list[GraphNode], copy: ExecGraph) -> None:
-        if len(originals) != len(copy.nodes):
+        if len(originals) != len(copy):
             raise ValueError(
-                f"zip() arguments differ in length: {len(originals)} nodes, "
-                f"{len(copy.nodes)} copies"
+                f"zip() arguments differ in length: {len(originals)} nodes, {len(copy)} copies"
             )
         # The handle ids (as their registry rows and generations: ints the nodes already hold, where
         # HandleId tuples would each be an object the garbage collector tracks) and the copies,
         # until the map replaces them: one field, so a reader always sees one or the other whole.
-        self._state: tuple[list[int], list[int], list[ExecNode]] | dict[HandleId, ExecNode] = (
+        # The copy is kept whole: its records are made when the map is (see ExecGraph.nodes).
+        self._state: tuple[list[int], list[int], ExecGraph] | dict[HandleId, ExecNode] = (
             list(map(_handle_row, originals)),
             list(map(_handle_generation, originals)),
-            copy.nodes,
+            copy,
         )
 
     def _made(self) -> dict[HandleId, ExecNode]:
@@ -219,7 +407,7 @@ class SourceMap(Mapping[HandleId, ExecNode]):
         if isinstance(state, dict):
             return state
         hids = map(HandleId._make, zip(state[0], state[1], strict=True))
-        made = dict(zip(hids, state[2], strict=True))  # two first users: equal maps
+        made = dict(zip(hids, state[2].nodes, strict=True))  # two first users: equal maps
         self._state = made
         return made
 

@@ -21,6 +21,9 @@ Rules (HIP's, plus one of ours):
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
+from itertools import repeat
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import HipError, InvalidValue
@@ -126,49 +129,47 @@ def diff_graphs(
     ``new_nodes`` are the new graph's handles in ``new``'s order, used to name the node a
     failure concerns (for a child graph, ``top`` is the child-graph node of the outer graph).
     """
-    if len(old.nodes) != len(new.nodes):
+    if len(old) != len(new):
         return UpdateResult(UpdateResultKind.TopologyChanged, top, "node count changed"), []
     changes: list[Change] = []
     moves: list[Move] = []
-    # A work list of node triples, not recursion: child graphs may nest arbitrarily deep.
+    # A work list of what to compare, not recursion: child graphs may nest arbitrarily deep.
     # A child graph's nodes are compared where the child-graph node stands, as HIP's order.
-    stack = [iter(zip(old.nodes, new.nodes, new_nodes, strict=True))]
+    # Each item: the old node, the new node's type, dependencies, parameters and child copy,
+    # and the handle to name. A new copy without child graphs is read by its columns, so its
+    # node records are never made.
+    stack = [_compared(old, new, new_nodes)]
     while stack:
-        triple = next(stack[-1], None)
-        if triple is None:
+        item = next(stack[-1], None)
+        if item is None:
             stack.pop()
             continue
-        old_node, new_node, handle = triple
+        old_node, new_type, new_deps, new_node_params, new_child, handle = item
         culprit = top if top is not None else handle
-        if old_node.type is not new_node.type:
-            reason = f"{old_node.type.name} became {new_node.type.name}"
+        if old_node.type is not new_type:
+            reason = f"{old_node.type.name} became {new_type.name}"
             return UpdateResult(UpdateResultKind.NodeTypeChanged, culprit, reason), []
-        if old_node.deps != new_node.deps:
+        if old_node.deps != new_deps:
             reason = "dependencies changed"
             return UpdateResult(UpdateResultKind.TopologyChanged, culprit, reason), []
-        if new_node.type is NodeType.Graph:
+        if new_type is NodeType.Graph:
             assert old_node.child is not None
-            assert new_node.child is not None
+            assert new_child is not None
             assert culprit is not None
-            if len(old_node.child.nodes) != len(new_node.child.nodes):
+            if len(old_node.child) != len(new_child):
                 reason = "node count changed"
                 return UpdateResult(UpdateResultKind.TopologyChanged, culprit, reason), []
-            inner_nodes = [culprit] * len(new_node.child.nodes)
-            stack.append(
-                iter(zip(old_node.child.nodes, new_node.child.nodes, inner_nodes, strict=True))
-            )
+            stack.append(_compared(old_node.child, new_child, [culprit] * len(new_child)))
             continue
-        if new_node.type is NodeType.MemAlloc and _same_allocation(
-            old_node.params, new_node.params
-        ):
-            moves.append((new_node.params.ptr, new_node.params.nbytes, old_node.params.ptr))
+        if new_type is NodeType.MemAlloc and _same_allocation(old_node.params, new_node_params):
+            moves.append((new_node_params.ptr, new_node_params.nbytes, old_node.params.ptr))
             continue
-        new_params = relocate(new_node.params, moves)
-        if new_node.type in (NodeType.Empty, NodeType.MemAlloc, NodeType.MemFree):
+        new_params = relocate(new_node_params, moves)
+        if new_type in (NodeType.Empty, NodeType.MemAlloc, NodeType.MemFree):
             if new_params != old_node.params:
                 kind = (
                     UpdateResultKind.ParametersChanged
-                    if new_node.type is NodeType.Empty
+                    if new_type is NodeType.Empty
                     else UpdateResultKind.NotSupported
                 )
                 reason = "memory nodes cannot be updated"
@@ -179,6 +180,39 @@ def diff_graphs(
             return UpdateResult(problem[0], culprit, problem[1]), []
         changes.append((old_node, new_params))
     return UpdateResult(UpdateResultKind.Success), changes
+
+
+_type_of = attrgetter("type")
+_deps_of = attrgetter("deps")
+_params_of = attrgetter("params")
+_child_of = attrgetter("child")
+
+
+def _compared(
+    old: ExecGraph, new: ExecGraph, handles: list[Any]
+) -> Iterator[tuple[ExecNode, NodeType, tuple[int, ...], Any, ExecGraph | None, Any]]:
+    """What :func:`diff_graphs` compares, node by node, for ``old`` and ``new`` of one length."""
+    old_nodes = old.nodes
+    if new.made or not new.flat:
+        nodes = new.nodes
+        return zip(
+            old_nodes,
+            map(_type_of, nodes),
+            map(_deps_of, nodes),
+            map(_params_of, nodes),
+            map(_child_of, nodes),
+            handles,
+            strict=True,
+        )
+    return zip(
+        old_nodes,
+        new.types(),
+        map(new.deps_of, range(len(new))),
+        new.params_column(),
+        repeat(None),
+        handles,
+        strict=False,  # repeat is endless; the others are of one length
+    )
 
 
 def device_limits_problem(
