@@ -294,14 +294,13 @@ class _RunKernelOp(int):
     """A kernel op of a run of one kernel, launch shape, buffer and arena: the int is its
     arguments' offset, and everything else is an attribute of its class (:func:`_run_class`).
 
-    An int holds no reference, so the garbage collector does not track these ops at all: a
-    million-node executable adds nothing to its passes (a first replay right after
-    instantiate would otherwise pay a pass over every op), and an op costs the 32 bytes of an
-    int. Ops compare and hash by identity, and are always true, as objects are; ``isinstance
-    (op, KernelOp)`` holds (see KernelOp's metaclass). A kernel with pointer parameters keeps
-    its decoded arguments in its class's map, keyed by the op, until the arena's count of
-    writes or the device's count of frees moves: what :class:`_CachedPointerKernelOp` keeps in
-    its own fields.
+    An op is thus an int of its run's class and nothing more: 48 bytes with the collector's
+    header (an op with fields of its own is 104 bytes plus its offset's int), and no
+    reference of its own for a collection pass to follow. Ops compare and hash by identity,
+    and are always true, as objects are; ``isinstance(op, KernelOp)`` holds (see KernelOp's
+    metaclass). A kernel with pointer parameters keeps its decoded arguments in its class's
+    map, keyed by the op, until the arena's count of writes or the device's count of frees
+    moves: what :class:`_CachedPointerKernelOp` keeps in its own fields.
     """
 
     __slots__ = ()
