@@ -53,7 +53,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, suppress
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -78,6 +78,7 @@ from ..exec.races import (
 from ..runtime import observe
 from ..runtime.params import HostParams, KernelParams, MemcpyParams
 from ..runtime.stream_memory import FreeOp
+from .race_sites import Site, Text, capture
 
 if TYPE_CHECKING:
     from ..device.memory import DeviceMemory
@@ -110,19 +111,21 @@ class _Lane:
         self.lane = lane
         self.name = name
         self.vc: dict[int, int] = {}
-        self.via: dict[int, str] = {}
+        self.via: dict[int, str | Text] = {}
         self.seen: dict[int, int] | None = None
         # global op number of each tick of this lane (8 bytes each)
         self.ops: array[int] = array("q") if ops is None else ops
 
-    def join(self, vc: dict[int, int], via: dict[int, str], how: str | None) -> None:
+    def join(self, vc: dict[int, int], via: dict[int, str | Text], how: str | Text | None) -> None:
         mine, reasons = self.vc, self.via
         for lane, count in vc.items():
             if count > mine.get(lane, 0):
                 mine[lane] = count
                 reasons[lane] = how if how is not None else via.get(lane, "")
 
-    def join_fresh(self, vc: dict[int, int], via: dict[int, str], how: str | None) -> None:
+    def join_fresh(
+        self, vc: dict[int, int], via: dict[int, str | Text], how: str | Text | None
+    ) -> None:
         """:meth:`join` into new dicts (the host lane: its old clock may be shared)."""
         self.vc, self.via = dict(self.vc), dict(self.via)
         self.join(vc, via, how)
@@ -134,22 +137,38 @@ class _Op:
     label: str
     lane: _Lane
     tick: int
-    site: str | None
+    site: Site | None  # the user's line, made text only for a report
     graph: ExecRaces | None = None  # a launch: which nodes touched a range, for reports
     batch: int = 0  # ops of one launch share it (its node groups): never checked together
 
 
-@dataclass(slots=True)
-class _Rec:
+class _Rec(NamedTuple):
+    """An access in shadow memory, and the op that made it (a tuple: one per access)."""
+
     access: Access
     op: _Op
+
+
+_new_rec = tuple.__new__  # a _Rec from its two fields, skipping the generated __new__
 
 
 @dataclass(slots=True)
 class _EventClock:
     vc: dict[int, int]
-    via: dict[int, str]
-    where: str  # "event #2 recorded on stream #3 at x.py:10"
+    via: dict[int, str | Text]
+    where: str | Text  # "event #2 recorded on stream #3 at x.py:10"
+
+
+# what _Checker._quick_plan planned: the lane and its new clock, reasons and host clock
+# seen, the op, and the shadow lists to install per (id of memory, allocation base)
+_Quick = tuple[
+    "_Lane",
+    dict[int, int],
+    dict[int, "str | Text"],
+    "dict[int, int] | None",
+    _Op,
+    dict[tuple[int, int], tuple["DeviceMemory", int, list[_Rec], Any]],
+]
 
 
 class _Table:
@@ -208,7 +227,7 @@ class _State:
         self.host = _Lane(0, "host")
         self.lanes = _Table()  # Stream -> _Lane
         self.events = _Table()  # Event -> _EventClock
-        self.done: dict[int, tuple[Signal, dict[int, int], dict[int, str], int]] = {}
+        self.done: dict[int, tuple[Signal, dict[int, int], dict[int, str | Text], int]] = {}
         # per device memory (a reconfigured device reuses addresses), per allocation base
         self.shadow = _Table()  # DeviceMemory -> {allocation base: [_Rec]}
         # host-source copies in flight, per copy op: (op, bytes at enqueue, the API op, the
@@ -438,9 +457,9 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
         lane.vc[lane.lane] = count
         if count == 1:  # only this lane ticks its own entry: the reason never changes
             lane.via[lane.lane] = f"program order of {lane.name}"
-        # user_site(3): the frame above advance's caller; every caller is a checker method
+        # capture(2): the frame above advance's caller; every caller is a checker method
         # that the runtime calls, so the user's frame is never nearer (two frames skipped)
-        op = _Op(txn.number, label, lane, count, user_site(3), batch=batch)
+        op = _Op(txn.number, label, lane, count, capture(2), batch=batch)
         txn.ops.append(op)
         return op
 
@@ -529,7 +548,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                 if covered and ordered and (access.write or not old.write):
                     continue  # superseded: anything racing it races the new access too
                 keep.append(rec)
-            keep.append(_Rec(access, op))
+            keep.append(_new_rec(_Rec, (access, op)))
             txn.tables[key] = (memory, base, keep, table)
 
     def report(self, txn: _Txn, rec: _Rec, access: Access, op: _Op) -> None:
@@ -601,14 +620,23 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
 
     def enqueue(self, stream: Stream, work: Any, submit: Callable[[], Completion]) -> Completion:
         with self.lock:
-            txn = self._plan_enqueue(stream, work)
-            if txn.reports:
-                self.refuse(txn)
+            st = self.state
+            quick = self._quick_plan(st, stream, work)
+            if quick is None:
+                txn = self._plan_enqueue(stream, work)
+                if txn.reports:
+                    self.refuse(txn)
+            stamp = st.stamp
         completion = submit()
         with self.lock:
             if not self.stack:
                 return completion  # the check ended meanwhile (another thread)
-            if txn.st is not self.state or txn.stamp != txn.st.stamp:  # not txn.current()
+            if quick is not None:
+                if st is self.state and stamp == st.stamp:
+                    self._commit_quick(st, quick, completion, work)
+                    return completion
+                txn = self._plan_enqueue(stream, work)
+            elif txn.st is not self.state or txn.stamp != txn.st.stamp:  # not txn.current()
                 txn = self._plan_enqueue(stream, work)
             op = txn.ops[-1]
             self.commit(txn)
@@ -618,6 +646,123 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
         if txn.reports:
             self.emit_all(txn.reports)
         return completion
+
+    def _quick_plan(self, st: _State, stream: Stream, work: Any) -> _Quick | None:
+        """The common eager op planned without a :class:`_Txn`: a non-blocking stream the
+        checker knows, and no access that races. What :meth:`_plan_enqueue` then
+        :meth:`commit` would do, in one pass and without copying what it does not change;
+        nothing is changed here. None: plan it the general way (a report, a new stream, the
+        legacy default-stream rules)."""
+        if not stream.non_blocking:
+            return None
+        entry = st.lanes._entries.get(id(stream))  # st.lanes.get(stream), inlined
+        if entry is None or entry[0]() is not stream:
+            return None
+        lane: _Lane = entry[1]
+        vc = lane.vc.copy()  # the committed clock is shared by snapshots: a new one
+        via = lane.via  # shared until an entry changes
+        seen = lane.seen
+        host = st.host
+        if seen is not host.vc:  # the host learnt something since this lane last joined
+            host_via = host.via
+            for index, count in host.vc.items():
+                if count > vc.get(index, 0):
+                    if via is lane.via:
+                        via = via.copy()
+                    vc[index] = count
+                    via[index] = host_via.get(index, "")
+            seen = host.vc
+        me = lane.lane
+        tick = vc.get(me, 0) + 1
+        vc[me] = tick
+        if tick == 1:
+            return None  # a lane's first op: the general way names its program order
+        number = st.ops + 1
+        kind = type(work)
+        label = _LABELS.get(
+            work.kernel if kind is KernelParams else work.kind if kind is MemcpyParams else kind
+        )
+        if label is None:
+            label = _work_label(work)
+        # capture(4): the user's frame is never nearer. Skipped: this method, enqueue, the
+        # stream's _observed (which alone calls enqueue) and the runtime method calling it
+        op = _Op(number, label, lane, tick, capture(4))
+        shadow_entries = st.shadow._entries
+        tables: dict[tuple[int, int], tuple[DeviceMemory, int, list[_Rec], Any]] = {}
+        located = _located(work, stream.device)
+        for access, memory, base in located:
+            key = (id(memory), base)
+            held = tables.get(key)
+            recs: Sequence[_Rec]
+            if held is not None:
+                recs, table = held[2], held[3]
+            else:
+                shadow = shadow_entries.get(id(memory))  # st.shadow.get(memory), inlined
+                table = shadow[1] if shadow is not None and shadow[0]() is memory else None
+                recs = table.get(base, ()) if table is not None else ()
+            start, end, write = access.start, access.end, access.write
+            keep: list[_Rec] = []
+            for rec in recs:
+                old, first = rec.access, rec.op
+                if vc.get(first.lane.lane, 0) >= first.tick:  # ordered: cannot race
+                    if start <= old.start and old.end <= end and (write or not old.write):
+                        continue  # superseded: anything racing it races the new access too
+                elif old.start < end and start < old.end and old.conflicts(access):
+                    return None  # a race (no batch here): the general way reports it
+                keep.append(rec)
+            keep.append(_new_rec(_Rec, (access, op)))
+            tables[key] = (memory, base, keep, table)
+        return (lane, vc, via, seen, op, tables)
+
+    def _commit_quick(self, st: _State, quick: _Quick, completion: Completion, work: Any) -> None:
+        """Install what :meth:`_quick_plan` planned (as :meth:`commit` would; cannot fail)."""
+        lane, vc, via, seen, op, tables = quick
+        lane.vc, lane.via, lane.seen = vc, via, seen
+        number = op.number
+        lane.ops.append(number)
+        if tables:
+            shadow = st.shadow
+            for memory, base, keep, table in tables.values():
+                if table is None:
+                    table = shadow.get(memory)
+                    if table is None:
+                        table = shadow[memory] = {}
+                table[base] = keep
+        st.ops = number
+        st.stamp += 1
+        # _remember_done, inlined: the clock the host learns when it awaits the completion
+        done = st.done
+        if len(done) >= _MAX_PENDING:
+            self._remember_done(completion, lane, number)
+        else:
+            signal = completion._signal
+            done[id(signal)] = (signal, vc, via, number)
+        if isinstance(work, MemcpyParams) and isinstance(work.src, np.ndarray):
+            self._watch_copy(completion._program, work.src, work.nbytes, op)
+
+    def _event_lane(self, st: _State, stream: Stream) -> _Lane | None:
+        """``stream``'s lane joined with the host's clock, for a record or a wait on a
+        non-blocking stream the checker knows (what :meth:`prepare` then :meth:`commit` do,
+        installed at once: a lane's committed dicts are replaced, never changed); None: the
+        general way."""
+        if not stream.non_blocking:
+            return None
+        entry = st.lanes._entries.get(id(stream))  # st.lanes.get(stream), inlined
+        if entry is None or entry[0]() is not stream:
+            return None
+        lane: _Lane = entry[1]
+        host = st.host
+        if lane.seen is not host.vc:  # the host learnt something since this lane last joined
+            vc, via = lane.vc, lane.via
+            host_via = host.via
+            for index, count in host.vc.items():
+                if count > vc.get(index, 0):
+                    if vc is lane.vc:
+                        vc, via = vc.copy(), via.copy()
+                    vc[index] = count
+                    via[index] = host_via.get(index, "")
+            lane.vc, lane.via, lane.seen = vc, via, host.vc
+        return lane
 
     def _plan_enqueue(self, stream: Stream, work: Any) -> _Txn:
         txn = _Txn(self.state)
@@ -697,7 +842,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             txn.groups = (graph_exec, lanes)
         else:
             lanes = [txn.work(group) for group in known]
-        site = user_site()
+        site = capture()
         batch = txn.number + 1
         for group, (waits, summary) in zip(lanes, groups, strict=True):
             group.join(lane.vc, lane.via, None)
@@ -717,7 +862,9 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                 for k, v in group.vc.items():
                     if v > vc.get(k, 0):
                         vc[k], via[k] = v, group.via.get(k, "")
-            where = f"event #{event.hid.slot} recorded by {name} on {lane.name} at {site}"
+            where = Text(
+                "event #", event.hid.slot, " recorded by ", name, " on ", lane.name, " at ", site
+            )
             txn.events.append((event, _EventClock(vc, via, where)))
         for group in lanes:  # later work on the stream follows the whole launch
             lane.join(group.vc, group.via, f"the end of a launch of {name}")
@@ -774,9 +921,18 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
 
     def event_recorded(self, stream: Stream, event: Event) -> None:
         with self.lock:
+            st = self.state
+            known = self._event_lane(st, stream)
+            if known is not None:  # the lane's committed dicts become the event's: shared
+                where = Text(
+                    "event #", event.hid.slot, " recorded on ", known.name, " at ", capture()
+                )
+                st.events[event] = _EventClock(known.vc, known.via, where)
+                st.stamp += 1
+                return
             txn = _Txn(self.state)
             lane = self.prepare(txn, stream)  # a record is stream work: host order, legacy rules
-            where = f"event #{event.hid.slot} recorded on {lane.name} at {user_site()}"
+            where = Text("event #", event.hid.slot, " recorded on ", lane.name, " at ", capture())
             # the lane's dicts become the committed clock, never changed in place: shared
             txn.events.append((event, _EventClock(lane.vc, lane.via, where)))
             self.commit(txn)
@@ -786,9 +942,24 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             clock = self.state.events.get(event)
             if clock is None:
                 return  # never recorded: the wait is a no-op, as in HIP
+            st = self.state
+            known = self._event_lane(st, stream)
+            if known is not None:
+                vc, via = known.vc, known.via
+                how: Text | None = None
+                for index, count in clock.vc.items():
+                    if count > vc.get(index, 0):
+                        if how is None:  # the first entry this wait teaches the lane
+                            how = Text(clock.where, ", waited at ", capture())
+                            vc, via = vc.copy(), via.copy()
+                        vc[index] = count
+                        via[index] = how
+                known.vc, known.via = vc, via
+                st.stamp += 1
+                return
             txn = _Txn(self.state)
             lane = self.prepare(txn, stream)  # a wait is stream work: host order, legacy rules
-            lane.join(clock.vc, clock.via, f"{clock.where}, waited at {user_site()}")
+            lane.join(clock.vc, clock.via, Text(clock.where, ", waited at ", capture()))
             self.commit(txn)
 
     def stream_synchronized(self, stream: Stream) -> None:
@@ -796,7 +967,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             st = self.state
             st.stamp += 1
             lane = st.lanes.get(stream)
-            how = f"{stream_name(lane)} synchronised by the host at {user_site()}"
+            how = Text(stream_name(lane), " synchronised by the host at ", capture())
             host = st.host
             host.join_fresh({}, {}, None)  # new dicts once, then joined in place
             if lane is not None:
@@ -813,14 +984,14 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             clock = st.events.get(event)
             if clock is not None:
                 st.stamp += 1
-                how = f"{clock.where}, synchronised by the host at {user_site()}"
+                how = Text(clock.where, ", synchronised by the host at ", capture())
                 st.host.join_fresh(clock.vc, clock.via, how)
 
     def device_synchronized(self, device: Device) -> None:
         with self.lock:
             st = self.state
             st.stamp += 1
-            how = f"device {device.ordinal} synchronised at {user_site()}"
+            how = Text("device ", device.ordinal, " synchronised at ", capture())
             host = st.host
             host.join_fresh({}, {}, None)  # new dicts once, then joined in place
             for stream, lane in st.lanes.items():
@@ -833,7 +1004,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             entry = st.done.pop(id(signal), None)
             if entry is not None and entry[0] is signal:
                 st.stamp += 1
-                how = f"op #{entry[3]} awaited by the host at {user_site()}"
+                how = Text("op #", entry[3], " awaited by the host at ", capture())
                 st.host.join_fresh(entry[1], entry[2], how)
 
     def node_added(self, node: Any) -> None:
@@ -994,6 +1165,53 @@ def _allocation(access: Access) -> tuple[DeviceMemory, int, int] | None:
     return ALLOCATIONS.lookup(access.device, access.start)
 
 
+_new_access = tuple.__new__  # an Access from its six fields, skipping the generated __new__
+
+
+def _located(work: Any, device: Device) -> list[tuple[Access, DeviceMemory, int]]:
+    """An eager op's footprint, each range with the (memory, base) of the allocation under its
+    start; ranges outside every allocation are left out (shadow memory has nothing for them).
+
+    What :func:`footprint` and one allocation lookup per range give, in one pass for the
+    common kinds: a kernel without declared extents finds the allocation once, for the end
+    of its range and its shadow list both."""
+    kind = type(work)
+    lookup_in = ALLOCATIONS.lookup_in
+    here, memory_here = device.ordinal, device.memory
+    out: list[tuple[Access, DeviceMemory, int]] = []
+    found: tuple[Any, int, int] | None
+    if kind is KernelParams:
+        reaches = work.kernel.layout.pointer_reaches
+        if reaches is not None:
+            args = work.args
+            for index, write, atomic in reaches:
+                ptr = args[index]
+                if not isinstance(ptr, DevicePtr):
+                    continue
+                address, ordinal = ptr.address, ptr.device
+                if not address:
+                    continue
+                if ordinal == here:  # the stream's own device: its memory is current
+                    found = lookup_in(here, memory_here, address)
+                else:
+                    found = ALLOCATIONS.lookup(ordinal, address)
+                if found is not None:
+                    end = found[1] + found[2]
+                    access = _new_access(
+                        Access, (ordinal, address, end, write, atomic, "conservative")
+                    )
+                    out.append((access, found[0], found[1]))
+            return out
+    for access in footprint(work, device):
+        if access.device == here:
+            found = lookup_in(here, memory_here, access.start)
+        else:
+            found = ALLOCATIONS.lookup(access.device, access.start)
+        if found is not None:
+            out.append((access, found[0], found[1]))
+    return out
+
+
 def _site(op: _Op, access: Access, lo: int = 0, hi: int = 0) -> RaceSite:
     label = f"op #{op.number} {op.label}"
     if op.graph is not None:
@@ -1005,7 +1223,7 @@ def _site(op: _Op, access: Access, lo: int = 0, hi: int = 0) -> RaceSite:
     return RaceSite(
         label,
         op.lane.name,
-        op.site,
+        None if op.site is None else str(op.site),
         access.start,
         access.end,
         access.precision,
