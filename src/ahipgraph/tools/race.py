@@ -160,14 +160,14 @@ class _EventClock:
 
 
 # what _Checker._quick_plan planned: the lane and its new clock, reasons and host clock
-# seen, the op, and the shadow lists to install per (id of memory, allocation base)
+# seen, the op, and the shadow lists to install: (memory, allocation base, list, its table)
 _Quick = tuple[
     "_Lane",
     dict[int, int],
     dict[int, "str | Text"],
     "dict[int, int] | None",
     _Op,
-    dict[tuple[int, int], tuple["DeviceMemory", int, list[_Rec], Any]],
+    list[tuple["DeviceMemory", int, list[_Rec], Any]],
 ]
 
 
@@ -633,7 +633,31 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                 return completion  # the check ended meanwhile (another thread)
             if quick is not None:
                 if st is self.state and stamp == st.stamp:
-                    self._commit_quick(st, quick, completion, work)
+                    # install the quick plan (what commit does; nothing here can fail)
+                    lane, vc, via, seen, op, tables = quick
+                    lane.vc, lane.via, lane.seen = vc, via, seen
+                    number = op.number
+                    lane.ops.append(number)
+                    for memory, base, keep, table in tables:
+                        if table is None:
+                            table = st.shadow.get(memory)
+                            if table is None:
+                                table = st.shadow[memory] = {}
+                        table[base] = keep
+                    st.ops = number
+                    st.stamp += 1
+                    done = st.done  # _remember_done, inlined below its bound
+                    if len(done) < _MAX_PENDING:
+                        signal = completion._signal
+                        done[id(signal)] = (signal, vc, via, number)
+                    else:
+                        self._remember_done(completion, lane, number)
+                    if (
+                        type(work) is not KernelParams  # the commonest op: one test
+                        and isinstance(work, MemcpyParams)
+                        and isinstance(work.src, np.ndarray)
+                    ):
+                        self._watch_copy(completion._program, work.src, work.nbytes, op)
                     return completion
                 txn = self._plan_enqueue(stream, work)
             elif txn.st is not self.state or txn.stamp != txn.st.stamp:  # not txn.current()
@@ -688,14 +712,15 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
         # stream's _observed (which alone calls enqueue) and the runtime method calling it
         op = _Op(number, label, lane, tick, capture(4))
         shadow_entries = st.shadow._entries
-        tables: dict[tuple[int, int], tuple[DeviceMemory, int, list[_Rec], Any]] = {}
-        located = _located(work, stream.device)
-        for access, memory, base in located:
-            key = (id(memory), base)
-            held = tables.get(key)
-            recs: Sequence[_Rec]
-            if held is not None:
-                recs, table = held[2], held[3]
+        tables: list[tuple[DeviceMemory, int, list[_Rec], Any]] = []
+        for access, memory, base in _located(work, stream.device):
+            recs: Sequence[_Rec] = ()
+            table = None
+            for index, held in enumerate(tables):  # an earlier range of this op's, same bytes
+                if held[0] is memory and held[1] == base:
+                    recs, table = held[2], held[3]
+                    del tables[index]
+                    break
             else:
                 shadow = shadow_entries.get(id(memory))  # st.shadow.get(memory), inlined
                 table = shadow[1] if shadow is not None and shadow[0]() is memory else None
@@ -711,34 +736,8 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                     return None  # a race (no batch here): the general way reports it
                 keep.append(rec)
             keep.append(_new_rec(_Rec, (access, op)))
-            tables[key] = (memory, base, keep, table)
+            tables.append((memory, base, keep, table))
         return (lane, vc, via, seen, op, tables)
-
-    def _commit_quick(self, st: _State, quick: _Quick, completion: Completion, work: Any) -> None:
-        """Install what :meth:`_quick_plan` planned (as :meth:`commit` would; cannot fail)."""
-        lane, vc, via, seen, op, tables = quick
-        lane.vc, lane.via, lane.seen = vc, via, seen
-        number = op.number
-        lane.ops.append(number)
-        if tables:
-            shadow = st.shadow
-            for memory, base, keep, table in tables.values():
-                if table is None:
-                    table = shadow.get(memory)
-                    if table is None:
-                        table = shadow[memory] = {}
-                table[base] = keep
-        st.ops = number
-        st.stamp += 1
-        # _remember_done, inlined: the clock the host learns when it awaits the completion
-        done = st.done
-        if len(done) >= _MAX_PENDING:
-            self._remember_done(completion, lane, number)
-        else:
-            signal = completion._signal
-            done[id(signal)] = (signal, vc, via, number)
-        if isinstance(work, MemcpyParams) and isinstance(work.src, np.ndarray):
-            self._watch_copy(completion._program, work.src, work.nbytes, op)
 
     def _event_lane(self, st: _State, stream: Stream) -> _Lane | None:
         """``stream``'s lane joined with the host's clock, for a record or a wait on a
@@ -1202,6 +1201,21 @@ def _located(work: Any, device: Device) -> list[tuple[Access, DeviceMemory, int]
                     )
                     out.append((access, found[0], found[1]))
             return out
+    elif kind is MemcpyParams:  # footprint's ranges, with exact precision
+        nbytes = work.nbytes
+        if nbytes:
+            for ptr, write in ((work.dst, True), (work.src, False)):
+                if isinstance(ptr, DevicePtr) and ptr.address:
+                    address, ordinal = ptr.address, ptr.device
+                    if ordinal == here:
+                        found = lookup_in(here, memory_here, address)
+                    else:
+                        found = ALLOCATIONS.lookup(ordinal, address)
+                    if found is not None:
+                        end = address + nbytes
+                        access = _new_access(Access, (ordinal, address, end, write, False, "exact"))
+                        out.append((access, found[0], found[1]))
+        return out
     for access in footprint(work, device):
         if access.device == here:
             found = lookup_in(here, memory_here, access.start)
