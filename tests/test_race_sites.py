@@ -1,0 +1,229 @@
+"""The dynamic checker's cheap per-op bookkeeping gives the reports the full bookkeeping gave.
+
+Sites are kept as code and offset and made text only for a report; a common eager op on a
+known non-blocking stream is planned in one pass; a kernel pointer's allocation is found once
+for its range and its shadow list. Each must name the same lines and see the same bytes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import ahipgraph as ahg
+from ahipgraph.exec.races import user_site
+from ahipgraph.testing import HeldKernel, fresh_devices
+from ahipgraph.tools.race_sites import Site, Text, capture
+from cleanup import destroy
+
+SOURCE = Path(__file__).read_text().splitlines()
+
+
+def line_of(marker: str) -> str:
+    """``test_race_sites.py:N`` of the one line ending with ``# <marker>``."""
+    (number,) = [i + 1 for i, text in enumerate(SOURCE) if text.endswith(f"# {marker}")]
+    return f"test_race_sites.py:{number}"
+
+
+def both() -> tuple[Site | None, str | None]:
+    """The caller's line, lazily and eagerly (the caller is this file: user code)."""
+    return capture(1), user_site(2)
+
+
+@ahg.kernel
+def scribble(t: ahg.Threads, out: ahg.Ptr[ahg.uint8]) -> None:
+    out[0] = 1
+
+
+def test_a_site_names_the_line_user_site_names() -> None:
+    site, text = both()  # plain
+    assert site is not None
+    assert str(site) == text
+    assert str(site).endswith(line_of("plain"))
+    sites = [both() for _ in range(3)]  # comprehension
+    assert {str(s) for s, _ in sites} == {t for _, t in sites}
+    assert str(sites[0][0]).endswith(line_of("comprehension"))
+    site, text = both()  # continued
+    assert str(site) == text
+    assert str(site).endswith(line_of("continued"))
+    late = (lambda: both())()  # lambda
+    assert str(late[0]) == late[1]
+    assert late[1] is not None
+    assert late[1].endswith(line_of("lambda"))
+
+    def generator() -> Any:
+        yield both()  # generator
+        yield both()  # resumed
+
+    first, second = generator()
+    assert (str(first[0]), str(second[0])) == (first[1], second[1])
+    assert second[1] is not None
+    assert second[1].endswith(line_of("resumed"))
+    assert f"{site:>60}" == f"{text:>60}"  # formats as its text
+    assert repr(site).startswith("<Site ")
+
+
+def test_a_capture_deeper_than_the_stack_fails_as_getframe_does() -> None:
+    frames = 0
+    frame: Any = sys._getframe()
+    while frame is not None:
+        frames += 1
+        frame = frame.f_back
+    with pytest.raises(ValueError):
+        capture(frames + 1)
+
+
+def test_a_text_is_made_once_and_forgets_its_parts() -> None:
+    site, _ = both()  # text
+    text = Text("event #", 3, " recorded at ", site)
+    assert str(text) == f"event #3 recorded at {site}"
+    assert str(text) is str(text)  # made once
+    assert f"{text}" == str(text)
+    assert repr(text) == f"<Text {str(text)!r}>"
+    nested = Text(text, ", waited at ", None)
+    assert str(nested) == f"{text}, waited at None"
+    assert str(text).endswith(line_of("text"))
+
+
+@pytest.mark.asyncio
+async def test_a_report_names_each_ops_line_and_the_events_lines(device: ahg.Device) -> None:
+    s1 = device.create_stream(non_blocking=True)
+    s2 = device.create_stream(non_blocking=True)
+    event = device.create_event()
+    with ahg.race_check(on_race="collect") as rc:
+        buf = device.malloc(64)  # allocated
+        await s1.memset(buf, 0, 8)
+        await s2.memset(buf + 32, 0, 8)  # both lanes known: the one-pass plan from here on
+        await device.synchronize()
+        await s1.launch_kernel(scribble, 1, 1, (buf,))  # ordered
+        await s1.record_event(event)  # recorded
+        await s2.wait_event(event)  # waited
+        await s1.launch_kernel(scribble, 1, 1, (buf,))  # first
+        await s2.memset(buf, 0, 64)  # second
+        await device.synchronize()
+    (report,) = rc.reports
+    assert report.kind == "write-after-write"
+    assert (report.first.source or "").endswith(line_of("first"))
+    assert (report.second.source or "").endswith(line_of("second"))
+    assert f"recorded on stream #{s1.hid.slot} at " in report.why
+    assert f"{line_of('recorded')}, waited at " in report.why
+    assert f"{line_of('waited')}); op #" in report.why
+    assert line_of("first") in report.fix
+    assert line_of("second") in report.fix
+    assert (report.first.precision, report.second.precision) == ("conservative", "exact")
+    assert line_of("allocated") in report.allocation
+    destroy(s1, s2, event)
+    device.free(buf)
+
+
+@pytest.mark.asyncio
+async def test_raise_mode_refuses_a_racing_op_of_known_streams(device: ahg.Device) -> None:
+    buf = device.malloc(64)
+    s1 = device.create_stream(non_blocking=True)
+    s2 = device.create_stream(non_blocking=True)
+    with ahg.race_check(on_race="raise") as rc:
+        await s1.memset(buf, 0, 32)
+        await s2.memset(buf + 32, 0, 32)  # disjoint: both lanes now known
+        await device.synchronize()
+        await s1.launch_kernel(scribble, 1, 1, (buf,))
+        before = rc.statistics()
+        submitted = s2.submitted
+        with pytest.raises(ahg.RaceError) as caught:
+            await s2.memset(buf + 40, 0, 8)  # refused
+        assert rc.statistics() == before | {"reports": 1}  # the clocks did not move
+        assert s2.submitted == submitted  # nothing enqueued
+        (report,) = caught.value.reports
+        assert (report.second.source or "").endswith(line_of("refused"))
+        await device.synchronize()
+    destroy(s1, s2)
+    device.free(buf)
+
+
+async def racing_kernel_and_fill(device: ahg.Device, nbytes: int) -> ahg.DevicePtr:
+    """A kernel over a new ``nbytes`` allocation and a fill of its last bytes, unordered."""
+    s1 = device.create_stream(non_blocking=True)
+    s2 = device.create_stream(non_blocking=True)
+    buf = device.malloc(nbytes)
+    await s1.memset(buf, 0, 8)
+    await s2.memset(buf + nbytes - 8, 0, 8)  # both lanes known: the one-pass plan
+    await device.synchronize()
+    await s1.launch_kernel(scribble, 1, 1, (buf,))  # reaches the end of the allocation
+    await s2.memset(buf + nbytes - 8, 0, 8)
+    await device.synchronize()
+    destroy(s1, s2, buf)
+    return buf
+
+
+@pytest.mark.leaks_allowed("replaces the devices inside the test")
+def test_an_address_handed_out_again_is_seen_at_its_new_size() -> None:
+    with ahg.race_check(on_race="collect") as rc:
+        with fresh_devices(1) as (first,):
+            small = asyncio.run(racing_kernel_and_fill(first, 256))
+        with fresh_devices(1) as (second,):  # a new memory: the same addresses again
+            big = asyncio.run(racing_kernel_and_fill(second, 4096))
+    assert small.address == big.address
+    assert [(r.first.start, r.first.end, r.second.start) for r in rc.reports] == [
+        (small.address, small.address + 256, small.address + 248),
+        (big.address, big.address + 4096, big.address + 4088),
+    ]
+    assert ["256 B" in rc.reports[0].allocation, "4096 B" in rc.reports[1].allocation] == [
+        True,
+        True,
+    ]
+
+
+@pytest.mark.asyncio
+async def test_a_redeclared_kernel_is_seen_with_its_new_annotations(device: ahg.Device) -> None:
+    buf = device.malloc(64)
+    s1 = device.create_stream(non_blocking=True)
+    s2 = device.create_stream(non_blocking=True)
+
+    @ahg.kernel
+    def look(t: ahg.Threads, src: ahg.Ptr[ahg.uint8]) -> None:
+        pass
+
+    reports = []
+    for _ in range(2):
+        with ahg.race_check(on_race="collect") as rc:
+            await s1.memset(buf, 0, 8)
+            await s2.memset(buf + 32, 0, 8)
+            await device.synchronize()
+            await s1.launch_kernel(look, 1, 1, (buf,))
+            await s2.launch_kernel(look, 1, 1, (buf,))
+            await device.synchronize()
+        reports.append(len(rc.reports))
+
+        @ahg.kernel  # the same name, now read-only: two readers never race
+        def look(t: ahg.Threads, src: ahg.ConstPtr[ahg.uint8]) -> None:  # type: ignore[no-redef]
+            pass
+
+    assert reports == [1, 0]
+    destroy(s1, s2)
+    device.free(buf)
+
+
+@pytest.mark.asyncio
+async def test_a_host_source_changed_in_flight_is_caught_on_a_known_stream(
+    device: ahg.Device,
+) -> None:
+    buf = device.malloc(64)
+    stream = device.create_stream(non_blocking=True)
+    host = np.zeros(16, np.float32)
+    held = HeldKernel()
+    with ahg.race_check(on_race="collect") as rc:
+        await stream.memset(buf, 0, 64)  # the lane is known: the copy takes the one-pass plan
+        await held.launch(stream)
+        await stream.memcpy(buf, host)  # copy
+        host[0] = 5.0  # the copy has not run yet
+        held.release()
+        await stream.synchronize()
+    (report,) = rc.reports
+    assert report.kind == "host-write-during-copy"
+    assert (report.first.source or "").endswith(line_of("copy"))
+    destroy(stream)
+    device.free(buf)
