@@ -78,7 +78,7 @@ from ..exec.races import (
 from ..runtime import observe
 from ..runtime.params import HostParams, KernelParams, MemcpyParams
 from ..runtime.stream_memory import FreeOp
-from .race_sites import Site, Text, capture
+from .race_sites import Site, Why, capture, site_text, text
 
 if TYPE_CHECKING:
     from ..device.memory import DeviceMemory
@@ -111,21 +111,19 @@ class _Lane:
         self.lane = lane
         self.name = name
         self.vc: dict[int, int] = {}
-        self.via: dict[int, str | Text] = {}
+        self.via: dict[int, Why] = {}
         self.seen: dict[int, int] | None = None
         # global op number of each tick of this lane (8 bytes each)
         self.ops: array[int] = array("q") if ops is None else ops
 
-    def join(self, vc: dict[int, int], via: dict[int, str | Text], how: str | Text | None) -> None:
+    def join(self, vc: dict[int, int], via: dict[int, Why], how: Why | None) -> None:
         mine, reasons = self.vc, self.via
         for lane, count in vc.items():
             if count > mine.get(lane, 0):
                 mine[lane] = count
                 reasons[lane] = how if how is not None else via.get(lane, "")
 
-    def join_fresh(
-        self, vc: dict[int, int], via: dict[int, str | Text], how: str | Text | None
-    ) -> None:
+    def join_fresh(self, vc: dict[int, int], via: dict[int, Why], how: Why | None) -> None:
         """:meth:`join` into new dicts (the host lane: its old clock may be shared)."""
         self.vc, self.via = dict(self.vc), dict(self.via)
         self.join(vc, via, how)
@@ -155,8 +153,8 @@ _new_rec = tuple.__new__  # a _Rec from its two fields, skipping the generated _
 @dataclass(slots=True)
 class _EventClock:
     vc: dict[int, int]
-    via: dict[int, str | Text]
-    where: str | Text  # "event #2 recorded on stream #3 at x.py:10"
+    via: dict[int, Why]
+    where: Why  # "event #2 recorded on stream #3 at x.py:10"
 
 
 # what _Checker._quick_plan planned: the lane and its new clock, reasons and host clock
@@ -164,7 +162,7 @@ class _EventClock:
 _Quick = tuple[
     "_Lane",
     dict[int, int],
-    dict[int, "str | Text"],
+    dict[int, Why],
     "dict[int, int] | None",
     _Op,
     list[tuple["DeviceMemory", int, list[_Rec], Any]],
@@ -227,7 +225,7 @@ class _State:
         self.host = _Lane(0, "host")
         self.lanes = _Table()  # Stream -> _Lane
         self.events = _Table()  # Event -> _EventClock
-        self.done: dict[int, tuple[Signal, dict[int, int], dict[int, str | Text], int]] = {}
+        self.done: dict[int, tuple[Signal, dict[int, int], dict[int, Why], int]] = {}
         # per device memory (a reconfigured device reuses addresses), per allocation base
         self.shadow = _Table()  # DeviceMemory -> {allocation base: [_Rec]}
         # host-source copies in flight, per copy op: (op, bytes at enqueue, the API op, the
@@ -562,13 +560,14 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
         if second.lane.lane == 0:  # the host
             fix = (
                 f"await the first op's completion, or {first.lane.name}.synchronize(), before "
-                f"{second.label} at {second.site}"
+                f"{second.label} at {site_text(second.site)}"
             )
         else:
             fix = (
                 f"e = device.create_event(); await <{first.lane.name}>.record_event(e) after "
-                f"op #{first.number} ({first.site}); await <{second.lane.name}>.wait_event(e) "
-                f"before op #{second.number} ({second.site})"
+                f"op #{first.number} ({site_text(first.site)}); await "
+                f"<{second.lane.name}>.wait_event(e) before op #{second.number} "
+                f"({site_text(second.site)})"
             )
         txn.reports.append(
             RaceReport(
@@ -590,7 +589,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                 f"legacy default-stream rule links them); op #{first.number} is on {a}"
             )
         upto = first.lane.ops[knows - 1]
-        via = second.lane.via.get(first.lane.lane) or "an earlier join"
+        via = text(second.lane.via.get(first.lane.lane) or "an earlier join")
         return f"{b} knows {a} only up to op #{upto} ({via}); op #{first.number} is later"
 
     def target(self) -> RaceCheck | None:
@@ -848,7 +847,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             for event in waits:
                 clock = st.events.get(event)
                 if clock is not None:
-                    group.join(clock.vc, clock.via, f"graph wait node on {clock.where}")
+                    group.join(clock.vc, clock.via, ("graph wait node on ", clock.where))
             op = self.advance(txn, group, f"launch of {name}", batch)
             op.site = site
             op.graph = races
@@ -861,8 +860,15 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                 for k, v in group.vc.items():
                     if v > vc.get(k, 0):
                         vc[k], via[k] = v, group.via.get(k, "")
-            where = Text(
-                "event #", event.hid.slot, " recorded by ", name, " on ", lane.name, " at ", site
+            where = (
+                "event #",
+                event.hid.slot,
+                " recorded by ",
+                name,
+                " on ",
+                lane.name,
+                " at ",
+                site,
             )
             txn.events.append((event, _EventClock(vc, via, where)))
         for group in lanes:  # later work on the stream follows the whole launch
@@ -923,15 +929,13 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             st = self.state
             known = self._event_lane(st, stream)
             if known is not None:  # the lane's committed dicts become the event's: shared
-                where = Text(
-                    "event #", event.hid.slot, " recorded on ", known.name, " at ", capture()
-                )
+                where = ("event #", event.hid.slot, " recorded on ", known.name, " at ", capture())
                 st.events[event] = _EventClock(known.vc, known.via, where)
                 st.stamp += 1
                 return
             txn = _Txn(self.state)
             lane = self.prepare(txn, stream)  # a record is stream work: host order, legacy rules
-            where = Text("event #", event.hid.slot, " recorded on ", lane.name, " at ", capture())
+            where = ("event #", event.hid.slot, " recorded on ", lane.name, " at ", capture())
             # the lane's dicts become the committed clock, never changed in place: shared
             txn.events.append((event, _EventClock(lane.vc, lane.via, where)))
             self.commit(txn)
@@ -945,11 +949,11 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             known = self._event_lane(st, stream)
             if known is not None:
                 vc, via = known.vc, known.via
-                how: Text | None = None
+                how: Why | None = None
                 for index, count in clock.vc.items():
                     if count > vc.get(index, 0):
                         if how is None:  # the first entry this wait teaches the lane
-                            how = Text(clock.where, ", waited at ", capture())
+                            how = (clock.where, ", waited at ", capture())
                             vc, via = vc.copy(), via.copy()
                         vc[index] = count
                         via[index] = how
@@ -958,7 +962,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                 return
             txn = _Txn(self.state)
             lane = self.prepare(txn, stream)  # a wait is stream work: host order, legacy rules
-            lane.join(clock.vc, clock.via, Text(clock.where, ", waited at ", capture()))
+            lane.join(clock.vc, clock.via, (clock.where, ", waited at ", capture()))
             self.commit(txn)
 
     def stream_synchronized(self, stream: Stream) -> None:
@@ -966,7 +970,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             st = self.state
             st.stamp += 1
             lane = st.lanes.get(stream)
-            how = Text(stream_name(lane), " synchronised by the host at ", capture())
+            how = (stream_name(lane), " synchronised by the host at ", capture())
             host = st.host
             host.join_fresh({}, {}, None)  # new dicts once, then joined in place
             if lane is not None:
@@ -983,14 +987,14 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             clock = st.events.get(event)
             if clock is not None:
                 st.stamp += 1
-                how = Text(clock.where, ", synchronised by the host at ", capture())
+                how = (clock.where, ", synchronised by the host at ", capture())
                 st.host.join_fresh(clock.vc, clock.via, how)
 
     def device_synchronized(self, device: Device) -> None:
         with self.lock:
             st = self.state
             st.stamp += 1
-            how = Text("device ", device.ordinal, " synchronised at ", capture())
+            how = ("device ", device.ordinal, " synchronised at ", capture())
             host = st.host
             host.join_fresh({}, {}, None)  # new dicts once, then joined in place
             for stream, lane in st.lanes.items():
@@ -1003,7 +1007,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             entry = st.done.pop(id(signal), None)
             if entry is not None and entry[0] is signal:
                 st.stamp += 1
-                how = Text("op #", entry[3], " awaited by the host at ", capture())
+                how = ("op #", entry[3], " awaited by the host at ", capture())
                 st.host.join_fresh(entry[1], entry[2], how)
 
     def node_added(self, node: Any) -> None:
@@ -1237,7 +1241,7 @@ def _site(op: _Op, access: Access, lo: int = 0, hi: int = 0) -> RaceSite:
     return RaceSite(
         label,
         op.lane.name,
-        None if op.site is None else str(op.site),
+        site_text(op.site),
         access.start,
         access.end,
         access.precision,

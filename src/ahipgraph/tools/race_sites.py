@@ -3,45 +3,68 @@
 The dynamic race checker marks every op, event record, wait and host synchronisation with the
 line of user code that made it, but only a report ever shows one. Making ``file:line`` text
 for each (decoding the frame's line table, formatting a string) was a good part of what the
-check cost per op. Here an op keeps a :class:`Site`: the innermost frame's code object outside
+check cost per op. Here a *site* is a plain tuple: the innermost frame's code object outside
 ahipgraph and the standard library, and that frame's instruction offset at the call. Both are
-read in O(1) as the call is made; :meth:`Site.__str__` decodes the line from them later,
-giving the same ``file:line`` as :func:`ahipgraph.exec.races.user_site` would have given at
-the call (the offset, not the frame, is kept: the frame moves on, and keeping it would keep its
-locals alive).
+read in O(1) as the call is made; :func:`site_text` decodes the line later, giving the same
+``file:line`` as :func:`ahipgraph.exec.races.user_site` would have given at the call (the
+offset, not the frame, is kept: the frame moves on, and keeping it would keep its locals
+alive).
 
-:class:`Text` does the same for the "why" of a join ("event #2 recorded on stream #3 at
-x.py:10, waited at x.py:12"): its parts are kept and joined the first time it is shown.
+The "why" of a join ("event #2 recorded on stream #3 at x.py:10, waited at x.py:12") is
+kept the same way, as a tuple of its parts (strings, numbers, sites, other such tuples), and
+joined by :func:`text` when a report shows it. Plain tuples, not objects: building one is a
+single interpreter step, which is what the checker's per-op budget allows.
 
-Invariant: a ``Site`` and a ``Text`` are immutable in what they show; ``str()`` of one always
-gives the same text.
+Invariant: a site or a reason never changes; ``text()`` of one always gives the same string.
 """
 
 from __future__ import annotations
 
 import sys
 from types import CodeType
-from typing import Any
+from typing import Any, TypeAlias
 
 from ..exec.races import _SHOWN, _shown
 
-__all__ = ["Site", "Text", "capture"]
+__all__ = ["Site", "Why", "capture", "site_text", "text"]
+
+Site: TypeAlias = tuple[CodeType, int]  # a user frame's code, and its offset at the call
+Why: TypeAlias = str | tuple[Any, ...]  # a reason: text, or the parts of one (see text())
 
 
-class Site(tuple[CodeType, int]):
-    """A user frame's code and instruction offset at a call; ``str()``: ``file:line``."""
+def capture(depth: int = 1) -> Site | None:
+    """The innermost caller outside ahipgraph and the standard library, as a site (``depth``
+    frames above this function's caller are skipped first), or None."""
+    frame: Any = sys._getframe(depth + 1)
+    known = _SHOWN
+    while frame is not None:
+        code = frame.f_code
+        shown = known.get(code.co_filename)
+        if shown is None:
+            shown = _shown(code.co_filename)
+        if shown:
+            return (code, frame.f_lasti)
+        frame = frame.f_back
+    return None
 
-    __slots__ = ()
 
-    def __str__(self) -> str:
-        code, lasti = self[0], self[1]
-        return f"{_SHOWN.get(code.co_filename) or _shown(code.co_filename)}:{_line(code, lasti)}"
+def site_text(site: Site | None) -> str | None:
+    """``file:line`` of a site (what ``user_site`` said at the call), or None."""
+    if site is None:
+        return None
+    code, lasti = site
+    return f"{_SHOWN.get(code.co_filename) or _shown(code.co_filename)}:{_line(code, lasti)}"
 
-    def __format__(self, spec: str) -> str:
-        return format(str(self), spec)
 
-    def __repr__(self) -> str:
-        return f"<Site {self}>"
+def text(why: object) -> str:
+    """A reason as text: a tuple's parts joined, sites as ``file:line``, the rest by str()."""
+    if type(why) is str:
+        return why
+    if type(why) is tuple:
+        if len(why) == 2 and type(why[0]) is CodeType:
+            return site_text(why) or ""
+        return "".join(map(text, why))
+    return str(why)
 
 
 def _line(code: CodeType, lasti: int) -> int:
@@ -54,45 +77,3 @@ def _line(code: CodeType, lasti: int) -> int:
             line = number
             break
     return code.co_firstlineno if line is None else line
-
-
-_new_site = tuple.__new__  # a Site from its two fields, skipping the generic constructor
-
-
-def capture(depth: int = 1) -> Site | None:
-    """The innermost caller outside ahipgraph and the standard library, as a :class:`Site`
-    (``depth`` frames above this function's caller are skipped first), or None."""
-    frame: Any = sys._getframe(depth + 1)
-    known = _SHOWN
-    while frame is not None:
-        code = frame.f_code
-        shown = known.get(code.co_filename)
-        if shown is None:
-            shown = _shown(code.co_filename)
-        if shown:
-            return _new_site(Site, (code, frame.f_lasti))
-        frame = frame.f_back
-    return None
-
-
-class Text:
-    """Text made from ``parts`` (strings, sites, numbers, other texts) when first shown."""
-
-    __slots__ = ("_parts", "_text")
-
-    def __init__(self, *parts: object) -> None:
-        self._parts: tuple[object, ...] | None = parts
-        self._text = ""
-
-    def __str__(self) -> str:
-        parts = self._parts
-        if parts is not None:
-            self._text = "".join(map(str, parts))
-            self._parts = None  # what the parts referred to can go
-        return self._text
-
-    def __format__(self, spec: str) -> str:
-        return format(str(self), spec)
-
-    def __repr__(self) -> str:
-        return f"<Text {str(self)!r}>"
