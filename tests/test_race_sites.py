@@ -131,7 +131,8 @@ async def test_raise_mode_refuses_a_racing_op_of_known_streams(device: ahg.Devic
         submitted = s2.submitted
         with pytest.raises(ahg.RaceError) as caught:
             await s2.memset(buf + 40, 0, 8)  # refused
-        assert rc.statistics() == before | {"reports": 1}  # the clocks did not move
+        after = rc.statistics()  # the clocks and shadow did not move (a memo may grow)
+        assert after | {"cached_footprints": 0} == before | {"reports": 1, "cached_footprints": 0}
         assert s2.submitted == submitted  # nothing enqueued
         (report,) = caught.value.reports
         assert (report.second.source or "").endswith(line_of("refused"))
@@ -223,3 +224,51 @@ async def test_a_host_source_changed_in_flight_is_caught_on_a_known_stream(
     assert (report.first.source or "").endswith(line_of("copy"))
     destroy(stream)
     device.free(buf)
+
+
+@pytest.mark.asyncio
+async def test_kept_footprints_are_dropped_when_the_memory_frees_anything(
+    device: ahg.Device,
+) -> None:
+    a, b, spare = device.malloc(256), device.malloc(256), device.malloc(64)
+    s1 = device.create_stream(non_blocking=True)
+    host = np.zeros(16, np.uint8)
+    with ahg.race_check(on_race="raise") as rc:
+        await s1.memset(a, 0, 8)  # the lane's first op: planned the general way
+        kept = rc.statistics()["cached_footprints"]
+        for _ in range(3):
+            await s1.launch_kernel(scribble, 1, 1, (a,))
+            await s1.launch_kernel(scribble, 1, 1, (a + 16,))  # another range
+            await s1.memset(b, 0, 8)
+            await s1.memcpy(b + 8, host)
+        assert rc.statistics()["cached_footprints"] == kept + 4  # made once each
+        await s1.synchronize()
+        device.free(spare)  # any free: extents may have changed
+        await s1.launch_kernel(scribble, 1, 1, (a,))
+        assert rc.statistics()["cached_footprints"] == 1
+        await s1.synchronize()
+    destroy(s1, a, b)
+
+
+@pytest.mark.asyncio
+async def test_a_kept_footprint_gives_the_report_the_full_plan_gives(device: ahg.Device) -> None:
+    buf = device.malloc(256)
+    s1 = device.create_stream(non_blocking=True)
+    s2 = device.create_stream(non_blocking=True)
+    host = np.zeros(32, np.uint8)
+    with ahg.race_check(on_race="collect") as rc:
+        await s1.memset(buf, 0, 8)
+        await s2.memset(buf + 128, 0, 8)
+        await device.synchronize()
+        for _ in range(2):  # the second round's footprints are the kept ones
+            await s1.launch_kernel(scribble, 1, 1, (buf + 64,))
+            await s2.memcpy(buf + 96, host)
+            await device.synchronize()
+    first, second = rc.reports
+    for report in (first, second):
+        assert report.kind == "write-after-write"
+        assert (report.first.start, report.first.end) == (buf.address + 64, buf.address + 256)
+        assert report.first.precision == "conservative"
+        assert (report.second.start, report.second.end) == (buf.address + 96, buf.address + 128)
+        assert report.second.precision == "exact"
+    destroy(s1, s2, buf)

@@ -76,7 +76,7 @@ from ..exec.races import (
     user_site,
 )
 from ..runtime import observe
-from ..runtime.params import HostParams, KernelParams, MemcpyParams
+from ..runtime.params import HostParams, KernelParams, MemcpyParams, MemsetParams
 from ..runtime.stream_memory import FreeOp
 from .race_sites import Site, Why, capture, site_text, text
 
@@ -240,6 +240,9 @@ class _State:
         self.ops = 0
         self.seen: set[tuple[int, int]] = set()
         self.stamp = 0  # bumped by every change: a plan made before a change is made again
+        # per device ordinal: (its memory, weakly; that memory's free count; single-range
+        # eager footprints by what decides them -> (what the key's ids name, range, base))
+        self.located: dict[int, tuple[weakref.ref[Any], int, dict[Any, Any]]] = {}
 
 
 class _Txn:
@@ -338,7 +341,8 @@ class RaceCheck:
         self.active = False
 
     def statistics(self) -> dict[str, int]:
-        """Counts of the checker's state: lanes, events, shadow ranges, reports."""
+        """Counts of the checker's state: lanes, events, shadow ranges, eager footprints
+        kept for reuse, reports."""
         return _CHECKER.statistics() | {"reports": len(self.reports)}
 
     def __repr__(self) -> str:
@@ -393,6 +397,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                     len(r) for _, table in st.shadow.items() for r in table.values()
                 ),
                 "ops": st.ops,
+                "cached_footprints": sum(len(entry[2]) for entry in st.located.values()),
             }
 
     # -- lanes ---------------------------------------------------------------------------
@@ -712,7 +717,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
         op = _Op(number, label, lane, tick, capture(4))
         shadow_entries = st.shadow._entries
         tables: list[tuple[DeviceMemory, int, list[_Rec], Any]] = []
-        for access, memory, base in _located(work, stream.device):
+        for access, memory, base in _located(work, stream.device, st.located):
             recs: Sequence[_Rec] = ()
             table = None
             for index, held in enumerate(tables):  # an earlier range of this op's, same bytes
@@ -1171,58 +1176,83 @@ def _allocation(access: Access) -> tuple[DeviceMemory, int, int] | None:
 _new_access = tuple.__new__  # an Access from its six fields, skipping the generated __new__
 
 
-def _located(work: Any, device: Device) -> list[tuple[Access, DeviceMemory, int]]:
+def _located(
+    work: Any, device: Device, cache: dict[int, tuple[weakref.ref[Any], int, dict[Any, Any]]]
+) -> list[tuple[Access, DeviceMemory, int]]:
     """An eager op's footprint, each range with the (memory, base) of the allocation under its
     start; ranges outside every allocation are left out (shadow memory has nothing for them).
 
-    What :func:`footprint` and one allocation lookup per range give, in one pass for the
-    common kinds: a kernel without declared extents finds the allocation once, for the end
-    of its range and its shadow list both."""
+    What :func:`footprint` and one allocation lookup per range give. The common ops (a kernel
+    with one pointer parameter reaching the end of its allocation, a copy between the host and
+    the device, a one-row fill) touch one range of the stream's own device, decided by the
+    kernel's pointer fields and the pointer, or by the kind, address and size: those are
+    kept in ``cache`` (the state's, per device) and found again by a dict lookup. An entry
+    holds only while the device's memory is the same object and has freed nothing since
+    (an allocation's extent changes only by a free; addresses are never handed out twice by
+    one memory), and only ranges found inside an allocation are kept (a later allocation
+    may cover a miss). The key's objects are kept in the entry and compared by identity, so
+    a re-declared kernel never reuses a dead one's entry."""
     kind = type(work)
-    lookup_in = ALLOCATIONS.lookup_in
     here, memory_here = device.ordinal, device.memory
-    out: list[tuple[Access, DeviceMemory, int]] = []
-    found: tuple[Any, int, int] | None
+    entry = cache.get(here)
+    if entry is None or entry[0]() is not memory_here or entry[1] != memory_here.frees:
+        entry = cache[here] = (weakref.ref(memory_here), memory_here.frees, {})
+    memo: dict[Any, Any] = entry[2]
+    owner: Any
     if kind is KernelParams:
-        reaches = work.kernel.layout.pointer_reaches
-        if reaches is not None:
-            args = work.args
-            for index, write, atomic in reaches:
-                ptr = args[index]
-                if not isinstance(ptr, DevicePtr):
-                    continue
-                address, ordinal = ptr.address, ptr.device
-                if not address:
-                    continue
-                if ordinal == here:  # the stream's own device: its memory is current
-                    found = lookup_in(here, memory_here, address)
-                else:
-                    found = ALLOCATIONS.lookup(ordinal, address)
-                if found is not None:
-                    end = found[1] + found[2]
-                    access = _new_access(
-                        Access, (ordinal, address, end, write, atomic, "conservative")
-                    )
-                    out.append((access, found[0], found[1]))
-            return out
-    elif kind is MemcpyParams:  # footprint's ranges, with exact precision
-        nbytes = work.nbytes
-        if nbytes:
-            for ptr, write in ((work.dst, True), (work.src, False)):
-                if isinstance(ptr, DevicePtr) and ptr.address:
-                    address, ordinal = ptr.address, ptr.device
-                    if ordinal == here:
-                        found = lookup_in(here, memory_here, address)
-                    else:
-                        found = ALLOCATIONS.lookup(ordinal, address)
-                    if found is not None:
-                        end = address + nbytes
-                        access = _new_access(Access, (ordinal, address, end, write, False, "exact"))
-                        out.append((access, found[0], found[1]))
-        return out
+        reaches = owner = work.kernel.layout.pointer_reaches
+        if reaches is not None and len(reaches) == 1:
+            index, write, atomic = reaches[0]
+            ptr = work.args[index]
+            if type(ptr) is DevicePtr and ptr.device == here:
+                key: Any = (id(reaches), ptr.address)
+                known = memo.get(key)
+                if known is not None and known[0] is owner:
+                    return [(known[1], memory_here, known[2])]
+                if not ptr.address:
+                    return []
+                found = ALLOCATIONS.lookup_in(here, memory_here, ptr.address)
+                if found is None:
+                    return []
+                address = ptr.address
+                access = _new_access(
+                    Access, (here, address, found[1] + found[2], write, atomic, "conservative")
+                )
+                if len(memo) >= _MAX_PENDING:
+                    memo.clear()
+                memo[key] = (owner, access, found[1])
+                return [(access, memory_here, found[1])]
+    elif kind is MemcpyParams or kind is MemsetParams:
+        owner = kind
+        if kind is MemcpyParams:
+            dst, src, nbytes = work.dst, work.src, work.nbytes
+            if type(dst) is DevicePtr and type(src) is not DevicePtr:
+                ptr, write = dst, True  # to the device
+            elif type(src) is DevicePtr and type(dst) is not DevicePtr:
+                ptr, write = src, False  # from the device
+            else:
+                ptr = None
+        else:
+            ptr, write = work.dst, True
+            nbytes = work.width * work.element_size if work.height == 1 else 0
+        if ptr is not None and nbytes and ptr.device == here:
+            key = (id(kind), ptr.address, nbytes, write)
+            known = memo.get(key)
+            if known is not None and known[0] is owner:
+                return [(known[1], memory_here, known[2])]
+            accesses = footprint(work, device)
+            if len(accesses) == 1 and accesses[0].start == ptr.address:
+                found = ALLOCATIONS.lookup_in(here, memory_here, ptr.address)
+                if found is None:
+                    return []
+                if len(memo) >= _MAX_PENDING:
+                    memo.clear()
+                memo[key] = (owner, accesses[0], found[1])
+                return [(accesses[0], memory_here, found[1])]
+    out: list[tuple[Access, DeviceMemory, int]] = []
     for access in footprint(work, device):
         if access.device == here:
-            found = lookup_in(here, memory_here, access.start)
+            found = ALLOCATIONS.lookup_in(here, memory_here, access.start)
         else:
             found = ALLOCATIONS.lookup(access.device, access.start)
         if found is not None:
