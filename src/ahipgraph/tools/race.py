@@ -53,7 +53,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, suppress
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -140,14 +140,9 @@ class _Op:
     batch: int = 0  # ops of one launch share it (its node groups): never checked together
 
 
-class _Rec(NamedTuple):
-    """An access in shadow memory, and the op that made it (a tuple: one per access)."""
-
-    access: Access
-    op: _Op
-
-
-_new_rec = tuple.__new__  # a _Rec from its two fields, skipping the generated __new__
+# An access in shadow memory, and the op that made it: a plain (Access, _Op) pair (one per
+# range of every op; building a tuple is one interpreter step, a named one a call).
+_Rec = tuple[Access, _Op]
 
 
 @dataclass(slots=True)
@@ -537,7 +532,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                 recs = table.get(base, ()) if table is not None else ()
             keep: list[_Rec] = []
             for rec in recs:
-                old, first = rec.access, rec.op
+                old, first = rec
                 ordered = vc.get(first.lane.lane, 0) >= first.tick
                 if (
                     not ordered
@@ -551,16 +546,17 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                 if covered and ordered and (access.write or not old.write):
                     continue  # superseded: anything racing it races the new access too
                 keep.append(rec)
-            keep.append(_new_rec(_Rec, (access, op)))
+            keep.append((access, op))
             txn.tables[key] = (memory, base, keep, table)
 
     def report(self, txn: _Txn, rec: _Rec, access: Access, op: _Op) -> None:
-        key = (rec.op.number, op.number)
+        old, first = rec
+        key = (first.number, op.number)
         if key in self.state.seen or key in txn.keys:
             return
         txn.keys.add(key)
-        first, second = rec.op, op
-        lo, hi = max(rec.access.start, access.start), min(rec.access.end, access.end)
+        second = op
+        lo, hi = max(old.start, access.start), min(old.end, access.end)
         why = self.why(first, second)
         if second.lane.lane == 0:  # the host
             fix = (
@@ -576,8 +572,8 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             )
         txn.reports.append(
             RaceReport(
-                kind_of(rec.access.write, access.write),
-                _site(first, rec.access, lo, hi),
+                kind_of(old.write, access.write),
+                _site(first, old, lo, hi),
                 _site(second, access, lo, hi),
                 describe_allocation(access.device, lo if lo < hi else access.start),
                 why,
@@ -732,14 +728,14 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             start, end, write = access.start, access.end, access.write
             keep: list[_Rec] = []
             for rec in recs:
-                old, first = rec.access, rec.op
+                old, first = rec
                 if vc.get(first.lane.lane, 0) >= first.tick:  # ordered: cannot race
                     if start <= old.start and old.end <= end and (write or not old.write):
                         continue  # superseded: anything racing it races the new access too
                 elif old.start < end and start < old.end and old.conflicts(access):
                     return None  # a race (no batch here): the general way reports it
                 keep.append(rec)
-            keep.append(_new_rec(_Rec, (access, op)))
+            keep.append((access, op))
             tables.append((memory, base, keep, table))
         return (lane, vc, via, seen, op, tables)
 
@@ -934,7 +930,8 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             st = self.state
             known = self._event_lane(st, stream)
             if known is not None:  # the lane's committed dicts become the event's: shared
-                where = ("event #", event.hid.slot, " recorded on ", known.name, " at ", capture())
+                # capture(2): event_recorded is called by the stream's _record_event only
+                where = ("event #", event.hid.slot, " recorded on ", known.name, " at ", capture(2))
                 st.events[event] = _EventClock(known.vc, known.via, where)
                 st.stamp += 1
                 return
@@ -958,7 +955,8 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                 for index, count in clock.vc.items():
                     if count > vc.get(index, 0):
                         if how is None:  # the first entry this wait teaches the lane
-                            how = (clock.where, ", waited at ", capture())
+                            # capture(2): called by the stream's _wait_event only
+                            how = (clock.where, ", waited at ", capture(2))
                             vc, via = vc.copy(), via.copy()
                         vc[index] = count
                         via[index] = how
