@@ -272,3 +272,27 @@ async def test_a_kept_footprint_gives_the_report_the_full_plan_gives(device: ahg
         assert (report.second.start, report.second.end) == (buf.address + 96, buf.address + 128)
         assert report.second.precision == "exact"
     destroy(s1, s2, buf)
+
+
+@pytest.mark.asyncio
+async def test_the_nowait_forms_name_the_users_lines_too(device: ahg.Device) -> None:
+    s1 = device.create_stream(non_blocking=True)
+    s2 = device.create_stream(non_blocking=True)
+    event = device.create_event()
+    buf = device.malloc(64)
+    with ahg.race_check(on_race="collect") as rc:
+        s1.memset_nowait(buf, 0, 8)
+        s2.memset_nowait(buf + 32, 0, 8)
+        await device.synchronize()
+        s1.launch_kernel_nowait(scribble, 1, 1, (buf,))
+        s1.record_event_nowait(event)  # nowait recorded
+        s2.wait_event_nowait(event)  # nowait waited
+        s1.launch_kernel_nowait(scribble, 1, 1, (buf,))  # nowait first
+        s2.memset_nowait(buf, 0, 64)  # nowait second
+        await device.synchronize()
+    (report,) = rc.reports
+    assert (report.first.source or "").endswith(line_of("nowait first"))
+    assert (report.second.source or "").endswith(line_of("nowait second"))
+    assert f"{line_of('nowait recorded')}, waited at " in report.why
+    assert f"{line_of('nowait waited')}); op #" in report.why
+    destroy(s1, s2, event, buf)

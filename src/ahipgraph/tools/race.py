@@ -708,9 +708,10 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
         )
         if label is None:
             label = _work_label(work)
-        # capture(4): the user's frame is never nearer. Skipped: this method, enqueue, the
-        # stream's _observed (which alone calls enqueue) and the runtime method calling it
-        op = _Op(number, label, lane, tick, capture(4))
+        # capture(5): the user's frame is never nearer. Skipped: this method, enqueue, the
+        # stream's _observed (which alone calls enqueue), the private body calling it and
+        # that body's caller (its public wrapper, see runtime.enqueue, or other runtime code)
+        op = _Op(number, label, lane, tick, capture(5))
         shadow_entries = st.shadow._entries
         tables: list[tuple[DeviceMemory, int, list[_Rec], Any]] = []
         for access, memory, base in _located(work, stream.device, st.located):
@@ -930,8 +931,9 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             st = self.state
             known = self._event_lane(st, stream)
             if known is not None:  # the lane's committed dicts become the event's: shared
-                # capture(2): event_recorded is called by the stream's _record_event only
-                where = ("event #", event.hid.slot, " recorded on ", known.name, " at ", capture(2))
+                # capture(3): called by the stream's private _record_event only, itself called
+                # by its public wrapper (see runtime.enqueue) or other runtime code
+                where = ("event #", event.hid.slot, " recorded on ", known.name, " at ", capture(3))
                 st.events[event] = _EventClock(known.vc, known.via, where)
                 st.stamp += 1
                 return
@@ -955,8 +957,8 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                 for index, count in clock.vc.items():
                     if count > vc.get(index, 0):
                         if how is None:  # the first entry this wait teaches the lane
-                            # capture(2): called by the stream's _wait_event only
-                            how = (clock.where, ", waited at ", capture(2))
+                            # capture(3): as in event_recorded, from _wait_event
+                            how = (clock.where, ", waited at ", capture(3))
                             vc, via = vc.copy(), via.copy()
                         vc[index] = count
                         via[index] = how
