@@ -236,8 +236,9 @@ class _State:
         self.seen: set[tuple[int, int]] = set()
         self.stamp = 0  # bumped by every change: a plan made before a change is made again
         # per device ordinal: (its memory, weakly; that memory's free count; single-range
-        # eager footprints by what decides them -> (what the key's ids name, range, base))
-        self.located: dict[int, tuple[weakref.ref[Any], int, dict[Any, Any]]] = {}
+        # eager footprints by what decides them -> (what the key's ids name, range, base);
+        # that memory's shadow table)
+        self.located: dict[int, tuple[weakref.ref[Any], int, dict[Any, Any], Any]] = {}
 
 
 class _Txn:
@@ -714,17 +715,17 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
         op = _Op(number, label, lane, tick, capture(5))
         shadow_entries = st.shadow._entries
         tables: list[tuple[DeviceMemory, int, list[_Rec], Any]] = []
-        for access, memory, base in _located(work, stream.device, st.located):
+        for access, memory, base, table in _located(work, stream.device, st):
             recs: Sequence[_Rec] = ()
-            table = None
             for index, held in enumerate(tables):  # an earlier range of this op's, same bytes
                 if held[0] is memory and held[1] == base:
                     recs, table = held[2], held[3]
                     del tables[index]
                     break
             else:
-                shadow = shadow_entries.get(id(memory))  # st.shadow.get(memory), inlined
-                table = shadow[1] if shadow is not None and shadow[0]() is memory else None
+                if table is None:
+                    shadow = shadow_entries.get(id(memory))  # st.shadow.get(memory), inlined
+                    table = shadow[1] if shadow is not None and shadow[0]() is memory else None
                 recs = table.get(base, ()) if table is not None else ()
             start, end, write = access.start, access.end, access.write
             keep: list[_Rec] = []
@@ -1176,17 +1177,16 @@ def _allocation(access: Access) -> tuple[DeviceMemory, int, int] | None:
 _new_access = tuple.__new__  # an Access from its six fields, skipping the generated __new__
 
 
-def _located(
-    work: Any, device: Device, cache: dict[int, tuple[weakref.ref[Any], int, dict[Any, Any]]]
-) -> list[tuple[Access, DeviceMemory, int]]:
+def _located(work: Any, device: Device, st: _State) -> list[tuple[Access, DeviceMemory, int, Any]]:
     """An eager op's footprint, each range with the (memory, base) of the allocation under its
-    start; ranges outside every allocation are left out (shadow memory has nothing for them).
+    start, and that memory's shadow table when it is the device's (else None: look it up);
+    ranges outside every allocation are left out (shadow memory has nothing for them).
 
     What :func:`footprint` and one allocation lookup per range give. The common ops (a kernel
     with one pointer parameter reaching the end of its allocation, a copy between the host and
     the device, a one-row fill) touch one range of the stream's own device, decided by the
     kernel's pointer fields and the pointer, or by the kind, address and size: those are
-    kept in ``cache`` (the state's, per device) and found again by a dict lookup. An entry
+    kept in ``st.located`` (per device) and found again by a dict lookup. An entry
     holds only while the device's memory is the same object and has freed nothing since
     (an allocation's extent changes only by a free; addresses are never handed out twice by
     one memory), and only ranges found inside an allocation are kept (a later allocation
@@ -1194,10 +1194,14 @@ def _located(
     a re-declared kernel never reuses a dead one's entry."""
     kind = type(work)
     here, memory_here = device.ordinal, device.memory
-    entry = cache.get(here)
+    entry = st.located.get(here)
     if entry is None or entry[0]() is not memory_here or entry[1] != memory_here.frees:
-        entry = cache[here] = (weakref.ref(memory_here), memory_here.frees, {})
+        table = st.shadow.get(memory_here)  # made now (empty) if new: one per memory, kept
+        if table is None:
+            table = st.shadow[memory_here] = {}
+        entry = st.located[here] = (weakref.ref(memory_here), memory_here.frees, {}, table)
     memo: dict[Any, Any] = entry[2]
+    table_here = entry[3]
     owner: Any
     if kind is KernelParams:
         reaches = owner = work.kernel.layout.pointer_reaches
@@ -1208,7 +1212,7 @@ def _located(
                 key: Any = (id(reaches), ptr.address)
                 known = memo.get(key)
                 if known is not None and known[0] is owner:
-                    return [(known[1], memory_here, known[2])]
+                    return [(known[1], memory_here, known[2], table_here)]
                 if not ptr.address:
                     return []
                 found = ALLOCATIONS.lookup_in(here, memory_here, ptr.address)
@@ -1221,7 +1225,7 @@ def _located(
                 if len(memo) >= _MAX_PENDING:
                     memo.clear()
                 memo[key] = (owner, access, found[1])
-                return [(access, memory_here, found[1])]
+                return [(access, memory_here, found[1], table_here)]
     elif kind is MemcpyParams or kind is MemsetParams:
         owner = kind
         if kind is MemcpyParams:
@@ -1239,7 +1243,7 @@ def _located(
             key = (id(kind), ptr.address, nbytes, write)
             known = memo.get(key)
             if known is not None and known[0] is owner:
-                return [(known[1], memory_here, known[2])]
+                return [(known[1], memory_here, known[2], table_here)]
             accesses = footprint(work, device)
             if len(accesses) == 1 and accesses[0].start == ptr.address:
                 found = ALLOCATIONS.lookup_in(here, memory_here, ptr.address)
@@ -1248,15 +1252,17 @@ def _located(
                 if len(memo) >= _MAX_PENDING:
                     memo.clear()
                 memo[key] = (owner, accesses[0], found[1])
-                return [(accesses[0], memory_here, found[1])]
-    out: list[tuple[Access, DeviceMemory, int]] = []
+                return [(accesses[0], memory_here, found[1], table_here)]
+    out: list[tuple[Access, DeviceMemory, int, Any]] = []
     for access in footprint(work, device):
         if access.device == here:
             found = ALLOCATIONS.lookup_in(here, memory_here, access.start)
+            if found is not None:
+                out.append((access, memory_here, found[1], table_here))
         else:
             found = ALLOCATIONS.lookup(access.device, access.start)
-        if found is not None:
-            out.append((access, found[0], found[1]))
+            if found is not None:
+                out.append((access, found[0], found[1], None))
     return out
 
 
