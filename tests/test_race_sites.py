@@ -296,3 +296,32 @@ async def test_the_nowait_forms_name_the_users_lines_too(device: ahg.Device) -> 
     assert f"{line_of('nowait recorded')}, waited at " in report.why
     assert f"{line_of('nowait waited')}); op #" in report.why
     destroy(s1, s2, event, buf)
+
+
+@pytest.mark.asyncio
+async def test_completions_the_host_knows_are_forgotten_at_a_synchronisation(
+    device: ahg.Device,
+) -> None:
+    a, b = device.malloc(64), device.malloc(64)
+    s1 = device.create_stream(non_blocking=True)
+    s2 = device.create_stream(non_blocking=True)
+    with ahg.race_check(on_race="raise") as rc:
+        for _ in range(100):
+            await s1.memset(a, 1, 64)
+        last = None
+        for _ in range(70):
+            last = await s2.memset(b, 2, 64)
+        assert rc.statistics()["pending_completions"] == 170
+        await s1.synchronize()  # the host knows s1's ops now, not s2's
+        assert rc.statistics()["pending_completions"] == 70
+        assert last is not None
+        await last  # still known: awaiting it orders the host after s2's fills
+        assert int(device.view(b, "uint8", 1, readonly=True)[0]) == 2  # no race
+        for _ in range(100):
+            await s1.memset(a, 1, 64)
+        await device.synchronize()  # a scan once the table doubled since the last one
+        assert rc.statistics()["pending_completions"] == 0
+        await last  # forgotten: awaiting it teaches the host nothing, and fails nothing
+        assert int(device.view(a, "uint8", 1, readonly=True)[0]) == 1
+    assert rc.reports == []
+    destroy(s1, s2, a, b)

@@ -220,7 +220,11 @@ class _State:
         self.host = _Lane(0, "host")
         self.lanes = _Table()  # Stream -> _Lane
         self.events = _Table()  # Event -> _EventClock
-        self.done: dict[int, tuple[Signal, dict[int, int], dict[int, Why], int]] = {}
+        # per awaitable signal: (it, the clock and reasons the host learns by awaiting it,
+        # the op's number, the op's lane); entries the host already knows are dropped when
+        # it synchronises (see _Checker.forget_known), so they do not pile up between awaits
+        self.done: dict[int, tuple[Signal, dict[int, int], dict[int, Why], int, int]] = {}
+        self.done_kept = 0  # len(done) after the last forget_known
         # per device memory (a reconfigured device reuses addresses), per allocation base
         self.shadow = _Table()  # DeviceMemory -> {allocation base: [_Rec]}
         # host-source copies in flight, per copy op: (op, bytes at enqueue, the API op, the
@@ -650,7 +654,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                     done = st.done  # _remember_done, inlined below its bound
                     if len(done) < _MAX_PENDING:
                         signal = completion._signal
-                        done[id(signal)] = (signal, vc, via, number)
+                        done[id(signal)] = (signal, vc, via, number, lane.lane)
                     else:
                         self._remember_done(completion, lane, number)
                     if (
@@ -986,6 +990,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                     o = st.lanes.get(other)
                     if o is not None and not other.non_blocking:
                         host.join(o.vc, o.via, how)
+            self.forget_known(st)
 
     def event_synchronized(self, event: Event) -> None:
         with self.lock:
@@ -995,6 +1000,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                 st.stamp += 1
                 how = (clock.where, ", synchronised by the host at ", capture())
                 st.host.join_fresh(clock.vc, clock.via, how)
+                self.forget_known(st)
 
     def device_synchronized(self, device: Device) -> None:
         with self.lock:
@@ -1006,6 +1012,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             for stream, lane in st.lanes.items():
                 if stream.device is device:
                     host.join(lane.vc, lane.via, how)
+            self.forget_known(st)
 
     def completion_awaited(self, signal: Signal) -> None:
         with self.lock:
@@ -1110,7 +1117,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
         done = st.done
         if len(done) >= _MAX_PENDING:  # drop what the host already knows
             host = st.host.vc
-            for key, (_sig, vc, _, _) in list(done.items()):
+            for key, (_sig, vc, _, _, _) in list(done.items()):
                 if all(host.get(k, 0) >= v for k, v in vc.items()):
                     del done[key]
             if len(done) >= _MAX_PENDING:
@@ -1118,9 +1125,27 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                     del done[key]
         signal = completion._signal
         if lane.lane:  # committed, never changed in place (see _Lane): share, do not copy
-            done[id(signal)] = (signal, lane.vc, lane.via, what)
+            done[id(signal)] = (signal, lane.vc, lane.via, what, lane.lane)
         else:
-            done[id(signal)] = (signal, dict(lane.vc), dict(lane.via), what)
+            done[id(signal)] = (signal, dict(lane.vc), dict(lane.via), what, lane.lane)
+
+    def forget_known(self, st: _State) -> None:
+        """After the host synchronised: drop the pending completions it already knows (awaiting
+        one would change neither its clock nor a reason), so the clocks they hold can go.
+
+        An entry of lane L at tick t is known when the host's clock has L >= t: every clock
+        holding L >= t joined L's whole clock at a tick >= t, which covers the entry's
+        (lanes' clocks only grow). Amortised O(1) per entry: a scan runs only once the table
+        has doubled since the last one (and holds at least 64 entries)."""
+        done = st.done
+        if len(done) < 64 or len(done) < 2 * st.done_kept:
+            return
+        host = st.host.vc
+        for key, entry in list(done.items()):
+            lane = entry[4]
+            if host.get(lane, 0) >= entry[1].get(lane, 0):
+                del done[key]
+        st.done_kept = len(done)
 
     def __repr__(self) -> str:
         return f"<RaceChecker active={len(self.stack)}>"
