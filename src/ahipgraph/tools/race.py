@@ -40,6 +40,18 @@ destination.
 Check, then commit: every call is planned as a :class:`_Txn` first; in raise mode a racing
 call raises RaceError before anything is enqueued, launched, freed or viewed, and the
 checker's clocks are unchanged.
+
+What an eager op costs (the check's budget: eager programs at most 3x slower):
+
+* the common op (a non-blocking stream the checker knows, no race) is planned in one pass
+  without a transaction (:meth:`_Checker._quick_plan`), the same plan a transaction would
+  make; anything else, a race included, is planned the general way, which words the report;
+* the user's source line is kept as (code, instruction offset) and the "why" of a join as a
+  tuple of parts, made text only for a report (:mod:`ahipgraph.tools.race_sites`);
+* a one-range footprint on the stream's device is kept per (kernel pointer fields, pointer)
+  or (kind, address, size) until the device's memory frees anything (:func:`_located`);
+* pending completions the host already knows are forgotten when it synchronises
+  (:meth:`_Checker.forget_known`), so their clocks do not pile up between awaits.
 """
 
 from __future__ import annotations
