@@ -325,3 +325,53 @@ async def test_completions_the_host_knows_are_forgotten_at_a_synchronisation(
         assert int(device.view(a, "uint8", 1, readonly=True)[0]) == 1
     assert rc.reports == []
     destroy(s1, s2, a, b)
+
+
+def test_an_enqueue_that_fails_after_its_plan_changes_no_clock(device: ahg.Device) -> None:
+    buf = device.malloc(64)
+    s1 = device.create_stream(non_blocking=True)
+
+    async def warm() -> None:
+        await s1.memset(buf, 0, 8)
+        await s1.memset(buf, 0, 8)  # the lane is known: the one-pass plan from now on
+        await s1.synchronize()
+
+    with ahg.race_check(on_race="raise") as rc:
+        asyncio.run(warm())
+        before = rc.statistics()
+        with pytest.raises(RuntimeError):  # no running event loop: the submit fails
+            s1.memset_nowait(buf, 0, 8)
+        after = rc.statistics()
+        assert after | {"cached_footprints": 0} == before | {"cached_footprints": 0}
+        asyncio.run(warm())  # and the checker goes on from where it was
+    assert rc.reports == []
+    destroy(s1, buf)
+
+
+@pytest.mark.asyncio
+async def test_a_plan_overtaken_before_its_commit_is_made_again(device: ahg.Device) -> None:
+    from ahipgraph.runtime.params import MemsetParams
+    from ahipgraph.tools.race import _CHECKER
+
+    buf = device.malloc(64)
+    s1 = device.create_stream(non_blocking=True)
+    s2 = device.create_stream(non_blocking=True)
+    event = device.create_event()
+    with ahg.race_check(on_race="collect") as rc:
+        await s1.memset(buf, 0, 8)
+        await s2.memset(buf + 32, 0, 8)
+        await device.synchronize()
+        params = MemsetParams.make(buf, 1, 8)
+
+        def submit() -> Any:  # another call changes the clocks between plan and commit
+            s2.record_event_nowait(event)
+            return s1._submit_op(params.op(device))
+
+        _CHECKER.enqueue(s1, params, submit)  # overtaken
+        await s2.memset(buf, 2, 8)  # unordered with the overtaken op
+        await device.synchronize()
+    (report,) = rc.reports
+    assert report.first.op.endswith("Memset")
+    assert (report.first.source or "").endswith(line_of("overtaken"))
+    assert (report.second.source or "").endswith(line_of("unordered with the overtaken op"))
+    destroy(s1, s2, event, buf)
