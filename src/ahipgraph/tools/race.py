@@ -1153,10 +1153,11 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
         if len(done) < 64 or len(done) < 2 * st.done_kept:
             return
         host = st.host.vc
-        for key, entry in list(done.items()):
-            lane = entry[4]
-            if host.get(lane, 0) >= entry[1].get(lane, 0):
-                del done[key]
+        st.done = done = {
+            key: entry
+            for key, entry in done.items()
+            if host.get(entry[4], 0) < entry[1].get(entry[4], 0)
+        }
         st.done_kept = len(done)
 
     def __repr__(self) -> str:
