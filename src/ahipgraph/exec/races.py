@@ -775,8 +775,10 @@ class ExecRaces:
             self._flat = flatten(exec_graph, originals, graph)
             nodes = [f.exec_node for f in self._flat]
             self.anc = ancestors(self._flat)
-        self.footprints = [node_footprint(node) for node in nodes]
-        self.buckets = _all_buckets(self.footprints) if check else []
+        if check:
+            self.footprints, self.buckets = _footprints_and_buckets(nodes)
+        else:
+            self.footprints, self.buckets = [node_footprint(node) for node in nodes], []
         self._nodes = nodes
         self._events: tuple[list[Any], list[Any]] | None = None
         self._groups: (
@@ -953,6 +955,65 @@ def _all_buckets(footprints: list[list[Access]]) -> list[list[tuple[int, int]]]:
         else:
             out.append(_buckets(accesses))
     return out
+
+
+def _footprints_and_buckets(
+    nodes: list[ExecNode],
+) -> tuple[list[list[Access]], list[list[tuple[int, int]]]]:
+    """Every node's footprint and :func:`_buckets`, during one graph check (``_LOCAL.memo``
+    set): what ``node_footprint`` and :func:`_all_buckets` give, in one pass.
+
+    A kernel node with one pointer parameter that reaches the end of its allocation (the
+    commonest node) is looked up by (its kernel's pointer fields, the pointer): the nodes
+    of a kernel over one pointer share one footprint list and one bucket list (neither is
+    changed in place: a setter replaces a node's lists), so each range is made and each
+    allocation found once per graph, not once per node."""
+    memo: dict[Any, Any] = _LOCAL.memo
+    footprints: list[list[Access]] = []
+    buckets: list[list[tuple[int, int]]] = []
+    made: dict[tuple[int, int, int], tuple[list[Access], list[tuple[int, int]]]] = {}
+    shared: dict[tuple[int, int], list[tuple[int, int]]] = {}  # as in _all_buckets
+    graph_type = NodeType.Graph
+    for node in nodes:
+        params = node.params
+        if type(params) is KernelParams and node.enabled and node.type is not graph_type:
+            reaches = params.kernel.layout.pointer_reaches
+            if reaches is not None and len(reaches) == 1:
+                ptr = params.args[reaches[0][0]]
+                if type(ptr) is DevicePtr and ptr.address:
+                    key = (id(reaches), ptr.device, ptr.address)
+                    known = made.get(key)
+                    if known is None:
+                        _, write, atomic = reaches[0]
+                        ordinal, address = ptr.device, ptr.address
+                        where = (ordinal, address)
+                        found = memo[where] if where in memo else ALLOCATIONS.lookup(*where)
+                        end = address + 1 if found is None else found[1] + found[2]
+                        access = _new_access(
+                            Access, (ordinal, address, end, write, atomic, CONSERVATIVE)
+                        )
+                        bucket = (ordinal, address if found is None else found[1])
+                        keys = shared.get(bucket)
+                        if keys is None:
+                            keys = shared[bucket] = [bucket]
+                        known = made[key] = ([access], keys)
+                    footprints.append(known[0])
+                    buckets.append(known[1])
+                    continue
+        accesses = node_footprint(node)
+        footprints.append(accesses)
+        if len(accesses) == 1:
+            access = accesses[0]
+            where = (access.device, access.start)
+            found = memo[where] if where in memo else ALLOCATIONS.lookup(*where)
+            bucket = (access.device, access.start if found is None else found[1])
+            keys = shared.get(bucket)
+            if keys is None:
+                keys = shared[bucket] = [bucket]
+            buckets.append(keys)
+        else:
+            buckets.append(_buckets(accesses))
+    return footprints, buckets
 
 
 def _buckets(accesses: list[Access]) -> list[tuple[int, int]]:

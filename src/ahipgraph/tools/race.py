@@ -40,6 +40,18 @@ destination.
 Check, then commit: every call is planned as a :class:`_Txn` first; in raise mode a racing
 call raises RaceError before anything is enqueued, launched, freed or viewed, and the
 checker's clocks are unchanged.
+
+What an eager op costs (the check's budget: eager programs at most 3x slower):
+
+* the common op (a non-blocking stream the checker knows, no race) is planned in one pass
+  without a transaction (:meth:`_Checker._quick_plan`), the same plan a transaction would
+  make; anything else, a race included, is planned the general way, which words the report;
+* the user's source line is kept as (code, instruction offset) and the "why" of a join as a
+  tuple of parts, made text only for a report (:mod:`ahipgraph.tools.race_sites`);
+* a one-range footprint on the stream's device is kept per (kernel pointer fields, pointer)
+  or (kind, address, size) until the device's memory frees anything (:func:`_located`);
+* pending completions the host already knows are forgotten when it synchronises
+  (:meth:`_Checker.forget_known`), so their clocks do not pile up between awaits.
 """
 
 from __future__ import annotations
@@ -76,8 +88,9 @@ from ..exec.races import (
     user_site,
 )
 from ..runtime import observe
-from ..runtime.params import HostParams, KernelParams, MemcpyParams
+from ..runtime.params import HostParams, KernelParams, MemcpyParams, MemsetParams
 from ..runtime.stream_memory import FreeOp
+from .race_sites import Site, Why, capture, site_text, text
 
 if TYPE_CHECKING:
     from ..device.memory import DeviceMemory
@@ -110,19 +123,19 @@ class _Lane:
         self.lane = lane
         self.name = name
         self.vc: dict[int, int] = {}
-        self.via: dict[int, str] = {}
+        self.via: dict[int, Why] = {}
         self.seen: dict[int, int] | None = None
         # global op number of each tick of this lane (8 bytes each)
         self.ops: array[int] = array("q") if ops is None else ops
 
-    def join(self, vc: dict[int, int], via: dict[int, str], how: str | None) -> None:
+    def join(self, vc: dict[int, int], via: dict[int, Why], how: Why | None) -> None:
         mine, reasons = self.vc, self.via
         for lane, count in vc.items():
             if count > mine.get(lane, 0):
                 mine[lane] = count
                 reasons[lane] = how if how is not None else via.get(lane, "")
 
-    def join_fresh(self, vc: dict[int, int], via: dict[int, str], how: str | None) -> None:
+    def join_fresh(self, vc: dict[int, int], via: dict[int, Why], how: Why | None) -> None:
         """:meth:`join` into new dicts (the host lane: its old clock may be shared)."""
         self.vc, self.via = dict(self.vc), dict(self.via)
         self.join(vc, via, how)
@@ -134,22 +147,33 @@ class _Op:
     label: str
     lane: _Lane
     tick: int
-    site: str | None
+    site: Site | None  # the user's line, made text only for a report
     graph: ExecRaces | None = None  # a launch: which nodes touched a range, for reports
     batch: int = 0  # ops of one launch share it (its node groups): never checked together
 
 
-@dataclass(slots=True)
-class _Rec:
-    access: Access
-    op: _Op
+# An access in shadow memory, and the op that made it: a plain (Access, _Op) pair (one per
+# range of every op; building a tuple is one interpreter step, a named one a call).
+_Rec = tuple[Access, _Op]
 
 
 @dataclass(slots=True)
 class _EventClock:
     vc: dict[int, int]
-    via: dict[int, str]
-    where: str  # "event #2 recorded on stream #3 at x.py:10"
+    via: dict[int, Why]
+    where: Why  # "event #2 recorded on stream #3 at x.py:10"
+
+
+# what _Checker._quick_plan planned: the lane and its new clock, reasons and host clock
+# seen, the op, and the shadow lists to install: (memory, allocation base, list, its table)
+_Quick = tuple[
+    "_Lane",
+    dict[int, int],
+    dict[int, Why],
+    "dict[int, int] | None",
+    _Op,
+    list[tuple["DeviceMemory", int, list[_Rec], Any]],
+]
 
 
 class _Table:
@@ -208,7 +232,11 @@ class _State:
         self.host = _Lane(0, "host")
         self.lanes = _Table()  # Stream -> _Lane
         self.events = _Table()  # Event -> _EventClock
-        self.done: dict[int, tuple[Signal, dict[int, int], dict[int, str], int]] = {}
+        # per awaitable signal: (it, the clock and reasons the host learns by awaiting it,
+        # the op's number, the op's lane); entries the host already knows are dropped when
+        # it synchronises (see _Checker.forget_known), so they do not pile up between awaits
+        self.done: dict[int, tuple[Signal, dict[int, int], dict[int, Why], int, int]] = {}
+        self.done_kept = 0  # len(done) after the last forget_known
         # per device memory (a reconfigured device reuses addresses), per allocation base
         self.shadow = _Table()  # DeviceMemory -> {allocation base: [_Rec]}
         # host-source copies in flight, per copy op: (op, bytes at enqueue, the API op, the
@@ -223,6 +251,10 @@ class _State:
         self.ops = 0
         self.seen: set[tuple[int, int]] = set()
         self.stamp = 0  # bumped by every change: a plan made before a change is made again
+        # per device ordinal: (its memory, weakly; that memory's free count; single-range
+        # eager footprints by what decides them -> (what the key's ids name, range, base);
+        # that memory's shadow table)
+        self.located: dict[int, tuple[weakref.ref[Any], int, dict[Any, Any], Any]] = {}
 
 
 class _Txn:
@@ -321,7 +353,8 @@ class RaceCheck:
         self.active = False
 
     def statistics(self) -> dict[str, int]:
-        """Counts of the checker's state: lanes, events, shadow ranges, reports."""
+        """Counts of the checker's state: lanes, events, shadow ranges, eager footprints
+        kept for reuse, reports."""
         return _CHECKER.statistics() | {"reports": len(self.reports)}
 
     def __repr__(self) -> str:
@@ -376,6 +409,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                     len(r) for _, table in st.shadow.items() for r in table.values()
                 ),
                 "ops": st.ops,
+                "cached_footprints": sum(len(entry[2]) for entry in st.located.values()),
             }
 
     # -- lanes ---------------------------------------------------------------------------
@@ -438,9 +472,9 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
         lane.vc[lane.lane] = count
         if count == 1:  # only this lane ticks its own entry: the reason never changes
             lane.via[lane.lane] = f"program order of {lane.name}"
-        # user_site(3): the frame above advance's caller; every caller is a checker method
+        # capture(2): the frame above advance's caller; every caller is a checker method
         # that the runtime calls, so the user's frame is never nearer (two frames skipped)
-        op = _Op(txn.number, label, lane, count, user_site(3), batch=batch)
+        op = _Op(txn.number, label, lane, count, capture(2), batch=batch)
         txn.ops.append(op)
         return op
 
@@ -515,7 +549,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                 recs = table.get(base, ()) if table is not None else ()
             keep: list[_Rec] = []
             for rec in recs:
-                old, first = rec.access, rec.op
+                old, first = rec
                 ordered = vc.get(first.lane.lane, 0) >= first.tick
                 if (
                     not ordered
@@ -529,32 +563,34 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                 if covered and ordered and (access.write or not old.write):
                     continue  # superseded: anything racing it races the new access too
                 keep.append(rec)
-            keep.append(_Rec(access, op))
+            keep.append((access, op))
             txn.tables[key] = (memory, base, keep, table)
 
     def report(self, txn: _Txn, rec: _Rec, access: Access, op: _Op) -> None:
-        key = (rec.op.number, op.number)
+        old, first = rec
+        key = (first.number, op.number)
         if key in self.state.seen or key in txn.keys:
             return
         txn.keys.add(key)
-        first, second = rec.op, op
-        lo, hi = max(rec.access.start, access.start), min(rec.access.end, access.end)
+        second = op
+        lo, hi = max(old.start, access.start), min(old.end, access.end)
         why = self.why(first, second)
         if second.lane.lane == 0:  # the host
             fix = (
                 f"await the first op's completion, or {first.lane.name}.synchronize(), before "
-                f"{second.label} at {second.site}"
+                f"{second.label} at {site_text(second.site)}"
             )
         else:
             fix = (
                 f"e = device.create_event(); await <{first.lane.name}>.record_event(e) after "
-                f"op #{first.number} ({first.site}); await <{second.lane.name}>.wait_event(e) "
-                f"before op #{second.number} ({second.site})"
+                f"op #{first.number} ({site_text(first.site)}); await "
+                f"<{second.lane.name}>.wait_event(e) before op #{second.number} "
+                f"({site_text(second.site)})"
             )
         txn.reports.append(
             RaceReport(
-                kind_of(rec.access.write, access.write),
-                _site(first, rec.access, lo, hi),
+                kind_of(old.write, access.write),
+                _site(first, old, lo, hi),
                 _site(second, access, lo, hi),
                 describe_allocation(access.device, lo if lo < hi else access.start),
                 why,
@@ -571,7 +607,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                 f"legacy default-stream rule links them); op #{first.number} is on {a}"
             )
         upto = first.lane.ops[knows - 1]
-        via = second.lane.via.get(first.lane.lane) or "an earlier join"
+        via = text(second.lane.via.get(first.lane.lane) or "an earlier join")
         return f"{b} knows {a} only up to op #{upto} ({via}); op #{first.number} is later"
 
     def target(self) -> RaceCheck | None:
@@ -601,14 +637,47 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
 
     def enqueue(self, stream: Stream, work: Any, submit: Callable[[], Completion]) -> Completion:
         with self.lock:
-            txn = self._plan_enqueue(stream, work)
-            if txn.reports:
-                self.refuse(txn)
+            st = self.state
+            quick = self._quick_plan(st, stream, work)
+            if quick is None:
+                txn = self._plan_enqueue(stream, work)
+                if txn.reports:
+                    self.refuse(txn)
+            stamp = st.stamp
         completion = submit()
         with self.lock:
             if not self.stack:
                 return completion  # the check ended meanwhile (another thread)
-            if txn.st is not self.state or txn.stamp != txn.st.stamp:  # not txn.current()
+            if quick is not None:
+                if st is self.state and stamp == st.stamp:
+                    # install the quick plan (what commit does; nothing here can fail)
+                    lane, vc, via, seen, op, tables = quick
+                    lane.vc, lane.via, lane.seen = vc, via, seen
+                    number = op.number
+                    lane.ops.append(number)
+                    for memory, base, keep, table in tables:
+                        if table is None:
+                            table = st.shadow.get(memory)
+                            if table is None:
+                                table = st.shadow[memory] = {}
+                        table[base] = keep
+                    st.ops = number
+                    st.stamp += 1
+                    done = st.done  # _remember_done, inlined below its bound
+                    if len(done) < _MAX_PENDING:
+                        signal = completion._signal
+                        done[id(signal)] = (signal, vc, via, number, lane.lane)
+                    else:
+                        self._remember_done(completion, lane, number)
+                    if (
+                        type(work) is not KernelParams  # the commonest op: one test
+                        and isinstance(work, MemcpyParams)
+                        and isinstance(work.src, np.ndarray)
+                    ):
+                        self._watch_copy(completion._program, work.src, work.nbytes, op)
+                    return completion
+                txn = self._plan_enqueue(stream, work)
+            elif txn.st is not self.state or txn.stamp != txn.st.stamp:  # not txn.current()
                 txn = self._plan_enqueue(stream, work)
             op = txn.ops[-1]
             self.commit(txn)
@@ -618,6 +687,99 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
         if txn.reports:
             self.emit_all(txn.reports)
         return completion
+
+    def _quick_plan(self, st: _State, stream: Stream, work: Any) -> _Quick | None:
+        """The common eager op planned without a :class:`_Txn`: a non-blocking stream the
+        checker knows, and no access that races. What :meth:`_plan_enqueue` then
+        :meth:`commit` would do, in one pass and without copying what it does not change;
+        nothing is changed here. None: plan it the general way (a report, a new stream, the
+        legacy default-stream rules)."""
+        if not stream.non_blocking:
+            return None
+        entry = st.lanes._entries.get(id(stream))  # st.lanes.get(stream), inlined
+        if entry is None or entry[0]() is not stream:
+            return None
+        lane: _Lane = entry[1]
+        vc = lane.vc.copy()  # the committed clock is shared by snapshots: a new one
+        via = lane.via  # shared until an entry changes
+        seen = lane.seen
+        host = st.host
+        if seen is not host.vc:  # the host learnt something since this lane last joined
+            host_via = host.via
+            for index, count in host.vc.items():
+                if count > vc.get(index, 0):
+                    if via is lane.via:
+                        via = via.copy()
+                    vc[index] = count
+                    via[index] = host_via.get(index, "")
+            seen = host.vc
+        me = lane.lane
+        tick = vc.get(me, 0) + 1
+        vc[me] = tick
+        if tick == 1:
+            return None  # a lane's first op: the general way names its program order
+        number = st.ops + 1
+        kind = type(work)
+        label = _LABELS.get(
+            work.kernel if kind is KernelParams else work.kind if kind is MemcpyParams else kind
+        )
+        if label is None:
+            label = _work_label(work)
+        # capture(5): the user's frame is never nearer. Skipped: this method, enqueue, the
+        # stream's _observed (which alone calls enqueue), the private body calling it and
+        # that body's caller (its public wrapper, see runtime.enqueue, or other runtime code)
+        op = _Op(number, label, lane, tick, capture(5))
+        shadow_entries = st.shadow._entries
+        tables: list[tuple[DeviceMemory, int, list[_Rec], Any]] = []
+        for access, memory, base, table in _located(work, stream.device, st):
+            recs: Sequence[_Rec] = ()
+            for index, held in enumerate(tables):  # an earlier range of this op's, same bytes
+                if held[0] is memory and held[1] == base:
+                    recs, table = held[2], held[3]
+                    del tables[index]
+                    break
+            else:
+                if table is None:
+                    shadow = shadow_entries.get(id(memory))  # st.shadow.get(memory), inlined
+                    table = shadow[1] if shadow is not None and shadow[0]() is memory else None
+                recs = table.get(base, ()) if table is not None else ()
+            start, end, write = access.start, access.end, access.write
+            keep: list[_Rec] = []
+            for rec in recs:
+                old, first = rec
+                if vc.get(first.lane.lane, 0) >= first.tick:  # ordered: cannot race
+                    if start <= old.start and old.end <= end and (write or not old.write):
+                        continue  # superseded: anything racing it races the new access too
+                elif old.start < end and start < old.end and old.conflicts(access):
+                    return None  # a race (no batch here): the general way reports it
+                keep.append(rec)
+            keep.append((access, op))
+            tables.append((memory, base, keep, table))
+        return (lane, vc, via, seen, op, tables)
+
+    def _event_lane(self, st: _State, stream: Stream) -> _Lane | None:
+        """``stream``'s lane joined with the host's clock, for a record or a wait on a
+        non-blocking stream the checker knows (what :meth:`prepare` then :meth:`commit` do,
+        installed at once: a lane's committed dicts are replaced, never changed); None: the
+        general way."""
+        if not stream.non_blocking:
+            return None
+        entry = st.lanes._entries.get(id(stream))  # st.lanes.get(stream), inlined
+        if entry is None or entry[0]() is not stream:
+            return None
+        lane: _Lane = entry[1]
+        host = st.host
+        if lane.seen is not host.vc:  # the host learnt something since this lane last joined
+            vc, via = lane.vc, lane.via
+            host_via = host.via
+            for index, count in host.vc.items():
+                if count > vc.get(index, 0):
+                    if vc is lane.vc:
+                        vc, via = vc.copy(), via.copy()
+                    vc[index] = count
+                    via[index] = host_via.get(index, "")
+            lane.vc, lane.via, lane.seen = vc, via, host.vc
+        return lane
 
     def _plan_enqueue(self, stream: Stream, work: Any) -> _Txn:
         txn = _Txn(self.state)
@@ -697,14 +859,14 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             txn.groups = (graph_exec, lanes)
         else:
             lanes = [txn.work(group) for group in known]
-        site = user_site()
+        site = capture()
         batch = txn.number + 1
         for group, (waits, summary) in zip(lanes, groups, strict=True):
             group.join(lane.vc, lane.via, None)
             for event in waits:
                 clock = st.events.get(event)
                 if clock is not None:
-                    group.join(clock.vc, clock.via, f"graph wait node on {clock.where}")
+                    group.join(clock.vc, clock.via, ("graph wait node on ", clock.where))
             op = self.advance(txn, group, f"launch of {name}", batch)
             op.site = site
             op.graph = races
@@ -717,7 +879,16 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                 for k, v in group.vc.items():
                     if v > vc.get(k, 0):
                         vc[k], via[k] = v, group.via.get(k, "")
-            where = f"event #{event.hid.slot} recorded by {name} on {lane.name} at {site}"
+            where = (
+                "event #",
+                event.hid.slot,
+                " recorded by ",
+                name,
+                " on ",
+                lane.name,
+                " at ",
+                site,
+            )
             txn.events.append((event, _EventClock(vc, via, where)))
         for group in lanes:  # later work on the stream follows the whole launch
             lane.join(group.vc, group.via, f"the end of a launch of {name}")
@@ -774,9 +945,18 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
 
     def event_recorded(self, stream: Stream, event: Event) -> None:
         with self.lock:
+            st = self.state
+            known = self._event_lane(st, stream)
+            if known is not None:  # the lane's committed dicts become the event's: shared
+                # capture(3): called by the stream's private _record_event only, itself called
+                # by its public wrapper (see runtime.enqueue) or other runtime code
+                where = ("event #", event.hid.slot, " recorded on ", known.name, " at ", capture(3))
+                st.events[event] = _EventClock(known.vc, known.via, where)
+                st.stamp += 1
+                return
             txn = _Txn(self.state)
             lane = self.prepare(txn, stream)  # a record is stream work: host order, legacy rules
-            where = f"event #{event.hid.slot} recorded on {lane.name} at {user_site()}"
+            where = ("event #", event.hid.slot, " recorded on ", lane.name, " at ", capture())
             # the lane's dicts become the committed clock, never changed in place: shared
             txn.events.append((event, _EventClock(lane.vc, lane.via, where)))
             self.commit(txn)
@@ -786,9 +966,25 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             clock = self.state.events.get(event)
             if clock is None:
                 return  # never recorded: the wait is a no-op, as in HIP
+            st = self.state
+            known = self._event_lane(st, stream)
+            if known is not None:
+                vc, via = known.vc, known.via
+                how: Why | None = None
+                for index, count in clock.vc.items():
+                    if count > vc.get(index, 0):
+                        if how is None:  # the first entry this wait teaches the lane
+                            # capture(3): as in event_recorded, from _wait_event
+                            how = (clock.where, ", waited at ", capture(3))
+                            vc, via = vc.copy(), via.copy()
+                        vc[index] = count
+                        via[index] = how
+                known.vc, known.via = vc, via
+                st.stamp += 1
+                return
             txn = _Txn(self.state)
             lane = self.prepare(txn, stream)  # a wait is stream work: host order, legacy rules
-            lane.join(clock.vc, clock.via, f"{clock.where}, waited at {user_site()}")
+            lane.join(clock.vc, clock.via, (clock.where, ", waited at ", capture()))
             self.commit(txn)
 
     def stream_synchronized(self, stream: Stream) -> None:
@@ -796,7 +992,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             st = self.state
             st.stamp += 1
             lane = st.lanes.get(stream)
-            how = f"{stream_name(lane)} synchronised by the host at {user_site()}"
+            how = (stream_name(lane), " synchronised by the host at ", capture())
             host = st.host
             host.join_fresh({}, {}, None)  # new dicts once, then joined in place
             if lane is not None:
@@ -806,6 +1002,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                     o = st.lanes.get(other)
                     if o is not None and not other.non_blocking:
                         host.join(o.vc, o.via, how)
+            self.forget_known(st)
 
     def event_synchronized(self, event: Event) -> None:
         with self.lock:
@@ -813,19 +1010,21 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             clock = st.events.get(event)
             if clock is not None:
                 st.stamp += 1
-                how = f"{clock.where}, synchronised by the host at {user_site()}"
+                how = (clock.where, ", synchronised by the host at ", capture())
                 st.host.join_fresh(clock.vc, clock.via, how)
+                self.forget_known(st)
 
     def device_synchronized(self, device: Device) -> None:
         with self.lock:
             st = self.state
             st.stamp += 1
-            how = f"device {device.ordinal} synchronised at {user_site()}"
+            how = ("device ", device.ordinal, " synchronised at ", capture())
             host = st.host
             host.join_fresh({}, {}, None)  # new dicts once, then joined in place
             for stream, lane in st.lanes.items():
                 if stream.device is device:
                     host.join(lane.vc, lane.via, how)
+            self.forget_known(st)
 
     def completion_awaited(self, signal: Signal) -> None:
         with self.lock:
@@ -833,7 +1032,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             entry = st.done.pop(id(signal), None)
             if entry is not None and entry[0] is signal:
                 st.stamp += 1
-                how = f"op #{entry[3]} awaited by the host at {user_site()}"
+                how = ("op #", entry[3], " awaited by the host at ", capture())
                 st.host.join_fresh(entry[1], entry[2], how)
 
     def node_added(self, node: Any) -> None:
@@ -930,7 +1129,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
         done = st.done
         if len(done) >= _MAX_PENDING:  # drop what the host already knows
             host = st.host.vc
-            for key, (_sig, vc, _, _) in list(done.items()):
+            for key, (_sig, vc, _, _, _) in list(done.items()):
                 if all(host.get(k, 0) >= v for k, v in vc.items()):
                     del done[key]
             if len(done) >= _MAX_PENDING:
@@ -938,9 +1137,28 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                     del done[key]
         signal = completion._signal
         if lane.lane:  # committed, never changed in place (see _Lane): share, do not copy
-            done[id(signal)] = (signal, lane.vc, lane.via, what)
+            done[id(signal)] = (signal, lane.vc, lane.via, what, lane.lane)
         else:
-            done[id(signal)] = (signal, dict(lane.vc), dict(lane.via), what)
+            done[id(signal)] = (signal, dict(lane.vc), dict(lane.via), what, lane.lane)
+
+    def forget_known(self, st: _State) -> None:
+        """After the host synchronised: drop the pending completions it already knows (awaiting
+        one would change neither its clock nor a reason), so the clocks they hold can go.
+
+        An entry of lane L at tick t is known when the host's clock has L >= t: every clock
+        holding L >= t joined L's whole clock at a tick >= t, which covers the entry's
+        (lanes' clocks only grow). Amortised O(1) per entry: a scan runs only once the table
+        has doubled since the last one (and holds at least 64 entries)."""
+        done = st.done
+        if len(done) < 64 or len(done) < 2 * st.done_kept:
+            return
+        host = st.host.vc
+        st.done = done = {
+            key: entry
+            for key, entry in done.items()
+            if host.get(entry[4], 0) < entry[1].get(entry[4], 0)
+        }
+        st.done_kept = len(done)
 
     def __repr__(self) -> str:
         return f"<RaceChecker active={len(self.stack)}>"
@@ -994,6 +1212,98 @@ def _allocation(access: Access) -> tuple[DeviceMemory, int, int] | None:
     return ALLOCATIONS.lookup(access.device, access.start)
 
 
+_new_access = tuple.__new__  # an Access from its six fields, skipping the generated __new__
+
+
+def _located(work: Any, device: Device, st: _State) -> list[tuple[Access, DeviceMemory, int, Any]]:
+    """An eager op's footprint, each range with the (memory, base) of the allocation under its
+    start, and that memory's shadow table when it is the device's (else None: look it up);
+    ranges outside every allocation are left out (shadow memory has nothing for them).
+
+    What :func:`footprint` and one allocation lookup per range give. The common ops (a kernel
+    with one pointer parameter reaching the end of its allocation, a copy between the host and
+    the device, a one-row fill) touch one range of the stream's own device, decided by the
+    kernel's pointer fields and the pointer, or by the kind, address and size: those are
+    kept in ``st.located`` (per device) and found again by a dict lookup. An entry
+    holds only while the device's memory is the same object and has freed nothing since
+    (an allocation's extent changes only by a free; addresses are never handed out twice by
+    one memory), and only ranges found inside an allocation are kept (a later allocation
+    may cover a miss). The key's objects are kept in the entry and compared by identity, so
+    a re-declared kernel never reuses a dead one's entry."""
+    kind = type(work)
+    here, memory_here = device.ordinal, device.memory
+    entry = st.located.get(here)
+    if entry is None or entry[0]() is not memory_here or entry[1] != memory_here.frees:
+        table = st.shadow.get(memory_here)  # made now (empty) if new: one per memory, kept
+        if table is None:
+            table = st.shadow[memory_here] = {}
+        entry = st.located[here] = (weakref.ref(memory_here), memory_here.frees, {}, table)
+    memo: dict[Any, Any] = entry[2]
+    table_here = entry[3]
+    owner: Any
+    if kind is KernelParams:
+        reaches = owner = work.kernel.layout.pointer_reaches
+        if reaches is not None and len(reaches) == 1:
+            index, write, atomic = reaches[0]
+            ptr = work.args[index]
+            if type(ptr) is DevicePtr and ptr.device == here:
+                key: Any = (id(reaches), ptr.address)
+                known = memo.get(key)
+                if known is not None and known[0] is owner:
+                    return [(known[1], memory_here, known[2], table_here)]
+                if not ptr.address:
+                    return []
+                found = ALLOCATIONS.lookup_in(here, memory_here, ptr.address)
+                if found is None:
+                    return []
+                address = ptr.address
+                access = _new_access(
+                    Access, (here, address, found[1] + found[2], write, atomic, "conservative")
+                )
+                if len(memo) >= _MAX_PENDING:
+                    memo.clear()
+                memo[key] = (owner, access, found[1])
+                return [(access, memory_here, found[1], table_here)]
+    elif kind is MemcpyParams or kind is MemsetParams:
+        owner = kind
+        if kind is MemcpyParams:
+            dst, src, nbytes = work.dst, work.src, work.nbytes
+            if type(dst) is DevicePtr and type(src) is not DevicePtr:
+                ptr, write = dst, True  # to the device
+            elif type(src) is DevicePtr and type(dst) is not DevicePtr:
+                ptr, write = src, False  # from the device
+            else:
+                ptr = None
+        else:
+            ptr, write = work.dst, True
+            nbytes = work.width * work.element_size if work.height == 1 else 0
+        if ptr is not None and nbytes and ptr.device == here:
+            key = (id(kind), ptr.address, nbytes, write)
+            known = memo.get(key)
+            if known is not None and known[0] is owner:
+                return [(known[1], memory_here, known[2], table_here)]
+            accesses = footprint(work, device)
+            if len(accesses) == 1 and accesses[0].start == ptr.address:
+                found = ALLOCATIONS.lookup_in(here, memory_here, ptr.address)
+                if found is None:
+                    return []
+                if len(memo) >= _MAX_PENDING:
+                    memo.clear()
+                memo[key] = (owner, accesses[0], found[1])
+                return [(accesses[0], memory_here, found[1], table_here)]
+    out: list[tuple[Access, DeviceMemory, int, Any]] = []
+    for access in footprint(work, device):
+        if access.device == here:
+            found = ALLOCATIONS.lookup_in(here, memory_here, access.start)
+            if found is not None:
+                out.append((access, memory_here, found[1], table_here))
+        else:
+            found = ALLOCATIONS.lookup(access.device, access.start)
+            if found is not None:
+                out.append((access, found[0], found[1], None))
+    return out
+
+
 def _site(op: _Op, access: Access, lo: int = 0, hi: int = 0) -> RaceSite:
     label = f"op #{op.number} {op.label}"
     if op.graph is not None:
@@ -1005,7 +1315,7 @@ def _site(op: _Op, access: Access, lo: int = 0, hi: int = 0) -> RaceSite:
     return RaceSite(
         label,
         op.lane.name,
-        op.site,
+        site_text(op.site),
         access.start,
         access.end,
         access.precision,
