@@ -24,8 +24,10 @@ import os
 import sys
 import threading
 import weakref
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, field
+from itertools import pairwise
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..device.host_function import HostFunction
@@ -713,6 +715,109 @@ def conflicting_pairs(
     return out
 
 
+def _dep_form(deps: list[Any]) -> tuple[list[int], dict[int, tuple[int, ...]]]:
+    """Per node, its only dependency (-1 where ``multi`` holds its 0 or several): the shape
+    of :meth:`ExecGraph.first_deps`, from per-node dependency lists."""
+    first: list[int] = []
+    multi: dict[int, tuple[int, ...]] = {}
+    for index, node_deps in enumerate(deps):
+        if len(node_deps) == 1:
+            first.append(node_deps[0])
+        else:
+            first.append(-1)
+            multi[index] = tuple(node_deps)
+    return first, multi
+
+
+def _ancestors_from(first: Any, multi: dict[int, tuple[int, ...]]) -> list[int]:
+    """:func:`_ancestors_of` of dependencies in :func:`_dep_form`'s shape."""
+    anc: list[int] = []
+    append = anc.append
+    for index, dep in enumerate(first):
+        if dep >= 0:
+            append(anc[dep] | (1 << dep))
+        else:
+            bits = 0
+            for source in multi[index]:
+                bits |= anc[source] | (1 << source)
+            append(bits)
+    return anc
+
+
+def _may_conflict(footprints: list[list[Access]], indices: list[int]) -> bool:
+    """Whether any two of these nodes could conflict at all: some access writes, and not
+    every access is atomic (readers never race, nor do atomic updates with each other)."""
+    writes = False
+    plain = False
+    for index in indices:
+        for access in footprints[index]:
+            writes = writes or access.write
+            plain = plain or not access.atomic
+            if writes and plain:
+                return True
+    return False
+
+
+def unordered_pairs(
+    footprints: list[list[Access]],
+    members: Iterable[list[int]],
+    first: Any,
+    multi: dict[int, tuple[int, ...]],
+    ancestors_of: Callable[[], list[int]],
+) -> list[tuple[int, Access, int, Access]]:
+    """:func:`conflicting_pairs` of a whole graph, bucket by bucket.
+
+    ``members``: each bucket's nodes (indices in topological order); ``first``/``multi``:
+    the dependencies in :func:`_dep_form`'s shape; ``ancestors_of``: the ancestor bitsets,
+    asked for only when needed. Only nodes sharing an allocation can conflict, and the
+    nodes of a bucket are all ordered when each is ordered before the next one (paths
+    compose), so a bucket whose members form a chain of edges is cleared by comparing each
+    member's dependency with its predecessor (one C-level tuple comparison); a bucket of
+    readers (or of atomic updates) only is cleared by its footprints. Only what is left is
+    searched pair by pair with the ancestor bitsets. Same pairs as
+    :func:`conflicting_pairs`, in the same order.
+    """
+    out: list[tuple[int, Access, int, Access]] = []
+    seen: set[tuple[int, int]] = set()
+    anc: list[int] | None = None
+    for indices in members:
+        count = len(indices)
+        if count < 2:
+            continue
+        if count == 2:
+            if first[indices[1]] == indices[0]:
+                continue
+        elif itemgetter(*indices[1:])(first) == tuple(indices[:-1]):
+            continue  # each member depends directly on the one before: a chain
+        if not _may_conflict(footprints, indices):
+            continue
+        if anc is None:
+            anc = ancestors_of()
+        for earlier, later in pairwise(indices):
+            if first[later] != earlier and not (anc[later] >> earlier) & 1:
+                break
+        else:
+            continue  # ordered through longer paths
+        mask = _mask(indices)
+        for i in indices[1:]:
+            unordered = mask & ((1 << i) - 1) & ~anc[i]
+            for j in _bits(unordered):
+                if (j, i) in seen:
+                    continue
+                for aj in footprints[j]:
+                    found = False
+                    for ai in footprints[i]:
+                        if aj.conflicts(ai):
+                            seen.add((j, i))
+                            out.append((j, aj, i, ai))
+                            found = True
+                            break
+                    if found:
+                        break
+    out.sort(key=lambda p: (p[0], p[2]))
+    return out
+
+
 class ExecRaces:
     """An executable's race facts: flattened nodes, ancestors, footprints and the summary.
 
@@ -722,15 +827,17 @@ class ExecRaces:
     """
 
     __slots__ = (
+        "_anc",
+        "_deps",
         "_events",
         "_flat",
         "_flat_from",
         "_groups",
         "_index_of",
+        "_members",
         "_nodes",
         "_nodes_graph",
         "_summary",
-        "anc",
         "buckets",
         "check",
         "footprints",
@@ -760,25 +867,45 @@ class ExecRaces:
     ) -> None:
         self._flat_from: tuple[Any, ...] | None = None
         self._index_of: dict[int, int] | None = None
+        self._anc: list[int] | None = None
+        self._members: dict[tuple[int, int], list[int]] | None = None
+        # the dependencies in _dep_form's shape, for the order between nodes
+        self._deps: tuple[Any, dict[int, tuple[int, ...]]] | None = None
+        nodes: list[ExecNode] | None
         if not check:  # a replay summary needs footprints only, not the order between nodes
             self._flat: list[FlatNode] | None = []
             nodes = exec_graph.walk()
-            self.anc = []
-        elif all(node.child is None for node in exec_graph.nodes):
-            # Nothing to inline: the flat nodes are the graph's own, in order. They are only
-            # needed to word a report, so they are made when one is (see ``flat``).
-            nodes = list(exec_graph.nodes)
+            self._anc = []
+            self.footprints = [node_footprint(node) for node in nodes]
+            self.buckets: list[list[tuple[int, int]]] = []
+        elif not exec_graph.made:
+            # A copy still in columns (no child graph, every node enabled): read the columns,
+            # so checking makes no node record either. The records, and the flat nodes that
+            # word a report, are made when first needed (see ``flat`` and ``nodes``).
+            nodes = None
             self._flat = None
             self._flat_from = (exec_graph, originals, graph)
-            self.anc = _ancestors_of([node.deps for node in nodes])
+            self._deps = exec_graph.first_deps()
+            self.footprints, self.buckets, self._members = _footprints_and_buckets(
+                exec_graph.types(), exec_graph.params_column(), None
+            )
         else:
-            self._flat = flatten(exec_graph, originals, graph)
-            nodes = [f.exec_node for f in self._flat]
-            self.anc = ancestors(self._flat)
-        if check:
-            self.footprints, self.buckets = _footprints_and_buckets(nodes)
-        else:
-            self.footprints, self.buckets = [node_footprint(node) for node in nodes], []
+            if all(node.child is None for node in exec_graph.nodes):
+                # Nothing to inline: the flat nodes are the graph's own, in order (made when
+                # a report needs them).
+                nodes = list(exec_graph.nodes)
+                self._flat = None
+                self._flat_from = (exec_graph, originals, graph)
+                self._deps = _dep_form([node.deps for node in nodes])
+            else:
+                self._flat = flatten(exec_graph, originals, graph)
+                nodes = [f.exec_node for f in self._flat]
+                self._deps = _dep_form([f.deps for f in self._flat])
+            self.footprints, self.buckets, self._members = _footprints_and_buckets(
+                [node.type for node in nodes],
+                [node.params for node in nodes],
+                [node.enabled for node in nodes],
+            )
         self._nodes = nodes
         self._events: tuple[list[Any], list[Any]] | None = None
         self._groups: (
@@ -786,6 +913,24 @@ class ExecRaces:
         ) = None
         self._nodes_graph = exec_graph
         self._summary: list[Access] | None = None
+
+    @property
+    def anc(self) -> list[int]:
+        """Per flat node, the bitset of its ancestors (empty for a replay summary), made on
+        first use: a check whose buckets are chains of edges never needs it."""
+        anc = self._anc
+        if anc is None:
+            assert self._deps is not None
+            anc = self._anc = _ancestors_from(*self._deps)
+        return anc
+
+    @property
+    def nodes(self) -> list[ExecNode]:
+        """The (flat) nodes' records, by flat index (made on first use for a copy in columns)."""
+        nodes = self._nodes
+        if nodes is None:
+            nodes = self._nodes = list(self._nodes_graph.nodes)
+        return nodes
 
     @property
     def flat(self) -> list[FlatNode]:
@@ -802,12 +947,19 @@ class ExecRaces:
         """``id(exec node)`` -> its flat index, for setters and updates (made on first use)."""
         index_of = self._index_of
         if index_of is None:
-            index_of = self._index_of = {id(node): i for i, node in enumerate(self._nodes)}
+            index_of = self._index_of = {id(node): i for i, node in enumerate(self.nodes)}
         return index_of
 
     def races(self) -> list[RaceReport]:
         """Every race of the whole graph."""
-        pairs = conflicting_pairs(self.footprints, self.buckets, self.anc)
+        members = self._members
+        if members is None:  # changed by a setter since: from the buckets
+            members = self._members = {}
+            for index, keys in enumerate(self.buckets):
+                for key in keys:
+                    members.setdefault(key, []).append(index)
+        assert self._deps is not None
+        pairs = unordered_pairs(self.footprints, members.values(), *self._deps, lambda: self.anc)
         return [
             _static_report(self.flat[i], ai, self.flat[j], aj, self.flat) for i, ai, j, aj in pairs
         ]
@@ -849,6 +1001,7 @@ class ExecRaces:
             self.footprints[index] = accs
             if self.check:
                 self.buckets[index] = _buckets(accs)
+                self._members = None
         self._summary = None
         self._events = None
         self._groups = None
@@ -866,7 +1019,7 @@ class ExecRaces:
         if self._events is not None:
             return self._events
         recorded, waited = [], []
-        for node in self._nodes:
+        for node in self.nodes:
             if node.type is NodeType.EventRecord:
                 recorded.append(node.params.event)
             elif node.type is NodeType.WaitEvent:
@@ -912,7 +1065,7 @@ class ExecRaces:
     def nodes_touching(self, access: Access) -> list[str]:
         """The nodes behind a summary range that overlap ``access`` (for reports)."""
         out = []
-        for node, accs in zip(self._nodes, self.footprints, strict=True):
+        for node, accs in zip(self.nodes, self.footprints, strict=True):
             if any(
                 a.device == access.device
                 and a.start < access.end
@@ -925,13 +1078,13 @@ class ExecRaces:
 
     def statistics(self) -> dict[str, int]:
         return {
-            "nodes": len(self._nodes),
+            "nodes": len(self.footprints),
             "accesses": sum(len(a) for a in self.footprints),
             "summary_ranges": len(self.summary),
         }
 
     def __repr__(self) -> str:
-        return f"<ExecRaces nodes={len(self._nodes)} check={self.check}>"
+        return f"<ExecRaces nodes={len(self.footprints)} check={self.check}>"
 
 
 def _all_buckets(footprints: list[list[Access]]) -> list[list[tuple[int, int]]]:
@@ -958,10 +1111,11 @@ def _all_buckets(footprints: list[list[Access]]) -> list[list[tuple[int, int]]]:
 
 
 def _footprints_and_buckets(
-    nodes: list[ExecNode],
-) -> tuple[list[list[Access]], list[list[tuple[int, int]]]]:
+    kinds: list[NodeType], params_column: list[Any], enabled: list[bool] | None
+) -> tuple[list[list[Access]], list[list[tuple[int, int]]], dict[tuple[int, int], list[int]]]:
     """Every node's footprint and :func:`_buckets`, during one graph check (``_LOCAL.memo``
-    set): what ``node_footprint`` and :func:`_all_buckets` give, in one pass.
+    set), from the graph's columns (``enabled`` None: every node enabled), in one pass; and
+    each bucket's members (node indices, ascending).
 
     A kernel node with one pointer parameter that reaches the end of its allocation (the
     commonest node) is looked up by (its kernel's pointer fields, the pointer): the nodes
@@ -971,20 +1125,32 @@ def _footprints_and_buckets(
     memo: dict[Any, Any] = _LOCAL.memo
     footprints: list[list[Access]] = []
     buckets: list[list[tuple[int, int]]] = []
-    made: dict[tuple[int, int, int], tuple[list[Access], list[tuple[int, int]]]] = {}
-    shared: dict[tuple[int, int], list[tuple[int, int]]] = {}  # as in _all_buckets
+    members: dict[tuple[int, int], list[int]] = {}
+    # (id of the kernel's pointer fields, device, address) -> (footprint, buckets, members)
+    made: dict[tuple[int, int, int], tuple[list[Access], list[tuple[int, int]], list[int]]] = {}
+    # the bucket -> (its one-bucket list, shared by the nodes in it; its members)
+    shared: dict[tuple[int, int], tuple[list[tuple[int, int]], list[int]]] = {}
     graph_type = NodeType.Graph
-    for node in nodes:
-        params = node.params
-        if type(params) is KernelParams and node.enabled and node.type is not graph_type:
-            reaches = params.kernel.layout.pointer_reaches
-            if reaches is not None and len(reaches) == 1:
-                ptr = params.args[reaches[0][0]]
-                if type(ptr) is DevicePtr and ptr.address:
-                    key = (id(reaches), ptr.device, ptr.address)
+    kernel_params = KernelParams
+    device_ptr = DevicePtr
+    single_of: dict[Any, Any] = {}  # kernel -> its pointer_reaches when it has one entry
+    append_footprint, append_buckets = footprints.append, buckets.append
+    for index, params in enumerate(params_column):
+        if type(params) is kernel_params and (enabled is None or enabled[index]):
+            kernel = params.kernel
+            single = single_of.get(kernel, single_of)
+            if single is single_of:  # a kernel first met: its one pointer field, if so
+                reaches = kernel.layout.pointer_reaches
+                single = single_of[kernel] = (
+                    reaches if reaches is not None and len(reaches) == 1 else None
+                )
+            if single is not None:
+                ptr = params.args[single[0][0]]
+                if type(ptr) is device_ptr and ptr.address:
+                    key = (id(single), ptr.device, ptr.address)
                     known = made.get(key)
                     if known is None:
-                        _, write, atomic = reaches[0]
+                        _, write, atomic = single[0]
                         ordinal, address = ptr.device, ptr.address
                         where = (ordinal, address)
                         found = memo[where] if where in memo else ALLOCATIONS.lookup(*where)
@@ -993,27 +1159,37 @@ def _footprints_and_buckets(
                             Access, (ordinal, address, end, write, atomic, CONSERVATIVE)
                         )
                         bucket = (ordinal, address if found is None else found[1])
-                        keys = shared.get(bucket)
-                        if keys is None:
-                            keys = shared[bucket] = [bucket]
-                        known = made[key] = ([access], keys)
-                    footprints.append(known[0])
-                    buckets.append(known[1])
+                        entry = shared.get(bucket)
+                        if entry is None:
+                            entry = shared[bucket] = ([bucket], members.setdefault(bucket, []))
+                        known = made[key] = ([access], entry[0], entry[1])
+                    append_footprint(known[0])
+                    append_buckets(known[1])
+                    known[2].append(index)
                     continue
-        accesses = node_footprint(node)
-        footprints.append(accesses)
+        if (enabled is not None and not enabled[index]) or kinds[index] is graph_type:
+            accesses: list[Access] = []
+        elif type(params) is kernel_params:
+            accesses = _kernel_footprint(params)
+        else:
+            accesses = footprint(params)
+        append_footprint(accesses)
         if len(accesses) == 1:
             access = accesses[0]
             where = (access.device, access.start)
             found = memo[where] if where in memo else ALLOCATIONS.lookup(*where)
             bucket = (access.device, access.start if found is None else found[1])
-            keys = shared.get(bucket)
-            if keys is None:
-                keys = shared[bucket] = [bucket]
-            buckets.append(keys)
+            entry = shared.get(bucket)
+            if entry is None:
+                entry = shared[bucket] = ([bucket], members.setdefault(bucket, []))
+            append_buckets(entry[0])
+            entry[1].append(index)
         else:
-            buckets.append(_buckets(accesses))
-    return footprints, buckets
+            node_buckets = _buckets(accesses)
+            append_buckets(node_buckets)
+            for one in node_buckets:
+                members.setdefault(one, []).append(index)
+    return footprints, buckets, members
 
 
 def _buckets(accesses: list[Access]) -> list[tuple[int, int]]:
