@@ -744,13 +744,23 @@ def _ancestors_from(first: Any, multi: dict[int, tuple[int, ...]]) -> list[int]:
     return anc
 
 
-def _may_conflict(footprints: list[list[Access]], indices: list[int]) -> bool:
-    """Whether any two of these nodes could conflict at all: some access writes, and not
-    every access is atomic (readers never race, nor do atomic updates with each other)."""
+def _may_conflict(
+    footprints: list[list[Access]],
+    buckets: list[list[tuple[int, int]]],
+    indices: list[int],
+    key: tuple[int, int],
+) -> bool:
+    """Whether two of these nodes could conflict in bucket ``key``: one of their accesses
+    there writes, and not every one is atomic (readers never race, nor do atomic updates
+    with each other). Accesses of different buckets never overlap (see :func:`bucket`), so
+    a node's accesses to its other allocations are left out."""
     writes = False
     plain = False
     for index in indices:
+        several = len(buckets[index]) > 1
         for access in footprints[index]:
+            if several and bucket(access) != key:
+                continue
             writes = writes or access.write
             plain = plain or not access.atomic
             if writes and plain:
@@ -760,14 +770,15 @@ def _may_conflict(footprints: list[list[Access]], indices: list[int]) -> bool:
 
 def unordered_pairs(
     footprints: list[list[Access]],
-    members: Iterable[list[int]],
+    buckets: list[list[tuple[int, int]]],
+    members: Iterable[tuple[tuple[int, int], list[int]]],
     first: Any,
     multi: dict[int, tuple[int, ...]],
     ancestors_of: Callable[[], list[int]],
 ) -> list[tuple[int, Access, int, Access]]:
     """:func:`conflicting_pairs` of a whole graph, bucket by bucket.
 
-    ``members``: each bucket's nodes (indices in topological order); ``first``/``multi``:
+    ``members``: each bucket and its nodes (indices in topological order); ``first``/``multi``:
     the dependencies in :func:`_dep_form`'s shape; ``ancestors_of``: the ancestor bitsets,
     asked for only when needed. Only nodes sharing an allocation can conflict, and the
     nodes of a bucket are all ordered when each is ordered before the next one (paths
@@ -780,7 +791,7 @@ def unordered_pairs(
     out: list[tuple[int, Access, int, Access]] = []
     seen: set[tuple[int, int]] = set()
     anc: list[int] | None = None
-    for indices in members:
+    for key, indices in members:
         count = len(indices)
         if count < 2:
             continue
@@ -789,7 +800,7 @@ def unordered_pairs(
                 continue
         elif itemgetter(*indices[1:])(first) == tuple(indices[:-1]):
             continue  # each member depends directly on the one before: a chain
-        if not _may_conflict(footprints, indices):
+        if not _may_conflict(footprints, buckets, indices, key):
             continue
         if anc is None:
             anc = ancestors_of()
@@ -959,7 +970,9 @@ class ExecRaces:
                 for key in keys:
                     members.setdefault(key, []).append(index)
         assert self._deps is not None
-        pairs = unordered_pairs(self.footprints, members.values(), *self._deps, lambda: self.anc)
+        pairs = unordered_pairs(
+            self.footprints, self.buckets, members.items(), *self._deps, lambda: self.anc
+        )
         return [
             _static_report(self.flat[i], ai, self.flat[j], aj, self.flat) for i, ai, j, aj in pairs
         ]
