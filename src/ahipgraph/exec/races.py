@@ -1131,7 +1131,7 @@ def _footprints_and_buckets(
     each bucket's members (node indices, ascending).
 
     A kernel node with one pointer parameter that reaches the end of its allocation (the
-    commonest node) is looked up by (its kernel's pointer fields, the pointer): the nodes
+    commonest node) is looked up by its kernel's pointer fields, then its pointer: the nodes
     of a kernel over one pointer share one footprint list and one bucket list (neither is
     changed in place: a setter replaces a node's lists), so each range is made and each
     allocation found once per graph, not once per node."""
@@ -1140,13 +1140,15 @@ def _footprints_and_buckets(
     buckets: list[list[tuple[int, int]]] = []
     members: dict[tuple[int, int], list[int]] = {}
     # (id of the kernel's pointer fields, device, address) -> (footprint, buckets, members)
-    made: dict[tuple[int, int, int], tuple[list[Access], list[tuple[int, int]], list[int]]] = {}
     # the bucket -> (its one-bucket list, shared by the nodes in it; its members)
     shared: dict[tuple[int, int], tuple[list[tuple[int, int]], list[int]]] = {}
     graph_type = NodeType.Graph
     kernel_params = KernelParams
     device_ptr = DevicePtr
-    single_of: dict[Any, Any] = {}  # kernel -> its pointer_reaches when it has one entry
+    # kernel -> (index, write, atomic, {address: (footprint, buckets, members, device)}) of
+    # its one pointer field, or None; kernels of one layout share the entry
+    single_of: dict[Any, Any] = {}
+    by_reaches: dict[int, Any] = {}
     append_footprint, append_buckets = footprints.append, buckets.append
     for index, params in enumerate(params_column):
         if type(params) is kernel_params and (enabled is None or enabled[index]):
@@ -1154,32 +1156,37 @@ def _footprints_and_buckets(
             single = single_of.get(kernel, single_of)
             if single is single_of:  # a kernel first met: its one pointer field, if so
                 reaches = kernel.layout.pointer_reaches
-                single = single_of[kernel] = (
-                    reaches if reaches is not None and len(reaches) == 1 else None
-                )
+                single = None
+                if reaches is not None and len(reaches) == 1:
+                    single = by_reaches.get(id(reaches))
+                    if single is None:
+                        single = by_reaches[id(reaches)] = (*reaches[0], {})
+                single_of[kernel] = single
             if single is not None:
-                ptr = params.args[single[0][0]]
-                if type(ptr) is device_ptr and ptr.address:
-                    key = (id(single), ptr.device, ptr.address)
-                    known = made.get(key)
-                    if known is None:
-                        _, write, atomic = single[0]
+                ptr = params.args[single[0]]
+                if type(ptr) is device_ptr:
+                    known = single[3].get(ptr.address)
+                    if known is None or known[3] != ptr.device:
                         ordinal, address = ptr.device, ptr.address
-                        where = (ordinal, address)
-                        found = memo[where] if where in memo else ALLOCATIONS.lookup(*where)
-                        end = address + 1 if found is None else found[1] + found[2]
-                        access = _new_access(
-                            Access, (ordinal, address, end, write, atomic, CONSERVATIVE)
-                        )
-                        bucket = (ordinal, address if found is None else found[1])
-                        entry = shared.get(bucket)
-                        if entry is None:
-                            entry = shared[bucket] = ([bucket], members.setdefault(bucket, []))
-                        known = made[key] = ([access], entry[0], entry[1])
-                    append_footprint(known[0])
-                    append_buckets(known[1])
-                    known[2].append(index)
-                    continue
+                        if not address or known is not None:  # null, or another device's
+                            known = None
+                        else:
+                            where = (ordinal, address)
+                            found = memo[where] if where in memo else ALLOCATIONS.lookup(*where)
+                            end = address + 1 if found is None else found[1] + found[2]
+                            access = _new_access(
+                                Access, (ordinal, address, end, single[1], single[2], CONSERVATIVE)
+                            )
+                            bucket = (ordinal, address if found is None else found[1])
+                            entry = shared.get(bucket)
+                            if entry is None:
+                                entry = shared[bucket] = ([bucket], members.setdefault(bucket, []))
+                            known = single[3][address] = ([access], entry[0], entry[1], ordinal)
+                    if known is not None:
+                        append_footprint(known[0])
+                        append_buckets(known[1])
+                        known[2].append(index)
+                        continue
         if (enabled is not None and not enabled[index]) or kinds[index] is graph_type:
             accesses: list[Access] = []
         elif type(params) is kernel_params:
