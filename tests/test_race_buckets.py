@@ -224,3 +224,30 @@ def test_a_whole_check_after_a_commit_sees_the_new_footprints(device: ahg.Device
     checked.commit(with_race)  # as if applied: the whole check must see it too
     assert [r.kind for r in checked.races()] == ["write-after-write"]
     destroy(graph, a, b)
+
+
+def test_the_summary_of_shared_footprints_is_the_merge_of_every_node(
+    device: ahg.Device,
+) -> None:
+    a, b, c = device.malloc(256), device.malloc(64), device.malloc(64)
+    graph = ahg.Graph()
+    previous: tuple[ahg.GraphNode, ...] = ()
+    for i in range(30):  # repeats of a few (kernel, pointer) pairs, in a changing order
+        kernel, args = [
+            (scribble, (a + 8 * (i % 4),)),
+            (copy_in, (b, a + 100)),
+            (bump, (c,)),
+            (scribble, (b,)),
+            (copy_in, (c + 8, b)),
+        ][(i * 7) % 5]
+        previous = (graph.add_kernel_node(kernel, 1, 1, args, deps=previous),)
+    graph.add_memset_node(a + 200, 0, 16, deps=previous)
+    exec_graph, originals = snapshot(graph)
+    checked = races.ExecRaces(exec_graph, originals, graph, check=True)
+    assert checked.races() == []
+    assert len({id(accs) for accs in checked.footprints}) < len(checked.footprints)
+    every = [access for accs in checked.footprints for access in accs]
+    assert checked.summary == races.merge(every)
+    alone = races.ExecRaces(exec_graph, originals, graph, check=False)
+    assert alone.summary == checked.summary
+    destroy(graph, a, b, c)

@@ -1024,7 +1024,12 @@ class ExecRaces:
         """Merged ranges of every enabled node: a replay is checked against these, O(ranges)."""
         summary = self._summary
         if summary is None:
-            summary = self._summary = merge([a for accs in self.footprints for a in accs])
+            # Nodes of a kernel over one pointer share one footprint list (see
+            # _footprints_and_buckets): each list, and each range, is merged once. Dropping
+            # repeats keeps the first of each, so the merged ranges come out as without.
+            unique = {id(accs): accs for accs in self.footprints}.values()
+            accesses = dict.fromkeys(a for accs in unique for a in accs)
+            summary = self._summary = merge(list(accesses))
         return summary
 
     def events(self) -> tuple[list[Any], list[Any]]:
