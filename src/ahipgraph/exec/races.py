@@ -4,8 +4,10 @@ Two operations race when nothing orders them and both touch the same bytes, at l
 writing (two :class:`~ahipgraph.AtomicPtr` accesses never race with each other). In a graph
 the only ordering a user may rely on is the declared edges (transitively, through child graphs
 and disabled nodes, which keep their edges); the planner's strands and signals are an
-implementation detail. :func:`check_exec_graph` finds every unordered conflicting pair with
-ancestor bitsets over the flattened graph, with no device work at all.
+implementation detail. :func:`check_exec_graph` finds every unordered conflicting pair over
+the flattened graph, with no device work at all: only nodes sharing an allocation are compared,
+a bucket whose nodes form a chain of edges (or only read) is cleared at once, and the rest is
+searched with ancestor bitsets (:func:`unordered_pairs`).
 
 Footprints (:func:`footprint`): copies and fills touch exact byte ranges; a free (or a graph
 memory node) touches its whole allocation as a write; a kernel pointer argument touches from
