@@ -17,11 +17,13 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from itertools import compress, repeat
+from operator import is_not
+from typing import TYPE_CHECKING, Any
 
 from ..core import gcpause
 from ..core.errors import InvalidValue, NotSupported
-from .node import GraphNode, edge_nodes
+from .node import Edges, GraphNode, edge_nodes
 
 if TYPE_CHECKING:
     from .graph import Graph
@@ -88,31 +90,60 @@ def nodes(graph: Graph) -> list[GraphNode]:
 
 
 def topological_order(graph: Graph) -> list[GraphNode]:
-    """Kahn's order of ``graph``'s nodes (caller holds the lock). InvalidValue on a cycle."""
-    # A lone neighbour is held as the node itself (see graph/node.py): its degree is 1.
-    indegree = {
-        node: 1 if isinstance(deps, GraphNode) else len(deps)
-        for node in graph._nodes
-        for deps in (node._deps,)
-    }
-    ready = deque(node for node, degree in indegree.items() if not degree)
+    """Kahn's order of ``graph``'s nodes (caller holds the lock). InvalidValue on a cycle.
+
+    A node holding its lone dependency as the node itself (see graph/node.py; almost every
+    node) becomes ready the moment that dependency is ordered: only the others (roots, joins)
+    are counted, so the walk keeps no entry per node. While nothing else is ready, a node's
+    lone successor with a lone dependency is ordered at once: the FIFO would pop it next
+    anyway, so a chain is walked without a queue operation per node and the order is Kahn's.
+    """
+    every = graph._nodes
+    deps_all = list(map(_deps_of, every))
+    # Nodes whose dependencies are not one node held as itself: roots and joins (any length).
+    others = list(compress(every, map(is_not, repeat(GraphNode), map(type, deps_all))))
+    indegree: dict[GraphNode, int] = {}
+    roots: list[GraphNode] = []
+    for node in others:
+        count = len(node._deps)  # type: ignore[arg-type]
+        if count:
+            indegree[node] = count
+        else:
+            roots.append(node)
+    ready = deque(roots)
+    popleft, push = ready.popleft, ready.append
     order: list[GraphNode] = []
+    append = order.append
+    node_type = GraphNode
     while ready:
-        node = ready.popleft()
-        order.append(node)
-        succs = node._succ
-        if isinstance(succs, GraphNode):
-            indegree[succs] -= 1
-            if not indegree[succs]:
-                ready.append(succs)
-            continue
+        node = popleft()
+        append(node)
+        succs: Any = node._succ
+        # The chain walk: a lone successor whose lone dependency is this node, nothing queued.
+        while type(succs) is node_type and type(succs._deps) is node_type and not ready:
+            node = succs
+            append(node)
+            succs = node._succ
+        if type(succs) is node_type:
+            if type(succs._deps) is node_type:
+                push(succs)
+                continue
+            succs = (succs,)
         for succ in succs:
-            indegree[succ] -= 1
-            if not indegree[succ]:
-                ready.append(succ)
-    if len(order) != len(indegree):
+            if type(succ._deps) is node_type:
+                push(succ)
+            else:
+                left = indegree[succ] - 1
+                indegree[succ] = left
+                if not left:
+                    push(succ)
+    if len(order) != len(deps_all):
         raise InvalidValue(f"{graph!r} has a cycle")
     return order
+
+
+def _deps_of(node: GraphNode) -> Edges:
+    return node._deps
 
 
 def root_nodes(graph: Graph) -> list[GraphNode]:
