@@ -16,9 +16,9 @@ Every function takes the graph's lock.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from itertools import compress, repeat
-from operator import is_not
+from operator import attrgetter, is_not
 from typing import TYPE_CHECKING, Any
 
 from ..core import gcpause
@@ -142,8 +142,7 @@ def topological_order(graph: Graph) -> list[GraphNode]:
     return order
 
 
-def _deps_of(node: GraphNode) -> Edges:
-    return node._deps
+_deps_of: Callable[[GraphNode], Edges] = attrgetter("_deps")  # in C: no Python call per node
 
 
 def root_nodes(graph: Graph) -> list[GraphNode]:
