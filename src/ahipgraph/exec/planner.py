@@ -232,7 +232,10 @@ def plan_graph(graph: ExecGraph, *, max_streams: int = 4, use_priority: bool = F
     for level in by_level:
         for segment in sorted(level, key=lambda s: (s.strand, s.position)):
             clock = known[segment.strand]
-            for dep_id in segment.deps:
+            deps = segment.deps
+            if len(deps) > 1:  # the latest on each strand first: it covers the earlier ones
+                deps = sorted(deps, key=lambda d: -segments[d].position)
+            for dep_id in deps:
                 dep = segments[dep_id]
                 if dep.strand == segment.strand or clock[dep.strand] >= dep.position:
                     continue
