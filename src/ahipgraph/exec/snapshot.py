@@ -17,8 +17,8 @@ import threading
 from array import array
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from itertools import compress, repeat
-from operator import attrgetter, is_not
+from itertools import compress, islice, repeat
+from operator import attrgetter, is_, is_not
 from typing import TYPE_CHECKING, Any
 
 from ..core.registry import HandleId
@@ -343,10 +343,16 @@ def _dep_indices(
     few) are mapped without a Python loop per node.
     """
     count = len(order)
-    position = dict(zip(order, range(count), strict=True))
     deps: list[Any] = list(map(_deps_of, order))  # a GraphNode, or a list or () of 0 or 2+
     others = list(compress(range(count), map(is_not, repeat(GraphNode), map(type, deps))))
     multi: dict[int, tuple[int, ...]] = {}
+    if others == [0] and not deps[0] and all(map(is_, islice(deps, 1, None), order)):
+        # A chain (what one stream captures): each node's dependency is the one before it.
+        column = array("q", range(-1, count - 1))
+        column[0] = _SEE_MULTI
+        multi[0] = ()
+        return column, multi
+    position = dict(zip(order, range(count), strict=True))
     if len(others) > count // 4:  # many roots or joins: one pass, node by node
         first: list[int] = []
         append = first.append
