@@ -13,6 +13,7 @@ from collections import deque
 import pytest
 
 import ahipgraph as ahg
+from ahipgraph.graph.topology import ordered_columns
 
 
 def _reference_order(graph: ahg.Graph) -> list[ahg.GraphNode]:
@@ -74,6 +75,10 @@ def test_nodes_is_kahns_order_on_random_graphs(seed: int) -> None:
         order = graph.nodes()
         assert order == _reference_order(graph)
         assert len(order) == len(set(order))
+        # What a snapshot takes: the same order, its dependency columns from the same walk.
+        same, first, multi = ordered_columns(graph)
+        assert same == order
+        assert (list(first), multi) == _general_dep_indices(order)
     finally:
         graph.destroy()
 
@@ -112,6 +117,8 @@ def test_cycle_is_invalid_value_and_lone_dependency_cycles_too() -> None:
         graph.nodes()
     with pytest.raises(ahg.InvalidValue, match="cycle"):
         graph.instantiate()
+    with pytest.raises(ahg.InvalidValue, match="cycle"):
+        ordered_columns(graph)
     graph.destroy()
 
 

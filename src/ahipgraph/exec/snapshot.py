@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from ..core.registry import HandleId
 from ..graph.node import GraphNode
 from ..graph.node_type import NodeType
+from ..graph.topology import ordered_columns
 
 if TYPE_CHECKING:
     from ..graph.graph import Graph
@@ -312,14 +313,14 @@ def _copy_one(
     graph: Graph, order_out: list[GraphNode]
 ) -> tuple[ExecGraph, list[tuple[ExecNode, Graph]]]:
     """Copy one graph's nodes (its lock held); child-graph nodes are left for the caller."""
-    order: list[GraphNode] = graph.nodes()  # InvalidValue on a cycle
+    # InvalidValue on a cycle; the dependency columns are made by the same walk.
+    order, first, multi = ordered_columns(graph)
     order_out.extend(order)
     # Under the graph's lock, with the graph alive, every node is alive too: read the fields
     # directly instead of through the accessors' per-call handle checks.
     types = list(map(_type_of, order))
     params = list(map(_params_of, order))
     ids = list(map(_id_of, order))
-    first, multi = _dep_indices(order)
     copy = ExecGraph._from_columns(
         graph.id, ids, types, params, first, multi, list(graph.user_objects())
     )

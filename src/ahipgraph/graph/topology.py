@@ -15,6 +15,7 @@ Every function takes the graph's lock.
 
 from __future__ import annotations
 
+from array import array
 from collections import deque
 from collections.abc import Callable, Sequence
 from itertools import compress, repeat
@@ -32,6 +33,7 @@ __all__ = [
     "add_dependencies",
     "edges",
     "nodes",
+    "ordered_columns",
     "remove_dependencies",
     "root_nodes",
     "topological_order",
@@ -140,6 +142,91 @@ def topological_order(graph: Graph) -> list[GraphNode]:
     if len(order) != len(deps_all):
         raise InvalidValue(f"{graph!r} has a cycle")
     return order
+
+
+def ordered_columns(
+    graph: Graph,
+) -> tuple[list[GraphNode], array[int], dict[int, tuple[int, ...]]]:
+    """:func:`nodes`, with each node's dependencies as positions in that order.
+
+    What an executable's snapshot needs: the column ``first`` holds a node's lone dependency
+    (held as the node itself, see graph/node.py) by position, or -1 where ``multi`` holds its
+    0 or several. The walk records them as it orders the nodes, so no map of positions is
+    made and no node is looked up again afterwards (a wide graph's Kahn order visits nodes
+    far apart in memory).
+    """
+    with graph.lock, gcpause.paused():
+        graph._check_alive()
+        return _ordered_columns(graph)
+
+
+def _ordered_columns(
+    graph: Graph,
+) -> tuple[list[GraphNode], array[int], dict[int, tuple[int, ...]]]:
+    every = graph._nodes
+    deps_all = list(map(_deps_of, every))
+    others = list(compress(every, map(is_not, repeat(GraphNode), map(type, deps_all))))
+    indegree: dict[GraphNode, int] = {}
+    roots: list[GraphNode] = []
+    for node in others:
+        count = len(node._deps)  # type: ignore[arg-type]
+        if count:
+            indegree[node] = count
+        else:
+            roots.append(node)
+    ready = deque(roots)
+    came = deque(repeat(-1, len(roots)))  # each ready node's lone dependency's position
+    popleft, push = ready.popleft, ready.append
+    came_popleft, came_push = came.popleft, came.append
+    order: list[GraphNode] = []
+    append = order.append
+    first: list[int] = []
+    first_append = first.append
+    counted: list[tuple[int, GraphNode]] = []  # roots and joins, with their positions
+    seen_by: dict[GraphNode, dict[GraphNode, int]] = {}  # a join's dependencies' positions
+    node_type = GraphNode
+    while ready:
+        node = popleft()
+        dep = came_popleft()
+        position = len(order)
+        append(node)
+        first_append(dep)
+        if dep < 0:
+            counted.append((position, node))
+        succs: Any = node._succ
+        while type(succs) is node_type and type(succs._deps) is node_type and not ready:
+            node = succs  # the chain walk, as in topological_order
+            append(node)
+            first_append(position)
+            position += 1
+            succs = node._succ
+        if type(succs) is node_type:
+            if type(succs._deps) is node_type:
+                push(succs)
+                came_push(position)
+                continue
+            succs = (succs,)
+        for succ in succs:
+            if type(succ._deps) is node_type:
+                push(succ)
+                came_push(position)
+            else:
+                seen = seen_by.get(succ)
+                if seen is None:
+                    seen = seen_by[succ] = {}
+                seen[node] = position
+                left = indegree[succ] - 1
+                indegree[succ] = left
+                if not left:
+                    push(succ)
+                    came_push(-1)
+    if len(order) != len(deps_all):
+        raise InvalidValue(f"{graph!r} has a cycle")
+    multi: dict[int, tuple[int, ...]] = {}
+    for position, node in counted:
+        sources: Any = node._deps
+        multi[position] = tuple(map(seen_by[node].__getitem__, sources)) if sources else ()
+    return order, array("q", first), multi
 
 
 _deps_of: Callable[[GraphNode], Edges] = attrgetter("_deps")  # in C: no Python call per node
