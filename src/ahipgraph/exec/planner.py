@@ -14,7 +14,9 @@ Everything here is synchronous and pure: it takes an :class:`ExecGraph` and retu
    most urgent kernel priority, so the most urgent segment lands on the launch stream.
 4. **Sync plan.** Only edges between different strands need a signal. Waits are deduplicated with
    per-strand vector clocks: a strand that already knows (directly or transitively) that a producer
-   finished does not wait for it again. Every other strand's last segment signals, and the launch
+   finished does not wait for it again. A segment's dependencies are visited latest first (by
+   position on their strand), so a join after many segments of one strand waits only for the
+   last of them. Every other strand's last segment signals, and the launch
    stream's program ends by joining them, so when strand 0 completes the whole launch has.
 
 Invariants: on every strand, segments are in level order and every wait points to a lower level,
