@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import chain, repeat
@@ -443,6 +444,30 @@ def _unfreed(graph: ExecGraph) -> list[DevicePtr]:
     return [ptr for ptr in allocated if ptr not in freed]
 
 
+def _emit_pending(
+    builder: _Builder,
+    graph: ExecGraph,
+    params: list[Any] | None,
+    pending: list[Sequence[int]],
+    strand: int,
+    ops: list[Op],
+) -> list[Any]:
+    """Emit the kernel-run segments ``pending`` (indices into ``graph``) as one run; empty it.
+
+    Returns the parameters column (read on first use: nothing changes it while compiling).
+    One segment's indices are kept as they are (a ``range``, usually); several are joined in
+    an ``array`` (eight bytes a node, no int object each).
+    """
+    if params is None:
+        params = graph.params_column()
+    items: Sequence[int] = (
+        pending[0] if len(pending) == 1 else array("q", chain.from_iterable(pending))
+    )
+    pending.clear()
+    builder.emit_kernel_run(graph, items, list(map(params.__getitem__, items)), strand, ops)
+    return params
+
+
 def compile_plan(
     graph: ExecGraph,
     plan: Plan,
@@ -474,9 +499,15 @@ def compile_plan(
         else:
             assert plan.start_signal is not None
             ops.append(WaitSignalIndicesOp((plan.start_signal,)))
+        # Kernel-run segments that follow one another on this strand with no wait or signal
+        # between them (the branches of a wide fork-join, mostly) are emitted as one run: the
+        # same ops in the same order, one arena placement and one run record for all of them.
+        pending: list[Sequence[int]] = []
         for segment_id in segment_ids:
             segment = segments[segment_id]
             if segment.waits:
+                if pending:
+                    params = _emit_pending(builder, graph, params, pending, strand, ops)
                 waits = []
                 for w in segment.waits:
                     signal = segments[w].signal
@@ -489,12 +520,10 @@ def compile_plan(
                 and all(map(is_, map(types.__getitem__, indices), repeat(_KERNEL)))
                 and graph.all_enabled(indices)
             ):  # a chain of plain kernel nodes: by index, no node record made
-                if params is None:
-                    params = graph.params_column()
-                builder.emit_kernel_run(
-                    graph, indices, list(map(params.__getitem__, indices)), strand, ops
-                )
+                pending.append(indices)
             else:
+                if pending:
+                    params = _emit_pending(builder, graph, params, pending, strand, ops)
                 nodes = graph.nodes
                 emit_one = builder._emit_one
                 for node in map(nodes.__getitem__, indices):
@@ -503,7 +532,11 @@ def compile_plan(
                     else:  # what emit_node does first, without its call
                         emit_one(node, strand, ops)
             if segment.signal is not None:
+                if pending:
+                    params = _emit_pending(builder, graph, params, pending, strand, ops)
                 ops.append(SignalIndexOp(segment.signal))
+        if pending:
+            params = _emit_pending(builder, graph, params, pending, strand, ops)
         if strand == 0 and plan.final_waits:
             finals = [segments[w].signal for w in plan.final_waits]
             ops.append(WaitSignalIndicesOp([s for s in finals if s is not None]))

@@ -52,6 +52,7 @@ _grid = attrgetter("grid")
 _block = attrgetter("block")
 _shared_mem = attrgetter("shared_mem")
 _kernel_of = attrgetter("kernel")
+_threads_of = attrgetter("threads")
 
 MAX_PARALLEL_STREAMS = 4  # HIP's DEBUG_HIP_FORCE_GRAPH_QUEUES default
 _MAX_SIGNAL_SETS = 1 << 16  # prepopulated sets; the pool still grows past them when needed
@@ -146,8 +147,14 @@ def instantiate(graph: Graph, request: InstantiateRequest) -> Instantiated:
     kernels = list(compress(every_params, map(is_, kinds, repeat(kernel_type))))
     # Added against the default device's limits; this executable runs on its own. Nodes of one
     # launch shape pass or fail alike: check each shape once, in the order nodes first have it.
-    shapes = zip(map(_grid, kernels), map(_block, kernels), map(_shared_mem, kernels), strict=True)
-    for params in dict(zip(shapes, kernels, strict=True)).values():
+    # Nodes sharing one Threads object share its shape (a launch shape's Threads is made once
+    # per shape, see runtime/params.py): one node per Threads first, in the order nodes first
+    # have it, then one per shape, without a key tuple made per node.
+    by_threads = list(dict(zip(map(id, map(_threads_of, kernels)), kernels, strict=True)).values())
+    shapes = zip(
+        map(_grid, by_threads), map(_block, by_threads), map(_shared_mem, by_threads), strict=True
+    )
+    for params in dict(zip(shapes, by_threads, strict=True)).values():
         params.check_limits(device)
     races: ExecRaces | None = None
     if options.get("check_races", False):  # before anything is built: a race changes nothing
@@ -162,10 +169,9 @@ def instantiate(graph: Graph, request: InstantiateRequest) -> Instantiated:
         use_priority=flags is InstantiateFlags.USE_NODE_PRIORITY,
     )
     # A node's slot size depends on its kernel only: one sum per kernel, times its node count.
-    per_kernel = Counter(map(id, map(_kernel_of, kernels)))
-    kernel_by_id = dict(
-        zip(map(id, map(_kernel_of, kernels)), map(_kernel_of, kernels), strict=True)
-    )
+    kernel_objects = list(map(_kernel_of, kernels))
+    per_kernel = Counter(map(id, kernel_objects))
+    kernel_by_id = dict(zip(map(id, kernel_objects), kernel_objects, strict=True))
     arg_bytes = sum(
         -(-max(kernel_by_id[key].layout.size, 1) // 16) * 16 * count
         for key, count in per_kernel.items()

@@ -14,7 +14,9 @@ Everything here is synchronous and pure: it takes an :class:`ExecGraph` and retu
    most urgent kernel priority, so the most urgent segment lands on the launch stream.
 4. **Sync plan.** Only edges between different strands need a signal. Waits are deduplicated with
    per-strand vector clocks: a strand that already knows (directly or transitively) that a producer
-   finished does not wait for it again. Every other strand's last segment signals, and the launch
+   finished does not wait for it again. A segment's dependencies are visited latest first (by
+   position on their strand), so a join after many segments of one strand waits only for the
+   last of them. Every other strand's last segment signals, and the launch
    stream's program ends by joining them, so when strand 0 completes the whole launch has.
 
 Invariants: on every strand, segments are in level order and every wait points to a lower level,
@@ -24,7 +26,10 @@ so a launch can never deadlock against itself.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Any
+
+import numpy as np
 
 from ..graph.node_type import NodeType
 from .snapshot import ExecGraph
@@ -65,6 +70,86 @@ class Plan:
 
 
 def _cut_segments(graph: ExecGraph) -> list[Segment]:
+    if graph.flat and len(graph) >= _COLUMN_CUT_MIN:
+        return _cut_segments_columns(graph)
+    return _cut_segments_nodes(graph)
+
+
+# Below this many nodes the per-node loop is as quick as the column operations' fixed costs.
+_COLUMN_CUT_MIN = 64
+
+
+def _cut_segments_columns(graph: ExecGraph) -> list[Segment]:
+    """:func:`_cut_segments_nodes` for a graph without child-graph nodes, in column operations.
+
+    The same segments, ids, node lists and dependencies: a node continues its dependency's
+    segment exactly when it has one dependency and that dependency has one dependent. Segment
+    ids go to the other nodes (the segments' heads) in index order; each continuing node's
+    head is found by pointer doubling over the dependency column (a node's dependency comes
+    before it in the order), and each segment's nodes are its members in index order.
+    """
+    count = len(graph)
+    first_deps, multi = graph.first_deps()
+    deps = np.frombuffer(first_deps, dtype=np.int64)
+    linked = deps[deps >= 0]
+    if multi:  # joins' dependencies (and roots', none)
+        linked = np.concatenate(
+            [linked, np.fromiter(chain.from_iterable(multi.values()), np.int64)]
+        )
+    dependents = np.bincount(linked, minlength=count)  # what graph.dependent_counts() counts
+    index = np.arange(count, dtype=np.int64)
+    continues = deps >= 0
+    continues[continues] = dependents[deps[continues]] == 1
+    head = np.where(continues, deps, index)
+    while True:  # pointer doubling: every node's head, in log(depth) passes
+        further = head[head]
+        if np.array_equal(further, head):
+            break
+        head = further
+    heads = np.flatnonzero(~continues)
+    segment_id = np.empty(count, dtype=np.int64)
+    segment_id[heads] = np.arange(len(heads), dtype=np.int64)
+    segment_of = segment_id[head]
+    members = np.argsort(segment_of, kind="stable")  # each segment's nodes, in index order
+    sizes = np.bincount(segment_of, minlength=len(heads))
+    ends = np.cumsum(sizes)
+    starts = ends - sizes
+    # A segment of three or more nodes evenly spaced is a range (what _compact makes).
+    gaps = np.diff(members)
+    first_gap = gaps[np.minimum(starts, max(count - 2, 0))] if count > 1 else gaps
+    spaced = np.ones(len(heads), dtype=bool)
+    if count > 1:
+        inner = segment_of[members[1:]] == segment_of[members[:-1]]
+        owner = segment_of[members[1:]]
+        uneven = inner & (gaps != first_gap[owner])
+        spaced[owner[uneven]] = False
+    segment_list = segment_of.tolist()
+    member_list = members.tolist()
+    segments: list[Segment] = []
+    for sid, (start, end, size, even, node) in enumerate(
+        zip(
+            starts.tolist(),
+            ends.tolist(),
+            sizes.tolist(),
+            spaced.tolist(),
+            heads.tolist(),
+            strict=True,
+        )
+    ):
+        nodes: list[int] | range
+        if size >= 3 and even:
+            step = member_list[start + 1] - member_list[start]
+            nodes = range(member_list[start], member_list[end - 1] + 1, step)
+        else:
+            nodes = member_list[start:end]
+        dep = first_deps[node]
+        segment = Segment(sid, nodes)
+        segment.deps = sorted({segment_list[d] for d in ((dep,) if dep >= 0 else multi[node])})
+        segments.append(segment)
+    return segments
+
+
+def _cut_segments_nodes(graph: ExecGraph) -> list[Segment]:
     segment_of: list[int] = [0] * len(graph)
     segments: list[Segment] = []
     members: list[list[int]] = []  # each segment's nodes while they are cut
@@ -149,7 +234,10 @@ def plan_graph(graph: ExecGraph, *, max_streams: int = 4, use_priority: bool = F
     for level in by_level:
         for segment in sorted(level, key=lambda s: (s.strand, s.position)):
             clock = known[segment.strand]
-            for dep_id in segment.deps:
+            deps = segment.deps
+            if len(deps) > 1:  # the latest on each strand first: it covers the earlier ones
+                deps = sorted(deps, key=lambda d: -segments[d].position)
+            for dep_id in deps:
                 dep = segments[dep_id]
                 if dep.strand == segment.strand or clock[dep.strand] >= dep.position:
                     continue

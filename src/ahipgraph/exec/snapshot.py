@@ -17,13 +17,14 @@ import threading
 from array import array
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from itertools import compress, repeat
-from operator import attrgetter, is_not
+from itertools import compress, islice, repeat
+from operator import attrgetter, is_, is_not
 from typing import TYPE_CHECKING, Any
 
 from ..core.registry import HandleId
 from ..graph.node import GraphNode
 from ..graph.node_type import NodeType
+from ..graph.topology import ordered_columns
 
 if TYPE_CHECKING:
     from ..graph.graph import Graph
@@ -312,14 +313,14 @@ def _copy_one(
     graph: Graph, order_out: list[GraphNode]
 ) -> tuple[ExecGraph, list[tuple[ExecNode, Graph]]]:
     """Copy one graph's nodes (its lock held); child-graph nodes are left for the caller."""
-    order: list[GraphNode] = graph.nodes()  # InvalidValue on a cycle
+    # InvalidValue on a cycle; the dependency columns are made by the same walk.
+    order, first, multi = ordered_columns(graph)
     order_out.extend(order)
     # Under the graph's lock, with the graph alive, every node is alive too: read the fields
     # directly instead of through the accessors' per-call handle checks.
     types = list(map(_type_of, order))
     params = list(map(_params_of, order))
     ids = list(map(_id_of, order))
-    first, multi = _dep_indices(order)
     copy = ExecGraph._from_columns(
         graph.id, ids, types, params, first, multi, list(graph.user_objects())
     )
@@ -343,10 +344,16 @@ def _dep_indices(
     few) are mapped without a Python loop per node.
     """
     count = len(order)
-    position = dict(zip(order, range(count), strict=True))
     deps: list[Any] = list(map(_deps_of, order))  # a GraphNode, or a list or () of 0 or 2+
     others = list(compress(range(count), map(is_not, repeat(GraphNode), map(type, deps))))
     multi: dict[int, tuple[int, ...]] = {}
+    if others == [0] and not deps[0] and all(map(is_, islice(deps, 1, None), order)):
+        # A chain (what one stream captures): each node's dependency is the one before it.
+        column = array("q", range(-1, count - 1))
+        column[0] = _SEE_MULTI
+        multi[0] = ()
+        return column, multi
+    position = dict(zip(order, range(count), strict=True))
     if len(others) > count // 4:  # many roots or joins: one pass, node by node
         first: list[int] = []
         append = first.append

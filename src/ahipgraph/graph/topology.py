@@ -15,13 +15,16 @@ Every function takes the graph's lock.
 
 from __future__ import annotations
 
+from array import array
 from collections import deque
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from itertools import compress, repeat
+from operator import attrgetter, is_not
+from typing import TYPE_CHECKING, Any
 
 from ..core import gcpause
 from ..core.errors import InvalidValue, NotSupported
-from .node import GraphNode, edge_nodes
+from .node import Edges, GraphNode, edge_nodes
 
 if TYPE_CHECKING:
     from .graph import Graph
@@ -30,6 +33,7 @@ __all__ = [
     "add_dependencies",
     "edges",
     "nodes",
+    "ordered_columns",
     "remove_dependencies",
     "root_nodes",
     "topological_order",
@@ -88,31 +92,144 @@ def nodes(graph: Graph) -> list[GraphNode]:
 
 
 def topological_order(graph: Graph) -> list[GraphNode]:
-    """Kahn's order of ``graph``'s nodes (caller holds the lock). InvalidValue on a cycle."""
-    # A lone neighbour is held as the node itself (see graph/node.py): its degree is 1.
-    indegree = {
-        node: 1 if isinstance(deps, GraphNode) else len(deps)
-        for node in graph._nodes
-        for deps in (node._deps,)
-    }
-    ready = deque(node for node, degree in indegree.items() if not degree)
+    """Kahn's order of ``graph``'s nodes (caller holds the lock). InvalidValue on a cycle.
+
+    A node holding its lone dependency as the node itself (see graph/node.py; almost every
+    node) becomes ready the moment that dependency is ordered: only the others (roots, joins)
+    are counted, so the walk keeps no entry per node. While nothing else is ready, a node's
+    lone successor with a lone dependency is ordered at once: the FIFO would pop it next
+    anyway, so a chain is walked without a queue operation per node and the order is Kahn's.
+    """
+    every = graph._nodes
+    deps_all = list(map(_deps_of, every))
+    # Nodes whose dependencies are not one node held as itself: roots and joins (any length).
+    others = list(compress(every, map(is_not, repeat(GraphNode), map(type, deps_all))))
+    indegree: dict[GraphNode, int] = {}
+    roots: list[GraphNode] = []
+    for node in others:
+        count = len(node._deps)  # type: ignore[arg-type]
+        if count:
+            indegree[node] = count
+        else:
+            roots.append(node)
+    ready = deque(roots)
+    popleft, push = ready.popleft, ready.append
     order: list[GraphNode] = []
+    append = order.append
+    node_type = GraphNode
     while ready:
-        node = ready.popleft()
-        order.append(node)
-        succs = node._succ
-        if isinstance(succs, GraphNode):
-            indegree[succs] -= 1
-            if not indegree[succs]:
-                ready.append(succs)
-            continue
+        node = popleft()
+        append(node)
+        succs: Any = node._succ
+        # The chain walk: a lone successor whose lone dependency is this node, nothing queued.
+        while type(succs) is node_type and type(succs._deps) is node_type and not ready:
+            node = succs
+            append(node)
+            succs = node._succ
+        if type(succs) is node_type:
+            if type(succs._deps) is node_type:
+                push(succs)
+                continue
+            succs = (succs,)
         for succ in succs:
-            indegree[succ] -= 1
-            if not indegree[succ]:
-                ready.append(succ)
-    if len(order) != len(indegree):
+            if type(succ._deps) is node_type:
+                push(succ)
+            else:
+                left = indegree[succ] - 1
+                indegree[succ] = left
+                if not left:
+                    push(succ)
+    if len(order) != len(deps_all):
         raise InvalidValue(f"{graph!r} has a cycle")
     return order
+
+
+def ordered_columns(
+    graph: Graph,
+) -> tuple[list[GraphNode], array[int], dict[int, tuple[int, ...]]]:
+    """:func:`nodes`, with each node's dependencies as positions in that order.
+
+    What an executable's snapshot needs: the column ``first`` holds a node's lone dependency
+    (held as the node itself, see graph/node.py) by position, or -1 where ``multi`` holds its
+    0 or several. The walk records them as it orders the nodes, so no map of positions is
+    made and no node is looked up again afterwards (a wide graph's Kahn order visits nodes
+    far apart in memory).
+    """
+    with graph.lock, gcpause.paused():
+        graph._check_alive()
+        return _ordered_columns(graph)
+
+
+def _ordered_columns(
+    graph: Graph,
+) -> tuple[list[GraphNode], array[int], dict[int, tuple[int, ...]]]:
+    every = graph._nodes
+    deps_all = list(map(_deps_of, every))
+    others = list(compress(every, map(is_not, repeat(GraphNode), map(type, deps_all))))
+    indegree: dict[GraphNode, int] = {}
+    roots: list[GraphNode] = []
+    for node in others:
+        count = len(node._deps)  # type: ignore[arg-type]
+        if count:
+            indegree[node] = count
+        else:
+            roots.append(node)
+    ready = deque(roots)
+    came = deque(repeat(-1, len(roots)))  # each ready node's lone dependency's position
+    popleft, push = ready.popleft, ready.append
+    came_popleft, came_push = came.popleft, came.append
+    order: list[GraphNode] = []
+    append = order.append
+    first: list[int] = []
+    first_append = first.append
+    counted: list[tuple[int, GraphNode]] = []  # roots and joins, with their positions
+    seen_by: dict[GraphNode, dict[GraphNode, int]] = {}  # a join's dependencies' positions
+    node_type = GraphNode
+    while ready:
+        node = popleft()
+        dep = came_popleft()
+        position = len(order)
+        append(node)
+        first_append(dep)
+        if dep < 0:
+            counted.append((position, node))
+        succs: Any = node._succ
+        while type(succs) is node_type and type(succs._deps) is node_type and not ready:
+            node = succs  # the chain walk, as in topological_order
+            append(node)
+            first_append(position)
+            position += 1
+            succs = node._succ
+        if type(succs) is node_type:
+            if type(succs._deps) is node_type:
+                push(succs)
+                came_push(position)
+                continue
+            succs = (succs,)
+        for succ in succs:
+            if type(succ._deps) is node_type:
+                push(succ)
+                came_push(position)
+            else:
+                seen = seen_by.get(succ)
+                if seen is None:
+                    seen = seen_by[succ] = {}
+                seen[node] = position
+                left = indegree[succ] - 1
+                indegree[succ] = left
+                if not left:
+                    push(succ)
+                    came_push(-1)
+    if len(order) != len(deps_all):
+        raise InvalidValue(f"{graph!r} has a cycle")
+    multi: dict[int, tuple[int, ...]] = {}
+    for position, node in counted:
+        sources: Any = node._deps
+        multi[position] = tuple(map(seen_by[node].__getitem__, sources)) if sources else ()
+    return order, array("q", first), multi
+
+
+_deps_of: Callable[[GraphNode], Edges] = attrgetter("_deps")  # in C: no Python call per node
 
 
 def root_nodes(graph: Graph) -> list[GraphNode]:

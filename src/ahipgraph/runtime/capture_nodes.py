@@ -55,6 +55,15 @@ def _graphs() -> Any:
     return _graph_api
 
 
+_kernel_type: Any = None  # NodeType.Kernel, once the graph layer is loaded: read per capture
+
+
+def _kernel_node_type() -> Any:
+    global _kernel_type
+    _kernel_type = _graphs().NodeType.Kernel
+    return _kernel_type
+
+
 # -- what a captured operation returns -------------------------------------------------------------
 
 _NEVER = Signal(1)  # captured work has no completion of its own: it runs only in launches
@@ -220,9 +229,9 @@ class StreamCapture:
                 priority=priority,
                 device=device,
             )
-            node_type = _NODE_TYPES.get("Kernel")
+            node_type = _kernel_type
             if node_type is None:
-                node_type = _NODE_TYPES["Kernel"] = _graphs().NodeType.Kernel
+                node_type = _kernel_node_type()
             node: GraphNode = session.graph._add_made(node_type, self.deps, params)
             session.captured.add(node)
             self.deps = [node]

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
 if TYPE_CHECKING:
     from ..device.hwqueue import HardwareQueue
 
-__all__ = ["RingUser", "enqueue_pair"]
+__all__ = ["RingUser", "enqueue_pair", "kernel_enqueue_pair"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -73,6 +73,46 @@ def enqueue_pair(
         _named(waiting, body, owner, name, body.__doc__),
         _named(nowait, body, owner, f"{name}_nowait", nowait_doc),
     )
+
+
+def kernel_enqueue_pair(
+    body: Callable[Concatenate[S, P], R], open_state: object
+) -> tuple[Callable[Concatenate[S, P], Coroutine[Any, Any, R]], Callable[Concatenate[S, P], R]]:
+    """:func:`enqueue_pair` for ``Stream._launch_kernel``, with its parameters spelt out.
+
+    The most frequent enqueue, eager and captured: ``launch_kernel`` takes the body's own
+    parameters (no ``*args``/``**kwargs`` packed and unpacked per launch; a call that does not
+    fit them raises the same TypeError, when called rather than when awaited), and on a
+    capturing stream goes straight to the capture's ``add_kernel``, which is all the body does
+    there, after the same open-stream check (``open_state`` is ``StreamState.OPEN``: anything
+    else takes the general path, which raises the body's error). ``launch_kernel_nowait`` is
+    :func:`enqueue_pair`'s.
+    """
+    owner, _, private = body.__qualname__.rpartition(".")
+    name = private.lstrip("_")
+    body.__qualname__ = f"{owner}.{name}"
+    call: Callable[..., R] = body  # its parameters are spelt out below
+
+    async def waiting(
+        self: Any, kernel: Any, grid: Any, block: Any, args: Any = (), *, shared_mem: Any = 0
+    ) -> R:
+        capture = self._capture
+        if capture is not None and self.state is open_state:  # captured: no ring, no packet
+            result: R = capture.add_kernel(
+                kernel, grid, block, args, shared_mem, self.priority, self.device
+            )
+            return result
+        queue = self._ring()
+        if queue is None or queue.has_room():
+            return call(self, kernel, grid, block, args, shared_mem=shared_mem)
+        await queue.wait_for_room()
+        try:
+            return call(self, kernel, grid, block, args, shared_mem=shared_mem)
+        finally:
+            queue.settle_room()
+
+    _, nowait = enqueue_pair(body)  # the general twin: it waits for nothing
+    return _named(waiting, body, owner, name, body.__doc__), nowait
 
 
 def _named(

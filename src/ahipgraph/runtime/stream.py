@@ -39,7 +39,7 @@ from ..device.signal import Signal
 from . import capture, observe
 from .completion import Completion
 from .device import get_device
-from .enqueue import enqueue_pair
+from .enqueue import enqueue_pair, kernel_enqueue_pair
 from .event import Event, live_event
 from .params import (
     Endpoint,
@@ -260,7 +260,7 @@ class Stream(
         ) or KernelParams.make(kernel, grid, block, args, shared_mem=shared_mem, device=self.device)
         return self._observed(params, params.op(self.device))
 
-    launch_kernel, launch_kernel_nowait = enqueue_pair(_launch_kernel)
+    launch_kernel, launch_kernel_nowait = kernel_enqueue_pair(_launch_kernel, _OPEN)
 
     def _memcpy(
         self,
