@@ -94,6 +94,36 @@ def test_instantiate_adds_at_most_one_tracked_object_per_node() -> None:
         graph.destroy()
 
 
+def _int_lists_of_at_least(size: int) -> int:
+    """Tracked lists of ``size`` or more items, all ints: what a full pass visits item by item."""
+    gc.collect()
+    return sum(
+        1
+        for o in gc.get_objects()
+        if type(o) is list and len(o) >= size and all(type(v) is int for v in o)
+    )
+
+
+def test_the_registry_keeps_no_list_of_ints_per_node_built_or_destroyed() -> None:
+    # Slot generations, node ids, each graph's slots and the free slots are machine-int arrays:
+    # the collector never looks inside them, while a list of ints costs a visit per item on
+    # every full pass, also after the graph is gone (its slots then sit on the free list).
+    size = NODES_IN_CHAIN + 1_000  # more slots than earlier tests left free: the tables grow
+    before = _int_lists_of_at_least(size)
+    graph, nodes = _chain(size)
+    del nodes
+    assert _int_lists_of_at_least(size) == before
+    graph.destroy()
+    assert _int_lists_of_at_least(size) == before
+    stats = NODES.statistics()
+    assert stats.slots >= size
+    again, renodes = _chain(3)  # the freed slots are reused, generation-checked as before
+    assert NODES.statistics().slots == stats.slots
+    assert all(node.alive and NODES.get(node.hid) is node for node in renodes)
+    again.destroy()
+    assert not any(node.alive for node in renodes)
+
+
 def test_a_node_holds_no_handle_tuple_the_collector_tracks() -> None:
     graph, nodes = _chain(3)
     gc.collect()
