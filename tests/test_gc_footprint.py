@@ -194,3 +194,24 @@ async def test_exec_side_lookups_by_node_handle_still_find_the_copy(device: ahg.
         exec_.destroy()
         graph.destroy()
         device.free(x)
+
+
+@pytest.mark.asyncio
+async def test_the_scale_bench_reports_what_a_full_collection_costs_per_node() -> None:
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).parents[1] / "bench" / "scale.py"
+    spec = importlib.util.spec_from_file_location("scale_bench", path)
+    assert spec is not None
+    assert spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    before = NODES.statistics().live
+    out = await bench.measure((5, 7), memory=False)
+    for shape in bench.SHAPES:
+        for size in ("5", "7"):
+            assert isinstance(out[shape][size]["gc_pass_us"], float)
+        assert "gc_pass_us" in out["ratios_vs_smallest"][shape]["7"]
+    assert "gc_pass" in bench.table(out)
+    assert NODES.statistics().live == before  # every graph it made is gone
