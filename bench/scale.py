@@ -10,6 +10,11 @@ chains, one join; every node a kernel) of each size it measures, in one run, per
 * ``clone_us``, ``nodes_us``, ``edges_us``, ``dot_us`` — ``graph.clone()``, ``graph.nodes()``,
   ``graph.edges()`` and ``graph.to_dot()``;
 * ``destroy_us``      — ``exec.destroy()`` plus ``graph.destroy()``;
+* ``gc_pass_us``      — one full collection (``gc.collect()``) with the graph and its executable
+  alive, after the replay, less one once both are destroyed: what each of the collector's full
+  passes costs per node. CPython makes one whenever the long-lived tracked objects grow by a
+  quarter, so building N nodes walks about 5N objects, and this figure times 5 is about what the
+  collector adds to a node's build;
 * ``bytes_per_node``  — what the graph plus its executable hold, measured with ``tracemalloc``
   in a separate pass (tracing slows everything down, so it never overlaps the timings);
 * ``gc_collections``  — the garbage collector's passes per generation during build and
@@ -23,6 +28,7 @@ cost means ratios near 1. Run on its own with ``python bench/scale.py --sizes 10
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import json
 import time
@@ -85,13 +91,15 @@ async def time_one(shape: str, size: int, device: ahg.Device, x: ahg.DevicePtr) 
     start = time.perf_counter()
     await (await exec_.launch(stream))
     replay_s = time.perf_counter() - start
+    gc.collect()  # the replay's garbage first: the pass timed next only walks what is alive
+    _, gc_pass_s = _timed(gc.collect)
     _, nodes_s = _timed(graph.nodes)
     _, edges_s = _timed(graph.edges)
     _, dot_s = _timed(graph.to_dot)
     copy, clone_s = _timed(graph.clone)
     copy.destroy()
     new_args = build(shape, size, x, offset=1)
-    _, update_s = _timed(lambda: exec_.update(new_args))
+    _, update_s = _timed(functools.partial(exec_.update, new_args))
     await (await exec_.launch(stream))
     new_args.destroy()
     start = time.perf_counter()
@@ -100,6 +108,9 @@ async def time_one(shape: str, size: int, device: ahg.Device, x: ahg.DevicePtr) 
     destroy_s = time.perf_counter() - start
     await stream.synchronize()
     stream.destroy()
+    del graph, exec_, copy, new_args  # a destroyed graph's objects live while it is referenced
+    gc.collect()  # frees what the destroys left to the collector, then the same pass without them
+    _, gc_base_s = _timed(gc.collect)
     per = 1e6 / size
     return {
         "build_us": build_s * per,
@@ -111,6 +122,7 @@ async def time_one(shape: str, size: int, device: ahg.Device, x: ahg.DevicePtr) 
         "edges_us": edges_s * per,
         "dot_us": dot_s * per,
         "destroy_us": destroy_s * per,
+        "gc_pass_us": (gc_pass_s - gc_base_s) * per,
         "gc_collections": [b - a for a, b in zip(before, after, strict=True)],
     }
 
@@ -175,7 +187,7 @@ def ratios(out: dict[str, Any], sizes: tuple[int, ...]) -> dict[str, Any]:
 
 
 PHASES = ("build_us", "instantiate_us", "replay_us", "destroy_us", "update_us", "clone_us")
-PHASES += ("nodes_us", "edges_us", "dot_us")
+PHASES += ("nodes_us", "edges_us", "dot_us", "gc_pass_us")
 
 
 def table(out: dict[str, Any]) -> str:

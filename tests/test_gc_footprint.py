@@ -94,6 +94,36 @@ def test_instantiate_adds_at_most_one_tracked_object_per_node() -> None:
         graph.destroy()
 
 
+def _int_lists_of_at_least(size: int) -> int:
+    """Tracked lists of ``size`` or more items, all ints: what a full pass visits item by item."""
+    gc.collect()
+    return sum(
+        1
+        for o in gc.get_objects()
+        if type(o) is list and len(o) >= size and all(type(v) is int for v in o)
+    )
+
+
+def test_the_registry_keeps_no_list_of_ints_per_node_built_or_destroyed() -> None:
+    # Slot generations, node ids, each graph's slots and the free slots are machine-int arrays:
+    # the collector never looks inside them, while a list of ints costs a visit per item on
+    # every full pass, also after the graph is gone (its slots then sit on the free list).
+    size = NODES_IN_CHAIN + 1_000  # more slots than earlier tests left free: the tables grow
+    before = _int_lists_of_at_least(size)
+    graph, nodes = _chain(size)
+    del nodes
+    assert _int_lists_of_at_least(size) == before
+    graph.destroy()
+    assert _int_lists_of_at_least(size) == before
+    stats = NODES.statistics()
+    assert stats.slots >= size
+    again, renodes = _chain(3)  # the freed slots are reused, generation-checked as before
+    assert NODES.statistics().slots == stats.slots
+    assert all(node.alive and NODES.get(node.hid) is node for node in renodes)
+    again.destroy()
+    assert not any(node.alive for node in renodes)
+
+
 def test_a_node_holds_no_handle_tuple_the_collector_tracks() -> None:
     graph, nodes = _chain(3)
     gc.collect()
@@ -164,3 +194,24 @@ async def test_exec_side_lookups_by_node_handle_still_find_the_copy(device: ahg.
         exec_.destroy()
         graph.destroy()
         device.free(x)
+
+
+@pytest.mark.asyncio
+async def test_the_scale_bench_reports_what_a_full_collection_costs_per_node() -> None:
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).parents[1] / "bench" / "scale.py"
+    spec = importlib.util.spec_from_file_location("scale_bench", path)
+    assert spec is not None
+    assert spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    before = NODES.statistics().live
+    out = await bench.measure((5, 7), memory=False)
+    for shape in bench.SHAPES:
+        for size in ("5", "7"):
+            assert isinstance(out[shape][size]["gc_pass_us"], float)
+        assert "gc_pass_us" in out["ratios_vs_smallest"][shape]["7"]
+    assert "gc_pass" in bench.table(out)
+    assert NODES.statistics().live == before  # every graph it made is gone

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import threading
 import weakref
+from array import array
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 
@@ -70,9 +71,12 @@ class SlotTable:
         self._lock = threading.Lock()
         # Indexed by slot; a subclass keeps its references in a parallel array. No record per
         # slot: a registry of a million graph nodes would otherwise hold a million extra
-        # tuples for the collector to walk.
-        self._generations: list[int] = []
-        self._free: list[int] = []
+        # tuples for the collector to walk. The int columns are machine-int ``array``s, not
+        # lists: the collector visits a list's every item on every full pass (a million-entry
+        # list of ints is a million visits, and stays so while the slots sit free after their
+        # graph is destroyed), but never looks inside an array.
+        self._generations: array[int] = array("q")
+        self._free: array[int] = array("q")
         self._live = 0
         self._registered_total = 0
         # References whose objects were collected, not yet retired (list.append is atomic).

@@ -427,6 +427,52 @@ class ArgLayout:
             values[index] = view(address, dtype) if address else None
         return values
 
+    def memo_decoder(self) -> tuple[Callable[[Any, int, Any], tuple[Any, ...]], Callable[[], None]]:
+        """:meth:`decode` as a tuple, remembering each pointer's view by address; and its reset.
+
+        What a run of dispatch ops of one layout decodes with: a run's ops mostly point at the
+        same few allocations, so after the first, a pointer costs one dict read instead of a
+        view lookup keyed by address and dtype. The caller resets it whenever a view could go
+        stale (memory freed), as it drops the arguments it kept; a failed decode remembers
+        nothing. The memory passed must be the same on every call until a reset.
+        """
+        unpack_from = self._struct.unpack_from
+        fields: tuple[tuple[int, Any, dict[int, Any]], ...] = tuple(
+            (index, dtype, {}) for index, dtype in self._pointer_fields
+        )
+        memos: tuple[dict[int, Any], ...] = tuple(memo for _, _, memo in fields)
+
+        def reset() -> None:
+            for memo in memos:
+                memo.clear()
+
+        if len(fields) == 1:  # the common shape: straight-line code, no loop
+            ((index, dtype, memo),) = fields
+            memo_get = memo.get
+            after = index + 1
+
+            def decode_one(buffer: Any, offset: int, memory: Any) -> tuple[Any, ...]:
+                raw = unpack_from(buffer, offset)
+                address = raw[index]
+                view = memo_get(address)
+                if view is None and address:
+                    view = memo[address] = memory.view(address, dtype)
+                return (*raw[:index], view, *raw[after:])
+
+            return decode_one, reset
+
+        def decode(buffer: Any, offset: int, memory: Any) -> tuple[Any, ...]:
+            values = list(unpack_from(buffer, offset))
+            for index, dtype, memo in fields:
+                address = values[index]
+                view = memo.get(address)
+                if view is None and address:
+                    view = memo[address] = memory.view(address, dtype)
+                values[index] = view
+            return tuple(values)
+
+        return decode, reset
+
 
 def _fast_packer(
     fast_types: tuple[type, ...],

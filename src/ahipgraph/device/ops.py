@@ -378,6 +378,8 @@ def _run_class(
     shared["decode"] = staticmethod(decode)
     kept: dict[int, tuple[Any, ...]] = {}  # op -> its decoded arguments
     kept_values = kept.get
+    # Decodes for ``home`` only, remembering views by address: reset with ``kept``.
+    decode_home, forget_views = layout.memo_decoder()
     # The arena's count of writes and the device's count of frees the kept values were decoded
     # at: read before decoding, so a change made while decoding is caught by the next dispatch.
     seen_writes = seen_frees = -1
@@ -388,12 +390,13 @@ def _run_class(
         if memory is home:
             if seen_writes != source.writes or seen_frees != memory.frees:
                 kept.clear()  # bytes written or memory freed: decode each op again
+                forget_views()
                 seen_writes, seen_frees = source.writes, memory.frees
             values = kept_values(self)  # no KeyError raised per op on a first replay
             if values is None:
                 # A tuple: once the collector has seen it holds no container, it stops tracking
                 # it. A failed decode keeps nothing.
-                values = kept[self] = tuple(decode(buffer, self, memory))
+                values = kept[self] = decode_home(buffer, self, memory)
         else:  # memory the class was not made for: decoded every time, nothing kept
             values = tuple(decode(buffer, self, memory))
         body(threads, *values)

@@ -21,6 +21,7 @@ anyone else can see it; :meth:`get` finds a node only through that entry.
 from __future__ import annotations
 
 import weakref
+from array import array
 from typing import TYPE_CHECKING, Any
 
 from ..core.registry import HandleId, SlotTable
@@ -37,7 +38,7 @@ class _GraphRef(weakref.ref):  # type: ignore[type-arg]
     """A graph's weak reference, shared by its nodes' slots; knows those slots."""
 
     __slots__ = ("slots",)
-    slots: list[int]
+    slots: array[int]  # machine ints: the collector never walks them (see SlotTable)
 
 
 class NodeRegistry(SlotTable):
@@ -46,9 +47,9 @@ class NodeRegistry(SlotTable):
     def __init__(self, kind: str) -> None:
         super().__init__(kind)
         # Parallel to the generations: the owning graph's reference (None while the slot is
-        # free) and the node's id in that graph.
+        # free) and the node's id in that graph (an ``array``, as the generations).
         self._owners: list[_GraphRef | None] = []
-        self._ids: list[int] = []
+        self._ids: array[int] = array("q")
 
     def register(self, node: GraphNode) -> HandleId:
         """Give ``node`` a slot (its graph's lock held) and return its handle id."""
@@ -65,7 +66,7 @@ class NodeRegistry(SlotTable):
         ref: _GraphRef | None = graph._node_registry_ref
         if ref is None:  # the graph's first node (its lock held: no other thread makes one)
             ref = _GraphRef(graph, self._on_collected)
-            ref.slots = []
+            ref.slots = array("q")
             graph._node_registry_ref = ref
         lock = self._lock
         lock.acquire()  # not ``with``: its enter and exit calls cost twice the lock itself
@@ -119,7 +120,7 @@ class NodeRegistry(SlotTable):
             for slot in ref.slots:
                 if owners[slot] is ref:
                     self._retire_locked(slot, generations[slot])
-            ref.slots = []
+            ref.slots = array("q")
 
     def _retire_locked(self, slot: int, generation: int) -> None:
         # The owner goes first, then the generation moves on: a lock-free ``get`` that read
@@ -137,7 +138,7 @@ class NodeRegistry(SlotTable):
             for slot in ref.slots:
                 if owners[slot] is ref:  # still this graph's node: never unregistered
                     self._retire_locked(slot, self._generations[slot])
-            ref.slots = []
+            ref.slots = array("q")
 
     def get(self, hid: HandleId) -> GraphNode | None:
         """The live node for ``hid``, or ``None`` if it was destroyed or never existed."""
