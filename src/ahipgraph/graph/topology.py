@@ -100,18 +100,7 @@ def topological_order(graph: Graph) -> list[GraphNode]:
     lone successor with a lone dependency is ordered at once: the FIFO would pop it next
     anyway, so a chain is walked without a queue operation per node and the order is Kahn's.
     """
-    every = graph._nodes
-    deps_all = list(map(_deps_of, every))
-    # Nodes whose dependencies are not one node held as itself: roots and joins (any length).
-    others = list(compress(every, map(is_not, repeat(GraphNode), map(type, deps_all))))
-    indegree: dict[GraphNode, int] = {}
-    roots: list[GraphNode] = []
-    for node in others:
-        count = len(node._deps)  # type: ignore[arg-type]
-        if count:
-            indegree[node] = count
-        else:
-            roots.append(node)
+    roots, indegree, total = _roots_and_joins(graph)
     ready = deque(roots)
     popleft, push = ready.popleft, ready.append
     order: list[GraphNode] = []
@@ -139,7 +128,7 @@ def topological_order(graph: Graph) -> list[GraphNode]:
                 indegree[succ] = left
                 if not left:
                     push(succ)
-    if len(order) != len(deps_all):
+    if len(order) != total:
         raise InvalidValue(f"{graph!r} has a cycle")
     return order
 
@@ -163,17 +152,7 @@ def ordered_columns(
 def _ordered_columns(
     graph: Graph,
 ) -> tuple[list[GraphNode], array[int], dict[int, tuple[int, ...]]]:
-    every = graph._nodes
-    deps_all = list(map(_deps_of, every))
-    others = list(compress(every, map(is_not, repeat(GraphNode), map(type, deps_all))))
-    indegree: dict[GraphNode, int] = {}
-    roots: list[GraphNode] = []
-    for node in others:
-        count = len(node._deps)  # type: ignore[arg-type]
-        if count:
-            indegree[node] = count
-        else:
-            roots.append(node)
+    roots, indegree, total = _roots_and_joins(graph)
     ready = deque(roots)
     came = deque(repeat(-1, len(roots)))  # each ready node's lone dependency's position
     popleft, push = ready.popleft, ready.append
@@ -220,13 +199,31 @@ def _ordered_columns(
                 if not left:
                     push(succ)
                     came_push(-1)
-    if len(order) != len(deps_all):
+    if len(order) != total:
         raise InvalidValue(f"{graph!r} has a cycle")
     multi: dict[int, tuple[int, ...]] = {}
     for position, node in counted:
         sources: Any = node._deps
         multi[position] = tuple(map(seen_by[node].__getitem__, sources)) if sources else ()
     return order, array("q", first), multi
+
+
+def _roots_and_joins(graph: Graph) -> tuple[list[GraphNode], dict[GraphNode, int], int]:
+    """What both Kahn walks start from: the roots, each join's count of dependencies, and the
+    number of nodes. A node holding its lone dependency as the node itself (almost every
+    node) is neither, and gets no entry."""
+    every = graph._nodes
+    deps_all = list(map(_deps_of, every))
+    others = list(compress(every, map(is_not, repeat(GraphNode), map(type, deps_all))))
+    indegree: dict[GraphNode, int] = {}
+    roots: list[GraphNode] = []
+    for node in others:
+        count = len(node._deps)  # type: ignore[arg-type]
+        if count:
+            indegree[node] = count
+        else:
+            roots.append(node)
+    return roots, indegree, len(deps_all)
 
 
 _deps_of: Callable[[GraphNode], Edges] = attrgetter("_deps")  # in C: no Python call per node
