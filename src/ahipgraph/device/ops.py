@@ -16,6 +16,7 @@ abandoned by a closed event loop, so the packets that wait on them never hang.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -402,8 +403,29 @@ def _run_class(
         body(threads, *values)
         program.time += cost_ns
 
+    def forget() -> None:
+        kept.clear()
+        forget_views()
+
+    _FORGET.setdefault(source, []).append(forget)
     shared["run"] = run_pointer
     return type("_RunKernelOp", (_RunKernelOp,), shared)
+
+
+# What each write counter's run classes keep (decoded arguments, views), as their ``forget``
+# functions. A class is in a reference cycle with itself, as every class is, so what its
+# ``run`` closes over is freed only by the collector unless it is dropped first: the
+# executable owning the counter calls :func:`forget_runs` when it is freed.
+_FORGET: weakref.WeakKeyDictionary[Any, list[Callable[[], None]]] = weakref.WeakKeyDictionary()
+
+
+def forget_runs(source: WriteCounter) -> None:
+    """Drop the arguments the run classes made against ``source`` keep (it is being freed).
+
+    Safe at any time: a later dispatch decodes again.
+    """
+    for forget in _FORGET.pop(source, ()):
+        forget()
 
 
 Endpoint = DevicePtr | npt.NDArray[Any]

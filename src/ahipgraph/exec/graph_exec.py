@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -47,6 +48,7 @@ from ..core.lifecycle import (
 )
 from ..core.registry import HandleRegistry
 from ..device.kernel import DimLike, Kernel
+from ..device.ops import forget_runs
 from ..device.pointer import DevicePtr
 from ..device.properties import CopyKind
 from ..device.signal import Signal
@@ -352,8 +354,16 @@ class GraphExec(DestroyOnExit):
             self._last_release()
 
     def _last_release(self) -> None:
-        """The last reference went: free arena, signal sets, streams and user objects."""
+        """The last reference went: free arena, signal sets, streams and user objects.
+
+        The launcher and the updater keep only weak proxies of the executable and of each
+        other from here: its checks still answer calls on the handle, and the handle, once
+        dropped, is freed by reference counting with everything it holds rather than left to
+        the collector.
+        """
         self.state = ExecState.CLOSED
+        self._launcher.owner = self._updater.owner = weakref.proxy(self)
+        self._updater.launcher = weakref.proxy(self._launcher)
         self._free_resources(unreserve=True)
         objects, self.user_objects = self.user_objects, []
         disown_all(objects, self)  # every destructor runs, then the first error
@@ -361,6 +371,7 @@ class GraphExec(DestroyOnExit):
     def _free_resources(self, *, unreserve: bool) -> None:
         """Give back what instantiate took: arena, signal sets, streams, cells, reservations."""
         self.arena.close()
+        forget_runs(self.arena)
         self._launcher.close()
         if self._conditionals is not None:
             self._conditionals.free(self.device)

@@ -77,6 +77,7 @@ class Launcher:
     """Enqueues the launches of one executable and completes them. See the module notes."""
 
     __slots__ = (
+        "__weakref__",  # the updater's reference once the executable is freed
         "compiled",
         "completed",
         "device",

@@ -873,6 +873,9 @@ class Graph(DestroyOnExit):
         children: list[Graph] = []
         NODES.unregister_graph(self)  # every node at once, under one lock
         for node in self._nodes:
+            # A node and its neighbours refer to each other: cleared, a destroyed graph's nodes
+            # are freed by reference counting when dropped, not left to the collector.
+            node._deps = node._succ = ()
             if isinstance(node._params, ChildGraphParams):
                 children.append(node._params.graph)
             elif isinstance(node._params, ConditionalNodeParams):

@@ -61,6 +61,7 @@ def wait_event(stream: Stream, event: Event, flags: int) -> bool:
                 )
             return False  # recorded outside any capture: a real wait, as in HIP
         source_session = link.session
+        assert source_session is not None  # a link whose capture runs has its session
         if isinstance(part, StreamCapture):
             if part.session is not source_session:
                 raise StreamCaptureMerge(
@@ -106,5 +107,5 @@ def event_destroyed(event: Event) -> None:
     if event in _LINKS:
         with _LOCK:
             link = _LINKS.pop(event, None)
-            if link is not None:
+            if link is not None and link.session is not None:
                 link.session.recorded.discard(event)

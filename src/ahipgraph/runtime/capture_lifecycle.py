@@ -94,19 +94,23 @@ def end(stream: Stream) -> Graph:
             raise StreamCaptureWrongThread(
                 f"a {session.mode.name} capture must be ended by the task or thread that began it"
             )
-        session.finish()
         graph = session.graph
+        error: Exception | None = None
         if session.status is CaptureStatus.INVALIDATED or graph.destroyed:
-            error: Exception = StreamCaptureInvalidated(
-                f"the capture on {stream!r} was invalidated"
-            )
+            error = StreamCaptureInvalidated(f"the capture on {stream!r} was invalidated")
         else:
             problem = _unjoined(session, part.deps)
-            if problem is None:
-                return graph
-            error = StreamCaptureUnjoined(problem)
+            if problem is not None:
+                error = StreamCaptureUnjoined(problem)
+        session.finish()  # forgets the captured nodes: the checks above were their last readers
+        if error is None:
+            return graph
     session.discard_graph()
-    raise error
+    del graph, session, part  # the traceback keeps this frame: let it keep nothing else
+    try:
+        raise error
+    finally:
+        del error  # nor the error itself, which would make a cycle through its traceback
 
 
 def _unjoined(session: CaptureSession, joined: list[GraphNode]) -> str | None:

@@ -90,7 +90,10 @@ def check_event_sync(event: Event) -> None:
     if link is None or link.ended:
         return
     with _LOCK:
-        link.session.invalidate()
+        session = link.session
+        if session is None:  # the capture ended meanwhile
+            return
+        session.invalidate()
     raise CapturedEvent(f"{event!r} was recorded in a capture that is in progress")
 
 

@@ -189,12 +189,23 @@ class CaptureSession:
             if part.stream._capture is part:
                 part.stream._capture = None
             devices[id(part.stream.device)] = part.stream.device
+            part.parent, part.children, part.deps = None, [], []  # forks and origin: no cycle
         self.members.clear()
         for event in self.recorded:
             link = _LINKS.get(event)
-            if link is not None:
-                link.ended = True  # keeps the stream for the isolation rule
+            if link is not None and link.session is self:
+                # Keeps the stream for the isolation rule; the session and the nodes go, so
+                # an event outliving the capture does not keep its graph alive.
+                link.ended = True
+                link.session = None
+                link.deps = ()
         self.recorded.clear()
+        # The parts refer to the session and the session to its origin part; the captured sets
+        # hold every node. Dropping them here leaves no cycle, so an ended capture's objects
+        # (and a discarded graph's nodes) are freed at once, not at the collector's next pass.
+        self.origin = None
+        self.captured = set()
+        self.removed = set()
         for device in devices.values():
             _refresh_null_guard(device)
 
@@ -269,7 +280,7 @@ def _refresh_null_guard(device: Device) -> None:
 class _EventLink:
     """An event recorded during a capture: the recording stream's dependency set at the time."""
 
-    session: CaptureSession
+    session: CaptureSession | None  # None once the capture ended (then only the stream counts)
     stream: Stream
     deps: tuple[GraphNode, ...]
     ended: bool = False
