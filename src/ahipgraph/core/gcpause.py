@@ -12,6 +12,14 @@ made are still counted, so the first allocation after the pause runs one young-g
 over them (a replay right after instantiate pays that). Objects a paused build makes and drops
 (an update's snapshot) cost the collector nothing at all.
 
+Building a large graph node by node is the same bulk build, spread over the user's own loop of
+``add_*_node`` calls (or captured operations), with no ``with`` block around it. There
+:func:`pause_until_yield` pauses the collector from inside the build, and the event loop
+switches it back on: at its next iteration, which comes when the building task awaits
+something that suspends or ends. A build in a task is one synchronous burst, so its pause
+lasts exactly as long as the build; a thread without a running event loop is never paused this
+way (nothing would say when its build ended).
+
 Only the collector's automatic passes are affected: reference counting frees everything as
 usual, and an explicit ``gc.collect()`` still works. Nested and concurrent pauses (several
 threads instantiating at once) are counted, and the collector is switched back on only by the
@@ -21,31 +29,85 @@ collector off keeps it off.
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["paused"]
+__all__ = ["pause_until_yield", "paused"]
 
-_lock = threading.Lock()
+_lock = threading.RLock()  # re-entrant: a pause freed by the collector ends inside its own lock
 _depth = 0
 _restore = False
 
 
-@contextmanager
-def paused() -> Iterator[None]:
-    """Keep the collector's automatic passes off inside the ``with`` block."""
+def _enter() -> None:
     global _depth, _restore
     with _lock:
         if _depth == 0:
             _restore = gc.isenabled()
             gc.disable()
         _depth += 1
+
+
+def _leave() -> None:
+    global _depth
+    with _lock:
+        _depth -= 1
+        if _depth == 0 and _restore:
+            gc.enable()
+
+
+@contextmanager
+def paused() -> Iterator[None]:
+    """Keep the collector's automatic passes off inside the ``with`` block."""
+    _enter()
     try:
         yield
     finally:
+        _leave()
+
+
+class _Burst:
+    """One pause that the running event loop ends: called at its next iteration.
+
+    If the loop is closed first, its queue drops the callback, and the pause ends when this is
+    freed: a loop that never runs again cannot keep the collector off.
+    """
+
+    __slots__ = ("ended",)
+
+    def __init__(self) -> None:
+        self.ended = False
+
+    def __call__(self) -> None:
         with _lock:
-            _depth -= 1
-            if _depth == 0 and _restore:
-                gc.enable()
+            if self.ended:
+                return
+            self.ended = True
+        _leave()
+
+    __del__ = __call__
+
+
+def pause_until_yield() -> None:
+    """Pause the collector until the running event loop's next iteration (a bulk build).
+
+    Does nothing without a running loop in this thread, or with the collector already off
+    (paused, or switched off by the program).
+    """
+    if not gc.isenabled():
+        return
+    loop = asyncio._get_running_loop()
+    if loop is None:
+        return
+    burst = _Burst()
+    _enter()
+    try:
+        loop.call_soon(burst)
+    except RuntimeError:  # a closed loop: no pause, and the build goes on
+        burst()
+    except BaseException:
+        burst()
+        raise

@@ -30,6 +30,7 @@ Destroying twice is IllegalState; any other call on a destroyed graph is Invalid
 from __future__ import annotations
 
 import contextlib
+import gc
 import itertools
 import os
 import threading
@@ -83,6 +84,10 @@ GRAPHS: HandleRegistry[Graph] = HandleRegistry("graph")
 _GRAPH_IDS = itertools.count()  # next() on a C iterator is atomic under the GIL
 _new_object = object.__new__
 _MEM_NODE_TYPES = (NodeType.MemAlloc, NodeType.MemFree)
+# From this many nodes on, adding to a graph pauses the collector's automatic passes until the
+# building task yields (core.gcpause): each full pass would walk every node of the graph so far
+# and could free none of them, and they come as often as the graph grows by a quarter.
+BULK_BUILD_NODES = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,7 +282,10 @@ class Graph(DestroyOnExit):
         else:
             node._deps = ()
             NODES.enter(node)
-        self._by_id[node.id] = node  # before anyone sees it: the registry finds it here
+        by_id = self._by_id
+        by_id[node.id] = node  # before anyone sees it: the registry finds it here
+        if len(by_id) >= BULK_BUILD_NODES and gc.isenabled():
+            gcpause.pause_until_yield()  # a bulk build: see core.gcpause
         if observe.observer is not None:  # the race checker keeps the line that added it
             observe.observer.node_added(node)
         if node_type in _MEM_NODE_TYPES:

@@ -1,0 +1,170 @@
+"""A large build pauses the collector's automatic passes until the building task yields.
+
+Each full pass during a build of N nodes walks every node made so far and frees none of them;
+they come whenever the graph grows by a quarter. From ``BULK_BUILD_NODES`` nodes on, adding a
+node pauses the collector (``core.gcpause.pause_until_yield``) and the event loop's next
+iteration switches it back on. These tests pin when the pause starts, that it always ends, and
+that it never switches on a collector the program switched off.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+import ahipgraph as ahg
+from ahipgraph.core import gcpause
+from ahipgraph.graph import graph as graph_module
+
+SMALL_BULK = 50
+
+
+@ahg.kernel
+def noop(t: ahg.Threads, n: ahg.int32) -> None:
+    """Does nothing: only building is exercised."""
+
+
+@pytest.fixture
+def small_bulk(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A bulk build from SMALL_BULK nodes, with the collector on at the start and the end."""
+    monkeypatch.setattr(graph_module, "BULK_BUILD_NODES", SMALL_BULK)
+    assert gc.isenabled()
+    yield
+    assert gc.isenabled(), "a test left the collector off"
+
+
+def _build(size: int) -> ahg.Graph:
+    graph = ahg.Graph()
+    for i in range(size):
+        graph.add_kernel_node(noop, 1, 1, (i,))
+    return graph
+
+
+@pytest.mark.asyncio
+@pytest.mark.usefixtures("small_bulk")
+async def test_a_bulk_build_pauses_the_collector_until_the_task_yields() -> None:
+    graph = _build(SMALL_BULK - 1)
+    assert gc.isenabled()  # below the bulk size: no pause
+    graph.add_kernel_node(noop, 1, 1, (0,))
+    assert not gc.isenabled()
+    graph.add_kernel_node(noop, 1, 1, (0,))  # one pause, not one per node
+    assert not gc.isenabled()
+    await asyncio.sleep(0)  # one loop iteration: the pause ends
+    assert gc.isenabled()
+    graph.add_kernel_node(noop, 1, 1, (0,))  # the next burst pauses again
+    assert not gc.isenabled()
+    await asyncio.sleep(0)
+    assert gc.isenabled()
+    graph.destroy()
+
+
+@pytest.mark.asyncio
+@pytest.mark.usefixtures("small_bulk")
+async def test_a_capture_is_a_bulk_build_too(device: ahg.Device) -> None:
+    stream = device.create_stream()
+    stream.begin_capture()
+    for i in range(SMALL_BULK):
+        await stream.launch_kernel(noop, 1, 1, (i,))
+    assert not gc.isenabled()  # captured launches do not suspend
+    graph = stream.end_capture()
+    assert len(graph.nodes()) == SMALL_BULK
+    await asyncio.sleep(0)
+    assert gc.isenabled()
+    graph.destroy()
+    stream.destroy()
+
+
+@pytest.mark.asyncio
+@pytest.mark.usefixtures("small_bulk")
+async def test_a_collector_the_program_switched_off_stays_off() -> None:
+    gc.disable()
+    try:
+        graph = _build(SMALL_BULK + 5)
+        await asyncio.sleep(0)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    graph.destroy()
+
+
+@pytest.mark.asyncio
+@pytest.mark.usefixtures("small_bulk")
+async def test_a_pause_inside_a_burst_keeps_the_collector_off_until_both_end() -> None:
+    graph = _build(SMALL_BULK)
+    assert not gc.isenabled()
+    with gcpause.paused():
+        copy = graph.clone()
+    assert not gc.isenabled()  # the burst still runs
+    held = threading.Event()
+    release = threading.Event()
+
+    def instantiate_elsewhere() -> None:
+        with gcpause.paused():
+            held.set()
+            release.wait(10)
+
+    worker = threading.Thread(target=instantiate_elsewhere)
+    worker.start()
+    assert held.wait(10)
+    await asyncio.sleep(0)  # the burst ends; the other thread's pause does not
+    assert not gc.isenabled()
+    release.set()
+    worker.join(10)
+    assert gc.isenabled()
+    copy.destroy()
+    graph.destroy()
+
+
+@pytest.mark.usefixtures("small_bulk")
+def test_a_thread_without_an_event_loop_is_never_paused() -> None:
+    seen: list[bool] = []
+
+    def build_in_thread() -> None:
+        graph = _build(SMALL_BULK * 2)
+        seen.append(gc.isenabled())
+        graph.destroy()
+
+    worker = threading.Thread(target=build_in_thread)
+    worker.start()
+    worker.join(10)
+    assert seen == [True]
+
+
+@pytest.mark.usefixtures("small_bulk")
+@pytest.mark.parametrize("loop_name", ["asyncio", "uvloop"])
+def test_a_loop_closed_before_its_next_iteration_still_ends_the_pause(loop_name: str) -> None:
+    if loop_name == "uvloop":
+        uvloop = pytest.importorskip("uvloop")
+        loop = uvloop.new_event_loop()
+    else:
+        loop = asyncio.new_event_loop()
+    graphs: list[ahg.Graph] = []
+
+    def build_then_stop() -> None:
+        graphs.append(_build(SMALL_BULK))
+        loop.stop()  # the loop stops after this iteration: the pause's callback waits in it
+
+    loop.call_soon(build_then_stop)
+    loop.run_forever()
+    # asyncio leaves the pause's callback queued (callbacks scheduled in the last iteration
+    # do not run); uvloop runs it before it stops.
+    assert gc.isenabled() is (loop_name == "uvloop")
+    loop.close()  # drops a waiting callback, which ends the pause
+    assert gc.isenabled()
+    graphs[0].destroy()
+
+
+@pytest.mark.asyncio
+@pytest.mark.usefixtures("small_bulk")
+async def test_a_failed_add_past_the_bulk_size_changes_nothing() -> None:
+    graph = _build(SMALL_BULK)
+    await asyncio.sleep(0)
+    with pytest.raises(TypeError, match="must be a GraphNode"):
+        graph.add_kernel_node(noop, 1, 1, (0,), deps=[object()])  # type: ignore[list-item]
+    assert gc.isenabled()  # the add failed before the node was attached
+    assert len(graph.nodes()) == SMALL_BULK
+    graph.destroy()
