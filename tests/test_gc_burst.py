@@ -168,3 +168,41 @@ async def test_a_failed_add_past_the_bulk_size_changes_nothing() -> None:
     assert gc.isenabled()  # the add failed before the node was attached
     assert len(graph.nodes()) == SMALL_BULK
     graph.destroy()
+
+
+@pytest.fixture
+def nothing_frozen() -> Iterator[None]:
+    """No frozen objects for the test (the suite freezes what collection built: see conftest)."""
+    frozen = gc.get_freeze_count()
+    gc.unfreeze()
+    try:
+        yield
+    finally:
+        if frozen:
+            gc.freeze()
+
+
+@pytest.mark.asyncio
+@pytest.mark.usefixtures("small_bulk", "nothing_frozen")
+async def test_what_a_bulk_build_made_goes_straight_to_the_oldest_generation() -> None:
+    graph = _build(SMALL_BULK + 10)
+    last = graph.nodes()[-1]
+    assert not any(obj is last for obj in gc.get_objects(generation=2))
+    await asyncio.sleep(0)
+    assert gc.isenabled()
+    assert any(obj is last for obj in gc.get_objects(generation=2))
+    assert gc.get_freeze_count() == 0
+    graph.destroy()
+
+
+@pytest.mark.asyncio
+@pytest.mark.usefixtures("small_bulk")
+async def test_objects_frozen_by_the_program_stay_frozen() -> None:
+    marker: list[int] = []  # a tracked object, frozen with everything else
+    gc.freeze()
+    assert not any(obj is marker for obj in gc.get_objects())  # frozen: in no generation
+    graph = _build(SMALL_BULK + 10)
+    await asyncio.sleep(0)
+    assert gc.isenabled()
+    assert not any(obj is marker for obj in gc.get_objects())  # still frozen
+    graph.destroy()

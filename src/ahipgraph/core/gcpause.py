@@ -18,7 +18,9 @@ Building a large graph node by node is the same bulk build, spread over the user
 switches it back on: at its next iteration, which comes when the building task awaits
 something that suspends or ends. A build in a task is one synchronous burst, so its pause
 lasts exactly as long as the build; a thread without a running event loop is never paused this
-way (nothing would say when its build ended).
+way (nothing would say when its build ended). When such a pause ends and no other runs, what
+the build made is moved to the oldest generation at once (:func:`_promote_all`), so it is not
+walked twice by young passes before the next full pass sees it.
 
 Only the collector's automatic passes are affected: reference counting frees everything as
 usual, and an explicit ``gc.collect()`` still works. Nested and concurrent pauses (several
@@ -69,6 +71,18 @@ def paused() -> Iterator[None]:
         _leave()
 
 
+def _promote_all() -> None:
+    """Move every tracked object to the oldest generation, without a pass over them.
+
+    What a bulk build made lives as long as its graph: walked through the two young
+    generations first, each of its objects would cost two passes more before a full pass ever
+    saw it. Freezing and at once unfreezing is that move (two list splices); it is done only
+    while nothing else is frozen, so no one's frozen objects are thawed.
+    """
+    gc.freeze()
+    gc.unfreeze()
+
+
 class _Burst:
     """One pause that the running event loop ends: called at its next iteration.
 
@@ -86,6 +100,8 @@ class _Burst:
             if self.ended:
                 return
             self.ended = True
+            if _depth == 1 and _restore and not gc.get_freeze_count():
+                _promote_all()
         _leave()
 
     __del__ = __call__
