@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import threading
+import weakref
 from collections.abc import Iterator
 
 import pytest
@@ -171,37 +172,40 @@ async def test_a_failed_add_past_the_bulk_size_changes_nothing() -> None:
 
 
 @pytest.fixture
-def nothing_frozen() -> Iterator[None]:
-    """No frozen objects for the test (the suite freezes what collection built: see conftest)."""
-    frozen = gc.get_freeze_count()
-    gc.unfreeze()
-    try:
-        yield
-    finally:
-        if frozen:
-            gc.freeze()
+def small_young(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A burst counts as large from a few hundred young objects."""
+    monkeypatch.setattr(gcpause, "_BULK_YOUNG", 200)
+
+
+class _Cyclic:
+    def __init__(self) -> None:
+        self.me = self
 
 
 @pytest.mark.asyncio
-@pytest.mark.usefixtures("small_bulk", "nothing_frozen")
-async def test_what_a_bulk_build_made_goes_straight_to_the_oldest_generation() -> None:
-    graph = _build(SMALL_BULK + 10)
+@pytest.mark.usefixtures("small_bulk", "small_young")
+async def test_a_large_burst_ends_with_one_young_pass() -> None:
+    graph = _build(SMALL_BULK + 200)
     last = graph.nodes()[-1]
+    garbage = _Cyclic()
+    garbage_ref = weakref.ref(garbage)
+    del garbage  # young cyclic garbage: only a pass frees it
+    assert garbage_ref() is not None
     assert not any(obj is last for obj in gc.get_objects(generation=2))
     await asyncio.sleep(0)
     assert gc.isenabled()
-    assert any(obj is last for obj in gc.get_objects(generation=2))
-    assert gc.get_freeze_count() == 0
+    assert garbage_ref() is None  # the pass freed it, as the young passes would have
+    assert any(obj is last for obj in gc.get_objects(generation=2))  # the survivors moved up
     graph.destroy()
 
 
 @pytest.mark.asyncio
-@pytest.mark.usefixtures("small_bulk")
+@pytest.mark.usefixtures("small_bulk", "small_young")
 async def test_objects_frozen_by_the_program_stay_frozen() -> None:
     marker: list[int] = []  # a tracked object, frozen with everything else
     gc.freeze()
     assert not any(obj is marker for obj in gc.get_objects())  # frozen: in no generation
-    graph = _build(SMALL_BULK + 10)
+    graph = _build(SMALL_BULK + 200)
     await asyncio.sleep(0)
     assert gc.isenabled()
     assert not any(obj is marker for obj in gc.get_objects())  # still frozen

@@ -18,9 +18,8 @@ Building a large graph node by node is the same bulk build, spread over the user
 switches it back on: at its next iteration, which comes when the building task awaits
 something that suspends or ends. A build in a task is one synchronous burst, so its pause
 lasts exactly as long as the build; a thread without a running event loop is never paused this
-way (nothing would say when its build ended). When such a pause ends and no other runs, what
-the build made is moved to the oldest generation at once (:func:`_promote_all`), so it is not
-walked twice by young passes before the next full pass sees it.
+way (nothing would say when its build ended). When such a pause ends a large build, one pass
+over both young generations (:func:`_settle_young`) does what two young passes would.
 
 Only the collector's automatic passes are affected: reference counting frees everything as
 usual, and an explicit ``gc.collect()`` still works. Nested and concurrent pauses (several
@@ -71,16 +70,21 @@ def paused() -> Iterator[None]:
         _leave()
 
 
-def _promote_all() -> None:
-    """Move every tracked object to the oldest generation, without a pass over them.
+# A burst that left at least this many young tracked objects ends with one pass over them.
+_BULK_YOUNG = 100_000
 
-    What a bulk build made lives as long as its graph: walked through the two young
-    generations first, each of its objects would cost two passes more before a full pass ever
-    saw it. Freezing and at once unfreezing is that move (two list splices); it is done only
-    while nothing else is frozen, so no one's frozen objects are thawed.
+
+def _settle_young() -> None:
+    """One pass over both young generations (``gc.collect(1)``) after a large burst.
+
+    What a bulk build made lives as long as its graph. Left to the collector, each of its
+    objects would be walked by a first-generation pass, again by a second-generation pass, and
+    then by the full pass their promotion brings; one pass over both young generations does
+    the first two at once. It frees young garbage as those passes would and promotes the
+    survivors with the collector's own accounting, so full passes come as they always do.
     """
-    gc.freeze()
-    gc.unfreeze()
+    if gc.get_count()[0] >= _BULK_YOUNG:
+        gc.collect(1)
 
 
 class _Burst:
@@ -100,9 +104,10 @@ class _Burst:
             if self.ended:
                 return
             self.ended = True
-            if _depth == 1 and _restore and not gc.get_freeze_count():
-                _promote_all()
+            last = _depth == 1 and _restore
         _leave()
+        if last:
+            _settle_young()
 
     __del__ = __call__
 
