@@ -28,7 +28,7 @@ from ..runtime.device import Device, get_device
 from ..runtime.stream import Stream, launch_stream
 from .arena import HEADROOM_BYTES, KernelArgArena
 from .compile import Compiled, compile_plan
-from .conditional import Conditionals
+from .conditional import Conditionals, prepare_plain
 from .conditional import prepare as prepare_conditionals
 from .flags import InstantiateFlags, check_instantiate_flags
 from .planner import Plan, plan_graph
@@ -134,17 +134,32 @@ def instantiate(graph: Graph, request: InstantiateRequest) -> Instantiated:
         RaceError: ``check_races`` found unordered conflicting nodes.
     """
     flags, device, options = request.flags, request.device, request.options
+    kernel_type = NodeType.Kernel  # held here: an enum member read per node costs
     with graph.lock:
         check_instantiable(graph)
         exec_graph, originals = snapshot(graph)  # InvalidValue on a cycle, nothing created
-        conditionals = prepare_conditionals(exec_graph)  # bodies, handles
-    if conditionals is None and exec_graph.flat:  # the columns: no node record is made
+        # No child graph and no conditional node (every captured chain of kernels): no body to
+        # copy, and the handle arguments are looked for in the kernel list made below.
+        plain = exec_graph.flat and not exec_graph.has_type(NodeType.Conditional)
+        conditionals = None if plain else prepare_conditionals(exec_graph)  # bodies, handles
+    kernels: list[Any] = []
+    kernel_objects: list[Any] = []
+    kernel_by_id: dict[int, Any] = {}
+    if plain:  # the columns: no node record is made
         kinds, every_params = exec_graph.types(), exec_graph.params_column()
-    else:
-        every = exec_graph.walk() if conditionals is None else conditionals.walk(exec_graph)
-        kinds, every_params = [n.type for n in every], [n.params for n in every]
-    kernel_type = NodeType.Kernel  # held here: an enum member read per node costs
-    kernels = list(compress(every_params, map(is_, kinds, repeat(kernel_type))))
+        kernels = list(compress(every_params, map(is_, kinds, repeat(kernel_type))))
+        kernel_objects = list(map(_kernel_of, kernels))
+        kernel_by_id = dict(zip(map(id, kernel_objects), kernel_objects, strict=True))
+        conditionals = prepare_plain(kernels, kernel_by_id.values())  # None: no handle argument
+    if conditionals is not None or not plain:
+        if conditionals is None and exec_graph.flat:  # the columns: no node record is made
+            kinds, every_params = exec_graph.types(), exec_graph.params_column()
+        else:
+            every = exec_graph.walk() if conditionals is None else conditionals.walk(exec_graph)
+            kinds, every_params = [n.type for n in every], [n.params for n in every]
+        kernels = list(compress(every_params, map(is_, kinds, repeat(kernel_type))))
+        kernel_objects = list(map(_kernel_of, kernels))
+        kernel_by_id = dict(zip(map(id, kernel_objects), kernel_objects, strict=True))
     # Added against the default device's limits; this executable runs on its own. Nodes of one
     # launch shape pass or fail alike: check each shape once, in the order nodes first have it.
     # Nodes sharing one Threads object share its shape (a launch shape's Threads is made once
@@ -169,9 +184,7 @@ def instantiate(graph: Graph, request: InstantiateRequest) -> Instantiated:
         use_priority=flags is InstantiateFlags.USE_NODE_PRIORITY,
     )
     # A node's slot size depends on its kernel only: one sum per kernel, times its node count.
-    kernel_objects = list(map(_kernel_of, kernels))
     per_kernel = Counter(map(id, kernel_objects))
-    kernel_by_id = dict(zip(map(id, kernel_objects), kernel_objects, strict=True))
     arg_bytes = sum(
         -(-max(kernel_by_id[key].layout.size, 1) // 16) * 16 * count
         for key, count in per_kernel.items()
