@@ -10,7 +10,9 @@ replay results), including the cases where the shortcut must step aside.
 
 from __future__ import annotations
 
+import asyncio
 import re
+import threading
 from collections.abc import Iterator
 from itertools import compress, repeat
 from operator import is_
@@ -22,6 +24,7 @@ import pytest
 import ahipgraph as ahg
 from ahipgraph.exec.conditional import prepare, prepare_plain
 from ahipgraph.exec.snapshot import _chain_columns, snapshot
+from ahipgraph.graph.node import NODES
 from ahipgraph.graph.node_type import NodeType
 from ahipgraph.graph.topology import _ordered_columns
 from capture_helpers import NBYTES, N, affine, host_view, no_capture_left
@@ -228,4 +231,232 @@ async def test_captured_chain_replays_as_built_and_eager(device: ahg.Device) -> 
     stream.destroy()
     device.free(src)
     device.free(dst)
+    no_capture_left()
+
+
+# -- a captured kernel launch -------------------------------------------------------------------
+
+
+def _general(buf: ahg.DevicePtr, args: Any, grid: Any = N, block: Any = 1) -> Any:
+    """What the general path makes of a launch: ``KernelParams.make`` on the device."""
+    return ahg.KernelParams.make(affine, grid, block, args, device=ahg.get_device(0))
+
+
+@pytest.mark.asyncio
+async def test_captured_params_are_the_general_paths(
+    device: ahg.Device, buf: ahg.DevicePtr
+) -> None:
+    stream = device.create_stream()
+    launches: list[tuple[Any, Any, Any]] = [
+        (N, 1, (N, 1, 0, buf, buf)),  # the shape's first launch may validate it
+        (N, 1, (N, 2, 3, buf, buf)),  # the shape is known: the written-out path
+        (N, 1, [N, -(2**63), 2**63 - 1, buf, buf]),  # a list, and the int64 extremes
+        (7, 3, (N, 1, 0, buf, buf)),  # another shape
+        (ahg.Dim3(N), ahg.Dim3(1), (N, 1, 0, buf, buf)),  # Dim3s: the general path
+        (np.int32(N), 1, (np.int32(N), np.int64(5), 0, buf, buf)),  # numpy ints: the same
+    ]
+    stream.begin_capture()
+    works = [await stream.launch_kernel(affine, g, b, args) for g, b, args in launches]
+    graph = stream.end_capture()
+    for work, (grid, block, args) in zip(works, launches, strict=True):
+        params, made = work.node.params, _general(buf, args, grid, block)
+        assert type(params) is ahg.KernelParams
+        assert params == made
+        if type(grid) is int and type(block) is int:  # one Threads per launch shape, shared
+            assert params.threads is made.threads
+        threads = (params.threads.grid, params.threads.block, params.threads.shared_mem)
+        assert threads == (made.threads.grid, made.threads.block, made.threads.shared_mem)
+        assert params.arg_bytes == made.arg_bytes
+        assert params.attributes == made.attributes
+    assert [work.node for work in works] == graph.nodes()
+    graph.destroy()
+    stream.destroy()
+    no_capture_left()
+
+
+BAD_ARGS: list[tuple[str, Any]] = [
+    ("too few", (N, 1, 0, "buf")),
+    ("too many", (N, 1, 0, "buf", "buf", 9)),
+    ("wrong type", (N, 1.5, 0, "buf", "buf")),
+    ("a bool", (N, True, 0, "buf", "buf")),
+    ("overflow", (N, 2**63, 0, "buf", "buf")),
+    ("int32 overflow", (2**31, 1, 0, "buf", "buf")),
+    ("negative overflow", (N, -(2**63) - 1, 0, "buf", "buf")),
+    ("a float for a pointer", (N, 1, 0, 1.5, "buf")),
+    ("not a sequence", 5),
+    ("no args", None),
+    ("a string", "abcde"),
+]
+
+
+@pytest.mark.parametrize(("case", "given"), BAD_ARGS, ids=[case for case, _ in BAD_ARGS])
+@pytest.mark.asyncio
+async def test_bad_arguments_fail_as_the_general_path_and_change_nothing(
+    device: ahg.Device, buf: ahg.DevicePtr, case: str, given: Any
+) -> None:
+    args = tuple(buf if arg == "buf" else arg for arg in given) if type(given) is tuple else given
+    graph = ahg.Graph()
+    with pytest.raises(Exception) as general:
+        graph.add_kernel_node(affine, N, 1, args)
+    graph.destroy()
+    stream = device.create_stream()
+    stream.begin_capture()
+    first = await stream.launch_kernel(affine, N, 1, (N, 1, 0, buf, buf))
+    before = (stream.capture_info(), ahg.get_device(0).statistics(), len(first.node.graph.nodes()))
+    with pytest.raises(type(general.value)) as captured:
+        await stream.launch_kernel(affine, N, 1, args)
+    assert str(captured.value) == str(general.value)
+    after = (stream.capture_info(), ahg.get_device(0).statistics(), len(first.node.graph.nodes()))
+    assert after == before  # nothing added, the capture still active
+    assert stream.is_capturing() is ahg.CaptureStatus.ACTIVE
+    stream.end_capture().destroy()
+    stream.destroy()
+    no_capture_left()
+
+
+@pytest.mark.asyncio
+async def test_a_destroyed_last_node_fails_as_the_general_path(
+    device: ahg.Device, buf: ahg.DevicePtr
+) -> None:
+    stream = device.create_stream()
+    stream.begin_capture()
+    work = await stream.launch_kernel(affine, N, 1, (N, 1, 0, buf, buf))
+    graph = work.node.graph
+    dead = work.node
+    dead.destroy()  # the stream's only dependency is gone
+    with pytest.raises(ahg.InvalidValue) as general:
+        graph.add_kernel_node(affine, N, 1, (N, 1, 0, buf, buf), deps=[dead])
+    before = graph.statistics()
+    with pytest.raises(ahg.InvalidValue) as captured:
+        await stream.launch_kernel(affine, N, 1, (N, 1, 0, buf, buf))
+    assert str(captured.value) == str(general.value)
+    assert graph.statistics() == before
+    stream.update_capture_dependencies([], ahg.CaptureDependencies.SET)
+    await stream.launch_kernel(affine, N, 1, (N, 1, 0, buf, buf))  # a root now
+    stream.end_capture().destroy()
+    stream.destroy()
+    no_capture_left()
+
+
+@pytest.mark.asyncio
+async def test_a_destroyed_capture_graph_fails_as_the_general_path(
+    device: ahg.Device, buf: ahg.DevicePtr
+) -> None:
+    graph = ahg.Graph()
+    stream = device.create_stream()
+    stream.begin_capture_to_graph(graph)
+    await stream.launch_kernel(affine, N, 1, (N, 1, 0, buf, buf))
+    graph.destroy()  # the user's graph, under the capture
+    with pytest.raises(ahg.HipError) as general:
+        graph.add_kernel_node(affine, N, 1, (N, 1, 0, buf, buf))
+    with pytest.raises(type(general.value)) as captured:
+        await stream.launch_kernel(affine, N, 1, (N, 1, 0, buf, buf))
+    assert str(captured.value) == str(general.value)
+    with pytest.raises(ahg.HipError):
+        stream.end_capture()
+    stream.destroy()
+    no_capture_left()
+
+
+@pytest.mark.asyncio
+async def test_an_event_recorded_mid_chain_keeps_its_node(
+    device: ahg.Device, buf: ahg.DevicePtr
+) -> None:
+    # The stream's dependency list is updated in place: what an event remembered must not move.
+    s0, s1 = device.create_stream(), device.create_stream()
+    fork = device.create_event()
+    s0.begin_capture()
+    first = await s0.launch_kernel(affine, N, 1, (N, 1, 0, buf, buf))
+    await s0.record_event(fork)
+    second = await s0.launch_kernel(affine, N, 1, (N, 1, 1, buf, buf))
+    await s1.wait_event(fork)
+    branch = await s1.launch_kernel(affine, N, 1, (N, 1, 2, buf, buf))
+    assert branch.node.dependencies() == [first.node]
+    assert s0.capture_info().dependencies == (second.node,)
+    third = await s0.launch_kernel(affine, N, 1, (N, 1, 3, buf, buf))
+    assert third.node.dependencies() == [second.node]
+    assert s1.capture_info().dependencies == (branch.node,)
+    join = device.create_event()
+    await s1.record_event(join)
+    await s0.wait_event(join)
+    last = await s0.launch_kernel(affine, N, 1, (N, 1, 4, buf, buf))
+    assert set(last.node.dependencies()) == {third.node, branch.node}
+    graph = s0.end_capture()
+    assert len(graph.nodes()) == 5
+    graph.destroy()
+    for handle in (fork, join, s0, s1):
+        handle.destroy()
+    no_capture_left()
+
+
+@pytest.mark.asyncio
+async def test_chains_captured_on_two_threads_at_once(
+    device: ahg.Device, buf: ahg.DevicePtr
+) -> None:
+    # Each thread captures its own chain on its own stream (RELAXED: no thread's mode says no
+    # to another's), so the graph, capture and registry locks are taken from several threads.
+    count = 300
+    nodes_before = NODES.statistics().live
+    results: dict[int, Any] = {}
+
+    async def capture_chain(index: int) -> None:
+        ahg.exchange_capture_mode(ahg.CaptureMode.RELAXED)
+        stream = device.create_stream()
+        stream.begin_capture(mode=ahg.CaptureMode.RELAXED)
+        for i in range(count):
+            await stream.launch_kernel(affine, N, 1, (N, index, i, buf, buf))
+        graph = stream.end_capture()
+        results[index] = (
+            [node.params.args[1:3] for node in graph.nodes()],
+            [len(node.dependencies()) for node in graph.nodes()],
+        )
+        graph.destroy()
+        stream.destroy()
+
+    threads = [
+        threading.Thread(target=asyncio.run, args=(capture_chain(index),)) for index in (1, 2)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    for index in (1, 2):
+        args, deps = results[index]
+        assert args == [(index, i) for i in range(count)]
+        assert deps == [0] + [1] * (count - 1)
+    assert NODES.statistics().live == nodes_before
+    no_capture_left()
+
+
+@pytest.mark.asyncio
+async def test_captured_chain_of_every_shape_replays_as_eager(
+    device: ahg.Device, buf: ahg.DevicePtr
+) -> None:
+    # Launches that take the written-out path and ones that do not, interleaved, captured and
+    # replayed: the same values as eager launches.
+    stream = device.create_stream()
+    calls: list[tuple[Any, Any, Any]] = [
+        (N, 1, (N, 1, 1, buf, buf)),
+        (ahg.Dim3(N), 1, (N, 2, 0, buf, buf)),
+        (N, 1, [N, 1, 2, buf, buf]),
+        (np.int64(N), 1, (N, 3, 1, buf, buf)),
+        (N, 1, (N, 1, 5, buf, buf)),
+    ]
+    await stream.memcpy(buf, np.arange(N, dtype=np.int64))
+    for grid, block, args in calls:
+        await stream.launch_kernel(affine, grid, block, args)
+    await stream.synchronize()
+    expected = host_view(device, buf)
+    await stream.memcpy(buf, np.arange(N, dtype=np.int64))
+    stream.begin_capture()
+    for grid, block, args in calls:
+        await stream.launch_kernel(affine, grid, block, args)
+    graph = stream.end_capture()
+    exec_ = graph.instantiate()
+    await exec_.launch(stream)
+    await stream.synchronize()
+    np.testing.assert_array_equal(host_view(device, buf), expected)
+    exec_.destroy()
+    graph.destroy()
+    stream.destroy()
     no_capture_left()
