@@ -460,3 +460,96 @@ async def test_captured_chain_of_every_shape_replays_as_eager(
     graph.destroy()
     stream.destroy()
     no_capture_left()
+
+
+BAD_LAUNCHES: list[tuple[str, Any, Any, Any, Any]] = [
+    ("null kernel", None, N, 1, 0),
+    ("not a kernel", print, N, 1, 0),
+    ("bool grid", "affine", True, 1, 0),
+    ("zero grid", "affine", 0, 1, 0),
+    ("negative grid", "affine", -1, 1, 0),
+    ("huge grid", "affine", 2**40, 1, 0),
+    ("huge block", "affine", 1, 2**20, 0),
+    ("None block", "affine", 1, None, 0),
+    ("float block", "affine", 1, 1.0, 0),
+    ("negative shared memory", "affine", N, 1, -1),
+    ("huge shared memory", "affine", N, 1, 2**40),
+    ("bool shared memory", "affine", N, 1, True),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "kernel", "grid", "block", "shared_mem"),
+    BAD_LAUNCHES,
+    ids=[case[0] for case in BAD_LAUNCHES],
+)
+@pytest.mark.asyncio
+async def test_bad_launches_fail_as_the_general_path_and_change_nothing(
+    device: ahg.Device,
+    buf: ahg.DevicePtr,
+    case: str,
+    kernel: Any,
+    grid: Any,
+    block: Any,
+    shared_mem: Any,
+) -> None:
+    kernel = affine if kernel == "affine" else kernel
+    args = (N, 1, 0, buf, buf)
+    graph = ahg.Graph()
+    try:
+        graph.add_kernel_node(kernel, grid, block, args, shared_mem=shared_mem)
+    except Exception as error:
+        general: Exception | None = error
+    else:
+        general = None
+    graph.destroy()
+    stream = device.create_stream()
+    stream.begin_capture()
+    await stream.launch_kernel(affine, N, 1, args)  # the shape is known: the written-out path
+    before = (stream.capture_info(), NODES.statistics())
+    if general is None:  # accepted by both: the same parameters
+        work = await stream.launch_kernel(kernel, grid, block, args, shared_mem=shared_mem)
+        assert work.node.params == ahg.KernelParams.make(
+            kernel, grid, block, args, shared_mem=shared_mem, device=device
+        )
+    else:
+        with pytest.raises(type(general)) as captured:
+            await stream.launch_kernel(kernel, grid, block, args, shared_mem=shared_mem)
+        assert str(captured.value) == str(general)
+        assert (stream.capture_info(), NODES.statistics()) == before
+        assert stream.is_capturing() is ahg.CaptureStatus.ACTIVE
+    stream.end_capture().destroy()
+    stream.destroy()
+    no_capture_left()
+
+
+@pytest.mark.asyncio
+async def test_a_capturing_task_cancelled_between_launches_leaves_a_whole_chain(
+    device: ahg.Device, buf: ahg.DevicePtr
+) -> None:
+    # A captured launch never yields: a cancellation lands between two launches, never inside
+    # one, so the graph holds exactly the launches made, each after the one before.
+    for cancel_after in range(4):
+        stream = device.create_stream()
+        stream.begin_capture(mode=ahg.CaptureMode.RELAXED)  # ended from this task, not its own
+        made: list[Any] = []
+
+        async def launches(target: ahg.Stream = stream, out: list[Any] = made) -> None:
+            for i in range(10):
+                out.append(await target.launch_kernel(affine, N, 1, (N, 1, i, buf, buf)))
+                await asyncio.sleep(0)  # each step: one launch, then a turn of the loop
+
+        task = asyncio.ensure_future(launches())
+        for _ in range(cancel_after + 1):
+            await asyncio.sleep(0)  # the task makes one launch per turn
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        graph = stream.end_capture()
+        nodes = graph.nodes()
+        assert nodes == [work.node for work in made]
+        assert len(nodes) == cancel_after + 1
+        assert [len(node.dependencies()) for node in nodes] == [0] + [1] * cancel_after
+        graph.destroy()
+        stream.destroy()
+    no_capture_left()

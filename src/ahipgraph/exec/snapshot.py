@@ -350,9 +350,10 @@ def _chain_columns(
     count = len(order)
     if not count:
         return None
-    deps: list[Any] = list(map(_deps_of, order))
-    root = deps[0]
-    if type(root) is GraphNode or root or not all(map(is_, islice(deps, 1, None), order)):
+    root: Any = order[0]._deps
+    if type(root) is GraphNode or root:
+        return None
+    if not all(map(is_, map(_deps_of, islice(order, 1, None)), order)):
         return None
     column = array("q", range(-1, count - 1))  # node i's dependency is node i - 1
     return order, column, {0: ()}  # the root: no dependency
