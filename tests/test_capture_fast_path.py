@@ -553,3 +553,46 @@ async def test_a_capturing_task_cancelled_between_launches_leaves_a_whole_chain(
         graph.destroy()
         stream.destroy()
     no_capture_left()
+
+
+@ahg.kernel
+def scaled(t: ahg.Threads, n: ahg.int32, factor: ahg.float64, dst: ahg.Ptr[ahg.int64]) -> None:
+    """Another parameter list: its arguments pack to other bytes than affine's."""
+    i = t.ids[t.ids < n]
+    dst[i] = dst[i] * int(factor)
+
+
+@pytest.mark.asyncio
+async def test_a_stream_remembers_its_last_launch_only_for_that_launch(
+    device: ahg.Device, buf: ahg.DevicePtr
+) -> None:
+    # Kernels, grids, blocks and shared memory that change from launch to launch, and the
+    # shapes' table cleared mid-capture: every node has the general path's parameters.
+    from ahipgraph.runtime import params as params_module
+
+    launches: list[tuple[Any, Any, Any, Any, int]] = []
+    for i in range(6):
+        launches.append((affine, N, 1, (N, 1, i, buf, buf), 0))
+        launches.append((scaled, N, 1, (N, 2.0 + i, buf), 0))
+        launches.append((affine, 7, 3, (N, 1, i, buf, buf), 0))
+        launches.append((affine, 7, 3, (N, 1, i, buf, buf), 64))
+        launches.append((scaled, 7, 3, (N, 1.5, buf), 64))
+    stream = device.create_stream()
+    stream.begin_capture()
+    works = []
+    for index, (kernel, grid, block, args, shared_mem) in enumerate(launches):
+        if index == len(launches) // 2:
+            params_module._SHAPES.clear()  # shapes validated again, new Threads objects
+        works.append(await stream.launch_kernel(kernel, grid, block, args, shared_mem=shared_mem))
+    graph = stream.end_capture()
+    for work, (kernel, grid, block, args, shared_mem) in zip(works, launches, strict=True):
+        made = ahg.KernelParams.make(
+            kernel, grid, block, args, shared_mem=shared_mem, device=device
+        )
+        assert work.node.params == made
+        assert work.node.params.arg_bytes == made.arg_bytes
+    exec_ = graph.instantiate()
+    exec_.destroy()
+    graph.destroy()
+    stream.destroy()
+    no_capture_left()

@@ -132,7 +132,7 @@ class StreamCapture:
     ``build`` callable that validates the operation (after the status check, HIP's order).
     """
 
-    __slots__ = ("children", "deps", "parent", "session", "stream")
+    __slots__ = ("_last_launch", "children", "deps", "parent", "session", "stream")
 
     def __init__(
         self,
@@ -146,6 +146,10 @@ class StreamCapture:
         self.deps: list[GraphNode] = list(deps)
         self.parent = parent
         self.children: list[StreamCapture] = []
+        # The last common launch's kernel, grid, block, shared memory, device properties and
+        # validated shape, with the kernel's packer and name: a stream captures the same launch
+        # over and over, and this is compared in place of a key made and looked up per launch.
+        self._last_launch: tuple[Any, ...] | None = None
         session.members.append(self)
         stream._capture = self
 
@@ -234,10 +238,27 @@ class StreamCapture:
                 and not priority
             ):
                 props = device.properties
-                shape = _SHAPES.get((id(props), grid, block, shared_mem))
-                if shape is not None and shape[0] is props:
+                last = self._last_launch
+                if not (
+                    last is not None
+                    and last[0] is kernel
+                    and last[1] == grid
+                    and last[2] == block
+                    and last[3] == shared_mem
+                    and last[4] is props
+                ):
+                    # A shape is validated once per device (see runtime/params.py): a known
+                    # one is remembered here with what packs the launch's arguments.
+                    shape = _SHAPES.get((id(props), grid, block, shared_mem))
+                    last = None
+                    if shape is not None and shape[0] is props:
+                        last = (kernel, grid, block, shared_mem, props, shape)
+                        last += (kernel.layout.packer, kernel.name)
+                        self._last_launch = last
+                if last is not None:
                     # common_kernel_params, the same checks in the same order (see there)
-                    arg_bytes = kernel.layout.packer(args, kernel.name)
+                    shape = last[5]
+                    arg_bytes = last[6](args, last[7])
                     params = _KernelParamsDraft()
                     params.kernel = kernel
                     params.grid = shape[1]
