@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+from collections.abc import Iterable
 from itertools import compress, repeat
 from operator import attrgetter, is_
 from typing import TYPE_CHECKING, Any
@@ -44,12 +45,13 @@ from .snapshot import ExecGraph, ExecNode, snapshot
 _kernel_of = attrgetter("kernel")
 
 if TYPE_CHECKING:
+    from ..device.kernel import Kernel
     from ..device.pointer import DevicePtr
     from ..device.program import Program
     from ..lifetime.user_object import UserObject
     from ..runtime.device import Device
 
-__all__ = ["ConditionalOp", "Conditionals", "prepare"]
+__all__ = ["ConditionalOp", "Conditionals", "prepare", "prepare_plain"]
 
 _UINT32 = np.dtype(np.uint32)
 _BODY_TYPES = frozenset(
@@ -308,15 +310,36 @@ def prepare(graph: ExecGraph) -> Conditionals | None:
     return found
 
 
+def prepare_plain(kernels: list[KernelParams], distinct: Iterable[Kernel]) -> Conditionals | None:
+    """:func:`prepare` for a graph without child graphs or conditional nodes, from what
+    instantiate found already: its kernel nodes' parameters and their kernels, each once.
+
+    Such a graph has no bodies to copy, only handle arguments to collect; instantiate lists
+    its kernel nodes and their kernels anyway (to check launch shapes and size the argument
+    arena), so the scan reads those rather than walking the copy's columns again. Returns None,
+    as :func:`prepare` does, when no kernel takes a handle (almost every graph, and every
+    graph captured from plain kernel launches).
+    """
+    found = Conditionals()
+    _enter_handle_args(kernels, distinct, found.handles)
+    return found if found.handles else None
+
+
 def _find_handle_args(copy: ExecGraph, handles: dict[Any, ConditionalHandle]) -> None:
     """Enter in ``handles`` every conditional handle a kernel node of ``copy`` takes as an
     argument (a graph without child graphs or conditional nodes)."""
     kernels = list(compress(copy.params_column(), map(is_, copy.types(), repeat(NodeType.Kernel))))
-    # Only a CondHandle parameter takes a handle (every other parameter type refuses one), and
-    # most kernels have none: look at each kernel once, not at every node's arguments.
     of_kernels = list(map(_kernel_of, kernels))
     distinct = dict(zip(map(id, of_kernels), of_kernels, strict=True))
-    if not any(handle_fields(kernel.layout) for kernel in distinct.values()):
+    _enter_handle_args(kernels, distinct.values(), handles)
+
+
+def _enter_handle_args(
+    kernels: list[KernelParams], distinct: Iterable[Kernel], handles: dict[Any, ConditionalHandle]
+) -> None:
+    # Only a CondHandle parameter takes a handle (every other parameter type refuses one), and
+    # most kernels have none: look at each kernel once, not at every node's arguments.
+    if not any(handle_fields(kernel.layout) for kernel in distinct):
         return
     for params in kernels:
         for arg in params.args:

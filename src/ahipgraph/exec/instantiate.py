@@ -28,7 +28,7 @@ from ..runtime.device import Device, get_device
 from ..runtime.stream import Stream, launch_stream
 from .arena import HEADROOM_BYTES, KernelArgArena
 from .compile import Compiled, compile_plan
-from .conditional import Conditionals
+from .conditional import Conditionals, prepare_plain
 from .conditional import prepare as prepare_conditionals
 from .flags import InstantiateFlags, check_instantiate_flags
 from .planner import Plan, plan_graph
@@ -134,23 +134,35 @@ def instantiate(graph: Graph, request: InstantiateRequest) -> Instantiated:
         RaceError: ``check_races`` found unordered conflicting nodes.
     """
     flags, device, options = request.flags, request.device, request.options
+    kernel_type = NodeType.Kernel  # held here: an enum member read per node costs
     with graph.lock:
         check_instantiable(graph)
         exec_graph, originals = snapshot(graph)  # InvalidValue on a cycle, nothing created
-        conditionals = prepare_conditionals(exec_graph)  # bodies, handles
-    if conditionals is None and exec_graph.flat:  # the columns: no node record is made
+        # No child graph and no conditional node (every captured chain of kernels): no body to
+        # copy, and the handle arguments are looked for in the kernel list made below.
+        plain = exec_graph.flat and not exec_graph.has_type(NodeType.Conditional)
+        conditionals = None if plain else prepare_conditionals(exec_graph)  # bodies, handles
+    if plain:  # the columns: no node record is made
         kinds, every_params = exec_graph.types(), exec_graph.params_column()
-    else:
-        every = exec_graph.walk() if conditionals is None else conditionals.walk(exec_graph)
-        kinds, every_params = [n.type for n in every], [n.params for n in every]
-    kernel_type = NodeType.Kernel  # held here: an enum member read per node costs
-    kernels = list(compress(every_params, map(is_, kinds, repeat(kernel_type))))
+        kernels = list(compress(every_params, map(is_, kinds, repeat(kernel_type))))
+        # Each kernel, once, with its node count (kernels hash by identity, in C).
+        per_kernel = Counter(map(_kernel_of, kernels))
+        conditionals = prepare_plain(kernels, per_kernel)  # None: no handle argument
+    if conditionals is not None or not plain:
+        if conditionals is None and exec_graph.flat:  # the columns: no node record is made
+            kinds, every_params = exec_graph.types(), exec_graph.params_column()
+        else:
+            every = exec_graph.walk() if conditionals is None else conditionals.walk(exec_graph)
+            kinds, every_params = [n.type for n in every], [n.params for n in every]
+        kernels = list(compress(every_params, map(is_, kinds, repeat(kernel_type))))
+        per_kernel = Counter(map(_kernel_of, kernels))
     # Added against the default device's limits; this executable runs on its own. Nodes of one
     # launch shape pass or fail alike: check each shape once, in the order nodes first have it.
     # Nodes sharing one Threads object share its shape (a launch shape's Threads is made once
-    # per shape, see runtime/params.py): one node per Threads first, in the order nodes first
-    # have it, then one per shape, without a key tuple made per node.
-    by_threads = list(dict(zip(map(id, map(_threads_of, kernels)), kernels, strict=True)).values())
+    # per shape, see runtime/params.py; a Threads hashes by identity): one node per Threads
+    # first, in the order nodes first have it, then one per shape, without a key tuple made
+    # per node.
+    by_threads = list(dict(zip(map(_threads_of, kernels), kernels, strict=True)).values())
     shapes = zip(
         map(_grid, by_threads), map(_block, by_threads), map(_shared_mem, by_threads), strict=True
     )
@@ -169,12 +181,8 @@ def instantiate(graph: Graph, request: InstantiateRequest) -> Instantiated:
         use_priority=flags is InstantiateFlags.USE_NODE_PRIORITY,
     )
     # A node's slot size depends on its kernel only: one sum per kernel, times its node count.
-    kernel_objects = list(map(_kernel_of, kernels))
-    per_kernel = Counter(map(id, kernel_objects))
-    kernel_by_id = dict(zip(map(id, kernel_objects), kernel_objects, strict=True))
     arg_bytes = sum(
-        -(-max(kernel_by_id[key].layout.size, 1) // 16) * 16 * count
-        for key, count in per_kernel.items()
+        -(-max(kernel.layout.size, 1) // 16) * 16 * count for kernel, count in per_kernel.items()
     )
     arena = KernelArgArena(
         device,

@@ -16,6 +16,16 @@ next call that takes the lock, as a collected handle's slot is retired there.
 
 The caller registers a node under its graph's lock and enters it in ``graph._by_id`` before
 anyone else can see it; :meth:`get` finds a node only through that entry.
+
+**Spare slots.** A graph takes slots from the table in blocks, under the registry's lock, and
+gives them to its new nodes one by one under its own lock (which the caller holds), so a
+growing graph (a captured chain, a build loop) takes the registry's lock once per block rather
+than once per node: an uncontended lock is a large part of what registering one node costs. A
+block is as large as the graph's nodes so far (1, 1, 2, 4, ... up to :data:`_BLOCK_LIMIT`), so
+a small graph holds few spares. A spare slot has no owner (``find`` sees nothing there, and its
+generation was never handed out); the counts leave the spares out (``live`` and
+``registered_total`` are those of nodes), and the spares go back to the free list with their
+graph's other slots, when it is destroyed or collected.
 """
 
 from __future__ import annotations
@@ -24,7 +34,7 @@ import weakref
 from array import array
 from typing import TYPE_CHECKING, Any
 
-from ..core.registry import HandleId, SlotTable
+from ..core.registry import HandleId, RegistryStatistics, SlotTable
 
 if TYPE_CHECKING:
     from .node import GraphNode
@@ -37,8 +47,12 @@ _new_tuple = tuple.__new__
 class _GraphRef(weakref.ref):  # type: ignore[type-arg]
     """A graph's weak reference, shared by its nodes' slots; knows those slots."""
 
-    __slots__ = ("slots",)
+    __slots__ = ("slots", "spare")
     slots: array[int]  # machine ints: the collector never walks them (see SlotTable)
+    spare: array[int]  # slots taken for this graph's next nodes, not given to one yet
+
+
+_BLOCK_LIMIT = 256  # spare slots a graph takes at once, at most
 
 
 class NodeRegistry(SlotTable):
@@ -50,6 +64,8 @@ class NodeRegistry(SlotTable):
         # free) and the node's id in that graph (an ``array``, as the generations).
         self._owners: list[_GraphRef | None] = []
         self._ids: array[int] = array("q")
+        # The references of graphs holding spare slots (see the module notes), by identity.
+        self._sparing: dict[int, _GraphRef] = {}
 
     def register(self, node: GraphNode) -> HandleId:
         """Give ``node`` a slot (its graph's lock held) and return its handle id."""
@@ -60,39 +76,90 @@ class NodeRegistry(SlotTable):
         """:meth:`register`, storing the slot and generation in the node's own fields.
 
         What a new node calls, once per node added, captured or cloned: no handle tuple is
-        made only to be taken apart again.
+        made only to be taken apart again. The slot is one of the graph's spares (taken from
+        the table a block at a time, see the module notes): the node's id is stored before its
+        owner, so a lock-free ``find`` never sees the owner with another node's id.
         """
         graph: Any = node.graph
         ref: _GraphRef | None = graph._node_registry_ref
+        if ref is None or not ref.spare:
+            ref = self._take_spares(graph, ref)
+        slot = ref.spare.pop()
+        self._ids[slot] = node.id
+        self._owners[slot] = ref
+        ref.slots.append(slot)
+        node._slot = slot
+        node._generation = self._generations[slot]
+
+    def _take_spares(self, graph: Any, ref: _GraphRef | None) -> _GraphRef:
+        """Give ``graph`` (its lock held) a block of spare slots; make its reference first."""
         if ref is None:  # the graph's first node (its lock held: no other thread makes one)
             ref = _GraphRef(graph, self._on_collected)
             ref.slots = array("q")
+            ref.spare = array("q")
             graph._node_registry_ref = ref
+        count = min(max(len(ref.slots), 1), _BLOCK_LIMIT)
         lock = self._lock
         lock.acquire()  # not ``with``: its enter and exit calls cost twice the lock itself
         try:
             if self._dead:
                 self._retire_dead_locked()
             free = self._free
-            if free:
-                slot = free.pop()
-                generation = self._generations[slot]
-                self._owners[slot] = ref
-                self._ids[slot] = node.id
-            else:
-                owners = self._owners
-                slot = len(owners)
-                generation = 0
-                self._generations.append(0)
-                owners.append(ref)
-                self._ids.append(node.id)
-            ref.slots.append(slot)
-            self._live += 1
-            self._registered_total += 1
+            taken = min(count, len(free))
+            spare = array("q")
+            if taken:  # the free list's last slots, in the order single pops would give them
+                spare = free[len(free) - taken :]
+                del free[len(free) - taken :]
+            fresh = count - taken
+            if fresh:  # new slots at the end of the table
+                start = len(self._owners)
+                self._generations.extend(array("q", bytes(8 * fresh)))
+                self._owners.extend([None] * fresh)
+                self._ids.extend(array("q", bytes(8 * fresh)))
+                spare = array("q", range(start + fresh - 1, start - 1, -1)) + spare
+            ref.spare = spare
+            self._sparing[id(ref)] = ref
+            self._live += count
+            self._registered_total += count
         finally:
             lock.release()
-        node._slot = slot
-        node._generation = generation
+        return ref
+
+    def _spares_locked(self) -> int:
+        """How many slots graphs hold as spares (the registry's lock held)."""
+        return sum(len(ref.spare) for ref in self._sparing.values())
+
+    def _give_back_spares_locked(self, ref: _GraphRef) -> None:
+        """Return ``ref``'s spare slots to the free list (its graph destroyed or collected)."""
+        if self._sparing.pop(id(ref), None) is None:
+            return
+        spare = ref.spare
+        ref.spare = array("q")
+        count = len(spare)
+        # Never handed out: no handle carries their generation, so none needs to move on.
+        self._free.extend(spare)
+        self._live -= count
+        self._registered_total -= count
+
+    def statistics(self) -> RegistryStatistics:
+        """The table's counts, of nodes: spare slots are counted as slots only."""
+        with self._lock:
+            if self._dead:
+                self._retire_dead_locked()
+            spares = self._spares_locked()
+            return RegistryStatistics(
+                self.kind,
+                self._live - spares,
+                len(self._generations),
+                self._registered_total - spares,
+            )
+
+    def __len__(self) -> int:
+        return self.statistics().live
+
+    def __repr__(self) -> str:
+        stats = self.statistics()
+        return f"<HandleRegistry {self.kind} live={stats.live} slots={stats.slots}>"
 
     def unregister(self, hid: HandleId) -> GraphNode | None:
         """Retire ``hid``; return its node the first time, ``None`` if it was not alive."""
@@ -101,7 +168,17 @@ class NodeRegistry(SlotTable):
             node = self.find(slot, generation)
             if node is None:
                 return None
-            self._retire_locked(slot, generation)
+            ref = self._owners[slot]
+            if ref is not None and ref.spare and id(ref) in self._sparing:
+                # Its graph lives on (the caller holds its lock) and would give its next node a
+                # spare: the slot, its generation moved on, is that spare, as the free list
+                # (where it goes otherwise) gives it to the next node registered.
+                self._owners[slot] = None
+                self._generations[slot] = generation + 1
+                ref.spare.append(slot)
+                self._registered_total += 1  # a spare again: the counts leave spares out
+            else:
+                self._retire_locked(slot, generation)
             return node
 
     def unregister_graph(self, graph: Any) -> None:
@@ -121,6 +198,7 @@ class NodeRegistry(SlotTable):
                 if owners[slot] is ref:
                     self._retire_locked(slot, generations[slot])
             ref.slots = array("q")
+            self._give_back_spares_locked(ref)
 
     def _retire_locked(self, slot: int, generation: int) -> None:
         # The owner goes first, then the generation moves on: a lock-free ``get`` that read
@@ -139,6 +217,7 @@ class NodeRegistry(SlotTable):
                 if owners[slot] is ref:  # still this graph's node: never unregistered
                     self._retire_locked(slot, self._generations[slot])
             ref.slots = array("q")
+            self._give_back_spares_locked(ref)
 
     def get(self, hid: HandleId) -> GraphNode | None:
         """The live node for ``hid``, or ``None`` if it was destroyed or never existed."""

@@ -16,11 +16,13 @@ from collections.abc import Callable, Generator, Iterable
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import StreamCaptureInvalidated, StreamCaptureUnsupported
+from ..device.kernel import Kernel as _Kernel
 from ..device.pointer import DevicePtr
 from ..device.signal import Signal
 from .capture_state import _LINKS, _LOCK, _SESSIONS, CaptureSession, CaptureStatus, _EventLink
 from .completion import Completion
-from .params import KernelParams, common_kernel_params
+from .launch_attributes import DEFAULT_ATTRIBUTES
+from .params import _SHAPES, KernelParams, _KernelParamsDraft
 
 if TYPE_CHECKING:
     from ..graph.node import GraphNode
@@ -130,7 +132,7 @@ class StreamCapture:
     ``build`` callable that validates the operation (after the status check, HIP's order).
     """
 
-    __slots__ = ("children", "deps", "parent", "session", "stream")
+    __slots__ = ("_last_launch", "children", "deps", "parent", "session", "stream")
 
     def __init__(
         self,
@@ -144,6 +146,10 @@ class StreamCapture:
         self.deps: list[GraphNode] = list(deps)
         self.parent = parent
         self.children: list[StreamCapture] = []
+        # The last common launch's kernel, grid, block, shared memory, device properties and
+        # validated shape, with the kernel's packer and name: a stream captures the same launch
+        # over and over, and this is compared in place of a key made and looked up per launch.
+        self._last_launch: tuple[Any, ...] | None = None
         session.members.append(self)
         stream._capture = self
 
@@ -210,7 +216,11 @@ class StreamCapture:
 
         The same steps in the same order (status, then the launch's validation against the
         stream's device, then the node), without a closure made and called per launch: most
-        captured operations are kernels.
+        captured operations are kernels. The common launch (a plain kernel, ``int`` grid, block
+        and shared memory of a shape already validated on the device, priority 0) is
+        :func:`~ahipgraph.runtime.params.common_kernel_params` written out here, and its node
+        is added after the stream's one dependency by ``Graph._add_after``: a captured chain
+        pays one Python call per launch for its parameters and one for its node.
         """
         lock = _LOCK
         lock.acquire()  # not ``with``: as in add
@@ -218,23 +228,68 @@ class StreamCapture:
             session = self.session
             if session.status is not _ACTIVE:
                 self.check_active()  # raises
-            params = common_kernel_params(
-                kernel, grid, block, args, shared_mem, priority, device
-            ) or KernelParams.make(
-                kernel,
-                grid,
-                block,
-                args,
-                shared_mem=shared_mem,
-                priority=priority,
-                device=device,
-            )
+            params: Any = None
+            if (
+                type(kernel) is _Kernel
+                and type(grid) is int
+                and type(block) is int
+                and type(shared_mem) is int
+                and type(priority) is int
+                and not priority
+            ):
+                props = device.properties
+                last = self._last_launch
+                if not (
+                    last is not None
+                    and last[0] is kernel
+                    and last[1] == grid
+                    and last[2] == block
+                    and last[3] == shared_mem
+                    and last[4] is props
+                ):
+                    # A shape is validated once per device (see runtime/params.py): a known
+                    # one is remembered here with what packs the launch's arguments.
+                    shape = _SHAPES.get((id(props), grid, block, shared_mem))
+                    last = None
+                    if shape is not None and shape[0] is props:
+                        last = (kernel, grid, block, shared_mem, props, shape)
+                        last += (kernel.layout.packer, kernel.name)
+                        self._last_launch = last
+                if last is not None:
+                    # common_kernel_params, the same checks in the same order (see there)
+                    shape = last[5]
+                    arg_bytes = last[6](args, last[7])
+                    params = _KernelParamsDraft()
+                    params.kernel = kernel
+                    params.grid = shape[1]
+                    params.block = shape[2]
+                    params.args = () if args is None else tuple(args)
+                    params.shared_mem = shared_mem
+                    params.arg_bytes = arg_bytes
+                    params.threads = shape[3]
+                    params.priority = 0
+                    params.attributes = DEFAULT_ATTRIBUTES
+                    params.__class__ = KernelParams
+            if params is None:
+                params = KernelParams.make(
+                    kernel,
+                    grid,
+                    block,
+                    args,
+                    shared_mem=shared_mem,
+                    priority=priority,
+                    device=device,
+                )
             node_type = _kernel_type
             if node_type is None:
                 node_type = _kernel_node_type()
-            node: GraphNode = session.graph._add_made(node_type, self.deps, params)
+            deps = self.deps
+            node: GraphNode = session.graph._add_after(node_type, deps, params)
             session.captured.add(node)
-            self.deps = [node]
+            if len(deps) == 1:
+                deps[0] = node  # the stream's own list: nothing else holds it
+            else:
+                self.deps = [node]
             # CapturedWork(session, node, device), its slots filled without the call
             work: CapturedWork = _new_object(CapturedWork)
             work._signal = _NEVER
