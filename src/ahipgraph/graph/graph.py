@@ -218,9 +218,8 @@ class Graph(DestroyOnExit):
         operation after the one before it on its stream, almost every captured node.
 
         The same checks in the same order (the graph, then the dependency, a live node of this
-        graph) and the same node, edges and registry entry as ``_attach`` makes, in one call
-        rather than three: this runs once per captured operation. Anything else, errors
-        included, takes ``_add_made``.
+        graph), made inline rather than by ``_check_deps``: this runs once per captured
+        operation. Anything else, errors included, takes ``_add_made``.
         """
         if type(deps) is not list or len(deps) != 1:
             return self._add_made(node_type, deps, params)
@@ -230,29 +229,7 @@ class Graph(DestroyOnExit):
             dep: Any = deps[0]
             if not self._open or type(dep) is not GraphNode or self._by_id.get(dep.id) is not dep:
                 return self._add_made(node_type, deps, params)  # raises, as it would have
-            # What _attach does for one dependency (see there).
-            node: GraphNode = _new_object(GraphNode)
-            node.graph = self
-            node.id = node_id = next(_NODE_IDS)
-            node._type = node_type
-            node._params = params
-            node._succ = ()
-            node._deps = dep
-            NODES.enter(node)
-            succ = dep._succ
-            if not succ:
-                dep._succ = node
-            elif type(succ) is list:
-                succ.append(node)
-            else:
-                dep._succ = [succ, node]  # type: ignore[list-item]
-            self._edge_count += 1
-            self._by_id[node_id] = node
-            if observe.observer is not None:
-                observe.observer.node_added(node)
-            if node_type in _MEM_NODE_TYPES:
-                self.has_mem_nodes = True
-            return node
+            return self._attach(node_type, params, deps)
         finally:
             lock.release()
 
