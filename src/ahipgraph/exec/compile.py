@@ -17,6 +17,7 @@ import threading
 from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from itertools import chain, repeat
 from operator import attrgetter, is_
 from typing import TYPE_CHECKING, Any
@@ -461,11 +462,15 @@ def _emit_pending(
     """
     if params is None:
         params = graph.params_column()
-    items: Sequence[int] = (
-        table.nodes(pending[0]) if len(pending) == 1 else SegmentNodes(table, array("q", pending))
-    )
+    items: Sequence[int]
+    if len(pending) == 1:
+        items = table.nodes(pending[0])
+        params_run = table.take(params, pending[0])
+    else:
+        items = SegmentNodes(table, array("q", pending))
+        params_run = list(chain.from_iterable(map(partial(table.take, params), pending)))
     pending.clear()
-    builder.emit_kernel_run(graph, items, list(map(params.__getitem__, items)), strand, ops)
+    builder.emit_kernel_run(graph, items, params_run, strand, ops)
     return params
 
 
@@ -487,6 +492,8 @@ def compile_plan(
     types = graph.types()
     # A graph of kernel nodes only (most large graphs) needs no type test per segment.
     only_kernels = not any(graph.has_type(kind) for kind in NodeType if kind is not _KERNEL)
+    # ... and when no setter made the records, every node is enabled: each segment is a run.
+    plain = only_kernels and not arena.strict and not graph.made
     # The parameters column, read once: nothing changes a node's parameters while compiling.
     params: list[Any] | None = None
     for strand, segment_ids in enumerate(plan.strands):
@@ -507,7 +514,19 @@ def compile_plan(
         # between them (the branches of a wide fork-join, mostly) are emitted as one run: the
         # same ops in the same order, one arena placement and one run record for all of them.
         pending: list[int] = []
-        for segment_id in segment_ids:
+        if plain:  # every segment a kernel run: only waits and signals split the runs
+            for segment_id in segment_ids:
+                waits = waits_of(segment_id)
+                if waits:
+                    if pending:
+                        params = _emit_pending(builder, graph, params, table, pending, strand, ops)
+                    ops.append(WaitSignalIndicesOp([table.signal[w] for w in waits]))
+                pending.append(segment_id)
+                signal = signal_of(segment_id)
+                if signal is not None:
+                    params = _emit_pending(builder, graph, params, table, pending, strand, ops)
+                    ops.append(SignalIndexOp(signal))
+        for segment_id in () if plain else segment_ids:  # the general case
             waits = waits_of(segment_id)
             if waits:
                 if pending:

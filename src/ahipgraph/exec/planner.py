@@ -38,7 +38,7 @@ from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
-from typing import overload
+from typing import Any, overload
 
 import numpy as np
 
@@ -140,6 +140,14 @@ class SegmentTable(Sequence[Segment]):
         first, count = self.first[sid], self.size[sid]
         spaced = range(first, first + step * (count - 1) + 1, step)
         return spaced if count >= 3 else list(spaced)
+
+    def take(self, column: list[Any], sid: int) -> list[Any]:
+        """``column``'s entries at segment ``sid``'s nodes, in order (a slice: one C loop)."""
+        step = self.step[sid]
+        if not step:
+            return list(map(column.__getitem__, self.irregular[sid]))
+        first = self.first[sid]
+        return column[first : first + step * (self.size[sid] - 1) + 1 : step]
 
     def deps(self, sid: int) -> list[int]:
         """The segment ids segment ``sid`` depends on, ascending."""
