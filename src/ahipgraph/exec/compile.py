@@ -323,9 +323,15 @@ class _Builder:
         whose records are then not made) with parameters ``params_run``."""
         compiled = self.compiled
         arena = self.arena
-        spans = arena.place_spans(
-            list(map(_arg_bytes_of, params_run)), list(map(_layout_size_of, params_run))
+        first = params_run[0]
+        one_kernel = len(set(map(id, map(_kernel_of, params_run)))) == 1
+        # A slot's size is its kernel's: one kernel, one size, read once.
+        sizes = (
+            [first.kernel.layout.size] * len(params_run)
+            if one_kernel
+            else list(map(_layout_size_of, params_run))
         )
+        spans = arena.place_spans(list(map(_arg_bytes_of, params_run)), sizes)
         compiled._runs.append((strand, len(ops), graph, items))  # their locations, one record
         compiled._arg_spans.append((graph, items, spans))  # their slots, in one record
         if len(spans) == 1:
@@ -335,10 +341,8 @@ class _Builder:
             buffers = chain.from_iterable(repeat(span[1], len(span[2])) for span in spans)
             offsets = chain.from_iterable(span[2] for span in spans)
         make = KernelOp.make
-        first = params_run[0]
         if (
-            len(set(map(id, map(_kernel_of, params_run)))) == 1
-            and len(set(map(id, map(_threads_of, params_run)))) == 1
+            one_kernel and len(set(map(id, map(_threads_of, params_run)))) == 1
         ):  # one kernel, one launch shape: one cost, and the ops made without a Python loop
             count = len(items)
             cost = self._kernel_cost(first)
