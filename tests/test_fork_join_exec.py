@@ -418,3 +418,97 @@ def test_plans_made_on_two_threads_at_once_are_equal(device: ahg.Device) -> None
             graph_exec.destroy()
         graph.destroy()
         device.free(x)
+
+
+# -- hostile use ---------------------------------------------------------------------------------
+
+
+class Boom(Exception):
+    pass
+
+
+@ahg.kernel
+def explode_at(t: ahg.Threads, x: ahg.Ptr[ahg.int64], i: ahg.int64, add: ahg.int64) -> None:
+    """Raises when it would bump word 13: one node in the middle of a merged run."""
+    if i == 13:
+        raise Boom("a node of branch 13")
+    if t.ids.size:
+        x[i] = x[i] * 2 + add
+
+
+@pytest.mark.asyncio
+async def test_a_kernel_raising_inside_a_merged_run_stops_nothing_else(
+    device: ahg.Device,
+) -> None:
+    """The branches of a strand are one run; a raising node fails the launch, and every other
+    node of the run (and of the graph) still runs, as eager streams would run them."""
+    x = device.malloc(N * 8)
+    graph = ahg.Graph()
+    root = graph.add_kernel_node(bump, 1, 1, (x, N - 1, 3))
+    tails = []
+    for branch in range(40):
+        node = root
+        for k in range(3):
+            kernel = explode_at if k == 1 else bump
+            node = graph.add_kernel_node(kernel, 1, 1, (x, branch, k + 1), deps=[node])
+        tails.append(node)
+    graph.add_kernel_node(bump, 1, 1, (x, N - 1, 5), deps=tails)
+    graph_exec = graph.instantiate()
+    stream = device.create_stream()
+    try:
+        await device.memset(x, 0, N * 8)
+        handle = await graph_exec.launch(stream)
+        with pytest.raises(ahg.LaunchFailure, match="explode_at") as info:
+            await handle
+        assert isinstance(info.value.__cause__, Boom)
+        with pytest.raises(ahg.LaunchFailure):
+            await stream.synchronize()  # reported to the launch stream once
+        words = device.view(x, np.int64, N)
+        assert words[13] == 1 * 2 + 3  # its own branch ran around the failed node
+        assert all(words[b] == (1 * 2 + 2) * 2 + 3 for b in range(40) if b != 13)
+        assert words[N - 1] == 3 * 2 + 5  # the join ran after every branch
+        stats = graph_exec.statistics()
+        assert (stats.in_flight, stats.signal_pool.in_use) == (0, 0)
+    finally:
+        graph_exec.destroy()
+        graph.destroy()
+        stream.destroy()
+        device.free(x)
+
+
+@pytest.mark.asyncio
+async def test_a_wide_executable_destroyed_in_flight_gives_everything_back(
+    device: ahg.Device,
+) -> None:
+    """Three launches of a 1,000-branch fork-join in flight, then destroy: they complete, and
+    the arena, the signal sets and the internal streams go back."""
+    x = device.malloc(4096)
+    bytes_before = device.memory.bytes_in_use
+    graph = ahg.Graph()
+    root = graph.add_kernel_node(noop, 1, 1, (x, 0))
+    tails = []
+    for branch in range(1000):
+        node = graph.add_kernel_node(noop, 1, 1, (x, branch), deps=[root])
+        tails.append(graph.add_kernel_node(noop, 1, 1, (x, branch), deps=[node]))
+    graph.add_kernel_node(noop, 1, 1, (x, 1), deps=tails)
+    streams_before = len(device.streams)
+    graph_exec = graph.instantiate()
+    assert len(device.streams) == streams_before + graph_exec.statistics().strands - 1
+    stream = device.create_stream()
+    try:
+        handles = [await graph_exec.launch(stream) for _ in range(3)]
+        assert graph_exec.statistics().in_flight == 3
+        graph_exec.destroy()
+        assert graph_exec.statistics().state == "closing"
+        for handle in handles:
+            await handle
+            assert handle.exception() is None
+        stats = graph_exec.statistics()
+        assert stats.state == "closed"
+        assert (stats.in_flight, stats.completed, stats.signal_pool.in_use) == (0, 3, 0)
+        assert device.memory.bytes_in_use == bytes_before  # the arena went back
+        assert len(device.streams) == streams_before + 1  # its internal streams too: ours left
+    finally:
+        graph.destroy()
+        stream.destroy()
+        device.free(x)
