@@ -17,6 +17,7 @@ import threading
 from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from itertools import chain, repeat
 from operator import attrgetter, is_
 from typing import TYPE_CHECKING, Any
@@ -27,7 +28,7 @@ from ..device.ops import KernelOp, Op, SignalIndexOp, WaitSignalIndicesOp
 from ..graph.node_type import NodeType
 from ..runtime.params import KernelParams
 from .arena import ArgSlot, ArgSpan, KernelArgArena
-from .planner import Plan
+from .planner import Plan, SegmentNodes, SegmentTable
 from .snapshot import ExecGraph, ExecNode
 
 if TYPE_CHECKING:
@@ -322,9 +323,15 @@ class _Builder:
         whose records are then not made) with parameters ``params_run``."""
         compiled = self.compiled
         arena = self.arena
-        spans = arena.place_spans(
-            list(map(_arg_bytes_of, params_run)), list(map(_layout_size_of, params_run))
+        first = params_run[0]
+        one_kernel = len(set(map(id, map(_kernel_of, params_run)))) == 1
+        # A slot's size is its kernel's: one kernel, one size, read once.
+        sizes = (
+            [first.kernel.layout.size] * len(params_run)
+            if one_kernel
+            else list(map(_layout_size_of, params_run))
         )
+        spans = arena.place_spans(list(map(_arg_bytes_of, params_run)), sizes)
         compiled._runs.append((strand, len(ops), graph, items))  # their locations, one record
         compiled._arg_spans.append((graph, items, spans))  # their slots, in one record
         if len(spans) == 1:
@@ -334,10 +341,8 @@ class _Builder:
             buffers = chain.from_iterable(repeat(span[1], len(span[2])) for span in spans)
             offsets = chain.from_iterable(span[2] for span in spans)
         make = KernelOp.make
-        first = params_run[0]
         if (
-            len(set(map(id, map(_kernel_of, params_run)))) == 1
-            and len(set(map(id, map(_threads_of, params_run)))) == 1
+            one_kernel and len(set(map(id, map(_threads_of, params_run)))) == 1
         ):  # one kernel, one launch shape: one cost, and the ops made without a Python loop
             count = len(items)
             cost = self._kernel_cost(first)
@@ -448,23 +453,28 @@ def _emit_pending(
     builder: _Builder,
     graph: ExecGraph,
     params: list[Any] | None,
-    pending: list[Sequence[int]],
+    table: SegmentTable,
+    pending: list[int],
     strand: int,
     ops: list[Op],
 ) -> list[Any]:
-    """Emit the kernel-run segments ``pending`` (indices into ``graph``) as one run; empty it.
+    """Emit the kernel-run segments ``pending`` (segment ids of ``table``) as one run; empty it.
 
     Returns the parameters column (read on first use: nothing changes it while compiling).
-    One segment's indices are kept as they are (a ``range``, usually); several are joined in
-    an ``array`` (eight bytes a node, no int object each).
+    One segment's indices are kept as they are (a ``range``, usually); several are kept as
+    their segment ids (:class:`SegmentNodes`: a machine int per segment, none per node).
     """
     if params is None:
         params = graph.params_column()
-    items: Sequence[int] = (
-        pending[0] if len(pending) == 1 else array("q", chain.from_iterable(pending))
-    )
+    items: Sequence[int]
+    if len(pending) == 1:
+        items = table.nodes(pending[0])
+        params_run = table.take(params, pending[0])
+    else:
+        items = SegmentNodes(table, array("q", pending))
+        params_run = list(chain.from_iterable(map(partial(table.take, params), pending)))
     pending.clear()
-    builder.emit_kernel_run(graph, items, list(map(params.__getitem__, items)), strand, ops)
+    builder.emit_kernel_run(graph, items, params_run, strand, ops)
     return params
 
 
@@ -481,8 +491,13 @@ def compile_plan(
     builder = _Builder(device, arena, plan.num_signals, conditionals)
     compiled = builder.compiled
     compiled.unfreed_ptrs = _unfreed(graph)
-    segments = plan.segments
+    table = plan.segments
+    waits_of, signal_of = table.waits.get, table.signal.get
     types = graph.types()
+    # A graph of kernel nodes only (most large graphs) needs no type test per segment.
+    only_kernels = not any(graph.has_type(kind) for kind in NodeType if kind is not _KERNEL)
+    # ... and when no setter made the records, every node is enabled: each segment is a run.
+    plain = only_kernels and not arena.strict and not graph.made
     # The parameters column, read once: nothing changes a node's parameters while compiling.
     params: list[Any] | None = None
     for strand, segment_ids in enumerate(plan.strands):
@@ -502,28 +517,37 @@ def compile_plan(
         # Kernel-run segments that follow one another on this strand with no wait or signal
         # between them (the branches of a wide fork-join, mostly) are emitted as one run: the
         # same ops in the same order, one arena placement and one run record for all of them.
-        pending: list[Sequence[int]] = []
-        for segment_id in segment_ids:
-            segment = segments[segment_id]
-            if segment.waits:
+        pending: list[int] = []
+        if plain:  # every segment a kernel run: only waits and signals split the runs
+            for segment_id in segment_ids:
+                waits = waits_of(segment_id)
+                if waits:
+                    if pending:
+                        params = _emit_pending(builder, graph, params, table, pending, strand, ops)
+                    ops.append(WaitSignalIndicesOp([table.signal[w] for w in waits]))
+                pending.append(segment_id)
+                signal = signal_of(segment_id)
+                if signal is not None:
+                    params = _emit_pending(builder, graph, params, table, pending, strand, ops)
+                    ops.append(SignalIndexOp(signal))
+        for segment_id in () if plain else segment_ids:  # the general case
+            waits = waits_of(segment_id)
+            if waits:
                 if pending:
-                    params = _emit_pending(builder, graph, params, pending, strand, ops)
-                waits = []
-                for w in segment.waits:
-                    signal = segments[w].signal
-                    assert signal is not None
-                    waits.append(signal)
-                ops.append(WaitSignalIndicesOp(waits))
-            indices = segment.nodes
+                    params = _emit_pending(builder, graph, params, table, pending, strand, ops)
+                ops.append(WaitSignalIndicesOp([table.signal[w] for w in waits]))
+            indices = table.nodes(segment_id)
             if (
                 not arena.strict
-                and all(map(is_, map(types.__getitem__, indices), repeat(_KERNEL)))
+                and (
+                    only_kernels or all(map(is_, map(types.__getitem__, indices), repeat(_KERNEL)))
+                )
                 and graph.all_enabled(indices)
             ):  # a chain of plain kernel nodes: by index, no node record made
-                pending.append(indices)
+                pending.append(segment_id)
             else:
                 if pending:
-                    params = _emit_pending(builder, graph, params, pending, strand, ops)
+                    params = _emit_pending(builder, graph, params, table, pending, strand, ops)
                 nodes = graph.nodes
                 emit_one = builder._emit_one
                 for node in map(nodes.__getitem__, indices):
@@ -531,15 +555,15 @@ def compile_plan(
                         builder.emit_node(node, strand, ops)
                     else:  # what emit_node does first, without its call
                         emit_one(node, strand, ops)
-            if segment.signal is not None:
+            signal = signal_of(segment_id)
+            if signal is not None:
                 if pending:
-                    params = _emit_pending(builder, graph, params, pending, strand, ops)
-                ops.append(SignalIndexOp(segment.signal))
+                    params = _emit_pending(builder, graph, params, table, pending, strand, ops)
+                ops.append(SignalIndexOp(signal))
         if pending:
-            params = _emit_pending(builder, graph, params, pending, strand, ops)
+            params = _emit_pending(builder, graph, params, table, pending, strand, ops)
         if strand == 0 and plan.final_waits:
-            finals = [segments[w].signal for w in plan.final_waits]
-            ops.append(WaitSignalIndicesOp([s for s in finals if s is not None]))
-        compiled.strand_ops.append(ops)
+            ops.append(WaitSignalIndicesOp([table.signal[w] for w in plan.final_waits]))
+        compiled.strand_ops.append(list(ops))  # a copy is sized exactly: no spare room
     arena.flush()
     return compiled

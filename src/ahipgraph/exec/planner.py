@@ -21,25 +21,36 @@ Everything here is synchronous and pure: it takes an :class:`ExecGraph` and retu
 
 Invariants: on every strand, segments are in level order and every wait points to a lower level,
 so a launch can never deadlock against itself.
+
+**Segments are columns.** A wide graph has a segment per branch (a 1,000-branch fork-join of
+10,000 nodes has 1,002), and the executable keeps its plan as long as it lives. So a plan holds
+its segments as a :class:`SegmentTable`: one machine int per segment for each field (first
+node, spacing, length, dependency, level, strand, position), with the few segments that need
+more (uneven node lists, several dependencies, waits, signals) aside in dicts. Planning reads
+and writes those columns and makes no object per segment; ``plan.segments[i]`` makes the
+:class:`Segment` record of segment ``i`` when something reads it (a test, the plan's DOT
+output), each time.
 """
 
 from __future__ import annotations
 
+from array import array
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
 from ..graph.node_type import NodeType
 from .snapshot import ExecGraph
 
-__all__ = ["Plan", "Segment", "plan_graph"]
+__all__ = ["Plan", "Segment", "SegmentNodes", "SegmentTable", "plan_graph"]
 
 
 @dataclass(slots=True, eq=False)
 class Segment:
-    """A linear chain of nodes that runs on one strand."""
+    """A linear chain of nodes that runs on one strand (a record of one segment of a plan)."""
 
     id: int
     # Indices into the ExecGraph, in order: a range when evenly spaced (see _compact).
@@ -53,12 +64,134 @@ class Segment:
     signal: int | None = None  # index of its completion signal, if anyone waits on it
 
 
+class SegmentTable(Sequence[Segment]):
+    """A plan's segments as columns, indexed by segment id (see the module notes).
+
+    A segment's nodes are ``first, first + step, ...`` (``size`` of them), or, where they
+    are not evenly spaced, the list ``irregular[id]`` (``step`` 0). Its dependency is
+    ``dep[id]``, or -1 where ``multi[id]`` holds its 0 or several (segment ids, ascending).
+    Reading an item makes a :class:`Segment` record of the columns.
+    """
+
+    __slots__ = (
+        "dep",
+        "first",
+        "irregular",
+        "level",
+        "multi",
+        "position",
+        "priority",
+        "signal",
+        "size",
+        "step",
+        "strand",
+        "waits",
+    )
+
+    def __init__(self) -> None:
+        self.first: array[int] = array("q")
+        self.step: array[int] = array("q")
+        self.size: array[int] = array("q")
+        self.irregular: dict[int, list[int]] = {}
+        self.dep: array[int] = array("q")
+        self.multi: dict[int, array[int]] = {}
+        self.level: array[int] = array("i")
+        self.strand: array[int] = array("i")
+        self.position: array[int] = array("i")
+        self.priority: dict[int, int] = {}  # the segments whose priority is not 0
+        self.waits: dict[int, list[int]] = {}  # the segments that wait: producer ids
+        self.signal: dict[int, int] = {}  # the producers: their completion signal's index
+
+    @classmethod
+    def of(cls, segments: Sequence[Segment]) -> SegmentTable:
+        """The table of ``segments`` (ids 0, 1, ... in order): their cut (nodes and deps)."""
+        table = cls()
+        for segment in segments:
+            table.append(segment.nodes, segment.deps)
+        return table
+
+    def append(self, nodes: Sequence[int], deps: list[int]) -> None:
+        """Add the next segment's nodes (in order) and dependencies (ascending)."""
+        sid = len(self.size)
+        count = len(nodes)
+        if count >= 2:
+            first, step = nodes[0], nodes[1] - nodes[0]
+            if count >= 3 and type(nodes) is not range:
+                spaced = range(first, nodes[-1] + 1, step) if step > 0 else range(0)
+                if len(spaced) != count or any(map(int.__ne__, nodes, spaced)):
+                    self.irregular[sid] = list(nodes)
+                    step = 0
+        else:
+            first, step = nodes[0], 1
+        self.first.append(first)
+        self.step.append(step)
+        self.size.append(count)
+        if len(deps) == 1:
+            self.dep.append(deps[0])
+        else:
+            self.dep.append(-1)
+            self.multi[sid] = array("q", deps)
+
+    def nodes(self, sid: int) -> list[int] | range:
+        """Segment ``sid``'s node indices: a ``range`` when evenly spaced and 3 or more."""
+        step = self.step[sid]
+        if not step:
+            return self.irregular[sid]
+        first, count = self.first[sid], self.size[sid]
+        spaced = range(first, first + step * (count - 1) + 1, step)
+        return spaced if count >= 3 else list(spaced)
+
+    def take(self, column: list[Any], sid: int) -> list[Any]:
+        """``column``'s entries at segment ``sid``'s nodes, in order (a slice: one C loop)."""
+        step = self.step[sid]
+        if not step:
+            return list(map(column.__getitem__, self.irregular[sid]))
+        first = self.first[sid]
+        return column[first : first + step * (self.size[sid] - 1) + 1 : step]
+
+    def deps(self, sid: int) -> list[int]:
+        """The segment ids segment ``sid`` depends on, ascending."""
+        dep = self.dep[sid]
+        return [dep] if dep >= 0 else list(self.multi[sid])
+
+    def __len__(self) -> int:
+        return len(self.size)
+
+    @overload
+    def __getitem__(self, sid: int) -> Segment: ...
+
+    @overload
+    def __getitem__(self, sid: slice) -> list[Segment]: ...
+
+    def __getitem__(self, sid: int | slice) -> Segment | list[Segment]:
+        if isinstance(sid, slice):
+            return [self[i] for i in range(len(self))[sid]]
+        sid = range(len(self))[sid]  # IndexError past the end; negative from the end
+        return Segment(
+            sid,
+            self.nodes(sid),
+            self.deps(sid),
+            self.level[sid] if self.level else 0,
+            self.strand[sid] if self.strand else 0,
+            self.position[sid] if self.position else 0,
+            self.priority.get(sid, 0),
+            list(self.waits.get(sid, ())),
+            self.signal.get(sid),
+        )
+
+    def __iter__(self) -> Iterator[Segment]:
+        return map(self.__getitem__, range(len(self)))
+
+    def __repr__(self) -> str:
+        return f"<SegmentTable segments={len(self)} waiting={len(self.waits)}>"
+
+
 @dataclass(slots=True, eq=False)
 class Plan:
     """How one graph runs: segments per strand, and which signals connect them."""
 
-    segments: list[Segment]
-    strands: list[list[int]]  # per strand: segment ids in dispatch order
+    segments: SegmentTable
+    strands: list[array[int]]  # per strand: segment ids in dispatch order
     num_signals: int  # completion signals per launch (START included when strands > 1)
     start_signal: int | None  # signal strand 0 raises so the other strands may begin
     final_waits: list[int]  # segment ids strand 0 joins at the end
@@ -69,24 +202,26 @@ class Plan:
         return len(self.strands)
 
 
-def _cut_segments(graph: ExecGraph) -> list[Segment]:
+def _cut_segments(graph: ExecGraph) -> SegmentTable:
     if graph.flat and len(graph) >= _COLUMN_CUT_MIN:
         return _cut_segments_columns(graph)
-    return _cut_segments_nodes(graph)
+    return SegmentTable.of(_cut_segments_nodes(graph))
 
 
 # Below this many nodes the per-node loop is as quick as the column operations' fixed costs.
 _COLUMN_CUT_MIN = 64
 
 
-def _cut_segments_columns(graph: ExecGraph) -> list[Segment]:
+def _cut_segments_columns(graph: ExecGraph) -> SegmentTable:
     """:func:`_cut_segments_nodes` for a graph without child-graph nodes, in column operations.
 
     The same segments, ids, node lists and dependencies: a node continues its dependency's
     segment exactly when it has one dependency and that dependency has one dependent. Segment
     ids go to the other nodes (the segments' heads) in index order; each continuing node's
     head is found by pointer doubling over the dependency column (a node's dependency comes
-    before it in the order), and each segment's nodes are its members in index order.
+    before it in the order), and each segment's nodes are its members in index order. The
+    table's columns are made by column operations too: only segments with uneven nodes or
+    other than one dependency take a step of Python each.
     """
     count = len(graph)
     first_deps, multi = graph.first_deps()
@@ -123,30 +258,30 @@ def _cut_segments_columns(graph: ExecGraph) -> list[Segment]:
         owner = segment_of[members[1:]]
         uneven = inner & (gaps != first_gap[owner])
         spaced[owner[uneven]] = False
-    segment_list = segment_of.tolist()
-    member_list = members.tolist()
-    segments: list[Segment] = []
-    for sid, (start, end, size, even, node) in enumerate(
-        zip(
-            starts.tolist(),
-            ends.tolist(),
-            sizes.tolist(),
-            spaced.tolist(),
-            heads.tolist(),
-            strict=True,
-        )
+    table = SegmentTable()
+    steps = np.where(sizes >= 2, first_gap if count > 1 else 1, 1)
+    irregular = np.flatnonzero(~spaced & (sizes >= 3))
+    steps[irregular] = 0
+    table.first = array("q", members[starts].tobytes())
+    table.step = array("q", steps.astype(np.int64).tobytes())
+    table.size = array("q", sizes.astype(np.int64).tobytes())
+    member_list = members.tolist() if len(irregular) else []
+    for sid, start, end in zip(
+        irregular.tolist(), starts[irregular].tolist(), ends[irregular].tolist(), strict=True
     ):
-        nodes: list[int] | range
-        if size >= 3 and even:
-            step = member_list[start + 1] - member_list[start]
-            nodes = range(member_list[start], member_list[end - 1] + 1, step)
+        table.irregular[sid] = member_list[start:end]
+    head_dep = deps[heads]
+    lone = head_dep >= 0
+    table.dep = array("q", np.where(lone, segment_of[np.where(lone, head_dep, 0)], -1).tobytes())
+    others = np.flatnonzero(~lone)  # roots and joins: their nodes' dependencies, by segment
+    dep_column = table.dep
+    for sid, node in zip(others.tolist(), heads[others].tolist(), strict=True):
+        found = sorted(set(segment_of[np.array(multi[node], dtype=np.int64)].tolist()))
+        if len(found) == 1:  # a join of nodes of one segment
+            dep_column[sid] = found[0]
         else:
-            nodes = member_list[start:end]
-        dep = first_deps[node]
-        segment = Segment(sid, nodes)
-        segment.deps = sorted({segment_list[d] for d in ((dep,) if dep >= 0 else multi[node])})
-        segments.append(segment)
-    return segments
+            table.multi[sid] = array("q", found)
+    return table
 
 
 def _cut_segments_nodes(graph: ExecGraph) -> list[Segment]:
@@ -192,80 +327,151 @@ def _compact(nodes: list[int] | range) -> list[int] | range:
     return nodes
 
 
-def _priority(types: list[NodeType], params: list[Any], segment: Segment) -> int:
-    """Most urgent (lowest) declared priority among a segment's kernel nodes."""
-    best = 0
-    for index in segment.nodes:
-        if types[index] is NodeType.Kernel:
-            best = min(best, params[index].priority)
-    return best
+def _priorities(graph: ExecGraph, table: SegmentTable) -> None:
+    """Each segment's most urgent (lowest) declared kernel priority, where it is not 0."""
+    types, params = graph.types(), graph.params_column()
+    kernel = NodeType.Kernel
+    for sid in range(len(table)):
+        best = 0
+        for index in table.nodes(sid):
+            if types[index] is kernel:
+                best = min(best, params[index].priority)
+        if best:
+            table.priority[sid] = best
 
 
 def plan_graph(graph: ExecGraph, *, max_streams: int = 4, use_priority: bool = False) -> Plan:
     """Plan ``graph`` for execution over at most ``max_streams`` parallel strands."""
     if max_streams < 1:
         raise ValueError(f"max_streams must be >= 1, got {max_streams}")
-    segments = _cut_segments(graph)
-    by_level: list[list[Segment]] = []
-    types = graph.types()
-    params = graph.params_column() if use_priority else []
-    for segment in segments:  # created in topological order, so deps come first
-        segment.level = 1 + max((segments[d].level for d in segment.deps), default=-1)
-        if segment.level == len(by_level):
+    table = _cut_segments(graph)
+    count = len(table)
+    dep, multi = table.dep, table.multi
+    # Levels, in segment order (a segment's dependencies come before it).
+    level = [0] * count
+    by_level: list[list[int]] = []
+    for sid, lone in enumerate(dep):
+        if lone >= 0:
+            here = level[lone] + 1
+        else:
+            here = 1 + max(map(level.__getitem__, multi[sid]), default=-1)
+        level[sid] = here
+        if here == len(by_level):
             by_level.append([])
-        by_level[segment.level].append(segment)
-        if use_priority:
-            segment.priority = _priority(types, params, segment)
+        by_level[here].append(sid)
+    if use_priority:
+        _priorities(graph, table)
+        urgency = table.priority.get
+        by_level = [sorted(ids, key=lambda sid: urgency(sid, 0)) for ids in by_level]
 
-    width = max((len(level) for level in by_level), default=1)
+    width = max(map(len, by_level), default=1)
     num_strands = max(1, min(max_streams, width))
-    strands: list[list[int]] = [[] for _ in range(num_strands)]
-    for level in by_level:
-        ordered = sorted(level, key=lambda s: s.priority) if use_priority else level
-        for i, segment in enumerate(ordered):
-            segment.strand = i % num_strands
-            segment.position = len(strands[segment.strand])
-            strands[segment.strand].append(segment.id)
+    strands: list[array[int]] = [array("i") for _ in range(num_strands)]
+    strand = [0] * count
+    position = [0] * count
+    for ids in by_level:  # round-robin over the strands, in the level's order
+        for k in range(min(num_strands, len(ids))):
+            on = ids[k::num_strands]
+            base = len(strands[k])
+            for offset, sid in enumerate(on, base):
+                strand[sid] = k
+                position[sid] = offset
+            strands[k].extend(on)
 
     # Sync plan with vector clocks: known[strand][other] = highest position on `other` known done.
+    # A level's segments are visited by (strand, position): strand k's are ids[k::num_strands].
     known = [[-1] * num_strands for _ in range(num_strands)]
-    done_clock: dict[int, list[int]] = {}
+    done_clock: list[list[int]] = [[]] * count  # each visited segment's clock, once visited
+    waits = table.waits
     producers: set[int] = set()
-    for level in by_level:
-        for segment in sorted(level, key=lambda s: (s.strand, s.position)):
-            clock = known[segment.strand]
-            deps = segment.deps
-            if len(deps) > 1:  # the latest on each strand first: it covers the earlier ones
-                deps = sorted(deps, key=lambda d: -segments[d].position)
-            for dep_id in deps:
-                dep = segments[dep_id]
-                if dep.strand == segment.strand or clock[dep.strand] >= dep.position:
-                    continue
-                segment.waits.append(dep_id)
-                producers.add(dep_id)
-                for k, seen in enumerate(done_clock[dep_id]):
-                    if seen > clock[k]:
-                        clock[k] = seen
-            clock[segment.strand] = segment.position
-            done_clock[segment.id] = list(clock)
+    by_position = position.__getitem__
+    for ids in by_level:
+        for k in range(min(num_strands, len(ids))):
+            clock = known[k]
+            for sid in ids[k::num_strands]:
+                lone = dep[sid]
+                if lone >= 0:
+                    if strand[lone] == k or clock[strand[lone]] >= position[lone]:
+                        clock[k] = position[sid]  # the common case: nothing to wait for
+                        done_clock[sid] = clock.copy()
+                        continue
+                    sources: Sequence[int] = (lone,)
+                else:  # the latest on each strand first: it covers the earlier ones
+                    sources = sorted(multi[sid], key=by_position, reverse=True)
+                for source in sources:
+                    source_strand = strand[source]
+                    if source_strand == k or clock[source_strand] >= position[source]:
+                        continue
+                    waits.setdefault(sid, []).append(source)
+                    producers.add(source)
+                    for j, seen in enumerate(done_clock[source]):
+                        if seen > clock[j]:
+                            clock[j] = seen
+                clock[k] = position[sid]
+                done_clock[sid] = clock.copy()
 
     final_waits: list[int] = []
     join_clock = list(known[0]) if num_strands > 1 else []
-    for strand in range(1, num_strands):
-        if not strands[strand]:
+    for k in range(1, num_strands):
+        if not strands[k]:
             continue
-        last = segments[strands[strand][-1]]
-        if join_clock[strand] >= last.position:
+        last = strands[k][-1]
+        if join_clock[k] >= position[last]:
             continue
-        final_waits.append(last.id)
-        producers.add(last.id)
-        for k, seen in enumerate(done_clock[last.id]):
-            if seen > join_clock[k]:
-                join_clock[k] = seen
+        final_waits.append(last)
+        producers.add(last)
+        for j, seen in enumerate(done_clock[last]):
+            if seen > join_clock[j]:
+                join_clock[j] = seen
 
     start_signal = 0 if num_strands > 1 else None
     next_signal = 1 if num_strands > 1 else 0
-    for segment_id in sorted(producers):
-        segments[segment_id].signal = next_signal
+    for sid in sorted(producers):
+        table.signal[sid] = next_signal
         next_signal += 1
-    return Plan(segments, strands, next_signal, start_signal, final_waits, len(by_level))
+    table.level = array("i", level)
+    table.strand = array("i", strand)
+    table.position = array("i", position)
+    return Plan(table, strands, next_signal, start_signal, final_waits, len(by_level))
+
+
+class SegmentNodes(Sequence[int]):
+    """The nodes of several segments of a table, one segment after the other.
+
+    What a run of kernel segments compiled together holds (``Compiled``'s runs, for the
+    locations and argument slots made on first use): a machine int per segment, where a list
+    of the nodes would hold an int per node.
+    """
+
+    __slots__ = ("_ids", "_length", "_table")
+
+    def __init__(self, table: SegmentTable, ids: array[int]) -> None:
+        self._table = table
+        self._ids = ids
+        self._length = sum(map(table.size.__getitem__, ids))
+
+    def __len__(self) -> int:
+        return self._length
+
+    def __iter__(self) -> Iterator[int]:
+        return chain.from_iterable(map(self._table.nodes, self._ids))
+
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[int]: ...
+
+    def __getitem__(self, index: int | slice) -> int | list[int]:
+        if isinstance(index, slice):
+            return list(self)[index]
+        index = range(self._length)[index]  # IndexError past the end; negative from the end
+        size = self._table.size
+        for sid in self._ids:
+            if index < size[sid]:
+                return self._table.nodes(sid)[index]
+            index -= size[sid]
+        raise AssertionError("unreachable: the index was checked against the length")
+
+    def __repr__(self) -> str:
+        return f"<SegmentNodes segments={len(self._ids)} nodes={self._length}>"

@@ -152,11 +152,15 @@ def ordered_columns(
 def _ordered_columns(
     graph: Graph,
 ) -> tuple[list[GraphNode], array[int], dict[int, tuple[int, ...]]]:
+    """Kahn's order by rounds: what the FIFO of :func:`topological_order` holds at once.
+
+    The FIFO holds one round at a time: the nodes made ready by the previous round's nodes,
+    in the order they were made ready, behind which the next round gathers. A round whose
+    every node has one successor, whose lone dependency it is (the branches of a wide
+    fork-join, side by side), is ordered by a few passes in C; others node by node. A round
+    of one node walks its chain, as :func:`topological_order` does.
+    """
     roots, indegree, total = _roots_and_joins(graph)
-    ready = deque(roots)
-    came = deque(repeat(-1, len(roots)))  # each ready node's lone dependency's position
-    popleft, push = ready.popleft, ready.append
-    came_popleft, came_push = came.popleft, came.append
     order: list[GraphNode] = []
     append = order.append
     first: list[int] = []
@@ -164,41 +168,59 @@ def _ordered_columns(
     counted: list[tuple[int, GraphNode]] = []  # roots and joins, with their positions
     seen_by: dict[GraphNode, dict[GraphNode, int]] = {}  # a join's dependencies' positions
     node_type = GraphNode
-    while ready:
-        node = popleft()
-        dep = came_popleft()
-        position = len(order)
-        append(node)
-        first_append(dep)
-        if dep < 0:
-            counted.append((position, node))
-        succs: Any = node._succ
-        while type(succs) is node_type and type(succs._deps) is node_type and not ready:
-            node = succs  # the chain walk, as in topological_order
+    current: list[GraphNode] = roots
+    came: Sequence[int] = [-1] * len(roots)  # each node's lone dependency's position, or -1
+    while current:
+        base = len(order)
+        if len(current) == 1:  # the chain walk
+            node = current[0]
+            dep = came[0]
             append(node)
-            first_append(position)
-            position += 1
-            succs = node._succ
-        if type(succs) is node_type:
-            if type(succs._deps) is node_type:
-                push(succs)
-                came_push(position)
+            first_append(dep)
+            if dep < 0:
+                counted.append((base, node))
+            succs: Any = node._succ
+            while type(succs) is node_type and type(succs._deps) is node_type:
+                node = succs
+                append(node)
+                first_append(base)
+                base += 1
+                succs = node._succ
+            ends: Sequence[GraphNode] = (node,)
+            every_succs: list[Any] = [succs]
+        else:
+            order.extend(current)
+            first.extend(came)
+            if -1 in came:
+                counted.extend((base + i, current[i]) for i, d in enumerate(came) if d < 0)
+            ends = current
+            every_succs = list(map(_succ_of, current))
+            if set(map(type, every_succs)) == {node_type} and set(
+                map(type, map(_deps_of, every_succs))
+            ) == {node_type}:  # each node's one successor, whose lone dependency it is
+                current = every_succs
+                came = range(base, base + len(current))
                 continue
-            succs = (succs,)
-        for succ in succs:
-            if type(succ._deps) is node_type:
-                push(succ)
-                came_push(position)
-            else:
-                seen = seen_by.get(succ)
-                if seen is None:
-                    seen = seen_by[succ] = {}
-                seen[node] = position
-                left = indegree[succ] - 1
-                indegree[succ] = left
-                if not left:
-                    push(succ)
-                    came_push(-1)
+        ready: list[GraphNode] = []
+        ready_came: list[int] = []
+        for position, (node, succs) in enumerate(zip(ends, every_succs, strict=True), base):
+            if type(succs) is node_type:
+                succs = (succs,)
+            for succ in succs:
+                if type(succ._deps) is node_type:
+                    ready.append(succ)
+                    ready_came.append(position)
+                else:
+                    seen = seen_by.get(succ)
+                    if seen is None:
+                        seen = seen_by[succ] = {}
+                    seen[node] = position
+                    left = indegree[succ] - 1
+                    indegree[succ] = left
+                    if not left:
+                        ready.append(succ)
+                        ready_came.append(-1)
+        current, came = ready, ready_came
     if len(order) != total:
         raise InvalidValue(f"{graph!r} has a cycle")
     multi: dict[int, tuple[int, ...]] = {}
@@ -227,6 +249,7 @@ def _roots_and_joins(graph: Graph) -> tuple[list[GraphNode], dict[GraphNode, int
 
 
 _deps_of: Callable[[GraphNode], Edges] = attrgetter("_deps")  # in C: no Python call per node
+_succ_of: Callable[[GraphNode], Edges] = attrgetter("_succ")
 
 
 def root_nodes(graph: Graph) -> list[GraphNode]:
