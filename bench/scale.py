@@ -28,6 +28,7 @@ cost means ratios near 1. Run on its own with ``python bench/scale.py --sizes 10
 from __future__ import annotations
 
 import argparse
+import asyncio
 import functools
 import gc
 import json
@@ -82,6 +83,9 @@ def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:
 
 async def time_one(shape: str, size: int, device: ahg.Device, x: ahg.DevicePtr) -> dict[str, Any]:
     """Every phase of one graph's life, per node in microseconds."""
+    # A program's tasks yield between unrelated builds: a bulk build's collector pause (see
+    # ahipgraph.core.gcpause) ends there, and must not reach into this one's figures.
+    await asyncio.sleep(0)
     stream = device.create_stream()
     gc.collect()
     before = [s["collections"] for s in gc.get_stats()]

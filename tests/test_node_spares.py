@@ -127,3 +127,30 @@ def test_graphs_built_on_threads_at_once_never_share_a_slot() -> None:
     for graph in graphs:
         graph.destroy()
     assert NODES.statistics().live == before.live
+
+
+def test_taking_spares_after_a_large_graph_does_not_reallocate_the_free_list() -> None:
+    """A destroyed large graph leaves a long free list; each block taken from it must not
+    reallocate it whole (an array shrunk by 16 or more items at once is)."""
+    import tracemalloc
+
+    large = ahg.Graph()
+    previous: list[ahg.GraphNode] = []
+    for _ in range(50_000):
+        previous = [large.add_empty_node(deps=previous)]
+    del previous
+    large.destroy()
+    del large
+    registry_file = tracemalloc.Filter(True, "*/ahipgraph/graph/node_registry.py")
+    tracemalloc.start()
+    try:
+        graph = ahg.Graph()
+        nodes = [graph.add_empty_node() for _ in range(1_000)]
+        snapshot = tracemalloc.take_snapshot().filter_traces([registry_file])
+    finally:
+        tracemalloc.stop()
+    registry_bytes = sum(stat.size for stat in snapshot.statistics("filename"))
+    # The slots' own arrays: a few bytes per node. The free list is 400 kB.
+    assert registry_bytes < 100_000, registry_bytes
+    assert len(nodes) == 1_000
+    graph.destroy()

@@ -108,8 +108,12 @@ class NodeRegistry(SlotTable):
             taken = min(count, len(free))
             spare = array("q")
             if taken:  # the free list's last slots, in the order single pops would give them
-                spare = free[len(free) - taken :]
-                del free[len(free) - taken :]
+                # Popped one at a time: an array shrunk by 16 or more items at once is
+                # reallocated whole, which for a free list left by a million-node graph is
+                # megabytes per block.
+                pop = free.pop
+                spare = array("q", [pop() for _ in range(taken)])
+                spare.reverse()
             fresh = count - taken
             if fresh:  # new slots at the end of the table
                 start = len(self._owners)
