@@ -210,3 +210,36 @@ async def test_objects_frozen_by_the_program_stay_frozen() -> None:
     assert gc.isenabled()
     assert not any(obj is marker for obj in gc.get_objects())  # still frozen
     graph.destroy()
+
+
+@pytest.mark.asyncio
+@pytest.mark.usefixtures("small_bulk")
+async def test_a_build_on_a_second_loop_in_another_thread_pauses_and_ends_on_its_own() -> None:
+    """Two loops in two threads: each burst ends at its own loop's next iteration, and the
+    collector comes back on only when neither builds."""
+    graph = _build(SMALL_BULK)
+    assert not gc.isenabled()  # this loop's burst
+    built = threading.Event()
+    resume = threading.Event()
+    seen: dict[str, bool] = {}
+
+    async def other_loop() -> None:
+        other = _build(SMALL_BULK)  # the collector is off already: no burst of its own
+        built.set()
+        resume.wait(10)  # meanwhile this thread's loop does not iterate
+        other.add_kernel_node(noop, 1, 1, (0,))  # now a burst of its own
+        seen["paused after a new add"] = not gc.isenabled()
+        await asyncio.sleep(0)
+        seen["on after its own yield"] = gc.isenabled()
+        other.destroy()
+
+    worker = threading.Thread(target=asyncio.run, args=(other_loop(),))
+    worker.start()
+    assert built.wait(10)
+    await asyncio.sleep(0)  # this loop's burst ends; the other thread is not mid-burst
+    assert gc.isenabled()
+    resume.set()
+    worker.join(10)
+    assert seen == {"paused after a new add": True, "on after its own yield": True}
+    assert gc.isenabled()
+    graph.destroy()
