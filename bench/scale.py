@@ -25,6 +25,7 @@ chains, one join; every node a kernel) of each size it measures, in one run, per
 * ``gc_collections``  — the garbage collector's passes per generation during build and
   instantiate (the collector stays on, as in a user's program).
 
+Sizes up to 100,000 nodes are measured three times, and each timing is the median.
 The ratios of each figure to the same run's 10,000-node figure are reported too: flat per-node
 cost means ratios near 1. Run on its own with ``python bench/scale.py --sizes 10000,100000``;
 ``bench/launch.py`` includes it in ``make bench``.
@@ -37,6 +38,7 @@ import asyncio
 import functools
 import gc
 import json
+import statistics
 import time
 import tracemalloc
 from collections.abc import Callable
@@ -164,6 +166,25 @@ def bytes_per_node(shape: str, size: int, device: ahg.Device, x: ahg.DevicePtr) 
     }
 
 
+# Sizes up to this are measured three times and each figure is the median: a single run of a
+# small graph is a few milliseconds per phase, which one burst of machine noise can double.
+REPEAT_UP_TO = 100_000
+
+
+def repeats(size: int) -> int:
+    return 3 if size <= REPEAT_UP_TO else 1
+
+
+def median_figures(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each timing's median over ``runs``; the other figures from the first run."""
+    figures = dict(runs[0])
+    for key in figures:
+        if key.endswith("_us"):
+            figures[key] = statistics.median(run[key] for run in runs)
+    figures["runs"] = len(runs)
+    return figures
+
+
 async def measure(sizes: tuple[int, ...], memory: bool = True) -> dict[str, Any]:
     device = ahg.get_device(0)
     x = device.malloc(4096)
@@ -172,7 +193,8 @@ async def measure(sizes: tuple[int, ...], memory: bool = True) -> dict[str, Any]
         for shape in SHAPES:
             figures: dict[str, Any] = {}
             for size in sizes:
-                figures[str(size)] = await time_one(shape, size, device, x)
+                runs = [await time_one(shape, size, device, x) for _ in range(repeats(size))]
+                figures[str(size)] = median_figures(runs)
                 if memory:
                     figures[str(size)].update(bytes_per_node(shape, size, device, x))
             out[shape] = figures
