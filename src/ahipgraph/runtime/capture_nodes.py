@@ -21,8 +21,7 @@ from ..device.pointer import DevicePtr
 from ..device.signal import Signal
 from .capture_state import _LINKS, _LOCK, _SESSIONS, CaptureSession, CaptureStatus, _EventLink
 from .completion import Completion
-from .launch_attributes import DEFAULT_ATTRIBUTES
-from .params import _SHAPES, KernelParams, _KernelParamsDraft
+from .params import _SHAPES, KernelParams, params_of_shape
 
 if TYPE_CHECKING:
     from ..graph.node import GraphNode
@@ -218,9 +217,9 @@ class StreamCapture:
         stream's device, then the node), without a closure made and called per launch: most
         captured operations are kernels. The common launch (a plain kernel, ``int`` grid, block
         and shared memory of a shape already validated on the device, priority 0) is
-        :func:`~ahipgraph.runtime.params.common_kernel_params` written out here, and its node
-        is added after the stream's one dependency by ``Graph._add_after``: a captured chain
-        pays one Python call per launch for its parameters and one for its node.
+        :func:`~ahipgraph.runtime.params.common_kernel_params` without its shape lookup when the
+        stream's last launch had the same shape, and its node is added after the stream's one
+        dependency by ``Graph._add_after``.
         """
         lock = _LOCK
         lock.acquire()  # not ``with``: as in add
@@ -257,19 +256,9 @@ class StreamCapture:
                         self._last_launch = last
                 if last is not None:
                     # common_kernel_params, the same checks in the same order (see there)
-                    shape = last[5]
-                    arg_bytes = last[6](args, last[7])
-                    params = _KernelParamsDraft()
-                    params.kernel = kernel
-                    params.grid = shape[1]
-                    params.block = shape[2]
-                    params.args = () if args is None else tuple(args)
-                    params.shared_mem = shared_mem
-                    params.arg_bytes = arg_bytes
-                    params.threads = shape[3]
-                    params.priority = 0
-                    params.attributes = DEFAULT_ATTRIBUTES
-                    params.__class__ = KernelParams
+                    params = params_of_shape(
+                        kernel, args, shared_mem, last[6](args, last[7]), last[5]
+                    )
             if params is None:
                 params = KernelParams.make(
                     kernel,

@@ -245,15 +245,27 @@ def common_kernel_params(
     entry = _SHAPES.get((id(props), grid, block, shared_mem))
     if entry is None or entry[0] is not props:
         return None
-    arg_bytes = kernel.layout.packer(args, kernel.name)
+    return params_of_shape(kernel, args, shared_mem, kernel.layout.packer(args, kernel.name), entry)
+
+
+def params_of_shape(
+    kernel: Kernel,
+    args: Any,
+    shared_mem: int,
+    arg_bytes: bytes,
+    shape: tuple[Any, Dim3, Dim3, Threads],
+) -> KernelParams:
+    """The :class:`KernelParams` of a launch whose shape was validated (a ``_SHAPES`` entry)
+    and whose arguments are packed already: filled in directly, priority 0, default
+    attributes, no check left to repeat."""
     draft = _KernelParamsDraft()
     draft.kernel = kernel
-    draft.grid = entry[1]
-    draft.block = entry[2]
+    draft.grid = shape[1]
+    draft.block = shape[2]
     draft.args = () if args is None else tuple(args)
     draft.shared_mem = shared_mem
     draft.arg_bytes = arg_bytes
-    draft.threads = entry[3]
+    draft.threads = shape[3]
     draft.priority = 0
     draft.attributes = DEFAULT_ATTRIBUTES
     draft.__class__ = KernelParams  # type: ignore[assignment]
