@@ -944,7 +944,10 @@ class Graph(DestroyOnExit):
                 except Exception as error:
                     errors.append(error)
         if errors:
-            raise errors[0]
+            try:
+                raise errors[0]
+            finally:
+                errors.clear()  # no cycle through this frame: see lifetime/user_object.py
 
     def _destroy_node(self, node: GraphNode) -> None:
         with self.lock:

@@ -297,4 +297,10 @@ def disown_all(objects: list[UserObject], owner: object) -> None:
             if first is None:
                 first = error
     if first is not None:
-        raise first
+        try:
+            raise first
+        finally:
+            # The error's traceback holds this frame: without this, the frame would hold the
+            # error, a cycle that keeps every caller's frame (and what they hold) for the
+            # collector.
+            del first
