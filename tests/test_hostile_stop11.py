@@ -1004,12 +1004,6 @@ def collector_off() -> Iterator[None]:
             gc.enable()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="lifetime/user_object.py disown_all: `raise first` keeps the error in its own frame "
-    "(error -> traceback -> frame -> error), a cycle holding capture_lifecycle.end()'s frame "
-    "and so the discarded graph until a collector pass",
-)
 @pytest.mark.asyncio
 @pytest.mark.usefixtures("collector_off")
 async def test_a_failed_capture_whose_destructor_raises_frees_its_graph_at_once(
@@ -1045,11 +1039,6 @@ async def test_a_failed_capture_whose_destructor_raises_frees_its_graph_at_once(
     assert freed_at_once
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="lifetime/user_object.py disown_all: `raise first` makes a cycle through its frame "
-    "that holds GraphExec._last_release's frame, so the freed executable waits for the collector",
-)
 @pytest.mark.asyncio
 @pytest.mark.usefixtures("collector_off")
 async def test_an_executable_whose_destructor_raises_is_freed_at_once(

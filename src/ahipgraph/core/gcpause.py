@@ -21,6 +21,11 @@ lasts exactly as long as the build; a thread without a running event loop is nev
 way (nothing would say when its build ended). When such a pause ends a large build, one pass
 over both young generations (:func:`_settle_young`) does what two young passes would.
 
+Two known limits (pinned by strict xfails in ``tests/test_hostile_stop11.py``): a
+``gc.disable()`` the program makes during a burst is undone when the burst ends, and a loop
+stopped in the very iteration that built, and then neither run again nor closed, keeps the
+collector off until it is.
+
 Only the collector's automatic passes are affected: reference counting frees everything as
 usual, and an explicit ``gc.collect()`` still works. Nested and concurrent pauses (several
 threads instantiating at once) are counted, and the collector is switched back on only by the
