@@ -8,8 +8,9 @@ chains, one join; every node a kernel) of each size it measures, in one run, per
 * ``first_yield_us``  — the task's first yield after building and instantiating
   (``await asyncio.sleep(0)``): a graph of 10,000 nodes or more pauses the collector while it is
   built, and its deferred pass over what the build made runs here (see
-  ``ahipgraph.core.gcpause``). Shown in the table, not in the ratios (at 10,000 nodes there is
-  no pass to defer);
+  ``ahipgraph.core.gcpause``): a full pass once the build is more than a quarter of the heap,
+  the one CPython's accounting would otherwise make in the next phase that allocates (the first
+  replay). Shown in the table, not in the ratios (at 10,000 nodes there is no pass to defer);
 * ``replay_us``       — one replay, end to end (``await (await exec.launch(stream))``);
 * ``update_us``       — ``exec.update(copy)`` with a clone whose every node has new arguments;
 * ``clone_us``, ``nodes_us``, ``edges_us``, ``dot_us`` — ``graph.clone()``, ``graph.nodes()``,

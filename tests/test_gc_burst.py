@@ -34,8 +34,14 @@ def small_bulk(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """A bulk build from SMALL_BULK nodes, with the collector on at the start and the end."""
     monkeypatch.setattr(graph_module, "BULK_BUILD_NODES", SMALL_BULK)
     assert gc.isenabled()
+    assert not gcpause.is_paused()
+    thresholds = gc.get_threshold()
+    callbacks = list(gc.callbacks)
     yield
-    assert gc.isenabled(), "a test left the collector off"
+    assert not gcpause.is_paused(), "a test left the collector paused"
+    assert gc.isenabled()
+    assert gc.get_threshold() == thresholds
+    assert gc.callbacks == callbacks
 
 
 def _build(size: int) -> ahg.Graph:
@@ -49,17 +55,17 @@ def _build(size: int) -> ahg.Graph:
 @pytest.mark.usefixtures("small_bulk")
 async def test_a_bulk_build_pauses_the_collector_until_the_task_yields() -> None:
     graph = _build(SMALL_BULK - 1)
-    assert gc.isenabled()  # below the bulk size: no pause
+    assert not gcpause.is_paused()  # below the bulk size: no pause
     graph.add_kernel_node(noop, 1, 1, (0,))
-    assert not gc.isenabled()
+    assert gcpause.is_paused()
     graph.add_kernel_node(noop, 1, 1, (0,))  # one pause, not one per node
-    assert not gc.isenabled()
+    assert gcpause.is_paused()
     await asyncio.sleep(0)  # one loop iteration: the pause ends
-    assert gc.isenabled()
+    assert not gcpause.is_paused()
     graph.add_kernel_node(noop, 1, 1, (0,))  # the next burst pauses again
-    assert not gc.isenabled()
+    assert gcpause.is_paused()
     await asyncio.sleep(0)
-    assert gc.isenabled()
+    assert not gcpause.is_paused()
     graph.destroy()
 
 
@@ -70,11 +76,11 @@ async def test_a_capture_is_a_bulk_build_too(device: ahg.Device) -> None:
     stream.begin_capture()
     for i in range(SMALL_BULK):
         await stream.launch_kernel(noop, 1, 1, (i,))
-    assert not gc.isenabled()  # captured launches do not suspend
+    assert gcpause.is_paused()  # captured launches do not suspend
     graph = stream.end_capture()
     assert len(graph.nodes()) == SMALL_BULK
     await asyncio.sleep(0)
-    assert gc.isenabled()
+    assert not gcpause.is_paused()
     graph.destroy()
     stream.destroy()
 
@@ -85,6 +91,7 @@ async def test_a_collector_the_program_switched_off_stays_off() -> None:
     gc.disable()
     try:
         graph = _build(SMALL_BULK + 5)
+        assert not gcpause.is_paused()  # nothing to pause
         await asyncio.sleep(0)
         assert not gc.isenabled()
     finally:
@@ -96,10 +103,10 @@ async def test_a_collector_the_program_switched_off_stays_off() -> None:
 @pytest.mark.usefixtures("small_bulk")
 async def test_a_pause_inside_a_burst_keeps_the_collector_off_until_both_end() -> None:
     graph = _build(SMALL_BULK)
-    assert not gc.isenabled()
+    assert gcpause.is_paused()
     with gcpause.paused():
         copy = graph.clone()
-    assert not gc.isenabled()  # the burst still runs
+    assert gcpause.is_paused()  # the burst still runs
     held = threading.Event()
     release = threading.Event()
 
@@ -112,10 +119,10 @@ async def test_a_pause_inside_a_burst_keeps_the_collector_off_until_both_end() -
     worker.start()
     assert held.wait(10)
     await asyncio.sleep(0)  # the burst ends; the other thread's pause does not
-    assert not gc.isenabled()
+    assert gcpause.is_paused()
     release.set()
     worker.join(10)
-    assert gc.isenabled()
+    assert not gcpause.is_paused()
     copy.destroy()
     graph.destroy()
 
@@ -126,13 +133,13 @@ def test_a_thread_without_an_event_loop_is_never_paused() -> None:
 
     def build_in_thread() -> None:
         graph = _build(SMALL_BULK * 2)
-        seen.append(gc.isenabled())
+        seen.append(gcpause.is_paused())
         graph.destroy()
 
     worker = threading.Thread(target=build_in_thread)
     worker.start()
     worker.join(10)
-    assert seen == [True]
+    assert seen == [False]
 
 
 @pytest.mark.usefixtures("small_bulk")
@@ -153,9 +160,9 @@ def test_a_loop_closed_before_its_next_iteration_still_ends_the_pause(loop_name:
     loop.run_forever()
     # asyncio leaves the pause's callback queued (callbacks scheduled in the last iteration
     # do not run); uvloop runs it before it stops.
-    assert gc.isenabled() is (loop_name == "uvloop")
+    assert gcpause.is_paused() is (loop_name != "uvloop")
     loop.close()  # drops a waiting callback, which ends the pause
-    assert gc.isenabled()
+    assert not gcpause.is_paused()
     graphs[0].destroy()
 
 
@@ -166,7 +173,7 @@ async def test_a_failed_add_past_the_bulk_size_changes_nothing() -> None:
     await asyncio.sleep(0)
     with pytest.raises(TypeError, match="must be a GraphNode"):
         graph.add_kernel_node(noop, 1, 1, (0,), deps=[object()])  # type: ignore[list-item]
-    assert gc.isenabled()  # the add failed before the node was attached
+    assert not gcpause.is_paused()  # the add failed before the node was attached
     assert len(graph.nodes()) == SMALL_BULK
     graph.destroy()
 
@@ -193,7 +200,7 @@ async def test_a_large_burst_ends_with_one_young_pass() -> None:
     assert garbage_ref() is not None
     assert not any(obj is last for obj in gc.get_objects(generation=2))
     await asyncio.sleep(0)
-    assert gc.isenabled()
+    assert not gcpause.is_paused()
     assert garbage_ref() is None  # the pass freed it, as the young passes would have
     assert any(obj is last for obj in gc.get_objects(generation=2))  # the survivors moved up
     graph.destroy()
@@ -207,7 +214,7 @@ async def test_objects_frozen_by_the_program_stay_frozen() -> None:
     assert not any(obj is marker for obj in gc.get_objects())  # frozen: in no generation
     graph = _build(SMALL_BULK + 200)
     await asyncio.sleep(0)
-    assert gc.isenabled()
+    assert not gcpause.is_paused()
     assert not any(obj is marker for obj in gc.get_objects())  # still frozen
     graph.destroy()
 
@@ -218,7 +225,7 @@ async def test_a_build_on_a_second_loop_in_another_thread_pauses_and_ends_on_its
     """Two loops in two threads: each burst ends at its own loop's next iteration, and the
     collector comes back on only when neither builds."""
     graph = _build(SMALL_BULK)
-    assert not gc.isenabled()  # this loop's burst
+    assert gcpause.is_paused()  # this loop's burst
     built = threading.Event()
     resume = threading.Event()
     seen: dict[str, bool] = {}
@@ -228,18 +235,155 @@ async def test_a_build_on_a_second_loop_in_another_thread_pauses_and_ends_on_its
         built.set()
         resume.wait(10)  # meanwhile this thread's loop does not iterate
         other.add_kernel_node(noop, 1, 1, (0,))  # now a burst of its own
-        seen["paused after a new add"] = not gc.isenabled()
+        seen["paused after a new add"] = gcpause.is_paused()
         await asyncio.sleep(0)
-        seen["on after its own yield"] = gc.isenabled()
+        seen["on after its own yield"] = not gcpause.is_paused()
         other.destroy()
 
     worker = threading.Thread(target=asyncio.run, args=(other_loop(),))
     worker.start()
     assert built.wait(10)
     await asyncio.sleep(0)  # this loop's burst ends; the other thread is not mid-burst
-    assert gc.isenabled()
+    assert not gcpause.is_paused()
     resume.set()
     worker.join(10)
     assert seen == {"paused after a new add": True, "on after its own yield": True}
-    assert gc.isenabled()
+    assert not gcpause.is_paused()
+    graph.destroy()
+
+
+# -- the pause goes through the thresholds, and leaves the program's choices alone ------------
+
+
+@pytest.mark.asyncio
+@pytest.mark.usefixtures("small_bulk")
+async def test_thresholds_the_program_sets_during_a_burst_stay() -> None:
+    thresholds = gc.get_threshold()
+    graph = _build(SMALL_BULK)
+    assert gcpause.is_paused()
+    assert gc.get_threshold()[0] == gcpause.PAUSED_YOUNG
+    gc.set_threshold(1234, *thresholds[1:])  # the program's own choice, mid-burst
+    try:
+        await asyncio.sleep(0)
+        assert not gcpause.is_paused()
+        assert gc.get_threshold()[0] == 1234
+    finally:
+        gc.set_threshold(*thresholds)
+    graph.destroy()
+
+
+@pytest.mark.asyncio
+@pytest.mark.usefixtures("small_bulk")
+async def test_automatic_passes_the_program_switched_off_by_threshold_stay_off() -> None:
+    thresholds = gc.get_threshold()
+    gc.set_threshold(0, *thresholds[1:])  # automatic passes off through the first threshold
+    try:
+        graph = _build(SMALL_BULK + 5)
+        with gcpause.paused():
+            assert gc.get_threshold()[0] == 0  # nothing to raise
+        await asyncio.sleep(0)
+        assert gc.get_threshold()[0] == 0
+    finally:
+        gc.set_threshold(*thresholds)
+    graph.destroy()
+
+
+@pytest.mark.asyncio
+@pytest.mark.usefixtures("small_bulk")
+async def test_a_pause_survives_the_program_removing_its_callback() -> None:
+    graph = _build(SMALL_BULK)
+    added = [cb for cb in gc.callbacks if getattr(cb, "__module__", "") == gcpause.__name__]
+    assert len(added) == 1
+    gc.callbacks.remove(added[0])
+    await asyncio.sleep(0)  # the pause ends without its callback, and without an error
+    assert not gcpause.is_paused()
+    graph.destroy()
+
+
+def test_an_explicit_collection_ends_a_pause_whose_loop_stopped() -> None:
+    """A loop stopped by the build (the pause's callback waits in it) and kept open: any pass
+    of the collector, the program's own ``gc.collect()`` too, ends the pause."""
+    loop = asyncio.new_event_loop()
+    graphs: list[ahg.Graph] = []
+    thresholds = gc.get_threshold()
+    callbacks = list(gc.callbacks)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(graph_module, "BULK_BUILD_NODES", SMALL_BULK)
+
+        def build_then_stop() -> None:
+            graphs.append(_build(SMALL_BULK))
+            loop.stop()
+
+        loop.call_soon(build_then_stop)
+        loop.run_forever()
+    try:
+        assert gcpause.is_paused()
+        gc.collect(0)
+        assert not gcpause.is_paused()
+        assert gc.get_threshold() == thresholds
+        loop.run_until_complete(asyncio.sleep(0))  # the queued callback: a no-op now
+        assert not gcpause.is_paused()
+        assert gc.get_threshold() == thresholds
+    finally:
+        loop.close()
+        graphs[0].destroy()
+    gc.collect(0)  # the callback left in place by the pass is removed by the next pause's end
+    with gcpause.paused():
+        pass
+    assert gc.callbacks == callbacks
+
+
+def test_a_pause_of_a_running_loop_outlives_passes_that_come_meanwhile() -> None:
+    """A young pass during a burst (PAUSED_YOUNG allocations) leaves a running loop's pause."""
+    seen: list[bool] = []
+
+    async def main() -> None:
+        graph = _build(SMALL_BULK)
+        gc.collect(0)
+        seen.append(gcpause.is_paused())
+        await asyncio.sleep(0)
+        seen.append(gcpause.is_paused())
+        graph.destroy()
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(graph_module, "BULK_BUILD_NODES", SMALL_BULK)
+        asyncio.run(main())
+    assert seen == [True, False]
+
+
+class _Ring:
+    def __init__(self) -> None:
+        self.me = self
+
+
+@pytest.mark.asyncio
+@pytest.mark.usefixtures("small_bulk", "small_young")
+async def test_a_burst_larger_than_a_quarter_of_the_heap_ends_with_a_full_pass(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The full pass CPython's accounting would bring next comes at the burst's end."""
+    old = _Ring()
+    old_ref = weakref.ref(old)
+    gc.collect()  # survives: now in the oldest generation
+    del old  # old cyclic garbage: only a full pass frees it
+    monkeypatch.setattr(gcpause.sys, "getallocatedblocks", lambda: 4)  # a tiny heap
+    graph = _build(SMALL_BULK + 200)
+    assert old_ref() is not None
+    await asyncio.sleep(0)
+    assert old_ref() is None
+    graph.destroy()
+
+
+@pytest.mark.asyncio
+@pytest.mark.usefixtures("small_bulk", "small_young")
+async def test_a_burst_small_beside_the_heap_ends_with_a_young_pass_only() -> None:
+    old = _Ring()
+    old_ref = weakref.ref(old)
+    gc.collect()
+    del old
+    graph = _build(SMALL_BULK + 200)  # a few hundred objects beside a heap of many thousands
+    await asyncio.sleep(0)
+    assert old_ref() is not None  # the young pass left it to the next full pass
+    gc.collect()
+    assert old_ref() is None
     graph.destroy()

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 import ahipgraph as ahg
+from ahipgraph.core import gcpause
 from ahipgraph.graph import graph as graph_module
 from ahipgraph.graph.node import NODES
 from ahipgraph.runtime import capture_state
@@ -45,8 +46,10 @@ def _counts(device: ahg.Device) -> tuple[Any, ...]:
 def small_bulk(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setattr(graph_module, "BULK_BUILD_NODES", SMALL_BULK)
     assert gc.isenabled()
+    assert not gcpause.is_paused()
     yield
-    assert gc.isenabled(), "the collector was left off"
+    assert gc.isenabled()
+    assert not gcpause.is_paused(), "the collector was left paused"
 
 
 # -- the capture fast path: bad launches after a remembered shape ---------------------------
@@ -248,6 +251,7 @@ async def test_a_cancelled_capturing_task_leaves_counts_and_collector_as_before(
     device.free(x)
     assert _counts(device) == before
     assert gc.isenabled()
+    assert not gcpause.is_paused()
 
 
 # -- freed executables ---------------------------------------------------------------------
@@ -362,6 +366,7 @@ async def test_a_user_object_destructor_raising_on_exec_destroy_leaves_counts(
     device.free(x)
     assert _counts(device) == before
     assert gc.isenabled()
+    assert not gcpause.is_paused()
 
 
 @pytest.mark.asyncio
@@ -394,19 +399,14 @@ async def test_a_host_node_raising_base_exception_then_destroy(device: ahg.Devic
 # -- the collector's pause -----------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="core/gcpause.py: _Burst.__call__ -> _leave() calls gc.enable() because _restore "
-    "was saved when the pause began; a gc.disable() the program made during the burst is undone "
-    "at the loop's next iteration",
-)
 @pytest.mark.asyncio
 @pytest.mark.usefixtures("small_bulk")
 async def test_a_program_switching_the_collector_off_mid_burst_keeps_it_off() -> None:
     graph = ahg.Graph()
     for i in range(SMALL_BULK + 1):
         graph.add_kernel_node(noop, 1, 1, (i,))
-    assert not gc.isenabled()  # the build paused it
+    assert gcpause.is_paused()  # the build paused it
+    assert gc.isenabled()  # through the thresholds: the switch is still the program's
     gc.disable()  # the program wants it off from now on
     try:
         await asyncio.sleep(0)
@@ -437,6 +437,7 @@ async def test_a_cancelled_building_task_ends_its_pause() -> None:
     with pytest.raises(asyncio.CancelledError):
         await task
     assert gc.isenabled()
+    assert not gcpause.is_paused()
     graphs[0].destroy()
 
 
@@ -477,21 +478,21 @@ def test_bulk_builds_on_two_loops_in_threads_and_one_without_a_loop() -> None:
         thread.join()
     assert not errors
     assert gc.isenabled()
+    assert not gcpause.is_paused()
     for graph in graphs:
         graph.destroy()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="core/gcpause.py pause_until_yield: the pause ends only in a callback queued with "
-    "loop.call_soon; a loop stopped in the iteration that built (loop.stop() in the building "
-    "callback or coroutine) and not closed keeps the collector off for the whole process",
-)
 @pytest.mark.usefixtures("small_bulk")
-def test_a_loop_stopped_right_after_a_burst_and_kept_open_ends_the_pause() -> None:
+def test_a_loop_stopped_right_after_a_burst_and_kept_open_ends_the_pause(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """A worker thread runs its loop until a build stops it, and returns; the loop stays open
-    (run again later, or just not closed). The process's collector stays off meanwhile: the
-    loop's stop check comes before the queued callback that would end the pause."""
+    (run again later, or just not closed). The loop's stop check comes before the queued
+    callback that would end the pause, so the collector's next young pass ends it: the pause
+    holds back full passes for at most PAUSED_YOUNG allocations."""
+    monkeypatch.setattr(gcpause, "PAUSED_YOUNG", 2_000)
+    thresholds = gc.get_threshold()
     loops: list[asyncio.AbstractEventLoop] = []
     graph_box: list[ahg.Graph] = []
 
@@ -513,12 +514,18 @@ def test_a_loop_stopped_right_after_a_burst_and_kept_open_ends_the_pause() -> No
     thread.start()
     thread.join()
     try:
-        collector_on = gc.isenabled()  # the worker's loop is stopped, not running
+        assert gcpause.is_paused()  # the worker's loop is stopped, not running
+        assert gc.get_threshold()[0] == 2_000
+        kept = [[] for _ in range(5_000)]  # allocations enough for one young pass
+        still_paused = gcpause.is_paused()
+        del kept
     finally:
-        loops[0].close()  # drops the queued callback: the pause ends
+        loops[0].close()
         graph_box[0].destroy()
+    assert not still_paused, "a stopped but open loop in another thread keeps the pause"
+    assert gc.get_threshold() == thresholds
     assert gc.isenabled()
-    assert collector_on, "a stopped but open loop in another thread keeps the collector off"
+    assert not gcpause.is_paused()
 
 
 @pytest.mark.asyncio
@@ -529,13 +536,14 @@ async def test_a_capture_burst_ended_by_an_error_ends_its_pause(device: ahg.Devi
     stream.begin_capture()
     for i in range(SMALL_BULK + 2):
         await stream.launch_kernel(noop, 1, 1, (i,))
-    assert not gc.isenabled()
+    assert gcpause.is_paused()
     with pytest.raises(ahg.HipError):
         await stream.launch_kernel(noop, -1, 1, (0,))
     with contextlib.suppress(ahg.StreamCaptureInvalidated):
         stream.end_capture().destroy()
     await asyncio.sleep(0)
     assert gc.isenabled()
+    assert not gcpause.is_paused()
     stream.destroy()
     assert _counts(device) == before
 
@@ -627,6 +635,7 @@ async def test_a_host_node_destroying_its_own_graph_and_executable_mid_flight(
     device.free(x)
     assert _counts(device) == before
     assert gc.isenabled()
+    assert not gcpause.is_paused()
 
 
 @pytest.mark.asyncio
@@ -789,6 +798,7 @@ async def test_cancelled_at_every_yield_of_a_build_launch_destroy_cycle(
             await task
         await stream.synchronize()
         assert gc.isenabled()
+        assert not gcpause.is_paused()
         assert _counts(device)[0] == before[0], (yields, steps)
     stream.destroy()
     device.free(x)
@@ -987,6 +997,7 @@ def test_a_capture_and_a_plain_build_on_two_loops_in_threads(device: ahg.Device)
     assert not errors, errors
     assert sorted(sizes) == [SMALL_BULK + 7] * 3 + [SMALL_BULK + 9] * 3
     assert gc.isenabled()
+    assert not gcpause.is_paused()
     device.free(x)
     assert _counts(device) == before
 

@@ -269,12 +269,15 @@ def test_more_launch_shapes_than_are_remembered_are_all_validated_alike() -> Non
 def test_instantiate_and_clone_leave_the_collector_as_they_found_it() -> None:
     graph = ahg.Graph()
     graph.add_kernel_node(start, 1, 1, (None, 1))
+    thresholds = gc.get_threshold()
     assert gc.isenabled()
     graph.instantiate().destroy()
     graph.clone().destroy()
     graph.nodes()
     graph.edges()
     assert gc.isenabled()
+    assert gc.get_threshold() == thresholds
+    assert not gcpause.is_paused()
     gc.disable()
     try:
         graph.instantiate().destroy()
@@ -292,6 +295,7 @@ def test_a_failed_instantiate_turns_the_collector_back_on() -> None:
     with pytest.raises(ahg.InvalidValue, match="cycle"):
         graph.instantiate()
     assert gc.isenabled()
+    assert not gcpause.is_paused()
     graph.destroy()
 
 
@@ -308,10 +312,11 @@ def test_overlapping_pauses_from_threads_end_with_the_collector_on() -> None:
     thread.start()
     with gcpause.paused():
         inside.wait(timeout=10)
-        assert not gc.isenabled()
+        assert gcpause.is_paused()
         leave.set()
         thread.join(timeout=10)
-        assert not gc.isenabled()  # the other pause ended first: still inside ours
+        assert gcpause.is_paused()  # the other pause ended first: still inside ours
+    assert not gcpause.is_paused()
     assert gc.isenabled()
 
 
@@ -319,6 +324,7 @@ def test_a_pause_interrupted_by_a_base_exception_restores_the_collector() -> Non
     with pytest.raises(KeyboardInterrupt), gcpause.paused():
         raise KeyboardInterrupt
     assert gc.isenabled()
+    assert not gcpause.is_paused()
 
 
 # -- decoded arguments kept between replays --------------------------------------------------------

@@ -5,69 +5,126 @@ reachable (nothing built there becomes garbage unless the call fails). The colle
 those allocations and runs young-generation passes every few hundred, plus a full pass over
 every live object each time the survivors grow by a quarter: for a million-node graph that is
 thousands of passes that can free nothing, about half the cost of the build. :func:`paused`
-switches the collector off for the duration of such a build and back on afterwards.
+pauses the collector's automatic passes for the duration of such a build.
+
+A pause raises the collector's first threshold (``gc.set_threshold``) to
+:data:`PAUSED_YOUNG` allocations and puts the program's thresholds back afterwards; it never
+calls ``gc.disable()`` or ``gc.enable()``. So ``gc.isenabled()`` always answers what the
+program chose, a program that switches the collector off (before or during a pause) keeps it
+off, and a program that sets its own thresholds during a pause keeps them. The raised
+threshold is also a bound: however a pause goes wrong, a young pass still comes every
+:data:`PAUSED_YOUNG` allocations, and that pass ends any pause whose event loop has stopped
+(below).
 
 What is saved is the repeated full passes over everything alive; the young objects the build
 made are still counted, so the first allocation after the pause runs one young-generation pass
-over them (a replay right after instantiate pays that). Objects a paused build makes and drops
-(an update's snapshot) cost the collector nothing at all.
+over them. Objects a paused build makes and drops (an update's snapshot) cost the collector
+nothing at all.
 
 Building a large graph node by node is the same bulk build, spread over the user's own loop of
 ``add_*_node`` calls (or captured operations), with no ``with`` block around it. There
 :func:`pause_until_yield` pauses the collector from inside the build, and the event loop
-switches it back on: at its next iteration, which comes when the building task awaits
-something that suspends or ends. A build in a task is one synchronous burst, so its pause
-lasts exactly as long as the build; a thread without a running event loop is never paused this
-way (nothing would say when its build ended). When such a pause ends a large build, one pass
-over both young generations (:func:`_settle_young`) does what two young passes would.
+ends the pause at its next iteration, which comes when the building task awaits something that
+suspends or ends. A build in a task is one synchronous burst, so its pause lasts exactly as
+long as the build; a thread without a running event loop is never paused this way (nothing
+would say when its build ended). A loop closed before that iteration drops the callback, which
+ends the pause as it is freed; a loop stopped in the very iteration that built (``loop.stop()``
+called by the build) and kept open ends it at the collector's next young pass.
 
-Two known limits (pinned by strict xfails in ``tests/test_hostile_stop11.py``): a
-``gc.disable()`` the program makes during a burst is undone when the burst ends, and a loop
-stopped in the very iteration that built, and then neither run again nor closed, keeps the
-collector off until it is.
+When such a pause ends a large build (:func:`_settle`), one pass does what the collector's
+accounting would make it do next: a full pass if the build's young objects are so many that
+CPython's next second-generation pass would bring one (more than a quarter of every object
+the process holds), and one pass over both young generations otherwise. Either way the pass
+comes at the end of the build, at the task's first yield, rather than in whatever the program
+does next (a first replay).
 
 Only the collector's automatic passes are affected: reference counting frees everything as
 usual, and an explicit ``gc.collect()`` still works. Nested and concurrent pauses (several
-threads instantiating at once) are counted, and the collector is switched back on only by the
-last one to finish, and only if it was on when the first one began; a program that keeps the
-collector off keeps it off.
+threads instantiating at once) are counted, and the thresholds go back only when the last one
+ends.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
+import sys
 import threading
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
-__all__ = ["pause_until_yield", "paused"]
+__all__ = ["PAUSED_YOUNG", "is_paused", "pause_until_yield", "paused", "pauses"]
+
+# While paused, a young pass comes only after this many allocations of tracked objects (about
+# 2.5 million kernel nodes): rare enough that a bulk build makes few or none, and a bound on
+# how long a pause that nothing ends can last.
+PAUSED_YOUNG = 10_000_000
 
 _lock = threading.RLock()  # re-entrant: a pause freed by the collector ends inside its own lock
-_depth = 0
-_restore = False
+pauses = 0  # pauses in force; read without the lock as a hint (``Graph._attach``)
+_saved: tuple[int, ...] = ()  # the program's thresholds, while paused
+_applied: tuple[int, ...] = ()  # the thresholds the pause set
+_bursts: weakref.WeakSet[_Burst] = weakref.WeakSet()  # pauses an event loop ends
+_in_callback = False  # ending a pause from the collector's callback (see _on_collect)
+_settling = False  # making a burst's closing pass (see _leave)
+
+
+def is_paused() -> bool:
+    """Whether a pause is in force (the collector's automatic passes are held back)."""
+    return pauses > 0
 
 
 def _enter() -> None:
-    global _depth, _restore
+    global pauses, _saved, _applied
     with _lock:
-        if _depth == 0:
-            _restore = gc.isenabled()
-            gc.disable()
-        _depth += 1
+        if pauses == 0:
+            saved = gc.get_threshold()
+            applied = (max(saved[0], PAUSED_YOUNG) if saved[0] else 0, *saved[1:])
+            gc.set_threshold(*applied)
+            _saved, _applied = saved, applied
+            if _on_collect not in gc.callbacks:
+                gc.callbacks.append(_on_collect)
+        pauses += 1
 
 
-def _leave() -> None:
-    global _depth
+def _leave(settle: bool = False) -> None:
+    """End one pause; the last one puts the program's thresholds back.
+
+    With ``settle`` (a burst's end), the last pause first makes the pass the burst's objects
+    call for (:func:`_settle`), while the thresholds still hold back the automatic passes: the
+    first allocation after they go back would otherwise start a young pass of its own. The
+    pass runs outside the lock: the finalizers it calls may take other locks, whose holders
+    may be waiting to pause.
+    """
+    global pauses, _saved, _applied, _settling
+    if settle:
+        with _lock:
+            settle = pauses == 1 and gc.get_threshold() == _applied and not _settling
+            _settling = _settling or settle
+        if settle:
+            try:
+                _settle()
+            finally:
+                _settling = False
     with _lock:
-        _depth -= 1
-        if _depth == 0 and _restore:
-            gc.enable()
+        ours = gc.get_threshold() == _applied  # else the program set its own: they stay
+        pauses -= 1
+        if pauses:
+            return
+        if ours:
+            gc.set_threshold(*_saved)
+        _saved = _applied = ()
+        if not _in_callback:  # removing it while the collector runs its callbacks skips one
+            with contextlib.suppress(ValueError):  # the program may have removed it
+                gc.callbacks.remove(_on_collect)
 
 
 @contextmanager
 def paused() -> Iterator[None]:
-    """Keep the collector's automatic passes off inside the ``with`` block."""
+    """Hold the collector's automatic passes back inside the ``with`` block."""
     _enter()
     try:
         yield
@@ -79,16 +136,25 @@ def paused() -> Iterator[None]:
 _BULK_YOUNG = 100_000
 
 
-def _settle_young() -> None:
-    """One pass over both young generations (``gc.collect(1)``) after a large burst.
+def _settle() -> None:
+    """The pass the collector's accounting would make next, made at the end of a large burst.
 
     What a bulk build made lives as long as its graph. Left to the collector, each of its
     objects would be walked by a first-generation pass, again by a second-generation pass, and
-    then by the full pass their promotion brings; one pass over both young generations does
-    the first two at once. It frees young garbage as those passes would and promotes the
-    survivors with the collector's own accounting, so full passes come as they always do.
+    then by the full pass their promotion brings once they are more than a quarter of the
+    long-lived objects. If they are (the young count is more than a quarter of every memory
+    block the process holds, which bounds its tracked objects), one full pass now does all
+    three; otherwise one pass over both young generations does the first two. The collector
+    keeps its own accounting, so later full passes come as they always do.
     """
-    if gc.get_count()[0] >= _BULK_YOUNG:
+    if not gc.isenabled():
+        return
+    young = gc.get_count()[0]
+    if young < _BULK_YOUNG:
+        return
+    if young * 4 > sys.getallocatedblocks():
+        gc.collect()
+    else:
         gc.collect(1)
 
 
@@ -96,40 +162,72 @@ class _Burst:
     """One pause that the running event loop ends: called at its next iteration.
 
     If the loop is closed first, its queue drops the callback, and the pause ends when this is
-    freed: a loop that never runs again cannot keep the collector off.
+    freed. If the loop stops without running it and stays open, the collector's next young
+    pass ends it (:func:`_on_collect`).
     """
 
-    __slots__ = ("ended",)
+    __slots__ = ("__weakref__", "ended", "loop")
 
-    def __init__(self) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.ended = False
+        self.loop: asyncio.AbstractEventLoop | None = loop
 
     def __call__(self) -> None:
         with _lock:
             if self.ended:
                 return
             self.ended = True
-            last = _depth == 1 and _restore
-        _leave()
-        if last:
-            _settle_young()
+            self.loop = None
+            _bursts.discard(self)
+        _leave(settle=True)
 
     __del__ = __call__
+
+    def stalled(self) -> bool:
+        """Whether the loop that should end this has stopped (or is gone)."""
+        loop = self.loop
+        return loop is None or not loop.is_running()
+
+
+def _on_collect(phase: str, info: dict[str, Any]) -> None:
+    """The collector's callback while paused: ends the pauses whose loop stopped.
+
+    Called at the start of every pass. A pass during a pause means :data:`PAUSED_YOUNG`
+    allocations since the last: a burst whose loop is no longer running will not be ended by
+    it, so it ends here.
+    """
+    global _in_callback
+    if phase != "start" or not _bursts or _settling:
+        return
+    if not _lock.acquire(blocking=False):  # another thread is pausing: its next pass will do
+        return
+    try:
+        stalled = [burst for burst in _bursts if burst.stalled()]
+        _in_callback = True
+        try:
+            for burst in stalled:
+                burst()
+        finally:
+            _in_callback = False
+    finally:
+        _lock.release()
 
 
 def pause_until_yield() -> None:
     """Pause the collector until the running event loop's next iteration (a bulk build).
 
-    Does nothing without a running loop in this thread, or with the collector already off
-    (paused, or switched off by the program).
+    Does nothing without a running loop in this thread, with a pause already in force, or with
+    the collector switched off by the program.
     """
-    if not gc.isenabled():
+    if pauses or not gc.isenabled():
         return
     loop = asyncio._get_running_loop()
     if loop is None:
         return
-    burst = _Burst()
-    _enter()
+    burst = _Burst(loop)
+    with _lock:
+        _enter()
+        _bursts.add(burst)
     try:
         loop.call_soon(burst)
     except RuntimeError:  # a closed loop: no pause, and the build goes on

@@ -30,7 +30,6 @@ Destroying twice is IllegalState; any other call on a destroyed graph is Invalid
 from __future__ import annotations
 
 import contextlib
-import gc
 import itertools
 import os
 import threading
@@ -304,7 +303,7 @@ class Graph(DestroyOnExit):
             NODES.enter(node)
         by_id = self._by_id
         by_id[node.id] = node  # before anyone sees it: the registry finds it here
-        if len(by_id) >= BULK_BUILD_NODES and gc.isenabled():
+        if len(by_id) >= BULK_BUILD_NODES and not gcpause.pauses:
             gcpause.pause_until_yield()  # a bulk build: see core.gcpause
         if observe.observer is not None:  # the race checker keeps the line that added it
             observe.observer.node_added(node)
