@@ -14,6 +14,7 @@ import gc
 import threading
 import weakref
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -387,3 +388,79 @@ async def test_a_burst_small_beside_the_heap_ends_with_a_young_pass_only() -> No
     gc.collect()
     assert old_ref() is None
     graph.destroy()
+
+
+def test_bursts_pauses_and_collections_from_many_threads_leave_the_collector_as_it_was() -> None:
+    """Bursts on three loops (one stopping its loop right after a build), pauses from a thread
+    without a loop, and explicit collections, all at once: afterwards no pause is in force and
+    the program's thresholds and callbacks are back."""
+    thresholds = gc.get_threshold()
+    callbacks = list(gc.callbacks)
+    barrier = threading.Barrier(5)
+    errors: list[BaseException] = []
+    graphs: list[ahg.Graph] = []
+    graphs_lock = threading.Lock()
+
+    def keep(graph: ahg.Graph) -> None:
+        with graphs_lock:
+            graphs.append(graph)
+
+    async def bursts() -> None:
+        barrier.wait(10)
+        for _ in range(10):
+            keep(_build(SMALL_BULK + 3))
+            await asyncio.sleep(0)
+
+    def on_loop() -> None:
+        asyncio.run(bursts())
+
+    def on_stopped_loop() -> None:
+        loop = asyncio.new_event_loop()
+        try:
+            barrier.wait(10)
+            for _ in range(5):
+
+                def build_then_stop() -> None:
+                    keep(_build(SMALL_BULK + 1))
+                    loop.stop()
+
+                loop.call_soon(build_then_stop)
+                loop.run_forever()  # stops with the pause's callback still queued
+        finally:
+            loop.close()
+
+    def pauses() -> None:
+        barrier.wait(10)
+        for _ in range(50):
+            with gcpause.paused():
+                keep(_build(3))
+
+    def collections() -> None:
+        barrier.wait(10)
+        for generation in (0, 1, 2) * 10:
+            gc.collect(generation)
+
+    def run(target: Any) -> None:
+        try:
+            target()
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(graph_module, "BULK_BUILD_NODES", SMALL_BULK)
+        targets = (on_loop, on_loop, on_stopped_loop, pauses, collections)
+        threads = [threading.Thread(target=run, args=(target,)) for target in targets]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+    assert not errors, errors
+    for graph in graphs:
+        graph.destroy()
+    assert not gcpause.is_paused()
+    assert gc.isenabled()
+    assert gc.get_threshold() == thresholds
+    gc.collect(0)  # a callback left in place by a pass the collector made is dropped by the
+    with gcpause.paused():  # next pause's end
+        pass
+    assert gc.callbacks == callbacks
