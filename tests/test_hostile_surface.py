@@ -1,0 +1,85 @@
+"""A hostile user's pass over the public surface: configuration records, kernel declaration,
+handle reprs in every state and the command line.
+
+Each test names what an outside test writer would try and what must happen: a clear error
+where the mistake is made (not an ``AttributeError`` or a zero division in some later call),
+a repr that tells the state, a trace that survives a failing script.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import ahipgraph as ahg
+from cleanup import destroy
+
+# -- device configuration ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "error"),
+    [
+        ("cost", None, TypeError),
+        ("name", None, TypeError),
+        ("max_threads_per_block", 0, ValueError),
+        ("max_threads_per_block", 2.0, TypeError),
+        ("max_shared_memory_per_block", -1, ValueError),
+        ("warp_size", 0, ValueError),
+        ("max_pitch", 0, ValueError),
+        ("max_grid", (0, 1, 1), ValueError),
+        ("max_grid", (1, 1), TypeError),
+        ("max_grid", (1.0, 1, 1), TypeError),
+    ],
+)
+def test_device_properties_refuse_a_limit_no_device_could_have(
+    field: str, value: Any, error: type[Exception]
+) -> None:
+    """``DeviceProperties(cost=None)`` was accepted and the device then failed its first kernel
+    with ``AttributeError: 'NoneType' object has no attribute 'kernel_ns'``; a zero limit made
+    every launch an ``InvalidConfiguration`` that blamed the launch."""
+    with pytest.raises(error, match=field):
+        ahg.DeviceProperties(**{field: value})
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "error"),
+    [
+        ("lanes_per_cu", 0, ValueError),
+        ("wave_ns", -1, ValueError),
+        ("kernel_launch_ns", 1.5, TypeError),
+        ("host_bytes_per_ns", 0, ValueError),
+        ("device_bytes_per_ns", float("inf"), ValueError),
+        ("peer_bytes_per_ns", float("nan"), ValueError),
+        ("host_bytes_per_ns", "fast", TypeError),
+        ("stream_memop_ns", True, TypeError),
+    ],
+)
+def test_a_cost_model_refuses_rates_and_durations_that_break_the_clock(
+    field: str, value: Any, error: type[Exception]
+) -> None:
+    """A zero rate divided by zero at the first copy, a zero ``lanes_per_cu`` at the first
+    kernel, and a negative duration ran the simulated clock backwards."""
+    with pytest.raises(error, match=field):
+        ahg.CostModel(**{field: value})
+
+
+def test_a_refused_configuration_leaves_the_configured_devices_as_they_were() -> None:
+    before = ahg.get_device(0)
+    with pytest.raises(ValueError):
+        ahg.configure_devices(1, ahg.DeviceProperties(cost=ahg.CostModel(lanes_per_cu=0)))
+    assert ahg.device_count() == 1
+    assert ahg.get_device(0) is before
+
+
+@pytest.mark.asyncio
+async def test_a_device_with_integer_rates_runs_copies() -> None:
+    """Rates may be ints (``host_bytes_per_ns=25``): validation must not insist on floats."""
+    cost = ahg.CostModel(host_bytes_per_ns=25, device_bytes_per_ns=1000, peer_bytes_per_ns=64)
+    (device,) = ahg.configure_devices(1, ahg.DeviceProperties(cost=cost))
+    ptr = device.malloc(256)
+    stream = device.create_stream()
+    await (await stream.memset(ptr, 1, 256))
+    assert device.statistics().now_ns == cost.fill_ns(256)
+    destroy(stream, ptr)
