@@ -8,6 +8,7 @@ a repr that tells the state, a trace that survives a failing script.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import pytest
@@ -83,3 +84,51 @@ async def test_a_device_with_integer_rates_runs_copies() -> None:
     await (await stream.memset(ptr, 1, 256))
     assert device.statistics().now_ns == cost.fill_ns(256)
     destroy(stream, ptr)
+
+
+# -- kernel declaration -----------------------------------------------------------------------
+
+
+def _body(t: ahg.Threads, n: ahg.int32, out: ahg.Ptr[ahg.int32]) -> None:
+    out[:n] = 7
+
+
+class _CallableBody:
+    def __call__(self, t: ahg.Threads, n: ahg.int32, out: ahg.Ptr[ahg.int32]) -> None:
+        out[:n] = 7
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    ("body", "name"),
+    [(functools.partial(_body), "partial"), (_CallableBody(), "_CallableBody")],
+    ids=["partial", "callable-object"],
+)
+async def test_a_kernel_body_without_a_name_of_its_own_declares_and_runs(
+    device: ahg.Device, body: Any, name: str
+) -> None:
+    """``ahg.kernel(functools.partial(f))`` and a callable object raised ``AttributeError:
+    ... has no attribute '__name__'`` although ``kernel`` accepts any callable."""
+    declared = ahg.kernel(body)
+    assert declared.name == name
+    out = device.malloc(16)
+    stream = device.create_stream()
+    await (await stream.launch_kernel(declared, 1, 4, (4, out)))
+    assert list(device.view(out, "int32", 4)) == [7, 7, 7, 7]
+    destroy(stream, out)
+
+
+@pytest.mark.parametrize("name", [3, b"k", ["k"]])
+def test_a_kernel_name_that_is_not_a_string_is_a_type_error(name: Any) -> None:
+    """``@ahg.kernel(name=3)`` made ``<Kernel 3()>``, whose name DOT output and every error
+    message then formatted as a number."""
+    with pytest.raises(TypeError, match="kernel name"):
+        ahg.kernel(name=name)(_body)
+
+
+def test_a_kernel_given_a_name_names_itself_so_in_its_errors() -> None:
+    def body(t: ahg.Threads, x: int) -> None:
+        pass
+
+    with pytest.raises(TypeError, match="kernel 'shown'"):
+        ahg.kernel(body, name="shown")
