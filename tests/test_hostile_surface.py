@@ -132,3 +132,79 @@ def test_a_kernel_given_a_name_names_itself_so_in_its_errors() -> None:
 
     with pytest.raises(TypeError, match="kernel 'shown'"):
         ahg.kernel(body, name="shown")
+
+
+# -- reprs in every state ---------------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_a_destroyed_event_says_destroyed_in_its_repr(device: ahg.Device) -> None:
+    """A destroyed event showed ``unrecorded``, ``pending`` or ``done``, as a live one does."""
+    stream = device.create_stream()
+    never, recorded = device.create_event(), device.create_event()
+    await stream.record_event(recorded)
+    never.destroy()
+    recorded.destroy()  # its record is still in flight
+    assert repr(never).endswith("destroyed>")
+    assert repr(recorded).endswith("destroyed>")
+    await stream.synchronize()
+    assert repr(recorded).endswith("destroyed>")
+    assert str(recorded) == repr(recorded)
+    destroy(stream)
+
+
+@pytest.mark.asyncio
+async def test_a_capturing_stream_says_so_in_its_repr(device: ahg.Device) -> None:
+    """A capturing stream's repr was that of an idle open stream, so a test failure showing
+    it gave no hint that its work had become graph nodes."""
+    stream = device.create_stream()
+    assert "capture" not in repr(stream)
+    stream.begin_capture()
+    assert repr(stream).endswith("capture=active>")
+    with pytest.raises(ahg.StreamCaptureUnsupported):
+        stream.query()  # invalidates the capture, as HIP does
+    assert repr(stream).endswith("capture=invalidated>")
+    with pytest.raises(ahg.StreamCaptureInvalidated):
+        stream.end_capture()
+    assert "capture" not in repr(stream)
+    async with stream.capture() as scope:
+        assert "capture=active" in repr(stream)
+    assert "capture" not in repr(stream)
+    destroy(scope.graph, stream)
+
+
+@pytest.mark.asyncio
+async def test_every_handle_repr_works_live_and_destroyed(device: ahg.Device) -> None:
+    """Each handle's repr names its kind in both states, and never raises once destroyed."""
+
+    @ahg.kernel
+    def nothing(t: ahg.Threads) -> None:
+        pass
+
+    stream, event = device.create_stream(), device.create_event()
+    graph = ahg.Graph()
+    node = graph.add_kernel_node(nothing, 1, 1)
+    user_object = ahg.UserObject(lambda data: None)
+    exec_ = graph.instantiate()
+    completion = await exec_.launch(stream)
+    handles: dict[str, Any] = {
+        "Stream": stream,
+        "Event": event,
+        "Graph": graph,
+        "GraphNode": node,
+        "UserObject": user_object,
+        "GraphExec": exec_,
+    }
+    for kind, handle in handles.items():
+        assert repr(handle).startswith(f"<{kind} ")
+    await completion
+    exec_.destroy()
+    graph.destroy()
+    stream.destroy()
+    event.destroy()
+    user_object.release()
+    for kind, handle in handles.items():
+        text = repr(handle)
+        assert text.startswith(f"<{kind} ")
+        assert "destroyed" in text or "closed" in text, text
+    assert repr(completion) == "<Completion done error=None>"
