@@ -9,11 +9,15 @@ a repr that tells the state, a trace that survives a failing script.
 from __future__ import annotations
 
 import functools
+import json
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 import ahipgraph as ahg
+from ahipgraph.cli import main
 from cleanup import destroy
 
 # -- device configuration ---------------------------------------------------------------------
@@ -208,3 +212,65 @@ async def test_every_handle_repr_works_live_and_destroyed(device: ahg.Device) ->
         assert text.startswith(f"<{kind} ")
         assert "destroyed" in text or "closed" in text, text
     assert repr(completion) == "<Completion done error=None>"
+
+
+# -- the command line -------------------------------------------------------------------------
+
+
+def test_the_cli_trace_writes_the_trace_of_a_script_that_raises(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A script ending in an uncaught exception lost its trace: the exception went through
+    ``tracing()`` and the file was never written, though a failing run is the one whose
+    timeline is wanted. Now the traceback is printed, the trace written, the status is 1."""
+    monkeypatch.setattr(sys, "argv", list(sys.argv))
+    script = tmp_path / "script.py"
+    script.write_text(
+        "import ahipgraph as ahg\n"
+        "async def work():\n"
+        "    device = ahg.get_device(0)\n"
+        "    stream = device.create_stream()\n"
+        "    out = device.malloc(8)\n"
+        "    await (await stream.memset(out, 0, 8))\n"
+        "    stream.destroy()\n"
+        "    device.free(out)\n"
+        "    raise RuntimeError('the script failed')\n"
+        "ahg.run(work)\n"
+    )
+    output = tmp_path / "trace.json"
+    assert main(["--plain", "trace", "-o", str(output), str(script)]) == 1
+    captured = capsys.readouterr()
+    assert "RuntimeError: the script failed" in captured.err
+    assert "1 ops" in captured.out
+    assert json.loads(output.read_text())["traceEvents"]
+
+
+def test_the_cli_trace_hands_what_follows_the_script_to_the_script(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``-o`` after SCRIPT is the script's argument, as with ``python -m cProfile``; the module
+    documentation used to show it there, where it never named the output."""
+    monkeypatch.setattr(sys, "argv", list(sys.argv))
+    monkeypatch.chdir(tmp_path)
+    script = tmp_path / "script.py"
+    script.write_text("import sys\nprint('argv', sys.argv[1:])\n")
+    assert main(["--plain", "trace", "-o", "mine.json", str(script), "-o", "x"]) == 0
+    assert "argv ['-o', 'x']" in capsys.readouterr().out
+    assert (tmp_path / "mine.json").exists()
+    assert not (tmp_path / "x").exists()
+    import ahipgraph.cli as cli
+
+    assert "trace [-o trace.json] SCRIPT" in (cli.__doc__ or "")
+
+
+def test_the_cli_bench_refuses_json_without_full(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``bench --json out.json`` without ``--full`` ran the whole benchmark and wrote nothing,
+    saying nothing about the ignored option."""
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--plain", "bench", "--rounds", "1", "--json", str(tmp_path / "out.json")])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert "--full" in err.strip().splitlines()[-1]
