@@ -27,12 +27,27 @@ def run(
             it does not warn that it was never awaited).
         TypeError: ``use_uvloop`` is not a bool (a string such as ``"no"`` is truthy, so it is
             refused rather than guessed at); ``main`` is then not started either.
+        RuntimeError: called from a coroutine, where an event loop already runs; ``main`` is
+            not started (a coroutine function is not even called), as above.
     """
     flag: object = use_uvloop  # typed callers pass a bool; untyped ones may pass anything
     if not isinstance(flag, bool):
         if not callable(main) and hasattr(main, "close"):
             main.close()
         raise TypeError(f"use_uvloop must be a bool, got {use_uvloop!r}")
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass  # no loop runs in this thread: the usual case
+    else:
+        # asyncio.run would refuse too, but only after ``main()`` made a coroutine that then
+        # warns "never awaited" when collected, far from this call.
+        if not callable(main) and hasattr(main, "close"):
+            main.close()
+        raise RuntimeError(
+            "ahg.run() cannot be called while an event loop runs in this thread; "
+            "await the coroutine instead"
+        )
     if use_uvloop:
         try:
             import uvloop
