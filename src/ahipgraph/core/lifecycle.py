@@ -220,6 +220,11 @@ class HandleRecord:
     __slots__ = ("__weakref__", "_finalizer", "_handle", "label", "quiet")
 
     releases: ClassVar[bool] = False
+    #: The call that ends the handle, as the warning names it.
+    ending: ClassVar[str] = "destroy()"
+    #: What the warning tells the user to do instead: a handle kind without ``destroy()`` (a
+    #: user object, which is released) says what ends it.
+    advice: ClassVar[str] = "destroy it, or use it in a `with` block"
 
     def __init__(self, handle: object, label: str, *, quiet: bool = False) -> None:
         self._handle = weakref.ref(handle)
@@ -255,8 +260,8 @@ class HandleRecord:
             _RELEASER.put(self)
         if not self.quiet:
             warnings.warn(
-                f"unclosed {self.label}: dropped without destroy(); freed by its finalizer "
-                "(destroy it, or use it in a `with` block)",
+                f"unclosed {self.label}: dropped without {self.ending}; freed by its "
+                f"finalizer ({self.advice})",
                 ForgottenHandleWarning,
                 stacklevel=3,  # past weakref.finalize: the code that dropped or collected it
             )

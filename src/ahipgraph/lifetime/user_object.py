@@ -81,6 +81,8 @@ class _UserObjectRecord(HandleRecord):
     __slots__ = ("data", "destructor")
 
     releases = True
+    ending = "release()"
+    advice = "release() the references it was created or retained with"
 
     def __init__(self, obj: UserObject, destructor: Callable[[Any], object], data: Any) -> None:
         super().__init__(obj, f"user object #{obj.hid.slot}.{obj.hid.generation}")
