@@ -218,9 +218,15 @@ class Device(DeviceBase, DeviceCopyMixin):
         return Event._create(self, disable_timing=disable_timing, blocking_sync=blocking_sync)
 
     def per_thread_stream(self) -> Stream:
-        """The calling task's own default stream on this device (``hipStreamPerThread``)."""
+        """The calling task's own default stream on this device (``hipStreamPerThread``).
+
+        Raises InvalidDevice when this device was replaced by ``configure_devices``: the
+        stream is made on first use, and a replaced device makes nothing new (its implicit
+        streams were retired with it).
+        """
         from .per_thread import per_thread_stream
 
+        _table.live(self)
         return per_thread_stream(self)
 
     @property
