@@ -145,3 +145,17 @@ async def test_the_testing_kit_snapshot_answers_inside_a_running_loop() -> None:
         stream.destroy()
         await asyncio.sleep(0)
         assert leak_report(before) is None
+
+
+@pytest.mark.parametrize("returned", [None, "graph", 42])
+def test_stress_names_a_builder_that_returns_no_graph(returned: Any) -> None:
+    """A builder returning something else failed with ``AttributeError: 'NoneType' object has
+    no attribute 'retain_user_object'`` from inside the harness."""
+
+    def builder(rng: Any, buffer: ahg.DevicePtr) -> Any:
+        return returned
+
+    baseline = snapshot()
+    with pytest.raises(TypeError, match=r"stress builder .*builder returned .* not an ahg\.Graph"):
+        ahg.testing.stress([builder], ops=5, tasks=1, threads=0, faults=False)
+    assert leak_report(baseline) is None
