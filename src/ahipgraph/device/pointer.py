@@ -27,6 +27,18 @@ class DevicePtr:
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("DevicePtr is immutable")
 
+    # A plain value, like an int: a copy is the pointer itself, and a pickle rebuilds it
+    # through the constructor (the default protocol restores slots with setattr, which an
+    # immutable value refuses, so ``copy``, ``deepcopy`` and ``dataclasses.asdict`` failed).
+    def __copy__(self) -> DevicePtr:
+        return self
+
+    def __deepcopy__(self, memo: object) -> DevicePtr:
+        return self
+
+    def __reduce__(self) -> tuple[type[DevicePtr], tuple[Any, Any]]:
+        return (DevicePtr, (self.device, self.address))
+
     def __add__(self, offset: int) -> DevicePtr:
         if not isinstance(offset, int):
             return NotImplemented
