@@ -37,7 +37,18 @@ import warnings
 import weakref
 from collections.abc import Iterator
 from types import MappingProxyType, SimpleNamespace, TracebackType
-from typing import TYPE_CHECKING, Any, ClassVar, Final, Generic, Literal, NoReturn, Self, TypeVar
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    ClassVar,
+    Final,
+    Generic,
+    Literal,
+    NoReturn,
+    Self,
+    SupportsIndex,
+    TypeVar,
+)
 from typing import cast as _cast
 
 from .errors import Destroyed, ErrorCode, HipError, destroyed_error
@@ -50,12 +61,14 @@ __all__ = [
     "HandleKind",
     "HandleRecord",
     "HandleState",
+    "NoCopy",
     "WeakList",
     "check_live",
     "collect_forgotten",
     "destroyed",
     "owner_key",
     "owner_of",
+    "refuse_copy",
     "releaser_statistics",
     "report_unraisable",
 ]
@@ -153,12 +166,44 @@ class FactoryOnly:
 # -- with ---------------------------------------------------------------------------------------
 
 
-class DestroyOnExit:
+def refuse_copy(handle: object, hint: str = "") -> NoReturn:
+    """Raise the TypeError a handle answers ``copy``, ``deepcopy`` and ``pickle`` with.
+
+    A handle names one runtime object. Python's default copy of a slotted object would make a
+    second handle sharing the first one's registry slot and resources but not its state, so
+    destroying either left the other claiming to be alive (and a user object's copy ran the
+    destructor the original still counted on). Refusing is what locks and files do.
+    """
+    kind = type(handle).__name__
+    raise TypeError(
+        f"{kind} is a handle to one runtime object and cannot be copied or pickled{hint}"
+    )
+
+
+class NoCopy:
+    """Mixin: ``copy.copy``, ``copy.deepcopy`` and ``pickle`` refuse the handle (see
+    :func:`refuse_copy`); ``_copy_hint`` says what to use instead, if anything."""
+
+    __slots__ = ()
+
+    _copy_hint: ClassVar[str] = ""
+
+    def __copy__(self) -> NoReturn:
+        refuse_copy(self, self._copy_hint)
+
+    def __deepcopy__(self, memo: object) -> NoReturn:
+        refuse_copy(self, self._copy_hint)
+
+    def __reduce_ex__(self, protocol: SupportsIndex) -> NoReturn:
+        refuse_copy(self, self._copy_hint)
+
+
+class DestroyOnExit(NoCopy):
     """Mixin: ``__enter__`` returns the handle, ``__exit__`` destroys it if it is still alive.
 
     A destroy that fails while the block is already raising does not replace the block's
     exception (it is added to it as a note); one that finds the handle destroyed meanwhile, by
-    another thread, is no error."""
+    another thread, is no error. Handles are never copied (:class:`NoCopy`)."""
 
     __slots__ = ()
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.errors import InvalidValue
-from ..core.lifecycle import HandleRecord, HandleState, owner_key, owner_of
+from ..core.lifecycle import HandleRecord, HandleState, NoCopy, owner_key, owner_of
 from ..core.refcount import RefCounted
 from ..core.registry import HandleRegistry
 
@@ -101,7 +101,7 @@ class _UserObjectRecord(HandleRecord):
             destructor(data)
 
 
-class UserObject(RefCounted):
+class UserObject(RefCounted, NoCopy):
     """A destructor and its data, kept alive by the user and by the graphs that own it.
 
     Args:

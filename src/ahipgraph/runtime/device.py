@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy.typing as npt
 
-from ..core.lifecycle import WeakList
+from ..core.lifecycle import NoCopy, WeakList
 from ..device import table as _table
 from ..device.base import DeviceBase
 from ..device.graph_pool import GraphMemAttribute
@@ -73,7 +73,7 @@ class DeviceStatistics:
     implicit_streams: int = 0
 
 
-class Device(DeviceBase, DeviceCopyMixin):
+class Device(DeviceBase, DeviceCopyMixin, NoCopy):
     """One simulated GPU. Obtain it with :func:`get_device`; it has no public constructor."""
 
     def __init__(self, ordinal: int, properties: DeviceProperties, *, _key: object = None) -> None:
