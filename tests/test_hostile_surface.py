@@ -274,3 +274,30 @@ def test_the_cli_bench_refuses_json_without_full(
     err = capsys.readouterr().err
     assert "Traceback" not in err
     assert "--full" in err.strip().splitlines()[-1]
+
+
+def test_the_cli_trace_keeps_the_trace_of_an_interrupted_script(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C in a long traced run lost everything traced so far; now the trace is written
+    and the status is 130, the shell's status for a program ended by SIGINT."""
+    monkeypatch.setattr(sys, "argv", list(sys.argv))
+    script = tmp_path / "script.py"
+    script.write_text(
+        "import ahipgraph as ahg\n"
+        "async def work():\n"
+        "    device = ahg.get_device(0)\n"
+        "    out = device.malloc(8)\n"
+        "    stream = device.create_stream()\n"
+        "    await (await stream.memset(out, 0, 8))\n"
+        "    stream.destroy()\n"
+        "    device.free(out)\n"
+        "ahg.run(work)\n"
+        "raise KeyboardInterrupt\n"
+    )
+    output = tmp_path / "trace.json"
+    assert main(["--plain", "trace", "-o", str(output), str(script)]) == 130
+    captured = capsys.readouterr()
+    assert "KeyboardInterrupt" in captured.err
+    assert "1 ops" in captured.out
+    assert output.exists()

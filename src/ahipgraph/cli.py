@@ -141,6 +141,11 @@ def _trace(args: argparse.Namespace, out: Output) -> int:
             # and exit 1, as ``python script.py`` would, but keep the trace.
             traceback.print_exc()
             status = 1
+        except KeyboardInterrupt:
+            # Ctrl-C on a long run: keep what was traced so far; 130 is the shell's status
+            # for a program ended by SIGINT.
+            traceback.print_exc()
+            status = 130
     path = trace.save(args.output)
     out.say(
         f"wrote {path}: {len(trace.ops)} ops, {len(trace.flows)} signal flows, "
