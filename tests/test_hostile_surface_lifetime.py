@@ -297,3 +297,17 @@ async def test_cancelling_a_task_parked_in_a_capture_block_ends_the_capture(
     assert "capture" not in repr(stream)
     await (await stream.launch_kernel(nothing, 1, 1))  # the stream runs work again
     destroy(stream)
+
+
+def test_a_coroutine_function_as_a_destructor_is_refused_when_the_object_is_made() -> None:
+    """An ``async def`` destructor was accepted; at the last release calling it made a
+    coroutine nobody awaited, so the destructor silently never ran and a "never awaited"
+    RuntimeWarning surfaced at some later collection."""
+    ran: list[object] = []
+
+    async def destructor(data: object) -> None:
+        ran.append(data)
+
+    with pytest.raises(TypeError, match="coroutine function"):
+        ahg.UserObject(destructor)
+    assert ran == []

@@ -28,6 +28,7 @@ empty when the object is dead; the registry holds exactly the live objects.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -111,7 +112,8 @@ class UserObject(RefCounted, NoCopy):
 
     Raises:
         InvalidValue: ``destructor`` is None, or ``initial_refcount`` is out of range.
-        TypeError: ``destructor`` is not callable, or the count is not an int.
+        TypeError: ``destructor`` is not callable or is a coroutine function (it runs
+            synchronously, so a coroutine would never be awaited), or the count is not an int.
     """
 
     __slots__ = ("__weakref__", "_life", "_owned", "hid")
@@ -126,6 +128,13 @@ class UserObject(RefCounted, NoCopy):
             raise InvalidValue("a user object needs a destructor")
         if not callable(destructor):
             raise TypeError(f"destructor must be callable, got {destructor!r}")
+        if inspect.iscoroutinefunction(destructor):
+            # It runs synchronously wherever the last reference goes (a release, a destroy, a
+            # launch's completion, the releaser thread): a coroutine would never be awaited,
+            # so the destructor would silently not run.
+            raise TypeError(
+                f"destructor must be a plain function, not a coroutine function: {destructor!r}"
+            )
         super().__init__(check_count(initial_refcount, "initial_refcount"))
         # Keyed by ``owner_key(owner)``: a graph or executable owns through its record, so this
         # table never keeps a forgotten owner alive.
