@@ -134,3 +134,28 @@ async def test_a_pickled_pointer_still_addresses_its_allocation(device: ahg.Devi
     restored = pickle.loads(pickle.dumps(ptr + 4))
     assert list(device.view(restored, "int32", 3)) == [2, 3, 4]
     destroy(ptr)
+
+
+@pytest.mark.parametrize(
+    ("device_field", "address", "shown"),
+    [
+        ("0", 1 << 40, "device='0'"),
+        (True, 1 << 40, "device=True"),
+        (0, -1, "address=-1"),
+    ],
+)
+def test_a_hand_made_pointer_s_repr_shows_its_fields_as_they_are(
+    device_field: Any, address: int, shown: str
+) -> None:
+    """``DevicePtr("0", a)`` printed as ``device=0`` (a real device's pointer, in every error
+    message about it) and ``DevicePtr(0, -1)`` as ``0x-1``."""
+    text = repr(ahg.DevicePtr(device_field, address))
+    assert shown in text
+    assert "0x-" not in text
+
+
+def test_a_real_pointer_s_repr_is_unchanged(device: ahg.Device) -> None:
+    ptr = device.malloc(16)
+    assert repr(ptr) == f"DevicePtr(device=0, 0x{int(ptr):x})"
+    assert repr(ahg.NULL) == "DevicePtr(NULL)"
+    destroy(ptr)
