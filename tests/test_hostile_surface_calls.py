@@ -311,3 +311,19 @@ def test_instantiate_refuses_flag_combinations_as_hip_does(flags: int) -> None:
         graph.instantiate(flags)
     assert graph.statistics().instantiated is False
     destroy(graph)
+
+
+@pytest.mark.parametrize("use_uvloop", [False, True])
+@pytest.mark.parametrize("main", [42, None, lambda: 42], ids=["int", "none", "plain-function"])
+def test_ahg_run_refuses_what_is_not_a_coroutine_with_one_type_error_on_either_loop(
+    main: Any, use_uvloop: bool
+) -> None:
+    """asyncio answered ``ValueError: a coroutine was expected`` and uvloop ``TypeError: object
+    int can't be used in 'await' expression``: a wrong type gets one TypeError on both."""
+    with pytest.raises(TypeError, match="needs a coroutine or a coroutine function"):
+        ahg.run(main, use_uvloop=use_uvloop)
+
+
+def test_ahg_run_runs_on_uvloop_too() -> None:
+    assert ahg.run(_answer, use_uvloop=True) == 42
+    assert ahg.run(_answer(), use_uvloop=True) == 42
