@@ -198,14 +198,21 @@ class NoCopy:
         refuse_copy(self, self._copy_hint)
 
 
-class DestroyOnExit(NoCopy):
+class DestroyOnExit:
     """Mixin: ``__enter__`` returns the handle, ``__exit__`` destroys it if it is still alive.
 
     A destroy that fails while the block is already raising does not replace the block's
     exception (it is added to it as a note); one that finds the handle destroyed meanwhile, by
-    another thread, is no error. Handles are never copied (:class:`NoCopy`)."""
+    another thread, is no error. Handles are never copied: the methods are :class:`NoCopy`'s,
+    taken over rather than inherited, so a handle's MRO stays (handle, DestroyOnExit, object).
+    """
 
     __slots__ = ()
+
+    _copy_hint: ClassVar[str] = ""
+    __copy__ = NoCopy.__copy__
+    __deepcopy__ = NoCopy.__deepcopy__
+    __reduce_ex__ = NoCopy.__reduce_ex__
 
     if TYPE_CHECKING:  # provided by the handle this mixes into
 
