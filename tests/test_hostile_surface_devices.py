@@ -159,3 +159,16 @@ def test_stress_names_a_builder_that_returns_no_graph(returned: Any) -> None:
     with pytest.raises(TypeError, match=r"stress builder .*builder returned .* not an ahg\.Graph"):
         ahg.testing.stress([builder], ops=5, tasks=1, threads=0, faults=False)
     assert leak_report(baseline) is None
+
+
+@pytest.mark.parametrize("maker", [ahg.testing.fail_kernels, ahg.testing.hang_kernels])
+def test_a_kernel_fault_filter_on_the_empty_name_is_refused(maker: Any) -> None:
+    """``fail_kernels(name="")`` injected nothing, silently: a kernel's name is never empty
+    (``@ahg.kernel(name="")`` falls back to the function's name)."""
+    assert ahg.kernel(name="")(_named).name == "_named"
+    with pytest.raises(ValueError, match="empty"), maker(name=""):
+        pytest.fail("the block must not run")
+
+
+def _named(t: ahg.Threads) -> None:
+    pass
