@@ -172,3 +172,14 @@ def test_a_kernel_fault_filter_on_the_empty_name_is_refused(maker: Any) -> None:
 
 def _named(t: ahg.Threads) -> None:
     pass
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    ("turns", "error"), [(-1, ValueError), (True, TypeError), ("4", TypeError)]
+)
+async def test_loop_turns_refuses_a_count_that_gives_no_turns(turns: Any, error: type) -> None:
+    """``loop_turns(-1)`` gave no turn and returned, so a test asserting "still blocked after
+    the loop ran" passed without the loop running; ``"4"`` failed inside ``range``."""
+    with pytest.raises(error):
+        await ahg.testing.loop_turns(turns)
