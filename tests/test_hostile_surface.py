@@ -8,6 +8,7 @@ a repr that tells the state, a trace that survives a failing script.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import sys
@@ -119,6 +120,24 @@ async def test_a_kernel_body_without_a_name_of_its_own_declares_and_runs(
     stream = device.create_stream()
     await (await stream.launch_kernel(declared, 1, 4, (4, out)))
     assert list(device.view(out, "int32", 4)) == [7, 7, 7, 7]
+    destroy(stream, out)
+
+
+class _AsyncCallableBody:
+    async def __call__(self, t: ahg.Threads, n: ahg.int32, out: ahg.Ptr[ahg.int32]) -> None:
+        await asyncio.sleep(0)
+        out[:n] = 9
+
+
+@pytest.mark.asyncio
+async def test_a_callable_object_with_an_async_call_is_an_async_kernel(device: ahg.Device) -> None:
+    """``inspect.iscoroutinefunction`` does not look through ``__call__``: such a body was run
+    as a plain one, and the coroutine it returned was never awaited (the kernel did nothing)."""
+    declared = ahg.kernel(_AsyncCallableBody())
+    out = device.malloc(16)
+    stream = device.create_stream()
+    await (await stream.launch_kernel(declared, 1, 4, (4, out)))
+    assert list(device.view(out, "int32", 4)) == [9, 9, 9, 9]
     destroy(stream, out)
 
 

@@ -188,7 +188,11 @@ class Kernel:
         else:
             self.layout = ArgLayout(names, types)
         self.duration_ns = duration_ns
-        self.is_async = inspect.iscoroutinefunction(body)
+        # A callable object with ``async def __call__`` is asynchronous too (``inspect`` looks
+        # through partials, not through ``__call__``).
+        self.is_async = inspect.iscoroutinefunction(body) or inspect.iscoroutinefunction(
+            getattr(type(body), "__call__", None)
+        )
 
     def pack(self, args: Sequence[Any] | None) -> bytes:
         """Validate ``args`` and return the kernel-argument bytes.
