@@ -308,6 +308,13 @@ def test_a_coroutine_function_as_a_destructor_is_refused_when_the_object_is_made
     async def destructor(data: object) -> None:
         ran.append(data)
 
+    class AsyncCallable:
+        async def __call__(self, data: object) -> None:
+            ran.append(data)
+
     with pytest.raises(TypeError, match="coroutine function"):
         ahg.UserObject(destructor)
+    with pytest.raises(TypeError, match="coroutine function"):
+        ahg.UserObject(AsyncCallable())
     assert ran == []
+    ahg.UserObject(id).release()  # a builtin is a plain function

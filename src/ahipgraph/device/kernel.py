@@ -191,7 +191,7 @@ class Kernel:
         # A callable object with ``async def __call__`` is asynchronous too (``inspect`` looks
         # through partials, not through ``__call__``).
         self.is_async = inspect.iscoroutinefunction(body) or inspect.iscoroutinefunction(
-            getattr(type(body), "__call__", None)
+            type(body).__call__
         )
 
     def pack(self, args: Sequence[Any] | None) -> bytes:

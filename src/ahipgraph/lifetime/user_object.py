@@ -128,7 +128,9 @@ class UserObject(RefCounted, NoCopy):
             raise InvalidValue("a user object needs a destructor")
         if not callable(destructor):
             raise TypeError(f"destructor must be callable, got {destructor!r}")
-        if inspect.iscoroutinefunction(destructor):
+        if inspect.iscoroutinefunction(destructor) or inspect.iscoroutinefunction(
+            type(destructor).__call__
+        ):
             # It runs synchronously wherever the last reference goes (a release, a destroy, a
             # launch's completion, the releaser thread): a coroutine would never be awaited,
             # so the destructor would silently not run.
