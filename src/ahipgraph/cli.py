@@ -3,8 +3,10 @@
 * ``ahipgraph stress [--seed N] [--duration S | --ops N] [--tasks T] [--threads K]`` runs
   :func:`ahipgraph.testing.stress` with a progress bar; on a broken invariant it prints the seed
   and a minimal report and exits with status 1.
-* ``ahipgraph trace SCRIPT [-o trace.json] [args...]`` runs a Python script as ``__main__``
-  under :func:`ahipgraph.tracing` and writes the Chrome Trace Event file.
+* ``ahipgraph trace [-o trace.json] SCRIPT [args...]`` runs a Python script as ``__main__``
+  under :func:`ahipgraph.tracing` and writes the Chrome Trace Event file (everything after
+  SCRIPT is the script's own argument list, as with ``python -m cProfile``). The trace is
+  written however the script ends: a failing run is the one whose timeline is wanted.
 * ``ahipgraph bench [--reps N]`` measures the launch host cost with tracing off and on, next to
   the figure recorded in ``bench/results/launch.json`` when run from a source checkout; with
   ``--full`` it runs the repository's ``bench/launch.py`` (the benchmark stays a script of the
@@ -22,6 +24,7 @@ import math
 import runpy
 import sys
 import time
+import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -133,6 +136,16 @@ def _trace(args: argparse.Namespace, out: Output) -> int:
             # ``raise SystemExit(main())`` ends most scripts: the trace is still written, and
             # the command exits with the script's status, as ``python script.py`` would.
             status = _exit_status(exit_.code)
+        except Exception:
+            # A script that fails is the one whose timeline is wanted: print its traceback
+            # and exit 1, as ``python script.py`` would, but keep the trace.
+            traceback.print_exc()
+            status = 1
+        except KeyboardInterrupt:
+            # Ctrl-C on a long run: keep what was traced so far; 130 is the shell's status
+            # for a program ended by SIGINT.
+            traceback.print_exc()
+            status = 130
     path = trace.save(args.output)
     out.say(
         f"wrote {path}: {len(trace.ops)} ops, {len(trace.flows)} signal flows, "
@@ -217,6 +230,8 @@ def _check_paths(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
         parser.error(f"trace: no script file at {args.script!r}")
     output = args.output if args.command == "trace" else None
     if args.command == "bench" and args.json:
+        if not args.full:
+            parser.error("bench: --json names where --full writes its results; add --full")
         output = args.json
     if output is not None and not Path(output).resolve().parent.is_dir():
         parser.error(f"no directory to write {output!r} in")

@@ -37,7 +37,18 @@ import warnings
 import weakref
 from collections.abc import Iterator
 from types import MappingProxyType, SimpleNamespace, TracebackType
-from typing import TYPE_CHECKING, Any, ClassVar, Final, Generic, Literal, NoReturn, Self, TypeVar
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    ClassVar,
+    Final,
+    Generic,
+    Literal,
+    NoReturn,
+    Self,
+    SupportsIndex,
+    TypeVar,
+)
 from typing import cast as _cast
 
 from .errors import Destroyed, ErrorCode, HipError, destroyed_error
@@ -50,12 +61,14 @@ __all__ = [
     "HandleKind",
     "HandleRecord",
     "HandleState",
+    "NoCopy",
     "WeakList",
     "check_live",
     "collect_forgotten",
     "destroyed",
     "owner_key",
     "owner_of",
+    "refuse_copy",
     "releaser_statistics",
     "report_unraisable",
 ]
@@ -153,14 +166,53 @@ class FactoryOnly:
 # -- with ---------------------------------------------------------------------------------------
 
 
+def refuse_copy(handle: object, hint: str = "") -> NoReturn:
+    """Raise the TypeError a handle answers ``copy``, ``deepcopy`` and ``pickle`` with.
+
+    A handle names one runtime object. Python's default copy of a slotted object would make a
+    second handle sharing the first one's registry slot and resources but not its state, so
+    destroying either left the other claiming to be alive (and a user object's copy ran the
+    destructor the original still counted on). Refusing is what locks and files do.
+    """
+    kind = type(handle).__name__
+    raise TypeError(
+        f"{kind} is a handle to one runtime object and cannot be copied or pickled{hint}"
+    )
+
+
+class NoCopy:
+    """Mixin: ``copy.copy``, ``copy.deepcopy`` and ``pickle`` refuse the handle (see
+    :func:`refuse_copy`); ``_copy_hint`` says what to use instead, if anything."""
+
+    __slots__ = ()
+
+    _copy_hint: ClassVar[str] = ""
+
+    def __copy__(self) -> NoReturn:
+        refuse_copy(self, self._copy_hint)
+
+    def __deepcopy__(self, memo: object) -> NoReturn:
+        refuse_copy(self, self._copy_hint)
+
+    def __reduce_ex__(self, protocol: SupportsIndex) -> NoReturn:
+        refuse_copy(self, self._copy_hint)
+
+
 class DestroyOnExit:
     """Mixin: ``__enter__`` returns the handle, ``__exit__`` destroys it if it is still alive.
 
     A destroy that fails while the block is already raising does not replace the block's
     exception (it is added to it as a note); one that finds the handle destroyed meanwhile, by
-    another thread, is no error."""
+    another thread, is no error. Handles are never copied: the methods are :class:`NoCopy`'s,
+    taken over rather than inherited, so a handle's MRO stays (handle, DestroyOnExit, object).
+    """
 
     __slots__ = ()
+
+    _copy_hint: ClassVar[str] = ""
+    __copy__ = NoCopy.__copy__
+    __deepcopy__ = NoCopy.__deepcopy__
+    __reduce_ex__ = NoCopy.__reduce_ex__
 
     if TYPE_CHECKING:  # provided by the handle this mixes into
 
@@ -220,6 +272,11 @@ class HandleRecord:
     __slots__ = ("__weakref__", "_finalizer", "_handle", "label", "quiet")
 
     releases: ClassVar[bool] = False
+    #: The call that ends the handle, as the warning names it.
+    ending: ClassVar[str] = "destroy()"
+    #: What the warning tells the user to do instead: a handle kind without ``destroy()`` (a
+    #: user object, which is released) says what ends it.
+    advice: ClassVar[str] = "destroy it, or use it in a `with` block"
 
     def __init__(self, handle: object, label: str, *, quiet: bool = False) -> None:
         self._handle = weakref.ref(handle)
@@ -255,8 +312,8 @@ class HandleRecord:
             _RELEASER.put(self)
         if not self.quiet:
             warnings.warn(
-                f"unclosed {self.label}: dropped without destroy(); freed by its finalizer "
-                "(destroy it, or use it in a `with` block)",
+                f"unclosed {self.label}: dropped without {self.ending}; freed by its "
+                f"finalizer ({self.advice})",
                 ForgottenHandleWarning,
                 stacklevel=3,  # past weakref.finalize: the code that dropped or collected it
             )

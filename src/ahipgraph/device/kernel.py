@@ -153,21 +153,25 @@ class Kernel:
     ) -> None:
         if not callable(body):
             raise TypeError(f"a kernel body must be callable, got {body!r}")
+        if name is not None and not isinstance(name, str):
+            raise TypeError(f"a kernel name must be a str, got {name!r}")
+        # A partial or a callable object has no __name__ of its own: name it by its type.
+        label: str = name or getattr(body, "__name__", None) or type(body).__name__
         signature = inspect.signature(body, eval_str=True)
         params = list(signature.parameters.values())
         if not params:
-            raise TypeError(f"kernel {body.__name__!r} needs a first parameter for its Threads")
+            raise TypeError(f"kernel {label!r} needs a first parameter for its Threads")
         names: list[str] = []
         types: list[ArgType] = []
         for param in params[1:]:
             arg_type = arg_type_of(param.annotation)
             if arg_type is None:
                 raise TypeError(
-                    f"kernel {body.__name__!r}: parameter {param.name!r} needs an argument "
+                    f"kernel {label!r}: parameter {param.name!r} needs an argument "
                     f"type annotation such as ahg.int32 or ahg.Ptr[ahg.float32]"
                 )
             if param.kind not in (param.POSITIONAL_ONLY, param.POSITIONAL_OR_KEYWORD):
-                raise TypeError(f"kernel {body.__name__!r}: {param.name!r} must be positional")
+                raise TypeError(f"kernel {label!r}: {param.name!r} must be positional")
             names.append(param.name)
             types.append(arg_type)
         if duration_ns is not None:
@@ -176,15 +180,19 @@ class Kernel:
             if duration_ns < 0:
                 raise ValueError(f"duration_ns must be non-negative, got {duration_ns!r}")
         self.body = body
-        self.name = name or body.__name__
-        declared = _check_extents(body.__name__, names, types, extents)
+        self.name = label
+        declared = _check_extents(label, names, types, extents)
         self.layout: ArgLayout
         if declared or any(isinstance(t, PointerType) and t.access == "const" for t in types):
             self.layout = CheckedArgLayout(names, types, declared)
         else:
             self.layout = ArgLayout(names, types)
         self.duration_ns = duration_ns
-        self.is_async = inspect.iscoroutinefunction(body)
+        # A callable object with ``async def __call__`` is asynchronous too (``inspect`` looks
+        # through partials, not through ``__call__``).
+        self.is_async = inspect.iscoroutinefunction(body) or inspect.iscoroutinefunction(
+            type(body).__call__
+        )
 
     def pack(self, args: Sequence[Any] | None) -> bytes:
         """Validate ``args`` and return the kernel-argument bytes.

@@ -27,6 +27,18 @@ class DevicePtr:
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("DevicePtr is immutable")
 
+    # A plain value, like an int: a copy is the pointer itself, and a pickle rebuilds it
+    # through the constructor (the default protocol restores slots with setattr, which an
+    # immutable value refuses, so ``copy``, ``deepcopy`` and ``dataclasses.asdict`` failed).
+    def __copy__(self) -> DevicePtr:
+        return self
+
+    def __deepcopy__(self, memo: object) -> DevicePtr:
+        return self
+
+    def __reduce__(self) -> tuple[type[DevicePtr], tuple[Any, Any]]:
+        return (DevicePtr, (self.device, self.address))
+
     def __add__(self, offset: int) -> DevicePtr:
         if not isinstance(offset, int):
             return NotImplemented
@@ -64,8 +76,11 @@ class DevicePtr:
 
     def __repr__(self) -> str:
         address: object = self.address
-        if type(address) is not int:  # made by hand with a wrong type: error messages show it
-            return f"DevicePtr(device={self.device!r}, address={address!r})"
+        device: object = self.device
+        if type(address) is not int or type(device) is not int or self.address < 0:
+            # Made by hand with a wrong type or a negative address: error messages show the
+            # fields as they are (a device of "0" must not read as device 0, nor -1 as 0x-1).
+            return f"DevicePtr(device={device!r}, address={address!r})"
         if not address:
             return "DevicePtr(NULL)"
         return f"DevicePtr(device={self.device}, 0x{address:x})"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass, field
 
 __all__ = ["CopyKind", "CostModel", "DeviceProperties"]
@@ -41,6 +42,29 @@ class CostModel:
     peer_bytes_per_ns: float = 64.0  # 64 GB/s, an Infinity Fabric link
     host_callback_ns: int = 5_000
     stream_memop_ns: int = 500
+
+    def __post_init__(self) -> None:
+        # A cost is read on every packet the device runs: a bad one would fail there, far from
+        # the configuration that made it (a zero rate divides by zero, None has no arithmetic).
+        for name in (
+            "kernel_launch_ns",
+            "wave_ns",
+            "lanes_per_cu",
+            "copy_latency_ns",
+            "host_callback_ns",
+            "stream_memop_ns",
+        ):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"CostModel.{name} must be an int, got {value!r}")
+            if value < (1 if name == "lanes_per_cu" else 0):
+                raise ValueError(f"invalid cost model: {name}={value!r}")
+        for name in ("host_bytes_per_ns", "device_bytes_per_ns", "peer_bytes_per_ns"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise TypeError(f"CostModel.{name} must be a number, got {value!r}")
+            if not 0 < value < math.inf:
+                raise ValueError(f"invalid cost model: {name}={value!r} (a positive finite rate)")
 
     def kernel_ns(self, threads: int, compute_units: int, duration_ns: int | None) -> int:
         if duration_ns is not None:
@@ -81,14 +105,41 @@ class DeviceProperties:
     cost: CostModel = field(default_factory=CostModel)
 
     def __post_init__(self) -> None:
-        for name in ("compute_units", "hardware_queues", "hardware_queue_capacity", "memory_bytes"):
+        # Every limit is read when work is validated or run: refuse a bad one here, where the
+        # device is configured, not as an AttributeError or a zero division in some later call.
+        if not isinstance(self.name, str):
+            raise TypeError(f"DeviceProperties.name must be a str, got {self.name!r}")
+        if not isinstance(self.cost, CostModel):
+            raise TypeError(f"DeviceProperties.cost must be a CostModel, got {self.cost!r}")
+        for name in (
+            "compute_units",
+            "hardware_queues",
+            "hardware_queue_capacity",
+            "memory_bytes",
+            "max_threads_per_block",
+            "max_shared_memory_per_block",
+            "warp_size",
+            "max_pitch",
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):
                 raise TypeError(f"DeviceProperties.{name} must be an int, got {value!r}")
+        grid = self.max_grid
+        if not (
+            isinstance(grid, tuple)
+            and len(grid) == 3
+            and all(isinstance(n, int) and not isinstance(n, bool) for n in grid)
+        ):
+            raise TypeError(f"DeviceProperties.max_grid must be a tuple of 3 ints, got {grid!r}")
         if (
             self.compute_units < 1
             or self.hardware_queues < 1
             or self.hardware_queue_capacity < 1
             or self.memory_bytes < 0
+            or self.max_threads_per_block < 1
+            or self.max_shared_memory_per_block < 0
+            or self.warp_size < 1
+            or self.max_pitch < 1
+            or min(grid) < 1
         ):
             raise ValueError(f"invalid device properties: {self}")

@@ -140,6 +140,8 @@ class Graph(DestroyOnExit):
         instantiated: an executable was made from it (set by the executable layer).
     """
 
+    _copy_hint = "; graph.clone() makes a copy of its nodes"
+
     def __init__(self) -> None:
         self.id = next(_GRAPH_IDS)
         self.lock = threading.RLock()

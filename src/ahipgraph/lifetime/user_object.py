@@ -28,12 +28,13 @@ empty when the object is dead; the registry holds exactly the live objects.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from ..core.errors import InvalidValue
-from ..core.lifecycle import HandleRecord, HandleState, owner_key, owner_of
+from ..core.lifecycle import HandleRecord, HandleState, NoCopy, owner_key, owner_of
 from ..core.refcount import RefCounted
 from ..core.registry import HandleRegistry
 
@@ -81,6 +82,8 @@ class _UserObjectRecord(HandleRecord):
     __slots__ = ("data", "destructor")
 
     releases = True
+    ending = "release()"
+    advice = "release() the references it was created or retained with"
 
     def __init__(self, obj: UserObject, destructor: Callable[[Any], object], data: Any) -> None:
         super().__init__(obj, f"user object #{obj.hid.slot}.{obj.hid.generation}")
@@ -99,7 +102,7 @@ class _UserObjectRecord(HandleRecord):
             destructor(data)
 
 
-class UserObject(RefCounted):
+class UserObject(RefCounted, NoCopy):
     """A destructor and its data, kept alive by the user and by the graphs that own it.
 
     Args:
@@ -109,7 +112,8 @@ class UserObject(RefCounted):
 
     Raises:
         InvalidValue: ``destructor`` is None, or ``initial_refcount`` is out of range.
-        TypeError: ``destructor`` is not callable, or the count is not an int.
+        TypeError: ``destructor`` is not callable or is a coroutine function (it runs
+            synchronously, so a coroutine would never be awaited), or the count is not an int.
     """
 
     __slots__ = ("__weakref__", "_life", "_owned", "hid")
@@ -124,6 +128,15 @@ class UserObject(RefCounted):
             raise InvalidValue("a user object needs a destructor")
         if not callable(destructor):
             raise TypeError(f"destructor must be callable, got {destructor!r}")
+        if inspect.iscoroutinefunction(destructor) or inspect.iscoroutinefunction(
+            type(destructor).__call__
+        ):
+            # It runs synchronously wherever the last reference goes (a release, a destroy, a
+            # launch's completion, the releaser thread): a coroutine would never be awaited,
+            # so the destructor would silently not run.
+            raise TypeError(
+                f"destructor must be a plain function, not a coroutine function: {destructor!r}"
+            )
         super().__init__(check_count(initial_refcount, "initial_refcount"))
         # Keyed by ``owner_key(owner)``: a graph or executable owns through its record, so this
         # table never keeps a forgotten owner alive.

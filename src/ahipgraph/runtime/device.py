@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy.typing as npt
 
-from ..core.lifecycle import WeakList
+from ..core.lifecycle import NoCopy, WeakList
 from ..device import table as _table
 from ..device.base import DeviceBase
 from ..device.graph_pool import GraphMemAttribute
@@ -73,7 +73,7 @@ class DeviceStatistics:
     implicit_streams: int = 0
 
 
-class Device(DeviceBase, DeviceCopyMixin):
+class Device(DeviceBase, DeviceCopyMixin, NoCopy):
     """One simulated GPU. Obtain it with :func:`get_device`; it has no public constructor."""
 
     def __init__(self, ordinal: int, properties: DeviceProperties, *, _key: object = None) -> None:
@@ -218,9 +218,15 @@ class Device(DeviceBase, DeviceCopyMixin):
         return Event._create(self, disable_timing=disable_timing, blocking_sync=blocking_sync)
 
     def per_thread_stream(self) -> Stream:
-        """The calling task's own default stream on this device (``hipStreamPerThread``)."""
+        """The calling task's own default stream on this device (``hipStreamPerThread``).
+
+        Raises InvalidDevice when this device was replaced by ``configure_devices``: the
+        stream is made on first use, and a replaced device makes nothing new (its implicit
+        streams were retired with it).
+        """
         from .per_thread import per_thread_stream
 
+        _table.live(self)
         return per_thread_stream(self)
 
     @property

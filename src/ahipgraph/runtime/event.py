@@ -121,7 +121,12 @@ class Event(DestroyOnExit):
         capture.event_destroyed(self)
 
     def __repr__(self) -> str:
-        state = "unrecorded" if self.signal is None else ("done" if self._complete() else "pending")
+        if not self.alive:
+            state = "destroyed"
+        elif self.signal is None:
+            state = "unrecorded"
+        else:
+            state = "done" if self._complete() else "pending"
         return (
             f"<Event #{self.hid.slot}.{self.hid.generation} device={self.device.ordinal} {state}>"
         )

@@ -432,9 +432,13 @@ class Stream(
 
     def __repr__(self) -> str:
         name = "null" if self.is_null else f"#{self.hid.slot}.{self.hid.generation}"
+        # A capturing stream adds nodes instead of running work: say so, or a repr in a test
+        # failure shows an open stream whose work never ran.
+        session = getattr(self._capture, "session", None)
+        capturing = "" if session is None else f" capture={session.status.name.lower()}"
         return (
             f"<Stream {name} device={self.device.ordinal} queue={self.queue.index} "
-            f"state={self.state.value} submitted={self.submitted}>"
+            f"state={self.state.value} submitted={self.submitted}{capturing}>"
         )
 
 

@@ -79,6 +79,9 @@ class KernelFault(hooks.Observer):
     def __init__(self, count: int | None, name: str | None) -> None:
         _check_optional("count", count, int, 0)
         _check_optional("name", name, str)
+        if name == "":
+            # A kernel's name is never empty (an empty name= falls back to the function's).
+            raise ValueError("name must not be empty: no kernel is named ''")
         self.remaining = count
         self.name = name
         self.hits = 0

@@ -232,7 +232,16 @@ async def loop_turns(turns: int = 4) -> None:
     kernel or host body is a task started by that run, and a finished packet wakes the queues
     waiting on it with another ``call_soon``. Four turns are more hops than any unblocked
     operation needs, so work still pending afterwards is blocked, not slow.
+
+    Raises:
+        TypeError: ``turns`` is not an int (``True`` would mean one turn by accident).
+        ValueError: ``turns`` is negative: it would give no turn, and a test asserting that
+            work is blocked would then pass for the wrong reason.
     """
+    if isinstance(turns, bool) or not isinstance(turns, int):
+        raise TypeError(f"turns must be an int, got {turns!r}")
+    if turns < 0:
+        raise ValueError(f"turns must be at least 0, got {turns}")
     for _ in range(turns):
         await asyncio.sleep(0)  # one loop iteration: every ready callback and task step runs
 

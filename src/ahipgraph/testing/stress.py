@@ -214,7 +214,13 @@ class _Cycle:
 
     def build(self, shape_seed: int) -> Graph:
         builder = self.run.builders[shape_seed % len(self.run.builders)]
-        graph = builder(random.Random(shape_seed), self.buffer)
+        built: object = builder(random.Random(shape_seed), self.buffer)  # user code
+        if not isinstance(built, Graph):
+            # Say which builder broke its contract, rather than an AttributeError from the
+            # harness's own use of the graph.
+            name = getattr(builder, "__qualname__", repr(builder))
+            raise TypeError(f"stress builder {name} returned {built!r}, not an ahg.Graph")
+        graph = built
         owner = self.run.owner()
         graph.retain_user_object(owner)
         owner.release()
