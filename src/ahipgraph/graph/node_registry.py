@@ -91,6 +91,23 @@ class NodeRegistry(SlotTable):
         node._slot = slot
         node._generation = self._generations[slot]
 
+    def columns(self) -> tuple[array[int], list[_GraphRef | None], array[int]]:
+        """The generations, owners and ids columns, for ``Graph._attach``.
+
+        ``_attach`` does what :meth:`enter` does, inline (a call per node added, captured or
+        cloned costs more than the entry itself), through these: the same objects for the
+        registry's whole life, since the table only ever grows them in place. It takes a spare
+        slot with :meth:`take_spare` when its graph has none left.
+        """
+        return self._generations, self._owners, self._ids
+
+    def take_spare(self, graph: Any) -> _GraphRef:
+        """``graph``'s registry reference, holding at least one spare slot (its lock held)."""
+        ref: _GraphRef | None = graph._node_registry_ref
+        if ref is None or not ref.spare:
+            ref = self._take_spares(graph, ref)
+        return ref
+
     def _take_spares(self, graph: Any, ref: _GraphRef | None) -> _GraphRef:
         """Give ``graph`` (its lock held) a block of spare slots; make its reference first."""
         if ref is None:  # the graph's first node (its lock held: no other thread makes one)
