@@ -469,7 +469,16 @@ class Graph(DestroyOnExit):
         try:
             if not self._open:
                 self._check_alive()  # raises
-            dep_list = self._check_deps(deps)
+            dep: Any
+            if (
+                type(deps) is tuple
+                and len(deps) == 1
+                and type(dep := deps[0]) is GraphNode
+                and self._by_id.get(dep.id) is dep
+            ):
+                dep_list: Sequence[GraphNode] = deps  # _check_deps' fast path: one live node
+            else:
+                dep_list = self._check_deps(deps)
             params = common_kernel_params(
                 kernel, grid, block, args, shared_mem, priority, None, self
             )
