@@ -220,26 +220,6 @@ class Graph(DestroyOnExit):
         finally:
             lock.release()
 
-    def _add_after(self, node_type: NodeType, deps: Deps, params: NodeParams) -> GraphNode:
-        """:meth:`_add_made` for one dependency given in a one-element list: a captured
-        operation after the one before it on its stream, almost every captured node.
-
-        The same checks in the same order (the graph, then the dependency, a live node of this
-        graph), made inline rather than by ``_check_deps``: this runs once per captured
-        operation. Anything else, errors included, takes ``_add_made``.
-        """
-        if type(deps) is not list or len(deps) != 1:
-            return self._add_made(node_type, deps, params)
-        lock = self.lock
-        lock.acquire()  # not ``with``: as in _add_made
-        try:
-            dep: Any = deps[0]
-            if not self._open or type(dep) is not GraphNode or self._by_id.get(dep.id) is not dep:
-                return self._add_made(node_type, deps, params)  # raises, as it would have
-            return self._attach(node_type, params, deps)
-        finally:
-            lock.release()
-
     def _add_child_graph(self, child: Graph, deps: Deps) -> GraphNode:
         with self.lock:
             self._check_alive()

@@ -217,8 +217,8 @@ class StreamCapture:
         captured operations are kernels. The common launch (a plain kernel, ``int`` grid, block
         and shared memory of a shape already validated on the device, priority 0) is
         :func:`~ahipgraph.runtime.params.common_kernel_params`, which skips its shape lookup when
-        the stream's last launch had the same shape, and its node is added after the stream's
-        one dependency by ``Graph._add_after``.
+        the stream's last launch had the same shape, and its node is attached after the
+        stream's one dependency once the graph's own checks pass.
         """
         lock = _LOCK
         lock.acquire()  # not ``with``: as in add
@@ -244,7 +244,22 @@ class StreamCapture:
             if node_type is None:
                 node_type = _kernel_node_type()
             deps = self.deps
-            node: GraphNode = session.graph._add_after(node_type, deps, params)
+            graph = session.graph
+            # Graph._add_made (its checks in its order: the graph, then the dependency, a live
+            # node of this graph), inline for almost every captured launch: one made after the
+            # one before it on this stream. A stream's dependencies are only ever nodes (its
+            # capture's own, or ones checked when they were given), and the graph finds its own
+            # live nodes by id. Anything else, errors included, takes _add_made.
+            graph_lock = graph.lock
+            graph_lock.acquire()
+            try:
+                dep: Any
+                if len(deps) == 1 and graph._open and graph._by_id.get((dep := deps[0]).id) is dep:
+                    node: GraphNode = graph._attach(node_type, params, deps)
+                else:
+                    node = graph._add_made(node_type, deps, params)  # raises, as it would have
+            finally:
+                graph_lock.release()
             session.captured.add(node)
             if len(deps) == 1:
                 deps[0] = node  # the stream's own list: nothing else holds it
