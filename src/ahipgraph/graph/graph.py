@@ -270,12 +270,12 @@ class Graph(DestroyOnExit):
         # slots; the id is stored before the owner, so a lock-free find never sees the owner
         # with another node's id.
         ref = self._node_registry_ref
-        if ref is None or not ref.spare:
+        if ref is None or not (spare := ref.spare):
             ref = NODES.take_spare(self)
-        slot = ref.spare.pop()
+            spare = ref.spare
+        slot = spare.pop()
         _SLOT_IDS[slot] = node_id
         _SLOT_OWNERS[slot] = ref
-        ref.slots.append(slot)
         node._slot = slot
         node._generation = _SLOT_GENERATIONS[slot]
         count = len(deps)
