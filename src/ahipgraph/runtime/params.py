@@ -169,6 +169,7 @@ class _KernelParamsDraft:
 
 
 _SHAPES: dict[tuple[Any, ...], tuple[DeviceProperties, Dim3, Dim3, Threads]] = {}
+_DEFAULT_PRIORITY = 0  # compared by identity in common_kernel_params
 _SHAPES_LIMIT = 1024
 
 
@@ -237,23 +238,20 @@ def common_kernel_params(
     ``memo`` (a graph or a stream's capture: anything with a ``_last_launch`` attribute that
     its owner's lock guards) remembers the last shape found, as one tuple of the device's
     properties, grid, block, shared memory and the ``_SHAPES`` entry: a graph or a stream adds
-    the same launch shape over and over, and comparing four values costs less than making a
-    key and looking it up. The entry is keyed on the properties object, never on an ordinal,
-    so a task that switches devices (``set_device``) or a reconfigured devices table finds no
-    match and looks the shape up again. Nothing of the kernel is remembered: its layout's
-    packer and its name are read on every call, so a kernel changed since (another layout, a
-    new name) packs and reports exactly as ``make`` would. A failed validation never reaches
-    the memo (only ``_SHAPES`` entries do), so every error is still raised by ``make``.
+    the same launch shape over and over, and comparing four objects costs less than checking
+    and hashing a key and looking it up. The comparison is by identity: the very ``int``
+    objects of a launch whose types were checked (small ints are shared, and a constant is one
+    object at its call site), so a match needs no check of its own, and anything else (an
+    equal value in another object, a bool, a numpy integer) takes the checks and the lookup.
+    The entry is keyed on the properties object, never on an ordinal, so a task that switches
+    devices (``set_device``) or a reconfigured devices table finds no match and looks the shape
+    up again. Nothing of the kernel is remembered: its layout's packer and its name are read on
+    every call, so a kernel changed since (another layout, a new name) packs and reports
+    exactly as ``make`` would. A failed validation never reaches the memo (only ``_SHAPES``
+    entries do), so every error is still raised by ``make``.
     """
-    if (
-        type(kernel) is not Kernel
-        or type(grid) is not int
-        or type(block) is not int
-        or type(shared_mem) is not int
-        or type(priority) is not int
-        or priority
-    ):
-        return None
+    if type(kernel) is not Kernel or priority is not _DEFAULT_PRIORITY:
+        return None  # (priority: the int 0 is one shared object; anything else takes make)
     if device is None:
         try:  # current_properties(), without its two calls
             props = _DEVICES[_current_ordinal()].properties
@@ -261,18 +259,18 @@ def common_kernel_params(
             props = current_properties()
     else:
         props = device.properties
-    shape = None
-    if memo is not None:
-        last = memo._last_launch
-        if (
-            last is not None
-            and last[0] is props
-            and last[1] == grid
-            and last[2] == block
-            and last[3] == shared_mem
-        ):
-            shape = last[4]
-    if shape is None:
+    last = None if memo is None else memo._last_launch
+    if (
+        last is not None
+        and last[0] is props
+        and last[1] is grid
+        and last[2] is block
+        and last[3] is shared_mem
+    ):
+        shape = last[4]
+    else:
+        if type(grid) is not int or type(block) is not int or type(shared_mem) is not int:
+            return None
         shape = _SHAPES.get((id(props), grid, block, shared_mem))
         if shape is None or shape[0] is not props:
             return None
