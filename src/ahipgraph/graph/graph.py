@@ -299,7 +299,7 @@ class Graph(DestroyOnExit):
         else:
             node._deps = ()
         by_id = self._by_id
-        by_id[node_id] = node  # before anyone sees it: the registry finds it here
+        by_id[node.id] = node  # before anyone sees it: the registry finds it here
         if len(by_id) >= BULK_BUILD_NODES and gc.isenabled():
             gcpause.pause_until_yield()  # a bulk build: see core.gcpause
         if observe.observer is not None:  # the race checker keeps the line that added it
