@@ -254,14 +254,15 @@ class StreamCapture:
             graph_lock.acquire()
             try:
                 dep: Any
-                if len(deps) == 1 and graph._open and graph._by_id.get((dep := deps[0]).id) is dep:
+                single = len(deps) == 1
+                if single and graph._open and graph._by_id.get((dep := deps[0]).id) is dep:
                     node: GraphNode = graph._attach(node_type, params, deps)
                 else:
                     node = graph._add_made(node_type, deps, params)  # raises, as it would have
             finally:
                 graph_lock.release()
             session.captured.add(node)
-            if len(deps) == 1:
+            if single:
                 deps[0] = node  # the stream's own list: nothing else holds it
             else:
                 self.deps = [node]
