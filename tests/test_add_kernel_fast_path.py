@@ -96,6 +96,7 @@ class _Pair:
     def compare(self, deps_of: Callable[[ahg.Graph, ahg.GraphNode], Any], *launch: Any,
                 **kw: Any) -> tuple[Any, ...]:  # fmt: skip
         before = (_counts(self.fast), _counts(self.general))
+        memo = self.fast._last_launch
         fast = _outcome(
             self.fast.add_kernel_node, *launch, deps=deps_of(self.fast, self.fast_root), **kw
         )
@@ -103,8 +104,9 @@ class _Pair:
             _general, self.general, *launch, deps=deps_of(self.general, self.general_root), **kw
         )
         assert fast == general
-        if fast[0] == "raised":  # a failed add changed nothing
+        if fast[0] == "raised":  # a failed add changed nothing, its remembered shape included
             assert (_counts(self.fast), _counts(self.general)) == before
+            assert self.fast._last_launch is memo
         return fast
 
     def destroy(self) -> None:
@@ -478,6 +480,7 @@ async def test_captured_launches_give_the_general_paths_result() -> None:
                 for _ in range(2):  # as the first launch of its shape, then remembered
                     graph = stream.capture_info().graph
                     before = (graph.statistics().nodes, NODES.statistics().live)
+                    memo = stream._capture._last_launch
                     captured = await _capture_outcome(stream, kernel, grid, block, args, kw)
                     expected = _made_outcome(stream, kernel, grid, block, args, kw)
                     if expected[0] == "skipped":  # a launch on a stream takes no priority
@@ -486,6 +489,7 @@ async def test_captured_launches_give_the_general_paths_result() -> None:
                         assert captured == expected
                     if captured[0] == "raised":
                         assert (graph.statistics().nodes, NODES.statistics().live) == before
+                        assert stream._capture._last_launch is memo
                         assert stream.is_capturing() is ahg.CaptureStatus.ACTIVE
             graph = stream.end_capture()
             assert all(len(node.dependencies()) <= 1 for node in graph.nodes())
@@ -520,3 +524,36 @@ async def test_streams_of_two_devices_capture_into_one_task_without_mixing_limit
         for stream in streams:
             stream.destroy()
         ahg.get_device(0).free(x)
+
+
+@pytest.mark.asyncio
+async def test_a_failed_launch_leaves_the_remembered_shape_as_it_was(device: ahg.Device) -> None:
+    # A shape validated before (in the shapes' table) but not the remembered one, with arguments
+    # that fail: the call raises, and the graph's (or the stream's) memo is the one before it.
+    x = device.malloc(64)
+    graph = ahg.Graph()
+    stream = device.create_stream()
+    stream.begin_capture()
+    try:
+        for grid in (2, 2, 1, 1):
+            graph.add_kernel_node(store, grid, 1, (x, 0))
+            await stream.launch_kernel(store, grid, 1, (x, 0))
+        graph_memo = graph._last_launch
+        capture_memo = stream._capture._last_launch
+        assert graph_memo is not None
+        assert capture_memo is not None
+        assert graph_memo[1] == capture_memo[1] == 1  # grid 1 remembered, grid 2 validated
+        with pytest.raises(TypeError, match="store"):
+            graph.add_kernel_node(store, 2, 1, (x,))
+        with pytest.raises(TypeError, match="'n'"):
+            graph.add_kernel_node(store, 2, 1, (x, "1"))
+        with pytest.raises(TypeError, match="store"):
+            await stream.launch_kernel(store, 2, 1, (x,))
+        assert graph._last_launch is graph_memo
+        assert stream._capture._last_launch is capture_memo
+        assert graph.statistics().nodes == 4
+    finally:
+        stream.end_capture().destroy()
+        stream.destroy()
+        graph.destroy()
+        device.free(x)

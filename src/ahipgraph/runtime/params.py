@@ -247,8 +247,9 @@ def common_kernel_params(
     devices (``set_device``) or a reconfigured devices table finds no match and looks the shape
     up again. Nothing of the kernel is remembered: its layout's packer and its name are read on
     every call, so a kernel changed since (another layout, a new name) packs and reports
-    exactly as ``make`` would. A failed validation never reaches the memo (only ``_SHAPES``
-    entries do), so every error is still raised by ``make``.
+    exactly as ``make`` would. A failed call leaves the memo as it was, and a failed
+    validation never reaches it (only ``_SHAPES`` entries do), so every error is still raised
+    by ``make``.
     """
     if type(kernel) is not Kernel or priority is not _DEFAULT_PRIORITY:
         return None  # (priority: the int 0 is one shared object; anything else takes make)
@@ -268,15 +269,16 @@ def common_kernel_params(
         and last[3] is shared_mem
     ):
         shape = last[4]
+        arg_bytes = kernel.layout.packer(args, kernel.name)  # Kernel.pack, without its call
     else:
         if type(grid) is not int or type(block) is not int or type(shared_mem) is not int:
             return None
         shape = _SHAPES.get((id(props), grid, block, shared_mem))
         if shape is None or shape[0] is not props:
             return None
-        if memo is not None:
+        arg_bytes = kernel.layout.packer(args, kernel.name)
+        if memo is not None:  # remembered once the call can no longer fail
             memo._last_launch = (props, grid, block, shared_mem, shape)
-    arg_bytes = kernel.layout.packer(args, kernel.name)  # Kernel.pack, without its call
     # Every check is done: fill the slots of a draft (see _KernelParamsDraft)
     draft = _KernelParamsDraft()
     draft.kernel = kernel
