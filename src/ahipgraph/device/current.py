@@ -14,9 +14,13 @@ from __future__ import annotations
 
 from contextvars import ContextVar
 
-__all__ = ["current_ordinal", "set_current_ordinal"]
+__all__ = ["current_ordinal", "current_ordinal_now", "set_current_ordinal"]
 
 _CURRENT: ContextVar[int] = ContextVar("ahipgraph_current_device", default=0)
+
+# current_ordinal() as the variable's own (C) method: what the per-node paths call (a kernel
+# node's or a captured launch's device limits are read once per node), with no Python frame.
+current_ordinal_now = _CURRENT.get
 
 
 def current_ordinal() -> int:

@@ -17,12 +17,13 @@ import numpy.typing as npt
 
 from ..core.errors import InvalidDevice, InvalidDevicePointer
 from .base import DeviceBase
-from .current import current_ordinal
+from .current import current_ordinal, current_ordinal_now
 from .memory import DeviceMemory
 from .pointer import DevicePtr
 from .properties import DeviceProperties
 
 __all__ = [
+    "DEVICES",
     "MAX_DEVICES",
     "check_range",
     "configure_devices",
@@ -37,6 +38,10 @@ __all__ = [
 MAX_DEVICES = 64  # far more than a node has; bounds a mistyped count
 _devices_lock = threading.Lock()
 _devices: list[DeviceBase] = []
+# The table itself, for the per-node paths that read the current device's properties inline
+# (runtime/params.py): read-only there. It is only ever changed in place, so this name stays
+# the table for the process's life.
+DEVICES = _devices
 _factory: Callable[[int, DeviceProperties], DeviceBase] | None = None
 
 
@@ -125,7 +130,7 @@ def current_properties() -> DeviceProperties:
     needs. A table that shrank under the task's choice falls back to device 0, as there.
     """
     try:
-        return _devices[current_ordinal()].properties
+        return _devices[current_ordinal_now()].properties
     except IndexError:  # an empty (not yet made) or shrunk table: get_device sorts it out
         return get_device().properties
 

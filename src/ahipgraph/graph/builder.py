@@ -1,7 +1,8 @@
 """The node builders behind the ``add_*_node`` methods of :class:`~ahipgraph.graph.graph.Graph`.
 
 Module functions over the graph they are given; the graph's public methods are thin calls to
-these and carry the user documentation. Each function only says which node type it makes and
+these and carry the user documentation (all but ``add_kernel_node``, the most frequent add,
+which does the same in its own frame). Each function only says which node type it makes and
 how its parameters are validated; the graph's ``_add_node`` does the rest in HIP's check order
 — the graph is alive, then every dependency is a live node of this graph given once, then the
 parameters — all under the graph's lock, so a failed add leaves the graph exactly as it was
@@ -17,12 +18,11 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ..core.errors import InvalidDevice, InvalidValue
 from ..core.lifecycle import owner_key
-from ..device.kernel import DimLike, Kernel
 from ..device.pointer import DevicePtr
 from ..device.properties import CopyKind
 from ..runtime.device import get_device
 from ..runtime.event import Event
-from ..runtime.params import Endpoint, common_kernel_params
+from ..runtime.params import Endpoint
 from .memnodes import RESERVATIONS
 from .node import GraphNode
 from .node_type import NodeType
@@ -31,7 +31,6 @@ from .params import (
     MemFreeParams,
     event_params,
     host_params,
-    kernel_params,
     memcpy_params,
     memset_params,
 )
@@ -41,53 +40,16 @@ if TYPE_CHECKING:
 
 Deps: TypeAlias = Sequence[GraphNode] | GraphNode
 
-# An enum member read through its class costs ten times a global's read on Python 3.11 (the
-# metaclass looks it up): the per-node paths read module constants.
-_KERNEL = NodeType.Kernel
-
 __all__ = [
     "Deps",
     "add_event_record_node",
     "add_event_wait_node",
     "add_host_node",
-    "add_kernel_node",
     "add_mem_alloc_node",
     "add_mem_free_node",
     "add_memcpy_node",
     "add_memset_node",
 ]
-
-
-def add_kernel_node(
-    graph: Graph,
-    kernel: Kernel,
-    grid: DimLike,
-    block: DimLike,
-    args: Sequence[Any],
-    shared_mem: int,
-    priority: int,
-    deps: Deps,
-) -> GraphNode:
-    """A kernel node (``hipGraphAddKernelNode``).
-
-    What ``graph._add_node`` does, in one frame: the checks in the same order (graph, then
-    dependencies, then parameters), with :func:`common_kernel_params` for the usual launch
-    shape and :func:`kernel_params` for every other, errors included.
-    """
-    lock = graph.lock
-    lock.acquire()  # not ``with``: its enter and exit calls cost twice the lock itself
-    try:
-        if not graph._open:
-            graph._check_alive()  # raises
-        dep_list = graph._check_deps(deps)
-        params = common_kernel_params(kernel, grid, block, args, shared_mem, priority)
-        if params is None:
-            params = kernel_params(
-                kernel, grid, block, args, shared_mem=shared_mem, priority=priority
-            )
-        return graph._attach(_KERNEL, params, dep_list)
-    finally:
-        lock.release()
 
 
 def add_memcpy_node(

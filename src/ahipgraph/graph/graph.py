@@ -50,6 +50,7 @@ from ..core.lifecycle import (
 from ..core.registry import HandleRegistry
 from ..lifetime.user_object import UserObject, check_count, disown_all
 from ..runtime import observe
+from ..runtime.params import common_kernel_params
 from . import builder, copy_nodes, dot, topology
 from .conditional import (
     ConditionalHandle,
@@ -61,7 +62,7 @@ from .conditional import (
 from .memnodes import RESERVATIONS
 from .node import _NODE_IDS, NODES, Edges, GraphNode, edge_nodes, live_node, with_edge, without_edge
 from .node_type import NodeType
-from .params import ChildGraphParams, NodeParams
+from .params import ChildGraphParams, NodeParams, kernel_params
 
 if TYPE_CHECKING:
     from ..device.kernel import DimLike, Kernel
@@ -83,6 +84,10 @@ GRAPHS: HandleRegistry[Graph] = HandleRegistry("graph")
 _GRAPH_IDS = itertools.count()  # next() on a C iterator is atomic under the GIL
 _new_object = object.__new__
 _MEM_NODE_TYPES = (NodeType.MemAlloc, NodeType.MemFree)
+# An enum member read through its class costs ten times a global's read on Python 3.11 (the
+# metaclass looks it up): add_kernel_node reads this constant.
+_KERNEL = NodeType.Kernel
+_SLOT_GENERATIONS, _SLOT_OWNERS, _SLOT_IDS = NODES.columns()  # see _attach
 # From this many nodes on, adding to a graph pauses the collector's automatic passes until the
 # building task yields (core.gcpause): each full pass would walk every node of the graph so far
 # and could free none of them, and they come as often as the graph grows by a quarter.
@@ -153,6 +158,8 @@ class Graph(DestroyOnExit):
         self._edge_count = 0
         self._user_objects: set[UserObject] = set()
         self._node_registry_ref: Any = None  # made by NODES for the first node (node_registry)
+        # The last kernel-node launch shape found (runtime.params.common_kernel_params' memo).
+        self._last_launch: tuple[Any, ...] | None = None
         self.hid = GRAPHS.register(self)
         # What ``GRAPHS.get(self.hid) is self`` says, as a plain attribute: the registry
         # retires a graph's handle only in ``_teardown_locked`` (which clears this) or once
@@ -214,26 +221,6 @@ class Graph(DestroyOnExit):
         finally:
             lock.release()
 
-    def _add_after(self, node_type: NodeType, deps: Deps, params: NodeParams) -> GraphNode:
-        """:meth:`_add_made` for one dependency given in a one-element list: a captured
-        operation after the one before it on its stream, almost every captured node.
-
-        The same checks in the same order (the graph, then the dependency, a live node of this
-        graph), made inline rather than by ``_check_deps``: this runs once per captured
-        operation. Anything else, errors included, takes ``_add_made``.
-        """
-        if type(deps) is not list or len(deps) != 1:
-            return self._add_made(node_type, deps, params)
-        lock = self.lock
-        lock.acquire()  # not ``with``: as in _add_made
-        try:
-            dep: Any = deps[0]
-            if not self._open or type(dep) is not GraphNode or self._by_id.get(dep.id) is not dep:
-                return self._add_made(node_type, deps, params)  # raises, as it would have
-            return self._attach(node_type, params, deps)
-        finally:
-            lock.release()
-
     def _add_child_graph(self, child: Graph, deps: Deps) -> GraphNode:
         with self.lock:
             self._check_alive()
@@ -276,15 +263,26 @@ class Graph(DestroyOnExit):
         # refuses callers other than the graph): once per node added, captured or cloned.
         node: GraphNode = _new_object(GraphNode)
         node.graph = self
-        node.id = next(_NODE_IDS) if node_id is None else node_id
+        node.id = node_id = next(_NODE_IDS) if node_id is None else node_id
         node._type = node_type
         node._params = params
         node._succ = ()
+        # NODES.enter(node), inline (see NodeRegistry.columns): one of the graph's spare
+        # slots; the id is stored before the owner, so a lock-free find never sees the owner
+        # with another node's id.
+        ref = self._node_registry_ref
+        if ref is None or not (spare := ref.spare):
+            ref = NODES.take_spare(self)
+            spare = ref.spare
+        slot = spare.pop()
+        _SLOT_IDS[slot] = node_id
+        _SLOT_OWNERS[slot] = ref
+        node._slot = slot
+        node._generation = _SLOT_GENERATIONS[slot]
         count = len(deps)
         if count == 1:
             dep = deps[0]
             node._deps = dep
-            NODES.enter(node)
             succ = dep._succ
             if not succ:
                 dep._succ = node
@@ -296,13 +294,11 @@ class Graph(DestroyOnExit):
         elif count:
             own = deps if type(deps) is list else list(deps)
             node._deps = own
-            NODES.enter(node)
             for dep in own:  # what _link does for each dependency, without a call per edge
                 dep._succ = with_edge(dep._succ, node)
             self._edge_count += count
         else:
             node._deps = ()
-            NODES.enter(node)
         by_id = self._by_id
         by_id[node.id] = node  # before anyone sees it: the registry finds it here
         if len(by_id) >= BULK_BUILD_NODES and not gcpause.pauses:
@@ -445,7 +441,35 @@ class Graph(DestroyOnExit):
             InvalidValue: destroyed graph, bad deps, a null kernel, too much shared memory.
             InvalidConfiguration: bad grid or block. TypeError/ValueError: bad arguments.
         """
-        return builder.add_kernel_node(self, kernel, grid, block, args, shared_mem, priority, deps)
+        # What ``_add_node`` does, in this one frame (the most frequent add): the checks in the
+        # same order (graph, then dependencies, then parameters), with common_kernel_params for
+        # the usual launch shape (remembered per graph, see there) and kernel_params for every
+        # other, errors included.
+        lock = self.lock
+        lock.acquire()  # not ``with``: its enter and exit calls cost twice the lock itself
+        try:
+            if not self._open:
+                self._check_alive()  # raises
+            dep: Any
+            if (
+                type(deps) is tuple
+                and len(deps) == 1
+                and type(dep := deps[0]) is GraphNode
+                and self._by_id.get(dep.id) is dep
+            ):
+                dep_list: Sequence[GraphNode] = deps  # _check_deps' fast path: one live node
+            else:
+                dep_list = self._check_deps(deps)
+            params = common_kernel_params(
+                kernel, grid, block, args, shared_mem, priority, None, self
+            )
+            if params is None:
+                params = kernel_params(
+                    kernel, grid, block, args, shared_mem=shared_mem, priority=priority
+                )
+            return self._attach(_KERNEL, params, dep_list)
+        finally:
+            lock.release()
 
     def add_memcpy_node(
         self,

@@ -25,7 +25,10 @@ block is as large as the graph's nodes so far (1, 1, 2, 4, ... up to :data:`_BLO
 a small graph holds few spares. A spare slot has no owner (``find`` sees nothing there, and its
 generation was never handed out); the counts leave the spares out (``live`` and
 ``registered_total`` are those of nodes), and the spares go back to the free list with their
-graph's other slots, when it is destroyed or collected.
+graph's other slots, when it is destroyed or collected. A block is written into the graph's
+list of slots when it is taken, not slot by slot as its nodes take them: retiring the graph's
+slots skips every slot it does not own (a spare has no owner), so the list may name a slot the
+graph never gave out, or one it gave out twice, and retires each of its nodes exactly once.
 """
 
 from __future__ import annotations
@@ -50,6 +53,11 @@ class _GraphRef(weakref.ref):  # type: ignore[type-arg]
     __slots__ = ("slots", "spare")
     slots: array[int]  # machine ints: the collector never walks them (see SlotTable)
     spare: array[int]  # slots taken for this graph's next nodes, not given to one yet
+
+
+# A free-list array shrunk by this many items or more at once is reallocated whole (CPython's
+# array_resize): blocks are cut from its end in steps one shorter.
+_SHRINK_STEP = 15
 
 
 _BLOCK_LIMIT = 256  # spare slots a graph takes at once, at most
@@ -87,9 +95,25 @@ class NodeRegistry(SlotTable):
         slot = ref.spare.pop()
         self._ids[slot] = node.id
         self._owners[slot] = ref
-        ref.slots.append(slot)
         node._slot = slot
         node._generation = self._generations[slot]
+
+    def columns(self) -> tuple[array[int], list[_GraphRef | None], array[int]]:
+        """The generations, owners and ids columns, for ``Graph._attach``.
+
+        ``_attach`` does what :meth:`enter` does, inline (a call per node added, captured or
+        cloned costs more than the entry itself), through these: the same objects for the
+        registry's whole life, since the table only ever grows them in place. It takes a block
+        of spare slots with :meth:`take_spare` when its graph has none left.
+        """
+        return self._generations, self._owners, self._ids
+
+    def take_spare(self, graph: Any) -> _GraphRef:
+        """``graph``'s registry reference, holding at least one spare slot (its lock held)."""
+        ref: _GraphRef | None = graph._node_registry_ref
+        if ref is None or not ref.spare:
+            ref = self._take_spares(graph, ref)
+        return ref
 
     def _take_spares(self, graph: Any, ref: _GraphRef | None) -> _GraphRef:
         """Give ``graph`` (its lock held) a block of spare slots; make its reference first."""
@@ -107,13 +131,16 @@ class NodeRegistry(SlotTable):
             free = self._free
             taken = min(count, len(free))
             spare = array("q")
-            if taken:  # the free list's last slots, in the order single pops would give them
-                # Popped one at a time: an array shrunk by 16 or more items at once is
-                # reallocated whole, which for a free list left by a million-node graph is
-                # megabytes per block.
-                pop = free.pop
-                spare = array("q", [pop() for _ in range(taken)])
-                spare.reverse()
+            if taken:  # the free list's last slots: spare.pop() gives them as free.pop() would
+                spare = free[len(free) - taken :]
+                # Cut in short steps: an array shrunk by 16 or more items at once is reallocated
+                # whole, which for a free list left by a million-node graph is megabytes per
+                # block.
+                left = taken
+                while left:
+                    step = min(left, _SHRINK_STEP)
+                    del free[len(free) - step :]
+                    left -= step
             fresh = count - taken
             if fresh:  # new slots at the end of the table
                 start = len(self._owners)
@@ -122,6 +149,7 @@ class NodeRegistry(SlotTable):
                 self._ids.extend(array("q", bytes(8 * fresh)))
                 spare = array("q", range(start + fresh - 1, start - 1, -1)) + spare
             ref.spare = spare
+            ref.slots.extend(spare)  # the whole block, now (see the module notes)
             self._sparing[id(ref)] = ref
             self._live += count
             self._registered_total += count

@@ -16,12 +16,11 @@ from collections.abc import Callable, Generator, Iterable
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import StreamCaptureInvalidated, StreamCaptureUnsupported
-from ..device.kernel import Kernel as _Kernel
 from ..device.pointer import DevicePtr
 from ..device.signal import Signal
 from .capture_state import _LINKS, _LOCK, _SESSIONS, CaptureSession, CaptureStatus, _EventLink
 from .completion import Completion
-from .params import _SHAPES, KernelParams, params_of_shape
+from .params import KernelParams, common_kernel_params
 
 if TYPE_CHECKING:
     from ..graph.node import GraphNode
@@ -145,9 +144,9 @@ class StreamCapture:
         self.deps: list[GraphNode] = list(deps)
         self.parent = parent
         self.children: list[StreamCapture] = []
-        # The last common launch's kernel, grid, block, shared memory, device properties and
-        # validated shape, with the kernel's packer and name: a stream captures the same launch
-        # over and over, and this is compared in place of a key made and looked up per launch.
+        # The last common launch's device properties, grid, block, shared memory and validated
+        # shape (common_kernel_params' memo): a stream captures the same launch over and over,
+        # and this is compared in place of a key made and looked up per launch.
         self._last_launch: tuple[Any, ...] | None = None
         session.members.append(self)
         stream._capture = self
@@ -217,9 +216,9 @@ class StreamCapture:
         stream's device, then the node), without a closure made and called per launch: most
         captured operations are kernels. The common launch (a plain kernel, ``int`` grid, block
         and shared memory of a shape already validated on the device, priority 0) is
-        :func:`~ahipgraph.runtime.params.common_kernel_params` without its shape lookup when the
-        stream's last launch had the same shape, and its node is added after the stream's one
-        dependency by ``Graph._add_after``.
+        :func:`~ahipgraph.runtime.params.common_kernel_params`, which skips its shape lookup when
+        the stream's last launch had the same shape, and its node is attached after the
+        stream's one dependency once the graph's own checks pass.
         """
         lock = _LOCK
         lock.acquire()  # not ``with``: as in add
@@ -227,38 +226,10 @@ class StreamCapture:
             session = self.session
             if session.status is not _ACTIVE:
                 self.check_active()  # raises
-            params: Any = None
-            if (
-                type(kernel) is _Kernel
-                and type(grid) is int
-                and type(block) is int
-                and type(shared_mem) is int
-                and type(priority) is int
-                and not priority
-            ):
-                props = device.properties
-                last = self._last_launch
-                if not (
-                    last is not None
-                    and last[0] is kernel
-                    and last[1] == grid
-                    and last[2] == block
-                    and last[3] == shared_mem
-                    and last[4] is props
-                ):
-                    # A shape is validated once per device (see runtime/params.py): a known
-                    # one is remembered here with what packs the launch's arguments.
-                    shape = _SHAPES.get((id(props), grid, block, shared_mem))
-                    last = None
-                    if shape is not None and shape[0] is props:
-                        last = (kernel, grid, block, shared_mem, props, shape)
-                        last += (kernel.layout.packer, kernel.name)
-                        self._last_launch = last
-                if last is not None:
-                    # common_kernel_params, the same checks in the same order (see there)
-                    params = params_of_shape(
-                        kernel, args, shared_mem, last[6](args, last[7]), last[5]
-                    )
+            # the usual launch, its shape remembered by this stream's part (see there)
+            params = common_kernel_params(
+                kernel, grid, block, args, shared_mem, priority, device, self
+            )
             if params is None:
                 params = KernelParams.make(
                     kernel,
@@ -273,9 +244,25 @@ class StreamCapture:
             if node_type is None:
                 node_type = _kernel_node_type()
             deps = self.deps
-            node: GraphNode = session.graph._add_after(node_type, deps, params)
+            graph = session.graph
+            # Graph._add_made (its checks in its order: the graph, then the dependency, a live
+            # node of this graph), inline for almost every captured launch: one made after the
+            # one before it on this stream. A stream's dependencies are only ever nodes (its
+            # capture's own, or ones checked when they were given), and the graph finds its own
+            # live nodes by id. Anything else, errors included, takes _add_made.
+            graph_lock = graph.lock
+            graph_lock.acquire()
+            try:
+                dep: Any
+                single = len(deps) == 1
+                if single and graph._open and graph._by_id.get((dep := deps[0]).id) is dep:
+                    node: GraphNode = graph._attach(node_type, params, deps)
+                else:
+                    node = graph._add_made(node_type, deps, params)  # raises, as it would have
+            finally:
+                graph_lock.release()
             session.captured.add(node)
-            if len(deps) == 1:
+            if single:
                 deps[0] = node  # the stream's own list: nothing else holds it
             else:
                 self.deps = [node]

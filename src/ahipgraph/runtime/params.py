@@ -18,10 +18,12 @@ import numpy as np
 import numpy.typing as npt
 
 from ..core.errors import InvalidMemcpyDirection, InvalidValue
+from ..device.current import current_ordinal_now as _current_ordinal
 from ..device.kernel import Dim3, DimLike, Kernel, Threads, launch_dims
 from ..device.ops import CopyOp, FillOp, HostOp, KernelOp
 from ..device.pointer import DevicePtr
 from ..device.properties import CopyKind, DeviceProperties
+from ..device.table import DEVICES as _DEVICES
 from ..device.table import check_range, current_properties, resolve_pointer
 from .device import Device
 from .launch_attributes import DEFAULT_ATTRIBUTES, KernelAttributes
@@ -167,6 +169,7 @@ class _KernelParamsDraft:
 
 
 _SHAPES: dict[tuple[Any, ...], tuple[DeviceProperties, Dim3, Dim3, Threads]] = {}
+_DEFAULT_PRIORITY = 0  # compared by identity in common_kernel_params
 _SHAPES_LIMIT = 1024
 
 
@@ -220,44 +223,63 @@ def common_kernel_params(
     shared_mem: Any,
     priority: Any,
     device: Device | None = None,
+    memo: Any = None,
 ) -> KernelParams | None:
     """:meth:`KernelParams.make` for the shape almost every kernel node has, or None.
 
     The common shape: a plain :class:`Kernel`, ``int`` grid, block and shared-memory size of a
     launch shape already validated on ``device`` (the current device by default; see
-    :func:`_launch_shape`), and the
-    default priority 0. Everything ``make`` checks before the arguments is then known to pass,
-    and the arguments are checked by the same ``pack`` in the same place, so any error raised
-    here is the one ``make`` raises. Anything else returns None and the caller takes ``make``.
-    Once per added kernel node: the separate calls and checks of ``make`` cost more than the
-    node's bookkeeping.
+    :func:`_launch_shape`), and the default priority 0. Everything ``make`` checks before the
+    arguments is then known to pass, and the arguments are checked by the same ``pack`` in the
+    same place, so any error raised here is the one ``make`` raises. Anything else returns None
+    and the caller takes ``make``. Once per added kernel node and per captured launch: the
+    separate calls and checks of ``make`` cost more than the node's bookkeeping.
+
+    ``memo`` (a graph or a stream's capture: anything with a ``_last_launch`` attribute that
+    its owner's lock guards) remembers the last shape found, as one tuple of the device's
+    properties, grid, block, shared memory and the ``_SHAPES`` entry: a graph or a stream adds
+    the same launch shape over and over, and comparing four objects costs less than checking
+    and hashing a key and looking it up. The comparison is by identity: the very ``int``
+    objects of a launch whose types were checked (small ints are shared, and a constant is one
+    object at its call site), so a match needs no check of its own, and anything else (an
+    equal value in another object, a bool, a numpy integer) takes the checks and the lookup.
+    The entry is keyed on the properties object, never on an ordinal, so a task that switches
+    devices (``set_device``) or a reconfigured devices table finds no match and looks the shape
+    up again. Nothing of the kernel is remembered: its layout's packer and its name are read on
+    every call, so a kernel changed since (another layout, a new name) packs and reports
+    exactly as ``make`` would. A failed call leaves the memo as it was, and a failed
+    validation never reaches it (only ``_SHAPES`` entries do), so every error is still raised
+    by ``make``.
     """
+    if type(kernel) is not Kernel or priority is not _DEFAULT_PRIORITY:
+        return None  # (priority: the int 0 is one shared object; anything else takes make)
+    if device is None:
+        try:  # current_properties(), without its two calls
+            props = _DEVICES[_current_ordinal()].properties
+        except IndexError:  # no table yet, or one that shrank: current_properties sorts it out
+            props = current_properties()
+    else:
+        props = device.properties
+    last = None if memo is None else memo._last_launch
     if (
-        type(kernel) is not Kernel
-        or type(grid) is not int
-        or type(block) is not int
-        or type(shared_mem) is not int
-        or type(priority) is not int
-        or priority
+        last is not None
+        and last[0] is props
+        and last[1] is grid
+        and last[2] is block
+        and last[3] is shared_mem
     ):
-        return None
-    props = current_properties() if device is None else device.properties
-    entry = _SHAPES.get((id(props), grid, block, shared_mem))
-    if entry is None or entry[0] is not props:
-        return None
-    return params_of_shape(kernel, args, shared_mem, kernel.layout.packer(args, kernel.name), entry)
-
-
-def params_of_shape(
-    kernel: Kernel,
-    args: Any,
-    shared_mem: int,
-    arg_bytes: bytes,
-    shape: tuple[Any, Dim3, Dim3, Threads],
-) -> KernelParams:
-    """The :class:`KernelParams` of a launch whose shape was validated (a ``_SHAPES`` entry)
-    and whose arguments are packed already: filled in directly, priority 0, default
-    attributes, no check left to repeat."""
+        shape = last[4]
+        arg_bytes = kernel.layout.packer(args, kernel.name)  # Kernel.pack, without its call
+    else:
+        if type(grid) is not int or type(block) is not int or type(shared_mem) is not int:
+            return None
+        shape = _SHAPES.get((id(props), grid, block, shared_mem))
+        if shape is None or shape[0] is not props:
+            return None
+        arg_bytes = kernel.layout.packer(args, kernel.name)
+        if memo is not None:  # remembered once the call can no longer fail
+            memo._last_launch = (props, grid, block, shared_mem, shape)
+    # Every check is done: fill the slots of a draft (see _KernelParamsDraft)
     draft = _KernelParamsDraft()
     draft.kernel = kernel
     draft.grid = shape[1]
