@@ -73,12 +73,6 @@ def test_ahg_run_from_a_plain_thread_while_the_main_thread_has_no_loop() -> None
 # -- hand-made pointers -----------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="device/table.py:_memory_of: a DevicePtr whose device is not an int (None, 0.0, '0')"
-    " reaches `0 <= ptr.device` / `table[ptr.device]` and raises a bare TypeError ('<=' not"
-    " supported / list indices must be integers) instead of the call's InvalidDevicePointer",
-)
 @pytest.mark.asyncio
 @pytest.mark.parametrize("device_field", [None, 0.0, "0"])
 async def test_a_hand_made_pointer_with_a_non_int_device_gets_the_call_s_own_error(

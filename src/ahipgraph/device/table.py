@@ -150,9 +150,11 @@ def check_range(ptr: DevicePtr, nbytes: int) -> None:
 
 def _memory_of(ptr: DevicePtr) -> DeviceMemory:
     table = _table()
-    if not 0 <= ptr.device < len(table):
+    device = ptr.device
+    # A hand-made pointer may carry anything as its device: only a table index is one.
+    if type(device) is not int or not 0 <= device < len(table):
         raise InvalidDevicePointer(f"{ptr!r} belongs to no device")
-    return table[ptr.device].memory
+    return table[device].memory
 
 
 def resolve_pointer(ptr: DevicePtr, nbytes: int) -> tuple[npt.NDArray[np.uint8], int]:
