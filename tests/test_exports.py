@@ -262,7 +262,7 @@ PUBLIC_ATTRIBUTES = {
         "set_memcpy_3d_params set_memcpy_from_symbol_params set_memcpy_params "
         "set_memcpy_to_symbol_params set_memset_params set_params state type"
     ),
-    "UserObject": "alive data hid owners refcount release retain state statistics",
+    "UserObject": "alive data destroy hid owners refcount release retain state statistics",
     "Completion": "done end_ns exception start_ns wait",
 }
 

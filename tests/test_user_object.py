@@ -392,3 +392,103 @@ def test_executable_style_owner_keeps_object_alive_after_graph_destroy() -> None
     assert obj.owners == {fake_exec}
     obj._disown(fake_exec)
     assert dtor.calls == [None]
+
+
+# -- destroy() and `with`: the program's own references ----------------------------------------
+
+
+def test_a_with_block_releases_the_program_s_references_and_runs_the_destructor() -> None:
+    before = len(USER_OBJECTS)
+    destructor = Destructor()
+    with ahg.UserObject(destructor, "data", initial_refcount=3) as obj:
+        obj.retain(2)
+        assert destructor.calls == []
+    assert destructor.calls == ["data"]
+    assert not obj.alive
+    assert obj.refcount == 0
+    assert len(USER_OBJECTS) == before
+
+
+def test_destroy_leaves_the_references_graphs_own() -> None:
+    destructor = Destructor()
+    graph = ahg.Graph()
+    obj = ahg.UserObject(destructor, initial_refcount=2)
+    graph.retain_user_object(obj, 3)
+    obj.destroy()
+    assert obj.alive
+    assert obj.statistics() == ahg.UserObjectStatistics(3, 1, 3, True)
+    obj.destroy()  # nothing of the program's left: no change
+    assert obj.refcount == 3
+    graph.destroy()
+    assert destructor.calls == [None]
+
+
+def test_destroy_after_a_move_leaves_what_the_graph_took_over() -> None:
+    destructor = Destructor()
+    graph = ahg.Graph()
+    with ahg.UserObject(destructor) as obj:
+        graph.retain_user_object(obj, move=True)
+    assert destructor.calls == []  # the graph holds the one reference
+    graph.destroy()
+    assert destructor.calls == [None]
+
+
+def test_destroy_of_a_dead_object_does_nothing() -> None:
+    destructor = Destructor()
+    obj = ahg.UserObject(destructor)
+    obj.release()
+    obj.destroy()
+    obj.destroy()
+    assert destructor.calls == [None]
+
+
+def test_destroy_after_plain_releases_took_an_owner_s_references_does_nothing() -> None:
+    """HIP lets a plain release drop references an owner thinks it holds: the program then
+    holds none of its own, and destroy() must not drop the owner's rest."""
+    destructor = Destructor()
+    graph = ahg.Graph()
+    obj = ahg.UserObject(destructor)
+    graph.retain_user_object(obj, 2)
+    obj.release(2)  # count 1, the graph "holds" 2
+    obj.destroy()
+    assert obj.refcount == 1
+    graph.destroy()
+    assert destructor.calls == [None]
+    assert obj.refcount == 0
+
+
+def test_a_raising_destructor_reaches_the_with_block_s_caller_and_the_object_is_dead() -> None:
+    def boom(_data: object) -> None:
+        raise KeyboardInterrupt("destructor")
+
+    with pytest.raises(KeyboardInterrupt, match="destructor"), ahg.UserObject(boom) as obj:
+        pass
+    assert not obj.alive
+
+
+def test_destroy_from_many_threads_runs_the_destructor_once() -> None:
+    import threading
+
+    destructor = Destructor()
+    obj = ahg.UserObject(destructor, initial_refcount=1000)
+    barrier = threading.Barrier(8)
+
+    def end() -> None:
+        barrier.wait(10)
+        obj.destroy()
+        obj.release()
+
+    threads = [threading.Thread(target=end) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert destructor.calls == [None]
+    assert obj.refcount == 0
+
+
+def test_destroy_inside_a_with_block_then_leaving_it_is_no_error() -> None:
+    destructor = Destructor()
+    with ahg.UserObject(destructor) as obj:
+        obj.destroy()
+    assert destructor.calls == [None]

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.errors import InvalidValue
-from ..core.lifecycle import HandleRecord, HandleState, NoCopy, owner_key, owner_of
+from ..core.lifecycle import DestroyOnExit, HandleRecord, HandleState, owner_key, owner_of
 from ..core.refcount import RefCounted
 from ..core.registry import HandleRegistry
 
@@ -82,8 +82,10 @@ class _UserObjectRecord(HandleRecord):
     __slots__ = ("data", "destructor")
 
     releases = True
-    ending = "release()"
-    advice = "release() the references it was created or retained with"
+    advice = (
+        "destroy it, use it in a `with` block, or release() the references it was created or "
+        "retained with"
+    )
 
     def __init__(self, obj: UserObject, destructor: Callable[[Any], object], data: Any) -> None:
         super().__init__(obj, f"user object #{obj.hid.slot}.{obj.hid.generation}")
@@ -102,8 +104,12 @@ class _UserObjectRecord(HandleRecord):
             destructor(data)
 
 
-class UserObject(RefCounted, NoCopy):
+class UserObject(RefCounted, DestroyOnExit):
     """A destructor and its data, kept alive by the user and by the graphs that own it.
+
+    Like every handle it ends with ``destroy()`` or a ``with`` block, which release the
+    references the program holds (those not owned by a graph or an executable); ``release``
+    drops a given count, as ``hipUserObjectRelease``.
 
     Args:
         destructor: called once, as ``destructor(data)``, when the last reference goes.
@@ -191,6 +197,23 @@ class UserObject(RefCounted, NoCopy):
         if last:
             self._last_release()
         return last
+
+    def destroy(self) -> None:
+        """Release every reference the program holds: the count less what owners hold.
+
+        The handle's ending, as for every handle (``with`` calls it): the program is done with
+        the object. Graphs and executables that own references keep it alive, and the last of
+        them to let go runs the destructor; with no owner left, this runs it, on this thread,
+        before returning. Calling it again, or on an object whose destructor already ran, does
+        nothing (no reference is the program's any more).
+        """
+        with self._ref_lock:
+            mine = self._refcount - sum(self._owned.values())
+            if mine <= 0:
+                return
+            last = self._drop_locked(mine)
+        if last:
+            self._last_release()
 
     # -- owners (graphs, executables) --------------------------------------------------------------
 
