@@ -517,3 +517,67 @@ def test_the_engine_hooks_are_not_public(owner: type, hook: str) -> None:
     """The loop hooks are the engine's (``device.engine``); the runtime's submission and error
     hooks are private, so none of them shows in the public classes."""
     assert not hasattr(owner, hook)
+
+
+# -- the pump lets the loop turn ------------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_device_work_that_feeds_itself_lets_other_tasks_run(device: ahg.Device) -> None:
+    """A host function that launches the next one, thousands of times: the pump runs at most
+    PUMP_BUDGET packets per loop turn, so another task keeps turning meanwhile (it got three
+    turns for 2,000 calls when the pump ran everything in one turn)."""
+    from ahipgraph.device.engine import PUMP_BUDGET
+
+    stream = device.create_stream()
+    calls = PUMP_BUDGET * 8
+    turns = 0
+    seen: list[int] = []
+    done = asyncio.Event()
+
+    def host(_arg: object) -> None:
+        seen.append(turns)
+        if len(seen) < calls:
+            stream.launch_host_func_nowait(host, None)
+        else:
+            done.set()
+
+    async def ticker() -> None:
+        nonlocal turns
+        while not done.is_set():
+            turns += 1
+            await asyncio.sleep(0)
+
+    ticking = asyncio.ensure_future(ticker())
+    await stream.launch_host_func(host, None)
+    await done.wait()
+    await ticking
+    await stream.synchronize()
+    assert len(seen) == calls
+    assert seen[-1] - seen[0] >= 7  # a turn between each budget's worth of calls
+    stream.destroy()
+
+
+@pytest.mark.asyncio
+async def test_a_timeout_fires_while_device_work_feeds_itself(device: ahg.Device) -> None:
+    """``asyncio.wait_for`` around a wait on self-feeding work times out: its timer gets a
+    turn. The chain is then stopped and drains."""
+    stream = device.create_stream()
+    event = asyncio.Event()
+    stop = False
+    count = 0
+
+    def host(_arg: object) -> None:
+        nonlocal count
+        count += 1
+        if not stop:
+            stream.launch_host_func_nowait(host, None)
+
+    await stream.launch_host_func(host, None)
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(event.wait(), 0.05)
+    stop = True
+    while not stream.query():  # what the last call launched before it saw the stop
+        await stream.synchronize()
+    assert count > 1
+    stream.destroy()

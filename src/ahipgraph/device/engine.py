@@ -50,10 +50,17 @@ if TYPE_CHECKING:
     from .hwqueue import HardwareQueue
     from .signal import Signal
 
-__all__ = ["Engine", "current_loop", "running_loop"]
+__all__ = ["PUMP_BUDGET", "Engine", "current_loop", "running_loop"]
 
 # The caller's running loop or None, without raising: the one way the device layer asks.
 current_loop = asyncio._get_running_loop
+
+# Packets one turn of the pump runs before it lets the event loop turn. Device work that keeps
+# feeding itself (a host function that launches more work, again and again) would otherwise run
+# in one callback, and no other task, timeout or cancellation would get a turn until it ended;
+# a GPU runs beside the host, not instead of it. Large enough that ordinary work (a graph launch
+# is one packet per hardware queue) never notices.
+PUMP_BUDGET = 256
 
 
 def running_loop() -> asyncio.AbstractEventLoop:
@@ -234,11 +241,18 @@ class Engine:
             if self._running or self.loop is not current_loop():
                 return
             self._running = True
+        budget = PUMP_BUDGET
         try:  # the ready table is the owner thread's while ``_running`` keeps others out
             while ready:
+                if not budget:  # the rest on the loop's next turn: see PUMP_BUDGET
+                    with self.lock:
+                        loop = self.loop
+                        if self._pump is None and loop is not None and not loop.is_closed():
+                            self._pump = loop.call_soon(self._run_pump, loop)
+                    break
                 queue = next(iter(ready))
                 del ready[queue]
-                queue.run()
+                budget -= queue.run(budget)
         except BaseException:  # KeyboardInterrupt/SystemExit from user code: the rest runs later
             with self.lock:
                 loop = self.loop

@@ -158,14 +158,20 @@ class HardwareQueue:
         """Resume a parked queue (called by the signal or future its head packet waits on)."""
         self.engine.schedule(self)
 
-    def run(self) -> None:
-        """Run packets in order until the queue is empty or its head packet parks."""
+    def run(self, budget: int) -> int:
+        """Run packets in order until the queue is empty, its head packet parks, or ``budget``
+        packets ran (the rest is scheduled for the loop's next turn); returns how many ran."""
         packets = self._packets
         engine = self.engine
+        ran = 0
         while packets:
+            if ran == budget:
+                engine.schedule(self)
+                return ran
+            ran += 1
             program = packets[0]
             if not program.run(self):
-                return
+                return ran
             packets.popleft()
             self.completed += 1
             if self._room:  # a ring slot is free: wake the first task waiting for room
@@ -184,6 +190,7 @@ class HardwareQueue:
                 if packets:
                     engine.schedule(self)  # the rest still runs on a later turn
                 raise program.interrupt
+        return ran
 
     def abandon(self, error: HipError) -> None:
         """Fail every packet (their event loop closed) and run what is left on the new loop."""
