@@ -332,3 +332,38 @@ def test_interleave_hands_turns_between_loops_on_two_threads() -> None:
         thread.join(timeout=20)
     assert not any(thread.is_alive() for thread in threads)
     assert log == ["a0", "b0", "a1", "b1"]
+
+
+# -- fresh_devices nests -----------------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_a_nested_fresh_devices_block_gives_the_outer_block_its_devices_back() -> None:
+    with testing.fresh_devices(1) as (outer,):
+        x = outer.malloc(64)
+        with testing.fresh_devices(3) as inner:
+            assert ahg.device_count() == 3
+            assert outer not in inner
+            assert ahg.get_device(0) is inner[0]
+        assert ahg.device_count() == 1
+        assert ahg.get_device(0) is outer  # the same object, still usable
+        stream = outer.create_stream()
+        await stream.memset(x, 7, 64)
+        await stream.synchronize()
+        stream.destroy()
+        outer.free(x)
+    assert ahg.get_device(0) is not outer
+
+
+def test_a_fresh_devices_block_that_cannot_configure_leaves_the_table_alone() -> None:
+    with testing.fresh_devices(2) as devices:
+        with pytest.raises(ValueError, match="at least one device"), testing.fresh_devices(0):
+            pass  # pragma: no cover - never entered
+        assert [ahg.get_device(i) for i in range(2)] == devices
+
+
+def test_the_block_s_devices_are_retired_when_it_ends() -> None:
+    with testing.fresh_devices(1), testing.fresh_devices(1) as (inner,):
+        held = inner
+    with pytest.raises(ahg.HipError):
+        held.malloc(64)

@@ -33,6 +33,8 @@ __all__ = [
     "install_factory",
     "live",
     "resolve_pointer",
+    "restore_devices",
+    "take_devices",
 ]
 
 MAX_DEVICES = 64  # far more than a node has; bounds a mistyped count
@@ -89,6 +91,29 @@ def configure_devices(
     for device in dropped:
         device._retire()
     return configured
+
+
+def take_devices() -> list[DeviceBase]:
+    """Empty the table and return its devices, still alive (none is retired).
+
+    The testing kit lends the table to a block (``fresh_devices``) and puts these back after
+    it with :func:`restore_devices`, so a block nested in another (a test using a device
+    fixture) leaves the outer block its own devices. An empty table makes device 0 afresh on
+    first use, as at start-up.
+    """
+    with _devices_lock:
+        taken = list(_devices)
+        _devices.clear()
+    return taken
+
+
+def restore_devices(devices: Sequence[DeviceBase]) -> None:
+    """Put back devices :func:`take_devices` returned, and retire the ones in the table now."""
+    with _devices_lock:
+        dropped = list(_devices)
+        _devices[:] = devices
+    for device in dropped:
+        device._retire()
 
 
 def _table() -> list[DeviceBase]:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from ..core.lifecycle import collect_forgotten
 from ..device.properties import DeviceProperties
+from ..device.table import restore_devices, take_devices
 from ..exec.graph_exec import EXECS
 from ..graph.graph import GRAPHS
 from ..graph.node import NODES
@@ -147,10 +148,17 @@ def fresh_devices(
         check: raise :class:`LeakError` on exit if anything is still alive, in flight or
             allocated beyond what existed when the block began.
 
-    The devices are replaced on exit whatever happened, so left-over work never reaches the
-    next user of the devices table.
+    The block's devices are retired on exit whatever happened, so left-over work never reaches
+    the next user of the devices table, and the devices configured before the block come back:
+    a block nested in another (a test that uses the ``ahg_device`` fixture) leaves the outer
+    one its own device objects.
     """
-    configure_devices(count, properties)
+    outer = take_devices()
+    try:
+        configure_devices(count, properties)
+    except BaseException:
+        restore_devices(outer)
+        raise
     baseline = _settled(collect=check)
     failed = True
     try:
@@ -164,7 +172,7 @@ def fresh_devices(
             report = leak_report(baseline, snapshot(collect=False))
             if report is not None:  # collect only to confirm: most blocks leak nothing
                 report = leak_report(baseline, snapshot(collect=True))
-        configure_devices(1)
+        restore_devices(outer)
     if report is not None:
         raise LeakError(
             f"ahipgraph: still alive, in flight or allocated at teardown:\n{report}\n"
