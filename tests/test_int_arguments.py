@@ -22,7 +22,8 @@ import pytest
 
 import ahipgraph as ahg
 from ahipgraph.core.ints import as_int, as_optional_int, int_or_none
-from ahipgraph.testing import leak_report, snapshot
+from ahipgraph.testing import leak_report, loop_turns, snapshot, stress
+from ahipgraph.tools.launch_bench import measure_launch_host
 
 REFUSED: tuple[Any, ...] = (True, False, np.True_, np.False_, 1.0, np.float64(1.0), "1")
 
@@ -349,3 +350,170 @@ def test_graph_flags_modes_and_conditionals(device: ahg.Device) -> None:
             _check(case)
     finally:
         graph.destroy()
+
+
+def test_launch_attributes_pool_attributes_and_host_functions(device: ahg.Device) -> None:
+    x = device.malloc(64)
+    graph = ahg.Graph()
+    node = graph.add_kernel_node(store, 1, 1, (x, 1))
+    priority = ahg.KernelNodeAttribute.Priority
+
+    def set_priority(n: Any) -> Any:
+        node.set_attribute(priority, n)
+        value = node.get_attribute(priority)
+        node.set_attribute(priority, 0)
+        return value
+
+    def reads(n: Any) -> Any:
+        return ahg.host_function(print, reads=[(x, n)]).reads
+
+    try:
+        for case in [
+            # None is a null value: InvalidValue, as before
+            Case("priority attribute", set_priority, 0, none_is_default=True),
+            Case("attribute id", lambda n: node.get_attribute(n), 8, none_is_default=True),
+            Case("graph mem attribute", lambda n: device.graph_mem_attribute(n), 1),
+            Case("graph mem value", lambda n: device.set_graph_mem_attribute(1, n), 0),
+            Case("host function nbytes", reads, 16),
+            Case(
+                "kernel duration_ns",
+                lambda n: ahg.kernel(duration_ns=n)(store.body).duration_ns,
+                9,
+                none_is_default=True,
+            ),
+            Case("DeviceProperties", lambda n: ahg.DeviceProperties(compute_units=n), 4),
+            Case(
+                "DeviceProperties max_grid",
+                lambda n: ahg.DeviceProperties(max_grid=(n, 1, 1)).max_grid,
+                4,
+            ),
+            Case("CostModel", lambda n: ahg.CostModel(wave_ns=n), 7),
+        ]:
+            _check(case)
+    finally:
+        graph.destroy()
+        device.free(x)
+
+
+@pytest.mark.asyncio
+async def test_stream_copies_fills_and_memops(ahg_device: ahg.Device) -> None:
+    device = ahg_device
+    x, y = device.malloc(64), device.malloc(64)
+    stream = device.create_stream()
+    host = np.zeros(64, np.uint8)
+
+    async def memset(n: Any) -> Any:
+        await stream.memset(x, 0, 64)
+        await stream.synchronize()  # only the call under test is left to fail
+        await stream.memset(x, 7, n)
+        await stream.memcpy(host, x, 64)
+        await stream.synchronize()
+        return bytes(host)
+
+    async def memset_value(n: Any) -> Any:
+        await stream.memset(x, n, 8)
+        await stream.memcpy(host, x, 64)
+        await stream.synchronize()
+        return bytes(host)
+
+    async def memcpy(n: Any) -> Any:
+        await stream.memset(y, 0, 64)
+        await stream.memset(x, 3, 64)
+        await stream.synchronize()
+        await stream.memcpy(y, x, n)
+        await stream.memcpy(host, y, 64)
+        await stream.synchronize()
+        return bytes(host)
+
+    async def write(n: Any) -> Any:
+        await stream.write_value_32(x, n)
+        await stream.memcpy(host, x, 64)
+        await stream.synchronize()
+        return bytes(host[:4])
+
+    async def wait(n: Any) -> Any:
+        await stream.write_value_32(x, 5)
+        await stream.synchronize()
+        await stream.wait_value_32(x, n, ahg.StreamWaitFlag.GEQ)
+        await stream.synchronize()
+        return stream.query()
+
+    async def malloc_async(n: Any) -> Any:
+        ptr = await stream.malloc_async(n)
+        await stream.free_async(ptr)
+        await stream.synchronize()
+        return ptr.device
+
+    try:
+        for case in [
+            Case("memset nbytes", memset, 16),
+            Case("memset value", memset_value, 200),
+            Case("memcpy nbytes", memcpy, 32, none_is_default=True),
+            Case("write_value_32 value", write, 9),
+            Case("wait_value_32 value", wait, 4),
+            Case("malloc_async nbytes", malloc_async, 64),
+            Case("loop_turns", loop_turns, 3, none_is_default=True),
+        ]:
+            await _acheck(case)
+    finally:
+        stream.destroy()
+        device.free(x)
+        device.free(y)
+
+
+@pytest.mark.asyncio
+async def test_symbols(ahg_device: ahg.Device) -> None:
+    device = ahg_device
+    stream = device.create_stream()
+    values = np.arange(16, dtype=np.uint8)
+
+    def declare(n: Any) -> Any:
+        return ahg.device_symbol("test_int_arguments.sym", n).nbytes
+
+    async def copy(nbytes: Any = 8, offset: Any = 0) -> Any:
+        await stream.memcpy_to_symbol(SYMBOL, np.zeros(16, np.uint8))
+        await stream.synchronize()
+        await stream.memcpy_to_symbol(SYMBOL, values, nbytes, offset)
+        await stream.synchronize()
+        return bytes(SYMBOL.view(device))
+
+    async def from_symbol(n: Any) -> Any:
+        out = np.zeros(16, np.uint8)
+        await stream.memcpy_to_symbol(SYMBOL, values)
+        await stream.synchronize()
+        await stream.memcpy_from_symbol(out, SYMBOL, n)
+        await stream.synchronize()
+        return bytes(out)
+
+    try:
+        _check(Case("device_symbol nbytes", declare, 16, none_is_default=True))
+        for case in [
+            Case("to_symbol nbytes", lambda n: copy(nbytes=n), 8, none_is_default=True),
+            Case("to_symbol offset", lambda n: copy(offset=n), 4),
+            Case("from_symbol nbytes", from_symbol, 8, none_is_default=True),
+        ]:
+            await _acheck(case)
+    finally:
+        stream.destroy()
+
+
+SYMBOL = ahg.device_symbol("test_int_arguments.copies", 16)
+
+
+def test_stress_limits_and_bench_rounds() -> None:
+
+    def run(**limits: Any) -> Any:
+        report = stress(**{"seed": 1, "ops": 20, "tasks": 1, "threads": 0, **limits})
+        return report.seed, report.ops
+
+    for name, good in [("seed", 3), ("ops", 20), ("tasks", 2)]:
+        case = Case(f"stress {name}", lambda n, name=name: run(**{name: n}), good)
+        case.none_is_default = name == "ops"
+        # one twin: a stress run takes a while
+        assert case.call(np.int64(good)) == case.call(good)
+        for value in _refused(case):
+            with pytest.raises(TypeError, match=f"{name} must be an int"):
+                case.call(value)
+    for value in REFUSED:
+        with pytest.raises(TypeError, match="rounds must be an int"):
+            measure_launch_host(value)

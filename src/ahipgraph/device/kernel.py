@@ -223,10 +223,11 @@ def _check_extents(
             raise ValueError(f"kernel {kernel_name!r}: extents names {param!r}, not a pointer")
         if isinstance(length, bool):
             raise TypeError(f"kernel {kernel_name!r}: extent of {param!r} is a bool")
-        if isinstance(length, int):
-            if length < 0:
+        number = int_or_none(length)
+        if number is not None:
+            if number < 0:
                 raise ValueError(f"kernel {kernel_name!r}: extent of {param!r} is negative")
-            declared[index] = length
+            declared[index] = number
             continue
         source = position.get(length) if isinstance(length, str) else None
         if source is None:
