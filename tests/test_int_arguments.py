@@ -517,3 +517,30 @@ def test_stress_limits_and_bench_rounds() -> None:
     for value in REFUSED:
         with pytest.raises(TypeError, match="rounds must be an int"):
             measure_launch_host(value)
+
+
+def test_fault_injection_filters(device: ahg.Device) -> None:
+    from ahipgraph.testing import fail_allocations, fail_kernels
+
+    def allocations(**fixed: Any) -> Callable[[Any], Any]:
+        def call(n: Any) -> Any:
+            limits = {"count": 2, "device": 0, "nbytes": 64}
+            limits.update(dict.fromkeys(fixed, n))
+            with fail_allocations(**limits) as fault:
+                with pytest.raises(ahg.OutOfMemory):
+                    device.malloc(64)
+                return fault.remaining, fault.device, fault.nbytes, fault.hits
+
+        return call
+
+    def kernels(n: Any) -> Any:
+        with fail_kernels(n) as fault:
+            return fault.remaining
+
+    for case in [
+        Case("fail_allocations count", allocations(count=None), 2, none_is_default=True),
+        Case("fail_allocations device", allocations(device=None), 0, none_is_default=True),
+        Case("fail_allocations nbytes", allocations(nbytes=None), 64, none_is_default=True),
+        Case("fail_kernels count", kernels, 3, none_is_default=True),
+    ]:
+        _check(case)

@@ -117,7 +117,7 @@ def add_mem_alloc_node(graph: Graph, nbytes: int, device: int | None, deps: Deps
             raise InvalidValue(f"a memory-alloc node needs at least 1 byte, got {size}")
         graph._check_mem_node_allowed()
         try:
-            ordinal = get_device().ordinal if device is None else device
+            ordinal = get_device(device).ordinal  # None: the current device; a plain int
             reservation = RESERVATIONS.reserve(size, ordinal, owner=owner_key(graph))
         except InvalidDevice as error:
             raise InvalidValue(str(error)) from None
