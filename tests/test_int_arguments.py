@@ -2,9 +2,10 @@
 
 A numpy integer (``np.int64``, ``np.int32``, ``np.uint8``) is accepted wherever a plain ``int``
 is, gives the same result, and is never stored: what the runtime keeps is a plain ``int``. A
-bool (Python's or numpy's), a float, a string and None (where None is not a documented default)
-are refused with the error the API always raised, and a refused call changes nothing: the
-leak report against a snapshot taken before it is empty, and the API's own state is as it was.
+bool (Python's or numpy's), a float, a string, a device pointer and None (where None is not a
+documented default) are refused with the error the API always raised, and a refused call
+changes nothing: the leak report against a snapshot taken before it is empty, and the API's own
+state is as it was.
 
 Each case is a callable taking the integer under test; it returns what the call made (compared
 between a plain int and its numpy twins) and undoes it, so a case can run many times.
@@ -25,7 +26,17 @@ from ahipgraph.core.ints import as_int, as_optional_int, int_or_none
 from ahipgraph.testing import leak_report, loop_turns, snapshot, stress
 from ahipgraph.tools.launch_bench import measure_launch_host
 
-REFUSED: tuple[Any, ...] = (True, False, np.True_, np.False_, 1.0, np.float64(1.0), "1")
+# A DevicePtr has __index__ (for numpy) but is never an integer argument.
+REFUSED: tuple[Any, ...] = (
+    True,
+    False,
+    np.True_,
+    np.False_,
+    1.0,
+    np.float64(1.0),
+    "1",
+    ahg.DevicePtr(0, 64),
+)
 
 
 @ahg.kernel

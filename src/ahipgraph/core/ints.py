@@ -11,6 +11,10 @@ numpy 1 honest too). Floats, strings and None have no ``__index__``.
 Invariant: what the rule returns is always an exact ``int``, so no numpy scalar (or enum member)
 is stored downstream, where it could overflow silently or change the type of arithmetic.
 
+A type may have ``__index__`` without being a number: a device pointer converts to its address
+for numpy's sake, but ``malloc(ptr)`` or ``set_device(ptr)`` is a bug, as it always was. Such a
+type declares itself with :func:`not_an_int` (``core`` cannot name it: it lives a layer up).
+
 Sites with their own error (``InvalidValue`` for an unknown enum value, a message naming an enum)
 use :func:`int_or_none` and raise it; the rest use :func:`as_int`.
 """
@@ -18,10 +22,20 @@ use :func:`int_or_none` and raise it; the rest use :func:`as_int`.
 from __future__ import annotations
 
 import operator
+from typing import TypeVar
 
-__all__ = ["as_int", "as_optional_int", "int_or_none"]
+__all__ = ["as_int", "as_optional_int", "int_or_none", "not_an_int"]
 
 _BOOL_TYPE_NAMES = frozenset({"bool", "bool_"})
+_NOT_INTS: list[type] = []  # types with __index__ that are not integers (see not_an_int)
+
+_T = TypeVar("_T", bound=type)
+
+
+def not_an_int(cls: _T) -> _T:
+    """Class decorator: instances of ``cls`` are refused as integers despite ``__index__``."""
+    _NOT_INTS.append(cls)
+    return cls
 
 
 def int_or_none(value: object) -> int | None:
@@ -31,7 +45,7 @@ def int_or_none(value: object) -> int | None:
     """
     if type(value) is int:
         return value
-    if type(value).__name__ in _BOOL_TYPE_NAMES:
+    if type(value).__name__ in _BOOL_TYPE_NAMES or isinstance(value, tuple(_NOT_INTS)):
         return None
     try:
         return int(operator.index(value))  # type: ignore[arg-type]
