@@ -134,6 +134,7 @@ def _launches(x: ahg.DevicePtr) -> list[tuple[Any, Any, Any, Any, dict[str, Any]
         (store, 1, 1, (x, 1), {"shared_mem": np.int32(16)}),
         (store, 1, 1, (x, 1), {"priority": -1}),
         (store, 1, 1, (x, 1), {"priority": 0}),
+        (store, 1, 1, (x, 1), {"priority": np.int64(0)}),
         (wide, 1, 1, (x, 2**40, -3), {}),
         # bad kernels
         (None, 1, 1, (x, 1), {}),
@@ -167,7 +168,6 @@ def _launches(x: ahg.DevicePtr) -> list[tuple[Any, Any, Any, Any, dict[str, Any]
         (store, 1, 1, (x, 1), {"priority": False}),
         (store, 1, 1, (x, 1), {"priority": 2**31}),
         (store, 1, 1, (x, 1), {"priority": "0"}),
-        (store, 1, 1, (x, 1), {"priority": np.int64(0)}),
         (store, 1, 1, (x, 1), {"priority": None}),
         # bad arguments
         (store, 1, 1, (x,), {}),

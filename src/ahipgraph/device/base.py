@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ..core.ints import as_optional_int
 from .engine import Engine
 from .host_function import checked_view
 from .memory import DeviceMemory
@@ -55,8 +56,7 @@ class DeviceBase:
             raise TypeError(f"expected a DevicePtr, got {ptr!r}")
         if dtype is None:  # numpy would quietly make it float64
             raise TypeError("dtype is required")
-        if count is not None and (isinstance(count, bool) or not isinstance(count, int)):
-            raise TypeError(f"count must be an int or None, got {count!r}")
+        count = as_optional_int(count, "count", expected="an int or None")
         dt = np.dtype(dtype)
         self.memory.resolve(ptr, (count or 0) * dt.itemsize)
         view = self.memory.view(ptr.address, dt)

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.errors import InvalidValue
+from ..core.ints import as_int
 
 __all__ = ["GraphMemAttribute", "GraphMemPool", "GraphPoolStatistics"]
 
@@ -106,8 +107,7 @@ class GraphMemPool:
     def set_attribute(self, attr: Any, value: Any) -> None:
         """Reset a high-water mark to 0; anything else is InvalidValue."""
         checked = _check_attr(attr)
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"value must be an int, got {value!r}")
+        value = as_int(value, "value")
         if checked is GraphMemAttribute.UsedMemHigh and value == 0:
             self.used_high = 0
         elif checked is GraphMemAttribute.ReservedMemHigh and value == 0:
@@ -137,9 +137,8 @@ class GraphMemPool:
 
 
 def _check_attr(attr: Any) -> GraphMemAttribute:
-    if isinstance(attr, bool) or not isinstance(attr, int):
-        raise TypeError(f"attribute must be an ahg.GraphMemAttribute, got {attr!r}")
+    checked = as_int(attr, "attribute", expected="an ahg.GraphMemAttribute")
     try:
-        return GraphMemAttribute(attr)
+        return GraphMemAttribute(checked)
     except ValueError:
         raise InvalidValue(f"{attr!r} is not a graph memory attribute") from None

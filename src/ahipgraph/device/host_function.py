@@ -28,6 +28,7 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import InvalidValue
+from ..core.ints import as_int
 from .pointer import DevicePtr
 
 if TYPE_CHECKING:
@@ -48,19 +49,19 @@ def _regions(entries: Sequence[Any], what: str) -> tuple[Region, ...]:
     out: list[Region] = []
     for entry in entries:
         ptr, nbytes = (entry, None) if isinstance(entry, DevicePtr) else (None, None)
+        size: int | None = None
         if ptr is None:
             if not isinstance(entry, tuple) or len(entry) != 2:
                 raise TypeError(f"{what}: expected DevicePtr or (DevicePtr, nbytes), got {entry!r}")
             ptr, nbytes = entry
             if not isinstance(ptr, DevicePtr):
                 raise TypeError(f"{what}: expected a DevicePtr, got {ptr!r}")
-            if isinstance(nbytes, bool) or not isinstance(nbytes, int):
-                raise TypeError(f"{what}: nbytes must be an int, got {nbytes!r}")
-            if nbytes < 0:
-                raise ValueError(f"{what}: nbytes must not be negative, got {nbytes}")
+            size = as_int(nbytes, f"{what}: nbytes")
+            if size < 0:
+                raise ValueError(f"{what}: nbytes must not be negative, got {size}")
         if not ptr:
             raise ValueError(f"{what}: a null pointer touches nothing")
-        out.append((ptr, nbytes))
+        out.append((ptr, size))
     return tuple(out)
 
 

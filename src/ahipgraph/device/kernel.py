@@ -19,6 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..core.errors import InvalidConfiguration, InvalidValue
+from ..core.ints import as_int, int_or_none
 from .kernel_args import (
     ArgLayout,
     ArgType,
@@ -46,17 +47,13 @@ DimLike = int | Sequence[int]
 
 
 def _dim3(value: DimLike, what: str) -> Dim3:
-    if isinstance(value, bool):
-        raise TypeError(f"{what} must be an int or a tuple of up to 3 ints, got {value!r}")
-    if isinstance(value, int | np.integer):
-        return Dim3(int(value))
+    number = int_or_none(value)
+    if number is not None:
+        return Dim3(number)
     if isinstance(value, Sequence) and 1 <= len(value) <= 3:
-        parts = []
-        for part in value:
-            if isinstance(part, bool) or not isinstance(part, int | np.integer):
-                raise TypeError(f"{what} must be an int or a tuple of up to 3 ints, got {value!r}")
-            parts.append(int(part))
-        return Dim3(*parts)
+        parts = [int_or_none(part) for part in value]
+        if None not in parts:
+            return Dim3(*parts)  # type: ignore[arg-type]
     raise TypeError(f"{what} must be an int or a tuple of up to 3 ints, got {value!r}")
 
 
@@ -96,8 +93,7 @@ def launch_dims(
             f"grid {tuple(grid3)} x block {tuple(block3)} is {grid3.volume * block3.volume} "
             f"threads; the simulator materialises at most {max_threads} per launch"
         )
-    if isinstance(shared_mem, bool) or not isinstance(shared_mem, int):
-        raise TypeError(f"shared_mem must be an int, got {shared_mem!r}")
+    shared_mem = as_int(shared_mem, "shared_mem")
     if not 0 <= shared_mem <= max_shared_mem:
         raise InvalidValue(f"shared memory {shared_mem} outside [0, {max_shared_mem}]")
     return grid3, block3
@@ -175,8 +171,7 @@ class Kernel:
             names.append(param.name)
             types.append(arg_type)
         if duration_ns is not None:
-            if isinstance(duration_ns, bool) or not isinstance(duration_ns, int):
-                raise TypeError(f"duration_ns must be an int, got {duration_ns!r}")
+            duration_ns = as_int(duration_ns, "duration_ns")
             if duration_ns < 0:
                 raise ValueError(f"duration_ns must be non-negative, got {duration_ns!r}")
         self.body = body
@@ -228,10 +223,11 @@ def _check_extents(
             raise ValueError(f"kernel {kernel_name!r}: extents names {param!r}, not a pointer")
         if isinstance(length, bool):
             raise TypeError(f"kernel {kernel_name!r}: extent of {param!r} is a bool")
-        if isinstance(length, int):
-            if length < 0:
+        number = int_or_none(length)
+        if number is not None:
+            if number < 0:
                 raise ValueError(f"kernel {kernel_name!r}: extent of {param!r} is negative")
-            declared[index] = length
+            declared[index] = number
             continue
         source = position.get(length) if isinstance(length, str) else None
         if source is None:

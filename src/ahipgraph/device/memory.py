@@ -32,6 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..core.errors import InvalidDevicePointer, InvalidValue, OutOfMemory
+from ..core.ints import int_or_none
 from . import hooks
 from .graph_pool import GraphMemAttribute, GraphMemPool
 from .pointer import DevicePtr
@@ -128,7 +129,7 @@ class DeviceMemory:
             OutOfMemory: the device does not have ``nbytes`` free, or its address range has no
                 room left for them.
         """
-        _check_size(nbytes)
+        nbytes = _check_size(nbytes)
         if nbytes == 0:
             return DevicePtr(self.ordinal, 0)
         with self._lock:
@@ -182,7 +183,7 @@ class DeviceMemory:
             InvalidValue: ``nbytes`` is zero or negative.
             OutOfMemory: the device's address range has no room left for ``nbytes``.
         """
-        _check_size(nbytes)
+        nbytes = _check_size(nbytes)
         if nbytes == 0:
             raise InvalidValue("cannot reserve zero bytes")
         with self._lock:
@@ -330,7 +331,7 @@ class DeviceMemory:
     def _checked(
         self, ptr: DevicePtr, nbytes: int, *, reserved_ok: bool
     ) -> tuple[Allocation, npt.NDArray[np.uint8] | None]:
-        _check_size(nbytes)
+        nbytes = _check_size(nbytes)
         if not ptr:
             raise InvalidValue("null device pointer")
         with self._lock:  # a free on another thread must not change the allocation mid-lookup
@@ -438,8 +439,11 @@ class DeviceMemory:
         )
 
 
-def _check_size(nbytes: int) -> None:
-    if not isinstance(nbytes, int) or isinstance(nbytes, bool):
+def _check_size(nbytes: int) -> int:
+    """``nbytes`` as a plain int (numpy ints are accepted), refused if negative."""
+    size = int_or_none(nbytes)
+    if size is None:
         raise TypeError(f"a size must be an int, got {type(nbytes).__name__}")
-    if nbytes < 0:
-        raise InvalidValue(f"negative size {nbytes}")
+    if size < 0:
+        raise InvalidValue(f"negative size {size}")
+    return size

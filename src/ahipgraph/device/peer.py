@@ -24,6 +24,7 @@ from ..core.errors import (
     PeerAccessAlreadyEnabled,
     PeerAccessNotEnabled,
 )
+from ..core.ints import as_int
 from .base import DeviceBase
 
 __all__ = ["can_access_peer", "disable_peer_access", "enable_peer_access", "peer_of"]
@@ -78,8 +79,7 @@ def enable_peer_access(device: DeviceBase, peer: Any, flags: int = 0) -> None:
         PeerAccessAlreadyEnabled: access was already enabled (nothing changes).
     """
     other = peer_of(device, peer)
-    if isinstance(flags, bool) or not isinstance(flags, int):
-        raise TypeError(f"flags must be an int, got {flags!r}")
+    flags = as_int(flags, "flags")
     if flags != 0:
         raise InvalidValue(f"peer-access flags must be 0, got {flags}")
     with _lock:

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..core.ints import not_an_int
+
 __all__ = ["DevicePtr", "NULL"]
 
 
+@not_an_int  # its __index__ is for numpy; a pointer is never a size, count or ordinal
 class DevicePtr:
     """An address on a device. ``ptr + n`` / ``ptr - n`` move it by ``n`` bytes."""
 

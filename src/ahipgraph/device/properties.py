@@ -6,6 +6,8 @@ import enum
 import math
 from dataclasses import dataclass, field
 
+from ..core.ints import as_int, int_or_none
+
 __all__ = ["CopyKind", "CostModel", "DeviceProperties"]
 
 
@@ -54,9 +56,8 @@ class CostModel:
             "host_callback_ns",
             "stream_memop_ns",
         ):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise TypeError(f"CostModel.{name} must be an int, got {value!r}")
+            value = as_int(getattr(self, name), f"CostModel.{name}")
+            object.__setattr__(self, name, value)  # a plain int, even from a numpy one
             if value < (1 if name == "lanes_per_cu" else 0):
                 raise ValueError(f"invalid cost model: {name}={value!r}")
         for name in ("host_bytes_per_ns", "device_bytes_per_ns", "peer_bytes_per_ns"):
@@ -121,16 +122,13 @@ class DeviceProperties:
             "warp_size",
             "max_pitch",
         ):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise TypeError(f"DeviceProperties.{name} must be an int, got {value!r}")
+            value = as_int(getattr(self, name), f"DeviceProperties.{name}")
+            object.__setattr__(self, name, value)  # a plain int, even from a numpy one
         grid = self.max_grid
-        if not (
-            isinstance(grid, tuple)
-            and len(grid) == 3
-            and all(isinstance(n, int) and not isinstance(n, bool) for n in grid)
-        ):
+        parts = [int_or_none(n) for n in grid] if isinstance(grid, tuple) else []
+        if len(parts) != 3 or None in parts:
             raise TypeError(f"DeviceProperties.max_grid must be a tuple of 3 ints, got {grid!r}")
+        object.__setattr__(self, "max_grid", tuple(parts))
         if (
             self.compute_units < 1
             or self.hardware_queues < 1

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..core.errors import InvalidSymbol, InvalidValue
+from ..core.ints import as_int, int_or_none
 from .pointer import DevicePtr
 
 if TYPE_CHECKING:
@@ -117,9 +118,8 @@ def device_symbol(
     if nbytes is not None:
         if dtype is not None or shape is not None:
             raise ValueError("give either nbytes or dtype/shape, not both")
-        if isinstance(nbytes, bool) or not isinstance(nbytes, int):
-            raise TypeError(f"nbytes must be an int, got {nbytes!r}")
-        dt, dims = np.dtype(np.uint8), (nbytes,)
+        dims: tuple[int, ...] = (as_int(nbytes, "nbytes"),)
+        dt = np.dtype(np.uint8)
     else:
         if dtype is None:
             raise ValueError("give nbytes, or dtype (and optionally shape)")
@@ -127,10 +127,10 @@ def device_symbol(
         if dt.hasobject:
             raise TypeError(f"a device symbol cannot hold Python objects ({dt})")
         raw = () if shape is None else (shape if isinstance(shape, tuple) else (shape,))
-        for extent in raw:
-            if isinstance(extent, bool) or not isinstance(extent, int):
-                raise TypeError(f"shape must be ints, got {shape!r}")
-        dims = tuple(raw)
+        extents = [int_or_none(extent) for extent in raw]
+        if None in extents:
+            raise TypeError(f"shape must be ints, got {shape!r}")
+        dims = tuple(extent for extent in extents if extent is not None)
     symbol = DeviceSymbol(name, dt, dims)
     if symbol.nbytes < 1:
         raise ValueError(f"symbol {name!r} must have at least one byte, got {symbol.nbytes}")
@@ -163,16 +163,18 @@ def lookup_symbol(symbol: object) -> DeviceSymbol:
     raise InvalidSymbol(f"{symbol!r} is not a device symbol")
 
 
-def check_symbol_range(symbol: DeviceSymbol, nbytes: int, offset: int) -> None:
-    """HIP's rule: ``offset + nbytes`` must stay inside the symbol (InvalidValue)."""
-    for name, value in (("nbytes", nbytes), ("offset", offset)):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"{name} must be an int, got {value!r}")
+def check_symbol_range(symbol: DeviceSymbol, nbytes: int, offset: int) -> tuple[int, int]:
+    """HIP's rule: ``offset + nbytes`` must stay inside the symbol (InvalidValue).
+
+    Returns ``nbytes`` and ``offset`` as plain ints (numpy ints are accepted).
+    """
+    nbytes, offset = as_int(nbytes, "nbytes"), as_int(offset, "offset")
     if nbytes < 0 or offset < 0 or nbytes + offset > symbol.nbytes:
         raise InvalidValue(
             f"{nbytes} bytes at offset {offset} do not fit in {symbol.name!r} "
             f"({symbol.nbytes} bytes)"
         )
+    return nbytes, offset
 
 
 def symbol_statistics() -> dict[str, int]:

@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..core.errors import InvalidDevice, InvalidDevicePointer
+from ..core.ints import as_int
 from .base import DeviceBase
 from .current import current_ordinal, current_ordinal_now
 from .memory import DeviceMemory
@@ -71,8 +72,7 @@ def configure_devices(
         TypeError: ``count`` is not an int, or ``properties`` are not DeviceProperties.
         ValueError: ``count`` outside 1..MAX_DEVICES, or a property list of another length.
     """
-    if isinstance(count, bool) or not isinstance(count, int):
-        raise TypeError(f"count must be an int, got {count!r}")
+    count = as_int(count, "count")
     if not 1 <= count <= MAX_DEVICES:
         raise ValueError(f"need at least one device and at most {MAX_DEVICES}, got {count}")
     if isinstance(properties, Sequence):
@@ -140,8 +140,7 @@ def get_device(ordinal: int | None = None) -> DeviceBase:
         ordinal = current_ordinal()
         if ordinal >= len(table):  # the table shrank under the task's choice
             ordinal = 0
-    if isinstance(ordinal, bool) or not isinstance(ordinal, int):
-        raise TypeError(f"a device ordinal must be an int, got {ordinal!r}")
+    ordinal = as_int(ordinal, "a device ordinal")
     if not 0 <= ordinal < len(table):
         raise InvalidDevice(f"device {ordinal} does not exist ({len(table)} configured)")
     return table[ordinal]

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..core.errors import InvalidValue
+from ..core.ints import as_int
 
 if TYPE_CHECKING:
     from ..graph.node import GraphNode
@@ -37,11 +38,10 @@ def check_instantiate_flags(flags: int) -> InstantiateFlags:
     Raises:
         InvalidValue: anything but 0, AUTO_FREE_ON_LAUNCH, UPLOAD, DEVICE_LAUNCH, USE_NODE_PRIORITY.
     """
-    if isinstance(flags, bool) or not isinstance(flags, int):
-        raise TypeError(f"flags must be an int or InstantiateFlags, got {flags!r}")
-    if int(flags) not in _ACCEPTED:
+    checked = as_int(flags, "flags", expected="an int or InstantiateFlags")
+    if checked not in _ACCEPTED:
         raise InvalidValue(f"unsupported instantiate flags {flags!r} (HIP accepts one at a time)")
-    return InstantiateFlags(flags)
+    return InstantiateFlags(checked)
 
 
 class UpdateResultKind(enum.IntEnum):

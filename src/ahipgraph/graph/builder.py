@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ..core.errors import InvalidDevice, InvalidValue
+from ..core.ints import as_int
 from ..core.lifecycle import owner_key
 from ..device.pointer import DevicePtr
 from ..device.properties import CopyKind
@@ -111,14 +112,13 @@ def add_mem_alloc_node(graph: Graph, nbytes: int, device: int | None, deps: Deps
     """A memory-alloc node (``hipGraphAddMemAllocNode``): the address is reserved now."""
 
     def build() -> MemAllocParams:
-        if isinstance(nbytes, bool) or not isinstance(nbytes, int):
-            raise TypeError(f"nbytes must be an int, got {nbytes!r}")
-        if nbytes < 1:
-            raise InvalidValue(f"a memory-alloc node needs at least 1 byte, got {nbytes}")
+        size = as_int(nbytes, "nbytes")
+        if size < 1:
+            raise InvalidValue(f"a memory-alloc node needs at least 1 byte, got {size}")
         graph._check_mem_node_allowed()
         try:
-            ordinal = get_device().ordinal if device is None else device
-            reservation = RESERVATIONS.reserve(nbytes, ordinal, owner=owner_key(graph))
+            ordinal = get_device(device).ordinal  # None: the current device; a plain int
+            reservation = RESERVATIONS.reserve(size, ordinal, owner=owner_key(graph))
         except InvalidDevice as error:
             raise InvalidValue(str(error)) from None
         return MemAllocParams(reservation.ptr, reservation.nbytes, reservation.device)

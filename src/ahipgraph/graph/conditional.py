@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import InvalidValue
+from ..core.ints import as_int, int_or_none
 from ..device.conditional_arg import HandleToken
 
 if TYPE_CHECKING:
@@ -97,8 +98,7 @@ class ConditionalNodeParams:
 def make_handle(graph: Graph, default: Any, assign_default: Any) -> ConditionalHandle:
     """Check the arguments of ``graph.conditional_handle`` and make the handle."""
     graph._check_alive()
-    if isinstance(default, bool) or not isinstance(default, int):
-        raise TypeError(f"default must be an int, got {default!r}")
+    default = as_int(default, "default")
     if not 0 <= default <= _UINT32_MAX:
         raise InvalidValue(f"default {default} is not an unsigned 32-bit value")
     if not isinstance(assign_default, bool):
@@ -135,14 +135,14 @@ def check_conditional(
         raise TypeError(f"expected a handle from graph.conditional_handle(), got {handle!r}")
     if not _owns(graph, handle):
         raise InvalidValue(f"{handle!r} belongs to another graph than {graph!r}")
-    if isinstance(kind, bool) or not isinstance(kind, int):
+    number = int_or_none(kind)
+    if number is None:
         raise InvalidValue(f"{kind!r} is not a conditional node kind")
     try:
-        checked = ConditionalKind(kind)
+        checked = ConditionalKind(number)
     except ValueError:
         raise InvalidValue(f"{kind!r} is not a conditional node kind") from None
-    if isinstance(size, bool) or not isinstance(size, int):
-        raise TypeError(f"size must be an int, got {size!r}")
+    size = as_int(size, "size")
     allowed = {
         ConditionalKind.If: (1, 2),
         ConditionalKind.While: (1, 1),

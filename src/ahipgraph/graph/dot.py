@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..core.errors import InvalidValue, NotSupported, OperatingSystem
+from ..core.ints import as_int
 from ..device.pointer import DevicePtr
 from ..device.properties import CopyKind
 from ..runtime.params import HostParams, KernelParams, MemcpyParams, MemsetParams
@@ -112,8 +113,7 @@ def to_dot(graph: Graph, flags: int = 0, races: Sequence[Any] | None = None) -> 
         InvalidValue: the graph was destroyed. TypeError: ``flags`` is not an int, or
         ``races`` is not a sequence of race reports.
     """
-    if isinstance(flags, bool) or not isinstance(flags, int):
-        raise TypeError(f"flags must be an int, got {flags!r}")
+    flags = as_int(flags, "flags")
     race_lines = _race_lines(races)
     lines = ["digraph dot {"]
     with graph.lock:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import InvalidValue
+from ..core.ints import int_or_none
 from ..device.pointer import DevicePtr
 from ..runtime.event import Event
 from ..runtime.params import HostParams, KernelParams, MemcpyParams, MemsetParams
@@ -55,10 +56,11 @@ class GraphNodeParams:
 
 def check_kind(kind: Any) -> NodeType:
     """The node type ``kind`` names, if a graph can hold it (else InvalidValue)."""
-    if isinstance(kind, bool) or not isinstance(kind, int):
+    number = int_or_none(kind)
+    if number is None:
         raise InvalidValue(f"{kind!r} is not a node type")
     try:
-        node_type = NodeType(kind)
+        node_type = NodeType(number)
     except ValueError:
         raise InvalidValue(f"{kind!r} is not a node type") from None
     if node_type not in CREATABLE_NODE_TYPES:

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.errors import InvalidValue
+from ..core.ints import as_int
 from ..core.lifecycle import DestroyOnExit, HandleRecord, HandleState, owner_key, owner_of
 from ..core.refcount import RefCounted
 from ..core.registry import HandleRegistry
@@ -59,8 +60,7 @@ def check_count(count: int, what: str = "count") -> int:
     Raises:
         TypeError: ``count`` is not an int. InvalidValue: it is outside 1..INT_MAX.
     """
-    if isinstance(count, bool) or not isinstance(count, int):
-        raise TypeError(f"{what} must be an int, got {count!r}")
+    count = as_int(count, what)
     if not 1 <= count <= INT_MAX:
         raise InvalidValue(f"{what} must be in 1..{INT_MAX}, got {count}")
     return count
@@ -172,7 +172,7 @@ class UserObject(RefCounted, DestroyOnExit):
         Raises:
             InvalidValue: ``count`` is outside 1..INT_MAX.
         """
-        check_count(count)
+        count = check_count(count)
         with self._ref_lock:
             if self._refcount:
                 self._refcount += count
@@ -189,7 +189,7 @@ class UserObject(RefCounted, DestroyOnExit):
         Raises:
             InvalidValue: ``count`` is outside 1..INT_MAX.
         """
-        check_count(count)
+        count = check_count(count)
         with self._ref_lock:
             if not self._refcount or count > self._refcount:
                 return False
@@ -231,7 +231,7 @@ class UserObject(RefCounted, DestroyOnExit):
         Raises:
             InvalidValue: ``count`` out of range.
         """
-        check_count(count)
+        count = check_count(count)
         with self._ref_lock:
             if not self._refcount:
                 return False
@@ -257,7 +257,7 @@ class UserObject(RefCounted, DestroyOnExit):
             InvalidValue: ``count`` is outside 1..INT_MAX.
         """
         if count is not None:
-            check_count(count)
+            count = check_count(count)
         key = owner_key(owner)
         with self._ref_lock:
             held = self._owned.get(key, 0)

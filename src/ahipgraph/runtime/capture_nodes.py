@@ -16,6 +16,7 @@ from collections.abc import Callable, Generator, Iterable
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import StreamCaptureInvalidated, StreamCaptureUnsupported
+from ..core.ints import as_int
 from ..device.pointer import DevicePtr
 from ..device.signal import Signal
 from .capture_state import _LINKS, _LOCK, _SESSIONS, CaptureSession, CaptureStatus, _EventLink
@@ -281,8 +282,7 @@ class StreamCapture:
         """``hipMallocAsync`` captured: a MemAlloc node; its reserved address is usable now."""
         with _LOCK:
             session = self.check_active()
-            if isinstance(nbytes, bool) or not isinstance(nbytes, int):
-                raise TypeError(f"nbytes must be an int, got {nbytes!r}")
+            nbytes = as_int(nbytes, "nbytes")
             if nbytes == 0:
                 return DevicePtr(self.stream.device.ordinal, 0)
             graph = session.graph

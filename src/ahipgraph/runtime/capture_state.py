@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import InvalidValue, StreamCaptureImplicit
+from ..core.ints import int_or_none
 
 if TYPE_CHECKING:
     from ..device.pointer import DevicePtr
@@ -127,10 +128,11 @@ def exchange_capture_mode(mode: CaptureMode | int) -> CaptureMode:
 
 
 def _check_mode(mode: object) -> CaptureMode:
-    if isinstance(mode, bool) or not isinstance(mode, int):
+    checked = int_or_none(mode)
+    if checked is None:
         raise InvalidValue(f"{mode!r} is not a capture mode")
     try:
-        return CaptureMode(mode)
+        return CaptureMode(checked)
     except ValueError:
         raise InvalidValue(f"{mode!r} is not a capture mode") from None
 

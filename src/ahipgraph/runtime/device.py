@@ -132,7 +132,7 @@ class Device(DeviceBase, DeviceCopyMixin, NoCopy):
             capture_checks.unsafe_call("malloc()")
         ptr = self.memory.malloc(nbytes)
         if observe.observer is not None:
-            observe.observer.allocated(ptr, nbytes, None)
+            observe.observer.allocated(ptr, int(nbytes), None)  # checked: an int
         return ptr
 
     def free(self, ptr: DevicePtr) -> None:

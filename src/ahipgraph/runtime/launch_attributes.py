@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..core.errors import InvalidValue
+from ..core.ints import as_int
 from ..device.pointer import DevicePtr
 
 __all__ = [
@@ -102,10 +103,9 @@ def check_attribute_id(attr: Any) -> KernelNodeAttribute:
     Raises:
         InvalidValue: an int that is not a kernel-node attribute. TypeError: not an int.
     """
-    if isinstance(attr, bool) or not isinstance(attr, int):
-        raise TypeError(f"attribute must be an ahg.KernelNodeAttribute, got {attr!r}")
+    checked = as_int(attr, "attribute", expected="an ahg.KernelNodeAttribute")
     try:
-        return KernelNodeAttribute(attr)
+        return KernelNodeAttribute(checked)
     except ValueError:
         raise InvalidValue(f"{attr!r} is not a kernel node attribute") from None
 
@@ -116,21 +116,19 @@ def check_priority(priority: Any) -> int:
     Raises:
         TypeError: not an int. InvalidValue: outside ``[greatest, least]``.
     """
-    if isinstance(priority, bool) or not isinstance(priority, int):
-        raise TypeError(f"priority must be an int, got {priority!r}")
-    if not _GREATEST_PRIORITY <= priority <= _LEAST_PRIORITY:
+    checked = as_int(priority, "priority")
+    if not _GREATEST_PRIORITY <= checked <= _LEAST_PRIORITY:
         raise InvalidValue(
-            f"priority {priority} is outside the device's range "
+            f"priority {checked} is outside the device's range "
             f"[{_GREATEST_PRIORITY}, {_LEAST_PRIORITY}] (lower is more urgent)"
         )
-    return priority
+    return checked
 
 
 def _check_property(value: Any, what: str) -> AccessProperty:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{what} must be an ahg.AccessProperty, got {value!r}")
+    checked = as_int(value, what, expected="an ahg.AccessProperty")
     try:
-        return AccessProperty(value)
+        return AccessProperty(checked)
     except ValueError:
         raise InvalidValue(f"{what} {value!r} is not an access property") from None
 
@@ -148,8 +146,7 @@ def check_window(window: Any) -> AccessPolicyWindow:
     if window.base_ptr is not None and not isinstance(window.base_ptr, DevicePtr):
         raise TypeError(f"base_ptr must be a DevicePtr or None, got {window.base_ptr!r}")
     size: Any = window.num_bytes
-    if isinstance(size, bool) or not isinstance(size, int):
-        raise TypeError(f"num_bytes must be an int, got {size!r}")
+    size = as_int(size, "num_bytes")
     if not 0 <= size <= ACCESS_POLICY_MAX_WINDOW:
         raise InvalidValue(f"num_bytes {size} outside [0, {ACCESS_POLICY_MAX_WINDOW}]")
     ratio: Any = window.hit_ratio

@@ -18,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..core.errors import InvalidMemcpyDirection, InvalidValue
+from ..core.ints import as_int, as_optional_int
 from ..device.current import current_ordinal_now as _current_ordinal
 from ..device.kernel import Dim3, DimLike, Kernel, Threads, launch_dims
 from ..device.ops import CopyOp, FillOp, HostOp, KernelOp
@@ -86,12 +87,11 @@ class KernelParams:
             _, grid3, block3, threads = entry
         else:
             grid3, block3, threads = _launch_shape(props, grid, block, shared_mem)
+            shared_mem = threads.shared_mem  # a plain int even when a numpy one was given
         arg_bytes = kernel.pack(args)  # None is InvalidValue for a kernel that takes arguments
         args = () if args is None else tuple(args)
-        if type(priority) is not int and (
-            isinstance(priority, bool) or not isinstance(priority, int)
-        ):
-            raise TypeError(f"priority must be an int, got {priority!r}")
+        if type(priority) is not int:
+            priority = as_int(priority, "priority")
         if not -(2**31) <= priority < 2**31:  # HIP's launch attribute is an int
             raise ValueError(f"priority {priority} does not fit in an int")
         if cls is not KernelParams:
@@ -207,7 +207,7 @@ def _launch_shape(
         shared_mem=shared_mem,
         max_shared_mem=props.max_shared_memory_per_block,
     )
-    threads = Threads(grid3, block3, shared_mem)
+    threads = Threads(grid3, block3, int(shared_mem))  # launch_dims took it as an int
     if cacheable:
         if len(_SHAPES) >= _SHAPES_LIMIT:
             _SHAPES.clear()
@@ -373,8 +373,7 @@ class MemcpyParams:
             if not hosts:
                 raise InvalidValue("nbytes is required for a device-to-device copy")
             nbytes = min(h.nbytes for h in hosts)
-        if isinstance(nbytes, bool) or not isinstance(nbytes, int):
-            raise TypeError(f"nbytes must be an int, got {nbytes!r}")
+        nbytes = as_int(nbytes, "nbytes")
         if nbytes < 0:
             raise InvalidValue(f"negative size {nbytes}")
         for end, role in ((dst, "dst"), (src, "src")):
@@ -433,13 +432,12 @@ class MemsetParams:
             raise InvalidValue("memset destination is null")
         if not isinstance(dst, DevicePtr):
             raise TypeError(f"memset destination must be a DevicePtr, got {dst!r}")
-        if isinstance(element_size, bool) or not isinstance(element_size, int):
-            raise TypeError(f"element_size must be an int, got {element_size!r}")
+        element_size = as_int(element_size, "element_size")
         if element_size not in (1, 2, 4):
             raise InvalidValue(f"element size must be 1, 2 or 4, got {element_size!r}")
-        for name, number in (("width", width), ("height", height), ("value", value)):
-            if isinstance(number, bool) or not isinstance(number, int | np.integer):
-                raise TypeError(f"{name} must be an int, got {number!r}")
+        width, height = as_int(width, "width"), as_int(height, "height")
+        value = as_int(value, "value")
+        pitch = as_optional_int(pitch, "pitch")
         if width < 0 or height < 0:
             raise InvalidValue(f"negative memset size {width}x{height}")
         row = width * element_size

@@ -32,6 +32,7 @@ import numpy.typing as npt
 from numpy.lib.stride_tricks import as_strided
 
 from ..core.errors import InvalidMemcpyDirection, InvalidPitchValue, InvalidValue
+from ..core.ints import as_int
 from ..device.ops import CopyOp, host_bytes
 from ..device.pointer import DevicePtr
 from ..device.properties import CopyKind
@@ -61,9 +62,7 @@ class PitchedPtr:
 
 
 def _int(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer):
-        raise TypeError(f"{name} must be an int, got {value!r}")
-    return int(value)
+    return as_int(value, name)
 
 
 def _triple(value: Any, name: str) -> Triple:

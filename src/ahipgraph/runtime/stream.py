@@ -27,6 +27,7 @@ from ..core.errors import (
     InvalidHandle,
     InvalidValue,
 )
+from ..core.ints import as_int
 from ..core.lifecycle import DestroyOnExit, FactoryOnly, HandleRecord, check_live, destroyed
 from ..core.registry import HandleRegistry
 from ..core.surface import own_mixin_methods
@@ -104,8 +105,7 @@ class Stream(
         _key: object = None,
     ) -> None:
         _FACTORY.check(_key)
-        if isinstance(priority, bool) or not isinstance(priority, int):
-            raise TypeError(f"priority must be an int, got {priority!r}")
+        priority = as_int(priority, "priority")
         if not isinstance(non_blocking, bool):
             raise TypeError(f"non_blocking must be a bool, got {non_blocking!r}")
         self.device = device

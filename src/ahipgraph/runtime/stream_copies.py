@@ -89,7 +89,7 @@ def to_symbol_params(
     """A copy of ``nbytes`` from ``src`` into ``symbol`` at ``offset``, on ``device``."""
     sym = lookup_symbol(symbol)
     count = _symbol_nbytes(nbytes, src, sym.nbytes)
-    check_symbol_range(sym, count, offset)
+    count, offset = check_symbol_range(sym, count, offset)
     _symbol_kind(kind, _TO_SYMBOL, "to")
     _check_other_end(src, "src", count, kind, device)
     return MemcpyParams.make(sym.address_on(device.memory) + offset, src, count, kind)
@@ -107,7 +107,7 @@ def from_symbol_params(
     """A copy of ``nbytes`` from ``symbol`` at ``offset`` into ``dst``, on ``device``."""
     sym = lookup_symbol(symbol)
     count = _symbol_nbytes(nbytes, dst, sym.nbytes)
-    check_symbol_range(sym, count, offset)
+    count, offset = check_symbol_range(sym, count, offset)
     _symbol_kind(kind, _FROM_SYMBOL, "from")
     _check_other_end(dst, "dst", count, kind, device)
     return MemcpyParams.make(dst, sym.address_on(device.memory) + offset, count, kind)

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..core.errors import InvalidValue
+from ..core.ints import as_int
 from ..device.ops import StreamMemOpOp
 from ..device.pointer import DevicePtr
 from ..device.table import check_range, resolve_pointer
@@ -76,11 +77,10 @@ def condition_met(word: int, value: int, flag: StreamWaitFlag, mask: int, bits: 
 
 
 def _word(value: Any, bits: int, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer):
-        raise TypeError(f"{name} must be an int, got {value!r}")
-    if not 0 <= value < 1 << bits:
-        raise ValueError(f"{name} {value} does not fit in an unsigned {bits}-bit word")
-    return int(value)
+    word = as_int(value, name)
+    if not 0 <= word < 1 << bits:
+        raise ValueError(f"{name} {word} does not fit in an unsigned {bits}-bit word")
+    return word
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,15 +121,13 @@ class StreamMemOp:
             raise TypeError(f"expected a DevicePtr, got {ptr!r}")
         checked_flag: StreamWaitFlag | None = None
         if flag is not None:
-            if isinstance(flag, bool) or not isinstance(flag, int):
-                raise TypeError(f"flags must be a StreamWaitFlag, got {flag!r}")
+            number = as_int(flag, "flags", expected="a StreamWaitFlag")
             try:
-                checked_flag = StreamWaitFlag(flag)
+                checked_flag = StreamWaitFlag(number)
             except ValueError:
                 raise InvalidValue(f"{flag!r} is not a stream wait flag") from None
         else:
-            if isinstance(write_flags, bool) or not isinstance(write_flags, int):
-                raise TypeError(f"flags must be an int, got {write_flags!r}")
+            write_flags = as_int(write_flags, "flags")
             if write_flags != 0:
                 raise InvalidValue(f"stream write flags must be 0, got {write_flags}")
         word = _word(value, bits, "value")

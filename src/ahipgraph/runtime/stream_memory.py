@@ -49,7 +49,7 @@ class StreamMemoryMixin:
         stream.device.engine.claim()
         ptr = stream.device.memory.malloc(nbytes)
         if observe.observer is not None:
-            observe.observer.allocated(ptr, nbytes, stream)
+            observe.observer.allocated(ptr, int(nbytes), stream)  # checked: an int
         return ptr
 
     def _free_async(self, ptr: DevicePtr) -> Completion:

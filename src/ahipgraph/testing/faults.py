@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import OutOfMemory
+from ..core.ints import as_optional_int
 from ..device import hooks
 from ..device.ops import KernelOp
 from ..exec.compile import StrictKernelOp
@@ -51,16 +52,22 @@ __all__ = [
 ]
 
 
-def _check_optional(what: str, value: object, kind: type, minimum: int | None = None) -> None:
+def _check_name(name: object) -> None:
+    """Refuse a name filter that is not a str: it never matched."""
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"name must be str or None, got {name!r}")
+
+
+def _optional_count(what: str, value: object) -> int | None:
     """Refuse a filter that would silently match nothing or break inside the device: a negative
-    count used to inject no fault, a str count failed the kernel with a TypeError of its own,
-    and a name that is not a str never matched."""
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, kind):
-        raise TypeError(f"{what} must be {kind.__name__} or None, got {value!r}")
-    if minimum is not None and isinstance(value, int) and value < minimum:
-        raise ValueError(f"{what} must be at least {minimum}, got {value}")
+    count used to inject no fault, a str count failed the kernel with a TypeError of its own.
+
+    Returns the value as a plain int (numpy ints are accepted), or None.
+    """
+    number = as_optional_int(value, what, expected="int or None")
+    if number is not None and number < 0:
+        raise ValueError(f"{what} must be at least 0, got {number}")
+    return number
 
 
 class InjectedFault(Exception):
@@ -77,8 +84,8 @@ class KernelFault(hooks.Observer):
     """Fails matching kernel dispatches; see :func:`fail_kernels`."""
 
     def __init__(self, count: int | None, name: str | None) -> None:
-        _check_optional("count", count, int, 0)
-        _check_optional("name", name, str)
+        count = _optional_count("count", count)
+        _check_name(name)
         if name == "":
             # A kernel's name is never empty (an empty name= falls back to the function's).
             raise ValueError("name must not be empty: no kernel is named ''")
@@ -141,9 +148,9 @@ class AllocationFault(hooks.Observer):
     """Refuses matching device allocations; see :func:`fail_allocations`."""
 
     def __init__(self, count: int | None, device: int | None, nbytes: int | None) -> None:
-        _check_optional("count", count, int, 0)
-        _check_optional("device", device, int, 0)
-        _check_optional("nbytes", nbytes, int, 0)
+        count = _optional_count("count", count)
+        device = _optional_count("device", device)
+        nbytes = _optional_count("nbytes", nbytes)
         self.remaining = count
         self.device = device
         self.nbytes = nbytes

@@ -25,6 +25,7 @@ import weakref
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
+from ..core.ints import as_int
 from ..device.kernel import Kernel, Threads
 
 if TYPE_CHECKING:
@@ -238,8 +239,7 @@ async def loop_turns(turns: int = 4) -> None:
         ValueError: ``turns`` is negative: it would give no turn, and a test asserting that
             work is blocked would then pass for the wrong reason.
     """
-    if isinstance(turns, bool) or not isinstance(turns, int):
-        raise TypeError(f"turns must be an int, got {turns!r}")
+    turns = as_int(turns, "turns")
     if turns < 0:
         raise ValueError(f"turns must be at least 0, got {turns}")
     for _ in range(turns):

@@ -58,6 +58,7 @@ from ..core.errors import (
     LaunchFailure,
     OutOfMemory,
 )
+from ..core.ints import as_int, as_optional_int
 from ..device.kernel import Kernel, Threads, kernel
 from ..device.kernel_args import Ptr, int32
 from ..device.pointer import DevicePtr
@@ -473,7 +474,7 @@ def stress(
             ``duration`` not a positive finite number, negative ``tasks`` or ``threads``, or no
             worker at all; checked before anything runs.
     """
-    _check_limits(seed, ops, duration, tasks, threads)
+    seed, ops, tasks, threads = _check_limits(seed, ops, duration, tasks, threads)
     _check_callables(builders, faults, progress)
     if ops is None and duration is None:
         ops = 2_000
@@ -505,15 +506,14 @@ def stress(
 
 def _check_limits(
     seed: int, ops: int | None, duration: float | None, tasks: int, threads: int
-) -> None:
+) -> tuple[int, int | None, int, int]:
     """Refuse limits that would run something other than what was asked (a negative count
-    used to mean "none", a zero budget still ran a cycle, a NaN duration ran briefly)."""
-    counts = (("seed", seed), ("ops", ops), ("tasks", tasks), ("threads", threads))
-    for name, value in counts:
-        if (value is not None or name != "ops") and (
-            isinstance(value, bool) or not isinstance(value, int)
-        ):
-            raise TypeError(f"{name} must be an int, got {value!r}")
+    used to mean "none", a zero budget still ran a cycle, a NaN duration ran briefly).
+
+    Returns the counts as plain ints (numpy ints are accepted), ``ops`` None when not given.
+    """
+    seed, ops = as_int(seed, "seed"), as_optional_int(ops, "ops")
+    tasks, threads = as_int(tasks, "tasks"), as_int(threads, "threads")
     if ops is not None and ops < 1:
         raise ValueError(f"ops must be at least 1, got {ops}")
     if duration is not None:
@@ -525,6 +525,7 @@ def _check_limits(
         raise ValueError(f"tasks and threads must not be negative, got {tasks} and {threads}")
     if tasks + threads == 0:
         raise ValueError("stress needs at least one task or thread")
+    return seed, ops, tasks, threads
 
 
 def _check_callables(builders: object, faults: object, progress: object) -> None:

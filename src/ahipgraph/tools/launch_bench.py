@@ -15,6 +15,7 @@ import statistics
 import time
 from collections.abc import Callable
 
+from ..core.ints import as_int
 from ..device.kernel import Threads, kernel
 from ..device.kernel_args import Ptr, float32, int32
 from ..device.pointer import DevicePtr
@@ -99,8 +100,7 @@ def measure_launch_host(
         TypeError / ValueError: ``rounds`` is not an int of at least 1 (a median needs one
             figure); checked before the devices table is touched.
     """
-    if isinstance(rounds, bool) or not isinstance(rounds, int):
-        raise TypeError(f"rounds must be an int, got {rounds!r}")
+    rounds = as_int(rounds, "rounds")
     if rounds < 1:
         raise ValueError(f"rounds must be at least 1, got {rounds}")
     return asyncio.run(_measure(rounds, progress))
