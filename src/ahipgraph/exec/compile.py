@@ -22,6 +22,8 @@ from itertools import chain, repeat
 from operator import attrgetter, is_
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from ..core.errors import HipError
 from ..device.kernel import Kernel, Threads
 from ..device.ops import KernelOp, Op, SignalIndexOp, WaitSignalIndicesOp
@@ -471,11 +473,32 @@ def _emit_pending(
         items = table.nodes(pending[0])
         params_run = table.take(params, pending[0])
     else:
-        items = SegmentNodes(table, array("q", pending))
-        params_run = list(chain.from_iterable(map(partial(table.take, params), pending)))
+        ids = array("q", pending)
+        items = SegmentNodes(table, ids)
+        params_run = _take_segments(table, params, ids)
     pending.clear()
     builder.emit_kernel_run(graph, items, params_run, strand, ops)
     return params
+
+
+def _take_segments(table: SegmentTable, column: list[Any], ids: array[int]) -> list[Any]:
+    """``column``'s entries at the nodes of segments ``ids``, one segment after the other: what
+    :meth:`SegmentTable.take` gives for each, joined.
+
+    A merged run holds many short segments (a wide fork-join's branches): their node indices
+    are made with a few array operations for all of them, and the entries read in one pass,
+    rather than a slice per segment. Segments with uneven nodes are read one by one.
+    """
+    sids = np.frombuffer(ids, dtype=np.int64)
+    steps = np.frombuffer(table.step, dtype=np.int64)[sids]
+    if not steps.all():  # a segment with an uneven node list
+        return list(chain.from_iterable(map(partial(table.take, column), ids)))
+    sizes = np.frombuffer(table.size, dtype=np.int64)[sids]
+    firsts = np.frombuffer(table.first, dtype=np.int64)[sids]
+    starts = np.cumsum(sizes) - sizes  # each segment's first place in the run
+    within = np.arange(int(sizes.sum()), dtype=np.int64) - np.repeat(starts, sizes)
+    indices = np.repeat(firsts, sizes) + within * np.repeat(steps, sizes)
+    return list(map(column.__getitem__, indices.tolist()))
 
 
 def compile_plan(

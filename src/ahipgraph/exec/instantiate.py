@@ -34,7 +34,7 @@ from .flags import InstantiateFlags, check_instantiate_flags
 from .planner import Plan, plan_graph
 from .races import ExecRaces, RaceError, check_exec_graph
 from .signal_pool import SignalSetPool
-from .snapshot import ExecGraph, ExecNode, SourceMap, snapshot
+from .snapshot import ExecGraph, ExecNode, snapshot_sources
 
 if TYPE_CHECKING:
     from ..graph.graph import Graph
@@ -137,7 +137,7 @@ def instantiate(graph: Graph, request: InstantiateRequest) -> Instantiated:
     kernel_type = NodeType.Kernel  # held here: an enum member read per node costs
     with graph.lock:
         check_instantiable(graph)
-        exec_graph, originals = snapshot(graph)  # InvalidValue on a cycle, nothing created
+        exec_graph, originals = snapshot_sources(graph)  # InvalidValue on a cycle, nothing made
         # No child graph and no conditional node (every captured chain of kernels): no body to
         # copy, and the handle arguments are looked for in the kernel list made below.
         plain = exec_graph.flat and not exec_graph.has_type(NodeType.Conditional)
@@ -170,10 +170,10 @@ def instantiate(graph: Graph, request: InstantiateRequest) -> Instantiated:
         params.check_limits(device)
     races: ExecRaces | None = None
     if options.get("check_races", False):  # before anything is built: a race changes nothing
-        races, reports = check_exec_graph(exec_graph, originals, graph)
+        races, reports = check_exec_graph(exec_graph, originals.in_order(), graph)
         if reports:
             raise RaceError(reports)
-    sources = SourceMap(originals, exec_graph)  # the map is made by the first setter
+    sources = originals.source_map(exec_graph)  # the map is made by the first setter
     max_streams = min(MAX_PARALLEL_STREAMS, len(device.queues))
     plan = plan_graph(
         exec_graph,
