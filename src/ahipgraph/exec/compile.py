@@ -269,8 +269,12 @@ class _Builder:
         arena: KernelArgArena,
         num_signals: int,
         conditionals: Conditionals | None = None,
+        uniform: tuple[Kernel, Threads] | None = None,
     ) -> None:
         self.device = device
+        # Every kernel node's kernel and launch shape, when all have the same (instantiate
+        # knows): a run then needs no pass over its nodes to find out.
+        self.uniform = uniform
         self.arena = arena
         self.compiled = Compiled([], {}, {}, [], num_signals, 1)
         # A kernel's modelled cost depends on the kernel and its launch shape only, and nodes
@@ -326,7 +330,8 @@ class _Builder:
         compiled = self.compiled
         arena = self.arena
         first = params_run[0]
-        one_kernel = len(set(map(id, map(_kernel_of, params_run)))) == 1
+        uniform = self.uniform is not None
+        one_kernel = uniform or len(set(map(id, map(_kernel_of, params_run)))) == 1
         # A slot's size is its kernel's: one kernel, one size, read once.
         sizes = (
             [first.kernel.layout.size] * len(params_run)
@@ -343,8 +348,8 @@ class _Builder:
             buffers = chain.from_iterable(repeat(span[1], len(span[2])) for span in spans)
             offsets = chain.from_iterable(span[2] for span in spans)
         make = KernelOp.make
-        if (
-            one_kernel and len(set(map(id, map(_threads_of, params_run)))) == 1
+        if one_kernel and (
+            uniform or len(set(map(id, map(_threads_of, params_run)))) == 1
         ):  # one kernel, one launch shape: one cost, and the ops made without a Python loop
             count = len(items)
             cost = self._kernel_cost(first)
@@ -509,9 +514,14 @@ def compile_plan(
     *,
     auto_free: bool,
     conditionals: Conditionals | None = None,
+    uniform: tuple[Kernel, Threads] | None = None,
 ) -> Compiled:
-    """Build the per-strand replay programs of ``plan``, packing kernel arguments into ``arena``."""
-    builder = _Builder(device, arena, plan.num_signals, conditionals)
+    """Build the per-strand replay programs of ``plan``, packing kernel arguments into ``arena``.
+
+    ``uniform``: the kernel and launch shape (``Threads``) of every kernel node, when they all
+    share one (instantiate finds out as it checks launch shapes), else None.
+    """
+    builder = _Builder(device, arena, plan.num_signals, conditionals, uniform)
     compiled = builder.compiled
     compiled.unfreed_ptrs = _unfreed(graph)
     table = plan.segments

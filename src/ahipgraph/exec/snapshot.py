@@ -219,6 +219,10 @@ class ExecGraph:
         """Whether no node is a child graph (every node's op is on its own segment's strand)."""
         return id(NodeType.Graph) not in self._kinds
 
+    def only(self, node_type: NodeType) -> bool:
+        """Whether every node (child graphs' aside) is of ``node_type`` (and there is one)."""
+        return self._kinds == {id(node_type)}
+
     def has_type(self, node_type: NodeType) -> bool:
         """Whether any node (child graphs' aside) is of ``node_type``."""
         return id(node_type) in self._kinds
@@ -344,11 +348,14 @@ class Originals:
     the handle ids in insertion order and permutes the integers, not the nodes.
     """
 
-    __slots__ = ("_at", "_nodes")
+    __slots__ = ("_at", "_nodes", "params")
 
     def __init__(self, nodes: list[GraphNode], at: list[int] | None = None) -> None:
         self._nodes = nodes  # in the copy's order, or in insertion order with ``at``
         self._at = at  # the copy's position -> index in ``nodes``
+        # The nodes' parameters in the order of ``nodes`` (as read: in memory order), for
+        # what does not depend on the order (counts, whether all share one kernel).
+        self.params: list[Any] = []
 
     def __len__(self) -> int:
         return len(self._nodes)
@@ -390,6 +397,7 @@ def _copy_one(graph: Graph) -> tuple[ExecGraph, list[tuple[ExecNode, Graph]], Or
     types = list(map(_type_of, order))
     params = list(map(_params_of, order))
     ids = list(map(_id_of, order))
+    originals.params = params
     if read is not None:  # read in insertion order: the columns permuted, not the nodes
         if types.count(types[0]) != len(types):  # one type (kernels, usually): any order
             types = list(map(types.__getitem__, at))
