@@ -489,3 +489,31 @@ def test_a_merged_runs_gather_is_one_slice_per_segment(seed: int) -> None:
         got = _take_segments(table, column, ids)
         assert len(got) == len(expected)
         assert all(a is b for a, b in zip(got, expected, strict=True))
+
+
+# -- the plan's columns ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_column_plan_is_the_loops_plan(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Levels, strands, waits, signals and final waits of many segments, worked out with
+    column operations (every level's group checked at once, or a step each), equal the
+    loop's, on wide random graphs and on random exec graphs."""
+    from test_fork_join_exec import _plan_of, _random_exec_graph
+
+    rng = random.Random(seed)
+    graph = _random(rng)
+    try:
+        copies = [snapshot(graph)[0], _random_exec_graph(rng, rng.randint(2, 400))]
+    finally:
+        graph.destroy()
+    for copy in copies:
+        for max_streams in (1, 2, 3, 4):
+            with monkeypatch.context() as patch:
+                patch.setattr(planner, "_COLUMN_PLAN_MIN", 0)
+                patch.setattr(planner, "_COLUMN_GROUP_MIN", rng.choice([0, 1, 3, 16]))
+                columns = planner.plan_graph(copy, max_streams=max_streams)
+            with monkeypatch.context() as patch:
+                patch.setattr(planner, "_COLUMN_PLAN_MIN", 10**9)
+                loop = planner.plan_graph(copy, max_streams=max_streams)
+            assert _plan_of(columns) == _plan_of(loop)
