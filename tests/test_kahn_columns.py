@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import ahipgraph as ahg
 from ahipgraph.exec import kahn_columns as kc
@@ -32,6 +34,7 @@ from ahipgraph.exec.plan_check import unenforced_edges
 from ahipgraph.exec.planner import SegmentTable
 from ahipgraph.exec.snapshot import ExecGraph, snapshot, snapshot_sources
 from ahipgraph.graph.topology import ordered_columns
+from test_exec_random import dags
 
 N = 64
 
@@ -517,3 +520,53 @@ def test_the_column_plan_is_the_loops_plan(seed: int, monkeypatch: pytest.Monkey
                 patch.setattr(planner, "_COLUMN_PLAN_MIN", 10**9)
                 loop = planner.plan_graph(copy, max_streams=max_streams)
             assert _plan_of(columns) == _plan_of(loop)
+
+
+# -- every way at once, against eager results --------------------------------------------------
+
+
+@contextmanager
+def _columns_everywhere() -> Iterator[None]:
+    """The column read, the column cut and the column plan for every graph, however small."""
+    saved = planner._COLUMN_PLAN_MIN, planner._COLUMN_GROUP_MIN, planner._COLUMN_CUT_MIN
+    planner._COLUMN_PLAN_MIN, planner._COLUMN_GROUP_MIN, planner._COLUMN_CUT_MIN = 0, 2, 0
+    try:
+        with _read("columns"):
+            yield
+    finally:
+        planner._COLUMN_PLAN_MIN, planner._COLUMN_GROUP_MIN, planner._COLUMN_CUT_MIN = saved
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    "name",
+    [
+        "diamond",
+        "fork-join, six branches joined by a host node",
+        "child graph in a diamond",
+        "nested child graphs",
+        "wide level over more parallel branches than streams",
+        "two independent roots and two leaves",
+    ],
+)
+async def test_fixed_shapes_by_columns_give_eager_results(name: str) -> None:
+    from test_exec_random import SHAPES, check_graph_equals_eager
+
+    with _columns_everywhere():
+        await check_graph_equals_eager(SHAPES[name], queues=4)
+
+
+@pytest.mark.asyncio
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(specs=dags(max_nodes=20), seed=st.integers(0, 2**16), queues=st.sampled_from([2, 4]))
+async def test_random_dags_by_columns_give_eager_results(
+    specs: tuple[Any, ...], seed: int, queues: int
+) -> None:
+    from test_exec_random import check_graph_equals_eager
+
+    with _columns_everywhere():
+        await check_graph_equals_eager(specs, seed, queues)

@@ -18,8 +18,8 @@ from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from itertools import chain, repeat
-from operator import attrgetter, is_
+from itertools import chain, compress, count, repeat
+from operator import attrgetter, is_, or_
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -552,7 +552,17 @@ def compile_plan(
         # same ops in the same order, one arena placement and one run record for all of them.
         pending: list[int] = []
         if plain:  # every segment a kernel run: only waits and signals split the runs
-            for segment_id in segment_ids:
+            # The segments that wait or signal, found in one pass: the others between them
+            # join the pending run a slice at a time.
+            marked = map(
+                or_,
+                map(table.waits.__contains__, segment_ids),
+                map(table.signal.__contains__, segment_ids),
+            )
+            done = 0
+            for at in compress(count(), marked):
+                segment_id = segment_ids[at]
+                pending.extend(segment_ids[done:at])
                 waits = waits_of(segment_id)
                 if waits:
                     if pending:
@@ -563,6 +573,8 @@ def compile_plan(
                 if signal is not None:
                     params = _emit_pending(builder, graph, params, table, pending, strand, ops)
                     ops.append(SignalIndexOp(signal))
+                done = at + 1
+            pending.extend(segment_ids[done:])
         for segment_id in () if plain else segment_ids:  # the general case
             waits = waits_of(segment_id)
             if waits:
