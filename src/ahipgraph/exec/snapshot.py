@@ -13,8 +13,9 @@ is unknown (``InvalidValue``), as in HIP.
 is. A larger graph of another shape (a wide fork-join) is read in insertion order, one pass
 per field, and its columns are permuted into Kahn's order by positions
 (:mod:`~ahipgraph.exec.kahn_columns`): walking the nodes themselves in Kahn's order would visit
-one node of every branch per round, far apart in memory. Small graphs, and graphs of many
-narrow rounds, are walked node by node (``ordered_columns``). All three give the same copy.
+one node of every branch per round, far apart in memory. Small graphs, graphs whose nodes
+rarely link to the node beside them, and graphs of many narrow rounds are walked node by node
+(``ordered_columns``). All three ways give the same copy.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from array import array
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from itertools import compress, islice, repeat
 from operator import attrgetter, is_, is_not
@@ -111,7 +112,7 @@ class ExecGraph:
         # executable holds a reference to each, as HIP's clone does.
         self.user_objects: list[UserObject] = [] if user_objects is None else user_objects
         self._dependents: list[list[int]] | None = None
-        self._ids: Sequence[int] = [node.id for node in nodes]
+        self._ids = [node.id for node in nodes]
         self._types = [node.type for node in nodes]
         self._kinds = frozenset(map(id, self._types))
         self._params: list[Any] | None = None  # the records hold them
@@ -122,7 +123,7 @@ class ExecGraph:
     def _from_columns(
         cls,
         graph_id: int,
-        ids: Sequence[int],
+        ids: list[int],
         types: list[NodeType],
         params: list[Any],
         dep: array[int],
@@ -508,7 +509,7 @@ class SourceMap(Mapping[HandleId, ExecNode]):
         # HandleId tuples would each be an object the garbage collector tracks) and the copies,
         # until the map replaces them: one field, so a reader always sees one or the other whole.
         # The copy is kept whole: its records are made when the map is (see ExecGraph.nodes).
-        self._state: tuple[Sequence[int], Sequence[int], ExecGraph] | dict[HandleId, ExecNode] = (
+        self._state: tuple[list[int], list[int], ExecGraph] | dict[HandleId, ExecNode] = (
             list(map(_handle_row, originals)),
             list(map(_handle_generation, originals)),
             copy,
