@@ -18,9 +18,11 @@ from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from itertools import chain, repeat
-from operator import attrgetter, is_
+from itertools import chain, compress, count, repeat
+from operator import attrgetter, is_, or_
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from ..core.errors import HipError
 from ..device.kernel import Kernel, Threads
@@ -267,8 +269,12 @@ class _Builder:
         arena: KernelArgArena,
         num_signals: int,
         conditionals: Conditionals | None = None,
+        uniform: tuple[Kernel, Threads] | None = None,
     ) -> None:
         self.device = device
+        # Every kernel node's kernel and launch shape, when all have the same (instantiate
+        # knows): a run then needs no pass over its nodes to find out.
+        self.uniform = uniform
         self.arena = arena
         self.compiled = Compiled([], {}, {}, [], num_signals, 1)
         # A kernel's modelled cost depends on the kernel and its launch shape only, and nodes
@@ -324,7 +330,8 @@ class _Builder:
         compiled = self.compiled
         arena = self.arena
         first = params_run[0]
-        one_kernel = len(set(map(id, map(_kernel_of, params_run)))) == 1
+        uniform = self.uniform is not None
+        one_kernel = uniform or len(set(map(id, map(_kernel_of, params_run)))) == 1
         # A slot's size is its kernel's: one kernel, one size, read once.
         sizes = (
             [first.kernel.layout.size] * len(params_run)
@@ -341,8 +348,8 @@ class _Builder:
             buffers = chain.from_iterable(repeat(span[1], len(span[2])) for span in spans)
             offsets = chain.from_iterable(span[2] for span in spans)
         make = KernelOp.make
-        if (
-            one_kernel and len(set(map(id, map(_threads_of, params_run)))) == 1
+        if one_kernel and (
+            uniform or len(set(map(id, map(_threads_of, params_run)))) == 1
         ):  # one kernel, one launch shape: one cost, and the ops made without a Python loop
             count = len(items)
             cost = self._kernel_cost(first)
@@ -471,11 +478,32 @@ def _emit_pending(
         items = table.nodes(pending[0])
         params_run = table.take(params, pending[0])
     else:
-        items = SegmentNodes(table, array("q", pending))
-        params_run = list(chain.from_iterable(map(partial(table.take, params), pending)))
+        ids = array("q", pending)
+        items = SegmentNodes(table, ids)
+        params_run = _take_segments(table, params, ids)
     pending.clear()
     builder.emit_kernel_run(graph, items, params_run, strand, ops)
     return params
+
+
+def _take_segments(table: SegmentTable, column: list[Any], ids: array[int]) -> list[Any]:
+    """``column``'s entries at the nodes of segments ``ids``, one segment after the other: what
+    :meth:`SegmentTable.take` gives for each, joined.
+
+    A merged run holds many short segments (a wide fork-join's branches): their node indices
+    are made with a few array operations for all of them, and the entries read in one pass,
+    rather than a slice per segment. Segments with uneven nodes are read one by one.
+    """
+    sids = np.frombuffer(ids, dtype=np.int64)
+    steps = np.frombuffer(table.step, dtype=np.int64)[sids]
+    if not steps.all():  # a segment with an uneven node list
+        return list(chain.from_iterable(map(partial(table.take, column), ids)))
+    sizes = np.frombuffer(table.size, dtype=np.int64)[sids]
+    firsts = np.frombuffer(table.first, dtype=np.int64)[sids]
+    starts = np.cumsum(sizes) - sizes  # each segment's first place in the run
+    within = np.arange(int(sizes.sum()), dtype=np.int64) - np.repeat(starts, sizes)
+    indices = np.repeat(firsts, sizes) + within * np.repeat(steps, sizes)
+    return list(map(column.__getitem__, indices.tolist()))
 
 
 def compile_plan(
@@ -486,9 +514,14 @@ def compile_plan(
     *,
     auto_free: bool,
     conditionals: Conditionals | None = None,
+    uniform: tuple[Kernel, Threads] | None = None,
 ) -> Compiled:
-    """Build the per-strand replay programs of ``plan``, packing kernel arguments into ``arena``."""
-    builder = _Builder(device, arena, plan.num_signals, conditionals)
+    """Build the per-strand replay programs of ``plan``, packing kernel arguments into ``arena``.
+
+    ``uniform``: the kernel and launch shape (``Threads``) of every kernel node, when they all
+    share one (instantiate finds out as it checks launch shapes), else None.
+    """
+    builder = _Builder(device, arena, plan.num_signals, conditionals, uniform)
     compiled = builder.compiled
     compiled.unfreed_ptrs = _unfreed(graph)
     table = plan.segments
@@ -519,7 +552,17 @@ def compile_plan(
         # same ops in the same order, one arena placement and one run record for all of them.
         pending: list[int] = []
         if plain:  # every segment a kernel run: only waits and signals split the runs
-            for segment_id in segment_ids:
+            # The segments that wait or signal, found in one pass: the others between them
+            # join the pending run a slice at a time.
+            marked = map(
+                or_,
+                map(table.waits.__contains__, segment_ids),
+                map(table.signal.__contains__, segment_ids),
+            )
+            done = 0
+            for at in compress(count(), marked):
+                segment_id = segment_ids[at]
+                pending.extend(segment_ids[done:at])
                 waits = waits_of(segment_id)
                 if waits:
                     if pending:
@@ -530,6 +573,8 @@ def compile_plan(
                 if signal is not None:
                     params = _emit_pending(builder, graph, params, table, pending, strand, ops)
                     ops.append(SignalIndexOp(signal))
+                done = at + 1
+            pending.extend(segment_ids[done:])
         for segment_id in () if plain else segment_ids:  # the general case
             waits = waits_of(segment_id)
             if waits:

@@ -34,7 +34,7 @@ from .flags import InstantiateFlags, check_instantiate_flags
 from .planner import Plan, plan_graph
 from .races import ExecRaces, RaceError, check_exec_graph
 from .signal_pool import SignalSetPool
-from .snapshot import ExecGraph, ExecNode, SourceMap, snapshot
+from .snapshot import ExecGraph, ExecNode, snapshot_sources
 
 if TYPE_CHECKING:
     from ..graph.graph import Graph
@@ -137,16 +137,23 @@ def instantiate(graph: Graph, request: InstantiateRequest) -> Instantiated:
     kernel_type = NodeType.Kernel  # held here: an enum member read per node costs
     with graph.lock:
         check_instantiable(graph)
-        exec_graph, originals = snapshot(graph)  # InvalidValue on a cycle, nothing created
+        exec_graph, originals = snapshot_sources(graph)  # InvalidValue on a cycle, nothing made
         # No child graph and no conditional node (every captured chain of kernels): no body to
         # copy, and the handle arguments are looked for in the kernel list made below.
         plain = exec_graph.flat and not exec_graph.has_type(NodeType.Conditional)
         conditionals = None if plain else prepare_conditionals(exec_graph)  # bodies, handles
     if plain:  # the columns: no node record is made
         kinds, every_params = exec_graph.types(), exec_graph.params_column()
-        kernels = list(compress(every_params, map(is_, kinds, repeat(kernel_type))))
+        if exec_graph.only(kernel_type):  # kernel nodes only (most large graphs): no test each
+            kernels = every_params  # read only, as the column is
+            # The same parameters in the order the copy read them (memory order, for a graph
+            # put in Kahn's order by positions): for what does not depend on the order.
+            read = originals.params
+        else:
+            kernels = list(compress(every_params, map(is_, kinds, repeat(kernel_type))))
+            read = kernels
         # Each kernel, once, with its node count (kernels hash by identity, in C).
-        per_kernel = Counter(map(_kernel_of, kernels))
+        per_kernel = Counter(map(_kernel_of, read))
         conditionals = prepare_plain(kernels, per_kernel)  # None: no handle argument
     if conditionals is not None or not plain:
         if conditionals is None and exec_graph.flat:  # the columns: no node record is made
@@ -155,6 +162,7 @@ def instantiate(graph: Graph, request: InstantiateRequest) -> Instantiated:
             every = exec_graph.walk() if conditionals is None else conditionals.walk(exec_graph)
             kinds, every_params = [n.type for n in every], [n.params for n in every]
         kernels = list(compress(every_params, map(is_, kinds, repeat(kernel_type))))
+        read = kernels
         per_kernel = Counter(map(_kernel_of, kernels))
     # Added against the default device's limits; this executable runs on its own. Nodes of one
     # launch shape pass or fail alike: check each shape once, in the order nodes first have it.
@@ -162,7 +170,14 @@ def instantiate(graph: Graph, request: InstantiateRequest) -> Instantiated:
     # per shape, see runtime/params.py; a Threads hashes by identity): one node per Threads
     # first, in the order nodes first have it, then one per shape, without a key tuple made
     # per node.
-    by_threads = list(dict(zip(map(_threads_of, kernels), kernels, strict=True)).values())
+    threads = list(map(_threads_of, read))
+    uniform: tuple[Any, Any] | None = None  # the one kernel and launch shape of every node
+    if threads and threads.count(threads[0]) == len(threads):  # identity first, in C
+        by_threads = read[:1]
+        if len(per_kernel) == 1:
+            uniform = (read[0].kernel, threads[0])
+    else:
+        by_threads = list(dict(zip(map(_threads_of, kernels), kernels, strict=True)).values())
     shapes = zip(
         map(_grid, by_threads), map(_block, by_threads), map(_shared_mem, by_threads), strict=True
     )
@@ -170,10 +185,10 @@ def instantiate(graph: Graph, request: InstantiateRequest) -> Instantiated:
         params.check_limits(device)
     races: ExecRaces | None = None
     if options.get("check_races", False):  # before anything is built: a race changes nothing
-        races, reports = check_exec_graph(exec_graph, originals, graph)
+        races, reports = check_exec_graph(exec_graph, originals.in_order(), graph)
         if reports:
             raise RaceError(reports)
-    sources = SourceMap(originals, exec_graph)  # the map is made by the first setter
+    sources = originals.source_map(exec_graph)  # the map is made by the first setter
     max_streams = min(MAX_PARALLEL_STREAMS, len(device.queues))
     plan = plan_graph(
         exec_graph,
@@ -202,6 +217,7 @@ def instantiate(graph: Graph, request: InstantiateRequest) -> Instantiated:
             arena,
             auto_free=flags is InstantiateFlags.AUTO_FREE_ON_LAUNCH,
             conditionals=conditionals,
+            uniform=uniform,
         )
         pool = SignalSetPool(
             plan.num_signals,

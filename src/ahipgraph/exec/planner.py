@@ -340,12 +340,21 @@ def _priorities(graph: ExecGraph, table: SegmentTable) -> None:
             table.priority[sid] = best
 
 
+# From this many segments on, levels, strands and the sync plan's common case are worked out
+# with column operations (see _plan_columns).
+_COLUMN_PLAN_MIN = 64
+# A level's segments on one strand, from this many on, are checked for waits in one operation.
+_COLUMN_GROUP_MIN = 16
+
+
 def plan_graph(graph: ExecGraph, *, max_streams: int = 4, use_priority: bool = False) -> Plan:
     """Plan ``graph`` for execution over at most ``max_streams`` parallel strands."""
     if max_streams < 1:
         raise ValueError(f"max_streams must be >= 1, got {max_streams}")
     table = _cut_segments(graph)
     count = len(table)
+    if count >= _COLUMN_PLAN_MIN and not use_priority:
+        return _plan_columns(table, max_streams)
     dep, multi = table.dep, table.multi
     # Levels, in segment order (a segment's dependencies come before it).
     level = [0] * count
@@ -433,6 +442,162 @@ def plan_graph(graph: ExecGraph, *, max_streams: int = 4, use_priority: bool = F
     table.strand = array("i", strand)
     table.position = array("i", position)
     return Plan(table, strands, next_signal, start_signal, final_waits, len(by_level))
+
+
+def _plan_columns(table: SegmentTable, max_streams: int) -> Plan:
+    """:func:`plan_graph`'s levels, strands and sync plan for many segments (a wide
+    fork-join's branches), with column operations where the loop does a step per segment.
+
+    The same plan: a segment's level is its nearest ancestor through lone dependencies that
+    has none or several (an *anchor*: its level is worked out in a loop over the anchors) plus
+    the number of steps to it (pointer doubling); each level's segments go round-robin over
+    the strands as the loop deals them; and the vector clocks are the loop's, with a segment's
+    done clock held as a shared copy of its strand's clock and its own position, so the common
+    case (nothing to wait for, checked for a level's segments on a strand at once) copies
+    nothing. Only segments that wait take a step of Python each.
+    """
+    count = len(table)
+    dep = np.frombuffer(table.dep, dtype=np.int64)
+    multi = table.multi
+    # Levels: the anchors' in a loop, the rest from their anchor.
+    lone = dep >= 0
+    anchor = np.where(lone, dep, np.arange(count, dtype=np.int64))
+    steps = lone.astype(np.int64)
+    while True:
+        further = anchor[anchor]
+        if np.array_equal(further, anchor):
+            break
+        steps = steps + steps[anchor]
+        anchor = further
+    anchors = np.flatnonzero(~lone).tolist()
+    anchor_level: dict[int, int] = {}
+    anchor_of, steps_of = anchor.tolist(), steps.tolist()
+    for sid in anchors:  # ascending: a dependency's anchor comes before
+        anchor_level[sid] = 1 + max(
+            (anchor_level[anchor_of[d]] + steps_of[d] for d in multi[sid]), default=-1
+        )
+    levels_of_anchors = np.zeros(count, dtype=np.int64)
+    levels_of_anchors[anchors] = [anchor_level[sid] for sid in anchors]
+    level = levels_of_anchors[anchor] + steps
+    per_level = np.bincount(level)
+    width = int(per_level.max())
+    num_strands = max(1, min(max_streams, width))
+    # Strands: each level's segments (ascending ids) dealt round-robin, as the loop deals them.
+    order = np.argsort(level, kind="stable")
+    starts = np.cumsum(per_level) - per_level
+    within = np.arange(count, dtype=np.int64) - np.repeat(starts, per_level)
+    strand_sorted = within % num_strands
+    dealt = np.maximum(
+        0, (per_level[:, np.newaxis] - np.arange(num_strands) + num_strands - 1) // num_strands
+    )
+    before = np.cumsum(dealt, axis=0) - dealt  # each strand's segments in the levels before
+    strand = np.empty(count, dtype=np.int64)
+    position = np.empty(count, dtype=np.int64)
+    strand[order] = strand_sorted
+    position[order] = before[level[order], strand_sorted] + within // num_strands
+    strands = [
+        array("i", order[strand_sorted == k].astype(np.int32).tobytes()) for k in range(num_strands)
+    ]
+
+    # The sync plan: the loop's vector clocks. done_base[b] is a clock shared by the segments
+    # whose base is b; a segment's done clock is it with its own strand's entry its position.
+    strand_of, position_of, dep_of = strand.tolist(), position.tolist(), dep.tolist()
+    known = [[-1] * num_strands for _ in range(num_strands)]
+    done_base: list[list[int]] = []
+    base_of = np.zeros(count, dtype=np.int64)
+    waits = table.waits
+    producers: set[int] = set()
+
+    def done_clock(sid: int) -> list[int]:
+        clock = list(done_base[base_of[sid]])
+        clock[strand_of[sid]] = position_of[sid]
+        return clock
+
+    def wait_step(sid: int, k: int, clock: list[int]) -> None:
+        """The loop's step for a segment that may wait (a join, or a dependency not known)."""
+        lone_dep = dep_of[sid]
+        sources: Sequence[int]
+        if lone_dep >= 0:
+            sources = (lone_dep,)
+        else:  # the latest on each strand first: it covers the earlier ones
+            sources = sorted(multi[sid], key=position_of.__getitem__, reverse=True)
+        for source in sources:
+            source_strand = strand_of[source]
+            if source_strand == k or clock[source_strand] >= position_of[source]:
+                continue
+            waits.setdefault(sid, []).append(source)
+            producers.add(source)
+            for j, seen in enumerate(done_clock(source)):
+                if seen > clock[j]:
+                    clock[j] = seen
+        clock[k] = position_of[sid]
+        base_of[sid] = len(done_base)
+        done_base.append(clock.copy())
+
+    for start, size in zip(starts.tolist(), per_level.tolist(), strict=True):
+        ids = order[start : start + size]
+        for k in range(min(num_strands, size)):
+            clock = known[k]
+            group = ids[k::num_strands]
+            at = 0
+            while at < len(group):
+                rest = group[at:]
+                if len(rest) < _COLUMN_GROUP_MIN:  # a step each, as the loop
+                    shared = -1  # the base of the segments since the last wait, if any
+                    for sid in rest.tolist():
+                        lone_dep = dep_of[sid]
+                        if lone_dep >= 0 and (
+                            strand_of[lone_dep] == k
+                            or clock[strand_of[lone_dep]] >= position_of[lone_dep]
+                        ):
+                            clock[k] = position_of[sid]
+                            if shared < 0:
+                                shared = len(done_base)
+                                done_base.append(clock.copy())
+                            base_of[sid] = shared
+                            continue
+                        wait_step(sid, k, clock)
+                        shared = -1
+                    break
+                deps = dep[rest]
+                safe = np.maximum(deps, 0)
+                known_now = np.array(clock, dtype=np.int64)
+                quiet = (deps >= 0) & (
+                    (strand[safe] == k) | (known_now[strand[safe]] >= position[safe])
+                )
+                stops = np.flatnonzero(~quiet)
+                run = int(stops[0]) if len(stops) else len(rest)
+                if run:  # nothing to wait for: one shared base, the strand's clock moves on
+                    clock[k] = int(position[rest[run - 1]])
+                    base_of[rest[:run]] = len(done_base)
+                    done_base.append(clock.copy())
+                if run < len(rest):
+                    wait_step(int(rest[run]), k, clock)
+                at += run + 1
+
+    final_waits: list[int] = []
+    join_clock = list(known[0]) if num_strands > 1 else []
+    for k in range(1, num_strands):
+        if not strands[k]:
+            continue
+        last = strands[k][-1]
+        if join_clock[k] >= position_of[last]:
+            continue
+        final_waits.append(last)
+        producers.add(last)
+        for j, seen in enumerate(done_clock(last)):
+            if seen > join_clock[j]:
+                join_clock[j] = seen
+
+    start_signal = 0 if num_strands > 1 else None
+    next_signal = 1 if num_strands > 1 else 0
+    for sid in sorted(producers):
+        table.signal[sid] = next_signal
+        next_signal += 1
+    table.level = array("i", level.astype(np.int32).tobytes())
+    table.strand = array("i", strand.astype(np.int32).tobytes())
+    table.position = array("i", position.astype(np.int32).tobytes())
+    return Plan(table, strands, next_signal, start_signal, final_waits, len(per_level))
 
 
 class SegmentNodes(Sequence[int]):

@@ -8,6 +8,14 @@ Child graphs are copied recursively.
 ``sources`` maps each original node's handle to its copy: the exec-side setters find nodes
 through it, so a node of another graph, a node added after instantiation or a node of a clone
 is unknown (``InvalidValue``), as in HIP.
+
+**Reading order.** A chain in insertion order is its own topological order and is read as it
+is. A larger graph of another shape (a wide fork-join) is read in insertion order, one pass
+per field, and its columns are permuted into Kahn's order by positions
+(:mod:`~ahipgraph.exec.kahn_columns`): walking the nodes themselves in Kahn's order would visit
+one node of every branch per round, far apart in memory. Small graphs, graphs whose nodes
+rarely link to the node beside them, and graphs of many narrow rounds are walked node by node
+(``ordered_columns``). All three ways give the same copy.
 """
 
 from __future__ import annotations
@@ -25,12 +33,21 @@ from ..core.registry import HandleId
 from ..graph.node import GraphNode
 from ..graph.node_type import NodeType
 from ..graph.topology import ordered_columns
+from .kahn_columns import kahn_columns
 
 if TYPE_CHECKING:
     from ..graph.graph import Graph
     from ..lifetime.user_object import UserObject
 
-__all__ = ["ExecGraph", "ExecNode", "SourceMap", "snapshot", "source_map"]
+__all__ = [
+    "ExecGraph",
+    "ExecNode",
+    "Originals",
+    "SourceMap",
+    "snapshot",
+    "snapshot_sources",
+    "source_map",
+]
 
 _new_object = object.__new__
 _hid = attrgetter("hid")
@@ -203,6 +220,10 @@ class ExecGraph:
         """Whether no node is a child graph (every node's op is on its own segment's strand)."""
         return id(NodeType.Graph) not in self._kinds
 
+    def only(self, node_type: NodeType) -> bool:
+        """Whether every node (child graphs' aside) is of ``node_type`` (and there is one)."""
+        return self._kinds == {id(node_type)}
+
     def has_type(self, node_type: NodeType) -> bool:
         """Whether any node (child graphs' aside) is of ``node_type``."""
         return id(node_type) in self._kinds
@@ -283,22 +304,32 @@ def snapshot(graph: Graph) -> tuple[ExecGraph, list[GraphNode]]:
     Raises:
         InvalidValue: the graph was destroyed or has a cycle (in it or in a child graph).
     """
+    copy, originals = snapshot_sources(graph)
+    return copy, originals.in_order()
+
+
+def snapshot_sources(graph: Graph) -> tuple[ExecGraph, Originals]:
+    """:func:`snapshot`, with the original nodes as :class:`Originals` (what instantiate keeps
+    as its source map), not a list in the copy's order.
+
+    Raises:
+        InvalidValue: the graph was destroyed or has a cycle (in it or in a child graph).
+    """
     with contextlib.ExitStack() as locks:
         locks.enter_context(graph.lock)
         graph._check_alive()
-        top_order: list[GraphNode] = []
         copies: list[tuple[ExecGraph, list[ExecGraph]]] = []  # each copy and its children
-        top = _copy_one(graph, top_order)
-        pending = [top]
+        top_copy, top_children, top_originals = _copy_one(graph)
+        pending = [(top_copy, top_children)]
         while pending:
             copy, source_children = pending.pop()
             children: list[ExecGraph] = []
             for node, child_graph in source_children:
                 locks.enter_context(child_graph.lock)
-                child = _copy_one(child_graph, [])
-                node.child = child[0]
-                children.append(child[0])
-                pending.append(child)
+                child_copy, grandchildren, _ = _copy_one(child_graph)
+                node.child = child_copy
+                children.append(child_copy)
+                pending.append((child_copy, grandchildren))
             copies.append((copy, children))
         # Each copy owns its children's user objects too: fold them in, deepest first.
         for copy, children in reversed(copies):
@@ -306,24 +337,73 @@ def snapshot(graph: Graph) -> tuple[ExecGraph, list[GraphNode]]:
             for child_copy in children:
                 owned.update(dict.fromkeys(child_copy.user_objects))
             copy.user_objects = list(owned)
-        return top[0], top_order
+        return top_copy, top_originals
 
 
-def _copy_one(
-    graph: Graph, order_out: list[GraphNode]
-) -> tuple[ExecGraph, list[tuple[ExecNode, Graph]]]:
+class Originals:
+    """The nodes a copy was made from, in the copy's order (read on first use).
+
+    A graph read in insertion order keeps its nodes in that order with the copy's order as
+    positions (see :mod:`~ahipgraph.exec.kahn_columns`); the list in the copy's order is made
+    only when something asks for it (the race check, ``snapshot``). :meth:`source_map` reads
+    the handle ids in insertion order and permutes the integers, not the nodes.
+    """
+
+    __slots__ = ("_at", "_nodes", "params")
+
+    def __init__(self, nodes: list[GraphNode], at: list[int] | None = None) -> None:
+        self._nodes = nodes  # in the copy's order, or in insertion order with ``at``
+        self._at = at  # the copy's position -> index in ``nodes``
+        # The nodes' parameters in the order of ``nodes`` (as read: in memory order), for
+        # what does not depend on the order (counts, whether all share one kernel).
+        self.params: list[Any] = []
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+    def in_order(self) -> list[GraphNode]:
+        """The nodes in the copy's order."""
+        at = self._at
+        return self._nodes if at is None else list(map(self._nodes.__getitem__, at))
+
+    def source_map(self, copy: ExecGraph) -> SourceMap:
+        """The :class:`SourceMap` of ``copy`` (made from these nodes)."""
+        at = self._at
+        if at is None:
+            return SourceMap(self._nodes, copy)
+        rows = list(map(_handle_row, self._nodes))
+        generations = list(map(_handle_generation, self._nodes))
+        if generations.count(generations[0]) != len(generations):  # one generation: any order
+            generations = list(map(generations.__getitem__, at))
+        return SourceMap._of_rows(list(map(rows.__getitem__, at)), generations, copy)
+
+
+def _copy_one(graph: Graph) -> tuple[ExecGraph, list[tuple[ExecNode, Graph]], Originals]:
     """Copy one graph's nodes (its lock held); child-graph nodes are left for the caller."""
     # A chain in insertion order (what one capturing stream makes) is its own topological
-    # order: its columns are known without the walk. Anything else: InvalidValue on a cycle;
-    # the dependency columns are made by the same walk.
+    # order: its columns are known without the walk. A larger graph of another shape is read
+    # in insertion order and permuted by positions (see the module notes); the rest are
+    # walked. Anything else: InvalidValue on a cycle.
     columns = _chain_columns(graph)
-    order, first, multi = ordered_columns(graph) if columns is None else columns
-    order_out.extend(order)
+    read = kahn_columns(graph) if columns is None else None
+    if read is None:
+        order, first, multi = ordered_columns(graph) if columns is None else columns
+        originals = Originals(order)
+    else:
+        order, first, multi = read.nodes, read.first, read.multi
+        at = read.order.tolist()
+        originals = Originals(order, at)
     # Under the graph's lock, with the graph alive, every node is alive too: read the fields
     # directly instead of through the accessors' per-call handle checks.
     types = list(map(_type_of, order))
     params = list(map(_params_of, order))
     ids = list(map(_id_of, order))
+    originals.params = params
+    if read is not None:  # read in insertion order: the columns permuted, not the nodes
+        if types.count(types[0]) != len(types):  # one type (kernels, usually): any order
+            types = list(map(types.__getitem__, at))
+        params = list(map(params.__getitem__, at))
+        ids = list(map(ids.__getitem__, at))
     copy = ExecGraph._from_columns(
         graph.id, ids, types, params, first, multi, list(graph.user_objects())
     )
@@ -333,7 +413,7 @@ def _copy_one(
             if exec_node.type is NodeType.Graph:
                 params_any: Any = exec_node.params
                 children.append((exec_node, params_any.graph))
-    return copy, children
+    return copy, children, originals
 
 
 def _chain_columns(
@@ -434,6 +514,14 @@ class SourceMap(Mapping[HandleId, ExecNode]):
             list(map(_handle_generation, originals)),
             copy,
         )
+
+    @classmethod
+    def _of_rows(cls, rows: list[int], generations: list[int], copy: ExecGraph) -> SourceMap:
+        """The map of ``copy`` from its originals' registry rows and generations, in the
+        copy's order (what the constructor reads from the nodes themselves)."""
+        made = _new_object(cls)
+        made._state = (rows, generations, copy)
+        return made
 
     def _made(self) -> dict[HandleId, ExecNode]:
         state = self._state
