@@ -255,3 +255,25 @@ def test_random_dag_back_edge_makes_a_cycle(
             graph.nodes()
         graph.remove_dependencies(nodes[j], nodes[i])  # type: ignore[arg-type]
         assert len(graph.nodes()) == count
+
+
+def test_edge_lists_may_be_any_iterable_as_deps_may() -> None:
+    graph = ahg.Graph()
+    a, b, c = (graph.add_empty_node() for _ in range(3))
+    graph.add_dependencies((node for node in (a, b)), iter([c, c]))
+    assert set(c.dependencies()) == {a, b}
+    graph.remove_dependencies(iter([a]), (node for node in [c]))
+    assert c.dependencies() == [b]
+    graph.destroy()
+
+
+@pytest.mark.parametrize("bad", [5, 1.5, object()])
+def test_an_edge_list_that_is_no_iterable_is_named_in_the_error(bad: object) -> None:
+    graph = ahg.Graph()
+    a = graph.add_empty_node()
+    with pytest.raises(TypeError, match="to_nodes must be a GraphNode or an iterable"):
+        graph.add_dependencies(a, bad)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="from_nodes must be a GraphNode or an iterable"):
+        graph.remove_dependencies(bad, a)  # type: ignore[arg-type]
+    assert graph.edges() == []
+    graph.destroy()

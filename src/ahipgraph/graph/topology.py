@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from array import array
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from itertools import compress, repeat
 from operator import attrgetter, is_not
 from typing import TYPE_CHECKING, Any
@@ -270,8 +270,20 @@ def _pairs(
     from_nodes: Sequence[GraphNode] | GraphNode | None,
     to_nodes: Sequence[GraphNode] | GraphNode | None,
 ) -> list[tuple[GraphNode, GraphNode]]:
-    froms = [from_nodes] if from_nodes is None or isinstance(from_nodes, GraphNode) else from_nodes
-    tos = [to_nodes] if to_nodes is None or isinstance(to_nodes, GraphNode) else to_nodes
+    froms = _ends(from_nodes, "from_nodes")
+    tos = _ends(to_nodes, "to_nodes")
     if len(froms) != len(tos):
         raise ValueError(f"{len(froms)} from-nodes but {len(tos)} to-nodes")
     return list(zip(froms, tos, strict=True))  # type: ignore[arg-type]
+
+
+def _ends(nodes: object, what: str) -> Sequence[object]:
+    """One side of an edge list: a node (or None, refused later as a null node), a list or
+    tuple, or any other iterable of nodes (read once, as ``deps=`` reads one)."""
+    if nodes is None or isinstance(nodes, GraphNode):
+        return [nodes]
+    if isinstance(nodes, list | tuple):
+        return nodes
+    if not isinstance(nodes, Iterable):
+        raise TypeError(f"{what} must be a GraphNode or an iterable of them, got {nodes!r}")
+    return list(nodes)
