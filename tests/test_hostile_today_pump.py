@@ -1,0 +1,191 @@
+"""Hostile programs against the pump's turn boundary (``device/engine.py``, ``hwqueue.py``).
+
+The pump runs at most ``PUMP_BUDGET`` packets per loop turn and leaves the rest to the next
+turn. These tests put what a program can do exactly at that boundary: a Ctrl-C from a host
+function, a loop stopped or closed between turns, another thread's loop taking the device,
+cancellation, events and synchronisation spanning turns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+import ahipgraph as ahg
+from ahipgraph.device.engine import PUMP_BUDGET
+
+
+def _queue_calls(stream: ahg.Stream, count: int, host: object) -> None:
+    for i in range(count):
+        stream.launch_host_func_nowait(host, i)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("at", [PUMP_BUDGET - 1, PUMP_BUDGET, PUMP_BUDGET + 1, 2 * PUMP_BUDGET])
+@pytest.mark.parametrize("error", [KeyboardInterrupt, SystemExit])
+def test_ctrl_c_from_a_host_function_at_the_turn_boundary(
+    at: int, error: type[BaseException]
+) -> None:
+    """The interrupt reaches the loop's caller once, the stream reports the failed call once,
+    and every other call runs once, in order, when the loop runs again."""
+    device = ahg.get_device(0)
+    seen: list[int] = []
+    total = 3 * PUMP_BUDGET
+
+    def host(i: int) -> None:
+        seen.append(i)
+        if i == at:
+            raise error
+
+    loop = asyncio.new_event_loop()
+    try:
+        stream = device.create_stream()
+
+        async def enqueue() -> None:
+            _queue_calls(stream, total, host)
+            await asyncio.Event().wait()  # no wait on the stream: the failure stays unreported
+
+        task = loop.create_task(enqueue())
+        with pytest.raises(error):
+            loop.run_until_complete(task)
+        assert seen == list(range(at + 1))
+        task.cancel()
+
+        async def rest() -> None:
+            with pytest.raises(ahg.LaunchFailure, match=error.__name__):
+                await stream.synchronize()
+            await stream.synchronize()  # reported once
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
+        loop.run_until_complete(rest())
+        assert seen == list(range(total))
+        stream.destroy()
+    finally:
+        loop.close()
+
+
+def test_a_loop_stopped_between_turns_runs_the_rest_when_run_again() -> None:
+    device = ahg.get_device(0)
+    seen: list[int] = []
+    loop = asyncio.new_event_loop()
+
+    def host(i: int) -> None:
+        seen.append(i)
+        if i == PUMP_BUDGET - 1:
+            loop.stop()  # the last packet of the first turn
+
+    try:
+        stream = device.create_stream()
+
+        async def enqueue() -> None:
+            _queue_calls(stream, 2 * PUMP_BUDGET, host)
+            await stream.synchronize()
+
+        task = loop.create_task(enqueue())
+        with pytest.raises(RuntimeError, match="stopped"):
+            loop.run_until_complete(task)
+        assert seen == list(range(PUMP_BUDGET))
+        assert not stream.query()
+
+        # Another thread's loop cannot take the device while the work waits for its turn.
+        errors: list[BaseException] = []
+
+        def other() -> None:
+            async def take() -> None:
+                await device.synchronize()
+
+            try:
+                asyncio.run(take())
+            except BaseException as exc:  # reported to the test
+                errors.append(exc)
+
+        thread = threading.Thread(target=other)
+        thread.start()
+        thread.join(30)
+        assert len(errors) == 1, errors
+        assert isinstance(errors[0], ahg.IllegalState), errors
+        assert seen == list(range(PUMP_BUDGET))
+
+        loop.run_until_complete(stream.synchronize())
+        assert seen == list(range(2 * PUMP_BUDGET))
+        loop.run_until_complete(task)
+        stream.destroy()
+    finally:
+        loop.close()
+
+
+def test_a_loop_closed_between_turns_fails_the_rest_on_the_next_loop() -> None:
+    device = ahg.get_device(0)
+    seen: list[int] = []
+    first = asyncio.new_event_loop()
+
+    def host(i: int) -> None:
+        seen.append(i)
+        if i == PUMP_BUDGET - 1:
+            first.stop()
+
+    try:
+        stream = device.create_stream()
+        event = device.create_event()
+
+        async def enqueue() -> None:
+            _queue_calls(stream, 2 * PUMP_BUDGET, host)
+            await stream.record_event(event)
+            await stream.synchronize()
+
+        with pytest.raises(RuntimeError, match="stopped"):
+            first.run_until_complete(enqueue())
+    finally:
+        first.close()
+    assert seen == list(range(PUMP_BUDGET))
+
+    async def after() -> None:
+        with pytest.raises(ahg.HipError):
+            await stream.synchronize()
+        await device.synchronize()
+        assert stream.query()
+        assert event.query()
+        # the device serves the new loop as usual
+        more: list[int] = []
+        await stream.launch_host_func(more.append, 1)
+        await stream.synchronize()
+        assert more == [1]
+        event.destroy()
+        stream.destroy()
+
+    asyncio.run(after())
+    assert seen == list(range(PUMP_BUDGET))  # the abandoned calls never ran
+
+
+@pytest.mark.asyncio
+async def test_events_and_synchronize_across_turns(device: ahg.Device) -> None:
+    """An event recorded after work spanning several turns completes only after all of it;
+    ``device.synchronize`` returns once everything enqueued before it is done; a task
+    cancelled while waiting takes nothing with it."""
+    seen: list[int] = []
+    per = PUMP_BUDGET + 3  # each stream's work alone spans two turns
+    streams = [device.create_stream() for _ in range(6)]
+    events = [device.create_event() for _ in streams]
+    for stream, event in zip(streams, events, strict=True):
+        _queue_calls(stream, per, seen.append)
+        await stream.record_event(event)
+    waiter = asyncio.ensure_future(streams[0].synchronize())
+    await asyncio.sleep(0)
+    assert not waiter.done()
+    waiter.cancel()
+    assert not all(event.query() for event in events)
+    await device.synchronize()
+    assert all(event.query() for event in events)
+    assert len(seen) == per * len(streams)
+    with pytest.raises(asyncio.CancelledError):
+        await waiter
+    # a wait on the last event in the order the streams completed
+    for stream in streams:
+        await stream.wait_event(events[-1])
+        await stream.synchronize()
+    for event in events:
+        event.destroy()
+    for stream in streams:
+        stream.destroy()
