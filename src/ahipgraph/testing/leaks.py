@@ -156,10 +156,12 @@ def fresh_devices(
     outer = take_devices()
     try:
         configure_devices(count, properties)
+        # Inside the guard: its collection runs finalizers, and a Ctrl-C landing there must
+        # still give the outer block its devices back.
+        baseline = _settled(collect=check)
     except BaseException:
         restore_devices(outer)
         raise
-    baseline = _settled(collect=check)
     failed = True
     try:
         # Yielded, not kept in a local: a test that drops these devices (by reconfiguring) must
