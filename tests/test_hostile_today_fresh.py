@@ -102,3 +102,27 @@ def test_nested_twice_in_a_thread(device: ahg.Device) -> None:
     thread.join(30)
     assert seen == [True, True]
     assert ahg.get_device(0) is device
+
+
+def test_ctrl_c_while_the_inner_block_checks_for_leaks_gives_the_outer_devices_back(
+    device: ahg.Device,
+) -> None:
+    def profile(frame: FrameType, event: str, arg: Any) -> None:
+        if event == "c_return" and arg is gc.collect:
+            sys.setprofile(None)
+            raise KeyboardInterrupt
+
+    leaked: list[ahg.Stream] = []
+
+    def block() -> None:
+        with fresh_devices() as (inner,):
+            leaked.append(inner.create_stream())  # a leak: the exit check collects to confirm
+            sys.setprofile(profile)
+
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            block()
+    finally:
+        sys.setprofile(None)
+    assert ahg.get_device(0) is device
+    leaked[0].destroy()

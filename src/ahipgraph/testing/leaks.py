@@ -170,11 +170,13 @@ def fresh_devices(
         failed = False
     finally:
         report = None
-        if check and not failed:
-            report = leak_report(baseline, snapshot(collect=False))
-            if report is not None:  # collect only to confirm: most blocks leak nothing
-                report = leak_report(baseline, snapshot(collect=True))
-        restore_devices(outer)
+        try:
+            if check and not failed:
+                report = leak_report(baseline, snapshot(collect=False))
+                if report is not None:  # collect only to confirm: most blocks leak nothing
+                    report = leak_report(baseline, snapshot(collect=True))
+        finally:  # a Ctrl-C in that collection still gives the outer block its devices
+            restore_devices(outer)
     if report is not None:
         raise LeakError(
             f"ahipgraph: still alive, in flight or allocated at teardown:\n{report}\n"
