@@ -107,3 +107,37 @@ def test_a_moved_reference_is_the_owners_not_the_programs() -> None:
     assert ran == []
     graph.destroy()
     assert ran == ["m"]
+
+
+def test_a_forgotten_object_in_a_cycle_whose_finalizer_then_destroys_it() -> None:
+    """A user object dropped in a reference cycle with an object whose ``__del__`` destroys
+    it: the collector runs the forgotten-handle finalizer first (weak references before
+    ``__del__``), which runs the destructor with a warning; the ``destroy()`` that follows
+    must then do nothing, not fail on a destructor already taken."""
+    ran = threading.Event()
+    calls: list[int] = []
+    errors: list[BaseException] = []
+
+    def destructor(_data: object) -> None:
+        calls.append(1)
+        ran.set()
+
+    class Holder:
+        def __init__(self) -> None:
+            self.me = self
+            self.obj = ahg.UserObject(destructor)
+
+        def __del__(self) -> None:
+            ran.wait(30)  # the forgotten-handle finalizer's run comes first
+            try:
+                self.obj.destroy()
+            except BaseException as exc:  # reported to the test, not swallowed as unraisable
+                errors.append(exc)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)  # the forgotten object's warning
+        Holder()
+        gc.collect()
+    assert ran.is_set()
+    assert errors == []
+    assert calls == [1]
