@@ -16,7 +16,9 @@ from typing import Any
 
 import pytest
 
+import ahipgraph as ahg
 from ahipgraph.core import gcpause
+from ahipgraph.graph import graph as graph_module
 
 try:
     import uvloop
@@ -192,3 +194,106 @@ def test_collect_and_disable_inside_a_burst() -> None:
     finally:
         gc.enable()
         gc.unfreeze()
+
+
+# -- builds where the program does not expect them ------------------------------------------------
+
+
+@ahg.kernel
+def noop(t: ahg.Threads, n: ahg.int32) -> None:
+    """Does nothing: only building is exercised."""
+
+
+SMALL_BULK = 50
+
+
+@pytest.fixture
+def small_bulk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bulk build (one that pauses the collector) from SMALL_BULK nodes."""
+    monkeypatch.setattr(graph_module, "BULK_BUILD_NODES", SMALL_BULK)
+
+
+def _build(size: int) -> ahg.Graph:
+    graph = ahg.Graph()
+    for i in range(size):
+        graph.add_kernel_node(noop, 1, 1, (i,))
+    return graph
+
+
+@pytest.mark.asyncio
+@pytest.mark.usefixtures("collector", "small_bulk")
+async def test_a_build_inside_a_host_function_ends_its_pause(device: ahg.Device) -> None:
+    built: list[ahg.Graph] = []
+    paused: list[bool] = []
+
+    def host(_arg: object) -> None:
+        built.append(_build(SMALL_BULK * 2))
+        paused.append(gcpause.is_paused())
+
+    with device.create_stream() as stream:
+        await stream.launch_host_func(host, None)
+        await stream.synchronize()
+    assert paused == [True]  # the pump's turn is the burst ...
+    assert not gcpause.is_paused()  # ... and the loop's next turn ended it
+    built[0].destroy()
+
+
+@pytest.mark.parametrize("factory", LOOPS)
+@pytest.mark.usefixtures("collector", "small_bulk")
+def test_a_build_inside_a_finalizer_run_by_the_settle_pass(
+    factory: Callable[[], asyncio.AbstractEventLoop],
+) -> None:
+    """A finalizer run by the settle pass builds a bulk graph: it neither nests a second
+    pause nor leaves one behind."""
+    built: list[ahg.Graph] = []
+
+    class Holder:
+        def __init__(self) -> None:
+            self.me = self
+
+        def __del__(self) -> None:
+            built.append(_build(SMALL_BULK * 2))
+
+    async def burst() -> list[list[int]]:
+        gcpause.pause_until_yield()
+        keep: list[list[int]] = [[] for _ in range(BULK)]
+        Holder()
+        await asyncio.sleep(0)
+        return keep
+
+    loop = factory()
+    try:
+        loop.run_until_complete(burst())
+    finally:
+        loop.close()
+    gc.collect()  # the settle pass may have been a young one
+    assert len(built) == 1
+    assert not gcpause.is_paused()
+    built[0].destroy()
+
+
+@pytest.mark.usefixtures("collector")
+def test_callbacks_cleared_mid_burst_and_the_loop_run_again() -> None:
+    """A program that empties gc.callbacks during a burst whose loop stops: the loop's next
+    run still ends the pause, and the callbacks stay as the program left them (empty)."""
+    saved = list(gc.callbacks)
+    loop = asyncio.new_event_loop()
+    try:
+
+        def build() -> None:
+            gcpause.pause_until_yield()
+            gc.callbacks.clear()
+            loop.stop()
+
+        loop.call_soon(build)
+        loop.run_forever()
+        assert gcpause.is_paused()
+        gc.collect()  # no callback left to end it: the loop must
+        assert gcpause.is_paused()
+        loop.call_soon(loop.stop)
+        loop.run_forever()
+        assert not gcpause.is_paused()
+        assert gc.callbacks == []
+    finally:
+        loop.close()
+        gc.callbacks[:] = saved
