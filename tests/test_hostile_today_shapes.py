@@ -167,3 +167,58 @@ async def test_an_odd_shape_runs_in_edge_order_and_after_update(
         stream.destroy()
         graph.destroy()
         twin.destroy()
+
+
+@pytest.mark.usefixtures("columns_everywhere")
+def test_instantiate_while_another_thread_edits_the_graph() -> None:
+    """Each executable is one consistent copy of the graph: every edge it holds is enforced,
+    and its node count is one the graph had (between the counts before and after)."""
+    import random
+    import threading
+
+    from ahipgraph.exec.plan_check import unenforced_edges
+
+    graph = ahg.Graph()
+    nodes = [graph.add_empty_node()]
+    for _ in range(300):
+        nodes.append(graph.add_empty_node(deps=[nodes[-1]]))
+    stop = threading.Event()
+    errors: list[BaseException] = []
+    rng = random.Random(5)
+
+    def edit() -> None:
+        try:
+            for _ in range(2000):  # bounded: the copies stay small
+                if stop.is_set():
+                    return
+                fresh = graph.add_empty_node(deps=[rng.choice(nodes)])
+                nodes.append(fresh)
+                a, b = rng.sample(range(len(nodes) - 1), 2)
+                src, dst = nodes[min(a, b)], nodes[max(a, b)]
+                if dst in src.dependents():
+                    graph.remove_dependencies(src, dst)
+                    graph.add_dependencies(src, dst)  # removed and put back
+                else:
+                    graph.add_dependencies(src, dst)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    editor = threading.Thread(target=edit)
+    made: list[ahg.GraphExec] = []
+    editor.start()
+    try:
+        for _ in range(20):
+            before = len(nodes)
+            executable = graph.instantiate()
+            after = len(nodes)
+            made.append(executable)
+            assert unenforced_edges(executable) == []
+            # ``nodes`` grows just after each add: the copy may hold one more than it showed
+            assert before <= executable.statistics().nodes <= after + 1
+    finally:
+        stop.set()
+        editor.join(30)
+        for executable in made:
+            executable.destroy()
+        graph.destroy()
+    assert errors == []
