@@ -189,3 +189,37 @@ async def test_events_and_synchronize_across_turns(device: ahg.Device) -> None:
         event.destroy()
     for stream in streams:
         stream.destroy()
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("before", [PUMP_BUDGET - 2, PUMP_BUDGET - 1, PUMP_BUDGET])
+async def test_a_packet_that_parks_at_the_budget_resumes_in_order(
+    device: ahg.Device, before: int
+) -> None:
+    """Stream A's wait on an event is its ``before + 1``-th packet (parking exactly at the
+    budget for ``before = PUMP_BUDGET - 1``); the event is recorded on stream B after a host
+    call of B's, later. A's calls after the wait all run after B's call, in order."""
+    order: list[str] = []
+    gate = asyncio.Event()
+    a, b = device.create_stream(), device.create_stream()
+    event = device.create_event()
+    try:
+        await b.launch_host_func(lambda _: gate.wait(), None)  # an async host call: B waits
+        await b.launch_host_func(order.append, "b")
+        await b.record_event(event)
+        _queue_calls(a, before, lambda i: order.append(f"a{i}"))
+        await a.wait_event(event)
+        _queue_calls(a, 5, lambda i: order.append(f"z{i}"))
+        for _ in range(4):  # several turns: A parks, B waits on the gate
+            await asyncio.sleep(0)
+        assert "b" not in order
+        assert not any(entry.startswith("z") for entry in order)
+        gate.set()
+        await device.synchronize()
+        assert order.index("b") < order.index("z0")
+        assert [e for e in order if e.startswith("z")] == [f"z{i}" for i in range(5)]
+        assert [e for e in order if e.startswith("a")] == [f"a{i}" for i in range(before)]
+    finally:
+        event.destroy()
+        a.destroy()
+        b.destroy()
