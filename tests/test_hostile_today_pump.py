@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from typing import Any
 
 import pytest
 
@@ -223,3 +224,70 @@ async def test_a_packet_that_parks_at_the_budget_resumes_in_order(
         event.destroy()
         a.destroy()
         b.destroy()
+
+
+def test_a_graph_launch_behind_the_budget_when_the_loop_closes() -> None:
+    """A graph launch queued behind more than a turn's worth of work, its loop closed after
+    the first turn: the handle fails on the next loop, the executable's pools come back to
+    where they were, and the executable launches again."""
+    device = ahg.get_device(0)
+    seen: list[int] = []
+    ran: list[str] = []
+    first = asyncio.new_event_loop()
+
+    def host(i: int) -> None:
+        seen.append(i)
+        if i == PUMP_BUDGET - 1:
+            first.stop()
+
+    graph = ahg.Graph()
+    node = graph.add_host_node(ran.append, ("graph",))
+    graph.add_host_node(ran.append, ("graph2",), deps=[node])
+    executable = graph.instantiate()
+    baseline = executable.statistics()
+    stream = device.create_stream()
+    handles: list[Any] = []
+
+    async def enqueue() -> None:
+        _queue_calls(stream, PUMP_BUDGET + 10, host)
+        handles.append(await executable.launch(stream))
+        await stream.synchronize()
+
+    try:
+        task = first.create_task(enqueue())
+        with pytest.raises(RuntimeError, match="stopped"):
+            first.run_until_complete(task)
+        task.cancel()
+    finally:
+        first.close()
+    assert ran == []
+
+    async def after() -> None:
+        with pytest.raises(ahg.HipError):
+            await handles[0]
+        with pytest.raises(ahg.IllegalState, match="closed"):
+            await device.synchronize()  # the stream's unreported failure, reported once
+        await stream.synchronize()
+        await device.synchronize()
+        now = executable.statistics()
+        assert now.in_flight == 0
+        pool, pool0 = now.signal_pool, baseline.signal_pool
+        assert (pool.sets, pool.free, pool.in_use, pool.waiters) == (
+            pool0.sets,
+            pool0.free,
+            pool0.in_use,
+            pool0.waiters,
+        )
+        assert (now.arena.live_slots, now.arena.bytes_reserved) == (
+            baseline.arena.live_slots,
+            baseline.arena.bytes_reserved,
+        )
+        await (await executable.launch(stream))
+        assert ran == ["graph", "graph2"]
+
+    try:
+        asyncio.run(after())
+    finally:
+        executable.destroy()
+        graph.destroy()
+        stream.destroy()
