@@ -141,3 +141,34 @@ def test_a_forgotten_object_in_a_cycle_whose_finalizer_then_destroys_it() -> Non
     assert ran.is_set()
     assert errors == []
     assert calls == [1]
+
+
+@pytest.mark.parametrize("error", [KeyboardInterrupt, SystemExit, ValueError])
+def test_a_destructor_raising_at_graph_destroy_leaves_no_other_object_owned(
+    error: type[BaseException],
+) -> None:
+    """Destroying a graph gives back every user object it owns (its children's too), even
+    when a destructor raises a KeyboardInterrupt; the first error comes out after."""
+    ran: list[str] = []
+
+    def bad(_data: object) -> None:
+        ran.append("bad")
+        raise error("destructor")
+
+    graph = ahg.Graph()
+    child = ahg.Graph()
+    child_obj = ahg.UserObject(ran.append, "child")
+    child.retain_user_object(child_obj, move=True)
+    graph.add_child_graph_node(child)
+    child.destroy()
+    objects = [
+        ahg.UserObject(bad),
+        ahg.UserObject(ran.append, "a"),
+        ahg.UserObject(ran.append, "b"),
+    ]
+    for obj in objects:
+        graph.retain_user_object(obj, move=True)
+    with pytest.raises(error, match="destructor"):
+        graph.destroy()
+    assert sorted(ran) == ["a", "b", "bad", "child"]
+    assert not any(obj.alive for obj in [*objects, child_obj])

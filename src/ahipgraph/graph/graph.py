@@ -968,7 +968,7 @@ class Graph(DestroyOnExit):
             for obj in owned:
                 try:
                     obj._disown(graph)
-                except Exception as error:
+                except BaseException as error:  # a Ctrl-C in one destructor: the rest still run
                     errors.append(error)
         if errors:
             try:
