@@ -297,3 +297,23 @@ def test_callbacks_cleared_mid_burst_and_the_loop_run_again() -> None:
     finally:
         loop.close()
         gc.callbacks[:] = saved
+
+
+@pytest.mark.parametrize("factory", LOOPS)
+@pytest.mark.usefixtures("collector")
+def test_a_loop_stopped_by_its_burst_then_closed_ends_the_pause(
+    factory: Callable[[], asyncio.AbstractEventLoop],
+) -> None:
+    """Closing the loop drops the queued end of the pause, which ends it as it is freed,
+    while the program still holds the closed loop."""
+    loop = factory()
+
+    def build() -> None:
+        gcpause.pause_until_yield()
+        loop.stop()
+
+    loop.call_soon(build)
+    loop.run_forever()
+    loop.close()
+    assert not gcpause.is_paused()
+    assert loop.is_closed()
