@@ -291,3 +291,36 @@ def test_a_graph_launch_behind_the_budget_when_the_loop_closes() -> None:
         executable.destroy()
         graph.destroy()
         stream.destroy()
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("queues", [1, 3, 16])
+async def test_many_streams_over_few_or_many_hardware_queues(ahg_devices: Any, queues: int) -> None:
+    """Thirty streams of more than a turn's work each, over 1, 3 or 16 hardware queues: each
+    stream's calls run in its order, every stream completes, and another task keeps getting
+    turns meanwhile."""
+    (device,) = ahg_devices(1, ahg.DeviceProperties(hardware_queues=queues))
+    per = PUMP_BUDGET + 1
+    streams = [device.create_stream() for _ in range(30)]
+    seen: dict[int, list[int]] = {k: [] for k in range(len(streams))}
+    turns = 0
+    done = asyncio.Event()
+
+    async def ticker() -> None:
+        nonlocal turns
+        while not done.is_set():
+            turns += 1
+            await asyncio.sleep(0)
+
+    ticking = asyncio.ensure_future(ticker())
+    try:
+        for k, stream in enumerate(streams):
+            _queue_calls(stream, per, seen[k].append)
+        await device.synchronize()
+    finally:
+        done.set()
+        await ticking
+        for stream in streams:
+            stream.destroy()
+    assert all(calls == list(range(per)) for calls in seen.values())
+    assert turns >= (per * len(streams)) // PUMP_BUDGET - 1
