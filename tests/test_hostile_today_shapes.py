@@ -78,7 +78,21 @@ def _child_graphs(graph: ahg.Graph, add: Callable[[int], ahg.GraphNode]) -> None
     graph.add_dependencies(nodes, [last] * 5)
 
 
+def _conditional_and_memory(graph: ahg.Graph, add: Callable[[int], ahg.GraphNode]) -> None:
+    first = add(0)
+    handle = graph.conditional_handle(1)
+    node, (body,) = graph.add_conditional_node(handle, ahg.ConditionalKind.If, deps=[first])
+    body.add_empty_node()
+    alloc = graph.add_mem_alloc_node(256, deps=[first])
+    middle = [add(i) for i in range(1, 6)]
+    graph.add_dependencies([alloc] * 5, middle)
+    free = graph.add_mem_free_node(alloc.params.ptr, deps=middle)
+    last = add(6)
+    graph.add_dependencies([node, free], [last, last])
+
+
 SHAPES: dict[str, Shape] = {
+    "conditional_and_memory": _conditional_and_memory,
     "roots_and_sinks": _roots_and_sinks,
     "diamonds": _diamonds,
     "interleaved_fork_join": _interleaved_fork_join,
@@ -154,9 +168,17 @@ async def test_an_odd_shape_runs_in_edge_order_and_after_update(
             _respects_edges(graph, labels, ran)
             # the same shape built again: an update takes its parameters (its host nodes'
             # argument list), and the next launch runs the twin's callbacks in edge order
+            ran.clear()
+            if name == "conditional_and_memory":
+                # an executable keeps its conditional bodies: the update is refused whole,
+                # and the executable runs as before
+                with pytest.raises(ahg.GraphExecUpdateFailure, match="conditional"):
+                    executable.update(twin)
+                await (await executable.launch(stream))
+                _respects_edges(graph, labels, ran)
+                return
             result: Any = executable.update(twin)
             assert result is not None
-            ran.clear()
             await (await executable.launch(stream))
             assert ran == []
             _respects_edges(twin, twin_labels, twin_ran)
