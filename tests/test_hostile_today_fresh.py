@@ -126,3 +126,13 @@ def test_ctrl_c_while_the_inner_block_checks_for_leaks_gives_the_outer_devices_b
         sys.setprofile(None)
     assert ahg.get_device(0) is device
     leaked[0].destroy()
+
+
+@pytest.mark.parametrize(("count", "error"), [(0, ValueError), (True, TypeError), (1.0, TypeError)])
+def test_a_bad_inner_configuration_changes_nothing(
+    device: ahg.Device, count: Any, error: type[Exception]
+) -> None:
+    with pytest.raises(error), fresh_devices(count):
+        pytest.fail("the block must not run")
+    assert ahg.device_count() == 1
+    assert ahg.get_device(0) is device
