@@ -99,7 +99,7 @@ def _leave(settle: bool = False) -> None:
     pass runs outside the lock: the finalizers it calls may take other locks, whose holders
     may be waiting to pause.
     """
-    global pauses, _saved, _applied, _settling
+    global _settling
     if settle:
         with _lock:
             settle = pauses == 1 and gc.get_threshold() == _applied and not _settling
@@ -107,8 +107,17 @@ def _leave(settle: bool = False) -> None:
         if settle:
             try:
                 _settle()
-            finally:
+            finally:  # a Ctrl-C that lands in the pass still ends the pause
                 _settling = False
+                _end_one()
+            return
+    _end_one()
+
+
+def _end_one() -> None:
+    """The count-down half of :func:`_leave`, which must run whatever the settle pass raised:
+    a pause it skipped would hold the collector back for the rest of the process."""
+    global pauses, _saved, _applied
     with _lock:
         ours = gc.get_threshold() == _applied  # else the program set its own: they stay
         pauses -= 1

@@ -24,7 +24,7 @@ from __future__ import annotations
 import operator
 from typing import TypeVar
 
-__all__ = ["as_int", "as_optional_int", "int_or_none", "not_an_int"]
+__all__ = ["as_int", "as_optional_int", "flag_or_none", "int_or_none", "not_an_int"]
 
 _BOOL_TYPE_NAMES = frozenset({"bool", "bool_"})
 _NOT_INTS: list[type] = []  # types with __index__ that are not integers (see not_an_int)
@@ -51,6 +51,19 @@ def int_or_none(value: object) -> int | None:
         return int(operator.index(value))  # type: ignore[arg-type]
     except TypeError:
         return None
+
+
+def flag_or_none(value: object) -> int | None:
+    """A switch argument (HIP's unsigned flag: a bool, or any int, non-zero meaning on) as an
+    exact ``int``, or None for anything else.
+
+    The one place bools are welcome: a flag *is* a truth value, and a numpy comparison gives
+    ``numpy.bool_`` (``exec.set_node_enabled(node, mask[i])``). Numpy integers follow the
+    rule as everywhere else.
+    """
+    if type(value).__name__ in _BOOL_TYPE_NAMES:
+        return int(bool(value))
+    return int_or_none(value)
 
 
 def as_int(value: object, name: str, *, expected: str = "an int") -> int:

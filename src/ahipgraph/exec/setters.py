@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core import gcpause
 from ..core.errors import GraphExecUpdateFailure, InvalidValue, Unknown
+from ..core.ints import flag_or_none
 from ..device.kernel import DimLike, Kernel
 from ..device.pointer import DevicePtr
 from ..device.properties import CopyKind
@@ -171,10 +172,11 @@ def set_child_graph_node_params(updater: Updater, node: GraphNode, child: Graph)
 def set_node_enabled(updater: Updater, node: GraphNode, enabled: bool) -> None:
     """``hipGraphNodeSetEnabled`` on an executable's kernel, memcpy or memset node."""
     exec_node = updater.node(node, NodeType.Kernel, NodeType.Memcpy, NodeType.Memset)
-    if not isinstance(enabled, int):  # bool is an int; any non-zero enables, as in HIP
+    flag = flag_or_none(enabled)  # any non-zero enables, as in HIP
+    if flag is None:
         raise TypeError(f"enabled must be a bool or an int, got {enabled!r}")
     with updater.lock:
-        previous, exec_node.enabled = exec_node.enabled, bool(enabled)
+        previous, exec_node.enabled = exec_node.enabled, bool(flag)
         try:
             updater.apply([(exec_node, exec_node.params)])
         except BaseException:

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core import gcpause
 from ..core.errors import InvalidValue, NotSupported
+from ..core.ints import flag_or_none
 from ..core.lifecycle import (
     DestroyOnExit,
     HandleRecord,
@@ -800,9 +801,10 @@ class Graph(DestroyOnExit):
         Raises:
             InvalidValue: destroyed graph, ``obj`` is None, ``count`` outside 1..INT_MAX.
         """
-        flag: object = move  # HIP's flags value: False/True, or 0 / hipGraphUserObjectMove (1)
-        if not isinstance(flag, int):
-            raise TypeError(f"move must be a bool, got {flag!r}")
+        # HIP's flags value: False/True, or 0 / hipGraphUserObjectMove (1)
+        flag = flag_or_none(move)
+        if flag is None:
+            raise TypeError(f"move must be a bool, got {move!r}")
         if flag not in (0, 1):
             raise InvalidValue(f"flags must be 0 or 1 (move), got {flag}")
         move = bool(flag)
@@ -966,7 +968,7 @@ class Graph(DestroyOnExit):
             for obj in owned:
                 try:
                     obj._disown(graph)
-                except Exception as error:
+                except BaseException as error:  # a Ctrl-C in one destructor: the rest still run
                     errors.append(error)
         if errors:
             try:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..core.errors import InvalidValue
-from ..core.ints import as_int
+from ..core.ints import as_int, flag_or_none
 from ..device.pointer import DevicePtr
 
 __all__ = [
@@ -166,9 +166,10 @@ def check_attribute_value(attr: KernelNodeAttribute, value: Any) -> Any:
     if attr is KernelNodeAttribute.Priority:
         return check_priority(value)
     if attr is KernelNodeAttribute.Cooperative:
-        if not isinstance(value, int):  # bool is an int; HIP takes any non-zero as true
+        flag = flag_or_none(value)  # HIP takes any non-zero as true
+        if flag is None:
             raise TypeError(f"cooperative must be a bool, got {value!r}")
-        return bool(value)
+        return bool(flag)
     return check_window(value)
 
 

@@ -156,10 +156,12 @@ def fresh_devices(
     outer = take_devices()
     try:
         configure_devices(count, properties)
+        # Inside the guard: its collection runs finalizers, and a Ctrl-C landing there must
+        # still give the outer block its devices back.
+        baseline = _settled(collect=check)
     except BaseException:
         restore_devices(outer)
         raise
-    baseline = _settled(collect=check)
     failed = True
     try:
         # Yielded, not kept in a local: a test that drops these devices (by reconfiguring) must
@@ -168,11 +170,13 @@ def fresh_devices(
         failed = False
     finally:
         report = None
-        if check and not failed:
-            report = leak_report(baseline, snapshot(collect=False))
-            if report is not None:  # collect only to confirm: most blocks leak nothing
-                report = leak_report(baseline, snapshot(collect=True))
-        restore_devices(outer)
+        try:
+            if check and not failed:
+                report = leak_report(baseline, snapshot(collect=False))
+                if report is not None:  # collect only to confirm: most blocks leak nothing
+                    report = leak_report(baseline, snapshot(collect=True))
+        finally:  # a Ctrl-C in that collection still gives the outer block its devices
+            restore_devices(outer)
     if report is not None:
         raise LeakError(
             f"ahipgraph: still alive, in flight or allocated at teardown:\n{report}\n"
