@@ -17,6 +17,7 @@ from collections.abc import Iterator
 import pytest
 
 import ahipgraph as ahg
+from ahipgraph.runtime import observe
 
 
 @ahg.kernel
@@ -226,6 +227,11 @@ async def test_a_freed_executable_still_refuses_every_call(device: ahg.Device) -
 async def test_what_the_collector_finds_does_not_grow_with_the_graph(device: ahg.Device) -> None:
     """After destroy and drop, only a constant (the run's op class, a cycle as every class is)
     is left to the collector, however many nodes the graph had."""
+    if observe.observer is not None:
+        # The race checker (``make race``) keeps its records of recent ops, by design, and lets
+        # an earlier run's op class go only when later records replace them: which pass finds
+        # that class then depends on what ran before, not on this test's graphs.
+        pytest.skip("the race checker is installed and keeps its own records of ops")
     x = device.malloc(16)
     stream = device.create_stream()
 
