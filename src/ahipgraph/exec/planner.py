@@ -35,7 +35,7 @@ output), each time.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
 from typing import Any, overload
@@ -419,29 +419,50 @@ def plan_graph(graph: ExecGraph, *, max_streams: int = 4, use_priority: bool = F
                 clock[k] = position[sid]
                 done_clock[sid] = clock.copy()
 
+    final_waits, start_signal, next_signal = _join_and_number(
+        table, strands, known[0], position.__getitem__, done_clock.__getitem__, producers
+    )
+    table.level = array("i", level)
+    table.strand = array("i", strand)
+    table.position = array("i", position)
+    return Plan(table, strands, next_signal, start_signal, final_waits, len(by_level))
+
+
+def _join_and_number(
+    table: SegmentTable,
+    strands: Sequence[Sequence[int]],
+    known: Sequence[int],
+    position_of: Callable[[int], int],
+    done_clock: Callable[[int], Sequence[int]],
+    producers: set[int],
+) -> tuple[list[int], int | None, int]:
+    """The end of a sync plan, for the loop and the column planner alike: the final waits (each
+    side strand's last segment the launch strand does not already know is done, in strand
+    order) and the signal numbers of every producer.
+
+    ``known`` is the launch strand's clock at its end. Returns the final waits, the start
+    signal (0 when there are side strands) and the number of signals.
+    """
+    num_strands = len(strands)
     final_waits: list[int] = []
-    join_clock = list(known[0]) if num_strands > 1 else []
+    join_clock = list(known) if num_strands > 1 else []
     for k in range(1, num_strands):
         if not strands[k]:
             continue
         last = strands[k][-1]
-        if join_clock[k] >= position[last]:
+        if join_clock[k] >= position_of(last):
             continue
         final_waits.append(last)
         producers.add(last)
-        for j, seen in enumerate(done_clock[last]):
+        for j, seen in enumerate(done_clock(last)):
             if seen > join_clock[j]:
                 join_clock[j] = seen
-
     start_signal = 0 if num_strands > 1 else None
     next_signal = 1 if num_strands > 1 else 0
     for sid in sorted(producers):
         table.signal[sid] = next_signal
         next_signal += 1
-    table.level = array("i", level)
-    table.strand = array("i", strand)
-    table.position = array("i", position)
-    return Plan(table, strands, next_signal, start_signal, final_waits, len(by_level))
+    return final_waits, start_signal, next_signal
 
 
 def _plan_columns(table: SegmentTable, max_streams: int) -> Plan:
@@ -575,25 +596,9 @@ def _plan_columns(table: SegmentTable, max_streams: int) -> Plan:
                     wait_step(int(rest[run]), k, clock)
                 at += run + 1
 
-    final_waits: list[int] = []
-    join_clock = list(known[0]) if num_strands > 1 else []
-    for k in range(1, num_strands):
-        if not strands[k]:
-            continue
-        last = strands[k][-1]
-        if join_clock[k] >= position_of[last]:
-            continue
-        final_waits.append(last)
-        producers.add(last)
-        for j, seen in enumerate(done_clock(last)):
-            if seen > join_clock[j]:
-                join_clock[j] = seen
-
-    start_signal = 0 if num_strands > 1 else None
-    next_signal = 1 if num_strands > 1 else 0
-    for sid in sorted(producers):
-        table.signal[sid] = next_signal
-        next_signal += 1
+    final_waits, start_signal, next_signal = _join_and_number(
+        table, strands, known[0], position_of.__getitem__, done_clock, producers
+    )
     table.level = array("i", level.astype(np.int32).tobytes())
     table.strand = array("i", strand.astype(np.int32).tobytes())
     table.position = array("i", position.astype(np.int32).tobytes())
