@@ -21,6 +21,17 @@ class CopyKind(enum.IntEnum):
     Default = 4
 
 
+def _plain_ints(record: object, names: tuple[str, ...]) -> list[int]:
+    """Check the named fields of a frozen record as ints and store them as plain ints (a
+    numpy integer is accepted and converted); returns their values in order."""
+    values = []
+    for name in names:
+        value = as_int(getattr(record, name), f"{type(record).__name__}.{name}")
+        object.__setattr__(record, name, value)
+        values.append(value)
+    return values
+
+
 @dataclass(frozen=True, slots=True)
 class CostModel:
     """How long packets take on the simulated device, in nanoseconds.
@@ -48,16 +59,15 @@ class CostModel:
     def __post_init__(self) -> None:
         # A cost is read on every packet the device runs: a bad one would fail there, far from
         # the configuration that made it (a zero rate divides by zero, None has no arithmetic).
-        for name in (
+        ints = (
             "kernel_launch_ns",
             "wave_ns",
             "lanes_per_cu",
             "copy_latency_ns",
             "host_callback_ns",
             "stream_memop_ns",
-        ):
-            value = as_int(getattr(self, name), f"CostModel.{name}")
-            object.__setattr__(self, name, value)  # a plain int, even from a numpy one
+        )
+        for name, value in zip(ints, _plain_ints(self, ints), strict=True):
             if value < (1 if name == "lanes_per_cu" else 0):
                 raise ValueError(f"invalid cost model: {name}={value!r}")
         for name in ("host_bytes_per_ns", "device_bytes_per_ns", "peer_bytes_per_ns"):
@@ -112,18 +122,19 @@ class DeviceProperties:
             raise TypeError(f"DeviceProperties.name must be a str, got {self.name!r}")
         if not isinstance(self.cost, CostModel):
             raise TypeError(f"DeviceProperties.cost must be a CostModel, got {self.cost!r}")
-        for name in (
-            "compute_units",
-            "hardware_queues",
-            "hardware_queue_capacity",
-            "memory_bytes",
-            "max_threads_per_block",
-            "max_shared_memory_per_block",
-            "warp_size",
-            "max_pitch",
-        ):
-            value = as_int(getattr(self, name), f"DeviceProperties.{name}")
-            object.__setattr__(self, name, value)  # a plain int, even from a numpy one
+        _plain_ints(
+            self,
+            (
+                "compute_units",
+                "hardware_queues",
+                "hardware_queue_capacity",
+                "memory_bytes",
+                "max_threads_per_block",
+                "max_shared_memory_per_block",
+                "warp_size",
+                "max_pitch",
+            ),
+        )
         grid = self.max_grid
         parts = [int_or_none(n) for n in grid] if isinstance(grid, tuple) else []
         if len(parts) != 3 or None in parts:
