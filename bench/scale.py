@@ -6,8 +6,8 @@ chains, one join; every node a kernel) of each size it measures, in one run, per
 * ``build_us``        — ``graph.add_kernel_node`` for every node;
 * ``instantiate_us``  — ``graph.instantiate()``;
 * ``first_yield_us``  — the task's first yield after building and instantiating
-  (``await asyncio.sleep(0)``): a graph of 10,000 nodes or more pauses the collector while it is
-  built, and its deferred pass over what the build made runs here (see
+  (``await asyncio.sleep(0)``): a graph of 1,000 nodes or more pauses the collector while it is
+  built, and a large build's deferred pass over what it made runs here (see
   ``ahipgraph.core.gcpause``): a full pass once the build is more than a quarter of the heap,
   the one CPython's accounting would otherwise make in the next phase that allocates (the first
   replay). Shown in the table, not in the ratios (at 10,000 nodes there is no pass to defer);
@@ -28,8 +28,13 @@ chains, one join; every node a kernel) of each size it measures, in one run, per
 
 Sizes up to 100,000 nodes are measured three times, and each timing is the median.
 The ratios of each figure to the same run's 10,000-node figure are reported too: flat per-node
-cost means ratios near 1. Run on its own with ``python bench/scale.py --sizes 10000,100000``;
-``bench/launch.py`` includes it in ``make bench``.
+cost means ratios near 1. A shared machine's speed drifts over a run (on a small cloud VM, by
+up to about 1.8x for minutes at a time), and a large size takes long enough to fall in another
+state than the smallest size measured at the start. So each ratio's denominator is the smallest
+size measured again right around the larger one (``REFERENCE_RUNS`` runs just before it and as
+many just after, their median: ``reference`` in the JSON), and the ratio compares figures taken
+within a few seconds of each other. Run on its own with
+``python bench/scale.py --sizes 10000,100000``; ``bench/launch.py`` includes it in ``make bench``.
 """
 
 from __future__ import annotations
@@ -186,19 +191,36 @@ def median_figures(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return figures
 
 
+# Runs of the smallest size just before and just after each larger size: the ratio's reference.
+REFERENCE_RUNS = 2
+
+
 async def measure(sizes: tuple[int, ...], memory: bool = True) -> dict[str, Any]:
     device = ahg.get_device(0)
     x = device.malloc(4096)
     out: dict[str, Any] = {"sizes": list(sizes), "branches": BRANCHES}
+    smallest = sizes[0]
+
+    async def runs_of(shape: str, size: int, count: int) -> list[dict[str, Any]]:
+        return [await time_one(shape, size, device, x) for _ in range(count)]
+
     try:
+        # A first run pays what only a first run does (the launch shapes' and packers' caches,
+        # the heap's first growth): it is measured and left out.
+        await time_one(SHAPES[0], smallest, device, x)
         for shape in SHAPES:
             figures: dict[str, Any] = {}
+            references: dict[str, Any] = {}
             for size in sizes:
-                runs = [await time_one(shape, size, device, x) for _ in range(repeats(size))]
-                figures[str(size)] = median_figures(runs)
+                before = await runs_of(shape, smallest, REFERENCE_RUNS) if size > smallest else []
+                figures[str(size)] = median_figures(await runs_of(shape, size, repeats(size)))
+                if before:
+                    after = await runs_of(shape, smallest, REFERENCE_RUNS)
+                    references[str(size)] = median_figures(before + after)
                 if memory:
                     figures[str(size)].update(bytes_per_node(shape, size, device, x))
             out[shape] = figures
+            out.setdefault("reference", {})[shape] = references
     finally:
         device.free(x)
     out["ratios_vs_smallest"] = ratios(out, sizes)
@@ -206,18 +228,27 @@ async def measure(sizes: tuple[int, ...], memory: bool = True) -> dict[str, Any]
 
 
 def ratios(out: dict[str, Any], sizes: tuple[int, ...]) -> dict[str, Any]:
-    """Each per-node figure at each size over the same figure at the smallest size."""
+    """Each per-node figure at each size over the same figure at the smallest size.
+
+    Timings are divided by the smallest size measured around the larger one (``reference``),
+    when the run has it; bytes per node by the smallest size's own figure (memory does not
+    drift with the machine's speed).
+    """
     result: dict[str, Any] = {}
     base = str(sizes[0])
     for shape in SHAPES:
         per_shape: dict[str, Any] = {}
+        references = out.get("reference", {}).get(shape, {})
         for size in sizes[1:]:
             row = out[shape][str(size)]
+            reference = references.get(str(size), out[shape][base])
             per_shape[str(size)] = {
-                key: value / out[shape][base][key]
-                for key, value in row.items()
-                if key in PHASES or key == "bytes_per_node"
+                key: value / reference[key] for key, value in row.items() if key in PHASES
             }
+            if "bytes_per_node" in row:
+                per_shape[str(size)]["bytes_per_node"] = (
+                    row["bytes_per_node"] / out[shape][base]["bytes_per_node"]
+                )
         result[shape] = per_shape
     return result
 
@@ -240,6 +271,16 @@ def table(out: dict[str, Any]) -> str:
             first_yield = f"{row['first_yield_us']:>9.2f}"
             lines.append(f"{shape:10} {size:>9} {cells} {first_yield} {memory} {collections:>14}")
     sizes = out["sizes"]
+    references = [
+        (shape, size, row)
+        for shape in SHAPES
+        for size, row in out.get("reference", {}).get(shape, {}).items()
+    ]
+    if references:
+        lines.append(f"rows @N: {sizes[0]} nodes again, measured around N (the ratios' reference)")
+    for shape, size, row in references:
+        cells = " ".join(f"{row[p]:>8.2f}" for p in PHASES)
+        lines.append(f"{shape:10} {'@' + size:>9} {cells}")
     for shape in SHAPES:
         for size in sizes[1:]:
             ratio_row = out["ratios_vs_smallest"][shape][str(size)]
