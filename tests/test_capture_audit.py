@@ -297,3 +297,33 @@ async def test_a_captured_diamond_clones_prints_instantiates_and_updates(
     assert host_view(device, b).tolist() == (10 * x).tolist()
     no_capture_left()
     destroy(exec_first, exec_clone, first, second, third, clone, s0, s1, *events, *ptrs)
+
+
+# -- a replaced device -----------------------------------------------------------------------------
+
+
+def test_a_capturing_per_thread_stream_of_a_replaced_device_ends_its_capture(
+    device: ahg.Device,
+) -> None:
+    """``configure_devices`` retires a replaced device's own streams. A per-thread stream that
+    was capturing must end its capture there, as a destroyed stream does: nothing could end it
+    afterwards (the stream is gone), and a GLOBAL capture in progress refuses every ``malloc``
+    of every later device."""
+    origin = device.per_thread_stream()  # this thread's, outside any task
+    fork_stream, fork = device.create_stream(), device.create_event()
+    origin.begin_capture()
+
+    async def record_and_fork() -> None:
+        await origin.record_event(fork)
+        await fork_stream.wait_event(fork)
+
+    asyncio.run(record_and_fork())
+    assert fork_stream.is_capturing() is ahg.CaptureStatus.ACTIVE
+    ahg.configure_devices(1)
+    no_capture_left()
+    assert fork_stream.is_capturing() is ahg.CaptureStatus.NONE  # forks end with the origin
+    with pytest.raises(ahg.ContextIsDestroyed):
+        origin.end_capture()
+    fresh = ahg.get_device(0)
+    fresh.free(fresh.malloc(64))  # no capture is left to refuse it
+    destroy(fork_stream, fork)
