@@ -327,3 +327,34 @@ def test_a_capturing_per_thread_stream_of_a_replaced_device_ends_its_capture(
     fresh = ahg.get_device(0)
     fresh.free(fresh.malloc(64))  # no capture is left to refuse it
     destroy(fork_stream, fork)
+
+
+# -- error precedence ------------------------------------------------------------------------------
+
+
+def test_begin_capture_to_graph_checks_a_missing_graph_before_the_stream(
+    device: ahg.Device,
+) -> None:
+    """``hipStreamBeginCaptureToGraph`` answers a null graph (a missing argument) with
+    InvalidValue before it looks at the stream: destroyed, null, or already capturing."""
+    dead, busy = device.create_stream(), device.create_stream()
+    dead.destroy()
+    busy.begin_capture()
+    info = busy.capture_info()
+    for stream in (dead, device.null_stream, busy):
+        with pytest.raises(ahg.InvalidValue):
+            stream.begin_capture_to_graph(None, mode=7)  # type: ignore[arg-type]
+    assert busy.capture_info() == info
+    # with a graph, the stream's own checks come in HIP's order
+    graph = ahg.Graph()
+    with pytest.raises(ahg.ContextIsDestroyed):
+        dead.begin_capture_to_graph(graph, mode=7)
+    with pytest.raises(ahg.StreamCaptureUnsupported):
+        device.null_stream.begin_capture_to_graph(graph, mode=7)
+    with pytest.raises(ahg.InvalidValue):
+        busy.begin_capture_to_graph(graph, mode=7)
+    with pytest.raises(ahg.IllegalState):
+        busy.begin_capture_to_graph(graph)
+    assert graph.nodes() == []
+    destroy(busy.end_capture(), graph, busy)
+    no_capture_left()

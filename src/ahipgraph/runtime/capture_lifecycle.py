@@ -59,6 +59,8 @@ def begin(
     to_graph: bool = False,
 ) -> None:
     """``hipStreamBeginCapture`` / ``hipStreamBeginCaptureToGraph`` (``to_graph``)."""
+    if to_graph and graph is None:  # a missing argument comes first, as in HIP
+        raise InvalidValue("capture graph is null")
     stream._check_open()
     if stream.is_null:
         raise StreamCaptureUnsupported("the null stream cannot capture")
