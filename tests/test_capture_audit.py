@@ -358,3 +358,21 @@ def test_begin_capture_to_graph_checks_a_missing_graph_before_the_stream(
     assert graph.nodes() == []
     destroy(busy.end_capture(), graph, busy)
     no_capture_left()
+
+
+@pytest.mark.asyncio
+async def test_capture_statistics_is_public_and_counts_what_is_in_progress(
+    device: ahg.Device,
+) -> None:
+    s0, s1 = device.create_stream(), device.create_stream()
+    event = device.create_event()
+    assert ahg.capture_statistics() == ahg.CaptureStatistics(0, 0, 0)
+    s0.begin_capture()
+    await s0.record_event(event)
+    await s1.wait_event(event)
+    stats = ahg.capture_statistics()
+    assert stats == ahg.CaptureStatistics(sessions=1, capturing_streams=2, event_links=1)
+    assert repr(stats) == "CaptureStatistics(sessions=1, capturing_streams=2, event_links=1)"
+    s0.end_capture().destroy()
+    assert ahg.capture_statistics() == ahg.CaptureStatistics(0, 0, 0)
+    destroy(s0, s1, event)
