@@ -63,6 +63,7 @@ def test_capture_names_are_exported() -> None:
         "CaptureMode",
         "CaptureStatus",
         "exchange_capture_mode",
+        "capture_statistics",
     }
     assert expected <= set(ahg.__all__)
 

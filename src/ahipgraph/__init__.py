@@ -104,6 +104,7 @@ from .runtime.capture import (
     CaptureStatus,
     exchange_capture_mode,
 )
+from .runtime.capture import statistics as capture_statistics
 from .runtime.completion import Completion
 from .runtime.current import current_device, set_device
 from .runtime.device import Device, DeviceStatistics, configure_devices, device_count, get_device
@@ -213,6 +214,7 @@ __all__ = [
     "device_count",
     "elapsed_time",
     "exchange_capture_mode",
+    "capture_statistics",
     "float32",
     "float64",
     "get_device",

@@ -13,7 +13,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from ..core.errors import InvalidValue, StreamCaptureIsolation, StreamCaptureMerge
+from ..core.errors import (
+    InvalidValue,
+    StreamCaptureImplicit,
+    StreamCaptureIsolation,
+    StreamCaptureMerge,
+)
+from ..core.ints import int_or_none
 from .capture_nodes import StreamCapture, _graphs
 from .capture_state import (
     _LINKS,
@@ -39,7 +45,7 @@ def wait_event(stream: Stream, event: Event, flags: int) -> bool:
         InvalidValue: bad flags. StreamCaptureIsolation, StreamCaptureMerge,
         StreamCaptureInvalidated, StreamCaptureImplicit: see the module notes.
     """
-    if isinstance(flags, bool) or flags not in (EVENT_WAIT_DEFAULT, EVENT_WAIT_EXTERNAL):
+    if int_or_none(flags) not in (EVENT_WAIT_DEFAULT, EVENT_WAIT_EXTERNAL):  # 1.0, True: no
         raise InvalidValue(f"{flags!r} is not a stream wait flag")
     part = stream._capture
     link = _LINKS.get(event)
@@ -69,6 +75,12 @@ def wait_event(stream: Stream, event: Event, flags: int) -> bool:
                 )
             part.deps.extend(missing(part.deps, link.deps))
             return True
+        if stream.is_null:
+            # The legacy stream never takes part in a capture (it cannot begin one either):
+            # joining it would make it a member whose guard then hides its part.
+            raise StreamCaptureImplicit(
+                f"the null stream cannot wait on {event!r}, recorded in a capture in progress"
+            )
         source_part = link.stream._capture
         parent = source_part if isinstance(source_part, StreamCapture) else source_session.origin
         fork = StreamCapture(source_session, stream, link.deps, parent)

@@ -25,6 +25,7 @@ from ..core.errors import (
     StreamCaptureUnsupported,
     StreamCaptureWrongThread,
 )
+from ..core.ints import int_or_none
 from .capture_fork import missing
 from .capture_nodes import StreamCapture, _graphs
 from .capture_state import (
@@ -58,6 +59,8 @@ def begin(
     to_graph: bool = False,
 ) -> None:
     """``hipStreamBeginCapture`` / ``hipStreamBeginCaptureToGraph`` (``to_graph``)."""
+    if to_graph and graph is None:  # a missing argument comes first, as in HIP
+        raise InvalidValue("capture graph is null")
     stream._check_open()
     if stream.is_null:
         raise StreamCaptureUnsupported("the null stream cannot capture")
@@ -172,10 +175,7 @@ def update_dependencies(stream: Stream, nodes: Sequence[GraphNode], flags: int) 
         graph = part.session.graph
         if len(new) > len(graph._nodes):
             raise InvalidValue(f"{len(new)} dependencies, but the graph has {len(graph._nodes)}")
-        if isinstance(flags, bool) or flags not in (
-            CaptureDependencies.ADD,
-            CaptureDependencies.SET,
-        ):
+        if int_or_none(flags) not in (CaptureDependencies.ADD, CaptureDependencies.SET):
             raise InvalidValue(f"{flags!r} is not ADD or SET")
         for node in new:
             graph._check_member(node, "capture dependency")

@@ -292,7 +292,11 @@ _LINKS: weakref.WeakKeyDictionary[Event, _EventLink] = weakref.WeakKeyDictionary
 
 
 def statistics() -> CaptureStatistics:
-    """Captures in progress, streams taking part, and events linked to captures (leak checks)."""
+    """Captures in progress, streams taking part, and events linked to captures (leak checks).
+
+    ``ahg.capture_statistics()``: all zero once every capture has ended. A capture left in
+    progress is worth finding: a GLOBAL one refuses every ``malloc`` of every task and thread.
+    """
     with _LOCK:
         return CaptureStatistics(
             len(_SESSIONS),

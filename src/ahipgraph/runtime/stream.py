@@ -414,10 +414,14 @@ class Stream(
 
         ``destroy()`` refuses the null stream because a user must not end it; a device that is
         replaced by ``configure_devices`` must, or the stream registry keeps it (and its device)
-        alive forever. Work already enqueued still completes.
+        alive forever. Work already enqueued still completes. A per-thread stream may be
+        capturing: its capture ends as a destroyed stream's does, or it would stay in progress
+        for good (nothing can end it once the stream is gone) and refuse every GLOBAL ``malloc``.
         """
         if STREAMS.unregister(self.hid) is None:
             return
+        if self._capture is not None:
+            capture.stream_destroyed(self)
         self.state = StreamState.DESTROYED
         self.device._remove_stream(self)
 
