@@ -345,8 +345,12 @@ class GraphExec(DestroyOnExit):
             self.state = ExecState.CLOSING
         if self._conditionals is not None:  # a WHILE body that never ends stops here
             self._conditionals.control.stopped = True
-        # Launches parked for a signal set would otherwise wait for a pool that is going away.
-        self._launcher.fail_waiters(InvalidValue(f"{self!r} was destroyed while a launch waited"))
+        # Launches parked for a signal set would otherwise wait for a pool that is going away
+        # (the error, with its repr, is made only when one does).
+        if self._launcher.pool.waiting:
+            self._launcher.fail_waiters(
+                InvalidValue(f"{self!r} was destroyed while a launch waited")
+            )
         with self._lock:
             self._refcount -= 1  # the handle's reference
             last = not self._refcount
