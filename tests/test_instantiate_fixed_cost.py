@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 import ahipgraph as ahg
+from ahipgraph.device.ops import KernelOp
 from ahipgraph.exec.arena import ArgSlot, KernelArgArena
 from ahipgraph.exec.compile import _SHARED_RUN_MIN
 from ahipgraph.exec.planner import (
@@ -31,6 +32,7 @@ from ahipgraph.exec.planner import (
 )
 from ahipgraph.exec.snapshot import snapshot
 from ahipgraph.runtime import observe
+from ahipgraph.runtime.params import KernelParams
 
 # Both sides of the threshold between op objects and a shared class, and one far past it.
 SIZES = (1, 2, _SHARED_RUN_MIN - 1, _SHARED_RUN_MIN, _SHARED_RUN_MIN + 1, 100)
@@ -513,3 +515,31 @@ def test_the_chain_cut_and_plan_equal_the_general_ones() -> None:
         prioritised = plan_graph(copy, use_priority=True)
         assert [list(s) for s in prioritised.strands] == [list(s) for s in plan.strands], name
         graph.destroy()
+
+
+# -- a short run's ops: KernelOp.make_each is KernelOp.make, field by field ---------------------
+
+
+def _fields(op: object) -> dict[str, object]:
+    names = {name for cls in type(op).__mro__ for name in getattr(cls, "__slots__", ())}
+    return {name: getattr(op, name) for name in sorted(names) if hasattr(op, name)}
+
+
+@pytest.mark.parametrize("kernel", [add_to, note])
+def test_make_each_makes_what_make_makes(device: ahg.Device, kernel: ahg.Kernel) -> None:
+    arena = KernelArgArena(device, 4096)
+    x = device.malloc(8)
+    try:
+        slot = arena.allocate(64)
+        threads = KernelParams.make(add_to, 1, 1, (x, 1)).threads
+        offsets = range(0, 160, 16)
+        each = KernelOp.make_each(kernel, threads, slot.buffer, offsets, 7, arena)
+        one_by_one = [KernelOp.make(kernel, threads, slot.buffer, o, 7, arena) for o in offsets]
+        assert [type(op) for op in each] == [type(op) for op in one_by_one]
+        assert [_fields(op) for op in each] == [_fields(op) for op in one_by_one]
+        every_slot = {n for cls in type(each[0]).__mro__ for n in getattr(cls, "__slots__", ())}
+        assert every_slot - {"__weakref__"} == set(_fields(each[-1]))  # every field is set
+        assert KernelOp.make_each(kernel, threads, slot.buffer, (), 7, arena) == []
+    finally:
+        arena.close()
+        device.free(x)

@@ -378,6 +378,13 @@ class _Builder:
                         assert each is not None
                         ops.extend(each)
                     return
+            if count < _SHARED_RUN_MIN and len(spans) == 1:  # a short run: an object each
+                ops.extend(
+                    KernelOp.make_each(
+                        first.kernel, first.threads, spans[0][1], offsets, cost, arena
+                    )
+                )
+                return
             ops.extend(
                 map(
                     make,
