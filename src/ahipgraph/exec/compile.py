@@ -255,11 +255,12 @@ _KERNEL = NodeType.Kernel
 # A class per kernel, launch shape and arena chunk: past this many in one executable (a graph
 # of many launch shapes), runs get an op holding all its fields instead.
 _MAX_SHARED_CLASSES = 64
-# A run shorter than this gets an op object per node (KernelOp.make) rather than a class of its
-# own: making a class (and, since a class is its own reference cycle, collecting it, with the
-# arena chunk its ops read, in a later pass of the garbage collector) costs about what twenty
-# or thirty op objects do. Below it (a small graph's whole chain) the objects are cheaper, and
-# everything they keep is freed by reference counting when the executable is.
+# A run shorter than this gets an op object per node (KernelOp.make_each, the objects
+# KernelOp.make makes) rather than a class of its own: making a class (and, since a class is its
+# own reference cycle, collecting it, with the arena chunk its ops read, in a later pass of the
+# garbage collector) costs more than twenty or thirty op objects do. Below it (a small graph's
+# whole chain) the objects are cheaper, and everything they keep is freed by reference counting
+# when the executable is.
 _SHARED_RUN_MIN = 32
 _kernel_of = attrgetter("kernel")
 _type_of = attrgetter("type")
