@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 import ahipgraph as ahg
+from ahipgraph.core import gcpause
 from ahipgraph.device.ops import KernelOp
 from ahipgraph.exec.arena import ArgSlot, KernelArgArena
 from ahipgraph.exec.compile import _SHARED_RUN_MIN
@@ -31,6 +32,7 @@ from ahipgraph.exec.planner import (
     plan_graph,
 )
 from ahipgraph.exec.snapshot import snapshot
+from ahipgraph.graph.graph import BULK_BUILD_NODES
 from ahipgraph.runtime import observe
 from ahipgraph.runtime.params import KernelParams
 
@@ -543,3 +545,29 @@ def test_make_each_makes_what_make_makes(device: ahg.Device, kernel: ahg.Kernel)
     finally:
         arena.close()
         device.free(x)
+
+
+# -- the collector pause: only for large builds, and always undone -------------------------------
+
+
+@pytest.mark.parametrize("size", [3, BULK_BUILD_NODES])
+def test_instantiate_leaves_the_collector_as_it_found_it(device: ahg.Device, size: int) -> None:
+    x = device.malloc(8)
+    graph, _ = _chain(x, size)
+    thresholds = gc.get_threshold()
+    graph.instantiate().destroy()
+    assert gc.get_threshold() == thresholds
+    assert not gcpause.is_paused()
+    before = device.memory_info()
+    with pytest.raises(TypeError):
+        graph.instantiate(signal_sets="many")  # refused before anything is built
+    with pytest.raises(ahg.OutOfMemory):
+        graph.instantiate(arena_headroom=2 * device.memory_info()[1])  # fails while building
+    assert gc.get_threshold() == thresholds
+    assert not gcpause.is_paused()
+    assert device.memory_info() == before
+    graph.destroy()
+    with pytest.raises(ahg.InvalidValue):
+        graph.instantiate()  # destroyed: no node is counted, and the copy refuses it
+    assert gc.get_threshold() == thresholds
+    device.free(x)
