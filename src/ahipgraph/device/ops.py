@@ -195,6 +195,46 @@ class KernelOp(Op, metaclass=_KernelOpType):
         made: list[Any] = list(map(cls, offsets))  # no Python call per op
         return made
 
+    @staticmethod
+    def make_each(
+        kernel: Kernel,
+        threads: Threads,
+        buffer: Any,
+        offsets: Sequence[int],
+        cost_ns: int,
+        writes: WriteCounter,
+    ) -> list[KernelOp]:
+        """The ops :meth:`make` makes for ``kernel`` at each of ``offsets``, one object each.
+
+        What instantiate makes for a run too short to share a class (see
+        :meth:`make_shared`): for a synchronous kernel with pointer parameters, the first op is
+        made by its constructor and the others get the same fields in one loop, without the
+        constructor calls (a small graph's instantiate makes little else per node).
+        """
+        if kernel.is_async or not kernel.layout.has_pointers or not offsets:
+            return [KernelOp.make(kernel, threads, buffer, o, cost_ns, writes) for o in offsets]
+        first = _CachedPointerKernelOp(kernel, threads, buffer, offsets[0], cost_ns, writes)
+        body, decode, unpack = first.body, first.decode, first.unpack
+        new, cls = object.__new__, _CachedPointerKernelOp
+        made: list[KernelOp] = [first]
+        for offset in offsets[1:]:
+            op = new(cls)
+            op.cost_ns = cost_ns
+            op.kernel = kernel
+            op.body = body
+            op.threads = threads
+            op.buffer = buffer
+            op.offset = offset
+            op.is_async = False
+            op.decode = decode
+            op.unpack = unpack
+            op.source = writes
+            op.values = None
+            op.memory = None
+            op.seen_writes = op.seen_frees = -1
+            made.append(op)
+        return made
+
 
 class _KernelOpFields(KernelOp):
     """A kernel op holding all of its attributes (what ``KernelOp(...)`` makes)."""

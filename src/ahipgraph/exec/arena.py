@@ -131,6 +131,17 @@ class KernelArgArena:
         chunk = buffer[offset : offset + self.chunk_bytes]
         return ptr, memoryview(chunk)  # type: ignore[arg-type]
 
+    def _open(self) -> None:
+        """Make the first chunk, as the first allocation would (nothing if there is one).
+
+        Raises:
+            OutOfMemory: the device is full (nothing changed).
+        """
+        with self._lock:
+            if not self.closed and not self._chunks:
+                self._chunks.append(self._new_chunk())
+                self._top = 0
+
     def allocate(self, size: int) -> ArgSlot:
         """A slot of ``size`` bytes, aligned to ``ARG_ALIGNMENT``; reuses a reclaimed slot first.
 
@@ -289,6 +300,10 @@ class KernelArgArena:
         """
         count = len(datas)
         if count > 1:
+            if not self._chunks and len(datas[0]) <= max(sizes[0], 1) <= self.chunk_bytes:
+                # The first item would make the first chunk (it fits one): make it first, so
+                # the run is placed as one span, the first item at offset 0 as before.
+                self._open()
             if not self._chunks:  # the first item makes the first chunk, the rest follow it
                 head = self.place(datas[0], sizes[0])
                 return [

@@ -255,6 +255,13 @@ _KERNEL = NodeType.Kernel
 # A class per kernel, launch shape and arena chunk: past this many in one executable (a graph
 # of many launch shapes), runs get an op holding all its fields instead.
 _MAX_SHARED_CLASSES = 64
+# A run shorter than this gets an op object per node (KernelOp.make_each, the objects
+# KernelOp.make makes) rather than a class of its own: making a class (and, since a class is its
+# own reference cycle, collecting it, with the arena chunk its ops read, in a later pass of the
+# garbage collector) costs more than twenty or thirty op objects do. Below it (a small graph's
+# whole chain) the objects are cheaper, and everything they keep is freed by reference counting
+# when the executable is.
+_SHARED_RUN_MIN = 32
 _kernel_of = attrgetter("kernel")
 _type_of = attrgetter("type")
 _threads_of = attrgetter("threads")
@@ -353,7 +360,7 @@ class _Builder:
         ):  # one kernel, one launch shape: one cost, and the ops made without a Python loop
             count = len(items)
             cost = self._kernel_cost(first)
-            if len(self._classes) < _MAX_SHARED_CLASSES:
+            if count >= _SHARED_RUN_MIN and len(self._classes) < _MAX_SHARED_CLASSES:
                 made = [
                     KernelOp.make_shared(
                         first.kernel,
@@ -372,6 +379,13 @@ class _Builder:
                         assert each is not None
                         ops.extend(each)
                     return
+            if count < _SHARED_RUN_MIN and len(spans) == 1:  # a short run: an object each
+                ops.extend(
+                    KernelOp.make_each(
+                        first.kernel, first.threads, spans[0][1], offsets, cost, arena
+                    )
+                )
+                return
             ops.extend(
                 map(
                     make,
@@ -528,7 +542,7 @@ def compile_plan(
     waits_of, signal_of = table.waits.get, table.signal.get
     types = graph.types()
     # A graph of kernel nodes only (most large graphs) needs no type test per segment.
-    only_kernels = not any(graph.has_type(kind) for kind in NodeType if kind is not _KERNEL)
+    only_kernels = not len(graph) or graph.only(_KERNEL)  # one set comparison, not one per type
     # ... and when no setter made the records, every node is enabled: each segment is a run.
     plain = only_kernels and not arena.strict and not graph.made
     # The parameters column, read once: nothing changes a node's parameters while compiling.

@@ -52,6 +52,7 @@ from ..device.ops import forget_runs
 from ..device.pointer import DevicePtr
 from ..device.properties import CopyKind
 from ..device.signal import Signal
+from ..graph.graph import BULK_BUILD_NODES
 from ..graph.memnodes import RESERVATIONS
 from ..graph.node_type import NodeType
 from ..lifetime.user_object import disown_all
@@ -235,8 +236,14 @@ class GraphExec(DestroyOnExit):
             NotSupported: ``DEVICE_LAUNCH`` (the simulator has no device-side launch).
         """
         request = check_request(flags, device, options)
-        with gcpause.paused():  # a bulk build that makes no garbage: see core.gcpause
+        # A bulk build that makes no garbage: see core.gcpause. A small graph's build makes too
+        # few objects for the collector's passes to matter; pausing would cost it more than
+        # they do. (The count is read without the lock: it only chooses a speed.)
+        if len(graph._nodes) < BULK_BUILD_NODES:
             graph_exec = cls(instantiate(graph, request), _FACTORY)
+        else:
+            with gcpause.paused():
+                graph_exec = cls(instantiate(graph, request), _FACTORY)
         if request.upload:
             graph_exec._upload(request.upload_stream)
         return graph_exec
@@ -345,8 +352,12 @@ class GraphExec(DestroyOnExit):
             self.state = ExecState.CLOSING
         if self._conditionals is not None:  # a WHILE body that never ends stops here
             self._conditionals.control.stopped = True
-        # Launches parked for a signal set would otherwise wait for a pool that is going away.
-        self._launcher.fail_waiters(InvalidValue(f"{self!r} was destroyed while a launch waited"))
+        # Launches parked for a signal set would otherwise wait for a pool that is going away
+        # (the error, with its repr, is made only when one does).
+        if self._launcher.pool.waiting:
+            self._launcher.fail_waiters(
+                InvalidValue(f"{self!r} was destroyed while a launch waited")
+            )
         with self._lock:
             self._refcount -= 1  # the handle's reference
             last = not self._refcount

@@ -105,8 +105,9 @@ def check_request(flags: int, device: Device | None, options: dict[str, Any]) ->
         InvalidDevice: ``device`` was replaced by ``configure_devices``.
     """
     checked = check_instantiate_flags(flags)
-    _check_options(options)
-    signal_set_policy(options)  # a bad policy fails before anything is built
+    if options:  # none given (the usual call): nothing to check
+        _check_options(options)
+        signal_set_policy(options)  # a bad policy fails before anything is built
     if device is None:
         device = get_device()  # the calling task's current device
     elif not isinstance(device, Device):

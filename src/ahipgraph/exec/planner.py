@@ -203,9 +203,22 @@ class Plan:
 
 
 def _cut_segments(graph: ExecGraph) -> SegmentTable:
-    if graph.flat and len(graph) >= _COLUMN_CUT_MIN:
-        return _cut_segments_columns(graph)
+    if graph.flat:
+        count = len(graph)
+        if count >= _COLUMN_CUT_MIN:
+            return _cut_segments_columns(graph)
+        if count:
+            first_deps, multi = graph.first_deps()
+            if multi == _ROOT_ONLY and first_deps == array("q", range(-1, count - 1)):
+                # A chain (one root, each node's dependency the node before it): one segment,
+                # what the loop below cuts, found with two comparisons in C.
+                table = SegmentTable()
+                table.append(range(count), [])
+                return table
     return SegmentTable.of(_cut_segments_nodes(graph))
+
+
+_ROOT_ONLY: dict[int, tuple[int, ...]] = {0: ()}  # a chain's multi: its root has no dependency
 
 
 # Below this many nodes the per-node loop is as quick as the column operations' fixed costs.
@@ -353,6 +366,15 @@ def plan_graph(graph: ExecGraph, *, max_streams: int = 4, use_priority: bool = F
         raise ValueError(f"max_streams must be >= 1, got {max_streams}")
     table = _cut_segments(graph)
     count = len(table)
+    if count == 1:  # one segment (a chain): one strand, one level, nothing to wait for
+        table.level, table.strand, table.position = (
+            array("i", [0]),
+            array("i", [0]),
+            array("i", [0]),
+        )
+        if use_priority:
+            _priorities(graph, table)
+        return Plan(table, [array("i", [0])], 0, None, [], 1)
     if count >= _COLUMN_PLAN_MIN and not use_priority:
         return _plan_columns(table, max_streams)
     dep, multi = table.dep, table.multi

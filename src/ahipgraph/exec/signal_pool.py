@@ -134,6 +134,11 @@ class SignalSetPool:
         self._acquires -= 1
         self.release(signal_set)
 
+    @property
+    def waiting(self) -> int:
+        """How many acquires are parked for a set."""
+        return len(self._waiters)
+
     def fail_waiters(self, error: BaseException) -> None:
         """Wake every parked acquire with ``error`` (its executable was destroyed)."""
         self._waiters.fail_all(error)

@@ -315,29 +315,41 @@ def snapshot_sources(graph: Graph) -> tuple[ExecGraph, Originals]:
     Raises:
         InvalidValue: the graph was destroyed or has a cycle (in it or in a child graph).
     """
-    with contextlib.ExitStack() as locks:
-        locks.enter_context(graph.lock)
+    with graph.lock:
         graph._check_alive()
-        copies: list[tuple[ExecGraph, list[ExecGraph]]] = []  # each copy and its children
         top_copy, top_children, top_originals = _copy_one(graph)
-        pending = [(top_copy, top_children)]
-        while pending:
-            copy, source_children = pending.pop()
-            children: list[ExecGraph] = []
-            for node, child_graph in source_children:
-                locks.enter_context(child_graph.lock)
-                child_copy, grandchildren, _ = _copy_one(child_graph)
-                node.child = child_copy
-                children.append(child_copy)
-                pending.append((child_copy, grandchildren))
-            copies.append((copy, children))
-        # Each copy owns its children's user objects too: fold them in, deepest first.
-        for copy, children in reversed(copies):
-            owned = dict.fromkeys(copy.user_objects)
-            for child_copy in children:
-                owned.update(dict.fromkeys(child_copy.user_objects))
-            copy.user_objects = list(owned)
+        if not top_children:  # no child graph (most graphs): no other lock to hold
+            return top_copy, top_originals
+        with contextlib.ExitStack() as locks:  # the children's locks, until the copy is made
+            _copy_children(locks, top_copy, top_children)
         return top_copy, top_originals
+
+
+def _copy_children(
+    locks: contextlib.ExitStack,
+    top_copy: ExecGraph,
+    top_children: list[tuple[ExecNode, Graph]],
+) -> None:
+    """Copy the child graphs of ``top_copy`` (every level), each child's lock entered in
+    ``locks``, and fold each copy's children's user objects into it."""
+    copies: list[tuple[ExecGraph, list[ExecGraph]]] = []  # each copy and its children
+    pending = [(top_copy, top_children)]
+    while pending:
+        copy, source_children = pending.pop()
+        children: list[ExecGraph] = []
+        for node, child_graph in source_children:
+            locks.enter_context(child_graph.lock)
+            child_copy, grandchildren, _ = _copy_one(child_graph)
+            node.child = child_copy
+            children.append(child_copy)
+            pending.append((child_copy, grandchildren))
+        copies.append((copy, children))
+    # Each copy owns its children's user objects too: fold them in, deepest first.
+    for copy, children in reversed(copies):
+        owned = dict.fromkeys(copy.user_objects)
+        for child_copy in children:
+            owned.update(dict.fromkeys(child_copy.user_objects))
+        copy.user_objects = list(owned)
 
 
 class Originals:
