@@ -19,7 +19,9 @@ node or decides what an operation means during capture:
 
 Invariants (asserted by the tests through :func:`statistics`): ``_SESSIONS`` holds exactly the
 sessions in progress; every member stream of a session has ``stream._capture`` pointing at its
-part, and nothing else does.
+part, and nothing else does. Nothing here holds a stream strongly (parts and event links refer
+to theirs weakly), so a forgotten capturing stream is collected; its part stays listed until the
+releaser ends it, as ``destroy()`` would have (:mod:`.capture_forgotten`).
 """
 
 from __future__ import annotations
@@ -188,9 +190,8 @@ class CaptureSession:
         _SESSIONS.pop(self, None)
         devices = {}
         for part in self.members:
-            if part.stream._capture is part:
-                part.stream._capture = None
-            devices[id(part.stream.device)] = part.stream.device
+            part.leave()  # its stream, if still alive, stops capturing
+            devices[id(part.device)] = part.device
             part.parent, part.children, part.deps = None, [], []  # forks and origin: no cycle
         self.members.clear()
         for event in self.recorded:
@@ -280,12 +281,22 @@ def _refresh_null_guard(device: Device) -> None:
 
 @dataclass(slots=True)
 class _EventLink:
-    """An event recorded during a capture: the recording stream's dependency set at the time."""
+    """An event recorded during a capture: the recording stream's dependency set at the time.
+
+    The stream is held weakly: an event outlives its capture (users keep events), and a strong
+    reference would keep a forgotten recording stream, and so its capture, alive as long as the
+    event lives. A collected stream captures nothing, so the isolation rule no longer needs it.
+    """
 
     session: CaptureSession | None  # None once the capture ended (then only the stream counts)
-    stream: Stream
+    stream_ref: weakref.ref[Stream]
     deps: tuple[GraphNode, ...]
     ended: bool = False
+
+    @property
+    def stream(self) -> Stream | None:
+        """The recording stream, or None once it was collected."""
+        return self.stream_ref()
 
 
 _LINKS: weakref.WeakKeyDictionary[Event, _EventLink] = weakref.WeakKeyDictionary()
