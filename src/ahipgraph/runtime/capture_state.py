@@ -197,7 +197,7 @@ class CaptureSession:
         for event in self.recorded:
             link = _LINKS.get(event)
             if link is not None and link.session is self:
-                # Keeps the stream for the isolation rule; the session and the nodes go, so
+                # Keeps the (weak) stream for the isolation rule; the session and nodes go, so
                 # an event outliving the capture does not keep its graph alive.
                 link.ended = True
                 link.session = None
