@@ -459,6 +459,23 @@ def test_forgotten_on_an_os_thread(mode: ahg.CaptureMode, device: ahg.Device) ->
     destroy(dst)
 
 
+def test_an_ended_threads_per_thread_stream_ends_its_capture(device: ahg.Device) -> None:
+    """A thread's own stream goes with the thread, quietly (the runtime owns it); the capture
+    it left in progress is ended, and named."""
+    before = Baseline.take(device)
+
+    def capture_and_exit() -> None:
+        device.per_thread_stream().begin_capture(ahg.CaptureMode.THREAD_LOCAL)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ahg.ForgottenHandleWarning)
+        on_thread(capture_and_exit)
+        ahg.collect_forgotten()
+    assert kinds([str(w.message) for w in caught]) == ["unclosed capture"]
+    no_capture_left()
+    assert Baseline.take(device) == before
+
+
 def test_forgotten_in_a_second_event_loop(device: ahg.Device) -> None:
     before = Baseline.take(device)
 
