@@ -368,21 +368,29 @@ async def test_the_origin_destroyed_while_a_collected_forks_release_waits(
     assert Baseline.take(device) == before
 
 
-def test_a_collected_origin_before_its_release_still_counts_then_goes(
+def test_a_collected_capture_is_gone_at_once_and_its_release_lifts_the_guard(
     device: ahg.Device, gate: threading.Event
 ) -> None:
+    """Nothing but its forgotten stream held the capture: the collector takes stream, capture
+    and graph together. The release then only lifts the null stream's guard."""
     before = Baseline.take(device)
     box = [device.create_stream()]
-    box[0].begin_capture(ahg.CaptureMode.RELAXED)
+    box[0].begin_capture()  # GLOBAL, on a blocking stream: the null stream is guarded
+    with pytest.raises(ahg.StreamCaptureImplicit):
+        device.null_stream.is_capturing()
     hold_releaser(gate)
-    with warnings.catch_warnings(record=True):
+    with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ahg.ForgottenHandleWarning)
         box.clear()
         gc.collect()
-    assert ahg.capture_statistics().sessions == 1  # in progress until the releaser's turn
+    assert kinds([str(w.message) for w in caught]) == ["unclosed capture", "unclosed stream"]
+    no_capture_left()  # at once: nothing registered
+    malloc_works(device)
+    with pytest.raises(ahg.StreamCaptureImplicit):
+        device.null_stream.is_capturing()  # until the release's turn
     gate.set()
     ahg.collect_forgotten()
-    no_capture_left()
+    assert device.null_stream.is_capturing() is ahg.CaptureStatus.NONE
     assert Baseline.take(device) == before
 
 
@@ -573,25 +581,79 @@ async def test_a_thousand_forgotten_captures_are_all_ended(device: ahg.Device) -
     destroy(fork)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="captured work that refers to its own stream (here a host function's argument) keeps "
-    "it reachable from the capture in progress, so it is never collected: end or abort the "
-    "capture (docs/design.md)",
-)
 @pytest.mark.asyncio
-@pytest.mark.leaks_allowed("the capture stays in progress; the test ends it itself")
-async def test_a_stream_its_captured_work_refers_to_is_not_forgotten(device: ahg.Device) -> None:
+async def test_a_capture_graph_a_user_holds_is_freed_with_the_forgotten_capture(
+    device: ahg.Device,
+) -> None:
+    """As when the stream is destroyed: the capture's graph is freed, whoever holds it."""
+    before = Baseline.take(device)
     box = [device.create_stream()]
-    box[0].begin_capture(ahg.CaptureMode.RELAXED)
-    await box[0].launch_host_func(print, box[0])
-    stream_ref = weakref.ref(box[0])
-    try:
-        forget(box)
-        assert stream_ref() is None
-    finally:
-        stream = stream_ref()
-        if stream is not None:
-            stream.end_capture().destroy()
-            stream.destroy()
-        no_capture_left()
+    box[0].begin_capture()
+    await box[0].memset(await box[0].malloc_async(8), 0, 8)
+    graph = box[0].capture_info().graph
+    assert graph is not None
+    assert kinds(forget(box)) == ["unclosed capture", "unclosed stream"]
+    assert graph.destroyed
+    with pytest.raises(ahg.IllegalState):
+        graph.destroy()
+    del graph
+    no_capture_left()
+    assert Baseline.take(device) == before
+
+
+@pytest.mark.asyncio
+async def test_captured_work_still_held_keeps_nothing_in_progress(device: ahg.Device) -> None:
+    """A returned CapturedWork holds its session (not the stream): the release ends it."""
+    dst = device.malloc(8)
+    before = Baseline.take(device)
+    box = [device.create_stream()]
+    box[0].begin_capture()
+    work = await box[0].memset(dst, 0, 8)
+    assert kinds(forget(box)) == ["unclosed capture", "unclosed stream"]
+    no_capture_left()
+    assert Baseline.take(device) == before  # its node went with the freed graph
+    with pytest.raises(ahg.StreamCaptureUnsupported):
+        await work  # still the same mistake, and nothing to invalidate any more
+    no_capture_left()
+    malloc_works(device)
+    destroy(dst)
+
+
+class _Pipeline:
+    """User code that keeps its stream and captures its own method: a common shape."""
+
+    def __init__(self, device: ahg.Device) -> None:
+        self.stream = device.create_stream()
+        self.done = 0
+
+    def on_done(self) -> None:
+        self.done += 1
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("how", ["host argument", "bound method"])
+async def test_a_stream_its_captured_work_refers_to_is_still_forgotten(
+    how: str, device: ahg.Device
+) -> None:
+    """The capture's graph refers back to the stream; the registry holds captures weakly, so
+    stream, capture and graph are one garbage cycle, collected and freed together. (A user
+    object's data is another matter: the runtime holds a referenced user object, data
+    included, until its references are released, so data that refers to the stream keeps it.)"""
+    before = Baseline.take(device)
+    pipeline = _Pipeline(device)
+    stream = pipeline.stream
+    stream.begin_capture()
+    if how == "host argument":
+        await stream.launch_host_func(print, stream)
+    else:
+        await stream.launch_host_func(pipeline.on_done)
+    await stream.memset(await stream.malloc_async(8), 0, 8)
+    stream_ref = weakref.ref(stream)
+    box: list[Any] = [pipeline]
+    del pipeline, stream
+    found = kinds(forget(box))
+    assert stream_ref() is None
+    assert found == ["unclosed capture", "unclosed stream"]
+    no_capture_left()
+    assert Baseline.take(device) == before
+    malloc_works(device)

@@ -84,6 +84,11 @@ def begin(
         if isinstance(stream._capture, StreamCapture):
             raise IllegalState(f"{stream!r} is already capturing")
         target: Graph = api.Graph() if graph is None else graph
+        if graph is None:
+            # The capture's own graph, which nobody was given: if the capture is collected
+            # with its forgotten streams, the graph goes quietly (the streams' warnings name
+            # it). ``end`` hands it over, and from then on it warns as any graph.
+            target._life.quiet = True
         session = CaptureSession(target, graph is None, checked_mode)
         session.origin = StreamCapture(session, stream, dep_list)
         _SESSIONS[session] = None
@@ -116,6 +121,8 @@ def end(stream: Stream) -> Graph:
                 error = StreamCaptureUnjoined(problem)
         session.finish()  # forgets the captured nodes: the checks above were their last readers
         if error is None:
+            if session.owns_graph:
+                graph._life.quiet = False  # the caller's graph now: forgotten, it warns
             return graph
     session.discard_graph()
     del graph, session, part  # the traceback keeps this frame: let it keep nothing else
