@@ -14,7 +14,9 @@ of its own, imported strictly downward:
   * :mod:`.capture_fork` — fork and join through events;
   * :mod:`.capture_rules` — the illegal-operations table, and the device layer's hooks;
   * :mod:`.capture_lifecycle` — begin, end, queries, dependency updates, destroyed streams;
-  * :mod:`.capture_scope` — ``async with stream.capture()``.
+  * :mod:`.capture_scope` — ``async with stream.capture()``;
+  * :mod:`.capture_forgotten` — a capturing stream dropped without ``destroy()``: its part
+    ends on the releaser thread, as ``destroy()`` would have ended it.
 """
 
 from __future__ import annotations

@@ -60,10 +60,11 @@ def wait_event(stream: Stream, event: Event, flags: int) -> bool:
                 part._append(_graphs().NodeType.WaitEvent, lambda: _event_params(event))
                 return True
         if link is None or link.ended:
-            source = link.stream._capture if link is not None else None
+            recorder = link.stream if link is not None else None  # None: collected, not capturing
+            source = recorder._capture if recorder is not None else None
             if isinstance(source, StreamCapture):
                 raise StreamCaptureIsolation(
-                    f"{event!r} was not recorded in the capture now running on {link.stream!r}"  # type: ignore[union-attr]
+                    f"{event!r} was not recorded in the capture now running on {recorder!r}"
                 )
             return False  # recorded outside any capture: a real wait, as in HIP
         source_session = link.session
@@ -81,7 +82,8 @@ def wait_event(stream: Stream, event: Event, flags: int) -> bool:
             raise StreamCaptureImplicit(
                 f"the null stream cannot wait on {event!r}, recorded in a capture in progress"
             )
-        source_part = link.stream._capture
+        recorder = link.stream  # None once collected: its part is as a destroyed stream's
+        source_part = recorder._capture if recorder is not None else None
         parent = source_part if isinstance(source_part, StreamCapture) else source_session.origin
         fork = StreamCapture(source_session, stream, link.deps, parent)
         if parent is not None:

@@ -47,7 +47,16 @@ if TYPE_CHECKING:
     from ..graph.node import GraphNode
     from .stream import Stream
 
-__all__ = ["abort", "begin", "end", "info", "status", "stream_destroyed", "update_dependencies"]
+__all__ = [
+    "abort",
+    "begin",
+    "end",
+    "info",
+    "part_ended",
+    "status",
+    "stream_destroyed",
+    "update_dependencies",
+]
 
 
 def begin(
@@ -75,6 +84,11 @@ def begin(
         if isinstance(stream._capture, StreamCapture):
             raise IllegalState(f"{stream!r} is already capturing")
         target: Graph = api.Graph() if graph is None else graph
+        if graph is None:
+            # The capture's own graph, which nobody was given: if the capture is collected
+            # with its forgotten streams, the graph goes quietly (the streams' warnings name
+            # it). ``end`` hands it over, and from then on it warns as any graph.
+            target._life.quiet = True
         session = CaptureSession(target, graph is None, checked_mode)
         session.origin = StreamCapture(session, stream, dep_list)
         _SESSIONS[session] = None
@@ -107,6 +121,8 @@ def end(stream: Stream) -> Graph:
                 error = StreamCaptureUnjoined(problem)
         session.finish()  # forgets the captured nodes: the checks above were their last readers
         if error is None:
+            if session.owns_graph:
+                graph._life.quiet = False  # the caller's graph now: forgotten, it warns
             return graph
     session.discard_graph()
     del graph, session, part  # the traceback keeps this frame: let it keep nothing else
@@ -188,11 +204,24 @@ def update_dependencies(stream: Stream, nodes: Sequence[GraphNode], flags: int) 
 
 def stream_destroyed(stream: Stream) -> None:
     """A capturing stream was destroyed: its part (and its forks) end; an origin ends all."""
+    part = stream._capture
+    if isinstance(part, StreamCapture):
+        part_ended(part)
+
+
+def part_ended(part: StreamCapture) -> None:
+    """``part``'s stream was destroyed or collected: HIP's semantics for destroying it.
+
+    An origin ends its whole sequence and frees the graph the capture made; a fork leaves its
+    session with the forks made from it (it never joined, so ``end_capture`` of the origin no
+    longer sees it: only unjoined *nodes* it left behind are reported). Idempotent: a part
+    that already ended is left alone, so a release that comes after ``end_capture`` does
+    nothing.
+    """
     with _LOCK:
-        part = stream._capture
-        if not isinstance(part, StreamCapture):
-            return
         session = part.session
+        if session not in _SESSIONS or part not in session.members:
+            return
         if part is session.origin:
             session.finish()
             discard = True
@@ -201,7 +230,7 @@ def stream_destroyed(stream: Stream) -> None:
                 part.parent.children.remove(part)
             _detach(part)
             discard = False
-            _refresh_null_guard(stream.device)
+            _refresh_null_guard(part.device)
     if discard:
         session.discard_graph()
 
@@ -212,5 +241,4 @@ def _detach(part: StreamCapture) -> None:
     part.children.clear()
     if part in part.session.members:
         part.session.members.remove(part)
-    if part.stream._capture is part:
-        part.stream._capture = None
+    part.leave()

@@ -12,6 +12,7 @@ The graph layer sits above the runtime, so its classes are looked up on first us
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Generator, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +20,7 @@ from ..core.errors import StreamCaptureInvalidated, StreamCaptureUnsupported
 from ..core.ints import as_int
 from ..device.pointer import DevicePtr
 from ..device.signal import Signal
+from .capture_forgotten import ForgottenCapture
 from .capture_state import _LINKS, _LOCK, _SESSIONS, CaptureSession, CaptureStatus, _EventLink
 from .completion import Completion
 from .params import KernelParams, common_kernel_params
@@ -131,7 +133,17 @@ class StreamCapture:
     ``build`` callable that validates the operation (after the status check, HIP's order).
     """
 
-    __slots__ = ("_last_launch", "children", "deps", "parent", "session", "stream")
+    __slots__ = (
+        "__weakref__",  # its ForgottenCapture record refers to it weakly
+        "_forgotten",
+        "_last_launch",
+        "_stream",
+        "children",
+        "deps",
+        "device",
+        "parent",
+        "session",
+    )
 
     def __init__(
         self,
@@ -141,7 +153,11 @@ class StreamCapture:
         parent: StreamCapture | None = None,
     ) -> None:
         self.session = session
-        self.stream = stream
+        # The stream weakly: the registry of sessions in progress reaches every part, and a
+        # strong reference would keep a forgotten capturing stream alive, its capture in
+        # progress, for good (see capture_forgotten). The device is what operations need.
+        self._stream = weakref.ref(stream)
+        self.device: Device = stream.device
         self.deps: list[GraphNode] = list(deps)
         self.parent = parent
         self.children: list[StreamCapture] = []
@@ -149,8 +165,29 @@ class StreamCapture:
         # shape (common_kernel_params' memo): a stream captures the same launch over and over,
         # and this is compared in place of a key made and looked up per launch.
         self._last_launch: tuple[Any, ...] | None = None
+        # Ends this part if its stream is collected first; detached when the part ends.
+        self._forgotten: ForgottenCapture | None = ForgottenCapture(self, stream)
         session.members.append(self)
         stream._capture = self
+
+    @property
+    def stream(self) -> Stream | None:
+        """The part's stream; None once it was collected (then the part is as if destroyed)."""
+        return self._stream()
+
+    def leave(self) -> None:
+        """The part ended: stop capturing its stream, if alive, and detach its record.
+
+        The capture lock is held. Every way a part ends (its origin's end or abort, a destroyed
+        or forgotten stream) comes through here.
+        """
+        record = self._forgotten
+        if record is not None:
+            record.detach()
+            self._forgotten = None
+        stream = self._stream()
+        if stream is not None and stream._capture is self:
+            stream._capture = None
 
     # -- status ----------------------------------------------------------------------------------
 
@@ -187,7 +224,7 @@ class StreamCapture:
         try:
             session = self.check_active()
             params = build()  # validation runs no user code: the session is still active
-            device = self.stream.device
+            device = self.device
             if kind in ("Memcpy", "Memset") and params.nbytes == 0:
                 return CapturedWork(session, None, device)
             node_type = _NODE_TYPES.get(kind)
@@ -284,10 +321,10 @@ class StreamCapture:
             session = self.check_active()
             nbytes = as_int(nbytes, "nbytes")
             if nbytes == 0:
-                return DevicePtr(self.stream.device.ordinal, 0)
+                return DevicePtr(self.device.ordinal, 0)
             graph = session.graph
             deps = self.deps
-            node = graph.add_mem_alloc_node(nbytes, device=self.stream.device.ordinal, deps=deps)
+            node = graph.add_mem_alloc_node(nbytes, device=self.device.ordinal, deps=deps)
             session.captured.add(node)
             self.deps = [node]
             ptr: DevicePtr = node.params.ptr
@@ -300,14 +337,14 @@ class StreamCapture:
             node = session.graph.add_mem_free_node(ptr, deps=self.deps)
             session.captured.add(node)
             self.deps = [node]
-            return CapturedWork(session, node, self.stream.device)
+            return CapturedWork(session, node, self.device)
 
     def record_event(self, event: Event) -> None:
         """``hipEventRecord`` captured: no node; the event remembers the dependency set."""
         with _LOCK:
             session = self.check_active()
             session.recorded.add(event)
-            _LINKS[event] = _EventLink(session, self.stream, tuple(self.deps))
+            _LINKS[event] = _EventLink(session, self._stream, tuple(self.deps))
 
     def __repr__(self) -> str:
         role = "origin" if self.parent is None else "fork"

@@ -8,9 +8,9 @@ node or decides what an operation means during capture:
     a status (ACTIVE or INVALIDATED). HIP keeps the status per stream; here the whole sequence
     shares it, so invalidating any member invalidates what its origin's ``end_capture`` returns
     (CUDA's behaviour, and what HIP's tests observe through the origin);
-  * ``_SESSIONS`` is the registry of sessions in progress, ``_LINKS`` the events recorded in
-    them (:class:`_EventLink`), both guarded by the one module lock ``_LOCK`` that every capture
-    decision runs under;
+  * ``_SESSIONS`` is the registry of sessions in progress (held weakly), ``_LINKS`` the events
+    recorded in them (:class:`_EventLink`), both guarded by the one module lock ``_LOCK`` that
+    every capture decision runs under;
   * "thread" in HIP is the asyncio task here (or the OS thread outside a loop): the calling
     task's mode lives in a :class:`~contextvars.ContextVar` that ``exchange_capture_mode``
     swaps, and a session remembers the task (or thread) that began it;
@@ -19,7 +19,10 @@ node or decides what an operation means during capture:
 
 Invariants (asserted by the tests through :func:`statistics`): ``_SESSIONS`` holds exactly the
 sessions in progress; every member stream of a session has ``stream._capture`` pointing at its
-part, and nothing else does.
+part, and nothing else does. Nothing here holds a stream strongly (parts and event links refer
+to theirs weakly, and ``_SESSIONS`` holds sessions weakly), so a forgotten capturing stream is
+collected; its part, if something else keeps its session, stays listed until the releaser ends
+it, as ``destroy()`` would have (:mod:`.capture_forgotten`).
 """
 
 from __future__ import annotations
@@ -106,7 +109,12 @@ class CaptureStatistics:
 
 _MODE: ContextVar[CaptureMode] = ContextVar("ahipgraph_capture_mode", default=CaptureMode.GLOBAL)
 _LOCK = threading.RLock()
-_SESSIONS: dict[CaptureSession, None] = {}  # every sequence in progress, in begin order
+# Every sequence in progress, in begin order, held weakly: a session lives as long as one of
+# its member streams (``stream._capture`` is its part) or a user's reference (a returned
+# CapturedWork, an event recorded in it) does. Captured work may refer to its own stream (a host
+# function's arguments): a strong registry would then keep the stream, and so the capture, alive
+# for good; held weakly, stream, session and graph are one garbage cycle (capture_forgotten).
+_SESSIONS: weakref.WeakKeyDictionary[CaptureSession, None] = weakref.WeakKeyDictionary()
 _IDS = itertools.count(1)
 
 
@@ -153,6 +161,7 @@ class CaptureSession:
     """One capture sequence: a graph, an id, a mode, an owner and its member streams."""
 
     __slots__ = (
+        "__weakref__",  # the registry holds sessions weakly
         "captured",
         "graph",
         "id",
@@ -188,15 +197,14 @@ class CaptureSession:
         _SESSIONS.pop(self, None)
         devices = {}
         for part in self.members:
-            if part.stream._capture is part:
-                part.stream._capture = None
-            devices[id(part.stream.device)] = part.stream.device
+            part.leave()  # its stream, if still alive, stops capturing
+            devices[id(part.device)] = part.device
             part.parent, part.children, part.deps = None, [], []  # forks and origin: no cycle
         self.members.clear()
         for event in self.recorded:
             link = _LINKS.get(event)
             if link is not None and link.session is self:
-                # Keeps the stream for the isolation rule; the session and the nodes go, so
+                # Keeps the (weak) stream for the isolation rule; the session and nodes go, so
                 # an event outliving the capture does not keep its graph alive.
                 link.ended = True
                 link.session = None
@@ -280,12 +288,22 @@ def _refresh_null_guard(device: Device) -> None:
 
 @dataclass(slots=True)
 class _EventLink:
-    """An event recorded during a capture: the recording stream's dependency set at the time."""
+    """An event recorded during a capture: the recording stream's dependency set at the time.
+
+    The stream is held weakly: an event outlives its capture (users keep events), and a strong
+    reference would keep a forgotten recording stream, and so its capture, alive as long as the
+    event lives. A collected stream captures nothing, so the isolation rule no longer needs it.
+    """
 
     session: CaptureSession | None  # None once the capture ended (then only the stream counts)
-    stream: Stream
+    stream_ref: weakref.ref[Stream]
     deps: tuple[GraphNode, ...]
     ended: bool = False
+
+    @property
+    def stream(self) -> Stream | None:
+        """The recording stream, or None once it was collected."""
+        return self.stream_ref()
 
 
 _LINKS: weakref.WeakKeyDictionary[Event, _EventLink] = weakref.WeakKeyDictionary()
