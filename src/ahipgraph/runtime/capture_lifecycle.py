@@ -172,6 +172,9 @@ def info(stream: Stream) -> CaptureInfo:
     if not isinstance(part, StreamCapture):
         return CaptureInfo(CaptureStatus.NONE)
     with _LOCK:
+        part = stream._capture  # again: its capture may have ended meanwhile (the releaser)
+        if not isinstance(part, StreamCapture):
+            return CaptureInfo(CaptureStatus.NONE)
         session = part.session
         if session.status is not CaptureStatus.ACTIVE:
             return CaptureInfo(session.status)

@@ -16,7 +16,7 @@ import weakref
 from collections.abc import Callable, Generator, Iterable
 from typing import TYPE_CHECKING, Any
 
-from ..core.errors import StreamCaptureInvalidated, StreamCaptureUnsupported
+from ..core.errors import IllegalState, StreamCaptureInvalidated, StreamCaptureUnsupported
 from ..core.ints import as_int
 from ..device.pointer import DevicePtr
 from ..device.signal import Signal
@@ -192,6 +192,13 @@ class StreamCapture:
     # -- status ----------------------------------------------------------------------------------
 
     def check_active(self) -> CaptureSession:
+        if self._forgotten is None:
+            # The part left its capture (its origin ended, was destroyed or forgotten, on
+            # another thread or the releaser) after the caller found its stream capturing:
+            # nothing may join a capture that ended, and the work was not done eagerly either.
+            raise IllegalState(
+                f"the capture on {self.stream!r} ended while this call was being made"
+            )
         session = self.session
         if session.status is not _ACTIVE:
             raise StreamCaptureInvalidated(f"the capture on {self.stream!r} was invalidated")
@@ -262,7 +269,7 @@ class StreamCapture:
         lock.acquire()  # not ``with``: as in add
         try:
             session = self.session
-            if session.status is not _ACTIVE:
+            if session.status is not _ACTIVE or self._forgotten is None:  # ended meanwhile
                 self.check_active()  # raises
             # the usual launch, its shape remembered by this stream's part (see there)
             params = common_kernel_params(
