@@ -187,3 +187,50 @@ async def test_mixed_node_types_and_a_child_graph_equal_eager(
     stream.destroy()
     device.free(x)
     device.free(z)
+
+
+@ahg.kernel
+def choose(t: ahg.Threads, value: ahg.uint32, h: ahg.CondHandle) -> None:
+    ahg.set_conditional(h, value)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("taken", [0, 1])
+async def test_a_conditional_node_in_a_small_chain(
+    device: ahg.Device, size: int, taken: int
+) -> None:
+    x = device.malloc(8)
+    z = device.malloc(8)
+    stream = device.create_stream()
+    graph, nodes = _chain(x, size)
+    handle = graph.conditional_handle(default=0)
+    pick = graph.add_kernel_node(choose, 1, 1, (taken, handle), deps=nodes[-1:])
+    _node, (body,) = graph.add_conditional_node(handle, ahg.ConditionalKind.If, 1, deps=[pick])
+    body.add_kernel_node(add_to, 1, 1, (z, 7))
+    graph_exec = graph.instantiate()
+    _set(device, x, 0)
+    _set(device, z, 0)
+    for _ in range(2):
+        await (await graph_exec.launch(stream))
+    assert _value(device, x) == 2 * sum(1 + i for i in range(size))
+    assert _value(device, z) == 14 * taken
+    graph_exec.destroy()
+    graph.destroy()
+    stream.destroy()
+    device.free(x)
+    device.free(z)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_the_race_check_on_small_graphs(device: ahg.Device, size: int) -> None:
+    x = device.malloc(8)
+    graph, nodes = _chain(x, size)
+    graph_exec = graph.instantiate(check_races=True)  # a chain: ordered, no race
+    graph_exec.destroy()
+    graph.add_kernel_node(add_to, 1, 1, (x, 1), deps=nodes[:1])  # unordered with nodes[1:]
+    with pytest.raises(ahg.RaceError) as caught:
+        graph.instantiate(check_races=True)
+    assert caught.value.reports
+    graph.destroy()
+    device.free(x)
