@@ -104,3 +104,33 @@ async def test_queries_on_a_live_fork_while_its_origin_is_collected(device: ahg.
     await fork.synchronize()
     destroy(fork, event, src)
     no_capture_left()
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("mode", [ahg.CaptureMode.GLOBAL, ahg.CaptureMode.THREAD_LOCAL])
+async def test_a_forgotten_invalidated_capture_ends_and_malloc_works_again(
+    device: ahg.Device, mode: ahg.CaptureMode
+) -> None:
+    src = device.malloc(NBYTES)
+    fork = device.create_stream()
+    event = device.create_event()
+    box = [device.create_stream()]
+    box[0].begin_capture(mode)
+    await box[0].launch_kernel(affine, 1, N, (N, 2, 1, src, src))
+    await box[0].record_event(event)
+    await fork.wait_event(event)
+    with pytest.raises(ahg.StreamCaptureUnsupported):
+        device.malloc(16)  # invalidates the capture, which stays in progress
+    assert fork.is_capturing() is ahg.CaptureStatus.INVALIDATED
+    with pytest.raises(ahg.StreamCaptureUnsupported):
+        device.malloc(16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ahg.ForgottenHandleWarning)
+        box.clear()
+        ahg.collect_forgotten()
+    assert fork.is_capturing() is ahg.CaptureStatus.NONE
+    malloc_works(device)
+    await fork.launch_kernel(affine, 1, N, (N, 2, 1, src, src))  # eager again
+    await fork.synchronize()
+    destroy(fork, event, src)
+    no_capture_left()
