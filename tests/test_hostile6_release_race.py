@@ -18,8 +18,9 @@ import numpy as np
 import pytest
 
 import ahipgraph as ahg
-from ahipgraph.runtime import capture_lifecycle, capture_nodes
+from ahipgraph.runtime import capture_fork, capture_lifecycle, capture_nodes
 from capture_helpers import no_capture_left
+from cleanup import destroy
 
 
 @ahg.kernel
@@ -124,4 +125,21 @@ async def test_a_launch_racing_the_release_is_not_lost(
     fork.destroy()
     event.destroy()
     device.free(x)
+    no_capture_left()
+
+
+@pytest.mark.asyncio
+async def test_a_wait_racing_the_release_is_a_real_wait(
+    device: ahg.Device, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fork, event, box = await _fork_of_a_forgotten_origin(device)
+    later = device.create_event()
+    other = device.create_stream()
+    await other.record_event(later)  # recorded outside any capture
+    monkeypatch.setattr(capture_fork, "_LOCK", _ReleaseFirst(capture_fork._LOCK, _forget(box)))
+    await fork.wait_event(later)  # the stream no longer captures: an ordinary wait
+    monkeypatch.undo()
+    assert fork.is_capturing() is ahg.CaptureStatus.NONE
+    await fork.synchronize()
+    destroy(fork, other, event, later)
     no_capture_left()

@@ -54,6 +54,9 @@ def wait_event(stream: Stream, event: Event, flags: int) -> bool:
     if part is NULL_GUARD:
         raise NULL_GUARD._refuse()
     with _LOCK:
+        part = stream._capture  # again: a capture may have ended meanwhile (the releaser)
+        if part is NULL_GUARD:
+            raise NULL_GUARD._refuse()
         if isinstance(part, StreamCapture):
             part.check_active()
             if flags == EVENT_WAIT_EXTERNAL:
