@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import ahipgraph as ahg
-from ahipgraph.runtime import capture_fork, capture_lifecycle, capture_nodes
+from ahipgraph.runtime import capture_fork, capture_lifecycle, capture_nodes, capture_rules
 from capture_helpers import no_capture_left
 from cleanup import destroy
 
@@ -72,6 +72,13 @@ async def _fork_of_a_forgotten_origin(
     return fork, event, box
 
 
+def _release_at_first_lock(monkeypatch: pytest.MonkeyPatch, box: list[ahg.Stream]) -> None:
+    """Every capture module's name for the one capture lock, replaced by one stand-in."""
+    stand_in = _ReleaseFirst(capture_nodes._LOCK, _forget(box))
+    for module in (capture_fork, capture_lifecycle, capture_nodes, capture_rules):
+        monkeypatch.setattr(module, "_LOCK", stand_in)
+
+
 def _forget(box: list[ahg.Stream]) -> Callable[[], None]:
     def run() -> None:
         with warnings.catch_warnings():
@@ -87,9 +94,7 @@ async def test_capture_info_racing_the_release_says_the_stream_no_longer_capture
     device: ahg.Device, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fork, event, box = await _fork_of_a_forgotten_origin(device)
-    monkeypatch.setattr(
-        capture_lifecycle, "_LOCK", _ReleaseFirst(capture_lifecycle._LOCK, _forget(box))
-    )
+    _release_at_first_lock(monkeypatch, box)
     info = fork.capture_info()
     monkeypatch.undo()
     assert info.status is ahg.CaptureStatus.NONE
@@ -108,7 +113,7 @@ async def test_a_launch_racing_the_release_is_not_lost(
     device.view(x, np.int64, 1)[0] = 0
     graph = ahg.Graph() if users_graph else None
     fork, event, box = await _fork_of_a_forgotten_origin(device, graph)
-    monkeypatch.setattr(capture_nodes, "_LOCK", _ReleaseFirst(capture_nodes._LOCK, _forget(box)))
+    _release_at_first_lock(monkeypatch, box)
     try:
         work = await fork.launch_kernel(add_to, 1, 1, (x, 5))
     except ahg.HipError:
@@ -136,10 +141,23 @@ async def test_a_wait_racing_the_release_is_a_real_wait(
     later = device.create_event()
     other = device.create_stream()
     await other.record_event(later)  # recorded outside any capture
-    monkeypatch.setattr(capture_fork, "_LOCK", _ReleaseFirst(capture_fork._LOCK, _forget(box)))
+    _release_at_first_lock(monkeypatch, box)
     await fork.wait_event(later)  # the stream no longer captures: an ordinary wait
     monkeypatch.undo()
     assert fork.is_capturing() is ahg.CaptureStatus.NONE
     await fork.synchronize()
     destroy(fork, other, event, later)
+    no_capture_left()
+
+
+@pytest.mark.asyncio
+async def test_a_synchronize_racing_the_release_synchronizes(
+    device: ahg.Device, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fork, event, box = await _fork_of_a_forgotten_origin(device)
+    _release_at_first_lock(monkeypatch, box)
+    await fork.synchronize()  # the stream no longer captures: an ordinary synchronize
+    monkeypatch.undo()
+    assert fork.is_capturing() is ahg.CaptureStatus.NONE
+    destroy(fork, event)
     no_capture_left()

@@ -59,7 +59,10 @@ def check_stream_sync(stream: Stream, what: str) -> None:
     """``hipStreamSynchronize`` / ``hipStreamQuery`` rules."""
     part = stream._capture
     if isinstance(part, StreamCapture):
-        raise part.unsupported(what)
+        with _LOCK:
+            part = stream._capture  # again: its capture may have ended meanwhile (the releaser)
+            if isinstance(part, StreamCapture):
+                raise part.unsupported(what)
     check_unsafe_call(what)
 
 
