@@ -36,6 +36,12 @@ stream's would: no operation can reach it (it has no stream left to call through
 ``end_capture`` of its origin ends it with the rest, and the null stream's guard no longer
 counts it. Only the registry still lists it, until the releaser's turn.
 
+The release runs on its own thread, at any moment, so a call on another member stream may have
+found its stream capturing just before the capture ended. Queries, waits and ``synchronize()``
+read the stream's part again under the capture lock and answer as for a stream not capturing;
+an operation that would add a node is refused (``IllegalState``), never added to the graph of a
+capture that ended (:meth:`~.capture_nodes.StreamCapture.check_active`).
+
 A user object's data is the user's: the runtime holds a user object with references, data
 included, until they are released, so data that refers to the stream keeps it alive.
 """
