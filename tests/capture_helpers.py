@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -53,3 +56,22 @@ def no_capture_left() -> None:
 
 def host_view(device: ahg.Device, ptr: ahg.DevicePtr) -> np.ndarray:
     return device.view(ptr, np.int64, N).copy()
+
+
+def on_thread(fn: Callable[[], Any]) -> Any:
+    """Run ``fn`` on a fresh OS thread (no event loop there); return its result or raise its
+    exception here."""
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as error:  # handed back to the test
+            box["error"] = error
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")

@@ -13,8 +13,6 @@ other capture tests leave open, each with a leak check after its failure paths.
 from __future__ import annotations
 
 import asyncio
-import threading
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -22,28 +20,10 @@ import pytest
 
 import ahipgraph as ahg
 from ahipgraph.runtime import capture
-from capture_helpers import NBYTES, Baseline, N, affine, host_view, no_capture_left
+from capture_helpers import NBYTES, Baseline, N, affine, host_view, no_capture_left, on_thread
 from cleanup import destroy
 
 MODES = [ahg.CaptureMode.GLOBAL, ahg.CaptureMode.THREAD_LOCAL, ahg.CaptureMode.RELAXED]
-
-
-def on_thread(fn: Callable[[], Any]) -> Any:
-    """Run ``fn`` on a fresh OS thread (no event loop there); return its result or raise."""
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["value"] = fn()
-        except BaseException as error:  # handed back to the test
-            box["error"] = error
-
-    thread = threading.Thread(target=target)
-    thread.start()
-    thread.join()
-    if "error" in box:
-        raise box["error"]
-    return box.get("value")
 
 
 # -- the null stream and events --------------------------------------------------------------------

@@ -11,33 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pytest
 
 import ahipgraph as ahg
-from capture_helpers import NBYTES, Baseline, N, affine, host_view, no_capture_left
+from capture_helpers import NBYTES, Baseline, N, affine, host_view, no_capture_left, on_thread
 from cleanup import destroy
-
-
-def on_thread(fn: Callable[[], Any]) -> Any:
-    """Run ``fn`` on a fresh OS thread; return its result or raise its exception here."""
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["value"] = fn()
-        except BaseException as error:  # handed back to the test
-            box["error"] = error
-
-    thread = threading.Thread(target=target)
-    thread.start()
-    thread.join()
-    if "error" in box:
-        raise box["error"]
-    return box.get("value")
 
 
 def _record_diamond(

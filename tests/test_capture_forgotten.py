@@ -16,7 +16,7 @@ import sys
 import threading
 import warnings
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -24,7 +24,7 @@ import pytest
 
 import ahipgraph as ahg
 from ahipgraph.core.lifecycle import releaser_statistics
-from capture_helpers import NBYTES, Baseline, N, affine, host_view, no_capture_left
+from capture_helpers import NBYTES, Baseline, N, affine, host_view, no_capture_left, on_thread
 from cleanup import destroy
 
 MODES = [ahg.CaptureMode.GLOBAL, ahg.CaptureMode.THREAD_LOCAL, ahg.CaptureMode.RELAXED]
@@ -53,24 +53,6 @@ def kinds(messages: list[str]) -> list[str]:
 def malloc_works(device: ahg.Device) -> None:
     ptr = device.malloc(16)  # StreamCaptureUnsupported while a GLOBAL capture is in progress
     device.free(ptr)
-
-
-def on_thread(fn: Callable[[], Any]) -> Any:
-    """Run ``fn`` on a fresh OS thread; return its result or raise its exception here."""
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["value"] = fn()
-        except BaseException as error:  # handed back to the test
-            box["error"] = error
-
-    thread = threading.Thread(target=target)
-    thread.start()
-    thread.join()
-    if "error" in box:
-        raise box["error"]
-    return box.get("value")
 
 
 @pytest.fixture

@@ -9,34 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 import ahipgraph as ahg
-from capture_helpers import no_capture_left
+from capture_helpers import no_capture_left, on_thread
 from cleanup import destroy
 
 MODES = [ahg.CaptureMode.GLOBAL, ahg.CaptureMode.THREAD_LOCAL, ahg.CaptureMode.RELAXED]
-
-
-def on_thread(fn: Callable[[], Any]) -> Any:
-    """Run ``fn`` on a fresh OS thread (no event loop there); return its result or raise."""
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["value"] = fn()
-        except BaseException as error:  # handed back to the test
-            box["error"] = error
-
-    thread = threading.Thread(target=target)
-    thread.start()
-    thread.join()
-    if "error" in box:
-        raise box["error"]
-    return box.get("value")
 
 
 def test_exchange_capture_mode_returns_the_previous_mode_and_checks_it() -> None:
