@@ -57,6 +57,27 @@ def _interrupt_after_collect() -> Callable[[FrameType, str, Any], None]:
     return profile
 
 
+def _burst_leaving(
+    factory: Callable[[], asyncio.AbstractEventLoop], *garbage: Callable[[], object]
+) -> None:
+    """On a new loop of ``factory``, a burst of ``BULK`` young objects that leaves what each
+    of ``garbage`` makes (self-referencing objects with finalizers) to its settle pass."""
+
+    async def burst() -> list[list[int]]:
+        gcpause.pause_until_yield()
+        keep: list[list[int]] = [[] for _ in range(BULK)]
+        for make in garbage:
+            make()
+        await asyncio.sleep(0)
+        return keep
+
+    loop = factory()
+    try:
+        loop.run_until_complete(burst())
+    finally:
+        loop.close()
+
+
 @pytest.mark.parametrize("factory", LOOPS)
 @pytest.mark.usefixtures("collector")
 def test_ctrl_c_in_the_settle_pass_still_ends_the_pause(
@@ -98,18 +119,7 @@ def test_a_finalizer_that_sets_thresholds_in_the_settle_pass_keeps_them(
         def __del__(self) -> None:
             gc.set_threshold(*chosen)
 
-    async def burst() -> list[list[int]]:
-        gcpause.pause_until_yield()
-        keep: list[list[int]] = [[] for _ in range(BULK)]
-        Cycle()
-        await asyncio.sleep(0)
-        return keep
-
-    loop = factory()
-    try:
-        loop.run_until_complete(burst())
-    finally:
-        loop.close()
+    _burst_leaving(factory, Cycle)
     try:
         assert not gcpause.is_paused()
         assert gc.get_threshold() == chosen
@@ -133,22 +143,14 @@ def test_a_finalizer_that_raises_in_the_settle_pass_ends_the_pause(
             ran.append(type(self.error).__name__)
             raise self.error
 
-    async def burst() -> list[list[int]]:
-        gcpause.pause_until_yield()
-        keep: list[list[int]] = [[] for _ in range(BULK)]
-        Cycle(KeyboardInterrupt())
-        Cycle(ValueError("boom"))
-        await asyncio.sleep(0)
-        return keep
-
-    loop = factory()
     hook = sys.unraisablehook
     sys.unraisablehook = lambda unraisable: None
     try:
-        loop.run_until_complete(burst())
+        _burst_leaving(
+            factory, lambda: Cycle(KeyboardInterrupt()), lambda: Cycle(ValueError("boom"))
+        )
     finally:
         sys.unraisablehook = hook
-        loop.close()
     assert sorted(ran) == ["KeyboardInterrupt", "ValueError"]
     assert not gcpause.is_paused()
 
@@ -254,18 +256,7 @@ def test_a_build_inside_a_finalizer_run_by_the_settle_pass(
         def __del__(self) -> None:
             built.append(_build(SMALL_BULK * 2))
 
-    async def burst() -> list[list[int]]:
-        gcpause.pause_until_yield()
-        keep: list[list[int]] = [[] for _ in range(BULK)]
-        Holder()
-        await asyncio.sleep(0)
-        return keep
-
-    loop = factory()
-    try:
-        loop.run_until_complete(burst())
-    finally:
-        loop.close()
+    _burst_leaving(factory, Holder)
     gc.collect()  # the settle pass may have been a young one
     assert len(built) == 1
     assert not gcpause.is_paused()
