@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 import ahipgraph as ahg
 
-__all__ = ["destroy", "run_once"]
+__all__ = ["destroy", "replayed_int64", "run_once"]
 
 _ORDER = (ahg.GraphExec, ahg.Graph, ahg.Stream, ahg.Event, ahg.UserObject, ahg.DevicePtr)
 
@@ -42,5 +44,20 @@ async def run_once(graph_exec: ahg.GraphExec, device: ahg.Device) -> None:
     stream = device.create_stream()
     try:
         await (await graph_exec.launch(stream))
+    finally:
+        stream.destroy()
+
+
+async def replayed_int64(
+    device: ahg.Device, graph_exec: ahg.GraphExec, x: ahg.DevicePtr, count: int
+) -> np.ndarray:
+    """``count`` int64s at ``x`` after one replay of ``graph_exec`` on zeroed memory, on a new
+    stream of ``device`` (destroyed afterwards)."""
+    stream = device.create_stream()
+    try:
+        await device.memset(x, 0, count * 8)
+        await graph_exec.launch(stream)
+        await stream.synchronize()
+        return device.view(x, np.int64, count).copy()
     finally:
         stream.destroy()

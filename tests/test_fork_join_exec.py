@@ -26,6 +26,7 @@ from ahipgraph.exec.planner import SegmentNodes, SegmentTable
 from ahipgraph.exec.snapshot import ExecGraph, ExecNode, snapshot
 from ahipgraph.graph.node_type import NodeType
 from ahipgraph.graph.topology import ordered_columns
+from cleanup import replayed_int64
 
 N = 256
 
@@ -81,14 +82,7 @@ async def _eager(device: ahg.Device, graph: ahg.Graph, x: ahg.DevicePtr) -> np.n
 
 
 async def _replayed(device: ahg.Device, graph_exec: ahg.GraphExec, x: ahg.DevicePtr) -> np.ndarray:
-    stream = device.create_stream()
-    try:
-        await device.memset(x, 0, N * 8)
-        await graph_exec.launch(stream)
-        await stream.synchronize()
-        return device.view(x, np.int64, N).copy()
-    finally:
-        stream.destroy()
+    return await replayed_int64(device, graph_exec, x, N)
 
 
 LENGTHS = [

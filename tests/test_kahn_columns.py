@@ -34,6 +34,7 @@ from ahipgraph.exec.plan_check import unenforced_edges
 from ahipgraph.exec.planner import SegmentTable
 from ahipgraph.exec.snapshot import ExecGraph, snapshot, snapshot_sources
 from ahipgraph.graph.topology import ordered_columns
+from cleanup import replayed_int64
 from test_exec_random import dags
 
 N = 64
@@ -340,14 +341,7 @@ def _plan(plan: planner.Plan) -> tuple[Any, ...]:
 
 
 async def _run(device: ahg.Device, graph_exec: ahg.GraphExec, x: ahg.DevicePtr) -> np.ndarray:
-    stream = device.create_stream()
-    try:
-        await device.memset(x, 0, N * 8)
-        await graph_exec.launch(stream)
-        await stream.synchronize()
-        return device.view(x, np.int64, N).copy()
-    finally:
-        stream.destroy()
+    return await replayed_int64(device, graph_exec, x, N)
 
 
 @pytest.mark.asyncio
