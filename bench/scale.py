@@ -24,7 +24,11 @@ chains, one join; every node a kernel) of each size it measures, in one run, per
 * ``bytes_per_node``  — what the graph plus its executable hold, measured with ``tracemalloc``
   in a separate pass (tracing slows everything down, so it never overlaps the timings);
 * ``gc_collections``  — the garbage collector's passes per generation during build and
-  instantiate (the collector stays on, as in a user's program).
+  instantiate (the collector stays on, as in a user's program);
+* ``floor_build_us``  — the same chain built by :func:`floor_build`, a few lines of plain
+  Python with none of the runtime's checks (the collector off): what this machine charges, at
+  this moment, for the least any Python graph must do per node. ``build / floor`` divides the
+  build by it, a figure the machine's drift moves far less than the build's own.
 
 Sizes up to 100,000 nodes are measured three times, and each timing is the median.
 The ratios of each figure to the same run's 10,000-node figure are reported too: flat per-node
@@ -45,6 +49,7 @@ import functools
 import gc
 import json
 import statistics
+import struct
 import time
 import tracemalloc
 from collections.abc import Callable
@@ -88,6 +93,50 @@ def build(shape: str, size: int, x: ahg.DevicePtr, offset: int = 0) -> ahg.Graph
     return graph
 
 
+class _FloorNode:
+    __slots__ = ("deps", "graph", "id", "params", "succ")
+
+
+def floor_build(size: int, x: ahg.DevicePtr) -> dict[int, Any]:
+    """A chain of ``size`` nodes in plain Python: the least a graph of kernel nodes does per node.
+
+    One slotted object per node holding its graph, id, parameters (kernel, grid, block, the
+    argument tuple and their packed bytes) and both sides of its edge, entered in a dict by id:
+    no validation, no lock, no registry. Timed next to each build, it is the machine's speed
+    at that moment for this kind of work, so ``build / floor`` is comparable across runs that
+    a drifting machine (see the module notes) makes incomparable in microseconds.
+    """
+    pack = struct.Struct("<Qi").pack
+    nodes: dict[int, Any] = {}
+    previous = None
+    address = x.address
+    for i in range(size):
+        node = _FloorNode()
+        node.graph = nodes
+        node.id = i
+        node.params = (noop, 1, 1, (x, i), pack(address, i))
+        node.deps = previous
+        node.succ = None
+        if previous is not None:
+            previous.succ = node
+        nodes[i] = node
+        previous = node
+    return nodes
+
+
+def time_floor_build(size: int, x: ahg.DevicePtr) -> float:
+    """:func:`floor_build` of ``size`` nodes, microseconds per node, the collector off."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        nodes, seconds = _timed(lambda: floor_build(size, x))
+    finally:
+        if enabled:
+            gc.enable()
+    del nodes
+    return seconds * 1e6 / size
+
+
 def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:
     start = time.perf_counter()
     result = fn()
@@ -100,6 +149,7 @@ async def time_one(shape: str, size: int, device: ahg.Device, x: ahg.DevicePtr) 
     # ahipgraph.core.gcpause) ends there, and must not reach into this one's figures.
     await asyncio.sleep(0)
     stream = device.create_stream()
+    floor_build_us = time_floor_build(size, x)
     gc.collect()
     before = [s["collections"] for s in gc.get_stats()]
     graph, build_s = _timed(lambda: build(shape, size, x))
@@ -144,6 +194,7 @@ async def time_one(shape: str, size: int, device: ahg.Device, x: ahg.DevicePtr) 
         "dot_us": dot_s * per,
         "destroy_us": destroy_s * per,
         "gc_pass_us": (gc_pass_s - gc_base_s) * per,
+        "floor_build_us": floor_build_us,
         "gc_collections": [b - a for a, b in zip(before, after, strict=True)],
     }
 
@@ -259,7 +310,7 @@ PHASES += ("nodes_us", "edges_us", "dot_us", "gc_pass_us")
 
 def table(out: dict[str, Any]) -> str:
     header = f"{'shape':10} {'nodes':>9} " + " ".join(f"{p[:-3]:>8}" for p in PHASES)
-    header += f" {'1st yield':>9} {'B/node':>7} {'gc 0/1/2':>14}"
+    header += f" {'1st yield':>9} {'floor':>6} {'build/floor':>11} {'B/node':>7} {'gc 0/1/2':>14}"
     lines = ["per node, microseconds (bytes: graph + executable, tracemalloc)", header]
     lines.append("-" * len(header))
     for shape in SHAPES:
@@ -269,7 +320,10 @@ def table(out: dict[str, Any]) -> str:
             memory = f"{row['bytes_per_node']:>7.0f}" if "bytes_per_node" in row else f"{'-':>7}"
             collections = "/".join(str(c) for c in row["gc_collections"])
             first_yield = f"{row['first_yield_us']:>9.2f}"
-            lines.append(f"{shape:10} {size:>9} {cells} {first_yield} {memory} {collections:>14}")
+            floor = _floor_cells(row)
+            lines.append(
+                f"{shape:10} {size:>9} {cells} {first_yield} {floor} {memory} {collections:>14}"
+            )
     sizes = out["sizes"]
     references = [
         (shape, size, row)
@@ -287,6 +341,14 @@ def table(out: dict[str, Any]) -> str:
             cells = " ".join(f"{ratio_row[p]:>7.2f}x" for p in PHASES)
             lines.append(f"{shape:10} {str(size) + '/' + str(sizes[0]):>9} {cells}")
     return "\n".join(lines)
+
+
+def _floor_cells(row: dict[str, Any]) -> str:
+    """The floor and the build over it, or dashes for a row measured without it."""
+    floor = row.get("floor_build_us")
+    if not floor:
+        return f"{'-':>6} {'-':>11}"
+    return f"{floor:>6.2f} {row['build_us'] / floor:>10.2f}x"
 
 
 def parse_sizes(text: str) -> tuple[int, ...]:

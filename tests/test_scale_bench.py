@@ -70,3 +70,38 @@ def test_a_run_without_references_divides_by_the_smallest_size() -> None:
     for shape in bench.SHAPES:
         assert ratios[shape]["7"]["build_us"] == 1.0
         assert ratios[shape]["7"]["bytes_per_node"] == 1.5
+
+
+def test_the_floor_build_is_a_chain_of_every_node_with_its_packed_arguments() -> None:
+    import struct
+
+    import ahipgraph as ahg
+
+    bench = _bench()
+    x = ahg.get_device(0).malloc(64)
+    try:
+        nodes = bench.floor_build(4, x)
+        assert list(nodes) == [0, 1, 2, 3]
+        assert nodes[0].deps is None
+        assert [nodes[i].deps for i in (1, 2, 3)] == [nodes[0], nodes[1], nodes[2]]
+        assert [nodes[i].succ for i in (0, 1, 2)] == [nodes[1], nodes[2], nodes[3]]
+        assert nodes[3].succ is None
+        assert nodes[2].params[3] == (x, 2)
+        assert nodes[2].params[4] == struct.pack("<Qi", x.address, 2)
+        assert bench.time_floor_build(10, x) > 0.0
+    finally:
+        ahg.get_device(0).free(x)
+
+
+def test_the_table_shows_the_build_over_the_floor_when_a_row_has_one() -> None:
+    bench = _bench()
+    row: dict[str, Any] = dict.fromkeys(bench.PHASES, 2.0)
+    row.update(first_yield_us=0.0, gc_collections=[0, 0, 0])
+    out: dict[str, Any] = {"sizes": [5]}
+    for shape in bench.SHAPES:
+        out[shape] = {"5": dict(row, floor_build_us=0.5)}
+    out["ratios_vs_smallest"] = bench.ratios(out, (5,))
+    assert "4.00x" in bench.table(out)  # build 2.0 over floor 0.5
+    for shape in bench.SHAPES:
+        out[shape]["5"].pop("floor_build_us")
+    assert "4.00x" not in bench.table(out)  # a row without the floor shows dashes
