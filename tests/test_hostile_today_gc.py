@@ -194,8 +194,10 @@ def test_collect_and_disable_inside_a_burst() -> None:
     try:
         asyncio.run(burst())
     finally:
+        # What the burst froze stays frozen: gc.unfreeze() would also thaw what the suite froze
+        # once collected (tests/conftest.py), and every later collection of the run would walk
+        # it again.
         gc.enable()
-        gc.unfreeze()
 
 
 # -- builds where the program does not expect them ------------------------------------------------
