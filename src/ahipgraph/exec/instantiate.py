@@ -153,8 +153,7 @@ def instantiate(graph: Graph, request: InstantiateRequest) -> Instantiated:
         else:
             kernels = list(compress(every_params, map(is_, kinds, repeat(kernel_type))))
             read = kernels
-        # Each kernel, once, with its node count (kernels hash by identity, in C).
-        per_kernel = Counter(map(_kernel_of, read))
+        per_kernel = _per_kernel(read)
         conditionals = prepare_plain(kernels, per_kernel)  # None: no handle argument
     if conditionals is not None or not plain:
         if conditionals is None and exec_graph.flat:  # the columns: no node record is made
@@ -164,7 +163,7 @@ def instantiate(graph: Graph, request: InstantiateRequest) -> Instantiated:
             kinds, every_params = [n.type for n in every], [n.params for n in every]
         kernels = list(compress(every_params, map(is_, kinds, repeat(kernel_type))))
         read = kernels
-        per_kernel = Counter(map(_kernel_of, kernels))
+        per_kernel = _per_kernel(kernels)
     # Added against the default device's limits; this executable runs on its own. Nodes of one
     # launch shape pass or fail alike: check each shape once, in the order nodes first have it.
     # Nodes sharing one Threads object share its shape (a launch shape's Threads is made once
@@ -257,6 +256,18 @@ def instantiate(graph: Graph, request: InstantiateRequest) -> Instantiated:
         races=races,
         user_objects=user_objects,
     )
+
+
+def _per_kernel(kernel_params: list[Any]) -> Mapping[Any, int]:
+    """Each kernel of ``kernel_params``, once, with its node count (kernels hash by identity).
+
+    Most large graphs run one kernel: a list of the kernels and one identity count (both in C)
+    find that for less than a count per node in a ``Counter``.
+    """
+    kernels = list(map(_kernel_of, kernel_params))
+    if kernels and kernels.count(kernels[0]) == len(kernels):
+        return {kernels[0]: len(kernels)}
+    return Counter(kernels)
 
 
 def check_instantiable(graph: Graph) -> None:
