@@ -495,8 +495,7 @@ def _emit_pending(
         order, read_params = read
         ids = array("q", pending)
         items = table.nodes(pending[0]) if len(pending) == 1 else SegmentNodes(table, ids)
-        positions = order[_segment_indices(table, ids)]
-        params_run = list(map(read_params.__getitem__, positions.tolist()))
+        params_run = _gather(read_params, order[_segment_indices(table, ids)])
         pending.clear()
         builder.emit_kernel_run(graph, items, params_run, strand, ops)
         return None
@@ -527,6 +526,24 @@ def _take_segments(table: SegmentTable, column: list[Any], ids: array[int]) -> l
     if not steps.all():  # a segment with an uneven node list
         return list(chain.from_iterable(map(partial(table.take, column), ids)))
     return list(map(column.__getitem__, _segment_indices(table, ids).tolist()))
+
+
+def _gather(column: list[Any], at: np.ndarray[Any, np.dtype[np.int64]]) -> list[Any]:
+    """``column``'s entries at ``at``, in order.
+
+    Where ``at`` runs through consecutive indices (a wide fork-join's branch, built in one
+    go, is consecutive as read), each such stretch is one slice; else an entry at a time.
+    """
+    count = len(at)
+    if count < 2:
+        return [column[i] for i in at.tolist()]
+    breaks = np.flatnonzero(np.diff(at) != 1) + 1
+    if len(breaks) * 4 > count:  # stretches of 4 or fewer, on average: an entry at a time
+        return list(map(column.__getitem__, at.tolist()))
+    starts = np.concatenate(([0], breaks))
+    ends = np.concatenate((breaks, [count]))
+    slices = map(slice, at[starts].tolist(), (at[ends - 1] + 1).tolist())
+    return list(chain.from_iterable(map(column.__getitem__, slices)))
 
 
 def _segment_indices(table: SegmentTable, ids: array[int]) -> np.ndarray[Any, np.dtype[np.int64]]:
