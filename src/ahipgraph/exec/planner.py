@@ -205,16 +205,17 @@ class Plan:
 def _cut_segments(graph: ExecGraph) -> SegmentTable:
     if graph.flat:
         count = len(graph)
-        if count >= _COLUMN_CUT_MIN:
-            return _cut_segments_columns(graph)
         if count:
             first_deps, multi = graph.first_deps()
             if multi == _ROOT_ONLY and first_deps == array("q", range(-1, count - 1)):
                 # A chain (one root, each node's dependency the node before it): one segment,
-                # what the loop below cuts, found with two comparisons in C.
+                # what the loop and the column cut make, found with two comparisons in C (the
+                # column cut's pointer doubling would take a pass per doubling of its length).
                 table = SegmentTable()
                 table.append(range(count), [])
                 return table
+        if count >= _COLUMN_CUT_MIN:
+            return _cut_segments_columns(graph)
     return SegmentTable.of(_cut_segments_nodes(graph))
 
 
