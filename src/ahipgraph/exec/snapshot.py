@@ -499,8 +499,14 @@ def _chain_columns(
         return None
     if not all(map(is_, map(_deps_of, islice(order, 1, None)), order)):
         return None
-    column = array("q", range(-1, count - 1))  # node i's dependency is node i - 1
+    column = _counting_up(count)  # node i's dependency is node i - 1
     return order, column, {0: ()}  # the root: no dependency
+
+
+def _counting_up(count: int) -> array[int]:
+    """``array("q", range(-1, count - 1))``, made in numpy (the array takes an append per int
+    from a ``range``)."""
+    return array("q", np.arange(-1, count - 1, dtype=np.int64).tobytes())
 
 
 def _dep_indices(
@@ -519,7 +525,7 @@ def _dep_indices(
     multi: dict[int, tuple[int, ...]] = {}
     if others == [0] and not deps[0] and all(map(is_, islice(deps, 1, None), order)):
         # A chain (what one stream captures): each node's dependency is the one before it.
-        column = array("q", range(-1, count - 1))
+        column = _counting_up(count)
         column[0] = _SEE_MULTI
         multi[0] = ()
         return column, multi
