@@ -335,3 +335,34 @@ def test_the_kernel_list_is_made_only_for_a_kernel_taking_a_handle() -> None:
     finally:
         graph.destroy()
         ahg.get_device(0).free(x)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("reuse", [False, True], ids=["one generation", "mixed generations"])
+async def test_the_source_map_finds_every_node_whatever_its_generation(
+    device: ahg.Device, reuse: bool
+) -> None:
+    """Registry rows of a destroyed graph come back with the next generation: a graph made
+    after it mixes generations (kept one per node), a fresh one has one (kept as one int)."""
+    x = device.malloc(N * 8)
+    if reuse:
+        old = ahg.Graph()
+        for i in range(BRANCHES * 3):
+            old.add_kernel_node(bump, 1, 1, (x, i % N, 1))
+        old.destroy()
+    graph = _wide(x)
+    stale = ahg.Graph()
+    gone = stale.add_kernel_node(bump, 1, 1, (x, 0, 1))
+    stale.destroy()
+    graph_exec = _unverified(graph)
+    try:
+        for node in graph.nodes()[1 : 1 + BRANCHES]:  # every branch's first node adds 2
+            graph_exec.set_kernel_node_params(node, bump, 1, 1, (x, node.params.args[1], 2))
+        with pytest.raises(ahg.InvalidValue):
+            graph_exec.set_kernel_node_params(gone, bump, 1, 1, (x, 0, 2))
+        words = await replayed_int64(device, graph_exec, x, N)
+        assert words[:BRANCHES].tolist() == [_expected() + (1 << (LENGTH - 1))] * BRANCHES
+    finally:
+        graph_exec.destroy()
+        graph.destroy()
+        device.free(x)

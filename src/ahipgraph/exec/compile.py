@@ -31,7 +31,7 @@ from ..graph.node_type import NodeType
 from ..runtime.params import KernelParams
 from .arena import ArgSlot, ArgSpan, KernelArgArena
 from .planner import Plan, SegmentNodes, SegmentTable
-from .snapshot import ExecGraph, ExecNode
+from .snapshot import ExecGraph, ExecNode, Positions
 
 if TYPE_CHECKING:
     from ..device.pointer import DevicePtr
@@ -528,7 +528,7 @@ def _take_segments(table: SegmentTable, column: list[Any], ids: array[int]) -> l
     return list(map(column.__getitem__, _segment_indices(table, ids).tolist()))
 
 
-def _gather(column: list[Any], at: np.ndarray[Any, np.dtype[np.int64]]) -> list[Any]:
+def _gather(column: list[Any], at: Positions) -> list[Any]:
     """``column``'s entries at ``at``, in order.
 
     Where ``at`` runs through consecutive indices (a wide fork-join's branch, built in one

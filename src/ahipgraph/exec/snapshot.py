@@ -45,6 +45,7 @@ __all__ = [
     "ExecGraph",
     "ExecNode",
     "Originals",
+    "Positions",
     "SourceMap",
     "snapshot",
     "snapshot_sources",
@@ -74,9 +75,12 @@ class ExecNode:
     enabled: bool = True
 
 
+_INT32_END = 1 << 31
 _MADE_LOCK = threading.Lock()  # two first readers of a graph's nodes: one makes them
 # A copy's columns as read (see ExecGraph.read_order): positions, ids, parameters.
-_ReadOrder = tuple["np.ndarray[Any, np.dtype[np.int64]]", list[int], list[Any]]
+# Positions: int32 where the count allows (4 bytes a node, kept as long as the copy is).
+Positions = np.ndarray[Any, np.dtype[np.integer[Any]]]
+_ReadOrder = tuple[Positions, list[int], list[Any]]
 _SEE_MULTI = -1  # in a graph's first-dependency column: 0 or several dependencies
 
 
@@ -140,7 +144,7 @@ class ExecGraph:
         dep: array[int],
         multi: dict[int, tuple[int, ...]],
         user_objects: list[UserObject],
-        order: np.ndarray[Any, np.dtype[np.int64]] | None = None,
+        order: Positions | None = None,
     ) -> ExecGraph:
         """The copy of columns in its order; with ``order``, ``ids`` and ``params`` are as
         read, and ``order[k]`` is the read index of the node at position ``k`` (``types`` is
@@ -179,7 +183,7 @@ class ExecGraph:
         self._read = None
         return ids, params
 
-    def read_order(self) -> tuple[np.ndarray[Any, np.dtype[np.int64]], list[Any]] | None:
+    def read_order(self) -> tuple[Positions, list[Any]] | None:
         """``(order, params)`` while the parameters are held as read (see the class notes):
         the node at position ``k`` has ``params[order[k]]``. None once they are in the copy's
         order, or when they always were; then :meth:`params_column` is the column."""
@@ -409,9 +413,7 @@ class Originals:
 
     __slots__ = ("_at", "_nodes", "params")
 
-    def __init__(
-        self, nodes: list[GraphNode], at: np.ndarray[Any, np.dtype[np.int64]] | None = None
-    ) -> None:
+    def __init__(self, nodes: list[GraphNode], at: Positions | None = None) -> None:
         self._nodes = nodes  # in the copy's order, or in insertion order with ``at``
         self._at = at  # the copy's position -> index in ``nodes``
         # The nodes' parameters in the order of ``nodes`` (as read: in memory order), for
@@ -433,8 +435,7 @@ class Originals:
             return SourceMap(self._nodes, copy)
         # The rows and generations as read: the map permutes them when it is made.
         rows = list(map(_handle_row, self._nodes))
-        generations = list(map(_handle_generation, self._nodes))
-        return SourceMap._of_rows(rows, generations, copy, at)
+        return SourceMap._of_rows(rows, _generations(self._nodes), copy, at)
 
 
 def _copy_one(graph: Graph) -> tuple[ExecGraph, list[tuple[ExecNode, Graph]], Originals]:
@@ -450,7 +451,10 @@ def _copy_one(graph: Graph) -> tuple[ExecGraph, list[tuple[ExecNode, Graph]], Or
         originals = Originals(order)
     else:
         order, first, multi = read.nodes, read.first, read.multi
-        originals = Originals(order, read.order)
+        positions = read.order
+        if len(positions) < _INT32_END:  # held by the copy and the source map: half the bytes
+            positions = positions.astype(np.int32)
+        originals = Originals(order, positions)
     # Under the graph's lock, with the graph alive, every node is alive too: read the fields
     # directly instead of through the accessors' per-call handle checks.
     types = list(map(_type_of, order))
@@ -460,7 +464,7 @@ def _copy_one(graph: Graph) -> tuple[ExecGraph, list[tuple[ExecNode, Graph]], Or
     # Read in insertion order: the ids and parameters are permuted when used (see
     # ExecGraph.read_order), the types now unless there is one (kernels, usually: any order).
     if read is not None and types.count(types[0]) != len(types):
-        types = list(map(types.__getitem__, read.order.tolist()))
+        types = list(map(types.__getitem__, positions.tolist()))
     copy = ExecGraph._from_columns(
         graph.id,
         ids,
@@ -469,7 +473,7 @@ def _copy_one(graph: Graph) -> tuple[ExecGraph, list[tuple[ExecNode, Graph]], Or
         first,
         multi,
         list(graph.user_objects()),
-        None if read is None else read.order,
+        None if read is None else positions,
     )
     children: list[tuple[ExecNode, Graph]] = []
     if not copy.flat:  # child graphs: the records now, each holding its child's copy
@@ -559,7 +563,16 @@ def source_map(originals: list[GraphNode], copy: ExecGraph) -> dict[HandleId, Ex
 
 # A source map before it is made: registry rows, generations, the copy, and the copy's
 # position -> index in the rows (None: the rows are in the copy's order).
-_SourceRows = tuple[list[int], list[int], ExecGraph, "np.ndarray[Any, np.dtype[np.int64]] | None"]
+_SourceRows = tuple[list[int], list[int] | int, ExecGraph, Positions | None]
+
+
+def _generations(nodes: list[GraphNode]) -> list[int] | int:
+    """The nodes' registry generations: one int when they share it (most graphs: a list of
+    the same int would hold 8 bytes a node for as long as the executable lives)."""
+    generations: list[int] = list(map(_handle_generation, nodes))
+    if generations and generations.count(generations[0]) == len(generations):
+        return generations[0]
+    return generations
 
 
 class SourceMap(Mapping[HandleId, ExecNode]):
@@ -586,7 +599,7 @@ class SourceMap(Mapping[HandleId, ExecNode]):
         # The copy is kept whole: its records are made when the map is (see ExecGraph.nodes).
         self._state: _SourceRows | dict[HandleId, ExecNode] = (
             list(map(_handle_row, originals)),
-            list(map(_handle_generation, originals)),
+            _generations(originals),
             copy,
             None,
         )
@@ -595,9 +608,9 @@ class SourceMap(Mapping[HandleId, ExecNode]):
     def _of_rows(
         cls,
         rows: list[int],
-        generations: list[int],
+        generations: list[int] | int,
         copy: ExecGraph,
-        at: np.ndarray[Any, np.dtype[np.int64]] | None = None,
+        at: Positions | None = None,
     ) -> SourceMap:
         """The map of ``copy`` from its originals' registry rows and generations, in the
         copy's order (what the constructor reads from the nodes themselves), or as read with
@@ -614,7 +627,10 @@ class SourceMap(Mapping[HandleId, ExecNode]):
         if at is not None:
             order = at.tolist()
             rows = list(map(rows.__getitem__, order))
-            generations = list(map(generations.__getitem__, order))
+            if isinstance(generations, list):
+                generations = list(map(generations.__getitem__, order))
+        if not isinstance(generations, list):  # one for every node
+            generations = [generations] * len(rows)
         hids = map(HandleId._make, zip(rows, generations, strict=True))
         made = dict(zip(hids, copy.nodes, strict=True))  # two first users: equal maps
         self._state = made
