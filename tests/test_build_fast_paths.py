@@ -537,6 +537,8 @@ def test_place_many_uniform_runs_equal_place_one_by_one(
         ([b"a" * 8, b"z" * 16, b"y" * 8], [8, 16, 8], 256, True),  # a reclaimed slot between
         ([b"a" * 12], [12], 256, True),
         ([], [], 256, True),
+        ([b"a" * 12, b"b" * 8, b"c" * 12], [12, 12, 12], 256, True),  # one size, two lengths
+        ([b"a" * 300, b"b" * 300], [int("300"), int("300")], 1024, True),  # equal, not one int
     ],
 )
 def test_place_spans_give_the_slots_place_gives_one_by_one(
@@ -560,7 +562,13 @@ def test_place_spans_give_the_slots_place_gives_one_by_one(
         assert (spans.writes, spans._top) == (one.writes, one._top)
         for (_, buffer, offset, _), data in zip(flat, datas, strict=True):
             assert bytes(buffer[offset : offset + len(data)]) == data
-        if chunk == 256 and prefill and len(set(sizes)) == 1 and len(datas) > 1 and sizes[0] != 16:
+        if (
+            chunk >= 256
+            and prefill
+            and len(set(sizes)) == len(set(map(len, datas))) == 1
+            and len(datas) > 1
+            and sizes[0] != 16
+        ):
             assert len(placed) == 1
             assert isinstance(placed[0][2], range)  # no list per node
     finally:

@@ -23,11 +23,13 @@ import pytest
 import ahipgraph as ahg
 from ahipgraph.core import gcpause
 from ahipgraph.device.ops import KernelOp
+from ahipgraph.exec import planner as planner_module
 from ahipgraph.exec.arena import ArgSlot, KernelArgArena
 from ahipgraph.exec.compile import _SHARED_RUN_MIN
 from ahipgraph.exec.planner import (
     SegmentTable,
     _cut_segments,
+    _cut_segments_columns,
     _cut_segments_nodes,
     plan_graph,
 )
@@ -455,7 +457,7 @@ def _columns(table: SegmentTable) -> tuple[object, ...]:
 
 def _graphs() -> list[tuple[str, ahg.Graph]]:
     made: list[tuple[str, ahg.Graph]] = []
-    for size in (1, 2, 3, 10, 63):
+    for size in (1, 2, 3, 10, 63, 64, 300):  # both sides of the column cut's threshold
         graph = ahg.Graph()
         previous: list[ahg.GraphNode] = []
         for _ in range(size):
@@ -517,6 +519,30 @@ def test_the_chain_cut_and_plan_equal_the_general_ones() -> None:
         prioritised = plan_graph(copy, use_priority=True)
         assert [list(s) for s in prioritised.strands] == [list(s) for s in plan.strands], name
         graph.destroy()
+
+
+def test_a_long_chain_is_cut_by_its_check_as_the_column_cut_cuts_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A chain of any length is one segment found by two comparisons: what the column cut
+    (pointer doubling, a pass per doubling of the length) makes of it, and it is never
+    called for one."""
+    for size in (64, 65, 1000):
+        graph = ahg.Graph()
+        previous: list[ahg.GraphNode] = []
+        for _ in range(size):
+            previous = [graph.add_empty_node(deps=previous)]
+        with graph.lock:
+            copy, _ = snapshot(graph)
+        graph.destroy()
+        columns = _columns(_cut_segments_columns(copy))
+        with monkeypatch.context() as patch:
+            patch.setattr(planner_module, "_cut_segments_columns", _never)
+            assert _columns(_cut_segments(copy)) == columns == ([0], [1], [size], [-1], {0: []}, {})
+
+
+def _never(graph: object) -> None:
+    raise AssertionError("a chain is cut by its check")
 
 
 # -- a short run's ops: KernelOp.make_each is KernelOp.make, field by field ---------------------

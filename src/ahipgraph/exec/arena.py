@@ -357,14 +357,16 @@ class KernelArgArena:
         the data goes in as one write; what lies between two slots' data is their alignment
         padding, which nothing reads (it is written as zeros).
         """
-        if len(set(sizes)) != 1:
-            return None
-        lengths = set(map(len, datas))
-        if len(lengths) != 1:
-            return None
+        # One size and one length: a count each (equal ints, usually the same object, are
+        # compared in C without a set built of every item).
         count = len(datas)
+        if sizes.count(sizes[0]) != count:
+            return None
+        lengths = list(map(len, datas))
+        length = lengths[0]
+        if lengths.count(length) != count:
+            return None
         size = sizes[0] or 1  # max(size, 1): sizes are never negative
-        length = lengths.pop()
         if length > size:
             return None  # place raises the error
         step = -(-size // ARG_ALIGNMENT) * ARG_ALIGNMENT  # the bump offset is always aligned

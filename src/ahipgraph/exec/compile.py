@@ -31,7 +31,7 @@ from ..graph.node_type import NodeType
 from ..runtime.params import KernelParams
 from .arena import ArgSlot, ArgSpan, KernelArgArena
 from .planner import Plan, SegmentNodes, SegmentTable
-from .snapshot import ExecGraph, ExecNode
+from .snapshot import ExecGraph, ExecNode, Positions
 
 if TYPE_CHECKING:
     from ..device.pointer import DevicePtr
@@ -478,16 +478,29 @@ def _emit_pending(
     pending: list[int],
     strand: int,
     ops: list[Op],
-) -> list[Any]:
+) -> list[Any] | None:
     """Emit the kernel-run segments ``pending`` (segment ids of ``table``) as one run; empty it.
 
-    Returns the parameters column (read on first use: nothing changes it while compiling).
+    Returns the parameters column (read on first use: nothing changes it while compiling), or
+    None while the copy holds them as read.
     One segment's indices are kept as they are (a ``range``, usually); several are kept as
     their segment ids (:class:`SegmentNodes`: a machine int per segment, none per node).
+
+    A copy holding its parameters as read (:meth:`ExecGraph.read_order`: a wide graph put in
+    Kahn's order by positions) is read through its positions, never permuted as a whole.
     """
+    items: Sequence[int]
+    read = graph.read_order() if params is None else None
+    if read is not None:
+        order, read_params = read
+        ids = array("q", pending)
+        items = table.nodes(pending[0]) if len(pending) == 1 else SegmentNodes(table, ids)
+        params_run = _gather(read_params, order[_segment_indices(table, ids)])
+        pending.clear()
+        builder.emit_kernel_run(graph, items, params_run, strand, ops)
+        return None
     if params is None:
         params = graph.params_column()
-    items: Sequence[int]
     if len(pending) == 1:
         items = table.nodes(pending[0])
         params_run = table.take(params, pending[0])
@@ -512,12 +525,41 @@ def _take_segments(table: SegmentTable, column: list[Any], ids: array[int]) -> l
     steps = np.frombuffer(table.step, dtype=np.int64)[sids]
     if not steps.all():  # a segment with an uneven node list
         return list(chain.from_iterable(map(partial(table.take, column), ids)))
+    return list(map(column.__getitem__, _segment_indices(table, ids).tolist()))
+
+
+def _gather(column: list[Any], at: Positions) -> list[Any]:
+    """``column``'s entries at ``at``, in order.
+
+    Where ``at`` runs through consecutive indices (a wide fork-join's branch, built in one
+    go, is consecutive as read), each such stretch is one slice; else an entry at a time.
+    """
+    count = len(at)
+    if count < 2:
+        return [column[i] for i in at.tolist()]
+    breaks = np.flatnonzero(np.diff(at) != 1) + 1
+    if len(breaks) * 4 > count:  # stretches of 4 or fewer, on average: an entry at a time
+        return list(map(column.__getitem__, at.tolist()))
+    starts = np.concatenate(([0], breaks))
+    ends = np.concatenate((breaks, [count]))
+    slices = map(slice, at[starts].tolist(), (at[ends - 1] + 1).tolist())
+    return list(chain.from_iterable(map(column.__getitem__, slices)))
+
+
+def _segment_indices(table: SegmentTable, ids: array[int]) -> np.ndarray[Any, np.dtype[np.int64]]:
+    """The node indices of segments ``ids``, one segment after the other, as an array (a few
+    array operations for evenly spaced segments; uneven ones are joined as listed)."""
+    sids = np.frombuffer(ids, dtype=np.int64)
+    steps = np.frombuffer(table.step, dtype=np.int64)[sids]
+    if not steps.all():  # a segment with an uneven node list
+        return np.fromiter(chain.from_iterable(map(table.nodes, ids)), dtype=np.int64)
     sizes = np.frombuffer(table.size, dtype=np.int64)[sids]
     firsts = np.frombuffer(table.first, dtype=np.int64)[sids]
+    if len(sids) == 1:  # one segment: its range
+        return np.arange(int(sizes[0]), dtype=np.int64) * int(steps[0]) + int(firsts[0])
     starts = np.cumsum(sizes) - sizes  # each segment's first place in the run
     within = np.arange(int(sizes.sum()), dtype=np.int64) - np.repeat(starts, sizes)
-    indices = np.repeat(firsts, sizes) + within * np.repeat(steps, sizes)
-    return list(map(column.__getitem__, indices.tolist()))
+    return np.repeat(firsts, sizes) + within * np.repeat(steps, sizes)
 
 
 def compile_plan(

@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from itertools import compress, repeat
 from operator import attrgetter, is_
 from typing import TYPE_CHECKING, Any
@@ -310,7 +310,9 @@ def prepare(graph: ExecGraph) -> Conditionals | None:
     return found
 
 
-def prepare_plain(kernels: list[KernelParams], distinct: Iterable[Kernel]) -> Conditionals | None:
+def prepare_plain(
+    kernels: list[KernelParams] | Callable[[], list[KernelParams]], distinct: Iterable[Kernel]
+) -> Conditionals | None:
     """:func:`prepare` for a graph without child graphs or conditional nodes, from what
     instantiate found already: its kernel nodes' parameters and their kernels, each once.
 
@@ -318,7 +320,8 @@ def prepare_plain(kernels: list[KernelParams], distinct: Iterable[Kernel]) -> Co
     its kernel nodes and their kernels anyway (to check launch shapes and size the argument
     arena), so the scan reads those rather than walking the copy's columns again. Returns None,
     as :func:`prepare` does, when no kernel takes a handle (almost every graph, and every
-    graph captured from plain kernel launches).
+    graph captured from plain kernel launches). ``kernels`` may be a function that makes the
+    list: it is called only when a kernel takes a handle.
     """
     found = Conditionals()
     _enter_handle_args(kernels, distinct, found.handles)
@@ -335,12 +338,16 @@ def _find_handle_args(copy: ExecGraph, handles: dict[Any, ConditionalHandle]) ->
 
 
 def _enter_handle_args(
-    kernels: list[KernelParams], distinct: Iterable[Kernel], handles: dict[Any, ConditionalHandle]
+    kernels: list[KernelParams] | Callable[[], list[KernelParams]],
+    distinct: Iterable[Kernel],
+    handles: dict[Any, ConditionalHandle],
 ) -> None:
     # Only a CondHandle parameter takes a handle (every other parameter type refuses one), and
     # most kernels have none: look at each kernel once, not at every node's arguments.
     if not any(handle_fields(kernel.layout) for kernel in distinct):
         return
+    if callable(kernels):
+        kernels = kernels()
     for params in kernels:
         for arg in params.args:
             if isinstance(arg, ConditionalHandle):

@@ -15,7 +15,7 @@ they were (check, then commit).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from itertools import compress, repeat
 from operator import attrgetter, is_
@@ -143,28 +143,31 @@ def instantiate(graph: Graph, request: InstantiateRequest) -> Instantiated:
         # copy, and the handle arguments are looked for in the kernel list made below.
         plain = exec_graph.flat and not exec_graph.has_type(NodeType.Conditional)
         conditionals = None if plain else prepare_conditionals(exec_graph)  # bodies, handles
+    # The kernel nodes' parameters in the copy's order, where the order matters (the first
+    # failing launch shape, the handle arguments): a function, so that a copy holding its
+    # parameters as read (see ExecGraph.read_order) is not permuted for them.
+    in_order: Callable[[], list[Any]]
     if plain:  # the columns: no node record is made
-        kinds, every_params = exec_graph.types(), exec_graph.params_column()
         if exec_graph.only(kernel_type):  # kernel nodes only (most large graphs): no test each
-            kernels = every_params  # read only, as the column is
+            in_order = exec_graph.params_column  # read only, as the column is
             # The same parameters in the order the copy read them (memory order, for a graph
             # put in Kahn's order by positions): for what does not depend on the order.
             read = originals.params
         else:
-            kernels = list(compress(every_params, map(is_, kinds, repeat(kernel_type))))
-            read = kernels
-        # Each kernel, once, with its node count (kernels hash by identity, in C).
-        per_kernel = Counter(map(_kernel_of, read))
-        conditionals = prepare_plain(kernels, per_kernel)  # None: no handle argument
+            kinds, every_params = exec_graph.types(), exec_graph.params_column()
+            read = list(compress(every_params, map(is_, kinds, repeat(kernel_type))))
+            in_order = read.copy
+        per_kernel = _per_kernel(read)
+        conditionals = prepare_plain(in_order, per_kernel)  # None: no handle argument
     if conditionals is not None or not plain:
         if conditionals is None and exec_graph.flat:  # the columns: no node record is made
             kinds, every_params = exec_graph.types(), exec_graph.params_column()
         else:
             every = exec_graph.walk() if conditionals is None else conditionals.walk(exec_graph)
             kinds, every_params = [n.type for n in every], [n.params for n in every]
-        kernels = list(compress(every_params, map(is_, kinds, repeat(kernel_type))))
-        read = kernels
-        per_kernel = Counter(map(_kernel_of, kernels))
+        read = list(compress(every_params, map(is_, kinds, repeat(kernel_type))))
+        in_order = read.copy
+        per_kernel = _per_kernel(read)
     # Added against the default device's limits; this executable runs on its own. Nodes of one
     # launch shape pass or fail alike: check each shape once, in the order nodes first have it.
     # Nodes sharing one Threads object share its shape (a launch shape's Threads is made once
@@ -178,6 +181,7 @@ def instantiate(graph: Graph, request: InstantiateRequest) -> Instantiated:
         if len(per_kernel) == 1:
             uniform = (read[0].kernel, threads[0])
     else:
+        kernels = in_order()
         by_threads = list(dict(zip(map(_threads_of, kernels), kernels, strict=True)).values())
     shapes = zip(
         map(_grid, by_threads), map(_block, by_threads), map(_shared_mem, by_threads), strict=True
@@ -257,6 +261,18 @@ def instantiate(graph: Graph, request: InstantiateRequest) -> Instantiated:
         races=races,
         user_objects=user_objects,
     )
+
+
+def _per_kernel(kernel_params: list[Any]) -> Mapping[Any, int]:
+    """Each kernel of ``kernel_params``, once, with its node count (kernels hash by identity).
+
+    Most large graphs run one kernel: a list of the kernels and one identity count (both in C)
+    find that for less than a count per node in a ``Counter``.
+    """
+    kernels = list(map(_kernel_of, kernel_params))
+    if kernels and kernels.count(kernels[0]) == len(kernels):
+        return {kernels[0]: len(kernels)}
+    return Counter(kernels)
 
 
 def check_instantiable(graph: Graph) -> None:

@@ -29,6 +29,8 @@ from itertools import compress, islice, repeat
 from operator import attrgetter, is_, is_not
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from ..core.registry import HandleId
 from ..graph.node import GraphNode
 from ..graph.node_type import NodeType
@@ -43,6 +45,7 @@ __all__ = [
     "ExecGraph",
     "ExecNode",
     "Originals",
+    "Positions",
     "SourceMap",
     "snapshot",
     "snapshot_sources",
@@ -72,7 +75,12 @@ class ExecNode:
     enabled: bool = True
 
 
+_INT32_END = 1 << 31
 _MADE_LOCK = threading.Lock()  # two first readers of a graph's nodes: one makes them
+# A copy's columns as read (see ExecGraph.read_order): positions, ids, parameters.
+# Positions: int32 where the count allows (4 bytes a node, kept as long as the copy is).
+Positions = np.ndarray[Any, np.dtype[np.integer[Any]]]
+_ReadOrder = tuple[Positions, list[int], list[Any]]
 _SEE_MULTI = -1  # in a graph's first-dependency column: 0 or several dependencies
 
 
@@ -86,6 +94,11 @@ class ExecGraph:
     only launched never holds an object per node for them. :attr:`nodes` makes the
     :class:`ExecNode` records on first use (a setter, an update, a plan check, DOT output),
     once; from then on they are the copy (a setter changes a record's parameters).
+
+    A copy read in insertion order and put in Kahn's order by positions (see the module
+    notes) keeps its ids and parameters as read, with the positions (:meth:`read_order`),
+    until something asks for them in the copy's order: instantiate's compiler reads each
+    run's parameters through the positions, so a launched-only executable never permutes them.
     """
 
     __slots__ = (
@@ -96,6 +109,7 @@ class ExecGraph:
         "_made",
         "_multi",
         "_params",
+        "_read",
         "_types",
         "graph_id",
         "user_objects",
@@ -116,6 +130,7 @@ class ExecGraph:
         self._types = [node.type for node in nodes]
         self._kinds = frozenset(map(id, self._types))
         self._params: list[Any] | None = None  # the records hold them
+        self._read: _ReadOrder | None = None
         self._dep, self._multi = _dep_columns([node.deps for node in nodes])
         self._made: list[ExecNode] | None = nodes
 
@@ -129,16 +144,51 @@ class ExecGraph:
         dep: array[int],
         multi: dict[int, tuple[int, ...]],
         user_objects: list[UserObject],
+        order: Positions | None = None,
     ) -> ExecGraph:
+        """The copy of columns in its order; with ``order``, ``ids`` and ``params`` are as
+        read, and ``order[k]`` is the read index of the node at position ``k`` (``types`` is
+        in the copy's order either way)."""
         copy = _new_object(cls)
         copy.graph_id = graph_id
         copy.user_objects = user_objects
         copy._dependents = None
-        copy._ids, copy._types, copy._params = ids, types, params
-        copy._kinds = frozenset(map(id, types))  # ids: an enum member's hash is Python code
+        if order is None:
+            copy._ids, copy._params, copy._read = ids, params, None
+        else:  # permuted on first use (see _columns)
+            copy._ids, copy._params, copy._read = [], None, (order, ids, params)
+        copy._types = types
+        if types and types.count(types[0]) == len(types):  # one type: no set built per node
+            copy._kinds = frozenset((id(types[0]),))
+        else:
+            copy._kinds = frozenset(map(id, types))  # ids: an enum member's hash is Python code
         copy._dep, copy._multi = dep, multi
         copy._made = None
         return copy
+
+    def _columns(self) -> tuple[list[int], list[Any] | None]:
+        """The ids and parameters columns in the copy's order, permuted on first use.
+
+        Two first readers may both permute: they make equal lists. The columns are stored
+        before the read order is dropped, so a reader that finds it gone finds them.
+        """
+        read = self._read
+        if read is None:
+            return self._ids, self._params
+        order, read_ids, read_params = read
+        at = order.tolist()
+        ids = list(map(read_ids.__getitem__, at))
+        params = list(map(read_params.__getitem__, at))
+        self._ids, self._params = ids, params
+        self._read = None
+        return ids, params
+
+    def read_order(self) -> tuple[Positions, list[Any]] | None:
+        """``(order, params)`` while the parameters are held as read (see the class notes):
+        the node at position ``k`` has ``params[order[k]]``. None once they are in the copy's
+        order, or when they always were; then :meth:`params_column` is the column."""
+        read = self._read
+        return None if read is None else (read[0], read[2])
 
     def __len__(self) -> int:
         return len(self._types)
@@ -161,13 +211,13 @@ class ExecGraph:
         return made
 
     def _make_nodes(self) -> list[ExecNode]:
-        params = self._params
+        ids, params = self._columns()
         assert params is not None
         multi = self._multi
         out: list[ExecNode] = []
         append = out.append
         for index, (node_id, node_type, node_params, dep) in enumerate(
-            zip(self._ids, self._types, params, self._dep, strict=True)
+            zip(ids, self._types, params, self._dep, strict=True)
         ):
             # ExecNode(...), its fields stored without the call
             exec_node = _new_object(ExecNode)
@@ -196,7 +246,7 @@ class ExecGraph:
         made = self._made
         if made is not None:
             return [node.params for node in made]
-        params = self._params
+        params = self._columns()[1]
         assert params is not None
         return params
 
@@ -363,7 +413,7 @@ class Originals:
 
     __slots__ = ("_at", "_nodes", "params")
 
-    def __init__(self, nodes: list[GraphNode], at: list[int] | None = None) -> None:
+    def __init__(self, nodes: list[GraphNode], at: Positions | None = None) -> None:
         self._nodes = nodes  # in the copy's order, or in insertion order with ``at``
         self._at = at  # the copy's position -> index in ``nodes``
         # The nodes' parameters in the order of ``nodes`` (as read: in memory order), for
@@ -376,18 +426,16 @@ class Originals:
     def in_order(self) -> list[GraphNode]:
         """The nodes in the copy's order."""
         at = self._at
-        return self._nodes if at is None else list(map(self._nodes.__getitem__, at))
+        return self._nodes if at is None else list(map(self._nodes.__getitem__, at.tolist()))
 
     def source_map(self, copy: ExecGraph) -> SourceMap:
         """The :class:`SourceMap` of ``copy`` (made from these nodes)."""
         at = self._at
         if at is None:
             return SourceMap(self._nodes, copy)
+        # The rows and generations as read: the map permutes them when it is made.
         rows = list(map(_handle_row, self._nodes))
-        generations = list(map(_handle_generation, self._nodes))
-        if generations.count(generations[0]) != len(generations):  # one generation: any order
-            generations = list(map(generations.__getitem__, at))
-        return SourceMap._of_rows(list(map(rows.__getitem__, at)), generations, copy)
+        return SourceMap._of_rows(rows, _generations(self._nodes), copy, at)
 
 
 def _copy_one(graph: Graph) -> tuple[ExecGraph, list[tuple[ExecNode, Graph]], Originals]:
@@ -403,21 +451,29 @@ def _copy_one(graph: Graph) -> tuple[ExecGraph, list[tuple[ExecNode, Graph]], Or
         originals = Originals(order)
     else:
         order, first, multi = read.nodes, read.first, read.multi
-        at = read.order.tolist()
-        originals = Originals(order, at)
+        positions = read.order
+        if len(positions) < _INT32_END:  # held by the copy and the source map: half the bytes
+            positions = positions.astype(np.int32)
+        originals = Originals(order, positions)
     # Under the graph's lock, with the graph alive, every node is alive too: read the fields
     # directly instead of through the accessors' per-call handle checks.
     types = list(map(_type_of, order))
     params = list(map(_params_of, order))
     ids = list(map(_id_of, order))
     originals.params = params
-    if read is not None:  # read in insertion order: the columns permuted, not the nodes
-        if types.count(types[0]) != len(types):  # one type (kernels, usually): any order
-            types = list(map(types.__getitem__, at))
-        params = list(map(params.__getitem__, at))
-        ids = list(map(ids.__getitem__, at))
+    # Read in insertion order: the ids and parameters are permuted when used (see
+    # ExecGraph.read_order), the types now unless there is one (kernels, usually: any order).
+    if read is not None and types.count(types[0]) != len(types):
+        types = list(map(types.__getitem__, positions.tolist()))
     copy = ExecGraph._from_columns(
-        graph.id, ids, types, params, first, multi, list(graph.user_objects())
+        graph.id,
+        ids,
+        types,
+        params,
+        first,
+        multi,
+        list(graph.user_objects()),
+        None if read is None else positions,
     )
     children: list[tuple[ExecNode, Graph]] = []
     if not copy.flat:  # child graphs: the records now, each holding its child's copy
@@ -447,8 +503,14 @@ def _chain_columns(
         return None
     if not all(map(is_, map(_deps_of, islice(order, 1, None)), order)):
         return None
-    column = array("q", range(-1, count - 1))  # node i's dependency is node i - 1
+    column = _counting_up(count)  # node i's dependency is node i - 1
     return order, column, {0: ()}  # the root: no dependency
+
+
+def _counting_up(count: int) -> array[int]:
+    """``array("q", range(-1, count - 1))``, made in numpy (the array takes an append per int
+    from a ``range``)."""
+    return array("q", np.arange(-1, count - 1, dtype=np.int64).tobytes())
 
 
 def _dep_indices(
@@ -467,7 +529,7 @@ def _dep_indices(
     multi: dict[int, tuple[int, ...]] = {}
     if others == [0] and not deps[0] and all(map(is_, islice(deps, 1, None), order)):
         # A chain (what one stream captures): each node's dependency is the one before it.
-        column = array("q", range(-1, count - 1))
+        column = _counting_up(count)
         column[0] = _SEE_MULTI
         multi[0] = ()
         return column, multi
@@ -499,6 +561,20 @@ def source_map(originals: list[GraphNode], copy: ExecGraph) -> dict[HandleId, Ex
     return dict(zip(map(_hid, originals), copy.nodes, strict=True))
 
 
+# A source map before it is made: registry rows, generations, the copy, and the copy's
+# position -> index in the rows (None: the rows are in the copy's order).
+_SourceRows = tuple[list[int], list[int] | int, ExecGraph, Positions | None]
+
+
+def _generations(nodes: list[GraphNode]) -> list[int] | int:
+    """The nodes' registry generations: one int when they share it (most graphs: a list of
+    the same int would hold 8 bytes a node for as long as the executable lives)."""
+    generations: list[int] = list(map(_handle_generation, nodes))
+    if generations and generations.count(generations[0]) == len(generations):
+        return generations[0]
+    return generations
+
+
 class SourceMap(Mapping[HandleId, ExecNode]):
     """:func:`source_map` made on first lookup (what an executable keeps as its ``sources``).
 
@@ -521,26 +597,42 @@ class SourceMap(Mapping[HandleId, ExecNode]):
         # HandleId tuples would each be an object the garbage collector tracks) and the copies,
         # until the map replaces them: one field, so a reader always sees one or the other whole.
         # The copy is kept whole: its records are made when the map is (see ExecGraph.nodes).
-        self._state: tuple[list[int], list[int], ExecGraph] | dict[HandleId, ExecNode] = (
+        self._state: _SourceRows | dict[HandleId, ExecNode] = (
             list(map(_handle_row, originals)),
-            list(map(_handle_generation, originals)),
+            _generations(originals),
             copy,
+            None,
         )
 
     @classmethod
-    def _of_rows(cls, rows: list[int], generations: list[int], copy: ExecGraph) -> SourceMap:
+    def _of_rows(
+        cls,
+        rows: list[int],
+        generations: list[int] | int,
+        copy: ExecGraph,
+        at: Positions | None = None,
+    ) -> SourceMap:
         """The map of ``copy`` from its originals' registry rows and generations, in the
-        copy's order (what the constructor reads from the nodes themselves)."""
+        copy's order (what the constructor reads from the nodes themselves), or as read with
+        ``at`` (the copy's position -> index in ``rows``; permuted when the map is made)."""
         made = _new_object(cls)
-        made._state = (rows, generations, copy)
+        made._state = (rows, generations, copy, at)
         return made
 
     def _made(self) -> dict[HandleId, ExecNode]:
         state = self._state
         if isinstance(state, dict):
             return state
-        hids = map(HandleId._make, zip(state[0], state[1], strict=True))
-        made = dict(zip(hids, state[2].nodes, strict=True))  # two first users: equal maps
+        rows, generations, copy, at = state
+        if at is not None:
+            order = at.tolist()
+            rows = list(map(rows.__getitem__, order))
+            if isinstance(generations, list):
+                generations = list(map(generations.__getitem__, order))
+        if not isinstance(generations, list):  # one for every node
+            generations = [generations] * len(rows)
+        hids = map(HandleId._make, zip(rows, generations, strict=True))
+        made = dict(zip(hids, copy.nodes, strict=True))  # two first users: equal maps
         self._state = made
         return made
 
