@@ -157,6 +157,14 @@ def _race_lines(races: Sequence[Any] | None) -> list[str]:
     return lines
 
 
+def _check_path(path: object) -> None:
+    """The argument checks of a call that writes a file: a null path, then its type."""
+    if path is None:
+        raise InvalidValue("path is null")
+    if not isinstance(path, str | os.PathLike):  # open() would take an int as a descriptor
+        raise TypeError(f"path must be a str or os.PathLike, got {path!r}")
+
+
 def write_dot(graph: Graph, path: str | os.PathLike[str] | None, flags: int = 0) -> None:
     """Write :func:`to_dot` to ``path``.
 
@@ -164,10 +172,7 @@ def write_dot(graph: Graph, path: str | os.PathLike[str] | None, flags: int = 0)
         InvalidValue: destroyed graph or null path. OperatingSystem: the file cannot be written.
     """
     graph._check_alive()
-    if path is None:
-        raise InvalidValue("path is null")
-    if not isinstance(path, str | os.PathLike):  # open() would take an int as a descriptor
-        raise TypeError(f"path must be a str or os.PathLike, got {path!r}")
+    _check_path(path)
     text = to_dot(graph, flags)
     try:
         with open(path, "w", encoding="utf-8") as out:
@@ -181,8 +186,13 @@ def render(graph: Graph, path: str | os.PathLike[str], format: str = "svg", flag
 
     Raises:
         NotSupported: ``dot`` is not on PATH. OperatingSystem: ``dot`` failed.
-        ValueError: ``format`` is not a plain format name.
+        InvalidValue: destroyed graph or null path (before Graphviz is looked for).
+        ValueError: ``format`` is not a plain format name. TypeError: bad argument types.
     """
+    graph._check_alive()
+    _check_path(path)
+    if not isinstance(format, str):
+        raise TypeError(f"format must be a str, got {format!r}")
     if not format.isalnum():
         raise ValueError(f"not a Graphviz output format: {format!r}")
     text = to_dot(graph, flags)
