@@ -4,7 +4,8 @@
 bug, never a value: ``kind=True`` used to pass as ``HostToDevice`` (``CopyKind(True)``) and
 ``kind=1.0`` too, on every copy entry point, where ``begin_capture(mode=True)`` was refused.
 
-HIP's linear-copy setters (``hipGraphMemcpyNodeSetParams1D`` and
+HIP refuses a linear copy node of 0 bytes when it is added (``hipGraphAddMemcpyNode1D``), as
+the setters do; ours took it. HIP's linear-copy setters (``hipGraphMemcpyNodeSetParams1D`` and
 ``hipGraphExecMemcpyNodeSetParams1D``) refuse a copy whose source and destination are the same
 address with ``hipErrorInvalidValue``, as they refuse a count of 0; ours took it.
 """
@@ -148,3 +149,24 @@ async def test_an_executable_setter_refuses_a_copy_onto_itself_and_replays_the_o
     await (await graph_exec.launch(stream))
     assert (device.view(dst, np.uint8) == 7).all()
     destroy(graph_exec, graph, stream)
+
+
+@pytest.mark.asyncio
+async def test_adding_an_empty_copy_node_is_invalid_value_but_capturing_one_adds_nothing(
+    device: ahg.Device, ends: Any
+) -> None:
+    """``hipGraphAddMemcpyNode1D`` refuses a count of 0, as the setters and the memset add do;
+    only a capture skips an empty copy (and succeeds)."""
+    src, dst = ends
+    graph = ahg.Graph()
+    for args in ((dst, src, 0), (dst, np.zeros(0, np.float32)), (np.zeros(0, np.uint8), src)):
+        with pytest.raises(ahg.InvalidValue, match="count must not be 0"):
+            graph.add_memcpy_node(*args)
+    assert graph.statistics().nodes == 0
+    graph.destroy()
+    stream = device.create_stream()
+    stream.begin_capture()
+    await stream.memcpy(dst, src, 0)
+    captured = stream.end_capture()
+    assert captured.nodes() == []
+    destroy(captured, stream)
