@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import enum
 import gc
+import numbers
 import os
 import queue
 import sys
@@ -386,12 +387,37 @@ if hasattr(os, "register_at_fork"):
 def collect_forgotten(timeout: float | None = 10.0) -> None:
     """Collect garbage and wait until every forgotten handle found is freed.
 
+    Args:
+        timeout: seconds to wait, or None (or ``math.inf``, or anything past what a thread
+            can wait) to wait as long as it takes.
+
     Raises:
         TimeoutError: a release (a user-object destructor, say) did not finish in ``timeout``.
+        TypeError: ``timeout`` is not None or a real number (a bool is not a duration).
+        ValueError: ``timeout`` is negative or NaN.
     """
+    timeout = _wait_seconds(timeout)
     gc.collect()
     if not _RELEASER.flush(timeout):
         raise TimeoutError("forgotten handles are still being freed")
+
+
+def _wait_seconds(timeout: object) -> float | None:
+    """``timeout`` checked before anything waits, whether or not something is pending: the
+    answer to a bad argument must not depend on what the collector happened to find."""
+    if timeout is None:
+        return None
+    if type(timeout).__name__ in ("bool", "bool_") or not isinstance(timeout, numbers.Real):
+        raise TypeError(f"timeout must be a number of seconds or None, got {timeout!r}")
+    if timeout != timeout or timeout < 0:  # NaN is unequal to itself
+        raise ValueError(f"timeout must be a non-negative number of seconds, got {timeout!r}")
+    try:
+        seconds = float(timeout)
+    except OverflowError:  # an int past every float: longer than any wait
+        return None
+    if seconds >= threading.TIMEOUT_MAX:  # inf, or longer than a thread can wait: no limit
+        return None
+    return seconds
 
 
 def releaser_statistics() -> dict[str, int]:

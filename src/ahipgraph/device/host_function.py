@@ -74,10 +74,11 @@ class HostFunction:
     def __init__(
         self, fn: Callable[..., Any], reads: tuple[Region, ...], writes: tuple[Region, ...]
     ) -> None:
+        functools.update_wrapper(self, fn)  # keeps its name for errors and traces
+        # After the wrapper: update_wrapper copies fn.__dict__, which must not replace these.
         self.fn = fn
         self.reads = reads
         self.writes = writes
-        functools.update_wrapper(self, fn)  # keeps its name for errors and traces
 
     def __call__(self, *args: Any) -> Any:
         return self.fn(*args)
@@ -118,10 +119,16 @@ def host_function(
     Raises:
         TypeError: ``fn`` is not callable, or an entry is not a pointer or pair.
         ValueError: a negative size, or a null pointer.
+
+    Declaring a :class:`HostFunction` again adds to what it already declares.
     """
     if not callable(fn):
         raise TypeError(f"host function must be callable, got {fn!r}")
-    return HostFunction(fn, _regions(reads, "reads"), _regions(writes, "writes"))
+    read_regions, write_regions = _regions(reads, "reads"), _regions(writes, "writes")
+    if isinstance(fn, HostFunction):  # more declarations for a declared function: all count
+        read_regions, write_regions = fn.reads + read_regions, fn.writes + write_regions
+        fn = fn.fn
+    return HostFunction(fn, read_regions, write_regions)
 
 
 def running_host_function() -> Any:

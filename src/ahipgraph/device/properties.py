@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from ..core.ints import as_int, int_or_none
 
-__all__ = ["CopyKind", "CostModel", "DeviceProperties"]
+__all__ = ["CopyKind", "CostModel", "DeviceProperties", "copy_kind_or_none"]
 
 
 class CopyKind(enum.IntEnum):
@@ -19,6 +19,22 @@ class CopyKind(enum.IntEnum):
     DeviceToHost = 2
     DeviceToDevice = 3
     Default = 4
+
+
+def copy_kind_or_none(value: object) -> CopyKind | None:
+    """``value`` as a :class:`CopyKind`, or None when it is not one.
+
+    The integer rule of ``core.ints``: ``kind=True`` or ``kind=1.0`` is a bug, never
+    ``HostToDevice``, although ``CopyKind(True)`` and ``CopyKind(1.0)`` would accept them.
+    Each caller raises its own error (HIP's direction error or ``InvalidValue``).
+    """
+    checked = int_or_none(value)
+    if checked is None:
+        return None
+    try:
+        return CopyKind(checked)
+    except ValueError:
+        return None
 
 
 def _plain_ints(record: object, names: tuple[str, ...]) -> list[int]:

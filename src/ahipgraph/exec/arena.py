@@ -25,6 +25,7 @@ from itertools import repeat
 from typing import TYPE_CHECKING, overload
 
 from ..core.errors import InvalidValue
+from ..device.table import live
 
 if TYPE_CHECKING:
     from ..device.pointer import DevicePtr
@@ -126,7 +127,12 @@ class KernelArgArena:
         self.writes = 0
 
     def _new_chunk(self) -> tuple[DevicePtr, memoryview]:
-        ptr = self.device.malloc(self.chunk_bytes)
+        # The runtime's own memory, as HIP's kernarg pool, not the user's hipMalloc: so the
+        # capture rule for malloc()/free() does not apply (instantiating or destroying an
+        # executable while another stream captures neither fails nor invalidates that capture).
+        # Fault injection still sees it: it hooks the allocator itself.
+        live(self.device)
+        ptr = self.device.memory.malloc(self.chunk_bytes)
         buffer, offset = self.device.memory.resolve(ptr, self.chunk_bytes)
         chunk = buffer[offset : offset + self.chunk_bytes]
         return ptr, memoryview(chunk)  # type: ignore[arg-type]
@@ -208,7 +214,7 @@ class KernelArgArena:
                     chunks.append(self._new_chunk())
             except BaseException:
                 for ptr, _ in chunks:
-                    self.device.free(ptr)
+                    self.device.memory.free(ptr)
                 raise
             # Commit: nothing below can fail.
             base = len(self._chunks) - 1
@@ -419,7 +425,7 @@ class KernelArgArena:
             self._unflushed.clear()
             self._live = 0
         for ptr, _ in chunks:
-            self.device.free(ptr)
+            self.device.memory.free(ptr)
 
     def statistics(self) -> ArenaStatistics:
         with self._lock:

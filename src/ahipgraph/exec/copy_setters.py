@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.errors import InvalidValue
 from ..device.pointer import DevicePtr
-from ..device.properties import CopyKind
+from ..device.properties import CopyKind, copy_kind_or_none
 from ..graph.node_type import NodeType
 from ..runtime.params import Endpoint, MemcpyParams
 from ..runtime.pitched import PitchedCopyParams, PitchedPtr
@@ -38,10 +38,9 @@ def _same_kind(exec_node: ExecNode, kind: CopyKind | int | None) -> None:
     if kind is None:
         return
     original = exec_node.params.kind
-    try:
-        given = CopyKind(kind)
-    except ValueError:
-        raise InvalidValue(f"{kind!r} is not a memcpy kind") from None
+    given = copy_kind_or_none(kind)
+    if given is None:
+        raise InvalidValue(f"{kind!r} is not a memcpy kind")
     if given is not original:
         raise InvalidValue(f"a memcpy node's kind is fixed: {original.name}, not {given.name}")
 

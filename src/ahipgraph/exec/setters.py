@@ -19,11 +19,11 @@ from ..core.errors import GraphExecUpdateFailure, InvalidValue, Unknown
 from ..core.ints import flag_or_none
 from ..device.kernel import DimLike, Kernel
 from ..device.pointer import DevicePtr
-from ..device.properties import CopyKind
+from ..device.properties import CopyKind, copy_kind_or_none
 from ..graph.attributes import exec_attribute, exec_with_attribute
 from ..graph.graph import live_graph
 from ..graph.node_type import NodeType
-from ..graph.params import event_params, memcpy_params, revalidate
+from ..graph.params import event_params, memcpy_1d_set_params, revalidate
 from ..runtime.event import Event
 from ..runtime.launch_attributes import KernelNodeAttribute
 from ..runtime.params import Endpoint, HostParams, KernelParams, MemsetParams
@@ -107,13 +107,12 @@ def set_memcpy_node_params(
     exec_node = updater.node(node, NodeType.Memcpy)
     original = exec_node.params.kind
     if kind is not None:
-        try:
-            given = CopyKind(kind)
-        except ValueError:
-            raise InvalidValue(f"{kind!r} is not a memcpy kind") from None
+        given = copy_kind_or_none(kind)
+        if given is None:
+            raise InvalidValue(f"{kind!r} is not a memcpy kind")
         if given is not original:
             raise InvalidValue(f"a memcpy node's kind is fixed: {original.name}, not {given.name}")
-    updater.set(exec_node, memcpy_params(dst, src, nbytes, kind, allow_empty=False))
+    updater.set(exec_node, memcpy_1d_set_params(dst, src, nbytes, kind))
 
 
 def set_memset_node_params(

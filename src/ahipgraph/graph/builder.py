@@ -61,8 +61,15 @@ def add_memcpy_node(
     kind: CopyKind | int | None,
     deps: Deps,
 ) -> GraphNode:
-    """A linear copy node (``hipGraphAddMemcpyNode1D``)."""
-    return graph._add_node(NodeType.Memcpy, deps, lambda: memcpy_params(dst, src, nbytes, kind))
+    """A linear copy node (``hipGraphAddMemcpyNode1D``); a count of 0 is refused, as HIP.
+
+    (Only a capture skips an empty copy; a node added by hand must copy something.)
+    """
+    return graph._add_node(
+        NodeType.Memcpy,
+        deps,
+        lambda: memcpy_params(dst, src, nbytes, kind, allow_empty=False),
+    )
 
 
 def add_memset_node(

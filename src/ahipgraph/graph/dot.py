@@ -157,6 +157,15 @@ def _race_lines(races: Sequence[Any] | None) -> list[str]:
     return lines
 
 
+def _checked_path(path: object) -> str | os.PathLike[str]:
+    """The argument checks of a call that writes a file: a null path, then its type."""
+    if path is None:
+        raise InvalidValue("path is null")
+    if not isinstance(path, str | os.PathLike):  # open() would take an int as a descriptor
+        raise TypeError(f"path must be a str or os.PathLike, got {path!r}")
+    return path
+
+
 def write_dot(graph: Graph, path: str | os.PathLike[str] | None, flags: int = 0) -> None:
     """Write :func:`to_dot` to ``path``.
 
@@ -164,16 +173,13 @@ def write_dot(graph: Graph, path: str | os.PathLike[str] | None, flags: int = 0)
         InvalidValue: destroyed graph or null path. OperatingSystem: the file cannot be written.
     """
     graph._check_alive()
-    if path is None:
-        raise InvalidValue("path is null")
-    if not isinstance(path, str | os.PathLike):  # open() would take an int as a descriptor
-        raise TypeError(f"path must be a str or os.PathLike, got {path!r}")
+    checked = _checked_path(path)
     text = to_dot(graph, flags)
     try:
-        with open(path, "w", encoding="utf-8") as out:
+        with open(checked, "w", encoding="utf-8") as out:
             out.write(text)
     except OSError as error:
-        raise OperatingSystem(f"cannot write {os.fspath(path)!r}: {error.strerror}") from None
+        raise OperatingSystem(f"cannot write {os.fspath(checked)!r}: {error.strerror}") from None
 
 
 def render(graph: Graph, path: str | os.PathLike[str], format: str = "svg", flags: int = 0) -> None:
@@ -181,8 +187,13 @@ def render(graph: Graph, path: str | os.PathLike[str], format: str = "svg", flag
 
     Raises:
         NotSupported: ``dot`` is not on PATH. OperatingSystem: ``dot`` failed.
-        ValueError: ``format`` is not a plain format name.
+        InvalidValue: destroyed graph or null path (before Graphviz is looked for).
+        ValueError: ``format`` is not a plain format name. TypeError: bad argument types.
     """
+    graph._check_alive()
+    checked = _checked_path(path)
+    if not isinstance(format, str):
+        raise TypeError(f"format must be a str, got {format!r}")
     if not format.isalnum():
         raise ValueError(f"not a Graphviz output format: {format!r}")
     text = to_dot(graph, flags)
@@ -191,7 +202,7 @@ def render(graph: Graph, path: str | os.PathLike[str], format: str = "svg", flag
         raise NotSupported("Graphviz 'dot' is not installed")
     try:
         result = subprocess.run(
-            [program, f"-T{format}", "-o", os.fspath(path)],
+            [program, f"-T{format}", "-o", os.fspath(checked)],
             input=text,
             capture_output=True,
             text=True,

@@ -56,7 +56,7 @@ from .params import (
     event_params,
     host_params,
     kernel_params,
-    memcpy_params,
+    memcpy_1d_set_params,
     memset_params,
     revalidate,
 )
@@ -253,9 +253,7 @@ class GraphNode(NodeCopySetters, DestroyOnExit):
         kind: CopyKind | int | None = None,
     ) -> None:
         """``hipGraphMemcpyNodeSetParams1D``; the direction must stay the node's own."""
-        self._set(
-            (NodeType.Memcpy,), lambda: memcpy_params(dst, src, nbytes, kind, allow_empty=False)
-        )
+        self._set((NodeType.Memcpy,), lambda: memcpy_1d_set_params(dst, src, nbytes, kind))
 
     def set_memset_params(
         self,

@@ -52,6 +52,7 @@ __all__ = [
     "event_params",
     "host_params",
     "kernel_params",
+    "memcpy_1d_set_params",
     "memcpy_params",
     "memset_params",
     "revalidate",
@@ -156,6 +157,25 @@ def memcpy_params(
     if not allow_empty and not params.nbytes:
         raise InvalidValue("a memcpy node's count must not be 0")
     return params
+
+
+def memcpy_1d_set_params(
+    dst: Endpoint, src: Endpoint, nbytes: int | None, kind: CopyKind | int | None
+) -> MemcpyParams:
+    """Validate new parameters for an existing linear copy node, as HIP's node and executable
+    setters (``hipGraph[Exec]MemcpyNodeSetParams1D``) do: besides a count of 0, a copy whose
+    source and destination are the same address is refused (InvalidValue)."""
+    params = memcpy_params(dst, src, nbytes, kind, allow_empty=False)
+    if _address(params.dst) == _address(params.src):
+        raise InvalidValue(f"a memcpy node's source and destination are the same: {dst!r}")
+    return params
+
+
+def _address(end: Endpoint) -> tuple[int, int]:
+    """Where an endpoint starts: (device, address) of a pointer, (-1, data address) of an array."""
+    if isinstance(end, DevicePtr):
+        return end.device, end.address
+    return -1, int(end.__array_interface__["data"][0])
 
 
 def memset_params(

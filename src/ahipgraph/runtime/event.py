@@ -139,12 +139,16 @@ def elapsed_time(start: Event, end: Event) -> float:
     """Simulated milliseconds between two completed records (``hipEventElapsedTime``).
 
     Raises:
-        InvalidHandle: either event is None, destroyed, made without timing, or never recorded.
+        InvalidHandle: either event is None, destroyed, made without timing, or never recorded;
+            or the two belong to different devices (each device keeps its own clock; HIP's
+            ``hipErrorInvalidResourceHandle``, the same code).
         TypeError: either is not an Event.
         NotReady: either record has not completed yet.
     """
     for event in (start, end):
         live_event(event)
+    if start.device is not end.device:
+        raise InvalidHandle(f"{start!r} and {end!r} belong to different devices")
     for event in (start, end):
         if event.disable_timing:
             raise InvalidHandle(f"{event!r} was created with timing disabled")

@@ -23,7 +23,7 @@ from ..device.current import current_ordinal_now as _current_ordinal
 from ..device.kernel import Dim3, DimLike, Kernel, Threads, launch_dims
 from ..device.ops import CopyOp, FillOp, HostOp, KernelOp
 from ..device.pointer import DevicePtr
-from ..device.properties import CopyKind, DeviceProperties
+from ..device.properties import CopyKind, DeviceProperties, copy_kind_or_none
 from ..device.table import DEVICES as _DEVICES
 from ..device.table import check_range, current_properties, resolve_pointer
 from .device import Device
@@ -360,10 +360,9 @@ class MemcpyParams:
         _check_endpoint(src, "src")
         inferred = _infer_kind(dst, src)
         if kind is not None:
-            try:
-                given = CopyKind(kind)
-            except ValueError:
-                raise InvalidMemcpyDirection(f"{kind!r} is not a memcpy kind") from None
+            given = copy_kind_or_none(kind)
+            if given is None:
+                raise InvalidMemcpyDirection(f"{kind!r} is not a memcpy kind")
             if given not in (CopyKind.Default, inferred):
                 raise InvalidMemcpyDirection(
                     f"{given.name} given, but the endpoints make it {inferred.name}"

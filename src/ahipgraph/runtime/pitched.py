@@ -35,7 +35,7 @@ from ..core.errors import InvalidMemcpyDirection, InvalidPitchValue, InvalidValu
 from ..core.ints import as_int
 from ..device.ops import CopyOp, host_bytes
 from ..device.pointer import DevicePtr
-from ..device.properties import CopyKind
+from ..device.properties import CopyKind, copy_kind_or_none
 from ..device.table import check_range, resolve_pointer
 from .device import get_device
 from .params import Endpoint, MemcpyParams, _check_endpoint, _host_array, _infer_kind
@@ -76,10 +76,9 @@ def check_kind(kind: CopyKind | int | None, inferred: CopyKind) -> None:
     """HIP's direction rule: a copy kind that agrees with the endpoints, or ``Default``."""
     if kind is None:
         return
-    try:
-        given = CopyKind(kind)
-    except ValueError:
-        raise InvalidMemcpyDirection(f"{kind!r} is not a memcpy kind") from None
+    given = copy_kind_or_none(kind)
+    if given is None:
+        raise InvalidMemcpyDirection(f"{kind!r} is not a memcpy kind")
     if given not in (CopyKind.Default, inferred):
         raise InvalidMemcpyDirection(
             f"{given.name} given, but the endpoints make it {inferred.name}"

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..core.errors import InvalidMemcpyDirection, InvalidValue
 from ..device.pointer import DevicePtr
-from ..device.properties import CopyKind
+from ..device.properties import CopyKind, copy_kind_or_none
 from ..device.symbols import check_symbol_range, lookup_symbol
 from ..device.table import check_range
 from .completion import Completion
@@ -46,10 +46,9 @@ _FROM_SYMBOL = (CopyKind.DeviceToHost, CopyKind.DeviceToDevice, CopyKind.Default
 def _symbol_kind(kind: CopyKind | int | None, allowed: tuple[CopyKind, ...], what: str) -> None:
     if kind is None:
         return
-    try:
-        given = CopyKind(kind)
-    except ValueError:
-        raise InvalidMemcpyDirection(f"{kind!r} is not a memcpy kind") from None
+    given = copy_kind_or_none(kind)
+    if given is None:
+        raise InvalidMemcpyDirection(f"{kind!r} is not a memcpy kind")
     if given not in allowed:
         raise InvalidMemcpyDirection(f"a copy {what} a symbol cannot be {given.name}")
 
