@@ -12,6 +12,7 @@ the columns at once, and destroying an executable in flight.
 
 from __future__ import annotations
 
+import os
 import random
 import threading
 from collections import Counter
@@ -33,6 +34,8 @@ from cleanup import replayed_int64
 from test_kahn_columns import _read
 
 N = 512
+# Under ``make race`` the checker reads every launch's node records, which permutes them.
+RACE_CHECKED = bool(os.environ.get("AHIPGRAPH_RACE_CHECK", "").strip("0 "))
 # With LENGTH nodes a branch: past kahn_columns.MIN_NODES, and few enough odd nodes (a branch's
 # first, the root and the join) to be read by columns.
 BRANCHES = 50
@@ -102,7 +105,8 @@ async def test_a_wide_executable_replays_with_its_parameters_still_as_read(
         assert _copy_of(walked).read_order() is None
         assert _copy_of(graph_exec).read_order() is not None  # taken: nothing permuted
         words = await replayed_int64(device, graph_exec, x, N)
-        assert _copy_of(graph_exec).read_order() is not None  # a replay permutes nothing
+        if not RACE_CHECKED:
+            assert _copy_of(graph_exec).read_order() is not None  # a replay permutes nothing
         assert unenforced_edges(graph_exec) == []  # makes the records: permutes them now
         assert _copy_of(graph_exec).read_order() is None
         assert words[:BRANCHES].tolist() == [_expected()] * BRANCHES  # each branch in order
