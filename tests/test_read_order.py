@@ -146,8 +146,8 @@ def test_the_columns_permuted_on_first_use_are_the_walks() -> None:
 
 def _first_use(copy: ExecGraph, start: threading.Barrier, got: list[Any]) -> None:
     start.wait()
-    got.append([(n.id, n.params) for n in copy.nodes])
-    got.append(copy.params_column())
+    records = [(n.id, n.params) for n in copy.nodes]
+    got.append((records, copy.params_column()))  # one append: the threads' pairs stay whole
 
 
 def test_two_threads_permuting_one_copy_get_equal_columns(fast_switching: None) -> None:
@@ -167,8 +167,9 @@ def test_two_threads_permuting_one_copy_get_equal_columns(fast_switching: None) 
                 thread.start()
             for thread in threads:
                 thread.join()
-            assert got[0] == got[2]
-            assert got[1] == got[3] == [params for _, params in got[0]]
+            (records, params), (other_records, other_params) = got
+            assert records == other_records
+            assert params == other_params == [record[1] for record in records]
     finally:
         graph.destroy()
         ahg.get_device(0).free(x)
