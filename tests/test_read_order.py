@@ -79,6 +79,13 @@ def _unverified(graph: ahg.Graph) -> ahg.GraphExec:
     return ahg.GraphExec._instantiate(graph)
 
 
+def _walked_and_as_read(graph: ahg.Graph) -> tuple[ahg.GraphExec, ahg.GraphExec]:
+    """Two executables of ``graph``: one whose copy was walked, one whose copy is as read."""
+    with _read("walk"):
+        walked = graph.instantiate()
+    return walked, _unverified(graph)
+
+
 def _copy_of(graph_exec: ahg.GraphExec) -> ExecGraph:
     copy: ExecGraph = graph_exec._graph  # the executable's copy, as instantiate made it
     return copy
@@ -98,9 +105,7 @@ async def test_a_wide_executable_replays_with_its_parameters_still_as_read(
 ) -> None:
     x = device.malloc(N * 8)
     graph = _wide(x)
-    with _read("walk"):
-        walked = graph.instantiate()
-    graph_exec = _unverified(graph)
+    walked, graph_exec = _walked_and_as_read(graph)
     try:
         assert _copy_of(walked).read_order() is None
         assert _copy_of(graph_exec).read_order() is not None  # taken: nothing permuted
@@ -182,9 +187,7 @@ async def test_setters_update_and_disabled_nodes_reach_a_copy_still_as_read(
     """The first setter makes the source map (permuting the rows as read) and the records."""
     x = device.malloc(N * 8)
     graph = _wide(x)
-    with _read("walk"):
-        walked = graph.instantiate()
-    graph_exec = _unverified(graph)
+    walked, graph_exec = _walked_and_as_read(graph)
     made = [walked, graph_exec]
     nodes = graph.nodes()  # Kahn's order: the root, the first node of every branch, ...
     try:
