@@ -33,7 +33,7 @@ import contextlib
 import itertools
 import os
 import threading
-from collections.abc import Callable, Sequence, ValuesView
+from collections.abc import Callable, Iterable, Sequence, ValuesView
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -334,8 +334,10 @@ class Graph(DestroyOnExit):
             node: GraphNode = given
             if self._by_id.get(node.id) is node:
                 return (node,)
-        if isinstance(deps, GraphNode):
-            deps = (deps,)
+        if deps is None or isinstance(deps, GraphNode):
+            deps = (deps,)  # None: a null node, refused below as add_dependencies refuses it
+        elif not isinstance(deps, Iterable):  # a number, say: not a bare "not iterable"
+            raise TypeError(f"deps must be a GraphNode or an iterable of them, got {deps!r}")
         checked: list[GraphNode] = []
         seen: set[GraphNode] = set()
         for dep in deps:
