@@ -389,7 +389,8 @@ class Graph(DestroyOnExit):
             InvalidValue: destroyed graph; a null, destroyed or foreign node; an edge that does
                 not exist (or is given twice). Nothing is removed then.
             ValueError: the two lists differ in length.
-            NotSupported: the graph has memory-alloc or memory-free nodes (HIP's answer).
+            NotSupported: the graph has memory-alloc or memory-free nodes (CUDA's rule; HIP
+                itself removes the edge, which can reorder a free before its alloc).
         """
         topology.remove_dependencies(self, from_nodes, to_nodes)
 
