@@ -500,8 +500,11 @@ class GraphExec(DestroyOnExit):
         """``hipGraphExecChildGraphNodeSetParams``: same topology, new node parameters.
 
         Raises:
-            InvalidValue: bad handles. Unknown: ``child`` is the executable's own graph, or its
-                topology or node types differ from the embedded child's (HIP's codes).
+            InvalidValue: bad handles, or a node change that node's own setter refuses (a
+                memcpy's direction, a 2D memset's shape). Unknown: ``child`` is the
+                executable's own graph, or its topology or node types differ from the
+                embedded child's (HIP's codes). InvalidConfiguration: a kernel the
+                executable's device cannot run.
         """
         setters.set_child_graph_node_params(self._updater, node, child)
 
