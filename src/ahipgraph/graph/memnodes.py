@@ -40,7 +40,7 @@ from ..device.memory import DeviceMemory
 from ..device.pointer import DevicePtr
 from ..runtime.device import get_device
 
-__all__ = ["RESERVATIONS", "Reservation", "ReservationTable"]
+__all__ = ["RESERVATIONS", "Reservation", "ReservationTable", "memory_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +85,7 @@ class ReservationTable:
 
     def find(self, ptr: DevicePtr) -> Reservation | None:
         """The reservation that contains ``ptr``, if any."""
-        memory = _memory_of(ptr)
+        memory = memory_of(ptr)
         if memory is None:
             return None
         with self._lock:
@@ -100,7 +100,7 @@ class ReservationTable:
         Raises:
             InvalidValue: ``ptr`` is not the start of a live reservation, or one already freed.
         """
-        memory = _memory_of(ptr)
+        memory = memory_of(ptr)
         with self._lock:
             entry = self._by_memory.get(memory, {}).get(ptr.address) if memory else None
             if entry is None:
@@ -119,7 +119,7 @@ class ReservationTable:
         """
         with self._lock:
             for ptr in ptrs:
-                memory = _memory_of(ptr)
+                memory = memory_of(ptr)
                 entry = self._by_memory.get(memory, {}).get(ptr.address) if memory else None
                 if entry is not None:
                     entry.exec_owned = True
@@ -159,7 +159,7 @@ class ReservationTable:
 
     def forget(self, ptr: DevicePtr) -> None:
         """An executable gave back the range at ``ptr``: no free node can claim it any more."""
-        memory = _memory_of(ptr)
+        memory = memory_of(ptr)
         if memory is None:
             return
         with self._lock:
@@ -175,7 +175,9 @@ class ReservationTable:
         return f"<ReservationTable reservations={len(self)}>"
 
 
-def _memory_of(ptr: DevicePtr) -> DeviceMemory | None:
+def memory_of(ptr: DevicePtr) -> DeviceMemory | None:
+    """The memory of the device ``ptr`` belongs to (an alloc node's own device, which need not
+    be the executable's), or None if there is no such device any more."""
     try:
         return get_device(ptr.device).memory
     except (HipError, TypeError):
