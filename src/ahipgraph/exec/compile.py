@@ -27,6 +27,7 @@ import numpy as np
 from ..core.errors import HipError
 from ..device.kernel import Kernel, Threads
 from ..device.ops import KernelOp, Op, SignalIndexOp, WaitSignalIndicesOp
+from ..graph.memnodes import memory_of
 from ..graph.node_type import NodeType
 from ..runtime.params import KernelParams
 from .arena import ArgSlot, ArgSpan, KernelArgArena
@@ -80,32 +81,37 @@ class EventRecordOp(Op):
 
 
 class MemAllocOp(Op):
-    """A memory-alloc node: back the node's reserved addresses with memory."""
+    """A memory-alloc node: back the node's reserved addresses with memory.
 
-    __slots__ = ("device", "ptr")
+    The addresses are on the node's own device, which need not be the executable's: the
+    memory is committed (and its graph pool charged) there.
+    """
+
+    __slots__ = ("memory", "ptr")
 
     def __init__(self, device: Device, ptr: DevicePtr) -> None:
         super().__init__(0)
-        self.device, self.ptr = device, ptr
+        self.memory, self.ptr = memory_of(ptr) or device.memory, ptr
 
     def run(self, program: Program) -> None:
-        self.device.memory.commit(self.ptr)
+        self.memory.commit(self.ptr)
 
 
 class MemFreeOp(Op):
     """A memory-free node (or auto-free-on-launch): return the memory, keep the addresses."""
 
-    __slots__ = ("device", "ptrs")
+    __slots__ = ("frees",)
     is_sync = True  # frees still happen after a failure, so nothing leaks
 
     def __init__(self, device: Device, ptrs: tuple[DevicePtr, ...]) -> None:
         super().__init__(0)
-        self.device, self.ptrs = device, ptrs
+        # Each on its own device's memory, as MemAllocOp commits it.
+        self.frees = tuple((memory_of(ptr) or device.memory, ptr) for ptr in ptrs)
 
     def run(self, program: Program) -> None:
-        for ptr in self.ptrs:
+        for memory, ptr in self.frees:
             with contextlib.suppress(HipError):  # already released by the user
-                self.device.memory.decommit(ptr)
+                memory.decommit(ptr)
 
 
 @dataclass(slots=True)

@@ -2,10 +2,12 @@
 
 ``hipGraphExecMemcpyNodeSetParams`` (3D), ``...ToSymbol`` and ``...FromSymbol``, with HIP's
 rules (HIP_SEMANTICS §setters): the kind must equal the node's own (``InvalidValue``); a symbol
-is resolved on the executable's device, and a symbol copy whose device endpoint would move to
-another device than the node's → ``InvalidValue``; a null symbol → ``InvalidSymbol``. Like the
-other setters (:mod:`.setters`), these are module functions over the executable's updater, and
-a change never disturbs a launch already enqueued.
+is resolved on the executable's device, and a symbol copy whose device memory would move to
+another device than the node's → ``InvalidValue``, on either side: the symbol's (the executable
+runs on another device than the node was made for) or the caller's endpoint (HIP compares the
+new ``src``/``dst`` pointer's device with the original's); a null symbol → ``InvalidSymbol``.
+Like the other setters (:mod:`.setters`), these are module functions over the executable's
+updater, and a change never disturbs a launch already enqueued.
 """
 
 from __future__ import annotations
@@ -84,6 +86,7 @@ def set_memcpy_node_to_symbol(
     _same_kind(exec_node, kind)
     old: MemcpyParams = exec_node.params
     _same_device(old.dst, params.dst, "destination")
+    _same_device(old.src, params.src, "source")
     updater.set(exec_node, params)
 
 
@@ -102,4 +105,5 @@ def set_memcpy_node_from_symbol(
     _same_kind(exec_node, kind)
     old: MemcpyParams = exec_node.params
     _same_device(old.src, params.src, "source")
+    _same_device(old.dst, params.dst, "destination")
     updater.set(exec_node, params)

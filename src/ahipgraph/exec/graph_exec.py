@@ -53,7 +53,7 @@ from ..device.pointer import DevicePtr
 from ..device.properties import CopyKind
 from ..device.signal import Signal
 from ..graph.graph import BULK_BUILD_NODES
-from ..graph.memnodes import RESERVATIONS
+from ..graph.memnodes import RESERVATIONS, memory_of
 from ..graph.node_type import NodeType
 from ..lifetime.user_object import disown_all
 from ..runtime.completion import Completion
@@ -154,7 +154,7 @@ class _ExecRecord(HandleRecord):
         for ptr in self.alloc_ptrs:
             RESERVATIONS.forget(ptr)
             with contextlib.suppress(HipError):
-                self.device.memory.unreserve(ptr)
+                (memory_of(ptr) or self.device.memory).unreserve(ptr)  # the node's own device
         disown_all(self.user_objects, self)  # every destructor runs, then the first error
 
 
@@ -390,7 +390,7 @@ class GraphExec(DestroyOnExit):
             for ptr in self._launcher.compiled.alloc_ptrs:
                 RESERVATIONS.forget(ptr)  # an orphan's free node can no longer claim it
                 with contextlib.suppress(HipError):  # already given back
-                    self.device.memory.unreserve(ptr)
+                    (memory_of(ptr) or self.device.memory).unreserve(ptr)
 
     # -- updates (the updater) ------------------------------------------------------------------
 
@@ -500,8 +500,11 @@ class GraphExec(DestroyOnExit):
         """``hipGraphExecChildGraphNodeSetParams``: same topology, new node parameters.
 
         Raises:
-            InvalidValue: bad handles. Unknown: ``child`` is the executable's own graph, or its
-                topology or node types differ from the embedded child's (HIP's codes).
+            InvalidValue: bad handles, or a node change that node's own setter refuses (a
+                memcpy's direction, a 2D memset's shape). Unknown: ``child`` is the
+                executable's own graph, or its topology or node types differ from the
+                embedded child's (HIP's codes). InvalidConfiguration: a kernel the
+                executable's device cannot run.
         """
         setters.set_child_graph_node_params(self._updater, node, child)
 

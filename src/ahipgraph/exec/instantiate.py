@@ -234,7 +234,7 @@ def instantiate(graph: Graph, request: InstantiateRequest) -> Instantiated:
             internal_streams.append(Stream._create(device, non_blocking=True, owned=True))
         with graph.lock:  # the graph may have changed hands while we prepared
             check_instantiable(graph)
-            graph._mark_instantiated()  # from here on the executable owns alloc ranges
+            graph._mark_instantiated(compiled.alloc_ptrs)  # the executable owns these ranges
     except BaseException:
         arena.close()
         if pool is not None:

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from ..core.errors import HipError, InvalidValue, NotReady
 from ..device.program import Program
 from ..device.signal import Signal
+from ..graph.memnodes import memory_of
 from ..runtime import observe
 from ..runtime.completion import Completion
 from ..runtime.stream import Stream, StreamState, launch_stream
@@ -204,7 +205,7 @@ class Launcher:
 
     def _committed(self, ptr: Any) -> bool:
         try:
-            self.device.memory.resolve(ptr, 0)
+            (memory_of(ptr) or self.device.memory).resolve(ptr, 0)  # the node's own device
         except HipError:
             return False
         return True

@@ -149,8 +149,15 @@ def set_event_node_event(
     updater.apply([(exec_node, event_params(event))])  # null or destroyed: InvalidValue
 
 
+_SHAPE_CHANGES = (UpdateResultKind.TopologyChanged, UpdateResultKind.NodeTypeChanged)
+
+
 def set_child_graph_node_params(updater: Updater, node: GraphNode, child: Graph) -> None:
-    """``hipGraphExecChildGraphNodeSetParams``: same topology, new node parameters."""
+    """``hipGraphExecChildGraphNodeSetParams``: same topology, new node parameters.
+
+    Another topology or node-type sequence is HIP's ``hipErrorUnknown``; a change a node's
+    own setter refuses (a memcpy's direction, a 2D memset's shape) is that setter's error.
+    """
     exec_node = updater.node(node, NodeType.Graph)
     child = live_graph(child, "child graph")
     if child is node.graph:
@@ -158,13 +165,16 @@ def set_child_graph_node_params(updater: Updater, node: GraphNode, child: Graph)
     new_copy, new_nodes = snapshot(child)
     assert exec_node.child is not None
     result, changes = diff_graphs(exec_node.child, new_copy, new_nodes, node)
-    if result.ok:
-        changes, why, _ = updater.settle_conditionals(changes)
-        if why:
-            raise Unknown(f"child graph does not match: {why}")
-        result = device_limits_problem(changes, updater.device, node)
-    if not result.ok:
+    if result.kind in _SHAPE_CHANGES:  # HIP's validateChildGraphNodeSetParams
         raise Unknown(f"child graph does not match: {result.reason}")
+    if not result.ok:  # the same shape, but a node's SetParams refuses the change
+        raise InvalidValue(f"child graph node cannot take the change: {result.reason}")
+    changes, why, _ = updater.settle_conditionals(changes)
+    if why:  # a conditional node's bodies differ: its shape, not its parameters
+        raise Unknown(f"child graph does not match: {why}")
+    for changed, params in changes:  # each kernel as its own setter checks it
+        if changed.type is NodeType.Kernel:
+            params.check_limits(updater.device)
     updater.apply(changes)
 
 

@@ -149,7 +149,9 @@ def diff_graphs(
         if old_node.type is not new_type:
             reason = f"{old_node.type.name} became {new_type.name}"
             return UpdateResult(UpdateResultKind.NodeTypeChanged, culprit, reason), []
-        if old_node.deps != new_deps:
+        # The same dependencies added in another order are the same topology (HIP compares
+        # their count, CUDA the edge set): only another set of dependencies is a change.
+        if old_node.deps != new_deps and sorted(old_node.deps) != sorted(new_deps):
             reason = "dependencies changed"
             return UpdateResult(UpdateResultKind.TopologyChanged, culprit, reason), []
         if new_type is NodeType.Graph:

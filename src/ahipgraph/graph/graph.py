@@ -33,7 +33,7 @@ import contextlib
 import itertools
 import os
 import threading
-from collections.abc import Callable, Sequence, ValuesView
+from collections.abc import Callable, Iterable, Sequence, ValuesView
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -119,17 +119,16 @@ class _GraphRecord(HandleRecord):
     quiet: the runtime owns them, and they go with the node that holds them.
     """
 
-    __slots__ = ("instantiated", "user_objects")
+    __slots__ = ("user_objects",)
 
     releases = True
 
     def __init__(self, graph: Graph, user_objects: set[UserObject]) -> None:
         super().__init__(graph, f"graph #{graph.id}")
         self.user_objects = user_objects  # the graph's own set, shared
-        self.instantiated = False
 
     def release(self) -> None:
-        RESERVATIONS.release_owner(self, unreserve=not self.instantiated)
+        RESERVATIONS.release_owner(self)
         objects = list(self.user_objects)
         self.user_objects.clear()
         disown_all(objects, self)  # every destructor runs, then the first error
@@ -334,8 +333,10 @@ class Graph(DestroyOnExit):
             node: GraphNode = given
             if self._by_id.get(node.id) is node:
                 return (node,)
-        if isinstance(deps, GraphNode):
-            deps = (deps,)
+        if deps is None or isinstance(deps, GraphNode):
+            deps = (deps,)  # None: a null node, refused below as add_dependencies refuses it
+        elif not isinstance(deps, Iterable):  # a number, say: not a bare "not iterable"
+            raise TypeError(f"deps must be a GraphNode or an iterable of them, got {deps!r}")
         checked: list[GraphNode] = []
         seen: set[GraphNode] = set()
         for dep in deps:
@@ -387,7 +388,8 @@ class Graph(DestroyOnExit):
             InvalidValue: destroyed graph; a null, destroyed or foreign node; an edge that does
                 not exist (or is given twice). Nothing is removed then.
             ValueError: the two lists differ in length.
-            NotSupported: the graph has memory-alloc or memory-free nodes (HIP's answer).
+            NotSupported: the graph has memory-alloc or memory-free nodes (CUDA's rule; HIP
+                itself removes the edge, which can reorder a free before its alloc).
         """
         topology.remove_dependencies(self, from_nodes, to_nodes)
 
@@ -848,13 +850,21 @@ class Graph(DestroyOnExit):
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
-    def _mark_instantiated(self) -> None:
-        """Record that an executable was made from this graph (an internal hook: only
-        ``exec/instantiate.py`` calls it, once the executable owns the alloc ranges)."""
+    def _mark_instantiated(self, alloc_ptrs: list[DevicePtr] | None = None) -> None:
+        """Record that an executable was made from this graph and owns the ranges of the
+        alloc nodes it copied, ``alloc_ptrs`` (default: every alloc node's now). An internal
+        hook: only ``exec/instantiate.py`` calls it. Alloc nodes added later keep their ranges
+        with the graph."""
         with self.lock:
             self._check_alive()
+            if alloc_ptrs is None:
+                alloc_ptrs = [
+                    n._params.ptr  # type: ignore[union-attr]
+                    for n in self._nodes
+                    if n._type is NodeType.MemAlloc
+                ]
             self.instantiated = True
-            self._life.instantiated = True
+            RESERVATIONS.hand_over(alloc_ptrs)
 
     def instantiate(self, flags: int = 0, **options: Any) -> GraphExec:
         """Make an executable from this graph (``hipGraphInstantiateWithFlags``).
@@ -942,8 +952,8 @@ class Graph(DestroyOnExit):
         objects = list(self._user_objects)
         self._user_objects.clear()
         if self.has_mem_nodes:
-            # Once instantiated, the executable owns the reserved ranges.
-            RESERVATIONS.release_owner(owner_key(self), unreserve=not self.instantiated)
+            # Ranges an executable took are its own to give back (see memnodes.py).
+            RESERVATIONS.release_owner(owner_key(self))
         return children, objects
 
     def _release(self, children: list[Graph], objects: list[UserObject]) -> None:

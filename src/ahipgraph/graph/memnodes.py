@@ -40,7 +40,7 @@ from ..device.memory import DeviceMemory
 from ..device.pointer import DevicePtr
 from ..runtime.device import get_device
 
-__all__ = ["RESERVATIONS", "Reservation", "ReservationTable"]
+__all__ = ["RESERVATIONS", "Reservation", "ReservationTable", "memory_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +85,7 @@ class ReservationTable:
 
     def find(self, ptr: DevicePtr) -> Reservation | None:
         """The reservation that contains ``ptr``, if any."""
-        memory = _memory_of(ptr)
+        memory = memory_of(ptr)
         if memory is None:
             return None
         with self._lock:
@@ -100,7 +100,7 @@ class ReservationTable:
         Raises:
             InvalidValue: ``ptr`` is not the start of a live reservation, or one already freed.
         """
-        memory = _memory_of(ptr)
+        memory = memory_of(ptr)
         with self._lock:
             entry = self._by_memory.get(memory, {}).get(ptr.address) if memory else None
             if entry is None:
@@ -110,28 +110,43 @@ class ReservationTable:
             entry.freed_by = owner
             return entry.reservation
 
-    def release_owner(self, owner: object, *, unreserve: bool) -> None:
+    def hand_over(self, ptrs: list[DevicePtr]) -> None:
+        """An executable now owns the ranges at ``ptrs`` (it commits them and unreserves them
+        when it is destroyed); the graph that reserved them no longer gives them back.
+
+        Per range, not per graph: a graph instantiated before it held an alloc node, or given
+        one after, still owns that node's range.
+        """
+        with self._lock:
+            for ptr in ptrs:
+                memory = memory_of(ptr)
+                entry = self._by_memory.get(memory, {}).get(ptr.address) if memory else None
+                if entry is not None:
+                    entry.exec_owned = True
+
+    def release_owner(self, owner: object) -> None:
         """``owner`` (a graph) is gone: settle its reservations and its free claims.
 
-        Its allocations freed by its own free nodes are forgotten (and unreserved if asked:
-        an uninstantiated graph owned the range); its other allocations become orphans, still
-        claimable by a free node. Its claims on other graphs' allocations are withdrawn, and an
-        orphan that loses its claim is forgotten.
+        Its allocations freed by its own free nodes are forgotten (and unreserved unless an
+        executable owns the range); its other allocations become orphans, still claimable by a
+        free node, unless no executable owns them and no free node claims them (forgotten and
+        unreserved). Its claims on other graphs' allocations are withdrawn, and an orphan that
+        loses its claim is forgotten.
         """
         dropped: list[tuple[DeviceMemory, _Entry]] = []
         with self._lock:
             for memory, table in list(self._by_memory.items()):
                 for base, entry in list(table.items()):
                     if entry.owner is owner:
-                        if entry.freed_by is owner or (entry.freed_by is None and unreserve):
-                            # Freed by its own graph, or never instantiated and claimed by no
-                            # free node: nothing can use the range any more.
+                        mine = not entry.exec_owned  # no executable took the range
+                        if entry.freed_by is owner or (entry.freed_by is None and mine):
+                            # Freed by its own graph, or no executable took it and no free
+                            # node claims it: nothing can use the range any more.
                             del table[base]
-                            if unreserve:
+                            if mine:
                                 dropped.append((memory, entry))
                         else:
                             entry.owner = None
-                            entry.exec_owned = not unreserve
                     elif entry.freed_by is owner:
                         entry.freed_by = None
                         if entry.owner is None:
@@ -144,7 +159,7 @@ class ReservationTable:
 
     def forget(self, ptr: DevicePtr) -> None:
         """An executable gave back the range at ``ptr``: no free node can claim it any more."""
-        memory = _memory_of(ptr)
+        memory = memory_of(ptr)
         if memory is None:
             return
         with self._lock:
@@ -160,7 +175,9 @@ class ReservationTable:
         return f"<ReservationTable reservations={len(self)}>"
 
 
-def _memory_of(ptr: DevicePtr) -> DeviceMemory | None:
+def memory_of(ptr: DevicePtr) -> DeviceMemory | None:
+    """The memory of the device ``ptr`` belongs to (an alloc node's own device, which need not
+    be the executable's), or None if there is no such device any more."""
     try:
         return get_device(ptr.device).memory
     except (HipError, TypeError):

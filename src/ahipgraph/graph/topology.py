@@ -61,7 +61,7 @@ def remove_dependencies(graph: Graph, from_nodes: Ends, to_nodes: Ends) -> None:
     pairs = _pairs(from_nodes, to_nodes)
     with graph.lock:
         _check_pairs(graph, pairs)
-        if graph.has_mem_nodes:  # HIP: the memory nodes' ordering is part of their contract
+        if graph.has_mem_nodes:  # CUDA's rule (HIP removes the edge): keeps alloc before free
             raise NotSupported("edges cannot be removed from a graph with memory nodes")
         if len(set(pairs)) != len(pairs):
             raise InvalidValue("an edge is listed twice")
