@@ -127,7 +127,11 @@ def _trace(args: argparse.Namespace, out: Output) -> int:
     from .tools.trace import tracing
 
     script = Path(args.script)
+    saved_argv, saved_path = sys.argv, list(sys.path)
     sys.argv = [str(script), *args.args]
+    # ``python script.py`` puts the script's directory first on the path, so the script
+    # imports the modules beside it; ``runpy.run_path`` does not (as ``cProfile`` does it).
+    sys.path.insert(0, str(script.resolve().parent))
     status = 0
     with tracing() as trace:
         try:
@@ -146,6 +150,9 @@ def _trace(args: argparse.Namespace, out: Output) -> int:
             # for a program ended by SIGINT.
             traceback.print_exc()
             status = 130
+        finally:
+            sys.argv = saved_argv
+            sys.path[:] = saved_path
     path = trace.save(args.output)
     out.say(
         f"wrote {path}: {len(trace.ops)} ops, {len(trace.flows)} signal flows, "
