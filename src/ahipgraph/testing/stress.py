@@ -98,6 +98,12 @@ class StressViolation(AssertionError):
             f"  reproduce: ahipgraph stress --seed {seed}"
         )
 
+    def __reduce__(self) -> tuple[type[StressViolation], tuple[int, str, str, str]]:
+        # An exception is copied and pickled by calling its class with ``args``, here the
+        # message alone, which this constructor refuses: a violation raised in a worker process
+        # or copied by a test tool must come back as itself.
+        return (type(self), (self.seed, self.worker, self.invariant, self.detail))
+
 
 @dataclass(slots=True)
 class StressReport:
