@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 from ..core.clock import SimClock
 from ..core.errors import IllegalState
 from ..core.waitqueue import WaitQueue
+from .host_function import InContext
 
 if TYPE_CHECKING:
     from .base import DeviceBase
@@ -314,7 +315,13 @@ class Engine:
         loop.call_soon(callback, *args)
 
     def start(self, awaitable: Awaitable[Any]) -> asyncio.Future[Any]:
-        """Run an async kernel or host body on the owner loop; its future tells when it ends."""
+        """Run an async kernel or host body on the owner loop; its future tells when it ends.
+
+        A host function's result comes with the context it runs in (``InContext``): the task
+        is made inside that context, so it starts with a copy of it.
+        """
+        if type(awaitable) is InContext:
+            return awaitable.context.run(asyncio.ensure_future, awaitable.awaitable, loop=self.loop)
         return asyncio.ensure_future(awaitable, loop=self.loop)
 
     def report_exception(self, context: dict[str, Any]) -> bool:
