@@ -38,3 +38,33 @@ def test_the_cli_trace_lets_the_script_import_the_modules_beside_it(
     assert "neighbour 7" in captured.out
     assert sys.path == path_before  # the script's directory is not left behind
     assert sys.argv == argv_before
+
+
+def test_the_cli_trace_keeps_the_trace_of_a_script_ended_by_a_cancelled_main(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A script whose main task is cancelled ends ``asyncio.run`` with ``CancelledError``,
+    a ``BaseException`` but not an ``Exception``: it went through the command, and the
+    trace of the run was never written."""
+    monkeypatch.setattr(sys, "argv", list(sys.argv))
+    script = tmp_path / "script.py"
+    script.write_text(
+        "import asyncio\n"
+        "import ahipgraph as ahg\n"
+        "async def work():\n"
+        "    device = ahg.get_device(0)\n"
+        "    stream = device.create_stream()\n"
+        "    out = device.malloc(8)\n"
+        "    await (await stream.memset(out, 0, 8))\n"
+        "    stream.destroy()\n"
+        "    device.free(out)\n"
+        "    asyncio.current_task().cancel()\n"
+        "    await asyncio.sleep(0)\n"
+        "ahg.run(work)\n"
+    )
+    output = tmp_path / "trace.json"
+    assert main(["--plain", "trace", "-o", str(output), str(script)]) == 1
+    captured = capsys.readouterr()
+    assert "CancelledError" in captured.err
+    assert "1 ops" in captured.out
+    assert output.exists()

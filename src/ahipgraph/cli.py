@@ -140,16 +140,17 @@ def _trace(args: argparse.Namespace, out: Output) -> int:
             # ``raise SystemExit(main())`` ends most scripts: the trace is still written, and
             # the command exits with the script's status, as ``python script.py`` would.
             status = _exit_status(exit_.code)
-        except Exception:
-            # A script that fails is the one whose timeline is wanted: print its traceback
-            # and exit 1, as ``python script.py`` would, but keep the trace.
-            traceback.print_exc()
-            status = 1
         except KeyboardInterrupt:
             # Ctrl-C on a long run: keep what was traced so far; 130 is the shell's status
             # for a program ended by SIGINT.
             traceback.print_exc()
             status = 130
+        except BaseException:
+            # A script that fails is the one whose timeline is wanted: print its traceback
+            # and exit 1, as ``python script.py`` would, but keep the trace. Not only an
+            # Exception: a main task cancelled ends ``asyncio.run`` with CancelledError.
+            traceback.print_exc()
+            status = 1
         finally:
             sys.argv = saved_argv
             sys.path[:] = saved_path
