@@ -134,14 +134,36 @@ class KernelHang(KernelFault):
         return sum(1 for f in self._hanging if not f.done())
 
     def cancel(self) -> int:
-        """Fail every hung kernel (``LaunchFailure``) so its queue moves on; return how many."""
+        """Fail every hung kernel (``LaunchFailure``) so its queue moves on; return how many.
+
+        Safe from any thread: a hung kernel's future belongs to the loop running its device,
+        and is failed on that loop's thread (a future resolved from another thread would not
+        wake a loop asleep in its selector).
+        """
         cancelled = 0
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
         for future in self._hanging:
-            if not future.done() and not future.get_loop().is_closed():
-                future.set_exception(InjectedFault("hung kernel cancelled"))
-                cancelled += 1
+            loop = future.get_loop()
+            if future.done() or loop.is_closed():
+                continue
+            if loop is running:
+                _fail_hang(future)
+            else:
+                try:
+                    loop.call_soon_threadsafe(_fail_hang, future)
+                except RuntimeError:  # the loop closed meanwhile: nobody waits any more
+                    continue
+            cancelled += 1
         self._hanging.clear()
         return cancelled
+
+
+def _fail_hang(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_exception(InjectedFault("hung kernel cancelled"))
 
 
 class AllocationFault(hooks.Observer):
