@@ -15,7 +15,7 @@ import contextlib
 import threading
 
 import ahipgraph as ahg
-from ahipgraph.testing import hang_kernels
+from ahipgraph.testing import GatedHost, HeldKernel, hang_kernels
 
 
 @ahg.kernel
@@ -57,3 +57,40 @@ def test_a_hang_cancelled_from_another_thread_wakes_the_loop_that_runs_it(
     assert len(outcome) == 1
     assert isinstance(outcome[0], ahg.LaunchFailure)
     device.free(buffer)
+
+
+def test_a_held_kernel_released_from_another_thread_wakes_the_loop_that_runs_it(
+    device: ahg.Device,
+) -> None:
+    """``HeldKernel.release`` (and ``GatedHost.open``) set an ``asyncio.Event`` from the
+    caller's thread: the waiting loop on another thread was marked done but never woken."""
+    held = HeldKernel()
+    gate = GatedHost()
+    ready = threading.Event()
+    outcome: list[str] = []
+
+    async def worker() -> None:
+        stream = device.create_stream()
+        kernel_done = await held.launch(stream)
+        host_done = await stream.launch_host_func(gate)
+        await held.started.wait()
+        ready.set()
+        async with asyncio.timeout(60):  # only a safety net
+            await kernel_done
+            outcome.append("kernel")
+            await gate.started()
+            ready.set()
+            await host_done
+            outcome.append("host")
+        stream.destroy()
+
+    thread = threading.Thread(target=asyncio.run, args=(worker(),))
+    thread.start()
+    assert ready.wait(30)
+    ready.clear()
+    held.release()  # from this thread, while the worker's loop sleeps
+    assert ready.wait(30), "the held kernel was never let go"
+    gate.open()
+    thread.join(20)
+    assert not thread.is_alive(), "the worker's loop was never woken"
+    assert outcome == ["kernel", "host"]
