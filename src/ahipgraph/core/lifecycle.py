@@ -27,6 +27,7 @@ executable, so neither is collected before its work completes.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import gc
 import numbers
@@ -34,6 +35,7 @@ import os
 import queue
 import sys
 import threading
+import traceback
 import warnings
 import weakref
 from collections.abc import Iterator
@@ -360,7 +362,8 @@ class _Releaser:
                 item.release()
             except BaseException as error:  # user destructors: contained, like __del__
                 self.failed += 1
-                report_unraisable(error, f"Exception ignored while freeing {item.label}", item)
+                with contextlib.suppress(BaseException):  # the releaser itself must go on
+                    report_unraisable(error, f"Exception ignored while freeing {item.label}", item)
             else:
                 self.released += 1
             del item
@@ -484,6 +487,12 @@ def report_unraisable(error: BaseException, message: str, obj: object = None) ->
     For errors in user code run where nobody can receive them, such as a destructor run by a
     completion after its event loop closed, or by the releaser for a forgotten handle.
     """
+    hook = sys.unraisablehook
+    if hook is sys.__unraisablehook__:
+        # Python's own hook takes only the arguments Python makes (it raises TypeError for any
+        # other object): write what it would write instead.
+        _write_unraisable(error, message, obj)
+        return
     args = SimpleNamespace(
         exc_type=type(error),
         exc_value=error,
@@ -491,4 +500,20 @@ def report_unraisable(error: BaseException, message: str, obj: object = None) ->
         err_msg=message,
         object=obj,
     )
-    sys.unraisablehook(_cast(Any, args))
+    try:
+        hook(_cast(Any, args))
+    except Exception:  # a hook that fails must not take the reporting thread with it
+        _write_unraisable(error, message, obj)
+
+
+def _write_unraisable(error: BaseException, message: str, obj: object) -> None:
+    """What ``sys.__unraisablehook__`` writes: the message, the object, the traceback."""
+    stream = sys.stderr
+    if stream is None:  # no console (pythonw): nowhere to report, as for Python's own hook
+        return
+    try:
+        head = f"{message}: {obj!r}\n" if obj is not None else f"{message}:\n"
+        stream.write(head + "".join(traceback.format_exception(error)))
+        stream.flush()
+    except Exception:  # a closed or broken stderr: the error stays contained
+        pass
