@@ -1358,7 +1358,8 @@ _CHECKER = _Checker()
 _ENTERED: ContextVar[tuple[RaceCheck, ...]] = ContextVar("ahipgraph_race_checks", default=())
 
 
-_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../ahipgraph
+# ".../ahipgraph/" (with the separator, so that ".../ahipgraph_app.py" is not inside it)
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
 def _caller_level() -> int:
