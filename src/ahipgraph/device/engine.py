@@ -314,13 +314,13 @@ class Engine:
         assert loop is not None
         loop.call_soon(callback, *args)
 
-    def start(self, awaitable: Awaitable[Any]) -> asyncio.Future[Any]:
+    def start(self, awaitable: Awaitable[Any] | InContext) -> asyncio.Future[Any]:
         """Run an async kernel or host body on the owner loop; its future tells when it ends.
 
         A host function's result comes with the context it runs in (``InContext``): the task
         is made inside that context, so it starts with a copy of it.
         """
-        if type(awaitable) is InContext:
+        if isinstance(awaitable, InContext):
             return awaitable.context.run(asyncio.ensure_future, awaitable.awaitable, loop=self.loop)
         return asyncio.ensure_future(awaitable, loop=self.loop)
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Awaitable, Callable, Generator, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextvars import Context, ContextVar, copy_context
 from typing import TYPE_CHECKING, Any
 
@@ -150,13 +150,6 @@ class InContext:
     def __init__(self, awaitable: Awaitable[Any], context: Context) -> None:
         self.awaitable = awaitable
         self.context = context
-
-    def __await__(self) -> Generator[Any, None, Any]:  # awaited directly (not by the engine)
-        return self.context.run(_await_in, self.awaitable).__await__()
-
-
-async def _await_in(awaitable: Awaitable[Any]) -> Any:
-    return await awaitable
 
 
 def call_host_function(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
