@@ -110,6 +110,10 @@ class KernelFault(hooks.Observer):
             raise InjectedFault(f"injected failure of kernel {kernel!r}")
         return None
 
+    def __repr__(self) -> str:
+        left = "every" if self.remaining is None else self.remaining
+        return f"<{type(self).__name__} name={self.name!r} left={left} hits={self.hits}>"
+
 
 class KernelHang(KernelFault):
     """Holds matching kernel dispatches until :meth:`cancel`; see :func:`hang_kernels`."""
@@ -132,6 +136,9 @@ class KernelHang(KernelFault):
     def hanging(self) -> int:
         """How many hung kernels are still holding their queue."""
         return sum(1 for f in self._hanging if not f.done())
+
+    def __repr__(self) -> str:
+        return f"{super().__repr__()[:-1]} hanging={self.hanging}>"
 
     def cancel(self) -> int:
         """Fail every hung kernel (``LaunchFailure``) so its queue moves on; return how many.
@@ -191,6 +198,13 @@ class AllocationFault(hooks.Observer):
         self.hits += 1
         raise OutOfMemory(
             f"device {memory.ordinal}: injected fault refused an allocation of {nbytes} bytes"
+        )
+
+    def __repr__(self) -> str:
+        left = "every" if self.remaining is None else self.remaining
+        return (
+            f"<AllocationFault device={self.device} nbytes={self.nbytes} left={left} "
+            f"hits={self.hits}>"
         )
 
 
@@ -275,6 +289,9 @@ class SignalSetsHeld:
     @property
     def held(self) -> int:
         return len(self.sets)
+
+    def __repr__(self) -> str:
+        return f"<SignalSetsHeld held={self.held} of {self.graph_exec!r}>"
 
 
 @contextlib.contextmanager

@@ -70,6 +70,10 @@ class HeldKernel:
         """Let every run of the kernel, present and future, finish. Safe from any thread."""
         _set_event(self._gate, self._loops)
 
+    def __repr__(self) -> str:
+        state = "released" if self._gate.is_set() else "held"
+        return f"<HeldKernel {self.name!r} runs={self.runs} {state}>"
+
 
 class GatedHost:
     """An async host function that, on its k-th run, waits until the test opens gate k."""
@@ -104,6 +108,10 @@ class GatedHost:
     def open_all(self, runs: int) -> None:
         for run in range(runs):
             self.open(run)
+
+    def __repr__(self) -> str:
+        opened = sorted(run for run, gate in self._gates.items() if gate.is_set())
+        return f"<GatedHost {self.name!r} runs={self.runs} open={opened}>"
 
     async def started(self, run: int = 0) -> None:
         """Wait until run ``run`` has begun (its queue is then held)."""
