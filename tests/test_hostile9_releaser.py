@@ -71,3 +71,17 @@ def test_a_raising_unraisable_hook_leaves_the_releaser_running(
         ahg.collect_forgotten(timeout=20)
     assert ran == [None]
     assert "ValueError: dtor" in capsys.readouterr().err
+
+
+def test_collect_forgotten_with_no_time_to_wait_succeeds_when_nothing_is_pending(
+    device: ahg.Device,
+) -> None:
+    """``collect_forgotten(timeout=0)`` asked the releaser thread to answer within no time
+    at all, so once that thread existed it raised "forgotten handles are still being freed"
+    even with nothing left to free. Now it waits only for what is pending."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ahg.ForgottenHandleWarning)
+        _forget_a_graph_owning(lambda data: None)  # the releaser thread now exists
+        ahg.collect_forgotten(timeout=20)
+    for _ in range(3):
+        ahg.collect_forgotten(timeout=0)  # nothing pending: no TimeoutError

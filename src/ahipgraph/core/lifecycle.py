@@ -339,6 +339,10 @@ class _Releaser:
         self._thread: threading.Thread | None = None
         self.released = 0
         self.failed = 0
+        # Records put and not yet freed, so a flush with nothing to wait for returns at once
+        # (``timeout=0`` is a poll). Re-entrant: a collection inside ``put`` may put again.
+        self._pending = 0
+        self._pending_lock = threading.RLock()
 
     def start(self) -> None:
         if self._thread is not None:
@@ -350,6 +354,8 @@ class _Releaser:
                 self._thread = thread
 
     def put(self, record: HandleRecord) -> None:
+        with self._pending_lock:
+            self._pending += 1
         self._queue.put(record)
 
     def _run(self) -> None:
@@ -367,18 +373,24 @@ class _Releaser:
             else:
                 self.released += 1
             del item
+            with self._pending_lock:
+                self._pending -= 1
 
     def flush(self, timeout: float | None) -> bool:
         """Wait until everything queued so far was freed; False on timeout."""
         thread = self._thread
         if thread is None or threading.current_thread() is thread:
             return True
+        with self._pending_lock:
+            if not self._pending:  # everything put so far is freed: nothing to wait for
+                return True
         done = threading.Event()
         self._queue.put(done)
         return done.wait(timeout)
 
     def _after_fork(self) -> None:
         self._lock = threading.Lock()
+        self._pending_lock = threading.RLock()
         self._thread = None  # the child has no releaser thread until a record needs one
 
 
