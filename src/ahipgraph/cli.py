@@ -127,7 +127,11 @@ def _trace(args: argparse.Namespace, out: Output) -> int:
     from .tools.trace import tracing
 
     script = Path(args.script)
+    saved_argv, saved_path = sys.argv, list(sys.path)
     sys.argv = [str(script), *args.args]
+    # ``python script.py`` puts the script's directory first on the path, so the script
+    # imports the modules beside it; ``runpy.run_path`` does not (as ``cProfile`` does it).
+    sys.path.insert(0, str(script.resolve().parent))
     status = 0
     with tracing() as trace:
         try:
@@ -136,16 +140,20 @@ def _trace(args: argparse.Namespace, out: Output) -> int:
             # ``raise SystemExit(main())`` ends most scripts: the trace is still written, and
             # the command exits with the script's status, as ``python script.py`` would.
             status = _exit_status(exit_.code)
-        except Exception:
-            # A script that fails is the one whose timeline is wanted: print its traceback
-            # and exit 1, as ``python script.py`` would, but keep the trace.
-            traceback.print_exc()
-            status = 1
         except KeyboardInterrupt:
             # Ctrl-C on a long run: keep what was traced so far; 130 is the shell's status
             # for a program ended by SIGINT.
             traceback.print_exc()
             status = 130
+        except BaseException:
+            # A script that fails is the one whose timeline is wanted: print its traceback
+            # and exit 1, as ``python script.py`` would, but keep the trace. Not only an
+            # Exception: a main task cancelled ends ``asyncio.run`` with CancelledError.
+            traceback.print_exc()
+            status = 1
+        finally:
+            sys.argv = saved_argv
+            sys.path[:] = saved_path
     path = trace.save(args.output)
     out.say(
         f"wrote {path}: {len(trace.ops)} ops, {len(trace.flows)} signal flows, "

@@ -27,6 +27,7 @@ executable, so neither is collected before its work completes.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import gc
 import numbers
@@ -34,6 +35,7 @@ import os
 import queue
 import sys
 import threading
+import traceback
 import warnings
 import weakref
 from collections.abc import Iterator
@@ -337,6 +339,10 @@ class _Releaser:
         self._thread: threading.Thread | None = None
         self.released = 0
         self.failed = 0
+        # Records put and not yet freed, so a flush with nothing to wait for returns at once
+        # (``timeout=0`` is a poll). Re-entrant: a collection inside ``put`` may put again.
+        self._pending = 0
+        self._pending_lock = threading.RLock()
 
     def start(self) -> None:
         if self._thread is not None:
@@ -348,6 +354,8 @@ class _Releaser:
                 self._thread = thread
 
     def put(self, record: HandleRecord) -> None:
+        with self._pending_lock:
+            self._pending += 1
         self._queue.put(record)
 
     def _run(self) -> None:
@@ -360,22 +368,29 @@ class _Releaser:
                 item.release()
             except BaseException as error:  # user destructors: contained, like __del__
                 self.failed += 1
-                report_unraisable(error, f"Exception ignored while freeing {item.label}", item)
+                with contextlib.suppress(BaseException):  # the releaser itself must go on
+                    report_unraisable(error, f"Exception ignored while freeing {item.label}", item)
             else:
                 self.released += 1
             del item
+            with self._pending_lock:
+                self._pending -= 1
 
     def flush(self, timeout: float | None) -> bool:
         """Wait until everything queued so far was freed; False on timeout."""
         thread = self._thread
         if thread is None or threading.current_thread() is thread:
             return True
+        with self._pending_lock:
+            if not self._pending:  # everything put so far is freed: nothing to wait for
+                return True
         done = threading.Event()
         self._queue.put(done)
         return done.wait(timeout)
 
     def _after_fork(self) -> None:
         self._lock = threading.Lock()
+        self._pending_lock = threading.RLock()
         self._thread = None  # the child has no releaser thread until a record needs one
 
 
@@ -484,6 +499,12 @@ def report_unraisable(error: BaseException, message: str, obj: object = None) ->
     For errors in user code run where nobody can receive them, such as a destructor run by a
     completion after its event loop closed, or by the releaser for a forgotten handle.
     """
+    hook = sys.unraisablehook
+    if hook is sys.__unraisablehook__:
+        # Python's own hook takes only the arguments Python makes (it raises TypeError for any
+        # other object): write what it would write instead.
+        _write_unraisable(error, message, obj)
+        return
     args = SimpleNamespace(
         exc_type=type(error),
         exc_value=error,
@@ -491,4 +512,20 @@ def report_unraisable(error: BaseException, message: str, obj: object = None) ->
         err_msg=message,
         object=obj,
     )
-    sys.unraisablehook(_cast(Any, args))
+    try:
+        hook(_cast(Any, args))
+    except Exception:  # a hook that fails must not take the reporting thread with it
+        _write_unraisable(error, message, obj)
+
+
+def _write_unraisable(error: BaseException, message: str, obj: object) -> None:
+    """What ``sys.__unraisablehook__`` writes: the message, the object, the traceback."""
+    stream = sys.stderr
+    if stream is None:  # no console (pythonw): nowhere to report, as for Python's own hook
+        return
+    try:
+        head = f"{message}: {obj!r}\n" if obj is not None else f"{message}:\n"
+        stream.write(head + "".join(traceback.format_exception(error)))
+        stream.flush()
+    except Exception:  # a closed or broken stderr: the error stays contained
+        pass

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 from ..core.clock import SimClock
 from ..core.errors import IllegalState
 from ..core.waitqueue import WaitQueue
+from .host_function import InContext
 
 if TYPE_CHECKING:
     from .base import DeviceBase
@@ -313,8 +314,14 @@ class Engine:
         assert loop is not None
         loop.call_soon(callback, *args)
 
-    def start(self, awaitable: Awaitable[Any]) -> asyncio.Future[Any]:
-        """Run an async kernel or host body on the owner loop; its future tells when it ends."""
+    def start(self, awaitable: Awaitable[Any] | InContext) -> asyncio.Future[Any]:
+        """Run an async kernel or host body on the owner loop; its future tells when it ends.
+
+        A host function's result comes with the context it runs in (``InContext``): the task
+        is made inside that context, so it starts with a copy of it.
+        """
+        if isinstance(awaitable, InContext):
+            return awaitable.context.run(asyncio.ensure_future, awaitable.awaitable, loop=self.loop)
         return asyncio.ensure_future(awaitable, loop=self.loop)
 
     def report_exception(self, context: dict[str, Any]) -> bool:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
-from contextvars import ContextVar
+from contextvars import Context, ContextVar, copy_context
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import InvalidValue
@@ -136,22 +136,33 @@ def running_host_function() -> Any:
     return _RUNNING.get()
 
 
+class InContext:
+    """An awaitable host function's result and the context its task must start in.
+
+    The engine starts the awaitable itself as the task, inside ``context`` (where the host
+    function is the running one), rather than a wrapper coroutine awaiting it: a wrapper
+    cancelled before its first step (its loop shutting down) would leave the user's
+    coroutine made but never awaited, and Python warns about that when it is collected.
+    """
+
+    __slots__ = ("awaitable", "context")
+
+    def __init__(self, awaitable: Awaitable[Any], context: Context) -> None:
+        self.awaitable = awaitable
+        self.context = context
+
+
 def call_host_function(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
-    """Call a host function inside its context; an awaitable result keeps the context in
-    the task that awaits it."""
+    """Call a host function inside its context; an awaitable result is returned with that
+    context (:class:`InContext`), which the task that awaits it runs in."""
     token = _RUNNING.set(fn)
     try:
         result = fn(*args)
+        if inspect.isawaitable(result):
+            return InContext(result, copy_context())  # a copy taken while ``fn`` runs
     finally:
         _RUNNING.reset(token)
-    if inspect.isawaitable(result):
-        return _awaiting(fn, result)
     return None
-
-
-async def _awaiting(fn: Callable[..., Any], awaitable: Awaitable[Any]) -> Any:
-    _RUNNING.set(fn)  # in the awaiting task's own context: gone with the task
-    return await awaitable
 
 
 def checked_view(

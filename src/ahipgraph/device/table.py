@@ -72,18 +72,7 @@ def configure_devices(
         TypeError: ``count`` is not an int, or ``properties`` are not DeviceProperties.
         ValueError: ``count`` outside 1..MAX_DEVICES, or a property list of another length.
     """
-    count = as_int(count, "count")
-    if not 1 <= count <= MAX_DEVICES:
-        raise ValueError(f"need at least one device and at most {MAX_DEVICES}, got {count}")
-    if isinstance(properties, Sequence):
-        props = list(properties)
-        if len(props) != count:
-            raise ValueError(f"{count} devices but {len(props)} property sets")
-    else:
-        props = [properties or DeviceProperties()] * count
-    for prop in props:
-        if not isinstance(prop, DeviceProperties):
-            raise TypeError(f"properties must be DeviceProperties, got {prop!r}")
+    props = checked_configuration(count, properties)
     with _devices_lock:
         dropped = list(_devices)
         _devices[:] = [_make(i, p) for i, p in enumerate(props)]
@@ -91,6 +80,33 @@ def configure_devices(
     for device in dropped:
         device._retire()
     return configured
+
+
+def checked_configuration(
+    count: int, properties: DeviceProperties | Sequence[DeviceProperties] | None
+) -> list[DeviceProperties]:
+    """The properties of each of ``count`` devices, or the error :func:`configure_devices`
+    gives for them. Changes nothing, so a caller that drops devices before configuring new
+    ones (the testing kit's factory) checks first and fails with its devices intact.
+
+    Raises: as :func:`configure_devices`. A string is not a list of properties.
+    """
+    count = as_int(count, "count")
+    if not 1 <= count <= MAX_DEVICES:
+        raise ValueError(f"need at least one device and at most {MAX_DEVICES}, got {count}")
+    given: object = properties  # typed callers pass properties; untyped ones may pass a str
+    if isinstance(given, Sequence) and not isinstance(given, str | bytes):
+        props: list[object] = list(given)
+        if len(props) != count:
+            raise ValueError(f"{count} devices but {len(props)} property sets")
+    else:
+        props = [given or DeviceProperties()] * count
+    checked: list[DeviceProperties] = []
+    for prop in props:
+        if not isinstance(prop, DeviceProperties):
+            raise TypeError(f"properties must be DeviceProperties, got {prop!r}")
+        checked.append(prop)
+    return checked
 
 
 def take_devices() -> list[DeviceBase]:

@@ -444,6 +444,11 @@ class RaceError(Exception):
         head = f"{count} race{'s' if count != 1 else ''} found"
         super().__init__("\n".join([head, *(str(r) for r in self.reports)]))
 
+    def __reduce__(self) -> tuple[type[RaceError], tuple[list[RaceReport]]]:
+        # Copied or pickled by calling the class with ``args`` (the message), this constructor
+        # would take the message's characters for reports: rebuild it from the reports.
+        return (type(self), (self.reports,))
+
 
 class RaceWarning(UserWarning):
     """Issued for each race found by ``ahg.race_check(on_race="warn")``."""

@@ -72,7 +72,10 @@ class Completion:
         if observe.observer is not None:
             observe.observer.completion_awaited(signal)
         if signal.error is not None:
-            raise signal.error
+            # One error object answers every await of this work (and its stream's next
+            # synchronize): each raise starts a fresh traceback, as ``Future.result()`` does,
+            # so awaiting again neither piles up the earlier awaits' frames nor shows them.
+            raise signal.error.with_traceback(None)
 
     def __repr__(self) -> str:
         state = "done" if self.done() else "pending"

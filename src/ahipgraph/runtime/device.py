@@ -264,8 +264,8 @@ class Device(DeviceBase, DeviceCopyMixin, NoCopy):
             observe.observer.device_synchronized(self)
         for stream in self.streams:  # one failure per call; the others stay reported
             error = stream._take_error()
-            if error is not None:
-                raise error
+            if error is not None:  # perhaps raised before, by an await of its completion
+                raise error.with_traceback(None)
 
     async def memcpy(
         self,

@@ -367,8 +367,8 @@ class Stream(
         if observe.observer is not None:
             observe.observer.stream_synchronized(self)
         error = self._take_error()
-        if error is not None:
-            raise error
+        if error is not None:  # perhaps raised before, by an await of the work's completion
+            raise error.with_traceback(None)
 
     def _sync_targets(self) -> list[Signal]:
         targets = [] if self.tail is None else [self.tail]

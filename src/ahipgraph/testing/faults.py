@@ -110,6 +110,10 @@ class KernelFault(hooks.Observer):
             raise InjectedFault(f"injected failure of kernel {kernel!r}")
         return None
 
+    def __repr__(self) -> str:
+        left = "every" if self.remaining is None else self.remaining
+        return f"<{type(self).__name__} name={self.name!r} left={left} hits={self.hits}>"
+
 
 class KernelHang(KernelFault):
     """Holds matching kernel dispatches until :meth:`cancel`; see :func:`hang_kernels`."""
@@ -133,15 +137,40 @@ class KernelHang(KernelFault):
         """How many hung kernels are still holding their queue."""
         return sum(1 for f in self._hanging if not f.done())
 
+    def __repr__(self) -> str:
+        return f"{super().__repr__()[:-1]} hanging={self.hanging}>"
+
     def cancel(self) -> int:
-        """Fail every hung kernel (``LaunchFailure``) so its queue moves on; return how many."""
+        """Fail every hung kernel (``LaunchFailure``) so its queue moves on; return how many.
+
+        Safe from any thread: a hung kernel's future belongs to the loop running its device,
+        and is failed on that loop's thread (a future resolved from another thread would not
+        wake a loop asleep in its selector).
+        """
         cancelled = 0
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
         for future in self._hanging:
-            if not future.done() and not future.get_loop().is_closed():
-                future.set_exception(InjectedFault("hung kernel cancelled"))
-                cancelled += 1
+            loop = future.get_loop()
+            if future.done() or loop.is_closed():
+                continue
+            if loop is running:
+                _fail_hang(future)
+            else:
+                try:
+                    loop.call_soon_threadsafe(_fail_hang, future)
+                except RuntimeError:  # the loop closed meanwhile: nobody waits any more
+                    continue
+            cancelled += 1
         self._hanging.clear()
         return cancelled
+
+
+def _fail_hang(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_exception(InjectedFault("hung kernel cancelled"))
 
 
 class AllocationFault(hooks.Observer):
@@ -169,6 +198,13 @@ class AllocationFault(hooks.Observer):
         self.hits += 1
         raise OutOfMemory(
             f"device {memory.ordinal}: injected fault refused an allocation of {nbytes} bytes"
+        )
+
+    def __repr__(self) -> str:
+        left = "every" if self.remaining is None else self.remaining
+        return (
+            f"<AllocationFault device={self.device} nbytes={self.nbytes} left={left} "
+            f"hits={self.hits}>"
         )
 
 
@@ -253,6 +289,9 @@ class SignalSetsHeld:
     @property
     def held(self) -> int:
         return len(self.sets)
+
+    def __repr__(self) -> str:
+        return f"<SignalSetsHeld held={self.held} of {self.graph_exec!r}>"
 
 
 @contextlib.contextmanager

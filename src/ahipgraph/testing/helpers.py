@@ -48,8 +48,10 @@ class HeldKernel:
         self.started = asyncio.Event()
         self.runs = 0
         self._gate = asyncio.Event()
+        self._loops: list[asyncio.AbstractEventLoop] = []  # the loops its runs wait on
 
         async def body(t: Threads) -> None:
+            _note_loop(self._loops)
             self.runs += 1
             if log is not None:
                 log.append(f"{name} start")
@@ -65,8 +67,12 @@ class HeldKernel:
         return await stream.launch_kernel(self.kernel, 1, 1)
 
     def release(self) -> None:
-        """Let every run of the kernel, present and future, finish."""
-        self._gate.set()
+        """Let every run of the kernel, present and future, finish. Safe from any thread."""
+        _set_event(self._gate, self._loops)
+
+    def __repr__(self) -> str:
+        state = "released" if self._gate.is_set() else "held"
+        return f"<HeldKernel {self.name!r} runs={self.runs} {state}>"
 
 
 class GatedHost:
@@ -78,12 +84,14 @@ class GatedHost:
         self.runs = 0
         self._gates: dict[int, asyncio.Event] = {}
         self._started: dict[int, asyncio.Event] = {}
+        self._loops: list[asyncio.AbstractEventLoop] = []  # the loops its runs wait on
 
     @staticmethod
     def _event(table: dict[int, asyncio.Event], run: int) -> asyncio.Event:
         return table.setdefault(run, asyncio.Event())
 
     async def __call__(self) -> None:
+        _note_loop(self._loops)
         run = self.runs
         self.runs += 1
         if self.log is not None:
@@ -94,16 +102,50 @@ class GatedHost:
             self.log.append(f"{self.name} end {run}")
 
     def open(self, run: int = 0) -> None:
-        """Let run ``run`` (counted from 0) return."""
-        self._event(self._gates, run).set()
+        """Let run ``run`` (counted from 0) return. Safe from any thread."""
+        _set_event(self._event(self._gates, run), self._loops)
 
     def open_all(self, runs: int) -> None:
         for run in range(runs):
             self.open(run)
 
+    def __repr__(self) -> str:
+        opened = sorted(run for run, gate in self._gates.items() if gate.is_set())
+        return f"<GatedHost {self.name!r} runs={self.runs} open={opened}>"
+
     async def started(self, run: int = 0) -> None:
         """Wait until run ``run`` has begun (its queue is then held)."""
         await self._event(self._started, run).wait()
+
+
+def _note_loop(loops: list[asyncio.AbstractEventLoop]) -> None:
+    """Remember the running loop as one a fake's runs wait on (before they wait)."""
+    loop = asyncio.get_running_loop()
+    if loop not in loops:
+        loops.append(loop)
+
+
+def _set_event(event: asyncio.Event, loops: list[asyncio.AbstractEventLoop]) -> None:
+    """Set ``event`` so that its waiters wake, whichever thread the caller is on.
+
+    An ``asyncio.Event`` set from another thread than its waiters' loop marks them done but
+    does not wake that loop, which may sleep in its selector forever: a run waiting on
+    another loop has the event set on that loop's own thread.
+    """
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    handed = False
+    for loop in loops:
+        if loop is not running and not loop.is_closed():
+            try:
+                loop.call_soon_threadsafe(event.set)
+            except RuntimeError:  # closed meanwhile: nobody waits there any more
+                continue
+            handed = True
+    if not handed:  # no run waits elsewhere: set it here (a later run finds it set)
+        event.set()
 
 
 class Interleave:

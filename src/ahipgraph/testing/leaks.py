@@ -64,8 +64,15 @@ def leak_report(baseline: Snapshot | None = None, current: Snapshot | None = Non
 
     The report has one line per finding, e.g. ``device 0: 1 packet in flight (queue 1: 1
     pending)`` or ``live handles: 1 stream, 2 graph nodes``.
+
+    Raises:
+        TypeError: ``baseline`` or ``current`` is neither a :class:`Snapshot` nor None (checked
+            before a snapshot is taken).
     """
-    now = current or snapshot()
+    for name, given in (("baseline", baseline), ("current", current)):
+        if given is not None and not isinstance(given, Snapshot):
+            raise TypeError(f"leak_report's {name} must be a Snapshot or None, got {given!r}")
+    now = current if current is not None else snapshot()
     lines: list[str] = []
     before = {d.ordinal: d for d in baseline.devices} if baseline is not None else {}
     for stats in now.devices:

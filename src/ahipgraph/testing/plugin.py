@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 import pytest
 
 from ..device.properties import DeviceProperties
+from ..device.table import checked_configuration
 from ..runtime.device import Device
 from ..tools.race import RaceCheck, race_check
 from .leaks import LeakError, fresh_devices
@@ -64,7 +65,10 @@ def ahg_devices() -> Iterator[DeviceFactory]:
             count: int = 1,
             properties: DeviceProperties | Sequence[DeviceProperties] | None = None,
         ) -> list[Device]:
-            stack.close()  # a second call replaces the first call's devices
+            # A second call replaces the first call's devices, once its own arguments are
+            # known to be good: a refused call leaves the test the devices it had.
+            checked_configuration(count, properties)
+            stack.close()
             return stack.enter_context(fresh_devices(count, properties))
 
         with _reported(stack):

@@ -98,6 +98,12 @@ class StressViolation(AssertionError):
             f"  reproduce: ahipgraph stress --seed {seed}"
         )
 
+    def __reduce__(self) -> tuple[type[StressViolation], tuple[int, str, str, str]]:
+        # An exception is copied and pickled by calling its class with ``args``, here the
+        # message alone, which this constructor refuses: a violation raised in a worker process
+        # or copied by a test tool must come back as itself.
+        return (type(self), (self.seed, self.worker, self.invariant, self.detail))
+
 
 @dataclass(slots=True)
 class StressReport:
@@ -565,14 +571,15 @@ async def _main(
                 outer.start_soon(_progress, run, progress)
             # With an operation budget, workers finish the cycle they are in and return, so a
             # run without threads is the same every time; with a duration, the deadline
-            # cancels them wherever they are.
+            # cancels them wherever they are. The deadline runs beside the workers, not among
+            # them, so a budget spent first ends the run without waiting for the deadline.
             async with anyio.create_task_group() as workers:
                 for index in range(tasks):
                     workers.start_soon(_task_worker, run, index)
                 for index in range(threads):
                     workers.start_soon(anyio.to_thread.run_sync, _thread_worker, run, index)
                 if run.deadline is not None:
-                    workers.start_soon(_deadline, run, workers.cancel_scope)
+                    outer.start_soon(_deadline, run, workers.cancel_scope)
             outer.cancel_scope.cancel()
     finally:
         with anyio.CancelScope(shield=True):

@@ -57,6 +57,7 @@ What an eager op costs (the check's budget: eager programs at most 3x slower):
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import warnings
 import weakref
@@ -623,7 +624,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             return
         check.reports.append(made)
         if check.on_race == "warn" or (check.on_race == "raise" and not may_raise):
-            warnings.warn(str(made), RaceWarning, stacklevel=4)
+            warnings.warn(str(made), RaceWarning, stacklevel=_caller_level())
         elif check.on_race == "raise":
             raise RaceError([made])
 
@@ -1355,6 +1356,21 @@ _CHECKER = _Checker()
 
 # The checks entered in this context (task or thread), innermost last.
 _ENTERED: ContextVar[tuple[RaceCheck, ...]] = ContextVar("ahipgraph_race_checks", default=())
+
+
+# ".../ahipgraph/" (with the separator, so that ".../ahipgraph_app.py" is not inside it)
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def _caller_level() -> int:
+    """The ``stacklevel`` of the first frame outside ahipgraph: a warning names the user's
+    line (the racing call), however deep in the runtime the report was made."""
+    frame = sys._getframe(1)
+    level = 1  # as seen from ``warnings.warn`` called in the caller of this function
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame = frame.f_back  # type: ignore[assignment]
+        level += 1
+    return level
 
 
 def race_check(on_race: str = "raise") -> AbstractContextManager[RaceCheck]:

@@ -356,6 +356,8 @@ class _Recorder(hooks.Observer):
     def op_finished(
         self, program: Program, op: Op, start_ns: int, error: BaseException | None
     ) -> None:
+        if self.closed:  # the block exited while this packet ran (from a host function)
+            return
         info = self._programs.get(program)
         if info is None:  # submitted before tracing began
             info = self._programs[program] = _ProgramInfo()
@@ -420,6 +422,8 @@ class _Recorder(hooks.Observer):
         self._producer[signal] = info.last
 
     def program_finished(self, program: Program) -> None:
+        if self.closed:
+            return
         info = self._programs.pop(program, None) or _ProgramInfo()
         if program.completion is not None:
             self._reached(program.completion, program, info)
