@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from ahipgraph.cli import main
+from cli_scripts import one_memset_script
 
 
 def test_the_cli_trace_lets_the_script_import_the_modules_beside_it(
@@ -47,20 +48,10 @@ def test_the_cli_trace_keeps_the_trace_of_a_script_ended_by_a_cancelled_main(
     a ``BaseException`` but not an ``Exception``: it went through the command, and the
     trace of the run was never written."""
     monkeypatch.setattr(sys, "argv", list(sys.argv))
-    script = tmp_path / "script.py"
-    script.write_text(
-        "import asyncio\n"
-        "import ahipgraph as ahg\n"
-        "async def work():\n"
-        "    device = ahg.get_device(0)\n"
-        "    stream = device.create_stream()\n"
-        "    out = device.malloc(8)\n"
-        "    await (await stream.memset(out, 0, 8))\n"
-        "    stream.destroy()\n"
-        "    device.free(out)\n"
-        "    asyncio.current_task().cancel()\n"
-        "    await asyncio.sleep(0)\n"
-        "ahg.run(work)\n"
+    script = one_memset_script(
+        tmp_path,
+        "ahg.run(work)\n",
+        inside="    asyncio.current_task().cancel()\n    await asyncio.sleep(0)\n",
     )
     output = tmp_path / "trace.json"
     assert main(["--plain", "trace", "-o", str(output), str(script)]) == 1

@@ -28,6 +28,7 @@ from ahipgraph.testing import (
     stress,
 )
 from ahipgraph.tools.launch_bench import measure_launch_host
+from cli_scripts import one_memset_script
 
 
 @ahg.kernel
@@ -117,20 +118,8 @@ def test_the_cli_trace_writes_the_trace_of_a_script_that_ends_with_system_exit(
     exit 0 with nothing said. Now the trace is written and the script's status is the
     command's."""
     monkeypatch.setattr(sys, "argv", list(sys.argv))  # the command hands the script its own
-    script = tmp_path / "script.py"
-    script.write_text(
-        "import ahipgraph as ahg\n"
-        "async def work():\n"
-        "    device = ahg.get_device(0)\n"
-        "    stream = device.create_stream()\n"
-        "    out = device.malloc(8)\n"
-        "    await (await stream.memset(out, 0, 8))\n"
-        "    stream.destroy()\n"
-        "    device.free(out)\n"
-        "def main():\n"
-        "    ahg.run(work)\n"
-        "    return 0\n"
-        f"{ending}\n"
+    script = one_memset_script(
+        tmp_path, f"def main():\n    ahg.run(work)\n    return 0\n{ending}\n"
     )
     output = tmp_path / "trace.json"
     assert main(["--plain", "trace", "-o", str(output), str(script)]) == status

@@ -20,6 +20,7 @@ import pytest
 import ahipgraph as ahg
 from ahipgraph.cli import main
 from cleanup import destroy
+from cli_scripts import one_memset_script
 
 # -- device configuration ---------------------------------------------------------------------
 
@@ -243,18 +244,8 @@ def test_the_cli_trace_writes_the_trace_of_a_script_that_raises(
     ``tracing()`` and the file was never written, though a failing run is the one whose
     timeline is wanted. Now the traceback is printed, the trace written, the status is 1."""
     monkeypatch.setattr(sys, "argv", list(sys.argv))
-    script = tmp_path / "script.py"
-    script.write_text(
-        "import ahipgraph as ahg\n"
-        "async def work():\n"
-        "    device = ahg.get_device(0)\n"
-        "    stream = device.create_stream()\n"
-        "    out = device.malloc(8)\n"
-        "    await (await stream.memset(out, 0, 8))\n"
-        "    stream.destroy()\n"
-        "    device.free(out)\n"
-        "    raise RuntimeError('the script failed')\n"
-        "ahg.run(work)\n"
+    script = one_memset_script(
+        tmp_path, "ahg.run(work)\n", inside="    raise RuntimeError('the script failed')\n"
     )
     output = tmp_path / "trace.json"
     assert main(["--plain", "trace", "-o", str(output), str(script)]) == 1
@@ -301,19 +292,7 @@ def test_the_cli_trace_keeps_the_trace_of_an_interrupted_script(
     """Ctrl-C in a long traced run lost everything traced so far; now the trace is written
     and the status is 130, the shell's status for a program ended by SIGINT."""
     monkeypatch.setattr(sys, "argv", list(sys.argv))
-    script = tmp_path / "script.py"
-    script.write_text(
-        "import ahipgraph as ahg\n"
-        "async def work():\n"
-        "    device = ahg.get_device(0)\n"
-        "    out = device.malloc(8)\n"
-        "    stream = device.create_stream()\n"
-        "    await (await stream.memset(out, 0, 8))\n"
-        "    stream.destroy()\n"
-        "    device.free(out)\n"
-        "ahg.run(work)\n"
-        "raise KeyboardInterrupt\n"
-    )
+    script = one_memset_script(tmp_path, "ahg.run(work)\nraise KeyboardInterrupt\n")
     output = tmp_path / "trace.json"
     assert main(["--plain", "trace", "-o", str(output), str(script)]) == 130
     captured = capsys.readouterr()
