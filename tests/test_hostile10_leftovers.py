@@ -50,8 +50,10 @@ def test_a_host_function_abandoned_by_its_loop_says_so(device: ahg.Device) -> No
     error = asyncio.run(collect())
     message = str(error)
     assert "_forever" in message
-    assert "abandoned" in message and "event loop" in message
-    assert "raised" not in message and "RuntimeError" not in message
+    assert "abandoned" in message
+    assert "event loop" in message
+    assert "raised" not in message
+    assert "RuntimeError" not in message
     assert error.__cause__ is None  # the user's function did not raise anything
     assert device.statistics().in_flight == 0
     stream.destroy()
@@ -66,7 +68,7 @@ def test_a_host_function_that_raises_cancelled_error_itself_still_says_it_raised
     async def main() -> None:
         stream = device.create_stream()
         done = await stream.launch_host_func(gives_up)
-        with pytest.raises(ahg.LaunchFailure, match="gives_up.* raised CancelledError"):
+        with pytest.raises(ahg.LaunchFailure, match=r"gives_up.* raised CancelledError"):
             await done
         stream.destroy()
 
@@ -76,9 +78,11 @@ def test_a_host_function_that_raises_cancelled_error_itself_still_says_it_raised
 @pytest.mark.parametrize("ordinal", [1, 99])
 def test_an_allocation_fault_for_a_device_that_does_not_exist_is_refused(ordinal: int) -> None:
     assert ahg.device_count() == 1
-    with pytest.raises(ahg.InvalidDevice, match=f"device {ordinal} does not exist"):
-        with fail_allocations(device=ordinal):
-            pytest.fail("the block must not run")  # pragma: no cover
+    with (
+        pytest.raises(ahg.InvalidDevice, match=f"device {ordinal} does not exist"),
+        fail_allocations(device=ordinal),
+    ):
+        pytest.fail("the block must not run")  # pragma: no cover
     # Nothing was installed: the next allocation succeeds.
     device = ahg.get_device(0)
     ptr = device.malloc(16)
@@ -86,9 +90,8 @@ def test_an_allocation_fault_for_a_device_that_does_not_exist_is_refused(ordinal
 
 
 def test_an_allocation_fault_for_an_existing_device_still_fires(device: ahg.Device) -> None:
-    with fail_allocations(device=0) as fault:
-        with pytest.raises(ahg.OutOfMemory):
-            device.malloc(16)
+    with fail_allocations(device=0) as fault, pytest.raises(ahg.OutOfMemory):
+        device.malloc(16)
     assert fault.hits == 1
     assert device.memory_info()[0] == device.memory_info()[1]
 
