@@ -40,6 +40,8 @@ from .capture_rules import (
     check_unsafe_call,
 )
 from .capture_state import (
+    EVENT_RECORD_DEFAULT,
+    EVENT_RECORD_EXTERNAL,
     EVENT_WAIT_DEFAULT,
     EVENT_WAIT_EXTERNAL,
     NULL_GUARD,
@@ -55,6 +57,8 @@ from .capture_state import (
 )
 
 __all__ = [
+    "EVENT_RECORD_DEFAULT",
+    "EVENT_RECORD_EXTERNAL",
     "EVENT_WAIT_DEFAULT",
     "EVENT_WAIT_EXTERNAL",
     "NULL_GUARD",

@@ -346,12 +346,20 @@ class StreamCapture:
             self.deps = [node]
             return CapturedWork(session, node, self.device)
 
-    def record_event(self, event: Event) -> None:
-        """``hipEventRecord`` captured: no node; the event remembers the dependency set."""
+    def record_event(self, event: Event, external: bool = False) -> None:
+        """``hipEventRecord`` captured: no node; the event remembers the dependency set.
+
+        ``external`` (``hipEventRecordExternal``) also adds an EventRecord node after that
+        set, which becomes the stream's dependency set. As in HIP, a stream that later waits
+        on the event depends on what came before the record, not on the record node.
+        """
         with _LOCK:
             session = self.check_active()
+            before = tuple(self.deps)
+            if external:  # the only step that can fail, so it goes first
+                self._append(_graphs().NodeType.EventRecord, lambda: _event_params(event))
             session.recorded.add(event)
-            _LINKS[event] = _EventLink(session, self._stream, tuple(self.deps))
+            _LINKS[event] = _EventLink(session, self._stream, before)
 
     def __repr__(self) -> str:
         role = "origin" if self.parent is None else "fork"
@@ -359,3 +367,9 @@ class StreamCapture:
             f"<StreamCapture session={self.session.id} {role} deps={len(self.deps)} "
             f"forks={len(self.children)}>"
         )
+
+
+def _event_params(event: Event) -> Any:
+    from ..graph.params import event_params
+
+    return event_params(event)

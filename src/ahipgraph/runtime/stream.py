@@ -27,7 +27,7 @@ from ..core.errors import (
     InvalidHandle,
     InvalidValue,
 )
-from ..core.ints import as_int
+from ..core.ints import as_int, int_or_none
 from ..core.lifecycle import DestroyOnExit, FactoryOnly, HandleRecord, check_live, destroyed
 from ..core.registry import HandleRegistry
 from ..core.surface import own_mixin_methods
@@ -309,12 +309,25 @@ class Stream(
 
     launch_host_func, launch_host_func_nowait = enqueue_pair(_launch_host_func)
 
-    def _record_event(self, event: Event) -> None:
-        """Record ``event`` here (``hipEventRecord``): it completes when earlier work has."""
+    def _record_event(self, event: Event, flags: int = 0) -> None:
+        """Record ``event`` here (``hipEventRecordWithFlags``): it completes when earlier work
+        has.
+
+        ``flags=1`` (``hipEventRecordExternal``) matters only on a capturing stream, where the
+        record also becomes an EventRecord node (so a launch of the graph records the event);
+        elsewhere both flags record alike.
+
+        Raises:
+            InvalidValue: ``flags`` other than 0 or 1 (checked before the event, as in HIP).
+            ContextIsDestroyed / InvalidHandle: destroyed stream / event. Capture errors: see
+                ``capture``.
+        """
+        if int_or_none(flags) not in (capture.EVENT_RECORD_DEFAULT, capture.EVENT_RECORD_EXTERNAL):
+            raise InvalidValue(f"{flags!r} is not an event record flag")
         self._check_open()
         live_event(event)
         if self._capture is not None:
-            self._capture.record_event(event)
+            self._capture.record_event(event, flags == capture.EVENT_RECORD_EXTERNAL)
             return
         capture.record_eager(event)
         signal = Signal(1)
