@@ -272,8 +272,10 @@ class Stream(
         """Enqueue a copy (``hipMemcpyAsync``); see :meth:`MemcpyParams.make` for the rules."""
         self._check_open()
         if self._capture is not None:
-            return self._capture.add("Memcpy", lambda: MemcpyParams.make(dst, src, nbytes, kind))
-        copy = MemcpyParams.make(dst, src, nbytes, kind)
+            return self._capture.add(
+                "Memcpy", lambda: MemcpyParams.make(dst, src, nbytes, kind, empty_unchecked=True)
+            )
+        copy = MemcpyParams.make(dst, src, nbytes, kind, empty_unchecked=True)
         return self._observed(copy, copy.op(self.device))
 
     memcpy, memcpy_nowait = enqueue_pair(_memcpy)
@@ -292,9 +294,14 @@ class Stream(
         self._check_open()
         if self._capture is not None:
             return self._capture.add(
-                "Memset", lambda: MemsetParams.make(dst, value, count, element_size=element_size)
+                "Memset",
+                lambda: MemsetParams.make(
+                    dst, value, count, element_size=element_size, empty_unchecked=True
+                ),
             )
-        params = MemsetParams.make(dst, value, count, element_size=element_size)
+        params = MemsetParams.make(
+            dst, value, count, element_size=element_size, empty_unchecked=True
+        )
         return self._observed(params, params.op(self.device))
 
     memset, memset_nowait = enqueue_pair(_memset)
