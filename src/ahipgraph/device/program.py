@@ -219,5 +219,6 @@ def abandoned_by_loop(op: Op) -> HipError:
     with no ``__cause__``: nothing the user wrote raised.
     """
     return LaunchFailure(
-        f"{op!r} was abandoned: the event loop running it shut down before it finished"
+        f"{op!r} was abandoned: the event loop running it shut down and cancelled it "
+        "before it finished"
     )
