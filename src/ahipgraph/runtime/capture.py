@@ -21,7 +21,7 @@ of its own, imported strictly downward:
 
 from __future__ import annotations
 
-from .capture_fork import event_destroyed, record_eager, wait_event
+from .capture_fork import event_destroyed, record_eager, record_node_params, wait_event
 from .capture_lifecycle import (
     abort,
     begin,
@@ -83,6 +83,7 @@ __all__ = [
     "exchange_capture_mode",
     "info",
     "record_eager",
+    "record_node_params",
     "statistics",
     "status",
     "stream_destroyed",

@@ -346,18 +346,19 @@ class StreamCapture:
             self.deps = [node]
             return CapturedWork(session, node, self.device)
 
-    def record_event(self, event: Event, external: bool = False) -> None:
+    def record_event(self, event: Event, node_params: Callable[[], Any] | None = None) -> None:
         """``hipEventRecord`` captured: no node; the event remembers the dependency set.
 
-        ``external`` (``hipEventRecordExternal``) also adds an EventRecord node after that
-        set, which becomes the stream's dependency set. As in HIP, a stream that later waits
-        on the event depends on what came before the record, not on the record node.
+        ``node_params`` (given for ``hipEventRecordExternal``, see ``capture_fork``) makes an
+        EventRecord node after that set, which becomes the stream's dependency set. As in
+        HIP, a stream that later waits on the event depends on what came before the record,
+        not on the record node.
         """
         with _LOCK:
             session = self.check_active()
             before = tuple(self.deps)
-            if external:  # the only step that can fail, so it goes first
-                self._append(_graphs().NodeType.EventRecord, lambda: _event_params(event))
+            if node_params is not None:  # the only step that can fail, so it goes first
+                self._append(_graphs().NodeType.EventRecord, node_params)
             session.recorded.add(event)
             _LINKS[event] = _EventLink(session, self._stream, before)
 
@@ -367,9 +368,3 @@ class StreamCapture:
             f"<StreamCapture session={self.session.id} {role} deps={len(self.deps)} "
             f"forks={len(self.children)}>"
         )
-
-
-def _event_params(event: Event) -> Any:
-    from ..graph.params import event_params
-
-    return event_params(event)

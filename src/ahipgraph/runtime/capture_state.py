@@ -260,7 +260,7 @@ class _NullGuard:
     def free(self, ptr: DevicePtr) -> CapturedWork:
         raise self._refuse()
 
-    def record_event(self, event: Event, external: bool = False) -> None:
+    def record_event(self, event: Event, node_params: Callable[[], Any] | None = None) -> None:
         raise self._refuse()
 
     def unsupported(self, what: str) -> StreamCaptureImplicit:

@@ -334,7 +334,10 @@ class Stream(
         self._check_open()
         live_event(event)
         if self._capture is not None:
-            self._capture.record_event(event, flags == capture.EVENT_RECORD_EXTERNAL)
+            external = flags == capture.EVENT_RECORD_EXTERNAL
+            self._capture.record_event(
+                event, capture.record_node_params(event) if external else None
+            )
             return
         capture.record_eager(event)
         signal = Signal(1)
