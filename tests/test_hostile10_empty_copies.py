@@ -96,3 +96,20 @@ def test_graph_nodes_still_refuse_an_empty_copy_or_fill(
         graph.add_memset_node(ptr + 64, 0, 0)
     assert graph.statistics().nodes == 0
     graph.destroy()
+
+
+@pytest.mark.asyncio
+async def test_an_empty_peer_copy_at_the_edge_succeeds_but_a_wrong_device_is_still_refused() -> (
+    None
+):
+    device, peer = ahg.configure_devices(2)
+    stream = device.create_stream()
+    ptr, far = device.malloc(64), peer.malloc(64)
+    await (await stream.memcpy_peer(far + 64, peer, ptr, device, 0))
+    with pytest.raises(ahg.InvalidDevicePointer):
+        await stream.memcpy_peer(far + 64, peer, ptr, device, 1)
+    with pytest.raises(ahg.InvalidValue, match="is not on device"):
+        await stream.memcpy_peer(far, device, ptr, device, 0)
+    await stream.synchronize()
+    assert device.statistics().in_flight == 0
+    destroy(stream, ptr, far)
