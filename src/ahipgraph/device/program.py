@@ -20,7 +20,7 @@ import asyncio
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..core.errors import HipError
+from ..core.errors import HipError, LaunchFailure
 from . import hooks
 from .ops import Op
 from .signal import Signal
@@ -178,7 +178,7 @@ class Program:
         if future.cancelled():
             if future.cancelling() if isinstance(future, asyncio.Task) else True:
                 # Cancelled from outside (its loop is shutting down): give up the rest.
-                self.abandon(op.fault(RuntimeError("cancelled")))
+                self.abandon(abandoned_by_loop(op))
             else:  # the body raised CancelledError itself: that op failed
                 self._record(op.fault(asyncio.CancelledError()))
         elif (exc := future.exception()) is not None:
@@ -209,3 +209,16 @@ class Program:
 
     def __repr__(self) -> str:
         return f"<Program ops={len(self.ops)} pc={self.pc} t={self.time}ns error={self.error!r}>"
+
+
+def abandoned_by_loop(op: Op) -> HipError:
+    """The error of an async body its event loop cancelled while shutting down.
+
+    Not ``op.fault(...)``: that would report the user's function as having raised, when the
+    loop gave up on it. Still a LaunchFailure (the launch did fail, and callers catch that),
+    with no ``__cause__``: nothing the user wrote raised.
+    """
+    return LaunchFailure(
+        f"{op!r} was abandoned: the event loop running it shut down and cancelled it "
+        "before it finished"
+    )

@@ -36,6 +36,7 @@ import numpy as np
 from ..core.errors import HipError, IllegalState, NotSupported
 from ..device.conditional_arg import bind_handles, handle_fields
 from ..device.ops import DefaultsOp, Op
+from ..device.program import abandoned_by_loop
 from ..device.signal import Signal
 from ..graph.conditional import ConditionalHandle, ConditionalKind, ConditionalNodeParams
 from ..graph.node_type import NodeType
@@ -163,7 +164,10 @@ def _signal_when_done(awaitable: Any, op: Op, program: Program) -> Signal:
 
     def done(f: asyncio.Future[Any]) -> None:
         if f.cancelled():
-            program._record(op.fault(RuntimeError("cancelled")))
+            if f.cancelling() if isinstance(f, asyncio.Task) else True:
+                program._record(abandoned_by_loop(op))  # its loop is shutting down
+            else:  # the body raised CancelledError itself: that op failed
+                program._record(op.fault(asyncio.CancelledError()))
         elif (exc := f.exception()) is not None and isinstance(exc, Exception):
             program._record(op.fault(exc))
         signal.decrement(program.time)

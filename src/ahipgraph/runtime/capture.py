@@ -21,7 +21,7 @@ of its own, imported strictly downward:
 
 from __future__ import annotations
 
-from .capture_fork import event_destroyed, record_eager, wait_event
+from .capture_fork import event_destroyed, record_eager, record_node_params, wait_event
 from .capture_lifecycle import (
     abort,
     begin,
@@ -40,6 +40,8 @@ from .capture_rules import (
     check_unsafe_call,
 )
 from .capture_state import (
+    EVENT_RECORD_DEFAULT,
+    EVENT_RECORD_EXTERNAL,
     EVENT_WAIT_DEFAULT,
     EVENT_WAIT_EXTERNAL,
     NULL_GUARD,
@@ -55,6 +57,8 @@ from .capture_state import (
 )
 
 __all__ = [
+    "EVENT_RECORD_DEFAULT",
+    "EVENT_RECORD_EXTERNAL",
     "EVENT_WAIT_DEFAULT",
     "EVENT_WAIT_EXTERNAL",
     "NULL_GUARD",
@@ -79,6 +83,7 @@ __all__ = [
     "exchange_capture_mode",
     "info",
     "record_eager",
+    "record_node_params",
     "statistics",
     "status",
     "stream_destroyed",

@@ -10,7 +10,7 @@ capture running there is ``StreamCaptureIsolation``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import (
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from .event import Event
     from .stream import Stream
 
-__all__ = ["event_destroyed", "record_eager", "wait_event"]
+__all__ = ["event_destroyed", "record_eager", "record_node_params", "wait_event"]
 
 
 def wait_event(stream: Stream, event: Event, flags: int) -> bool:
@@ -104,6 +104,11 @@ def missing(have: list[GraphNode], new: Iterable[GraphNode]) -> list[GraphNode]:
             seen.add(node)
             out.append(node)
     return out
+
+
+def record_node_params(event: Event) -> Callable[[], Any]:
+    """What builds the EventRecord node of a captured ``hipEventRecordExternal``."""
+    return lambda: _event_params(event)
 
 
 def _event_params(event: Event) -> Any:

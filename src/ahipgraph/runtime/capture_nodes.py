@@ -346,12 +346,21 @@ class StreamCapture:
             self.deps = [node]
             return CapturedWork(session, node, self.device)
 
-    def record_event(self, event: Event) -> None:
-        """``hipEventRecord`` captured: no node; the event remembers the dependency set."""
+    def record_event(self, event: Event, node_params: Callable[[], Any] | None = None) -> None:
+        """``hipEventRecord`` captured: no node; the event remembers the dependency set.
+
+        ``node_params`` (given for ``hipEventRecordExternal``, see ``capture_fork``) makes an
+        EventRecord node after that set, which becomes the stream's dependency set. As in
+        HIP, a stream that later waits on the event depends on what came before the record,
+        not on the record node.
+        """
         with _LOCK:
             session = self.check_active()
+            before = tuple(self.deps)
+            if node_params is not None:  # the only step that can fail, so it goes first
+                self._append(_graphs().NodeType.EventRecord, node_params)
             session.recorded.add(event)
-            _LINKS[event] = _EventLink(session, self._stream, tuple(self.deps))
+            _LINKS[event] = _EventLink(session, self._stream, before)
 
     def __repr__(self) -> str:
         role = "origin" if self.parent is None else "fork"

@@ -50,6 +50,8 @@ if TYPE_CHECKING:
     from .stream import Stream
 
 __all__ = [
+    "EVENT_RECORD_DEFAULT",
+    "EVENT_RECORD_EXTERNAL",
     "EVENT_WAIT_DEFAULT",
     "EVENT_WAIT_EXTERNAL",
     "NULL_GUARD",
@@ -63,6 +65,8 @@ __all__ = [
     "statistics",
 ]
 
+EVENT_RECORD_DEFAULT = 0
+EVENT_RECORD_EXTERNAL = 1  # hipEventRecordExternal: a captured record becomes an EventRecord node
 EVENT_WAIT_DEFAULT = 0
 EVENT_WAIT_EXTERNAL = 1  # hipEventWaitExternal: the wait becomes an EventWait node
 
@@ -256,7 +260,7 @@ class _NullGuard:
     def free(self, ptr: DevicePtr) -> CapturedWork:
         raise self._refuse()
 
-    def record_event(self, event: Event) -> None:
+    def record_event(self, event: Event, node_params: Callable[[], Any] | None = None) -> None:
         raise self._refuse()
 
     def unsupported(self, what: str) -> StreamCaptureImplicit:

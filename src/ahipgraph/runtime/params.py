@@ -346,8 +346,14 @@ class MemcpyParams:
         src: Endpoint,
         nbytes: int | None = None,
         kind: CopyKind | int | None = None,
+        *,
+        empty_unchecked: bool = False,
     ) -> MemcpyParams:
         """Validate a copy; the direction is inferred from the endpoints unless given.
+
+        ``empty_unchecked``: a copy of 0 bytes is not checked against device memory, as
+        ``hipMemcpy[Async]`` returns before it looks at the pointers (stream copies pass it;
+        graph nodes refuse a count of 0 anyway). A copy of 0 bytes touches nothing when run.
 
         Raises:
             InvalidValue: a null endpoint, a negative size, or a range outside an allocation
@@ -377,7 +383,8 @@ class MemcpyParams:
             raise InvalidValue(f"negative size {nbytes}")
         for end, role in ((dst, "dst"), (src, "src")):
             if isinstance(end, DevicePtr):
-                check_range(end, nbytes)
+                if nbytes or not empty_unchecked:
+                    check_range(end, nbytes)
             else:
                 _host_array(end, role, writable=role == "dst")
                 if nbytes > end.nbytes:
@@ -418,8 +425,12 @@ class MemsetParams:
         element_size: int = 1,
         height: int = 1,
         pitch: int | None = None,
+        empty_unchecked: bool = False,
     ) -> MemsetParams:
         """Validate a fill.
+
+        ``empty_unchecked``: a fill of 0 bytes is not checked against device memory, as
+        ``hipMemset[Async]`` returns before it looks at the pointer (see MemcpyParams.make).
 
         Raises:
             InvalidValue: null ``dst``, element size other than 1/2/4, negative sizes, a pitch
@@ -447,7 +458,8 @@ class MemsetParams:
         if not -(limit >> 1) <= value < limit:
             raise ValueError(f"value {value} does not fit in {element_size} byte(s)")
         params = cls(dst, int(value) % limit, element_size, int(width), int(height), pitch)
-        check_range(dst, params.extent)
+        if params.extent or not empty_unchecked:
+            check_range(dst, params.extent)
         return params
 
     @property

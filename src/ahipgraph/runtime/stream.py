@@ -27,7 +27,7 @@ from ..core.errors import (
     InvalidHandle,
     InvalidValue,
 )
-from ..core.ints import as_int
+from ..core.ints import as_int, int_or_none
 from ..core.lifecycle import DestroyOnExit, FactoryOnly, HandleRecord, check_live, destroyed
 from ..core.registry import HandleRegistry
 from ..core.surface import own_mixin_methods
@@ -272,8 +272,10 @@ class Stream(
         """Enqueue a copy (``hipMemcpyAsync``); see :meth:`MemcpyParams.make` for the rules."""
         self._check_open()
         if self._capture is not None:
-            return self._capture.add("Memcpy", lambda: MemcpyParams.make(dst, src, nbytes, kind))
-        copy = MemcpyParams.make(dst, src, nbytes, kind)
+            return self._capture.add(
+                "Memcpy", lambda: MemcpyParams.make(dst, src, nbytes, kind, empty_unchecked=True)
+            )
+        copy = MemcpyParams.make(dst, src, nbytes, kind, empty_unchecked=True)
         return self._observed(copy, copy.op(self.device))
 
     memcpy, memcpy_nowait = enqueue_pair(_memcpy)
@@ -292,9 +294,14 @@ class Stream(
         self._check_open()
         if self._capture is not None:
             return self._capture.add(
-                "Memset", lambda: MemsetParams.make(dst, value, count, element_size=element_size)
+                "Memset",
+                lambda: MemsetParams.make(
+                    dst, value, count, element_size=element_size, empty_unchecked=True
+                ),
             )
-        params = MemsetParams.make(dst, value, count, element_size=element_size)
+        params = MemsetParams.make(
+            dst, value, count, element_size=element_size, empty_unchecked=True
+        )
         return self._observed(params, params.op(self.device))
 
     memset, memset_nowait = enqueue_pair(_memset)
@@ -309,12 +316,28 @@ class Stream(
 
     launch_host_func, launch_host_func_nowait = enqueue_pair(_launch_host_func)
 
-    def _record_event(self, event: Event) -> None:
-        """Record ``event`` here (``hipEventRecord``): it completes when earlier work has."""
+    def _record_event(self, event: Event, flags: int = 0) -> None:
+        """Record ``event`` here (``hipEventRecordWithFlags``): it completes when earlier work
+        has.
+
+        ``flags=1`` (``hipEventRecordExternal``) matters only on a capturing stream, where the
+        record also becomes an EventRecord node (so a launch of the graph records the event);
+        elsewhere both flags record alike.
+
+        Raises:
+            InvalidValue: ``flags`` other than 0 or 1 (checked before the event, as in HIP).
+            ContextIsDestroyed / InvalidHandle: destroyed stream / event. Capture errors: see
+                ``capture``.
+        """
+        if int_or_none(flags) not in (capture.EVENT_RECORD_DEFAULT, capture.EVENT_RECORD_EXTERNAL):
+            raise InvalidValue(f"{flags!r} is not an event record flag")
         self._check_open()
         live_event(event)
         if self._capture is not None:
-            self._capture.record_event(event)
+            external = flags == capture.EVENT_RECORD_EXTERNAL
+            self._capture.record_event(
+                event, capture.record_node_params(event) if external else None
+            )
             return
         capture.record_eager(event)
         signal = Signal(1)

@@ -143,7 +143,8 @@ def peer_params(
             raise InvalidValue(f"{role} {ptr!r} is not on device {ordinal}")
     if nbytes is None:
         raise InvalidValue("nbytes is required for a peer copy")
-    return MemcpyParams.make(dst, src, nbytes, CopyKind.DeviceToDevice)
+    # hipMemcpyPeer copies as hipMemcpy does: 0 bytes return before the pointers are looked at.
+    return MemcpyParams.make(dst, src, nbytes, CopyKind.DeviceToDevice, empty_unchecked=True)
 
 
 class StreamCopyMixin:

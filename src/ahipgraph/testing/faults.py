@@ -26,9 +26,9 @@ import contextlib
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from ..core.errors import OutOfMemory
+from ..core.errors import InvalidDevice, OutOfMemory
 from ..core.ints import as_optional_int
-from ..device import hooks
+from ..device import hooks, table
 from ..device.ops import KernelOp
 from ..exec.compile import StrictKernelOp
 from ..exec.graph_exec import GraphExec
@@ -180,6 +180,11 @@ class AllocationFault(hooks.Observer):
         count = _optional_count("count", count)
         device = _optional_count("device", device)
         nbytes = _optional_count("nbytes", nbytes)
+        if device is not None and device >= table.device_count():
+            # A fault for a device that does not exist would never fire: say so at the call.
+            raise InvalidDevice(
+                f"device {device} does not exist ({table.device_count()} configured)"
+            )
         self.remaining = count
         self.device = device
         self.nbytes = nbytes
@@ -261,6 +266,10 @@ def fail_allocations(
     Args:
         device: only allocations on the device with this ordinal.
         nbytes: only allocations of exactly this many bytes.
+
+    Raises:
+        TypeError / ValueError: as for :func:`fail_kernels`, for each argument.
+        InvalidDevice: ``device`` is not a configured device's ordinal.
     """
     fault = AllocationFault(count, device, nbytes)
     with _installed(fault):

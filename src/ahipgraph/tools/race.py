@@ -106,6 +106,15 @@ __all__ = ["ENV_VAR", "RaceCheck", "race_check"]
 
 ENV_VAR = "AHIPGRAPH_RACE_CHECK"
 _MODES = ("raise", "warn", "collect")
+_ENV_ON = ("1", "on", "true", "yes")  # mean "warn"
+_ENV_OFF = ("0", "off", "false", "no")
+
+
+class RaceModeTypeError(TypeError, ValueError):
+    """``on_race`` is not a str at all: a TypeError, and a ValueError as well because that is
+    what a bad mode raised before (``numpy.exceptions.AxisError`` is both in the same way)."""
+
+
 _MAX_PENDING = 4096
 
 
@@ -347,7 +356,12 @@ class RaceCheck:
     """
 
     def __init__(self, on_race: str) -> None:
-        if not isinstance(on_race, str) or on_race not in _MODES:
+        if not isinstance(on_race, str):
+            raise RaceModeTypeError(
+                f"on_race must be one of {', '.join(_MODES)}, got {type(on_race).__name__} "
+                f"{on_race!r}"
+            )
+        if on_race not in _MODES:
             raise ValueError(f"on_race must be one of {', '.join(_MODES)}, got {on_race!r}")
         self.on_race = str(on_race)
         self.reports: list[RaceReport] = []
@@ -1381,6 +1395,7 @@ def race_check(on_race: str = "raise") -> AbstractContextManager[RaceCheck]:
             "warn" (a RaceWarning each) or "collect" (only ``rc.reports``).
 
     Raises:
+        TypeError: ``on_race`` is not a str (also a ValueError, as it was before).
         ValueError: ``on_race`` is not one of those (at the call, before anything is on).
 
     Nested checks share one set of clocks; reports go to the innermost check of the task or
@@ -1410,12 +1425,15 @@ def install_from_environment() -> RaceCheck | None:
     """Turn the checker on for the whole run if ``AHIPGRAPH_RACE_CHECK`` asks for it."""
     global _ENVIRONMENT_CHECK
     value = os.environ.get(ENV_VAR, "").strip().lower()
-    if not value or value in ("0", "off", "false", "no"):
+    if not value or value in _ENV_OFF:
         return None
     if _ENVIRONMENT_CHECK is None:
-        mode = "warn" if value in ("1", "on", "true", "yes") else value
+        mode = "warn" if value in _ENV_ON else value
         if mode not in _MODES:
-            raise ValueError(f"{ENV_VAR}={value!r}: expected 1, raise, warn or collect")
+            raise ValueError(
+                f"{ENV_VAR}={value!r}: expected one of {', '.join(_MODES)}; "
+                f"{', '.join(_ENV_ON)} (meaning warn); or empty, {', '.join(_ENV_OFF)} (off)"
+            )
         _ENVIRONMENT_CHECK = RaceCheck(mode)
         _CHECKER.push(_ENVIRONMENT_CHECK)
     return _ENVIRONMENT_CHECK
