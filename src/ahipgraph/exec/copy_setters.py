@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from .updater import Updater
 
 __all__ = [
+    "check_same_kind",
     "set_memcpy_3d_node_params",
     "set_memcpy_node_from_symbol",
     "set_memcpy_node_to_symbol",
@@ -36,7 +37,8 @@ __all__ = [
 Triple = tuple[int, int, int]
 
 
-def _same_kind(exec_node: ExecNode, kind: CopyKind | int | None) -> None:
+def check_same_kind(exec_node: ExecNode, kind: CopyKind | int | None) -> None:
+    """HIP's setter rule: a memcpy node's kind, if given, is its own (``InvalidValue``)."""
     if kind is None:
         return
     original = exec_node.params.kind
@@ -64,7 +66,7 @@ def set_memcpy_3d_node_params(
 ) -> None:
     """``hipGraphExecMemcpyNodeSetParams``: a pitched copy in the node's direction."""
     exec_node = updater.node(node, NodeType.Memcpy)
-    _same_kind(exec_node, kind)
+    check_same_kind(exec_node, kind)
     params = PitchedCopyParams.make_pitched(
         dst, src, extent, dst_pos=dst_pos, src_pos=src_pos, kind=kind, device=updater.device
     )
@@ -83,7 +85,7 @@ def set_memcpy_node_to_symbol(
     """``hipGraphExecMemcpyNodeSetParamsToSymbol``."""
     exec_node = updater.node(node, NodeType.Memcpy)
     params = to_symbol_params(symbol, src, nbytes, offset, kind, device=updater.device)
-    _same_kind(exec_node, kind)
+    check_same_kind(exec_node, kind)
     old: MemcpyParams = exec_node.params
     _same_device(old.dst, params.dst, "destination")
     _same_device(old.src, params.src, "source")
@@ -102,7 +104,7 @@ def set_memcpy_node_from_symbol(
     """``hipGraphExecMemcpyNodeSetParamsFromSymbol``."""
     exec_node = updater.node(node, NodeType.Memcpy)
     params = from_symbol_params(dst, symbol, nbytes, offset, kind, device=updater.device)
-    _same_kind(exec_node, kind)
+    check_same_kind(exec_node, kind)
     old: MemcpyParams = exec_node.params
     _same_device(old.src, params.src, "source")
     _same_device(old.dst, params.dst, "destination")

@@ -19,7 +19,7 @@ from ..core.errors import GraphExecUpdateFailure, InvalidValue, Unknown
 from ..core.ints import flag_or_none
 from ..device.kernel import DimLike, Kernel
 from ..device.pointer import DevicePtr
-from ..device.properties import CopyKind, copy_kind_or_none
+from ..device.properties import CopyKind
 from ..graph.attributes import exec_attribute, exec_with_attribute
 from ..graph.graph import live_graph
 from ..graph.node_type import NodeType
@@ -27,6 +27,7 @@ from ..graph.params import event_params, memcpy_1d_set_params, revalidate
 from ..runtime.event import Event
 from ..runtime.launch_attributes import KernelNodeAttribute
 from ..runtime.params import Endpoint, HostParams, KernelParams, MemsetParams
+from .copy_setters import check_same_kind
 from .flags import UpdateResult, UpdateResultKind
 from .snapshot import snapshot
 from .update import device_limits_problem, diff_graphs
@@ -105,13 +106,7 @@ def set_memcpy_node_params(
 ) -> None:
     """``hipGraphExecMemcpyNodeSetParams1D``: the direction must stay the same."""
     exec_node = updater.node(node, NodeType.Memcpy)
-    original = exec_node.params.kind
-    if kind is not None:
-        given = copy_kind_or_none(kind)
-        if given is None:
-            raise InvalidValue(f"{kind!r} is not a memcpy kind")
-        if given is not original:
-            raise InvalidValue(f"a memcpy node's kind is fixed: {original.name}, not {given.name}")
+    check_same_kind(exec_node, kind)
     updater.set(exec_node, memcpy_1d_set_params(dst, src, nbytes, kind))
 
 

@@ -34,7 +34,9 @@ __all__ = [
     "KernelParams",
     "MemcpyParams",
     "MemsetParams",
+    "check_kind",
     "common_kernel_params",
+    "memcpy_kind",
 ]
 
 
@@ -330,6 +332,26 @@ def _infer_kind(dst: Endpoint, src: Endpoint) -> CopyKind:
     return CopyKind.HostToHost
 
 
+def memcpy_kind(kind: object) -> CopyKind:
+    """``kind`` as a :class:`CopyKind`, or HIP's direction error: an unknown value, and (the
+    integer rule) a bool or a float, is not a kind."""
+    given = copy_kind_or_none(kind)
+    if given is None:
+        raise InvalidMemcpyDirection(f"{kind!r} is not a memcpy kind")
+    return given
+
+
+def check_kind(kind: CopyKind | int | None, inferred: CopyKind) -> None:
+    """HIP's direction rule: a copy kind that agrees with the endpoints, or ``Default``."""
+    if kind is None:
+        return
+    given = memcpy_kind(kind)
+    if given not in (CopyKind.Default, inferred):
+        raise InvalidMemcpyDirection(
+            f"{given.name} given, but the endpoints make it {inferred.name}"
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class MemcpyParams:
     """A linear copy of ``nbytes`` from ``src`` to ``dst`` (device pointers or host arrays)."""
@@ -365,14 +387,7 @@ class MemcpyParams:
         _check_endpoint(dst, "dst")
         _check_endpoint(src, "src")
         inferred = _infer_kind(dst, src)
-        if kind is not None:
-            given = copy_kind_or_none(kind)
-            if given is None:
-                raise InvalidMemcpyDirection(f"{kind!r} is not a memcpy kind")
-            if given not in (CopyKind.Default, inferred):
-                raise InvalidMemcpyDirection(
-                    f"{given.name} given, but the endpoints make it {inferred.name}"
-                )
+        check_kind(kind, inferred)
         if nbytes is None:
             hosts = [e for e in (dst, src) if isinstance(e, np.ndarray)]
             if not hosts:

@@ -31,14 +31,21 @@ import numpy as np
 import numpy.typing as npt
 from numpy.lib.stride_tricks import as_strided
 
-from ..core.errors import InvalidMemcpyDirection, InvalidPitchValue, InvalidValue
+from ..core.errors import InvalidPitchValue, InvalidValue
 from ..core.ints import as_int
 from ..device.ops import CopyOp, host_bytes
 from ..device.pointer import DevicePtr
-from ..device.properties import CopyKind, copy_kind_or_none
+from ..device.properties import CopyKind
 from ..device.table import check_range, resolve_pointer
 from .device import get_device
-from .params import Endpoint, MemcpyParams, _check_endpoint, _host_array, _infer_kind
+from .params import (
+    Endpoint,
+    MemcpyParams,
+    _check_endpoint,
+    _host_array,
+    _infer_kind,
+    check_kind,
+)
 
 if TYPE_CHECKING:
     from ..device.program import Program
@@ -70,19 +77,6 @@ def _triple(value: Any, name: str) -> Triple:
         raise TypeError(f"{name} must be three ints (x, y, z), got {value!r}")
     x, y, z = (_int(v, name) for v in value)
     return x, y, z
-
-
-def check_kind(kind: CopyKind | int | None, inferred: CopyKind) -> None:
-    """HIP's direction rule: a copy kind that agrees with the endpoints, or ``Default``."""
-    if kind is None:
-        return
-    given = copy_kind_or_none(kind)
-    if given is None:
-        raise InvalidMemcpyDirection(f"{kind!r} is not a memcpy kind")
-    if given not in (CopyKind.Default, inferred):
-        raise InvalidMemcpyDirection(
-            f"{given.name} given, but the endpoints make it {inferred.name}"
-        )
 
 
 @dataclass(frozen=True, slots=True)

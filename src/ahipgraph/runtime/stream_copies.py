@@ -19,14 +19,22 @@ import numpy as np
 
 from ..core.errors import InvalidMemcpyDirection, InvalidValue
 from ..device.pointer import DevicePtr
-from ..device.properties import CopyKind, copy_kind_or_none
+from ..device.properties import CopyKind
 from ..device.symbols import check_symbol_range, lookup_symbol
 from ..device.table import check_range
 from .completion import Completion
 from .device import Device, get_device
 from .enqueue import enqueue_pair
-from .params import Endpoint, MemcpyParams, _check_endpoint, _host_array, _infer_kind
-from .pitched import PitchedCopyParams, PitchedPtr, check_kind
+from .params import (
+    Endpoint,
+    MemcpyParams,
+    _check_endpoint,
+    _host_array,
+    _infer_kind,
+    check_kind,
+    memcpy_kind,
+)
+from .pitched import PitchedCopyParams, PitchedPtr
 
 if TYPE_CHECKING:
     from .stream import Stream
@@ -46,9 +54,7 @@ _FROM_SYMBOL = (CopyKind.DeviceToHost, CopyKind.DeviceToDevice, CopyKind.Default
 def _symbol_kind(kind: CopyKind | int | None, allowed: tuple[CopyKind, ...], what: str) -> None:
     if kind is None:
         return
-    given = copy_kind_or_none(kind)
-    if given is None:
-        raise InvalidMemcpyDirection(f"{kind!r} is not a memcpy kind")
+    given = memcpy_kind(kind)
     if given not in allowed:
         raise InvalidMemcpyDirection(f"a copy {what} a symbol cannot be {given.name}")
 
