@@ -24,7 +24,7 @@ from __future__ import annotations
 import operator
 from typing import TypeVar
 
-__all__ = ["as_int", "as_optional_int", "flag_or_none", "int_or_none", "not_an_int"]
+__all__ = ["as_int", "as_optional_int", "flag_or_none", "int_or_none", "is_bool", "not_an_int"]
 
 _BOOL_TYPE_NAMES = frozenset({"bool", "bool_"})
 _NOT_INTS: list[type] = []  # types with __index__ that are not integers (see not_an_int)
@@ -38,6 +38,12 @@ def not_an_int(cls: _T) -> _T:
     return cls
 
 
+def is_bool(value: object) -> bool:
+    """Whether ``value`` is a bool, Python's or numpy's (known by its type's name: see the
+    module notes). Never an integer, a duration or a rate, although ``bool`` is an ``int``."""
+    return type(value).__name__ in _BOOL_TYPE_NAMES
+
+
 def int_or_none(value: object) -> int | None:
     """``value`` as an exact ``int`` when it is an integer other than a bool, else None.
 
@@ -45,7 +51,7 @@ def int_or_none(value: object) -> int | None:
     """
     if type(value) is int:
         return value
-    if type(value).__name__ in _BOOL_TYPE_NAMES or isinstance(value, tuple(_NOT_INTS)):
+    if is_bool(value) or isinstance(value, tuple(_NOT_INTS)):
         return None
     try:
         return int(operator.index(value))  # type: ignore[arg-type]
@@ -61,7 +67,7 @@ def flag_or_none(value: object) -> int | None:
     ``numpy.bool_`` (``exec.set_node_enabled(node, mask[i])``). Numpy integers follow the
     rule as everywhere else.
     """
-    if type(value).__name__ in _BOOL_TYPE_NAMES:
+    if is_bool(value):
         return int(bool(value))
     return int_or_none(value)
 

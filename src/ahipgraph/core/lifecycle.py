@@ -55,6 +55,7 @@ from typing import (
 from typing import cast as _cast
 
 from .errors import Destroyed, ErrorCode, HipError, destroyed_error
+from .ints import is_bool
 
 __all__ = [
     "DESTROYED_CODES",
@@ -422,7 +423,7 @@ def _wait_seconds(timeout: object) -> float | None:
     answer to a bad argument must not depend on what the collector happened to find."""
     if timeout is None:
         return None
-    if type(timeout).__name__ in ("bool", "bool_") or not isinstance(timeout, numbers.Real):
+    if is_bool(timeout) or not isinstance(timeout, numbers.Real):
         raise TypeError(f"timeout must be a number of seconds or None, got {timeout!r}")
     if timeout != timeout or timeout < 0:  # NaN is unequal to itself
         raise ValueError(f"timeout must be a non-negative number of seconds, got {timeout!r}")
