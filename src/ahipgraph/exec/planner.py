@@ -205,28 +205,16 @@ class Plan:
 def _cut_segments(graph: ExecGraph) -> SegmentTable:
     if graph.flat:
         count = len(graph)
-        if count:
-            first_deps, multi = graph.first_deps()
-            if multi == _ROOT_ONLY and _counts_up(first_deps):
-                # A chain (one root, each node's dependency the node before it): one segment,
-                # what the loop and the column cut make, found with two comparisons in C (the
-                # column cut's pointer doubling would take a pass per doubling of its length).
-                table = SegmentTable()
-                table.append(range(count), [])
-                return table
+        if graph.is_chain():
+            # One segment, what the loop and the column cut make, found with two comparisons
+            # in C (the column cut's pointer doubling would take a pass per doubling of its
+            # length).
+            table = SegmentTable()
+            table.append(range(count), [])
+            return table
         if count >= _COLUMN_CUT_MIN:
             return _cut_segments_columns(graph)
     return SegmentTable.of(_cut_segments_nodes(graph))
-
-
-_ROOT_ONLY: dict[int, tuple[int, ...]] = {0: ()}  # a chain's multi: its root has no dependency
-
-
-def _counts_up(first_deps: array[int]) -> bool:
-    """Whether ``first_deps`` is -1, 0, 1, ...: each node's dependency the node before it
-    (compared in numpy: an ``array`` made from a ``range`` takes an append per int)."""
-    deps = np.frombuffer(first_deps, dtype=np.int64)
-    return bool((deps == np.arange(-1, len(deps) - 1, dtype=np.int64)).all())
 
 
 # Below this many nodes the per-node loop is as quick as the column operations' fixed costs.

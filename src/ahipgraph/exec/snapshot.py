@@ -82,6 +82,7 @@ _MADE_LOCK = threading.Lock()  # two first readers of a graph's nodes: one makes
 Positions = np.ndarray[Any, np.dtype[np.integer[Any]]]
 _ReadOrder = tuple[Positions, list[int], list[Any]]
 _SEE_MULTI = -1  # in a graph's first-dependency column: 0 or several dependencies
+_CHAIN_MULTI: dict[int, tuple[int, ...]] = {0: ()}  # a chain's multi: its root, no dependency
 
 
 class ExecGraph:
@@ -264,6 +265,14 @@ class ExecGraph:
     def first_deps(self) -> tuple[array[int], dict[int, tuple[int, ...]]]:
         """Each node's only dependency, or -1 where ``multi[index]`` holds its 0 or several."""
         return self._dep, self._multi
+
+    def is_chain(self) -> bool:
+        """Whether the copy is a chain: one root, each other node's dependency the node before
+        it (its dependency column counts up from -1; compared in numpy)."""
+        if self._multi != _CHAIN_MULTI:
+            return False
+        deps = np.frombuffer(self._dep, dtype=np.int64)
+        return bool((deps == np.arange(-1, len(deps) - 1, dtype=np.int64)).all())
 
     @property
     def flat(self) -> bool:
@@ -504,7 +513,7 @@ def _chain_columns(
     if not all(map(is_, map(_deps_of, islice(order, 1, None)), order)):
         return None
     column = _counting_up(count)  # node i's dependency is node i - 1
-    return order, column, {0: ()}  # the root: no dependency
+    return order, column, dict(_CHAIN_MULTI)
 
 
 def _counting_up(count: int) -> array[int]:
@@ -531,8 +540,7 @@ def _dep_indices(
         # A chain (what one stream captures): each node's dependency is the one before it.
         column = _counting_up(count)
         column[0] = _SEE_MULTI
-        multi[0] = ()
-        return column, multi
+        return column, dict(_CHAIN_MULTI)
     position = dict(zip(order, range(count), strict=True))
     if len(others) > count // 4:  # many roots or joins: one pass, node by node
         first: list[int] = []
