@@ -375,7 +375,8 @@ class MemcpyParams:
 
         ``empty_unchecked``: a copy of 0 bytes is not checked against device memory, as
         ``hipMemcpy[Async]`` returns before it looks at the pointers (stream copies pass it;
-        graph nodes refuse a count of 0 anyway). A copy of 0 bytes touches nothing when run.
+        graph nodes refuse a count of 0 anyway; a null pointer is still refused, as a fill's is).
+        A copy of 0 bytes touches nothing when run.
 
         Raises:
             InvalidValue: a null endpoint, a negative size, or a range outside an allocation
@@ -400,6 +401,8 @@ class MemcpyParams:
             if isinstance(end, DevicePtr):
                 if nbytes or not empty_unchecked:
                     check_range(end, nbytes)
+                elif not end:  # nothing to copy, but the null pointer is refused first
+                    raise InvalidValue(f"{role} is a null device pointer")
             else:
                 _host_array(end, role, writable=role == "dst")
                 if nbytes > end.nbytes:
