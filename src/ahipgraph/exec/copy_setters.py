@@ -5,7 +5,8 @@ rules (HIP_SEMANTICS §setters): the kind must equal the node's own (``InvalidVa
 is resolved on the executable's device, and a symbol copy whose device memory would move to
 another device than the node's → ``InvalidValue``, on either side: the symbol's (the executable
 runs on another device than the node was made for) or the caller's endpoint (HIP compares the
-new ``src``/``dst`` pointer's device with the original's); a null symbol → ``InvalidSymbol``.
+new ``src``/``dst`` pointer's device with the original's); a null symbol → ``InvalidSymbol``,
+checked before the executable and the node as HIP checks it; a count of 0 → ``InvalidValue``.
 Like the other setters (:mod:`.setters`), these are module functions over the executable's
 updater, and a change never disturbs a launch already enqueued.
 """
@@ -18,6 +19,7 @@ from ..core.errors import InvalidValue
 from ..device.pointer import DevicePtr
 from ..device.properties import CopyKind, copy_kind_or_none
 from ..graph.node_type import NodeType
+from ..graph.params import null_symbol, symbol_node_params
 from ..runtime.params import Endpoint, MemcpyParams
 from ..runtime.pitched import PitchedCopyParams, PitchedPtr
 from ..runtime.stream_copies import from_symbol_params, to_symbol_params
@@ -83,8 +85,11 @@ def set_memcpy_node_to_symbol(
     kind: CopyKind | int | None,
 ) -> None:
     """``hipGraphExecMemcpyNodeSetParamsToSymbol``."""
+    null_symbol(symbol)
     exec_node = updater.node(node, NodeType.Memcpy)
-    params = to_symbol_params(symbol, src, nbytes, offset, kind, device=updater.device)
+    params = symbol_node_params(
+        nbytes, lambda: to_symbol_params(symbol, src, nbytes, offset, kind, device=updater.device)
+    )
     check_same_kind(exec_node, kind)
     old: MemcpyParams = exec_node.params
     _same_device(old.dst, params.dst, "destination")
@@ -102,8 +107,11 @@ def set_memcpy_node_from_symbol(
     kind: CopyKind | int | None,
 ) -> None:
     """``hipGraphExecMemcpyNodeSetParamsFromSymbol``."""
+    null_symbol(symbol)
     exec_node = updater.node(node, NodeType.Memcpy)
-    params = from_symbol_params(dst, symbol, nbytes, offset, kind, device=updater.device)
+    params = symbol_node_params(
+        nbytes, lambda: from_symbol_params(dst, symbol, nbytes, offset, kind, device=updater.device)
+    )
     check_same_kind(exec_node, kind)
     old: MemcpyParams = exec_node.params
     _same_device(old.src, params.src, "source")

@@ -9,6 +9,10 @@ node made here is a ``Memcpy`` node (HIP's symbol nodes report ``Memcpy`` too), 
 the builders streams use (:mod:`ahipgraph.runtime.pitched`, :mod:`ahipgraph.runtime.stream_copies`);
 a symbol is resolved on the calling task's current device when the node is made, as HIP
 resolves it for the node's device. The direction of a memcpy node is fixed once it is made.
+
+A symbol copy node, unlike a stream's symbol copy, refuses a count of 0 (InvalidValue), and
+its setters check for a null symbol first (InvalidSymbol, before the node handle), in HIP's
+order (``symbol_node_params`` and ``null_symbol`` in :mod:`ahipgraph.graph.params`).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from ..runtime.params import Endpoint
 from ..runtime.pitched import PitchedCopyParams, PitchedPtr
 from ..runtime.stream_copies import from_symbol_params, to_symbol_params
 from .node_type import NodeType
+from .params import null_symbol, symbol_node_params
 
 if TYPE_CHECKING:
     from .builder import Deps
@@ -72,7 +77,9 @@ def add_memcpy_node_to_symbol(
     return graph._add_node(
         NodeType.Memcpy,
         deps,
-        lambda: to_symbol_params(symbol, src, nbytes, offset, kind, device=get_device()),
+        lambda: symbol_node_params(
+            nbytes, lambda: to_symbol_params(symbol, src, nbytes, offset, kind, device=get_device())
+        ),
     )
 
 
@@ -89,7 +96,10 @@ def add_memcpy_node_from_symbol(
     return graph._add_node(
         NodeType.Memcpy,
         deps,
-        lambda: from_symbol_params(dst, symbol, nbytes, offset, kind, device=get_device()),
+        lambda: symbol_node_params(
+            nbytes,
+            lambda: from_symbol_params(dst, symbol, nbytes, offset, kind, device=get_device()),
+        ),
     )
 
 
@@ -128,10 +138,20 @@ class NodeCopySetters:
         offset: int = 0,
         kind: CopyKind | int | None = None,
     ) -> None:
-        """``hipGraphMemcpyNodeSetParamsToSymbol``."""
+        """``hipGraphMemcpyNodeSetParamsToSymbol``.
+
+        Raises:
+            InvalidSymbol: ``symbol`` is None (checked first, as HIP) or not a symbol.
+            InvalidValue: destroyed node, not a memcpy node, a count of 0, a range outside
+                the symbol, a direction other than the node's.
+        """
+        null_symbol(symbol)
         self._set(
             (NodeType.Memcpy,),
-            lambda: to_symbol_params(symbol, src, nbytes, offset, kind, device=get_device()),
+            lambda: symbol_node_params(
+                nbytes,
+                lambda: to_symbol_params(symbol, src, nbytes, offset, kind, device=get_device()),
+            ),
         )
 
     def set_memcpy_from_symbol_params(
@@ -142,8 +162,12 @@ class NodeCopySetters:
         offset: int = 0,
         kind: CopyKind | int | None = None,
     ) -> None:
-        """``hipGraphMemcpyNodeSetParamsFromSymbol``."""
+        """``hipGraphMemcpyNodeSetParamsFromSymbol``. Raises: as the ``to`` setter."""
+        null_symbol(symbol)
         self._set(
             (NodeType.Memcpy,),
-            lambda: from_symbol_params(dst, symbol, nbytes, offset, kind, device=get_device()),
+            lambda: symbol_node_params(
+                nbytes,
+                lambda: from_symbol_params(dst, symbol, nbytes, offset, kind, device=get_device()),
+            ),
         )

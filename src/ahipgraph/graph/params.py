@@ -23,7 +23,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from ..core.errors import InvalidValue
+from ..core.errors import InvalidSymbol, InvalidValue
+from ..core.ints import as_int
 from ..core.lifecycle import check_live
 from ..device.kernel import DimLike, Kernel
 from ..device.pointer import DevicePtr
@@ -55,7 +56,9 @@ __all__ = [
     "memcpy_1d_set_params",
     "memcpy_params",
     "memset_params",
+    "null_symbol",
     "revalidate",
+    "symbol_node_params",
 ]
 
 
@@ -157,6 +160,30 @@ def memcpy_params(
     if not allow_empty and not params.nbytes:
         raise InvalidValue("a memcpy node's count must not be 0")
     return params
+
+
+def symbol_node_params(nbytes: int | None, make: Callable[[], MemcpyParams]) -> MemcpyParams:
+    """A symbol copy node's parameters, from ``make`` (the stream copy's builder).
+
+    A graph node is checked as HIP checks ``hipGraphAddMemcpyNode{To,From}Symbol`` and their
+    node and executable setters, which, unlike a stream copy, refuse a count of 0
+    (InvalidValue): a count given as 0 is refused before the symbol is looked up, as HIP
+    checks the count first; one taken from an empty host array, once it is known.
+    """
+    if nbytes is not None and not as_int(nbytes, "nbytes"):
+        raise InvalidValue("a memcpy node's count must not be 0")
+    params = make()
+    if not params.nbytes:
+        raise InvalidValue("a memcpy node's count must not be 0")
+    return params
+
+
+def null_symbol(symbol: object) -> None:
+    """HIP's symbol setters check for a null symbol before anything else, the executable and
+    the node included (``InvalidSymbol``); a symbol that is not null is looked up later, after
+    the handles, with the copy's other parameters."""
+    if symbol is None:
+        raise InvalidSymbol("None is not a device symbol")  # lookup_symbol's words
 
 
 def memcpy_1d_set_params(
