@@ -270,8 +270,10 @@ class GraphExec(DestroyOnExit):
         it parks until a completion returns one (``signal_set_policy="wait"``, the default).
 
         Raises:
-            InvalidValue: the executable was destroyed, or a graph-allocated block from the
-                previous launch was never freed (and auto-free-on-launch is off).
+            InvalidValue: the executable was destroyed, a graph-allocated block from the
+                previous launch was never freed (and auto-free-on-launch is off), or an
+                event-record/event-wait node names an event destroyed since (HIP would use
+                the freed event; set a live one with ``set_event_*_node_event``).
             ContextIsDestroyed: the stream was destroyed.
         """
         launcher = self._launcher

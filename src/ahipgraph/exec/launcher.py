@@ -43,7 +43,7 @@ from .signal_pool import REACHED, SignalSet, SignalSetPool
 
 if TYPE_CHECKING:
     from ..runtime.device import Device
-    from .compile import Compiled
+    from .compile import Compiled, EventBinding
     from .graph_exec import GraphExec, _ExecRecord
     from .snapshot import ExecGraph
     from .updater import Updater, Version
@@ -271,11 +271,17 @@ class Launcher:
                 stream._check_open()
                 assert stream._capture is not None
                 raise stream._capture.unsupported("a graph launch")
+            compiled = self.compiled
+            if compiled.bindings:  # event nodes: one whose event was destroyed refuses it
+                try:
+                    _check_events(compiled.bindings)
+                except InvalidValue:
+                    self.pool.give_back(signal_set)
+                    raise
             owner._refcount += 1
             version = self.updater.version
             version.in_flight += 1
             self.launches += 1
-            compiled = self.compiled
             signals = signal_set.signals
             signals[compiled.prev_index] = self.last_done
             for binding in compiled.bindings:
@@ -340,3 +346,22 @@ class Launcher:
         home, self.home = self.home, None
         if home is not None:
             home.destroy()
+
+
+def _check_events(bindings: list[EventBinding]) -> None:
+    """Refuse a launch whose event-record or event-wait node names a destroyed event.
+
+    HIP's event nodes keep the raw ``hipEvent_t``, so a launch after ``hipEventDestroy`` uses
+    freed memory. Here the launch is refused before anything is taken or recorded
+    (InvalidValue, a destroyed event's code for graph event nodes); giving the node a live
+    event (``exec.set_event_record_node_event`` / ``set_event_wait_node_event``) makes the
+    executable launchable again.
+    """
+    for binding in bindings:
+        event = binding.node.params.event
+        if not event.alive:
+            kind = "record" if binding.is_record else "wait"
+            raise InvalidValue(
+                f"event-{kind} node id={binding.node.id} names a destroyed event ({event!r}); "
+                f"give it a live one with set_event_{kind}_node_event"
+            )
