@@ -258,7 +258,9 @@ PUBLIC_ATTRIBUTES = {
         "user_objects"
     ),
     "GraphNode": (
-        "alive copy_attributes_from dependencies dependents destroy get_attribute graph hid id "
+        "alive copy_attributes_from dependencies dependents destroy get_attribute "
+        "get_child_graph get_event get_host_params get_kernel_params get_mem_alloc_params "
+        "get_mem_free_params get_memcpy_params get_memset_params graph hid id "
         "params set_attribute set_child_graph set_event set_host_params set_kernel_params "
         "set_memcpy_3d_params set_memcpy_from_symbol_params set_memcpy_params "
         "set_memcpy_to_symbol_params set_memset_params set_params state type"

@@ -93,6 +93,9 @@ async def replay(device: ahg.Device, n: int, replays: int) -> tuple[list[str], f
     run = graph.add_kernel_node(saxpy, (n + 255) // 256, 256, (n, 2.0, x, y), deps=[up, zero])
     twice = graph.add_kernel_node(doubled, (n + 255) // 256, 256, (n, y), deps=[run])
     graph.add_host_node(on_done, ("done",), deps=[twice])
+    shape: ahg.Dim3 = run.get_kernel_params().grid  # the typed getters' results are typed
+    assert shape.x == (n + 255) // 256
+    assert zero.get_memset_params().width == 4 * n
     graph_exec = graph.instantiate()
     try:
         await stream.record_event(start)

@@ -43,6 +43,7 @@ from ..device.properties import CopyKind
 from ..runtime.event import Event
 from ..runtime.launch_attributes import KernelNodeAttribute
 from ..runtime.params import Endpoint, HostParams, KernelParams, MemcpyParams, MemsetParams
+from ..runtime.pitched import PitchedCopyParams
 from .conditional import ConditionalNodeParams
 from .copy_nodes import NodeCopySetters
 from .node_registry import NodeRegistry
@@ -307,10 +308,79 @@ class GraphNode(NodeCopySetters, DestroyOnExit):
 
     def _set(self, types: tuple[NodeType, ...], build: Callable[[], NodeParams]) -> None:
         with self.graph.lock:
-            self._check_alive()
-            if self._type not in types:
-                raise InvalidValue(f"{self!r} is not a {' or '.join(t.name for t in types)} node")
+            self._check_type(types)
             self._store(build())
+
+    def _check_type(self, types: tuple[NodeType, ...]) -> None:
+        """HIP's typed node calls: the handle, then the node's type (InvalidValue); lock held."""
+        self._check_alive()
+        if self._type not in types:
+            raise InvalidValue(f"{self!r} is not a {' or '.join(t.name for t in types)} node")
+
+    # -- typed getters (HIP's hipGraph*NodeGetParams): the handle, then the type -----------------
+    # ``params`` answers for any node; these answer only for their own node type, as HIP's
+    # typed getters do (where HIP reads a node of another type as if it were of its own, as
+    # its memcpy, memset and host getters do, these refuse it: InvalidValue).
+
+    def _get(self, *types: NodeType) -> Any:
+        with self.graph.lock:
+            self._check_type(types)
+            return self._params
+
+    def get_kernel_params(self) -> KernelParams:
+        """``hipGraphKernelNodeGetParams``: the kernel, launch shape, arguments and attributes.
+
+        Raises:
+            InvalidValue: the node (or its graph) was destroyed, or it is not a kernel node.
+        """
+        params: KernelParams = self._get(NodeType.Kernel)
+        return params
+
+    def get_memcpy_params(self) -> MemcpyParams | PitchedCopyParams:
+        """``hipGraphMemcpyNodeGetParams``: a linear or a pitched copy (symbol copies are
+        linear copies to or from the symbol's storage). Raises: as :meth:`get_kernel_params`."""
+        params: MemcpyParams | PitchedCopyParams = self._get(NodeType.Memcpy)
+        return params
+
+    def get_memset_params(self) -> MemsetParams:
+        """``hipGraphMemsetNodeGetParams``. Raises: as :meth:`get_kernel_params`."""
+        params: MemsetParams = self._get(NodeType.Memset)
+        return params
+
+    def get_host_params(self) -> HostParams:
+        """``hipGraphHostNodeGetParams``. Raises: as :meth:`get_kernel_params`."""
+        params: HostParams = self._get(NodeType.Host)
+        return params
+
+    def get_event(self) -> Event:
+        """``hipGraphEventRecordNodeGetEvent`` / ``hipGraphEventWaitNodeGetEvent``.
+
+        Raises: as :meth:`get_kernel_params` (an event-record or event-wait node).
+        """
+        params: EventParams = self._get(NodeType.EventRecord, NodeType.WaitEvent)
+        return params.event
+
+    def get_child_graph(self) -> Graph:
+        """``hipGraphChildGraphNodeGetGraph``: the embedded copy, not the graph the node was
+        made from; editing it edits this node. Raises: as :meth:`get_kernel_params`."""
+        params: ChildGraphParams = self._get(NodeType.Graph)
+        return params.graph
+
+    def get_mem_alloc_params(self) -> MemAllocParams:
+        """``hipGraphMemAllocNodeGetParams``: the reserved address, size and device.
+
+        Raises: as :meth:`get_kernel_params`.
+        """
+        params: MemAllocParams = self._get(NodeType.MemAlloc)
+        return params
+
+    def get_mem_free_params(self) -> MemFreeParams:
+        """``hipGraphMemFreeNodeGetParams``: the address the node frees.
+
+        Raises: as :meth:`get_kernel_params`.
+        """
+        params: MemFreeParams = self._get(NodeType.MemFree)
+        return params
 
     def _store(self, params: NodeParams) -> None:
         """Install validated parameters (graph lock held)."""
