@@ -127,7 +127,7 @@ def add_mem_alloc_node(graph: Graph, nbytes: int, device: int | None, deps: Deps
             ordinal = get_device(device).ordinal  # None: the current device; a plain int
             reservation = RESERVATIONS.reserve(size, ordinal, owner=owner_key(graph))
         except InvalidDevice as error:
-            raise InvalidValue(str(error)) from None
+            raise InvalidValue(error.message) from None  # HIP: a bad location id
         return MemAllocParams(reservation.ptr, reservation.nbytes, reservation.device)
 
     return graph._add_node(NodeType.MemAlloc, deps, build)

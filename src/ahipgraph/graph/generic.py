@@ -99,8 +99,10 @@ def add_node(graph: Graph, params: GraphNodeParams, deps: Deps) -> GraphNode:
         return graph._add_node(kind, deps, lambda: revalidate(kernel))
     if kind is NodeType.Memcpy:
         copy = _record(kind, record, MemcpyParams)
-        return graph._add_node(
-            kind, deps, lambda: memcpy_params(copy.dst, copy.src, copy.nbytes, copy.kind)
+        return graph._add_node(  # as add_memcpy_node: a node of 0 bytes is refused
+            kind,
+            deps,
+            lambda: memcpy_params(copy.dst, copy.src, copy.nbytes, copy.kind, allow_empty=False),
         )
     if kind is NodeType.Memset:
         fill = _record(kind, record, MemsetParams)
