@@ -7,7 +7,9 @@ the checks and error codes) the specific call would; ``node.set_params`` and
 ``exec.set_node_params`` likewise unwrap the record and call the specific setter.
 
 A bad kind — not a node type, one a graph cannot hold (external semaphores, symbol copies), or
-a record that is not of the kind named — is ``InvalidValue``, as in HIP.
+a record that is not of the kind named — is ``InvalidValue``, as in HIP; except that adding an
+external-semaphore node is ``NotSupported``, HIP's answer for those two kinds in
+``hipGraphAddNode`` (a simulated device has no external semaphores to signal or wait on).
 
 Records by kind: Kernel → :class:`KernelParams`; Memcpy → :class:`MemcpyParams`; Memset →
 :class:`MemsetParams`; Host → :class:`HostParams`; Graph → :class:`ChildGraphParams` (or a
@@ -23,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..core.errors import InvalidValue
+from ..core.errors import InvalidValue, NotSupported
 from ..core.ints import int_or_none
 from ..device.pointer import DevicePtr
 from ..runtime.event import Event
@@ -54,8 +56,12 @@ class GraphNodeParams:
     params: Any = None
 
 
-def check_kind(kind: Any) -> NodeType:
-    """The node type ``kind`` names, if a graph can hold it (else InvalidValue)."""
+_EXTERNAL_SEMAPHORES = (NodeType.ExtSemasSignal, NodeType.ExtSemasWait)
+
+
+def check_kind(kind: Any, *, adding: bool = False) -> NodeType:
+    """The node type ``kind`` names, if a graph can hold it (else InvalidValue; an
+    external-semaphore node being ``adding``, NotSupported, as ``hipGraphAddNode``)."""
     number = int_or_none(kind)
     if number is None:
         raise InvalidValue(f"{kind!r} is not a node type")
@@ -64,6 +70,8 @@ def check_kind(kind: Any) -> NodeType:
     except ValueError:
         raise InvalidValue(f"{kind!r} is not a node type") from None
     if node_type not in CREATABLE_NODE_TYPES:
+        if adding and node_type in _EXTERNAL_SEMAPHORES:
+            raise NotSupported(f"{node_type.name} nodes are not supported (no external semaphores)")
         raise InvalidValue(f"{node_type.name} nodes cannot be created")
     return node_type
 
@@ -75,25 +83,26 @@ def _record(node_type: NodeType, params: Any, *types: type[Any]) -> Any:
     return params
 
 
-def unwrap(params: Any) -> tuple[NodeType, Any]:
+def unwrap(params: Any, *, adding: bool = False) -> tuple[NodeType, Any]:
     """The kind and record of a :class:`GraphNodeParams`.
 
     Raises:
         InvalidValue: ``params`` is None, or names a kind a graph cannot hold.
+        NotSupported: ``adding`` an external-semaphore node.
         TypeError: ``params`` is not a GraphNodeParams.
     """
     if params is None:
         raise InvalidValue("node parameters are null")
     if not isinstance(params, GraphNodeParams):
         raise TypeError(f"expected ahg.GraphNodeParams(type, params), got {params!r}")
-    return check_kind(params.type), params.params
+    return check_kind(params.type, adding=adding), params.params
 
 
 def add_node(graph: Graph, params: GraphNodeParams, deps: Deps) -> GraphNode:
     """``hipGraphAddNode``: see the module notes."""
     from .conditional import ConditionalNodeParams
 
-    kind, record = unwrap(params)
+    kind, record = unwrap(params, adding=True)
     if kind is NodeType.Kernel:
         kernel = _record(kind, record, KernelParams)
         return graph._add_node(kind, deps, lambda: revalidate(kernel))
