@@ -22,6 +22,7 @@ from ..device.pointer import DevicePtr
 from ..device.properties import CopyKind
 from ..graph.attributes import exec_attribute, exec_with_attribute
 from ..graph.graph import live_graph
+from ..graph.node import check_not_own_parent
 from ..graph.node_type import NodeType
 from ..graph.params import event_params, memcpy_1d_set_params, revalidate
 from ..runtime.event import Event
@@ -155,8 +156,7 @@ def set_child_graph_node_params(updater: Updater, node: GraphNode, child: Graph)
     """
     exec_node = updater.node(node, NodeType.Graph)
     child = live_graph(child, "child graph")
-    if child is node.graph:
-        raise Unknown("a child graph node cannot take its own parent graph")
+    check_not_own_parent(node, child)  # its graph, or the graph that was cloned from: Unknown
     new_copy, new_nodes = snapshot(child)
     assert exec_node.child is not None
     result, changes = diff_graphs(exec_node.child, new_copy, new_nodes, node)

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from .graph import Graph
     from .node import GraphNode
 
-__all__ = ["GraphNodeParams", "add_node", "check_kind", "unwrap"]
+__all__ = ["GraphNodeParams", "add_node", "check_kind", "node_record", "unwrap"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +96,19 @@ def unwrap(params: Any, *, adding: bool = False) -> tuple[NodeType, Any]:
     if not isinstance(params, GraphNodeParams):
         raise TypeError(f"expected ahg.GraphNodeParams(type, params), got {params!r}")
     return check_kind(params.type, adding=adding), params.params
+
+
+def node_record(kind: NodeType, record: Any) -> Any:
+    """``record`` as the node's own parameter class: the shorthand a generic add and the
+    executable's generic setter take (a bare :class:`Graph` for a child-graph node, a bare
+    :class:`Event` for an event node) is wrapped, so ``node.set_params`` takes it too."""
+    from .graph import Graph
+
+    if kind is NodeType.Graph and isinstance(record, Graph):
+        return ChildGraphParams(record)
+    if kind in (NodeType.EventRecord, NodeType.WaitEvent) and isinstance(record, Event):
+        return EventParams(record)
+    return record
 
 
 def add_node(graph: Graph, params: GraphNodeParams, deps: Deps) -> GraphNode:

@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from ..core.errors import InvalidValue, NotSupported
+from ..core.errors import InvalidValue, NotSupported, Unknown
 from ..core.lifecycle import DestroyOnExit, FactoryOnly, HandleState, check_live
 from ..core.registry import HandleId
 from ..core.surface import own_mixin_methods
@@ -65,7 +65,15 @@ from .params import (
 if TYPE_CHECKING:
     from .graph import Graph
 
-__all__ = ["NODES", "PARAMS_TYPES", "Edges", "GraphNode", "edge_nodes", "live_node"]
+__all__ = [
+    "NODES",
+    "PARAMS_TYPES",
+    "Edges",
+    "GraphNode",
+    "check_not_own_parent",
+    "edge_nodes",
+    "live_node",
+]
 
 NODES = NodeRegistry("graph node")
 _FACTORY = FactoryOnly("graph nodes are created with Graph.add_*_node()")
@@ -199,10 +207,11 @@ class GraphNode(NodeCopySetters, DestroyOnExit):
             NotSupported: a memory-alloc or memory-free node.
             Whatever the parameter's validator raises.
         """
-        from .generic import GraphNodeParams, unwrap
+        from .generic import GraphNodeParams, node_record, unwrap
 
         if isinstance(params, GraphNodeParams):  # hipGraphNodeSetParams' tagged record
-            kind, params = unwrap(params)
+            kind, record = unwrap(params)
+            params = node_record(kind, record)
             with self.graph.lock:
                 self._check_alive()
                 if kind is not self._type:
@@ -287,12 +296,17 @@ class GraphNode(NodeCopySetters, DestroyOnExit):
 
         Raises:
             InvalidValue: destroyed node, not a child-graph node, or ``graph`` null/destroyed.
+            Unknown: ``graph`` is this node's own graph, or the graph that one was cloned from
+                (HIP's ``validateChildGraphNodeSetParams``, for ``hipGraphNodeSetParams``).
             NotSupported: ``graph`` has memory nodes.
         """
         with self.graph.lock:
             self._check_alive()
             if self._type is not NodeType.Graph:
                 raise InvalidValue(f"{self!r} is not a child-graph node")
+        from .graph import live_graph
+
+        check_not_own_parent(self, live_graph(graph, "child graph"))  # HIP: null, dead, then own
         copy = self.graph._embed_copy(graph)
         with self.graph.lock:
             try:
@@ -477,6 +491,17 @@ def without_edge(edges: Edges, node: GraphNode) -> Edges:
         raise ValueError(f"{node!r} is not an edge end here")
     edges.remove(node)
     return edges[0] if len(edges) == 1 else edges
+
+
+def check_not_own_parent(node: GraphNode, child: object) -> None:
+    """HIP's rule for a child-graph node's new graph, node and executable setters alike: not
+    the graph the node belongs to, nor the graph that one was cloned from (``Unknown``).
+
+    (Adding a graph as its own child is allowed: the copy is taken before the node exists.)
+    """
+    parent = node.graph
+    if child is parent or child is parent.original:
+        raise Unknown("a child graph node cannot take its own parent graph")
 
 
 def live_node(node: object, what: str = "node") -> GraphNode:
