@@ -55,18 +55,20 @@ def set_attribute(node: GraphNode, attr: KernelNodeAttribute | int, value: Any) 
 def copy_attributes(dst: GraphNode, src: GraphNode) -> None:
     """Give ``dst`` every attribute of ``src`` (``hipGraphKernelNodeCopyAttributes``).
 
-    Both must be kernel nodes of one graph, as HIP requires (``InvalidValue`` otherwise).
+    Both must be kernel nodes (``InvalidValue`` otherwise); they may belong to different
+    graphs, as in HIP (whose ``CopyAttr`` compares no graphs) and CUDA (which asks only for
+    one context). The source's attributes are read under its graph's lock and written under
+    the destination's, one lock at a time: two graphs' locks are never held together.
     """
     from .node import live_node
 
     dst = live_node(dst, "destination node")
     src = live_node(src, "source node")
-    if dst.graph is not src.graph:
-        raise InvalidValue(f"{dst!r} and {src!r} belong to different graphs")
-    with dst.graph.lock:
-        _kernel_node(dst)
+    with src.graph.lock:
         _kernel_node(src)
         source: Any = src._params
+    with dst.graph.lock:
+        _kernel_node(dst)
         target: Any = dst._params
         dst._params = replace(target, priority=source.priority, attributes=source.attributes)
 

@@ -429,7 +429,11 @@ class GraphNode(NodeCopySetters, DestroyOnExit):
         return attributes.get_attribute(self, attr)
 
     def copy_attributes_from(self, other: GraphNode) -> None:
-        """``hipGraphKernelNodeCopyAttributes(other, self)``: both kernel nodes of one graph."""
+        """``hipGraphKernelNodeCopyAttributes(other, self)``: both kernel nodes, of any graphs.
+
+        Raises:
+            InvalidValue: either node null, destroyed or not a kernel node.
+        """
         from . import attributes
 
         attributes.copy_attributes(self, other)
