@@ -37,6 +37,28 @@ def test_an_add_of_zero_bytes_is_invalid_value_and_adds_nothing(device: ahg.Devi
     destroy(graph, ptr)
 
 
+def test_the_callers_endpoint_and_the_count_come_before_the_symbol(device: ahg.Device) -> None:
+    ptr = device.malloc(64)
+    graph = ahg.Graph()
+    node = graph.add_memcpy_node_to_symbol(TABLE, ptr, 8)
+    graph_exec = graph.instantiate()
+    unknown = "test_symbol_node_codes.undeclared"
+    with pytest.raises(ahg.InvalidValue, match="src is null"):
+        graph.add_memcpy_node_to_symbol(unknown, None, 8)
+    with pytest.raises(ahg.InvalidValue, match="dst is null"):
+        graph.add_memcpy_node_from_symbol(None, unknown, 8)
+    with pytest.raises(ahg.InvalidValue, match="src is null"):
+        node.set_memcpy_to_symbol_params(unknown, None, 8)
+    with pytest.raises(ahg.InvalidValue, match="src is null"):
+        graph_exec.set_memcpy_node_to_symbol(node, unknown, None, 8)
+    with pytest.raises(ahg.InvalidValue, match="count must not be 0"):
+        graph_exec.set_memcpy_node_to_symbol(node, unknown, ptr, 0)
+    with pytest.raises(ahg.InvalidSymbol):  # with both right, the symbol is looked up
+        graph.add_memcpy_node_to_symbol(unknown, ptr, 8)
+    assert graph.statistics().nodes == 1
+    destroy(graph_exec, graph, ptr)
+
+
 def test_an_add_checks_its_graph_before_the_symbol(device: ahg.Device) -> None:
     ptr = device.malloc(64)
     graph = ahg.Graph()

@@ -88,7 +88,10 @@ def set_memcpy_node_to_symbol(
     null_symbol(symbol)
     exec_node = updater.node(node, NodeType.Memcpy)
     params = symbol_node_params(
-        nbytes, lambda: to_symbol_params(symbol, src, nbytes, offset, kind, device=updater.device)
+        src,
+        "src",
+        nbytes,
+        lambda: to_symbol_params(symbol, src, nbytes, offset, kind, device=updater.device),
     )
     check_same_kind(exec_node, kind)
     old: MemcpyParams = exec_node.params
@@ -110,7 +113,10 @@ def set_memcpy_node_from_symbol(
     null_symbol(symbol)
     exec_node = updater.node(node, NodeType.Memcpy)
     params = symbol_node_params(
-        nbytes, lambda: from_symbol_params(dst, symbol, nbytes, offset, kind, device=updater.device)
+        dst,
+        "dst",
+        nbytes,
+        lambda: from_symbol_params(dst, symbol, nbytes, offset, kind, device=updater.device),
     )
     check_same_kind(exec_node, kind)
     old: MemcpyParams = exec_node.params

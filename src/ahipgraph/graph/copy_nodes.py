@@ -78,7 +78,10 @@ def add_memcpy_node_to_symbol(
         NodeType.Memcpy,
         deps,
         lambda: symbol_node_params(
-            nbytes, lambda: to_symbol_params(symbol, src, nbytes, offset, kind, device=get_device())
+            src,
+            "src",
+            nbytes,
+            lambda: to_symbol_params(symbol, src, nbytes, offset, kind, device=get_device()),
         ),
     )
 
@@ -97,6 +100,8 @@ def add_memcpy_node_from_symbol(
         NodeType.Memcpy,
         deps,
         lambda: symbol_node_params(
+            dst,
+            "dst",
             nbytes,
             lambda: from_symbol_params(dst, symbol, nbytes, offset, kind, device=get_device()),
         ),
@@ -149,6 +154,8 @@ class NodeCopySetters:
         self._set(
             (NodeType.Memcpy,),
             lambda: symbol_node_params(
+                src,
+                "src",
                 nbytes,
                 lambda: to_symbol_params(symbol, src, nbytes, offset, kind, device=get_device()),
             ),
@@ -167,6 +174,8 @@ class NodeCopySetters:
         self._set(
             (NodeType.Memcpy,),
             lambda: symbol_node_params(
+                dst,
+                "dst",
                 nbytes,
                 lambda: from_symbol_params(dst, symbol, nbytes, offset, kind, device=get_device()),
             ),

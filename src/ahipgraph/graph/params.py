@@ -162,14 +162,20 @@ def memcpy_params(
     return params
 
 
-def symbol_node_params(nbytes: int | None, make: Callable[[], MemcpyParams]) -> MemcpyParams:
+def symbol_node_params(
+    end: object, role: str, nbytes: int | None, make: Callable[[], MemcpyParams]
+) -> MemcpyParams:
     """A symbol copy node's parameters, from ``make`` (the stream copy's builder).
 
     A graph node is checked as HIP checks ``hipGraphAddMemcpyNode{To,From}Symbol`` and their
     node and executable setters, which, unlike a stream copy, refuse a count of 0
-    (InvalidValue): a count given as 0 is refused before the symbol is looked up, as HIP
-    checks the count first; one taken from an empty host array, once it is known.
+    (InvalidValue), and check the caller's endpoint (``role``: ``src`` into a symbol, ``dst``
+    out of one) and the count before they look the symbol up: a null endpoint or a count
+    given as 0 is InvalidValue whatever the symbol; a count taken from an empty host array
+    is refused once it is known.
     """
+    if end is None:
+        raise InvalidValue(f"{role} is null")
     if nbytes is not None and not as_int(nbytes, "nbytes"):
         raise InvalidValue("a memcpy node's count must not be 0")
     params = make()
