@@ -119,7 +119,8 @@ def test_bad_add_is_refused_and_changes_nothing(
         (2**32, True, ahg.InvalidValue),
         (1.0, True, TypeError),
         (True, True, TypeError),
-        (0, 1, TypeError),
+        (0, 2, ahg.InvalidValue),  # HIP's flags: 0 or hipGraphCondAssignDefault (1)
+        (0, "yes", TypeError),
     ],
 )
 def test_bad_handle_is_refused(default: Any, assign: Any, error: type[Exception]) -> None:
@@ -129,6 +130,14 @@ def test_bad_handle_is_refused(default: Any, assign: Any, error: type[Exception]
     graph.destroy()
     with pytest.raises(ahg.InvalidValue):
         graph.conditional_handle()
+
+
+def test_assign_default_takes_hips_flag_values_as_every_switch_flag() -> None:
+    graph = ahg.Graph()
+    assert graph.conditional_handle(0, assign_default=1).assign_default is True
+    assert graph.conditional_handle(0, assign_default=0).assign_default is False
+    assert graph.conditional_handle(0, assign_default=np.bool_(True)).assign_default is True
+    graph.destroy()
 
 
 def test_kernel_handle_parameter_takes_only_handles() -> None:

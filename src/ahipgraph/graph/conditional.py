@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import InvalidValue
-from ..core.ints import as_int, int_or_none
+from ..core.ints import as_int, flag_or_none, int_or_none
 from ..device.conditional_arg import HandleToken
 
 if TYPE_CHECKING:
@@ -101,9 +101,14 @@ def make_handle(graph: Graph, default: Any, assign_default: Any) -> ConditionalH
     default = as_int(default, "default")
     if not 0 <= default <= _UINT32_MAX:
         raise InvalidValue(f"default {default} is not an unsigned 32-bit value")
-    if not isinstance(assign_default, bool):
+    # HIP's flags value (0 or hipGraphCondAssignDefault, 1), taken as every switch flag is
+    # (core/ints.py): a bool, a numpy bool or an int; another int is InvalidValue, as HIP's.
+    flag = flag_or_none(assign_default)
+    if flag is None:
         raise TypeError(f"assign_default must be a bool, got {assign_default!r}")
-    return ConditionalHandle(graph.id, default, assign_default)
+    if flag not in (0, 1):
+        raise InvalidValue(f"flags must be 0 or 1 (assign default), got {flag}")
+    return ConditionalHandle(graph.id, default, bool(flag))
 
 
 def _owns(graph: Graph, handle: ConditionalHandle) -> bool:

@@ -663,10 +663,12 @@ class Graph(DestroyOnExit):
         Args:
             default: the handle's value at the start of each launch (``assign_default``), or
                 once when an executable is made.
-            assign_default: HIP's ``hipGraphCondAssignDefault`` flag.
+            assign_default: HIP's ``hipGraphCondAssignDefault`` flag: a bool, or HIP's
+                flags value 0 or 1.
 
         Raises:
-            InvalidValue: destroyed graph, a default outside 0..2**32-1. TypeError: bad types.
+            InvalidValue: destroyed graph, a default outside 0..2**32-1, a flags value other
+                than 0 or 1. TypeError: bad types.
         """
         with self.lock:
             return make_handle(self, default, assign_default)
