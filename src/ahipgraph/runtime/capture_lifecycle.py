@@ -107,7 +107,7 @@ def end(stream: Stream) -> Graph:
         session = part.session
         if part is not session.origin:
             raise StreamCaptureUnmatched(f"{stream!r} was forked into a capture; end its origin")
-        if session.mode is not CaptureMode.RELAXED and session.owner != _caller():
+        if session.mode is not CaptureMode.RELAXED and session.owner is not _caller():
             raise StreamCaptureWrongThread(
                 f"a {session.mode.name} capture must be ended by the task or thread that began it"
             )
