@@ -430,10 +430,19 @@ class Stream(
         if STREAMS.unregister(self.hid) is None:
             raise destroyed("stream", self, "destroy", "was already destroyed")
         self._life.detach()
-        if self._capture is not None:
-            capture.stream_destroyed(self)
+        self._close()
+
+    def _close(self) -> None:
+        """Mark the stream destroyed, then end its part in a capture (``destroy``, ``_retire``).
+
+        In that order: the capture's teardown may run user-object destructors (of the graph
+        the capture made), and the stream is destroyed whatever they do; and a capture begun
+        or forked into on another thread meanwhile either sees the stream destroyed or is
+        ended here (``capture.stream_destroyed`` reads the part under the capture lock).
+        """
         self.state = StreamState.DESTROYED
         self.device._remove_stream(self)
+        capture.stream_destroyed(self)
 
     def _retire(self) -> None:
         """Unregister a stream the runtime made (null, per-thread) when its device is dropped.
@@ -446,10 +455,7 @@ class Stream(
         """
         if STREAMS.unregister(self.hid) is None:
             return
-        if self._capture is not None:
-            capture.stream_destroyed(self)
-        self.state = StreamState.DESTROYED
-        self.device._remove_stream(self)
+        self._close()
 
     def statistics(self) -> StreamStatistics:
         return StreamStatistics(
