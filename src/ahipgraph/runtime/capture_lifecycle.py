@@ -178,7 +178,7 @@ def _discard(session: CaptureSession) -> None:
             f"Exception ignored in a user-object destructor while capture #{session.id} "
             "freed its graph"
         )
-        report_unraisable(error, message, session.graph)
+        report_unraisable(error, message)  # the message names the capture: keep no graph
 
 
 def status(stream: Stream) -> CaptureStatus:
