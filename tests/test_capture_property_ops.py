@@ -12,7 +12,8 @@ the executable updated to the new graph (new allocation addresses, new host-func
 event arguments), and its replay must agree too. Every capture leaves nothing behind.
 
 Programs are race-free by construction: before an operation touches a buffer last touched
-from another stream, the two streams are ordered (an event pair, or the dependency update).
+from another stream, the two streams are ordered: by an event pair, or, for every other
+operation, while capturing, by ``update_capture_dependencies`` alone.
 """
 
 from __future__ import annotations
@@ -162,14 +163,16 @@ class Program:
             view = device.view(ptr, np.int64, N)
             view += add
 
-        for op in self.program:
+        for index, op in enumerate(self.program):
             kind, s = op[0], op[1]
             if kind in ("sync", "depsync"):
                 await self.order(op[1], op[2], capturing, through_deps=kind == "depsync")
                 continue
             for item in touched(op):
                 if last.get(item, s) != s:
-                    await self.order(last[item], s, capturing, through_deps=False)
+                    # every other hazard is ordered through the dependency update alone, so
+                    # the captured graph is right only if the update orders as an event does
+                    await self.order(last[item], s, capturing, through_deps=index % 2 == 0)
                 last[item] = s
             nodes += NODES.get(kind, 1)
             stream = streams[s]
