@@ -12,25 +12,17 @@ stream captures again.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import numpy as np
 import pytest
 
 import ahipgraph as ahg
-from ahipgraph.testing import HeldKernel, fresh_devices, loop_turns
+from ahipgraph.testing import HeldKernel, loop_turns
 from capture_helpers import NBYTES, Baseline, N, affine, no_capture_left
 
 CAPACITY = 4
-
-
-@pytest.fixture
-def small_ring() -> Iterator[ahg.Device]:
-    """Two hardware queues of CAPACITY packets: streams made one after the other get one each."""
-    properties = ahg.DeviceProperties(hardware_queues=2, hardware_queue_capacity=CAPACITY)
-    with fresh_devices(1, properties) as devices:
-        yield devices[0]
 
 
 class _Kit:
@@ -88,9 +80,11 @@ PARKS = [
 @pytest.mark.asyncio
 @pytest.mark.parametrize("park", PARKS)
 async def test_cancelled_while_parked_in_a_forked_capture_block(
-    small_ring: ahg.Device, park: str
+    ahg_devices: Callable[..., list[ahg.Device]], park: str
 ) -> None:
-    device = small_ring
+    # two hardware queues of CAPACITY packets: streams made one after the other get one each
+    properties = ahg.DeviceProperties(hardware_queues=2, hardware_queue_capacity=CAPACITY)
+    (device,) = ahg_devices(1, properties)
     kit = _Kit(device)
     first = await kit.hold_other(launch_first=park == "launch_waiting_for_a_signal_set")
     submitted = kit.other.statistics().submitted

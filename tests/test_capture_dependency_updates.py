@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import ahipgraph as ahg
-from capture_helpers import NBYTES, N, affine, no_capture_left
+from capture_helpers import N, affine, no_capture_left, stream_and_buffer
 from cleanup import destroy
 
 ADD, SET = ahg.CaptureDependencies.ADD, ahg.CaptureDependencies.SET
@@ -22,10 +22,8 @@ ADD, SET = ahg.CaptureDependencies.ADD, ahg.CaptureDependencies.SET
 
 @pytest.fixture
 def kit(device: ahg.Device) -> Any:
-    stream = device.create_stream()
-    ptr = device.malloc(NBYTES)
-    yield stream, ptr
-    destroy(stream, ptr)
+    with stream_and_buffer(device) as kit:
+        yield kit
 
 
 async def _launch(stream: ahg.Stream, ptr: ahg.DevicePtr) -> ahg.GraphNode:
@@ -33,6 +31,12 @@ async def _launch(stream: ahg.Stream, ptr: ahg.DevicePtr) -> ahg.GraphNode:
     node = work.node  # type: ignore[attr-defined]
     assert isinstance(node, ahg.GraphNode)
     return node
+
+
+def _graph(stream: ahg.Stream) -> ahg.Graph:
+    graph = stream.capture_info().graph
+    assert graph is not None
+    return graph
 
 
 def _deps(stream: ahg.Stream) -> tuple[ahg.GraphNode, ...]:
@@ -47,8 +51,7 @@ async def test_refused_lists_change_nothing(kit: Any) -> None:
     stream.begin_capture()
     first = await _launch(stream, ptr)
     second = await _launch(stream, ptr)
-    graph = stream.capture_info().graph
-    assert graph is not None
+    graph = _graph(stream)
     dead = graph.add_empty_node()
     dead.destroy()
     before = (_deps(stream), len(graph.nodes()), graph.edges())
@@ -130,8 +133,7 @@ async def test_manual_nodes_of_the_capture_graph_may_be_dependencies(kit: Any) -
     stream, ptr = kit
     stream.begin_capture()
     captured = await _launch(stream, ptr)
-    graph = stream.capture_info().graph
-    assert graph is not None
+    graph = _graph(stream)
     manual = graph.add_empty_node()  # added by hand while the capture runs
     stream.update_capture_dependencies([manual], ADD)
     joined = await _launch(stream, ptr)
@@ -165,8 +167,7 @@ async def test_the_capture_graph_destroyed_under_an_update(kit: Any) -> None:
     stream, ptr = kit
     stream.begin_capture()
     node = await _launch(stream, ptr)
-    graph = stream.capture_info().graph
-    assert graph is not None
+    graph = _graph(stream)
     graph.destroy()
     with pytest.raises(ahg.InvalidValue):
         stream.update_capture_dependencies([node], ADD)

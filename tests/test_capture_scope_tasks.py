@@ -33,6 +33,18 @@ def _capturing_generator(
     return body()
 
 
+async def _entered_in_a_task(
+    device: ahg.Device, mode: ahg.CaptureMode
+) -> tuple[ahg.Stream, ahg.DevicePtr, Baseline, AsyncIterator[Any]]:
+    """A stream and buffer, the baseline, and a capture block entered in a task of its own."""
+    stream = device.create_stream()
+    ptr = device.malloc(NBYTES)
+    before = Baseline.take(device)
+    gen = _capturing_generator(stream, ptr, mode)
+    await asyncio.create_task(gen.__anext__())  # entered, and one kernel captured, there
+    return stream, ptr, before, gen
+
+
 async def _resume_to_the_end(gen: AsyncIterator[Any]) -> None:
     with pytest.raises(StopAsyncIteration):
         await gen.__anext__()
@@ -45,11 +57,7 @@ async def _resume_to_the_end(gen: AsyncIterator[Any]) -> None:
 async def test_a_block_left_in_another_task_is_wrong_thread_and_ends_its_capture(
     device: ahg.Device, mode: ahg.CaptureMode
 ) -> None:
-    stream = device.create_stream()
-    ptr = device.malloc(NBYTES)
-    before = Baseline.take(device)
-    gen = _capturing_generator(stream, ptr, mode)
-    await asyncio.create_task(gen.__anext__())  # entered, and one kernel captured, there
+    stream, ptr, before, gen = await _entered_in_a_task(device, mode)
     assert stream.is_capturing() is ahg.CaptureStatus.ACTIVE
     with pytest.raises(ahg.StreamCaptureWrongThread):
         await asyncio.create_task(_resume_to_the_end(gen))  # left here, in another task
@@ -81,11 +89,7 @@ async def test_a_block_closed_from_another_task_aborts_its_capture(
     device: ahg.Device, mode: ahg.CaptureMode
 ) -> None:
     """``aclose()`` throws GeneratorExit into the block: the exception path, in any task."""
-    stream = device.create_stream()
-    ptr = device.malloc(NBYTES)
-    before = Baseline.take(device)
-    gen = _capturing_generator(stream, ptr, mode)
-    await asyncio.create_task(gen.__anext__())
+    stream, ptr, before, gen = await _entered_in_a_task(device, mode)
     await asyncio.create_task(gen.aclose())  # type: ignore[attr-defined]
     assert Baseline.take(device) == before
     no_capture_left()

@@ -17,16 +17,22 @@ import numpy as np
 import pytest
 
 import ahipgraph as ahg
-from capture_helpers import NBYTES, N, affine, host_view, no_capture_left, on_thread
+from capture_helpers import (
+    NBYTES,
+    N,
+    affine,
+    host_view,
+    no_capture_left,
+    on_thread,
+    stream_and_buffer,
+)
 from cleanup import destroy
 
 
 @pytest.fixture
 def kit(device: ahg.Device) -> Any:
-    stream = device.create_stream()
-    ptr = device.malloc(NBYTES)
-    yield stream, ptr
-    destroy(stream, ptr)
+    with stream_and_buffer(device) as kit:
+        yield kit
 
 
 def _step_nowait(stream: ahg.Stream, ptr: ahg.DevicePtr, add: int) -> Any:
