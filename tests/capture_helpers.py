@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,6 +49,16 @@ class Baseline:
             # Memory the graph pool keeps for reuse is not leaked (a trim returns it).
             device.memory.bytes_in_use - device.memory.statistics().graph_pool_cached,
         )
+
+
+@contextlib.contextmanager
+def stream_and_buffer(device: ahg.Device) -> Iterator[tuple[ahg.Stream, ahg.DevicePtr]]:
+    """A stream and an ``NBYTES`` buffer for a test, destroyed and freed after it."""
+    stream = device.create_stream()
+    ptr = device.malloc(NBYTES)
+    yield stream, ptr
+    stream.destroy()
+    device.free(ptr)
 
 
 def no_capture_left() -> None:

@@ -138,8 +138,9 @@ class Launcher:
         if owner.state is not ExecState.OPEN:
             owner._check_alive()  # raises
         stream = launch_stream(stream, self.device, any_device=True)
-        if stream._capture is not None:  # capturing a launch is not supported: HIP's rule
-            raise stream._capture.unsupported("a graph launch")
+        part = stream._capture  # read once: another thread may end the capture meanwhile
+        if part is not None:  # capturing a launch is not supported: HIP's rule
+            raise part.unsupported("a graph launch")
         if self.empty:
             return None
         if self.compiled.unfreed_ptrs:
@@ -260,17 +261,18 @@ class Launcher:
                 self.pool.give_back(signal_set)
                 raise
         with self.lock:
+            part = stream._capture  # read once: another thread may end the capture meanwhile
             if (
                 owner.state is not ExecState.OPEN
                 or stream.state is not StreamState.OPEN
-                or stream._capture is not None
+                or part is not None
             ):
                 # Destroyed, or began capturing, while we waited for a set.
                 self.pool.give_back(signal_set)
                 owner._check_alive()
                 stream._check_open()
-                assert stream._capture is not None
-                raise stream._capture.unsupported("a graph launch")
+                assert part is not None
+                raise part.unsupported("a graph launch")
             compiled = self.compiled
             if compiled.bindings:  # event nodes: one whose event was destroyed refuses it
                 try:

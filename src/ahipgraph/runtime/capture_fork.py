@@ -85,6 +85,7 @@ def wait_event(stream: Stream, event: Event, flags: int) -> bool:
             raise StreamCaptureImplicit(
                 f"the null stream cannot wait on {event!r}, recorded in a capture in progress"
             )
+        stream._check_open()  # again: destroyed on another thread meanwhile (stream_destroyed)
         recorder = link.stream  # None once collected: its part is as a destroyed stream's
         source_part = recorder._capture if recorder is not None else None
         parent = source_part if isinstance(source_part, StreamCapture) else source_session.origin

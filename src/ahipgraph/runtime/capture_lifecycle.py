@@ -26,6 +26,7 @@ from ..core.errors import (
     StreamCaptureWrongThread,
 )
 from ..core.ints import int_or_none
+from ..core.lifecycle import report_unraisable
 from .capture_fork import missing
 from .capture_nodes import StreamCapture, _graphs
 from .capture_state import (
@@ -81,6 +82,7 @@ def begin(
         with graph.lock:
             dep_list = graph._check_deps(deps)
     with _LOCK:
+        stream._check_open()  # again: destroyed on another thread meanwhile (stream_destroyed)
         if isinstance(stream._capture, StreamCapture):
             raise IllegalState(f"{stream!r} is already capturing")
         target: Graph = api.Graph() if graph is None else graph
@@ -107,7 +109,7 @@ def end(stream: Stream) -> Graph:
         session = part.session
         if part is not session.origin:
             raise StreamCaptureUnmatched(f"{stream!r} was forked into a capture; end its origin")
-        if session.mode is not CaptureMode.RELAXED and session.owner != _caller():
+        if session.mode is not CaptureMode.RELAXED and session.owner is not _caller():
             raise StreamCaptureWrongThread(
                 f"a {session.mode.name} capture must be ended by the task or thread that began it"
             )
@@ -124,7 +126,7 @@ def end(stream: Stream) -> Graph:
             if session.owns_graph:
                 graph._life.quiet = False  # the caller's graph now: forgotten, it warns
             return graph
-    session.discard_graph()
+    _discard(session)
     del graph, session, part  # the traceback keeps this frame: let it keep nothing else
     try:
         raise error
@@ -155,7 +157,28 @@ def abort(stream: Stream, session: CaptureSession) -> None:
         if live:
             session.finish()
     if live:
+        _discard(session)
+
+
+def _discard(session: CaptureSession) -> None:
+    """Free the graph the capture made, for a call that ended the capture, not the graph.
+
+    The graph's user-object destructors may run here, and user code may raise anything. Its
+    error is not the outcome of the call (``end_capture``'s HIP error, an ``async with``
+    block's own exception, a ``destroy()`` that completed), so it is reported as unraisable,
+    as the releaser reports one for a forgotten capture, and the call's outcome stands.
+    KeyboardInterrupt and SystemExit propagate, as from any user code.
+    """
+    try:
         session.discard_graph()
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as error:
+        message = (
+            f"Exception ignored in a user-object destructor while capture #{session.id} "
+            "freed its graph"
+        )
+        report_unraisable(error, message)  # the message names the capture: keep no graph
 
 
 def status(stream: Stream) -> CaptureStatus:
@@ -206,10 +229,18 @@ def update_dependencies(stream: Stream, nodes: Sequence[GraphNode], flags: int) 
 
 
 def stream_destroyed(stream: Stream) -> None:
-    """A capturing stream was destroyed: its part (and its forks) end; an origin ends all."""
-    part = stream._capture
-    if isinstance(part, StreamCapture):
-        part_ended(part)
+    """A capturing stream was destroyed: its part (and its forks) end; an origin ends all.
+
+    The stream is already marked destroyed, and its part is read under the capture lock: a
+    ``begin_capture`` or a fork on another thread either saw the stream destroyed, or made its
+    part before this read, which then ends it. A graph the capture made is freed contained
+    (see :func:`_discard`): the stream's destroy completes whatever its destructors do.
+    """
+    with _LOCK:
+        part = stream._capture
+        session = _end_part(part) if isinstance(part, StreamCapture) else None
+    if session is not None:
+        _discard(session)
 
 
 def part_ended(part: StreamCapture) -> None:
@@ -219,23 +250,27 @@ def part_ended(part: StreamCapture) -> None:
     session with the forks made from it (it never joined, so ``end_capture`` of the origin no
     longer sees it: only unjoined *nodes* it left behind are reported). Idempotent: a part
     that already ended is left alone, so a release that comes after ``end_capture`` does
-    nothing.
+    nothing. A destructor's error propagates to the caller (the releaser reports it).
     """
     with _LOCK:
-        session = part.session
-        if session not in _SESSIONS or part not in session.members:
-            return
-        if part is session.origin:
-            session.finish()
-            discard = True
-        else:
-            if part.parent is not None and part in part.parent.children:
-                part.parent.children.remove(part)
-            _detach(part)
-            discard = False
-            _refresh_null_guard(part.device)
-    if discard:
+        session = _end_part(part)
+    if session is not None:
         session.discard_graph()
+
+
+def _end_part(part: StreamCapture) -> CaptureSession | None:
+    """End ``part`` (lock held); return its session when its graph is to be discarded."""
+    session = part.session
+    if session not in _SESSIONS or part not in session.members:
+        return None
+    if part is session.origin:
+        session.finish()
+        return session
+    if part.parent is not None and part in part.parent.children:
+        part.parent.children.remove(part)
+    _detach(part)
+    _refresh_null_guard(part.device)
+    return None
 
 
 def _detach(part: StreamCapture) -> None:

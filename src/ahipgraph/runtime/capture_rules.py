@@ -38,7 +38,7 @@ def _unsafe_targets() -> list[CaptureSession]:
     return [
         s
         for s in _SESSIONS
-        if (s.owner == me and s.mode is not CaptureMode.RELAXED)
+        if (s.owner is me and s.mode is not CaptureMode.RELAXED)
         or (mode is CaptureMode.GLOBAL and s.mode is CaptureMode.GLOBAL)
     ]
 

@@ -2,7 +2,9 @@
 
 Entering begins a capture on the stream; a clean exit ends it and keeps the graph; an exception
 or a cancellation inside the block ends it with plain, uninterruptible cleanup, destroys the
-graph it made and lets the exception propagate, so nothing stays registered.
+graph it made and lets the exception propagate, so nothing stays registered. So does an exit
+whose ``end_capture`` fails, whatever the reason (an invalidated or unjoined capture, or an exit
+in another task than the entry: ``StreamCaptureWrongThread``).
 """
 
 from __future__ import annotations
@@ -61,7 +63,15 @@ class CaptureScope:
             capture.abort(self.stream, session)
             self.stream._check_open()  # a stream destroyed in the block: ContextIsDestroyed
             raise IllegalState(f"the capture on {self.stream!r} was ended inside its block")
-        self.graph = capture.end(self.stream)
+        try:
+            self.graph = capture.end(self.stream)
+        except BaseException:
+            # An end refused before it could finish the capture (WrongThread: the block was
+            # left in another task than the one that entered it, as an async generator's may
+            # be) would leave it in progress, and a GLOBAL one refuses every malloc, with no
+            # block left to end it. Invalidated and Unjoined ends finished it already.
+            capture.abort(self.stream, session)
+            raise
 
     def __repr__(self) -> str:
         return f"<CaptureScope {self.stream!r} graph={self.graph!r}>"

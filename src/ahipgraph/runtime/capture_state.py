@@ -149,13 +149,39 @@ def _check_mode(mode: object) -> CaptureMode:
         raise InvalidValue(f"{mode!r} is not a capture mode") from None
 
 
+class _ThreadToken:
+    """Stands for one OS thread in a session's ``owner``, compared by identity.
+
+    Not the thread's ident: CPython gives a new thread the ident of one that ended, so a
+    capture begun on a thread that has since exited would count as begun by whichever thread
+    came next (which could then end it, and whose THREAD_LOCAL ``malloc`` would trip it). A
+    token lives in its thread's locals and in the sessions it began, so it is never reused.
+    """
+
+    __slots__ = ("ident",)
+
+    def __init__(self) -> None:
+        self.ident = threading.get_ident()
+
+    def __repr__(self) -> str:
+        return f"<thread {self.ident}>"
+
+
+_THREAD = threading.local()
+
+
 def _caller() -> object:
-    """HIP's "thread": the running asyncio task, else the OS thread."""
+    """HIP's "thread": the running asyncio task, else the OS thread (its token)."""
     try:
         task = asyncio.current_task()
     except RuntimeError:
         task = None
-    return task if task is not None else threading.get_ident()
+    if task is not None:
+        return task
+    token: _ThreadToken | None = getattr(_THREAD, "token", None)
+    if token is None:
+        token = _THREAD.token = _ThreadToken()
+    return token
 
 
 # -- sessions --------------------------------------------------------------------------------------

@@ -251,8 +251,9 @@ class Stream(
             InvalidConfiguration: bad grid/block. TypeError/ValueError: bad arguments.
         """
         self._check_open()
-        if self._capture is not None:
-            return self._capture.add_kernel(
+        part = self._capture  # read once: another thread may end the capture meanwhile
+        if part is not None:
+            return part.add_kernel(
                 kernel, grid, block, args, shared_mem, self.priority, self.device
             )
         params = common_kernel_params(
@@ -271,8 +272,9 @@ class Stream(
     ) -> Completion:
         """Enqueue a copy (``hipMemcpyAsync``); see :meth:`MemcpyParams.make` for the rules."""
         self._check_open()
-        if self._capture is not None:
-            return self._capture.add(
+        part = self._capture  # read once (see _launch_kernel)
+        if part is not None:
+            return part.add(
                 "Memcpy", lambda: MemcpyParams.make(dst, src, nbytes, kind, empty_unchecked=True)
             )
         copy = MemcpyParams.make(dst, src, nbytes, kind, empty_unchecked=True)
@@ -292,8 +294,9 @@ class Stream(
             InvalidValue: element size other than 1/2/4, a negative count, or a bad region.
         """
         self._check_open()
-        if self._capture is not None:
-            return self._capture.add(
+        part = self._capture  # read once (see _launch_kernel)
+        if part is not None:
+            return part.add(
                 "Memset",
                 lambda: MemsetParams.make(
                     dst, value, count, element_size=element_size, empty_unchecked=True
@@ -309,8 +312,9 @@ class Stream(
     def _launch_host_func(self, fn: Callable[..., Any], *args: Any) -> Completion:
         """Enqueue a host callback (``hipLaunchHostFunc``); the stream waits until it returns."""
         self._check_open()
-        if self._capture is not None:
-            return self._capture.add("Host", lambda: HostParams.make(fn, args))
+        part = self._capture  # read once (see _launch_kernel)
+        if part is not None:
+            return part.add("Host", lambda: HostParams.make(fn, args))
         host = HostParams.make(fn, args)
         return self._observed(host, host.op(self.device))
 
@@ -333,11 +337,10 @@ class Stream(
             raise InvalidValue(f"{flags!r} is not an event record flag")
         self._check_open()
         live_event(event)
-        if self._capture is not None:
+        part = self._capture  # read once (see _launch_kernel)
+        if part is not None:
             external = flags == capture.EVENT_RECORD_EXTERNAL
-            self._capture.record_event(
-                event, capture.record_node_params(event) if external else None
-            )
+            part.record_event(event, capture.record_node_params(event) if external else None)
             return
         capture.record_eager(event)
         signal = Signal(1)
@@ -427,10 +430,19 @@ class Stream(
         if STREAMS.unregister(self.hid) is None:
             raise destroyed("stream", self, "destroy", "was already destroyed")
         self._life.detach()
-        if self._capture is not None:
-            capture.stream_destroyed(self)
+        self._close()
+
+    def _close(self) -> None:
+        """Mark the stream destroyed, then end its part in a capture (``destroy``, ``_retire``).
+
+        In that order: the capture's teardown may run user-object destructors (of the graph
+        the capture made), and the stream is destroyed whatever they do; and a capture begun
+        or forked into on another thread meanwhile either sees the stream destroyed or is
+        ended here (``capture.stream_destroyed`` reads the part under the capture lock).
+        """
         self.state = StreamState.DESTROYED
         self.device._remove_stream(self)
+        capture.stream_destroyed(self)
 
     def _retire(self) -> None:
         """Unregister a stream the runtime made (null, per-thread) when its device is dropped.
@@ -443,10 +455,7 @@ class Stream(
         """
         if STREAMS.unregister(self.hid) is None:
             return
-        if self._capture is not None:
-            capture.stream_destroyed(self)
-        self.state = StreamState.DESTROYED
-        self.device._remove_stream(self)
+        self._close()
 
     def statistics(self) -> StreamStatistics:
         return StreamStatistics(

@@ -108,7 +108,9 @@ class StreamCaptureMixin:
         """``async with stream.capture() as c: ...`` then ``c.graph``.
 
         If the block raises (or is cancelled), the capture ends, its graph is destroyed and the
-        exception propagates.
+        exception propagates. If the end at a clean exit fails (as :meth:`end_capture` can,
+        WrongThread included: the block was left in another task than the one that entered
+        it), the capture ends all the same and the end's error propagates.
         """
         return CaptureScope(self._as_stream(), mode)
 

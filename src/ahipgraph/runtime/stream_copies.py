@@ -161,8 +161,9 @@ class StreamCopyMixin:
     def _enqueue_copy(self, build: Any) -> Completion:
         stream: Stream = self  # type: ignore[assignment]
         stream._check_open()
-        if stream._capture is not None:
-            return stream._capture.add("Memcpy", build)
+        part = stream._capture  # read once: another thread may end the capture meanwhile
+        if part is not None:
+            return part.add("Memcpy", build)
         params = build()
         return stream._submit_op(params.op(stream.device))
 

@@ -186,8 +186,9 @@ class StreamMemOpsMixin:
     def _memop(self, memop_factory: Any) -> Completion:
         stream: Stream = self  # type: ignore[assignment]
         stream._check_open()
-        if stream._capture is not None:
-            return stream._capture.add("Host", lambda: HostParams.make(memop_factory(), ()))
+        part = stream._capture  # read once: another thread may end the capture meanwhile
+        if part is not None:
+            return part.add("Host", lambda: HostParams.make(memop_factory(), ()))
         memop = memop_factory()
         cost = stream.device.properties.cost.stream_memop_ns
         return stream._submit_op(StreamMemOpOp(memop, cost))

@@ -42,8 +42,9 @@ class StreamMemoryMixin:
         """
         stream = self._stream()
         stream._check_open()
-        if stream._capture is not None:
-            return stream._capture.malloc(nbytes)
+        part = stream._capture  # read once: another thread may end the capture meanwhile
+        if part is not None:
+            return part.malloc(nbytes)
         # Stream-ordered, so as every enqueue: only the loop that owns the device may use it
         # (IllegalState from another open loop while it is busy, before anything is taken).
         stream.device.engine.claim()
@@ -63,8 +64,9 @@ class StreamMemoryMixin:
         """
         stream = self._stream()
         stream._check_open()
-        if stream._capture is not None:
-            return stream._capture.free(ptr)
+        part = stream._capture  # read once (see malloc_async)
+        if part is not None:
+            return part.free(ptr)
         if ptr is None or not isinstance(ptr, DevicePtr) or not ptr:
             raise InvalidValue(f"{ptr!r} is not a device allocation")
         try:
