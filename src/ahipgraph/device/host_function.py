@@ -153,8 +153,20 @@ class InContext:
 
 
 def call_host_function(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
-    """Call a host function inside its context; an awaitable result is returned with that
-    context (:class:`InContext`), which the task that awaits it runs in."""
+    """Call a host function in a context of its own; an awaitable result is returned with that
+    context (:class:`InContext`), which the task that awaits it runs in.
+
+    A host function runs when its queue reaches it, on behalf of no task: the device's pump
+    that reaches it runs in the context of whichever task woke the device. Called there, the
+    function would see that task's context variables (its capture mode, its current device),
+    a different task's from one run to the next. So each call gets a fresh context, every
+    variable at its default (the GLOBAL capture mode, device 0), as a HIP host function runs
+    on a runtime thread of its own that never set anything.
+    """
+    return Context().run(_call_here, fn, args)
+
+
+def _call_here(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
     token = _RUNNING.set(fn)
     try:
         result = fn(*args)
