@@ -19,6 +19,7 @@ from . import capture, observe
 
 if TYPE_CHECKING:
     from .device import Device
+    from .stream import Stream
 
 __all__ = ["EVENTS", "Event", "elapsed_time", "live_event"]
 
@@ -99,6 +100,39 @@ class Event(DestroyOnExit):
             await self.device._wait_signal(signal)
         if observe.observer is not None:
             observe.observer.event_synchronized(self)
+
+    async def record(self, stream: Stream | None = None, flags: int = 0) -> None:
+        """``hipEventRecord(event, stream)``: the same as ``await stream.record_event(event)``.
+
+        HIP users hold the event and name the stream; this spelling keeps their code's shape.
+        ``stream=None`` is HIP's null stream: the event's device's legacy default stream.
+
+        Raises:
+            TypeError: ``stream`` is neither a Stream nor None.
+            InvalidHandle / ContextIsDestroyed / InvalidValue: as ``Stream.record_event``.
+        """
+        await self._stream_for_record(stream).record_event(self, flags)
+
+    def record_nowait(self, stream: Stream | None = None, flags: int = 0) -> None:
+        """As :meth:`record`, but raise ``NotReady`` instead of waiting for ring space."""
+        self._stream_for_record(stream).record_event_nowait(self, flags)
+
+    def _stream_for_record(self, stream: Stream | None) -> Stream:
+        from .stream import Stream  # stream.py imports this module
+
+        if stream is None:
+            self._check_open()  # a destroyed event names itself, not a device's stream
+            return self.device.null_stream
+        if not isinstance(stream, Stream):
+            raise TypeError(f"stream must be a Stream or None, got {stream!r}")
+        return stream
+
+    def elapsed_time(self, end: Event) -> float:
+        """Simulated milliseconds from this event's record to ``end``'s (as ``elapsed_time``).
+
+        Raises: as the module's :func:`elapsed_time`.
+        """
+        return elapsed_time(self, end)
 
     @property
     def time_ns(self) -> int | None:
