@@ -56,7 +56,7 @@ class GraphNodeParams:
     params: Any = None
 
 
-_EXTERNAL_SEMAPHORES = (NodeType.ExtSemasSignal, NodeType.ExtSemasWait)
+_EXTERNAL_SEMAPHORES = (NodeType.ExtSemaphoreSignal, NodeType.ExtSemaphoreWait)
 
 
 def check_kind(kind: Any, *, adding: bool = False) -> NodeType:

@@ -23,13 +23,16 @@ class NodeType(enum.IntEnum):
     Empty = 5
     WaitEvent = 6
     EventRecord = 7
-    ExtSemasSignal = 8
-    ExtSemasWait = 9
+    ExtSemaphoreSignal = 8
+    ExtSemaphoreWait = 9
     MemAlloc = 10
     MemFree = 11
     MemcpyFromSymbol = 12
     MemcpyToSymbol = 13
     Conditional = 15  # HIP's value (14 is unused)
+    # Earlier spellings, kept as aliases (the DOT flags' ``ExtSemas...`` prefix is HIP's own):
+    ExtSemasSignal = 8
+    ExtSemasWait = 9
 
     @property
     def hip_name(self) -> str:
@@ -38,8 +41,8 @@ class NodeType(enum.IntEnum):
 
 
 CREATABLE_NODE_TYPES = frozenset(NodeType) - {
-    NodeType.ExtSemasSignal,
-    NodeType.ExtSemasWait,
+    NodeType.ExtSemaphoreSignal,
+    NodeType.ExtSemaphoreWait,
     NodeType.MemcpyFromSymbol,
     NodeType.MemcpyToSymbol,
 }
