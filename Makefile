@@ -38,6 +38,7 @@ soak: $(STAMP)
 	$(BIN)/python -m pytest -m slow
 
 bench: $(STAMP)
+	$(BIN)/python bench/eager.py --json bench/results/eager.json
 	$(BIN)/python bench/launch.py --json bench/results/launch.json
 	$(BIN)/python bench/race.py --json bench/results/race.json
 
