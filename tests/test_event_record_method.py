@@ -97,3 +97,25 @@ async def test_elapsed_time_method_keeps_hips_errors(device: ahg.Device) -> None
     with pytest.raises(TypeError):
         timed.elapsed_time("end")  # type: ignore[arg-type]
     destroy(timed, untimed, never, stream)
+
+
+@pytest.mark.asyncio
+async def test_record_resolves_null_and_per_thread_streams_on_the_current_device() -> None:
+    zero, one = ahg.configure_devices(2)
+    held = HeldKernel()
+    event = one.create_event()
+    other = one.create_stream()
+    ahg.set_device(1)
+    try:
+        await held.launch(other)  # a blocking stream of device 1: its null stream waits for it
+        await event.record()
+        assert not event.query()
+        held.release()
+        await event.synchronize()
+        await event.record(ahg.STREAM_PER_THREAD)
+        await event.synchronize()
+        assert event.query()
+    finally:
+        ahg.set_device(0)
+    assert zero.statistics().queues[0].submitted == 0  # nothing went to device 0
+    destroy(event, other)

@@ -105,7 +105,8 @@ class Event(DestroyOnExit):
         """``hipEventRecord(event, stream)``: the same as ``await stream.record_event(event)``.
 
         HIP users hold the event and name the stream; this spelling keeps their code's shape.
-        ``stream=None`` is HIP's null stream: the event's device's legacy default stream.
+        ``stream=None`` is HIP's null stream and ``STREAM_PER_THREAD`` the task's own stream,
+        both of the current device, as HIP resolves them.
 
         Raises:
             TypeError: ``stream`` is neither a Stream nor None.
@@ -118,14 +119,10 @@ class Event(DestroyOnExit):
         self._stream_for_record(stream).record_event_nowait(self, flags)
 
     def _stream_for_record(self, stream: Stream | None) -> Stream:
-        from .stream import Stream  # stream.py imports this module
+        from .stream import launch_stream  # stream.py imports this module
 
-        if stream is None:
-            self._check_open()  # a destroyed event names itself, not a device's stream
-            return self.device.null_stream
-        if not isinstance(stream, Stream):
-            raise TypeError(f"stream must be a Stream or None, got {stream!r}")
-        return stream
+        self._check_open()  # a destroyed event is the error, whatever the stream
+        return launch_stream(stream, self.device, any_device=True)
 
     def elapsed_time(self, end: Event) -> float:
         """Simulated milliseconds from this event's record to ``end``'s (as ``elapsed_time``).
