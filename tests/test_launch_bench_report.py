@@ -1,0 +1,75 @@
+"""`bench/launch.py`'s report has the shape the executable's issue fixed.
+
+`{"loops": {"asyncio": R, "uvloop": R}}`, where R has `launch_host_us`, `graph_per_node_us`,
+`eager_per_node_us` and `floor_per_node_us` keyed by node count "10" ... "10000",
+`instantiate_us_per_node` keyed "1000" and "10000", and `steady_state` with `launches`,
+`new_signal_sets`, `new_arena_chunks` and `bytes_delta`. Only shapes and the steady state's
+allocation counts are checked; timings stay in the bench.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+import ahipgraph as ahg
+
+BENCH = Path(__file__).parents[1] / "bench"
+PER_SIZE = ("launch_host_us", "graph_per_node_us", "eager_per_node_us", "floor_per_node_us")
+STEADY = {"launches", "new_signal_sets", "new_arena_chunks", "bytes_delta"}
+
+
+def _bench(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    monkeypatch.syspath_prepend(str(BENCH))  # launch.py imports scale.py from next to it
+    spec = importlib.util.spec_from_file_location("launch_bench_report", BENCH / "launch.py")
+    assert spec is not None
+    assert spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    return bench
+
+
+def _check_loop_report(
+    report: dict[str, Any], sizes: tuple[str, ...], inst: tuple[str, ...]
+) -> None:
+    for figure in PER_SIZE:
+        assert set(report[figure]) == set(sizes), figure
+        assert all(value > 0 for value in report[figure].values()), figure
+    assert set(report["instantiate_us_per_node"]) == set(inst)
+    assert set(report["steady_state"]) == STEADY
+
+
+def test_the_recorded_report_has_every_promised_figure() -> None:
+    recorded = json.loads((BENCH / "results" / "launch.json").read_text())
+    assert set(recorded["loops"]) == {"asyncio", "uvloop"}
+    for report in recorded["loops"].values():
+        _check_loop_report(report, ("10", "100", "1000", "10000"), ("1000", "10000"))
+        steady = report["steady_state"]
+        assert steady["launches"] == 10_000
+        assert steady["new_signal_sets"] == steady["new_arena_chunks"] == steady["bytes_delta"] == 0
+
+
+def test_a_small_measurement_reports_the_same_figures(monkeypatch: pytest.MonkeyPatch) -> None:
+    bench = _bench(monkeypatch)
+    monkeypatch.setattr(bench, "SIZES", (10, 20))
+    monkeypatch.setattr(bench, "INSTANTIATE_SIZES", (10,))
+    monkeypatch.setattr(bench, "STEADY_LAUNCHES", 64)
+    monkeypatch.setattr(bench, "rounds_for", lambda size: 2)
+    monkeypatch.setattr(bench, "reps_for", lambda size: 2)
+    try:
+        report = ahg.run(lambda: bench.measure("asyncio"))
+    finally:
+        sys.modules.pop("scale", None)  # launch.py imported bench/scale.py as a top-level module
+    _check_loop_report(report, ("10", "20"), ("10",))
+    assert report["steady_state"] == {
+        "launches": 64,
+        "new_signal_sets": 0,
+        "new_arena_chunks": 0,
+        "bytes_delta": 0,
+    }
