@@ -238,7 +238,7 @@ PUBLIC_ATTRIBUTES = {
         "wait_value_32_nowait wait_value_64 wait_value_64_nowait write_value_32 "
         "write_value_32_nowait write_value_64 write_value_64_nowait"
     ),
-    "Event": "alive destroy query synchronize time_ns",
+    "Event": "alive destroy elapsed_time query record record_nowait synchronize time_ns",
     "Graph": (
         "add_child_graph_node add_conditional_node add_dependencies add_empty_node "
         "add_event_record_node add_event_wait_node add_host_node add_kernel_node "
