@@ -245,6 +245,25 @@ class LaunchFailure(HipError):
     code = ErrorCode.LaunchFailure
 
 
+class PointerLaunchFailure(LaunchFailure, InvalidDevicePointer):
+    """A kernel fault caused by a bad device pointer, such as a peer's memory without peer access.
+
+    Every kernel fault is a ``LaunchFailure`` (its code) whose ``__cause__`` says why; this one is
+    also an ``InvalidDevicePointer``, the error HIP's peer-access rule names, so either
+    ``except`` clause catches it.
+    """
+
+    code = ErrorCode.LaunchFailure
+
+
+def kernel_fault(message: str, cause: BaseException) -> LaunchFailure:
+    """The ``LaunchFailure`` for a kernel body that raised ``cause``, chained to it."""
+    kind = PointerLaunchFailure if isinstance(cause, InvalidDevicePointer) else LaunchFailure
+    error = kind(message)
+    error.__cause__ = cause
+    return error
+
+
 @_register
 class NotSupported(HipError):
     code = ErrorCode.NotSupported

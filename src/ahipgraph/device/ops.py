@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from ..core.errors import HipError, IllegalAddress, LaunchFailure
+from ..core.errors import HipError, IllegalAddress, LaunchFailure, kernel_fault
 from .host_function import call_host_function
 from .kernel import Kernel, Threads
 from .pointer import DevicePtr
@@ -130,9 +130,7 @@ class KernelOp(Op, metaclass=_KernelOpType):
         return result if self.is_async else None
 
     def fault(self, exc: BaseException) -> HipError:
-        error = LaunchFailure(f"kernel {self.kernel.name!r} failed: {exc!r}")
-        error.__cause__ = exc
-        return error
+        return kernel_fault(f"kernel {self.kernel.name!r} failed: {exc!r}", exc)
 
     def __repr__(self) -> str:
         return f"<KernelOp {self.kernel.name} {self.threads!r}>"
@@ -377,9 +375,7 @@ class _RunKernelOp(int):
         raise NotImplementedError
 
     def fault(self, exc: BaseException) -> HipError:
-        error = LaunchFailure(f"kernel {self.kernel.name!r} failed: {exc!r}")
-        error.__cause__ = exc
-        return error
+        return kernel_fault(f"kernel {self.kernel.name!r} failed: {exc!r}", exc)
 
     def __repr__(self) -> str:
         return f"<KernelOp {self.kernel.name} {self.threads!r}>"
