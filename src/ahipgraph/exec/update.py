@@ -11,7 +11,8 @@ Rules (HIP's, plus one of ours):
   * a kernel node may change its kernel (as HIP allows), but not between a synchronous and an
     ``async`` body: an async body suspends its queue, a different launch mode, in the way CUDA
     refuses to switch a node between cooperative and ordinary launches
-    (``UnsupportedFunctionChange``);
+    (``UnsupportedFunctionChange``); nor between a cooperative and an ordinary launch, as CUDA
+    documents for its update (``AttributesChanged``; the per-node setters say ``InvalidValue``);
   * node types, node count and each node's dependencies must match (``NodeTypeChanged``,
     ``TopologyChanged``); child graphs are compared too, however deep they nest;
   * a memory-alloc node of the same size and device is the same allocation: pointers into the
@@ -106,11 +107,17 @@ def compatibility_problem(node: ExecNode, params: Any) -> tuple[UpdateResultKind
                 UpdateResultKind.ParametersChanged,
                 "a 2D memset must keep its row size and height",
             )
-    if node.type is NodeType.Kernel and params.kernel.is_async != old.kernel.is_async:
-        return (
-            UpdateResultKind.UnsupportedFunctionChange,
-            f"kernel {old.kernel.name!r} cannot switch between a synchronous and an async body",
-        )
+    if node.type is NodeType.Kernel:
+        if params.kernel.is_async != old.kernel.is_async:
+            return (
+                UpdateResultKind.UnsupportedFunctionChange,
+                f"kernel {old.kernel.name!r} cannot switch between a synchronous and an async body",
+            )
+        if params.attributes.cooperative != old.attributes.cooperative:
+            return (
+                UpdateResultKind.AttributesChanged,
+                "a kernel node cannot switch between a cooperative and an ordinary launch",
+            )
     return None
 
 
