@@ -166,16 +166,18 @@ async def test_setters_before_a_launch_starts_do_not_reach_it(device: ahg.Device
 
 
 @pytest.mark.asyncio
+@pytest.mark.parametrize("updates", [20_000, pytest.param(100_000, marks=pytest.mark.slow)])
 async def test_many_updates_with_launches_in_flight_keep_the_arena_bounded(
-    device: ahg.Device,
+    device: ahg.Device, updates: int
 ) -> None:
     """DESIGN.md §3: superseded argument space is reclaimed (HIP leaks it).
 
-    The issue asks for 100,000 updates; 20,000 keep the test fast and are already far more
-    than the arena could hold without reclaiming (each update with a launch in flight needs a
-    fresh slot). Every launch must also see exactly the value set just before it.
+    The promise is bounded growth over 100,000 updates (the slow soak); 20,000 keep the
+    default run fast and are already far more than the arena could hold without reclaiming
+    (each update with a launch in flight needs a fresh slot). Every launch must also see
+    exactly the value set just before it.
     """
-    updates, launch_every, window = 20_000, 4, 8
+    launch_every, window = 4, 8
     seen: list[int] = []
     record = recorder(seen)
     graph = ahg.Graph()
