@@ -58,6 +58,7 @@ MAX_PARALLEL_STREAMS = 4  # HIP's DEBUG_HIP_FORCE_GRAPH_QUEUES default
 _MAX_SIGNAL_SETS = 1 << 16  # prepopulated sets; the pool still grows past them when needed
 _OPTIONS: dict[str, tuple[type, ...]] = {
     "signal_sets": (int,),
+    "num_sets": (int,),  # the signal-set pool's own name for ``signal_sets``
     "signal_set_policy": (str,),
     "wait_for_signal_sets": (bool,),
     "arena_headroom": (int,),
@@ -107,6 +108,7 @@ def check_request(flags: int, device: Device | None, options: dict[str, Any]) ->
     checked = check_instantiate_flags(flags)
     if options:  # none given (the usual call): nothing to check
         _check_options(options)
+        _merge_num_sets(options)
         signal_set_policy(options)  # a bad policy fails before anything is built
     if device is None:
         device = get_device()  # the calling task's current device
@@ -293,12 +295,25 @@ def _check_options(options: dict[str, Any]) -> None:
         if not isinstance(value, types) or (bool not in types and isinstance(value, bool)):
             names = " or ".join(t.__name__ for t in types)
             raise TypeError(f"instantiate option {name} must be {names}, got {value!r}")
-    if not 1 <= options.get("signal_sets", 1) <= _MAX_SIGNAL_SETS:
-        raise ValueError(
-            f"signal_sets must be in 1..{_MAX_SIGNAL_SETS}, got {options['signal_sets']}"
-        )
+    for name in ("signal_sets", "num_sets"):
+        if not 1 <= options.get(name, 1) <= _MAX_SIGNAL_SETS:
+            raise ValueError(f"{name} must be in 1..{_MAX_SIGNAL_SETS}, got {options[name]}")
     if options.get("arena_headroom", 0) < 0:
         raise ValueError(f"arena_headroom must be >= 0, got {options['arena_headroom']}")
+
+
+def _merge_num_sets(options: dict[str, Any]) -> None:
+    """Fold ``num_sets`` into ``signal_sets``: two spellings of the sets prepopulated.
+
+    Raises:
+        ValueError: both given, with different values.
+    """
+    if "num_sets" in options:
+        num_sets = options.pop("num_sets")
+        if options.setdefault("signal_sets", num_sets) != num_sets:
+            raise ValueError(
+                f"num_sets={num_sets} contradicts signal_sets={options['signal_sets']}"
+            )
 
 
 def signal_set_policy(options: dict[str, Any]) -> str:

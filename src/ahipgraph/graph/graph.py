@@ -877,11 +877,12 @@ class Graph(DestroyOnExit):
         Args:
             flags: one :class:`ahipgraph.InstantiateFlags` value (HIP rejects combinations).
             options: ``device`` (a :class:`Device`; default the calling task's current
-                device), ``signal_sets`` (sets prepopulated, 16), ``wait_for_signal_sets``
-                (park launches instead of growing the pool), ``arena_headroom`` (bytes for
-                later argument updates, 128 KiB), ``strict_flush`` (fail dispatches that
-                would read unflushed arguments), ``upload_stream`` (with ``UPLOAD``: the
-                stream to upload on; default the null stream).
+                device), ``signal_sets`` or ``num_sets`` (sets prepopulated, 16),
+                ``wait_for_signal_sets`` (park launches instead of growing the pool),
+                ``arena_headroom`` (bytes for later argument updates, 128 KiB),
+                ``strict_flush`` (fail dispatches that would read unflushed arguments),
+                ``upload_stream`` (with ``UPLOAD``: the stream to upload on; default the null
+                stream).
 
         Raises:
             InvalidValue: the graph was destroyed, has a cycle, or bad flags.
