@@ -13,16 +13,16 @@ targets live here, never in tests.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 import ahipgraph as ahg
+
+sys.path.insert(0, str(Path(__file__).parent))
+from results_file import write_results  # bench/results_file.py, next to this file
 
 DEFAULT_JSON = Path(__file__).parent / "results" / "eager.json"
 
@@ -77,15 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'loop':8} {'launch host us':>15} {f'per op us ({args.ops} ops)':>22}")
     for name, r in results.items():
         print(f"{name:8} {r['launch_host_us']:>15.2f} {r['end_to_end_per_op_us']:>22.2f}")
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    payload = {
-        "loops": results,
-        "ops": args.ops,
-        "python": sys.version.split()[0],
-        "numpy": np.__version__,
-    }
-    args.json.write_text(json.dumps(payload, indent=2) + "\n")
-    print(f"wrote {args.json}")
+    write_results(args.json, {"loops": results, "ops": args.ops})
     return 0
 
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import statistics
 import sys
 import time
@@ -36,12 +35,11 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 import ahipgraph as ahg
 
 sys.path.insert(0, str(Path(__file__).parent))
 import scale  # bench/scale.py, next to this file
+from results_file import write_results  # bench/results_file.py, next to this file
 
 SIZES = (10, 100, 1000, 10000)
 INSTANTIATE_SIZES = (1000, 10000)
@@ -358,16 +356,8 @@ def main(argv: list[str] | None = None) -> int:
     if scale_results is not None:
         print(scale.table(scale_results))
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        payload = {
-            "loops": results,
-            "scale": scale_results,
-            "repeat": args.repeat,
-            "python": sys.version.split()[0],
-            "numpy": np.__version__,
-        }
-        args.json.write_text(json.dumps(payload, indent=2) + "\n")
-        print(f"wrote {args.json}")
+        payload = {"loops": results, "scale": scale_results, "repeat": args.repeat}
+        write_results(args.json, payload)
     return 0
 
 

@@ -6,23 +6,12 @@ bench, never in tests.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-BENCH = Path(__file__).parents[1] / "bench" / "eager.py"
-
-
-def _bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("eager_bench", BENCH)
-    assert spec is not None
-    assert spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    return bench
+from benches import load_bench
 
 
 def test_eager_bench_reports_host_and_end_to_end_cost_per_loop(
@@ -30,7 +19,7 @@ def test_eager_bench_reports_host_and_end_to_end_cost_per_loop(
 ) -> None:
     out = tmp_path / "eager.json"
     argv = ["--json", str(out), "--launches", "20", "--ops", "10", "--rounds", "1"]
-    assert _bench().main(argv) == 0
+    assert load_bench("eager.py", "eager_bench").main(argv) == 0
     report = json.loads(out.read_text())
     assert report["ops"] == 10
     assert set(report["loops"]) == {"asyncio", "uvloop"}

@@ -9,30 +9,23 @@ allocation counts are checked; timings stay in the bench.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
 
 import ahipgraph as ahg
+from benches import BENCH, load_bench
 
-BENCH = Path(__file__).parents[1] / "bench"
 PER_SIZE = ("launch_host_us", "graph_per_node_us", "eager_per_node_us", "floor_per_node_us")
 STEADY = {"launches", "new_signal_sets", "new_arena_chunks", "bytes_delta"}
 
 
 def _bench(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
     monkeypatch.syspath_prepend(str(BENCH))  # launch.py imports scale.py from next to it
-    spec = importlib.util.spec_from_file_location("launch_bench_report", BENCH / "launch.py")
-    assert spec is not None
-    assert spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    return bench
+    return load_bench("launch.py", "launch_bench_report")
 
 
 def _check_loop_report(

@@ -2,22 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
 
+from benches import load_bench
+
 
 def _bench() -> ModuleType:
-    path = Path(__file__).parents[1] / "bench" / "scale.py"
-    spec = importlib.util.spec_from_file_location("scale_bench_ratios", path)
-    assert spec is not None
-    assert spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    return bench
+    return load_bench("scale.py", "scale_bench_ratios")
 
 
 @pytest.mark.asyncio
