@@ -34,31 +34,23 @@ async def test_record_on_a_stream_times_the_work_between(device: ahg.Device) -> 
 
 
 @pytest.mark.asyncio
-async def test_record_completes_only_after_earlier_work(device: ahg.Device) -> None:
-    stream = device.create_stream()
+@pytest.mark.parametrize("on", ["the stream", "the null stream", "the stream, nowait"])
+async def test_record_completes_only_after_earlier_work(device: ahg.Device, on: str) -> None:
+    stream = device.create_stream()  # blocking: the null stream waits for its work too
     held = HeldKernel()
     event = device.create_event()
     await held.launch(stream)
-    event.record_nowait(stream)
+    if on == "the stream":
+        await event.record(stream)
+    elif on == "the null stream":
+        await event.record()
+    else:
+        event.record_nowait(stream)
     assert not event.query()
     held.release()
     await event.synchronize()
     assert event.query()
     destroy(event, stream)
-
-
-@pytest.mark.asyncio
-async def test_record_without_a_stream_uses_the_null_stream(device: ahg.Device) -> None:
-    other = device.create_stream()
-    held = HeldKernel()
-    event = device.create_event()
-    await held.launch(other)  # blocking stream: the null stream waits for it
-    await event.record()
-    assert not event.query()
-    held.release()
-    await event.synchronize()
-    assert event.query()
-    destroy(event, other)
 
 
 @pytest.mark.asyncio
