@@ -222,8 +222,8 @@ class GraphExec(DestroyOnExit):
         # references), once no launch in flight holds it any more.
         self._life = _ExecRecord(self, self._launcher, self._updater)
         self._launcher.record = self._life
-        for obj in self.user_objects:
-            obj._adopt(self, 1)
+        for obj in self.user_objects:  # the reference instantiate took under the graph's lock
+            obj._adopt(self, 1, move=True)
 
     @classmethod
     def _instantiate(

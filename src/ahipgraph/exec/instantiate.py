@@ -93,7 +93,7 @@ class Instantiated:
     internal_streams: list[Stream]  # strands 1.. of every launch
     conditionals: Conditionals | None
     races: ExecRaces | None
-    user_objects: list[UserObject]  # each once; the executable adopts one reference of each
+    user_objects: list[UserObject]  # each once, with one reference the executable takes over
 
 
 def check_request(flags: int, device: Device | None, options: dict[str, Any]) -> InstantiateRequest:
@@ -232,9 +232,18 @@ def instantiate(graph: Graph, request: InstantiateRequest) -> Instantiated:
         )
         for _ in range(plan.num_strands - 1):
             internal_streams.append(Stream._create(device, non_blocking=True, owned=True))
+        user_objects = list(exec_graph.user_objects)
+        if conditionals is not None:  # bodies' user objects too, each once
+            user_objects = list(dict.fromkeys(user_objects + conditionals.user_objects))
         with graph.lock:  # the graph may have changed hands while we prepared
             check_instantiable(graph)
             graph._mark_instantiated(compiled.alloc_ptrs)  # the executable owns these ranges
+            # The executable's reference to each user object, taken while the graph still
+            # owns it: a graph destroyed (or releasing it) on another thread from here on can
+            # no longer run a destructor the executable counts on. The executable takes these
+            # references over (``_adopt(move=True)``); nothing after this can fail.
+            for obj in user_objects:
+                obj.retain()
     except BaseException:
         arena.close()
         if pool is not None:
@@ -244,9 +253,6 @@ def instantiate(graph: Graph, request: InstantiateRequest) -> Instantiated:
         if conditionals is not None:
             conditionals.free(device)
         raise
-    user_objects = list(exec_graph.user_objects)
-    if conditionals is not None:  # bodies' user objects too, each once
-        user_objects = list(dict.fromkeys(user_objects + conditionals.user_objects))
     return Instantiated(
         flags=flags,
         device=device,
