@@ -1,0 +1,105 @@
+"""An executable destroyed on another thread while its first cross-device launch starts.
+
+A launch on another device's stream runs on the executable's own *home* stream, made by the
+first such launch (``exec/cross_device.py``). It is made outside the executable's lock (making
+a stream takes the engine's lock), so another thread may destroy the executable, and free it,
+in between. The freed executable's close() has already run: a home stream installed after it
+was never destroyed, and stayed registered for good. The launch must be refused
+(``InvalidValue``, the executable was destroyed) with nothing left behind.
+
+The window is opened deterministically: the other thread's destroy runs at the moment the
+home stream is being made.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+import pytest
+
+import ahipgraph as ahg
+from ahipgraph.exec import launcher as launcher_module
+from ahipgraph.testing import leak_report, snapshot
+
+
+@ahg.kernel
+def add_one(t: ahg.Threads, out: ahg.Ptr[ahg.int64]) -> None:
+    out[0] += 1
+
+
+def on_another_thread(action: Callable[[], object]) -> None:
+    errors: list[BaseException] = []
+
+    def body() -> None:
+        try:
+            action()
+        except BaseException as error:  # reported on the test's thread
+            errors.append(error)
+
+    thread = threading.Thread(target=body)
+    thread.start()
+    thread.join()
+    assert errors == []
+
+
+@pytest.mark.asyncio
+async def test_an_executable_freed_while_its_home_stream_is_made_refuses_and_leaves_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    d0, d1 = ahg.configure_devices(2)
+    baseline = snapshot()
+    ran: list[object] = []
+    obj = ahg.UserObject(ran.append, "data")
+    out = d0.malloc(8)
+    graph = ahg.Graph()
+    graph.add_kernel_node(add_one, 1, 1, (out,))
+    graph.retain_user_object(obj, move=True)
+    graph_exec = graph.instantiate(device=d0)
+    graph.destroy()
+    stream = d1.create_stream()
+    real = launcher_module.Stream
+
+    class RacingStream:
+        """Makes the home stream as the launcher does, with a destroy racing it."""
+
+        @staticmethod
+        def _create(*args: object, **kwargs: object) -> ahg.Stream:
+            monkeypatch.setattr(launcher_module, "Stream", real)
+            on_another_thread(graph_exec.destroy)  # nothing in flight: freed at once
+            return real._create(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(launcher_module, "Stream", RacingStream)
+    with pytest.raises(ahg.InvalidValue, match="destroyed"):
+        await graph_exec.launch(stream)
+    assert ran == ["data"]
+    stats = graph_exec.statistics()
+    assert (stats.state, stats.launches, stats.in_flight) == ("closed", 0, 0)
+    assert stats.signal_pool.acquires == 0  # the refused launch gave its set back
+    await stream.synchronize()  # nothing was submitted to the user's stream
+    assert stream.statistics().submitted == 0
+    stream.destroy()
+    d0.free(out)
+    assert leak_report(baseline) is None  # no home stream left registered
+
+
+@pytest.mark.asyncio
+async def test_a_home_stream_made_before_the_destroy_is_destroyed_with_the_executable() -> None:
+    """The other order: the launch that made the home stream ran; destroying frees it."""
+    d0, d1 = ahg.configure_devices(2)
+    baseline = snapshot()
+    out = d0.malloc(8)
+    graph = ahg.Graph()
+    graph.add_kernel_node(add_one, 1, 1, (out,))
+    graph_exec = graph.instantiate(device=d0)
+    graph.destroy()
+    stream = d1.create_stream()
+    await (await graph_exec.launch(stream))
+    on_another_thread(graph_exec.destroy)
+    with pytest.raises(ahg.InvalidValue):
+        await graph_exec.launch(stream)
+    await stream.synchronize()
+    stream.destroy()
+    assert int(d0.view(out, "int64", 1)[0]) == 1
+    d0.free(out)
+    assert leak_report(baseline) is None
