@@ -421,16 +421,29 @@ class Stream(
 
         Raises:
             InvalidHandle: the null stream, or a stream already destroyed.
+            Whatever a user-object destructor raises when destroying a capture's origin frees
+            the capture's graph: the stream is destroyed all the same.
         """
         if self.is_null:
             raise InvalidHandle("the null stream cannot be destroyed")
         if STREAMS.unregister(self.hid) is None:
             raise destroyed("stream", self, "destroy", "was already destroyed")
         self._life.detach()
-        if self._capture is not None:
-            capture.stream_destroyed(self)
-        self.state = StreamState.DESTROYED
-        self.device._remove_stream(self)
+        self._end()
+
+    def _end(self) -> None:
+        """End a stream taken out of the registry: its capture part, then the stream itself.
+
+        Ending an origin's capture frees the graph it made, whose user-object destructors may
+        raise anything: their error reaches the caller, but the stream ends all the same (it
+        is already out of the registry, so it must not stay open and one of its device's).
+        """
+        try:
+            if self._capture is not None:
+                capture.stream_destroyed(self)
+        finally:
+            self.state = StreamState.DESTROYED
+            self.device._remove_stream(self)
 
     def _retire(self) -> None:
         """Unregister a stream the runtime made (null, per-thread) when its device is dropped.
@@ -443,10 +456,7 @@ class Stream(
         """
         if STREAMS.unregister(self.hid) is None:
             return
-        if self._capture is not None:
-            capture.stream_destroyed(self)
-        self.state = StreamState.DESTROYED
-        self.device._remove_stream(self)
+        self._end()
 
     def statistics(self) -> StreamStatistics:
         return StreamStatistics(
