@@ -13,34 +13,17 @@ home stream is being made.
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
-
 import pytest
 
 import ahipgraph as ahg
 from ahipgraph.exec import launcher as launcher_module
 from ahipgraph.testing import leak_report, snapshot
+from fakes import run_together
 
 
 @ahg.kernel
 def add_one(t: ahg.Threads, out: ahg.Ptr[ahg.int64]) -> None:
     out[0] += 1
-
-
-def on_another_thread(action: Callable[[], object]) -> None:
-    errors: list[BaseException] = []
-
-    def body() -> None:
-        try:
-            action()
-        except BaseException as error:  # reported on the test's thread
-            errors.append(error)
-
-    thread = threading.Thread(target=body)
-    thread.start()
-    thread.join()
-    assert errors == []
 
 
 @pytest.mark.asyncio
@@ -66,7 +49,7 @@ async def test_an_executable_freed_while_its_home_stream_is_made_refuses_and_lea
         @staticmethod
         def _create(*args: object, **kwargs: object) -> ahg.Stream:
             monkeypatch.setattr(launcher_module, "Stream", real)
-            on_another_thread(graph_exec.destroy)  # nothing in flight: freed at once
+            assert run_together(graph_exec.destroy) == []  # nothing in flight: freed at once
             return real._create(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(launcher_module, "Stream", RacingStream)
@@ -95,7 +78,7 @@ async def test_a_home_stream_made_before_the_destroy_is_destroyed_with_the_execu
     graph.destroy()
     stream = d1.create_stream()
     await (await graph_exec.launch(stream))
-    on_another_thread(graph_exec.destroy)
+    assert run_together(graph_exec.destroy) == []
     with pytest.raises(ahg.InvalidValue):
         await graph_exec.launch(stream)
     await stream.synchronize()

@@ -13,7 +13,6 @@ executable is being assembled (the first part it builds is its launcher).
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 
 import numpy as np
@@ -30,22 +29,6 @@ def add_one(t: ahg.Threads, out: ahg.Ptr[ahg.int64]) -> None:
     out[0] += 1
 
 
-def on_another_thread(action: Callable[[], object]) -> None:
-    """Run ``action`` on a thread of its own and wait for it (what a racing thread does)."""
-    errors: list[BaseException] = []
-
-    def body() -> None:
-        try:
-            action()
-        except BaseException as error:  # reported on the test's thread
-            errors.append(error)
-
-    thread = threading.Thread(target=body)
-    thread.start()
-    thread.join()
-    assert errors == []
-
-
 @pytest.fixture
 def while_assembling(monkeypatch: pytest.MonkeyPatch) -> Callable[[Callable[[], object]], None]:
     """``while_assembling(action)``: the next executable made runs ``action`` on another
@@ -56,7 +39,7 @@ def while_assembling(monkeypatch: pytest.MonkeyPatch) -> Callable[[Callable[[], 
 
         def launcher(*args: object, **kwargs: object) -> object:
             monkeypatch.setattr(graph_exec_module, "Launcher", real)
-            on_another_thread(action)
+            assert run_together(action) == []  # the other thread's call, now
             return real(*args, **kwargs)  # type: ignore[arg-type]
 
         monkeypatch.setattr(graph_exec_module, "Launcher", launcher)
@@ -70,15 +53,21 @@ def counting_graph(out: ahg.DevicePtr) -> ahg.Graph:
     return graph
 
 
+def owning_graph(out: ahg.DevicePtr, ran: list[object]) -> tuple[ahg.Graph, ahg.UserObject]:
+    """A graph holding the only reference to a user object whose destructor logs to ``ran``."""
+    obj = ahg.UserObject(ran.append, "data")
+    graph = counting_graph(out)
+    graph.retain_user_object(obj, move=True)
+    return graph, obj
+
+
 @pytest.mark.asyncio
 async def test_a_graph_destroyed_as_its_executable_is_assembled_leaves_it_its_user_objects(
     device: ahg.Device, while_assembling: Callable[[Callable[[], object]], None]
 ) -> None:
     ran: list[object] = []
-    obj = ahg.UserObject(ran.append, "data")
     out = device.malloc(8)
-    graph = counting_graph(out)
-    graph.retain_user_object(obj, move=True)  # the graph holds the only reference
+    graph, obj = owning_graph(out, ran)
     while_assembling(graph.destroy)
     graph_exec = graph.instantiate()
     assert not graph.alive
@@ -97,10 +86,8 @@ def test_a_graph_releasing_its_user_object_as_the_executable_is_assembled(
     device: ahg.Device, while_assembling: Callable[[Callable[[], object]], None]
 ) -> None:
     ran: list[object] = []
-    obj = ahg.UserObject(ran.append, "data")
     out = device.malloc(8)
-    graph = counting_graph(out)
-    graph.retain_user_object(obj, move=True)
+    graph, obj = owning_graph(out, ran)
     while_assembling(lambda: graph.release_user_object(obj))
     graph_exec = graph.instantiate()
     assert ran == []
@@ -137,9 +124,7 @@ def test_instantiate_racing_destroy_on_threads_never_runs_a_destructor_under_an_
     out = device.malloc(8)
     for _ in range(40):
         ran: list[object] = []
-        obj = ahg.UserObject(ran.append, "data")
-        graph = counting_graph(out)
-        graph.retain_user_object(obj, move=True)
+        graph, _ = owning_graph(out, ran)
         made: list[object] = []
 
         def instantiate(graph: ahg.Graph = graph, made: list[object] = made) -> None:

@@ -28,12 +28,16 @@ def add_one(t: ahg.Threads, out: ahg.Ptr[ahg.int64]) -> None:
     out[0] += 1
 
 
-def one_set_executable(out: ahg.DevicePtr, ran: list[object]) -> tuple[ahg.Graph, ahg.GraphExec]:
-    """An executable whose launches queue up on a pool of one signal set."""
+def one_set_executable(
+    device: ahg.Device, ran: list[object]
+) -> tuple[ahg.DevicePtr, ahg.Graph, ahg.GraphExec, ahg.Stream]:
+    """Memory, a graph, its executable (launches queue up on a pool of one signal set, and
+    the executable holds a user object logging to ``ran``), and a stream to launch on."""
+    out = device.malloc(8)
     graph = ahg.Graph()
     graph.add_kernel_node(add_one, 1, 1, (out,))
     graph.retain_user_object(ahg.UserObject(ran.append, "data"), move=True)
-    return graph, graph.instantiate(signal_sets=1)
+    return out, graph, graph.instantiate(signal_sets=1), device.create_stream()
 
 
 @pytest.mark.asyncio
@@ -41,9 +45,7 @@ async def test_statistics_read_from_a_thread_while_parked_launches_are_woken(
     device: ahg.Device, fast_switching: None
 ) -> None:
     ran: list[object] = []
-    out = device.malloc(8)
-    graph, graph_exec = one_set_executable(out, ran)
-    stream = device.create_stream()
+    out, graph, graph_exec, stream = one_set_executable(device, ran)
     stop = threading.Event()
     errors: list[BaseException] = []
     reads = [0]
@@ -81,10 +83,8 @@ async def test_destroy_from_a_thread_while_parked_launches_are_woken_frees_the_e
     device: ahg.Device, fast_switching: None
 ) -> None:
     ran: list[object] = []
-    out = device.malloc(8)
-    graph, graph_exec = one_set_executable(out, ran)
+    out, graph, graph_exec, stream = one_set_executable(device, ran)
     graph.destroy()
-    stream = device.create_stream()
     errors: list[BaseException] = []
     started = threading.Event()
 
