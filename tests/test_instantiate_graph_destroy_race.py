@@ -97,6 +97,30 @@ def test_a_graph_releasing_its_user_object_as_the_executable_is_assembled(
     destroy(graph, out)
 
 
+def test_the_program_and_the_graph_letting_go_as_the_executable_is_assembled(
+    device: ahg.Device, while_assembling: Callable[[Callable[[], object]], None]
+) -> None:
+    """The program's ``destroy()`` gives back the program's references only: the one taken
+    for the executable is an owner's, not the program's, even before the executable has it."""
+    ran: list[object] = []
+    obj = ahg.UserObject(ran.append, "data")  # the program's reference
+    out = device.malloc(8)
+    graph = counting_graph(out)
+    graph.retain_user_object(obj)  # and the graph's own
+
+    def let_go() -> None:
+        obj.destroy()
+        graph.destroy()
+
+    while_assembling(let_go)
+    graph_exec = graph.instantiate()
+    assert ran == []
+    assert obj.statistics().refcount == 1
+    graph_exec.destroy()
+    assert ran == ["data"]
+    destroy(out)
+
+
 def test_a_parent_destroyed_as_its_executable_is_assembled_leaves_it_a_child_s_user_objects(
     device: ahg.Device, while_assembling: Callable[[Callable[[], object]], None]
 ) -> None:

@@ -94,6 +94,7 @@ class Instantiated:
     conditionals: Conditionals | None
     races: ExecRaces | None
     user_objects: list[UserObject]  # each once, with one reference the executable takes over
+    holder: object  # owns those references until the executable adopts its own
 
 
 def check_request(flags: int, device: Device | None, options: dict[str, Any]) -> InstantiateRequest:
@@ -235,15 +236,17 @@ def instantiate(graph: Graph, request: InstantiateRequest) -> Instantiated:
         user_objects = list(exec_graph.user_objects)
         if conditionals is not None:  # bodies' user objects too, each once
             user_objects = list(dict.fromkeys(user_objects + conditionals.user_objects))
+        holder = object()
         with graph.lock:  # the graph may have changed hands while we prepared
             check_instantiable(graph)
             graph._mark_instantiated(compiled.alloc_ptrs)  # the executable owns these ranges
-            # The executable's reference to each user object, taken while the graph still
+            # A reference to each user object for the executable, taken while the graph still
             # owns it: a graph destroyed (or releasing it) on another thread from here on can
-            # no longer run a destructor the executable counts on. The executable takes these
-            # references over (``_adopt(move=True)``); nothing after this can fail.
+            # no longer run a destructor the executable counts on. ``holder`` owns them (an
+            # owner's references, which a program's ``destroy()`` leaves alone) until the
+            # executable adopts its own; nothing after this can fail.
             for obj in user_objects:
-                obj.retain()
+                obj._adopt(holder, 1)
     except BaseException:
         arena.close()
         if pool is not None:
@@ -266,6 +269,7 @@ def instantiate(graph: Graph, request: InstantiateRequest) -> Instantiated:
         conditionals=conditionals,
         races=races,
         user_objects=user_objects,
+        holder=holder,
     )
 
 
