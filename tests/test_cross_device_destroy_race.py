@@ -13,12 +13,14 @@ home stream is being made.
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 import ahipgraph as ahg
 from ahipgraph.exec import launcher as launcher_module
 from ahipgraph.testing import leak_report, snapshot
-from fakes import run_together
+from fakes import GatedHost, loop_turns, run_together
 
 
 @ahg.kernel
@@ -84,5 +86,47 @@ async def test_a_home_stream_made_before_the_destroy_is_destroyed_with_the_execu
     await stream.synchronize()
     stream.destroy()
     assert int(d0.view(out, "int64", 1)[0]) == 1
+    d0.free(out)
+    assert leak_report(baseline) is None
+
+
+@pytest.mark.asyncio
+async def test_a_cross_device_launch_refused_after_waiting_for_a_set_submits_nothing() -> None:
+    """A cross-device launch parked for a signal set is handed one, and the executable is
+    destroyed before the launch resumes (with another launch still in flight, so it is not
+    freed yet): the launch is refused (InvalidValue) before it submits anything. It used to
+    put its barrier on the executable's home stream first, and only then be refused."""
+    d0, d1 = ahg.configure_devices(2)
+    baseline = snapshot()
+    out = d0.malloc(8)
+    gates = GatedHost()
+    graph = ahg.Graph()
+    graph.add_kernel_node(add_one, 1, 1, (out,), deps=[graph.add_host_node(gates)])
+    graph_exec = graph.instantiate(device=d0, signal_sets=2)
+    graph.destroy()
+    stream = d1.create_stream()
+    first = await graph_exec.launch(stream)
+    second = await graph_exec.launch(stream)
+    parked = asyncio.ensure_future(graph_exec.launch(stream))
+    await loop_turns()
+    assert graph_exec.statistics().signal_pool.waiters == 1
+    submitted = sum(q.submitted for q in d0.statistics().queues)
+
+    async def destroy_after_first() -> None:
+        await first  # woken before the parked launch, which the same completion hands a set
+        graph_exec.destroy()
+
+    destroyer = asyncio.ensure_future(destroy_after_first())
+    gates.open(0)
+    await destroyer
+    with pytest.raises(ahg.InvalidValue, match="destroyed"):
+        await parked
+    assert sum(q.submitted for q in d0.statistics().queues) == submitted
+    gates.open(1)
+    await second
+    await stream.synchronize()
+    assert int(d0.view(out, "int64", 1)[0]) == 2
+    assert graph_exec.statistics().state == "closed"
+    stream.destroy()
     d0.free(out)
     assert leak_report(baseline) is None
