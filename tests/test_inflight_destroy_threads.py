@@ -173,6 +173,71 @@ async def test_setters_on_a_thread_racing_launches_never_change_an_enqueued_laun
     destroy(graph_exec, graph, stream, out)
 
 
+@ahg.kernel
+def count_value(t: ahg.Threads, value: ahg.int64, counts: ahg.Ptr[ahg.int64]) -> None:
+    counts[value] += 1
+
+
+@pytest.mark.asyncio
+async def test_setters_on_a_thread_racing_overlapping_launches_copy_on_write(
+    device: ahg.Device, fast_switching: None
+) -> None:
+    """As above with launches in flight while the thread sets (copy-on-write, retired slots):
+    each launch counts the value it was enqueued with, so every counted value lies in some
+    launch's window, the counts add up, and every superseded slot is reclaimed."""
+    values = 2000
+    counts = device.malloc(8 * (values + 1))
+    graph = ahg.Graph()
+    first = graph.add_kernel_node(count_value, 1, 1, (0, counts))
+    second = graph.add_kernel_node(count_value, 1, 1, (0, counts), deps=[first])
+    graph_exec = graph.instantiate()
+    stream = device.create_stream()
+    finished = [0]
+    stop, progressed = threading.Event(), threading.Event()
+    errors: list[BaseException] = []
+
+    def setting() -> None:
+        for k in range(1, values):
+            if stop.is_set():
+                return
+            try:
+                for node in (first, second):
+                    graph_exec.set_kernel_node_params(node, count_value, 1, 1, (k, counts))
+            except BaseException as error:  # reported on the test's thread
+                errors.append(error)
+                return
+            finished[0] = k
+            progressed.set()
+
+    setter = threading.Thread(target=setting)
+    setter.start()
+    windows: list[tuple[int, int]] = []
+    in_flight: list[ahg.Completion] = []
+    try:
+        while len(windows) < 600:
+            if len(windows) % 25 == 0:  # the loop can starve the setter: let it set again
+                progressed.clear()
+                assert await asyncio.to_thread(progressed.wait, 10)
+            low = finished[0]
+            in_flight.append(await graph_exec.launch(stream))
+            windows.append((low, finished[0] + 1))
+            if len(in_flight) > 6:
+                await in_flight.pop(0)
+    finally:
+        stop.set()
+        setter.join()
+    await stream.synchronize()
+    assert errors == []
+    seen = device.view(counts, np.int64, values + 1)
+    assert int(seen.sum()) == 2 * len(windows)
+    allowed = {v for low, high in windows for v in range(low, high + 1)}
+    assert set(np.nonzero(seen)[0].tolist()) <= allowed
+    stats = graph_exec.statistics()
+    assert stats.versions > 1  # launches were in flight while it changed
+    assert (stats.in_flight, stats.arena.live_slots) == (0, 2)
+    destroy(graph_exec, graph, stream, counts)
+
+
 # -- everything dropped while in flight, then the loop closes ---------------------------------
 
 
