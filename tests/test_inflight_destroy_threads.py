@@ -185,7 +185,7 @@ async def test_setters_on_a_thread_racing_overlapping_launches_copy_on_write(
     """As above with launches in flight while the thread sets (copy-on-write, retired slots):
     each launch counts the value it was enqueued with, so every counted value lies in some
     launch's window, the counts add up, and every superseded slot is reclaimed."""
-    values = 2000
+    values = 100  # more than the setter is given credits for
     counts = device.malloc(8 * (values + 1))
     graph = ahg.Graph()
     first = graph.add_kernel_node(count_value, 1, 1, (0, counts))
@@ -194,12 +194,14 @@ async def test_setters_on_a_thread_racing_overlapping_launches_copy_on_write(
     stream = device.create_stream()
     finished = [0]
     stop, progressed = threading.Event(), threading.Event()
+    credits = threading.Semaphore(0)
     errors: list[BaseException] = []
 
     def setting() -> None:
         for k in range(1, values):
-            if stop.is_set():
-                return
+            while not credits.acquire(timeout=0.05):  # a few values per round of launches
+                if stop.is_set():
+                    return
             try:
                 for node in (first, second):
                     graph_exec.set_kernel_node_params(node, count_value, 1, 1, (k, counts))
@@ -215,8 +217,9 @@ async def test_setters_on_a_thread_racing_overlapping_launches_copy_on_write(
     in_flight: list[ahg.Completion] = []
     try:
         while len(windows) < 600:
-            if len(windows) % 25 == 0:  # the loop can starve the setter: let it set again
+            if len(windows) % 25 == 0:  # three more values, and let the setter run
                 progressed.clear()
+                credits.release(3)
                 assert await asyncio.to_thread(progressed.wait, 10)
             low = finished[0]
             in_flight.append(await graph_exec.launch(stream))
