@@ -98,7 +98,7 @@ def test_loops_on_threads_launching_one_executable_while_a_thread_destroys_it(
             stream.destroy()
 
     def destroying() -> None:
-        assert launched.wait(10)
+        launched.wait(10)  # destroys anyway, so no loop waits for it forever
         graph_exec.destroy()
         graph.destroy()
 
