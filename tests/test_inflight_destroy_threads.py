@@ -118,6 +118,50 @@ def test_loops_on_threads_launching_one_executable_while_a_thread_destroys_it(
 # -- updates racing launches ---------------------------------------------------------------------
 
 
+class Setter:
+    """A thread giving an executable the values 1, 2, 3, ... through ``set_value``, as many as
+    it is granted; ``finished`` is the last value whose setter returned."""
+
+    def __init__(self, set_value: Callable[[int], object]) -> None:
+        self.set_value = set_value
+        self.finished = 0
+        self.errors: list[BaseException] = []
+        self.progressed = threading.Event()
+        self._credits = threading.Semaphore(0)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run)
+
+    def _run(self) -> None:
+        value = 0
+        while True:
+            while not self._credits.acquire(timeout=0.05):
+                if self._stop.is_set():
+                    return
+            value += 1
+            try:
+                self.set_value(value)
+            except BaseException as error:  # reported on the test's thread
+                self.errors.append(error)
+                return
+            self.finished = value
+            self.progressed.set()
+
+    async def grant(self, count: int) -> None:
+        """Let it set ``count`` more values, and wait until it has set one: the loop, busy
+        launching, could otherwise starve it."""
+        self.progressed.clear()
+        self._credits.release(count)
+        assert await asyncio.to_thread(self.progressed.wait, 10)
+
+    def __enter__(self) -> Setter:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
 @pytest.mark.asyncio
 async def test_setters_on_a_thread_racing_launches_never_change_an_enqueued_launch(
     device: ahg.Device, fast_switching: None
@@ -130,41 +174,22 @@ async def test_setters_on_a_thread_racing_launches_never_change_an_enqueued_laun
     node = graph.add_kernel_node(put, 1, 1, (0, out))
     graph_exec = graph.instantiate()
     stream = device.create_stream()
-    finished = [0]  # the last value whose setter returned
-    stop = threading.Event()
-    progressed = threading.Event()
-    errors: list[BaseException] = []
 
-    def setting() -> None:
-        k = 0
-        while not stop.is_set():
-            k += 1
-            try:
-                graph_exec.set_kernel_node_params(node, put, 1, 1, (k, out))
-                graph_exec.set_node_enabled(node, True)
-            except BaseException as error:  # reported on the test's thread
-                errors.append(error)
-                return
-            finished[0] = k
-            progressed.set()
+    def set_value(value: int) -> None:
+        graph_exec.set_kernel_node_params(node, put, 1, 1, (value, out))
+        graph_exec.set_node_enabled(node, True)
 
-    setter = threading.Thread(target=setting)
-    setter.start()
     windows: list[tuple[int, int, int]] = []
-    try:
+    with Setter(set_value) as setter:
         while len(windows) < 150:
-            if len(windows) % 10 == 0:  # the loop can starve the setter: let it set again
-                progressed.clear()
-                assert await asyncio.to_thread(progressed.wait, 10)
-            low = finished[0]
+            if len(windows) % 10 == 0:
+                await setter.grant(3)
+            low = setter.finished
             await graph_exec.launch(stream)
-            high = finished[0] + 1  # a setter may have committed and not yet said so
+            high = setter.finished + 1  # a setter may have committed and not yet said so
             await stream.synchronize()
             windows.append((low, value(device, out), high))
-    finally:
-        stop.set()
-        setter.join()
-    assert errors == []
+    assert setter.errors == []
     assert [w for w in windows if not w[0] <= w[1] <= w[2]] == []
     assert len({seen for _, seen, _ in windows}) > 1  # launches saw the setter's values
     stats = graph_exec.statistics()
@@ -185,52 +210,31 @@ async def test_setters_on_a_thread_racing_overlapping_launches_copy_on_write(
     """As above with launches in flight while the thread sets (copy-on-write, retired slots):
     each launch counts the value it was enqueued with, so every counted value lies in some
     launch's window, the counts add up, and every superseded slot is reclaimed."""
-    values = 100  # more than the setter is given credits for
+    values = 100  # more than the setter is granted
     counts = device.malloc(8 * (values + 1))
     graph = ahg.Graph()
     first = graph.add_kernel_node(count_value, 1, 1, (0, counts))
     second = graph.add_kernel_node(count_value, 1, 1, (0, counts), deps=[first])
     graph_exec = graph.instantiate()
     stream = device.create_stream()
-    finished = [0]
-    stop, progressed = threading.Event(), threading.Event()
-    credits = threading.Semaphore(0)
-    errors: list[BaseException] = []
 
-    def setting() -> None:
-        for k in range(1, values):
-            while not credits.acquire(timeout=0.05):  # a few values per round of launches
-                if stop.is_set():
-                    return
-            try:
-                for node in (first, second):
-                    graph_exec.set_kernel_node_params(node, count_value, 1, 1, (k, counts))
-            except BaseException as error:  # reported on the test's thread
-                errors.append(error)
-                return
-            finished[0] = k
-            progressed.set()
+    def set_value(value: int) -> None:
+        for node in (first, second):
+            graph_exec.set_kernel_node_params(node, count_value, 1, 1, (value, counts))
 
-    setter = threading.Thread(target=setting)
-    setter.start()
     windows: list[tuple[int, int]] = []
     in_flight: list[ahg.Completion] = []
-    try:
+    with Setter(set_value) as setter:
         while len(windows) < 600:
-            if len(windows) % 25 == 0:  # three more values, and let the setter run
-                progressed.clear()
-                credits.release(3)
-                assert await asyncio.to_thread(progressed.wait, 10)
-            low = finished[0]
+            if len(windows) % 25 == 0:
+                await setter.grant(3)
+            low = setter.finished
             in_flight.append(await graph_exec.launch(stream))
-            windows.append((low, finished[0] + 1))
+            windows.append((low, setter.finished + 1))
             if len(in_flight) > 6:
                 await in_flight.pop(0)
-    finally:
-        stop.set()
-        setter.join()
     await stream.synchronize()
-    assert errors == []
+    assert setter.errors == []
     seen = device.view(counts, np.int64, values + 1)
     assert int(seen.sum()) == 2 * len(windows)
     allowed = {v for low, high in windows for v in range(low, high + 1)}

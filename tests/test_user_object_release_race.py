@@ -13,52 +13,20 @@ thread inside the last release's own taking of the destructor.
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Iterator
-from types import FrameType
-from typing import Any
-
-import pytest
-
 import ahipgraph as ahg
+from racing_step import step_inside
 
 
-@pytest.fixture
-def releaser_step_inside_take() -> Iterator[list[ahg.UserObject]]:
-    """Objects appended to the yielded list have the releaser's step (the forgotten handle's
-    release) run inside the last release's taking of their destructor: at its second line,
-    after the first has run."""
-    targets: list[ahg.UserObject] = []
-
-    def tracer(frame: FrameType, event: str, arg: Any) -> Any:
-        if frame.f_code.co_name != "take":
-            return None
-        record = frame.f_locals.get("self")
-        seen = [0]
-
-        def lines(frame: FrameType, event: str, arg: Any) -> Any:
-            if event == "line":
-                seen[0] += 1
-                if seen[0] == 2 and any(obj._life is record for obj in targets):
-                    record.release()  # the releaser thread's step, at this very moment
-            return lines
-
-        return lines
-
-    previous = sys.gettrace()
-    sys.settrace(tracer)
-    try:
-        yield targets
-    finally:
-        sys.settrace(previous)
+def _clears(line: str) -> bool:
+    """The line about to run takes the destructor away (clears or pops it)."""
+    return "= None" in line or ".pop()" in line
 
 
-def test_a_last_release_racing_the_releaser_runs_the_destructor_once(
-    releaser_step_inside_take: list[ahg.UserObject],
-) -> None:
+def test_a_last_release_racing_the_releaser_runs_the_destructor_once() -> None:
     ran: list[object] = []
     obj = ahg.UserObject(ran.append, "data")
-    releaser_step_inside_take.append(obj)
-    assert obj.release()  # the last reference: this call runs the destructor ...
-    assert ran == ["data"]  # ... or found the releaser had: once either way
+    record = obj._life  # what the releaser thread frees for a forgotten object
+    with step_inside(record, "take", _clears, record.release):
+        assert obj.release()  # the last reference: this call runs the destructor ...
+    assert ran == ["data"]  # ... or finds the releaser did: once either way
     assert not obj.alive
