@@ -134,7 +134,10 @@ class WaitQueue:
         """Hand ``value`` to the first live waiter; return False if there is none."""
         waiters = self._waiters
         while waiters:
-            future = waiters.popleft()
+            try:
+                future = waiters.popleft()
+            except IndexError:  # emptied meanwhile by a wake on another thread
+                break
             if not future.done() and self._resolve(future, value, None):
                 return True
         return False
@@ -151,7 +154,10 @@ class WaitQueue:
         woken = 0
         waiters = self._waiters
         while waiters:
-            future = waiters.popleft()
+            try:
+                future = waiters.popleft()
+            except IndexError:  # emptied meanwhile by a wake on another thread
+                break
             if not future.done() and self._resolve(future, value, error):
                 woken += 1
         return woken
@@ -179,7 +185,10 @@ class WaitQueue:
         return True
 
     def __len__(self) -> int:
-        return sum(1 for future in self._waiters if not future.done())
+        # Counted over a copy: another thread (a destroy, statistics()) may count while the
+        # loop's thread parks and wakes, and walking the deque itself in Python code would
+        # then fail with "deque mutated during iteration". list() copies it in one C call.
+        return sum(1 for future in list(self._waiters) if not future.done())
 
     def __bool__(self) -> bool:
         # Every queued future is pending: woken ones are popped, cancelled ones discarded.

@@ -21,6 +21,7 @@ from ..device.ops import WaitSignalsOp
 from ..device.program import Program
 from ..device.signal import Signal
 from ..runtime.completion import Completion
+from .exec_state import ExecState
 
 if TYPE_CHECKING:
     from ..runtime.stream import Stream
@@ -58,8 +59,13 @@ def enqueue_cross_device(launcher: Launcher, stream: Stream, signal_set: SignalS
         try:
             own.claim_locked()
             other.claim_locked()
+            # Destroyed while the launch waited for a set: refused as the launch itself would
+            # be (the executable first, as HIP checks), before the home stream's wait for the
+            # user's stream is submitted: a refused launch submits nothing.
+            if launcher.owner.state is not ExecState.OPEN:
+                launcher.owner._check_alive()  # raises
             if stream.state is not stream.state.OPEN:
-                stream._check_open()  # raises: destroyed while the launch waited for a set
+                stream._check_open()  # raises
         except BaseException:
             launcher.pool.give_back(signal_set)
             raise

@@ -222,8 +222,9 @@ class GraphExec(DestroyOnExit):
         # references), once no launch in flight holds it any more.
         self._life = _ExecRecord(self, self._launcher, self._updater)
         self._launcher.record = self._life
-        for obj in self.user_objects:
+        for obj in self.user_objects:  # ours, then instantiate's (never zero in between)
             obj._adopt(self, 1)
+            obj._disown(built.holder)
 
     @classmethod
     def _instantiate(

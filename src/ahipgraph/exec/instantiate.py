@@ -94,7 +94,8 @@ class Instantiated:
     internal_streams: list[Stream]  # strands 1.. of every launch
     conditionals: Conditionals | None
     races: ExecRaces | None
-    user_objects: list[UserObject]  # each once; the executable adopts one reference of each
+    user_objects: list[UserObject]  # each once, with one reference the executable takes over
+    holder: object  # owns those references until the executable adopts its own
 
 
 def check_request(flags: int, device: Device | None, options: dict[str, Any]) -> InstantiateRequest:
@@ -234,9 +235,20 @@ def instantiate(graph: Graph, request: InstantiateRequest) -> Instantiated:
         )
         for _ in range(plan.num_strands - 1):
             internal_streams.append(Stream._create(device, non_blocking=True, owned=True))
+        user_objects = list(exec_graph.user_objects)
+        if conditionals is not None:  # bodies' user objects too, each once
+            user_objects = list(dict.fromkeys(user_objects + conditionals.user_objects))
+        holder = object()
         with graph.lock:  # the graph may have changed hands while we prepared
             check_instantiable(graph)
             graph._mark_instantiated(compiled.alloc_ptrs)  # the executable owns these ranges
+            # A reference to each user object for the executable, taken while the graph still
+            # owns it: a graph destroyed (or releasing it) on another thread from here on can
+            # no longer run a destructor the executable counts on. ``holder`` owns them (an
+            # owner's references, which a program's ``destroy()`` leaves alone) until the
+            # executable adopts its own; nothing after this can fail.
+            for obj in user_objects:
+                obj._adopt(holder, 1)
     except BaseException:
         arena.close()
         if pool is not None:
@@ -246,9 +258,6 @@ def instantiate(graph: Graph, request: InstantiateRequest) -> Instantiated:
         if conditionals is not None:
             conditionals.free(device)
         raise
-    user_objects = list(exec_graph.user_objects)
-    if conditionals is not None:  # bodies' user objects too, each once
-        user_objects = list(dict.fromkeys(user_objects + conditionals.user_objects))
     return Instantiated(
         flags=flags,
         device=device,
@@ -262,6 +271,7 @@ def instantiate(graph: Graph, request: InstantiateRequest) -> Instantiated:
         conditionals=conditionals,
         races=races,
         user_objects=user_objects,
+        holder=holder,
     )
 
 

@@ -30,6 +30,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import HipError, InvalidValue, NotReady
+from ..core.lifecycle import destroyed
 from ..device.program import Program
 from ..device.signal import Signal
 from ..graph.memnodes import memory_of
@@ -223,12 +224,14 @@ class Launcher:
         made = Stream._create(self.device, non_blocking=True, owned=True)
         with self.lock:
             home = self.home
-            if home is None:
+            if home is None and not self.pool.closed:
                 self.home = made
                 if self.record is not None:
                     self.record.home = made
                 return made
-        made.destroy()  # another thread made it first
+        made.destroy()  # another thread made it first, or freed the executable meanwhile
+        if home is None:  # freed: its close() has run and would never destroy this stream
+            raise destroyed("graph exec", self.owner)
         return home
 
     def enqueue(

@@ -80,7 +80,8 @@ class SignalSetPool:
         self._free: deque[SignalSet] = deque(
             SignalSet(count, extra) for _ in range(min(num_sets, 1))
         )
-        self._unmade = max(num_sets - 1, 0)  # prepopulated sets made when first needed
+        # Prepopulated sets made when first needed, one placeholder each (popped: atomic).
+        self._unmade: list[None] = [None] * max(num_sets - 1, 0)
         self._sets = num_sets
         self._misses = 0
         self._acquires = 0
@@ -95,13 +96,25 @@ class SignalSetPool:
         """
         if self.closed:
             raise InvalidValue("the signal-set pool is closed")
+        # Each take is one atomic pop after its check: launches of one executable from two
+        # threads' loops may take at the same moment (they claim the device only when they
+        # submit), and the one that finds the set gone goes on as if it had not been there.
         if self._free and not self._waiters:
-            self._acquires += 1
-            return self._free.popleft()
+            try:
+                signal_set = self._free.popleft()
+            except IndexError:  # taken meanwhile by a launch on another thread's loop
+                pass
+            else:
+                self._acquires += 1
+                return signal_set
         if self._unmade and not self._waiters:  # a prepopulated set, made now
-            self._unmade -= 1
-            self._acquires += 1
-            return SignalSet(self.count, self.extra)
+            try:
+                self._unmade.pop()
+            except IndexError:  # the last one, counted meanwhile by another thread's launch
+                pass
+            else:
+                self._acquires += 1
+                return SignalSet(self.count, self.extra)
         if self._waiters.reclaim():  # sets handed to launches whose event loop closed
             return self.acquire_nowait(grow=grow)
         if self.wait_when_empty or not grow:
@@ -147,10 +160,10 @@ class SignalSetPool:
         """Drop every set (the executable is being freed; no launch is in flight)."""
         self.closed = True
         self._free.clear()
-        self._unmade = 0
+        self._unmade.clear()
 
     def statistics(self) -> SignalPoolStatistics:
-        free = len(self._free) + self._unmade
+        free = len(self._free) + len(self._unmade)
         return SignalPoolStatistics(
             sets=self._sets,
             free=free,

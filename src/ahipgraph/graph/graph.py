@@ -1003,11 +1003,12 @@ class Graph(DestroyOnExit):
             NODES.unregister(node.hid)  # first: the registry finds the node through _by_id
             del self._by_id[node.id]
             params = node._params
+        # The node's embedded graphs go as a destroyed graph's do: each one, even when a
+        # user-object destructor of an earlier one raises (then the first error is raised).
         if isinstance(params, ChildGraphParams):
-            params.graph._dispose()
+            self._release([params.graph], [])
         elif isinstance(params, ConditionalNodeParams):
-            for body in params.bodies:
-                body._dispose()
+            self._release(list(params.bodies), [])
 
     # -- DOT ---------------------------------------------------------------------------------------
 

@@ -79,7 +79,7 @@ class _UserObjectRecord(HandleRecord):
     holding references, and no graph or executable owns) runs its destructor on the releaser
     thread, with a warning, instead of never."""
 
-    __slots__ = ("data", "destructor")
+    __slots__ = ("_held",)
 
     releases = True
     advice = (
@@ -89,14 +89,28 @@ class _UserObjectRecord(HandleRecord):
 
     def __init__(self, obj: UserObject, destructor: Callable[[Any], object], data: Any) -> None:
         super().__init__(obj, f"user object #{obj.hid.slot}.{obj.hid.generation}")
-        self.destructor: Callable[[Any], object] | None = destructor
-        self.data = data
+        # The destructor and its data, as the one item of a list: ``take`` pops it, one step
+        # for every thread (see there).
+        self._held: list[tuple[Callable[[Any], object], Any]] = [(destructor, data)]
+
+    @property
+    def data(self) -> Any:
+        """The destructor's argument, or None once the destructor was taken."""
+        for _, data in self._held:  # the list's own iterator: never fails if emptied meanwhile
+            return data
+        return None
 
     def take(self) -> tuple[Callable[[Any], object] | None, Any]:
-        """The destructor and its data, once (neither is kept alive after)."""
-        destructor, data = self.destructor, self.data
-        self.destructor = self.data = None
-        return destructor, data
+        """The destructor and its data, once (neither is kept alive after).
+
+        The releaser thread (a forgotten object) and a last release on another thread (the
+        ``__del__`` of an object in the same garbage cycle) may take it at the same moment:
+        ``list.pop`` is atomic, so exactly one of them gets it and the other finds nothing.
+        """
+        try:
+            return self._held.pop()
+        except IndexError:
+            return None, None
 
     def release(self) -> None:
         destructor, data = self.take()
