@@ -100,7 +100,8 @@ def checked_configuration(
         if len(props) != count:
             raise ValueError(f"{count} devices but {len(props)} property sets")
     else:
-        props = [given or DeviceProperties()] * count
+        # Only None means "the defaults": an empty dict, 0 or "" is a mistake to report.
+        props = [DeviceProperties() if given is None else given] * count
     checked: list[DeviceProperties] = []
     for prop in props:
         if not isinstance(prop, DeviceProperties):
