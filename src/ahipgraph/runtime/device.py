@@ -231,12 +231,18 @@ class Device(DeviceBase, DeviceCopyMixin, NoCopy):
 
     @property
     def null_stream(self) -> Stream:
-        """The legacy default stream: it orders with every other blocking stream."""
+        """The legacy default stream: it orders with every other blocking stream.
+
+        Raises InvalidDevice when it would be made on a device ``configure_devices`` replaced:
+        the implicit streams of a replaced device are retired with it, and one made later would
+        stay registered (and keep the device alive) for good.
+        """
         if self._null_stream is None:
             from .stream import Stream
 
             with self._lock:
                 if self._null_stream is None:
+                    _table.live(self)
                     self._null_stream = Stream._create(self, null=True)
         return self._null_stream
 
