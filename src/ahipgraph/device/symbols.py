@@ -15,6 +15,7 @@ Thread-safety: one lock guards the name table and the set of loaded devices.
 
 from __future__ import annotations
 
+import math
 import threading
 import weakref
 from typing import TYPE_CHECKING, Any
@@ -51,7 +52,8 @@ class DeviceSymbol:
         self.name = name
         self.dtype = dtype
         self.shape = shape
-        self.nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        # Python ints: a product of large extents in int64 would wrap round to a small size.
+        self.nbytes = math.prod(shape) * dtype.itemsize
         self._storage: weakref.WeakKeyDictionary[DeviceMemory, DevicePtr] = (
             weakref.WeakKeyDictionary()
         )
@@ -140,6 +142,8 @@ def device_symbol(
         if None in extents:
             raise TypeError(f"shape must be ints, got {shape!r}")
         dims = tuple(extent for extent in extents if extent is not None)
+        if any(extent < 0 for extent in dims):  # two negatives would make a positive size
+            raise ValueError(f"symbol {name!r}: shape {shape!r} has a negative extent")
     symbol = DeviceSymbol(name, dt, dims)
     if symbol.nbytes < 1:
         raise ValueError(f"symbol {name!r} must have at least one byte, got {symbol.nbytes}")
