@@ -46,8 +46,9 @@ class DeviceBase:
         own (see :func:`ahipgraph.host_function`).
 
         Raises:
-            TypeError: ``ptr`` is not a DevicePtr, ``dtype`` is None or not a numpy dtype, or
-                ``count`` is not an int. InvalidValue / InvalidDevicePointer: a bad range, or
+            TypeError: ``ptr`` is not a DevicePtr, ``dtype`` is None, not a numpy dtype, one of
+                no size or one holding Python objects, or ``count`` is not an int.
+            InvalidValue / InvalidDevicePointer: a bad range, or
                 bytes a running declared host function did not declare.
         """
         if not isinstance(readonly, bool):
@@ -58,6 +59,8 @@ class DeviceBase:
             raise TypeError("dtype is required")
         count = as_optional_int(count, "count", expected="an int or None")
         dt = np.dtype(dtype)
+        if dt.itemsize == 0 or dt.hasobject:  # no element count, or Python objects in bytes
+            raise TypeError(f"device memory cannot be viewed as {dt!r}: it needs sized plain data")
         self.memory.resolve(ptr, (count or 0) * dt.itemsize)
         view = self.memory.view(ptr.address, dt)
         return checked_view(self, ptr, view if count is None else view[:count], readonly)

@@ -161,8 +161,9 @@ class Device(DeviceBase, DeviceCopyMixin, NoCopy):
         :func:`ahipgraph.host_function`).
 
         Raises:
-            TypeError: ``ptr`` is not a DevicePtr, ``dtype`` is None or not a numpy dtype, or
-                ``count`` is not an int. InvalidValue / InvalidDevicePointer: a bad range, or
+            TypeError: ``ptr`` is not a DevicePtr, ``dtype`` is None, not a numpy dtype, one of
+                no size or one holding Python objects, or ``count`` is not an int.
+            InvalidValue / InvalidDevicePointer: a bad range, or
                 bytes a running declared host function did not declare.
             RaceError: under ``ahg.race_check(on_race="raise")``, the access races.
         """
