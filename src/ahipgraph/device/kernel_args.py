@@ -15,6 +15,7 @@ The runtime reads the :class:`ArgType` back from the annotation with :func:`arg_
 
 from __future__ import annotations
 
+import math
 import struct
 import types
 from collections.abc import Callable, Sequence
@@ -96,6 +97,8 @@ class ScalarType(ArgType):
                 raise TypeError(f"parameter {param!r} ({self.name}) needs a number, got {value!r}")
             try:
                 number = float(value)
+                if math.isinf(number) and not np.isinf(value):
+                    raise OverflowError  # a finite numpy long double past float64's range
                 if self.size == 4:
                     _FLOAT32_STRUCT.pack(number)  # finite values past float32's range overflow here
             except OverflowError:
