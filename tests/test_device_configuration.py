@@ -70,3 +70,13 @@ async def test_a_numpy_rate_times_copies_as_the_same_float_does() -> None:
         device.free(dst)
     assert timings[0] == timings[1]
     assert timings[0] > 0
+
+
+def test_a_mistyped_hardware_queue_count_is_refused_before_any_queue_is_built() -> None:
+    """A million queues took seconds per device to build when configured."""
+    before = ahg.get_device(0)
+    with pytest.raises(ValueError, match="hardware_queues=1000000: at most 1024"):
+        ahg.configure_devices(1, ahg.DeviceProperties(hardware_queues=10**6))
+    assert ahg.get_device(0) is before
+    (device,) = ahg.configure_devices(1, ahg.DeviceProperties(hardware_queues=1024))
+    assert len(device.statistics().queues) == 1024

@@ -10,7 +10,18 @@ import numpy as np
 
 from ..core.ints import as_int, int_or_none, is_bool
 
-__all__ = ["CopyKind", "CostModel", "DeviceProperties", "copy_kind_or_none"]
+__all__ = [
+    "MAX_HARDWARE_QUEUES",
+    "CopyKind",
+    "CostModel",
+    "DeviceProperties",
+    "copy_kind_or_none",
+]
+
+MAX_HARDWARE_QUEUES = 1024
+"""The most hardware queues a device may have. A GPU schedules a few dozen (ROCm uses 4 by
+default); the bound catches a mistyped count, whose queues would all be built when the device
+is configured (a million took seconds per device)."""
 
 
 class CopyKind(enum.IntEnum):
@@ -187,3 +198,8 @@ class DeviceProperties:
             or min(grid) < 1
         ):
             raise ValueError(f"invalid device properties: {self}")
+        if self.hardware_queues > MAX_HARDWARE_QUEUES:
+            raise ValueError(
+                f"DeviceProperties.hardware_queues={self.hardware_queues}: at most "
+                f"{MAX_HARDWARE_QUEUES}"
+            )
