@@ -385,10 +385,12 @@ class DeviceMemory:
         view = self._views.get(key)  # the dispatch fast path: one dict lookup, no lock
         if view is not None:
             return view
-        if not self.address_base <= address < self.address_end and self.peers:
-            peer = self.peers.get((address >> _ADDRESS_SPACE_SHIFT) - 1)
+        if not self.address_base <= address < self.address_end:
+            owner = (address >> _ADDRESS_SPACE_SHIFT) - 1
+            peer = self.peers.get(owner)
             if peer is not None:  # peer access enabled: the owner's allocator resolves it
                 return peer.view(address, dtype)
+            raise InvalidDevicePointer(self._foreign(address, owner))
         with self._lock:  # see resolve()
             allocation = self._find(DevicePtr(self.ordinal, address))
             assert allocation.buffer is not None
@@ -398,6 +400,17 @@ class DeviceMemory:
             allocation.views[key] = view
             self._views[key] = view
         return view
+
+    def _foreign(self, address: int, owner: int) -> str:
+        """Why ``address``, outside this device's range, does not resolve here: the message
+        names the device that owns it (a pointer made with this device's ordinal would
+        misname it)."""
+        if owner < 0:
+            return f"address {address:#x} is not a device address (device {self.ordinal})"
+        return (
+            f"address {address:#x} lies in device {owner}'s address range, and device "
+            f"{self.ordinal} has no peer access to it"
+        )
 
     def _drop_views(self, allocation: Allocation) -> None:
         """Forget an allocation's cached views (it is being freed). Call with the lock held."""
