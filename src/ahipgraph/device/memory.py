@@ -161,6 +161,11 @@ class DeviceMemory:
             allocation = self._by_base.get(ptr.address) if ptr.device == self.ordinal else None
             if allocation is None or allocation.buffer is None:
                 raise InvalidValue(f"{ptr!r} is not a live allocation of device {self.ordinal}")
+            if allocation.base in self._static:  # a symbol's: freed, the symbol would be dead
+                raise InvalidValue(
+                    f"{ptr!r} is a device symbol's storage on device {self.ordinal}, "
+                    "not an allocation to free"
+                )
             if allocation.reserved:
                 self._drop_views(allocation)
                 allocation.buffer = None
@@ -168,7 +173,6 @@ class DeviceMemory:
             else:
                 self._remove(allocation)
                 self._bytes_in_use -= allocation.nbytes
-                self._static.discard(allocation.base)
 
     def mark_static(self, ptr: DevicePtr) -> None:
         """Count ``ptr``'s allocation as the device's own (a symbol's storage), not a user's."""
