@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Generic, TypeVar, get_args, ge
 import numpy as np
 
 from ..core.errors import InvalidValue
+from ..core.ints import int_or_none
 from .pointer import DevicePtr
 
 if TYPE_CHECKING:
@@ -106,9 +107,12 @@ class ScalarType(ArgType):
                     f"parameter {param!r} ({self.name}) out of range: {value!r}"
                 ) from None
             return number
-        if not isinstance(value, int | np.integer):
+        # The integer rule (core/ints.py), as every other integer argument: numpy's
+        # timedelta64 is an np.integer subclass, but a duration is not an integer.
+        number = int_or_none(value)
+        if number is None:
             raise TypeError(f"parameter {param!r} ({self.name}) needs an int, got {value!r}")
-        value = int(value)
+        value = number
         if not self.minimum <= value <= self.maximum:
             raise ValueError(
                 f"parameter {param!r} ({self.name}) out of range "
