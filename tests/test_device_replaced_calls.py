@@ -59,3 +59,28 @@ def test_a_symbol_is_not_loaded_on_a_replaced_device() -> None:
     new = ahg.get_device(0)
     assert symbol.address(new) == symbol.address(0)
     assert symbol.view(new).shape == (4,)
+
+
+@pytest.mark.asyncio
+async def test_a_peer_copy_names_its_devices_explicitly() -> None:
+    """``memcpy_peer`` took None for "the current device" and a replaced Device for its
+    ordinal's successor; HIP's device arguments are ordinals of configured devices."""
+    ahg.configure_devices(2)
+    old1 = ahg.get_device(1)
+    ahg.configure_devices(2)
+    d0, d1 = ahg.get_device(0), ahg.get_device(1)
+    a, b = d0.malloc(64), d1.malloc(64)
+    stream = d0.create_stream()
+    with pytest.raises(TypeError, match="dst_device must be a Device or an ordinal"):
+        await stream.memcpy_peer(a + 8, None, a, 0, 8)
+    with pytest.raises(TypeError, match="src_device must be a Device or an ordinal"):
+        await stream.memcpy_peer(b, 1, a, None, 8)
+    with pytest.raises(ahg.InvalidDevice, match="no longer"):
+        await stream.memcpy_peer(b, old1, a, 0, 8)
+    assert stream.statistics().submitted == 0
+    await stream.memcpy_peer(b, d1, a, 0, 8)  # configured devices, by object or ordinal
+    await stream.memcpy_peer(b, 1, a, d0, 8)
+    await stream.synchronize()
+    stream.destroy()
+    d0.free(a)
+    d1.free(b)

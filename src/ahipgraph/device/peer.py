@@ -51,18 +51,10 @@ def _configured_pair(device: DeviceBase, peer: Any) -> DeviceBase:
 
     Raises: as :func:`peer_of`, but a device and itself pass.
     """
-    from .table import get_device
+    from .table import configured, live
 
-    if isinstance(peer, DeviceBase):
-        if get_device(peer.ordinal) is not peer:
-            raise InvalidDevice(f"{peer!r} is no longer configured")
-        other = peer
-    else:
-        if peer is None:  # not "the current device", as get_device(None) would read it
-            raise TypeError("peer must be a Device or an ordinal, got None")
-        other = get_device(peer)  # TypeError / InvalidDevice
-    if get_device(device.ordinal) is not device:
-        raise InvalidDevice(f"{device!r} is no longer configured")
+    other = configured(peer, "peer")
+    live(device)
     return other
 
 
