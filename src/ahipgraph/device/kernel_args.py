@@ -109,10 +109,10 @@ class ScalarType(ArgType):
             return number
         # The integer rule (core/ints.py), as every other integer argument: numpy's
         # timedelta64 is an np.integer subclass, but a duration is not an integer.
-        number = int(value) if isinstance(value, int) else int_or_none(value)
-        if number is None:
+        integer = int(value) if isinstance(value, int) else int_or_none(value)
+        if integer is None:
             raise TypeError(f"parameter {param!r} ({self.name}) needs an int, got {value!r}")
-        value = number
+        value = integer
         if not self.minimum <= value <= self.maximum:
             raise ValueError(
                 f"parameter {param!r} ({self.name}) out of range "
