@@ -177,7 +177,14 @@ class Kernel:
             raise TypeError(f"a kernel name must be a str, got {name!r}")
         # A partial or a callable object has no __name__ of its own: name it by its type.
         label: str = name or getattr(body, "__name__", None) or type(body).__name__
-        signature = inspect.signature(body, eval_str=True)
+        try:
+            signature = inspect.signature(body, eval_str=True)
+        except (NameError, AttributeError, SyntaxError, ArithmeticError) as error:
+            # A string annotation (``from __future__ import annotations``) with a typo in it:
+            # say which kernel, rather than a bare NameError from inside ``inspect``.
+            raise TypeError(
+                f"kernel {label!r}: its parameter annotations cannot be evaluated: {error!r}"
+            ) from error
         params = list(signature.parameters.values())
         if not params:
             raise TypeError(f"kernel {label!r} needs a first parameter for its Threads")
