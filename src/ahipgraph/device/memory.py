@@ -118,6 +118,10 @@ class DeviceMemory:
         self.frees = 0
         # Peer memories whose addresses kernels here may use, by ordinal (see device/peer.py).
         self.peers: dict[int, DeviceMemory] = {}
+        # The memories that have this one among their peers: when memory goes away here, the
+        # views their dispatch ops kept of it are stale too, so their ``frees`` move as well.
+        # Replaced whole (never changed in place) under device/peer.py's lock.
+        self.mapped_by: tuple[DeviceMemory, ...] = ()
 
     # -- allocation -----------------------------------------------------------------------------
 
@@ -173,6 +177,8 @@ class DeviceMemory:
             else:
                 self._remove(allocation)
                 self._bytes_in_use -= allocation.nbytes
+        if self.mapped_by:
+            self._tell_mappers()
 
     def mark_static(self, ptr: DevicePtr) -> None:
         """Count ``ptr``'s allocation as the device's own (a symbol's storage), not a user's."""
@@ -228,6 +234,8 @@ class DeviceMemory:
                 allocation.buffer = None
                 self._drop_views(allocation)
                 self.graph_pool.released(allocation.nbytes)
+        if self.mapped_by:
+            self._tell_mappers()
 
     def unreserve(self, ptr: DevicePtr) -> None:
         """Give back a reservation's address space (and its memory, if committed)."""
@@ -236,6 +244,21 @@ class DeviceMemory:
             if allocation.buffer is not None:
                 self.graph_pool.released(allocation.nbytes)
             self._remove(allocation)
+        if self.mapped_by:
+            self._tell_mappers()
+
+    def _tell_mappers(self) -> None:
+        """Memory went away here: the devices mapping this one as a peer must not keep using
+        views of it (their dispatch ops compare their own ``frees``). Called without this
+        memory's lock held, so two peers freeing at once never wait on each other's lock."""
+        for mapper in self.mapped_by:
+            mapper.peer_memory_changed()
+
+    def peer_memory_changed(self) -> None:
+        """Memory this device reached through a peer went away, or the peer's mapping did:
+        views kept of it are stale (``frees`` moves, as for memory of its own)."""
+        with self._lock:
+            self.frees += 1
 
     # -- the graph memory pool (see graph_pool.py) -------------------------------------------------
 

@@ -90,6 +90,7 @@ def enable_peer_access(device: DeviceBase, peer: Any, flags: int = 0) -> None:
                 f"device {device.ordinal} already accesses device {other.ordinal}"
             )
         peers[other.ordinal] = other.memory
+        other.memory.mapped_by = (*other.memory.mapped_by, device.memory)
 
 
 def disable_peer_access(device: DeviceBase, peer: Any) -> None:
@@ -105,3 +106,8 @@ def disable_peer_access(device: DeviceBase, peer: Any) -> None:
             raise PeerAccessNotEnabled(
                 f"device {device.ordinal} does not access device {other.ordinal}"
             )
+        mine = device.memory
+        other.memory.mapped_by = tuple(m for m in other.memory.mapped_by if m is not mine)
+    # Views of the peer's memory that dispatch ops kept (a graph's replays keep them) must go:
+    # without this, a replay after the disable still read and wrote the peer's memory.
+    mine.peer_memory_changed()
