@@ -61,3 +61,19 @@ async def test_a_body_cannot_change_the_launch_shape_of_other_kernels(device: ah
     assert int(device.view(out, np.int32).sum()) == 64
     device.free(out)
     destroy(stream)
+
+
+def test_threads_built_by_hand_take_dimensions_as_a_launch_does() -> None:
+    """A kernel body can be called directly with a Threads (a unit test of the body); ints
+    and tuples made an AttributeError from inside the class."""
+    threads = ahg.Threads(4, (2, 2))
+    assert threads.grid == ahg.Dim3(4, 1, 1)
+    assert threads.block == ahg.Dim3(2, 2, 1)
+    assert threads.count == 16
+    assert threads.ids.tolist() == list(range(16))
+    for grid, block in ((1.5, 1), ("4", 1), ((1, 2, 3, 4), 1), (1, True)):
+        with pytest.raises(TypeError, match="must be an int or a tuple"):
+            ahg.Threads(grid, block)  # type: ignore[arg-type]
+    for grid, block in ((0, 1), (4, (2, -1))):
+        with pytest.raises(ahg.InvalidConfiguration):
+            ahg.Threads(grid, block)

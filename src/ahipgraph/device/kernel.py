@@ -114,7 +114,16 @@ class Threads:
     grid: Dim3
     shared_mem: int
 
-    def __init__(self, grid: Dim3, block: Dim3, shared_mem: int = 0) -> None:
+    def __init__(self, grid: DimLike, block: DimLike, shared_mem: int = 0) -> None:
+        # The runtime passes Dim3s; a user building one to call a body directly (a unit test
+        # of a kernel) may pass ints or tuples, as a launch takes them.
+        if type(grid) is not Dim3:
+            grid = _dim3(grid, "grid")
+        if type(block) is not Dim3:
+            block = _dim3(block, "block")
+        shared_mem = as_int(shared_mem, "shared_mem")
+        if min(grid) <= 0 or min(block) <= 0:
+            raise InvalidConfiguration(f"grid {tuple(grid)} and block {tuple(block)} must be > 0")
         init = object.__setattr__  # made once per launch shape, never per launch
         init(self, "grid", grid)
         init(self, "block", block)
