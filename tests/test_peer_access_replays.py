@@ -22,6 +22,21 @@ def _graph_bumping(ptr: ahg.DevicePtr, device: ahg.Device) -> tuple[ahg.Graph, a
     return graph, graph.instantiate(device=device)
 
 
+async def _replayed_on_device_0() -> tuple[
+    ahg.Device, ahg.Device, ahg.DevicePtr, ahg.Graph, ahg.GraphExec, ahg.Stream
+]:
+    """Two devices, device 0 mapping device 1, and a graph on device 0 bumping an int32 of
+    device 1's memory three times, launched once (its run has decoded and kept its views)."""
+    ahg.configure_devices(2)
+    d0, d1 = ahg.get_device(0), ahg.get_device(1)
+    remote = d1.malloc(64)
+    d0.enable_peer_access(d1)
+    graph, graph_exec = _graph_bumping(remote, d0)
+    stream = d0.create_stream()
+    await (await graph_exec.launch(stream))
+    return d0, d1, remote, graph, graph_exec, stream
+
+
 async def _fails_on_the_pointer(graph_exec: ahg.GraphExec, stream: ahg.Stream) -> None:
     launch = await graph_exec.launch(stream)
     with pytest.raises(ahg.LaunchFailure) as caught:
@@ -34,13 +49,7 @@ async def _fails_on_the_pointer(graph_exec: ahg.GraphExec, stream: ahg.Stream) -
 @pytest.mark.asyncio
 async def test_a_replay_after_disabling_peer_access_faults() -> None:
     """The replay wrote the peer's memory after ``disable_peer_access`` as before it."""
-    ahg.configure_devices(2)
-    d0, d1 = ahg.get_device(0), ahg.get_device(1)
-    remote = d1.malloc(64)
-    d0.enable_peer_access(d1)
-    graph, graph_exec = _graph_bumping(remote, d0)
-    stream = d0.create_stream()
-    await (await graph_exec.launch(stream))
+    d0, d1, remote, graph, graph_exec, stream = await _replayed_on_device_0()
     assert d1.view(remote, np.int32, 1)[0] == 3
     d0.disable_peer_access(d1)
     await _fails_on_the_pointer(graph_exec, stream)
@@ -55,13 +64,7 @@ async def test_a_replay_after_disabling_peer_access_faults() -> None:
 @pytest.mark.asyncio
 async def test_a_replay_after_the_peer_frees_the_memory_faults() -> None:
     """The replay kept writing the freed allocation's old buffer: a use after free."""
-    ahg.configure_devices(2)
-    d0, d1 = ahg.get_device(0), ahg.get_device(1)
-    remote = d1.malloc(64)
-    d0.enable_peer_access(d1)
-    graph, graph_exec = _graph_bumping(remote, d0)
-    stream = d0.create_stream()
-    await (await graph_exec.launch(stream))
+    _, d1, remote, graph, graph_exec, stream = await _replayed_on_device_0()
     old_bytes = d1.view(remote, np.int32, 1)  # keeps the freed buffer alive to look at
     d1.free(remote)
     await _fails_on_the_pointer(graph_exec, stream)
