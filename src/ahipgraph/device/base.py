@@ -46,8 +46,9 @@ class DeviceBase:
         own (see :func:`ahipgraph.host_function`).
 
         Raises:
-            TypeError: ``ptr`` is not a DevicePtr, ``dtype`` is None or not a numpy dtype, or
-                ``count`` is not an int. InvalidValue / InvalidDevicePointer: a bad range, or
+            TypeError: ``ptr`` is not a DevicePtr, ``dtype`` is None, not a numpy dtype, one of
+                no size or one holding Python objects, or ``count`` is not an int.
+            InvalidValue / InvalidDevicePointer: a bad range, or
                 bytes a running declared host function did not declare.
         """
         if not isinstance(readonly, bool):
@@ -58,9 +59,13 @@ class DeviceBase:
             raise TypeError("dtype is required")
         count = as_optional_int(count, "count", expected="an int or None")
         dt = np.dtype(dtype)
+        if dt.itemsize == 0 or dt.hasobject:  # no element count, or Python objects in bytes
+            raise TypeError(f"device memory cannot be viewed as {dt!r}: it needs sized plain data")
         self.memory.resolve(ptr, (count or 0) * dt.itemsize)
-        view = self.memory.view(ptr.address, dt)
-        return checked_view(self, ptr, view if count is None else view[:count], readonly)
+        # Always a new array object: the allocator's view is cached and is what kernels get,
+        # so a caller setting its shape or flags on it would break every later dispatch.
+        view = self.memory.view(ptr.address, dt)[:count]
+        return checked_view(self, ptr, view, readonly)
 
     def _retire(self) -> None:
         """Called once ``configure_devices`` replaced this device (the layer above adds to it)."""

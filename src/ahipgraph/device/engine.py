@@ -39,6 +39,7 @@ import asyncio
 import sys
 import threading
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar, copy_context
 from typing import TYPE_CHECKING, Any
 
 from ..core.clock import SimClock
@@ -52,6 +53,13 @@ if TYPE_CHECKING:
     from .signal import Signal
 
 __all__ = ["PUMP_BUDGET", "Engine", "current_loop", "running_loop"]
+
+# The engine whose device work (an async kernel body or host function) the calling task is,
+# in a cell emptied when that work ends: set in the context each such task starts with, so a
+# wait that could only end after the waiter itself finished is refused instead of hanging for
+# good. A task the work spawned inherits the cell, and is free to wait once the work is done.
+_DEVICE_WORK: ContextVar[list[Engine | None]] = ContextVar("ahipgraph_device_work")
+_NO_WORK: list[Engine | None] = [None]
 
 # The caller's running loop or None, without raising: the one way the device layer asks.
 current_loop = asyncio._get_running_loop
@@ -272,9 +280,16 @@ class Engine:
         """Park until nothing is in flight (at once if nothing is).
 
         Raises:
-            IllegalState: the engine is busy on another event loop.
+            IllegalState: the engine is busy on another event loop, or the caller is this
+                engine's own device work (it would wait for itself).
         """
         if self.in_flight:
+            if _DEVICE_WORK.get(_NO_WORK)[0] is self:
+                raise IllegalState(
+                    f"device {self.device.ordinal}: device work (an async kernel body or host "
+                    "function) waited for its own device to be idle, which it never is while "
+                    "that work runs"
+                )
             self.bind_loop()
             while self.in_flight:
                 await self._idle.park()
@@ -321,8 +336,19 @@ class Engine:
         is made inside that context, so it starts with a copy of it.
         """
         if isinstance(awaitable, InContext):
-            return awaitable.context.run(asyncio.ensure_future, awaitable.awaitable, loop=self.loop)
-        return asyncio.ensure_future(awaitable, loop=self.loop)
+            context, awaitable = awaitable.context, awaitable.awaitable
+        else:
+            context = copy_context()
+        return context.run(self._start_in_context, awaitable)
+
+    def _start_in_context(self, awaitable: Awaitable[Any]) -> asyncio.Future[Any]:
+        """Start ``awaitable`` as a task of the current context, marked as this engine's work
+        (see :meth:`wait_idle`)."""
+        cell: list[Engine | None] = [self]
+        _DEVICE_WORK.set(cell)
+        future = asyncio.ensure_future(awaitable, loop=self.loop)
+        future.add_done_callback(lambda _: cell.__setitem__(0, None))
+        return future
 
     def report_exception(self, context: dict[str, Any]) -> bool:
         """Give an error of device-run user code to the owner loop's exception handler.

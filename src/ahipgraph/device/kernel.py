@@ -100,15 +100,41 @@ def launch_dims(
 
 
 class Threads:
-    """What a kernel body knows about its launch."""
+    """What a kernel body knows about its launch.
+
+    Immutable: one Threads is shared by every launch of its shape, of any kernel, on any
+    device (``runtime/params.py`` makes it once per shape), so a body that assigned
+    ``t.count`` would change what every later launch of that shape runs over.
+    """
 
     __slots__ = ("block", "count", "grid", "shared_mem")
 
-    def __init__(self, grid: Dim3, block: Dim3, shared_mem: int = 0) -> None:
-        self.grid = grid
-        self.block = block
-        self.count = grid.volume * block.volume
-        self.shared_mem = shared_mem
+    block: Dim3
+    count: int
+    grid: Dim3
+    shared_mem: int
+
+    def __init__(self, grid: DimLike, block: DimLike, shared_mem: int = 0) -> None:
+        # The runtime passes Dim3s; a user building one to call a body directly (a unit test
+        # of a kernel) may pass ints or tuples, as a launch takes them.
+        if type(grid) is not Dim3:
+            grid = _dim3(grid, "grid")
+        if type(block) is not Dim3:
+            block = _dim3(block, "block")
+        shared_mem = as_int(shared_mem, "shared_mem")
+        if min(grid) <= 0 or min(block) <= 0:
+            raise InvalidConfiguration(f"grid {tuple(grid)} and block {tuple(block)} must be > 0")
+        init = object.__setattr__  # made once per launch shape, never per launch
+        init(self, "grid", grid)
+        init(self, "block", block)
+        init(self, "count", grid.volume * block.volume)
+        init(self, "shared_mem", shared_mem)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"Threads is read-only: cannot set {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"Threads is read-only: cannot delete {name!r}")
 
     @property
     def ids(self) -> npt.NDArray[np.int64]:
@@ -149,11 +175,25 @@ class Kernel:
     ) -> None:
         if not callable(body):
             raise TypeError(f"a kernel body must be callable, got {body!r}")
+        if inspect.isgeneratorfunction(body) or inspect.isasyncgenfunction(body):
+            # Calling one only makes a generator: the body would never run, and every launch
+            # would "succeed" having done nothing.
+            raise TypeError(
+                f"a kernel body must be a function or an async function, not a generator "
+                f"function: {body!r}"
+            )
         if name is not None and not isinstance(name, str):
             raise TypeError(f"a kernel name must be a str, got {name!r}")
         # A partial or a callable object has no __name__ of its own: name it by its type.
         label: str = name or getattr(body, "__name__", None) or type(body).__name__
-        signature = inspect.signature(body, eval_str=True)
+        try:
+            signature = inspect.signature(body, eval_str=True)
+        except (NameError, AttributeError, SyntaxError, ArithmeticError) as error:
+            # A string annotation (``from __future__ import annotations``) with a typo in it:
+            # say which kernel, rather than a bare NameError from inside ``inspect``.
+            raise TypeError(
+                f"kernel {label!r}: its parameter annotations cannot be evaluated: {error!r}"
+            ) from error
         params = list(signature.parameters.values())
         if not params:
             raise TypeError(f"kernel {label!r} needs a first parameter for its Threads")

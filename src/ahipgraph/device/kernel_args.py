@@ -15,6 +15,7 @@ The runtime reads the :class:`ArgType` back from the annotation with :func:`arg_
 
 from __future__ import annotations
 
+import math
 import struct
 import types
 from collections.abc import Callable, Sequence
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Generic, TypeVar, get_args, ge
 import numpy as np
 
 from ..core.errors import InvalidValue
+from ..core.ints import int_or_none
 from .pointer import DevicePtr
 
 if TYPE_CHECKING:
@@ -96,6 +98,8 @@ class ScalarType(ArgType):
                 raise TypeError(f"parameter {param!r} ({self.name}) needs a number, got {value!r}")
             try:
                 number = float(value)
+                if math.isinf(number) and not np.isinf(value):
+                    raise OverflowError  # a finite numpy long double past float64's range
                 if self.size == 4:
                     _FLOAT32_STRUCT.pack(number)  # finite values past float32's range overflow here
             except OverflowError:
@@ -103,9 +107,12 @@ class ScalarType(ArgType):
                     f"parameter {param!r} ({self.name}) out of range: {value!r}"
                 ) from None
             return number
-        if not isinstance(value, int | np.integer):
+        # The integer rule (core/ints.py), as every other integer argument: numpy's
+        # timedelta64 is an np.integer subclass, but a duration is not an integer.
+        integer = int(value) if isinstance(value, int) else int_or_none(value)
+        if integer is None:
             raise TypeError(f"parameter {param!r} ({self.name}) needs an int, got {value!r}")
-        value = int(value)
+        value = integer
         if not self.minimum <= value <= self.maximum:
             raise ValueError(
                 f"parameter {param!r} ({self.name}) out of range "

@@ -118,6 +118,10 @@ class DeviceMemory:
         self.frees = 0
         # Peer memories whose addresses kernels here may use, by ordinal (see device/peer.py).
         self.peers: dict[int, DeviceMemory] = {}
+        # The memories that have this one among their peers: when memory goes away here, the
+        # views their dispatch ops kept of it are stale too, so their ``frees`` move as well.
+        # Replaced whole (never changed in place) under device/peer.py's lock.
+        self.mapped_by: tuple[DeviceMemory, ...] = ()
 
     # -- allocation -----------------------------------------------------------------------------
 
@@ -161,6 +165,11 @@ class DeviceMemory:
             allocation = self._by_base.get(ptr.address) if ptr.device == self.ordinal else None
             if allocation is None or allocation.buffer is None:
                 raise InvalidValue(f"{ptr!r} is not a live allocation of device {self.ordinal}")
+            if allocation.base in self._static:  # a symbol's: freed, the symbol would be dead
+                raise InvalidValue(
+                    f"{ptr!r} is a device symbol's storage on device {self.ordinal}, "
+                    "not an allocation to free"
+                )
             if allocation.reserved:
                 self._drop_views(allocation)
                 allocation.buffer = None
@@ -168,7 +177,8 @@ class DeviceMemory:
             else:
                 self._remove(allocation)
                 self._bytes_in_use -= allocation.nbytes
-                self._static.discard(allocation.base)
+        if self.mapped_by:
+            self._tell_mappers()
 
     def mark_static(self, ptr: DevicePtr) -> None:
         """Count ``ptr``'s allocation as the device's own (a symbol's storage), not a user's."""
@@ -224,6 +234,8 @@ class DeviceMemory:
                 allocation.buffer = None
                 self._drop_views(allocation)
                 self.graph_pool.released(allocation.nbytes)
+        if self.mapped_by:
+            self._tell_mappers()
 
     def unreserve(self, ptr: DevicePtr) -> None:
         """Give back a reservation's address space (and its memory, if committed)."""
@@ -232,6 +244,21 @@ class DeviceMemory:
             if allocation.buffer is not None:
                 self.graph_pool.released(allocation.nbytes)
             self._remove(allocation)
+        if self.mapped_by:
+            self._tell_mappers()
+
+    def _tell_mappers(self) -> None:
+        """Memory went away here: the devices mapping this one as a peer must not keep using
+        views of it (their dispatch ops compare their own ``frees``). Called without this
+        memory's lock held, so two peers freeing at once never wait on each other's lock."""
+        for mapper in self.mapped_by:
+            mapper.peer_memory_changed()
+
+    def peer_memory_changed(self) -> None:
+        """Memory this device reached through a peer went away, or the peer's mapping did:
+        views kept of it are stale (``frees`` moves, as for memory of its own)."""
+        with self._lock:
+            self.frees += 1
 
     # -- the graph memory pool (see graph_pool.py) -------------------------------------------------
 
@@ -385,10 +412,12 @@ class DeviceMemory:
         view = self._views.get(key)  # the dispatch fast path: one dict lookup, no lock
         if view is not None:
             return view
-        if not self.address_base <= address < self.address_end and self.peers:
-            peer = self.peers.get((address >> _ADDRESS_SPACE_SHIFT) - 1)
+        if not self.address_base <= address < self.address_end:
+            owner = (address >> _ADDRESS_SPACE_SHIFT) - 1
+            peer = self.peers.get(owner)
             if peer is not None:  # peer access enabled: the owner's allocator resolves it
                 return peer.view(address, dtype)
+            raise InvalidDevicePointer(self._foreign(address, owner))
         with self._lock:  # see resolve()
             allocation = self._find(DevicePtr(self.ordinal, address))
             assert allocation.buffer is not None
@@ -398,6 +427,17 @@ class DeviceMemory:
             allocation.views[key] = view
             self._views[key] = view
         return view
+
+    def _foreign(self, address: int, owner: int) -> str:
+        """Why ``address``, outside this device's range, does not resolve here: the message
+        names the device that owns it (a pointer made with this device's ordinal would
+        misname it)."""
+        if owner < 0:
+            return f"address {address:#x} is not a device address (device {self.ordinal})"
+        return (
+            f"address {address:#x} lies in device {owner}'s address range, and device "
+            f"{self.ordinal} has no peer access to it"
+        )
 
     def _drop_views(self, allocation: Allocation) -> None:
         """Forget an allocation's cached views (it is being freed). Call with the lock held."""

@@ -40,35 +40,36 @@ def peer_of(device: DeviceBase, peer: Any) -> DeviceBase:
             itself (HIP's answer for a device and itself).
         TypeError: neither a Device nor an int.
     """
-    from .table import get_device
-
-    if isinstance(peer, DeviceBase):
-        if get_device(peer.ordinal) is not peer:
-            raise InvalidDevice(f"{peer!r} is no longer configured")
-        other = peer
-    else:
-        if peer is None:
-            raise TypeError("peer must be a Device or an ordinal, got None")
-        other = get_device(peer)  # TypeError / InvalidDevice
-    if get_device(device.ordinal) is not device:
-        raise InvalidDevice(f"{device!r} is no longer configured")
+    other = _configured_pair(device, peer)
     if other is device:
         raise InvalidDevice(f"device {device.ordinal} cannot be its own peer")
+    return other
+
+
+def _configured_pair(device: DeviceBase, peer: Any) -> DeviceBase:
+    """``peer`` as a configured device, once both it and ``device`` are known to be configured.
+
+    Raises: as :func:`peer_of`, but a device and itself pass.
+    """
+    from .table import configured, live
+
+    other = configured(peer, "peer")
+    live(device)
     return other
 
 
 def can_access_peer(device: DeviceBase, peer: Any) -> bool:
     """``hipDeviceCanAccessPeer``: every simulated device can map every other; itself: False.
 
-    Raises:
-        InvalidDevice: no such device. TypeError: not a Device or an ordinal.
-    """
-    from .table import get_device
+    A device of an earlier configuration, on either side, is no device at all: it is
+    ``InvalidDevice`` here as in :func:`enable_peer_access`, never a "yes" for memory that
+    kernels of the configured devices can no longer reach.
 
-    if peer is None:  # not "the current device", as get_device(None) would read it
-        raise TypeError("peer must be a Device or an ordinal, got None")
-    other = peer if isinstance(peer, DeviceBase) else get_device(peer)
-    return other is not device
+    Raises:
+        InvalidDevice: no such device, or one ``configure_devices`` replaced.
+        TypeError: not a Device or an ordinal.
+    """
+    return _configured_pair(device, peer) is not device
 
 
 def enable_peer_access(device: DeviceBase, peer: Any, flags: int = 0) -> None:
@@ -89,6 +90,7 @@ def enable_peer_access(device: DeviceBase, peer: Any, flags: int = 0) -> None:
                 f"device {device.ordinal} already accesses device {other.ordinal}"
             )
         peers[other.ordinal] = other.memory
+        other.memory.mapped_by = (*other.memory.mapped_by, device.memory)
 
 
 def disable_peer_access(device: DeviceBase, peer: Any) -> None:
@@ -104,3 +106,8 @@ def disable_peer_access(device: DeviceBase, peer: Any) -> None:
             raise PeerAccessNotEnabled(
                 f"device {device.ordinal} does not access device {other.ordinal}"
             )
+        mine = device.memory
+        other.memory.mapped_by = tuple(m for m in other.memory.mapped_by if m is not mine)
+    # Views of the peer's memory that dispatch ops kept (a graph's replays keep them) must go:
+    # without this, a replay after the disable still read and wrote the peer's memory.
+    mine.peer_memory_changed()

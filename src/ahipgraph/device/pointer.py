@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core.ints import not_an_int
+from ..core.ints import int_or_none, not_an_int
 
 __all__ = ["DevicePtr", "NULL"]
 
@@ -42,9 +42,15 @@ class DevicePtr:
     def __reduce__(self) -> tuple[type[DevicePtr], tuple[Any, Any]]:
         return (DevicePtr, (self.device, self.address))
 
+    # An offset follows the integer rule (core/ints.py): numpy integers move a pointer as ints
+    # do, and a bool never does (``ptr + flag`` is a bug, not a one-byte step), although
+    # ``bool`` subclasses ``int``. Refused offsets give Python's TypeError for the operator.
     def __add__(self, offset: int) -> DevicePtr:
-        if not isinstance(offset, int):
-            return NotImplemented
+        if type(offset) is not int:
+            checked = int_or_none(offset)
+            if checked is None:
+                return NotImplemented
+            offset = checked
         return DevicePtr(self.device, self.address + offset)
 
     __radd__ = __add__
@@ -54,9 +60,10 @@ class DevicePtr:
             if other.device != self.device:
                 raise ValueError("cannot subtract pointers of different devices")
             return self.address - other.address
-        if isinstance(other, int):
-            return DevicePtr(self.device, self.address - other)
-        return NotImplemented
+        offset = other if type(other) is int else int_or_none(other)
+        if offset is None:
+            return NotImplemented
+        return DevicePtr(self.device, self.address - offset)
 
     def __int__(self) -> int:
         return self.address

@@ -6,9 +6,22 @@ import enum
 import math
 from dataclasses import dataclass, field
 
-from ..core.ints import as_int, int_or_none
+import numpy as np
 
-__all__ = ["CopyKind", "CostModel", "DeviceProperties", "copy_kind_or_none"]
+from ..core.ints import as_int, int_or_none, is_bool
+
+__all__ = [
+    "MAX_HARDWARE_QUEUES",
+    "CopyKind",
+    "CostModel",
+    "DeviceProperties",
+    "copy_kind_or_none",
+]
+
+MAX_HARDWARE_QUEUES = 1024
+"""The most hardware queues a device may have. A GPU schedules a few dozen (ROCm uses 4 by
+default); the bound catches a mistyped count, whose queues would all be built when the device
+is configured (a million took seconds per device)."""
 
 
 class CopyKind(enum.IntEnum):
@@ -46,6 +59,27 @@ def _plain_ints(record: object, names: tuple[str, ...]) -> list[int]:
         object.__setattr__(record, name, value)
         values.append(value)
     return values
+
+
+def _rate(value: object, name: str) -> float:
+    """A cost model's rate as a plain positive finite float.
+
+    Any real number is taken (Python's or numpy's, ints too, as a computed rate often is one)
+    and stored as a ``float``, so every copy's cost is computed in one arithmetic whatever the
+    configuration passed; a bool is not a rate. An int too large for a float is out of range.
+
+    Raises:
+        TypeError: not a real number. ValueError: zero, negative, infinite, NaN or too large.
+    """
+    if is_bool(value) or not isinstance(value, int | float | np.integer | np.floating):
+        raise TypeError(f"CostModel.{name} must be a number, got {value!r}")
+    try:
+        rate = float(value)
+    except OverflowError:
+        rate = math.inf
+    if not 0 < rate < math.inf:
+        raise ValueError(f"invalid cost model: {name}={value!r} (a positive finite rate)")
+    return rate
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,11 +121,7 @@ class CostModel:
             if value < (1 if name == "lanes_per_cu" else 0):
                 raise ValueError(f"invalid cost model: {name}={value!r}")
         for name in ("host_bytes_per_ns", "device_bytes_per_ns", "peer_bytes_per_ns"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise TypeError(f"CostModel.{name} must be a number, got {value!r}")
-            if not 0 < value < math.inf:
-                raise ValueError(f"invalid cost model: {name}={value!r} (a positive finite rate)")
+            object.__setattr__(self, name, _rate(getattr(self, name), name))
 
     def kernel_ns(self, threads: int, compute_units: int, duration_ns: int | None) -> int:
         if duration_ns is not None:
@@ -168,3 +198,8 @@ class DeviceProperties:
             or min(grid) < 1
         ):
             raise ValueError(f"invalid device properties: {self}")
+        if self.hardware_queues > MAX_HARDWARE_QUEUES:
+            raise ValueError(
+                f"DeviceProperties.hardware_queues={self.hardware_queues}: at most "
+                f"{MAX_HARDWARE_QUEUES}"
+            )

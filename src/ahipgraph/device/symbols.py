@@ -15,6 +15,7 @@ Thread-safety: one lock guards the name table and the set of loaded devices.
 
 from __future__ import annotations
 
+import math
 import threading
 import weakref
 from typing import TYPE_CHECKING, Any
@@ -26,6 +27,7 @@ from ..core.ints import as_int, int_or_none
 from .pointer import DevicePtr
 
 if TYPE_CHECKING:
+    from .base import DeviceBase
     from .memory import DeviceMemory
 
 __all__ = ["DeviceSymbol", "device_symbol", "lookup_symbol", "symbol_statistics"]
@@ -50,7 +52,8 @@ class DeviceSymbol:
         self.name = name
         self.dtype = dtype
         self.shape = shape
-        self.nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        # Python ints: a product of large extents in int64 would wrap round to a small size.
+        self.nbytes = math.prod(shape) * dtype.itemsize
         self._storage: weakref.WeakKeyDictionary[DeviceMemory, DevicePtr] = (
             weakref.WeakKeyDictionary()
         )
@@ -62,11 +65,7 @@ class DeviceSymbol:
         Raises:
             InvalidDevice: no such device. TypeError: not a Device, ordinal or None.
         """
-        from .base import DeviceBase
-        from .table import get_device
-
-        dev = device if isinstance(device, DeviceBase) else get_device(device)
-        return self.address_on(dev.memory)
+        return self.address_on(_configured(device).memory)
 
     def address_on(self, memory: DeviceMemory) -> DevicePtr:
         with _lock:
@@ -77,16 +76,28 @@ class DeviceSymbol:
 
     def view(self, device: Any = None) -> Any:
         """A host-side typed view of the symbol on ``device`` (for inspection and tests)."""
-        from .base import DeviceBase
-        from .table import get_device
-
-        dev = device if isinstance(device, DeviceBase) else get_device(device)
+        dev = _configured(device)
         ptr = self.address_on(dev.memory)
         count = self.nbytes // self.dtype.itemsize
         return dev.view(ptr, self.dtype, count).reshape(self.shape)
 
     def __repr__(self) -> str:
         return f"<DeviceSymbol {self.name!r} {self.nbytes} bytes {self.dtype}{list(self.shape)}>"
+
+
+def _configured(device: Any) -> DeviceBase:
+    """``device`` (a Device, an ordinal, or None for the current one) as a configured device.
+
+    A device ``configure_devices`` replaced is refused: loading a symbol there would give
+    memory to a device nothing can use any more.
+
+    Raises:
+        InvalidDevice: no such device, or a replaced one. TypeError: not a Device or an int.
+    """
+    from .base import DeviceBase
+    from .table import get_device, live
+
+    return live(device) if isinstance(device, DeviceBase) else get_device(device)
 
 
 def _load_one(symbol: DeviceSymbol, memory: DeviceMemory) -> DevicePtr:
@@ -131,6 +142,8 @@ def device_symbol(
         if None in extents:
             raise TypeError(f"shape must be ints, got {shape!r}")
         dims = tuple(extent for extent in extents if extent is not None)
+        if any(extent < 0 for extent in dims):  # two negatives would make a positive size
+            raise ValueError(f"symbol {name!r}: shape {shape!r} has a negative extent")
     symbol = DeviceSymbol(name, dt, dims)
     if symbol.nbytes < 1:
         raise ValueError(f"symbol {name!r} must have at least one byte, got {symbol.nbytes}")

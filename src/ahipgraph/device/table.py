@@ -28,6 +28,7 @@ __all__ = [
     "MAX_DEVICES",
     "check_range",
     "configure_devices",
+    "configured",
     "current_properties",
     "device_count",
     "get_device",
@@ -100,7 +101,8 @@ def checked_configuration(
         if len(props) != count:
             raise ValueError(f"{count} devices but {len(props)} property sets")
     else:
-        props = [given or DeviceProperties()] * count
+        # Only None means "the defaults": an empty dict, 0 or "" is a mistake to report.
+        props = [DeviceProperties() if given is None else given] * count
     checked: list[DeviceProperties] = []
     for prop in props:
         if not isinstance(prop, DeviceProperties):
@@ -181,6 +183,23 @@ def live(device: DeviceBase) -> DeviceBase:
     if not (0 <= device.ordinal < len(table) and table[device.ordinal] is device):
         raise InvalidDevice(f"{device!r} is no longer a configured device")
     return device
+
+
+def configured(device: object, what: str) -> DeviceBase:
+    """The configured device an argument names: a Device still in the table, or an ordinal.
+
+    For arguments that name a device explicitly (a peer, a copy's endpoint device): None is
+    not "the current device" there, and a Device ``configure_devices`` replaced is no device.
+
+    Raises:
+        InvalidDevice: no such device, or a replaced one.
+        TypeError: None, or neither a Device nor an int.
+    """
+    if isinstance(device, DeviceBase):
+        return live(device)
+    if device is None:
+        raise TypeError(f"{what} must be a Device or an ordinal, got None")
+    return get_device(device)  # type: ignore[arg-type]  # TypeError / InvalidDevice
 
 
 def check_range(ptr: DevicePtr, nbytes: int) -> None:

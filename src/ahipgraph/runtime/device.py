@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy.typing as npt
 
+from ..core.errors import HipError
 from ..core.lifecycle import NoCopy, WeakList
 from ..device import table as _table
 from ..device.base import DeviceBase
@@ -90,6 +91,9 @@ class Device(DeviceBase, DeviceCopyMixin, NoCopy):
         # and readers get a snapshot, so a removal never skips another stream.
         self._streams: WeakList[Stream] = WeakList()
         self._streams_lock = threading.Lock()
+        # Streams destroyed with work in flight or a failure not yet reported: their failures
+        # are still this device's to report at its next synchronize (see _remove_stream).
+        self._orphans: list[Stream] = []
 
     # -- the engine (device/engine.py) -----------------------------------------------------------
 
@@ -116,8 +120,34 @@ class Device(DeviceBase, DeviceCopyMixin, NoCopy):
             self._streams.append(stream)
 
     def _remove_stream(self, stream: Stream) -> None:
-        with self._streams_lock, contextlib.suppress(ValueError):
-            self._streams.remove(stream)
+        """Forget a destroyed stream, keeping it as an orphan while it may still owe a failure.
+
+        A destroyed stream's work still runs, and it may fail: ``synchronize`` must report
+        that failure (as it would have had the stream stayed open) rather than lose it with
+        the stream. Orphans that finished without one are dropped here and by ``synchronize``,
+        so the list holds only streams that are still busy or have a failure to report.
+        """
+        with self._streams_lock:
+            with contextlib.suppress(ValueError):
+                self._streams.remove(stream)
+            self._orphans = [s for s in self._orphans if _owes_failure(s)]
+            if _owes_failure(stream):
+                self._orphans.append(stream)
+
+    def _take_orphan_error(self) -> HipError | None:
+        """The first unreported failure of a destroyed stream (then cleared), or None."""
+        if not self._orphans:  # the common case: no lock taken
+            return None
+        with self._streams_lock:
+            orphans = [s for s in self._orphans if _owes_failure(s)]
+            error = None
+            for index, stream in enumerate(orphans):
+                error = stream._take_error()
+                if error is not None:
+                    del orphans[index]
+                    break
+            self._orphans = orphans
+        return error
 
     # -- memory ---------------------------------------------------------------------------------
 
@@ -161,8 +191,9 @@ class Device(DeviceBase, DeviceCopyMixin, NoCopy):
         :func:`ahipgraph.host_function`).
 
         Raises:
-            TypeError: ``ptr`` is not a DevicePtr, ``dtype`` is None or not a numpy dtype, or
-                ``count`` is not an int. InvalidValue / InvalidDevicePointer: a bad range, or
+            TypeError: ``ptr`` is not a DevicePtr, ``dtype`` is None, not a numpy dtype, one of
+                no size or one holding Python objects, or ``count`` is not an int.
+            InvalidValue / InvalidDevicePointer: a bad range, or
                 bytes a running declared host function did not declare.
             RaceError: under ``ahg.race_check(on_race="raise")``, the access races.
         """
@@ -231,12 +262,18 @@ class Device(DeviceBase, DeviceCopyMixin, NoCopy):
 
     @property
     def null_stream(self) -> Stream:
-        """The legacy default stream: it orders with every other blocking stream."""
+        """The legacy default stream: it orders with every other blocking stream.
+
+        Raises InvalidDevice when it would be made on a device ``configure_devices`` replaced:
+        the implicit streams of a replaced device are retired with it, and one made later would
+        stay registered (and keep the device alive) for good.
+        """
         if self._null_stream is None:
             from .stream import Stream
 
             with self._lock:
                 if self._null_stream is None:
+                    _table.live(self)
                     self._null_stream = Stream._create(self, null=True)
         return self._null_stream
 
@@ -252,8 +289,9 @@ class Device(DeviceBase, DeviceCopyMixin, NoCopy):
         """Wait for all work on the device (``hipDeviceSynchronize``).
 
         Raises:
-            HipError: the first unreported failure of any stream of this device (then cleared;
-                failures of other streams stay pending for their next synchronize).
+            HipError: the first unreported failure of any stream of this device, a destroyed
+                one's included (then cleared; failures of other streams stay pending for their
+                next synchronize).
             StreamCaptureUnsupported: a capture is in progress (every capture is invalidated).
         """
         if capture_checks is not None:
@@ -262,7 +300,12 @@ class Device(DeviceBase, DeviceCopyMixin, NoCopy):
         self.clock.observe(max(queue.busy_until for queue in self.queues))
         if observe.observer is not None:
             observe.observer.device_synchronized(self)
-        for stream in self.streams:  # one failure per call; the others stay reported
+        # One failure per call; the others stay pending. Destroyed streams' failures first:
+        # their work was enqueued before the streams were destroyed.
+        error = self._take_orphan_error()
+        if error is not None:
+            raise error.with_traceback(None)
+        for stream in self.streams:
             error = stream._take_error()
             if error is not None:  # perhaps raised before, by an await of its completion
                 raise error.with_traceback(None)
@@ -351,6 +394,12 @@ class Device(DeviceBase, DeviceCopyMixin, NoCopy):
             f"<Device {self.ordinal} {self.properties.name!r} in_flight={self.engine.in_flight} "
             f"memory={self.memory.bytes_in_use}/{self.memory.total_bytes}>"
         )
+
+
+def _owes_failure(stream: Stream) -> bool:
+    """Whether ``stream`` has a failure to report, or work in flight that may still fail."""
+    tail = stream.tail
+    return stream._error is not None or (tail is not None and tail.value > 0)
 
 
 _FACTORY_KEY = object()

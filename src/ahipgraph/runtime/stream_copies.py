@@ -21,9 +21,9 @@ from ..core.errors import InvalidMemcpyDirection, InvalidValue
 from ..device.pointer import DevicePtr
 from ..device.properties import CopyKind
 from ..device.symbols import check_symbol_range, lookup_symbol
-from ..device.table import check_range
+from ..device.table import check_range, configured
 from .completion import Completion
-from .device import Device, get_device
+from .device import Device
 from .enqueue import enqueue_pair
 from .params import (
     Endpoint,
@@ -141,7 +141,7 @@ def peer_params(
 ) -> MemcpyParams:
     """``hipMemcpyPeer``'s arguments: each pointer must belong to the device named with it."""
     for ptr, device, role in ((dst, dst_device, "dst"), (src, src_device, "src")):
-        ordinal = device.ordinal if isinstance(device, Device) else get_device(device).ordinal
+        ordinal = configured(device, f"{role}_device").ordinal
         _check_endpoint(ptr, role)
         if not isinstance(ptr, DevicePtr):
             raise TypeError(f"{role} of a peer copy must be a DevicePtr, got {ptr!r}")

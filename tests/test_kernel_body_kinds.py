@@ -1,0 +1,79 @@
+"""What a kernel body may be and do: generator functions are refused when declared (their
+body would never run), and the launch description a body receives is shared and read-only."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+
+import numpy as np
+import pytest
+
+import ahipgraph as ahg
+from cleanup import destroy
+
+
+def test_a_generator_function_is_not_a_kernel_body() -> None:
+    def steps(t: ahg.Threads, n: ahg.int32) -> Iterator[int]:
+        yield n
+
+    with pytest.raises(TypeError, match="generator function"):
+        ahg.kernel(steps)
+
+
+def test_an_async_generator_function_is_not_a_kernel_body() -> None:
+    async def steps(t: ahg.Threads) -> AsyncIterator[int]:
+        yield 1
+
+    with pytest.raises(TypeError, match="generator function"):
+        ahg.kernel(name="steps")(steps)
+
+
+@ahg.kernel
+def shrink_launch(t: ahg.Threads) -> None:
+    t.count = 1  # type: ignore[misc]
+
+
+@ahg.kernel
+def widen_grid(t: ahg.Threads) -> None:
+    del t.grid  # type: ignore[misc]
+
+
+@ahg.kernel
+def fill_ones(t: ahg.Threads, out: ahg.Ptr[ahg.int32]) -> None:
+    out[t.ids] = 1
+
+
+@pytest.mark.asyncio
+async def test_a_body_cannot_change_the_launch_shape_of_other_kernels(device: ahg.Device) -> None:
+    """One Threads serves every launch of a shape: a body that assigned ``t.count`` made every
+    later launch of 64 threads, of any kernel, run over one thread."""
+    stream = device.create_stream()
+    out = device.malloc(4 * 64)
+    for vandal in (shrink_launch, widen_grid):
+        failed = await stream.launch_kernel(vandal, 1, 64, ())
+        with pytest.raises(ahg.LaunchFailure) as caught:
+            await failed
+        assert isinstance(caught.value.__cause__, AttributeError)
+        with pytest.raises(ahg.LaunchFailure):
+            await stream.synchronize()  # the stream reports the failure once
+    await stream.launch_kernel(fill_ones, 1, 64, (out,))
+    await stream.synchronize()
+    assert int(device.view(out, np.int32).sum()) == 64
+    device.free(out)
+    destroy(stream)
+
+
+def test_threads_built_by_hand_take_dimensions_as_a_launch_does() -> None:
+    """A kernel body can be called directly with a Threads (a unit test of the body); ints
+    and tuples made an AttributeError from inside the class."""
+    threads = ahg.Threads(4, (2, 2))
+    assert threads.grid == ahg.Dim3(4, 1, 1)
+    assert threads.block == ahg.Dim3(2, 2, 1)
+    assert threads.count == 16
+    assert threads.ids.tolist() == list(range(16))
+    for grid, block in ((1.5, 1), ("4", 1), ((1, 2, 3, 4), 1), (1, True)):
+        with pytest.raises(TypeError, match="must be an int or a tuple"):
+            ahg.Threads(grid, block)  # type: ignore[arg-type]
+    for grid, block in ((0, 1), (4, (2, -1))):
+        with pytest.raises(ahg.InvalidConfiguration):
+            ahg.Threads(grid, block)
