@@ -25,6 +25,7 @@ methods are thread-safe (one short lock).
 from __future__ import annotations
 
 import bisect
+import contextlib
 import threading
 from dataclasses import dataclass
 
@@ -419,7 +420,7 @@ class DeviceMemory:
                 return peer.view(address, dtype)
             raise InvalidDevicePointer(self._foreign(address, owner))
         with self._lock:  # see resolve()
-            allocation = self._find(DevicePtr(self.ordinal, address))
+            allocation = self._holding_or_ending_at(address)
             assert allocation.buffer is not None
             offset = address - allocation.base
             count = (allocation.nbytes - offset) // dtype.itemsize
@@ -427,6 +428,26 @@ class DeviceMemory:
             allocation.views[key] = view
             self._views[key] = view
         return view
+
+    def _holding_or_ending_at(self, address: int) -> Allocation:
+        """The live allocation holding ``address``, or ending just before it. Hold the lock.
+
+        A pointer one past an allocation's end (``x + nbytes``, the end of a range) is a legal
+        kernel argument in HIP, which faults only when a thread dereferences it: its view is
+        empty, so any access through it fails as an out-of-range one does.
+
+        Raises:
+            InvalidDevicePointer: neither (the message names ``address`` itself).
+        """
+        try:
+            return self._find(DevicePtr(self.ordinal, address))
+        except InvalidDevicePointer:
+            if address > self.address_base:
+                with contextlib.suppress(InvalidDevicePointer):
+                    before = self._find(DevicePtr(self.ordinal, address - 1))
+                    if before.end == address:
+                        return before
+            raise
 
     def _foreign(self, address: int, owner: int) -> str:
         """Why ``address``, outside this device's range, does not resolve here: the message
