@@ -41,7 +41,7 @@ import math
 import random
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -221,7 +221,8 @@ class _Cycle:
 
     def build(self, shape_seed: int) -> Graph:
         builder = self.run.builders[shape_seed % len(self.run.builders)]
-        built: object = builder(random.Random(shape_seed), self.buffer)  # user code
+        with _carried_interrupts():
+            built: object = builder(random.Random(shape_seed), self.buffer)  # user code
         if not isinstance(built, Graph):
             # Say which builder broke its contract, rather than an AttributeError from the
             # harness's own use of the graph.
@@ -288,7 +289,11 @@ async def _async_cycle(cycle: _Cycle) -> None:
     run, rng = cycle.run, cycle.rng
     shape = rng.randrange(1 << 30)
     graph = cycle.build(shape)
-    graph_exec = graph.instantiate()
+    try:
+        graph_exec = graph.instantiate()
+    except BaseException:
+        graph.destroy()
+        raise
     run.count(cycle.name, 2)
     current = graph
     try:
@@ -397,20 +402,28 @@ def _thread_worker(run: _Run, index: int) -> None:
         while not run.stop.is_set():
             shape = rng.randrange(1 << 30)
             graph = cycle.build(shape)
-            graph_exec = graph.instantiate()
-            graph.destroy()  # the executable keeps running without its graph
+            try:
+                graph_exec = graph.instantiate()
+            finally:
+                graph.destroy()  # the executable keeps running without its graph
             launches = rng.randint(1, 6)
 
             async def launch_all(graph_exec: GraphExec = graph_exec, n: int = launches) -> None:
                 for _ in range(n):
                     await graph_exec.launch(stream)
 
-            anyio.from_thread.run(launch_all)
-            twin = cycle.build(shape)
-            if run.default:
-                cycle.expected += launches * _expected(twin)
-            graph_exec.destroy()  # from this thread, with launches likely still in flight
-            twin.destroy()
+            # However the cycle ends (a builder raising, the run cancelled while the loop
+            # launches), its executable is destroyed here rather than left to the collector.
+            try:
+                anyio.from_thread.run(launch_all)
+                twin = cycle.build(shape)
+                try:
+                    if run.default:
+                        cycle.expected += launches * _expected(twin)
+                finally:
+                    twin.destroy()
+            finally:
+                graph_exec.destroy()  # from this thread, with launches likely still in flight
             run.count(name, 3 + launches)
             with run.lock:
                 run.report.launches += launches
@@ -495,6 +508,9 @@ def stress(
             violations, _ = group.split(StressViolation)
             if violations is None:
                 leaves = _leaves(group)
+                for leaf in leaves:  # Ctrl-C or an exit from user code: as itself, first
+                    if isinstance(leaf, _Interrupt):
+                        raise leaf.error from None
                 if len(leaves) == 1:  # one error (a progress callback's, say) surfaces as itself
                     raise leaves[0] from None
                 raise
@@ -596,8 +612,32 @@ async def _deadline(run: _Run, scope: anyio.CancelScope) -> None:
 
 async def _progress(run: _Run, report: Callable[[StressReport], None]) -> None:
     while True:
-        report(run.report)
+        with _carried_interrupts():
+            report(run.report)  # user code
         await anyio.sleep(0.2)
+
+
+class _Interrupt(Exception):
+    """A ``KeyboardInterrupt`` or ``SystemExit`` that user code (a builder, the progress
+    callback) raised in a worker, carried through the task groups as an ordinary error.
+
+    Raised in an asyncio task (or handed to one by a worker thread), those two stop the event
+    loop on the spot: the drain never ran, handles were left to the collector, and asyncio
+    logged the unfinished run. Carried, they end the run like any failure, and :func:`stress`
+    raises the original once everything is cleaned up.
+    """
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(repr(error))
+        self.error = error
+
+
+@contextlib.contextmanager
+def _carried_interrupts() -> Iterator[None]:
+    try:
+        yield
+    except (KeyboardInterrupt, SystemExit) as error:
+        raise _Interrupt(error) from error
 
 
 async def _drain(run: _Run) -> None:
