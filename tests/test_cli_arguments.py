@@ -74,31 +74,25 @@ def test_probing_the_output_leaves_no_file_behind(
     assert (tmp_path / "out.json").read_text().startswith("{")
 
 
+@pytest.mark.parametrize(("ending", "status"), [("", 1), ("raise SystemExit(3)\n", 3)])
 def test_a_trace_that_cannot_be_saved_at_the_end_is_reported_without_a_traceback(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    ending: str,
+    status: int,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The directory goes away while the script runs: a message and status 1."""
+    """The directory goes away while the script runs: a message, and status 1 unless the
+    script's own status already says it failed."""
     monkeypatch.setattr(sys, "argv", list(sys.argv))
     where = tmp_path / "out"
     where.mkdir()
     script = tmp_path / "script.py"
-    script.write_text(f"import shutil\nshutil.rmtree({str(where)!r})\n")
-    assert main(["--plain", "trace", "-o", str(where / "t.json"), str(script)]) == 1
+    script.write_text(f"import shutil\nshutil.rmtree({str(where)!r})\n{ending}")
+    assert main(["--plain", "trace", "-o", str(where / "t.json"), str(script)]) == status
     err = capsys.readouterr().err
     assert "Traceback" not in err
     assert "cannot write" in err
-
-
-def test_the_status_of_a_failing_script_wins_over_a_failed_save(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(sys, "argv", list(sys.argv))
-    where = tmp_path / "out"
-    where.mkdir()
-    script = tmp_path / "script.py"
-    script.write_text(f"import shutil\nshutil.rmtree({str(where)!r})\nraise SystemExit(3)\n")
-    assert main(["--plain", "trace", "-o", str(where / "t.json"), str(script)]) == 3
-    assert "cannot write" in capsys.readouterr().err
 
 
 def test_bench_json_that_cannot_be_written_is_refused_at_once(

@@ -9,23 +9,7 @@ import pytest
 
 import ahipgraph as ahg
 from ahipgraph.testing import run_together
-
-
-def _kernel(name: str, duration_ns: int) -> ahg.Kernel:
-    def body(t: ahg.Threads) -> None:
-        pass
-
-    return ahg.Kernel(body, name=name, duration_ns=duration_ns)
-
-
-def fork_join() -> ahg.Graph:
-    a, b, c, d = (_kernel(n, t) for n, t in (("a", 100), ("b", 200), ("c", 300), ("d", 50)))
-    graph = ahg.Graph()
-    first = graph.add_kernel_node(a, 1, 1, ())
-    left = graph.add_kernel_node(b, 1, 1, (), deps=[first])
-    right = graph.add_kernel_node(c, 1, 1, (), deps=[first])
-    graph.add_kernel_node(d, 1, 1, (), deps=[left, right])
-    return graph
+from test_trace import fork_join
 
 
 @pytest.mark.asyncio

@@ -140,68 +140,59 @@ def check_imports_whole(trace: ahg.Trace) -> Imported:
     return imported
 
 
+def _kernel(name: str, duration_ns: int) -> ahg.Kernel:
+    def body(t: ahg.Threads) -> None:
+        pass
+
+    return ahg.Kernel(body, name=name, duration_ns=duration_ns)
+
+
+async def _wait_across_streams(device: ahg.Device, slow_kernels: int, after: bool) -> ahg.Trace:
+    """``slow_kernels`` kernels and an event record on one stream; on another, a wait for the
+    event posted at once, then (if ``after``) one more kernel."""
+    slow = _kernel("slow", 5000)
+    first, second = device.create_stream(), device.create_stream()
+    event = device.create_event()
+    with ahg.tracing() as trace:
+        for _ in range(slow_kernels):
+            await first.launch_kernel(slow, 1, 1, ())
+        await first.record_event(event)
+        await second.wait_event(event)
+        if after:
+            await second.launch_kernel(_kernel("after", 100), 1, 1, ())
+        await device.synchronize()
+    event.destroy()
+    first.destroy()
+    second.destroy()
+    return trace
+
+
 @pytest.mark.asyncio
 async def test_a_wait_posted_before_its_source_started_keeps_its_flow(
     device: ahg.Device,
 ) -> None:
     """The barrier begins waiting at once; the op that releases it starts later."""
-
-    def body(t: ahg.Threads) -> None:
-        pass
-
-    slow = ahg.Kernel(body, name="slow", duration_ns=5000)
-    after = ahg.Kernel(body, name="after", duration_ns=100)
-    first, second = device.create_stream(), device.create_stream()
-    event = device.create_event()
-    with ahg.tracing() as trace:
-        await first.launch_kernel(slow, 1, 1, ())
-        await first.launch_kernel(slow, 1, 1, ())
-        await first.record_event(event)
-        await second.wait_event(event)
-        await second.launch_kernel(after, 1, 1, ())
-        await device.synchronize()
+    trace = await _wait_across_streams(device, slow_kernels=2, after=True)
     (flow,) = trace.flows
     assert trace.ops[flow.target].start_ns < trace.ops[flow.source].start_ns  # the case
     imported = check_imports_whole(trace)
     ((_, end),) = imported.flows.values()
     assert end.name == "after"  # the arrow lands on the work the signal let run
-    event.destroy()
-    first.destroy()
-    second.destroy()
 
 
 @pytest.mark.asyncio
 async def test_a_wait_with_nothing_after_it_ends_its_flow_on_a_released_marker(
     device: ahg.Device,
 ) -> None:
-    def body(t: ahg.Threads) -> None:
-        pass
-
-    slow = ahg.Kernel(body, name="slow", duration_ns=5000)
-    first, second = device.create_stream(), device.create_stream()
-    event = device.create_event()
-    with ahg.tracing() as trace:
-        await first.launch_kernel(slow, 1, 1, ())
-        await first.record_event(event)
-        await second.wait_event(event)
-        await device.synchronize()
+    trace = await _wait_across_streams(device, slow_kernels=1, after=False)
     imported = check_imports_whole(trace)
     ((_, end),) = imported.flows.values()
     assert (end.name, end.dur) == ("released", 0)
-    event.destroy()
-    first.destroy()
-    second.destroy()
 
 
 @pytest.mark.asyncio
 async def test_every_flow_of_repeated_fork_join_launches_imports(device: ahg.Device) -> None:
-    def body(t: ahg.Threads) -> None:
-        pass
-
-    kernels = [
-        ahg.Kernel(body, name=n, duration_ns=d)
-        for n, d in zip("abcde", (100, 900, 50, 70, 30), strict=True)
-    ]
+    kernels = [_kernel(n, d) for n, d in zip("abcde", (100, 900, 50, 70, 30), strict=True)]
     graph = ahg.Graph()
     a = graph.add_kernel_node(kernels[0], 1, 1, ())
     b = graph.add_kernel_node(kernels[1], 1, 1, (), deps=[a])
