@@ -317,4 +317,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     _check_paths(parser, args)
     out = Output(plain=args.plain)
     run = {"stress": _stress, "trace": _trace, "bench": _bench}[args.command]
-    return run(args, out)
+    try:
+        return run(args, out)
+    finally:
+        # A run that raised (Ctrl-C, a failing script's own error) must not leave rich's bar
+        # redrawing over the traceback from its thread, with the terminal's cursor hidden.
+        out.done()
