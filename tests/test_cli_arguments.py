@@ -43,6 +43,11 @@ def test_plain_given_before_the_name_is_kept(monkeypatch: pytest.MonkeyPatch) ->
     assert seen == [True, False]
 
 
+NO_FILES_HERE = "/proc/self"  # a directory nobody can create a file in, root included
+needs_proc = pytest.mark.skipif(not Path(NO_FILES_HERE).is_dir(), reason="no /proc here")
+
+
+@needs_proc
 def test_a_trace_path_that_cannot_be_written_is_refused_before_the_script_runs(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -95,6 +100,7 @@ def test_a_trace_that_cannot_be_saved_at_the_end_is_reported_without_a_traceback
     assert "cannot write" in err
 
 
+@needs_proc
 def test_bench_json_that_cannot_be_written_is_refused_at_once(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
