@@ -1,8 +1,9 @@
 """The ``ahipgraph`` command (also ``python -m ahipgraph``): stress, trace and bench.
 
-* ``ahipgraph stress [--seed N] [--duration S | --ops N] [--tasks T] [--threads K]`` runs
-  :func:`ahipgraph.testing.stress` with a progress bar; on a broken invariant it prints the seed
-  and a minimal report and exits with status 1.
+* ``ahipgraph stress [--seed N] [--duration S | --ops N] [--tasks T] [--threads K]
+  [--no-faults]`` runs :func:`ahipgraph.testing.stress` (defaults: seed 0, 2,000 operations,
+  8 tasks, 2 threads, fault injection on) with a progress bar; on a broken invariant it prints
+  the seed and a minimal report and exits with status 1.
 * ``ahipgraph trace [-o trace.json] SCRIPT [args...]`` runs a Python script as ``__main__``
   under :func:`ahipgraph.tracing` and writes the Chrome Trace Event file (everything after
   SCRIPT is the script's own argument list, as with ``python -m cProfile``). The trace is
@@ -284,32 +285,37 @@ def main(argv: Sequence[str] | None = None) -> int:
     # from resetting the one given before the name.
     plain = argparse.ArgumentParser(add_help=False)
     plain.add_argument(
-        "--plain", action="store_true", default=argparse.SUPPRESS, help="as before the command"
+        "--plain",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="plain lines, no progress bar",
     )
     commands = parser.add_subparsers(dest="command", required=True)
 
     stress = commands.add_parser(
         "stress", parents=[plain], help="random graphs from many tasks and threads"
     )
-    stress.add_argument("--seed", type=int, default=0)
+    stress.add_argument("--seed", type=int, default=0, help="fixes every random choice (default 0)")
     limit = stress.add_mutually_exclusive_group()
     limit.add_argument("--duration", type=_seconds, help="seconds to run")
     limit.add_argument("--ops", type=_count(1), help="operations to run (default 2000)")
-    stress.add_argument("--tasks", type=_count(0), default=8)
-    stress.add_argument("--threads", type=_count(0), default=2)
+    stress.add_argument("--tasks", type=_count(0), default=8, help="async workers (default 8)")
+    stress.add_argument("--threads", type=_count(0), default=2, help="thread workers (default 2)")
     stress.add_argument("--no-faults", action="store_true", help="no fault injection")
 
     trace = commands.add_parser(
         "trace", parents=[plain], help="run a script under tracing, write the trace"
     )
     trace.add_argument("script")
-    trace.add_argument("-o", "--output", default="trace.json")
+    trace.add_argument(
+        "-o", "--output", default="trace.json", help="the trace file (default trace.json)"
+    )
     trace.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
 
     bench = commands.add_parser(
         "bench", parents=[plain], help="launch host cost, tracing off and on"
     )
-    bench.add_argument("--rounds", type=_count(1), default=9)
+    bench.add_argument("--rounds", type=_count(1), default=9, help="rounds (default 9)")
     bench.add_argument("--full", action="store_true", help="also run bench/launch.py")
     bench.add_argument("--json", help="with --full: write bench/launch.py's results here")
 
