@@ -9,14 +9,15 @@ import time
 import pytest
 
 import ahipgraph as ahg
-from ahipgraph.testing import leak_report, snapshot, stress
+from ahipgraph.testing import StressReport, leak_report, snapshot, stress
+from ahipgraph.testing.stress import Builder
 
 
 class Halt(BaseException):
     """Not an Exception: what a builder might raise to stop everything."""
 
 
-def _halting_after(calls: int, error: type[BaseException]) -> ahg.testing.stress.Builder:
+def _halting_after(calls: int, error: type[BaseException]) -> Builder:
     made = [0]
 
     def builder(rng: random.Random, buffer: ahg.DevicePtr) -> ahg.Graph:
@@ -63,7 +64,7 @@ def test_a_builder_that_raises_ends_the_run_with_its_exception(
 def test_a_progress_callback_that_interrupts_ends_the_run_as_itself(
     error: type[BaseException],
 ) -> None:
-    def progress(report: ahg.testing.StressReport) -> None:
+    def progress(report: StressReport) -> None:
         raise error("stop")
 
     before = snapshot()
