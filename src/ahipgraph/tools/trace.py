@@ -34,6 +34,7 @@ source record was appended before its target; records never refer to objects, on
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import threading
 import weakref
@@ -471,6 +472,16 @@ class _Recorder(hooks.Observer):
             self._record(program, info, ("marker", "signal"), program.time, program.time, None)
         assert info.last is not None
         self._producer[signal] = info.last
+
+    def op_failed(self, program: Program, op: Op, error: BaseException) -> None:
+        """An async body failed after its op was recorded: the record takes the error."""
+        with self._lock:
+            info = self._programs.get(program)
+            if self.closed or info is None or info.last is None:
+                return
+            record = self.trace.ops[info.last]  # the op whose body ran: the program waited
+            if record.error is None:
+                self.trace.ops[info.last] = dataclasses.replace(record, error=repr(error))
 
     def program_finished(self, program: Program) -> None:
         with self._lock:
