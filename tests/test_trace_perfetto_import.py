@@ -12,6 +12,7 @@ what it looks like:
 * a flow's ``s`` binds to the newest slice on the stack of its track (which is not closed
   first), an ``f`` with ``"bp": "e"`` likewise; an ``f`` read before its ``s`` is dropped, and a
   flow goes from the earlier of its two slices to the later one;
+* zero-length slices and instants of one track at one timestamp stack, a level each;
 * pid 0 and tid 0 are the kernel's idle task, so a file must not use them.
 """
 
@@ -44,6 +45,7 @@ class Imported:
     flows: dict[int, tuple[Slice, Slice]]  # flow id -> (from, to)
     dropped_slices: int
     dropped_flows: int
+    depth: dict[tuple[int, int], int]  # track -> deepest nesting of its slices (0: none)
 
 
 def _ns(value: float) -> int:
@@ -63,6 +65,7 @@ def perfetto_import(document: dict[str, Any]) -> Imported:
     started: dict[int, Slice] = {}
     flows: dict[int, tuple[Slice, Slice]] = {}
     dropped_slices = dropped_flows = 0
+    depth: dict[tuple[int, int], int] = {}
     for _, event in sorted(enumerate(events), key=order):
         phase, ts = event["ph"], _ns(event["ts"])
         if phase == "C":
@@ -84,6 +87,7 @@ def perfetto_import(document: dict[str, Any]) -> Imported:
             if not kept:
                 dropped_slices += 1
                 continue
+            depth[track] = max(depth.get(track, 0), len(stack))
             stack.append(new)
             slices.append(new)
         elif phase == "s":
@@ -101,16 +105,18 @@ def perfetto_import(document: dict[str, Any]) -> Imported:
             flows[event["id"]] = (source, target) if source.ts <= target.ts else (target, source)
         else:
             raise AssertionError(f"unexpected phase {phase!r}")
-    return Imported(slices, flows, dropped_slices, dropped_flows)
+    return Imported(slices, flows, dropped_slices, dropped_flows, depth)
 
 
 def check_imports_whole(trace: ahg.Trace) -> Imported:
     """Perfetto keeps every op and every flow of ``trace``, each flow from its source op to
     the barrier's end on the barrier's queue."""
     document = json.loads(trace.dumps())
+    events = document["traceEvents"]
     imported = perfetto_import(document)
     assert imported.dropped_slices == 0
     assert imported.dropped_flows == 0
+    assert all(imported.depth.get((pid, 1), 0) == 0 for pid in {e["pid"] for e in events})
     ids = {(e["pid"], e["tid"]) for e in document["traceEvents"] if "tid" in e}
     assert all(pid > 0 and tid > 0 for pid, tid in ids)
     assert all(e["pid"] > 0 for e in document["traceEvents"])
@@ -240,4 +246,32 @@ async def test_devices_and_their_tracks_are_named_without_pid_or_tid_zero(
     assert counters
     assert {e["pid"] for e in counters} == {1}
     device.free(buffer)
+    stream.destroy()
+
+
+@pytest.mark.asyncio
+async def test_launches_enqueued_at_one_instant_are_one_host_event(device: ahg.Device) -> None:
+    """The host clock stands still while it enqueues without waiting: twenty launches were
+    twenty instants at one timestamp, which Perfetto stacks twenty levels deep (a loop of a
+    thousand went past its depth limit of 512)."""
+    graph = ahg.Graph()
+    graph.add_kernel_node(_kernel("k", 100), 1, 1, ())
+    graph_exec = graph.instantiate()
+    stream = device.create_stream()
+    with ahg.tracing() as trace:
+        for _ in range(20):
+            await graph_exec.launch(stream)
+        await stream.synchronize()
+    document = json.loads(trace.dumps())
+    host = [e for e in document["traceEvents"] if e["ph"] == "i"]
+    assert len(trace.enqueues) == 20
+    (event,) = host
+    assert event["name"] == "20 enqueues"
+    calls = event["args"]["calls"]
+    assert [call["launch"] for call in calls] == list(range(20))
+    assert {call["name"] for call in calls} == {"launch exec 0"}
+    imported = perfetto_import(document)
+    assert imported.depth.get((event["pid"], event["tid"]), 0) == 0
+    graph_exec.destroy()
+    graph.destroy()
     stream.destroy()

@@ -21,6 +21,9 @@ says, whatever ``displayTimeUnit``):
 
 * process and thread ids start at 1 (device ``n`` is pid ``n + 1``, its host track tid 1 and
   queue ``k`` tid ``k + 2``): Perfetto takes pid 0 and tid 0 for the kernel's idle task;
+* the host enqueues of one device at one simulated instant are one instant event (``N
+  enqueues``, each call in its ``calls``): Perfetto stacks instants that share a timestamp a
+  level each, and the host's clock stands still while it enqueues without waiting;
 * Perfetto binds a flow to the slices it lands in and draws it from the earlier slice to the
   later, and drops one whose end it reads before its start. A barrier may begin waiting before
   the op that releases it has even started, so a flow starts inside the op that reached the
@@ -147,18 +150,27 @@ class Trace:
                 tid = _tid(queue)
                 events.append(_meta("thread_name", pid, tid, name=f"queue {queue}"))
                 events.append(_meta("thread_sort_index", pid, tid, sort_index=queue + 1))
+        # Perfetto stacks instants of one track that share a timestamp, one level each, and
+        # the host's clock stands still while it enqueues without waiting (a loop of 1,000
+        # launches is 1,000 enqueues at one instant): the calls of one instant are one event.
+        instants: dict[tuple[int, int], list[EnqueueRecord]] = {}
         for enqueue in self.enqueues:
-            args: dict[str, Any] = {"queue": enqueue.queue}
-            if enqueue.exec is not None:
-                args.update(exec=enqueue.exec, launch=enqueue.launch)
+            instants.setdefault((enqueue.device, enqueue.time_ns), []).append(enqueue)
+        for (device, time_ns), calls in instants.items():
+            if len(calls) == 1:
+                (enqueue,) = calls
+                name, args = enqueue.name, _enqueue_args(enqueue)
+            else:
+                name = f"{len(calls)} enqueues"
+                args = {"calls": [{"name": e.name, **_enqueue_args(e)} for e in calls]}
             events.append(
                 {
-                    "name": enqueue.name,
+                    "name": name,
                     "cat": "enqueue",
                     "ph": "i",
                     "s": "t",
-                    "ts": _us(enqueue.time_ns),
-                    "pid": _pid(enqueue.device),
+                    "ts": _us(time_ns),
+                    "pid": _pid(device),
                     "tid": HOST_TID,
                     "args": args,
                 }
@@ -251,6 +263,13 @@ def _pid(ordinal: int) -> int:
 def _tid(queue: int) -> int:
     """A hardware queue's thread id in the file: after the host track, never 0."""
     return queue + 2
+
+
+def _enqueue_args(enqueue: EnqueueRecord) -> dict[str, Any]:
+    args: dict[str, Any] = {"queue": enqueue.queue}
+    if enqueue.exec is not None:
+        args.update(exec=enqueue.exec, launch=enqueue.launch)
+    return args
 
 
 def _us(ns: int) -> float:
