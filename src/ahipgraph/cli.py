@@ -3,7 +3,8 @@
 * ``ahipgraph stress [--seed N] [--duration S | --ops N] [--tasks T] [--threads K]
   [--no-faults]`` runs :func:`ahipgraph.testing.stress` (defaults: seed 0, 2,000 operations,
   8 tasks, 2 threads, fault injection on) with a progress bar; on a broken invariant it prints
-  the seed and a minimal report and exits with status 1.
+  the seed and a minimal report and exits with status 1 (Ctrl-C: 130, once the run is cleaned
+  up).
 * ``ahipgraph trace [-o trace.json] SCRIPT [args...]`` runs a Python script as ``__main__``
   under :func:`ahipgraph.tracing` and writes the Chrome Trace Event file (everything after
   SCRIPT is the script's own argument list, as with ``python -m cProfile``). The trace is
@@ -122,6 +123,12 @@ def _stress(args: argparse.Namespace, out: Output) -> int:
         out.done()
         out.say(f"FAILED\n{violation}")
         return 1
+    except KeyboardInterrupt:
+        # Ctrl-C ends a long run: the harness drained and cleaned up before this; 130 is the
+        # shell's status for a program ended by SIGINT (as ``trace`` answers it).
+        out.done()
+        out.say(f"interrupted: stress seed {args.seed}")
+        return 130
     out.done()
     out.say(f"ok: {report.summary()}")
     return 0
