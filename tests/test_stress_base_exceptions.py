@@ -71,3 +71,20 @@ def test_a_progress_callback_that_interrupts_ends_the_run_as_itself(
     with pytest.raises(error, match="stop"):
         stress(duration=30.0, tasks=1, threads=1, progress=progress)
     assert leak_report(before, snapshot(collect=False)) is None
+
+
+@pytest.mark.parametrize("tasks", [0, 1])
+def test_a_failure_outside_the_workers_stops_the_thread_workers_too(tasks: int) -> None:
+    """A progress callback raising (like Ctrl-C cancelling the run) ended the task workers
+    but not the thread workers, which ran on until the deadline: 30 s here."""
+    calls = [0]
+
+    def progress(report: StressReport) -> None:
+        calls[0] += 1
+        if calls[0] > 2:
+            raise RuntimeError("stop")
+
+    started = time.monotonic()
+    with pytest.raises(RuntimeError, match="stop"):
+        stress(duration=30.0, tasks=tasks, threads=1, progress=progress)
+    assert time.monotonic() - started < 15

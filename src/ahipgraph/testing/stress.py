@@ -10,7 +10,9 @@ Design. :func:`stress` runs on fresh simulated devices under anyio (asyncio back
   they are (mid-launch, parked on a pool), which exercises cancellation safety too; a shielded
   scope then drains the device before the final checks;
 * thread workers build, instantiate, update and destroy from their own threads and reach the
-  loop through ``anyio.from_thread.run`` to launch, so destroys race launches for real.
+  loop through ``anyio.from_thread.run`` to launch, so destroys race launches for real. They
+  cannot be cancelled: whatever cancels the workers (a failure, the deadline, Ctrl-C) sets
+  the run's stop flag, and they stop at their next cycle.
 
 Every cycle builds a graph with a *builder*, instantiates it, replays it, updates it with a
 fresh build while launches are in flight, destroys it (sometimes with launches still in
@@ -41,7 +43,7 @@ import math
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -590,10 +592,13 @@ async def _main(
             # cancels them wherever they are. The deadline runs beside the workers, not among
             # them, so a budget spent first ends the run without waiting for the deadline.
             async with anyio.create_task_group() as workers:
+                working = _Working(run, tasks + threads)
+                workers.start_soon(working.stop_threads_when_cancelled)
                 for index in range(tasks):
-                    workers.start_soon(_task_worker, run, index)
+                    workers.start_soon(working.run, _task_worker, run, index)
                 for index in range(threads):
-                    workers.start_soon(anyio.to_thread.run_sync, _thread_worker, run, index)
+                    worker = anyio.to_thread.run_sync
+                    workers.start_soon(working.run, worker, _thread_worker, run, index)
                 if run.deadline is not None:
                     outer.start_soon(_deadline, run, workers.cancel_scope)
             outer.cancel_scope.cancel()
@@ -601,6 +606,36 @@ async def _main(
         with anyio.CancelScope(shield=True):
             await _drain(run)
     await _final_checks(run)
+
+
+class _Working:
+    """Stops the thread workers whenever the workers' task group is cancelled.
+
+    A thread worker cannot be cancelled (its task waits, shielded, for the thread), and the
+    loop calls it makes run in that shielded scope too, so it stops only when it sees
+    ``run.stop`` between cycles. Violations and the deadline set that flag; a worker failing
+    otherwise, a progress callback raising or Ctrl-C (the run's task cancelled) did not, and
+    the run went on with its threads until the deadline or the budget.
+    """
+
+    def __init__(self, run: _Run, workers: int) -> None:
+        self.stop = run.stop
+        self.left = workers
+        self.all_done = anyio.Event()
+
+    async def run(self, work: Callable[..., Awaitable[object]], *args: object) -> None:
+        try:
+            await work(*args)
+        finally:
+            self.left -= 1
+            if not self.left:
+                self.all_done.set()
+
+    async def stop_threads_when_cancelled(self) -> None:
+        try:
+            await self.all_done.wait()  # every worker returned: nothing to stop
+        finally:
+            self.stop.set()  # cancelled: thread workers stop at their next cycle
 
 
 async def _deadline(run: _Run, scope: anyio.CancelScope) -> None:
