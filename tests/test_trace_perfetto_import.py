@@ -173,6 +173,21 @@ async def _wait_across_streams(device: ahg.Device, slow_kernels: int, after: boo
     return trace
 
 
+async def _replayed(device: ahg.Device, graph: ahg.Graph, launches: int) -> ahg.Trace:
+    """``graph`` launched ``launches`` times back to back (one wait at the end), traced; the
+    graph and everything made for it destroyed."""
+    graph_exec = graph.instantiate()
+    stream = device.create_stream()
+    with ahg.tracing() as trace:
+        for _ in range(launches):
+            await graph_exec.launch(stream)
+        await stream.synchronize()
+    graph_exec.destroy()
+    graph.destroy()
+    stream.destroy()
+    return trace
+
+
 @pytest.mark.asyncio
 async def test_a_wait_posted_before_its_source_started_keeps_its_flow(
     device: ahg.Device,
@@ -205,16 +220,7 @@ async def test_every_flow_of_repeated_fork_join_launches_imports(device: ahg.Dev
     c = graph.add_kernel_node(kernels[2], 1, 1, (), deps=[a])
     d = graph.add_kernel_node(kernels[3], 1, 1, (), deps=[c])
     graph.add_kernel_node(kernels[4], 1, 1, (), deps=[b, d])
-    graph_exec = graph.instantiate()
-    stream = device.create_stream()
-    with ahg.tracing() as trace:
-        for _ in range(3):
-            await graph_exec.launch(stream)
-        await stream.synchronize()
-    check_imports_whole(trace)
-    graph_exec.destroy()
-    graph.destroy()
-    stream.destroy()
+    check_imports_whole(await _replayed(device, graph, 3))
 
 
 @pytest.mark.asyncio
@@ -256,12 +262,7 @@ async def test_launches_enqueued_at_one_instant_are_one_host_event(device: ahg.D
     thousand went past its depth limit of 512)."""
     graph = ahg.Graph()
     graph.add_kernel_node(_kernel("k", 100), 1, 1, ())
-    graph_exec = graph.instantiate()
-    stream = device.create_stream()
-    with ahg.tracing() as trace:
-        for _ in range(20):
-            await graph_exec.launch(stream)
-        await stream.synchronize()
+    trace = await _replayed(device, graph, 20)
     document = json.loads(trace.dumps())
     host = [e for e in document["traceEvents"] if e["ph"] == "i"]
     assert len(trace.enqueues) == 20
@@ -272,6 +273,3 @@ async def test_launches_enqueued_at_one_instant_are_one_host_event(device: ahg.D
     assert {call["name"] for call in calls} == {"launch exec 0"}
     imported = perfetto_import(document)
     assert imported.depth.get((event["pid"], event["tid"]), 0) == 0
-    graph_exec.destroy()
-    graph.destroy()
-    stream.destroy()
