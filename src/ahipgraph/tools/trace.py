@@ -59,6 +59,7 @@ from ..device.ops import (
 )
 from ..device.signal import Signal
 from ..exec.compile import EventRecordOp, StrictKernelOp
+from ..exec.conditional import ConditionalOp
 from ..exec.graph_exec import EXECS, GraphExec, _Launch
 from ..runtime.device import Device, device_count, get_device
 
@@ -78,7 +79,8 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class OpRecord:
-    """One op as it ran: ``kind`` is kernel, copy, fill, host, barrier, marker or memory."""
+    """One op as it ran: ``kind`` is kernel, copy, fill, host, barrier, conditional, marker or
+    memory. A conditional node's slice spans all it ran (its bodies run inside it)."""
 
     index: int
     device: int
@@ -333,6 +335,8 @@ def op_kind(op: Op) -> tuple[str, str] | None:
         return None
     if isinstance(op, EventRecordOp):
         return "marker", "event record"
+    if isinstance(op, ConditionalOp):  # its bodies run inline, within its slice
+        return "conditional", f"{op.kind.name.upper()} conditional"
     name = type(op).__name__.removesuffix("Op")
     return ("memory" if name.startswith("Mem") else "marker"), name.lower()
 
@@ -353,6 +357,9 @@ class _Recorder(hooks.Observer):
         )
         self.closed = False
         self._last_counter: dict[int, tuple[int, int, int]] = {}
+        # program -> (position, time) of the op it runs, as it first started (each program's
+        # entry is touched only on its own loop's thread)
+        self._first_run: dict[Program, tuple[int, int]] = {}
         # Devices on loops of several threads report at once: every record is made under this
         # lock, so indices (``OpRecord.index``, flow ends) stay the positions in the lists.
         self._lock = threading.Lock()
@@ -423,9 +430,21 @@ class _Recorder(hooks.Observer):
 
     # -- ops --------------------------------------------------------------------------------------
 
+    def op_starting(self, program: Program, op: Op) -> Any:
+        # An op that parks on a signal is run again from its start when the signal comes (a
+        # barrier; a WHILE node between iterations, its time moving on), and op_finished sees
+        # the last run's start only: the op's slice begins where it first ran.
+        first = self._first_run.get(program)
+        if first is None or first[0] != program.pc:
+            self._first_run[program] = (program.pc, program.time)
+        return None
+
     def op_finished(
         self, program: Program, op: Op, start_ns: int, error: BaseException | None
     ) -> None:
+        first = self._first_run.pop(program, None)
+        if first is not None and first[0] == program.pc:
+            start_ns = min(start_ns, first[1])
         with self._lock:
             if self.closed:  # the block exited while this packet ran (from a host function)
                 return
@@ -506,6 +525,7 @@ class _Recorder(hooks.Observer):
         with self._lock:
             if self.closed:
                 return
+            self._first_run.pop(program, None)
             info = self._programs.pop(program, None) or _ProgramInfo()
             if program.completion is not None:
                 self._reached(program.completion, program, info)
@@ -549,6 +569,7 @@ class _Recorder(hooks.Observer):
                 self._sample(device, max(device.clock.now, busy))
         with self._lock:
             self.closed = True
+            self._first_run.clear()
             self._programs.clear()
             self._producer.clear()
             self._launches.clear()
