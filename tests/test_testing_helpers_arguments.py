@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import ahipgraph as ahg
-from ahipgraph.testing import GatedHost, run_together
+from ahipgraph.testing import GatedHost, HeldKernel, Interleave, run_together
 
 
 @pytest.mark.parametrize("run", [True, "0", 0.0, None])
@@ -73,3 +73,17 @@ def test_run_together_still_returns_what_the_targets_raised() -> None:
 
     errors = run_together(fails, lambda: None)
     assert [type(e) for e in errors] == [KeyboardInterrupt]
+
+
+@pytest.mark.parametrize("fake", [GatedHost, HeldKernel])
+def test_a_log_that_is_not_a_list_is_refused_when_the_fake_is_made(fake: Any) -> None:
+    """A tuple or a str failed only when the fake ran, as that run's LaunchFailure."""
+    with pytest.raises(TypeError, match="log must be a list"):
+        fake("f", ())
+
+
+def test_interleave_refuses_names_that_are_not_str() -> None:
+    """``Interleave([1, 2])`` made an order no ``turn`` could ever take."""
+    with pytest.raises(TypeError, match="names must be str"):
+        Interleave(["a", 1])  # type: ignore[list-item]
+    assert Interleave("a", ["b", "a"]).order == ["a", "b", "a"]

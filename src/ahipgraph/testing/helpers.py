@@ -44,6 +44,7 @@ class HeldKernel:
     """
 
     def __init__(self, name: str = "held", log: list[str] | None = None) -> None:
+        _check_log(log)
         self.name = name
         self.started = asyncio.Event()
         self.runs = 0
@@ -79,6 +80,7 @@ class GatedHost:
     """An async host function that, on its k-th run, waits until the test opens gate k."""
 
     def __init__(self, name: str = "gate", log: list[str] | None = None) -> None:
+        _check_log(log)
         self.name = name
         self.log = log
         self.runs = 0
@@ -137,6 +139,12 @@ class GatedHost:
             TypeError / ValueError: as :meth:`open`, before anything waits.
         """
         await self._event(self._started, run).wait()
+
+
+def _check_log(log: object) -> None:
+    """A log that is not a list failed only when the fake ran, as that run's LaunchFailure."""
+    if log is not None and not isinstance(log, list):
+        raise TypeError(f"log must be a list or None, got {log!r}")
 
 
 def _note_loop(loops: list[asyncio.AbstractEventLoop]) -> None:
@@ -200,6 +208,9 @@ class Interleave:
         names: list[str] = []
         for item in order:
             names.extend([item] if isinstance(item, str) else item)
+        for name in names:
+            if not isinstance(name, str):  # ``turn`` takes a str: this entry never comes
+                raise TypeError(f"Interleave's names must be str, got {name!r}")
         self.order = names
         self.position = 0
         # One lock over the order, the holder and the waiters: tasks of several loops (threads)
