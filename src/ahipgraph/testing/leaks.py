@@ -13,12 +13,12 @@ nothing with the old ones, so left-over work can only ever be reported, never in
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from ..core.ints import is_bool
 from ..core.lifecycle import collect_forgotten
+from ..core.scoped import scoped
 from ..device.properties import DeviceProperties
 from ..device.table import restore_devices, take_devices
 from ..exec.graph_exec import EXECS
@@ -151,7 +151,7 @@ def _settled(collect: bool) -> Snapshot:
 _last_collected: dict[str, int] | None = None
 
 
-@contextlib.contextmanager
+@scoped
 def fresh_devices(
     count: int = 1,
     properties: DeviceProperties | Sequence[DeviceProperties] | None = None,

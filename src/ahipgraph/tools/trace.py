@@ -36,7 +36,6 @@ source record was appended before its target; records never refer to objects, on
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import threading
@@ -46,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from ..core.scoped import scoped
 from ..device import hooks
 from ..device.ops import (
     CopyOp,
@@ -620,7 +620,7 @@ def _stream_call(program: Program) -> str:
     return f"{call.get(kind, kind)} {name}"
 
 
-@contextlib.contextmanager
+@scoped
 def tracing() -> Iterator[Trace]:
     """Record the simulated devices' timeline while the block runs.
 
@@ -630,6 +630,8 @@ def tracing() -> Iterator[Trace]:
 
     Tracing is process-wide (every device, every thread, every event loop) and may be nested:
     each open block records the work that runs while it is open, graph launches as launches.
+    As a decorator it traces each call (an ``async def`` function's whole coroutine), though
+    the trace is then only the ``with`` form's to keep.
     """
     trace = Trace()
     recorder = _Recorder(trace)
