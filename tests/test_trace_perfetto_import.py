@@ -117,9 +117,7 @@ def check_imports_whole(trace: ahg.Trace) -> Imported:
     assert imported.dropped_slices == 0
     assert imported.dropped_flows == 0
     assert all(imported.depth.get((pid, 1), 0) == 0 for pid in {e["pid"] for e in events})
-    ids = {(e["pid"], e["tid"]) for e in document["traceEvents"] if "tid" in e}
-    assert all(pid > 0 and tid > 0 for pid, tid in ids)
-    assert all(e["pid"] > 0 for e in document["traceEvents"])
+    assert all(e["pid"] > 0 and e["tid"] > 0 for e in events)  # counters' too
     ops = trace.ops
     assert len(imported.flows) == len(trace.flows) > 0
     by_place = {(s.track, s.ts) for s in imported.slices}

@@ -228,6 +228,9 @@ class Trace:
                         "ph": "C",
                         "ts": _us(counter.time_ns),
                         "pid": _pid(counter.device),
+                        # Perfetto files a counter under its event's thread's process: a
+                        # missing tid reads as 0, the idle task's.
+                        "tid": HOST_TID,
                         "args": {"value": value},
                     }
                 )
