@@ -271,3 +271,24 @@ async def test_launches_enqueued_at_one_instant_are_one_host_event(device: ahg.D
     assert {call["name"] for call in calls} == {"launch exec 0"}
     imported = perfetto_import(document)
     assert imported.depth.get((event["pid"], event["tid"]), 0) == 0
+
+
+@pytest.mark.asyncio
+async def test_work_submitted_before_the_block_runs_on_named_tracks(device: ahg.Device) -> None:
+    """A kernel enqueued before ``tracing()`` and run inside it was recorded on a device the
+    trace never named: its process and queue track had no name in the file."""
+    stream = device.create_stream()
+    done = await stream.launch_kernel(_kernel("early", 100), 1, 1, ())
+    with ahg.tracing() as trace:
+        await done
+    assert [op.name for op in trace.ops] == ["early"]
+    assert trace.devices == {0: device.name}
+    document = json.loads(trace.dumps())
+    named = {
+        (e["pid"], e["tid"])
+        for e in document["traceEvents"]
+        if e["ph"] == "M" and e["name"] == "thread_name"
+    }
+    slices = {(e["pid"], e["tid"]) for e in document["traceEvents"] if e["ph"] == "X"}
+    assert slices <= named
+    stream.destroy()

@@ -484,6 +484,9 @@ class _Recorder(hooks.Observer):
     ) -> int:
         queue = program.queue
         assert queue is not None
+        # A packet submitted before the block began was not seen then: name its device now,
+        # or the file has slices in a process and on tracks nobody named.
+        self._see_device(cast("Device", queue.device))
         kind, name = described
         index = len(self.trace.ops)
         node = info.nodes.get(program.pc) if info.nodes is not None else None
