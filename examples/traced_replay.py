@@ -76,5 +76,7 @@ def write_dots(out: Path) -> None:
 
 if __name__ == "__main__":
     target = Path(sys.argv[1]) if len(sys.argv) > 1 else Path.cwd()
+    if not target.is_dir():  # say so now, not after the replays when the files are written
+        raise SystemExit(f"traced_replay.py: {str(target)!r} is not a directory")
     ahg.run(main(target))
     write_dots(target)

@@ -166,7 +166,9 @@ async def test_the_same_program_gives_byte_identical_files(tmp_path: Path) -> No
         for e in document["traceEvents"]
         if e["name"] == "thread_name"
     }
-    assert {(1, 0, "host"), (1, 1, "queue 0"), (1, 4, "queue 3")} <= names
+    # Device 1 is pid 2; its host track is tid 1 and queue k is tid k + 2 (never 0: Perfetto
+    # takes pid 0 and tid 0 for the idle task).
+    assert {(2, 1, "host"), (2, 2, "queue 0"), (2, 5, "queue 3")} <= names
     phases = [e["ph"] for e in document["traceEvents"]]
     assert phases.count("s") == phases.count("f") == len(trace.flows) > 0
 

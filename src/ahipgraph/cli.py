@@ -1,19 +1,24 @@
 """The ``ahipgraph`` command (also ``python -m ahipgraph``): stress, trace and bench.
 
-* ``ahipgraph stress [--seed N] [--duration S | --ops N] [--tasks T] [--threads K]`` runs
-  :func:`ahipgraph.testing.stress` with a progress bar; on a broken invariant it prints the seed
-  and a minimal report and exits with status 1.
+* ``ahipgraph stress [--seed N] [--duration S | --ops N] [--tasks T] [--threads K]
+  [--no-faults]`` runs :func:`ahipgraph.testing.stress` (defaults: seed 0, 2,000 operations,
+  8 tasks, 2 threads, fault injection on) with a progress bar; on a broken invariant it prints
+  the seed and a minimal report and exits with status 1 (Ctrl-C: 130, once the run is cleaned
+  up).
 * ``ahipgraph trace [-o trace.json] SCRIPT [args...]`` runs a Python script as ``__main__``
   under :func:`ahipgraph.tracing` and writes the Chrome Trace Event file (everything after
   SCRIPT is the script's own argument list, as with ``python -m cProfile``). The trace is
   written however the script ends: a failing run is the one whose timeline is wanted.
-* ``ahipgraph bench [--reps N]`` measures the launch host cost with tracing off and on, next to
-  the figure recorded in ``bench/results/launch.json`` when run from a source checkout; with
-  ``--full`` it runs the repository's ``bench/launch.py`` (the benchmark stays a script of the
-  repository, not part of the installed package: it writes results files and compares loops).
+* ``ahipgraph bench [--rounds N] [--full [--json PATH]]`` measures the launch host cost with
+  tracing off and on, next to the figure recorded in ``bench/results/launch.json`` when run
+  from a source checkout; with ``--full`` it runs the repository's ``bench/launch.py`` (the
+  benchmark stays a script of the repository, not part of the installed package: it writes
+  results files and compares loops), which writes its results to ``--json``'s file.
 
 Terminal output goes through ``rich`` when it is installed (``pip install ahipgraph[cli]``) and
-the output is a terminal; otherwise plain lines.
+the output is a terminal; otherwise plain lines, as with ``--plain`` (before or after the
+command's name). A file the command is to write is tried before anything runs, so a path that
+cannot be written is a usage error (status 2), not a failure at the end of a long run.
 """
 
 from __future__ import annotations
@@ -118,6 +123,12 @@ def _stress(args: argparse.Namespace, out: Output) -> int:
         out.done()
         out.say(f"FAILED\n{violation}")
         return 1
+    except KeyboardInterrupt:
+        # Ctrl-C ends a long run: the harness drained and cleaned up before this; 130 is the
+        # shell's status for a program ended by SIGINT (as ``trace`` answers it).
+        out.done()
+        out.say(f"interrupted: stress seed {args.seed}")
+        return 130
     out.done()
     out.say(f"ok: {report.summary()}")
     return 0
@@ -154,7 +165,11 @@ def _trace(args: argparse.Namespace, out: Output) -> int:
         finally:
             sys.argv = saved_argv
             sys.path[:] = saved_path
-    path = trace.save(args.output)
+    try:
+        path = trace.save(args.output)
+    except OSError as error:  # writable when checked, not any more (a full disk, say)
+        print(f"ahipgraph trace: cannot write {args.output!r}: {error}", file=sys.stderr)
+        return status or 1
     out.say(
         f"wrote {path}: {len(trace.ops)} ops, {len(trace.flows)} signal flows, "
         f"{len(trace.enqueues)} host enqueues; open it in https://ui.perfetto.dev "
@@ -190,8 +205,12 @@ def _bench(args: argparse.Namespace, out: Output) -> int:
         if not script.exists():
             out.say("bench/launch.py is not here: --full needs a source checkout")
             return 1
+        saved_argv = sys.argv
         sys.argv = [str(script), *(["--json", args.json] if args.json else [])]
-        runpy.run_path(str(script), run_name="__main__")
+        try:
+            runpy.run_path(str(script), run_name="__main__")
+        finally:
+            sys.argv = saved_argv
     return 0
 
 
@@ -245,29 +264,65 @@ def _check_paths(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
         parser.error(f"no directory to write {output!r} in")
     if output is not None and Path(output).is_dir():
         parser.error(f"{output!r} is a directory")
+    if output is not None:
+        problem = _unwritable(Path(output))
+        if problem is not None:
+            parser.error(f"cannot write {output!r}: {problem}")
+
+
+def _unwritable(path: Path) -> str | None:
+    """Why ``path`` cannot be written, or None; tried by opening it, as the write will (a
+    permission check alone says yes to root on a read-only or virtual file system). A file
+    that was not there is removed again."""
+    existed = path.exists()
+    try:
+        with path.open("a"):
+            pass
+    except OSError as error:
+        return error.strerror or str(error)
+    if not existed:
+        path.unlink(missing_ok=True)
+    return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="ahipgraph", description=__doc__.splitlines()[0])
     parser.add_argument("--plain", action="store_true", help="plain lines, no progress bar")
+    # ``--plain`` after the command's name too; SUPPRESS keeps a command that was not given it
+    # from resetting the one given before the name.
+    plain = argparse.ArgumentParser(add_help=False)
+    plain.add_argument(
+        "--plain",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="plain lines, no progress bar",
+    )
     commands = parser.add_subparsers(dest="command", required=True)
 
-    stress = commands.add_parser("stress", help="random graphs from many tasks and threads")
-    stress.add_argument("--seed", type=int, default=0)
+    stress = commands.add_parser(
+        "stress", parents=[plain], help="random graphs from many tasks and threads"
+    )
+    stress.add_argument("--seed", type=int, default=0, help="fixes every random choice (default 0)")
     limit = stress.add_mutually_exclusive_group()
     limit.add_argument("--duration", type=_seconds, help="seconds to run")
     limit.add_argument("--ops", type=_count(1), help="operations to run (default 2000)")
-    stress.add_argument("--tasks", type=_count(0), default=8)
-    stress.add_argument("--threads", type=_count(0), default=2)
+    stress.add_argument("--tasks", type=_count(0), default=8, help="async workers (default 8)")
+    stress.add_argument("--threads", type=_count(0), default=2, help="thread workers (default 2)")
     stress.add_argument("--no-faults", action="store_true", help="no fault injection")
 
-    trace = commands.add_parser("trace", help="run a script under tracing, write the trace")
+    trace = commands.add_parser(
+        "trace", parents=[plain], help="run a script under tracing, write the trace"
+    )
     trace.add_argument("script")
-    trace.add_argument("-o", "--output", default="trace.json")
+    trace.add_argument(
+        "-o", "--output", default="trace.json", help="the trace file (default trace.json)"
+    )
     trace.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
 
-    bench = commands.add_parser("bench", help="launch host cost, tracing off and on")
-    bench.add_argument("--rounds", type=_count(1), default=9)
+    bench = commands.add_parser(
+        "bench", parents=[plain], help="launch host cost, tracing off and on"
+    )
+    bench.add_argument("--rounds", type=_count(1), default=9, help="rounds (default 9)")
     bench.add_argument("--full", action="store_true", help="also run bench/launch.py")
     bench.add_argument("--json", help="with --full: write bench/launch.py's results here")
 
@@ -275,4 +330,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     _check_paths(parser, args)
     out = Output(plain=args.plain)
     run = {"stress": _stress, "trace": _trace, "bench": _bench}[args.command]
-    return run(args, out)
+    try:
+        return run(args, out)
+    finally:
+        # A run that raised (Ctrl-C, a failing script's own error) must not leave rich's bar
+        # redrawing over the traceback from its thread, with the terminal's cursor hidden.
+        out.done()

@@ -7,7 +7,8 @@ device layer knowing about either, it reports to *observers* through three hook 
 
 * ``HardwareQueue.submit`` calls :meth:`Observer.submitted` for every packet (host enqueues);
 * ``Program.run`` runs its ops through an observed twin of its loop, so an observer sees
-  each op start and finish (and may replace an op by a failure or a hang);
+  each op start and finish (and may replace an op by a failure or a hang), and how an op's
+  async body (a coroutine kernel or host function, a hang) ended when it failed;
 * ``DeviceMemory._charge`` calls :meth:`Observer.allocating` (an observer may refuse).
 
 When nothing observes, ``observers`` is ``None`` and each hook point costs exactly one
@@ -48,6 +49,10 @@ class Observer:
         self, program: Program, op: Op, start_ns: int, error: BaseException | None
     ) -> None:
         """``op`` ran from ``start_ns`` to ``program.time`` (a barrier: once it passed)."""
+
+    def op_failed(self, program: Program, op: Op, error: BaseException) -> None:
+        """The async body of ``op`` (reported by :meth:`op_finished` when it was started, as
+        the program moves on only once it ends) failed with ``error``."""
 
     def program_finished(self, program: Program) -> None:
         """``program`` ran its last op; its completion signal is about to be decremented."""

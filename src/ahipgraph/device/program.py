@@ -175,17 +175,24 @@ class Program:
         return self.ops, 0, len(self.ops)
 
     def _awaited(self, future: asyncio.Future[Any], op: Op) -> None:
+        failure: BaseException | None = None
         if future.cancelled():
             if future.cancelling() if isinstance(future, asyncio.Task) else True:
                 # Cancelled from outside (its loop is shutting down): give up the rest.
-                self.abandon(abandoned_by_loop(op))
+                failure = abandoned_by_loop(op)
+                self.abandon(failure)
             else:  # the body raised CancelledError itself: that op failed
-                self._record(op.fault(asyncio.CancelledError()))
-        elif (exc := future.exception()) is not None:
-            if not isinstance(exc, _INTERRUPTS):
-                self._record(op.fault(exc))
+                failure = asyncio.CancelledError()
+                self._record(op.fault(failure))
+        elif (failure := future.exception()) is not None:
+            if not isinstance(failure, _INTERRUPTS):
+                self._record(op.fault(failure))
             else:  # KeyboardInterrupt/SystemExit in an async body: asyncio re-raised it already
-                self.abandon(op.fault(exc))
+                self.abandon(op.fault(failure))
+        if failure is not None and hooks.observers is not None:
+            # Observers were told the op finished when its body was started: say how it ended.
+            for watcher in hooks.observers:
+                watcher.op_failed(self, op, failure)
         assert self.queue is not None
         self.queue.wake()
 

@@ -17,6 +17,8 @@ block and removed at its end, so a fault can never outlive its block:
 
 Faults count what they did (``hits``), so a test can assert the fault fired. They are
 process-wide, like the devices table: faults on a named kernel keep concurrent tests apart.
+Each also decorates a test, ``async def`` ones included (the fault is on while the whole
+coroutine runs; see :mod:`ahipgraph.core.scoped`).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.errors import InvalidDevice, OutOfMemory
 from ..core.ints import as_optional_int
+from ..core.scoped import scoped
 from ..device import hooks, table
 from ..device.ops import KernelOp
 from ..exec.compile import StrictKernelOp
@@ -222,7 +225,7 @@ def _installed(observer: hooks.Observer) -> Iterator[None]:
         hooks.uninstall(observer)
 
 
-@contextlib.contextmanager
+@scoped
 def fail_kernels(count: int | None = 1, *, name: str | None = None) -> Iterator[KernelFault]:
     """Make the next ``count`` kernel dispatches fail (``None``: every one in the block).
 
@@ -242,7 +245,7 @@ def fail_kernels(count: int | None = 1, *, name: str | None = None) -> Iterator[
         yield fault
 
 
-@contextlib.contextmanager
+@scoped
 def hang_kernels(count: int | None = 1, *, name: str | None = None) -> Iterator[KernelHang]:
     """Make the next ``count`` matching kernels hold their queue until ``cancel()``.
 
@@ -257,7 +260,7 @@ def hang_kernels(count: int | None = 1, *, name: str | None = None) -> Iterator[
         fault.cancel()
 
 
-@contextlib.contextmanager
+@scoped
 def fail_allocations(
     count: int | None = 1, *, device: int | None = None, nbytes: int | None = None
 ) -> Iterator[AllocationFault]:
@@ -303,7 +306,7 @@ class SignalSetsHeld:
         return f"<SignalSetsHeld held={self.held} of {self.graph_exec!r}>"
 
 
-@contextlib.contextmanager
+@scoped
 def exhaust_signal_sets(graph_exec: GraphExec) -> Iterator[SignalSetsHeld]:
     """Hold every free signal set of ``graph_exec`` for the block.
 

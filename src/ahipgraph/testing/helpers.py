@@ -44,6 +44,7 @@ class HeldKernel:
     """
 
     def __init__(self, name: str = "held", log: list[str] | None = None) -> None:
+        _check_log(log)
         self.name = name
         self.started = asyncio.Event()
         self.runs = 0
@@ -79,6 +80,7 @@ class GatedHost:
     """An async host function that, on its k-th run, waits until the test opens gate k."""
 
     def __init__(self, name: str = "gate", log: list[str] | None = None) -> None:
+        _check_log(log)
         self.name = name
         self.log = log
         self.runs = 0
@@ -88,6 +90,11 @@ class GatedHost:
 
     @staticmethod
     def _event(table: dict[int, asyncio.Event], run: int) -> asyncio.Event:
+        # A run is counted from 0: ``-1``, ``"0"`` or ``True`` named a gate no run ever waits
+        # on, so the test waited forever instead of being told.
+        run = as_int(run, "run")
+        if run < 0:
+            raise ValueError(f"run must be at least 0 (runs are counted from 0), got {run}")
         return table.setdefault(run, asyncio.Event())
 
     async def __call__(self) -> None:
@@ -102,10 +109,22 @@ class GatedHost:
             self.log.append(f"{self.name} end {run}")
 
     def open(self, run: int = 0) -> None:
-        """Let run ``run`` (counted from 0) return. Safe from any thread."""
+        """Let run ``run`` (counted from 0) return. Safe from any thread.
+
+        Raises:
+            TypeError / ValueError: ``run`` is not an int of at least 0 (bools refused).
+        """
         _set_event(self._event(self._gates, run), self._loops)
 
     def open_all(self, runs: int) -> None:
+        """Open the gates of runs ``0 .. runs - 1``.
+
+        Raises:
+            TypeError / ValueError: ``runs`` is not an int of at least 0 (bools refused).
+        """
+        runs = as_int(runs, "runs")
+        if runs < 0:
+            raise ValueError(f"runs must be at least 0, got {runs}")
         for run in range(runs):
             self.open(run)
 
@@ -114,8 +133,18 @@ class GatedHost:
         return f"<GatedHost {self.name!r} runs={self.runs} open={opened}>"
 
     async def started(self, run: int = 0) -> None:
-        """Wait until run ``run`` has begun (its queue is then held)."""
+        """Wait until run ``run`` has begun (its queue is then held).
+
+        Raises:
+            TypeError / ValueError: as :meth:`open`, before anything waits.
+        """
         await self._event(self._started, run).wait()
+
+
+def _check_log(log: object) -> None:
+    """A log that is not a list failed only when the fake ran, as that run's LaunchFailure."""
+    if log is not None and not isinstance(log, list):
+        raise TypeError(f"log must be a list or None, got {log!r}")
 
 
 def _note_loop(loops: list[asyncio.AbstractEventLoop]) -> None:
@@ -179,6 +208,9 @@ class Interleave:
         names: list[str] = []
         for item in order:
             names.extend([item] if isinstance(item, str) else item)
+        for name in names:
+            if not isinstance(name, str):  # ``turn`` takes a str: this entry never comes
+                raise TypeError(f"Interleave's names must be str, got {name!r}")
         self.order = names
         self.position = 0
         # One lock over the order, the holder and the waiters: tasks of several loops (threads)
@@ -289,7 +321,19 @@ async def loop_turns(turns: int = 4) -> None:
 
 
 def run_together(*targets: Callable[[], object]) -> list[BaseException]:
-    """Run each target on its own thread, all released at once; return what they raised."""
+    """Run each target on its own thread, all released at once; return what they raised.
+
+    Raises:
+        TypeError: a target is not callable (it would only have failed on its thread, where
+            its ``TypeError`` looked like what the target raised); checked before any thread
+            starts.
+        ValueError: no target at all.
+    """
+    if not targets:
+        raise ValueError("run_together needs at least one target")
+    for target in targets:
+        if not callable(target):
+            raise TypeError(f"run_together's targets must be callables, got {target!r}")
     errors: list[BaseException] = []
     start = threading.Barrier(len(targets))
 

@@ -13,11 +13,12 @@ nothing with the old ones, so left-over work can only ever be reported, never in
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+from ..core.ints import is_bool
 from ..core.lifecycle import collect_forgotten
+from ..core.scoped import scoped
 from ..device.properties import DeviceProperties
 from ..device.table import restore_devices, take_devices
 from ..exec.graph_exec import EXECS
@@ -51,7 +52,11 @@ def snapshot(*, collect: bool = True) -> Snapshot:
     Args:
         collect: run the garbage collector first, so handles that were only dropped (and are
             freed by their finalizers) do not count as alive.
+
+    Raises:
+        TypeError: ``collect`` is not a bool (``"no"`` is truthy: refused, not guessed at).
     """
+    _check_flag("collect", collect)
     if collect:
         collect_forgotten()  # collect, and wait until forgotten handles are freed
     devices = tuple(get_device(i).statistics() for i in range(device_count()))
@@ -116,6 +121,11 @@ def leak_report(baseline: Snapshot | None = None, current: Snapshot | None = Non
     return "\n".join(lines) or None
 
 
+def _check_flag(name: str, value: object) -> None:
+    if not is_bool(value):
+        raise TypeError(f"{name} must be a bool, got {value!r}")
+
+
 def _plural(count: int, noun: str) -> str:
     return f"{count} {noun}" + ("" if count == 1 else "s")
 
@@ -141,7 +151,7 @@ def _settled(collect: bool) -> Snapshot:
 _last_collected: dict[str, int] | None = None
 
 
-@contextlib.contextmanager
+@scoped
 def fresh_devices(
     count: int = 1,
     properties: DeviceProperties | Sequence[DeviceProperties] | None = None,
@@ -159,7 +169,13 @@ def fresh_devices(
     the next user of the devices table, and the devices configured before the block come back:
     a block nested in another (a test that uses the ``ahg_device`` fixture) leaves the outer
     one its own device objects.
+
+    Raises:
+        TypeError: ``check`` is not a bool (``check="no"`` checked); as
+            :func:`ahipgraph.configure_devices` for ``count`` and ``properties``. Nothing is
+            replaced then.
     """
+    _check_flag("check", check)
     outer = take_devices()
     try:
         configure_devices(count, properties)

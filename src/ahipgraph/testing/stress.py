@@ -10,7 +10,9 @@ Design. :func:`stress` runs on fresh simulated devices under anyio (asyncio back
   they are (mid-launch, parked on a pool), which exercises cancellation safety too; a shielded
   scope then drains the device before the final checks;
 * thread workers build, instantiate, update and destroy from their own threads and reach the
-  loop through ``anyio.from_thread.run`` to launch, so destroys race launches for real.
+  loop through ``anyio.from_thread.run`` to launch, so destroys race launches for real. They
+  cannot be cancelled: whatever cancels the workers (a failure, the deadline, Ctrl-C) sets
+  the run's stop flag, and they stop at their next cycle.
 
 Every cycle builds a graph with a *builder*, instantiates it, replays it, updates it with a
 fresh build while launches are in flight, destroys it (sometimes with launches still in
@@ -41,7 +43,7 @@ import math
 import random
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -221,7 +223,8 @@ class _Cycle:
 
     def build(self, shape_seed: int) -> Graph:
         builder = self.run.builders[shape_seed % len(self.run.builders)]
-        built: object = builder(random.Random(shape_seed), self.buffer)  # user code
+        with _carried_interrupts():
+            built: object = builder(random.Random(shape_seed), self.buffer)  # user code
         if not isinstance(built, Graph):
             # Say which builder broke its contract, rather than an AttributeError from the
             # harness's own use of the graph.
@@ -288,7 +291,11 @@ async def _async_cycle(cycle: _Cycle) -> None:
     run, rng = cycle.run, cycle.rng
     shape = rng.randrange(1 << 30)
     graph = cycle.build(shape)
-    graph_exec = graph.instantiate()
+    try:
+        graph_exec = graph.instantiate()
+    except BaseException:
+        graph.destroy()
+        raise
     run.count(cycle.name, 2)
     current = graph
     try:
@@ -397,20 +404,28 @@ def _thread_worker(run: _Run, index: int) -> None:
         while not run.stop.is_set():
             shape = rng.randrange(1 << 30)
             graph = cycle.build(shape)
-            graph_exec = graph.instantiate()
-            graph.destroy()  # the executable keeps running without its graph
+            try:
+                graph_exec = graph.instantiate()
+            finally:
+                graph.destroy()  # the executable keeps running without its graph
             launches = rng.randint(1, 6)
 
             async def launch_all(graph_exec: GraphExec = graph_exec, n: int = launches) -> None:
                 for _ in range(n):
                     await graph_exec.launch(stream)
 
-            anyio.from_thread.run(launch_all)
-            twin = cycle.build(shape)
-            if run.default:
-                cycle.expected += launches * _expected(twin)
-            graph_exec.destroy()  # from this thread, with launches likely still in flight
-            twin.destroy()
+            # However the cycle ends (a builder raising, the run cancelled while the loop
+            # launches), its executable is destroyed here rather than left to the collector.
+            try:
+                anyio.from_thread.run(launch_all)
+                twin = cycle.build(shape)
+                try:
+                    if run.default:
+                        cycle.expected += launches * _expected(twin)
+                finally:
+                    twin.destroy()
+            finally:
+                graph_exec.destroy()  # from this thread, with launches likely still in flight
             run.count(name, 3 + launches)
             with run.lock:
                 run.report.launches += launches
@@ -495,6 +510,9 @@ def stress(
             violations, _ = group.split(StressViolation)
             if violations is None:
                 leaves = _leaves(group)
+                for leaf in leaves:  # Ctrl-C or an exit from user code: as itself, first
+                    if isinstance(leaf, _Interrupt):
+                        raise leaf.error from None
                 if len(leaves) == 1:  # one error (a progress callback's, say) surfaces as itself
                     raise leaves[0] from None
                 raise
@@ -574,10 +592,13 @@ async def _main(
             # cancels them wherever they are. The deadline runs beside the workers, not among
             # them, so a budget spent first ends the run without waiting for the deadline.
             async with anyio.create_task_group() as workers:
+                working = _Working(run, tasks + threads)
+                workers.start_soon(working.stop_threads_when_cancelled)
                 for index in range(tasks):
-                    workers.start_soon(_task_worker, run, index)
+                    workers.start_soon(working.run, _task_worker, run, index)
                 for index in range(threads):
-                    workers.start_soon(anyio.to_thread.run_sync, _thread_worker, run, index)
+                    worker = anyio.to_thread.run_sync
+                    workers.start_soon(working.run, worker, _thread_worker, run, index)
                 if run.deadline is not None:
                     outer.start_soon(_deadline, run, workers.cancel_scope)
             outer.cancel_scope.cancel()
@@ -585,6 +606,36 @@ async def _main(
         with anyio.CancelScope(shield=True):
             await _drain(run)
     await _final_checks(run)
+
+
+class _Working:
+    """Stops the thread workers whenever the workers' task group is cancelled.
+
+    A thread worker cannot be cancelled (its task waits, shielded, for the thread), and the
+    loop calls it makes run in that shielded scope too, so it stops only when it sees
+    ``run.stop`` between cycles. Violations and the deadline set that flag; a worker failing
+    otherwise, a progress callback raising or Ctrl-C (the run's task cancelled) did not, and
+    the run went on with its threads until the deadline or the budget.
+    """
+
+    def __init__(self, run: _Run, workers: int) -> None:
+        self.stop = run.stop
+        self.left = workers
+        self.all_done = anyio.Event()
+
+    async def run(self, work: Callable[..., Awaitable[object]], *args: object) -> None:
+        try:
+            await work(*args)
+        finally:
+            self.left -= 1
+            if not self.left:
+                self.all_done.set()
+
+    async def stop_threads_when_cancelled(self) -> None:
+        try:
+            await self.all_done.wait()  # every worker returned: nothing to stop
+        finally:
+            self.stop.set()  # cancelled: thread workers stop at their next cycle
 
 
 async def _deadline(run: _Run, scope: anyio.CancelScope) -> None:
@@ -596,8 +647,32 @@ async def _deadline(run: _Run, scope: anyio.CancelScope) -> None:
 
 async def _progress(run: _Run, report: Callable[[StressReport], None]) -> None:
     while True:
-        report(run.report)
+        with _carried_interrupts():
+            report(run.report)  # user code
         await anyio.sleep(0.2)
+
+
+class _Interrupt(Exception):
+    """A ``KeyboardInterrupt`` or ``SystemExit`` that user code (a builder, the progress
+    callback) raised in a worker, carried through the task groups as an ordinary error.
+
+    Raised in an asyncio task (or handed to one by a worker thread), those two stop the event
+    loop on the spot: the drain never ran, handles were left to the collector, and asyncio
+    logged the unfinished run. Carried, they end the run like any failure, and :func:`stress`
+    raises the original once everything is cleaned up.
+    """
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(repr(error))
+        self.error = error
+
+
+@contextlib.contextmanager
+def _carried_interrupts() -> Iterator[None]:
+    try:
+        yield
+    except (KeyboardInterrupt, SystemExit) as error:
+        raise _Interrupt(error) from error
 
 
 async def _drain(run: _Run) -> None:

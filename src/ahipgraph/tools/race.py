@@ -70,6 +70,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..core.scoped import Scoped
 from ..device import hooks
 from ..device.host_function import running_host_function
 from ..device.ops import CopyOp, host_bytes
@@ -1401,9 +1402,11 @@ def race_check(on_race: str = "raise") -> AbstractContextManager[RaceCheck]:
     Nested checks share one set of clocks; reports go to the innermost check of the task or
     thread that made the racing call (see :class:`RaceCheck`). Work enqueued before the
     outermost check began is not known to it. Leaving the block by an exception or a
-    cancellation turns the check off like a normal exit.
+    cancellation turns the check off like a normal exit. As a decorator it checks each call,
+    an ``async def`` function's whole coroutine included.
     """
-    return _checking(RaceCheck(on_race))  # a bad mode fails here, before anything is on
+    check = RaceCheck(on_race)  # a bad mode fails here, before anything is on
+    return Scoped(lambda: _checking(check))
 
 
 @contextmanager

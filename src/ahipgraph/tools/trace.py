@@ -16,20 +16,36 @@ per device, a track per hardware queue, and a host track. Every number in the fi
 time or a count local to the trace (launches and executables are numbered in the order the trace
 first sees them), never wall-clock time or ``id()``: the same program gives the same bytes.
 
+The file is written for how Perfetto imports it (``ts``/``dur`` in microseconds, as the format
+says, whatever ``displayTimeUnit``):
+
+* process and thread ids start at 1 (device ``n`` is pid ``n + 1``, its host track tid 1 and
+  queue ``k`` tid ``k + 2``): Perfetto takes pid 0 and tid 0 for the kernel's idle task;
+* the host enqueues of one device at one simulated instant are one instant event (``N
+  enqueues``, each call in its ``calls``): Perfetto stacks instants that share a timestamp a
+  level each, and the host's clock stands still while it enqueues without waiting;
+* Perfetto binds a flow to the slices it lands in and draws it from the earlier slice to the
+  later, and drops one whose end it reads before its start. A barrier may begin waiting before
+  the op that releases it has even started, so a flow starts inside the op that reached the
+  signal and ends at the barrier's end, on what the signal let run: the next op of that queue,
+  or a zero-length ``released`` slice added there when nothing starts at that instant.
+
 Invariants: records are appended on the device's event loop in the order the work ran; a flow's
 source record was appended before its target; records never refer to objects, only to indices.
 """
 
 from __future__ import annotations
 
-import contextlib
+import dataclasses
 import json
+import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from ..core.scoped import scoped
 from ..device import hooks
 from ..device.ops import (
     CopyOp,
@@ -43,6 +59,7 @@ from ..device.ops import (
 )
 from ..device.signal import Signal
 from ..exec.compile import EventRecordOp, StrictKernelOp
+from ..exec.conditional import ConditionalOp
 from ..exec.graph_exec import EXECS, GraphExec, _Launch
 from ..runtime.device import Device, device_count, get_device
 
@@ -62,7 +79,8 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class OpRecord:
-    """One op as it ran: ``kind`` is kernel, copy, fill, host, barrier, marker or memory."""
+    """One op as it ran: ``kind`` is kernel, copy, fill, host, barrier, conditional, marker or
+    memory. A conditional node's slice spans all it ran (its bodies run inside it)."""
 
     index: int
     device: int
@@ -125,25 +143,37 @@ class Trace:
         """The trace as a Chrome Trace Event document (a JSON-ready dict)."""
         events: list[dict[str, Any]] = []
         for ordinal, name in sorted(self.devices.items()):
-            events.append(_meta("process_name", ordinal, 0, name=f"device {ordinal}: {name}"))
-            events.append(_meta("process_sort_index", ordinal, 0, sort_index=ordinal))
-            events.append(_meta("thread_name", ordinal, 0, name="host"))
+            pid = _pid(ordinal)
+            events.append(_meta("process_name", pid, HOST_TID, name=f"device {ordinal}: {name}"))
+            events.append(_meta("process_sort_index", pid, HOST_TID, sort_index=ordinal))
+            events.append(_meta("thread_name", pid, HOST_TID, name="host"))
+            events.append(_meta("thread_sort_index", pid, HOST_TID, sort_index=0))
             for queue in range(self.queues.get(ordinal, 0)):
-                events.append(_meta("thread_name", ordinal, queue + 1, name=f"queue {queue}"))
-                events.append(_meta("thread_sort_index", ordinal, queue + 1, sort_index=queue + 1))
+                tid = _tid(queue)
+                events.append(_meta("thread_name", pid, tid, name=f"queue {queue}"))
+                events.append(_meta("thread_sort_index", pid, tid, sort_index=queue + 1))
+        # Perfetto stacks instants of one track that share a timestamp, one level each, and
+        # the host's clock stands still while it enqueues without waiting (a loop of 1,000
+        # launches is 1,000 enqueues at one instant): the calls of one instant are one event.
+        instants: dict[tuple[int, int], list[EnqueueRecord]] = {}
         for enqueue in self.enqueues:
-            args: dict[str, Any] = {"queue": enqueue.queue}
-            if enqueue.exec is not None:
-                args.update(exec=enqueue.exec, launch=enqueue.launch)
+            instants.setdefault((enqueue.device, enqueue.time_ns), []).append(enqueue)
+        for (device, time_ns), calls in instants.items():
+            if len(calls) == 1:
+                (enqueue,) = calls
+                name, args = enqueue.name, _enqueue_args(enqueue)
+            else:
+                name = f"{len(calls)} enqueues"
+                args = {"calls": [{"name": e.name, **_enqueue_args(e)} for e in calls]}
             events.append(
                 {
-                    "name": enqueue.name,
+                    "name": name,
                     "cat": "enqueue",
                     "ph": "i",
                     "s": "t",
-                    "ts": _us(enqueue.time_ns),
-                    "pid": enqueue.device,
-                    "tid": 0,
+                    "ts": _us(time_ns),
+                    "pid": _pid(device),
+                    "tid": HOST_TID,
                     "args": args,
                 }
             )
@@ -153,29 +183,35 @@ class Trace:
                 value = getattr(op, key)
                 if value is not None:
                     args[key] = value
-            events.append(
-                {
-                    "name": op.name,
-                    "cat": op.kind,
-                    "ph": "X",
-                    "ts": _us(op.start_ns),
-                    "dur": _us(op.duration_ns),
-                    "pid": op.device,
-                    "tid": op.queue + 1,
-                    "args": args,
-                }
-            )
+            events.append(_slice(op.name, op.kind, op.start_ns, op.duration_ns, op, args))
+        # Perfetto binds a flow's end to the newest slice open on its track at that instant,
+        # and opens every slice of an instant before it reads flow events there: at a
+        # barrier's end that is the op the barrier let start, if one did; else a ``released``
+        # slice is added there, so the end never binds to the barrier itself, which may have
+        # begun before the flow's source (the flow would then be drawn backwards).
+        starts = {(op.device, op.queue, op.start_ns) for op in self.ops}
+        released: dict[int, None] = {}
+        for flow in self.flows:
+            barrier = self.ops[flow.target]
+            if (barrier.device, barrier.queue, barrier.end_ns) not in starts:
+                released[flow.target] = None
+        for index in released:
+            barrier = self.ops[index]
+            events.append(_slice("released", "signal", barrier.end_ns, 0, barrier, {}))
         for number, flow in enumerate(self.flows):
             source, target = self.ops[flow.source], self.ops[flow.target]
-            for phase, op in (("s", source), ("f", target)):
+            # Inside the source, past its start when it lasts 2 ns or more: a zero-length
+            # slice opened at the same instant would be newer than the source there.
+            start = source.start_ns + source.duration_ns // 2
+            for phase, op, time_ns in (("s", source, start), ("f", target, target.end_ns)):
                 event = {
                     "name": "signal",
                     "cat": "signal",
                     "ph": phase,
                     "id": number,
-                    "ts": _us(op.start_ns),
-                    "pid": op.device,
-                    "tid": op.queue + 1,
+                    "ts": _us(time_ns),
+                    "pid": _pid(op.device),
+                    "tid": _tid(op.queue),
                 }
                 if phase == "f":
                     event["bp"] = "e"
@@ -191,7 +227,10 @@ class Trace:
                         "name": name,
                         "ph": "C",
                         "ts": _us(counter.time_ns),
-                        "pid": counter.device,
+                        "pid": _pid(counter.device),
+                        # Perfetto files a counter under its event's thread's process: a
+                        # missing tid reads as 0, the idle task's.
+                        "tid": HOST_TID,
                         "args": {"value": value},
                     }
                 )
@@ -218,12 +257,48 @@ class Trace:
         )
 
 
+HOST_TID = 1  # the host track of every device's process
+
+
+def _pid(ordinal: int) -> int:
+    """A device's process id in the file: never 0, which Perfetto takes for the idle task."""
+    return ordinal + 1
+
+
+def _tid(queue: int) -> int:
+    """A hardware queue's thread id in the file: after the host track, never 0."""
+    return queue + 2
+
+
+def _enqueue_args(enqueue: EnqueueRecord) -> dict[str, Any]:
+    args: dict[str, Any] = {"queue": enqueue.queue}
+    if enqueue.exec is not None:
+        args.update(exec=enqueue.exec, launch=enqueue.launch)
+    return args
+
+
 def _us(ns: int) -> float:
     return ns / 1000
 
 
 def _meta(kind: str, pid: int, tid: int, **args: Any) -> dict[str, Any]:
     return {"name": kind, "ph": "M", "pid": pid, "tid": tid, "args": args}
+
+
+def _slice(
+    name: str, cat: str, start_ns: int, duration_ns: int, op: OpRecord, args: dict[str, Any]
+) -> dict[str, Any]:
+    """A complete ("X") slice on ``op``'s queue track."""
+    return {
+        "name": name,
+        "cat": cat,
+        "ph": "X",
+        "ts": _us(start_ns),
+        "dur": _us(duration_ns),
+        "pid": _pid(op.device),
+        "tid": _tid(op.queue),
+        "args": args,
+    }
 
 
 class _ProgramInfo:
@@ -263,6 +338,8 @@ def op_kind(op: Op) -> tuple[str, str] | None:
         return None
     if isinstance(op, EventRecordOp):
         return "marker", "event record"
+    if isinstance(op, ConditionalOp):  # its bodies run inline, within its slice
+        return "conditional", f"{op.kind.name.upper()} conditional"
     name = type(op).__name__.removesuffix("Op")
     return ("memory" if name.startswith("Mem") else "marker"), name.lower()
 
@@ -283,31 +360,34 @@ class _Recorder(hooks.Observer):
         )
         self.closed = False
         self._last_counter: dict[int, tuple[int, int, int]] = {}
+        # program -> (position, time) of the op it runs, as it first started (each program's
+        # entry is touched only on its own loop's thread)
+        self._first_run: dict[Program, tuple[int, int]] = {}
+        # Devices on loops of several threads report at once: every record is made under this
+        # lock, so indices (``OpRecord.index``, flow ends) stay the positions in the lists.
+        self._lock = threading.Lock()
 
     # -- host enqueues ----------------------------------------------------------------------------
 
     def submitted(self, queue: HardwareQueue, program: Program) -> None:
         device = cast("Device", queue.device)  # every configured device is a public Device
-        self._see_device(device)
-        owner = getattr(program.on_done, "__self__", None)
-        if isinstance(owner, _Launch):
-            info = self._launch_info(owner, program)
-        else:
-            info = _ProgramInfo()
-            self.trace.enqueues.append(
-                EnqueueRecord(device.ordinal, queue.index, device.clock.now, _stream_call(program))
-            )
-        self._programs[program] = info
         original = program.on_done
-
-        def on_done(done: Program) -> None:
-            try:
-                if original is not None:
-                    original(done)
-            finally:
-                self._sample(device, done.time)
-
-        program.on_done = on_done
+        launch = _launch_of(original)
+        with self._lock:
+            if self.closed:
+                return
+            self._see_device(device)
+            if launch is not None:
+                info = self._launch_info(launch, program)
+            else:
+                info = _ProgramInfo()
+                self.trace.enqueues.append(
+                    EnqueueRecord(
+                        device.ordinal, queue.index, device.clock.now, _stream_call(program)
+                    )
+                )
+            self._programs[program] = info
+        program.on_done = _Sampling(self, device, original)
         self._sample(device, device.clock.now)
 
     def _launch_info(self, launch: _Launch, program: Program) -> _ProgramInfo:
@@ -353,32 +433,45 @@ class _Recorder(hooks.Observer):
 
     # -- ops --------------------------------------------------------------------------------------
 
+    def op_starting(self, program: Program, op: Op) -> Any:
+        # An op that parks on a signal is run again from its start when the signal comes (a
+        # barrier; a WHILE node between iterations, its time moving on), and op_finished sees
+        # the last run's start only: the op's slice begins where it first ran.
+        first = self._first_run.get(program)
+        if first is None or first[0] != program.pc:
+            self._first_run[program] = (program.pc, program.time)
+        return None
+
     def op_finished(
         self, program: Program, op: Op, start_ns: int, error: BaseException | None
     ) -> None:
-        if self.closed:  # the block exited while this packet ran (from a host function)
-            return
-        info = self._programs.get(program)
-        if info is None:  # submitted before tracing began
-            info = self._programs[program] = _ProgramInfo()
-        if isinstance(op, SignalIndexOp):
-            self._reached(program.signals[op.index], program, info)
-            return
-        described = op_kind(op)
-        assert described is not None
-        record = self._record(program, info, described, start_ns, program.time, error)
-        if isinstance(op, EventRecordOp):
-            self._producer[program.signals[op.binding]] = record
-        elif isinstance(op, WaitSignalIndicesOp | WaitSignalsOp):
-            waited = (
-                [program.signals[index] for index in op.indices]
-                if isinstance(op, WaitSignalIndicesOp)
-                else list(op.signals)
-            )
-            for signal in waited:
-                source = self._producer.get(signal)
-                if source is not None:
-                    self.trace.flows.append(FlowRecord(source, record))
+        first = self._first_run.pop(program, None)
+        if first is not None and first[0] == program.pc:
+            start_ns = min(start_ns, first[1])
+        with self._lock:
+            if self.closed:  # the block exited while this packet ran (from a host function)
+                return
+            info = self._programs.get(program)
+            if info is None:  # submitted before tracing began
+                info = self._programs[program] = _ProgramInfo()
+            if isinstance(op, SignalIndexOp):
+                self._reached(program.signals[op.index], program, info)
+                return
+            described = op_kind(op)
+            assert described is not None
+            record = self._record(program, info, described, start_ns, program.time, error)
+            if isinstance(op, EventRecordOp):
+                self._producer[program.signals[op.binding]] = record
+            elif isinstance(op, WaitSignalIndicesOp | WaitSignalsOp):
+                waited = (
+                    [program.signals[index] for index in op.indices]
+                    if isinstance(op, WaitSignalIndicesOp)
+                    else list(op.signals)
+                )
+                for signal in waited:
+                    source = self._producer.get(signal)
+                    if source is not None:
+                        self.trace.flows.append(FlowRecord(source, record))
 
     def _record(
         self,
@@ -391,6 +484,9 @@ class _Recorder(hooks.Observer):
     ) -> int:
         queue = program.queue
         assert queue is not None
+        # A packet submitted before the block began was not seen then: name its device now,
+        # or the file has slices in a process and on tracks nobody named.
+        self._see_device(cast("Device", queue.device))
         kind, name = described
         index = len(self.trace.ops)
         node = info.nodes.get(program.pc) if info.nodes is not None else None
@@ -421,14 +517,26 @@ class _Recorder(hooks.Observer):
         assert info.last is not None
         self._producer[signal] = info.last
 
+    def op_failed(self, program: Program, op: Op, error: BaseException) -> None:
+        """An async body failed after its op was recorded: the record takes the error."""
+        with self._lock:
+            info = self._programs.get(program)
+            if self.closed or info is None or info.last is None:
+                return
+            record = self.trace.ops[info.last]  # the op whose body ran: the program waited
+            if record.error is None:
+                self.trace.ops[info.last] = dataclasses.replace(record, error=repr(error))
+
     def program_finished(self, program: Program) -> None:
-        if self.closed:
-            return
-        info = self._programs.pop(program, None) or _ProgramInfo()
-        if program.completion is not None:
-            self._reached(program.completion, program, info)
-        if info.owner is not None:  # the launch is complete: forget it
-            self._launches.pop(info.owner, None)
+        with self._lock:
+            if self.closed:
+                return
+            self._first_run.pop(program, None)
+            info = self._programs.pop(program, None) or _ProgramInfo()
+            if program.completion is not None:
+                self._reached(program.completion, program, info)
+            if info.owner is not None:  # the launch is complete: forget it
+                self._launches.pop(info.owner, None)
 
     # -- counters ---------------------------------------------------------------------------------
 
@@ -440,29 +548,69 @@ class _Recorder(hooks.Observer):
     def _sample(self, device: Device, time_ns: int) -> None:
         if self.closed:
             return
+        with self._lock:
+            known = list(self._exec_numbers.keys())
+        # Statistics take each executable's own locks: read them outside the recorder's, so
+        # no lock of the runtime is ever taken while it is held.
         sets = arena = 0
-        execs = {*self._exec_numbers.keys(), *EXECS.live_objects()}
-        for graph_exec in execs:
+        for graph_exec in {*known, *EXECS.live_objects()}:
             if graph_exec.device is device:
                 stats = graph_exec.statistics()
                 sets += stats.signal_pool.in_use
                 arena += stats.arena.bytes_reserved
         values = (sets, arena, device.memory.bytes_in_use)
-        if self._last_counter.get(device.ordinal) != values:
-            self._last_counter[device.ordinal] = values
-            self.trace.counters.append(CounterRecord(device.ordinal, time_ns, *values))
+        with self._lock:
+            if not self.closed and self._last_counter.get(device.ordinal) != values:
+                self._last_counter[device.ordinal] = values
+                self.trace.counters.append(CounterRecord(device.ordinal, time_ns, *values))
 
     def finish(self) -> None:
         """Tracing stops: a last sample of every device the trace saw."""
-        for ordinal in sorted(self.trace.devices):
+        with self._lock:
+            seen = sorted(self.trace.devices)
+        for ordinal in seen:
             if ordinal < device_count():
                 device = get_device(ordinal)
                 busy = max(queue.busy_until for queue in device.queues)
                 self._sample(device, max(device.clock.now, busy))
-        self.closed = True
-        self._programs.clear()
-        self._producer.clear()
-        self._launches.clear()
+        with self._lock:
+            self.closed = True
+            self._first_run.clear()
+            self._programs.clear()
+            self._producer.clear()
+            self._launches.clear()
+
+
+class _Sampling:
+    """A traced packet's ``on_done``: the packet's own callback, then a counter sample.
+
+    ``__wrapped__`` is that callback, so a second recorder (a nested ``tracing()`` block, which
+    wraps the packet again) still finds the graph launch a packet belongs to.
+    """
+
+    __slots__ = ("__wrapped__", "device", "recorder")
+
+    def __init__(
+        self, recorder: _Recorder, device: Device, original: Callable[[Program], None] | None
+    ) -> None:
+        self.recorder = recorder
+        self.device = device
+        self.__wrapped__ = original
+
+    def __call__(self, done: Program) -> None:
+        try:
+            if self.__wrapped__ is not None:
+                self.__wrapped__(done)
+        finally:
+            self.recorder._sample(self.device, done.time)
+
+
+def _launch_of(callback: object) -> _Launch | None:
+    """The graph launch whose packet has ``callback`` as its ``on_done``, if any."""
+    while isinstance(callback, _Sampling):
+        callback = callback.__wrapped__
+    owner = getattr(callback, "__self__", None)
+    return owner if isinstance(owner, _Launch) else None
 
 
 def _stream_call(program: Program) -> str:
@@ -478,7 +626,7 @@ def _stream_call(program: Program) -> str:
     return f"{call.get(kind, kind)} {name}"
 
 
-@contextlib.contextmanager
+@scoped
 def tracing() -> Iterator[Trace]:
     """Record the simulated devices' timeline while the block runs.
 
@@ -486,7 +634,10 @@ def tracing() -> Iterator[Trace]:
     when the block exits (a last counter sample per device). Work still running when the
     block exits is not recorded past that point: synchronize inside the block.
 
-    Tracing is process-wide (every device, every thread) and may be nested.
+    Tracing is process-wide (every device, every thread, every event loop) and may be nested:
+    each open block records the work that runs while it is open, graph launches as launches.
+    As a decorator it traces each call (an ``async def`` function's whole coroutine), though
+    the trace is then only the ``with`` form's to keep.
     """
     trace = Trace()
     recorder = _Recorder(trace)

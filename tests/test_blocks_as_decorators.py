@@ -1,0 +1,80 @@
+"""The kit's blocks decorate ``async def`` functions: the block is open while the coroutine runs.
+
+A ``contextlib.contextmanager`` block used as a decorator on a coroutine function was entered
+and left while the call made the coroutine, before a line of it ran: ``@fail_kernels(1)`` on an
+async test injected nothing, ``@ahg.tracing()`` recorded nothing, silently.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import ahipgraph as ahg
+from ahipgraph import testing
+
+
+@ahg.kernel
+def noop(t: ahg.Threads) -> None:
+    pass
+
+
+@pytest.mark.asyncio
+async def test_a_fault_maker_decorating_a_coroutine_function_is_open_while_it_runs(
+    device: ahg.Device,
+) -> None:
+    stream = device.create_stream()
+
+    @testing.fail_kernels(1)
+    async def launch() -> None:
+        done = await stream.launch_kernel(noop, 1, 1, ())
+        with pytest.raises(ahg.LaunchFailure):
+            await done
+
+    await launch()
+    with pytest.raises(ahg.LaunchFailure):
+        await stream.synchronize()
+    await launch()  # each call runs in a block of its own
+    with pytest.raises(ahg.LaunchFailure):
+        await stream.synchronize()
+    stream.destroy()
+
+
+@pytest.mark.asyncio
+async def test_tracing_and_race_check_decorate_coroutine_functions(device: ahg.Device) -> None:
+    stream = device.create_stream()
+    seen: list[bool] = []
+
+    @ahg.race_check(on_race="collect")
+    @ahg.tracing()
+    async def work() -> None:
+        from ahipgraph.device import hooks
+        from ahipgraph.tools import race
+
+        seen.append(hooks.observers is not None and race.active())
+        await (await stream.launch_kernel(noop, 1, 1, ()))
+
+    assert work.__name__ == "work"
+    await work()
+    assert seen == [True]
+    stream.destroy()
+
+
+def test_a_plain_function_is_still_decorated_as_before() -> None:
+    from ahipgraph.device import hooks
+
+    before = hooks.observers
+
+    @ahg.tracing()
+    def inside() -> bool:
+        return hooks.observers is not None and hooks.observers != before
+
+    assert inside()
+    assert hooks.observers == before
+
+
+def test_one_block_object_may_be_entered_again() -> None:
+    block = testing.fail_allocations(1)
+    for _ in range(2):
+        with block as fault, pytest.raises(ahg.OutOfMemory):
+            ahg.get_device(0).malloc(8)
+        assert fault.hits == 1
