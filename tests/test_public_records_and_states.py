@@ -1,0 +1,72 @@
+"""The public records and handle states: hints on every exported class resolve, and the enum
+that each handle's ``state`` returns is importable from ``ahipgraph``."""
+
+from __future__ import annotations
+
+import inspect
+import pickle
+import typing
+
+import pytest
+
+import ahipgraph as ahg
+
+
+def _exported_classes() -> list[str]:
+    return [name for name in ahg.__all__ if inspect.isclass(getattr(ahg, name))]
+
+
+def test_get_type_hints_works_on_every_exported_class() -> None:
+    """A class is a public callable too: its field hints must resolve although the class now
+    says it lives in ``ahipgraph``, a namespace without the names its annotations use."""
+    failures = []
+    for name in _exported_classes():
+        try:
+            typing.get_type_hints(getattr(ahg, name))
+        except Exception as error:
+            failures.append(f"{name}: {error!r}")
+    assert failures == []
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["KernelParams", "MemcpyParams", "HostParams", "PitchedPtr", "GraphNodeParams", "Trace"],
+)
+def test_the_hints_of_a_parameter_record_name_real_objects(name: str) -> None:
+    hints = typing.get_type_hints(getattr(ahg, name))
+    assert hints
+    assert not [field for field, hint in hints.items() if isinstance(hint, str)]
+
+
+def test_a_record_hint_is_the_class_it_names() -> None:
+    assert typing.get_type_hints(ahg.KernelParams)["kernel"] is ahg.Kernel
+
+
+@pytest.mark.asyncio
+async def test_each_handles_state_enum_is_exported_from_ahipgraph(device: ahg.Device) -> None:
+    stream = device.create_stream()
+    event = device.create_event()
+    graph = ahg.Graph()
+    node = graph.add_empty_node()
+    graph_exec = graph.instantiate()
+    obj = ahg.UserObject(lambda _data: None)
+    handles = (stream, event, graph, node, graph_exec, obj)
+    for handle in handles:
+        state_type = type(handle.state)
+        assert getattr(ahg, state_type.__name__) is state_type
+        assert state_type.__module__ == "ahipgraph"
+        assert pickle.loads(pickle.dumps(handle.state)) is handle.state
+    assert stream.state is ahg.StreamState.OPEN
+    assert event.state is ahg.EventState.OPEN
+    assert graph.state is node.state is obj.state is ahg.HandleState.OPEN
+    assert graph_exec.state is ahg.ExecState.OPEN
+    for handle in (graph_exec, node, graph, stream, event, obj):
+        handle.destroy()
+    assert stream.state is ahg.StreamState.DESTROYED
+    assert event.state is ahg.EventState.DESTROYED
+    assert graph.state is node.state is obj.state is ahg.HandleState.DESTROYED
+    assert graph_exec.state is ahg.ExecState.CLOSED
+
+
+def test_the_state_enums_are_in_all() -> None:
+    assert {"HandleState", "ExecState", "StreamState", "EventState"} <= set(ahg.__all__)
