@@ -1,5 +1,5 @@
-"""The public records and handle states: hints on every exported class resolve, and the enum
-that each handle's ``state`` returns is importable from ``ahipgraph``."""
+"""The public records, device functions and handle states: their hints resolve and name public
+classes, and the enum that each handle's ``state`` returns is importable from ``ahipgraph``."""
 
 from __future__ import annotations
 
@@ -70,3 +70,11 @@ async def test_each_handles_state_enum_is_exported_from_ahipgraph(device: ahg.De
 
 def test_the_state_enums_are_in_all() -> None:
     assert {"HandleState", "ExecState", "StreamState", "EventState"} <= set(ahg.__all__)
+
+
+def test_the_device_functions_hint_the_public_device_class() -> None:
+    """Run-time hints name what the functions return, ``ahg.Device``, not an internal base."""
+    assert typing.get_type_hints(ahg.get_device)["return"] is ahg.Device
+    assert typing.get_type_hints(ahg.current_device)["return"] is ahg.Device
+    assert typing.get_type_hints(ahg.configure_devices)["return"] == list[ahg.Device]
+    assert type(ahg.get_device(0)) is ahg.Device
