@@ -78,3 +78,21 @@ def test_the_device_functions_hint_the_public_device_class() -> None:
     assert typing.get_type_hints(ahg.current_device)["return"] is ahg.Device
     assert typing.get_type_hints(ahg.configure_devices)["return"] == list[ahg.Device]
     assert type(ahg.get_device(0)) is ahg.Device
+
+
+@pytest.mark.asyncio
+async def test_every_handles_id_is_an_exported_handle_id(device: ahg.Device) -> None:
+    stream = device.create_stream()
+    event = device.create_event()
+    graph = ahg.Graph()
+    node = graph.add_empty_node()
+    graph_exec = graph.instantiate()
+    obj = ahg.UserObject(lambda _data: None)
+    for handle in (stream, event, node, graph_exec, obj):
+        assert type(handle.hid) is ahg.HandleId
+        assert isinstance(handle.hid.slot, int)
+        assert isinstance(handle.hid.generation, int)
+    assert ahg.HandleId.__module__ == "ahipgraph"
+    assert pickle.loads(pickle.dumps(node.hid)) == node.hid
+    for handle in (graph_exec, node, graph, stream, event, obj):
+        handle.destroy()

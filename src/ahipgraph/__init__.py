@@ -56,7 +56,7 @@ from .core.errors import (
     Unknown,
 )
 from .core.lifecycle import ForgottenHandleWarning, HandleState, collect_forgotten
-from .core.registry import RegistryStatistics
+from .core.registry import HandleId, RegistryStatistics
 from .core.waitqueue import WaitQueueStatistics
 from .device.conditional_arg import CondHandle, set_conditional
 from .device.graph_pool import GraphMemAttribute, GraphPoolStatistics
@@ -129,6 +129,7 @@ from .tools.trace import Trace, tracing
 __all__ = [
     "ForgottenHandleWarning",
     "HandleState",
+    "HandleId",
     "ExecState",
     "StreamState",
     "EventState",
