@@ -6,10 +6,39 @@ from __future__ import annotations
 import inspect
 import pickle
 import typing
+from typing import NamedTuple
 
 import pytest
 
 import ahipgraph as ahg
+
+
+class Handles(NamedTuple):
+    """One handle of each kind, listed in an order that destroys them cleanly."""
+
+    graph_exec: ahg.GraphExec
+    node: ahg.GraphNode
+    graph: ahg.Graph
+    stream: ahg.Stream
+    event: ahg.Event
+    obj: ahg.UserObject
+
+    def destroy(self) -> None:
+        for handle in self:
+            handle.destroy()
+
+
+def one_of_each(device: ahg.Device) -> Handles:
+    graph = ahg.Graph()
+    node = graph.add_empty_node()
+    return Handles(
+        graph.instantiate(),
+        node,
+        graph,
+        device.create_stream(),
+        device.create_event(),
+        ahg.UserObject(lambda _data: None),
+    )
 
 
 def _exported_classes() -> list[str]:
@@ -44,13 +73,8 @@ def test_a_record_hint_is_the_class_it_names() -> None:
 
 @pytest.mark.asyncio
 async def test_each_handles_state_enum_is_exported_from_ahipgraph(device: ahg.Device) -> None:
-    stream = device.create_stream()
-    event = device.create_event()
-    graph = ahg.Graph()
-    node = graph.add_empty_node()
-    graph_exec = graph.instantiate()
-    obj = ahg.UserObject(lambda _data: None)
-    handles = (stream, event, graph, node, graph_exec, obj)
+    handles = one_of_each(device)
+    graph_exec, node, graph, stream, event, obj = handles
     for handle in handles:
         state_type = type(handle.state)
         assert getattr(ahg, state_type.__name__) is state_type
@@ -60,8 +84,7 @@ async def test_each_handles_state_enum_is_exported_from_ahipgraph(device: ahg.De
     assert event.state is ahg.EventState.OPEN
     assert graph.state is node.state is obj.state is ahg.HandleState.OPEN
     assert graph_exec.state is ahg.ExecState.OPEN
-    for handle in (graph_exec, node, graph, stream, event, obj):
-        handle.destroy()
+    handles.destroy()
     assert stream.state is ahg.StreamState.DESTROYED
     assert event.state is ahg.EventState.DESTROYED
     assert graph.state is node.state is obj.state is ahg.HandleState.DESTROYED
@@ -82,17 +105,11 @@ def test_the_device_functions_hint_the_public_device_class() -> None:
 
 @pytest.mark.asyncio
 async def test_every_handles_id_is_an_exported_handle_id(device: ahg.Device) -> None:
-    stream = device.create_stream()
-    event = device.create_event()
-    graph = ahg.Graph()
-    node = graph.add_empty_node()
-    graph_exec = graph.instantiate()
-    obj = ahg.UserObject(lambda _data: None)
-    for handle in (stream, event, node, graph_exec, obj):
+    handles = one_of_each(device)
+    for handle in (handles.stream, handles.event, handles.node, handles.graph_exec, handles.obj):
         assert type(handle.hid) is ahg.HandleId
         assert isinstance(handle.hid.slot, int)
         assert isinstance(handle.hid.generation, int)
     assert ahg.HandleId.__module__ == "ahipgraph"
-    assert pickle.loads(pickle.dumps(node.hid)) == node.hid
-    for handle in (graph_exec, node, graph, stream, event, obj):
-        handle.destroy()
+    assert pickle.loads(pickle.dumps(handles.node.hid)) == handles.node.hid
+    handles.destroy()
