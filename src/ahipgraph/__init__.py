@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 
-from ._annotations import resolve_deferred_annotations
+from ._annotations import evaluate_class_annotations, resolve_deferred_annotations
 from ._run import run
 from ._version import __version__ as __version__
 from .core.errors import (
@@ -55,8 +55,8 @@ from .core.errors import (
     StreamCaptureWrongThread,
     Unknown,
 )
-from .core.lifecycle import ForgottenHandleWarning, collect_forgotten
-from .core.registry import RegistryStatistics
+from .core.lifecycle import ForgottenHandleWarning, HandleState, collect_forgotten
+from .core.registry import HandleId, RegistryStatistics
 from .core.waitqueue import WaitQueueStatistics
 from .device.conditional_arg import CondHandle, set_conditional
 from .device.graph_pool import GraphMemAttribute, GraphPoolStatistics
@@ -84,6 +84,7 @@ from .device.properties import CopyKind, CostModel, DeviceProperties
 from .device.symbols import DeviceSymbol, device_symbol
 from .device.thread_ids import ThreadIdsStatistics
 from .exec.arena import ArenaStatistics
+from .exec.exec_state import ExecState
 from .exec.flags import InstantiateFlags, UpdateResult, UpdateResultKind
 from .exec.graph_exec import ExecStatistics, GraphExec
 from .exec.races import RaceError, RaceReport, RaceSite, RaceWarning
@@ -108,7 +109,7 @@ from .runtime.capture import statistics as capture_statistics
 from .runtime.completion import Completion
 from .runtime.current import current_device, set_device
 from .runtime.device import Device, DeviceStatistics, configure_devices, device_count, get_device
-from .runtime.event import Event, elapsed_time
+from .runtime.event import Event, EventState, elapsed_time
 from .runtime.launch_attributes import (
     AccessPolicyWindow,
     AccessProperty,
@@ -119,7 +120,7 @@ from .runtime.launch_attributes import (
 from .runtime.params import HostParams, KernelParams, MemcpyParams, MemsetParams
 from .runtime.per_thread import STREAM_PER_THREAD
 from .runtime.pitched import PitchedCopyParams, PitchedPtr
-from .runtime.stream import Stream, StreamStatistics
+from .runtime.stream import Stream, StreamState, StreamStatistics
 from .runtime.stream_memops import StreamWaitFlag
 from .tools.race import RaceCheck, race_check
 from .tools.race import install_from_environment as _install_race_check
@@ -127,6 +128,11 @@ from .tools.trace import Trace, tracing
 
 __all__ = [
     "ForgottenHandleWarning",
+    "HandleState",
+    "HandleId",
+    "ExecState",
+    "StreamState",
+    "EventState",
     "collect_forgotten",
     "race_check",
     "host_function",
@@ -278,6 +284,8 @@ def _present_public_names_as_ahipgraph() -> None:
         obj = globals()[name]
         module = getattr(obj, "__module__", None)
         if isinstance(module, str) and module.startswith("ahipgraph."):
+            if isinstance(obj, type):
+                evaluate_class_annotations(obj)  # while its own module still resolves them
             with contextlib.suppress(AttributeError, TypeError):  # e.g. a typing alias
                 obj.__module__ = __name__
 

@@ -14,11 +14,12 @@ ambiguous and left out.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import types
 from typing import Any
 
-__all__ = ["resolve_deferred_annotations"]
+__all__ = ["evaluate_class_annotations", "resolve_deferred_annotations"]
 
 
 def _is_annotation_target(value: Any) -> bool:
@@ -44,3 +45,34 @@ def resolve_deferred_annotations(package: str) -> None:
         namespace = vars(module)
         for name, value in known.items():
             namespace.setdefault(name, value)
+
+
+def evaluate_class_annotations(cls: type) -> None:
+    """Replace the string annotations ``cls`` defines with the objects they name.
+
+    ``typing.get_type_hints(cls)`` evaluates a class's annotations in the module that
+    ``cls.__module__`` names. The package presents its public classes as ``ahipgraph.X``, and
+    that namespace does not hold ``Any``, ``Callable`` or the internal types a record's fields
+    use, so hints on a public record (``KernelParams``, ``MemcpyParams``, ...) would raise
+    ``NameError``. Evaluated here, in the module that defines the class and before it is
+    renamed, the hints need no namespace at all. An annotation that does not evaluate keeps its
+    string, so ``get_type_hints`` reports it as it would have.
+    """
+    own = vars(cls).get("__annotations__")
+    if not isinstance(own, dict) or not any(isinstance(v, str) for v in own.values()):
+        return
+    module = sys.modules.get(cls.__module__)
+    if module is None:
+        return
+    namespace = vars(module)
+    local = dict(vars(cls))
+    resolved: dict[str, Any] = {}
+    for name, value in own.items():
+        resolved[name] = value
+        if isinstance(value, str):
+            # The package's own source text; one that fails stays text, and get_type_hints
+            # names the problem as it would have.
+            with contextlib.suppress(Exception):
+                resolved[name] = eval(value, namespace, local)
+    own.clear()
+    own.update(resolved)

@@ -8,6 +8,8 @@ __all__ = ["ExecState"]
 
 
 class ExecState(enum.Enum):
+    """An executable's ``state``: open, closing while launches it had in flight finish, closed."""
+
     OPEN = "open"
     CLOSING = "closing"  # destroyed, launches still in flight
     CLOSED = "closed"

@@ -421,3 +421,7 @@ else:
     configure_devices = _table.configure_devices
     device_count = _table.device_count
     get_device = _table.get_device
+    # The same for readers of run-time hints (get_type_hints, documentation tools): the table
+    # is annotated with the base it can name, but what it makes and returns is this class.
+    configure_devices.__annotations__["return"] = list[Device]
+    get_device.__annotations__["return"] = Device

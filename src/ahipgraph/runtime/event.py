@@ -28,6 +28,8 @@ _FACTORY = FactoryOnly("events are created with Device.create_event()")
 
 
 class EventState(enum.Enum):
+    """An event's ``state``: open until ``destroy()`` (or until it is forgotten)."""
+
     OPEN = "open"
     DESTROYED = "destroyed"
 

@@ -67,6 +67,8 @@ _FACTORY = FactoryOnly("streams are created with Device.create_stream()")
 
 
 class StreamState(enum.Enum):
+    """A stream's ``state``: open until ``destroy()`` (or until it is forgotten)."""
+
     OPEN = "open"
     DESTROYED = "destroyed"
 

@@ -618,9 +618,12 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
         knows = second.lane.vc.get(first.lane.lane, 0)
         a, b = first.lane.name, second.lane.name
         if knows == 0:
+            # Not "nothing links them": an event recorded on ``a`` before any of its ops, then
+            # waited on by ``b``, links the lanes but orders ``b`` after none of ``a``'s ops.
             return (
-                f"{b} has no ordering with {a} at all (no event wait, host synchronisation or "
-                f"legacy default-stream rule links them); op #{first.number} is on {a}"
+                f"{b} has no ordering with {a}'s ops (no event wait, host synchronisation or "
+                f"legacy default-stream rule orders {b} after one of them); op #{first.number} "
+                f"is on {a}"
             )
         upto = first.lane.ops[knows - 1]
         via = text(second.lane.via.get(first.lane.lane) or "an earlier join")
