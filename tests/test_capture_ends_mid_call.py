@@ -138,6 +138,7 @@ async def _settle(result: Any, device: ahg.Device) -> str:
     if hasattr(result, "node"):
         return "captured"
     if isinstance(result, ahg.DevicePtr):
+        await device.synchronize()  # an eager malloc_async is stream-ordered: free after it
         try:
             device.free(result)
         except ahg.InvalidValue:  # an address the capture's graph reserved: gone with it
