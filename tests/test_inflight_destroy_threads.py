@@ -371,11 +371,13 @@ async def test_memory_freed_from_a_thread_under_a_queued_launch_fails_that_launc
     graph.add_kernel_node(add_one, 1, 1, (keep,), deps=[first])
     graph_exec = graph.instantiate()
     stream = device.create_stream()
-    held = await graph_exec.launch(stream)
-    await gates.started(0)
-    freed = threading.Thread(target=device.free, args=(out,))
-    freed.start()
-    freed.join()
+    with ahg.race_check(on_race="collect") as check:  # the use-after-free is the subject
+        held = await graph_exec.launch(stream)
+        await gates.started(0)
+        freed = threading.Thread(target=device.free, args=(out,))
+        freed.start()
+        freed.join()
+    assert [(r.kind, r.second.where) for r in check.reports] == [("write-after-write", "host")]
     gates.open(0)
     with pytest.raises(ahg.LaunchFailure) as caught:
         await held
