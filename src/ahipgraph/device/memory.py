@@ -35,7 +35,7 @@ import numpy.typing as npt
 from ..core.errors import InvalidDevicePointer, InvalidValue, OutOfMemory
 from ..core.ints import int_or_none
 from . import hooks
-from .graph_pool import GraphMemAttribute, GraphMemPool
+from .graph_pool import GraphMemAttribute, GraphMemPool, GraphPoolStatistics
 from .pointer import DevicePtr
 
 __all__ = [
@@ -269,6 +269,11 @@ class DeviceMemory:
             freed = self.graph_pool.trim()
             self._bytes_in_use -= freed
             return freed
+
+    def graph_pool_statistics(self) -> GraphPoolStatistics:
+        """The graph memory pool's counters, read together under the allocator's lock."""
+        with self._lock:
+            return self.graph_pool.statistics()
 
     def graph_pool_attribute(self, attr: GraphMemAttribute | int) -> int:
         """A graph memory-pool figure (InvalidValue for an unknown attribute)."""

@@ -26,7 +26,7 @@ from ..core.errors import HipError
 from ..core.lifecycle import NoCopy, WeakList
 from ..device import table as _table
 from ..device.base import DeviceBase
-from ..device.graph_pool import GraphMemAttribute
+from ..device.graph_pool import GraphMemAttribute, GraphPoolStatistics
 from ..device.hwqueue import QueueStatistics
 from ..device.memory import MemoryStatistics
 from ..device.pointer import DevicePtr
@@ -63,6 +63,9 @@ class CaptureChecks(Protocol):
 capture_checks: CaptureChecks | None = None
 
 
+_NO_GRAPH_POOL = GraphPoolStatistics(0, 0, 0, 0, 0, 0, 0)
+
+
 @dataclass(frozen=True, slots=True)
 class DeviceStatistics:
     ordinal: int
@@ -72,6 +75,8 @@ class DeviceStatistics:
     queues: tuple[QueueStatistics, ...]
     # Open streams the runtime made for this device (null, per-thread), not the user's.
     implicit_streams: int = 0
+    # The graph memory pool (what graph_mem_attribute reads, and the cached bytes a trim frees).
+    graph_pool: GraphPoolStatistics = _NO_GRAPH_POOL
 
 
 class Device(DeviceBase, DeviceCopyMixin, NoCopy):
@@ -376,6 +381,7 @@ class Device(DeviceBase, DeviceCopyMixin, NoCopy):
             self.memory.statistics(),
             tuple(queue.statistics() for queue in self.queues),
             sum(1 for stream in self.streams if stream.implicit),
+            self.memory.graph_pool_statistics(),
         )
 
     def _retire(self) -> None:

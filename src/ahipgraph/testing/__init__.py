@@ -4,8 +4,9 @@ Every run of the simulated device has a deterministic timeline and every race ca
 on purpose; this package gives users the tools the project's own tests use:
 
 * fresh devices and leak reports (:func:`fresh_devices`, :func:`snapshot`,
-  :func:`leak_report`), also as pytest fixtures (``ahg_device``, ``ahg_devices``) through the
-  plugin in :mod:`ahipgraph.testing.plugin`;
+  :func:`leak_report`, and the statistics behind them: :func:`registry_statistics`,
+  :func:`thread_ids_statistics`), also as pytest fixtures (``ahg_device``, ``ahg_devices``)
+  through the plugin in :mod:`ahipgraph.testing.plugin`;
 * fakes with awkward timings (:class:`HeldKernel`, :class:`GatedHost`), deterministic
   interleaving (:class:`Interleave`), thread races (:func:`run_together`);
 * scoped fault injection (:func:`fail_kernels`, :func:`fail_allocations`,
@@ -27,7 +28,15 @@ from .faults import (
     hang_kernels,
 )
 from .helpers import GatedHost, HeldKernel, Interleave, loop_turns, run_together
-from .leaks import LeakError, Snapshot, fresh_devices, leak_report, snapshot
+from .leaks import (
+    LeakError,
+    Snapshot,
+    fresh_devices,
+    leak_report,
+    registry_statistics,
+    snapshot,
+    thread_ids_statistics,
+)
 from .stress import StressReport, StressViolation, random_graph, stress
 
 __all__ = [
@@ -51,7 +60,9 @@ __all__ = [
     "leak_report",
     "loop_turns",
     "random_graph",
+    "registry_statistics",
     "run_together",
     "snapshot",
     "stress",
+    "thread_ids_statistics",
 ]

@@ -18,9 +18,11 @@ from dataclasses import dataclass
 
 from ..core.ints import is_bool
 from ..core.lifecycle import collect_forgotten
+from ..core.registry import RegistryStatistics
 from ..core.scoped import scoped
 from ..device.properties import DeviceProperties
 from ..device.table import restore_devices, take_devices
+from ..device.thread_ids import THREAD_IDS, ThreadIdsStatistics
 from ..exec.graph_exec import EXECS
 from ..graph.graph import GRAPHS
 from ..graph.node import NODES
@@ -62,6 +64,20 @@ def snapshot(*, collect: bool = True) -> Snapshot:
     devices = tuple(get_device(i).statistics() for i in range(device_count()))
     handles = {r.statistics().kind: r.statistics().live for r in _REGISTRIES}
     return Snapshot(devices, handles)
+
+
+def registry_statistics() -> dict[str, RegistryStatistics]:
+    """Each handle registry's statistics, by kind ("graph", "graph node", "stream", ...).
+
+    What :func:`snapshot` counts live handles with, whole: the live count, the slots the
+    registry has grown to and how many handles it registered in all.
+    """
+    return {stats.kind: stats for stats in (r.statistics() for r in _REGISTRIES)}
+
+
+def thread_ids_statistics() -> ThreadIdsStatistics:
+    """The statistics of the bounded cache behind ``Threads.ids`` (one for the process)."""
+    return THREAD_IDS.statistics()
 
 
 def leak_report(baseline: Snapshot | None = None, current: Snapshot | None = None) -> str | None:
