@@ -114,6 +114,7 @@ class Engine:
         "_next_queue",
         "_pump",
         "_running",
+        "abandoned",
         "clock",
         "device",
         "in_flight",
@@ -130,6 +131,11 @@ class Engine:
         self.lock = threading.Lock()
         self.loop: asyncio.AbstractEventLoop | None = None
         self.in_flight = 0
+        # Packets cut short because the event loop running their async body shut down and
+        # cancelled it: work left in flight, gone from ``in_flight`` once the loop is gone,
+        # which a leak check must still see. (Work a closed loop left queued stays in flight
+        # until the next loop runs it, so ``in_flight`` shows that.)
+        self.abandoned = 0
         # Queues with a scheduled run, in scheduling order (a dict as an ordered set).
         self.ready: dict[HardwareQueue, None] = {}
         self._pump: asyncio.Handle | None = None  # the owner loop's callback running the table

@@ -72,6 +72,10 @@ class DeviceStatistics:
     queues: tuple[QueueStatistics, ...]
     # Open streams the runtime made for this device (null, per-thread), not the user's.
     implicit_streams: int = 0
+    # Packets cut short, ever, because the event loop running their async body shut down and
+    # cancelled it: a test that ends with work running leaves its trace here even after its
+    # loop is gone and ``in_flight`` is back to zero.
+    abandoned: int = 0
 
 
 class Device(DeviceBase, DeviceCopyMixin, NoCopy):
@@ -376,6 +380,7 @@ class Device(DeviceBase, DeviceCopyMixin, NoCopy):
             self.memory.statistics(),
             tuple(queue.statistics() for queue in self.queues),
             sum(1 for stream in self.streams if stream.implicit),
+            self.engine.abandoned,
         )
 
     def _retire(self) -> None:
