@@ -1,10 +1,10 @@
 """``ahg_device`` reports work a test left running, even after the test's loop shut down.
 
-pytest-asyncio closes a test's event loop before the synchronous ``ahg_device`` fixture tears
-down, and the loop's shutdown cancels an async kernel body still running: the packet is cut
-short (abandoned), so ``in_flight`` is back to zero by teardown. A test that leaves work
-running and drops its stream must still fail with the report, which reads the device's
-``statistics().abandoned``.
+pytest-asyncio and anyio's plugin close a test's event loop before the synchronous
+``ahg_device`` fixture tears down, and the loop's shutdown cancels an async kernel body still
+running: the packet is cut short (abandoned), so ``in_flight`` is back to zero by teardown.
+A test that leaves work running and drops its stream must still fail with the report, which
+reads the device's ``statistics().abandoned``.
 """
 
 from __future__ import annotations
@@ -33,6 +33,19 @@ SUITE = textwrap.dedent(
         await held.started.wait()
 
 
+    @pytest.fixture
+    def anyio_backend():
+        return "asyncio"
+
+
+    @pytest.mark.anyio
+    async def test_leaves_a_held_kernel_running_under_anyio(ahg_device):
+        stream = ahg_device.create_stream()
+        held = testing.HeldKernel("left_running")
+        await held.launch(stream)
+        await held.started.wait()
+
+
     @pytest.mark.asyncio
     async def test_next_test_is_clean(ahg_device):
         await ahg_device.synchronize()
@@ -49,13 +62,15 @@ def test_work_left_running_fails_the_test_after_its_loop_shut_down(
     # The dropped stream is freed by its finalizer with a ForgottenHandleWarning, which this
     # suite's own filters would turn into an error: the user's suite does not.
     result = pytester.runpytest(
-        "-p", "no:cacheprovider", "-W", "ignore::ahipgraph.ForgottenHandleWarning"
+        "-p", "no:cacheprovider", "-p", "anyio", "-W", "ignore::ahipgraph.ForgottenHandleWarning"
     )
-    result.assert_outcomes(passed=2, errors=1)
+    result.assert_outcomes(passed=3, errors=2)
     result.stdout.fnmatch_lines(
         [
-            "*ERROR at teardown of test_leaves_a_held_kernel_running*",
+            "*ERROR at teardown of test_leaves_a_held_kernel_running *",
             "*ahipgraph: still alive, in flight or allocated at teardown:",
+            "*device 0: 1 packet still in flight when the event loop shut down (abandoned)",
+            "*ERROR at teardown of test_leaves_a_held_kernel_running_under_anyio*",
             "*device 0: 1 packet still in flight when the event loop shut down (abandoned)",
         ]
     )
