@@ -95,3 +95,30 @@ def test_a_loop_shutdown_counts_the_packets_it_abandoned() -> None:
         report = testing.leak_report()
         assert report is not None
         assert "1 packet still in flight when the event loop shut down" in report
+
+
+def test_a_loop_that_takes_the_device_over_starts_the_count_again() -> None:
+    """Once another loop runs the device, the program went on: nothing is left in flight."""
+    with testing.fresh_devices(1, check=False) as (device,):
+        stream = device.create_stream()
+        held = testing.HeldKernel("left_running")
+
+        async def leave_running() -> None:
+            await held.launch(stream)
+            await held.started.wait()
+
+        out = device.malloc(8)
+
+        async def go_on() -> None:
+            with pytest.raises(ahg.LaunchFailure, match="abandoned"):
+                await stream.synchronize()
+            await (await stream.memset(out, 0, 8))  # work on this loop: it runs the device
+
+        baseline = testing.snapshot()
+        asyncio.run(leave_running())
+        assert device.statistics().abandoned == 1
+        asyncio.run(go_on())
+        assert device.statistics().abandoned == 0
+        assert testing.leak_report(baseline) is None
+        device.free(out)
+        stream.destroy()

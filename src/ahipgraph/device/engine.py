@@ -131,10 +131,11 @@ class Engine:
         self.lock = threading.Lock()
         self.loop: asyncio.AbstractEventLoop | None = None
         self.in_flight = 0
-        # Packets cut short because the event loop running their async body shut down and
-        # cancelled it: work left in flight, gone from ``in_flight`` once the loop is gone,
-        # which a leak check must still see. (Work a closed loop left queued stays in flight
-        # until the next loop runs it, so ``in_flight`` shows that.)
+        # Packets the owner loop cut short as it shut down (it cancelled their async bodies):
+        # work left in flight, gone from ``in_flight`` once the loop is gone, which a leak
+        # check must still see. A loop that takes the engine over starts again from zero: the
+        # program went on, and the failures are reported there. (Work a closed loop left queued
+        # stays in flight until the next loop runs it, so ``in_flight`` shows that.)
         self.abandoned = 0
         # Queues with a scheduled run, in scheduling order (a dict as an ordered set).
         self.ready: dict[HardwareQueue, None] = {}
@@ -172,6 +173,7 @@ class Engine:
         if busy and current is not None and not current.is_closed():
             raise IllegalState(f"device {self.device.ordinal} is busy on another event loop")
         self.loop = loop
+        self.abandoned = 0  # what the old loop gave up on is behind the program now
         self._pump = None  # a callback left on the old loop sees it lost the engine
         self._running = False  # a closed loop cannot be running it
         self._idle = WaitQueue()

@@ -72,9 +72,9 @@ class DeviceStatistics:
     queues: tuple[QueueStatistics, ...]
     # Open streams the runtime made for this device (null, per-thread), not the user's.
     implicit_streams: int = 0
-    # Packets cut short, ever, because the event loop running their async body shut down and
-    # cancelled it: a test that ends with work running leaves its trace here even after its
-    # loop is gone and ``in_flight`` is back to zero.
+    # Packets the device's last event loop cut short as it shut down (it cancelled their async
+    # bodies): a test that ends with work running leaves its trace here even after its loop
+    # is gone and ``in_flight`` is back to zero. Zero again once another loop takes over.
     abandoned: int = 0
 
 
