@@ -94,6 +94,17 @@ def running_loop() -> asyncio.AbstractEventLoop:
     )
 
 
+def refuse_trio() -> None:
+    """Raise :func:`running_loop`'s error when a trio task, with no asyncio loop, calls.
+
+    For the waits that need no loop when there is nothing to wait for (a synchronize of idle
+    work): under trio they would pass, and the program would fail later, at its first wait
+    for real work. A plain call without any loop is left alone.
+    """
+    if current_loop() is None and _in_trio():
+        running_loop()
+
+
 def _in_trio() -> bool:
     """True when the caller is a trio task (checked only if trio was imported)."""
     trio: Any = sys.modules.get("trio")

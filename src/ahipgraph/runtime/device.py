@@ -26,6 +26,7 @@ from ..core.errors import HipError
 from ..core.lifecycle import NoCopy, WeakList
 from ..device import table as _table
 from ..device.base import DeviceBase
+from ..device.engine import refuse_trio
 from ..device.graph_pool import GraphMemAttribute
 from ..device.hwqueue import QueueStatistics
 from ..device.memory import MemoryStatistics
@@ -297,7 +298,9 @@ class Device(DeviceBase, DeviceCopyMixin, NoCopy):
                 one's included (then cleared; failures of other streams stay pending for their
                 next synchronize).
             StreamCaptureUnsupported: a capture is in progress (every capture is invalidated).
+            RuntimeError: called from a trio task (ahipgraph runs on asyncio or uvloop).
         """
+        refuse_trio()
         if capture_checks is not None:
             capture_checks.device_sync()
         await self.engine.wait_idle()
