@@ -76,17 +76,18 @@ def test_work_left_running_fails_the_test_after_its_loop_shut_down(
     )
 
 
+async def _leave_running(stream: ahg.Stream) -> None:
+    """Start a held kernel on ``stream`` and return with it still running."""
+    held = testing.HeldKernel("left_running")
+    await held.launch(stream)
+    await held.started.wait()
+
+
 def test_a_loop_shutdown_counts_the_packets_it_abandoned() -> None:
     with testing.fresh_devices(1, check=False) as (device,):
         stream = device.create_stream()
-        held = testing.HeldKernel("left_running")
-
-        async def leave_running() -> None:
-            await held.launch(stream)
-            await held.started.wait()
-
         assert device.statistics().abandoned == 0
-        asyncio.run(leave_running())  # the runner cancels the held body as it shuts down
+        asyncio.run(_leave_running(stream))  # the runner cancels the held body as it shuts down
         stats = device.statistics()
         assert (stats.in_flight, stats.abandoned) == (0, 1)
         with pytest.raises(ahg.LaunchFailure, match="abandoned"):
@@ -101,12 +102,6 @@ def test_a_loop_that_takes_the_device_over_starts_the_count_again() -> None:
     """Once another loop runs the device, the program went on: nothing is left in flight."""
     with testing.fresh_devices(1, check=False) as (device,):
         stream = device.create_stream()
-        held = testing.HeldKernel("left_running")
-
-        async def leave_running() -> None:
-            await held.launch(stream)
-            await held.started.wait()
-
         out = device.malloc(8)
 
         async def go_on() -> None:
@@ -115,7 +110,7 @@ def test_a_loop_that_takes_the_device_over_starts_the_count_again() -> None:
             await (await stream.memset(out, 0, 8))  # work on this loop: it runs the device
 
         baseline = testing.snapshot()
-        asyncio.run(leave_running())
+        asyncio.run(_leave_running(stream))
         assert device.statistics().abandoned == 1
         asyncio.run(go_on())
         assert device.statistics().abandoned == 0

@@ -5,16 +5,10 @@ return, and a trio program only failed later, at its first wait for real work. E
 synchronize now says at once that ahipgraph runs on asyncio (or uvloop), as every enqueue does.
 Called with no loop at all (a coroutine stepped by hand), an idle synchronize still returns
 without yielding.
-
-Without trio installed, a stand-in module answers ``trio.lowlevel.current_task()`` the way
-trio does inside a trio task, and each coroutine is stepped with no asyncio loop running.
 """
 
 from __future__ import annotations
 
-import sys
-import types
-import warnings
 from collections.abc import Callable, Coroutine, Iterator
 from typing import Any
 
@@ -22,8 +16,7 @@ import pytest
 
 import ahipgraph as ahg
 from cleanup import destroy
-
-NOT_TRIO = "ahipgraph runs on asyncio \\(or uvloop\\), not trio"
+from under_trio import NOT_TRIO, pretend_trio, refused_under_real_trio
 
 Make = Callable[[ahg.Device, ahg.Stream, ahg.Event], Coroutine[Any, Any, None]]
 CALLS: list[tuple[str, Make]] = [
@@ -55,8 +48,7 @@ def _step(coroutine: Coroutine[Any, Any, None]) -> None:
 def test_an_idle_synchronize_under_trio_names_trio(
     name: str, make: Make, handles: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    fake = types.SimpleNamespace(lowlevel=types.SimpleNamespace(current_task=lambda: object()))
-    monkeypatch.setitem(sys.modules, "trio", fake)
+    pretend_trio(monkeypatch)
     coroutine = make(*handles)
     try:
         with pytest.raises(RuntimeError, match=NOT_TRIO):
@@ -76,14 +68,4 @@ def test_an_idle_synchronize_without_any_loop_still_returns(
 def test_an_idle_synchronize_under_the_real_trio_names_trio(
     name: str, make: Make, handles: Any
 ) -> None:
-    with warnings.catch_warnings():
-        # hypothesis warns about trio's module-level Random as trio is first imported
-        warnings.simplefilter("ignore")
-        pytest.importorskip("trio")
-    import anyio
-
-    async def main() -> None:
-        with pytest.raises(RuntimeError, match=NOT_TRIO):
-            await make(*handles)
-
-    anyio.run(main, backend="trio")
+    refused_under_real_trio(lambda: make(*handles))
