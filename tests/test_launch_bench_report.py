@@ -2,7 +2,8 @@
 
 `{"loops": {"asyncio": R, "uvloop": R}}`, where R has `launch_host_us`, `graph_per_node_us`,
 `eager_per_node_us` and `floor_per_node_us` keyed by node count "10" ... "10000",
-`instantiate_us_per_node` keyed "1000" and "10000", and `steady_state` with `launches`,
+`instantiate_us_per_node` keyed "1000" and "10000", the capture issue's `capture_us_per_op`
+and `capture_instantiate_us_per_node` keyed the same, and `steady_state` with `launches`,
 `new_signal_sets`, `new_arena_chunks` and `bytes_delta`. Only shapes and the steady state's
 allocation counts are checked; timings stay in the bench.
 """
@@ -20,6 +21,7 @@ import ahipgraph as ahg
 from benches import BENCH, load_bench
 
 PER_SIZE = ("launch_host_us", "graph_per_node_us", "eager_per_node_us", "floor_per_node_us")
+PER_OPERATIONS = ("instantiate_us_per_node", "capture_us_per_op", "capture_instantiate_us_per_node")
 STEADY = {"launches", "new_signal_sets", "new_arena_chunks", "bytes_delta"}
 
 
@@ -34,7 +36,9 @@ def _check_loop_report(
     for figure in PER_SIZE:
         assert set(report[figure]) == set(sizes), figure
         assert all(value > 0 for value in report[figure].values()), figure
-    assert set(report["instantiate_us_per_node"]) == set(inst)
+    for figure in PER_OPERATIONS:
+        assert set(report[figure]) == set(inst), figure
+        assert all(value > 0 for value in report[figure].values()), figure
     assert set(report["steady_state"]) == STEADY
 
 

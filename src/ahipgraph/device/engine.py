@@ -94,6 +94,17 @@ def running_loop() -> asyncio.AbstractEventLoop:
     )
 
 
+def refuse_trio() -> None:
+    """Raise :func:`running_loop`'s error when a trio task, with no asyncio loop, calls.
+
+    For the waits that need no loop when there is nothing to wait for (a synchronize of idle
+    work): under trio they would pass, and the program would fail later, at its first wait
+    for real work. A plain call without any loop is left alone.
+    """
+    if current_loop() is None and _in_trio():
+        running_loop()
+
+
 def _in_trio() -> bool:
     """True when the caller is a trio task (checked only if trio was imported)."""
     trio: Any = sys.modules.get("trio")
@@ -114,6 +125,7 @@ class Engine:
         "_next_queue",
         "_pump",
         "_running",
+        "abandoned",
         "clock",
         "device",
         "in_flight",
@@ -130,6 +142,12 @@ class Engine:
         self.lock = threading.Lock()
         self.loop: asyncio.AbstractEventLoop | None = None
         self.in_flight = 0
+        # Packets the owner loop cut short as it shut down (it cancelled their async bodies):
+        # work left in flight, gone from ``in_flight`` once the loop is gone, which a leak
+        # check must still see. A loop that takes the engine over starts again from zero: the
+        # program went on, and the failures are reported there. (Work a closed loop left queued
+        # stays in flight until the next loop runs it, so ``in_flight`` shows that.)
+        self.abandoned = 0
         # Queues with a scheduled run, in scheduling order (a dict as an ordered set).
         self.ready: dict[HardwareQueue, None] = {}
         self._pump: asyncio.Handle | None = None  # the owner loop's callback running the table
@@ -166,6 +184,7 @@ class Engine:
         if busy and current is not None and not current.is_closed():
             raise IllegalState(f"device {self.device.ordinal} is busy on another event loop")
         self.loop = loop
+        self.abandoned = 0  # what the old loop gave up on is behind the program now
         self._pump = None  # a callback left on the old loop sees it lost the engine
         self._running = False  # a closed loop cannot be running it
         self._idle = WaitQueue()

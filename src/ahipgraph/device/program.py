@@ -181,6 +181,8 @@ class Program:
                 # Cancelled from outside (its loop is shutting down): give up the rest.
                 failure = abandoned_by_loop(op)
                 self.abandon(failure)
+                assert self.queue is not None
+                self.queue.engine.abandoned += 1
             else:  # the body raised CancelledError itself: that op failed
                 failure = asyncio.CancelledError()
                 self._record(op.fault(failure))

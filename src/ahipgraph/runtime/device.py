@@ -26,6 +26,7 @@ from ..core.errors import HipError
 from ..core.lifecycle import NoCopy, WeakList
 from ..device import table as _table
 from ..device.base import DeviceBase
+from ..device.engine import refuse_trio
 from ..device.graph_pool import GraphMemAttribute, GraphPoolStatistics
 from ..device.hwqueue import QueueStatistics
 from ..device.memory import MemoryStatistics
@@ -75,6 +76,10 @@ class DeviceStatistics:
     queues: tuple[QueueStatistics, ...]
     # Open streams the runtime made for this device (null, per-thread), not the user's.
     implicit_streams: int = 0
+    # Packets the device's last event loop cut short as it shut down (it cancelled their async
+    # bodies): a test that ends with work running leaves its trace here even after its loop
+    # is gone and ``in_flight`` is back to zero. Zero again once another loop takes over.
+    abandoned: int = 0
     # The graph memory pool (what graph_mem_attribute reads, and the cached bytes a trim frees).
     graph_pool: GraphPoolStatistics = _NO_GRAPH_POOL
 
@@ -298,7 +303,9 @@ class Device(DeviceBase, DeviceCopyMixin, NoCopy):
                 one's included (then cleared; failures of other streams stay pending for their
                 next synchronize).
             StreamCaptureUnsupported: a capture is in progress (every capture is invalidated).
+            RuntimeError: called from a trio task (ahipgraph runs on asyncio or uvloop).
         """
+        refuse_trio()
         if capture_checks is not None:
             capture_checks.device_sync()
         await self.engine.wait_idle()
@@ -381,6 +388,7 @@ class Device(DeviceBase, DeviceCopyMixin, NoCopy):
             self.memory.statistics(),
             tuple(queue.statistics() for queue in self.queues),
             sum(1 for stream in self.streams if stream.implicit),
+            self.engine.abandoned,
             self.memory.graph_pool_statistics(),
         )
 

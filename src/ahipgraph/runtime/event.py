@@ -14,6 +14,7 @@ from ..core.clock import ns_to_ms
 from ..core.errors import InvalidHandle, NotReady
 from ..core.lifecycle import DestroyOnExit, FactoryOnly, HandleRecord, check_live, destroyed
 from ..core.registry import HandleRegistry
+from ..device.engine import refuse_trio
 from ..device.signal import Signal
 from . import capture, observe
 
@@ -94,7 +95,9 @@ class Event(DestroyOnExit):
             InvalidHandle: the event was destroyed.
             IllegalState: the device is busy on another event loop.
             CapturedEvent: the event was recorded in a capture in progress (now invalidated).
+            RuntimeError: called from a trio task (ahipgraph runs on asyncio or uvloop).
         """
+        refuse_trio()
         self._check_open()
         capture.check_event_sync(self)
         signal = self.signal

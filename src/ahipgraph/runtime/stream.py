@@ -31,6 +31,7 @@ from ..core.ints import as_int, int_or_none
 from ..core.lifecycle import DestroyOnExit, FactoryOnly, HandleRecord, check_live, destroyed
 from ..core.registry import HandleRegistry
 from ..core.surface import own_mixin_methods
+from ..device.engine import refuse_trio
 from ..device.kernel import DimLike, Kernel
 from ..device.ops import Op, WaitSignalsOp
 from ..device.pointer import DevicePtr
@@ -387,7 +388,9 @@ class Stream(
             HipError: the stream's unreported failure, which is then cleared.
             StreamCaptureUnsupported: the stream captures, or the calling task's capture mode
                 forbids it while captures are in progress (those captures are invalidated).
+            RuntimeError: called from a trio task (ahipgraph runs on asyncio or uvloop).
         """
+        refuse_trio()
         self._check_open()
         capture.check_stream_sync(self, "synchronize()")
         for signal in self._sync_targets():

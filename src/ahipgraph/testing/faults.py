@@ -12,8 +12,9 @@ block and removed at its end, so a fault can never outlive its block:
 * :func:`hang_kernels` — the next matching kernels hold their queue until the test calls
   :meth:`KernelHang.cancel` (or the block ends); they then complete with ``LaunchFailure``;
 * :func:`exhaust_signal_sets` — every free signal set of an executable is taken for the block
-  and given back at its end: a pool that waits makes launches park (``launch_nowait`` raises
-  :class:`~ahipgraph.NotReady`), a pool that grows counts misses.
+  and given back at its end: a pool that waits (the default ``signal_set_policy="wait"``)
+  makes launches park (``launch_nowait`` raises :class:`~ahipgraph.NotReady`), a pool that
+  grows (``"grow"``) counts misses.
 
 Faults count what they did (``hits``), so a test can assert the fault fired. They are
 process-wide, like the devices table: faults on a named kernel keep concurrent tests apart.
@@ -310,8 +311,11 @@ class SignalSetsHeld:
 def exhaust_signal_sets(graph_exec: GraphExec) -> Iterator[SignalSetsHeld]:
     """Hold every free signal set of ``graph_exec`` for the block.
 
-    With ``instantiate(wait_for_signal_sets=True)`` a launch then parks until the block ends
-    and ``launch_nowait`` raises ``NotReady``; otherwise a launch grows the pool (a miss).
+    With the default ``signal_set_policy="wait"`` a launch then parks until the block ends
+    (so the block must end in another task, or the launch waits for ever) and
+    ``launch_nowait`` raises ``NotReady``; with ``"grow"`` a launch grows the pool (a miss).
+    Sets in use when the block begins are not taken: each comes back to the pool, and is
+    free for a launch, as soon as the launch that holds it completes.
 
     Raises:
         InvalidValue: the executable's pool is closed (it was destroyed and freed).

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from ..core.ints import as_int
+from ..device.engine import running_loop
 from ..device.kernel import Kernel, Threads
 
 if TYPE_CHECKING:
@@ -137,8 +138,11 @@ class GatedHost:
 
         Raises:
             TypeError / ValueError: as :meth:`open`, before anything waits.
+            RuntimeError: no asyncio loop runs here (under trio: says so).
         """
-        await self._event(self._started, run).wait()
+        event = self._event(self._started, run)
+        running_loop()  # an asyncio.Event waited on under trio would only say "no running loop"
+        await event.wait()
 
 
 def _check_log(log: object) -> None:
@@ -148,8 +152,13 @@ def _check_log(log: object) -> None:
 
 
 def _note_loop(loops: list[asyncio.AbstractEventLoop]) -> None:
-    """Remember the running loop as one a fake's runs wait on (before they wait)."""
-    loop = asyncio.get_running_loop()
+    """Remember the running loop as one a fake's runs wait on (before they wait).
+
+    Raises:
+        RuntimeError: no asyncio loop runs here; under trio the error says ahipgraph runs on
+            asyncio, not asyncio's bare "no running event loop".
+    """
+    loop = running_loop()
     if loop not in loops:
         loops.append(loop)
 
@@ -223,6 +232,7 @@ class Interleave:
         # ^ the tasks whose end releases their turn (each gets one done-callback)
 
     async def turn(self, name: str) -> None:
+        loop = running_loop()  # under trio: a clear error, not asyncio's bare one
         task = asyncio.current_task()
         with self._lock:
             if self._holder == name:
@@ -239,7 +249,7 @@ class Interleave:
                     raise ValueError(f"{name!r} has no turn left in {self.order[self.position :]}")
                 if name in self._waiters:
                     raise ValueError(f"another task already waits for {name!r}'s turn")
-                future = asyncio.get_running_loop().create_future()
+                future = loop.create_future()
                 self._waiters[name] = future
             try:
                 await future
@@ -316,6 +326,7 @@ async def loop_turns(turns: int = 4) -> None:
     turns = as_int(turns, "turns")
     if turns < 0:
         raise ValueError(f"turns must be at least 0, got {turns}")
+    running_loop()  # under trio a bare asyncio yield would fail with trio's puzzling message
     for _ in range(turns):
         await asyncio.sleep(0)  # one loop iteration: every ready callback and task step runs
 

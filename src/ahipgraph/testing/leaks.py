@@ -104,6 +104,15 @@ def leak_report(baseline: Snapshot | None = None, current: Snapshot | None = Non
             )
             packets = _plural(stats.in_flight, "packet")
             lines.append(f"device {stats.ordinal}: {packets} in flight ({pending})")
+        abandoned = stats.abandoned - (base.abandoned if base else 0)
+        if abandoned > 0:
+            # In flight when the test's event loop shut down (pytest-asyncio closes it before
+            # sync fixtures tear down), so ``in_flight`` is zero again by now.
+            packets = _plural(abandoned, "packet")
+            lines.append(
+                f"device {stats.ordinal}: {packets} still in flight when the event loop "
+                "shut down (abandoned)"
+            )
         memory, base_memory = stats.memory, base.memory if base else None
         # Symbol storage is the device's own, and bytes the graph memory pool keeps for reuse
         # are not leaked either (a trim returns them).
