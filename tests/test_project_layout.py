@@ -7,6 +7,7 @@ Makefile is checked with `make -n` (print, do not run) against a `.venv` path th
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -46,12 +47,16 @@ def test_each_make_target_builds_the_venv_from_python3_first(
     target: str, runs: str, tmp_path: Path
 ) -> None:
     venv = tmp_path / "venv"  # missing: make must create it
+    # Run as a make of its own: under `make test` the parent's MAKEFLAGS and MAKELEVEL would
+    # make it print "Entering directory" lines and pass the parent's options down.
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
     plan = subprocess.run(
-        ["make", "-n", f"VENV={venv}", target],
+        ["make", "-n", "--no-print-directory", f"VENV={venv}", target],
         cwd=ROOT,
         capture_output=True,
         text=True,
         check=True,
+        env=env,
     ).stdout.splitlines()
     assert plan[0] == f"python3 -m venv {venv}"
     install = next(i for i, line in enumerate(plan) if "pip install" in line and "-e" in line)
