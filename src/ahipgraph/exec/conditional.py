@@ -36,7 +36,7 @@ import numpy as np
 from ..core.errors import HipError, IllegalState, NotSupported
 from ..device.conditional_arg import bind_handles, handle_fields
 from ..device.ops import DefaultsOp, Op
-from ..device.program import abandoned_by_loop
+from ..device.program import INTERRUPTS
 from ..device.signal import Signal
 from ..graph.conditional import ConditionalHandle, ConditionalKind, ConditionalNodeParams
 from ..graph.node_type import NodeType
@@ -119,7 +119,10 @@ class ConditionalOp(Op):
                 op = body[position]
                 try:
                     blocker = op.run(program)
-                except Exception as exc:
+                except INTERRUPTS:
+                    self.state = None  # the program abandons its work, this node included
+                    raise
+                except BaseException as exc:  # the op's own failure, as a program records it
                     program._record(op.fault(exc))
                     position += 1
                     continue
@@ -163,13 +166,7 @@ def _signal_when_done(awaitable: Any, op: Op, program: Program) -> Signal:
     future = program.queue.engine.start(awaitable)
 
     def done(f: asyncio.Future[Any]) -> None:
-        if f.cancelled():
-            if f.cancelling() if isinstance(f, asyncio.Task) else True:
-                program._record(abandoned_by_loop(op))  # its loop is shutting down
-            else:  # the body raised CancelledError itself: that op failed
-                program._record(op.fault(asyncio.CancelledError()))
-        elif (exc := f.exception()) is not None and isinstance(exc, Exception):
-            program._record(op.fault(exc))
+        program.settle_body(f, op)  # as the program settles a body it runs itself
         signal.decrement(program.time)
 
     future.add_done_callback(done)
