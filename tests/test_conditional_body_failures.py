@@ -144,3 +144,58 @@ async def test_a_while_body_that_fails_each_iteration_still_loops_to_its_end(
     graph.destroy()
     stream.destroy()
     device.free(x)
+
+
+@pytest.mark.parametrize("interrupt", [KeyboardInterrupt, SystemExit])
+def test_an_interrupt_in_an_async_body_kernel_abandons_the_launch_and_the_next_one_runs(
+    device: ahg.Device, interrupt: type[BaseException]
+) -> None:
+    """KeyboardInterrupt/SystemExit escape to the loop's caller, as from any async body, and
+    the launch fails as abandoned rather than succeeding; the executable launches again."""
+    raising = [True]
+
+    @ahg.kernel
+    async def maybe_interrupts(t: ahg.Threads, x: ahg.Ptr[ahg.int32]) -> None:
+        await asyncio.sleep(0)
+        if raising[0]:
+            raise interrupt
+
+    x = device.malloc(16)
+    graph = ahg.Graph()
+    handle = graph.conditional_handle(default=1)
+    _, (body,) = graph.add_conditional_node(handle, K.If)
+    first = body.add_kernel_node(maybe_interrupts, 1, 1, (x,))
+    body.add_kernel_node(put, 1, 1, (5, 1, x), deps=[first])
+    graph_exec = graph.instantiate()
+    stream = device.create_stream()
+
+    async def launch() -> ahg.Completion:
+        done = await graph_exec.launch(stream)
+        for _ in range(4):  # the device runs the body on the loop's next turns
+            await asyncio.sleep(0)
+        return done
+
+    loop = asyncio.new_event_loop()
+    try:
+        task = loop.create_task(launch())
+        with pytest.raises(interrupt):
+            loop.run_until_complete(task)
+
+        async def afterwards() -> None:
+            with pytest.raises(ahg.LaunchFailure, match="maybe_interrupts"):
+                await (await task)
+            with pytest.raises(ahg.LaunchFailure):
+                await stream.synchronize()
+            assert device.view(x, np.int32, 2).tolist() == [0, 0]  # the rest was abandoned
+            raising[0] = False
+            await (await graph_exec.launch(stream))
+            assert device.view(x, np.int32, 2).tolist() == [0, 5]
+            assert graph_exec.statistics().in_flight == 0
+
+        loop.run_until_complete(afterwards())
+    finally:
+        loop.close()
+    graph_exec.destroy()
+    graph.destroy()
+    stream.destroy()
+    device.free(x)
