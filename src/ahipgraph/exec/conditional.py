@@ -336,10 +336,14 @@ def prepare(graph: ExecGraph) -> Conditionals | None:
                         else:
                             found.handles[arg.token] = arg
                 continue
-            if kind is child:  # its own copy: a scope of its own
-                assert node.child is not None
-                found.parents.append(scope)
-                pending.append((node.child, len(found.parents) - 1))
+            if kind is child:  # its own copy: a scope of its own, if it can own a handle
+                copy_of_child = node.child
+                assert copy_of_child is not None
+                if copy_of_child.flat and not copy_of_child.has_type(conditional):
+                    pending.append((copy_of_child, scope))  # owns none: sees what we see
+                else:
+                    found.parents.append(scope)
+                    pending.append((copy_of_child, len(found.parents) - 1))
                 continue
             if kind is not conditional:
                 continue
