@@ -185,3 +185,41 @@ async def test_copies_nested_and_inside_a_loop_body(device: ahg.Device) -> None:
         graph.destroy()
     device.free(x)
     device.free(y)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("depth", [1, 3])
+async def test_an_update_refusing_a_changed_nested_conditional_names_its_child_graph_node(
+    device: ahg.Device, depth: int
+) -> None:
+    """As every other failure inside a child graph does, and the executable keeps running as
+    it was."""
+    x = device.malloc(8)
+
+    def parent_of(limit: int) -> tuple[ahg.Graph, ahg.GraphNode]:
+        graph = counting_loop(x, limit)
+        for _ in range(depth):
+            outer = ahg.Graph()
+            outer.add_child_graph_node(graph)
+            graph.destroy()
+            graph = outer
+        parent = ahg.Graph()
+        start = parent.add_empty_node()
+        holder = parent.add_child_graph_node(graph, deps=[start])
+        graph.destroy()
+        return parent, holder
+
+    parent, _ = parent_of(3)
+    graph_exec = parent.instantiate()
+    changed, holder = parent_of(5)
+    with pytest.raises(ahg.GraphExecUpdateFailure, match="bodies changed") as info:
+        graph_exec.update(changed)
+    result = info.value.result  # type: ignore[attr-defined]
+    assert result.kind is ahg.UpdateResultKind.ParametersChanged
+    assert result.node is holder
+    await (await graph_exec.launch())
+    assert counts(device, x, 1) == [3]  # the loop it was made with
+    graph_exec.destroy()
+    for graph in (parent, changed):
+        graph.destroy()
+    device.free(x)
