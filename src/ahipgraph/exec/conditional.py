@@ -3,7 +3,8 @@
 At instantiate (:func:`prepare`), under the graph's lock, every conditional node's bodies are
 copied (as child graphs are) and the handles the executable uses are collected: those of its
 conditional nodes and those passed to its kernels. :meth:`Conditionals.allocate` gives each
-handle a cell of device memory; :meth:`Conditionals.bind` rewrites each kernel's copy of its
+handle a cell of device memory (one per child-graph copy holding its conditional node: see
+:class:`Conditionals`); :meth:`Conditionals.bind` rewrites each kernel's copy of its
 arguments so a ``CondHandle`` parameter points at that cell (see
 :mod:`ahipgraph.device.conditional_arg`).
 
