@@ -15,15 +15,9 @@ from ahipgraph.exec.graph_exec import EXECS
 from ahipgraph.testing.leaks import leak_report
 from ahipgraph.testing.leaks import snapshot as leak_snapshot
 from cleanup import destroy
+from conditional_kernels import count_to
 
 K = ahg.ConditionalKind
-
-
-@ahg.kernel
-def count_to(t: ahg.Threads, limit: ahg.int32, x: ahg.Ptr[ahg.int32], h: ahg.CondHandle) -> None:
-    """x[0] += 1; keep looping while x[0] < limit."""
-    x[0] += 1
-    ahg.set_conditional(h, 1 if x[0] < limit else 0)
 
 
 @ahg.kernel

@@ -29,12 +29,12 @@ if TYPE_CHECKING:
     from .hwqueue import HardwareQueue
     from .memory import DeviceMemory
 
-__all__ = ["Program"]
+__all__ = ["INTERRUPTS", "Program"]
 
 # What user code may raise that is not its own failure: it propagates (after the program
 # finishes as failed), as asyncio lets only these escape a callback or a task. Anything else,
 # CancelledError and GeneratorExit included, fails the op with its HipError.
-_INTERRUPTS = (KeyboardInterrupt, SystemExit)
+INTERRUPTS = (KeyboardInterrupt, SystemExit)
 
 
 class Program:
@@ -96,7 +96,7 @@ class Program:
             op = ops[pc]
             try:
                 blocker = op.run(self)
-            except _INTERRUPTS as exc:
+            except INTERRUPTS as exc:
                 ops, pc, count = self._interrupted(op, pc, exc)
                 continue
             except BaseException as exc:  # user code's own failure, CancelledError included
@@ -133,7 +133,7 @@ class Program:
                 blocker = hooks.op_starting(watchers, self, op)
                 if blocker is None:
                     blocker = op.run(self)
-            except _INTERRUPTS as exc:
+            except INTERRUPTS as exc:
                 ops, pc, count = self._interrupted(op, pc, exc)
                 continue
             except BaseException as exc:
@@ -175,6 +175,24 @@ class Program:
         return self.ops, 0, len(self.ops)
 
     def _awaited(self, future: asyncio.Future[Any], op: Op) -> None:
+        failure = self.settle_body(future, op)
+        if failure is not None and hooks.observers is not None:
+            # Observers were told the op finished when its body was started: say how it ended.
+            for watcher in hooks.observers:
+                watcher.op_failed(self, op, failure)
+        assert self.queue is not None
+        self.queue.wake()
+
+    def settle_body(self, future: asyncio.Future[Any], op: Op) -> BaseException | None:
+        """Record how ``op``'s async body (run as ``future``) ended; return its failure.
+
+        Whoever ran the body calls this: the program itself, or an op running ops of its own
+        (a conditional node's body), so an async body fails its launch the same way wherever
+        it sits. A body's own failure, any ``BaseException`` but an interrupt, is ``op``'s
+        error and the program goes on; a body cancelled from outside (its loop shutting down)
+        or interrupted (KeyboardInterrupt, SystemExit, which asyncio re-raised already)
+        abandons the program.
+        """
         failure: BaseException | None = None
         if future.cancelled():
             if future.cancelling() if isinstance(future, asyncio.Task) else True:
@@ -187,16 +205,11 @@ class Program:
                 failure = asyncio.CancelledError()
                 self._record(op.fault(failure))
         elif (failure := future.exception()) is not None:
-            if not isinstance(failure, _INTERRUPTS):
+            if not isinstance(failure, INTERRUPTS):
                 self._record(op.fault(failure))
-            else:  # KeyboardInterrupt/SystemExit in an async body: asyncio re-raised it already
+            else:
                 self.abandon(op.fault(failure))
-        if failure is not None and hooks.observers is not None:
-            # Observers were told the op finished when its body was started: say how it ended.
-            for watcher in hooks.observers:
-                watcher.op_failed(self, op, failure)
-        assert self.queue is not None
-        self.queue.wake()
+        return failure
 
     def _record(self, error: HipError) -> None:
         if self.error is None:

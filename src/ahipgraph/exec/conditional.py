@@ -3,7 +3,8 @@
 At instantiate (:func:`prepare`), under the graph's lock, every conditional node's bodies are
 copied (as child graphs are) and the handles the executable uses are collected: those of its
 conditional nodes and those passed to its kernels. :meth:`Conditionals.allocate` gives each
-handle a cell of device memory; :meth:`Conditionals.bind` rewrites each kernel's copy of its
+handle a cell of device memory (one per child-graph copy holding its conditional node: see
+:class:`Conditionals`); :meth:`Conditionals.bind` rewrites each kernel's copy of its
 arguments so a ``CondHandle`` parameter points at that cell (see
 :mod:`ahipgraph.device.conditional_arg`).
 
@@ -36,7 +37,7 @@ import numpy as np
 from ..core.errors import HipError, IllegalState, NotSupported
 from ..device.conditional_arg import bind_handles, handle_fields
 from ..device.ops import DefaultsOp, Op
-from ..device.program import abandoned_by_loop
+from ..device.program import INTERRUPTS
 from ..device.signal import Signal
 from ..graph.conditional import ConditionalHandle, ConditionalKind, ConditionalNodeParams
 from ..graph.node_type import NodeType
@@ -119,7 +120,10 @@ class ConditionalOp(Op):
                 op = body[position]
                 try:
                     blocker = op.run(program)
-                except Exception as exc:
+                except INTERRUPTS:
+                    self.state = None  # the program abandons its work, this node included
+                    raise
+                except BaseException as exc:  # the op's own failure, as a program records it
                     program._record(op.fault(exc))
                     position += 1
                     continue
@@ -163,13 +167,7 @@ def _signal_when_done(awaitable: Any, op: Op, program: Program) -> Signal:
     future = program.queue.engine.start(awaitable)
 
     def done(f: asyncio.Future[Any]) -> None:
-        if f.cancelled():
-            if f.cancelling() if isinstance(f, asyncio.Task) else True:
-                program._record(abandoned_by_loop(op))  # its loop is shutting down
-            else:  # the body raised CancelledError itself: that op failed
-                program._record(op.fault(asyncio.CancelledError()))
-        elif (exc := f.exception()) is not None and isinstance(exc, Exception):
-            program._record(op.fault(exc))
+        program.settle_body(f, op)  # as the program settles a body it runs itself
         signal.decrement(program.time)
 
     future.add_done_callback(done)
@@ -177,12 +175,26 @@ def _signal_when_done(awaitable: Any, op: Op, program: Program) -> Signal:
 
 
 class Conditionals:
-    """An executable's conditional nodes: their bodies, handles, cells and control flag."""
+    """An executable's conditional nodes: their bodies, handles, cells and control flag.
+
+    Handles are scoped by child-graph copy. A child-graph node runs its own copy of its graph,
+    so a conditional node inside it, and the kernels there that set its handle, use a cell of
+    that copy's own: the same graph embedded twice runs as two independent graphs, each copy's
+    handle starting from its default, as two executables of one graph do. Scope 0 is the
+    executable's graph (with its conditional bodies); each child-graph copy, however deep,
+    opens a scope inside the one that holds it. A kernel's handle argument names the cell of
+    the innermost enclosing scope whose conditional nodes use that handle, else scope 0's.
+    """
 
     def __init__(self) -> None:
         self.bodies: dict[int, list[ExecGraph]] = {}  # id(ExecNode) -> its bodies' copies
-        self.handles: dict[int, ConditionalHandle] = {}  # token -> handle
-        self.cells: dict[int, DevicePtr] = {}  # token -> its cell
+        self.handles: dict[int, ConditionalHandle] = {}  # token -> handle (scope 0)
+        # scope > 0 -> the handles of its conditional nodes, by token
+        self.owned: dict[int, dict[int, ConditionalHandle]] = {}
+        self.parents: list[int] = [0]  # scope -> the scope holding it
+        self.scope_of: dict[ExecNode, int] = {}  # each node inside a child-graph copy
+        self.cells: dict[tuple[int, int], DevicePtr] = {}  # (scope, token) -> its cell
+        self._addresses: dict[int, dict[int, int]] = {}  # scope -> token -> cell address
         self.control = _Control()
 
     @property
@@ -204,24 +216,49 @@ class Conditionals:
                 pending.extend(self.bodies.get(id(node), ()))
         return out
 
+    def _scoped_handles(self) -> list[tuple[tuple[int, int], ConditionalHandle]]:
+        every = [((0, token), handle) for token, handle in self.handles.items()]
+        for scope, handles in self.owned.items():
+            every.extend(((scope, token), handle) for token, handle in handles.items())
+        return every
+
     def allocate(self, device: Device) -> None:
-        """One cell per handle (8 bytes of device memory), its default written in."""
-        for token, handle in self.handles.items():
+        """One cell per handle and scope (8 bytes of device memory), its default written in."""
+        self._addresses = {}
+        for key, handle in self._scoped_handles():
             ptr = device.memory.malloc(8)
-            self.cells[token] = ptr
+            self.cells[key] = ptr
             device.memory.view(ptr.address, _UINT32)[0] = handle.default
 
     def free(self, device: Device) -> None:
         cells, self.cells = self.cells, {}
+        self._addresses = {}
         for ptr in cells.values():
             with contextlib.suppress(HipError):  # the device was reconfigured under us
                 device.memory.free(ptr)
 
-    def bind(self, params: Any) -> Any:
-        """Kernel parameters whose CondHandle arguments point at this executable's cells."""
+    def addresses(self, scope: int) -> dict[int, int]:
+        """Token -> cell address, as a node in ``scope`` sees the handles (made once)."""
+        found = self._addresses.get(scope)
+        if found is None:
+            chain = []
+            while scope:
+                chain.append(scope)
+                scope = self.parents[scope]
+            found = {token: self.cells[0, token].address for token in self.handles}
+            for outer in reversed(chain):
+                for token in self.owned.get(outer, ()):
+                    found[token] = self.cells[outer, token].address
+            self._addresses[chain[0] if chain else 0] = found
+        return found
+
+    def bind(self, params: Any, node: ExecNode | None = None) -> Any:
+        """Kernel parameters whose CondHandle arguments point at this executable's cells, as
+        ``node`` (the kernel node taking them; None: one of the executable's own graph) sees
+        them."""
         if not isinstance(params, KernelParams) or not self.cells:
             return params
-        addresses = {token: ptr.address for token, ptr in self.cells.items()}
+        addresses = self.addresses(self.scope_of.get(node, 0) if node is not None else 0)
         packed = bind_handles(params.kernel.layout, params.args, params.kernel.name, addresses)
         if packed is None or packed == params.arg_bytes:
             return params
@@ -230,12 +267,12 @@ class Conditionals:
     def bind_all(self, graph: ExecGraph) -> None:
         for node in self.walk(graph):
             if node.type is NodeType.Kernel:
-                node.params = self.bind(node.params)
+                node.params = self.bind(node.params, node)
 
     def defaults_op(self) -> Op | None:
         cells = [
-            (self.cells[token].address, handle.default)
-            for token, handle in self.handles.items()
+            (self.cells[key].address, handle.default)
+            for key, handle in self._scoped_handles()
             if handle.assign_default
         ]
         return DefaultsOp(cells) if cells else None
@@ -266,7 +303,7 @@ class Conditionals:
             for inner in body.nodes:
                 emit(inner, ops)
             bodies.append(ops)
-        address = self.cells[params.handle.token].address
+        address = self.addresses(self.scope_of.get(node, 0))[params.handle.token]
         return ConditionalOp(params.kind, address, bodies, self.control)
 
 
@@ -280,24 +317,40 @@ def prepare(graph: ExecGraph) -> Conditionals | None:
         InvalidValue: a body has a cycle.
     """
     found = Conditionals()
-    pending = [graph]
-    kernel, conditional = NodeType.Kernel, NodeType.Conditional  # an enum member read costs
+    pending: list[tuple[ExecGraph, int]] = [(graph, 0)]  # (a copy, its scope)
+    kernel_args: list[tuple[int, ConditionalHandle]] = []  # handle arguments in scopes > 0
+    kernel, conditional, child = NodeType.Kernel, NodeType.Conditional, NodeType.Graph
     while pending:
-        copy = pending.pop()
-        if copy.flat and not copy.has_type(conditional):  # the columns: no record made
-            _find_handle_args(copy, found.handles)
+        copy, scope = pending.pop()
+        if not scope and copy.flat and not copy.has_type(conditional):  # the columns: no
+            _find_handle_args(copy, found.handles)  # node record is made
             continue
-        for node in copy.walk():
+        for node in copy.nodes:
+            if scope:
+                found.scope_of[node] = scope
             kind = node.type
             if kind is kernel:
                 for arg in node.params.args:
                     if isinstance(arg, ConditionalHandle):
-                        found.handles[arg.token] = arg
+                        if scope:
+                            kernel_args.append((scope, arg))
+                        else:
+                            found.handles[arg.token] = arg
+                continue
+            if kind is child:  # its own copy: a scope of its own, if it can own a handle
+                copy_of_child = node.child
+                assert copy_of_child is not None
+                if copy_of_child.flat and not copy_of_child.has_type(conditional):
+                    pending.append((copy_of_child, scope))  # owns none: sees what we see
+                else:
+                    found.parents.append(scope)
+                    pending.append((copy_of_child, len(found.parents) - 1))
                 continue
             if kind is not conditional:
                 continue
             params: ConditionalNodeParams = node.params
-            found.handles[params.handle.token] = params.handle
+            owned = found.owned.setdefault(scope, {}) if scope else found.handles
+            owned[params.handle.token] = params.handle
             copies = []
             for body in params.bodies:
                 body_copy, _ = snapshot(body)
@@ -308,8 +361,13 @@ def prepare(graph: ExecGraph) -> Conditionals | None:
                         )
                 copies.append(body_copy)
             found.bodies[id(node)] = copies
-            pending.extend(copies)
-    if not found.handles:
+            pending.extend((body_copy, scope) for body_copy in copies)
+    for scope, handle in kernel_args:  # a handle no enclosing scope's node uses: scope 0's
+        while scope and handle.token not in found.owned.get(scope, ()):
+            scope = found.parents[scope]
+        if not scope:
+            found.handles[handle.token] = handle
+    if not found.handles and not found.owned:
         return None
     return found
 
@@ -375,7 +433,7 @@ def _same_graph(conditionals: Conditionals, old: ExecGraph, new: ExecGraph) -> b
             elif x.type is NodeType.Conditional:
                 if not conditionals.same(x, y.params):
                     return False
-            elif x.params != conditionals.bind(y.params):
+            elif x.params != conditionals.bind(y.params, x):
                 return False
     return True
 

@@ -30,7 +30,7 @@ from ..runtime.launch_attributes import KernelNodeAttribute
 from ..runtime.params import Endpoint, HostParams, KernelParams, MemsetParams
 from .copy_setters import check_same_kind
 from .flags import UpdateResult, UpdateResultKind
-from .snapshot import snapshot
+from .snapshot import ExecGraph, ExecNode, snapshot
 from .update import device_limits_problem, diff_graphs
 
 if TYPE_CHECKING:
@@ -207,8 +207,7 @@ def update(updater: Updater, graph: Graph) -> UpdateResult:
         if result.ok:
             changes, why, bad = updater.settle_conditionals(changes)
             if why:
-                top = updater.graph.nodes
-                culprit = next((new_nodes[i] for i, n in enumerate(top) if n is bad), None)
+                culprit = _top_level(updater.graph, bad, new_nodes)
                 result = UpdateResult(UpdateResultKind.ParametersChanged, culprit, why)
         if result.ok:
             result = device_limits_problem(changes, updater.device)
@@ -218,3 +217,16 @@ def update(updater: Updater, graph: Graph) -> UpdateResult:
             raise error
         updater.apply(changes)
     return result
+
+
+def _top_level(
+    graph: ExecGraph, bad: ExecNode | None, new_nodes: list[GraphNode]
+) -> GraphNode | None:
+    """The new graph's node standing for ``bad``: itself at the top level, else the child-graph
+    node holding it, as every other failure inside a child graph names (HIP's error node)."""
+    for index, node in enumerate(graph.nodes):
+        if node is bad or (
+            node.child is not None and any(inner is bad for inner in node.child.walk())
+        ):
+            return new_nodes[index]
+    return None

@@ -141,7 +141,7 @@ class Updater:
         that can fail.
         """
         if self.conditionals is not None:  # kernels' handle arguments point at our cells
-            changes = [(node, self.conditionals.bind(params)) for node, params in changes]
+            changes = [(node, self.conditionals.bind(params, node)) for node, params in changes]
         with self.lock:
             if self.races is not None:  # check_races: recheck the changed nodes only
                 self.races.check_changes(changes)
