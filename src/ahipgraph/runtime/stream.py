@@ -332,8 +332,9 @@ class Stream(
 
         Raises:
             InvalidValue: ``flags`` other than 0 or 1 (checked before the event, as in HIP).
-            ContextIsDestroyed / InvalidHandle: destroyed stream / event. Capture errors: see
-                ``capture``.
+            ContextIsDestroyed / InvalidHandle: destroyed stream / event.
+            InvalidHandle: an eager record of an event made on another device (HIP's
+                ``hipErrorInvalidResourceHandle``, the same code). Capture errors: see ``capture``.
         """
         if int_or_none(flags) not in (capture.EVENT_RECORD_DEFAULT, capture.EVENT_RECORD_EXTERNAL):
             raise InvalidValue(f"{flags!r} is not an event record flag")
@@ -344,6 +345,12 @@ class Stream(
             external = flags == capture.EVENT_RECORD_EXTERNAL
             part.record_event(event, capture.record_node_params(event) if external else None)
             return
+        if event.device is not self.device:
+            # HIP checks this for an eager record only (a capture takes any event): the
+            # event's timestamps and completion belong to its own device's clock and engine.
+            raise InvalidHandle(
+                f"{event!r} belongs to device {event.device.ordinal}, not to {self!r}'s device"
+            )
         capture.record_eager(event)
         signal = Signal(1)
         self._submit(Program((), signal))
