@@ -175,7 +175,7 @@ class Stream(
         if self.is_null:
             return [
                 s.tail
-                for s in self.device.streams
+                for s in self.device._legacy_streams()
                 if s is not self and not s.non_blocking and s.tail is not None and s.tail.value > 0
             ]
         null = self.device._null_stream
