@@ -371,19 +371,33 @@ class Stream(
             ContextIsDestroyed / InvalidHandle: destroyed stream / event.
             InvalidValue: ``flags`` other than 0 or 1. Capture errors: see ``capture``.
         """
+        self._wait_for_record(event, flags, _record_of(event))
+
+    def _wait_event_later(self, event: Event, flags: int = 0) -> Callable[[], None]:
+        """A ``wait_event`` that must wait for room: it waits for the record current now.
+
+        HIP's ``hipStreamWaitEvent`` takes the event's latest record when it is called; a
+        record made while this call waits for ring space (by another task) is not the one
+        it waits for.
+        """
+        record = _record_of(event)
+        return lambda: self._wait_for_record(event, flags, record)
+
+    def _wait_for_record(self, event: Event, flags: int, record: Signal | None) -> None:
+        """``wait_event``'s work: make later work wait for ``record``, ``event``'s record
+        when the call was made."""
         self._check_open()
         live_event(event)
         if capture.wait_event(self, event, flags):
             return
         if observe.observer is not None:  # ordering the API promises, done or not
             observe.observer.event_waited(self, event)
-        signal = event.signal
-        if signal is not None and signal.value > 0:
+        if record is not None and record.value > 0:
             # The barrier is stream work: it becomes the tail, so synchronize() and query()
             # cover it.
-            self._submit(Program((WaitSignalsOp((signal,)),), Signal(1)))
+            self._submit(Program((WaitSignalsOp((record,)),), Signal(1)))
 
-    wait_event, wait_event_nowait = enqueue_pair(_wait_event)
+    wait_event, wait_event_nowait = enqueue_pair(_wait_event, at_call=_wait_event_later)
 
     async def synchronize(self) -> None:
         """Wait for all work on the stream (``hipStreamSynchronize``).
@@ -485,6 +499,12 @@ class Stream(
             f"<Stream {name} device={self.device.ordinal} queue={self.queue.index} "
             f"state={self.state.value} submitted={self.submitted}{capturing}>"
         )
+
+
+def _record_of(event: object) -> Signal | None:
+    """The completion of ``event``'s latest record (None: unrecorded, or not an event; the
+    wait's checks report the latter)."""
+    return event.signal if isinstance(event, Event) else None
 
 
 def launch_stream(stream: object, device: Device, *, any_device: bool = False) -> Stream:
