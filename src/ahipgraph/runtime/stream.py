@@ -351,9 +351,9 @@ class Stream(
             raise InvalidHandle(
                 f"{event!r} belongs to device {event.device.ordinal}, not to {self!r}'s device"
             )
-        capture.record_eager(event)
         signal = Signal(1)
-        self._submit(Program((), signal))
+        self._submit(Program((), signal))  # may be refused (no loop, busy): nothing changed yet
+        capture.record_eager(event)
         event._recorded(signal)
         if observe.observer is not None:
             observe.observer.event_recorded(self, event)
