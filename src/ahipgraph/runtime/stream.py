@@ -390,12 +390,12 @@ class Stream(
         live_event(event)
         if capture.wait_event(self, event, flags):
             return
-        if observe.observer is not None:  # ordering the API promises, done or not
-            observe.observer.event_waited(self, event)
         if record is not None and record.value > 0:
             # The barrier is stream work: it becomes the tail, so synchronize() and query()
-            # cover it.
+            # cover it. The device may refuse it (no running loop, busy on another loop).
             self._submit(Program((WaitSignalsOp((record,)),), Signal(1)))
+        if observe.observer is not None:  # ordering the API promises, done or not
+            observe.observer.event_waited(self, event)
 
     wait_event, wait_event_nowait = enqueue_pair(_wait_event, at_call=_wait_event_later)
 
