@@ -125,6 +125,18 @@ class Device(DeviceBase, DeviceCopyMixin, NoCopy):
         with self._streams_lock:
             return tuple(self._streams)
 
+    def _legacy_streams(self) -> tuple[Stream, ...]:
+        """The streams whose work the legacy null stream may have to order after, a snapshot.
+
+        The live streams and the destroyed ones still busy (the orphans): a destroyed stream's
+        work still runs, and null-stream work enqueued after it must still wait for it (HIP's
+        ``hipStreamDestroy`` lets the stream's work finish first). A task's per-thread stream
+        is destroyed when the task ends, so this is also what orders a finished task's work
+        before later null-stream work.
+        """
+        with self._streams_lock:
+            return (*self._streams, *self._orphans)
+
     def _add_stream(self, stream: Stream) -> None:
         with self._streams_lock:
             self._streams.append(stream)

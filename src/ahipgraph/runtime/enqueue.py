@@ -38,21 +38,37 @@ S = TypeVar("S")  # a Stream, or one of the mixins that Stream is assembled from
 
 def enqueue_pair(
     body: Callable[Concatenate[S, P], R],
+    *,
+    at_call: Callable[Concatenate[S, P], Callable[[], R]] | None = None,
 ) -> tuple[Callable[Concatenate[S, P], Coroutine[Any, Any, R]], Callable[Concatenate[S, P], R]]:
     """Make ``(op, op_nowait)`` from ``_op``, the synchronous body of a stream enqueue.
 
     ``op`` waits for room in the ring, then runs the body; ``op_nowait`` raises ``NotReady``
     when there is no room. ``body`` must check its arguments and the stream before it submits
     anything, so a failed call changes nothing.
+
+    ``at_call``, for an operation whose meaning depends on state that may change while the
+    call waits for room (``wait_event``: the event's record at the time of the call, as in
+    HIP), takes the call's arguments when it parks and returns what to run once there is room.
+    It is called with the body's parameters and named for the operation, as the body is.
     """
     owner, _, private = body.__qualname__.rpartition(".")
     name = private.lstrip("_")
     body.__qualname__ = f"{owner}.{name}"  # a wrong call names the public operation
+    if at_call is not None:
+        _rename(at_call, f"{owner}.{name}")
 
     async def waiting(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
         queue = cast(RingUser, self)._ring()
         if queue is None or queue.has_room():
             return body(self, *args, **kwargs)
+        if at_call is not None:
+            later = at_call(self, *args, **kwargs)
+            await queue.wait_for_room()
+            try:
+                return later()
+            finally:
+                queue.settle_room()
         await queue.wait_for_room()
         try:
             return body(self, *args, **kwargs)
@@ -120,10 +136,15 @@ def _named(
 ) -> Any:
     """``method`` presented as ``owner.name``, with ``body``'s signature and annotations."""
     functools.update_wrapper(method, body)
-    assert isinstance(method, types.FunctionType)
-    qualname = f"{owner}.{name}"
-    method.__code__ = method.__code__.replace(co_name=name, co_qualname=qualname)
-    method.__name__ = name
-    method.__qualname__ = qualname
+    _rename(method, f"{owner}.{name}")
     method.__doc__ = doc
     return method
+
+
+def _rename(function: Callable[..., Any], qualname: str) -> None:
+    """Name ``function`` ``qualname``, its code too (a wrong call's TypeError uses that)."""
+    assert isinstance(function, types.FunctionType)
+    name = qualname.rpartition(".")[2]
+    function.__code__ = function.__code__.replace(co_name=name, co_qualname=qualname)
+    function.__name__ = name
+    function.__qualname__ = qualname

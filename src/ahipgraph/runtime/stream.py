@@ -176,7 +176,7 @@ class Stream(
         if self.is_null:
             return [
                 s.tail
-                for s in self.device.streams
+                for s in self.device._legacy_streams()
                 if s is not self and not s.non_blocking and s.tail is not None and s.tail.value > 0
             ]
         null = self.device._null_stream
@@ -333,8 +333,9 @@ class Stream(
 
         Raises:
             InvalidValue: ``flags`` other than 0 or 1 (checked before the event, as in HIP).
-            ContextIsDestroyed / InvalidHandle: destroyed stream / event. Capture errors: see
-                ``capture``.
+            ContextIsDestroyed / InvalidHandle: destroyed stream / event.
+            InvalidHandle: an eager record of an event made on another device (HIP's
+                ``hipErrorInvalidResourceHandle``, the same code). Capture errors: see ``capture``.
         """
         if int_or_none(flags) not in (capture.EVENT_RECORD_DEFAULT, capture.EVENT_RECORD_EXTERNAL):
             raise InvalidValue(f"{flags!r} is not an event record flag")
@@ -345,9 +346,15 @@ class Stream(
             external = flags == capture.EVENT_RECORD_EXTERNAL
             part.record_event(event, capture.record_node_params(event) if external else None)
             return
-        capture.record_eager(event)
+        if event.device is not self.device:
+            # HIP checks this for an eager record only (a capture takes any event): the
+            # event's timestamps and completion belong to its own device's clock and engine.
+            raise InvalidHandle(
+                f"{event!r} belongs to device {event.device.ordinal}, not to {self!r}'s device"
+            )
         signal = Signal(1)
-        self._submit(Program((), signal))
+        self._submit(Program((), signal))  # may be refused (no loop, busy): nothing changed yet
+        capture.record_eager(event)
         event._recorded(signal)
         if observe.observer is not None:
             observe.observer.event_recorded(self, event)
@@ -365,19 +372,33 @@ class Stream(
             ContextIsDestroyed / InvalidHandle: destroyed stream / event.
             InvalidValue: ``flags`` other than 0 or 1. Capture errors: see ``capture``.
         """
+        self._wait_for_record(event, flags, _record_of(event))
+
+    def _wait_event_later(self, event: Event, flags: int = 0) -> Callable[[], None]:
+        """A ``wait_event`` that must wait for room: it waits for the record current now.
+
+        HIP's ``hipStreamWaitEvent`` takes the event's latest record when it is called; a
+        record made while this call waits for ring space (by another task) is not the one
+        it waits for.
+        """
+        record = _record_of(event)
+        return lambda: self._wait_for_record(event, flags, record)
+
+    def _wait_for_record(self, event: Event, flags: int, record: Signal | None) -> None:
+        """``wait_event``'s work: make later work wait for ``record``, ``event``'s record
+        when the call was made."""
         self._check_open()
         live_event(event)
         if capture.wait_event(self, event, flags):
             return
+        if record is not None and record.value > 0:
+            # The barrier is stream work: it becomes the tail, so synchronize() and query()
+            # cover it. The device may refuse it (no running loop, busy on another loop).
+            self._submit(Program((WaitSignalsOp((record,)),), Signal(1)))
         if observe.observer is not None:  # ordering the API promises, done or not
             observe.observer.event_waited(self, event)
-        signal = event.signal
-        if signal is not None and signal.value > 0:
-            # The barrier is stream work: it becomes the tail, so synchronize() and query()
-            # cover it.
-            self._submit(Program((WaitSignalsOp((signal,)),), Signal(1)))
 
-    wait_event, wait_event_nowait = enqueue_pair(_wait_event)
+    wait_event, wait_event_nowait = enqueue_pair(_wait_event, at_call=_wait_event_later)
 
     async def synchronize(self) -> None:
         """Wait for all work on the stream (``hipStreamSynchronize``).
@@ -481,6 +502,12 @@ class Stream(
             f"<Stream {name} device={self.device.ordinal} queue={self.queue.index} "
             f"state={self.state.value} submitted={self.submitted}{capturing}>"
         )
+
+
+def _record_of(event: object) -> Signal | None:
+    """The completion of ``event``'s latest record (None: unrecorded, or not an event; the
+    wait's checks report the latter)."""
+    return event.signal if isinstance(event, Event) else None
 
 
 def launch_stream(stream: object, device: Device, *, any_device: bool = False) -> Stream:

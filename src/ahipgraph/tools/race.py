@@ -468,8 +468,8 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             lane.seen = host.vc
         if not stream.non_blocking:  # legacy default-stream rules
             device = stream.device
-            if stream.is_null:
-                for other in list(device.streams):
+            if stream.is_null:  # destroyed streams still running included, as the runtime does
+                for other in device._legacy_streams():
                     if other is not stream and not other.non_blocking:
                         o = self._seen_lane(txn, other)
                         if o is not None:
@@ -1017,7 +1017,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             if lane is not None:
                 host.join(lane.vc, lane.via, how)
             if stream.is_null:  # the null stream's sync covers blocking streams' earlier work
-                for other in list(stream.device.streams):
+                for other in stream.device._legacy_streams():
                     o = st.lanes.get(other)
                     if o is not None and not other.non_blocking:
                         host.join(o.vc, o.via, how)
