@@ -439,7 +439,9 @@ class DeviceMemory:
 
         A pointer one past an allocation's end (``x + nbytes``, the end of a range) is a legal
         kernel argument in HIP, which faults only when a thread dereferences it: its view is
-        empty, so any access through it fails as an out-of-range one does.
+        empty, so any access through it fails as an out-of-range one does. No other allocation
+        starts there (a guard gap follows each, and addresses are never reused), so the empty
+        view cached under that address can never stand for another allocation's bytes.
 
         Raises:
             InvalidDevicePointer: neither (the message names ``address`` itself).

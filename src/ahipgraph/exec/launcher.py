@@ -265,24 +265,23 @@ class Launcher:
                 raise
         with self.lock:
             part = stream._capture  # read once: another thread may end the capture meanwhile
-            if (
-                owner.state is not ExecState.OPEN
-                or stream.state is not StreamState.OPEN
-                or part is not None
-            ):
-                # Destroyed, or began capturing, while we waited for a set.
-                self.pool.give_back(signal_set)
-                owner._check_alive()
-                stream._check_open()
-                assert part is not None
-                raise part.unsupported("a graph launch")
             compiled = self.compiled
-            if compiled.bindings:  # event nodes: one whose event was destroyed refuses it
-                try:
+            try:
+                if (
+                    owner.state is not ExecState.OPEN
+                    or stream.state is not StreamState.OPEN
+                    or part is not None
+                ):
+                    # Destroyed, or began capturing, while we waited for a set.
+                    owner._check_alive()
+                    stream._check_open()
+                    assert part is not None
+                    raise part.unsupported("a graph launch")
+                if compiled.bindings:  # event nodes: one whose event was destroyed refuses it
                     _check_events(compiled.bindings)
-                except InvalidValue:
-                    self.pool.give_back(signal_set)
-                    raise
+            except BaseException:  # refused: the set goes back, nothing else was taken
+                self.pool.give_back(signal_set)
+                raise
             owner._refcount += 1
             version = self.updater.version
             version.in_flight += 1

@@ -62,16 +62,11 @@ def enqueue_pair(
         queue = cast(RingUser, self)._ring()
         if queue is None or queue.has_room():
             return body(self, *args, **kwargs)
-        if at_call is not None:
-            later = at_call(self, *args, **kwargs)
-            await queue.wait_for_room()
-            try:
-                return later()
-            finally:
-                queue.settle_room()
+        # Parked: what runs once there is room is taken now (``at_call``) or made then.
+        later = None if at_call is None else at_call(self, *args, **kwargs)
         await queue.wait_for_room()
         try:
-            return body(self, *args, **kwargs)
+            return body(self, *args, **kwargs) if later is None else later()
         finally:
             queue.settle_room()
 
