@@ -83,6 +83,12 @@ class Scoped(AbstractContextManager[T], Generic[T]):
 
     def __call__(self, function: F) -> F:
         make = self._make
+        if inspect.isasyncgenfunction(function) or inspect.isgeneratorfunction(function):
+            # A call only makes the generator: the block would end before its body ran.
+            raise TypeError(
+                f"{function.__qualname__} is a generator function: a block decorating it "
+                "would end before its body runs; use the block as `with` inside it"
+            )
         if inspect.iscoroutinefunction(function):
 
             @functools.wraps(function)
