@@ -83,13 +83,15 @@ class Scoped(AbstractContextManager[T], Generic[T]):
 
     def __call__(self, function: F) -> F:
         make = self._make
+        if isinstance(function, staticmethod | classmethod):  # decorated below the block
+            return type(function)(self(function.__func__))
         if inspect.isasyncgenfunction(function) or inspect.isgeneratorfunction(function):
             # A call only makes the generator: the block would end before its body ran.
             raise TypeError(
                 f"{function.__qualname__} is a generator function: a block decorating it "
                 "would end before its body runs; use the block as `with` inside it"
             )
-        if inspect.iscoroutinefunction(function):
+        if inspect.iscoroutinefunction(function) or _async_callable(function):
 
             @functools.wraps(function)
             async def run_async(*args: Any, **kwargs: Any) -> Any:
@@ -115,3 +117,11 @@ def scoped(generator: Callable[P, Iterator[T]]) -> Callable[P, Scoped[T]]:
         return Scoped(lambda: block(*args, **kwargs))
 
     return factory
+
+
+def _async_callable(function: object) -> bool:
+    """Whether ``function`` is an object (not a function) whose ``__call__`` is ``async``."""
+    if inspect.isfunction(function) or inspect.ismethod(function) or isinstance(function, type):
+        return False
+    call = getattr(type(function), "__call__", None)  # noqa: B004 - its kind, not callable()
+    return inspect.iscoroutinefunction(call)
