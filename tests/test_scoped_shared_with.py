@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import threading
 
 import pytest
@@ -79,3 +80,24 @@ def test_threads_leave_their_own_blocks(device: ahg.Device) -> None:
     assert seen["b"].hits == 1
     assert seen["a"].hits == 0
     assert device.memory_info() == before
+
+
+def test_a_block_left_in_another_context_is_not_kept_where_it_was_entered() -> None:
+    """An async fixture may enter in its setup task and leave in its teardown task: the
+    context that entered does not keep the finished block (nor what it holds)."""
+    from ahipgraph.core.scoped import _OPEN
+
+    around = _OPEN.get()  # the blocks this test runs inside (the device fixture's)
+    tracing = ahg.tracing()
+    setup, teardown = contextvars.copy_context(), contextvars.copy_context()
+    trace = setup.run(tracing.__enter__)
+    teardown.run(tracing.__exit__, None, None, None)
+    assert len(setup.run(_OPEN.get)) == len(around) + 1  # listed until it enters again
+
+    def enter_another() -> int:
+        with testing.fail_kernels(0):
+            return len(_OPEN.get())
+
+    assert setup.run(enter_another) == len(around) + 1  # the finished block was dropped
+    assert setup.run(_OPEN.get) == around
+    assert trace is not None

@@ -34,8 +34,9 @@ T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
 
 # The blocks entered by ``with`` in this context (task or thread), innermost last, each with
-# the Scoped object that made it.
-_OPEN: ContextVar[tuple[tuple[object, AbstractContextManager[Any]], ...]] = ContextVar(
+# the Scoped object that made it. A block left in another context stays listed here until
+# this context enters a block again (which drops it).
+_OPEN: ContextVar[tuple[tuple[Scoped[Any], AbstractContextManager[Any]], ...]] = ContextVar(
     "ahipgraph_scoped_open", default=()
 )
 
@@ -55,8 +56,14 @@ class Scoped(AbstractContextManager[T], Generic[T]):
         value = block.__enter__()
         with self._lock:
             self._entered.append(block)
-        _OPEN.set((*_OPEN.get(), (self, block)))
+        still = tuple(entry for entry in _OPEN.get() if entry[0]._holds(entry[1]))
+        _OPEN.set((*still, (self, block)))
         return value
+
+    def _holds(self, block: AbstractContextManager[Any]) -> bool:
+        """Whether ``block`` (made by this object) is still entered."""
+        with self._lock:
+            return any(entered is block for entered in self._entered)
 
     def _leaving(self) -> AbstractContextManager[T]:
         """The block this ``__exit__`` leaves: the innermost this context entered, else (a
