@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import itertools
 import sys
 import time
 from collections.abc import Callable
@@ -124,15 +125,27 @@ def table(out: dict[str, Any]) -> str:
 
 def _sizes(text: str) -> tuple[int, ...]:
     sizes = tuple(int(part) for part in text.split(",") if part)
-    if len(sizes) < 2 or any(size < 1 for size in sizes):
-        raise argparse.ArgumentTypeError("two or more positive sizes, the smallest first")
+    # The first is the reference every ratio divides by, and figures are keyed by size.
+    if len(sizes) < 2 or sizes[0] < 1 or any(a >= b for a, b in itertools.pairwise(sizes)):
+        raise argparse.ArgumentTypeError(
+            "two or more positive sizes, the smallest first, each larger than the last"
+        )
     return sizes
+
+
+def _rounds(text: str) -> int:
+    rounds = int(text)
+    if rounds < 1:
+        raise argparse.ArgumentTypeError(f"rounds must be at least 1, got {rounds}")
+    return rounds
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=_sizes, default=DEFAULT_SIZES, help="node counts")
-    parser.add_argument("--rounds", type=int, default=3, help="runs per figure; the least counts")
+    parser.add_argument(
+        "--rounds", type=_rounds, default=3, help="runs per figure; the least counts"
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write results here")
     args = parser.parse_args(argv)
     out = measure(args.sizes, args.rounds)

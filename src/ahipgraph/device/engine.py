@@ -36,6 +36,7 @@ wake (work in flight keeps every other loop out).
 from __future__ import annotations
 
 import asyncio
+import itertools
 import sys
 import threading
 from collections.abc import Awaitable, Callable
@@ -60,6 +61,8 @@ __all__ = ["PUMP_BUDGET", "Engine", "current_loop", "running_loop"]
 # good. A task the work spawned inherits the cell, and is free to wait once the work is done.
 _DEVICE_WORK: ContextVar[list[Engine | None]] = ContextVar("ahipgraph_device_work")
 _NO_WORK: list[Engine | None] = [None]
+# Numbers each owner loop an engine gets (see Engine.owner_number), unique in the process.
+_OWNER_NUMBERS = itertools.count(1)
 
 # The caller's running loop or None, without raising: the one way the device layer asks.
 current_loop = asyncio._get_running_loop
@@ -131,6 +134,7 @@ class Engine:
         "in_flight",
         "lock",
         "loop",
+        "owner_number",
         "queues",
         "ready",
     )
@@ -148,6 +152,10 @@ class Engine:
         # program went on, and the failures are reported there. (Work a closed loop left queued
         # stays in flight until the next loop runs it, so ``in_flight`` shows that.)
         self.abandoned = 0
+        # Which owner loop ``abandoned`` counts for: a new number each time a loop takes the
+        # engine over, so a leak report can tell a count that started again from one that
+        # did not (a baseline's abandoned work is not the current loop's).
+        self.owner_number = next(_OWNER_NUMBERS)
         # Queues with a scheduled run, in scheduling order (a dict as an ordered set).
         self.ready: dict[HardwareQueue, None] = {}
         self._pump: asyncio.Handle | None = None  # the owner loop's callback running the table
@@ -185,6 +193,7 @@ class Engine:
             raise IllegalState(f"device {self.device.ordinal} is busy on another event loop")
         self.loop = loop
         self.abandoned = 0  # what the old loop gave up on is behind the program now
+        self.owner_number = next(_OWNER_NUMBERS)
         self._pump = None  # a callback left on the old loop sees it lost the engine
         self._running = False  # a closed loop cannot be running it
         self._idle = WaitQueue()

@@ -278,7 +278,7 @@ class Launcher:
                     assert part is not None
                     raise part.unsupported("a graph launch")
                 if compiled.bindings:  # event nodes: one whose event was destroyed refuses it
-                    _check_events(compiled.bindings)
+                    _check_events(compiled.bindings, self.updater.graph)
             except BaseException:  # refused: the set goes back, nothing else was taken
                 self.pool.give_back(signal_set)
                 raise
@@ -352,20 +352,29 @@ class Launcher:
             home.destroy()
 
 
-def _check_events(bindings: list[EventBinding]) -> None:
+def _check_events(bindings: list[EventBinding], graph: ExecGraph) -> None:
     """Refuse a launch whose event-record or event-wait node names a destroyed event.
 
     HIP's event nodes keep the raw ``hipEvent_t``, so a launch after ``hipEventDestroy`` uses
     freed memory. Here the launch is refused before anything is taken or recorded
     (InvalidValue, a destroyed event's code for graph event nodes); giving the node a live
     event (``exec.set_event_record_node_event`` / ``set_event_wait_node_event``) makes the
-    executable launchable again.
+    executable launchable again. A node inside a child graph has no setter of its own: the
+    child-graph node gets a graph with a live event (``set_child_graph_node_params``), or the
+    executable an update.
     """
     for binding in bindings:
         event = binding.node.params.event
         if not event.alive:
             kind = "record" if binding.is_record else "wait"
+            if any(node is binding.node for node in graph.nodes):
+                hint = f"give it a live one with set_event_{kind}_node_event"
+            else:
+                hint = (
+                    "it is inside a child graph: give the child-graph node a graph with a live "
+                    "event (set_child_graph_node_params), or update the executable"
+                )
             raise InvalidValue(
                 f"event-{kind} node id={binding.node.id} names a destroyed event ({event!r}); "
-                f"give it a live one with set_event_{kind}_node_event"
+                f"{hint}"
             )

@@ -14,7 +14,7 @@ nothing with the old ones, so left-over work can only ever be reported, never in
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..core.ints import is_bool
 from ..core.lifecycle import collect_forgotten
@@ -46,6 +46,9 @@ class Snapshot:
 
     devices: tuple[DeviceStatistics, ...]
     handles: dict[str, int]
+    # Each device's owner-loop number, by ordinal: whose abandoned work ``devices`` counts (a
+    # loop that takes a device over starts its count again). Not part of equality.
+    owners: dict[int, int] = field(default_factory=dict, compare=False)
 
 
 def snapshot(*, collect: bool = True) -> Snapshot:
@@ -61,9 +64,11 @@ def snapshot(*, collect: bool = True) -> Snapshot:
     _check_flag("collect", collect)
     if collect:
         collect_forgotten()  # collect, and wait until forgotten handles are freed
-    devices = tuple(get_device(i).statistics() for i in range(device_count()))
+    table = [get_device(i) for i in range(device_count())]
+    devices = tuple(device.statistics() for device in table)
+    owners = {device.ordinal: device.engine.owner_number for device in table}
     handles = {r.statistics().kind: r.statistics().live for r in _REGISTRIES}
-    return Snapshot(devices, handles)
+    return Snapshot(devices, handles, owners)
 
 
 def registry_statistics() -> dict[str, RegistryStatistics]:
@@ -104,7 +109,12 @@ def leak_report(baseline: Snapshot | None = None, current: Snapshot | None = Non
             )
             packets = _plural(stats.in_flight, "packet")
             lines.append(f"device {stats.ordinal}: {packets} in flight ({pending})")
-        abandoned = stats.abandoned - (base.abandoned if base else 0)
+        # A count that started again since the baseline (another loop took the device over)
+        # is all new: the baseline's count was the old loop's.
+        owner = now.owners.get(stats.ordinal)
+        base_owner = baseline.owners.get(stats.ordinal) if baseline is not None else None
+        same_owner = owner is None or base_owner is None or owner == base_owner
+        abandoned = stats.abandoned - (base.abandoned if base and same_owner else 0)
         if abandoned > 0:
             # In flight when the test's event loop shut down (pytest-asyncio closes it before
             # sync fixtures tear down), so ``in_flight`` is zero again by now.
