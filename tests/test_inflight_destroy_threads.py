@@ -233,6 +233,12 @@ async def test_setters_on_a_thread_racing_overlapping_launches_copy_on_write(
             windows.append((low, setter.finished + 1))
             if len(in_flight) > 6:
                 await in_flight.pop(0)
+    # Once more with a launch surely in flight (device work runs only on a loop turn, and none
+    # comes between the launch and the set), so the copy-on-write checked below happened
+    # whatever the thread's timing was.
+    await graph_exec.launch(stream)
+    windows.append((setter.finished, setter.finished))
+    set_value(setter.finished + 1)
     await stream.synchronize()
     assert setter.errors == []
     seen = device.view(counts, np.int64, values + 1)
