@@ -226,12 +226,15 @@ class Graph(DestroyOnExit):
     def _add_child_graph(self, child: Graph, deps: Deps) -> GraphNode:
         with self.lock:
             self._check_alive()
-            self._check_deps(deps)
+            # Checked into a sequence, because the dependencies are checked again below (a node
+            # may be destroyed while the child is copied): a generator reads only once.
+            dep_list = self._check_deps(deps)
         copy = self._embed_copy(child)  # outside our lock: see the module notes
         try:
             with self.lock:
                 self._check_alive()
-                node = self._attach(NodeType.Graph, ChildGraphParams(copy), self._check_deps(deps))
+                dep_list = self._check_deps(dep_list)
+                node = self._attach(NodeType.Graph, ChildGraphParams(copy), dep_list)
                 copy.owner_node = node
                 return node
         except BaseException:
