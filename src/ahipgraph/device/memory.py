@@ -58,7 +58,7 @@ MAX_DEVICES = (1 << (64 - _ADDRESS_SPACE_SHIFT)) - 1
 class Allocation:
     """One allocation (or reservation) in the address space."""
 
-    __slots__ = ("base", "buffer", "nbytes", "reserved", "views")
+    __slots__ = ("base", "buffer", "freeing", "nbytes", "reserved", "views")
 
     def __init__(
         self, base: int, nbytes: int, buffer: npt.NDArray[np.uint8] | None, *, reserved: bool
@@ -67,6 +67,9 @@ class Allocation:
         self.nbytes = nbytes
         self.buffer = buffer  # None while a reservation has no memory behind it
         self.reserved = reserved  # made by reserve(): its addresses outlive its memory
+        # A stream holds a free of this memory (free_async), not yet run: no other free may
+        # take it meanwhile (see DeviceMemory.claim_free).
+        self.freeing = False
         self.views: dict[tuple[int, np.dtype[np.generic]], npt.NDArray[np.generic]] = {}
 
     @property
@@ -145,14 +148,17 @@ class DeviceMemory:
             allocation = self._insert(nbytes, span, buffer, reserved=False)
         return DevicePtr(self.ordinal, allocation.base)
 
-    def free(self, ptr: DevicePtr | None) -> None:
+    def free(self, ptr: DevicePtr | None, *, claimed: bool = False) -> None:
         """Free an allocation made by :meth:`malloc` (``hipFree``). Null (or None) is a no-op.
 
         Freeing memory a graph memory-alloc node committed returns the memory but keeps the
         node's reserved addresses, so the graph can allocate there again on its next launch.
+        ``claimed`` is the stream-ordered free that :meth:`claim_free` admitted, running:
+        only it may free memory a claim holds.
 
         Raises:
-            InvalidValue: ``ptr`` is not the start of a live allocation on this device.
+            InvalidValue: ``ptr`` is not the start of a live allocation on this device, or a
+                stream holds a free of it (``claimed`` says which of the two frees this is).
             TypeError: ``ptr`` is neither a DevicePtr nor None.
         """
         given: object = ptr  # callers are untyped Python: check what really came in
@@ -171,6 +177,9 @@ class DeviceMemory:
                     f"{ptr!r} is a device symbol's storage on device {self.ordinal}, "
                     "not an allocation to free"
                 )
+            if allocation.freeing != claimed:
+                raise InvalidValue(_freeing_message(ptr, claimed))
+            allocation.freeing = False
             if allocation.reserved:
                 self._drop_views(allocation)
                 allocation.buffer = None
@@ -180,6 +189,45 @@ class DeviceMemory:
                 self._bytes_in_use -= allocation.nbytes
         if self.mapped_by:
             self._tell_mappers()
+
+    def claim_free(self, ptr: DevicePtr) -> None:
+        """Admit a stream-ordered free of ``ptr`` (``free_async``), which runs later.
+
+        From now until that free runs, every other free of the allocation is refused, so a
+        second ``free_async`` or a ``free`` of it fails when it is called, not when the stream
+        reaches the first one (which might by then free memory a graph launch committed
+        there again). :meth:`release_claim` takes the claim back if the free is never enqueued.
+
+        Raises:
+            InvalidValue: ``ptr`` is not the start of a live allocation on this device, is a
+                device symbol's storage, or a stream already holds a free of it.
+        """
+        with self._lock:
+            allocation = self._by_base.get(ptr.address) if ptr.device == self.ordinal else None
+            if allocation is None or allocation.buffer is None:
+                raise InvalidValue(f"{ptr!r} is not a live allocation of device {self.ordinal}")
+            if allocation.base in self._static:
+                raise InvalidValue(
+                    f"{ptr!r} is a device symbol's storage on device {self.ordinal}, "
+                    "not an allocation to free"
+                )
+            if allocation.freeing:
+                raise InvalidValue(_freeing_message(ptr, False))
+            allocation.freeing = True
+
+    def release_claim(self, ptr: DevicePtr) -> None:
+        """Undo :meth:`claim_free`: the free it admitted was not enqueued after all."""
+        with self._lock:
+            allocation = self._by_base.get(ptr.address)
+            if allocation is not None:
+                allocation.freeing = False
+
+    def check_unclaimed(self, ptr: DevicePtr) -> None:
+        """Raise what :meth:`free` would for memory a stream holds a free of; else nothing."""
+        with self._lock:
+            allocation = self._by_base.get(ptr.address) if ptr.device == self.ordinal else None
+            if allocation is not None and allocation.freeing:
+                raise InvalidValue(_freeing_message(ptr, False))
 
     def mark_static(self, ptr: DevicePtr) -> None:
         """Count ``ptr``'s allocation as the device's own (a symbol's storage), not a user's."""
@@ -228,9 +276,14 @@ class DeviceMemory:
             ) from error
 
     def decommit(self, ptr: DevicePtr) -> None:
-        """Return a reservation's memory, keeping its addresses. Idempotent."""
+        """Return a reservation's memory, keeping its addresses. Idempotent.
+
+        A stream's pending free of that memory (:meth:`claim_free`) then finds it gone and
+        fails, rather than free what a later launch commits there.
+        """
         with self._lock:
             allocation = self._reservation(ptr)
+            allocation.freeing = False
             if allocation.buffer is not None:
                 allocation.buffer = None
                 self._drop_views(allocation)
@@ -505,6 +558,12 @@ class DeviceMemory:
             f"<DeviceMemory device={self.ordinal} in_use={self._bytes_in_use}/{self.total_bytes} "
             f"allocations={len(self._by_base)}>"
         )
+
+
+def _freeing_message(ptr: DevicePtr, claimed: bool) -> str:
+    if claimed:
+        return f"{ptr!r} was freed before the stream reached its free_async"
+    return f"{ptr!r} is already being freed by a stream (free_async)"
 
 
 def _check_size(nbytes: int) -> int:

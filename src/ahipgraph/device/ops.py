@@ -659,7 +659,7 @@ class FreeOp(Op):
 
     def run(self, program: Program) -> None:
         assert program.memory is not None
-        program.memory.free(self.ptr)
+        program.memory.free(self.ptr, claimed=True)  # the free that claim_free admitted
 
     def __repr__(self) -> str:
         return f"<FreeOp {self.ptr!r}>"

@@ -195,6 +195,7 @@ class Device(DeviceBase, DeviceCopyMixin, NoCopy):
         if capture_checks is not None:
             capture_checks.unsafe_call("free()")
         if observe.observer is not None and isinstance(ptr, DevicePtr) and ptr:
+            self.memory.check_unclaimed(ptr)  # refused: the checker is told of no free
             observe.observer.freeing(ptr)
         self.memory.free(ptr)
 

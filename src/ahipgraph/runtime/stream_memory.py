@@ -58,9 +58,13 @@ class StreamMemoryMixin:
 
         While capturing, adds a MemFree node (``ptr`` must come from a MemAlloc node).
 
+        From this call until the stream reaches the free, no other free of the memory is
+        accepted (another ``free_async`` or a ``Device.free``: ``InvalidValue`` when called).
+
         Raises:
             ContextIsDestroyed: the stream was destroyed.
-            InvalidValue: ``ptr`` is null or not the start of a live allocation.
+            InvalidValue: ``ptr`` is null or not the start of a live allocation, or a stream
+                already holds a free of it.
         """
         stream = self._stream()
         stream._check_open()
@@ -75,8 +79,14 @@ class StreamMemoryMixin:
             offset = -1
         if offset != 0:
             raise InvalidValue(f"{ptr!r} is not the start of an allocation of {stream.device!r}")
+        memory = stream.device.memory
+        memory.claim_free(ptr)
         free = FreeOp(ptr)
-        return stream._observed(free, free)
+        try:
+            return stream._observed(free, free)
+        except BaseException:
+            memory.release_claim(ptr)  # nothing was enqueued: the memory is the caller's again
+            raise
 
     free_async, free_async_nowait = enqueue_pair(_free_async)
 
