@@ -807,7 +807,8 @@ class Graph(DestroyOnExit):
         As in HIP, a moved ``count`` is not checked against the references the caller holds.
 
         Raises:
-            InvalidValue: destroyed graph, ``obj`` is None, ``count`` outside 1..INT_MAX.
+            InvalidValue: destroyed graph, ``obj`` is None, ``count`` outside 1..INT_MAX, or the
+                object's count (or this graph's share, with ``move``) would pass INT_MAX.
         """
         # HIP's flags value: False/True, or 0 / hipGraphUserObjectMove (1)
         flag = flag_or_none(move)
@@ -818,7 +819,7 @@ class Graph(DestroyOnExit):
         move = bool(flag)
         with self.lock:
             self._check_user_object(obj, count)
-            if obj._adopt(self, count, move=move):
+            if obj._adopt(self, count, move=move, bounded=True):
                 self._user_objects.add(obj)
 
     def release_user_object(self, obj: UserObject, count: int = 1) -> None:
