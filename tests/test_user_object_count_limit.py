@@ -1,4 +1,4 @@
-"""A user object's count stays within HIP's C ``int``: a retain that would pass INT_MAX is refused."""
+"""A user object's count stays within HIP's C ``int``: a retain past INT_MAX is refused."""
 
 from __future__ import annotations
 

@@ -50,6 +50,6 @@ CREATABLE_NODE_TYPES = frozenset(NodeType) - {
 
 
 def a_node_of_type(node_type: NodeType) -> str:
-    """``"a Kernel node"``, ``"an Empty node"``: a node type in an error message, with its article."""
+    """``"a Kernel node"``, ``"an Empty node"``: a node type in a message, with its article."""
     article = "an" if node_type.name[0] in "AEIOU" else "a"
     return f"{article} {node_type.name} node"
