@@ -4,13 +4,15 @@
 The phases that cost a fraction of a microsecond per node (``edges()``, ``nodes()``, ``clone()``)
 mostly touch memory: at 10,000 nodes a graph's objects sit in the CPU's caches, at 1,000,000
 (several hundred MB) every node is a cache miss and new objects take fresh pages. This bench
-measures the least Python does for two of those phases, on the plain slotted objects of
+measures the least Python does for three of those phases, on the plain slotted objects of
 ``scale.floor_build`` (no runtime at all), the collector off:
 
 * ``edges`` — one ``(node, successor)`` tuple per node, in a new list (what ``graph.edges()``
   makes);
 * ``clone`` — one new slotted object per node copying five fields, entered in a new dict (what a
-  clone makes per node, without its edges or parameters).
+  clone makes per node, without its edges or parameters);
+* ``wide_order`` — the nodes listed in the order ``graph.nodes()`` gives a wide fork-join (Kahn's
+  order: the first node of each of 1,000 branches, then the second of each, ...), each read once.
 
 Each size is measured ``--rounds`` times (the least counts), and the smallest size again after
 the largest; the ratio divides by the smallest of all the small runs. A ratio well above 1 is the
@@ -58,7 +60,30 @@ def floor_clone(nodes: dict[int, Any]) -> dict[int, Any]:
     return copies
 
 
-PHASES: dict[str, Callable[[dict[int, Any]], Any]] = {"edges": floor_edges, "clone": floor_clone}
+def floor_wide_order(nodes: dict[int, Any]) -> list[Any]:
+    """The nodes as the fork-join's 1,000 branches side by side, listed round by round.
+
+    What ``graph.nodes()`` of the wide graph must return: Kahn's order visits the first node
+    of every branch, then the second of every branch, and so on, so consecutive entries lie a
+    branch apart in memory. Each node is read once, for its successor (the next round's entry).
+    """
+    every = list(nodes.values())
+    branches = min(scale.BRANCHES, len(every))  # as scale.build, which needs two more nodes
+    length = len(every) // branches
+    current = every[: length * branches : length]
+    order: list[Any] = []
+    for _ in range(length - 1):
+        order += current
+        current = [node.succ for node in current]
+    order += current
+    return order
+
+
+PHASES: dict[str, Callable[[dict[int, Any]], Any]] = {
+    "edges": floor_edges,
+    "clone": floor_clone,
+    "wide_order": floor_wide_order,
+}
 
 
 def _timed(phase: Callable[[dict[int, Any]], Any], nodes: dict[int, Any]) -> float:

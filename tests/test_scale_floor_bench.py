@@ -16,7 +16,7 @@ def test_the_report_has_each_phase_per_size_and_ratios_to_the_smallest(tmp_path:
     assert out["sizes"] == [200, 400]
     assert set(out["figures"]) == {"200", "400"}
     for row in out["figures"].values():
-        assert set(row) == {"edges_us", "clone_us"}
+        assert set(row) == {"edges_us", "clone_us", "wide_order_us"}
         assert all(value > 0 for value in row.values())
     assert set(out["ratios"]) == {"400"}
     for key, ratio in out["ratios"]["400"].items():
@@ -46,5 +46,11 @@ def test_the_floors_make_what_the_phases_make() -> None:
     copies = bench.floor_clone(nodes)
     assert len(copies) == 5
     assert all(copies[k] is not nodes[k] and copies[k].id == nodes[k].id for k in nodes)
+    wide = bench.scale.floor_build(3000, x)  # 1,000 branches of 3 nodes each
+    order = bench.floor_wide_order(wide)
+    assert [node.id for node in order[:3]] == [0, 3, 6]  # each branch's first node, in turn
+    assert [node.id for node in order[1000:1002]] == [1, 4]  # then each branch's second
+    assert sorted(node.id for node in order) == list(range(3000))
+    del wide, order
     del nodes, copies
     device.free(x)

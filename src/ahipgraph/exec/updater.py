@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from ..core.errors import InvalidValue
 from ..device.ops import Op
 from ..graph.node import GraphNode, live_node
-from ..graph.node_type import NodeType
+from ..graph.node_type import NodeType, a_node_of_type
 from ..runtime.params import KernelParams
 from .arena import ArgSlot, KernelArgArena
 from .compile import Compiled, node_op, reads_same
@@ -116,7 +116,7 @@ class Updater:
             raise InvalidValue(f"{node!r} is not a node of the graph this executable was made from")
         if exec_node.type not in types:
             names = "/".join(t.name for t in types)
-            raise InvalidValue(f"{node!r} is a {exec_node.type.name} node, not {names}")
+            raise InvalidValue(f"{node!r} is {a_node_of_type(exec_node.type)}, not {names}")
         return exec_node
 
     def settle_conditionals(

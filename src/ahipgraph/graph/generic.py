@@ -30,7 +30,7 @@ from ..core.ints import int_or_none
 from ..device.pointer import DevicePtr
 from ..runtime.event import Event
 from ..runtime.params import HostParams, KernelParams, MemcpyParams, MemsetParams
-from .node_type import CREATABLE_NODE_TYPES, NodeType
+from .node_type import CREATABLE_NODE_TYPES, NodeType, a_node_of_type
 from .params import (
     ChildGraphParams,
     EventParams,
@@ -184,7 +184,7 @@ def set_exec_node_params(graph_exec: Any, node: GraphNode, params: Any) -> None:
     kind, record = unwrap(params)
     exec_node = graph_exec._node(node, *NodeType)
     if kind is not exec_node.type:
-        raise InvalidValue(f"{node!r} is a {exec_node.type.name} node, not {kind.name}")
+        raise InvalidValue(f"{node!r} is {a_node_of_type(exec_node.type)}, not {kind.name}")
     if kind is NodeType.Kernel:
         graph_exec._set_kernel_record(node, _record(kind, record, KernelParams))
     elif kind is NodeType.Memcpy:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["CREATABLE_NODE_TYPES", "NodeType"]
+__all__ = ["CREATABLE_NODE_TYPES", "NodeType", "a_node_of_type"]
 
 
 class NodeType(enum.IntEnum):
@@ -47,3 +47,9 @@ CREATABLE_NODE_TYPES = frozenset(NodeType) - {
     NodeType.MemcpyToSymbol,
 }
 """The node types a graph can hold."""
+
+
+def a_node_of_type(node_type: NodeType) -> str:
+    """``"a Kernel node"``, ``"an Empty node"``: a node type in a message, with its article."""
+    article = "an" if node_type.name[0] in "AEIOU" else "a"
+    return f"{article} {node_type.name} node"

@@ -263,7 +263,18 @@ def edges(graph: Graph) -> list[tuple[GraphNode, GraphNode]]:
     """Every edge (from, to): nodes in insertion order, each node's edges in edge order."""
     with graph.lock, gcpause.paused():  # one tuple per edge, none of them garbage
         graph._check_alive()
-        return [(node, succ) for node in graph._nodes for succ in edge_nodes(node._succ)]
+        # A node's lone successor is held as the node itself (see graph/node.py): its edge is
+        # made here without a call or a one-item sequence per node.
+        out: list[tuple[GraphNode, GraphNode]] = []
+        append = out.append
+        node_type = GraphNode
+        for node in graph._nodes:
+            succs: Any = node._succ
+            if type(succs) is node_type:
+                append((node, succs))
+            elif succs:
+                out += [(node, succ) for succ in succs]
+        return out
 
 
 def _pairs(

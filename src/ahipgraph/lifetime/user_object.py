@@ -16,7 +16,8 @@ Design:
     *outside* the lock, with ``data`` as its only argument. If it raises, the exception reaches
     that caller; the object is dead either way.
 
-HIP behaviour kept on purpose: counts are 1..INT_MAX (else InvalidValue); releasing more than
+HIP behaviour kept on purpose: counts are 1..INT_MAX (else InvalidValue), and so is the total a
+user's retains may reach (HIP's C ``int`` would wrap past it); releasing more than
 the current count is a silent no-op and the object survives; a plain ``release`` may drop
 references an owner thinks it holds (HIP lets it), and an owner's later ``disown`` then gives
 back only what is left. HIP bug not kept: a graph releasing more than it owns lets its owned
@@ -52,6 +53,14 @@ INT_MAX = 2**31 - 1
 """The largest count HIP accepts for a retain, a release or an initial reference count."""
 
 USER_OBJECTS: HandleRegistry[UserObject] = HandleRegistry("user object")
+
+
+def _check_total(total: int, what: str) -> None:
+    """HIP keeps a user object's count in a C ``int``: a retain taking it past INT_MAX would
+    wrap it negative there (and free the object under its users). Refused here, nothing changed.
+    """
+    if total > INT_MAX:
+        raise InvalidValue(f"a user object cannot hold more than {INT_MAX} {what}")
 
 
 def check_count(count: int, what: str = "count") -> int:
@@ -184,11 +193,12 @@ class UserObject(RefCounted, DestroyOnExit):
         """Add ``count`` references (``hipUserObjectRetain``); a dead object is left alone.
 
         Raises:
-            InvalidValue: ``count`` is outside 1..INT_MAX.
+            InvalidValue: ``count`` is outside 1..INT_MAX, or the count would pass INT_MAX.
         """
         count = check_count(count)
         with self._ref_lock:
             if self._refcount:
+                _check_total(self._refcount + count, "references")
                 self._refcount += count
 
     def release(self, count: int = 1) -> bool:
@@ -231,7 +241,9 @@ class UserObject(RefCounted, DestroyOnExit):
 
     # -- owners (graphs, executables) --------------------------------------------------------------
 
-    def _adopt(self, owner: object, count: int = 1, *, move: bool = False) -> bool:
+    def _adopt(
+        self, owner: object, count: int = 1, *, move: bool = False, bounded: bool = False
+    ) -> bool:
         """Record ``count`` references as held by ``owner``.
 
         Without ``move`` the references are new ones. With ``move`` the owner takes over
@@ -242,19 +254,25 @@ class UserObject(RefCounted, DestroyOnExit):
             False if the object is already dead (nothing happens, as HIP does for an unknown
             object), True otherwise.
 
+        With ``bounded`` (a user's own retain), a count that would take the object's total, or
+        the owner's share, past INT_MAX is refused.
+
         Raises:
-            InvalidValue: ``count`` out of range.
+            InvalidValue: ``count`` out of range, or (``bounded``) a total past INT_MAX.
         """
         count = check_count(count)
         with self._ref_lock:
             if not self._refcount:
                 return False
+            key = owner_key(owner)
+            owned = self._owned.get(key, 0) + count
+            if bounded:
+                _check_total(owned if move else self._refcount + count, "references")
             if not move:
                 self._refcount += count
             # With move, HIP never checks the count against the references the caller holds;
             # ``disown`` drops at most what is left, so the destructor still runs exactly once.
-            key = owner_key(owner)
-            self._owned[key] = self._owned.get(key, 0) + count
+            self._owned[key] = owned
             return True
 
     def _disown(self, owner: object, count: int | None = None) -> bool:
