@@ -202,14 +202,13 @@ class Stream(
 
     def _submit_locked(self, program: Program) -> None:
         """:meth:`_submit` for a caller that holds the engine's lock and claimed it."""
-        queue = self.queue
         if not self.non_blocking:  # legacy default-stream ordering
             waits = self._implicit_waits()
-            if waits:
-                queue.submit_locked(Program([WaitSignalsOp(waits)]))
+            if waits:  # the packet's barrier, not a packet of its own: one slot per enqueue
+                program.barrier = tuple(waits)
         if program.on_done is None:
             program.on_done = self._retired_cb
-        queue.submit_locked(program)
+        self.queue.submit_locked(program)
         self.submitted += 1
         if program.completion is not None:
             self.tail = program.completion
