@@ -67,6 +67,13 @@ class StreamMemoryMixin:
         part = stream._capture  # read once (see malloc_async)
         if part is not None:
             return part.free(ptr)
+        self._check_free(ptr)
+        free = FreeOp(ptr)
+        return stream._observed(free, free)
+
+    def _check_free(self, ptr: DevicePtr) -> None:
+        """``free_async``'s checks of an eager free (also for a call that must wait for room)."""
+        stream = self._stream()
         if ptr is None or not isinstance(ptr, DevicePtr) or not ptr:
             raise InvalidValue(f"{ptr!r} is not a device allocation")
         try:
@@ -75,10 +82,8 @@ class StreamMemoryMixin:
             offset = -1
         if offset != 0:
             raise InvalidValue(f"{ptr!r} is not the start of an allocation of {stream.device!r}")
-        free = FreeOp(ptr)
-        return stream._observed(free, free)
 
-    free_async, free_async_nowait = enqueue_pair(_free_async)
+    free_async, free_async_nowait = enqueue_pair(_free_async, check=_check_free)
 
     def _stream(self) -> Stream:
         return self  # type: ignore[return-value]
