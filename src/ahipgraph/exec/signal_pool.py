@@ -141,12 +141,12 @@ class SignalSetPool:
 
     async def acquire(self) -> SignalSet:
         """A set, parking until one is released if the pool waits when empty."""
-        signal_set = self.acquire_nowait()
-        if signal_set is not None:
-            return signal_set
-        signal_set: SignalSet = await self._waiters.park(on_abandon=self.release)
-        signal_set.borrows += 1
-        return signal_set
+        taken = self.acquire_nowait()
+        if taken is not None:
+            return taken
+        handed: SignalSet = await self._waiters.park(on_abandon=self.release)
+        handed.borrows += 1  # ours alone now, as in acquire_nowait
+        return handed
 
     def release(self, signal_set: SignalSet) -> None:
         """Re-arm a set and hand it to the first waiter, or put it back on the free list."""
