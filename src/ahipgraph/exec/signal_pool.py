@@ -95,7 +95,7 @@ class SignalSetPool:
         self._unmade: list[None] = [None] * max(num_sets - 1, 0)
         self._made: list[SignalSet] = list(self._free)  # every set made: their borrows
         self._grown: list[None] = []  # one entry per miss (appended: atomic)
-        self._closed_acquires = 0  # the acquires counted when close() dropped the sets
+        self._closed_acquires = 0  # the borrows of the sets close() dropped
         self._waiters = WaitQueue()
         self.closed = False
 
@@ -174,10 +174,15 @@ class SignalSetPool:
     def close(self) -> None:
         """Drop every set (the executable is being freed; no launch is in flight)."""
         self.closed = True
-        self._closed_acquires = self._acquires()
+        # The free sets' borrows are final: keep their sum, drop them. A set still borrowed
+        # (by a launch being refused as the executable is freed) stays counted by its borrower,
+        # whose give_back must still uncount it.
+        free = {id(signal_set) for signal_set in self._free}
+        made = list(self._made)
+        self._closed_acquires += sum(s.borrows for s in made if id(s) in free)
+        self._made = [s for s in made if id(s) not in free]
         self._free.clear()
         self._unmade.clear()
-        self._made.clear()
 
     def _acquires(self) -> int:
         # Over a copy: a launch on another thread's loop may make a set meanwhile.
