@@ -128,14 +128,24 @@ class Program:
 
     def _barrier_passed(self, queue: HardwareQueue) -> bool:
         """Wait for the barrier's signals (once per program, before it starts): True when
-        all are reached (the program starts at the latest of them), else park the queue."""
-        for signal in self.barrier or ():
+        all are reached (the program starts at the latest of them), else park the queue.
+
+        Observers are told of a passed barrier as of a wait op (a trace draws it, and the
+        flows into it, as it drew the wait packet the barrier stands for)."""
+        barrier = self.barrier or ()
+        for signal in barrier:
             if signal.value > 0:
                 signal.when_reached(0, queue.wake)
                 return False
+        start = max(self.time, queue.busy_until)
+        for signal in barrier:
             if signal.time > self.time:
                 self.time = signal.time
         self.barrier = None
+        if hooks.observers is not None:
+            self.queue = queue
+            for watcher in hooks.observers:
+                watcher.barrier_passed(self, barrier, start)
         return True
 
     def _run_observed(self, queue: HardwareQueue, watchers: tuple[hooks.Observer, ...]) -> bool:
