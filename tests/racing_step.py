@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
 
-__all__ = ["step_inside"]
+__all__ = ["step_at_opcode", "step_inside"]
 
 
 @contextlib.contextmanager
@@ -43,6 +43,47 @@ def step_inside(
             return lines
 
         return lines
+
+    previous = sys.gettrace()
+    sys.settrace(tracer)
+    try:
+        yield results
+    finally:
+        sys.settrace(previous)
+
+
+@contextlib.contextmanager
+def step_at_opcode(
+    owner: object, method: str, index: int, step: Callable[[], object]
+) -> Iterator[list[object]]:
+    """Run ``step`` once, inside the first call of ``owner.<method>``, before its
+    ``index``-th bytecode instruction (counted from 0).
+
+    Finer than :func:`step_inside`: a read-modify-write such as ``self.count += 1`` is one
+    line but several instructions, and a thread switch between its read and its write is
+    what loses an update (with a free-threaded interpreter, any instruction boundary is one).
+    Yields the list that receives what ``step`` returned (empty if the call ran fewer
+    instructions).
+    """
+    results: list[object] = []
+    seen = [0]
+    armed = [True]
+
+    def tracer(frame: FrameType, event: str, arg: Any) -> Any:
+        if not armed or frame.f_code.co_name != method or frame.f_locals.get("self") is not owner:
+            return None
+        frame.f_trace_opcodes = True
+        frame.f_trace_lines = False
+
+        def opcodes(frame: FrameType, event: str, arg: Any) -> Any:
+            if event == "opcode" and armed:
+                if seen[0] == index:
+                    armed.clear()
+                    results.append(step())
+                seen[0] += 1
+            return opcodes
+
+        return opcodes
 
     previous = sys.gettrace()
     sys.settrace(tracer)

@@ -242,16 +242,18 @@ async def test_a_woken_enqueue_that_fails_passes_its_room_on(small_ring: ahg.Dev
     stream = device.create_stream()
     held = await fill_with_held(device, stream)
     ran: list[str] = []
+    out = device.malloc(8)
 
     async def bad() -> None:
-        await stream.memset(ahg.NULL, 0, 8)  # null: refused once it has room
+        await stream.memset(out, 0, 8)  # checked and parked; freed before it has room
 
     failing = asyncio.create_task(bad())
     good = asyncio.create_task(stream.launch_host_func(ran.append, "good"))
     await loop_turns()
     assert ring(device).waiting_for_room == 2
+    device.free(out)  # the body checks again once it has room: refused then
     held.release()
-    with pytest.raises(ahg.InvalidValue):
+    with pytest.raises(ahg.InvalidDevicePointer):
         await failing
     await good
     await stream.synchronize()

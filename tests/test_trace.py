@@ -219,3 +219,22 @@ def test_plan_dot_shows_strands_segments_and_cross_strand_waits() -> None:
     assert dot == graph_exec.plan_dot()
     graph_exec.destroy()
     graph.destroy()
+
+
+@pytest.mark.asyncio
+async def test_a_legacy_null_stream_wait_is_a_barrier_with_a_flow_from_the_work_it_waited_for(
+    device: ahg.Device,
+) -> None:
+    blocking = device.create_stream()
+    null = device.null_stream
+    with ahg.tracing() as trace:
+        first = await null.launch_kernel(B, 1, 1, ())
+        late = await blocking.launch_kernel(A, 1, 1, ())  # waits for the null stream's work
+        await device.synchronize()
+    (flow,) = trace.flows
+    source, target = trace.ops[flow.source], trace.ops[flow.target]
+    assert (source.name, target.kind) == ("b", "barrier")
+    assert target.queue == blocking.queue.index
+    assert (target.end_ns, target.node) == (first.end_ns, None)
+    assert late.start_ns == target.end_ns == LAUNCH + 200
+    blocking.destroy()

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from .memory import DeviceMemory
     from .ops import Op
     from .program import Program
+    from .signal import Signal
 
 __all__ = ["Observer", "install", "observers", "uninstall"]
 
@@ -49,6 +50,10 @@ class Observer:
         self, program: Program, op: Op, start_ns: int, error: BaseException | None
     ) -> None:
         """``op`` ran from ``start_ns`` to ``program.time`` (a barrier: once it passed)."""
+
+    def barrier_passed(self, program: Program, signals: tuple[Signal, ...], start_ns: int) -> None:
+        """``program``'s barrier (see :attr:`Program.barrier`) waited from ``start_ns`` to
+        ``program.time`` for ``signals``; its first op runs next."""
 
     def op_failed(self, program: Program, op: Op, error: BaseException) -> None:
         """The async body of ``op`` (reported by :meth:`op_finished` when it was started, as

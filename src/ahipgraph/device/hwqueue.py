@@ -12,8 +12,12 @@ owns the device and the append are one step (see :mod:`ahipgraph.device.engine`)
 A queue is a ring of fixed :attr:`~HardwareQueue.capacity` packets, like an AQL queue (ROCm's
 default is 16,384 packets). A stream enqueue that finds the ring full parks until the device retires
 a packet (:meth:`HardwareQueue.wait_for_room`); its ``*_nowait`` twin raises ``NotReady`` instead.
-A submission that was given room may append several packets (a barrier and its op), so the ring
-can overshoot by a few packets; it never deadlocks on a single submission larger than the ring.
+A stream enqueue given room appends exactly one packet: an implicit wait for another stream's
+work (legacy null-stream ordering) is that packet's barrier
+(:attr:`~ahipgraph.device.program.Program.barrier`), not a packet of its own, so stream enqueues
+never put more than ``capacity`` packets in a ring, and a ring of one packet still takes them.
+Graph launches do not wait for room (their signal-set pool bounds the launches in flight), so
+their packets, and a cross-device launch's markers, may go past the capacity.
 
 Invariants: a queue is either empty, ready (in the device's table), or parked on its head
 packet; ``busy_until`` (simulated ns) never decreases; a task waits for room only while the

@@ -1,9 +1,12 @@
 """Programs: the packets that hardware queues run.
 
 A :class:`Program` is a list of ops run in order, a completion signal decremented when the last
-op is done, and an optional ``on_done`` callback. An eager stream operation is a program of one op;
-a graph replay submits one prepared program per strand, which is what keeps a
-launch's host cost independent of the graph's size.
+op is done, and an optional ``on_done`` callback. It may also carry a *barrier*: signals it waits
+for before it starts (an AQL packet's barrier bit), which is how a stream orders an enqueue after
+another stream's work (legacy null-stream ordering) without a packet of its own, so an enqueue
+given one slot of its ring appends exactly one packet. An eager stream operation is a program
+of one op; a graph replay submits one prepared program per strand, which is what keeps a launch's
+host cost independent of the graph's size.
 
 A program runs until an op must wait (a signal not yet reached, an awaitable not yet finished);
 then it parks, keeping its program counter, and its queue stops behind it — exactly how an AQL
@@ -41,6 +44,7 @@ class Program:
     """A packet: ops, a launch-bound signal set, a completion signal and a done callback."""
 
     __slots__ = (
+        "barrier",
         "completion",
         "error",
         "interrupt",
@@ -77,10 +81,15 @@ class Program:
         self.started = False
         self.queue: HardwareQueue | None = None
         self.memory: DeviceMemory | None = None
+        # Signals to wait for before the first op starts (see the module notes); the time the
+        # program starts at is after them, as it was after a barrier packet of its own.
+        self.barrier: tuple[Signal, ...] | None = None
 
     def run(self, queue: HardwareQueue) -> bool:
         """Run as far as possible; True when finished, False when parked (the queue is woken)."""
         if not self.started:
+            if self.barrier is not None and not self._barrier_passed(queue):
+                return False
             self.started = True
             self.queue = queue
             self.memory = queue.device.memory
@@ -115,6 +124,28 @@ class Program:
                 return False
         self.pc = pc
         queue.busy_until = self.time
+        return True
+
+    def _barrier_passed(self, queue: HardwareQueue) -> bool:
+        """Wait for the barrier's signals (once per program, before it starts): True when
+        all are reached (the program starts at the latest of them), else park the queue.
+
+        Observers are told of a passed barrier as of a wait op (a trace draws it, and the
+        flows into it, as it drew the wait packet the barrier stands for)."""
+        barrier = self.barrier or ()
+        for signal in barrier:
+            if signal.value > 0:
+                signal.when_reached(0, queue.wake)
+                return False
+        start = max(self.time, queue.busy_until)
+        for signal in barrier:
+            if signal.time > self.time:
+                self.time = signal.time
+        self.barrier = None
+        if hooks.observers is not None:
+            self.queue = queue
+            for watcher in hooks.observers:
+                watcher.barrier_passed(self, barrier, start)
         return True
 
     def _run_observed(self, queue: HardwareQueue, watchers: tuple[hooks.Observer, ...]) -> bool:

@@ -283,6 +283,7 @@ class GraphExec(DestroyOnExit):
             return Completion(Signal(0), self.device)  # an empty graph launches as a no-op
         signal_set = launcher.acquire_nowait()
         if signal_set is None:
+            launcher.check_events()  # a refused launch is refused before it parks
             signal_set = await launcher.acquire()
         if target.device is not self.device:
             return enqueue_cross_device(launcher, target, signal_set)

@@ -184,8 +184,19 @@ class Launcher:
             return Completion(Signal(0), self.device)
         signal_set = self.acquire_nowait()
         if signal_set is None:
+            self.check_events()  # refused as such rather than as NotReady
             raise NotReady("no signal set is free")
         return self.submit(target, signal_set)
+
+    def check_events(self) -> None:
+        """Refuse a launch whose event node names a destroyed event (see :func:`_check_events`).
+
+        The enqueue checks this (under the executable's lock) as it commits; a launch that
+        must first wait for a signal set checks it before parking too, as HIP checks a call's
+        arguments when it is made: refused at once, holding nothing, counting nothing.
+        """
+        if self.compiled.bindings:
+            _check_events(self.compiled.bindings, self.updater.graph)
 
     def _check_allocations(self) -> None:
         """Graph memory the previous launch allocated must be free before the next launch.

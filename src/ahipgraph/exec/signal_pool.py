@@ -13,6 +13,12 @@ parks on the one wait primitive. ``release`` hands the set straight to the first
 non-blocking acquire can never jump the queue, and a waiter cancelled after the hand-off gives
 the set back.
 
+The counts are safe against launches of one executable from two threads' event loops at once
+(they take sets before their submission claims the device) without a lock: nothing is counted by
+a read-modify-write of a shared field. A set counts its own borrows, and only while it is
+borrowed, by its one borrower; a set made because the pool ran dry is appended to a list (one
+atomic step); ``statistics()`` adds them up.
+
 Each set also carries ``extra`` bindings after its own signals (signal indices ``count`` and
 up): per-launch references to signals the pool does not own (the previous launch's completion,
 event records and waits). They are overwritten by every launch and cleared on release;
@@ -35,11 +41,16 @@ REACHED = Signal(0)
 
 
 class SignalSet:
-    """``count`` pooled signals followed by ``extra`` per-launch bindings."""
+    """``count`` pooled signals followed by ``extra`` per-launch bindings.
 
-    __slots__ = ("count", "signals")
+    ``borrows``: how many acquires took this set (a refused launch's is given back). Changed
+    only by the set's current borrower, so never by two threads at once.
+    """
+
+    __slots__ = ("borrows", "count", "signals")
 
     def __init__(self, count: int, extra: int) -> None:
+        self.borrows = 0
         self.count = count
         self.signals: list[Signal] = [Signal(1) for _ in range(count)] + [REACHED] * extra
 
@@ -82,9 +93,9 @@ class SignalSetPool:
         )
         # Prepopulated sets made when first needed, one placeholder each (popped: atomic).
         self._unmade: list[None] = [None] * max(num_sets - 1, 0)
-        self._sets = num_sets
-        self._misses = 0
-        self._acquires = 0
+        self._made: list[SignalSet] = list(self._free)  # every set made: their borrows
+        self._grown: list[None] = []  # one entry per miss (appended: atomic)
+        self._closed_acquires = 0  # the borrows of the sets close() dropped
         self._waiters = WaitQueue()
         self.closed = False
 
@@ -105,7 +116,7 @@ class SignalSetPool:
             except IndexError:  # taken meanwhile by a launch on another thread's loop
                 pass
             else:
-                self._acquires += 1
+                signal_set.borrows += 1  # ours alone now: no other thread counts on it
                 return signal_set
         if self._unmade and not self._waiters:  # a prepopulated set, made now
             try:
@@ -113,25 +124,29 @@ class SignalSetPool:
             except IndexError:  # the last one, counted meanwhile by another thread's launch
                 pass
             else:
-                self._acquires += 1
-                return SignalSet(self.count, self.extra)
+                return self._made_set()
         if self._waiters.reclaim():  # sets handed to launches whose event loop closed
             return self.acquire_nowait(grow=grow)
         if self.wait_when_empty or not grow:
             return None
-        self._misses += 1
-        self._sets += 1
-        self._acquires += 1
-        return SignalSet(self.count, self.extra)
+        self._grown.append(None)
+        return self._made_set()
+
+    def _made_set(self) -> SignalSet:
+        """A new set, borrowed by the caller and counted among the sets made."""
+        signal_set = SignalSet(self.count, self.extra)
+        signal_set.borrows = 1
+        self._made.append(signal_set)
+        return signal_set
 
     async def acquire(self) -> SignalSet:
         """A set, parking until one is released if the pool waits when empty."""
-        signal_set = self.acquire_nowait()
-        if signal_set is not None:
-            return signal_set
-        signal_set = await self._waiters.park(on_abandon=self.release)
-        self._acquires += 1
-        return signal_set  # type: ignore[no-any-return]
+        taken = self.acquire_nowait()
+        if taken is not None:
+            return taken
+        handed: SignalSet = await self._waiters.park(on_abandon=self.release)
+        handed.borrows += 1  # ours alone now, as in acquire_nowait
+        return handed
 
     def release(self, signal_set: SignalSet) -> None:
         """Re-arm a set and hand it to the first waiter, or put it back on the free list."""
@@ -144,7 +159,7 @@ class SignalSetPool:
     def give_back(self, signal_set: SignalSet) -> None:
         """Return a set taken by a launch that was then refused: as :meth:`release`, and the
         acquire is not counted, so a failed launch leaves the statistics as they were."""
-        self._acquires -= 1
+        signal_set.borrows -= 1  # still the caller's set: counted by it alone
         self.release(signal_set)
 
     @property
@@ -159,18 +174,31 @@ class SignalSetPool:
     def close(self) -> None:
         """Drop every set (the executable is being freed; no launch is in flight)."""
         self.closed = True
+        # The free sets' borrows are final: keep their sum, drop them. A set still borrowed
+        # (by a launch being refused as the executable is freed) stays counted by its borrower,
+        # whose give_back must still uncount it.
+        free = {id(signal_set) for signal_set in self._free}
+        made = list(self._made)
+        self._closed_acquires += sum(s.borrows for s in made if id(s) in free)
+        self._made = [s for s in made if id(s) not in free]
         self._free.clear()
         self._unmade.clear()
 
+    def _acquires(self) -> int:
+        # Over a copy: a launch on another thread's loop may make a set meanwhile.
+        return self._closed_acquires + sum(s.borrows for s in list(self._made))
+
     def statistics(self) -> SignalPoolStatistics:
         free = len(self._free) + len(self._unmade)
+        misses = len(self._grown)
+        sets = self.prepopulated + misses
         return SignalPoolStatistics(
-            sets=self._sets,
+            sets=sets,
             free=free,
-            in_use=0 if self.closed else self._sets - free,
+            in_use=0 if self.closed else sets - free,
             prepopulated=self.prepopulated,
-            misses=self._misses,
-            acquires=self._acquires,
+            misses=misses,
+            acquires=self._acquires(),
             waiters=len(self._waiters),
         )
 

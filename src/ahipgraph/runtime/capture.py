@@ -21,7 +21,13 @@ of its own, imported strictly downward:
 
 from __future__ import annotations
 
-from .capture_fork import event_destroyed, record_eager, record_node_params, wait_event
+from .capture_fork import (
+    check_wait_flags,
+    event_destroyed,
+    record_eager,
+    record_node_params,
+    wait_event,
+)
 from .capture_lifecycle import (
     abort,
     begin,
@@ -78,6 +84,7 @@ __all__ = [
     "check_stream_sync",
     "check_sync_copy",
     "check_unsafe_call",
+    "check_wait_flags",
     "end",
     "event_destroyed",
     "exchange_capture_mode",

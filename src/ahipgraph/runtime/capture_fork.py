@@ -35,7 +35,19 @@ if TYPE_CHECKING:
     from .event import Event
     from .stream import Stream
 
-__all__ = ["event_destroyed", "record_eager", "record_node_params", "wait_event"]
+__all__ = [
+    "check_wait_flags",
+    "event_destroyed",
+    "record_eager",
+    "record_node_params",
+    "wait_event",
+]
+
+
+def check_wait_flags(flags: object) -> None:
+    """Raise InvalidValue unless ``flags`` is a stream wait flag (1.0 and True are not)."""
+    if int_or_none(flags) not in (EVENT_WAIT_DEFAULT, EVENT_WAIT_EXTERNAL):
+        raise InvalidValue(f"{flags!r} is not a stream wait flag")
 
 
 def wait_event(stream: Stream, event: Event, flags: int) -> bool:
@@ -45,8 +57,7 @@ def wait_event(stream: Stream, event: Event, flags: int) -> bool:
         InvalidValue: bad flags. StreamCaptureIsolation, StreamCaptureMerge,
         StreamCaptureInvalidated, StreamCaptureImplicit: see the module notes.
     """
-    if int_or_none(flags) not in (EVENT_WAIT_DEFAULT, EVENT_WAIT_EXTERNAL):  # 1.0, True: no
-        raise InvalidValue(f"{flags!r} is not a stream wait flag")
+    check_wait_flags(flags)
     part = stream._capture
     link = _LINKS.get(event)
     if part is None and (link is None or link.ended):

@@ -9,6 +9,13 @@ like ``asyncio.Queue.put_nowait``.
 The decision and the work stay in one synchronous body per operation; :func:`enqueue_pair` adds
 the one await at the edge. Both methods carry the body's signature, annotations and docstring,
 and are named for the public operation (a wrong call says ``Stream.memcpy() ...``).
+
+Check, then park: HIP checks a call's arguments when it is made, so a call that must wait for
+room first runs its operation's *check* (the body's argument checks, nothing submitted) and is
+refused at once, with the body's own error, when they fail: a refused call never waits, never
+holds a place among the waiters, and changes no statistics. The ``_nowait`` twin runs the same
+check before it reports ``NotReady``. Once there is room the body runs its checks again, since
+what they read may have changed meanwhile (the stream or an event destroyed, memory freed).
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ S = TypeVar("S")  # a Stream, or one of the mixins that Stream is assembled from
 def enqueue_pair(
     body: Callable[Concatenate[S, P], R],
     *,
+    check: Callable[Concatenate[S, P], object] | None = None,
     at_call: Callable[Concatenate[S, P], Callable[[], R]] | None = None,
 ) -> tuple[Callable[Concatenate[S, P], Coroutine[Any, Any, R]], Callable[Concatenate[S, P], R]]:
     """Make ``(op, op_nowait)`` from ``_op``, the synchronous body of a stream enqueue.
@@ -47,32 +55,42 @@ def enqueue_pair(
     when there is no room. ``body`` must check its arguments and the stream before it submits
     anything, so a failed call changes nothing.
 
+    ``check`` runs the body's argument checks for an open stream that is not capturing (the
+    only kind that waits for room), raising what the body would raise and submitting nothing;
+    it is called before a call parks and before ``op_nowait`` reports ``NotReady`` (see the
+    module notes).
+
     ``at_call``, for an operation whose meaning depends on state that may change while the
     call waits for room (``wait_event``: the event's record at the time of the call, as in
-    HIP), takes the call's arguments when it parks and returns what to run once there is room.
-    It is called with the body's parameters and named for the operation, as the body is.
+    HIP), replaces ``check``: it checks the call's arguments when it parks and returns what to
+    run once there is room.
+
+    Both are called with the body's parameters and named for the operation, as the body is.
     """
+    if (check is None) == (at_call is None):
+        raise TypeError("an enqueue needs exactly one of check and at_call")
     owner, _, private = body.__qualname__.rpartition(".")
     name = private.lstrip("_")
     body.__qualname__ = f"{owner}.{name}"  # a wrong call names the public operation
-    if at_call is not None:
-        _rename(at_call, f"{owner}.{name}")
+    before_parking = _operation(cast(Callable[..., object], check or at_call), owner, name)
 
     async def waiting(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
         queue = cast(RingUser, self)._ring()
         if queue is None or queue.has_room():
             return body(self, *args, **kwargs)
-        # Parked: what runs once there is room is taken now (``at_call``) or made then.
-        later = None if at_call is None else at_call(self, *args, **kwargs)
+        # Checked before parking; what runs once there is room is taken now (``at_call``) or
+        # made then (the body, which checks again).
+        later = before_parking(self, *args, **kwargs)
         await queue.wait_for_room()
         try:
-            return body(self, *args, **kwargs) if later is None else later()
+            return body(self, *args, **kwargs) if at_call is None else later()
         finally:
             queue.settle_room()
 
     def nowait(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
         queue = cast(RingUser, self)._ring()
-        if queue is not None:
+        if queue is not None and not queue.has_room():
+            before_parking(self, *args, **kwargs)  # a bad call is refused as such first
             queue.check_room()
         return body(self, *args, **kwargs)
 
@@ -87,7 +105,9 @@ def enqueue_pair(
 
 
 def kernel_enqueue_pair(
-    body: Callable[Concatenate[S, P], R], open_state: object
+    body: Callable[Concatenate[S, P], R],
+    open_state: object,
+    check: Callable[Concatenate[S, P], object],
 ) -> tuple[Callable[Concatenate[S, P], Coroutine[Any, Any, R]], Callable[Concatenate[S, P], R]]:
     """:func:`enqueue_pair` for ``Stream._launch_kernel``, with its parameters spelt out.
 
@@ -96,13 +116,14 @@ def kernel_enqueue_pair(
     fit them raises the same TypeError, when called rather than when awaited), and on a
     capturing stream goes straight to the capture's ``add_kernel``, which is all the body does
     there, after the same open-stream check (``open_state`` is ``StreamState.OPEN``: anything
-    else takes the general path, which raises the body's error). ``launch_kernel_nowait`` is
-    :func:`enqueue_pair`'s.
+    else takes the general path, which raises the body's error). ``check`` is as for
+    :func:`enqueue_pair`. ``launch_kernel_nowait`` is :func:`enqueue_pair`'s.
     """
     owner, _, private = body.__qualname__.rpartition(".")
     name = private.lstrip("_")
     body.__qualname__ = f"{owner}.{name}"
     call: Callable[..., R] = body  # its parameters are spelt out below
+    checked: Callable[..., object] = check
 
     async def waiting(
         self: Any, kernel: Any, grid: Any, block: Any, args: Any = (), *, shared_mem: Any = 0
@@ -116,13 +137,14 @@ def kernel_enqueue_pair(
         queue = self._ring()
         if queue is None or queue.has_room():
             return call(self, kernel, grid, block, args, shared_mem=shared_mem)
+        checked(self, kernel, grid, block, args, shared_mem=shared_mem)  # before parking
         await queue.wait_for_room()
         try:
             return call(self, kernel, grid, block, args, shared_mem=shared_mem)
         finally:
             queue.settle_room()
 
-    _, nowait = enqueue_pair(body)  # the general twin: it waits for nothing
+    _, nowait = enqueue_pair(body, check=check)  # the general twin: it waits for nothing
     return _named(waiting, body, owner, name, body.__doc__), nowait
 
 
@@ -134,6 +156,22 @@ def _named(
     _rename(method, f"{owner}.{name}")
     method.__doc__ = doc
     return method
+
+
+def _operation(function: Callable[..., object], owner: str, name: str) -> Callable[..., Any]:
+    """A copy of ``function`` named ``owner.name`` (a wrong call names the public operation);
+    the function itself keeps its name, since the body may call it too."""
+    assert isinstance(function, types.FunctionType)
+    copy = types.FunctionType(
+        function.__code__,
+        function.__globals__,
+        function.__name__,
+        function.__defaults__,
+        function.__closure__,
+    )
+    copy.__kwdefaults__ = function.__kwdefaults__
+    _rename(copy, f"{owner}.{name}")
+    return copy
 
 
 def _rename(function: Callable[..., Any], qualname: str) -> None:

@@ -202,14 +202,13 @@ class Stream(
 
     def _submit_locked(self, program: Program) -> None:
         """:meth:`_submit` for a caller that holds the engine's lock and claimed it."""
-        queue = self.queue
         if not self.non_blocking:  # legacy default-stream ordering
             waits = self._implicit_waits()
-            if waits:
-                queue.submit_locked(Program([WaitSignalsOp(waits)]))
+            if waits:  # the packet's barrier, not a packet of its own: one slot per enqueue
+                program.barrier = tuple(waits)
         if program.on_done is None:
             program.on_done = self._retired_cb
-        queue.submit_locked(program)
+        self.queue.submit_locked(program)
         self.submitted += 1
         if program.completion is not None:
             self.tail = program.completion
@@ -264,7 +263,22 @@ class Stream(
         ) or KernelParams.make(kernel, grid, block, args, shared_mem=shared_mem, device=self.device)
         return self._observed(params, params.op(self.device))
 
-    launch_kernel, launch_kernel_nowait = kernel_enqueue_pair(_launch_kernel, _OPEN)
+    def _kernel_params(
+        self,
+        kernel: Kernel,
+        grid: DimLike,
+        block: DimLike,
+        args: Sequence[Any] = (),
+        *,
+        shared_mem: int = 0,
+    ) -> KernelParams:
+        """``launch_kernel``'s checks for a call that must wait for room: ``make``, which
+        raises what the body's ``common_kernel_params`` would (see there)."""
+        return KernelParams.make(
+            kernel, grid, block, args, shared_mem=shared_mem, device=self.device
+        )
+
+    launch_kernel, launch_kernel_nowait = kernel_enqueue_pair(_launch_kernel, _OPEN, _kernel_params)
 
     def _memcpy(
         self,
@@ -277,13 +291,25 @@ class Stream(
         self._check_open()
         part = self._capture  # read once (see _launch_kernel)
         if part is not None:
+            # Built by module functions: a capture builds a node under its lock, where no
+            # stream method runs (another thread may end the capture between them).
             return part.add(
                 "Memcpy", lambda: MemcpyParams.make(dst, src, nbytes, kind, empty_unchecked=True)
             )
-        copy = MemcpyParams.make(dst, src, nbytes, kind, empty_unchecked=True)
+        copy = self._memcpy_params(dst, src, nbytes, kind)
         return self._observed(copy, copy.op(self.device))
 
-    memcpy, memcpy_nowait = enqueue_pair(_memcpy)
+    def _memcpy_params(
+        self,
+        dst: Endpoint,
+        src: Endpoint,
+        nbytes: int | None = None,
+        kind: CopyKind | int | None = None,
+    ) -> MemcpyParams:
+        """``memcpy``'s checks and parameters, for an eager copy."""
+        return MemcpyParams.make(dst, src, nbytes, kind, empty_unchecked=True)
+
+    memcpy, memcpy_nowait = enqueue_pair(_memcpy, check=_memcpy_params)
 
     def _memset(
         self, dst: DevicePtr, value: int, count: int, *, element_size: int = 1
@@ -305,12 +331,16 @@ class Stream(
                     dst, value, count, element_size=element_size, empty_unchecked=True
                 ),
             )
-        params = MemsetParams.make(
-            dst, value, count, element_size=element_size, empty_unchecked=True
-        )
+        params = self._memset_params(dst, value, count, element_size=element_size)
         return self._observed(params, params.op(self.device))
 
-    memset, memset_nowait = enqueue_pair(_memset)
+    def _memset_params(
+        self, dst: DevicePtr, value: int, count: int, *, element_size: int = 1
+    ) -> MemsetParams:
+        """``memset``'s checks and parameters, for an eager fill."""
+        return MemsetParams.make(dst, value, count, element_size=element_size, empty_unchecked=True)
+
+    memset, memset_nowait = enqueue_pair(_memset, check=_memset_params)
 
     def _launch_host_func(self, fn: Callable[..., Any], *args: Any) -> Completion:
         """Enqueue a host callback (``hipLaunchHostFunc``); the stream waits until it returns."""
@@ -321,7 +351,11 @@ class Stream(
         host = HostParams.make(fn, args)
         return self._observed(host, host.op(self.device))
 
-    launch_host_func, launch_host_func_nowait = enqueue_pair(_launch_host_func)
+    def _host_params(self, fn: Callable[..., Any], *args: Any) -> HostParams:
+        """``launch_host_func``'s checks for a call that must wait for room."""
+        return HostParams.make(fn, args)
+
+    launch_host_func, launch_host_func_nowait = enqueue_pair(_launch_host_func, check=_host_params)
 
     def _record_event(self, event: Event, flags: int = 0) -> None:
         """Record ``event`` here (``hipEventRecordWithFlags``): it completes when earlier work
@@ -337,21 +371,13 @@ class Stream(
             InvalidHandle: an eager record of an event made on another device (HIP's
                 ``hipErrorInvalidResourceHandle``, the same code). Capture errors: see ``capture``.
         """
-        if int_or_none(flags) not in (capture.EVENT_RECORD_DEFAULT, capture.EVENT_RECORD_EXTERNAL):
-            raise InvalidValue(f"{flags!r} is not an event record flag")
-        self._check_open()
-        live_event(event)
+        self._check_record_call(event, flags)
         part = self._capture  # read once (see _launch_kernel)
         if part is not None:
             external = flags == capture.EVENT_RECORD_EXTERNAL
             part.record_event(event, capture.record_node_params(event) if external else None)
             return
-        if event.device is not self.device:
-            # HIP checks this for an eager record only (a capture takes any event): the
-            # event's timestamps and completion belong to its own device's clock and engine.
-            raise InvalidHandle(
-                f"{event!r} belongs to device {event.device.ordinal}, not to {self!r}'s device"
-            )
+        self._check_eager_record(event)
         signal = Signal(1)
         self._submit(Program((), signal))  # may be refused (no loop, busy): nothing changed yet
         capture.record_eager(event)
@@ -359,7 +385,27 @@ class Stream(
         if observe.observer is not None:
             observe.observer.event_recorded(self, event)
 
-    record_event, record_event_nowait = enqueue_pair(_record_event)
+    def _check_record_call(self, event: Event, flags: int) -> None:
+        """What every ``record_event`` checks, captured or not, in HIP's order."""
+        if int_or_none(flags) not in (capture.EVENT_RECORD_DEFAULT, capture.EVENT_RECORD_EXTERNAL):
+            raise InvalidValue(f"{flags!r} is not an event record flag")
+        self._check_open()
+        live_event(event)
+
+    def _check_eager_record(self, event: Event) -> None:
+        if event.device is not self.device:
+            # HIP checks this for an eager record only (a capture takes any event): the
+            # event's timestamps and completion belong to its own device's clock and engine.
+            raise InvalidHandle(
+                f"{event!r} belongs to device {event.device.ordinal}, not to {self!r}'s device"
+            )
+
+    def _check_record_event(self, event: Event, flags: int = 0) -> None:
+        """``record_event``'s checks for a call that must wait for room."""
+        self._check_record_call(event, flags)
+        self._check_eager_record(event)
+
+    record_event, record_event_nowait = enqueue_pair(_record_event, check=_check_record_event)
 
     def _wait_event(self, event: Event, flags: int = 0) -> None:
         """Make later work wait for ``event``'s latest record (``hipStreamWaitEvent``).
@@ -379,8 +425,11 @@ class Stream(
 
         HIP's ``hipStreamWaitEvent`` takes the event's latest record when it is called; a
         record made while this call waits for ring space (by another task) is not the one
-        it waits for.
+        it waits for. The call is checked now, as the body checks it.
         """
+        self._check_open()
+        live_event(event)
+        capture.check_wait_flags(flags)
         record = _record_of(event)
         return lambda: self._wait_for_record(event, flags, record)
 

@@ -192,7 +192,21 @@ class StreamCopyMixin:
             )
         )
 
-    memcpy_2d, memcpy_2d_nowait = enqueue_pair(_memcpy_2d)
+    def _memcpy_2d_params(
+        self,
+        dst: Endpoint,
+        dst_pitch: int,
+        src: Endpoint,
+        src_pitch: int,
+        width: int,
+        height: int,
+        kind: CopyKind | int | None = None,
+    ) -> Any:
+        """``memcpy_2d``'s checks and parameters (for a call that must wait for room)."""
+        device = self._device()
+        return pitched_2d_params(dst, dst_pitch, src, src_pitch, width, height, kind, device=device)
+
+    memcpy_2d, memcpy_2d_nowait = enqueue_pair(_memcpy_2d, check=_memcpy_2d_params)
 
     def _memcpy_3d(
         self,
@@ -215,7 +229,22 @@ class StreamCopyMixin:
             )
         )
 
-    memcpy_3d, memcpy_3d_nowait = enqueue_pair(_memcpy_3d)
+    def _memcpy_3d_params(
+        self,
+        dst: PitchedPtr,
+        src: PitchedPtr,
+        extent: tuple[int, int, int],
+        *,
+        dst_pos: tuple[int, int, int] = (0, 0, 0),
+        src_pos: tuple[int, int, int] = (0, 0, 0),
+        kind: CopyKind | int | None = None,
+    ) -> PitchedCopyParams:
+        """``memcpy_3d``'s checks and parameters (for a call that must wait for room)."""
+        return PitchedCopyParams.make_pitched(
+            dst, src, extent, dst_pos=dst_pos, src_pos=src_pos, kind=kind, device=self._device()
+        )
+
+    memcpy_3d, memcpy_3d_nowait = enqueue_pair(_memcpy_3d, check=_memcpy_3d_params)
 
     def _memcpy_to_symbol(
         self,
@@ -238,7 +267,20 @@ class StreamCopyMixin:
             lambda: to_symbol_params(symbol, src, nbytes, offset, kind, device=device)
         )
 
-    memcpy_to_symbol, memcpy_to_symbol_nowait = enqueue_pair(_memcpy_to_symbol)
+    def _to_symbol_params(
+        self,
+        symbol: Any,
+        src: Endpoint,
+        nbytes: int | None = None,
+        offset: int = 0,
+        kind: CopyKind | int | None = None,
+    ) -> Any:
+        """``memcpy_to_symbol``'s checks and parameters (for a call that must wait for room)."""
+        return to_symbol_params(symbol, src, nbytes, offset, kind, device=self._device())
+
+    memcpy_to_symbol, memcpy_to_symbol_nowait = enqueue_pair(
+        _memcpy_to_symbol, check=_to_symbol_params
+    )
 
     def _memcpy_from_symbol(
         self,
@@ -257,7 +299,20 @@ class StreamCopyMixin:
             lambda: from_symbol_params(dst, symbol, nbytes, offset, kind, device=device)
         )
 
-    memcpy_from_symbol, memcpy_from_symbol_nowait = enqueue_pair(_memcpy_from_symbol)
+    def _from_symbol_params(
+        self,
+        dst: Endpoint,
+        symbol: Any,
+        nbytes: int | None = None,
+        offset: int = 0,
+        kind: CopyKind | int | None = None,
+    ) -> Any:
+        """``memcpy_from_symbol``'s checks and parameters (for a call that must wait for room)."""
+        return from_symbol_params(dst, symbol, nbytes, offset, kind, device=self._device())
+
+    memcpy_from_symbol, memcpy_from_symbol_nowait = enqueue_pair(
+        _memcpy_from_symbol, check=_from_symbol_params
+    )
 
     def _memcpy_peer(
         self, dst: DevicePtr, dst_device: Any, src: DevicePtr, src_device: Any, nbytes: int
@@ -271,7 +326,13 @@ class StreamCopyMixin:
         """
         return self._enqueue_copy(lambda: peer_params(dst, dst_device, src, src_device, nbytes))
 
-    memcpy_peer, memcpy_peer_nowait = enqueue_pair(_memcpy_peer)
+    def _peer_params(
+        self, dst: DevicePtr, dst_device: Any, src: DevicePtr, src_device: Any, nbytes: int
+    ) -> Any:
+        """``memcpy_peer``'s checks for a call that must wait for room."""
+        return peer_params(dst, dst_device, src, src_device, nbytes)
+
+    memcpy_peer, memcpy_peer_nowait = enqueue_pair(_memcpy_peer, check=_peer_params)
 
     def _device(self) -> Device:
         stream: Stream = self  # type: ignore[assignment]

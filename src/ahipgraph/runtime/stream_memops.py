@@ -208,7 +208,18 @@ class StreamMemOpsMixin:
         _not_none(flags, mask)
         return self._memop(lambda: StreamMemOp.make(ptr, value, 32, flag=flags, mask=mask))
 
-    wait_value_32, wait_value_32_nowait = enqueue_pair(_wait_value_32)
+    def _wait_32_op(
+        self,
+        ptr: DevicePtr,
+        value: int,
+        flags: StreamWaitFlag | int = StreamWaitFlag.GEQ,
+        mask: int = 0xFFFF_FFFF,
+    ) -> StreamMemOp:
+        """``wait_value_32``'s checks and operation."""
+        _not_none(flags, mask)
+        return StreamMemOp.make(ptr, value, 32, flag=flags, mask=mask)
+
+    wait_value_32, wait_value_32_nowait = enqueue_pair(_wait_value_32, check=_wait_32_op)
 
     def _wait_value_64(
         self,
@@ -221,16 +232,35 @@ class StreamMemOpsMixin:
         _not_none(flags, mask)
         return self._memop(lambda: StreamMemOp.make(ptr, value, 64, flag=flags, mask=mask))
 
-    wait_value_64, wait_value_64_nowait = enqueue_pair(_wait_value_64)
+    def _wait_64_op(
+        self,
+        ptr: DevicePtr,
+        value: int,
+        flags: StreamWaitFlag | int = StreamWaitFlag.GEQ,
+        mask: int = 0xFFFF_FFFF_FFFF_FFFF,
+    ) -> StreamMemOp:
+        """``wait_value_64``'s checks and operation."""
+        _not_none(flags, mask)
+        return StreamMemOp.make(ptr, value, 64, flag=flags, mask=mask)
+
+    wait_value_64, wait_value_64_nowait = enqueue_pair(_wait_value_64, check=_wait_64_op)
 
     def _write_value_32(self, ptr: DevicePtr, value: int, flags: int = 0) -> Completion:
         """Store a 32-bit word at ``ptr`` when the stream gets there (``hipStreamWriteValue32``)."""
         return self._memop(lambda: StreamMemOp.make(ptr, value, 32, write_flags=flags))
 
-    write_value_32, write_value_32_nowait = enqueue_pair(_write_value_32)
+    def _write_32_op(self, ptr: DevicePtr, value: int, flags: int = 0) -> StreamMemOp:
+        """``write_value_32``'s checks and operation."""
+        return StreamMemOp.make(ptr, value, 32, write_flags=flags)
+
+    write_value_32, write_value_32_nowait = enqueue_pair(_write_value_32, check=_write_32_op)
 
     def _write_value_64(self, ptr: DevicePtr, value: int, flags: int = 0) -> Completion:
         """``hipStreamWriteValue64``: as :meth:`write_value_32` with a 64-bit word."""
         return self._memop(lambda: StreamMemOp.make(ptr, value, 64, write_flags=flags))
 
-    write_value_64, write_value_64_nowait = enqueue_pair(_write_value_64)
+    def _write_64_op(self, ptr: DevicePtr, value: int, flags: int = 0) -> StreamMemOp:
+        """``write_value_64``'s checks and operation."""
+        return StreamMemOp.make(ptr, value, 64, write_flags=flags)
+
+    write_value_64, write_value_64_nowait = enqueue_pair(_write_value_64, check=_write_64_op)

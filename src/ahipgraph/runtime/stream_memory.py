@@ -71,14 +71,7 @@ class StreamMemoryMixin:
         part = stream._capture  # read once (see malloc_async)
         if part is not None:
             return part.free(ptr)
-        if ptr is None or not isinstance(ptr, DevicePtr) or not ptr:
-            raise InvalidValue(f"{ptr!r} is not a device allocation")
-        try:
-            offset = stream.device.memory.resolve(ptr, 0)[1]
-        except HipError:
-            offset = -1
-        if offset != 0:
-            raise InvalidValue(f"{ptr!r} is not the start of an allocation of {stream.device!r}")
+        self._check_free(ptr)
         memory = stream.device.memory
         memory.claim_free(ptr)
         free = FreeOp(ptr)
@@ -88,7 +81,20 @@ class StreamMemoryMixin:
             memory.release_claim(ptr)  # nothing was enqueued: the memory is the caller's again
             raise
 
-    free_async, free_async_nowait = enqueue_pair(_free_async)
+    def _check_free(self, ptr: DevicePtr) -> None:
+        """``free_async``'s checks of an eager free (also for a call that must wait for room)."""
+        stream = self._stream()
+        if ptr is None or not isinstance(ptr, DevicePtr) or not ptr:
+            raise InvalidValue(f"{ptr!r} is not a device allocation")
+        try:
+            offset = stream.device.memory.resolve(ptr, 0)[1]
+        except HipError:
+            offset = -1
+        if offset != 0:
+            raise InvalidValue(f"{ptr!r} is not the start of an allocation of {stream.device!r}")
+        stream.device.memory.check_unclaimed(ptr)
+
+    free_async, free_async_nowait = enqueue_pair(_free_async, check=_check_free)
 
     def _stream(self) -> Stream:
         return self  # type: ignore[return-value]

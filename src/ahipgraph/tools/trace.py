@@ -40,7 +40,7 @@ import dataclasses
 import json
 import threading
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -468,10 +468,28 @@ class _Recorder(hooks.Observer):
                     if isinstance(op, WaitSignalIndicesOp)
                     else list(op.signals)
                 )
-                for signal in waited:
-                    source = self._producer.get(signal)
-                    if source is not None:
-                        self.trace.flows.append(FlowRecord(source, record))
+                self._flows_into(record, waited)
+
+    def barrier_passed(self, program: Program, signals: tuple[Signal, ...], start_ns: int) -> None:
+        """A packet's barrier (a legacy null-stream wait) is a barrier slice of its own, with
+        the flows from the work it waited for."""
+        with self._lock:
+            if self.closed:
+                return
+            info = self._programs.get(program)
+            if info is None:
+                info = self._programs[program] = _ProgramInfo()
+            record = self._record(
+                program, info, ("barrier", "barrier"), start_ns, program.time, None, at_op=False
+            )
+            self._flows_into(record, signals)
+
+    def _flows_into(self, record: int, waited: Sequence[Signal]) -> None:
+        """A flow into barrier ``record`` from the op that reached each of ``waited``."""
+        for signal in waited:
+            source = self._producer.get(signal)
+            if source is not None:
+                self.trace.flows.append(FlowRecord(source, record))
 
     def _record(
         self,
@@ -481,7 +499,10 @@ class _Recorder(hooks.Observer):
         start_ns: int,
         end_ns: int,
         error: BaseException | None,
+        at_op: bool = True,
     ) -> int:
+        """Append an op record of ``program``, labelled with the graph node of the op at the
+        program's counter (``at_op``; a barrier before the first op has no node)."""
         queue = program.queue
         assert queue is not None
         # A packet submitted before the block began was not seen then: name its device now,
@@ -489,7 +510,7 @@ class _Recorder(hooks.Observer):
         self._see_device(cast("Device", queue.device))
         kind, name = described
         index = len(self.trace.ops)
-        node = info.nodes.get(program.pc) if info.nodes is not None else None
+        node = info.nodes.get(program.pc) if at_op and info.nodes is not None else None
         if node is not None and kind == "kernel":
             node = f"{node} {name}"
         self.trace.ops.append(
