@@ -85,6 +85,10 @@ def begin(
         stream._check_open()  # again: destroyed on another thread meanwhile (stream_destroyed)
         if isinstance(stream._capture, StreamCapture):
             raise IllegalState(f"{stream!r} is already capturing")
+        if graph is not None:
+            # Again, under the lock a graph's destruction takes (capture_state.target_destroyed):
+            # destroyed on another thread meanwhile, it must not get a capture that stays ACTIVE.
+            api.live_graph(graph, "capture graph")
         target: Graph = api.Graph() if graph is None else graph
         if graph is None:
             # The capture's own graph, which nobody was given: if the capture is collected
