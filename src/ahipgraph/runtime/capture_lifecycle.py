@@ -95,7 +95,7 @@ def begin(
             # with its forgotten streams, the graph goes quietly (the streams' warnings name
             # it). ``end`` hands it over, and from then on it warns as any graph.
             target._life.quiet = True
-        session = CaptureSession(target, graph is None, checked_mode)
+        session = CaptureSession(target, graph is None, checked_mode, stream.device)
         session.origin = StreamCapture(session, stream, dep_list)
         _SESSIONS[session] = None
         _refresh_null_guard(stream.device)

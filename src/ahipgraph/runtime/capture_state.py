@@ -193,11 +193,12 @@ def _caller() -> object:
 
 
 class CaptureSession:
-    """One capture sequence: a graph, an id, a mode, an owner and its member streams."""
+    """One capture sequence: a graph, an id, a mode, an owner, a device and its member streams."""
 
     __slots__ = (
         "__weakref__",  # the registry holds sessions weakly
         "captured",
+        "device",
         "graph",
         "id",
         "members",
@@ -210,9 +211,11 @@ class CaptureSession:
         "status",
     )
 
-    def __init__(self, graph: Graph, owns_graph: bool, mode: CaptureMode) -> None:
+    def __init__(self, graph: Graph, owns_graph: bool, mode: CaptureMode, device: Device) -> None:
         self.id = next(_IDS)
         self.graph = graph
+        # The origin's device: every stream taking part is one of its streams (capture_fork).
+        self.device = device
         self.owns_graph = owns_graph
         self.mode = mode
         self.owner = _caller()
