@@ -12,7 +12,7 @@ not hand it to the caller (invalidation, unjoined forks, a destroyed origin, an 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from ..core.errors import (
@@ -217,6 +217,8 @@ def update_dependencies(stream: Stream, nodes: Sequence[GraphNode], flags: int) 
             raise IllegalState(f"{stream!r} is not capturing")
         if nodes is None:
             raise InvalidValue("dependencies are null")
+        if not isinstance(nodes, Iterable):  # a number, a lone node: not a bare "not iterable"
+            raise TypeError(f"dependencies must be an iterable of GraphNodes, got {nodes!r}")
         new = list(nodes)
         graph = part.session.graph
         if len(new) > len(graph._nodes):
