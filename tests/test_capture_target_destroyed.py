@@ -301,3 +301,108 @@ async def test_a_target_destroyed_while_its_capture_begins(device: ahg.Device, k
         kit.origin.begin_capture_to_graph(graph, DestroysTheGraph())  # type: ignore[arg-type]
     assert kit.origin.is_capturing() is ahg.CaptureStatus.NONE
     assert Baseline.take(device) == before
+
+
+@pytest.mark.asyncio
+async def test_two_captures_into_one_graph_are_both_invalidated(
+    device: ahg.Device, kit: _Kit
+) -> None:
+    before = Baseline.take(device)
+    graph = ahg.Graph()
+    kit.origin.begin_capture_to_graph(graph)
+    kit.fork.begin_capture_to_graph(graph)  # its own capture, into the same graph
+    await kit.origin.memset(kit.ptr, 0, NBYTES)
+    await kit.fork.memset(kit.ptr, 1, NBYTES)
+    graph.destroy()
+    _assert_invalidated(kit.origin, kit.fork)
+    for stream in (kit.origin, kit.fork):
+        with pytest.raises(ahg.StreamCaptureInvalidated):
+            stream.end_capture()
+    _assert_ended(kit.origin, kit.fork)
+    assert Baseline.take(device) == before
+
+
+@pytest.mark.asyncio
+async def test_a_capture_into_another_captures_graph_when_that_capture_fails(
+    device: ahg.Device, kit: _Kit
+) -> None:
+    """The first capture fails and frees the graph it made: the second, adding to that graph,
+    is invalidated with it rather than left ACTIVE on a graph that is gone."""
+    before = Baseline.take(device)
+    kit.origin.begin_capture()
+    own = kit.origin.capture_info().graph
+    assert own is not None
+    kit.fork.begin_capture_to_graph(own)
+    await kit.fork.memset(kit.ptr, 1, NBYTES)
+    with pytest.raises(ahg.StreamCaptureUnsupported):
+        kit.origin.query()
+    with pytest.raises(ahg.StreamCaptureInvalidated):
+        kit.origin.end_capture()  # frees the graph it made
+    assert own.destroyed
+    assert kit.fork.is_capturing() is INVALIDATED
+    with pytest.raises(ahg.StreamCaptureInvalidated):
+        await kit.fork.memset(kit.ptr, 2, NBYTES)
+    with pytest.raises(ahg.StreamCaptureInvalidated):
+        kit.fork.end_capture()
+    _assert_ended(kit.origin, kit.fork)
+    assert Baseline.take(device) == before
+
+
+class _Raised(BaseException):
+    """What a hostile destructor raises: not an Exception."""
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("error", [_Raised, KeyboardInterrupt, ValueError])
+async def test_a_raising_destructor_of_the_destroyed_target(
+    device: ahg.Device, kit: _Kit, error: type[BaseException]
+) -> None:
+    """``destroy()`` raises what the graph's destructor raised, after the graph is gone and
+    its capture invalidated: nothing half done, and the capture ends as any invalidated one."""
+    before = Baseline.take(device)
+    graph = ahg.Graph()
+
+    def destructor(_: object) -> None:
+        raise error("from a user-object destructor")
+
+    graph.retain_user_object(ahg.UserObject(destructor), move=True)
+    kit.origin.begin_capture_to_graph(graph)
+    await kit.fork_in()
+    with pytest.raises(error):
+        graph.destroy()
+    assert graph.destroyed
+    _assert_invalidated(kit.origin, kit.fork)
+    with pytest.raises(ahg.StreamCaptureInvalidated):
+        kit.origin.end_capture()
+    _assert_ended(kit.origin, kit.fork)
+    assert Baseline.take(device) == before
+
+
+@pytest.mark.asyncio
+async def test_a_destructor_that_captures_while_the_target_goes(
+    device: ahg.Device, kit: _Kit
+) -> None:
+    """The graph's destructor runs after the capture lock is released: it may begin, end and
+    destroy captures (and their targets) itself without deadlock."""
+    before = Baseline.take(device)
+    graph, second = ahg.Graph(), ahg.Graph()
+    seen: list[object] = []
+
+    def destructor(_: object) -> None:
+        seen.append(kit.origin.is_capturing())
+        second.destroy()  # another capture's target, from inside a destroy
+        seen.append(kit.fork.is_capturing())
+        with pytest.raises(ahg.StreamCaptureInvalidated):
+            kit.fork.end_capture()
+        kit.fork.begin_capture()
+        kit.fork.end_capture().destroy()
+
+    graph.retain_user_object(ahg.UserObject(destructor), move=True)
+    kit.origin.begin_capture_to_graph(graph)
+    kit.fork.begin_capture_to_graph(second)
+    graph.destroy()
+    assert seen == [INVALIDATED, INVALIDATED]
+    with pytest.raises(ahg.StreamCaptureInvalidated):
+        kit.origin.end_capture()
+    _assert_ended(kit.origin, kit.fork)
+    assert Baseline.take(device) == before
