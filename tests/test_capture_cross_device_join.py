@@ -27,6 +27,14 @@ def _two_devices(ahg_devices: Callable[..., list[ahg.Device]]) -> tuple[ahg.Devi
     return d0, d1
 
 
+def _stream_on_each_device(
+    ahg_devices: Callable[..., list[ahg.Device]],
+) -> tuple[ahg.Stream, ahg.Stream, ahg.Event]:
+    """A stream of device 0, one of device 1, and an event of device 0."""
+    d0, d1 = _two_devices(ahg_devices)
+    return d0.create_stream(), d1.create_stream(), d0.create_event()
+
+
 async def _wait(stream: ahg.Stream, event: ahg.Event, how: str) -> None:
     if how == "wait_event_nowait":
         stream.wait_event_nowait(event)
@@ -116,9 +124,7 @@ async def test_a_capturing_stream_of_another_device_still_gets_merge(
     ahg_devices: Callable[..., list[ahg.Device]],
 ) -> None:
     """Two captures, one per device: the wait would merge them, as on one device."""
-    d0, d1 = _two_devices(ahg_devices)
-    s0, s1 = d0.create_stream(), d1.create_stream()
-    event = d0.create_event()
+    s0, s1, event = _stream_on_each_device(ahg_devices)
     s0.begin_capture()
     s1.begin_capture()
     await s0.record_event(event)
@@ -136,9 +142,7 @@ async def test_an_event_recorded_on_another_device_outside_a_capture_is_a_real_w
     ahg_devices: Callable[..., list[ahg.Device]],
 ) -> None:
     """Only a join is refused: waiting on another device's eager record is ordinary."""
-    d0, d1 = _two_devices(ahg_devices)
-    s0, s1 = d0.create_stream(), d1.create_stream()
-    event = d0.create_event()
+    s0, s1, event = _stream_on_each_device(ahg_devices)
     await s0.record_event(event)
     s1.begin_capture()
     await s1.wait_event(event)  # recorded outside any capture: a real wait, as in HIP

@@ -97,6 +97,14 @@ def _assert_ended(*streams: ahg.Stream) -> None:
     no_capture_left()
 
 
+def _ends_invalidated(kit: _Kit) -> None:
+    """Both streams read INVALIDATED; the origin's end says so and ends the capture on both."""
+    _assert_invalidated(kit.origin, kit.fork)
+    with pytest.raises(ahg.StreamCaptureInvalidated):
+        kit.origin.end_capture()
+    _assert_ended(kit.origin, kit.fork)
+
+
 @pytest.mark.asyncio
 @pytest.mark.parametrize("target", ["user_graph", "capture_graph"])
 async def test_destroying_the_target_invalidates_the_capture_on_every_stream(
@@ -157,10 +165,7 @@ async def test_calls_refused_as_in_any_invalidated_capture(
         kit.other_event.query()
     with pytest.raises(ahg.IllegalState):
         kit.origin.update_capture_dependencies([], ahg.CaptureDependencies.SET)
-    _assert_invalidated(kit.origin, kit.fork)
-    with pytest.raises(ahg.StreamCaptureInvalidated):
-        kit.origin.end_capture()
-    _assert_ended(kit.origin, kit.fork)
+    _ends_invalidated(kit)
     if how == "stream_query":
         graph.destroy()  # the user's graph: still theirs
     ptr = device.malloc(64)  # nothing captures any more
@@ -277,10 +282,7 @@ async def test_an_embedded_copy_as_the_target(device: ahg.Device, kit: _Kit, how
     else:
         node.set_child_graph(source)
     assert embedded.destroyed
-    _assert_invalidated(kit.origin, kit.fork)
-    with pytest.raises(ahg.StreamCaptureInvalidated):
-        kit.origin.end_capture()
-    _assert_ended(kit.origin, kit.fork)
+    _ends_invalidated(kit)
     destroy(source, *(() if how == "parent_destroyed" else (parent,)))
     assert Baseline.take(device) == before
 
@@ -371,10 +373,7 @@ async def test_a_raising_destructor_of_the_destroyed_target(
     with pytest.raises(error):
         graph.destroy()
     assert graph.destroyed
-    _assert_invalidated(kit.origin, kit.fork)
-    with pytest.raises(ahg.StreamCaptureInvalidated):
-        kit.origin.end_capture()
-    _assert_ended(kit.origin, kit.fork)
+    _ends_invalidated(kit)
     assert Baseline.take(device) == before
 
 
