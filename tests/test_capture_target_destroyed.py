@@ -405,3 +405,59 @@ async def test_a_destructor_that_captures_while_the_target_goes(
         kit.origin.end_capture()
     _assert_ended(kit.origin, kit.fork)
     assert Baseline.take(device) == before
+
+
+@pytest.mark.asyncio
+async def test_a_capture_block_whose_graph_is_destroyed_inside_it(
+    device: ahg.Device, kit: _Kit
+) -> None:
+    """A clean exit ends the capture with HIP's error; a cancelled block ends it quietly."""
+    before = Baseline.take(device)
+
+    async def block() -> None:
+        async with kit.origin.capture():
+            await kit.fork_in()
+            graph = kit.origin.capture_info().graph
+            assert graph is not None
+            graph.destroy()
+
+    with pytest.raises(ahg.StreamCaptureInvalidated):
+        await block()
+    _assert_ended(kit.origin, kit.fork)
+    assert Baseline.take(device) == before
+
+
+@pytest.mark.asyncio
+async def test_a_capture_block_cancelled_after_another_task_destroyed_its_graph(
+    device: ahg.Device, kit: _Kit
+) -> None:
+    other, done, held = device.create_stream(), device.create_event(), HeldKernel()
+    await held.launch(other)
+    await other.record_event(done)
+    await held.started.wait()
+    before = Baseline.take(device)
+    parked = asyncio.Event()
+    graphs: list[ahg.Graph | None] = []
+
+    async def block() -> None:
+        async with kit.origin.capture(ahg.CaptureMode.RELAXED):
+            await kit.fork_in()
+            graphs.append(kit.origin.capture_info().graph)
+            parked.set()
+            await done.synchronize()  # parks until the held kernel is released
+
+    task = asyncio.create_task(block())
+    await parked.wait()
+    await loop_turns()
+    graph = graphs[0]
+    assert graph is not None
+    graph.destroy()
+    _assert_invalidated(kit.origin, kit.fork)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task  # the block's own exception, unchanged
+    _assert_ended(kit.origin, kit.fork)
+    assert Baseline.take(device) == before
+    held.release()
+    await other.synchronize()
+    destroy(other, done)
