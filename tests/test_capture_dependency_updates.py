@@ -67,10 +67,14 @@ async def test_refused_lists_change_nothing(kit: Any) -> None:
         ([first], True, ahg.InvalidValue),  # a bool is not a flag
         ([first], 1.0, ahg.InvalidValue),
         (first, ADD, TypeError),  # a lone node, not a list of them
+        (True, ADD, TypeError),  # a bool, a number: said so, not a bare "not iterable"
+        (-1, SET, TypeError),
+        ([True], ADD, TypeError),
     ]
     for nodes, flags, error in refused:
-        with pytest.raises(error):
+        with pytest.raises(error) as raised:
             stream.update_capture_dependencies(nodes, flags)
+        assert "not iterable" not in str(raised.value)
         assert (_deps(stream), len(graph.nodes()), graph.edges()) == before, (nodes, flags)
     assert stream.is_capturing() is ahg.CaptureStatus.ACTIVE  # never invalidated
     stream.end_capture().destroy()
@@ -168,10 +172,11 @@ async def test_the_capture_graph_destroyed_under_an_update(kit: Any) -> None:
     stream.begin_capture()
     node = await _launch(stream, ptr)
     graph = _graph(stream)
-    graph.destroy()
-    with pytest.raises(ahg.InvalidValue):
+    graph.destroy()  # invalidates the capture: it takes no updates, as any invalidated one
+    with pytest.raises(ahg.IllegalState):
         stream.update_capture_dependencies([node], ADD)
-    stream.update_capture_dependencies([], SET)  # nothing to check: allowed
+    with pytest.raises(ahg.IllegalState):
+        stream.update_capture_dependencies([], SET)
     with pytest.raises(ahg.StreamCaptureInvalidated):
         stream.end_capture()
     no_capture_left()

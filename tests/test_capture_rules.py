@@ -310,7 +310,7 @@ async def test_destroying_the_capture_graph_mid_capture_invalidates_the_end(
     graph = ahg.Graph()
     stream.begin_capture_to_graph(graph)
     graph.destroy()
-    with pytest.raises(ahg.InvalidValue):
+    with pytest.raises(ahg.StreamCaptureInvalidated):
         await stream.malloc_async(8)
     with pytest.raises(ahg.StreamCaptureInvalidated):
         stream.end_capture()

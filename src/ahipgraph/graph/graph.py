@@ -50,7 +50,7 @@ from ..core.lifecycle import (
 )
 from ..core.registry import HandleRegistry
 from ..lifetime.user_object import UserObject, check_count, disown_all
-from ..runtime import observe
+from ..runtime import capture_state, observe
 from ..runtime.params import common_kernel_params
 from . import builder, copy_nodes, dot, topology
 from .conditional import (
@@ -723,15 +723,16 @@ class Graph(DestroyOnExit):
         Every source graph's lock is held until the whole copy is made (parent before child,
         as everywhere). A failure half way disposes of every copy made so far.
         """
-        with contextlib.ExitStack() as locks:
-            locks.enter_context(self.lock)
-            self._check_alive()
-            if self.has_mem_nodes:
-                raise NotSupported(f"{self!r} has memory nodes and cannot be copied")
-            top = Graph()
-            top.original = self
-            made = [top]
-            try:
+        made: list[Graph] = []
+        try:
+            with contextlib.ExitStack() as locks:
+                locks.enter_context(self.lock)
+                self._check_alive()
+                if self.has_mem_nodes:
+                    raise NotSupported(f"{self!r} has memory nodes and cannot be copied")
+                top = Graph()
+                top.original = self
+                made.append(top)
                 work: list[tuple[Graph, Graph]] = [(self, top)]
                 while work:
                     source, copy = work.pop()
@@ -770,11 +771,13 @@ class Graph(DestroyOnExit):
                     for obj in source._user_objects:
                         if obj._owned_by(source) and obj._adopt(copy, 1):
                             copy._user_objects.add(obj)
-            except BaseException:
-                for copy in reversed(made):
-                    copy._dispose()
-                raise
-            return top
+                return top
+        except BaseException:
+            # Every source lock is released first: _dispose takes the capture lock, which is
+            # never waited for while a graph's lock is held.
+            for copy in reversed(made):
+                copy._dispose()
+            raise
 
     def find_in_clone(self, node: GraphNode) -> GraphNode:
         """This clone's copy of ``node``, a node of the graph it was cloned from.
@@ -926,7 +929,7 @@ class Graph(DestroyOnExit):
             IllegalState: the graph was already destroyed.
             InvalidValue: the graph is a child-graph node's embedded copy (destroy the node).
         """
-        with self.lock:
+        with capture_state.LOCK, self.lock:  # the capture lock first: see _teardown_locked
             if GRAPHS.get(self.hid) is not self:
                 raise destroyed("graph", self, "destroy", "was already destroyed")
             if self.owner_node is not None:
@@ -935,16 +938,27 @@ class Graph(DestroyOnExit):
         self._release(children, objects)
 
     def _dispose(self) -> None:
-        """Destroy an embedded copy (or a copy that failed half-way); idempotent."""
-        with self.lock:
+        """Destroy an embedded copy (or a copy that failed half-way); idempotent.
+
+        Takes the capture lock (see :meth:`_teardown_locked`): never call it holding a graph's
+        lock.
+        """
+        with capture_state.LOCK, self.lock:
             if GRAPHS.get(self.hid) is not self:
                 return
             children, objects = self._teardown_locked()
         self._release(children, objects)
 
     def _teardown_locked(self) -> tuple[list[Graph], list[UserObject]]:
+        """Retire the graph and its nodes; return what :meth:`_release` gives back.
+
+        The caller holds the capture lock, then this graph's lock (the order capture takes
+        them in): a stream may be capturing into any graph a user can reach (an embedded copy
+        included), and that capture is invalidated here, atomically with the graph's end.
+        """
         GRAPHS.unregister(self.hid)  # from here every node handle is invalid too
         self._open = False
+        capture_state.target_destroyed(self)
         self._life.detach()
         children: list[Graph] = []
         NODES.unregister_graph(self)  # every node at once, under one lock
@@ -979,7 +993,7 @@ class Graph(DestroyOnExit):
             graph, owned, pending = stack[-1]
             if pending:
                 child = pending.pop()
-                with child.lock:
+                with capture_state.LOCK, child.lock:
                     if GRAPHS.get(child.hid) is not child:
                         continue
                     grandchildren, child_objects = child._teardown_locked()

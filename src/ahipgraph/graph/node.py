@@ -308,16 +308,16 @@ class GraphNode(NodeCopySetters, DestroyOnExit):
 
         check_not_own_parent(self, live_graph(graph, "child graph"))  # HIP: null, dead, then own
         copy = self.graph._embed_copy(graph)
-        with self.graph.lock:
-            try:
+        try:
+            with self.graph.lock:
                 self._check_alive()
-            except InvalidValue:
-                copy._dispose()
-                raise
-            assert isinstance(self._params, ChildGraphParams)
-            old = self._params.graph
-            copy.owner_node = self
-            self._params = ChildGraphParams(copy)
+                assert isinstance(self._params, ChildGraphParams)
+                old = self._params.graph
+                copy.owner_node = self
+                self._params = ChildGraphParams(copy)
+        except InvalidValue:
+            copy._dispose()  # outside the lock: _dispose takes the capture lock first
+            raise
         old._dispose()
 
     def _set(self, types: tuple[NodeType, ...], build: Callable[[], NodeParams]) -> None:

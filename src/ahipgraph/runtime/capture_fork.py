@@ -6,6 +6,12 @@ into the same session (same graph, id and mode), or, on a stream already in the 
 the remembered set into its own. A wait that would merge two sessions is ``StreamCaptureMerge``
 (HIP silently mixes two graphs); an event of a capturing stream that was not recorded in the
 capture running there is ``StreamCaptureIsolation``.
+
+A stream of another device never forks in: its operations would become nodes of a graph whose
+nodes all run on the device the executable is made for, and fail there at replay. HIP joins it
+silently and refuses the multi-device graph only when it is instantiated (``NotSupported``);
+here the wait itself is ``NotSupported``, and changes nothing, as the other refused joins: the
+capture goes on without that stream.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.errors import (
     InvalidValue,
+    NotSupported,
     StreamCaptureImplicit,
     StreamCaptureIsolation,
     StreamCaptureMerge,
@@ -55,7 +62,8 @@ def wait_event(stream: Stream, event: Event, flags: int) -> bool:
 
     Raises:
         InvalidValue: bad flags. StreamCaptureIsolation, StreamCaptureMerge,
-        StreamCaptureInvalidated, StreamCaptureImplicit: see the module notes.
+        StreamCaptureInvalidated, StreamCaptureImplicit, NotSupported (a stream of another
+        device): see the module notes.
     """
     check_wait_flags(flags)
     part = stream._capture
@@ -97,6 +105,11 @@ def wait_event(stream: Stream, event: Event, flags: int) -> bool:
                 f"the null stream cannot wait on {event!r}, recorded in a capture in progress"
             )
         stream._check_open()  # again: destroyed on another thread meanwhile (stream_destroyed)
+        if stream.device is not source_session.device:
+            raise NotSupported(
+                f"{stream!r} cannot join a capture on device {source_session.device.ordinal}: "
+                "a graph's nodes all run on the one device it is instantiated for"
+            )
         recorder = link.stream  # None once collected: its part is as a destroyed stream's
         source_part = recorder._capture if recorder is not None else None
         parent = source_part if isinstance(source_part, StreamCapture) else source_session.origin

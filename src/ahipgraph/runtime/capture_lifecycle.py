@@ -12,7 +12,7 @@ not hand it to the caller (invalidation, unjoined forks, a destroyed origin, an 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from ..core.errors import (
@@ -85,13 +85,17 @@ def begin(
         stream._check_open()  # again: destroyed on another thread meanwhile (stream_destroyed)
         if isinstance(stream._capture, StreamCapture):
             raise IllegalState(f"{stream!r} is already capturing")
+        if graph is not None:
+            # Again, under the lock a graph's destruction takes (capture_state.target_destroyed):
+            # destroyed on another thread meanwhile, it must not get a capture that stays ACTIVE.
+            api.live_graph(graph, "capture graph")
         target: Graph = api.Graph() if graph is None else graph
         if graph is None:
             # The capture's own graph, which nobody was given: if the capture is collected
             # with its forgotten streams, the graph goes quietly (the streams' warnings name
             # it). ``end`` hands it over, and from then on it warns as any graph.
             target._life.quiet = True
-        session = CaptureSession(target, graph is None, checked_mode)
+        session = CaptureSession(target, graph is None, checked_mode, stream.device)
         session.origin = StreamCapture(session, stream, dep_list)
         _SESSIONS[session] = None
         _refresh_null_guard(stream.device)
@@ -213,6 +217,8 @@ def update_dependencies(stream: Stream, nodes: Sequence[GraphNode], flags: int) 
             raise IllegalState(f"{stream!r} is not capturing")
         if nodes is None:
             raise InvalidValue("dependencies are null")
+        if not isinstance(nodes, Iterable):  # a number, a lone node: not a bare "not iterable"
+            raise TypeError(f"dependencies must be an iterable of GraphNodes, got {nodes!r}")
         new = list(nodes)
         graph = part.session.graph
         if len(new) > len(graph._nodes):

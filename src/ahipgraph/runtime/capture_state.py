@@ -54,6 +54,7 @@ __all__ = [
     "EVENT_RECORD_EXTERNAL",
     "EVENT_WAIT_DEFAULT",
     "EVENT_WAIT_EXTERNAL",
+    "LOCK",
     "NULL_GUARD",
     "CaptureDependencies",
     "CaptureInfo",
@@ -63,6 +64,7 @@ __all__ = [
     "CaptureStatus",
     "exchange_capture_mode",
     "statistics",
+    "target_destroyed",
 ]
 
 EVENT_RECORD_DEFAULT = 0
@@ -120,6 +122,9 @@ _LOCK = threading.RLock()
 # for good; held weakly, stream, session and graph are one garbage cycle (capture_forgotten).
 _SESSIONS: weakref.WeakKeyDictionary[CaptureSession, None] = weakref.WeakKeyDictionary()
 _IDS = itertools.count(1)
+# The capture lock for the graph layer, which takes it before a graph's own lock (the order
+# every capture decision takes them in) to destroy a graph a capture may add to.
+LOCK = _LOCK
 
 
 def exchange_capture_mode(mode: CaptureMode | int) -> CaptureMode:
@@ -188,11 +193,12 @@ def _caller() -> object:
 
 
 class CaptureSession:
-    """One capture sequence: a graph, an id, a mode, an owner and its member streams."""
+    """One capture sequence: a graph, an id, a mode, an owner, a device and its member streams."""
 
     __slots__ = (
         "__weakref__",  # the registry holds sessions weakly
         "captured",
+        "device",
         "graph",
         "id",
         "members",
@@ -205,9 +211,11 @@ class CaptureSession:
         "status",
     )
 
-    def __init__(self, graph: Graph, owns_graph: bool, mode: CaptureMode) -> None:
+    def __init__(self, graph: Graph, owns_graph: bool, mode: CaptureMode, device: Device) -> None:
         self.id = next(_IDS)
         self.graph = graph
+        # The origin's device: every stream taking part is one of its streams (capture_fork).
+        self.device = device
         self.owns_graph = owns_graph
         self.mode = mode
         self.owner = _caller()
@@ -259,6 +267,22 @@ class CaptureSession:
             f"<CaptureSession id={self.id} {self.status.name} mode={self.mode.name} "
             f"streams={len(self.members)} graph={self.graph.id}>"
         )
+
+
+def target_destroyed(graph: Graph) -> None:
+    """``graph`` is being destroyed: every capture adding to it is invalidated (lock held).
+
+    HIP does not guard against destroying a graph a stream captures into (its captured calls
+    then write to freed memory). Here the capture reads INVALIDATED from that moment, on every
+    stream taking part: its later operations fail with ``StreamCaptureInvalidated``, the calls
+    an invalidated capture refuses are refused, and its ``end_capture`` raises that error.
+    The graph layer calls this with :data:`LOCK` held, taken before the graph's own lock, so a
+    captured operation (which holds :data:`LOCK` from its status check to its node) either
+    added its node before the graph went or finds the capture invalidated.
+    """
+    for session in _SESSIONS:
+        if session.graph is graph:
+            session.invalidate()
 
 
 # -- the null stream's guard -----------------------------------------------------------------------

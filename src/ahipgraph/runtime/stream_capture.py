@@ -99,8 +99,10 @@ class StreamCaptureMixin:
 
         Raises:
             ContextIsDestroyed: the stream was destroyed. IllegalState: not capturing.
-            InvalidValue: more nodes than the graph has, bad flags, or a node that is not a
-                live node of the capture graph.
+            InvalidValue: ``nodes`` None, more nodes than the graph has, bad flags, or a node
+                that is not a live node of the capture graph.
+            TypeError: ``nodes`` is not an iterable (a lone node, a number), or holds
+                something other than a GraphNode.
         """
         capture.update_dependencies(self._as_stream(), nodes, flags)
 
