@@ -104,3 +104,26 @@ async def test_a_free_async_the_race_checker_refuses_leaves_the_memory_freeable(
     assert device.statistics().memory.allocations == 0
     writer.destroy()
     freer.destroy()
+
+
+@pytest.mark.asyncio
+async def test_a_second_free_async_that_must_wait_for_room_is_refused_before_it_parks() -> None:
+    properties = ahg.DeviceProperties(hardware_queues=1, hardware_queue_capacity=4)
+    with testing.fresh_devices(1, properties) as (device,):
+        stream = device.create_stream(non_blocking=True)
+        ptr = device.malloc(64)
+        gate = testing.GatedHost()
+        stream.launch_host_func_nowait(gate)
+        stream.free_async_nowait(ptr)
+        while device.statistics().queues[0].pending < 4:  # the ring full behind the gate
+            stream.launch_host_func_nowait(int)
+        before = stream.statistics()
+        parked = stream.free_async(ptr)
+        with pytest.raises(ahg.InvalidValue, match="already being freed"):
+            parked.send(None)  # refused at its first step: it never parked
+        with pytest.raises(ahg.InvalidValue, match="already being freed"):
+            stream.free_async_nowait(ptr)  # the refusal, not NotReady
+        assert stream.statistics() == before
+        gate.open()
+        await stream.synchronize()
+        stream.destroy()
