@@ -189,7 +189,7 @@ async def test_raise_mode_refuses_a_racing_graph_launch_and_its_signal_set_comes
     a, b = device.create_stream(), device.create_stream()
     with ahg.race_check(on_race="raise") as rc:
         await a.memset(buf, 0, 64)
-        pool, ops = _pool(graph_exec), rc.statistics()["ops"]
+        pool, ops = _pool(graph_exec), rc.statistics().ops
         with pytest.raises(ahg.RaceError):
             await graph_exec.launch(b)  # unordered with a's fill of the same bytes
         with pytest.raises(ahg.RaceError):
@@ -197,7 +197,7 @@ async def test_raise_mode_refuses_a_racing_graph_launch_and_its_signal_set_comes
         assert _pool(graph_exec) == pool  # both borrowed sets went back
         stats = graph_exec.statistics()
         assert (stats.launches, stats.in_flight) == (0, 0)
-        assert rc.statistics()["ops"] == ops  # nothing was committed to the checker either
+        assert rc.statistics().ops == ops  # nothing was committed to the checker either
         assert b.query()  # and nothing was enqueued on b
         await a.synchronize()
         await (await graph_exec.launch(b))  # ordered now: accepted

@@ -26,7 +26,7 @@ async def test_raise_mode_refuses_a_racing_kernel_before_it_is_enqueued(
         before = (b.statistics(), rc.statistics())
         with pytest.raises(ahg.RaceError):
             await b.launch_kernel(put, 1, 1, (buf,))
-        assert (b.statistics(), rc.statistics()["ops"]) == (before[0], before[1]["ops"])
+        assert (b.statistics(), rc.statistics().ops) == (before[0], before[1].ops)
         assert b.query()  # nothing was enqueued on b
         await a.synchronize()
         await b.launch_kernel(put, 1, 1, (buf,))  # ordered now: accepted

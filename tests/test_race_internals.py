@@ -82,7 +82,7 @@ def test_the_handle_table_never_answers_for_a_dead_key() -> None:
 async def test_lanes_of_destroyed_streams_are_dropped(device: ahg.Device) -> None:
     buf = device.malloc(64)
     with ahg.race_check(on_race="collect") as rc:
-        before = rc.statistics()["lanes"]
+        before = rc.statistics().lanes
         for _ in range(5):
             stream = device.create_stream()
             await stream.memset(buf, 0, 64)
@@ -90,7 +90,7 @@ async def test_lanes_of_destroyed_streams_are_dropped(device: ahg.Device) -> Non
             stream.destroy()
             del stream
         gc.collect()
-        assert rc.statistics()["lanes"] == before
+        assert rc.statistics().lanes == before
     assert rc.reports == []
     destroy(buf)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -135,7 +136,9 @@ async def test_raise_mode_refuses_a_racing_op_of_known_streams(device: ahg.Devic
         with pytest.raises(ahg.RaceError) as caught:
             await s2.memset(buf + 40, 0, 8)  # refused
         after = rc.statistics()  # the clocks and shadow did not move (a memo may grow)
-        assert after | {"cached_footprints": 0} == before | {"reports": 1, "cached_footprints": 0}
+        assert replace(after, cached_footprints=0) == replace(
+            before, reports=1, cached_footprints=0
+        )
         assert s2.submitted == submitted  # nothing enqueued
         (report,) = caught.value.reports
         assert (report.second.source or "").endswith(line_of("refused"))
@@ -245,13 +248,13 @@ async def test_kept_footprints_are_dropped_when_the_memory_frees_anything(
             await s1.memset(b, 0, 8)
             await s1.memcpy(b + 8, host)
             if round == 0:
-                kept = rc.statistics()["cached_footprints"]  # (an outer check keeps others)
+                kept = rc.statistics().cached_footprints  # (an outer check keeps others)
         assert kept >= 4
-        assert rc.statistics()["cached_footprints"] == kept  # made once each
+        assert rc.statistics().cached_footprints == kept  # made once each
         await s1.synchronize()
         device.free(spare)  # any free: extents may have changed
         await s1.launch_kernel(scribble, 1, 1, (a,))
-        assert rc.statistics()["cached_footprints"] == kept - 3  # this device's: made again
+        assert rc.statistics().cached_footprints == kept - 3  # this device's: made again
         await s1.synchronize()
     destroy(s1, a, b)
 
@@ -317,11 +320,11 @@ async def test_completions_the_host_knows_are_forgotten_at_a_synchronisation(
         last = None
         for _ in range(70):
             last = await s2.memset(b, 2, 64)
-        pending = rc.statistics()["pending_completions"]  # (an outer check keeps others)
+        pending = rc.statistics().pending_completions  # (an outer check keeps others)
         await s1.synchronize()  # the host knows s1's ops now, not s2's
         if not WHOLE_RUN:  # a fresh table: the scan's counts are exact
             assert pending == 170
-            assert rc.statistics()["pending_completions"] == 70
+            assert rc.statistics().pending_completions == 70
         assert last is not None
         await last  # still known: awaiting it orders the host after s2's fills
         assert int(device.view(b, "uint8", 1, readonly=True)[0]) == 2  # no race
@@ -329,7 +332,7 @@ async def test_completions_the_host_knows_are_forgotten_at_a_synchronisation(
             await s1.memset(a, 1, 64)
         await device.synchronize()  # a scan once the table doubled since the last one
         if not WHOLE_RUN:
-            assert rc.statistics()["pending_completions"] == 0
+            assert rc.statistics().pending_completions == 0
         await last  # forgotten: awaiting it teaches the host nothing, and fails nothing
         assert int(device.view(a, "uint8", 1, readonly=True)[0]) == 1
     assert rc.reports == []
@@ -351,7 +354,7 @@ def test_an_enqueue_that_fails_after_its_plan_changes_no_clock(device: ahg.Devic
         with pytest.raises(RuntimeError):  # no running event loop: the submit fails
             s1.memset_nowait(buf, 0, 8)
         after = rc.statistics()
-        assert after | {"cached_footprints": 0} == before | {"cached_footprints": 0}
+        assert replace(after, cached_footprints=0) == replace(before, cached_footprints=0)
         asyncio.run(warm())  # and the checker goes on from where it was
     assert rc.reports == []
     destroy(s1, buf)

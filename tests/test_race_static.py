@@ -101,10 +101,10 @@ async def test_a_replay_costs_its_summary_not_its_nodes(device: ahg.Device) -> N
     exe = graph.instantiate()
     stream = device.create_stream()
     with ahg.race_check(on_race="raise") as rc:
-        before = rc.statistics()["shadow_ranges"]
+        before = rc.statistics().shadow_ranges
         for _ in range(3):
             await exe.launch(stream)
-        assert rc.statistics()["shadow_ranges"] - before == 1
+        assert rc.statistics().shadow_ranges - before == 1
         await stream.synchronize()
     assert rc.reports == []
     exe.destroy()

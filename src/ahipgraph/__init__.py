@@ -122,7 +122,7 @@ from .runtime.per_thread import STREAM_PER_THREAD
 from .runtime.pitched import PitchedCopyParams, PitchedPtr
 from .runtime.stream import Stream, StreamState, StreamStatistics
 from .runtime.stream_memops import StreamWaitFlag
-from .tools.race import RaceCheck, race_check
+from .tools.race import RaceCheck, RaceCheckStatistics, race_check
 from .tools.race import install_from_environment as _install_race_check
 from .tools.trace import Trace, tracing
 
@@ -263,6 +263,7 @@ __all__ = [
     "GraphStatistics",
     "MemoryStatistics",
     "QueueStatistics",
+    "RaceCheckStatistics",
     "RegistryStatistics",
     "SignalPoolStatistics",
     "StreamStatistics",

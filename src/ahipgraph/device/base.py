@@ -62,8 +62,9 @@ class DeviceBase:
         if dt.itemsize == 0 or dt.hasobject:  # no element count, or Python objects in bytes
             raise TypeError(f"device memory cannot be viewed as {dt!r}: it needs sized plain data")
         self.memory.resolve(ptr, (count or 0) * dt.itemsize)
-        # Always a new array object: the allocator's view is cached and is what kernels get,
-        # so a caller setting its shape or flags on it would break every later dispatch.
+        # Always a new array object: the allocator's view is cached and every view (a kernel
+        # argument's too) is made from it, so a caller setting its shape or flags on it would
+        # break every later dispatch and view.
         view = self.memory.view(ptr.address, dt)[:count]
         return checked_view(self, ptr, view, readonly)
 

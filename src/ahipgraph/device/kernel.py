@@ -5,6 +5,9 @@
 block, and the linear ids of every thread as one numpy array); the others are declared with
 argument types and are decoded from kernel-argument bytes at dispatch. A body may be ``async``:
 its queue then stays busy until the coroutine finishes, which is how tests hold a kernel open.
+A plain ``def`` body that returns an awaitable (its async helper's coroutine; a wrapper around
+an async function) is awaited the same way; any other value it returns is ignored, as a C
+kernel's ``void`` return (see :func:`.ops.body_result`).
 The parameter annotations are static types too (see :mod:`.kernel_args`), so a body written this
 way type-checks under ``mypy --strict``; string annotations are evaluated when the kernel is made.
 """
@@ -160,7 +163,8 @@ class Kernel:
         name: the kernel's name (used in DOT output and error messages).
         layout: the :class:`ArgLayout` of its parameters.
         duration_ns: a fixed modelled duration, overriding the cost model's estimate.
-        is_async: the body is a coroutine function.
+        is_async: the body is a coroutine function (a plain body may still return an
+            awaitable, which dispatch awaits).
     """
 
     __slots__ = ("body", "duration_ns", "is_async", "layout", "name")

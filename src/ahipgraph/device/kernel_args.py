@@ -431,7 +431,9 @@ class ArgLayout:
         view = memory.view
         for index, dtype in self._pointer_fields:
             address = values[index]
-            values[index] = view(address, dtype) if address else None
+            # The body's own array object, never the allocator's cached view: a body that
+            # sets its shape, dtype or flags changes nothing for other launches or host views.
+            values[index] = view(address, dtype).view() if address else None
         return values
 
     def memo_decoder(self) -> tuple[Callable[[Any, int, Any], tuple[Any, ...]], Callable[[], None]]:
@@ -441,7 +443,9 @@ class ArgLayout:
         same few allocations, so after the first, a pointer costs one dict read instead of a
         view lookup keyed by address and dtype. The caller resets it whenever a view could go
         stale (memory freed), as it drops the arguments it kept; a failed decode remembers
-        nothing. The memory passed must be the same on every call until a reset.
+        nothing. The memory passed must be the same on every call until a reset. The views
+        are the run's own, never the allocator's cached ones: a body that changes one (its
+        shape, dtype or flags) changes it for the run's later dispatches only.
         """
         unpack_from = self._struct.unpack_from
         fields: tuple[tuple[int, Any, dict[int, Any]], ...] = tuple(
@@ -463,7 +467,7 @@ class ArgLayout:
                 address = raw[index]
                 view = memo_get(address)
                 if view is None and address:
-                    view = memo[address] = memory.view(address, dtype)
+                    view = memo[address] = memory.view(address, dtype).view()
                 return (*raw[:index], view, *raw[after:])
 
             return decode_one, reset
@@ -474,7 +478,7 @@ class ArgLayout:
                 address = values[index]
                 view = memo.get(address)
                 if view is None and address:
-                    view = memo[address] = memory.view(address, dtype)
+                    view = memo[address] = memory.view(address, dtype).view()
                 values[index] = view
             return tuple(values)
 
@@ -612,9 +616,10 @@ class CheckedArgLayout(ArgLayout):
                         f"parameter {self.names[index]!r} declares {count} elements, but only "
                         f"{len(array)} remain in its allocation"
                     )
-                array = array[:count]
+                array = array[:count]  # a new array object
+            else:
+                array = array.view()  # the body's own object (see ArgLayout.decode)
             if field.access == "const":
-                array = array.view()
                 array.flags.writeable = False
             out[index] = array
         return out

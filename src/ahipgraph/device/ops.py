@@ -7,8 +7,9 @@ same code.
 
 ``op.run(program)`` does the work and advances ``program.time`` by the op's modelled cost. It
 returns ``None`` when done; a :class:`Signal` when it must wait for that signal and be run again;
-or an awaitable (an ``async`` kernel or host function) after which it counts as done. A raised
-exception is turned into the op's :class:`HipError` by ``op.fault``.
+or an awaitable (an ``async`` kernel or host function, or an awaitable a synchronous one
+returned: see :func:`body_result`) after which it counts as done. A raised exception is turned
+into the op's :class:`HipError` by ``op.fault``.
 
 Ops marked ``is_sync`` (barriers and signal writes) are the ones that still run when work is
 abandoned by a closed event loop, so the packets that wait on them never hang.
@@ -16,8 +17,9 @@ abandoned by a closed event loop, so the packets that wait on them never hang.
 
 from __future__ import annotations
 
+import inspect
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -65,6 +67,30 @@ class Op:
         if isinstance(exc, HipError):
             return exc
         return IllegalAddress(f"{self!r} failed: {exc!r}")
+
+
+def body_result(result: Any) -> Awaitable[Any] | None:
+    """What a synchronous kernel body's return value (not None) means for its dispatch.
+
+    A body declared with ``def`` may still hand back an awaitable: it calls an ``async def``
+    helper and returns the coroutine, or it is a wrapper (a decorator, a lambda) around an
+    async function, so ``Kernel`` took it for synchronous. Its work is in the awaitable, so it
+    is awaited as an async body's coroutine is: the queue stays busy until it ends, and its
+    failure is the kernel's ``LaunchFailure``. (Dropped, a coroutine's work was silently lost,
+    with a "never awaited" warning when it was collected.) A coroutine is run as the task
+    itself; another awaitable (a future, an object with ``__await__``) is awaited by a
+    coroutine, so one the engine cannot start as a task (a future of another loop) fails the
+    launch rather than the queue. Any other value is ignored, as a C kernel's ``void`` return.
+    """
+    if inspect.iscoroutine(result):
+        return result
+    if inspect.isawaitable(result):
+        return _awaiting(result)
+    return None
+
+
+async def _awaiting(awaitable: Awaitable[Any]) -> Any:
+    return await awaitable
 
 
 class _KernelOpType(type):
@@ -127,7 +153,7 @@ class KernelOp(Op, metaclass=_KernelOpType):
             values = decode(self.buffer, self.offset, program.memory)
         result = self.body(self.threads, *values)
         program.time += self.cost_ns
-        return result if self.is_async else None
+        return result if self.is_async or result is None else body_result(result)
 
     def fault(self, exc: BaseException) -> HipError:
         return kernel_fault(f"kernel {self.kernel.name!r} failed: {exc!r}", exc)
@@ -252,10 +278,11 @@ class _PointerKernelOp(_KernelOpFields):
 
     __slots__ = ()
 
-    def run(self, program: Program) -> None:
+    def run(self, program: Program) -> Any:
         values = self.decode(self.buffer, self.offset, program.memory)
-        self.body(self.threads, *values)
+        result = self.body(self.threads, *values)
         program.time += self.cost_ns
+        return None if result is None else body_result(result)
 
 
 class _CachedPointerKernelOp(_KernelOpFields):
@@ -299,7 +326,7 @@ class _CachedPointerKernelOp(_KernelOpFields):
         self.memory: Any = None  # the DeviceMemory the values view
         self.seen_writes = self.seen_frees = -1
 
-    def run(self, program: Program) -> None:
+    def run(self, program: Program) -> Any:
         memory: Any = program.memory
         values = self.values
         if (
@@ -315,8 +342,9 @@ class _CachedPointerKernelOp(_KernelOpFields):
             values = tuple(self.decode(self.buffer, self.offset, memory))
             self.values, self.memory = values, memory
             self.seen_writes, self.seen_frees = writes, frees
-        self.body(self.threads, *values)
+        result = self.body(self.threads, *values)
         program.time += self.cost_ns
+        return None if result is None else body_result(result)
 
 
 class _ScalarKernelOp(_KernelOpFields):
@@ -324,9 +352,10 @@ class _ScalarKernelOp(_KernelOpFields):
 
     __slots__ = ()
 
-    def run(self, program: Program) -> None:
-        self.body(self.threads, *self.unpack(self.buffer, self.offset))
+    def run(self, program: Program) -> Any:
+        result = self.body(self.threads, *self.unpack(self.buffer, self.offset))
         program.time += self.cost_ns
+        return None if result is None else body_result(result)
 
 
 class _RunKernelOp(int):
@@ -405,9 +434,10 @@ def _run_class(
     }
     if not layout.has_pointers:
 
-        def run_scalar(self: int, program: Program) -> None:
-            body(threads, *unpack(buffer, self))
+        def run_scalar(self: int, program: Program) -> Any:
+            result = body(threads, *unpack(buffer, self))
             program.time += cost_ns
+            return None if result is None else body_result(result)
 
         shared["run"] = run_scalar
         return type("_RunKernelOp", (_RunKernelOp,), shared)
@@ -421,7 +451,7 @@ def _run_class(
     # at: read before decoding, so a change made while decoding is caught by the next dispatch.
     seen_writes = seen_frees = -1
 
-    def run_pointer(self: int, program: Program) -> None:
+    def run_pointer(self: int, program: Program) -> Any:
         nonlocal seen_writes, seen_frees
         memory: Any = program.memory
         if memory is home:
@@ -436,8 +466,9 @@ def _run_class(
                 values = kept[self] = decode_home(buffer, self, memory)
         else:  # memory the class was not made for: decoded every time, nothing kept
             values = tuple(decode(buffer, self, memory))
-        body(threads, *values)
+        result = body(threads, *values)
         program.time += cost_ns
+        return None if result is None else body_result(result)
 
     def forget() -> None:
         kept.clear()

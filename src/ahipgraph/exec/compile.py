@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..core.errors import HipError
+from ..core.int_array import IntArray
 from ..device.kernel import Kernel, Threads
 from ..device.ops import KernelOp, Op, SignalIndexOp, WaitSignalIndicesOp
 from ..graph.memnodes import memory_of
@@ -519,7 +520,7 @@ def _emit_pending(
     return params
 
 
-def _take_segments(table: SegmentTable, column: list[Any], ids: array[int]) -> list[Any]:
+def _take_segments(table: SegmentTable, column: list[Any], ids: IntArray) -> list[Any]:
     """``column``'s entries at the nodes of segments ``ids``, one segment after the other: what
     :meth:`SegmentTable.take` gives for each, joined.
 
@@ -552,7 +553,7 @@ def _gather(column: list[Any], at: Positions) -> list[Any]:
     return list(chain.from_iterable(map(column.__getitem__, slices)))
 
 
-def _segment_indices(table: SegmentTable, ids: array[int]) -> np.ndarray[Any, np.dtype[np.int64]]:
+def _segment_indices(table: SegmentTable, ids: IntArray) -> np.ndarray[Any, np.dtype[np.int64]]:
     """The node indices of segments ``ids``, one segment after the other, as an array (a few
     array operations for evenly spaced segments; uneven ones are joined as listed)."""
     sids = np.frombuffer(ids, dtype=np.int64)

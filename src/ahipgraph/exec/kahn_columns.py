@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..core.errors import InvalidValue
+from ..core.int_array import IntArray
 from ..graph.node import GraphNode
 
 if TYPE_CHECKING:
@@ -71,7 +72,7 @@ class KahnColumns:
 
     nodes: list[GraphNode]
     order: np.ndarray[Any, np.dtype[np.int64]]
-    first: array[int]
+    first: IntArray
     multi: dict[int, tuple[int, ...]]
 
 

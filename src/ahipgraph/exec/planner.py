@@ -42,6 +42,7 @@ from typing import Any, overload
 
 import numpy as np
 
+from ..core.int_array import IntArray
 from ..graph.node_type import NodeType
 from .snapshot import ExecGraph
 
@@ -89,15 +90,15 @@ class SegmentTable(Sequence[Segment]):
     )
 
     def __init__(self) -> None:
-        self.first: array[int] = array("q")
-        self.step: array[int] = array("q")
-        self.size: array[int] = array("q")
+        self.first: IntArray = array("q")
+        self.step: IntArray = array("q")
+        self.size: IntArray = array("q")
         self.irregular: dict[int, list[int]] = {}
-        self.dep: array[int] = array("q")
-        self.multi: dict[int, array[int]] = {}
-        self.level: array[int] = array("i")
-        self.strand: array[int] = array("i")
-        self.position: array[int] = array("i")
+        self.dep: IntArray = array("q")
+        self.multi: dict[int, IntArray] = {}
+        self.level: IntArray = array("i")
+        self.strand: IntArray = array("i")
+        self.position: IntArray = array("i")
         self.priority: dict[int, int] = {}  # the segments whose priority is not 0
         self.waits: dict[int, list[int]] = {}  # the segments that wait: producer ids
         self.signal: dict[int, int] = {}  # the producers: their completion signal's index
@@ -191,7 +192,7 @@ class Plan:
     """How one graph runs: segments per strand, and which signals connect them."""
 
     segments: SegmentTable
-    strands: list[array[int]]  # per strand: segment ids in dispatch order
+    strands: list[IntArray]  # per strand: segment ids in dispatch order
     num_signals: int  # completion signals per launch (START included when strands > 1)
     start_signal: int | None  # signal strand 0 raises so the other strands may begin
     final_waits: list[int]  # segment ids strand 0 joins at the end
@@ -393,7 +394,7 @@ def plan_graph(graph: ExecGraph, *, max_streams: int = 4, use_priority: bool = F
 
     width = max(map(len, by_level), default=1)
     num_strands = max(1, min(max_streams, width))
-    strands: list[array[int]] = [array("i") for _ in range(num_strands)]
+    strands: list[IntArray] = [array("i") for _ in range(num_strands)]
     strand = [0] * count
     position = [0] * count
     for ids in by_level:  # round-robin over the strands, in the level's order
@@ -633,7 +634,7 @@ class SegmentNodes(Sequence[int]):
 
     __slots__ = ("_ids", "_length", "_table")
 
-    def __init__(self, table: SegmentTable, ids: array[int]) -> None:
+    def __init__(self, table: SegmentTable, ids: IntArray) -> None:
         self._table = table
         self._ids = ids
         self._length = sum(map(table.size.__getitem__, ids))

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..core.int_array import IntArray
 from ..core.registry import HandleId
 from ..graph.node import GraphNode
 from ..graph.node_type import NodeType
@@ -142,7 +143,7 @@ class ExecGraph:
         ids: list[int],
         types: list[NodeType],
         params: list[Any],
-        dep: array[int],
+        dep: IntArray,
         multi: dict[int, tuple[int, ...]],
         user_objects: list[UserObject],
         order: Positions | None = None,
@@ -262,7 +263,7 @@ class ExecGraph:
         dep = self._dep[index]
         return (dep,) if dep >= 0 else self._multi[index]
 
-    def first_deps(self) -> tuple[array[int], dict[int, tuple[int, ...]]]:
+    def first_deps(self) -> tuple[IntArray, dict[int, tuple[int, ...]]]:
         """Each node's only dependency, or -1 where ``multi[index]`` holds its 0 or several."""
         return self._dep, self._multi
 
@@ -342,7 +343,7 @@ class ExecGraph:
 
 def _dep_columns(
     deps: Iterable[tuple[int, ...]],
-) -> tuple[array[int], dict[int, tuple[int, ...]]]:
+) -> tuple[IntArray, dict[int, tuple[int, ...]]]:
     first: list[int] = []
     multi: dict[int, tuple[int, ...]] = {}
     for index, each in enumerate(deps):
@@ -495,7 +496,7 @@ def _copy_one(graph: Graph) -> tuple[ExecGraph, list[tuple[ExecNode, Graph]], Or
 
 def _chain_columns(
     graph: Graph,
-) -> tuple[list[GraphNode], array[int], dict[int, tuple[int, ...]]] | None:
+) -> tuple[list[GraphNode], IntArray, dict[int, tuple[int, ...]]] | None:
     """:func:`~ahipgraph.graph.topology.ordered_columns` for a graph whose nodes, in insertion
     order, form one chain (each node's only dependency is the node added before it), or None.
 
@@ -516,7 +517,7 @@ def _chain_columns(
     return order, column, dict(_CHAIN_MULTI)
 
 
-def _counting_up(count: int) -> array[int]:
+def _counting_up(count: int) -> IntArray:
     """``array("q", range(-1, count - 1))``, made in numpy (the array takes an append per int
     from a ``range``)."""
     return array("q", np.arange(-1, count - 1, dtype=np.int64).tobytes())
@@ -524,7 +525,7 @@ def _counting_up(count: int) -> array[int]:
 
 def _dep_indices(
     order: list[GraphNode],
-) -> tuple[array[int], dict[int, tuple[int, ...]]]:
+) -> tuple[IntArray, dict[int, tuple[int, ...]]]:
     """Each node's only dependency by index (``_SEE_MULTI`` where ``multi`` holds its 0 or
     several), for nodes in ``order``.
 

@@ -103,7 +103,7 @@ if TYPE_CHECKING:
     from ..runtime.event import Event
     from ..runtime.stream import Stream
 
-__all__ = ["ENV_VAR", "RaceCheck", "race_check"]
+__all__ = ["ENV_VAR", "RaceCheck", "RaceCheckStatistics", "race_check"]
 
 ENV_VAR = "AHIPGRAPH_RACE_CHECK"
 _MODES = ("raise", "warn", "collect")
@@ -339,6 +339,33 @@ class _Txn:
         return self.st is _CHECKER.state and self.stamp == self.st.stamp
 
 
+@dataclass(frozen=True, slots=True)
+class RaceCheckStatistics:
+    """What :meth:`RaceCheck.statistics` counts.
+
+    The clocks are shared by every check, so all fields but ``reports`` describe the one
+    checker behind all active checks, not this check alone.
+
+    Attributes:
+        lanes: vector-clock lanes (one per stream seen, and the host's).
+        events: events whose recorded clocks are kept.
+        pending_completions: awaitable completions whose clocks the host has not yet
+            learnt by waiting.
+        shadow_ranges: byte ranges with an access record.
+        ops: operations checked so far.
+        cached_footprints: eager kernel footprints kept for reuse.
+        reports: the reports this check holds.
+    """
+
+    lanes: int
+    events: int
+    pending_completions: int
+    shadow_ranges: int
+    ops: int
+    cached_footprints: int
+    reports: int
+
+
 class RaceCheck:
     """What ``ahg.race_check()`` yields: the reports found inside its block.
 
@@ -368,10 +395,10 @@ class RaceCheck:
         self.reports: list[RaceReport] = []
         self.active = False
 
-    def statistics(self) -> dict[str, int]:
+    def statistics(self) -> RaceCheckStatistics:
         """Counts of the checker's state: lanes, events, shadow ranges, eager footprints
-        kept for reuse, reports."""
-        return _CHECKER.statistics() | {"reports": len(self.reports)}
+        kept for reuse, reports (a record, as every ``statistics()`` returns)."""
+        return RaceCheckStatistics(**_CHECKER.statistics(), reports=len(self.reports))
 
     def __repr__(self) -> str:
         return f"<RaceCheck on_race={self.on_race} reports={len(self.reports)}>"
