@@ -43,6 +43,31 @@ def fill_ones(t: ahg.Threads, out: ahg.Ptr[ahg.int32]) -> None:
     out[t.ids] = 1
 
 
+@ahg.kernel
+def unlock_ids(t: ahg.Threads) -> None:
+    t.ids.flags.writeable = True
+    t.ids[:] = 0
+
+
+@pytest.mark.asyncio
+async def test_a_body_cannot_make_the_shared_thread_ids_writeable(device: ahg.Device) -> None:
+    """The ids array of a launch shape is shared by every launch of that shape: a body that
+    made it writeable again could rewrite every later launch's ids."""
+    stream = device.create_stream()
+    out = device.malloc(4 * 64)
+    failed = await stream.launch_kernel(unlock_ids, 1, 64, ())
+    with pytest.raises(ahg.LaunchFailure) as caught:
+        await failed
+    assert isinstance(caught.value.__cause__, ValueError)
+    with pytest.raises(ahg.LaunchFailure):
+        await stream.synchronize()
+    await stream.launch_kernel(fill_ones, 1, 64, (out,))
+    await stream.synchronize()
+    assert device.view(out, np.int32).tolist() == [1] * 64
+    device.free(out)
+    destroy(stream)
+
+
 @pytest.mark.asyncio
 async def test_a_body_cannot_change_the_launch_shape_of_other_kernels(device: ahg.Device) -> None:
     """One Threads serves every launch of a shape: a body that assigned ``t.count`` made every

@@ -81,6 +81,9 @@ class ThreadIdsCache:
             )
         ids = np.arange(count, dtype=np.int64)  # built outside the lock: it may be large
         ids.flags.writeable = False
+        # Handed out as a view of that read-only array: an array that owns its data may be made
+        # writeable again (a body could then change every later launch's ids); a view may not.
+        ids = ids.view()
         if ids.nbytes <= self.max_bytes and self.max_entries:
             with self._lock:
                 self._insert(count, ids)
