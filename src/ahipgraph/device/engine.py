@@ -374,6 +374,11 @@ class Engine:
         (see :meth:`wait_idle`)."""
         cell: list[Engine | None] = [self]
         _DEVICE_WORK.set(cell)
+        if not asyncio.iscoroutine(awaitable):
+            # A future or an object with __await__ is awaited by a coroutine of ours: one that
+            # cannot be a task here (a future of another loop) then fails its op, instead of
+            # raising out of the queue's run and leaving the queue parked for good.
+            awaitable = _awaiting(awaitable)
         future = asyncio.ensure_future(awaitable, loop=self.loop)
         future.add_done_callback(lambda _: cell.__setitem__(0, None))
         return future
@@ -394,3 +399,7 @@ class Engine:
             f"<Engine device={self.device.ordinal} in_flight={self.in_flight} "
             f"queues={len(self.queues)} ready={len(self.ready)}>"
         )
+
+
+async def _awaiting(awaitable: Awaitable[Any]) -> Any:
+    return await awaitable

@@ -77,20 +77,11 @@ def body_result(result: Any) -> Awaitable[Any] | None:
     async function, so ``Kernel`` took it for synchronous. Its work is in the awaitable, so it
     is awaited as an async body's coroutine is: the queue stays busy until it ends, and its
     failure is the kernel's ``LaunchFailure``. (Dropped, a coroutine's work was silently lost,
-    with a "never awaited" warning when it was collected.) A coroutine is run as the task
-    itself; another awaitable (a future, an object with ``__await__``) is awaited by a
-    coroutine, so one the engine cannot start as a task (a future of another loop) fails the
-    launch rather than the queue. Any other value is ignored, as a C kernel's ``void`` return.
+    with a "never awaited" warning when it was collected.) The engine starts it as it starts
+    an async body (see ``Engine.start``). Any other value is ignored, as a C kernel's ``void``
+    return.
     """
-    if inspect.iscoroutine(result):
-        return result
-    if inspect.isawaitable(result):
-        return _awaiting(result)
-    return None
-
-
-async def _awaiting(awaitable: Awaitable[Any]) -> Any:
-    return await awaitable
+    return result if inspect.isawaitable(result) else None
 
 
 class _KernelOpType(type):
