@@ -171,6 +171,16 @@ class DeviceMemory:
         with self._lock:
             allocation = self._by_base.get(ptr.address) if ptr.device == self.ordinal else None
             if allocation is None or allocation.buffer is None:
+                if claimed and allocation is not None and allocation.freeing:
+                    # A free_async of a graph allocation the stream reached before any launch
+                    # committed it: it fails, and its claim goes with it, so the memory a
+                    # later launch commits there can still be freed.
+                    allocation.freeing = False
+                    raise InvalidValue(
+                        f"{ptr!r} is a graph allocation with no memory behind it when the "
+                        "stream reached its free_async: order the free after the launch "
+                        "that allocates it"
+                    )
                 raise InvalidValue(f"{ptr!r} is not a live allocation of device {self.ordinal}")
             if allocation.base in self._static:  # a symbol's: freed, the symbol would be dead
                 raise InvalidValue(
@@ -198,13 +208,18 @@ class DeviceMemory:
         reaches the first one (which might by then free memory a graph launch committed
         there again). :meth:`release_claim` takes the claim back if the free is never enqueued.
 
+        A graph memory-alloc node's reservation may be claimed before any memory is behind it:
+        the launch that commits it may still be queued ahead of the free on the stream (the
+        stream-ordered pattern of HIP and CUDA: launch, use, ``free_async``, no host wait).
+        If the stream reaches the free first, the free fails there (see :meth:`free`).
+
         Raises:
-            InvalidValue: ``ptr`` is not the start of a live allocation on this device, is a
-                device symbol's storage, or a stream already holds a free of it.
+            InvalidValue: ``ptr`` is not the start of a live allocation or reservation on this
+                device, is a device symbol's storage, or a stream already holds a free of it.
         """
         with self._lock:
             allocation = self._by_base.get(ptr.address) if ptr.device == self.ordinal else None
-            if allocation is None or allocation.buffer is None:
+            if allocation is None:
                 raise InvalidValue(f"{ptr!r} is not a live allocation of device {self.ordinal}")
             if allocation.base in self._static:
                 raise InvalidValue(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..core.errors import HipError, InvalidValue
+from ..core.errors import InvalidValue
 from ..device.ops import FreeOp
 from ..device.pointer import DevicePtr
 from . import observe
@@ -58,6 +58,10 @@ class StreamMemoryMixin:
 
         While capturing, adds a MemFree node (``ptr`` must come from a MemAlloc node).
 
+        Eagerly, ``ptr`` may be a graph allocation whose launch is still queued: the memory is
+        freed when the stream gets here. If no launch committed memory there by then, the free
+        fails on the stream (``InvalidValue``) and the allocation stays free-able.
+
         From this call until the stream reaches the free, no other free of the memory is
         accepted (another ``free_async`` or a ``Device.free``: ``InvalidValue`` when called).
 
@@ -86,13 +90,13 @@ class StreamMemoryMixin:
         stream = self._stream()
         if ptr is None or not isinstance(ptr, DevicePtr) or not ptr:
             raise InvalidValue(f"{ptr!r} is not a device allocation")
-        try:
-            offset = stream.device.memory.resolve(ptr, 0)[1]
-        except HipError:
-            offset = -1
-        if offset != 0:
+        memory = stream.device.memory
+        # A graph allocation counts from the moment its alloc node reserved the addresses: the
+        # launch that commits memory there may still be ahead of this free on the stream.
+        found = memory.allocation_of(ptr.address) if ptr.device == memory.ordinal else None
+        if found is None or found[0] != ptr.address:
             raise InvalidValue(f"{ptr!r} is not the start of an allocation of {stream.device!r}")
-        stream.device.memory.check_unclaimed(ptr)
+        memory.check_unclaimed(ptr)
 
     free_async, free_async_nowait = enqueue_pair(_free_async, check=_check_free)
 

@@ -1,0 +1,67 @@
+"""Freeing a graph allocation in stream order, behind the launch that allocates it.
+
+HIP and CUDA let a graph's allocation outlive the graph and be freed by ``hipFreeAsync`` on a
+stream ordered after the launch: launch, use, free, with no host wait between them. The
+launch's memory is committed only when the stream reaches it, so the free must be accepted
+for the reserved addresses, and fail on the stream (holding nothing) if it runs first.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ahipgraph as ahg
+
+M = ahg.GraphMemAttribute
+KIB = 1024
+
+
+@ahg.kernel
+def fill(t: ahg.Threads, value: ahg.int64, out: ahg.Ptr[ahg.int64]) -> None:
+    out[:] = value
+
+
+def used_and_reserved(device: ahg.Device) -> tuple[int, int]:
+    return (
+        device.graph_mem_attribute(M.UsedMemCurrent),
+        device.graph_mem_attribute(M.ReservedMemCurrent),
+    )
+
+
+@pytest.mark.asyncio
+async def test_launch_use_and_free_async_with_no_host_wait_between(device: ahg.Device) -> None:
+    baseline = device.memory.bytes_in_use
+    with ahg.Graph() as graph, device.create_stream() as stream:
+        ptr = graph.add_mem_alloc_node(KIB).params.ptr
+        with graph.instantiate() as graph_exec:
+            host = np.zeros(KIB // 8, np.int64)
+            for value in (3, 4):  # twice: the first free really gave the memory back
+                await graph_exec.launch(stream)
+                await stream.launch_kernel(fill, 1, 1, (value, ptr))
+                await stream.memcpy(host, ptr, KIB)
+                await stream.free_async(ptr)  # the launch has not run yet: nothing committed
+                await stream.synchronize()
+                assert host.tolist() == [value] * (KIB // 8)
+                assert used_and_reserved(device) == (0, KIB)
+    assert device.graph_mem_trim() == KIB
+    assert device.memory.bytes_in_use == baseline
+
+
+@pytest.mark.asyncio
+async def test_a_free_async_the_stream_reaches_before_the_launch_fails_and_holds_nothing(
+    device: ahg.Device,
+) -> None:
+    with ahg.Graph() as graph, device.create_stream() as stream:
+        ptr = graph.add_mem_alloc_node(KIB).params.ptr
+        with graph.instantiate() as graph_exec:
+            early = await stream.free_async(ptr)  # nothing allocates before it on the stream
+            with pytest.raises(ahg.InvalidValue, match="no memory behind it"):
+                await early
+            await (await graph_exec.launch(stream))
+            assert used_and_reserved(device) == (KIB, KIB)
+            device.free(ptr)  # the failed free's claim went with it
+            assert used_and_reserved(device) == (0, KIB)
+            with pytest.raises(ahg.InvalidValue, match="not the start of an allocation"):
+                await stream.free_async(ptr + 8)  # inside the reservation, not its start
+    device.graph_mem_trim()
