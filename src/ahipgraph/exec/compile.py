@@ -36,6 +36,7 @@ from .planner import Plan, SegmentNodes, SegmentTable
 from .snapshot import ExecGraph, ExecNode, Positions
 
 if TYPE_CHECKING:
+    from ..device.memory import DeviceMemory
     from ..device.pointer import DevicePtr
     from ..device.program import Program
     from ..runtime.device import Device
@@ -140,6 +141,10 @@ class Compiled:
     prev_index: int
     extra: int  # binding signal indices after the pooled signals
     alloc_ptrs: list[DevicePtr] = field(default_factory=list)
+    # The memory each alloc node's range lives in, fixed here: the launch check and the give
+    # back at destroy use it, never the ordinal again (a replaced device's ordinal names a new
+    # memory, whose reservations reuse the same addresses).
+    alloc_memory: dict[DevicePtr, DeviceMemory] = field(default_factory=dict)
     unfreed_ptrs: list[DevicePtr] = field(default_factory=list)
     # Runs of kernel nodes compiled together: (strand, position of the first, the nodes), each
     # node's op at the next position. Their locations are entered on first use.
@@ -446,8 +451,9 @@ class _Builder:
                 else WaitSignalIndicesOp((index,))
             )
         elif kind is NodeType.MemAlloc:
-            compiled.alloc_ptrs.append(node.params.ptr)
             op = MemAllocOp(self.device, node.params.ptr)
+            compiled.alloc_ptrs.append(op.ptr)
+            compiled.alloc_memory[op.ptr] = op.memory
         elif kind is NodeType.MemFree:
             op = MemFreeOp(self.device, (node.params.ptr,))
         elif kind is NodeType.Conditional:

@@ -29,7 +29,6 @@ updater (each of which refers to the executable).
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import weakref
 from collections.abc import Callable, Sequence
@@ -37,7 +36,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..core import gcpause
-from ..core.errors import HipError, InvalidValue
+from ..core.errors import InvalidValue
 from ..core.lifecycle import (
     DestroyOnExit,
     FactoryOnly,
@@ -53,7 +52,7 @@ from ..device.pointer import DevicePtr
 from ..device.properties import CopyKind
 from ..device.signal import Signal
 from ..graph.graph import BULK_BUILD_NODES
-from ..graph.memnodes import RESERVATIONS, memory_of
+from ..graph.memnodes import RESERVATIONS
 from ..graph.node_type import NodeType
 from ..lifetime.user_object import disown_all
 from ..runtime.completion import Completion
@@ -77,6 +76,7 @@ from .snapshot import ExecNode
 from .updater import Updater, Version
 
 if TYPE_CHECKING:
+    from ..device.memory import DeviceMemory
     from ..graph.generic import GraphNodeParams
     from ..graph.graph import Graph
     from ..graph.node import GraphNode
@@ -89,6 +89,13 @@ _FACTORY = FactoryOnly("executables are created with graph.instantiate()")
 _Launch = Launch  # the name the trace recorder knows launches by
 
 Triple = tuple[int, int, int]
+
+
+def give_back_allocations(alloc_memory: dict[DevicePtr, DeviceMemory]) -> None:
+    """An executable is freed: each alloc node's range goes back to the memory it was
+    committed in (an orphan's free node can no longer claim it)."""
+    for ptr, memory in alloc_memory.items():
+        RESERVATIONS.give_back(memory, ptr)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +125,7 @@ class _ExecRecord(HandleRecord):
     """
 
     __slots__ = (
-        "alloc_ptrs",
+        "alloc_memory",
         "arena",
         "conditionals",
         "device",
@@ -136,7 +143,7 @@ class _ExecRecord(HandleRecord):
         self.pool = launcher.pool
         self.internal_streams = launcher.internal_streams
         self.home = launcher.home
-        self.alloc_ptrs = launcher.compiled.alloc_ptrs
+        self.alloc_memory = launcher.compiled.alloc_memory
         self.arena = updater.arena
         self.conditionals = updater.conditionals
         self.device = graph_exec.device
@@ -151,10 +158,7 @@ class _ExecRecord(HandleRecord):
             self.home.destroy()
         if self.conditionals is not None:
             self.conditionals.free(self.device)
-        for ptr in self.alloc_ptrs:
-            RESERVATIONS.forget(ptr)
-            with contextlib.suppress(HipError):
-                (memory_of(ptr) or self.device.memory).unreserve(ptr)  # the node's own device
+        give_back_allocations(self.alloc_memory)
         disown_all(self.user_objects, self)  # every destructor runs, then the first error
 
 
@@ -391,10 +395,7 @@ class GraphExec(DestroyOnExit):
         if self._conditionals is not None:
             self._conditionals.free(self.device)
         if unreserve:
-            for ptr in self._launcher.compiled.alloc_ptrs:
-                RESERVATIONS.forget(ptr)  # an orphan's free node can no longer claim it
-                with contextlib.suppress(HipError):  # already given back
-                    (memory_of(ptr) or self.device.memory).unreserve(ptr)
+            give_back_allocations(self._launcher.compiled.alloc_memory)
 
     # -- updates (the updater) ------------------------------------------------------------------
 

@@ -33,7 +33,6 @@ from ..core.errors import HipError, InvalidValue, NotReady
 from ..core.lifecycle import destroyed
 from ..device.program import Program
 from ..device.signal import Signal
-from ..graph.memnodes import memory_of
 from ..runtime import observe
 from ..runtime.completion import Completion
 from ..runtime.stream import Stream, StreamState, launch_stream
@@ -218,7 +217,7 @@ class Launcher:
 
     def _committed(self, ptr: Any) -> bool:
         try:
-            (memory_of(ptr) or self.device.memory).resolve(ptr, 0)  # the node's own device
+            self.compiled.alloc_memory[ptr].resolve(ptr, 0)  # the node's own device's memory
         except HipError:
             return False
         return True

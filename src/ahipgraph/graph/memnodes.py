@@ -157,15 +157,20 @@ class ReservationTable:
             with contextlib.suppress(HipError):  # an executable already gave the range back
                 memory.unreserve(entry.reservation.ptr)
 
-    def forget(self, ptr: DevicePtr) -> None:
-        """An executable gave back the range at ``ptr``: no free node can claim it any more."""
-        memory = memory_of(ptr)
-        if memory is None:
-            return
+    def give_back(self, memory: DeviceMemory, ptr: DevicePtr) -> None:
+        """An executable gives back its range at ``ptr``: no free node can claim it any more,
+        and its addresses (and memory, if committed) return to ``memory``.
+
+        ``memory`` is the one the executable committed the range in, fixed when it was made,
+        never looked up again by ordinal: once ``configure_devices`` replaced the device, the
+        ordinal names a new memory whose own reservations start at the same addresses.
+        """
         with self._lock:
             table = self._by_memory.get(memory)
             if table is not None:
                 table.pop(ptr.address, None)
+        with contextlib.suppress(HipError):  # already given back
+            memory.unreserve(ptr)
 
     def __len__(self) -> int:
         with self._lock:
