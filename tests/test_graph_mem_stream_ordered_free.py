@@ -65,3 +65,21 @@ async def test_a_free_async_the_stream_reaches_before_the_launch_fails_and_holds
             with pytest.raises(ahg.InvalidValue, match="not the start of an allocation"):
                 await stream.free_async(ptr + 8)  # inside the reservation, not its start
     device.graph_mem_trim()
+
+
+@pytest.mark.asyncio
+async def test_an_auto_free_launchs_memory_freed_on_the_stream_behind_it(
+    device: ahg.Device,
+) -> None:
+    """The launch gives back the previous launch's memory as it starts, before it commits its
+    own: that must not drop a free queued behind it for the memory it is about to commit."""
+    with ahg.Graph() as graph, device.create_stream() as stream:
+        ptr = graph.add_mem_alloc_node(KIB).params.ptr
+        with graph.instantiate(ahg.InstantiateFlags.AUTO_FREE_ON_LAUNCH) as graph_exec:
+            for value in (5, 6):
+                await graph_exec.launch(stream)
+                await stream.launch_kernel(fill, 1, 1, (value, ptr))
+                freed = await stream.free_async(ptr)
+                await freed  # freed once, by the stream: nothing left for the next launch
+                assert used_and_reserved(device) == (0, KIB)
+    assert device.graph_mem_trim() == KIB

@@ -294,12 +294,14 @@ class DeviceMemory:
         """Return a reservation's memory, keeping its addresses. Idempotent.
 
         A stream's pending free of that memory (:meth:`claim_free`) then finds it gone and
-        fails, rather than free what a later launch commits there.
+        fails, rather than free what a later launch commits there. A claim on a reservation
+        with no memory behind it is for the memory the next commit puts there, so decommitting
+        nothing (an auto-free-on-launch launch starting) leaves it in place.
         """
         with self._lock:
             allocation = self._reservation(ptr)
-            allocation.freeing = False
             if allocation.buffer is not None:
+                allocation.freeing = False
                 allocation.buffer = None
                 self._drop_views(allocation)
                 self.graph_pool.released(allocation.nbytes)
