@@ -201,7 +201,9 @@ class Launcher:
         """Graph memory the previous launch allocated must be free before the next launch.
 
         Decided from what was launched, never from timing: with the previous launch still in
-        flight its blocks cannot have been freed yet, so the launch is refused.
+        flight its blocks cannot have been freed yet, so the launch is refused. Checked before
+        a launch parks for a signal set and again under the executable's lock as it commits,
+        so of two launches that parked together only the first is taken.
         """
         compiled = self.compiled
         if (
@@ -289,6 +291,8 @@ class Launcher:
                     raise part.unsupported("a graph launch")
                 if compiled.bindings:  # event nodes: one whose event was destroyed refuses it
                     _check_events(compiled.bindings, self.updater.graph)
+                if compiled.unfreed_ptrs:  # again, as it commits: another launch that also
+                    self._check_allocations()  # parked for a set may have gone first
             except BaseException:  # refused: the set goes back, nothing else was taken
                 self.pool.give_back(signal_set)
                 raise
