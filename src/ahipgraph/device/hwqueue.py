@@ -206,6 +206,10 @@ class HardwareQueue:
         if self._packets:
             self.wake()
 
+    def packets(self) -> list[Program]:
+        """The queued packets, the head first (a copy)."""
+        return list(self._packets)
+
     @property
     def pending(self) -> int:
         return len(self._packets)
