@@ -253,3 +253,33 @@ async def test_waits_for_work_that_does_not_need_the_waiter_still_end(
     await waited
     assert seen == ["waited", "earlier launch"]
     destroy(executable, graph, stream, other)
+
+
+@pytest.mark.asyncio
+async def test_a_host_function_waiting_for_room_in_its_own_full_queue_fails() -> None:
+    """Room in a full ring comes only from its head packet retiring: the one running the
+    host function. Its non-waiting twin says NotReady; the waiting one is refused."""
+    (device,) = ahg.configure_devices(
+        1, ahg.DeviceProperties(hardware_queue_capacity=2, hardware_queues=1)
+    )
+    assert isinstance(device, ahg.Device)
+    stream = device.create_stream()
+    ran: list[int] = []
+
+    async def body() -> None:
+        for i in range(4):
+            await stream.launch_host_func(ran.append, i)
+
+    done = await stream.launch_host_func(body)
+    with pytest.raises(ahg.LaunchFailure) as caught:
+        await asyncio.wait_for(done.wait(), GUARD)
+    cause = caught.value.__cause__
+    assert isinstance(cause, ahg.IllegalState), repr(cause)
+    assert "room in its own full hardware queue" in str(cause)
+    with pytest.raises(ahg.LaunchFailure):
+        await stream.synchronize()
+    assert ran == [0]  # the one that found room ran; nothing else was taken
+    assert device.queues[0].statistics().waiting_for_room == 0
+    await (await stream.launch_host_func(ran.append, 9))
+    assert ran == [0, 9]
+    destroy(stream)

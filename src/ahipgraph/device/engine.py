@@ -99,6 +99,11 @@ def running_loop() -> asyncio.AbstractEventLoop:
     )
 
 
+def device_work_queue() -> HardwareQueue | None:
+    """The hardware queue whose device work (an async body still running) the caller is."""
+    return _DEVICE_WORK.get(_NO_WORK)[0]
+
+
 def refuse_trio() -> None:
     """Raise :func:`running_loop`'s error when a trio task, with no asyncio loop, calls.
 
@@ -314,7 +319,7 @@ class Engine:
                 engine's own device work (it would wait for itself).
         """
         if self.in_flight:
-            work = _DEVICE_WORK.get(_NO_WORK)[0]
+            work = device_work_queue()
             if work is not None and work.engine is self:
                 raise IllegalState(
                     f"device {self.device.ordinal}: device work (an async kernel body or host "
@@ -338,7 +343,7 @@ class Engine:
                 (work queued behind it on its hardware queue, or waiting for such work).
         """
         if signal.value > 0:
-            work = _DEVICE_WORK.get(_NO_WORK)[0]
+            work = device_work_queue()
             if work is not None and work.engine is self and waits_for_head(work, (signal,)):
                 raise IllegalState(
                     f"device {self.device.ordinal}: device work (an async kernel body or host "
