@@ -24,10 +24,13 @@ from cleanup import destroy
 GUARD = 10.0
 
 
-def _refused(error: ahg.LaunchFailure) -> None:
-    cause = error.__cause__
+async def _refused(done: ahg.Completion, why: str = "waited for work queued behind it") -> None:
+    """``done``'s work failed with the refusal as its LaunchFailure's cause."""
+    with pytest.raises(ahg.LaunchFailure) as caught:
+        await asyncio.wait_for(done.wait(), GUARD)
+    cause = caught.value.__cause__
     assert isinstance(cause, ahg.IllegalState), repr(cause)
-    assert "waited for work queued behind it" in str(cause)
+    assert why in str(cause)
 
 
 async def _fails_then_recovers(
@@ -36,9 +39,7 @@ async def _fails_then_recovers(
     """``body`` as a host function on ``stream`` fails with the refusal; the stream's next
     work and the device's synchronize then run normally."""
     done = await stream.launch_host_func(body)
-    with pytest.raises(ahg.LaunchFailure) as caught:
-        await asyncio.wait_for(done.wait(), GUARD)
-    _refused(caught.value)
+    await _refused(done)
     with pytest.raises(ahg.LaunchFailure):
         await stream.synchronize()  # the failure is reported to the stream once
     ran: list[int] = []
@@ -71,15 +72,11 @@ async def test_a_host_function_awaiting_its_own_or_a_later_completion_fails(
 
     done = await stream.launch_host_func(body)
     later.append(done)  # its own completion
-    with pytest.raises(ahg.LaunchFailure) as caught:
-        await asyncio.wait_for(done.wait(), GUARD)
-    _refused(caught.value)
+    await _refused(done)
     later.clear()
     done = await stream.launch_host_func(body)
     later.append(await stream.launch_host_func(lambda: None))  # work behind it
-    with pytest.raises(ahg.LaunchFailure) as caught:
-        await asyncio.wait_for(done.wait(), GUARD)
-    _refused(caught.value)
+    await _refused(done)
     with pytest.raises(ahg.LaunchFailure):
         await stream.synchronize()
     destroy(stream)
@@ -99,9 +96,7 @@ async def test_an_event_recorded_after_it_and_the_null_stream_are_refused(
 
     done = await stream.launch_host_func(on_event)
     await stream.record_event(event)
-    with pytest.raises(ahg.LaunchFailure) as caught:
-        await asyncio.wait_for(done.wait(), GUARD)
-    _refused(caught.value)
+    await _refused(done)
     with pytest.raises(ahg.LaunchFailure):
         await stream.synchronize()
     await _fails_then_recovers(device, stream, on_null_stream)
@@ -124,9 +119,7 @@ async def test_a_wait_through_another_queue_for_work_behind_it_is_refused(
     await stream.record_event(event)
     await other.wait_event(event)
     await other.launch_host_func(lambda: None)
-    with pytest.raises(ahg.LaunchFailure) as caught:
-        await asyncio.wait_for(done.wait(), GUARD)
-    _refused(caught.value)
+    await _refused(done)
     with pytest.raises(ahg.LaunchFailure):  # the failure, reported once
         await asyncio.wait_for(device.synchronize(), GUARD)
     await other.synchronize()
@@ -150,9 +143,7 @@ async def test_a_wait_through_a_graphs_event_nodes_is_refused(device: ahg.Device
     done = await stream.launch_host_func(body)
     await stream.record_event(behind)
     await executable.launch(other)
-    with pytest.raises(ahg.LaunchFailure) as caught:
-        await asyncio.wait_for(done.wait(), GUARD)
-    _refused(caught.value)
+    await _refused(done)
     with pytest.raises(ahg.LaunchFailure):  # the failure, reported once
         await asyncio.wait_for(device.synchronize(), GUARD)
     destroy(executable, graph, stream, other, behind, recorded)
@@ -176,9 +167,7 @@ async def test_a_host_node_awaiting_a_launch_of_its_own_graph_on_its_stream_fail
     executable = graph.instantiate()
     box.append(executable)
     first = await executable.launch(stream)
-    with pytest.raises(ahg.LaunchFailure) as caught:
-        await asyncio.wait_for(first.wait(), GUARD)
-    _refused(caught.value)
+    await _refused(first)
     with pytest.raises(ahg.LaunchFailure):
         await asyncio.wait_for(device.synchronize(), GUARD)
     assert launched == [1, 1]  # the inner launch ran once its launcher gave up
@@ -195,9 +184,7 @@ async def waits_for_its_stream(t: ahg.Threads) -> None:
 async def test_an_async_kernel_body_waiting_behind_itself_fails(device: ahg.Device) -> None:
     stream = device.create_stream()
     failed = await stream.launch_kernel(waits_for_its_stream, 1, 1, ())
-    with pytest.raises(ahg.LaunchFailure) as caught:
-        await asyncio.wait_for(failed.wait(), GUARD)
-    _refused(caught.value)
+    await _refused(failed)
     with pytest.raises(ahg.LaunchFailure):
         await stream.synchronize()
     destroy(stream)
@@ -271,11 +258,7 @@ async def test_a_host_function_waiting_for_room_in_its_own_full_queue_fails() ->
             await stream.launch_host_func(ran.append, i)
 
     done = await stream.launch_host_func(body)
-    with pytest.raises(ahg.LaunchFailure) as caught:
-        await asyncio.wait_for(done.wait(), GUARD)
-    cause = caught.value.__cause__
-    assert isinstance(cause, ahg.IllegalState), repr(cause)
-    assert "room in its own full hardware queue" in str(cause)
+    await _refused(done, "room in its own full hardware queue")
     with pytest.raises(ahg.LaunchFailure):
         await stream.synchronize()
     assert ran == [0]  # the one that found room ran; nothing else was taken
