@@ -47,6 +47,7 @@ from ..core.clock import SimClock
 from ..core.errors import IllegalState
 from ..core.waitqueue import WaitQueue
 from .host_function import InContext
+from .work_waits import waits_for_head
 
 if TYPE_CHECKING:
     from .base import DeviceBase
@@ -55,12 +56,13 @@ if TYPE_CHECKING:
 
 __all__ = ["PUMP_BUDGET", "Engine", "current_loop", "running_loop"]
 
-# The engine whose device work (an async kernel body or host function) the calling task is,
-# in a cell emptied when that work ends: set in the context each such task starts with, so a
-# wait that could only end after the waiter itself finished is refused instead of hanging for
-# good. A task the work spawned inherits the cell, and is free to wait once the work is done.
-_DEVICE_WORK: ContextVar[list[Engine | None]] = ContextVar("ahipgraph_device_work")
-_NO_WORK: list[Engine | None] = [None]
+# The hardware queue whose device work (an async kernel body or host function) the calling
+# task is, in a cell emptied when that work ends: set in the context each such task starts
+# with, so a wait that could only end after the waiter itself finished is refused instead of
+# hanging for good. A task the work spawned inherits the cell, and is free to wait once the
+# work is done.
+_DEVICE_WORK: ContextVar[list[HardwareQueue | None]] = ContextVar("ahipgraph_device_work")
+_NO_WORK: list[HardwareQueue | None] = [None]
 # Numbers each owner loop an engine gets (see Engine.owner_number), unique in the process.
 _OWNER_NUMBERS = itertools.count(1)
 
@@ -95,6 +97,11 @@ def running_loop() -> asyncio.AbstractEventLoop:
         "this call needs a running asyncio event loop: call it from a coroutine "
         "(ahg.run(main) starts one)"
     )
+
+
+def device_work_queue() -> HardwareQueue | None:
+    """The hardware queue whose device work (an async body still running) the caller is."""
+    return _DEVICE_WORK.get(_NO_WORK)[0]
 
 
 def refuse_trio() -> None:
@@ -312,7 +319,8 @@ class Engine:
                 engine's own device work (it would wait for itself).
         """
         if self.in_flight:
-            if _DEVICE_WORK.get(_NO_WORK)[0] is self:
+            work = device_work_queue()
+            if work is not None and work.engine is self:
                 raise IllegalState(
                     f"device {self.device.ordinal}: device work (an async kernel body or host "
                     "function) waited for its own device to be idle, which it never is while "
@@ -330,9 +338,18 @@ class Engine:
         the signal was reached.
 
         Raises:
-            IllegalState: the engine is busy on another event loop.
+            IllegalState: the engine is busy on another event loop, or the caller is this
+                engine's device work and the signal is reached only after that work ends
+                (work queued behind it on its hardware queue, or waiting for such work).
         """
         if signal.value > 0:
+            work = device_work_queue()
+            if work is not None and work.engine is self and waits_for_head(work, (signal,)):
+                raise IllegalState(
+                    f"device {self.device.ordinal}: device work (an async kernel body or host "
+                    f"function) waited for work queued behind it on hardware queue "
+                    f"{work.index}, which runs only after that work ends"
+                )
             self.claim()  # park only on the loop that runs the work (or raise)
             await signal.wait()
         self.clock.observe(signal.time)
@@ -357,22 +374,27 @@ class Engine:
         assert loop is not None
         loop.call_soon(callback, *args)
 
-    def start(self, awaitable: Awaitable[Any] | InContext) -> asyncio.Future[Any]:
+    def start(
+        self, awaitable: Awaitable[Any] | InContext, queue: HardwareQueue
+    ) -> asyncio.Future[Any]:
         """Run an async kernel or host body on the owner loop; its future tells when it ends.
 
-        A host function's result comes with the context it runs in (``InContext``): the task
+        ``queue`` is the hardware queue whose head packet runs the body (it waits for it). A
+        host function's result comes with the context it runs in (``InContext``): the task
         is made inside that context, so it starts with a copy of it.
         """
         if isinstance(awaitable, InContext):
             context, awaitable = awaitable.context, awaitable.awaitable
         else:
             context = copy_context()
-        return context.run(self._start_in_context, awaitable)
+        return context.run(self._start_in_context, awaitable, queue)
 
-    def _start_in_context(self, awaitable: Awaitable[Any]) -> asyncio.Future[Any]:
-        """Start ``awaitable`` as a task of the current context, marked as this engine's work
-        (see :meth:`wait_idle`)."""
-        cell: list[Engine | None] = [self]
+    def _start_in_context(
+        self, awaitable: Awaitable[Any], queue: HardwareQueue
+    ) -> asyncio.Future[Any]:
+        """Start ``awaitable`` as a task of the current context, marked as the work of
+        ``queue``'s head packet (see :meth:`wait_idle` and :meth:`_wait_signal`)."""
+        cell: list[HardwareQueue | None] = [queue]
         _DEVICE_WORK.set(cell)
         if not asyncio.iscoroutine(awaitable):
             # A future or an object with __await__ is awaited by a coroutine of ours: one that

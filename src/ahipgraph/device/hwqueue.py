@@ -30,10 +30,10 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..core.errors import HipError, NotReady
+from ..core.errors import HipError, IllegalState, NotReady
 from ..core.waitqueue import WaitQueue
 from . import hooks
-from .engine import Engine
+from .engine import Engine, device_work_queue
 from .program import Program
 
 if TYPE_CHECKING:
@@ -109,6 +109,11 @@ class HardwareQueue:
         Call only when :meth:`has_room` is False, and call :meth:`settle_room` once the enqueue
         has been submitted or has failed. A task cancelled while it waits takes nothing; one
         cancelled after it was woken passes the room on.
+
+        Raises:
+            IllegalState: the caller is this queue's own device work (its packet must retire
+                before there is room), or the device is busy on another event loop. Nothing
+                is taken.
         """
         # Only a waiter on the device's loop can be woken by it: this binds a free device or
         # raises IllegalState while the device is busy on another loop.
@@ -116,6 +121,12 @@ class HardwareQueue:
         if self.has_room():  # binding dropped what a closed loop's waiters held
             self._waking += 1  # as if woken: the caller settles it
             return
+        if device_work_queue() is self:  # only the work's own packet retiring makes room
+            raise IllegalState(
+                f"device {self.device.ordinal}: device work (an async kernel body or host "
+                f"function) waited for room in its own full hardware queue {self.index}, "
+                "which frees only after that work ends"
+            )
         await self._room.park(on_abandon=self._settle)
 
     def settle_room(self) -> None:
@@ -205,6 +216,10 @@ class HardwareQueue:
         self._waking = 0
         if self._packets:
             self.wake()
+
+    def packets(self) -> list[Program]:
+        """The queued packets, the head first (a copy)."""
+        return list(self._packets)
 
     @property
     def pending(self) -> int:

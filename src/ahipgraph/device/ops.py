@@ -662,6 +662,10 @@ class SignalIndexOp(Op):
     def run(self, program: Program) -> None:
         program.signals[self.index].decrement(program.time, program.error)
 
+    def written_signal(self, program: Program) -> Signal:
+        """The signal this op reaches (see ``device/work_waits.py``)."""
+        return program.signals[self.index]
+
     def __repr__(self) -> str:
         return f"<SignalIndexOp {self.index}>"
 

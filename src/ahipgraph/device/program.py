@@ -194,7 +194,7 @@ class Program:
     def _await_body(self, blocker: Any, op: Op) -> None:
         """Run an async body as a task; the program goes on when it ends."""
         assert self.queue is not None
-        future = self.queue.engine.start(blocker)
+        future = self.queue.engine.start(blocker, self.queue)
         future.add_done_callback(lambda f: self._awaited(f, op))
 
     def _interrupted(self, op: Op, pc: int, exc: BaseException) -> tuple[Sequence[Op], int, int]:

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from ..device.memory import DeviceMemory
     from ..device.pointer import DevicePtr
     from ..device.program import Program
+    from ..device.signal import Signal
     from ..runtime.device import Device
     from .conditional import Conditionals
 
@@ -80,6 +81,10 @@ class EventRecordOp(Op):
 
     def run(self, program: Program) -> None:
         program.signals[self.binding].decrement(program.time)
+
+    def written_signal(self, program: Program) -> Signal:
+        """The signal this op reaches (see ``device/work_waits.py``)."""
+        return program.signals[self.binding]
 
 
 class MemAllocOp(Op):

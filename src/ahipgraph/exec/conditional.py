@@ -164,7 +164,7 @@ def _next_turn(program: Program) -> Signal:
 def _signal_when_done(awaitable: Any, op: Op, program: Program) -> Signal:
     signal = Signal(1)
     assert program.queue is not None
-    future = program.queue.engine.start(awaitable)
+    future = program.queue.engine.start(awaitable, program.queue)
 
     def done(f: asyncio.Future[Any]) -> None:
         program.settle_body(f, op)  # as the program settles a body it runs itself
