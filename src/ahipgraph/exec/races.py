@@ -39,6 +39,7 @@ from ..graph.node_type import NodeType
 from ..graph.params import MemAllocParams, MemFreeParams
 from ..runtime.device import get_device
 from ..runtime.params import HostParams, KernelParams, MemcpyParams, MemsetParams
+from ..runtime.pitched import PitchedCopyParams
 
 if TYPE_CHECKING:
     from ..graph.graph import Graph
@@ -61,6 +62,9 @@ __all__ = [
 
 EXACT, DECLARED, CONSERVATIVE = "exact", "declared", "conservative"
 _MAX_SITES = 1 << 16
+# A pitched copy or fill of up to this many rows is that many exact ranges; a larger one is
+# one conservative range from its first byte to its last (shadow memory scans its ranges).
+_MAX_ROWS = 64
 
 
 class _Sites:
@@ -240,6 +244,8 @@ def footprint(work: Any, device: Any = None) -> list[Access]:
     then known current, which saves a device-table lookup per kernel pointer)."""
     if isinstance(work, KernelParams):
         return _kernel_footprint(work, device)
+    if isinstance(work, PitchedCopyParams):
+        return _pitched_copy_footprint(work)
     if isinstance(work, MemcpyParams):
         out = []
         nbytes = work.nbytes
@@ -253,15 +259,62 @@ def footprint(work: Any, device: Any = None) -> list[Access]:
     if isinstance(work, MemsetParams):
         if not work.width or not work.height or not work.dst.address:
             return []
-        extent = (work.height - 1) * work.pitch + work.width * work.element_size
-        precision = EXACT if work.height == 1 else CONSERVATIVE
-        d = work.dst
-        return [Access(d.device, d.address, d.address + extent, True, False, precision)]
+        return _rows(work.dst, work.width * work.element_size, work.pitch, work.height, 0, 1, True)
     if isinstance(work, FreeOp | MemFreeParams | MemAllocParams):
         return _whole(work.ptr)
     if isinstance(work, HostParams) and isinstance(work.fn, HostFunction):
         return _host_footprint(work.fn)
     return []
+
+
+def _rows(
+    ptr: DevicePtr, width: int, pitch: int, height: int, slice_pitch: int, depth: int, write: bool
+) -> list[Access]:
+    """The ``depth`` slices of ``height`` rows of ``width`` bytes a pitched copy touches at
+    ``ptr`` (rows ``pitch`` bytes apart, slices ``slice_pitch``): rows that touch are one
+    range, and more than ``_MAX_ROWS`` separate rows one conservative range over them all."""
+    if pitch == width and (depth == 1 or slice_pitch == width * height):
+        start = ptr.address  # no gaps: one exact range
+        return [Access(ptr.device, start, start + width * height * depth, write)]
+    if height * depth > _MAX_ROWS:
+        end = ptr.address + (depth - 1) * slice_pitch + (height - 1) * pitch + width
+        return [Access(ptr.device, ptr.address, end, write, False, CONSERVATIVE)]
+    starts = sorted(
+        ptr.address + z * slice_pitch + y * pitch for z in range(depth) for y in range(height)
+    )
+    out: list[Access] = []
+    lo, hi = starts[0], starts[0] + width
+    for start in starts[1:]:
+        if start <= hi:
+            hi = max(hi, start + width)
+        else:
+            out.append(Access(ptr.device, lo, hi, write))
+            lo, hi = start, start + width
+    out.append(Access(ptr.device, lo, hi, write))
+    return out
+
+
+def _pitched_copy_footprint(work: PitchedCopyParams) -> list[Access]:
+    """The rows a pitched (2D/3D) copy writes and reads, from each side's offset, pitch and
+    slice height: the bytes between rows are not touched, so an op on them does not race."""
+    if not (work.width and work.height and work.depth):
+        return []
+    out: list[Access] = []
+    for end, offset, pitch, slice_height, write in (
+        (work.dst, work.dst_offset, work.dst_pitch, work.dst_slice_height, True),
+        (work.src, work.src_offset, work.src_pitch, work.src_slice_height, False),
+    ):
+        if isinstance(end, DevicePtr) and end.address:
+            out += _rows(
+                end + offset,
+                work.width,
+                pitch,
+                work.height,
+                slice_height * pitch,
+                work.depth,
+                write,
+            )
+    return out
 
 
 def _host_footprint(fn: HostFunction) -> list[Access]:
