@@ -980,7 +980,11 @@ class ExecRaces:
         self._nodes = nodes
         self._events: tuple[list[Any], list[Any]] | None = None
         self._groups: (
-            tuple[list[tuple[tuple[Any, ...], list[Access]]], list[tuple[Any, list[int]]]] | None
+            tuple[
+                list[tuple[tuple[Any, ...], list[Access]]],
+                list[tuple[Any, list[int], tuple[Any, ...]]],
+            ]
+            | None
         ) = None
         self._nodes_graph = exec_graph
         self._summary: list[Access] | None = None
@@ -1107,13 +1111,15 @@ class ExecRaces:
 
     def groups(
         self,
-    ) -> tuple[list[tuple[tuple[Any, ...], list[Access]]], list[tuple[Any, list[int]]]]:
+    ) -> tuple[
+        list[tuple[tuple[Any, ...], list[Access]]], list[tuple[Any, list[int], tuple[Any, ...]]]
+    ]:
         """How a replay with event nodes is checked: nodes grouped by (the event-record nodes
         after them, the event-wait nodes before them).
 
         Returns (groups, records): each group is (events its nodes wait for, merged
         footprint); each record node, in topological order, is (its event, the indices of
-        the groups whose nodes all run before it).
+        the groups whose nodes all run before it, the events of the wait nodes before it).
         """
         if self._groups is not None:
             return self._groups
@@ -1136,7 +1142,18 @@ class ExecRaces:
                 covering[r].append(len(groups))
             events = tuple(flat[wait_at[w]].exec_node.params.event for w in waits)
             groups.append((events, merge(accs)))
-        records = [(flat[at].exec_node.params.event, covering[r]) for r, at in enumerate(record_at)]
+        # A record also follows the waits before it with no footprint node between them (a
+        # graph that relays one event to another): its clock joins theirs as well.
+        records = [
+            (
+                flat[at].exec_node.params.event,
+                covering[r],
+                tuple(
+                    flat[w_at].exec_node.params.event for w_at in wait_at if (anc[at] >> w_at) & 1
+                ),
+            )
+            for r, at in enumerate(record_at)
+        ]
         self._groups = (groups, records)
         return self._groups
 
