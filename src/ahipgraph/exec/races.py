@@ -899,6 +899,7 @@ class ExecRaces:
 
     __slots__ = (
         "_anc",
+        "_bodies",
         "_deps",
         "_events",
         "_flat",
@@ -921,11 +922,16 @@ class ExecRaces:
         graph: Graph | None,
         *,
         check: bool,
+        bodies: dict[int, list[ExecGraph]] | None = None,
     ) -> None:
         self.check = check
+        # the copies of conditional nodes' bodies, by id(exec node) (see exec/conditional.py)
+        self._bodies = bodies or None
         _LOCAL.memo = {}  # the graph's pointers repeat: look each allocation up once
         try:
             self._build(exec_graph, originals, graph, check)
+            if self._bodies is not None:
+                self._add_bodies()
         finally:
             _LOCAL.memo = None
 
@@ -988,6 +994,31 @@ class ExecRaces:
         ) = None
         self._nodes_graph = exec_graph
         self._summary: list[Access] | None = None
+
+    def _add_bodies(self) -> None:
+        """A conditional node touches what its bodies' nodes touch: whether a body runs is
+        decided on the device, so each one may, between the node's dependencies and its
+        dependents (where the bodies run)."""
+        for index, node in enumerate(self.nodes):
+            if node.type is NodeType.Conditional and node.enabled:
+                accesses = self._footprint_of(node)
+                self.footprints[index] = accesses
+                if self.check:
+                    self.buckets[index] = _buckets(accesses) if accesses else []
+                    self._members = None  # made again from the buckets
+
+    def _footprint_of(self, node: ExecNode) -> list[Access]:
+        """:func:`node_footprint`, a conditional node's bodies included."""
+        bodies = self._bodies
+        if bodies is None or node.type is not NodeType.Conditional or not node.enabled:
+            return node_footprint(node)
+        out: list[Access] = []
+        pending = list(bodies.get(id(node), ()))
+        while pending:
+            for inner in pending.pop().walk():
+                out += node_footprint(inner)
+                pending.extend(bodies.get(id(inner), ()))
+        return merge(out) if out else []
 
     @property
     def anc(self) -> list[int]:
@@ -1129,7 +1160,7 @@ class ExecRaces:
         wait_at = [f.index for f in flat if f.exec_node.type is NodeType.WaitEvent]
         members: dict[tuple[tuple[int, ...], tuple[int, ...]], list[Access]] = {}
         for f in flat:
-            accs = node_footprint(f.exec_node)
+            accs = self._footprint_of(f.exec_node)
             if not accs:
                 continue
             covered = tuple(r for r, at in enumerate(record_at) if (anc[at] >> f.index) & 1)
@@ -1301,9 +1332,13 @@ def _buckets(accesses: list[Access]) -> list[tuple[int, int]]:
 
 
 def check_exec_graph(
-    exec_graph: ExecGraph, originals: list[GraphNode] | None, graph: Graph | None
+    exec_graph: ExecGraph,
+    originals: list[GraphNode] | None,
+    graph: Graph | None,
+    bodies: dict[int, list[ExecGraph]] | None = None,
 ) -> tuple[ExecRaces, list[RaceReport]]:
-    races = ExecRaces(exec_graph, originals, graph, check=True)
+    """Every race of ``exec_graph`` (``bodies``: its conditional nodes' body copies)."""
+    races = ExecRaces(exec_graph, originals, graph, check=True, bodies=bodies)
     return races, races.races()
 
 

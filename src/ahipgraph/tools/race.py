@@ -865,7 +865,10 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
         txn = _Txn(st)
         races = graph_exec._races
         if races is None:
-            races = graph_exec._races = ExecRaces(graph_exec._graph, None, None, check=False)
+            bodies = graph_exec._conditionals.bodies if graph_exec._conditionals else None
+            races = graph_exec._races = ExecRaces(
+                graph_exec._graph, None, None, check=False, bodies=bodies
+            )
         name = f"graph exec #{graph_exec.hid.slot}"
         lane = self.prepare(txn, stream)
         theirs = None
