@@ -361,13 +361,14 @@ def test_many_random_programs_match_the_happens_before_oracle() -> None:
 def canonical(texts: list[str]) -> list[str]:
     """``texts`` with handle numbers ("stream #5", "node 81") renamed in order of first
     appearance: they come from process-wide registries, whose free slots are handed out again
-    in an order of their own, not from the checker."""
+    in an order of their own, not from the checker; and op numbers, which count from the
+    outermost check's start (the environment switch's, when it is on)."""
     names: dict[str, str] = {}
 
     def rename(match: re.Match[str]) -> str:
         return names.setdefault(match[0], f"{match[1]} <{len(names)}>")
 
-    pattern = r"(stream|event|graph exec|node) #?\d+"
+    pattern = r"(stream|event|graph exec|node|op) #?\d+"
     return [re.sub(pattern, rename, text) for text in texts]
 
 
