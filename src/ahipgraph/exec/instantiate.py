@@ -193,7 +193,8 @@ def instantiate(graph: Graph, request: InstantiateRequest) -> Instantiated:
         params.check_limits(device)
     races: ExecRaces | None = None
     if options.get("check_races", False):  # before anything is built: a race changes nothing
-        races, reports = check_exec_graph(exec_graph, originals.in_order(), graph)
+        bodies = conditionals.bodies if conditionals is not None else None
+        races, reports = check_exec_graph(exec_graph, originals.in_order(), graph, bodies)
         if reports:
             raise RaceError(reports)
     sources = originals.source_map(exec_graph)  # the map is made by the first setter

@@ -39,6 +39,7 @@ from ..graph.node_type import NodeType
 from ..graph.params import MemAllocParams, MemFreeParams
 from ..runtime.device import get_device
 from ..runtime.params import HostParams, KernelParams, MemcpyParams, MemsetParams
+from ..runtime.pitched import PitchedCopyParams
 
 if TYPE_CHECKING:
     from ..graph.graph import Graph
@@ -61,6 +62,9 @@ __all__ = [
 
 EXACT, DECLARED, CONSERVATIVE = "exact", "declared", "conservative"
 _MAX_SITES = 1 << 16
+# A pitched copy or fill of up to this many rows is that many exact ranges; a larger one is
+# one conservative range from its first byte to its last (shadow memory scans its ranges).
+_MAX_ROWS = 64
 
 
 class _Sites:
@@ -240,6 +244,8 @@ def footprint(work: Any, device: Any = None) -> list[Access]:
     then known current, which saves a device-table lookup per kernel pointer)."""
     if isinstance(work, KernelParams):
         return _kernel_footprint(work, device)
+    if isinstance(work, PitchedCopyParams):
+        return _pitched_copy_footprint(work)
     if isinstance(work, MemcpyParams):
         out = []
         nbytes = work.nbytes
@@ -253,15 +259,62 @@ def footprint(work: Any, device: Any = None) -> list[Access]:
     if isinstance(work, MemsetParams):
         if not work.width or not work.height or not work.dst.address:
             return []
-        extent = (work.height - 1) * work.pitch + work.width * work.element_size
-        precision = EXACT if work.height == 1 else CONSERVATIVE
-        d = work.dst
-        return [Access(d.device, d.address, d.address + extent, True, False, precision)]
+        return _rows(work.dst, work.width * work.element_size, work.pitch, work.height, 0, 1, True)
     if isinstance(work, FreeOp | MemFreeParams | MemAllocParams):
         return _whole(work.ptr)
     if isinstance(work, HostParams) and isinstance(work.fn, HostFunction):
         return _host_footprint(work.fn)
     return []
+
+
+def _rows(
+    ptr: DevicePtr, width: int, pitch: int, height: int, slice_pitch: int, depth: int, write: bool
+) -> list[Access]:
+    """The ``depth`` slices of ``height`` rows of ``width`` bytes a pitched copy touches at
+    ``ptr`` (rows ``pitch`` bytes apart, slices ``slice_pitch``): rows that touch are one
+    range, and more than ``_MAX_ROWS`` separate rows one conservative range over them all."""
+    if pitch == width and (depth == 1 or slice_pitch == width * height):
+        start = ptr.address  # no gaps: one exact range
+        return [Access(ptr.device, start, start + width * height * depth, write)]
+    if height * depth > _MAX_ROWS:
+        end = ptr.address + (depth - 1) * slice_pitch + (height - 1) * pitch + width
+        return [Access(ptr.device, ptr.address, end, write, False, CONSERVATIVE)]
+    starts = sorted(
+        ptr.address + z * slice_pitch + y * pitch for z in range(depth) for y in range(height)
+    )
+    out: list[Access] = []
+    lo, hi = starts[0], starts[0] + width
+    for start in starts[1:]:
+        if start <= hi:
+            hi = max(hi, start + width)
+        else:
+            out.append(Access(ptr.device, lo, hi, write))
+            lo, hi = start, start + width
+    out.append(Access(ptr.device, lo, hi, write))
+    return out
+
+
+def _pitched_copy_footprint(work: PitchedCopyParams) -> list[Access]:
+    """The rows a pitched (2D/3D) copy writes and reads, from each side's offset, pitch and
+    slice height: the bytes between rows are not touched, so an op on them does not race."""
+    if not (work.width and work.height and work.depth):
+        return []
+    out: list[Access] = []
+    for end, offset, pitch, slice_height, write in (
+        (work.dst, work.dst_offset, work.dst_pitch, work.dst_slice_height, True),
+        (work.src, work.src_offset, work.src_pitch, work.src_slice_height, False),
+    ):
+        if isinstance(end, DevicePtr) and end.address:
+            out += _rows(
+                end + offset,
+                work.width,
+                pitch,
+                work.height,
+                slice_height * pitch,
+                work.depth,
+                write,
+            )
+    return out
 
 
 def _host_footprint(fn: HostFunction) -> list[Access]:
@@ -846,6 +899,7 @@ class ExecRaces:
 
     __slots__ = (
         "_anc",
+        "_bodies",
         "_deps",
         "_events",
         "_flat",
@@ -868,11 +922,16 @@ class ExecRaces:
         graph: Graph | None,
         *,
         check: bool,
+        bodies: dict[int, list[ExecGraph]] | None = None,
     ) -> None:
         self.check = check
+        # the copies of conditional nodes' bodies, by id(exec node) (see exec/conditional.py)
+        self._bodies = bodies or None
         _LOCAL.memo = {}  # the graph's pointers repeat: look each allocation up once
         try:
             self._build(exec_graph, originals, graph, check)
+            if self._bodies is not None:
+                self._add_bodies()
         finally:
             _LOCAL.memo = None
 
@@ -927,10 +986,39 @@ class ExecRaces:
         self._nodes = nodes
         self._events: tuple[list[Any], list[Any]] | None = None
         self._groups: (
-            tuple[list[tuple[tuple[Any, ...], list[Access]]], list[tuple[Any, list[int]]]] | None
+            tuple[
+                list[tuple[tuple[Any, ...], list[Access]]],
+                list[tuple[Any, list[int], tuple[Any, ...]]],
+            ]
+            | None
         ) = None
         self._nodes_graph = exec_graph
         self._summary: list[Access] | None = None
+
+    def _add_bodies(self) -> None:
+        """A conditional node touches what its bodies' nodes touch: whether a body runs is
+        decided on the device, so each one may, between the node's dependencies and its
+        dependents (where the bodies run)."""
+        for index, node in enumerate(self.nodes):
+            if node.type is NodeType.Conditional and node.enabled:
+                accesses = self._footprint_of(node)
+                self.footprints[index] = accesses
+                if self.check:
+                    self.buckets[index] = _buckets(accesses) if accesses else []
+                    self._members = None  # made again from the buckets
+
+    def _footprint_of(self, node: ExecNode) -> list[Access]:
+        """:func:`node_footprint`, a conditional node's bodies included."""
+        bodies = self._bodies
+        if bodies is None or node.type is not NodeType.Conditional or not node.enabled:
+            return node_footprint(node)
+        out: list[Access] = []
+        pending = list(bodies.get(id(node), ()))
+        while pending:
+            for inner in pending.pop().walk():
+                out += node_footprint(inner)
+                pending.extend(bodies.get(id(inner), ()))
+        return merge(out) if out else []
 
     @property
     def anc(self) -> list[int]:
@@ -1054,13 +1142,15 @@ class ExecRaces:
 
     def groups(
         self,
-    ) -> tuple[list[tuple[tuple[Any, ...], list[Access]]], list[tuple[Any, list[int]]]]:
+    ) -> tuple[
+        list[tuple[tuple[Any, ...], list[Access]]], list[tuple[Any, list[int], tuple[Any, ...]]]
+    ]:
         """How a replay with event nodes is checked: nodes grouped by (the event-record nodes
         after them, the event-wait nodes before them).
 
         Returns (groups, records): each group is (events its nodes wait for, merged
         footprint); each record node, in topological order, is (its event, the indices of
-        the groups whose nodes all run before it).
+        the groups whose nodes all run before it, the events of the wait nodes before it).
         """
         if self._groups is not None:
             return self._groups
@@ -1070,7 +1160,7 @@ class ExecRaces:
         wait_at = [f.index for f in flat if f.exec_node.type is NodeType.WaitEvent]
         members: dict[tuple[tuple[int, ...], tuple[int, ...]], list[Access]] = {}
         for f in flat:
-            accs = node_footprint(f.exec_node)
+            accs = self._footprint_of(f.exec_node)
             if not accs:
                 continue
             covered = tuple(r for r, at in enumerate(record_at) if (anc[at] >> f.index) & 1)
@@ -1083,7 +1173,18 @@ class ExecRaces:
                 covering[r].append(len(groups))
             events = tuple(flat[wait_at[w]].exec_node.params.event for w in waits)
             groups.append((events, merge(accs)))
-        records = [(flat[at].exec_node.params.event, covering[r]) for r, at in enumerate(record_at)]
+        # A record also follows the waits before it with no footprint node between them (a
+        # graph that relays one event to another): its clock joins theirs as well.
+        records = [
+            (
+                flat[at].exec_node.params.event,
+                covering[r],
+                tuple(
+                    flat[w_at].exec_node.params.event for w_at in wait_at if (anc[at] >> w_at) & 1
+                ),
+            )
+            for r, at in enumerate(record_at)
+        ]
         self._groups = (groups, records)
         return self._groups
 
@@ -1231,9 +1332,13 @@ def _buckets(accesses: list[Access]) -> list[tuple[int, int]]:
 
 
 def check_exec_graph(
-    exec_graph: ExecGraph, originals: list[GraphNode] | None, graph: Graph | None
+    exec_graph: ExecGraph,
+    originals: list[GraphNode] | None,
+    graph: Graph | None,
+    bodies: dict[int, list[ExecGraph]] | None = None,
 ) -> tuple[ExecRaces, list[RaceReport]]:
-    races = ExecRaces(exec_graph, originals, graph, check=True)
+    """Every race of ``exec_graph`` (``bodies``: its conditional nodes' body copies)."""
+    races = ExecRaces(exec_graph, originals, graph, check=True, bodies=bodies)
     return races, races.races()
 
 

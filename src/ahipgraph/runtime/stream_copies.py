@@ -165,7 +165,8 @@ class StreamCopyMixin:
         if part is not None:
             return part.add("Memcpy", build)
         params = build()
-        return stream._submit_op(params.op(stream.device))
+        # Through the observer, as every eager op: the race checker sees the copy's rows.
+        return stream._observed(params, params.op(stream.device))
 
     def _memcpy_2d(
         self,

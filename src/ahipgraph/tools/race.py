@@ -865,7 +865,10 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
         txn = _Txn(st)
         races = graph_exec._races
         if races is None:
-            races = graph_exec._races = ExecRaces(graph_exec._graph, None, None, check=False)
+            bodies = graph_exec._conditionals.bodies if graph_exec._conditionals else None
+            races = graph_exec._races = ExecRaces(
+                graph_exec._graph, None, None, check=False, bodies=bodies
+            )
         name = f"graph exec #{graph_exec.hid.slot}"
         lane = self.prepare(txn, stream)
         theirs = None
@@ -918,13 +921,17 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             op.graph = races
             self.access(txn, op, summary)
         pre_vc, pre_via = dict(lane.vc), dict(lane.via)
-        for event, covering in records:
+        # the waits' clocks as the launch found them (a record node of this launch may
+        # record one of the same events: that happens later)
+        waited = {id(event): st.events.get(event) for event in races.events()[1]}
+        for event, covering, waits in records:
             vc, via = dict(pre_vc), dict(pre_via)
-            for index in covering:
-                group = lanes[index]
-                for k, v in group.vc.items():
+            clocks = [lanes[index] for index in covering]
+            clocks += [c for c in (waited[id(e)] for e in waits) if c is not None]
+            for held in clocks:
+                for k, v in held.vc.items():
                     if v > vc.get(k, 0):
-                        vc[k], via[k] = v, group.via.get(k, "")
+                        vc[k], via[k] = v, held.via.get(k, "")
             where = (
                 "event #",
                 event.hid.slot,
@@ -938,6 +945,9 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             txn.events.append((event, _EventClock(vc, via, where)))
         for group in lanes:  # later work on the stream follows the whole launch
             lane.join(group.vc, group.via, f"the end of a launch of {name}")
+        for clock in waited.values():  # its wait nodes included, whatever follows them
+            if clock is not None:
+                lane.join(clock.vc, clock.via, ("graph wait node on ", clock.where))
         op = self.advance(txn, lane, f"launch of {name}", batch)
         op.site = site
         return op
