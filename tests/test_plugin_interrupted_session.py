@@ -9,10 +9,27 @@ of ending as interrupted. The fixtures now replace the devices and let the inter
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 import pytest
 
+import ahipgraph
+
 pytest_plugins = ["pytester"]
+
+
+def run_interrupted(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.RunResult:
+    """Run the user suite in a process of its own (an interrupt is the whole run's), on this
+    checkout's ahipgraph, and check that it ended without a crash of pytest's own."""
+    monkeypatch.setenv("PYTHONPATH", str(Path(ahipgraph.__file__).parents[1]))
+    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    output = result.stdout.str() + result.stderr.str()
+    assert "INTERNALERROR" not in output
+    assert "Traceback" not in output
+    assert "still alive, in flight or allocated" not in output
+    return result
+
 
 SUITE = textwrap.dedent(
     """
@@ -48,23 +65,34 @@ SUITE = textwrap.dedent(
     ],
 )
 def test_an_interrupted_test_ends_the_run_as_interrupted_not_as_a_crash(
-    pytester: pytest.Pytester, interrupt: str, status: int
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, interrupt: str, status: int
 ) -> None:
-    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
     pytester.makepyfile(test_user_suite=SUITE.format(interrupt=interrupt))
-    recorder = pytester.inline_run("-p", "no:cacheprovider", no_reraise_ctrlc=True)
-    assert recorder.ret == status
-    passed, skipped, failed = recorder.listoutcomes()
-    assert (passed, skipped, failed) == ([], [], [])
+    result = run_interrupted(pytester, monkeypatch)
+    assert result.ret == status
+    result.assert_outcomes()  # nothing passed, failed or errored: the run stopped
 
 
 @pytest.mark.leaks_allowed("the interrupted user test leaves memory on purpose")
-def test_the_devices_are_still_replaced_after_an_interrupt(pytester: pytest.Pytester) -> None:
-    """The interrupted test's device is retired: the table has its old devices back."""
-    import ahipgraph as ahg
+def test_the_devices_are_still_replaced_after_an_interrupt(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The interrupted test's devices are retired: the table has its old devices back."""
+    pytester.makeconftest(
+        """
+        from pathlib import Path
+        import pytest
+        import ahipgraph as ahg
 
-    before = ahg.get_device(0)
-    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+
+        @pytest.fixture(scope="session", autouse=True)
+        def table_comes_back():
+            before = ahg.get_device(0)
+            yield  # torn down after the interrupted test's fixtures
+            back = ahg.device_count() == 1 and ahg.get_device(0) is before
+            Path("table.txt").write_text("restored" if back else "not restored")
+        """
+    )
     pytester.makepyfile(
         test_user_suite="""
         def test_interrupted(ahg_devices):
@@ -72,15 +100,15 @@ def test_the_devices_are_still_replaced_after_an_interrupt(pytester: pytest.Pyte
             raise KeyboardInterrupt
         """
     )
-    recorder = pytester.inline_run("-p", "no:cacheprovider", no_reraise_ctrlc=True)
-    assert recorder.ret == pytest.ExitCode.INTERRUPTED
-    assert ahg.device_count() == 1
-    assert ahg.get_device(0) is before
+    result = run_interrupted(pytester, monkeypatch)
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    assert (pytester.path / "table.txt").read_text() == "restored"
 
 
 @pytest.mark.leaks_allowed("the interrupted user test races on purpose")
-def test_a_race_report_does_not_crash_an_interrupted_run(pytester: pytest.Pytester) -> None:
-    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+def test_a_race_report_does_not_crash_an_interrupted_run(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pytester.makepyfile(
         test_user_suite="""
         import pytest
@@ -104,5 +132,5 @@ def test_a_race_report_does_not_crash_an_interrupted_run(pytester: pytest.Pytest
             raise KeyboardInterrupt
         """
     )
-    recorder = pytester.inline_run("-p", "no:cacheprovider", no_reraise_ctrlc=True)
-    assert recorder.ret == pytest.ExitCode.INTERRUPTED
+    result = run_interrupted(pytester, monkeypatch)
+    assert result.ret == pytest.ExitCode.INTERRUPTED
