@@ -3,12 +3,13 @@
 * ``ahipgraph stress [--seed N] [--duration S | --ops N] [--tasks T] [--threads K]
   [--no-faults]`` runs :func:`ahipgraph.testing.stress` (defaults: seed 0, 2,000 operations,
   8 tasks, 2 threads, fault injection on) with a progress bar; on a broken invariant it prints
-  the seed and a minimal report and exits with status 1 (Ctrl-C: 130, once the run is cleaned
-  up).
+  the seed and a minimal report and exits with status 1 (Ctrl-C: 130, SIGTERM: 143, once the
+  run is cleaned up).
 * ``ahipgraph trace [-o trace.json] SCRIPT [args...]`` runs a Python script as ``__main__``
   under :func:`ahipgraph.tracing` and writes the Chrome Trace Event file (everything after
   SCRIPT is the script's own argument list, as with ``python -m cProfile``). The trace is
-  written however the script ends: a failing run is the one whose timeline is wanted.
+  written however the script ends (Ctrl-C and SIGTERM included; ``os._exit`` alone skips
+  it): a failing run is the one whose timeline is wanted.
 * ``ahipgraph bench [--rounds N] [--full [--json PATH]]`` measures the launch host cost with
   tracing off and on, next to the figure recorded in ``bench/results/launch.json`` when run
   from a source checkout; with ``--full`` it runs the repository's ``bench/launch.py`` (the
@@ -126,11 +127,11 @@ def _stress(args: argparse.Namespace, out: Output) -> int:
         out.done()
         out.say(f"FAILED\n{violation}")
         return 1
-    except KeyboardInterrupt as interrupt:
+    except KeyboardInterrupt:
         # Ctrl-C (or SIGTERM) ends a long run: the harness drained and cleaned up before this.
         out.done()
         out.say(f"interrupted: stress seed {args.seed}")
-        return _interrupt_status(interrupt)
+        return _interrupt_status()
     out.done()
     out.say(f"ok: {report.summary()}")
     return 0
@@ -153,10 +154,10 @@ def _trace(args: argparse.Namespace, out: Output) -> int:
             # ``raise SystemExit(main())`` ends most scripts: the trace is still written, and
             # the command exits with the script's status, as ``python script.py`` would.
             status = _exit_status(exit_.code)
-        except KeyboardInterrupt as interrupt:
+        except KeyboardInterrupt:
             # Ctrl-C (or SIGTERM) on a long run: keep what was traced so far.
             traceback.print_exc()
-            status = _interrupt_status(interrupt)
+            status = _interrupt_status()
         except BaseException:
             # A script that fails is the one whose timeline is wanted: print its traceback
             # and exit 1, as ``python script.py`` would, but keep the trace. Not only an
@@ -179,34 +180,49 @@ def _trace(args: argparse.Namespace, out: Output) -> int:
     return status
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised where Ctrl-C raises ``KeyboardInterrupt``: ``timeout``, a CI job's
-    cancel and ``kill`` end a long ``stress`` or ``trace`` the way Ctrl-C does (the run is
-    cleaned up, the trace is written), not by the signal's default, which kills the process on
-    the spot and leaves no trace file and no report."""
+class _Sigterm:
+    """SIGTERM handled as Ctrl-C while a command runs.
+
+    ``timeout``, ``kill`` and a cancelled CI job send SIGTERM, whose default kills the process
+    on the spot: ``trace`` wrote no trace and ``stress`` printed no seed. The handler hands the
+    signal on as SIGINT, so whoever answers Ctrl-C answers it the same way (``asyncio.run``
+    and ``anyio.run`` cancel their main task, then raise ``KeyboardInterrupt``; a raise from
+    the handler itself could land inside any task and be logged as never retrieved), and
+    remembers it, so the command exits with SIGTERM's status.
+    """
+
+    def __init__(self) -> None:
+        self.received = False
+
+    def __call__(self, signum: int, frame: object) -> None:
+        self.received = True
+        if callable(signal.getsignal(signal.SIGINT)):
+            signal.raise_signal(signal.SIGINT)
+        else:  # SIGINT ignored (a background job) or not Python's: interrupt here
+            raise KeyboardInterrupt
 
 
-def _terminated(signum: int, frame: object) -> None:
-    raise Terminated(f"terminated by signal {signum}")
+_SIGTERM = _Sigterm()
 
 
 @contextlib.contextmanager
 def _sigterm_interrupts() -> Iterator[None]:
-    """SIGTERM raises :class:`Terminated` while the command runs (main thread only: a signal
-    handler can only be set there), and the caller's handler comes back after."""
+    """SIGTERM interrupts the command as Ctrl-C does (main thread only: a signal handler can
+    only be set there), and the caller's handler comes back after."""
+    _SIGTERM.received = False
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGTERM, _terminated)
+    previous = signal.signal(signal.SIGTERM, _SIGTERM)
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _interrupt_status(interrupt: KeyboardInterrupt) -> int:
+def _interrupt_status() -> int:
     """The shell's status for a program ended by the signal: 128 + SIGTERM's 15 or SIGINT's 2."""
-    return 128 + (signal.SIGTERM if isinstance(interrupt, Terminated) else signal.SIGINT)
+    return 128 + (signal.SIGTERM if _SIGTERM.received else signal.SIGINT)
 
 
 def _exit_status(code: object) -> int:
