@@ -3,12 +3,13 @@
 * ``ahipgraph stress [--seed N] [--duration S | --ops N] [--tasks T] [--threads K]
   [--no-faults]`` runs :func:`ahipgraph.testing.stress` (defaults: seed 0, 2,000 operations,
   8 tasks, 2 threads, fault injection on) with a progress bar; on a broken invariant it prints
-  the seed and a minimal report and exits with status 1 (Ctrl-C: 130, once the run is cleaned
-  up).
+  the seed and a minimal report and exits with status 1 (Ctrl-C: 130, SIGTERM: 143, once the
+  run is cleaned up).
 * ``ahipgraph trace [-o trace.json] SCRIPT [args...]`` runs a Python script as ``__main__``
   under :func:`ahipgraph.tracing` and writes the Chrome Trace Event file (everything after
   SCRIPT is the script's own argument list, as with ``python -m cProfile``). The trace is
-  written however the script ends: a failing run is the one whose timeline is wanted.
+  written however the script ends (Ctrl-C and SIGTERM included; ``os._exit`` alone skips
+  it): a failing run is the one whose timeline is wanted.
 * ``ahipgraph bench [--rounds N] [--full [--json PATH]]`` measures the launch host cost with
   tracing off and on, next to the figure recorded in ``bench/results/launch.json`` when run
   from a source checkout; with ``--full`` it runs the repository's ``bench/launch.py`` (the
@@ -24,13 +25,16 @@ cannot be written is a usage error (status 2), not a failure at the end of a lon
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import runpy
+import signal
 import sys
+import threading
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -124,11 +128,10 @@ def _stress(args: argparse.Namespace, out: Output) -> int:
         out.say(f"FAILED\n{violation}")
         return 1
     except KeyboardInterrupt:
-        # Ctrl-C ends a long run: the harness drained and cleaned up before this; 130 is the
-        # shell's status for a program ended by SIGINT (as ``trace`` answers it).
+        # Ctrl-C (or SIGTERM) ends a long run: the harness drained and cleaned up before this.
         out.done()
         out.say(f"interrupted: stress seed {args.seed}")
-        return 130
+        return _interrupt_status()
     out.done()
     out.say(f"ok: {report.summary()}")
     return 0
@@ -152,10 +155,9 @@ def _trace(args: argparse.Namespace, out: Output) -> int:
             # the command exits with the script's status, as ``python script.py`` would.
             status = _exit_status(exit_.code)
         except KeyboardInterrupt:
-            # Ctrl-C on a long run: keep what was traced so far; 130 is the shell's status
-            # for a program ended by SIGINT.
+            # Ctrl-C (or SIGTERM) on a long run: keep what was traced so far.
             traceback.print_exc()
-            status = 130
+            status = _interrupt_status()
         except BaseException:
             # A script that fails is the one whose timeline is wanted: print its traceback
             # and exit 1, as ``python script.py`` would, but keep the trace. Not only an
@@ -176,6 +178,51 @@ def _trace(args: argparse.Namespace, out: Output) -> int:
         "or chrome://tracing"
     )
     return status
+
+
+class _Sigterm:
+    """SIGTERM handled as Ctrl-C while a command runs.
+
+    ``timeout``, ``kill`` and a cancelled CI job send SIGTERM, whose default kills the process
+    on the spot: ``trace`` wrote no trace and ``stress`` printed no seed. The handler hands the
+    signal on as SIGINT, so whoever answers Ctrl-C answers it the same way (``asyncio.run``
+    and ``anyio.run`` cancel their main task, then raise ``KeyboardInterrupt``; a raise from
+    the handler itself could land inside any task and be logged as never retrieved), and
+    remembers it, so the command exits with SIGTERM's status.
+    """
+
+    def __init__(self) -> None:
+        self.received = False
+
+    def __call__(self, signum: int, frame: object) -> None:
+        self.received = True
+        if callable(signal.getsignal(signal.SIGINT)):
+            signal.raise_signal(signal.SIGINT)
+        else:  # SIGINT ignored (a background job) or not Python's: interrupt here
+            raise KeyboardInterrupt
+
+
+_SIGTERM = _Sigterm()
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM interrupts the command as Ctrl-C does (main thread only: a signal handler can
+    only be set there), and the caller's handler comes back after."""
+    _SIGTERM.received = False
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _SIGTERM)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt_status() -> int:
+    """The shell's status for a program ended by the signal: 128 + SIGTERM's 15 or SIGINT's 2."""
+    return 128 + (signal.SIGTERM if _SIGTERM.received else signal.SIGINT)
 
 
 def _exit_status(code: object) -> int:
@@ -223,8 +270,8 @@ def _recorded_launch_figure() -> float | None:
         return None
 
 
-def _count(minimum: int) -> Callable[[str], int]:
-    """An argparse type: an int of at least ``minimum`` (a bad one is a usage error)."""
+def _count(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
+    """An argparse type: an int from ``minimum`` to ``maximum`` (a bad one is a usage error)."""
 
     def parse(text: str) -> int:
         try:
@@ -233,6 +280,8 @@ def _count(minimum: int) -> Callable[[str], int]:
             raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
         if value < minimum:
             raise argparse.ArgumentTypeError(f"{value} is below the minimum of {minimum}")
+        if maximum is not None and value > maximum:
+            raise argparse.ArgumentTypeError(f"{value} is above the maximum of {maximum}")
         return value
 
     return parse
@@ -286,6 +335,8 @@ def _unwritable(path: Path) -> str | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from .testing.stress import MAX_TASKS, MAX_THREADS
+
     parser = argparse.ArgumentParser(prog="ahipgraph", description=__doc__.splitlines()[0])
     parser.add_argument("--plain", action="store_true", help="plain lines, no progress bar")
     # ``--plain`` after the command's name too; SUPPRESS keeps a command that was not given it
@@ -306,8 +357,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     limit = stress.add_mutually_exclusive_group()
     limit.add_argument("--duration", type=_seconds, help="seconds to run")
     limit.add_argument("--ops", type=_count(1), help="operations to run (default 2000)")
-    stress.add_argument("--tasks", type=_count(0), default=8, help="async workers (default 8)")
-    stress.add_argument("--threads", type=_count(0), default=2, help="thread workers (default 2)")
+    stress.add_argument(
+        "--tasks",
+        type=_count(0, MAX_TASKS),
+        default=8,
+        help=f"async workers (default 8, at most {MAX_TASKS})",
+    )
+    stress.add_argument(
+        "--threads",
+        type=_count(0, MAX_THREADS),
+        default=2,
+        help=f"thread workers (default 2, at most {MAX_THREADS})",
+    )
     stress.add_argument("--no-faults", action="store_true", help="no fault injection")
 
     trace = commands.add_parser(
@@ -317,7 +378,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     trace.add_argument(
         "-o", "--output", default="trace.json", help="the trace file (default trace.json)"
     )
-    trace.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
+    script_args = trace.add_argument(
+        "args", nargs=argparse.REMAINDER, help="arguments for the script"
+    )
+    # argparse counts a REMAINDER positional as required: a missing SCRIPT was reported as
+    # "the following arguments are required: script, args", though the script needs none.
+    script_args.required = False
 
     bench = commands.add_parser(
         "bench", parents=[plain], help="launch host cost, tracing off and on"
@@ -331,7 +397,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = Output(plain=args.plain)
     run = {"stress": _stress, "trace": _trace, "bench": _bench}[args.command]
     try:
-        return run(args, out)
+        with _sigterm_interrupts():
+            return run(args, out)
     finally:
         # A run that raised (Ctrl-C, a failing script's own error) must not leave rich's bar
         # redrawing over the traceback from its thread, with the terminal's cursor hidden.

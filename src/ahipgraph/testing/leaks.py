@@ -13,7 +13,8 @@ nothing with the old ones, so left-over work can only ever be reported, never in
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import weakref
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from ..core.ints import is_bool
@@ -65,9 +66,13 @@ def snapshot(*, collect: bool = True) -> Snapshot:
     if collect:
         collect_forgotten()  # collect, and wait until forgotten handles are freed
     table = [get_device(i) for i in range(device_count())]
+    handles = {r.statistics().kind: r.statistics().live for r in _REGISTRIES}
+    return _of_devices(table, handles)
+
+
+def _of_devices(table: Sequence[Device], handles: dict[str, int]) -> Snapshot:
     devices = tuple(device.statistics() for device in table)
     owners = {device.ordinal: device.engine.owner_number for device in table}
-    handles = {r.statistics().kind: r.statistics().live for r in _REGISTRIES}
     return Snapshot(devices, handles, owners)
 
 
@@ -99,6 +104,26 @@ def leak_report(baseline: Snapshot | None = None, current: Snapshot | None = Non
         if given is not None and not isinstance(given, Snapshot):
             raise TypeError(f"leak_report's {name} must be a Snapshot or None, got {given!r}")
     now = current if current is not None else snapshot()
+    lines = _device_lines(now, baseline)
+    extra = {
+        kind: live - (baseline.handles.get(kind, 0) if baseline else 0)
+        for kind, live in now.handles.items()
+    }
+    # A device's null and per-thread streams are the device's own, not a leak of the user's.
+    implicit = sum(d.implicit_streams for d in now.devices)
+    implicit -= sum(d.implicit_streams for d in baseline.devices) if baseline else 0
+    if "stream" in extra:
+        extra["stream"] -= implicit
+    alive = [_plural(n, kind) for kind, n in extra.items() if n > 0]
+    if alive:
+        lines.append("live handles: " + ", ".join(alive))
+    return "\n".join(lines) or None
+
+
+def _device_lines(
+    now: Snapshot, baseline: Snapshot | None, name: Callable[[int], str] = "device {}".format
+) -> list[str]:
+    """The findings of ``leak_report`` about the devices of ``now``, each named by ``name``."""
     lines: list[str] = []
     before = {d.ordinal: d for d in baseline.devices} if baseline is not None else {}
     for stats in now.devices:
@@ -108,7 +133,7 @@ def leak_report(baseline: Snapshot | None = None, current: Snapshot | None = Non
                 f"queue {q.index}: {q.pending} pending" for q in stats.queues if q.pending
             )
             packets = _plural(stats.in_flight, "packet")
-            lines.append(f"device {stats.ordinal}: {packets} in flight ({pending})")
+            lines.append(f"{name(stats.ordinal)}: {packets} in flight ({pending})")
         # A count that started again since the baseline (another loop took the device over)
         # is all new: the baseline's count was the old loop's.
         owner = now.owners.get(stats.ordinal)
@@ -120,7 +145,7 @@ def leak_report(baseline: Snapshot | None = None, current: Snapshot | None = Non
             # sync fixtures tear down), so ``in_flight`` is zero again by now.
             packets = _plural(abandoned, "packet")
             lines.append(
-                f"device {stats.ordinal}: {packets} still in flight when the event loop "
+                f"{name(stats.ordinal)}: {packets} still in flight when the event loop "
                 "shut down (abandoned)"
             )
         memory, base_memory = stats.memory, base.memory if base else None
@@ -136,24 +161,12 @@ def leak_report(baseline: Snapshot | None = None, current: Snapshot | None = Non
         reservations = memory.reservations - (base_memory.reservations if base_memory else 0)
         if allocations > 0 or in_use > 0:
             lines.append(
-                f"device {stats.ordinal}: {_plural(allocations, 'allocation')} still allocated, "
+                f"{name(stats.ordinal)}: {_plural(allocations, 'allocation')} still allocated, "
                 f"{in_use} bytes in use"
             )
         if reservations > 0:
-            lines.append(f"device {stats.ordinal}: {_plural(reservations, 'reservation')} held")
-    extra = {
-        kind: live - (baseline.handles.get(kind, 0) if baseline else 0)
-        for kind, live in now.handles.items()
-    }
-    # A device's null and per-thread streams are the device's own, not a leak of the user's.
-    implicit = sum(d.implicit_streams for d in now.devices)
-    implicit -= sum(d.implicit_streams for d in baseline.devices) if baseline else 0
-    if "stream" in extra:
-        extra["stream"] -= implicit
-    alive = [_plural(n, kind) for kind, n in extra.items() if n > 0]
-    if alive:
-        lines.append("live handles: " + ", ".join(alive))
-    return "\n".join(lines) or None
+            lines.append(f"{name(stats.ordinal)}: {_plural(reservations, 'reservation')} held")
+    return lines
 
 
 def _check_flag(name: str, value: object) -> None:
@@ -184,6 +197,26 @@ def _settled(collect: bool) -> Snapshot:
 
 
 _last_collected: dict[str, int] | None = None
+
+
+def _block_report(
+    baseline: Snapshot, mine: Sequence[weakref.ref[Device]], *, collect: bool
+) -> str | None:
+    """:func:`leak_report` of a ``fresh_devices`` block, with the block's own devices that a
+    ``configure_devices`` in the block replaced: memory allocated or work left running on them
+    is the block's leak too, which the devices table no longer shows."""
+    now = snapshot(collect=collect)
+    report = leak_report(baseline, now)
+    table = [get_device(i) for i in range(device_count())]
+    replaced = [
+        device
+        for device in (ref() for ref in mine)
+        if device is not None and all(device is not current for current in table)
+    ]
+    lines = _device_lines(
+        _of_devices(replaced, {}), baseline, "device {} (replaced in the block)".format
+    )
+    return "\n".join([report, *lines] if report is not None else lines) or None
 
 
 @scoped
@@ -221,18 +254,20 @@ def fresh_devices(
         restore_devices(outer)
         raise
     failed = True
+    # Held weakly, and yielded without a local: a test that drops these devices (by
+    # reconfiguring) must be able to see them collected; one still alive at the end is
+    # checked even though the table no longer has it.
+    mine = [weakref.ref(get_device(i)) for i in range(count)]
     try:
-        # Yielded, not kept in a local: a test that drops these devices (by reconfiguring) must
-        # be able to see them collected.
         yield [get_device(i) for i in range(count)]
         failed = False
     finally:
         report = None
         try:
             if check and not failed:
-                report = leak_report(baseline, snapshot(collect=False))
+                report = _block_report(baseline, mine, collect=False)
                 if report is not None:  # collect only to confirm: most blocks leak nothing
-                    report = leak_report(baseline, snapshot(collect=True))
+                    report = _block_report(baseline, mine, collect=True)
         finally:  # a Ctrl-C in that collection still gives the outer block its devices
             restore_devices(outer)
     if report is not None:

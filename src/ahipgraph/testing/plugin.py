@@ -14,6 +14,12 @@ backend), because the fixtures are synchronous and touch no event loop.
   test that has it even when the data happened to come out right.
 * ``ahg_devices`` — a factory: ``ahg_devices(2, properties=...)`` returns fresh devices with
   chosen properties, checked the same way at teardown.
+
+A run that is interrupted (Ctrl-C or ``pytest.exit`` inside a test) skips the test's own
+teardown; pytest tears its fixtures down while the session finishes, where a failure is no
+longer a test's but pytest's own crash. The devices are replaced then as always, and the leak
+report is dropped: the interrupted test's left-overs are the interrupt's, and the run ends as
+interrupted.
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ DeviceFactory = Callable[..., list[Device]]
 
 
 @contextlib.contextmanager
-def _reported(stack: contextlib.ExitStack) -> Iterator[None]:
+def _reported(stack: contextlib.ExitStack, request: pytest.FixtureRequest) -> Iterator[None]:
     """Close ``stack`` after the test; a leak fails the test with the report alone."""
     yield
     report = None
@@ -44,20 +50,31 @@ def _reported(stack: contextlib.ExitStack) -> Iterator[None]:
     except LeakError as error:
         report = str(error)
     if report is not None:
-        pytest.fail(report, pytrace=False)
+        _fail(request, report)
+
+
+def _fail(request: pytest.FixtureRequest, text: str) -> None:
+    """Fail the test at teardown with ``text``, unless the run was interrupted.
+
+    A function fixture torn down once the session has an exit status is torn down by the
+    session's finish after an interrupt (a finished test's teardown runs before the status is
+    set): failing there would turn the interrupt into a crash of pytest's own.
+    """
+    if request.session.exitstatus == pytest.ExitCode.OK:
+        pytest.fail(text, pytrace=False)
 
 
 @pytest.fixture
-def ahg_device() -> Iterator[Device]:
+def ahg_device(request: pytest.FixtureRequest) -> Iterator[Device]:
     """A fresh simulated device; the test fails at teardown if it leaked anything."""
     with contextlib.ExitStack() as stack:
         devices = stack.enter_context(fresh_devices(1))
-        with _reported(stack):
+        with _reported(stack, request):
             yield devices[0]
 
 
 @pytest.fixture
-def ahg_devices() -> Iterator[DeviceFactory]:
+def ahg_devices(request: pytest.FixtureRequest) -> Iterator[DeviceFactory]:
     """A factory of fresh simulated devices: ``ahg_devices(count=1, properties=None)``."""
     with contextlib.ExitStack() as stack:
 
@@ -71,16 +88,16 @@ def ahg_devices() -> Iterator[DeviceFactory]:
             stack.close()
             return stack.enter_context(fresh_devices(count, properties))
 
-        with _reported(stack):
+        with _reported(stack, request):
             yield make
 
 
 @pytest.fixture
-def ahg_race_check() -> Iterator[RaceCheck]:
+def ahg_race_check(request: pytest.FixtureRequest) -> Iterator[RaceCheck]:
     """The test runs under the race checker; any race report fails it at teardown."""
     with race_check(on_race="collect") as check:
         yield check
     if check.reports:
         count = len(check.reports)
         text = "\n".join(str(report) for report in check.reports)
-        pytest.fail(f"ahipgraph: {count} race(s) found:\n{text}", pytrace=False)
+        _fail(request, f"ahipgraph: {count} race(s) found:\n{text}")

@@ -78,6 +78,11 @@ from .leaks import fresh_devices, leak_report, snapshot
 __all__ = ["Builder", "StressReport", "StressViolation", "random_graph", "stress"]
 
 CELLS = 8
+MAX_TASKS = 10_000
+"""At most this many async workers: each holds a stream and a buffer, and a mistyped count (an
+extra digit or ten) otherwise spent minutes, or for ever, starting workers before the first op."""
+MAX_THREADS = 256
+"""At most this many thread workers (anyio runs 40 at once by default; the rest wait a turn)."""
 
 Builder = Callable[[random.Random, DevicePtr], Graph]
 """``builder(rng, buffer) -> Graph``: a graph whose work touches only ``buffer``
@@ -492,8 +497,9 @@ def stress(
 
     Raises:
         TypeError / ValueError: a count that is not an int (bools included), ``ops`` below 1,
-            ``duration`` not a positive finite number, negative ``tasks`` or ``threads``, or no
-            worker at all; checked before anything runs.
+            ``duration`` not a positive finite number, negative ``tasks`` or ``threads``, more
+            than :data:`MAX_TASKS` tasks or :data:`MAX_THREADS` threads, or no worker at all;
+            checked before anything runs.
     """
     seed, ops, tasks, threads = _check_limits(seed, ops, duration, tasks, threads)
     _check_callables(builders, faults, progress)
@@ -547,6 +553,10 @@ def _check_limits(
             raise ValueError(f"duration must be a positive finite number of seconds: {duration}")
     if tasks < 0 or threads < 0:
         raise ValueError(f"tasks and threads must not be negative, got {tasks} and {threads}")
+    if tasks > MAX_TASKS or threads > MAX_THREADS:
+        raise ValueError(
+            f"at most {MAX_TASKS} tasks and {MAX_THREADS} threads, got {tasks} and {threads}"
+        )
     if tasks + threads == 0:
         raise ValueError("stress needs at least one task or thread")
     return seed, ops, tasks, threads
