@@ -1,4 +1,4 @@
-"""Conformance audit of stream capture against issue 7 and HIP_SEMANTICS.md §2: the rules the
+"""Conformance of stream capture to HIP_SEMANTICS.md §2: the rules the
 other capture tests leave open, each with a leak check after its failure paths.
 
 * the null stream never joins a capture through an event (the legacy-stream rule);

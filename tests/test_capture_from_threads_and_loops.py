@@ -1,4 +1,4 @@
-"""Capture from OS threads and from a second event loop (issue 7, modes are task-aware).
+"""Capture from OS threads and from a second event loop (modes are task-aware).
 
 A capturing stream adds nodes, never packets, so capturing needs no event loop at all: an OS
 thread builds a whole fork/join capture with the ``*_nowait`` twins, and a second loop in
