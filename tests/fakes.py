@@ -1,4 +1,4 @@
-"""Fakes that make awkward timings on purpose (STYLE.md, habit 12).
+"""Fakes that make awkward timings on purpose.
 
 They live in :mod:`ahipgraph.testing`, where users get them too; the project's tests import
 them from here out of habit. See that package for what each one does.

@@ -1,4 +1,4 @@
-"""A hostile user's pass over awaiting failed work more than once.
+"""Awaiting failed work more than once.
 
 A failed launch's handle raises the same ``HipError`` object at every await, and its stream's
 next ``synchronize`` raises it again. Each raise added its frames to that object's traceback:

@@ -438,7 +438,7 @@ ENTRIES: dict[str, Entry] = {
         args="",
         shared_mem="",
     ),
-    # the stream and device surface of issue 12 (items 4-7)
+    # the stream and device surface
     "set_device": entry(lambda w: ahg.set_device, lambda w: {"device": 0}, device=""),
     "stream.memcpy_2d": entry(
         lambda w: w.stream.memcpy_2d,
@@ -784,7 +784,7 @@ ACCEPTED.update(
     }
 )
 
-# Bad input another part of issue 9 covers (device address-space bounds): known, not yet fixed.
+# Bad input another part of the suite covers (device address-space bounds).
 ELSEWHERE: dict[tuple[str, str, str], str] = {}
 
 # A string is a valid path: give path arguments another wrong type.

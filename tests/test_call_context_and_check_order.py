@@ -1,4 +1,4 @@
-"""A hostile user's pass over how public calls are made: from inside a running loop, from a
+"""How public calls are made: from inside a running loop, from a
 second loop on another thread, with hand-made pointers, and with two things wrong at once
 (HIP's order of checks decides which error the caller sees).
 """

@@ -3,8 +3,8 @@
 A captured chain of awaited launches is what capture does most (one stream, one dependency,
 the same launch shape over and over) and what its fast paths serve. These tests hold the
 awaited launch and the ``_nowait`` one to the same graph (types, edges, parameters, DOT) and
-the same errors, and attack the chain: other threads and loops, modes, cancellation, hostile
-arguments.
+the same errors, and put the chain under misuse: other threads and loops, modes, cancellation,
+adversarial arguments.
 """
 
 from __future__ import annotations
@@ -286,14 +286,14 @@ async def test_the_null_stream_still_refuses_while_a_blocking_stream_captures(
     no_capture_left()
 
 
-# -- hostile callers -------------------------------------------------------------------------------
+# -- adversarial callers ---------------------------------------------------------------------------
 
 
 class _Escape(BaseException):
-    """Not an Exception: what a hostile argument may raise."""
+    """Not an Exception: what an adversarial argument may raise."""
 
 
-class _HostileInt(int):
+class _EscapingInt(int):
     def __index__(self) -> int:
         raise _Escape("argument conversion")
 
@@ -315,7 +315,7 @@ async def test_bad_launches_on_the_chain_change_nothing_and_release_the_locks(
         (TypeError, (N, 1, 0, buf)),
         (ValueError, (N, 2**63, 0, buf, buf)),
         (TypeError, (N, True, 0, buf, buf)),
-        (BaseException, (N, _HostileInt(3), 0, buf, buf)),
+        (BaseException, (N, _EscapingInt(3), 0, buf, buf)),
     ]
     for error, args in bad:
         with pytest.raises(error):

@@ -1,4 +1,4 @@
-"""Hostile use of stream capture: cancellation at every await of a forked capture block,
+"""Misuse of stream capture: cancellation at every await of a forked capture block,
 BaseExceptions raised inside it, the capturing stream destroyed from an OS thread while a task
 is inside the block, and bad or destroyed arguments to every captured operation. After each
 failure path the capture registry, the graph and node registries, the alloc-node reservations

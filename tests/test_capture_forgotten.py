@@ -1,4 +1,4 @@
-"""A capturing stream dropped without ``destroy()`` (issue 7, STYLE habit 17).
+"""A capturing stream dropped without ``destroy()``.
 
 HIP leaks such a stream and keeps its capture in progress for good; a GLOBAL one then refuses
 every ``malloc`` of every thread. Here a forgotten capturing stream is freed as any forgotten
@@ -104,7 +104,7 @@ async def test_a_forgotten_origin_ends_its_capture_and_frees_everything(
     destroy(src)
 
 
-def test_the_reproduction_from_the_issue(device: ahg.Device) -> None:
+def test_a_forgotten_global_capture_refuses_malloc_until_released(device: ahg.Device) -> None:
     box = [device.create_stream()]
     box[0].begin_capture()
     with pytest.raises(ahg.StreamCaptureUnsupported):  # the capture is still there...
@@ -484,7 +484,7 @@ def test_forgotten_in_a_second_event_loop(device: ahg.Device) -> None:
     malloc_works(device)
 
 
-# -- hostile ---------------------------------------------------------------------------------------
+# -- misuse ----------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("error", [RuntimeError("boom"), KeyboardInterrupt("from a destructor")])

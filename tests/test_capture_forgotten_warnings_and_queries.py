@@ -1,4 +1,4 @@
-"""Forgotten capturing streams under hostile use: warnings as errors, isolation, queries."""
+"""Forgotten capturing streams under misuse: warnings as errors, isolation, queries."""
 
 from __future__ import annotations
 

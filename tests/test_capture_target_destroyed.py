@@ -351,7 +351,7 @@ async def test_a_capture_into_another_captures_graph_when_that_capture_fails(
 
 
 class _Raised(BaseException):
-    """What a hostile destructor raises: not an Exception."""
+    """What an adversarial destructor raises: not an Exception."""
 
 
 @pytest.mark.asyncio

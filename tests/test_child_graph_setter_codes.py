@@ -1,4 +1,4 @@
-"""A hostile pass over ``set_child_graph_node_params``' error codes.
+"""``set_child_graph_node_params``' error codes.
 
 HIP's ``hipGraphExecChildGraphNodeSetParams`` answers ``hipErrorUnknown`` when the new child's
 topology or node-type sequence differs from the embedded child's; with the same shape it runs

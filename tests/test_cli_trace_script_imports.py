@@ -1,4 +1,4 @@
-"""A hostile user's pass over ``ahipgraph trace``: a script that imports its neighbours.
+"""``ahipgraph trace`` of a script that imports its neighbours.
 
 ``python script.py`` puts the script's directory first on ``sys.path``, so a script imports
 the modules beside it. ``ahipgraph trace script.py`` ran it with ``runpy.run_path``, which does
@@ -28,9 +28,9 @@ def test_the_cli_trace_lets_the_script_import_the_modules_beside_it(
     monkeypatch.chdir(elsewhere)  # not the script's directory
     project = tmp_path / "project"
     project.mkdir()
-    (project / "hostile9_neighbour.py").write_text("VALUE = 7\n")
+    (project / "trace_neighbour.py").write_text("VALUE = 7\n")
     script = project / "script.py"
-    script.write_text("import hostile9_neighbour\nprint('neighbour', hostile9_neighbour.VALUE)\n")
+    script.write_text("import trace_neighbour\nprint('neighbour', trace_neighbour.VALUE)\n")
     path_before, argv_before = list(sys.path), list(sys.argv)
     status = main(["--plain", "trace", "-o", str(tmp_path / "t.json"), str(script), "x"])
     captured = capsys.readouterr()

@@ -1,4 +1,4 @@
-"""A hostile user's pass over ``ahg.collect_forgotten(timeout)``.
+"""The timeout of ``ahg.collect_forgotten(timeout)``.
 
 The timeout was only looked at when a forgotten handle was being freed, so the same bad
 argument passed silently on a quiet program and failed on a busy one: ``"x"`` a TypeError from

@@ -1,4 +1,4 @@
-"""A hostile user's pass over copy parameters: the copy kind and a copy onto itself.
+"""Copy parameters: the copy kind and a copy onto itself.
 
 ``kind`` is an enum argument, and the integer rule (``core.ints``) says a bool or a float is a
 bug, never a value: ``kind=True`` used to pass as ``HostToDevice`` (``CopyKind(True)``) and
@@ -36,7 +36,7 @@ def test_graph_copy_nodes_refuse_a_kind_that_is_not_an_int(ends: Any, kind: Any)
     src, dst = ends
     host = np.zeros(16, np.float32)
     graph = ahg.Graph()
-    symbol = ahg.device_symbol("hostile7_kind", dtype=np.float32, shape=(16,))
+    symbol = ahg.device_symbol("copy_kind_table", dtype=np.float32, shape=(16,))
     adds: list[Callable[[], object]] = [
         lambda: graph.add_memcpy_node(dst, src, 64, kind=kind),
         lambda: graph.add_memcpy_node(dst, host, kind=kind),
@@ -60,7 +60,7 @@ async def test_stream_copies_refuse_a_kind_that_is_not_an_int(
 ) -> None:
     src, dst = ends
     host = np.zeros(16, np.float32)
-    symbol = ahg.device_symbol("hostile7_kind", dtype=np.float32, shape=(16,))
+    symbol = ahg.device_symbol("copy_kind_table", dtype=np.float32, shape=(16,))
     stream = device.create_stream()
     before = stream.statistics().submitted
     with pytest.raises(ahg.InvalidMemcpyDirection, match="is not a memcpy kind"):

@@ -1,4 +1,4 @@
-"""A hostile user's pass over copies and fills of 0 bytes at the edge of memory.
+"""Copies and fills of 0 bytes at the edge of memory.
 
 ``hipMemcpy[Async]`` and ``hipMemset[Async]`` return success for a size of 0 before they look
 at the pointers (nothing needs writing). Ours checked the pointers first, so a copy or fill of

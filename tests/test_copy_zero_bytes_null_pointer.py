@@ -1,4 +1,4 @@
-"""A hostile user's last pass over recently added behaviours.
+"""Copies of 0 bytes at the null pointer.
 
 A stream copy of 0 bytes succeeds without looking at its pointers, as ``hipMemcpy[Async]``
 does, but a null pointer is still refused with InvalidValue (a fill of 0 bytes at the null

@@ -1,4 +1,4 @@
-"""The reshaped core attacked as a hostile user would: each test is an attack that once broke it.
+"""The core under misuse: each test is a misuse that once broke it.
 
 Cancellation at awaits, calls from other loops and threads, user code that raises anything,
 bad arguments and handles destroyed or forgotten while work is in flight. Each test proves with

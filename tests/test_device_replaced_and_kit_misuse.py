@@ -1,4 +1,4 @@
-"""A hostile user's pass over devices: a Device object kept after ``configure_devices``
+"""Misuse of devices: a Device object kept after ``configure_devices``
 replaced it, and the testing kit's fixtures and helpers used in ways their docs allow.
 """
 

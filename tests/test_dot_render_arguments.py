@@ -1,4 +1,4 @@
-"""A hostile user's pass over ``Graph.render``: its arguments are checked before Graphviz.
+"""``Graph.render``: its arguments are checked before Graphviz.
 
 ``render(None)`` answered ``NotSupported`` (no Graphviz) where ``debug_dot_print(None)`` says
 ``InvalidValue``: the project's check order puts missing arguments first, and the answer must

@@ -1,4 +1,4 @@
-"""The device engine's event-loop hand-over (issue 9, items 8, 8b and 8c).
+"""The device engine's event-loop hand-over.
 
 * A loop closed (plain ``loop.close()``) while tasks are parked on a launch's completion and on
   the signal-set pool: the abandoned work fails with IllegalState, everything it borrowed comes
@@ -36,7 +36,7 @@ def _baseline(device: ahg.Device) -> tuple[int, int, int, int]:
     return len(EXECS), len(GRAPHS), len(STREAMS), device.memory.bytes_in_use
 
 
-# -- item 8: a loop closed under parked tasks ------------------------------------------------
+# -- a loop closed under parked tasks --------------------------------------------------------
 
 
 @pytest.mark.parametrize("parked_on", ["completion", "pool", "both"])
@@ -98,7 +98,7 @@ def test_a_loop_closed_under_parked_tasks_hands_the_device_to_the_next_loop(
     assert _baseline(device) == before
 
 
-# -- item 8b: two loops on two threads share one device -------------------------------------
+# -- two loops on two threads share one device ----------------------------------------------
 
 _RAN: list[tuple[int, int]] = []  # (which thread submitted, which thread ran it)
 
@@ -226,12 +226,12 @@ class _Pause(observe.RuntimeObserver):
 
 
 def test_a_second_loop_cannot_take_the_device_between_a_launchs_check_and_its_submit() -> None:
-    """The interleaving that broke item 8b, forced: loop A's launch has checked that its loop
-    owns the (idle) device; loop B, on another thread, now tries to bind the device and submit
-    held work. B must wait for A's submission, and is then refused while A's launch is in
-    flight; A's launch must run on A's thread and take exactly what it accounts for. Without one
-    lock over check and submit, B binds the idle device, and A's launch is refused late, after
-    it counted a launch and used a signal set (or its work runs on B's thread)."""
+    """The interleaving that once let two loops share the device, forced: loop A's launch has
+    checked that its loop owns the (idle) device; loop B, on another thread, now tries to bind the
+    device and submit held work. B must wait for A's submission, and is then refused while A's
+    launch is in flight; A's launch must run on A's thread and take exactly what it accounts for.
+    Without one lock over check and submit, B binds the idle device, and A's launch is refused late,
+    after it counted a launch and used a signal set (or its work runs on B's thread)."""
     if observe.observer is not None:
         pytest.skip("another runtime observer (the race checker) is installed")
     device = ahg.get_device(0)
@@ -316,7 +316,7 @@ def test_a_second_loop_cannot_take_the_device_between_a_launchs_check_and_its_su
     assert _baseline(device) == before
 
 
-# -- item 8c: the null stream reads the device's streams while another thread destroys some --
+# -- the null stream reads the device's streams while another thread destroys some -----------
 
 
 def test_null_stream_ordering_while_another_thread_destroys_streams(fast_switching: None) -> None:

@@ -1,4 +1,4 @@
-"""A hostile user's pass over events: elapsed time between two devices.
+"""Events: elapsed time between two devices.
 
 Each simulated device keeps its own clock, so the time between an event of device 0 and one
 of device 1 means nothing; ``elapsed_time`` answered 0.0 (or any difference of two unrelated

@@ -1,4 +1,4 @@
-"""A hostile user's pass over ``record_event`` flags (``hipEventRecordWithFlags``).
+"""``record_event`` flags (``hipEventRecordWithFlags``).
 
 ``wait_event`` took HIP's flags (``hipEventWaitExternal`` adds an EventWait node to a
 capture), but ``record_event`` took none: ``hipEventRecordExternal`` could not be asked for,

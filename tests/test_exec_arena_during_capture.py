@@ -1,4 +1,4 @@
-"""A hostile user's pass over executables made and destroyed while another stream captures.
+"""Executables made and destroyed while another stream captures.
 
 An executable's argument arena came from the public ``device.malloc``/``device.free``, so the
 capture rule for the user's ``hipMalloc``/``hipFree`` applied to the runtime's own memory:

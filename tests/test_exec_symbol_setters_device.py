@@ -1,4 +1,4 @@
-"""A hostile pass over the executable's symbol-copy setters: the caller's endpoint moving device.
+"""The executable's symbol-copy setters: the caller's endpoint moving device.
 
 HIP's ``hipGraphExecMemcpyNodeSetParamsFromSymbol`` / ``...ToSymbol`` refuse a new ``dst``
 (from a symbol) or ``src`` (to a symbol) whose memory is on another device than the node's
@@ -14,7 +14,7 @@ import pytest
 
 import ahipgraph as ahg
 
-TABLE = ahg.device_symbol("test_hostile8.table", 64)
+TABLE = ahg.device_symbol("exec_symbol_setters.table", 64)
 
 
 @pytest.mark.asyncio

@@ -1,4 +1,4 @@
-"""A hostile pass over whole-graph update: a join whose edges were added in another order.
+"""Whole-graph update: a join whose edges were added in another order.
 
 ``exec.update`` compared each node's dependency positions as an ordered tuple, so a graph
 rebuilt with ``c`` depending on ``[b, a]`` instead of ``[a, b]`` — the same topology — was

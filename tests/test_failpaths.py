@@ -401,7 +401,7 @@ def test_upload_flag_validates_the_upload_stream_at_instantiate() -> None:
     destroy(graph, graph_exec, mine, theirs)
 
 
-# -- 9. bad input named in the issue ------------------------------------------------------------
+# -- 9. bad option names and argument types -----------------------------------------------------
 
 
 def test_misspelt_instantiate_option_is_a_type_error_naming_the_known_options() -> None:

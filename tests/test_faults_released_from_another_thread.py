@@ -1,4 +1,4 @@
-"""A hostile user's pass over ``hang_kernels``: the block ending on another thread.
+"""``hang_kernels``: the block ending on another thread.
 
 A hung kernel waits on a future of the loop that runs the device. ``cancel()`` (and the end
 of the ``hang_kernels`` block, which calls it) resolved that future directly, from whatever

@@ -414,7 +414,7 @@ def test_plans_made_on_two_threads_at_once_are_equal(device: ahg.Device) -> None
         device.free(x)
 
 
-# -- hostile use ---------------------------------------------------------------------------------
+# -- misuse --------------------------------------------------------------------------------------
 
 
 class Boom(Exception):

@@ -1,4 +1,4 @@
-"""Hostile uses of nested ``fresh_devices`` (``testing/leaks.py``) inside the plugin's fixture.
+"""Misuse of nested ``fresh_devices`` (``testing/leaks.py``) inside the plugin's fixture.
 
 Whatever happens in or around the inner block (an exception, a leak, work left in flight, a
 Ctrl-C while it opens), the outer block gets its own device objects back, and they still work.

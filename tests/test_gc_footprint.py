@@ -21,7 +21,7 @@ from ahipgraph.graph.node import NODES
 from ahipgraph.runtime import observe
 
 NODES_IN_CHAIN = 2_000
-# Per node today: the GraphNode and its KernelParams (a chain node holds its one dependency and
+# Per node: the GraphNode and its KernelParams (a chain node holds its one dependency and
 # its one dependent as themselves, no edge lists); instantiate adds the kernel op (the copy's
 # nodes are columns until something asks for their records). A fixed allowance covers
 # per-graph objects.

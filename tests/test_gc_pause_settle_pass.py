@@ -1,4 +1,4 @@
-"""Hostile programs against the collector pause of a burst (``core/gcpause.py``).
+"""Adversarial programs against the collector pause of a burst (``core/gcpause.py``).
 
 A burst ends with one settle pass (``gc.collect``) on the loop's next turn. Whatever lands in
 that pass (a Ctrl-C, a program that edits the collector from a finalizer) must still end the

@@ -1,4 +1,4 @@
-"""A hostile pass over ``deps=``: a value that is neither a node nor an iterable of nodes.
+"""``deps=``: a value that is neither a node nor an iterable of nodes.
 
 ``deps=None`` or ``deps=3`` reached ``for dep in deps`` and failed with Python's bare
 "'NoneType' object is not iterable". ``add_dependencies`` already treats None as a null node

@@ -1,4 +1,4 @@
-"""Hostile iterables for ``Graph.add_dependencies`` / ``remove_dependencies``.
+"""Adversarial iterables for ``Graph.add_dependencies`` / ``remove_dependencies``.
 
 Any iterable of nodes is read once; whatever goes wrong (the iterable raises, an entry is not
 a node, the sides differ in length) leaves the graph's edges as they were.

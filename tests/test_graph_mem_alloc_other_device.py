@@ -1,4 +1,4 @@
-"""A hostile pass over memory-alloc nodes for another device than the executable's.
+"""Memory-alloc nodes for another device than the executable's.
 
 ``add_mem_alloc_node(n, device=1)`` reserves addresses on device 1 (HIP's pool location),
 but the executable committed, freed, checked and unreserved them on its own device: a

@@ -1,4 +1,4 @@
-"""A hostile pass over memory-alloc nodes: a range reserved after the graph was instantiated.
+"""Memory-alloc nodes: a range reserved after the graph was instantiated.
 
 A graph gave its alloc nodes' address ranges back when destroyed only if it had never been
 instantiated: once an executable was made, every range was taken to be the executable's. An

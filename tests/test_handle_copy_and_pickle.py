@@ -1,4 +1,4 @@
-"""A hostile user's pass over Python's copy and pickle protocols.
+"""Handles and values under Python's copy and pickle protocols.
 
 Handles name one runtime object each: ``copy.copy`` made a second handle sharing the first
 one's registry slot and resources but not its state, so destroying either left the other

@@ -1,5 +1,5 @@
-"""A hostile user's pass over three leftovers: abandoned host functions, faults for devices
-that do not exist, and the race checker's bad modes.
+"""Abandoned host functions, faults for devices that do not exist, and the race checker's bad
+modes.
 
 * An async host function its event loop cancelled while shutting down failed as
   ``LaunchFailure("host function X raised RuntimeError('cancelled')")``: the message said the

@@ -1,4 +1,4 @@
-"""A hostile user's pass over a loop that closes with an async host function about to start.
+"""A loop that closes with an async host function about to start.
 
 An async host function's coroutine was made when its op ran, and awaited by a wrapper task
 that sets the running-host-function context. When the loop shut down before that task's

@@ -1,4 +1,4 @@
-"""A hostile user's pass over ``ahg.host_function``: declaring a declared function again.
+"""``ahg.host_function``: declaring a declared function again.
 
 ``HostFunction`` set its ``reads``/``writes`` and then called ``functools.update_wrapper``,
 which copies the wrapped object's ``__dict__``: wrapping a ``HostFunction`` (or any callable

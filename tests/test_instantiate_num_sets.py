@@ -1,7 +1,7 @@
 """`graph.instantiate(num_sets=n)`: the signal-set pool's own name for the sets prepopulated.
 
-The executable's issue describes the pool as "prepopulated at instantiate with `num_sets` sets";
-`num_sets` is accepted as another spelling of the `signal_sets` option, with the same checks.
+The pool is prepopulated at instantiate with `num_sets` sets: `num_sets` is accepted
+as another spelling of the `signal_sets` option, with the same checks.
 """
 
 from __future__ import annotations

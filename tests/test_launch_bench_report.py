@@ -1,8 +1,8 @@
-"""`bench/launch.py`'s report has the shape the executable's issue fixed.
+"""`bench/launch.py`'s report has a fixed shape.
 
 `{"loops": {"asyncio": R, "uvloop": R}}`, where R has `launch_host_us`, `graph_per_node_us`,
 `eager_per_node_us` and `floor_per_node_us` keyed by node count "10" ... "10000",
-`instantiate_us_per_node` keyed "1000" and "10000", the capture issue's `capture_us_per_op`
+`instantiate_us_per_node` keyed "1000" and "10000", the capture figures `capture_us_per_op`
 and `capture_instantiate_us_per_node` keyed the same, and `steady_state` with `launches`,
 `new_signal_sets`, `new_arena_chunks` and `bytes_delta`. Only shapes and the steady state's
 allocation counts are checked; timings stay in the bench.

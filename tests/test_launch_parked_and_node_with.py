@@ -1,4 +1,4 @@
-"""Attacks on the reshaped core that found bugs: a launch parked while its stream began
+"""Misuses of the core that once broke it: a launch parked while its stream began
 capturing, stream-ordered allocation from a second event loop, and ``with`` on a node whose
 destroy fails or that another thread destroys."""
 

@@ -1,4 +1,4 @@
-"""A hostile user's pass over ``ahipgraph.testing.leak_report``: a baseline of the wrong type.
+"""``ahipgraph.testing.leak_report``: a baseline of the wrong type.
 
 ``leak_report(baseline)`` takes what :func:`snapshot` returned. Anything else (the statistics
 of one device, a dict, a number) failed deep inside with an ``AttributeError`` about a missing

@@ -1,4 +1,4 @@
-"""A hostile user's pass over lifetimes: what a forgotten handle's warning tells the user to
+"""Lifetimes: what a forgotten handle's warning tells the user to
 do, user objects owned through a child graph's embedded copy, and user callbacks that re-enter
 the library or raise.
 """

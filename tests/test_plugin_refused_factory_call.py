@@ -1,4 +1,4 @@
-"""A hostile user's pass over the ``ahg_devices`` fixture: a refused second call.
+"""The ``ahg_devices`` fixture: a refused second call.
 
 The factory closes the devices of its previous call before it makes the new ones, so a call
 refused for its arguments (no devices, a count that is not an int, properties of the wrong

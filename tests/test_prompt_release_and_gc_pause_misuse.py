@@ -1,6 +1,6 @@
-"""Hostile use of prompt release, the collector's bulk-build pause and the capture fast path.
+"""Misuse of prompt release, the collector's bulk-build pause and the capture fast path.
 
-Each test does something a careless or hostile program does (bad launch arguments on a
+Each test does something a careless or adversarial program does (bad launch arguments on a
 capturing stream's remembered shape, freed executables' methods, destructors that raise,
 builds cancelled, switched off or spread over threads and loops) and checks that the
 registries, the device memory, the capture statistics and the collector's switch are exactly
@@ -807,7 +807,7 @@ async def test_cancelled_at_every_yield_of_a_build_launch_destroy_cycle(
 
 
 @pytest.mark.asyncio
-async def test_update_and_setters_with_hostile_arguments_leave_the_executable_usable(
+async def test_update_and_setters_with_bad_arguments_leave_the_executable_usable(
     device: ahg.Device,
 ) -> None:
     before = _counts(device)
@@ -822,7 +822,7 @@ async def test_update_and_setters_with_hostile_arguments_leave_the_executable_us
     dead.add_kernel_node(add_one, 1, 4, (x, 4))
     dead.destroy()
     nodes_before = NODES.statistics()
-    hostile: list[tuple[str, Any]] = [
+    bad_calls: list[tuple[str, Any]] = [
         ("update None", lambda: graph_exec.update(None)),
         ("update True", lambda: graph_exec.update(True)),
         ("update destroyed", lambda: graph_exec.update(dead)),
@@ -850,7 +850,7 @@ async def test_update_and_setters_with_hostile_arguments_leave_the_executable_us
         ("enabled other", lambda: graph_exec.set_node_enabled(other_node, False)),
         ("launch bool", lambda: graph_exec.launch_nowait(True)),
     ]
-    for what, call in hostile:
+    for what, call in bad_calls:
         with pytest.raises((ahg.HipError, TypeError, ValueError)):
             call()
         assert what

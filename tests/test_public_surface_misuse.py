@@ -1,4 +1,4 @@
-"""A hostile user's pass over the public surface: configuration records, kernel declaration,
+"""The public surface under misuse: configuration records, kernel declaration,
 handle reprs in every state and the command line.
 
 Each test names what an outside test writer would try and what must happen: a clear error

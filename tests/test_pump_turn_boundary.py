@@ -1,4 +1,4 @@
-"""Hostile programs against the pump's turn boundary (``device/engine.py``, ``hwqueue.py``).
+"""Adversarial programs against the pump's turn boundary (``device/engine.py``, ``hwqueue.py``).
 
 The pump runs at most ``PUMP_BUDGET`` packets per loop turn and leaves the rest to the next
 turn. These tests put what a program can do exactly at that boundary: a Ctrl-C from a host

@@ -1,4 +1,4 @@
-"""The race checker under hostile use: checks from two threads and two event loops, tasks
+"""The race checker under misuse: checks from two threads and two event loops, tasks
 whose checks interleave, blocks left by an exception or a cancellation, bad modes, and raise
 mode refusing a racing free (which must then change nothing)."""
 

@@ -1,4 +1,4 @@
-"""Hostile use of the race checker and the pointer annotations, each kept as a regression."""
+"""Misuse of the race checker and the pointer annotations, each kept as a regression test."""
 
 from __future__ import annotations
 

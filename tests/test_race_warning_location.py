@@ -1,4 +1,4 @@
-"""A hostile user's pass over ``race_check(on_race="warn")``: where the warning points.
+"""``race_check(on_race="warn")``: where the warning points.
 
 The warning was issued with a fixed ``stacklevel``, which fits one call depth only: a race
 found at an eager ``memset`` was reported at a line of ``runtime/stream.py``, so the printed

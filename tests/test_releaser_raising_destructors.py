@@ -1,4 +1,4 @@
-"""A hostile user's pass over destructors that raise on the releaser thread.
+"""Destructors that raise on the releaser thread.
 
 A forgotten graph's user objects are released on the releaser thread, and a destructor that
 raises is reported through ``sys.unraisablehook``, as Python reports an error in ``__del__``.

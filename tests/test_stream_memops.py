@@ -230,7 +230,7 @@ async def test_a_bad_captured_memop_fails_and_keeps_the_capture(device: ahg.Devi
     destroy(word, stream, graph)
 
 
-# -- hostile use -----------------------------------------------------------------------------------
+# -- misuse ----------------------------------------------------------------------------------------
 
 
 def test_a_wait_left_pending_when_its_loop_closes_fails_instead_of_hanging(

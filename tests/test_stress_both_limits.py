@@ -1,4 +1,4 @@
-"""A hostile user's pass over ``ahipgraph.testing.stress``: both limits at once.
+"""``ahipgraph.testing.stress``: both limits at once.
 
 ``stress(ops=N, duration=S)`` is documented as "stop after this many operations / seconds";
 with both given the run stopped its workers once the operation budget was spent but then

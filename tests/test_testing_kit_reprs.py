@@ -1,4 +1,4 @@
-"""A hostile user's pass over the reprs of the testing kit's objects.
+"""The reprs of the testing kit's objects.
 
 The fault injectors, the held signal sets and the fakes printed as
 ``<ahipgraph.testing.faults.KernelFault object at 0x...>``: a failing assertion about one of

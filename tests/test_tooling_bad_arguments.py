@@ -1,5 +1,4 @@
-"""The surfaces around the core attacked as a hostile user would: each test is an attack that
-once broke them.
+"""The surfaces around the core under misuse: each test is a misuse that once broke them.
 
 The command line with arguments that make no sense, ``ahg.run`` with a truthy non-bool, the
 stress harness and the launch benchmark with counts that used to mean something else, and

@@ -1,4 +1,4 @@
-"""A hostile user's pass over the tooling's exceptions: copied and pickled.
+"""The tooling's exceptions: copied and pickled.
 
 Python copies and pickles an exception by calling its class again with ``args``, which for
 these two is the finished message alone. ``StressViolation(message)`` then failed with a

@@ -1,4 +1,4 @@
-"""A hostile user's pass over ``ahg.tracing()``: the block left from inside device work.
+"""``ahg.tracing()``: the block left from inside device work.
 
 A packet being run reports each of its ops to the observers installed when it started, so
 when a host function left the ``tracing()`` block, the rest of that packet (the nodes after

@@ -1,4 +1,4 @@
-"""Hostile programs against ``UserObject.destroy()`` and ``with`` combined with owners.
+"""Adversarial programs against ``UserObject.destroy()`` and ``with`` combined with owners.
 
 ``destroy`` releases the program's own references; graphs, clones and executables that own
 references keep the object alive, and the last of them to let go runs the destructor once.

@@ -90,7 +90,7 @@ async def test_waiter_cancelled_after_hand_off_gives_the_value_back() -> None:
 
 @pytest.mark.asyncio
 async def test_cancel_after_hand_off_race_passes_the_item_to_the_next_waiter() -> None:
-    # A pool built the way STYLE.md asks: release hands over, abandon re-releases.
+    # A pool whose release hands over and whose abandon re-releases.
     queue = WaitQueue()
     free: list[str] = []
 

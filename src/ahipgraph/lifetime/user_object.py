@@ -1,9 +1,9 @@
 """User objects: a destructor that runs when the last graph, exec or user lets go.
 
 A :class:`UserObject` (``hipUserObjectCreate``) couples a destructor and its data to a reference
-count shared by the user and by *owners* — graphs today, executables and their launches
-tomorrow. An owner's references are counted per owner, so destroying a graph releases exactly
-what that graph holds, and the object knows which owners still hold it.
+count shared by the user and by *owners*: graphs, executables and their launches. An owner's
+references are counted per owner, so destroying a graph releases exactly what that graph holds,
+and the object knows which owners still hold it.
 
 Design:
   * One code path for owners. ``adopt(owner, count)`` adds references on an owner's behalf (or,
