@@ -220,19 +220,18 @@ class Program:
         Whoever ran the body calls this: the program itself, or an op running ops of its own
         (a conditional node's body), so an async body fails its launch the same way wherever
         it sits. A body's own failure, any ``BaseException`` but an interrupt, is ``op``'s
-        error and the program goes on; a body cancelled from outside (its loop shutting down)
-        or interrupted (KeyboardInterrupt, SystemExit, which asyncio re-raised already)
-        abandons the program.
+        error and the program goes on (a task user code cancelled too); a body cancelled by its
+        loop shutting down, or interrupted (KeyboardInterrupt, SystemExit, which asyncio
+        re-raised already), abandons the program.
         """
         failure: BaseException | None = None
         if future.cancelled():
-            if future.cancelling() if isinstance(future, asyncio.Task) else True:
-                # Cancelled from outside (its loop is shutting down): give up the rest.
-                failure = abandoned_by_loop(op)
+            assert self.queue is not None
+            if _cut_short_by_loop(future, self.queue.engine.loop):
+                failure = abandoned_by_loop(op)  # give up the rest
                 self.abandon(failure)
-                assert self.queue is not None
                 self.queue.engine.abandoned += 1
-            else:  # the body raised CancelledError itself: that op failed
+            else:  # the body raised CancelledError, or user code cancelled its task: it failed
                 failure = asyncio.CancelledError()
                 self._record(op.fault(failure))
         elif (failure := future.exception()) is not None:
@@ -262,6 +261,22 @@ class Program:
 
     def __repr__(self) -> str:
         return f"<Program ops={len(self.ops)} pc={self.pc} t={self.time}ns error={self.error!r}>"
+
+
+def _cut_short_by_loop(future: asyncio.Future[Any], loop: asyncio.AbstractEventLoop | None) -> bool:
+    """Whether an async body's cancelled task was cancelled by its event loop shutting down.
+
+    ``asyncio.run`` (and a test runner's teardown) cancels every task left once the program's
+    own is done, so then every task of the loop is done or being cancelled. A task cancelled
+    while another goes on was cancelled by user code (its ``cancel()``), and one that raised
+    CancelledError itself was not cancelled at all (``cancelling()`` is 0): either way the body
+    failed, and the rest of its program runs. Only the loop's cancellation abandons it.
+    """
+    if isinstance(future, asyncio.Task) and not future.cancelling():
+        return False
+    if loop is None:  # the device has no owner loop any more: it went
+        return True
+    return all(task.done() or task.cancelling() for task in asyncio.all_tasks(loop))
 
 
 def abandoned_by_loop(op: Op) -> HipError:
