@@ -1,6 +1,7 @@
 """A conditional node touches what its bodies' nodes touch, at the node's place: whether a
 body runs is decided on the device, so the dynamic checker (a launch's footprint) and the
-static check (the node against its unordered siblings) both count every body's nodes.
+static check (the node against its unordered siblings) both count every body's nodes, on a
+plain graph (``graph.check_races()``) as at instantiate, however deep the body.
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 import ahipgraph as ahg
+from cleanup import destroy
 
 
 @ahg.kernel
@@ -49,3 +51,105 @@ def test_the_static_check_sees_a_conditional_body_against_its_siblings() -> None
         graph.instantiate(check_races=True)
     graph.destroy()
     device.free(a)
+
+
+def _body_in_if(graph: ahg.Graph) -> tuple[ahg.GraphNode, ahg.Graph]:
+    """A top-level IF node and its body."""
+    handle = graph.conditional_handle(default=1)
+    node, (body,) = graph.add_conditional_node(handle, ahg.ConditionalKind.If)
+    return node, body
+
+
+def _plain_body(graph: ahg.Graph, a: ahg.DevicePtr) -> ahg.GraphNode:
+    node, body = _body_in_if(graph)
+    body.add_kernel_node(bump, 1, 1, (a,))
+    return node
+
+
+def _body_in_a_body(graph: ahg.Graph, a: ahg.DevicePtr) -> ahg.GraphNode:
+    node, body = _body_in_if(graph)
+    handle = body.conditional_handle(default=1)
+    _, (inner,) = body.add_conditional_node(handle, ahg.ConditionalKind.While)
+    inner.add_kernel_node(bump, 1, 1, (a,))
+    return node
+
+
+def _child_graph_in_a_body(graph: ahg.Graph, a: ahg.DevicePtr) -> ahg.GraphNode:
+    node, body = _body_in_if(graph)
+    child = ahg.Graph()
+    child.add_kernel_node(bump, 1, 1, (a,))
+    body.add_child_graph_node(child)
+    child.destroy()
+    return node
+
+
+def _body_in_a_child_graph(graph: ahg.Graph, a: ahg.DevicePtr) -> ahg.GraphNode:
+    child = ahg.Graph()
+    _plain_body(child, a)
+    node = graph.add_child_graph_node(child)
+    child.destroy()
+    return node
+
+
+BODIES = {
+    "a body": _plain_body,
+    "a body inside a body": _body_in_a_body,
+    "a child graph inside a body": _child_graph_in_a_body,
+    "a body inside a child graph": _body_in_a_child_graph,
+}
+
+
+def _fill_then_body(
+    device: ahg.Device, where: str, ordered: bool
+) -> tuple[ahg.Graph, ahg.DevicePtr]:
+    """A fill of an allocation, and ``where`` a conditional body writes it: after the fill
+    (an edge to the node holding the body) or unordered."""
+    a = device.malloc(256)
+    graph = ahg.Graph()
+    fill = graph.add_memset_node(a, 0, 256)
+    holder = BODIES[where](graph, a)
+    if ordered:
+        graph.add_dependencies(fill, holder)
+    return graph, a
+
+
+@pytest.mark.parametrize("where", BODIES)
+def test_a_plain_graph_check_reports_a_conditional_body_as_instantiate_does(
+    device: ahg.Device, where: str
+) -> None:
+    graph, a = _fill_then_body(device, where, ordered=False)
+    reports = graph.check_races()
+    with pytest.raises(ahg.RaceError) as refused:
+        graph.instantiate(check_races=True)
+    assert [str(r) for r in reports] == [str(r) for r in refused.value.reports]
+    (report,) = reports
+    assert report.kind == "write-after-write"
+    assert report.second.precision == "conservative"  # the body's kernel, not the node itself
+    destroy(graph, a)
+
+
+@pytest.mark.parametrize("where", BODIES)
+def test_a_plain_graph_check_sees_a_conditional_body_ordered_by_an_edge(
+    device: ahg.Device, where: str
+) -> None:
+    graph, a = _fill_then_body(device, where, ordered=True)
+    assert graph.check_races() == []
+    destroy(graph.instantiate(check_races=True), graph, a)
+
+
+def test_a_plain_graph_check_sees_a_body_that_instantiate_would_refuse(
+    device: ahg.Device,
+) -> None:
+    """A body holding a host node cannot be instantiated, but the check needs no device
+    work: it still counts what the host function declares at the conditional node."""
+    a = device.malloc(256)
+    graph = ahg.Graph()
+    graph.add_memset_node(a, 0, 256)
+    _, body = _body_in_if(graph)
+    body.add_host_node(ahg.host_function(lambda: None, writes=[a]))
+    (report,) = graph.check_races()
+    assert report.kind == "write-after-write"
+    assert report.second.op.endswith("(Conditional)")
+    with pytest.raises(ahg.NotSupported):
+        graph.instantiate()
+    destroy(graph, a)

@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from ..lifetime.user_object import UserObject
     from ..runtime.device import Device
 
-__all__ = ["ConditionalOp", "Conditionals", "prepare", "prepare_plain"]
+__all__ = ["ConditionalOp", "Conditionals", "copy_bodies", "prepare", "prepare_plain"]
 
 _UINT32 = np.dtype(np.uint32)
 _BODY_TYPES = frozenset(
@@ -370,6 +370,28 @@ def prepare(graph: ExecGraph) -> Conditionals | None:
     if not found.handles and not found.owned:
         return None
     return found
+
+
+def copy_bodies(graph: ExecGraph) -> dict[int, list[ExecGraph]]:
+    """Every conditional node's bodies copied, by id(exec node), however deep (inside child
+    graphs and inside other bodies): what ``graph.check_races()`` counts at each conditional
+    node's place, as :func:`prepare` gives instantiate's check.
+
+    Unlike :func:`prepare`, no node kind is refused and no handle is collected: the check needs
+    no device work, so a graph that cannot be instantiated can still be checked.
+    """
+    bodies: dict[int, list[ExecGraph]] = {}
+    pending = [graph]
+    while pending:
+        copy = pending.pop()
+        if copy.flat and not copy.has_type(NodeType.Conditional):  # no record is made
+            continue
+        for node in copy.walk():
+            if node.type is NodeType.Conditional:
+                params: ConditionalNodeParams = node.params
+                copies = bodies[id(node)] = [snapshot(body)[0] for body in params.bodies]
+                pending.extend(copies)
+    return bodies
 
 
 def prepare_plain(

@@ -1343,8 +1343,15 @@ def check_exec_graph(
 
 
 def check_graph(graph: Graph) -> list[RaceReport]:
-    """``graph.check_races()``: every race the declared edges allow, no device work needed."""
+    """``graph.check_races()``: every race the declared edges allow, no device work needed.
+
+    Conditional nodes' bodies (however deep) are copied with the graph, under its lock, as
+    instantiate copies them, so a conditional node touches what its bodies touch here too.
+    """
+    from .conditional import copy_bodies
     from .snapshot import snapshot
 
-    exec_graph, originals = snapshot(graph)
-    return check_exec_graph(exec_graph, originals, graph)[1]
+    with graph.lock:
+        exec_graph, originals = snapshot(graph)
+        bodies = copy_bodies(exec_graph)
+    return check_exec_graph(exec_graph, originals, graph, bodies)[1]

@@ -910,7 +910,9 @@ class Graph(DestroyOnExit):
 
         Returns a list of :class:`ahipgraph.RaceReport`, empty when every pair of nodes that
         touch the same bytes (one writing) is ordered by a path of edges. Child graphs are
-        checked inline. See :mod:`ahipgraph.exec.races`.
+        checked inline; a conditional node touches what its bodies (however nested) touch,
+        at its own place, as ``instantiate(check_races=True)`` counts them, since whether a
+        body runs is decided on the device. See :mod:`ahipgraph.exec.races`.
 
         Raises:
             InvalidValue: the graph was destroyed or has a cycle.
