@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 import ahipgraph as ahg
-from cleanup import destroy
+from cleanup import destroy, run_once
 
 
 @ahg.kernel
@@ -153,3 +153,51 @@ def test_a_plain_graph_check_sees_a_body_that_instantiate_would_refuse(
     with pytest.raises(ahg.NotSupported):
         graph.instantiate()
     destroy(graph, a)
+
+
+@pytest.mark.asyncio
+async def test_an_update_racing_a_conditional_body_is_refused_and_changes_nothing(
+    device: ahg.Device,
+) -> None:
+    """``check_races=True`` promises an executable with no unordered conflicting pair: an
+    update aiming an unordered sibling at the memory a body writes is checked against the
+    body, refused with the report instantiate would give, and the executable runs as before."""
+    a, b = device.malloc(256), device.malloc(256)
+    graph = ahg.Graph()
+    fill = graph.add_memset_node(a, 1, 256)  # no edge to the conditional node
+    _, body = _body_in_if(graph)
+    body.add_kernel_node(bump, 1, 1, (b,))
+    exe = graph.instantiate(check_races=True)
+    fill.set_memset_params(b, 1, 256)  # now the fill writes what the body writes
+    with pytest.raises(ahg.RaceError) as refused:
+        exe.update(graph)
+    (report,) = refused.value.reports
+    assert str(report) == str(graph.check_races()[0])
+    assert report.second.op.endswith("(Conditional)")
+    await device.memset(b, 0, 256)
+    await run_once(exe, device)
+    assert int(device.view(a, "uint8", 1, readonly=True)[0]) == 1  # the fill kept its target
+    assert int(device.view(b, "int32", 1, readonly=True)[0]) == 1  # the body bumped a zero
+    destroy(exe, graph, a, b)
+
+
+def test_an_update_changing_a_conditional_body_is_refused_so_the_check_stands(
+    device: ahg.Device,
+) -> None:
+    """An executable keeps the bodies it was made with: an update that changes a body (here
+    into a race with an unordered sibling) is refused whether or not it would race, so what
+    ``check_races=True`` proved at instantiate still holds."""
+    a, b = device.malloc(256), device.malloc(256)
+    graph = ahg.Graph()
+    graph.add_memset_node(a, 1, 256)
+    _, body = _body_in_if(graph)
+    kernel_node = body.add_kernel_node(bump, 1, 1, (b,))
+    exe = graph.instantiate(check_races=True)
+    kernel_node.set_kernel_params(bump, 1, 1, (a,))  # the body now writes what the fill writes
+    assert len(graph.check_races()) == 1
+    with pytest.raises(ahg.GraphExecUpdateFailure) as refused:
+        exe.update(graph)
+    assert refused.value.result.kind is ahg.UpdateResultKind.ParametersChanged
+    with pytest.raises(ahg.InvalidValue):  # nor can a setter reach a body's node
+        exe.set_kernel_node_params(kernel_node, bump, 1, 1, (a,))
+    destroy(exe, graph, a, b)

@@ -533,7 +533,12 @@ class GraphExec(DestroyOnExit):
         Raises:
             InvalidValue: the executable or ``graph`` was destroyed, or ``graph`` has a cycle.
             GraphExecUpdateFailure: with ``.result`` naming the kind (TopologyChanged,
-                NodeTypeChanged, ParametersChanged, UnsupportedFunctionChange) and the node.
+                NodeTypeChanged, ParametersChanged, UnsupportedFunctionChange) and the node;
+                a changed conditional node's bodies are ParametersChanged (an executable
+                keeps the bodies it was made with).
+            RaceError: made with ``check_races=True``, and a changed node would race with
+                a node it is not ordered with (a conditional node counting what its bodies
+                touch); nothing is changed.
         """
         return setters.update(self._updater, graph)
 

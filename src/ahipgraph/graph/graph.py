@@ -891,13 +891,18 @@ class Graph(DestroyOnExit):
                 ``arena_headroom`` (bytes for later argument updates, 128 KiB),
                 ``strict_flush`` (fail dispatches that would read unflushed arguments),
                 ``upload_stream`` (with ``UPLOAD``: the stream to upload on; default the null
-                stream).
+                stream), ``check_races`` (refuse a graph holding an unordered conflicting
+                pair, as :meth:`check_races` finds them; the executable's setters and
+                ``update`` then recheck the nodes they change against the rest, conditional
+                bodies included, and refuse a race, so it never holds one. An update cannot
+                change a conditional node's bodies at all, so their check stands).
 
         Raises:
             InvalidValue: the graph was destroyed, has a cycle, or bad flags.
             NotSupported: a graph with memory nodes instantiated a second time, or
                 ``DEVICE_LAUNCH`` (not simulated).
             InvalidConfiguration: a kernel node exceeds ``device``'s limits.
+            RaceError: ``check_races`` found unordered conflicting nodes.
             InvalidDevice: ``device`` was replaced by ``configure_devices``.
             TypeError / ValueError: an unknown option, or an option of the wrong type.
         """
