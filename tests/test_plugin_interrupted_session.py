@@ -3,7 +3,8 @@
 An interrupted test skips its own teardown: pytest tears its fixtures down while the session
 finishes. A leak report raised there is no longer a test's failure but an exception out of
 pytest's own ``pytest_sessionfinish``: the run crashed with a traceback and status 1 instead
-of ending as interrupted. The fixtures now replace the devices and let the interrupt stand.
+of ending as interrupted. The fixtures now replace the devices and let the interrupt stand,
+and show the report on the terminal as a note, so what the test left behind is still seen.
 """
 
 from __future__ import annotations
@@ -18,17 +19,25 @@ import ahipgraph
 pytest_plugins = ["pytester"]
 
 
-def run_interrupted(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.RunResult:
+def run_interrupted(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, *args: str
+) -> pytest.RunResult:
     """Run the user suite in a process of its own (an interrupt is the whole run's), on this
     checkout's ahipgraph, and check that it ended without a crash of pytest's own."""
     monkeypatch.setenv("PYTHONPATH", str(Path(ahipgraph.__file__).parents[1]))
     pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", *args)
     output = result.stdout.str() + result.stderr.str()
     assert "INTERNALERROR" not in output
     assert "Traceback" not in output
-    assert "still alive, in flight or allocated" not in output
     return result
+
+
+def note_shown(result: pytest.RunResult, *lines: str) -> None:
+    """The report of the interrupted test is on the terminal, under the plugin's title."""
+    result.stdout.fnmatch_lines(
+        ["*ahipgraph: left behind by the interrupted test test_user_suite.py::test_*", *lines]
+    )
 
 
 SUITE = textwrap.dedent(
@@ -71,6 +80,12 @@ def test_an_interrupted_test_ends_the_run_as_interrupted_not_as_a_crash(
     result = run_interrupted(pytester, monkeypatch)
     assert result.ret == status
     result.assert_outcomes()  # nothing passed, failed or errored: the run stopped
+    note_shown(
+        result,
+        "ahipgraph: still alive, in flight or allocated at teardown:",
+        "device 0: 1 packet still in flight when the event loop shut down (abandoned)",
+        "device 0: 1 allocation still allocated, 8 bytes in use",
+    )
 
 
 @pytest.mark.leaks_allowed("the interrupted user test leaves memory on purpose")
@@ -134,3 +149,25 @@ def test_a_race_report_does_not_crash_an_interrupted_run(
     )
     result = run_interrupted(pytester, monkeypatch)
     assert result.ret == pytest.ExitCode.INTERRUPTED
+    note_shown(result, "ahipgraph: 1 race(s) found:")
+
+
+@pytest.mark.leaks_allowed("the interrupted user test leaves memory on purpose")
+def test_the_note_goes_to_stderr_without_the_terminal_reporter(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makepyfile(
+        test_user_suite="""
+        def test_interrupted(ahg_device):
+            ahg_device.malloc(8)
+            raise KeyboardInterrupt
+        """
+    )
+    result = run_interrupted(pytester, monkeypatch, "-p", "no:terminal")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stderr.fnmatch_lines(
+        [
+            "ahipgraph: left behind by the interrupted test test_user_suite.py::test_interrupted",
+            "device 0: 1 allocation still allocated, 8 bytes in use",
+        ]
+    )

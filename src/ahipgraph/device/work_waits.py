@@ -15,6 +15,10 @@ cannot see through (a stream memory wait, another device's work, another body's 
 counts as no dependency, so a refused wait is always a real cycle, and a cycle through what
 it cannot see still hangs as it would on a GPU.
 
+A wait for the first of several signals (a graph launch waiting for whichever launch returns
+a signal set first: ``Launcher.acquire``) is refused with :func:`each_waits_for_head`: only
+when every one of them needs the head.
+
 It runs only when device work parks on an unreached signal, never on an enqueue or a replay.
 """
 
@@ -30,7 +34,7 @@ if TYPE_CHECKING:
     from .program import Program
     from .signal import Signal
 
-__all__ = ["waits_for_head"]
+__all__ = ["each_waits_for_head", "waits_for_head"]
 
 
 def waits_for_head(queue: HardwareQueue, signals: Iterable[Signal]) -> bool:
@@ -58,6 +62,13 @@ def waits_for_head(queue: HardwareQueue, signals: Iterable[Signal]) -> bool:
             for ahead in packets[owner][done : index + 1]:
                 todo.extend(_waits_of(ahead))
     return False
+
+
+def each_waits_for_head(queue: HardwareQueue, signals: Iterable[Signal]) -> bool:
+    """True when reaching each of ``signals`` needs the packet at the head of ``queue``: a
+    wait for whichever is reached first would never end. False for no signals."""
+    signals = list(signals)
+    return bool(signals) and all(waits_for_head(queue, (signal,)) for signal in signals)
 
 
 def _produces(program: Program, signal: Signal) -> bool:

@@ -280,6 +280,9 @@ class GraphExec(DestroyOnExit):
                 event-record/event-wait node names an event destroyed since (HIP would use
                 the freed event; set a live one with ``set_event_*_node_event``).
             ContextIsDestroyed: the stream was destroyed.
+            IllegalState: the caller is device work (an async kernel or host node body) that
+                must park for a set while every set is held by a launch completing only after
+                it (its own launch, and the later ones): it would wait for itself.
         """
         launcher = self._launcher
         target = launcher.target(stream)

@@ -5,7 +5,8 @@ A :class:`~ahipgraph.GraphExec` owns one :class:`Launcher`; its ``launch`` and
 
 * the **signal-set pool** and the one acquire policy (``signal_set_policy``): ``"wait"`` (the
   default) parks a launch until a completion returns a set, so a host launching in a tight loop
-  yields once per pool's worth of launches; ``"grow"`` adds a set (HIP's counted miss);
+  yields once per pool's worth of launches, and device work that only its own end could give
+  a set back to is refused instead of parking; ``"grow"`` adds a set (HIP's counted miss);
 * the **internal streams** that run strands 1.. of a launch, and the *home* stream of cross-device
   launches (:mod:`.cross_device`);
 * the **launch counts** (enqueued, completed) and the previous launch's completion signal,
@@ -29,10 +30,12 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
-from ..core.errors import HipError, InvalidValue, NotReady
+from ..core.errors import HipError, IllegalState, InvalidValue, NotReady
 from ..core.lifecycle import destroyed
+from ..device.engine import device_work_queue
 from ..device.program import Program
 from ..device.signal import Signal
+from ..device.work_waits import each_waits_for_head
 from ..runtime import observe
 from ..runtime.completion import Completion
 from ..runtime.stream import Stream, StreamState, launch_stream
@@ -42,6 +45,7 @@ from .flags import InstantiateFlags
 from .signal_pool import REACHED, SignalSet, SignalSetPool
 
 if TYPE_CHECKING:
+    from ..device.hwqueue import HardwareQueue
     from ..runtime.device import Device
     from .compile import Compiled, EventBinding
     from .graph_exec import GraphExec, _ExecRecord
@@ -163,8 +167,53 @@ class Launcher:
         return self.pool.acquire_nowait()
 
     async def acquire(self) -> SignalSet:
-        """A signal set, parking until a completion releases one (the ``"wait"`` policy)."""
+        """A signal set, parking until a completion releases one (the ``"wait"`` policy).
+
+        Raises:
+            IllegalState: the caller is device work that every set's return waits for (see
+                :meth:`_refuse_waiting_for_itself`); nothing is taken.
+        """
+        work = device_work_queue()
+        if work is not None:  # only device work can wait for itself; a host task never does
+            self._refuse_waiting_for_itself(work)
         return await self.pool.acquire()
+
+    def _refuse_waiting_for_itself(self, work: HardwareQueue) -> None:
+        """Refuse device work's wait for a set that can only come back after the work ends.
+
+        A set comes back when the launch holding it completes. An async body of a node is
+        device work of its launch, which completes only after the body ends, and every later
+        launch of the executable waits for the launch before it: a body launching its own
+        executable with every set in use would wait for good, as it would for any work queued
+        behind it (``device/work_waits.py``). So the wait is refused when each set is held by
+        a launch whose completion needs the packet running ``work`` (a launch's strand-0
+        program carries its set's signals and completes it). A set whose holder is not on the
+        device (handed to a parked launch not yet resumed, or given back by a refused one)
+        may still come back: the wait then parks, as it would have. Run only when device work
+        must park for a set, never on a launch that gets one at once.
+        """
+        engine = self.device.engine
+        if work.engine is not engine:  # another device's work: its waits are not seen here
+            return
+        borrowed = self.pool.all_borrowed()
+        if not borrowed:
+            return
+        heads = {
+            id(program.signals): program.completion
+            for queue in engine.queues
+            for program in queue.packets()
+            if program.completion is not None and program.signals
+        }
+        completions = [heads.get(id(signal_set.signals)) for signal_set in borrowed]
+        if None in completions:
+            return
+        if each_waits_for_head(work, [done for done in completions if done is not None]):
+            raise IllegalState(
+                f"device {self.device.ordinal}: device work (an async kernel body or host "
+                f"function) waited for a signal set of {self.owner!r}, and every set is held "
+                "by a launch that completes only after that work ends (signal_set_policy="
+                '"grow" adds a set instead)'
+            )
 
     def submit(self, target: Stream, signal_set: SignalSet) -> Completion:
         """Enqueue on ``target``, of this executable's device or another's."""

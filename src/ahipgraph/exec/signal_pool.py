@@ -162,6 +162,13 @@ class SignalSetPool:
         signal_set.borrows -= 1  # still the caller's set: counted by it alone
         self.release(signal_set)
 
+    def all_borrowed(self) -> list[SignalSet]:
+        """Every set, when each is borrowed (none free, none left to make, the pool open);
+        else an empty list. For a waiter asking whether any set can come back at all."""
+        if self._free or self._unmade or self.closed:
+            return []
+        return list(self._made)  # a copy: a launch on another thread's loop may make a set
+
     @property
     def waiting(self) -> int:
         """How many acquires are parked for a set."""

@@ -18,13 +18,14 @@ backend), because the fixtures are synchronous and touch no event loop.
 A run that is interrupted (Ctrl-C or ``pytest.exit`` inside a test) skips the test's own
 teardown; pytest tears its fixtures down while the session finishes, where a failure is no
 longer a test's but pytest's own crash. The devices are replaced then as always, and the leak
-report is dropped: the interrupted test's left-overs are the interrupt's, and the run ends as
-interrupted.
+(or race) report is shown on the terminal as a note, failing nothing: the interrupted test's
+left-overs are the interrupt's, and the run ends as interrupted, with its own exit status.
 """
 
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Callable, Iterator, Sequence
 
 import pytest
@@ -54,7 +55,7 @@ def _reported(stack: contextlib.ExitStack, request: pytest.FixtureRequest) -> It
 
 
 def _fail(request: pytest.FixtureRequest, text: str) -> None:
-    """Fail the test at teardown with ``text``, unless the run was interrupted.
+    """Fail the test at teardown with ``text``; after an interrupt, show it instead.
 
     A function fixture torn down once the session has an exit status is torn down by the
     session's finish after an interrupt (a finished test's teardown runs before the status is
@@ -62,6 +63,20 @@ def _fail(request: pytest.FixtureRequest, text: str) -> None:
     """
     if request.session.exitstatus == pytest.ExitCode.OK:
         pytest.fail(text, pytrace=False)
+    _note(request, text)
+
+
+def _note(request: pytest.FixtureRequest, text: str) -> None:
+    """Show ``text`` on the terminal without failing anything: the report of a test whose
+    run was interrupted, so what it left behind is still seen and the run's status stands."""
+    title = f"ahipgraph: left behind by the interrupted test {request.node.nodeid}"
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is None:  # ``-p no:terminal``: stderr, which nothing captures by now
+        print(f"{title}\n{text}", file=sys.stderr)
+        return
+    reporter.ensure_newline()
+    reporter.write_sep("-", title, yellow=True)
+    reporter.write_line(text)
 
 
 @pytest.fixture
