@@ -1057,7 +1057,16 @@ class ExecRaces:
         return index_of
 
     def races(self) -> list[RaceReport]:
-        """Every race of the whole graph."""
+        """Every race of the whole graph: between its own (flattened) nodes, then inside each
+        conditional node's bodies (see :meth:`_body_races`)."""
+        reports = self._own_races()
+        if self._bodies is not None:
+            reports += self._body_races()
+        return reports
+
+    def _own_races(self) -> list[RaceReport]:
+        """The races between this graph's flattened nodes (a conditional node counted as one,
+        at its place, touching what its bodies touch)."""
         members = self._members
         if members is None:  # changed by a setter since: from the buckets
             members = self._members = {}
@@ -1071,6 +1080,45 @@ class ExecRaces:
         return [
             _static_report(self.flat[i], ai, self.flat[j], aj, self.flat) for i, ai, j, aj in pairs
         ]
+
+    def _body_races(self) -> list[RaceReport]:
+        """The races inside each body of an enabled conditional node, however deep.
+
+        A body is a graph: within one run of it (one IF or SWITCH choice, one WHILE
+        iteration) only its own edges order its nodes, so two of its nodes that no path of
+        its edges links may run at once. Counting the body at its node's place (see
+        :meth:`_add_bodies`) never compares them with each other: each body is checked as a
+        graph of its own here, its child graphs inlined and a nested conditional node counted
+        at its place, and then that nested node's bodies in turn. Iterations of a WHILE body
+        run one after another (the op runs the body to its end before it reads the handle
+        again), so a node of one iteration is ordered after every node of the one before, and
+        only pairs within one iteration can race. Bodies are visited breadth first, in the
+        order of their graphs' nodes, so reports come out in the same order every time.
+        Setters cannot reach a body's node and an update that changes a body is refused, so
+        what is found here holds for the executable's life (:meth:`check_changes` need not
+        look inside bodies).
+        """
+        bodies = self._bodies
+        assert bodies is not None
+        out: list[RaceReport] = []
+        pending = [self._nodes_graph]
+        while pending:
+            later: list[ExecGraph] = []
+            for graph in pending:
+                for node in graph.walk():
+                    if node.type is not NodeType.Conditional or not node.enabled:
+                        continue
+                    owners: tuple[Graph, ...] = node.params.bodies
+                    for number, body in enumerate(bodies.get(id(node), ())):
+                        owner: Graph | None = owners[number] if number < len(owners) else None
+                        originals = None if owner is None else owner.nodes()
+                        if originals is not None and len(originals) != len(body.nodes):
+                            originals, owner = None, None  # changed since the copy: no handles
+                        inner = ExecRaces(body, originals, owner, check=True, bodies=bodies)
+                        out += inner._own_races()
+                        later.append(body)
+            pending = later
+        return out
 
     def check_changes(self, changes: list[tuple[ExecNode, Any]]) -> None:
         """Before a setter or update commits: RaceError if a changed node would race.
