@@ -7,7 +7,9 @@ and disabled nodes, which keep their edges); the planner's strands and signals a
 implementation detail. :func:`check_exec_graph` finds every unordered conflicting pair over
 the flattened graph, with no device work at all: only nodes sharing an allocation are compared,
 a bucket whose nodes form a chain of edges (or only read) is cleared at once, and the rest is
-searched with ancestor bitsets (:func:`unordered_pairs`).
+searched with ancestor bitsets (:func:`unordered_pairs`). A conditional node counts at its
+place as touching what its bodies touch, and each body is also checked as a graph of its own
+(:meth:`ExecRaces._body_races`), since a body's nodes are ordered only by the body's edges.
 
 Footprints (:func:`footprint`): copies and fills touch exact byte ranges; a free (or a graph
 memory node) touches its whole allocation as a write; a kernel pointer argument touches from
