@@ -39,6 +39,7 @@ import asyncio
 import itertools
 import sys
 import threading
+import weakref
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar, copy_context
 from typing import TYPE_CHECKING, Any
@@ -396,13 +397,22 @@ class Engine:
         ``queue``'s head packet (see :meth:`wait_idle` and :meth:`_wait_signal`)."""
         cell: list[HardwareQueue | None] = [queue]
         _DEVICE_WORK.set(cell)
-        if not asyncio.iscoroutine(awaitable):
-            # A future or an object with __await__ is awaited by a coroutine of ours: one that
-            # cannot be a task here (a future of another loop) then fails its op, instead of
-            # raising out of the queue's run and leaving the queue parked for good.
-            awaitable = _awaiting(awaitable)
-        future = asyncio.ensure_future(awaitable, loop=self.loop)
-        future.add_done_callback(lambda _: cell.__setitem__(0, None))
+        # Awaited by a coroutine of ours: a future or an object with __await__ that cannot be
+        # a task here (a future of another loop) then fails its op, instead of raising out of
+        # the queue's run and leaving the queue parked for good; and a cancelled body is judged
+        # as its cancellation reaches it (see _awaiting).
+        started: list[bool] = []
+        future = asyncio.ensure_future(_awaiting(awaitable, started), loop=self.loop)
+
+        def done(task: asyncio.Future[Any]) -> None:
+            cell[0] = None
+            if not started:  # cancelled before its first step: the body never ran
+                if asyncio.iscoroutine(awaitable):
+                    awaitable.close()  # made, never awaited: it must not warn of it
+                if all(t.done() or t.cancelling() for t in asyncio.all_tasks(task.get_loop())):
+                    CUT_SHORT_BY_LOOP.add(task)
+
+        future.add_done_callback(done)
         return future
 
     def report_exception(self, context: dict[str, Any]) -> bool:
@@ -423,5 +433,27 @@ class Engine:
         )
 
 
-async def _awaiting(awaitable: Awaitable[Any]) -> Any:
-    return await awaitable
+CUT_SHORT_BY_LOOP: weakref.WeakSet[asyncio.Future[Any]] = weakref.WeakSet()
+"""The tasks of async bodies that their event loop cancelled as it shut down."""
+
+
+async def _awaiting(awaitable: Awaitable[Any], started: list[bool]) -> Any:
+    """Await a body; note its task in :data:`CUT_SHORT_BY_LOOP` if its loop cut it short.
+
+    A loop shutting down (``asyncio.run``, a test runner's teardown) cancels every task it has
+    left in one sweep, before any of them runs again: when the cancellation reaches the body,
+    every task of the loop is already being cancelled. It is judged then, not when the task's
+    done callbacks run: by then user code may have cancelled another task (a task group whose
+    child failed cancels its parent), and a body user code cancelled would pass for one the
+    loop cut short.
+    """
+    started.append(True)
+    try:
+        return await awaitable
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            others = asyncio.all_tasks(task.get_loop())
+            if all(other.done() or other.cancelling() for other in others):
+                CUT_SHORT_BY_LOOP.add(task)
+        raise

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.errors import HipError, LaunchFailure
 from . import hooks
+from .engine import CUT_SHORT_BY_LOOP
 from .ops import Op
 from .signal import Signal
 
@@ -267,15 +268,19 @@ def _cut_short_by_loop(future: asyncio.Future[Any], loop: asyncio.AbstractEventL
     """Whether an async body's cancelled task was cancelled by its event loop shutting down.
 
     ``asyncio.run`` (and a test runner's teardown) cancels every task left once the program's
-    own is done, so then every task of the loop is done or being cancelled. A task cancelled
-    while another goes on was cancelled by user code (its ``cancel()``), and one that raised
-    CancelledError itself was not cancelled at all (``cancelling()`` is 0): either way the body
-    failed, and the rest of its program runs. Only the loop's cancellation abandons it.
+    own is done, all in one sweep: so every task of the loop was being cancelled when the
+    cancellation reached the body (the engine notes that moment, see ``engine._awaiting``), and
+    still is, or is done, now. User code cancelling a body's task while others happen to be
+    cancelled too (a timeout, a task group whose child failed) rarely meets both. A task user
+    code cancelled, and one that raised CancelledError itself (``cancelling()`` is 0), failed:
+    the rest of its program runs. Only the loop's cancellation abandons it.
     """
     if isinstance(future, asyncio.Task) and not future.cancelling():
         return False
     if loop is None:  # the device has no owner loop any more: it went
         return True
+    if future not in CUT_SHORT_BY_LOOP:
+        return False
     return all(task.done() or task.cancelling() for task in asyncio.all_tasks(loop))
 
 
