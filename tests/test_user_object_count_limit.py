@@ -37,3 +37,20 @@ def test_a_graph_retain_past_int_max_is_refused_and_the_graph_owns_nothing_new()
     assert obj.statistics().owned == INT_MAX
     graph.destroy()  # gives back what the graph holds: the two references, then the destructor
     assert ran == ["data"]
+
+
+def test_a_graph_retain_past_int_max_of_its_own_share_is_refused_after_a_move() -> None:
+    """A move hands the graph INT_MAX references of a count of 1 (HIP does not check a moved
+    count): a retain of new references then fits the object's total, but not the graph's
+    share, which would pass INT_MAX."""
+    ran: list[object] = []
+    obj = ahg.UserObject(ran.append, "data")
+    graph = ahg.Graph()
+    graph.retain_user_object(obj, INT_MAX, move=True)
+    before = obj.statistics()
+    assert (before.refcount, before.owned) == (1, INT_MAX)
+    with pytest.raises(ahg.InvalidValue, match="more than"):
+        graph.retain_user_object(obj, 1)
+    assert obj.statistics() == before
+    graph.destroy()
+    assert ran == ["data"]

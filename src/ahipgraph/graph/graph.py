@@ -814,7 +814,7 @@ class Graph(DestroyOnExit):
 
         Raises:
             InvalidValue: destroyed graph, ``obj`` is None, ``count`` outside 1..INT_MAX, or the
-                object's count (or this graph's share, with ``move``) would pass INT_MAX.
+                object's count (with new references) or this graph's share would pass INT_MAX.
         """
         # HIP's flags value: False/True, or 0 / hipGraphUserObjectMove (1)
         flag = flag_or_none(move)

@@ -266,8 +266,8 @@ class UserObject(RefCounted, DestroyOnExit):
                 return False
             key = owner_key(owner)
             owned = self._owned.get(key, 0) + count
-            if bounded:
-                _check_total(owned if move else self._refcount + count, "references")
+            if bounded:  # the owner's share, and (new references) the object's total
+                _check_total(max(owned, self._refcount + (0 if move else count)), "references")
             if not move:
                 self._refcount += count
             # With move, HIP never checks the count against the references the caller holds;
