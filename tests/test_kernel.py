@@ -341,7 +341,17 @@ def test_zero_or_oversized_dimensions_are_invalid_configuration(grid: Any, block
 
 
 @pytest.mark.parametrize(
-    ("grid", "block"), [((1, 2, 3, 4), 1), (1.0, 1), (1, "64"), (True, 1), (1, (2, False))]
+    ("grid", "block"),
+    [
+        ((1, 2, 3, 4), 1),
+        (1.0, 1),
+        (1, "64"),
+        (True, 1),
+        (1, (2, False)),
+        (b"x", 1),  # bytes hold ints, but are no dimensions
+        (1, bytearray(b"\x40")),
+        (memoryview(b"\x01\x02"), 1),
+    ],
 )
 def test_malformed_dimensions_are_type_errors(grid: Any, block: Any) -> None:
     with pytest.raises(TypeError):

@@ -47,13 +47,15 @@ class Dim3(NamedTuple):
 
 
 DimLike = int | Sequence[int]
+_BYTES = (bytes, bytearray, memoryview)
 
 
 def _dim3(value: DimLike, what: str) -> Dim3:
     number = int_or_none(value)
     if number is not None:
         return Dim3(number)
-    if isinstance(value, Sequence) and 1 <= len(value) <= 3:
+    # bytes hold ints too, but a grid of b"x" is a mistake, not 120 blocks
+    if isinstance(value, Sequence) and not isinstance(value, _BYTES) and 1 <= len(value) <= 3:
         parts = [int_or_none(part) for part in value]
         if None not in parts:
             return Dim3(*parts)  # type: ignore[arg-type]
