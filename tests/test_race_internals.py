@@ -13,7 +13,7 @@ import ahipgraph as ahg
 from ahipgraph.device import hooks
 from ahipgraph.exec.races import ALLOCATIONS
 from ahipgraph.testing import HeldKernel, fresh_devices
-from ahipgraph.tools.race import _Table
+from ahipgraph.tools.race_clocks import HandleTable
 from cleanup import destroy
 
 
@@ -57,7 +57,7 @@ class Handle:
 
 
 def test_the_handle_table_never_answers_for_a_dead_key() -> None:
-    table = _Table()
+    table = HandleTable()
     keys = [Handle() for _ in range(100)]
     for i in range(100):
         table[keys[i]] = i
@@ -74,7 +74,7 @@ def test_the_handle_table_never_answers_for_a_dead_key() -> None:
     for key in fresh:
         assert table.get(key) is None
         table[key] = key
-    assert len(table._entries) <= 200 + 64  # dead entries were swept on the way
+    assert len(table.entries) <= 200 + 64  # dead entries were swept on the way
     assert all(table.get(key) is key for key in fresh)
 
 

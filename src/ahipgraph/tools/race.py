@@ -37,7 +37,7 @@ Not modelled: accesses through a view array kept and used later (take a new view
 synchronising), undeclared host functions' accesses, and host arrays that are a copy's
 destination.
 
-Check, then commit: every call is planned as a :class:`_Txn` first; in raise mode a racing
+Check, then commit: every call is planned as a :class:`Transaction` first; in raise mode a racing
 call raises RaceError before anything is enqueued, launched, freed or viewed, and the
 checker's clocks are unchanged.
 
@@ -49,7 +49,7 @@ What an eager op costs (the check's budget: eager programs at most 3x slower):
 * the user's source line is kept as (code, instruction offset) and the "why" of a join as a
   tuple of parts, made text only for a report (:mod:`ahipgraph.tools.race_sites`);
 * a one-range footprint on the stream's device is kept per (kernel pointer fields, pointer)
-  or (kind, address, size) until the device's memory frees anything (:func:`_located`);
+  or (kind, address, size) until the device's memory frees anything (:func:`located_footprint`);
 * pending completions the host already knows are forgotten when it synchronises
   (:meth:`_Checker.forget_known`), so their clocks do not pile up between awaits.
 """
@@ -60,8 +60,6 @@ import os
 import sys
 import threading
 import warnings
-import weakref
-from array import array
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, suppress
 from contextvars import ContextVar
@@ -90,9 +88,27 @@ from ..exec.races import (
     user_site,
 )
 from ..runtime import observe
-from ..runtime.params import HostParams, KernelParams, MemcpyParams, MemsetParams
-from ..runtime.stream_memory import FreeOp
-from .race_sites import Site, Why, capture, site_text, text
+from ..runtime.params import KernelParams, MemcpyParams
+from .race_clocks import (
+    MAX_PENDING,
+    AccessRecord,
+    CheckerState,
+    EventClock,
+    Lane,
+    OpRecord,
+    QuickPlan,
+    Transaction,
+)
+from .race_footprints import (
+    WORK_LABELS,
+    allocation_at,
+    host_source,
+    located_footprint,
+    race_site,
+    stream_name,
+    work_label,
+)
+from .race_sites import Why, capture, site_text, text
 
 if TYPE_CHECKING:
     from ..device.memory import DeviceMemory
@@ -114,229 +130,6 @@ _ENV_OFF = ("0", "off", "false", "no")
 class RaceModeTypeError(TypeError, ValueError):
     """``on_race`` is not a str at all: a TypeError, and a ValueError as well because that is
     what a bad mode raised before (``numpy.exceptions.AxisError`` is both in the same way)."""
-
-
-_MAX_PENDING = 4096
-
-
-class _Lane:
-    """A vector clock with, per entry, how that knowledge arrived (for the "why").
-
-    A committed lane's ``vc`` and ``via`` are never changed in place (a transaction changes
-    copies and commit swaps them in; a host synchronisation joins into fresh dicts), so a
-    snapshot of one (an awaited completion's clock) may share them, and ``seen`` (the host
-    clock a stream lane last joined) tells by identity whether the host learnt anything since.
-    """
-
-    __slots__ = ("lane", "name", "ops", "seen", "vc", "via")
-
-    def __init__(self, lane: int, name: str, ops: array[int] | None = None) -> None:
-        self.lane = lane
-        self.name = name
-        self.vc: dict[int, int] = {}
-        self.via: dict[int, Why] = {}
-        self.seen: dict[int, int] | None = None
-        # global op number of each tick of this lane (8 bytes each)
-        self.ops: array[int] = array("q") if ops is None else ops
-
-    def join(self, vc: dict[int, int], via: dict[int, Why], how: Why | None) -> None:
-        mine, reasons = self.vc, self.via
-        for lane, count in vc.items():
-            if count > mine.get(lane, 0):
-                mine[lane] = count
-                reasons[lane] = how if how is not None else via.get(lane, "")
-
-    def join_fresh(self, vc: dict[int, int], via: dict[int, Why], how: Why | None) -> None:
-        """:meth:`join` into new dicts (the host lane: its old clock may be shared)."""
-        self.vc, self.via = dict(self.vc), dict(self.via)
-        self.join(vc, via, how)
-
-
-@dataclass(slots=True)
-class _Op:
-    number: int
-    label: str
-    lane: _Lane
-    tick: int
-    site: Site | None  # the user's line, made text only for a report
-    graph: ExecRaces | None = None  # a launch: which nodes touched a range, for reports
-    batch: int = 0  # ops of one launch share it (its node groups): never checked together
-
-
-# An access in shadow memory, and the op that made it: a plain (Access, _Op) pair (one per
-# range of every op; building a tuple is one interpreter step, a named one a call).
-_Rec = tuple[Access, _Op]
-
-
-@dataclass(slots=True)
-class _EventClock:
-    vc: dict[int, int]
-    via: dict[int, Why]
-    where: Why  # "event #2 recorded on stream #3 at x.py:10"
-
-
-# what _Checker._quick_plan planned: the lane and its new clock, reasons and host clock
-# seen, the op, and the shadow lists to install: (memory, allocation base, list, its table)
-_Quick = tuple[
-    "_Lane",
-    dict[int, int],
-    dict[int, Why],
-    "dict[int, int] | None",
-    _Op,
-    list[tuple["DeviceMemory", int, list[_Rec], Any]],
-]
-
-
-class _Table:
-    """Values by handle (stream, event, executable), without keeping the handle alive.
-
-    What ``weakref.WeakKeyDictionary`` does, at the cost of one dict lookup and one
-    dereference per ``get`` (the checker looks a stream's lane up on every op): entries are
-    keyed by ``id`` and hold a plain weak reference that must still be the key (an id is
-    reused once its object is gone). Dead entries are dropped when the table has doubled
-    since the last sweep, never from a weak-reference callback, so iteration is safe.
-    """
-
-    __slots__ = ("_entries", "_sweep_at")
-
-    def __init__(self) -> None:
-        self._entries: dict[int, tuple[weakref.ref[Any], Any]] = {}
-        self._sweep_at = 64
-
-    def get(self, key: Any) -> Any:
-        entry = self._entries.get(id(key))
-        if entry is not None and entry[0]() is key:
-            return entry[1]
-        return None
-
-    def __setitem__(self, key: Any, value: Any) -> None:
-        entries = self._entries
-        entry = entries.get(id(key))
-        ref = entry[0] if entry is not None and entry[0]() is key else weakref.ref(key)
-        entries[id(key)] = (ref, value)
-        if len(entries) >= self._sweep_at:
-            for k, (r, _) in list(entries.items()):
-                if r() is None:
-                    del entries[k]
-            self._sweep_at = max(64, 2 * len(entries))
-
-    def items(self) -> list[tuple[Any, Any]]:
-        """The live (key, value) pairs, as a list."""
-        out = []
-        for ref, value in list(self._entries.values()):
-            key = ref()
-            if key is not None:
-                out.append((key, value))
-        return out
-
-    def __len__(self) -> int:
-        return sum(1 for ref, _ in list(self._entries.values()) if ref() is not None)
-
-    def __repr__(self) -> str:
-        return f"<_Table entries={len(self._entries)}>"
-
-
-class _State:
-    """Clocks and shadow memory, shared by nested checks; dropped with the last one."""
-
-    def __init__(self) -> None:
-        self.host = _Lane(0, "host")
-        self.lanes = _Table()  # Stream -> _Lane
-        self.events = _Table()  # Event -> _EventClock
-        # per awaitable signal: (it, the clock and reasons the host learns by awaiting it,
-        # the op's number, the op's lane); entries the host already knows are dropped when
-        # it synchronises (see _Checker.forget_known), so they do not pile up between awaits
-        self.done: dict[int, tuple[Signal, dict[int, int], dict[int, Why], int, int]] = {}
-        self.done_kept = 0  # len(done) after the last forget_known
-        # per device memory (a reconfigured device reuses addresses), per allocation base
-        self.shadow = _Table()  # DeviceMemory -> {allocation base: [_Rec]}
-        # host-source copies in flight, per copy op: (op, bytes at enqueue, the API op, the
-        # completion of the launch or enqueue), oldest first (a graph's copy op runs per launch)
-        self.copies: dict[int, list[tuple[CopyOp, bytes, _Op, Signal]]] = {}
-        # per executable: (version, summary, its host-source copy ops)
-        self.host_copies = _Table()  # GraphExec -> (version, summary, host-source copy ops)
-        # per executable: its last launch's clock, and the lanes of its node groups
-        self.launches = _Table()  # GraphExec -> _EventClock
-        self.group_lanes = _Table()  # GraphExec -> list[_Lane]
-        self.next_lane = 1
-        self.ops = 0
-        self.seen: set[tuple[int, int]] = set()
-        self.stamp = 0  # bumped by every change: a plan made before a change is made again
-        # per device ordinal: (its memory, weakly; that memory's free count; single-range
-        # eager footprints by what decides them -> (what the key's ids name, range, base);
-        # that memory's shadow table)
-        self.located: dict[int, tuple[weakref.ref[Any], int, dict[Any, Any], Any]] = {}
-
-
-class _Txn:
-    """What one API call would change, worked out before anything is committed.
-
-    Lanes are copied on first touch, new lanes are not registered yet, shadow lists are
-    rebuilt aside and op numbers are provisional. :meth:`_Checker.commit` installs it all and
-    cannot fail; dropping a transaction leaves the checker exactly as it was. That is how
-    ``on_race="raise"`` refuses a racing call before anything is enqueued.
-    """
-
-    __slots__ = (
-        "copies",
-        "created",
-        "events",
-        "groups",
-        "keys",
-        "launch",
-        "next_lane",
-        "number",
-        "ops",
-        "reports",
-        "scratch",
-        "st",
-        "stamp",
-        "tables",
-    )
-
-    def __init__(self, st: _State) -> None:
-        self.st = st
-        self.stamp = st.stamp
-        self.number = st.ops
-        self.next_lane = st.next_lane
-        self.scratch: dict[int, tuple[_Lane, _Lane]] = {}  # id(working copy) -> (real, copy)
-        self.copies: dict[int, _Lane] = {}  # id(real) -> working copy
-        self.created: list[tuple[Stream, _Lane]] = []
-        self.groups: tuple[Any, list[_Lane]] | None = None
-        self.ops: list[_Op] = []
-        # (id(memory), base) -> (memory, base, new records, the memory's shadow table if any)
-        self.tables: dict[
-            tuple[int, int], tuple[DeviceMemory, int, list[_Rec], dict[int, list[_Rec]] | None]
-        ] = {}
-        self.keys: set[tuple[int, int]] = set()
-        self.reports: list[RaceReport] = []
-        self.events: list[tuple[Event, _EventClock]] = []
-        self.launch: tuple[Any, _EventClock] | None = None
-
-    def work(self, real: _Lane) -> _Lane:
-        """The copy of ``real`` this transaction changes (its op list stays shared)."""
-        copy = self.copies.get(id(real))  # real lanes outlive the transaction: ids are stable
-        if copy is not None:
-            return copy
-        copy = _Lane.__new__(_Lane)
-        copy.lane, copy.name, copy.ops, copy.seen = real.lane, real.name, real.ops, real.seen
-        copy.vc, copy.via = real.vc.copy(), real.via.copy()
-        self.scratch[id(copy)] = (real, copy)
-        self.copies[id(real)] = copy
-        return copy
-
-    def peek(self, real: _Lane) -> _Lane:
-        """``real`` as this transaction sees it, without copying it."""
-        return self.copies.get(id(real), real)
-
-    def new_lane(self, name: str) -> _Lane:
-        lane = _Lane(self.next_lane, name)
-        self.next_lane += 1
-        return lane
-
-    def current(self) -> bool:
-        """True while nothing changed the checker since this transaction was planned."""
-        return self.st is _CHECKER.state and self.stamp == self.st.stamp
 
 
 @dataclass(frozen=True, slots=True)
@@ -407,7 +200,7 @@ class RaceCheck:
 class _Checker(observe.RuntimeObserver, hooks.Observer):
     """The single runtime observer; nested checks share its clocks.
 
-    Each API call is planned as a :class:`_Txn` under the lock, refused in raise mode when
+    Each API call is planned as a :class:`Transaction` under the lock, refused in raise mode when
     it races, then committed after the runtime enqueued it (planned again if another thread
     changed the clocks meanwhile: the lock is never held across the runtime's own work).
     """
@@ -415,7 +208,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
     def __init__(self) -> None:
         self.lock = threading.RLock()
         self.stack: list[RaceCheck] = []
-        self.state = _State()
+        self.state = CheckerState()
         self.device_hooked = False
 
     # -- activation ----------------------------------------------------------------------
@@ -423,7 +216,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
     def push(self, check: RaceCheck) -> None:
         with self.lock:
             if not self.stack:
-                self.state = _State()
+                self.state = CheckerState()
                 SITES.allocations.clear()  # a reconfigured device hands out old addresses again
                 observe.install(self)
             self.stack.append(check)
@@ -439,7 +232,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                 if self.device_hooked:
                     hooks.uninstall(self)
                     self.device_hooked = False
-                self.state = _State()
+                self.state = CheckerState()
 
     def statistics(self) -> dict[str, int]:
         with self.lock:
@@ -457,7 +250,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
 
     # -- lanes ---------------------------------------------------------------------------
 
-    def lane_of(self, txn: _Txn, stream: Stream) -> _Lane:
+    def lane_of(self, txn: Transaction, stream: Stream) -> Lane:
         """``stream``'s lane as ``txn`` changes it (new and unregistered for a new stream)."""
         real = self.state.lanes.get(stream)
         if real is not None:
@@ -472,7 +265,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
         txn.created.append((stream, lane))
         return lane
 
-    def _seen_lane(self, txn: _Txn, stream: Stream) -> _Lane | None:
+    def _seen_lane(self, txn: Transaction, stream: Stream) -> Lane | None:
         real = self.state.lanes.get(stream)
         if real is not None:
             return txn.peek(real)
@@ -481,10 +274,10 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                 return lane
         return None
 
-    def prepare(self, txn: _Txn, stream: Stream) -> _Lane:
+    def prepare(self, txn: Transaction, stream: Stream) -> Lane:
         """``stream``'s lane, joined with host order and the legacy default-stream rules."""
         st = self.state
-        entry = st.lanes._entries.get(id(stream))  # st.lanes.get(stream), inlined: every op
+        entry = st.lanes.entries.get(id(stream))  # st.lanes.get(stream), inlined: every op
         if entry is not None and entry[0]() is stream:
             lane = txn.work(entry[1])
         else:
@@ -508,7 +301,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                     lane.join(n.vc, n.via, f"{lane.name} (blocking) waits for the null stream")
         return lane
 
-    def advance(self, txn: _Txn, lane: _Lane, label: str, batch: int = 0) -> _Op:
+    def advance(self, txn: Transaction, lane: Lane, label: str, batch: int = 0) -> OpRecord:
         """The next op of ``lane``: its epoch, a provisional number."""
         txn.number += 1
         count = lane.vc.get(lane.lane, 0) + 1
@@ -517,11 +310,11 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             lane.via[lane.lane] = f"program order of {lane.name}"
         # capture(2): the frame above advance's caller; every caller is a checker method
         # that the runtime calls, so the user's frame is never nearer (two frames skipped)
-        op = _Op(txn.number, label, lane, count, capture(2), batch=batch)
+        op = OpRecord(txn.number, label, lane, count, capture(2), batch=batch)
         txn.ops.append(op)
         return op
 
-    def commit(self, txn: _Txn) -> None:
+    def commit(self, txn: Transaction) -> None:
         """Install a planned transaction (plain assignments: it cannot fail half-way)."""
         st = self.state
         for real, copy in txn.scratch.values():
@@ -553,7 +346,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
         st.next_lane = txn.next_lane
         st.stamp += 1
 
-    def refuse(self, txn: _Txn) -> None:
+    def refuse(self, txn: Transaction) -> None:
         """In raise mode, RaceError for a planned call that races (nothing was committed)."""
         check = self.target() if txn.reports else None
         if check is not None and check.on_race == "raise":
@@ -563,7 +356,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
     # -- shadow memory -------------------------------------------------------------------
 
     def access(
-        self, txn: _Txn, op: _Op, accesses: list[Access], device: Device | None = None
+        self, txn: Transaction, op: OpRecord, accesses: list[Access], device: Device | None = None
     ) -> None:
         """Check ``accesses`` of ``op`` against shadow memory (``device``: the op's stream's,
         whose memory is then known current: no device-table lookup)."""
@@ -572,7 +365,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
         batch = op.batch
         lookup, lookup_in = ALLOCATIONS.lookup, ALLOCATIONS.lookup_in
         here, memory_here = (device.ordinal, device.memory) if device is not None else (-1, None)
-        shadow_entries = st.shadow._entries
+        shadow_entries = st.shadow.entries
         for access in accesses:
             if access.device == here:
                 found = lookup_in(here, memory_here, access.start)
@@ -583,14 +376,14 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             memory, base = found[0], found[1]
             key = (id(memory), base)
             held = txn.tables.get(key)
-            recs: Sequence[_Rec]
+            recs: Sequence[AccessRecord]
             if held is not None:
                 recs, table = held[2], held[3]
             else:
                 entry = shadow_entries.get(id(memory))  # st.shadow.get(memory), inlined
                 table = entry[1] if entry is not None and entry[0]() is memory else None
                 recs = table.get(base, ()) if table is not None else ()
-            keep: list[_Rec] = []
+            keep: list[AccessRecord] = []
             for rec in recs:
                 old, first = rec
                 ordered = vc.get(first.lane.lane, 0) >= first.tick
@@ -609,7 +402,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             keep.append((access, op))
             txn.tables[key] = (memory, base, keep, table)
 
-    def report(self, txn: _Txn, rec: _Rec, access: Access, op: _Op) -> None:
+    def report(self, txn: Transaction, rec: AccessRecord, access: Access, op: OpRecord) -> None:
         old, first = rec
         key = (first.number, op.number)
         if key in self.state.seen or key in txn.keys:
@@ -633,15 +426,15 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
         txn.reports.append(
             RaceReport(
                 kind_of(old.write, access.write),
-                _site(first, old, lo, hi),
-                _site(second, access, lo, hi),
+                race_site(first, old, lo, hi),
+                race_site(second, access, lo, hi),
                 describe_allocation(access.device, lo if lo < hi else access.start),
                 why,
                 fix,
             )
         )
 
-    def why(self, first: _Op, second: _Op) -> str:
+    def why(self, first: OpRecord, second: OpRecord) -> str:
         knows = second.lane.vc.get(first.lane.lane, 0)
         a, b = first.lane.name, second.lane.name
         if knows == 0:
@@ -710,7 +503,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                     st.ops = number
                     st.stamp += 1
                     done = st.done  # _remember_done, inlined below its bound
-                    if len(done) < _MAX_PENDING:
+                    if len(done) < MAX_PENDING:
                         signal = completion._signal
                         done[id(signal)] = (signal, vc, via, number, lane.lane)
                     else:
@@ -734,18 +527,18 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             self.emit_all(txn.reports)
         return completion
 
-    def _quick_plan(self, st: _State, stream: Stream, work: Any) -> _Quick | None:
-        """The common eager op planned without a :class:`_Txn`: a non-blocking stream the
+    def _quick_plan(self, st: CheckerState, stream: Stream, work: Any) -> QuickPlan | None:
+        """The common eager op planned without a :class:`Transaction`: a non-blocking stream the
         checker knows, and no access that races. What :meth:`_plan_enqueue` then
         :meth:`commit` would do, in one pass and without copying what it does not change;
         nothing is changed here. None: plan it the general way (a report, a new stream, the
         legacy default-stream rules)."""
         if not stream.non_blocking:
             return None
-        entry = st.lanes._entries.get(id(stream))  # st.lanes.get(stream), inlined
+        entry = st.lanes.entries.get(id(stream))  # st.lanes.get(stream), inlined
         if entry is None or entry[0]() is not stream:
             return None
-        lane: _Lane = entry[1]
+        lane: Lane = entry[1]
         vc = lane.vc.copy()  # the committed clock is shared by snapshots: a new one
         via = lane.via  # shared until an entry changes
         seen = lane.seen
@@ -766,19 +559,19 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             return None  # a lane's first op: the general way names its program order
         number = st.ops + 1
         kind = type(work)
-        label = _LABELS.get(
+        label = WORK_LABELS.get(
             work.kernel if kind is KernelParams else work.kind if kind is MemcpyParams else kind
         )
         if label is None:
-            label = _work_label(work)
+            label = work_label(work)
         # capture(5): the user's frame is never nearer. Skipped: this method, enqueue, the
         # stream's _observed (which alone calls enqueue), the private body calling it and
         # that body's caller (its public wrapper, see runtime.enqueue, or other runtime code)
-        op = _Op(number, label, lane, tick, capture(5))
-        shadow_entries = st.shadow._entries
-        tables: list[tuple[DeviceMemory, int, list[_Rec], Any]] = []
-        for access, memory, base, table in _located(work, stream.device, st):
-            recs: Sequence[_Rec] = ()
+        op = OpRecord(number, label, lane, tick, capture(5))
+        shadow_entries = st.shadow.entries
+        tables: list[tuple[DeviceMemory, int, list[AccessRecord], Any]] = []
+        for access, memory, base, table in located_footprint(work, stream.device, st):
+            recs: Sequence[AccessRecord] = ()
             for index, held in enumerate(tables):  # an earlier range of this op's, same bytes
                 if held[0] is memory and held[1] == base:
                     recs, table = held[2], held[3]
@@ -790,7 +583,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                     table = shadow[1] if shadow is not None and shadow[0]() is memory else None
                 recs = table.get(base, ()) if table is not None else ()
             start, end, write = access.start, access.end, access.write
-            keep: list[_Rec] = []
+            keep: list[AccessRecord] = []
             for rec in recs:
                 old, first = rec
                 if vc.get(first.lane.lane, 0) >= first.tick:  # ordered: cannot race
@@ -803,17 +596,17 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             tables.append((memory, base, keep, table))
         return (lane, vc, via, seen, op, tables)
 
-    def _event_lane(self, st: _State, stream: Stream) -> _Lane | None:
+    def _event_lane(self, st: CheckerState, stream: Stream) -> Lane | None:
         """``stream``'s lane joined with the host's clock, for a record or a wait on a
         non-blocking stream the checker knows (what :meth:`prepare` then :meth:`commit` do,
         installed at once: a lane's committed dicts are replaced, never changed); None: the
         general way."""
         if not stream.non_blocking:
             return None
-        entry = st.lanes._entries.get(id(stream))  # st.lanes.get(stream), inlined
+        entry = st.lanes.entries.get(id(stream))  # st.lanes.get(stream), inlined
         if entry is None or entry[0]() is not stream:
             return None
-        lane: _Lane = entry[1]
+        lane: Lane = entry[1]
         host = st.host
         if lane.seen is not host.vc:  # the host learnt something since this lane last joined
             vc, via = lane.vc, lane.via
@@ -827,9 +620,9 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             lane.vc, lane.via, lane.seen = vc, via, host.vc
         return lane
 
-    def _plan_enqueue(self, stream: Stream, work: Any) -> _Txn:
-        txn = _Txn(self.state)
-        op = self.advance(txn, self.prepare(txn, stream), _work_label(work))
+    def _plan_enqueue(self, stream: Stream, work: Any) -> Transaction:
+        txn = Transaction(self.state)
+        op = self.advance(txn, self.prepare(txn, stream), work_label(work))
         device = stream.device
         self.access(txn, op, footprint(work, device), device)
         return txn
@@ -851,7 +644,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
         with self.lock:
             if not self.stack:
                 return
-            txn = plan if isinstance(plan, _Txn) and plan.current() else None
+            txn = plan if isinstance(plan, Transaction) and plan.current(self.state) else None
             if txn is None:
                 txn = self._plan_launch(graph_exec, stream, user)
             op = txn.ops[-1]
@@ -860,9 +653,9 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             self._watch_graph_copies(graph_exec, op)
         self.emit_all(txn.reports)
 
-    def _plan_launch(self, graph_exec: Any, stream: Stream, user: Stream | None) -> _Txn:
+    def _plan_launch(self, graph_exec: Any, stream: Stream, user: Stream | None) -> Transaction:
         st = self.state
-        txn = _Txn(st)
+        txn = Transaction(st)
         races = graph_exec._races
         if races is None:
             bodies = graph_exec._conditionals.bodies if graph_exec._conditionals else None
@@ -886,14 +679,14 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             self.access(txn, op, races.summary)
         else:
             self._launch_groups(txn, graph_exec, races, lane, name)
-        txn.launch = (graph_exec, _EventClock(dict(lane.vc), dict(lane.via), name))
+        txn.launch = (graph_exec, EventClock(dict(lane.vc), dict(lane.via), name))
         if theirs is not None:  # later work on the user's stream follows the launch
             theirs.join(lane.vc, lane.via, f"{theirs.name} waits for the launch of {name}")
         return txn
 
     def _launch_groups(
-        self, txn: _Txn, graph_exec: Any, races: ExecRaces, lane: _Lane, name: str
-    ) -> _Op:
+        self, txn: Transaction, graph_exec: Any, races: ExecRaces, lane: Lane, name: str
+    ) -> OpRecord:
         """A launch with event nodes: each group of nodes (same records after them, same
         waits before them) runs on a lane of its own, so an event recorded mid-graph covers
         only the nodes before it, and a wait orders only the nodes after it.
@@ -942,7 +735,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                 " at ",
                 site,
             )
-            txn.events.append((event, _EventClock(vc, via, where)))
+            txn.events.append((event, EventClock(vc, via, where)))
         for group in lanes:  # later work on the stream follows the whole launch
             lane.join(group.vc, group.via, f"the end of a launch of {name}")
         for clock in waited.values():  # its wait nodes included, whatever follows them
@@ -956,12 +749,12 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
         if not ptr:
             return
         site = user_site()
-        found = _allocation(Access(ptr.device, ptr.address, ptr.address + 1, True))
+        found = allocation_at(Access(ptr.device, ptr.address, ptr.address + 1, True))
         if site is not None and found is not None:
             SITES.remember(SITES.allocations, (id(found[0]), ptr.address), site)
         if stream is not None:  # malloc_async: the memory is usable in stream order
             with self.lock:
-                txn = _Txn(self.state)
+                txn = Transaction(self.state)
                 op = self.advance(txn, self.prepare(txn, stream), "malloc_async")
                 self.access(txn, op, [Access(ptr.device, ptr.address, ptr.address + nbytes, True)])
                 self.commit(txn)
@@ -970,13 +763,13 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
     def freeing(self, ptr: DevicePtr) -> None:
         with self.lock:
             st = self.state
-            found = _allocation(Access(ptr.device, ptr.address, ptr.address + 1, True))
+            found = allocation_at(Access(ptr.device, ptr.address, ptr.address + 1, True))
             if found is None:
                 return
             memory, base, nbytes = found
             if base != ptr.address:
                 return  # not an allocation's start: free() refuses it and changes nothing
-            txn = _Txn(st)
+            txn = Transaction(st)
             op = self.advance(txn, txn.work(st.host), "free()")
             self.access(txn, op, [Access(ptr.device, base, base + nbytes, True)])
             self.refuse(txn)  # raise mode: the memory is not freed
@@ -992,7 +785,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             return
         with self.lock:
             st = self.state
-            txn = _Txn(st)
+            txn = Transaction(st)
             op = self.advance(txn, txn.work(st.host), what)
             self.access(txn, op, [Access(ptr.device, ptr.address, ptr.address + nbytes, write)])
             self.refuse(txn)  # raise mode: no view is handed out
@@ -1007,14 +800,14 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                 # capture(3): called by the stream's private _record_event only, itself called
                 # by its public wrapper (see runtime.enqueue) or other runtime code
                 where = ("event #", event.hid.slot, " recorded on ", known.name, " at ", capture(3))
-                st.events[event] = _EventClock(known.vc, known.via, where)
+                st.events[event] = EventClock(known.vc, known.via, where)
                 st.stamp += 1
                 return
-            txn = _Txn(self.state)
+            txn = Transaction(self.state)
             lane = self.prepare(txn, stream)  # a record is stream work: host order, legacy rules
             where = ("event #", event.hid.slot, " recorded on ", lane.name, " at ", capture())
             # the lane's dicts become the committed clock, never changed in place: shared
-            txn.events.append((event, _EventClock(lane.vc, lane.via, where)))
+            txn.events.append((event, EventClock(lane.vc, lane.via, where)))
             self.commit(txn)
 
     def event_waited(self, stream: Stream, event: Event) -> None:
@@ -1038,7 +831,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                 known.vc, known.via = vc, via
                 st.stamp += 1
                 return
-            txn = _Txn(self.state)
+            txn = Transaction(self.state)
             lane = self.prepare(txn, stream)  # a wait is stream work: host order, legacy rules
             lane.join(clock.vc, clock.via, (clock.where, ", waited at ", capture()))
             self.commit(txn)
@@ -1121,14 +914,14 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                     self._host_changed(entry[2], op)
         return None
 
-    def _host_changed(self, op: _Op, copy: CopyOp) -> None:
+    def _host_changed(self, op: OpRecord, copy: CopyOp) -> None:
         dst = copy.dst
         assert isinstance(dst, DevicePtr)
         access = Access(dst.device, dst.address, dst.address + copy.nbytes, True)
         host = RaceSite("a host write", "host", None, 0, copy.nbytes, "exact", True)
         made = RaceReport(
             "host-write-during-copy",
-            _site(op, access),
+            race_site(op, access),
             host,
             f"host source array of op #{op.number} ({copy.nbytes} B)",
             f"the host changed the source array after op #{op.number} was enqueued on "
@@ -1138,7 +931,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
         )
         self.emit(made, may_raise=False)  # on the device's loop: raising would fail the copy
 
-    def _watch_copy(self, program: Program | None, src: Any, nbytes: int, op: _Op) -> None:
+    def _watch_copy(self, program: Program | None, src: Any, nbytes: int, op: OpRecord) -> None:
         """An eager copy from a host array: its one-op program gets a :class:`_WatchedCopy`
         in place of the copy, which compares the source as it runs (no device hook)."""
         if program is None or program.started or len(program.ops) != 1 or not nbytes:
@@ -1147,9 +940,9 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
         if type(copy) is CopyOp and isinstance(copy.src, np.ndarray) and copy.nbytes:
             program.ops = (_WatchedCopy.watching(copy, op, self),)
 
-    def _fingerprint(self, copy: CopyOp, src: Any, nbytes: int, op: _Op, done: Signal) -> None:
+    def _fingerprint(self, copy: CopyOp, src: Any, nbytes: int, op: OpRecord, done: Signal) -> None:
         st = self.state
-        if len(st.copies) >= _MAX_PENDING:
+        if len(st.copies) >= MAX_PENDING:
             st.copies.clear()
         entry = (copy, host_bytes(src, nbytes).tobytes(), op, done)
         st.copies.setdefault(id(copy), []).append(entry)
@@ -1157,7 +950,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             hooks.install(self)
             self.device_hooked = True
 
-    def _watch_graph_copies(self, graph_exec: Any, op: _Op) -> None:
+    def _watch_graph_copies(self, graph_exec: Any, op: OpRecord) -> None:
         """Fingerprint the host source arrays of a launch's memcpy nodes (compared when each
         copy runs). The executable's host-source copy ops are found once per version."""
         st = self.state
@@ -1179,25 +972,25 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
 
     # -- completions ---------------------------------------------------------------------
 
-    def _remember_done(self, completion: Completion, lane: _Lane, what: int) -> None:
+    def _remember_done(self, completion: Completion, lane: Lane, what: int) -> None:
         """The clock the host learns when it awaits ``completion`` (of op number ``what``)."""
         st = self.state
         done = st.done
-        if len(done) >= _MAX_PENDING:  # drop what the host already knows
+        if len(done) >= MAX_PENDING:  # drop what the host already knows
             host = st.host.vc
             for key, (_sig, vc, _, _, _) in list(done.items()):
                 if all(host.get(k, 0) >= v for k, v in vc.items()):
                     del done[key]
-            if len(done) >= _MAX_PENDING:
-                for key in list(done)[: _MAX_PENDING // 2]:
+            if len(done) >= MAX_PENDING:
+                for key in list(done)[: MAX_PENDING // 2]:
                     del done[key]
         signal = completion._signal
-        if lane.lane:  # committed, never changed in place (see _Lane): share, do not copy
+        if lane.lane:  # committed, never changed in place (see Lane): share, do not copy
             done[id(signal)] = (signal, lane.vc, lane.via, what, lane.lane)
         else:
             done[id(signal)] = (signal, dict(lane.vc), dict(lane.via), what, lane.lane)
 
-    def forget_known(self, st: _State) -> None:
+    def forget_known(self, st: CheckerState) -> None:
         """After the host synchronised: drop the pending completions it already knows (awaiting
         one would change neither its clock nor a reason), so the clocks they hold can go.
 
@@ -1232,178 +1025,22 @@ class _WatchedCopy(CopyOp):
 
     before: bytes
     checker: _Checker
-    origin: _Op
+    origin: OpRecord
 
     @classmethod
-    def watching(cls, copy: CopyOp, origin: _Op, checker: _Checker) -> _WatchedCopy:
+    def watching(cls, copy: CopyOp, origin: OpRecord, checker: _Checker) -> _WatchedCopy:
         """``copy`` (from a host array), with its source's bytes now."""
         watched = cls.__new__(cls)  # the copy's fields as they are: no re-validation
         watched.dst, watched.src, watched.nbytes = copy.dst, copy.src, copy.nbytes
         watched.kind, watched.resolve, watched.cost_ns = copy.kind, copy.resolve, copy.cost_ns
-        watched.before, watched.origin, watched.checker = _source(copy), origin, checker
+        watched.before, watched.origin, watched.checker = host_source(copy), origin, checker
         return watched
 
     def run(self, program: Program) -> None:
-        if _source(self) != self.before:
+        if host_source(self) != self.before:
             with self.checker.lock:
                 self.checker._host_changed(self.origin, self)
         CopyOp.run(self, program)
-
-
-def _source(copy: CopyOp) -> bytes:
-    """The bytes ``copy`` reads from its host array (all of it, the common case, is faster)."""
-    src = copy.src
-    assert isinstance(src, np.ndarray)
-    if src.nbytes == copy.nbytes and src.flags.c_contiguous:
-        return src.tobytes()
-    return host_bytes(src, copy.nbytes).tobytes()
-
-
-def stream_name(lane: _Lane | None) -> str:
-    return lane.name if lane is not None else "a stream"
-
-
-def _allocation(access: Access) -> tuple[DeviceMemory, int, int] | None:
-    """(memory, base, nbytes) of the allocation holding ``access.start`` now, or None."""
-    return ALLOCATIONS.lookup(access.device, access.start)
-
-
-_new_access = tuple.__new__  # an Access from its six fields, skipping the generated __new__
-
-
-def _located(work: Any, device: Device, st: _State) -> list[tuple[Access, DeviceMemory, int, Any]]:
-    """An eager op's footprint, each range with the (memory, base) of the allocation under its
-    start, and that memory's shadow table when it is the device's (else None: look it up);
-    ranges outside every allocation are left out (shadow memory has nothing for them).
-
-    What :func:`footprint` and one allocation lookup per range give. The common ops (a kernel
-    with one pointer parameter reaching the end of its allocation, a copy between the host and
-    the device, a one-row fill) touch one range of the stream's own device, decided by the
-    kernel's pointer fields and the pointer, or by the kind, address and size: those are
-    kept in ``st.located`` (per device) and found again by a dict lookup. An entry
-    holds only while the device's memory is the same object and has freed nothing since
-    (an allocation's extent changes only by a free; addresses are never handed out twice by
-    one memory), and only ranges found inside an allocation are kept (a later allocation
-    may cover a miss). The key's objects are kept in the entry and compared by identity, so
-    a re-declared kernel never reuses a dead one's entry."""
-    kind = type(work)
-    here, memory_here = device.ordinal, device.memory
-    entry = st.located.get(here)
-    if entry is None or entry[0]() is not memory_here or entry[1] != memory_here.frees:
-        table = st.shadow.get(memory_here)  # made now (empty) if new: one per memory, kept
-        if table is None:
-            table = st.shadow[memory_here] = {}
-        entry = st.located[here] = (weakref.ref(memory_here), memory_here.frees, {}, table)
-    memo: dict[Any, Any] = entry[2]
-    table_here = entry[3]
-    owner: Any
-    if kind is KernelParams:
-        reaches = owner = work.kernel.layout.pointer_reaches
-        if reaches is not None and len(reaches) == 1:
-            index, write, atomic = reaches[0]
-            ptr = work.args[index]
-            if type(ptr) is DevicePtr and ptr.device == here:
-                key: Any = (id(reaches), ptr.address)
-                known = memo.get(key)
-                if known is not None and known[0] is owner:
-                    return [(known[1], memory_here, known[2], table_here)]
-                if not ptr.address:
-                    return []
-                found = ALLOCATIONS.lookup_in(here, memory_here, ptr.address)
-                if found is None:
-                    return []
-                address = ptr.address
-                access = _new_access(
-                    Access, (here, address, found[1] + found[2], write, atomic, "conservative")
-                )
-                if len(memo) >= _MAX_PENDING:
-                    memo.clear()
-                memo[key] = (owner, access, found[1])
-                return [(access, memory_here, found[1], table_here)]
-    elif kind is MemcpyParams or kind is MemsetParams:
-        owner = kind
-        if kind is MemcpyParams:
-            dst, src, nbytes = work.dst, work.src, work.nbytes
-            if type(dst) is DevicePtr and type(src) is not DevicePtr:
-                ptr, write = dst, True  # to the device
-            elif type(src) is DevicePtr and type(dst) is not DevicePtr:
-                ptr, write = src, False  # from the device
-            else:
-                ptr = None
-        else:
-            ptr, write = work.dst, True
-            nbytes = work.width * work.element_size if work.height == 1 else 0
-        if ptr is not None and nbytes and ptr.device == here:
-            key = (id(kind), ptr.address, nbytes, write)
-            known = memo.get(key)
-            if known is not None and known[0] is owner:
-                return [(known[1], memory_here, known[2], table_here)]
-            accesses = footprint(work, device)
-            if len(accesses) == 1 and accesses[0].start == ptr.address:
-                found = ALLOCATIONS.lookup_in(here, memory_here, ptr.address)
-                if found is None:
-                    return []
-                if len(memo) >= _MAX_PENDING:
-                    memo.clear()
-                memo[key] = (owner, accesses[0], found[1])
-                return [(accesses[0], memory_here, found[1], table_here)]
-    out: list[tuple[Access, DeviceMemory, int, Any]] = []
-    for access in footprint(work, device):
-        if access.device == here:
-            found = ALLOCATIONS.lookup_in(here, memory_here, access.start)
-            if found is not None:
-                out.append((access, memory_here, found[1], table_here))
-        else:
-            found = ALLOCATIONS.lookup(access.device, access.start)
-            if found is not None:
-                out.append((access, found[0], found[1], None))
-    return out
-
-
-def _site(op: _Op, access: Access, lo: int = 0, hi: int = 0) -> RaceSite:
-    label = f"op #{op.number} {op.label}"
-    if op.graph is not None:
-        part = Access(access.device, lo, hi, access.write) if lo < hi else access
-        nodes = op.graph.nodes_touching(part)
-        if nodes:
-            more = f" and {len(nodes) - 3} more" if len(nodes) > 3 else ""
-            label += f" ({', '.join(nodes[:3])}{more})"
-    return RaceSite(
-        label,
-        op.lane.name,
-        site_text(op.site),
-        access.start,
-        access.end,
-        access.precision,
-        access.write,
-    )
-
-
-# label by kernel, copy kind or params type (an enum's .name alone costs half a microsecond)
-_LABELS: dict[Any, str] = {}
-
-
-def _work_label(work: Any) -> str:
-    kind = type(work)
-    key = work.kernel if kind is KernelParams else work.kind if kind is MemcpyParams else kind
-    label = _LABELS.get(key)
-    if label is None:
-        if isinstance(work, KernelParams):
-            label = f"Kernel {work.kernel.name!r}"
-        elif isinstance(work, MemcpyParams):
-            label = f"Memcpy {work.kind.name}"
-        elif isinstance(work, FreeOp):
-            label = "free_async"
-        elif isinstance(work, HostParams):
-            label = "host function"
-        else:
-            label = kind.__name__.replace("Params", "")
-        specific = isinstance(work, KernelParams | MemcpyParams)  # a subclass: not by type
-        if kind in (KernelParams, MemcpyParams) or not specific:
-            if len(_LABELS) >= _MAX_PENDING:
-                _LABELS.clear()
-            _LABELS[key] = label
-    return label
 
 
 _CHECKER = _Checker()
