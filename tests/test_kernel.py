@@ -124,6 +124,26 @@ def test_kernel_declaration_errors_are_type_or_value_errors() -> None:
         ahg.Ptr[int]  # type: ignore[index]
 
 
+def test_a_kernel_whose_first_parameter_cannot_take_the_threads_is_refused() -> None:
+    def forgot_threads(x: ahg.Ptr[ahg.float32], n: ahg.int32) -> None:
+        pass
+
+    def threads_by_keyword(*, t: ahg.Threads) -> None:
+        pass
+
+    def threads_in_kwargs(**kw: Any) -> None:
+        pass
+
+    with pytest.raises(TypeError, match="'x' is annotated as a kernel argument"):
+        ahg.kernel(forgot_threads)
+    for body in (threads_by_keyword, threads_in_kwargs):
+        with pytest.raises(TypeError, match=r"first parameter .* must be positional"):
+            ahg.kernel(body)
+    # An unannotated first parameter, or *args, still takes the Threads.
+    assert ahg.kernel(lambda t: None).layout.names == ()
+    assert ahg.kernel(lambda *rest: None).layout.names == ()
+
+
 # -- argument layout ---------------------------------------------------------------------------
 
 

@@ -203,6 +203,20 @@ class Kernel:
         params = list(signature.parameters.values())
         if not params:
             raise TypeError(f"kernel {label!r} needs a first parameter for its Threads")
+        first = params[0]
+        if first.kind in (first.KEYWORD_ONLY, first.VAR_KEYWORD):
+            raise TypeError(
+                f"kernel {label!r}: its first parameter receives the launch's Threads and "
+                f"must be positional, got {first}"
+            )
+        if arg_type_of(first.annotation) is not None:
+            # ``def k(x: ahg.Ptr[ahg.float32])``: the Threads parameter was left out, and x
+            # would silently receive the Threads while every launch had one argument too many.
+            raise TypeError(
+                f"kernel {label!r}: its first parameter receives the launch's Threads, but "
+                f"{first.name!r} is annotated as a kernel argument; add a first parameter "
+                f"such as t: ahg.Threads"
+            )
         names: list[str] = []
         types: list[ArgType] = []
         for param in params[1:]:
