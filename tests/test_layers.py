@@ -162,6 +162,27 @@ def test_the_design_page_states_this_order() -> None:
     assert " < ".join([*ORDER[:-2], "tools/testing"]) in page.read_text()
 
 
+def test_the_design_page_maps_every_module_and_only_those() -> None:
+    """The page's "Module map" names each module of the package once: a new module without a
+    line there, or a line for a module that is gone, fails here."""
+    page = ROOT.parent.parent / "docs" / "design.md"
+    if not page.exists():  # an installed package without its source tree
+        pytest.skip("docs/design.md is not here")
+    text = page.read_text()
+    section = text[text.index("## Module map") :]
+    section = section[: section.index("\n## ", 1)]
+    listed = [
+        line[3 : line.index("`", 3)] for line in section.splitlines() if line.startswith("- `")
+    ]
+    modules = sorted(
+        path.relative_to(ROOT).as_posix()
+        for path in ROOT.rglob("*.py")
+        if path.name != "__init__.py" or path.parent == ROOT
+    )
+    assert sorted(listed) == modules
+    assert len(set(listed)) == len(listed)
+
+
 # The capture modules of the runtime layer, bottom first: each imports only those before it.
 CAPTURE_ORDER = [
     "capture_state",
