@@ -353,6 +353,7 @@ def test_random_programs_match_the_happens_before_oracle() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)  # 2,000 programs: a minute on its own, several on a busy machine
 def test_many_random_programs_match_the_happens_before_oracle() -> None:
     for seed in range(1000, 3000):
         check(seed, random.Random(-seed).randint(4, 40))
