@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 
 import ahipgraph as ahg
 from ahipgraph.exec import races
-from ahipgraph.exec.races import Access
+from ahipgraph.exec.footprints import Access, merge
 from ahipgraph.exec.snapshot import snapshot
 from cleanup import destroy
 
@@ -247,7 +247,7 @@ def test_the_summary_of_shared_footprints_is_the_merge_of_every_node(
     assert checked.races() == []
     assert len({id(accs) for accs in checked.footprints}) < len(checked.footprints)
     every = [access for accs in checked.footprints for access in accs]
-    assert checked.summary == races.merge(every)
+    assert checked.summary == merge(every)
     alone = races.ExecRaces(exec_graph, originals, graph, check=False)
     assert alone.summary == checked.summary
     destroy(graph, a, b, c)

@@ -11,7 +11,7 @@ import pytest
 
 import ahipgraph as ahg
 from ahipgraph.device import hooks
-from ahipgraph.exec.races import ALLOCATIONS
+from ahipgraph.exec.footprints import ALLOCATIONS
 from ahipgraph.testing import HeldKernel, fresh_devices
 from ahipgraph.tools.race_clocks import HandleTable
 from cleanup import destroy
@@ -169,7 +169,7 @@ def _sized(t: ahg.Threads, out: ahg.Ptr[ahg.int32], n: ahg.int32) -> None:
 def test_a_kernel_footprint_takes_the_common_path_only_where_it_equals_the_general_one(
     device: ahg.Device,
 ) -> None:
-    from ahipgraph.exec import races
+    from ahipgraph.exec import footprints
 
     a, b = device.malloc(64), device.malloc(64)
     graph = ahg.Graph()
@@ -186,11 +186,11 @@ def test_a_kernel_footprint_takes_the_common_path_only_where_it_equals_the_gener
             (_sized, (a + 4, 5), 1),
         ]:
             params = graph.add_kernel_node(kernel, 1, 1, args).params
-            assert len(races._kernel_footprint(params)) == ranges
-            assert races._kernel_footprint(params) == races._kernel_footprint_of(
+            assert len(footprints.kernel_footprint(params)) == ranges
+            assert footprints.kernel_footprint(params) == footprints.kernel_footprint_of(
                 kernel.layout, params.args, None
             )
-            assert races._kernel_footprint(params, device) == races._kernel_footprint_of(
+            assert footprints.kernel_footprint(params, device) == footprints.kernel_footprint_of(
                 kernel.layout, params.args, device
             )
     finally:

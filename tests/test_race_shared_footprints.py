@@ -12,6 +12,7 @@ import pytest
 
 import ahipgraph as ahg
 from ahipgraph.exec import races
+from ahipgraph.exec.footprints import Access
 from ahipgraph.exec.snapshot import snapshot
 from cleanup import destroy
 
@@ -60,7 +61,7 @@ def test_shared_footprints_are_the_ones_each_node_has_alone(device: ahg.Device) 
     assert checked.footprints[0] is not checked.footprints[1]  # another pointer
     assert checked.footprints[0] is not checked.footprints[2]  # another kernel
     assert checked.footprints[0] == [
-        races.Access(0, a.address, a.address + 256, True, False, "conservative")
+        Access(0, a.address, a.address + 256, True, False, "conservative")
     ]
     assert checked.footprints[5] == []
     assert checked.buckets[0] is checked.buckets[1]  # one allocation, one bucket list

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import ahipgraph as ahg
-from ahipgraph.exec.races import user_site
+from ahipgraph.exec.race_reports import user_site
 from ahipgraph.testing import HeldKernel, fresh_devices
 from ahipgraph.tools.race_sites import capture, site_text, text
 from cleanup import destroy

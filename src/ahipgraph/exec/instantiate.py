@@ -32,7 +32,8 @@ from .conditional import Conditionals, prepare_plain
 from .conditional import prepare as prepare_conditionals
 from .flags import InstantiateFlags, check_instantiate_flags
 from .planner import Plan, plan_graph
-from .races import ExecRaces, RaceError, check_exec_graph
+from .race_reports import RaceError
+from .races import ExecRaces, check_exec_graph
 from .signal_pool import SignalSetPool
 from .snapshot import ExecGraph, ExecNode, snapshot_sources
 

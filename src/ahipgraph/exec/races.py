@@ -1,4 +1,4 @@
-"""Missing-dependency races in graphs: footprints, reports and the static check.
+"""Missing-dependency races in graphs: the static check.
 
 Two operations race when nothing orders them and both touch the same bytes, at least one
 writing (two :class:`~ahipgraph.AtomicPtr` accesses never race with each other). In a graph
@@ -11,37 +11,40 @@ searched with ancestor bitsets (:func:`unordered_pairs`). A conditional node cou
 place as touching what its bodies touch, and each body is also checked as a graph of its own
 (:meth:`ExecRaces._body_races`), since a body's nodes are ordered only by the body's edges.
 
-Footprints (:func:`footprint`): copies and fills touch exact byte ranges; a free (or a graph
-memory node) touches its whole allocation as a write; a kernel pointer argument touches from
-the pointer to the end of its allocation, read-write ("conservative"), unless its kernel says
-better: ``ConstPtr`` reads, ``extents=`` bounds the range ("declared"). Dispatch enforces both.
-A host function touches what ``ahg.host_function(fn, reads=, writes=)`` declares (views
-outside it are refused while it runs); an undeclared one touches nothing the check sees.
-
-The same footprints and :class:`RaceReport` serve the dynamic checker
-(:mod:`ahipgraph.tools.race`), which also fills :data:`SITES` with the user's source lines.
+What each node touches is its footprint (:mod:`.footprints`); what a race found says is a
+:class:`~.race_reports.RaceReport` (:mod:`.race_reports`). Both serve the dynamic checker
+(:mod:`ahipgraph.tools.race`) too.
 """
 
 from __future__ import annotations
 
-import os
-import sys
-import threading
-import weakref
 from collections.abc import Callable, Generator, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import pairwise
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
-from ..device.host_function import HostFunction
-from ..device.ops import FreeOp
 from ..device.pointer import DevicePtr
 from ..graph.node_type import NodeType
-from ..graph.params import MemAllocParams, MemFreeParams
-from ..runtime.device import get_device
-from ..runtime.params import HostParams, KernelParams, MemcpyParams, MemsetParams
-from ..runtime.pitched import PitchedCopyParams
+from ..runtime.params import KernelParams
+from .footprints import (
+    ALLOCATIONS,
+    CONSERVATIVE,
+    LOOKUP_MEMO,
+    Access,
+    footprint,
+    kernel_footprint,
+    merge,
+    node_footprint,
+)
+from .race_reports import (
+    SITES,
+    RaceError,
+    RaceReport,
+    RaceSite,
+    describe_allocation,
+    kind_of,
+)
 
 if TYPE_CHECKING:
     from ..graph.graph import Graph
@@ -49,480 +52,18 @@ if TYPE_CHECKING:
     from .snapshot import ExecGraph, ExecNode
 
 __all__ = [
-    "Access",
     "ExecRaces",
-    "RaceError",
-    "RaceReport",
-    "RaceSite",
-    "RaceWarning",
-    "SITES",
+    "FlatNode",
+    "bucket",
     "check_exec_graph",
     "check_graph",
-    "footprint",
-    "user_site",
+    "conflicting_pairs",
+    "flatten",
+    "flatten_nodes",
+    "unordered_pairs",
 ]
 
-EXACT, DECLARED, CONSERVATIVE = "exact", "declared", "conservative"
-_MAX_SITES = 1 << 16
-# A pitched copy or fill of up to this many rows is that many exact ranges; a larger one is
-# one conservative range from its first byte to its last (shadow memory scans its ranges).
-_MAX_ROWS = 64
-
-
-class _Sites:
-    """Where things were made: allocations by (id of device memory, base), nodes by handle.
-
-    Filled by the dynamic checker while it is on (and only then): reports name the line that
-    allocated a buffer or added a node. Bounded: the oldest entries go first.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.allocations: dict[tuple[int, int], str] = {}
-        self.nodes: dict[Any, str] = {}
-
-    def remember(self, table: dict[Any, str], key: Any, site: str) -> None:
-        with self._lock:
-            table[key] = site
-            if len(table) > _MAX_SITES:
-                for old in list(table)[: _MAX_SITES // 2]:
-                    del table[old]
-
-    def clear(self) -> None:
-        with self._lock:
-            self.allocations.clear()
-            self.nodes.clear()
-
-    def statistics(self) -> dict[str, int]:
-        return {"allocations": len(self.allocations), "nodes": len(self.nodes)}
-
-    def __repr__(self) -> str:
-        return f"<Sites allocations={len(self.allocations)} nodes={len(self.nodes)}>"
-
-
-SITES = _Sites()
-
-_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_SKIP = (_PACKAGE_DIR, os.path.dirname(os.__file__))
-
-
-# file name -> as shown in reports, or "" for ahipgraph's and the standard library's files
-# (one dict lookup per frame: the checker asks on every op; relative paths are slow)
-_SHOWN: dict[str, str] = {}
-
-
-def _shown(filename: str) -> str:
-    if filename.startswith(_SKIP) or filename.startswith("<frozen"):
-        shown = ""
-    else:
-        shown = filename if filename.startswith("<") else os.path.relpath(filename)
-    if len(_SHOWN) < _MAX_SITES:
-        _SHOWN[filename] = shown
-    return shown
-
-
-def user_site(depth: int = 1) -> str | None:
-    """``file:line`` of the innermost caller outside ahipgraph and the standard library."""
-    frame: Any = sys._getframe(depth)
-    known = _SHOWN
-    while frame is not None:
-        filename = frame.f_code.co_filename
-        shown = known.get(filename)
-        if shown is None:
-            shown = _shown(filename)
-        if shown:
-            return f"{shown}:{frame.f_lineno}"
-        frame = frame.f_back
-    return None
-
-
-# -- footprints -------------------------------------------------------------------------------
-
-
-class Access(NamedTuple):
-    """Bytes ``[start, end)`` of device ``device``'s address space, read or written.
-
-    A named tuple, not a frozen dataclass: the dynamic checker makes one per range of every
-    eager op, and a tuple is built several times faster."""
-
-    device: int
-    start: int
-    end: int
-    write: bool
-    atomic: bool = False
-    precision: str = EXACT
-
-    def conflicts(self, other: Access) -> bool:
-        return (
-            self.device == other.device
-            and self.start < other.end
-            and other.start < self.end
-            and (self.write or other.write)
-            and not (self.atomic and other.atomic)
-        )
-
-
-class _AllocationCache:
-    """``memory.allocation_of``, memoised per device memory until that memory frees anything.
-
-    The checkers ask for the allocation under a pointer on every op and node; the answer
-    only changes when memory goes away (addresses are never handed out twice by one
-    memory, and ``DeviceMemory.frees`` counts every free, decommit and unreserve) or when
-    the device table is reconfigured (a different memory object). Only hits are kept, so
-    a later allocation is found; each memory keeps at most ``_MAX_SITES`` entries.
-    """
-
-    def __init__(self) -> None:
-        # ordinal -> (its memory, weakly: a replaced device's memory is not kept alive;
-        # that memory's free count; address -> (base, size))
-        self._by_device: dict[int, tuple[weakref.ref[Any], int, dict[int, tuple[int, int]]]] = {}
-
-    def lookup(self, device: int, address: int) -> tuple[Any, int, int] | None:
-        """(memory, base, nbytes) of the allocation holding ``address`` now, or None."""
-        memo: dict[tuple[int, int], Any] | None = getattr(_LOCAL, "memo", None)
-        if memo is not None:  # inside one graph check: nothing is freed meanwhile
-            key = (device, address)
-            if key in memo:
-                return memo[key]  # type: ignore[no-any-return]
-        try:
-            memory = get_device(device).memory
-        except Exception:  # a pointer of no device, or a device table reconfigured since
-            memory = None
-        found = None if memory is None else self.lookup_in(device, memory, address)
-        if memo is not None:
-            memo[(device, address)] = found
-        return found
-
-    def lookup_in(self, device: int, memory: Any, address: int) -> tuple[Any, int, int] | None:
-        """:meth:`lookup` when the caller knows ``memory`` is device ``device``'s memory now
-        (an eager op's stream's device: its enqueue was accepted)."""
-        entry = self._by_device.get(device)
-        frees = memory.frees
-        if entry is None or entry[0]() is not memory or entry[1] != frees:
-            entry = self._by_device[device] = (weakref.ref(memory), frees, {})
-        table = entry[2]
-        hit = table.get(address)
-        if hit is None:
-            hit = memory.allocation_of(address)
-            if hit is None:
-                return None
-            if len(table) < _MAX_SITES:
-                table[address] = hit
-        return (memory, hit[0], hit[1])
-
-    def clear(self) -> None:
-        self._by_device = {}
-
-    def statistics(self) -> dict[str, int]:
-        return {"devices": len(self._by_device)} | {
-            "entries": sum(len(entry[2]) for entry in list(self._by_device.values()))
-        }
-
-    def __repr__(self) -> str:
-        return f"<AllocationCache devices={len(self._by_device)}>"
-
-
-ALLOCATIONS = _AllocationCache()
-_LOCAL = threading.local()  # .memo: lookups memoised during one graph check on this thread
-
-
-def _allocation(ptr: DevicePtr) -> tuple[int, int] | None:
-    found = ALLOCATIONS.lookup(ptr.device, ptr.address)
-    return None if found is None else (found[1], found[2])
-
-
-def _whole(ptr: DevicePtr, precision: str = EXACT) -> list[Access]:
-    found = _allocation(ptr)
-    if found is None:
-        return []
-    base, nbytes = found
-    return [Access(ptr.device, base, base + nbytes, True, False, precision)]
-
-
-def footprint(work: Any, device: Any = None) -> list[Access]:
-    """The device bytes an op or node's parameters touch (empty for host work and events).
-
-    ``device``: the device an eager op is enqueued on, if the caller has it (its memory is
-    then known current, which saves a device-table lookup per kernel pointer)."""
-    if isinstance(work, KernelParams):
-        return _kernel_footprint(work, device)
-    if isinstance(work, PitchedCopyParams):
-        return _pitched_copy_footprint(work)
-    if isinstance(work, MemcpyParams):
-        out = []
-        nbytes = work.nbytes
-        if nbytes:
-            d, s = work.dst, work.src
-            if isinstance(d, DevicePtr) and d.address:  # not the null pointer
-                out.append(Access(d.device, d.address, d.address + nbytes, True))
-            if isinstance(s, DevicePtr) and s.address:
-                out.append(Access(s.device, s.address, s.address + nbytes, False))
-        return out
-    if isinstance(work, MemsetParams):
-        if not work.width or not work.height or not work.dst.address:
-            return []
-        return _rows(work.dst, work.width * work.element_size, work.pitch, work.height, 0, 1, True)
-    if isinstance(work, FreeOp | MemFreeParams | MemAllocParams):
-        return _whole(work.ptr)
-    if isinstance(work, HostParams) and isinstance(work.fn, HostFunction):
-        return _host_footprint(work.fn)
-    return []
-
-
-def _rows(
-    ptr: DevicePtr, width: int, pitch: int, height: int, slice_pitch: int, depth: int, write: bool
-) -> list[Access]:
-    """The ``depth`` slices of ``height`` rows of ``width`` bytes a pitched copy touches at
-    ``ptr`` (rows ``pitch`` bytes apart, slices ``slice_pitch``): rows that touch are one
-    range, and more than ``_MAX_ROWS`` separate rows one conservative range over them all."""
-    if pitch == width and (depth == 1 or slice_pitch == width * height):
-        start = ptr.address  # no gaps: one exact range
-        return [Access(ptr.device, start, start + width * height * depth, write)]
-    if height * depth > _MAX_ROWS:
-        end = ptr.address + (depth - 1) * slice_pitch + (height - 1) * pitch + width
-        return [Access(ptr.device, ptr.address, end, write, False, CONSERVATIVE)]
-    starts = sorted(
-        ptr.address + z * slice_pitch + y * pitch for z in range(depth) for y in range(height)
-    )
-    out: list[Access] = []
-    lo, hi = starts[0], starts[0] + width
-    for start in starts[1:]:
-        if start <= hi:
-            hi = max(hi, start + width)
-        else:
-            out.append(Access(ptr.device, lo, hi, write))
-            lo, hi = start, start + width
-    out.append(Access(ptr.device, lo, hi, write))
-    return out
-
-
-def _pitched_copy_footprint(work: PitchedCopyParams) -> list[Access]:
-    """The rows a pitched (2D/3D) copy writes and reads, from each side's offset, pitch and
-    slice height: the bytes between rows are not touched, so an op on them does not race."""
-    if not (work.width and work.height and work.depth):
-        return []
-    out: list[Access] = []
-    for end, offset, pitch, slice_height, write in (
-        (work.dst, work.dst_offset, work.dst_pitch, work.dst_slice_height, True),
-        (work.src, work.src_offset, work.src_pitch, work.src_slice_height, False),
-    ):
-        if isinstance(end, DevicePtr) and end.address:
-            out += _rows(
-                end + offset,
-                work.width,
-                pitch,
-                work.height,
-                slice_height * pitch,
-                work.depth,
-                write,
-            )
-    return out
-
-
-def _host_footprint(fn: HostFunction) -> list[Access]:
-    """What a declared host function touches (an undeclared one: nothing that is seen)."""
-    out: list[Access] = []
-    for regions, write in ((fn.reads, False), (fn.writes, True)):
-        for ptr, nbytes in regions:
-            if nbytes is not None:
-                out.append(
-                    Access(ptr.device, ptr.address, ptr.address + nbytes, write, False, DECLARED)
-                )
-                continue
-            found = _allocation(ptr)
-            end = ptr.address + 1 if found is None else found[0] + found[1]
-            out.append(Access(ptr.device, ptr.address, end, write, False, CONSERVATIVE))
-    return out
-
-
-def _kernel_footprint(params: KernelParams, device: Any = None) -> list[Access]:
-    layout = params.kernel.layout
-    reaches = layout.pointer_reaches
-    if reaches is None or device is not None:
-        return _kernel_footprint_of(layout, params.args, device)
-    # The common case (no declared extent, no stream device), with the graph check's memo of
-    # allocation lookups read inline.
-    out: list[Access] = []
-    args = params.args
-    memo: dict[Any, Any] | None = getattr(_LOCAL, "memo", None)
-    for index, write, atomic in reaches:
-        ptr = args[index]
-        if not isinstance(ptr, DevicePtr):
-            continue
-        address = ptr.address
-        if not address:
-            continue
-        ordinal = ptr.device
-        key = (ordinal, address)
-        if memo is not None and key in memo:
-            found = memo[key]
-        else:
-            found = ALLOCATIONS.lookup(ordinal, address)
-        end = address + 1 if found is None else found[1] + found[2]
-        out.append(_new_access(Access, (ordinal, address, end, write, atomic, CONSERVATIVE)))
-    return out
-
-
-def _kernel_footprint_of(layout: Any, args: Any, device: Any) -> list[Access]:
-    """Any kernel's footprint: declared extents, and ``device``'s memory known current."""
-    out: list[Access] = []
-    lookup = ALLOCATIONS.lookup
-    here = device.ordinal if device is not None else -1
-    for pointer in layout.pointers:
-        ptr = args[pointer.index]
-        if not isinstance(ptr, DevicePtr) or not ptr.address:
-            continue
-        access = pointer.access
-        write = access != "const"
-        atomic = access == "atomic"
-        extent = pointer.extent
-        if extent is not None:
-            count = max(0, pointer.elements(args) or 0)
-            end = ptr.address + count * pointer.itemsize
-            out.append(Access(ptr.device, ptr.address, end, write, atomic, DECLARED))
-            continue
-        if ptr.device == here:  # the stream's own device: its memory is current
-            found = ALLOCATIONS.lookup_in(here, device.memory, ptr.address)
-        else:
-            found = lookup(ptr.device, ptr.address)
-        end = ptr.address + 1 if found is None else found[1] + found[2]
-        out.append(_new_access(Access, (ptr.device, ptr.address, end, write, atomic, CONSERVATIVE)))
-    return out
-
-
 _new_access = tuple.__new__  # an Access from its six fields, skipping the generated __new__
-
-
-def node_footprint(node: ExecNode) -> list[Access]:
-    """A node's footprint; a disabled node touches nothing but keeps its edges."""
-    if not node.enabled or node.type is NodeType.Graph:
-        return []
-    params = node.params
-    if type(params) is KernelParams:  # the commonest node, without footprint's type tests
-        return _kernel_footprint(params)
-    return footprint(params)
-
-
-def merge(accesses: list[Access]) -> list[Access]:
-    """Fewer, larger ranges covering ``accesses``: what a replay checks against the world.
-
-    Ranges of one kind (write or read, atomic or not) that touch are joined; the precision of a
-    joined range is the weakest of its parts.
-    """
-    rank = {EXACT: 0, DECLARED: 1, CONSERVATIVE: 2}
-    groups: dict[tuple[int, bool, bool], list[Access]] = {}
-    for access in accesses:
-        groups.setdefault((access.device, access.write, access.atomic), []).append(access)
-    out: list[Access] = []
-    for (device, write, atomic), items in groups.items():
-        items.sort(key=lambda a: a.start)
-        start, end, precision = items[0].start, items[0].end, items[0].precision
-        for a in items[1:]:
-            if a.start <= end:
-                end = max(end, a.end)
-                if rank[a.precision] > rank[precision]:
-                    precision = a.precision
-            else:
-                out.append(Access(device, start, end, write, atomic, precision))
-                start, end, precision = a.start, a.end, a.precision
-        out.append(Access(device, start, end, write, atomic, precision))
-    return out
-
-
-# -- reports ----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class RaceSite:
-    """One side of a race: what ran, where it was ordered, the user's line and the bytes."""
-
-    op: str  # "op #14 Kernel 'scale'" or "node 7 (Kernel 'scale')"
-    where: str  # "stream #3", "null stream", "host" or "graph 5"
-    source: str | None
-    start: int
-    end: int
-    precision: str
-    write: bool
-    node: GraphNode | None = field(default=None, compare=False, repr=False)
-
-    def describe(self) -> str:
-        what = "writes" if self.write else "reads"
-        line = f" at {self.source}" if self.source else ""
-        return (
-            f"{self.op} on {self.where}{line} {what} "
-            f"[0x{self.start:x}, 0x{self.end:x}) ({self.end - self.start} B, {self.precision})"
-        )
-
-
-@dataclass(frozen=True)
-class RaceReport:
-    """Two unordered accesses to the same bytes, at least one a write.
-
-    Attributes:
-        kind: "read-after-write", "write-after-read", "write-after-write", or
-            "host-write-during-copy" (a host source array changed while its async copy was
-            in flight).
-        first, second: the earlier and the later side (API order, or topological order).
-        allocation: the allocation, with the line that made it when known.
-        why: why nothing orders the two.
-        fix: a one-line fix.
-        fix_edge: for graphs, the (from, to) nodes ``add_dependencies`` should link.
-    """
-
-    kind: str
-    first: RaceSite
-    second: RaceSite
-    allocation: str
-    why: str
-    fix: str
-    fix_edge: tuple[GraphNode, GraphNode] | None = field(default=None, compare=False)
-
-    def __str__(self) -> str:
-        return "\n".join(
-            (
-                f"race ({self.kind}) on {self.allocation}",
-                f"  first:  {self.first.describe()}",
-                f"  second: {self.second.describe()}",
-                f"  why:    {self.why}",
-                f"  fix:    {self.fix}",
-            )
-        )
-
-
-class RaceError(Exception):
-    """Raised with the race reports a check found (``instantiate(check_races=True)``, or
-    ``ahg.race_check(on_race="raise")``). ``reports`` holds every :class:`RaceReport`."""
-
-    def __init__(self, reports: list[RaceReport]) -> None:
-        self.reports = list(reports)
-        count = len(self.reports)
-        head = f"{count} race{'s' if count != 1 else ''} found"
-        super().__init__("\n".join([head, *(str(r) for r in self.reports)]))
-
-    def __reduce__(self) -> tuple[type[RaceError], tuple[list[RaceReport]]]:
-        # Copied or pickled by calling the class with ``args`` (the message), this constructor
-        # would take the message's characters for reports: rebuild it from the reports.
-        return (type(self), (self.reports,))
-
-
-class RaceWarning(UserWarning):
-    """Issued for each race found by ``ahg.race_check(on_race="warn")``."""
-
-
-def kind_of(first_write: bool, second_write: bool) -> str:
-    if first_write and second_write:
-        return "write-after-write"
-    return "read-after-write" if first_write else "write-after-read"
-
-
-def describe_allocation(device: int, address: int) -> str:
-    found = _allocation(DevicePtr(device, address))
-    if found is None:
-        return f"device {device} memory at 0x{address:x} (no live allocation)"
-    base, nbytes = found
-    site = SITES.allocations.get((id(get_device(device).memory), base))
-    made = f", allocated at {site}" if site else ""
-    return f"allocation 0x{base:x} ({nbytes} B, device {device}{made})"
 
 
 # -- the static check -------------------------------------------------------------------------
@@ -929,13 +470,13 @@ class ExecRaces:
         self.check = check
         # the copies of conditional nodes' bodies, by id(exec node) (see exec/conditional.py)
         self._bodies = bodies or None
-        _LOCAL.memo = {}  # the graph's pointers repeat: look each allocation up once
+        LOOKUP_MEMO.memo = {}  # the graph's pointers repeat: look each allocation up once
         try:
             self._build(exec_graph, originals, graph, check)
             if self._bodies is not None:
                 self._add_bodies()
         finally:
-            _LOCAL.memo = None
+            LOOKUP_MEMO.memo = None
 
     def _build(
         self,
@@ -1264,9 +805,9 @@ class ExecRaces:
 
 
 def _all_buckets(footprints: list[list[Access]]) -> list[list[tuple[int, int]]]:
-    """:func:`_buckets` of every footprint, during one graph check (``_LOCAL.memo`` set):
+    """:func:`_buckets` of every footprint, during one graph check (``LOOKUP_MEMO.memo`` set):
     the allocation lookups its footprints made are read straight from the memo."""
-    memo: dict[Any, Any] = _LOCAL.memo
+    memo: dict[Any, Any] = LOOKUP_MEMO.memo
     out: list[list[tuple[int, int]]] = []
     # Nodes in one allocation share one bucket list (never changed in place: a setter
     # replaces a node's list), so a graph's check makes a few lists, not one per node.
@@ -1289,7 +830,7 @@ def _all_buckets(footprints: list[list[Access]]) -> list[list[tuple[int, int]]]:
 def _footprints_and_buckets(
     kinds: list[NodeType], params_column: list[Any], enabled: list[bool] | None
 ) -> tuple[list[list[Access]], list[list[tuple[int, int]]], dict[tuple[int, int], list[int]]]:
-    """Every node's footprint and :func:`_buckets`, during one graph check (``_LOCAL.memo``
+    """Every node's footprint and :func:`_buckets`, during one graph check (``LOOKUP_MEMO.memo``
     set), from the graph's columns (``enabled`` None: every node enabled), in one pass; and
     each bucket's members (node indices, ascending).
 
@@ -1298,7 +839,7 @@ def _footprints_and_buckets(
     of a kernel over one pointer share one footprint list and one bucket list (neither is
     changed in place: a setter replaces a node's lists), so each range is made and each
     allocation found once per graph, not once per node."""
-    memo: dict[Any, Any] = _LOCAL.memo
+    memo: dict[Any, Any] = LOOKUP_MEMO.memo
     footprints: list[list[Access]] = []
     buckets: list[list[tuple[int, int]]] = []
     members: dict[tuple[int, int], list[int]] = {}
@@ -1353,7 +894,7 @@ def _footprints_and_buckets(
         if (enabled is not None and not enabled[index]) or kinds[index] is graph_type:
             accesses: list[Access] = []
         elif type(params) is kernel_params:
-            accesses = _kernel_footprint(params)
+            accesses = kernel_footprint(params)
         else:
             accesses = footprint(params)
         append_footprint(accesses)

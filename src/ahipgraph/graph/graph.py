@@ -70,7 +70,7 @@ if TYPE_CHECKING:
     from ..device.pointer import DevicePtr
     from ..device.properties import CopyKind
     from ..exec.graph_exec import GraphExec
-    from ..exec.races import RaceReport
+    from ..exec.race_reports import RaceReport
     from ..runtime.event import Event
     from ..runtime.params import Endpoint
     from ..runtime.pitched import PitchedPtr

@@ -73,20 +73,18 @@ from ..device import hooks
 from ..device.host_function import running_host_function
 from ..device.ops import CopyOp, host_bytes
 from ..device.pointer import DevicePtr
-from ..exec.races import (
-    ALLOCATIONS,
+from ..exec.footprints import ALLOCATIONS, Access, footprint
+from ..exec.race_reports import (
     SITES,
-    Access,
-    ExecRaces,
     RaceError,
     RaceReport,
     RaceSite,
     RaceWarning,
     describe_allocation,
-    footprint,
     kind_of,
     user_site,
 )
+from ..exec.races import ExecRaces
 from ..runtime import observe
 from ..runtime.params import KernelParams, MemcpyParams
 from .race_clocks import (

@@ -14,7 +14,9 @@ from array import array
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..exec.races import Access, ExecRaces, RaceReport
+from ..exec.footprints import Access
+from ..exec.race_reports import RaceReport
+from ..exec.races import ExecRaces
 from .race_sites import Site, Why
 
 if TYPE_CHECKING:

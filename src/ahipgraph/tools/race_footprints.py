@@ -14,7 +14,8 @@ import numpy as np
 
 from ..device.ops import CopyOp, host_bytes
 from ..device.pointer import DevicePtr
-from ..exec.races import ALLOCATIONS, Access, RaceSite, footprint
+from ..exec.footprints import ALLOCATIONS, Access, footprint
+from ..exec.race_reports import RaceSite
 from ..runtime.params import HostParams, KernelParams, MemcpyParams, MemsetParams
 from ..runtime.stream_memory import FreeOp
 from .race_clocks import MAX_PENDING, CheckerState, Lane, OpRecord

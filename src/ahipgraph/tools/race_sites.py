@@ -6,7 +6,7 @@ for each (decoding the frame's line table, formatting a string) was a good part 
 check cost per op. Here a *site* is a plain tuple: the innermost frame's code object outside
 ahipgraph and the standard library, and that frame's instruction offset at the call. Both are
 read in O(1) as the call is made; :func:`site_text` decodes the line later, giving the same
-``file:line`` as :func:`ahipgraph.exec.races.user_site` would have given at the call (the
+``file:line`` as :func:`ahipgraph.exec.race_reports.user_site` would have given at the call (the
 offset, not the frame, is kept: the frame moves on, and keeping it would keep its locals
 alive).
 
@@ -24,7 +24,7 @@ import sys
 from types import CodeType
 from typing import Any, TypeAlias
 
-from ..exec.races import _SHOWN, _shown
+from ..exec.race_reports import SHOWN_FILES, shown_file
 
 __all__ = ["Site", "Why", "capture", "site_text", "text"]
 
@@ -36,12 +36,12 @@ def capture(depth: int = 1) -> Site | None:
     """The innermost caller outside ahipgraph and the standard library, as a site (``depth``
     frames above this function's caller are skipped first), or None."""
     frame: Any = sys._getframe(depth + 1)
-    known = _SHOWN
+    known = SHOWN_FILES
     while frame is not None:
         code = frame.f_code
         shown = known.get(code.co_filename)
         if shown is None:
-            shown = _shown(code.co_filename)
+            shown = shown_file(code.co_filename)
         if shown:
             return (code, frame.f_lasti)
         frame = frame.f_back
@@ -53,7 +53,8 @@ def site_text(site: Site | None) -> str | None:
     if site is None:
         return None
     code, lasti = site
-    return f"{_SHOWN.get(code.co_filename) or _shown(code.co_filename)}:{_line(code, lasti)}"
+    filename = code.co_filename
+    return f"{SHOWN_FILES.get(filename) or shown_file(filename)}:{_line(code, lasti)}"
 
 
 def text(why: object) -> str:
