@@ -43,6 +43,7 @@ from .completion import Completion
 from .device import get_device
 from .enqueue import enqueue_pair, kernel_enqueue_pair
 from .event import Event, live_event
+from .launch_attributes import clamp_priority
 from .params import (
     Endpoint,
     HostParams,
@@ -112,7 +113,7 @@ class Stream(
         if not isinstance(non_blocking, bool):
             raise TypeError(f"non_blocking must be a bool, got {non_blocking!r}")
         self.device = device
-        self.priority = max(-1, min(0, priority))  # HIP clamps into [greatest=-1, least=0]
+        self.priority = clamp_priority(priority)  # HIP clamps into [greatest, least]
         self.non_blocking = bool(non_blocking)
         self.is_null = null
         # Made by the runtime, not the user (the null stream, a per-thread stream): the device
