@@ -48,6 +48,7 @@ def enqueue_pair(
     *,
     check: Callable[Concatenate[S, P], object] | None = None,
     at_call: Callable[Concatenate[S, P], Callable[[], R]] | None = None,
+    packetless: Callable[Concatenate[S, P], bool] | None = None,
 ) -> tuple[Callable[Concatenate[S, P], Coroutine[Any, Any, R]], Callable[Concatenate[S, P], R]]:
     """Make ``(op, op_nowait)`` from ``_op``, the synchronous body of a stream enqueue.
 
@@ -65,7 +66,15 @@ def enqueue_pair(
     HIP), replaces ``check``: it checks the call's arguments when it parks and returns what to
     run once there is room.
 
-    Both are called with the body's parameters and named for the operation, as the body is.
+    ``packetless``, for an operation that adds a packet only in some calls (``wait_event``:
+    none for an event that is unrecorded or whose record is complete, as HIP enqueues no
+    marker then), says whether this call adds none: such a call needs no room, so it never
+    waits and its ``_nowait`` twin never reports ``NotReady``; it runs the body at once. It is
+    asked only when the ring is full; for a bad argument it answers False, so the call is
+    refused by the check as any other.
+
+    All of them are called with the body's parameters and named for the operation, as the
+    body is.
     """
     if (check is None) == (at_call is None):
         raise TypeError("an enqueue needs exactly one of check and at_call")
@@ -73,10 +82,13 @@ def enqueue_pair(
     name = private.lstrip("_")
     body.__qualname__ = f"{owner}.{name}"  # a wrong call names the public operation
     before_parking = _operation(cast(Callable[..., object], check or at_call), owner, name)
+    needs_no_room: Callable[..., bool] = (
+        _never if packetless is None else _operation(packetless, owner, name)
+    )
 
     async def waiting(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
         queue = cast(RingUser, self)._ring()
-        if queue is None or queue.has_room():
+        if queue is None or queue.has_room() or needs_no_room(self, *args, **kwargs):
             return body(self, *args, **kwargs)
         # Checked before parking; what runs once there is room is taken now (``at_call``) or
         # made then (the body, which checks again).
@@ -89,7 +101,7 @@ def enqueue_pair(
 
     def nowait(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
         queue = cast(RingUser, self)._ring()
-        if queue is not None and not queue.has_room():
+        if queue is not None and not queue.has_room() and not needs_no_room(self, *args, **kwargs):
             before_parking(self, *args, **kwargs)  # a bad call is refused as such first
             queue.check_room()
         return body(self, *args, **kwargs)
@@ -146,6 +158,11 @@ def kernel_enqueue_pair(
 
     _, nowait = enqueue_pair(body, check=check)  # the general twin: it waits for nothing
     return _named(waiting, body, owner, name, body.__doc__), nowait
+
+
+def _never(*args: object, **kwargs: object) -> bool:
+    """The ``packetless`` of an operation that always adds a packet."""
+    return False
 
 
 def _named(

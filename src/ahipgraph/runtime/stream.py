@@ -411,7 +411,8 @@ class Stream(
     def _wait_event(self, event: Event, flags: int = 0) -> None:
         """Make later work wait for ``event``'s latest record (``hipStreamWaitEvent``).
 
-        An event never recorded is already complete, so the wait is a no-op, as in HIP. An
+        An event never recorded is already complete, so the wait is a no-op, as in HIP; such a
+        wait, and one on a complete record, adds no packet, so it never waits for room. An
         event recorded during a capture forks this stream into that capture (or joins it);
         ``flags=1`` (``hipEventWaitExternal``) on a capturing stream adds an EventWait node.
 
@@ -448,7 +449,19 @@ class Stream(
         if observe.observer is not None:  # ordering the API promises, done or not
             observe.observer.event_waited(self, event)
 
-    wait_event, wait_event_nowait = enqueue_pair(_wait_event, at_call=_wait_event_later)
+    def _wait_event_packetless(self, event: Event, flags: int = 0) -> bool:
+        """Whether ``wait_event`` adds no packet now: the event is unrecorded or its record is
+        complete (HIP's ``hipStreamWaitEvent`` enqueues nothing then). Such a call needs no
+        room in a full ring. Not for a bad argument: the check before parking refuses it."""
+        given: object = event  # callers are untyped Python: check what really came in
+        if not isinstance(given, Event):
+            return False
+        record = event.signal
+        return record is None or record.value <= 0
+
+    wait_event, wait_event_nowait = enqueue_pair(
+        _wait_event, at_call=_wait_event_later, packetless=_wait_event_packetless
+    )
 
     async def synchronize(self) -> None:
         """Wait for all work on the stream (``hipStreamSynchronize``).
