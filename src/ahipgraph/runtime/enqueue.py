@@ -36,7 +36,8 @@ R = TypeVar("R")
 
 class RingUser(Protocol):
     def _ring(self) -> HardwareQueue | None:
-        """The queue this enqueue needs room in; None when it adds no packet (capture)."""
+        """The queue this enqueue needs room in; None when it adds no packet (capture), or
+        when the body is to report the call's error (a destroyed stream)."""
         ...
 
 

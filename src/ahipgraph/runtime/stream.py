@@ -27,7 +27,7 @@ from ..core.errors import (
     InvalidHandle,
     InvalidValue,
 )
-from ..core.ints import as_int, int_or_none
+from ..core.ints import as_int
 from ..core.lifecycle import DestroyOnExit, FactoryOnly, HandleRecord, check_live, destroyed
 from ..core.registry import HandleRegistry
 from ..core.surface import own_mixin_methods
@@ -42,7 +42,7 @@ from . import capture, observe
 from .completion import Completion
 from .device import get_device
 from .enqueue import enqueue_pair, kernel_enqueue_pair
-from .event import Event, live_event
+from .event import Event, check_record_flags, live_event
 from .launch_attributes import clamp_priority
 from .params import (
     Endpoint,
@@ -186,9 +186,12 @@ class Stream(
         return []
 
     def _ring(self) -> HardwareQueue | None:
-        """The hardware queue an enqueue needs room in; None while capturing (no packets)."""
-        self._check_open()
-        return None if self._capture is not None else self.queue
+        """The hardware queue an enqueue needs room in; None while capturing (no packets), and
+        for a destroyed stream: the operation's body then reports it, in HIP's order among
+        the call's other errors (``record_event`` checks its flags and event first)."""
+        if self.state is not _OPEN or self._capture is not None:
+            return None
+        return self.queue
 
     def _submit(self, program: Program) -> None:
         """Enqueue a program on this stream; its completion signal becomes the stream's tail.
@@ -367,8 +370,9 @@ class Stream(
         elsewhere both flags record alike.
 
         Raises:
-            InvalidValue: ``flags`` other than 0 or 1 (checked before the event, as in HIP).
-            ContextIsDestroyed / InvalidHandle: destroyed stream / event.
+            InvalidValue: ``flags`` other than 0 or 1.
+            InvalidHandle / ContextIsDestroyed: a null or destroyed event / a destroyed stream
+                (HIP's order: flags, then the event, then the stream).
             InvalidHandle: an eager record of an event made on another device (HIP's
                 ``hipErrorInvalidResourceHandle``, the same code). Capture errors: see ``capture``.
         """
@@ -387,11 +391,11 @@ class Stream(
             observe.observer.event_recorded(self, event)
 
     def _check_record_call(self, event: Event, flags: int) -> None:
-        """What every ``record_event`` checks, captured or not, in HIP's order."""
-        if int_or_none(flags) not in (capture.EVENT_RECORD_DEFAULT, capture.EVENT_RECORD_EXTERNAL):
-            raise InvalidValue(f"{flags!r} is not an event record flag")
-        self._check_open()
+        """What every ``record_event`` checks, captured or not, in HIP's order
+        (``hipEventRecord_common``: the flags, the event, then the stream)."""
+        check_record_flags(flags)
         live_event(event)
+        self._check_open()
 
     def _check_eager_record(self, event: Event) -> None:
         if event.device is not self.device:
@@ -417,8 +421,10 @@ class Stream(
         ``flags=1`` (``hipEventWaitExternal``) on a capturing stream adds an EventWait node.
 
         Raises:
-            ContextIsDestroyed / InvalidHandle: destroyed stream / event.
-            InvalidValue: ``flags`` other than 0 or 1. Capture errors: see ``capture``.
+            InvalidValue: ``flags`` other than 0 or 1.
+            InvalidHandle / ContextIsDestroyed: a null or destroyed event / a destroyed stream
+                (HIP's order: flags, then the event, then the stream). Capture errors: see
+                ``capture``.
         """
         self._wait_for_record(event, flags, _record_of(event))
 
@@ -429,17 +435,21 @@ class Stream(
         record made while this call waits for ring space (by another task) is not the one
         it waits for. The call is checked now, as the body checks it.
         """
-        self._check_open()
-        live_event(event)
-        capture.check_wait_flags(flags)
+        self._check_wait_call(event, flags)
         record = _record_of(event)
         return lambda: self._wait_for_record(event, flags, record)
+
+    def _check_wait_call(self, event: Event, flags: int) -> None:
+        """What every ``wait_event`` checks first, in HIP's order (``hipStreamWaitEvent``:
+        the flags, the event, then the stream)."""
+        capture.check_wait_flags(flags)
+        live_event(event)
+        self._check_open()
 
     def _wait_for_record(self, event: Event, flags: int, record: Signal | None) -> None:
         """``wait_event``'s work: make later work wait for ``record``, ``event``'s record
         when the call was made."""
-        self._check_open()
-        live_event(event)
+        self._check_wait_call(event, flags)
         if capture.wait_event(self, event, flags):
             return
         if record is not None and record.value > 0:
