@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.errors import (
     HipError,
+    InvalidDeviceFunction,
     InvalidHandle,
     InvalidValue,
 )
@@ -254,7 +255,10 @@ class Stream(
 
         Raises:
             ContextIsDestroyed: the stream was destroyed.
-            InvalidConfiguration: bad grid/block. TypeError/ValueError: bad arguments.
+            InvalidDeviceFunction: ``kernel`` is None (HIP's answer for a null function; a
+                capturing stream adds a kernel node, which refuses it as ``InvalidValue``).
+            InvalidConfiguration: bad grid/block. InvalidValue: too much shared memory.
+            TypeError/ValueError: bad arguments.
         """
         self._check_open()
         part = self._capture  # read once: another thread may end the capture meanwhile
@@ -264,7 +268,7 @@ class Stream(
             )
         params = common_kernel_params(
             kernel, grid, block, args, shared_mem, 0, self.device
-        ) or KernelParams.make(kernel, grid, block, args, shared_mem=shared_mem, device=self.device)
+        ) or self._kernel_params(kernel, grid, block, args, shared_mem=shared_mem)
         return self._observed(params, params.op(self.device))
 
     def _kernel_params(
@@ -276,8 +280,13 @@ class Stream(
         *,
         shared_mem: int = 0,
     ) -> KernelParams:
-        """``launch_kernel``'s checks for a call that must wait for room: ``make``, which
-        raises what the body's ``common_kernel_params`` would (see there)."""
+        """An eager launch's checks and parameters when ``common_kernel_params`` has none,
+        and ``launch_kernel``'s checks for a call that must wait for room: ``make``, which
+        raises what ``common_kernel_params`` would (see there), after HIP's null-function
+        check (``hipLaunchKernel`` answers ``InvalidDeviceFunction``; ``make`` serves graph
+        nodes and executables too, whose null kernel is ``InvalidValue``)."""
+        if kernel is None:
+            raise InvalidDeviceFunction("kernel is null")
         return KernelParams.make(
             kernel, grid, block, args, shared_mem=shared_mem, device=self.device
         )
