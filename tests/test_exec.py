@@ -849,6 +849,35 @@ async def test_use_node_priority_puts_the_most_urgent_branch_on_the_launch_strea
 
 
 @pytest.mark.asyncio
+async def test_use_node_priority_puts_a_least_urgent_branch_after_a_default_one(
+    device: ahg.Device,
+) -> None:
+    """A branch whose kernels are all of the least urgent priority (1, HIP's Low) declares
+    it, so a branch of the default priority 0 goes first, onto the launch stream."""
+    out = device.malloc(8 * 3)
+    graph = ahg.Graph()
+    root = graph.add_kernel_node(put, 1, 1, (1, 0, out))
+    low = graph.add_kernel_node(put, 1, 1, (2, 1, out), deps=[root], priority=1)
+    graph.add_kernel_node(put, 1, 1, (3, 2, out), deps=[root])
+    assert low.params.priority == 1
+
+    def strand_of_low(graph_exec: ahg.GraphExec) -> int:
+        (segment,) = [s for s in graph_exec.plan.segments if s.nodes == [1]]
+        return segment.strand
+
+    plain = graph.instantiate()
+    by_priority = graph.instantiate(ahg.InstantiateFlags.USE_NODE_PRIORITY)
+    assert strand_of_low(plain) == 0  # round-robin: the first branch on the launch stream
+    assert strand_of_low(by_priority) == 1  # the default branch goes first
+    await run_once(by_priority, device)
+    assert device.view(out, np.int64, 3).tolist() == [1, 2, 3]
+    plain.destroy()
+    by_priority.destroy()
+    graph.destroy()
+    device.free(out)
+
+
+@pytest.mark.asyncio
 async def test_upload_validates_and_does_no_work(device: ahg.Device) -> None:
     out = device.malloc(8)
     graph = ahg.Graph()
