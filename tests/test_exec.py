@@ -822,53 +822,41 @@ async def test_use_node_priority_keeps_results_and_ordering(device: ahg.Device) 
 
 
 @pytest.mark.asyncio
-async def test_use_node_priority_puts_the_most_urgent_branch_on_the_launch_stream(
+@pytest.mark.parametrize(
+    ("priorities", "watched", "round_robin", "by_urgency"),
+    [
+        # the most urgent branch (-1) goes onto the launch stream
+        ((0, -1), 2, 1, 0),
+        # a branch of the least urgent priority (1, HIP's Low) declares it, so the branch of
+        # the default priority 0 goes first
+        ((1, 0), 1, 0, 1),
+    ],
+    ids=["urgent-first", "least-urgent-last"],
+)
+async def test_use_node_priority_orders_branches_by_their_declared_priority(
     device: ahg.Device,
+    priorities: tuple[int, int],
+    watched: int,
+    round_robin: int,
+    by_urgency: int,
 ) -> None:
     out = device.malloc(8 * 3)
     graph = ahg.Graph()
     root = graph.add_kernel_node(put, 1, 1, (1, 0, out))
-    graph.add_kernel_node(put, 1, 1, (2, 1, out), deps=[root])
-    urgent = graph.add_kernel_node(put, 1, 1, (3, 2, out), deps=[root], priority=-1)
-    assert urgent.params.priority == -1
+    for slot, priority in enumerate(priorities, 1):
+        node = graph.add_kernel_node(
+            put, 1, 1, (slot + 1, slot, out), deps=[root], priority=priority
+        )
+        assert node.params.priority == priority
 
-    def strand_of_urgent(graph_exec: ahg.GraphExec) -> int:
-        (segment,) = [s for s in graph_exec.plan.segments if s.nodes == [2]]
+    def strand_of_watched(graph_exec: ahg.GraphExec) -> int:
+        (segment,) = [s for s in graph_exec.plan.segments if s.nodes == [watched]]
         return segment.strand
 
     plain = graph.instantiate()
     by_priority = graph.instantiate(ahg.InstantiateFlags.USE_NODE_PRIORITY)
-    assert strand_of_urgent(plain) == 1  # round-robin: the second branch on the second stream
-    assert strand_of_urgent(by_priority) == 0  # the most urgent branch on the launch stream
-    await run_once(by_priority, device)
-    assert device.view(out, np.int64, 3).tolist() == [1, 2, 3]
-    plain.destroy()
-    by_priority.destroy()
-    graph.destroy()
-    device.free(out)
-
-
-@pytest.mark.asyncio
-async def test_use_node_priority_puts_a_least_urgent_branch_after_a_default_one(
-    device: ahg.Device,
-) -> None:
-    """A branch whose kernels are all of the least urgent priority (1, HIP's Low) declares
-    it, so a branch of the default priority 0 goes first, onto the launch stream."""
-    out = device.malloc(8 * 3)
-    graph = ahg.Graph()
-    root = graph.add_kernel_node(put, 1, 1, (1, 0, out))
-    low = graph.add_kernel_node(put, 1, 1, (2, 1, out), deps=[root], priority=1)
-    graph.add_kernel_node(put, 1, 1, (3, 2, out), deps=[root])
-    assert low.params.priority == 1
-
-    def strand_of_low(graph_exec: ahg.GraphExec) -> int:
-        (segment,) = [s for s in graph_exec.plan.segments if s.nodes == [1]]
-        return segment.strand
-
-    plain = graph.instantiate()
-    by_priority = graph.instantiate(ahg.InstantiateFlags.USE_NODE_PRIORITY)
-    assert strand_of_low(plain) == 0  # round-robin: the first branch on the launch stream
-    assert strand_of_low(by_priority) == 1  # the default branch goes first
+    assert strand_of_watched(plain) == round_robin  # the branches in the order they were added
+    assert strand_of_watched(by_priority) == by_urgency
     await run_once(by_priority, device)
     assert device.view(out, np.int64, 3).tolist() == [1, 2, 3]
     plain.destroy()
