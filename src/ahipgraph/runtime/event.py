@@ -195,7 +195,8 @@ def elapsed_time(start: Event, end: Event) -> float:
             raise InvalidHandle(f"{event!r} has not been recorded")
     start_ns, end_ns = start.time_ns, end.time_ns
     if start_ns is None or end_ns is None:
-        raise NotReady("an event's record has not completed")
+        pending = start if start_ns is None else end
+        raise NotReady(f"the latest record of {pending!r} has not completed")
     return ns_to_ms(end_ns - start_ns)
 
 
