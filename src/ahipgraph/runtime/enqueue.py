@@ -50,6 +50,7 @@ def enqueue_pair(
     check: Callable[Concatenate[S, P], object] | None = None,
     at_call: Callable[Concatenate[S, P], Callable[[], R]] | None = None,
     packetless: Callable[Concatenate[S, P], bool] | None = None,
+    owner: str | None = None,
 ) -> tuple[Callable[Concatenate[S, P], Coroutine[Any, Any, R]], Callable[Concatenate[S, P], R]]:
     """Make ``(op, op_nowait)`` from ``_op``, the synchronous body of a stream enqueue.
 
@@ -75,11 +76,13 @@ def enqueue_pair(
     refused by the check as any other.
 
     All of them are called with the body's parameters and named for the operation, as the
-    body is.
+    body is. ``owner`` is the class the user calls it on, when the body is a mixin's: a
+    wrong call of ``stream.memcpy_2d()`` names ``Stream.memcpy_2d()``, not the mixin.
     """
     if (check is None) == (at_call is None):
         raise TypeError("an enqueue needs exactly one of check and at_call")
-    owner, _, private = body.__qualname__.rpartition(".")
+    defined_in, _, private = body.__qualname__.rpartition(".")
+    owner = defined_in if owner is None else owner
     name = private.lstrip("_")
     body.__qualname__ = f"{owner}.{name}"  # a wrong call names the public operation
     before_parking = _operation(cast(Callable[..., object], check or at_call), owner, name)

@@ -123,7 +123,7 @@ class StreamMemoryMixin:
         return _is_null(ptr)
 
     free_async, free_async_nowait = enqueue_pair(
-        _free_async, check=_check_free, packetless=_free_async_packetless
+        _free_async, check=_check_free, packetless=_free_async_packetless, owner="Stream"
     )
 
     def _stream(self) -> Stream:
