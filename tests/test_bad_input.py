@@ -730,6 +730,8 @@ BAD: dict[str, Any] = {
 ACCEPTED: dict[tuple[str, str, str], str] = {
     ("configure_devices", "properties", "none"): "default properties",
     ("device.free", "ptr", "none"): "hipFree(nullptr) is a no-op",
+    ("stream.free_async", "ptr", "none"): "hipFreeAsync(nullptr) is a no-op",
+    ("stream.free_async_nowait", "ptr", "none"): "hipFreeAsync(nullptr) is a no-op",
     ("device.view", "count", "none"): "no count: the view runs to the allocation's end",
     ("device.create_stream", "priority", "negative"): "-1 is the greatest priority",
     ("device.create_stream", "priority", "huge"): "HIP clamps a stream priority into range",

@@ -256,16 +256,22 @@ async def test_a_launch_of_a_destroyed_executable_on_a_destroyed_stream_blames_t
 
 
 @pytest.mark.asyncio
-async def test_a_wait_on_a_null_or_destroyed_event_with_bad_flags_blames_the_event(
+async def test_a_wait_on_a_null_or_destroyed_event_with_bad_flags_blames_the_flags(
     device: ahg.Device,
 ) -> None:
+    """``hipStreamWaitEvent`` (the version with ``hipEventWaitExternal``) checks the flags
+    (InvalidValue) before the event (InvalidHandle), as ``hipEventRecord`` does."""
     stream = device.create_stream()
     event = device.create_event()
     event.destroy()
-    with pytest.raises(ahg.InvalidHandle):
+    with pytest.raises(ahg.InvalidValue, match="wait flag"):
         await stream.wait_event(None, 5)  # type: ignore[arg-type]
-    with pytest.raises(ahg.InvalidHandle):
+    with pytest.raises(ahg.InvalidValue, match="wait flag"):
         await stream.wait_event(event, 5)
+    with pytest.raises(ahg.InvalidHandle):
+        await stream.wait_event(None)  # type: ignore[arg-type]
+    with pytest.raises(ahg.InvalidHandle):
+        await stream.wait_event(event)
     assert stream.statistics().submitted == 0
     destroy(stream)
 

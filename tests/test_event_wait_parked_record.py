@@ -80,10 +80,15 @@ async def test_a_parked_wait_on_an_event_destroyed_meanwhile_takes_nothing(
 ) -> None:
     device = small_ring
     log: list[str] = []
+    producer = device.create_stream()
     event = device.create_event()
+    record = HeldKernel("record", log)
+    await record.launch(producer)
+    await producer.record_event(event)  # pending: the wait needs a packet, so it parks
     waiter, blocker = await full_stream(device, log)
     parked = asyncio.create_task(waiter.wait_event(event))
     await loop_turns()
+    assert not parked.done()
     event.destroy()
     submitted = waiter.statistics().submitted
     blocker.release()
@@ -92,7 +97,9 @@ async def test_a_parked_wait_on_an_event_destroyed_meanwhile_takes_nothing(
     assert waiter.statistics().submitted == submitted
     assert waiter.queue.statistics().waiting_for_room == 0
     await waiter.synchronize()
-    destroy(waiter)
+    record.release()
+    await producer.synchronize()
+    destroy(waiter, producer)
 
 
 @pytest.mark.asyncio

@@ -822,24 +822,41 @@ async def test_use_node_priority_keeps_results_and_ordering(device: ahg.Device) 
 
 
 @pytest.mark.asyncio
-async def test_use_node_priority_puts_the_most_urgent_branch_on_the_launch_stream(
+@pytest.mark.parametrize(
+    ("priorities", "watched", "round_robin", "by_urgency"),
+    [
+        # the most urgent branch (-1) goes onto the launch stream
+        ((0, -1), 2, 1, 0),
+        # a branch of the least urgent priority (1, HIP's Low) declares it, so the branch of
+        # the default priority 0 goes first
+        ((1, 0), 1, 0, 1),
+    ],
+    ids=["urgent-first", "least-urgent-last"],
+)
+async def test_use_node_priority_orders_branches_by_their_declared_priority(
     device: ahg.Device,
+    priorities: tuple[int, int],
+    watched: int,
+    round_robin: int,
+    by_urgency: int,
 ) -> None:
     out = device.malloc(8 * 3)
     graph = ahg.Graph()
     root = graph.add_kernel_node(put, 1, 1, (1, 0, out))
-    graph.add_kernel_node(put, 1, 1, (2, 1, out), deps=[root])
-    urgent = graph.add_kernel_node(put, 1, 1, (3, 2, out), deps=[root], priority=-1)
-    assert urgent.params.priority == -1
+    for slot, priority in enumerate(priorities, 1):
+        node = graph.add_kernel_node(
+            put, 1, 1, (slot + 1, slot, out), deps=[root], priority=priority
+        )
+        assert node.params.priority == priority
 
-    def strand_of_urgent(graph_exec: ahg.GraphExec) -> int:
-        (segment,) = [s for s in graph_exec.plan.segments if s.nodes == [2]]
+    def strand_of_watched(graph_exec: ahg.GraphExec) -> int:
+        (segment,) = [s for s in graph_exec.plan.segments if s.nodes == [watched]]
         return segment.strand
 
     plain = graph.instantiate()
     by_priority = graph.instantiate(ahg.InstantiateFlags.USE_NODE_PRIORITY)
-    assert strand_of_urgent(plain) == 1  # round-robin: the second branch on the second stream
-    assert strand_of_urgent(by_priority) == 0  # the most urgent branch on the launch stream
+    assert strand_of_watched(plain) == round_robin  # the branches in the order they were added
+    assert strand_of_watched(by_priority) == by_urgency
     await run_once(by_priority, device)
     assert device.view(out, np.int64, 3).tolist() == [1, 2, 3]
     plain.destroy()

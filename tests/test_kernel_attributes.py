@@ -38,7 +38,11 @@ WINDOW = ahg.AccessPolicyWindow(
 
 
 def test_priority_range_is_hips() -> None:
-    assert ahg.stream_priority_range() == (0, -1)
+    # hip::Stream::Priority: High -1, Normal 0 (the default), Low 1; hip-tests check that
+    # least + greatest is the default priority.
+    least, greatest = ahg.stream_priority_range()
+    assert (least, greatest) == (1, -1)
+    assert least + greatest == 0
 
 
 def test_defaults(device: ahg.Device) -> None:
@@ -56,6 +60,7 @@ def test_defaults(device: ahg.Device) -> None:
     [
         (A.Priority, -1, -1),
         (A.Priority, 0, 0),
+        (A.Priority, 1, 1),  # the least urgent level
         (A.Cooperative, True, True),
         (A.Cooperative, 1, True),  # HIP takes any non-zero value
         (A.Cooperative, 0, False),
@@ -86,7 +91,7 @@ def test_window_with_a_device_pointer_and_int_ratio(device: ahg.Device) -> None:
 
 BAD: list[tuple[Any, Any, type[Exception]]] = [
     (A.Priority, -2, ahg.InvalidValue),  # above the greatest priority
-    (A.Priority, 1, ahg.InvalidValue),  # below the least
+    (A.Priority, 2, ahg.InvalidValue),  # below the least
     (A.Priority, -1000, ahg.InvalidValue),
     (A.Priority, 2**64, ahg.InvalidValue),
     (A.Priority, None, ahg.InvalidValue),  # HIP's null value

@@ -496,7 +496,10 @@ def test_null_stream_cannot_be_destroyed(device: ahg.Device) -> None:
 
 
 def test_priority_is_clamped_to_hips_range(device: ahg.Device) -> None:
-    for given, clamped in ((5, 0), (-7, -1), (-1, -1)):
+    # HIP's three levels: -1 (greatest), 0 (the default) and 1 (least); the least is a level
+    # of its own, not clamped to the default.
+    cases = ((5, 1), (1, 1), (0, 0), (-7, -1), (-1, -1), (2**64, 1), (-(2**64), -1))
+    for given, clamped in cases:
         with device.create_stream(priority=given) as stream:
             assert stream.priority == clamped
     with pytest.raises(TypeError, match="priority"):

@@ -76,13 +76,14 @@ def enable_peer_access(device: DeviceBase, peer: Any, flags: int = 0) -> None:
     """Let work on ``device`` read and write ``peer``'s memory.
 
     Raises:
-        InvalidDevice: see :func:`peer_of`. InvalidValue: ``flags`` other than 0.
+        InvalidValue: ``flags`` other than 0 (checked first, as HIP does).
+        InvalidDevice: see :func:`peer_of`.
         PeerAccessAlreadyEnabled: access was already enabled (nothing changes).
     """
-    other = peer_of(device, peer)
     flags = as_int(flags, "flags")
     if flags != 0:
         raise InvalidValue(f"peer-access flags must be 0, got {flags}")
+    other = peer_of(device, peer)
     with _lock:
         peers = device.memory.peers
         if other.ordinal in peers:

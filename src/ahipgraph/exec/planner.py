@@ -338,14 +338,20 @@ def _compact(nodes: list[int] | range) -> list[int] | range:
 
 
 def _priorities(graph: ExecGraph, table: SegmentTable) -> None:
-    """Each segment's most urgent (lowest) declared kernel priority, where it is not 0."""
+    """Each segment's most urgent (lowest) declared kernel priority, where it is not 0.
+
+    A segment without kernels declares the default, 0; one whose kernels are all of the least
+    urgent priority (1) declares that, so it sorts after the default ones (HIP's
+    ``declared_priority`` is the most urgent priority among the segment's kernels).
+    """
     types, params = graph.types(), graph.params_column()
     kernel = NodeType.Kernel
     for sid in range(len(table)):
-        best = 0
+        best: int | None = None
         for index in table.nodes(sid):
             if types[index] is kernel:
-                best = min(best, params[index].priority)
+                priority = params[index].priority
+                best = priority if best is None else min(best, priority)
         if best:
             table.priority[sid] = best
 

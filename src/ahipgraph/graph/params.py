@@ -119,7 +119,7 @@ def kernel_params(
     if kernel is None:
         raise InvalidValue("kernel is null")
     params = KernelParams.make(kernel, grid, block, args, shared_mem=shared_mem, priority=priority)
-    if priority:  # make checked it is an int; 0, the default, is the least urgent priority
+    if priority:  # make checked it is an int; 0 is the default priority, always in range
         check_priority(priority)  # a node's priority attribute lies in the device's range
     return params
 

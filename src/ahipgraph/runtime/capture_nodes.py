@@ -338,9 +338,12 @@ class StreamCapture:
             return ptr
 
     def free(self, ptr: DevicePtr) -> CapturedWork:
-        """``hipFreeAsync`` captured: a MemFree node."""
+        """``hipFreeAsync`` captured: a MemFree node (none for the null pointer, which frees
+        nothing, as ``hipFreeAsync(nullptr)``; a captured ``malloc_async(0)`` gives it)."""
         with _LOCK:
             session = self.check_active()
+            if ptr is None or (isinstance(ptr, DevicePtr) and not ptr):
+                return CapturedWork(session, None, self.device)
             node = session.graph.add_mem_free_node(ptr, deps=self.deps)
             session.captured.add(node)
             self.deps = [node]

@@ -36,7 +36,8 @@ R = TypeVar("R")
 
 class RingUser(Protocol):
     def _ring(self) -> HardwareQueue | None:
-        """The queue this enqueue needs room in; None when it adds no packet (capture)."""
+        """The queue this enqueue needs room in; None when it adds no packet (capture), or
+        when the body is to report the call's error (a destroyed stream)."""
         ...
 
 
@@ -48,6 +49,8 @@ def enqueue_pair(
     *,
     check: Callable[Concatenate[S, P], object] | None = None,
     at_call: Callable[Concatenate[S, P], Callable[[], R]] | None = None,
+    packetless: Callable[Concatenate[S, P], bool] | None = None,
+    owner: str | None = None,
 ) -> tuple[Callable[Concatenate[S, P], Coroutine[Any, Any, R]], Callable[Concatenate[S, P], R]]:
     """Make ``(op, op_nowait)`` from ``_op``, the synchronous body of a stream enqueue.
 
@@ -65,18 +68,31 @@ def enqueue_pair(
     HIP), replaces ``check``: it checks the call's arguments when it parks and returns what to
     run once there is room.
 
-    Both are called with the body's parameters and named for the operation, as the body is.
+    ``packetless``, for an operation that adds a packet only in some calls (``wait_event``:
+    none for an event that is unrecorded or whose record is complete, as HIP enqueues no
+    marker then), says whether this call adds none: such a call needs no room, so it never
+    waits and its ``_nowait`` twin never reports ``NotReady``; it runs the body at once. It is
+    asked only when the ring is full; for a bad argument it answers False, so the call is
+    refused by the check as any other.
+
+    All of them are called with the body's parameters and named for the operation, as the
+    body is. ``owner`` is the class the user calls it on, when the body is a mixin's: a
+    wrong call of ``stream.memcpy_2d()`` names ``Stream.memcpy_2d()``, not the mixin.
     """
     if (check is None) == (at_call is None):
         raise TypeError("an enqueue needs exactly one of check and at_call")
-    owner, _, private = body.__qualname__.rpartition(".")
+    defined_in, _, private = body.__qualname__.rpartition(".")
+    owner = defined_in if owner is None else owner
     name = private.lstrip("_")
     body.__qualname__ = f"{owner}.{name}"  # a wrong call names the public operation
     before_parking = _operation(cast(Callable[..., object], check or at_call), owner, name)
+    needs_no_room: Callable[..., bool] = (
+        _never if packetless is None else _operation(packetless, owner, name)
+    )
 
     async def waiting(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
         queue = cast(RingUser, self)._ring()
-        if queue is None or queue.has_room():
+        if queue is None or queue.has_room() or needs_no_room(self, *args, **kwargs):
             return body(self, *args, **kwargs)
         # Checked before parking; what runs once there is room is taken now (``at_call``) or
         # made then (the body, which checks again).
@@ -89,7 +105,7 @@ def enqueue_pair(
 
     def nowait(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
         queue = cast(RingUser, self)._ring()
-        if queue is not None and not queue.has_room():
+        if queue is not None and not queue.has_room() and not needs_no_room(self, *args, **kwargs):
             before_parking(self, *args, **kwargs)  # a bad call is refused as such first
             queue.check_room()
         return body(self, *args, **kwargs)
@@ -146,6 +162,11 @@ def kernel_enqueue_pair(
 
     _, nowait = enqueue_pair(body, check=check)  # the general twin: it waits for nothing
     return _named(waiting, body, owner, name, body.__doc__), nowait
+
+
+def _never(*args: object, **kwargs: object) -> bool:
+    """The ``packetless`` of an operation that always adds a packet."""
+    return False
 
 
 def _named(

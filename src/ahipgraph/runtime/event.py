@@ -11,7 +11,8 @@ import enum
 from typing import TYPE_CHECKING
 
 from ..core.clock import ns_to_ms
-from ..core.errors import InvalidHandle, NotReady
+from ..core.errors import InvalidHandle, InvalidValue, NotReady
+from ..core.ints import int_or_none
 from ..core.lifecycle import DestroyOnExit, FactoryOnly, HandleRecord, check_live, destroyed
 from ..core.registry import HandleRegistry
 from ..device.engine import refuse_trio
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
     from .device import Device
     from .stream import Stream
 
-__all__ = ["EVENTS", "Event", "elapsed_time", "live_event"]
+__all__ = ["EVENTS", "Event", "check_record_flags", "elapsed_time", "live_event"]
 
 EVENTS: HandleRegistry[Event] = HandleRegistry("event")
 _FACTORY = FactoryOnly("events are created with Device.create_event()")
@@ -117,15 +118,17 @@ class Event(DestroyOnExit):
             TypeError: ``stream`` is neither a Stream nor None.
             InvalidHandle / ContextIsDestroyed / InvalidValue: as ``Stream.record_event``.
         """
-        await self._stream_for_record(stream).record_event(self, flags)
+        await self._stream_for_record(stream, flags).record_event(self, flags)
 
     def record_nowait(self, stream: Stream | None = None, flags: int = 0) -> None:
         """As :meth:`record`, but raise ``NotReady`` instead of waiting for ring space."""
-        self._stream_for_record(stream).record_event_nowait(self, flags)
+        self._stream_for_record(stream, flags).record_event_nowait(self, flags)
 
-    def _stream_for_record(self, stream: Stream | None) -> Stream:
+    def _stream_for_record(self, stream: Stream | None, flags: int) -> Stream:
         from .stream import launch_stream  # stream.py imports this module
 
+        # HIP's order (hipEventRecord_common): the flags, the event, then the stream.
+        check_record_flags(flags)
         self._check_open()  # a destroyed event is the error, whatever the stream
         return launch_stream(stream, self.device, any_device=True)
 
@@ -192,8 +195,16 @@ def elapsed_time(start: Event, end: Event) -> float:
             raise InvalidHandle(f"{event!r} has not been recorded")
     start_ns, end_ns = start.time_ns, end.time_ns
     if start_ns is None or end_ns is None:
-        raise NotReady("an event's record has not completed")
+        pending = start if start_ns is None else end
+        raise NotReady(f"the latest record of {pending!r} has not completed")
     return ns_to_ms(end_ns - start_ns)
+
+
+def check_record_flags(flags: object) -> None:
+    """Raise InvalidValue unless ``flags`` is an event record flag (0, or 1 for
+    ``hipEventRecordExternal``; 1.0 and True are not)."""
+    if int_or_none(flags) not in (capture.EVENT_RECORD_DEFAULT, capture.EVENT_RECORD_EXTERNAL):
+        raise InvalidValue(f"{flags!r} is not an event record flag")
 
 
 def live_event(event: object, what: str = "event") -> Event:

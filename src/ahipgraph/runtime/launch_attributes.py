@@ -41,13 +41,16 @@ __all__ = [
     "check_attributes",
     "check_attribute_value",
     "check_priority",
+    "clamp_priority",
     "stream_priority_range",
     "with_attribute",
 ]
 
-# HIP's stream-priority range on AMD devices: hipDeviceGetStreamPriorityRange gives least=0,
-# greatest=-1 (lower is more urgent); streams clamp into it, attributes must lie inside it.
-_LEAST_PRIORITY = 0
+# HIP's stream-priority range on AMD devices: its three levels ``hip::Stream::Priority`` High
+# (-1), Normal (0, a stream's default) and Low (1), so hipDeviceGetStreamPriorityRange gives
+# least=1, greatest=-1 (lower is more urgent; hip-tests check that least + greatest is the
+# default). Streams clamp into it, attributes must lie inside it.
+_LEAST_PRIORITY = 1
 _GREATEST_PRIORITY = -1
 
 ACCESS_POLICY_MAX_WINDOW = 1 << 27
@@ -55,8 +58,15 @@ ACCESS_POLICY_MAX_WINDOW = 1 << 27
 
 
 def stream_priority_range() -> tuple[int, int]:
-    """``hipDeviceGetStreamPriorityRange``: ``(least, greatest)``; lower is more urgent."""
+    """``hipDeviceGetStreamPriorityRange``: ``(least, greatest)``, ``(1, -1)``; lower is more
+    urgent, and 0 (the default) lies between."""
     return _LEAST_PRIORITY, _GREATEST_PRIORITY
+
+
+def clamp_priority(priority: int) -> int:
+    """A stream's priority clamped into the range (``hipStreamCreateWithPriority`` takes any
+    int and clamps it, never refuses it)."""
+    return max(_GREATEST_PRIORITY, min(_LEAST_PRIORITY, priority))
 
 
 class KernelNodeAttribute(enum.IntEnum):

@@ -24,10 +24,11 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.errors import (
     HipError,
+    InvalidDeviceFunction,
     InvalidHandle,
     InvalidValue,
 )
-from ..core.ints import as_int, int_or_none
+from ..core.ints import as_int
 from ..core.lifecycle import DestroyOnExit, FactoryOnly, HandleRecord, check_live, destroyed
 from ..core.registry import HandleRegistry
 from ..core.surface import own_mixin_methods
@@ -42,7 +43,8 @@ from . import capture, observe
 from .completion import Completion
 from .device import get_device
 from .enqueue import enqueue_pair, kernel_enqueue_pair
-from .event import Event, live_event
+from .event import Event, check_record_flags, live_event
+from .launch_attributes import clamp_priority
 from .params import (
     Endpoint,
     HostParams,
@@ -112,7 +114,7 @@ class Stream(
         if not isinstance(non_blocking, bool):
             raise TypeError(f"non_blocking must be a bool, got {non_blocking!r}")
         self.device = device
-        self.priority = max(-1, min(0, priority))  # HIP clamps into [greatest=-1, least=0]
+        self.priority = clamp_priority(priority)  # HIP clamps into [greatest, least]
         self.non_blocking = bool(non_blocking)
         self.is_null = null
         # Made by the runtime, not the user (the null stream, a per-thread stream): the device
@@ -185,9 +187,12 @@ class Stream(
         return []
 
     def _ring(self) -> HardwareQueue | None:
-        """The hardware queue an enqueue needs room in; None while capturing (no packets)."""
-        self._check_open()
-        return None if self._capture is not None else self.queue
+        """The hardware queue an enqueue needs room in; None while capturing (no packets), and
+        for a destroyed stream: the operation's body then reports it, in HIP's order among
+        the call's other errors (``record_event`` checks its flags and event first)."""
+        if self.state is not _OPEN or self._capture is not None:
+            return None
+        return self.queue
 
     def _submit(self, program: Program) -> None:
         """Enqueue a program on this stream; its completion signal becomes the stream's tail.
@@ -250,7 +255,10 @@ class Stream(
 
         Raises:
             ContextIsDestroyed: the stream was destroyed.
-            InvalidConfiguration: bad grid/block. TypeError/ValueError: bad arguments.
+            InvalidDeviceFunction: ``kernel`` is None (HIP's answer for a null function; a
+                capturing stream adds a kernel node, which refuses it as ``InvalidValue``).
+            InvalidConfiguration: bad grid/block. InvalidValue: too much shared memory.
+            TypeError/ValueError: bad arguments.
         """
         self._check_open()
         part = self._capture  # read once: another thread may end the capture meanwhile
@@ -260,7 +268,7 @@ class Stream(
             )
         params = common_kernel_params(
             kernel, grid, block, args, shared_mem, 0, self.device
-        ) or KernelParams.make(kernel, grid, block, args, shared_mem=shared_mem, device=self.device)
+        ) or self._kernel_params(kernel, grid, block, args, shared_mem=shared_mem)
         return self._observed(params, params.op(self.device))
 
     def _kernel_params(
@@ -272,8 +280,13 @@ class Stream(
         *,
         shared_mem: int = 0,
     ) -> KernelParams:
-        """``launch_kernel``'s checks for a call that must wait for room: ``make``, which
-        raises what the body's ``common_kernel_params`` would (see there)."""
+        """An eager launch's checks and parameters when ``common_kernel_params`` has none,
+        and ``launch_kernel``'s checks for a call that must wait for room: ``make``, which
+        raises what ``common_kernel_params`` would (see there), after HIP's null-function
+        check (``hipLaunchKernel`` answers ``InvalidDeviceFunction``; ``make`` serves graph
+        nodes and executables too, whose null kernel is ``InvalidValue``)."""
+        if kernel is None:
+            raise InvalidDeviceFunction("kernel is null")
         return KernelParams.make(
             kernel, grid, block, args, shared_mem=shared_mem, device=self.device
         )
@@ -366,8 +379,9 @@ class Stream(
         elsewhere both flags record alike.
 
         Raises:
-            InvalidValue: ``flags`` other than 0 or 1 (checked before the event, as in HIP).
-            ContextIsDestroyed / InvalidHandle: destroyed stream / event.
+            InvalidValue: ``flags`` other than 0 or 1.
+            InvalidHandle / ContextIsDestroyed: a null or destroyed event / a destroyed stream
+                (HIP's order: flags, then the event, then the stream).
             InvalidHandle: an eager record of an event made on another device (HIP's
                 ``hipErrorInvalidResourceHandle``, the same code). Capture errors: see ``capture``.
         """
@@ -386,11 +400,11 @@ class Stream(
             observe.observer.event_recorded(self, event)
 
     def _check_record_call(self, event: Event, flags: int) -> None:
-        """What every ``record_event`` checks, captured or not, in HIP's order."""
-        if int_or_none(flags) not in (capture.EVENT_RECORD_DEFAULT, capture.EVENT_RECORD_EXTERNAL):
-            raise InvalidValue(f"{flags!r} is not an event record flag")
-        self._check_open()
+        """What every ``record_event`` checks, captured or not, in HIP's order
+        (``hipEventRecord_common``: the flags, the event, then the stream)."""
+        check_record_flags(flags)
         live_event(event)
+        self._check_open()
 
     def _check_eager_record(self, event: Event) -> None:
         if event.device is not self.device:
@@ -410,13 +424,16 @@ class Stream(
     def _wait_event(self, event: Event, flags: int = 0) -> None:
         """Make later work wait for ``event``'s latest record (``hipStreamWaitEvent``).
 
-        An event never recorded is already complete, so the wait is a no-op, as in HIP. An
+        An event never recorded is already complete, so the wait is a no-op, as in HIP; such a
+        wait, and one on a complete record, adds no packet, so it never waits for room. An
         event recorded during a capture forks this stream into that capture (or joins it);
         ``flags=1`` (``hipEventWaitExternal``) on a capturing stream adds an EventWait node.
 
         Raises:
-            ContextIsDestroyed / InvalidHandle: destroyed stream / event.
-            InvalidValue: ``flags`` other than 0 or 1. Capture errors: see ``capture``.
+            InvalidValue: ``flags`` other than 0 or 1.
+            InvalidHandle / ContextIsDestroyed: a null or destroyed event / a destroyed stream
+                (HIP's order: flags, then the event, then the stream). Capture errors: see
+                ``capture``.
         """
         self._wait_for_record(event, flags, _record_of(event))
 
@@ -427,17 +444,21 @@ class Stream(
         record made while this call waits for ring space (by another task) is not the one
         it waits for. The call is checked now, as the body checks it.
         """
-        self._check_open()
-        live_event(event)
-        capture.check_wait_flags(flags)
+        self._check_wait_call(event, flags)
         record = _record_of(event)
         return lambda: self._wait_for_record(event, flags, record)
+
+    def _check_wait_call(self, event: Event, flags: int) -> None:
+        """What every ``wait_event`` checks first, in HIP's order (``hipStreamWaitEvent``:
+        the flags, the event, then the stream)."""
+        capture.check_wait_flags(flags)
+        live_event(event)
+        self._check_open()
 
     def _wait_for_record(self, event: Event, flags: int, record: Signal | None) -> None:
         """``wait_event``'s work: make later work wait for ``record``, ``event``'s record
         when the call was made."""
-        self._check_open()
-        live_event(event)
+        self._check_wait_call(event, flags)
         if capture.wait_event(self, event, flags):
             return
         if record is not None and record.value > 0:
@@ -447,7 +468,19 @@ class Stream(
         if observe.observer is not None:  # ordering the API promises, done or not
             observe.observer.event_waited(self, event)
 
-    wait_event, wait_event_nowait = enqueue_pair(_wait_event, at_call=_wait_event_later)
+    def _wait_event_packetless(self, event: Event, flags: int = 0) -> bool:
+        """Whether ``wait_event`` adds no packet now: the event is unrecorded or its record is
+        complete (HIP's ``hipStreamWaitEvent`` enqueues nothing then). Such a call needs no
+        room in a full ring. Not for a bad argument: the check before parking refuses it."""
+        given: object = event  # callers are untyped Python: check what really came in
+        if not isinstance(given, Event):
+            return False
+        record = event.signal
+        return record is None or record.value <= 0
+
+    wait_event, wait_event_nowait = enqueue_pair(
+        _wait_event, at_call=_wait_event_later, packetless=_wait_event_packetless
+    )
 
     async def synchronize(self) -> None:
         """Wait for all work on the stream (``hipStreamSynchronize``).

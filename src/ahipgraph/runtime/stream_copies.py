@@ -207,7 +207,7 @@ class StreamCopyMixin:
         device = self._device()
         return pitched_2d_params(dst, dst_pitch, src, src_pitch, width, height, kind, device=device)
 
-    memcpy_2d, memcpy_2d_nowait = enqueue_pair(_memcpy_2d, check=_memcpy_2d_params)
+    memcpy_2d, memcpy_2d_nowait = enqueue_pair(_memcpy_2d, check=_memcpy_2d_params, owner="Stream")
 
     def _memcpy_3d(
         self,
@@ -245,7 +245,7 @@ class StreamCopyMixin:
             dst, src, extent, dst_pos=dst_pos, src_pos=src_pos, kind=kind, device=self._device()
         )
 
-    memcpy_3d, memcpy_3d_nowait = enqueue_pair(_memcpy_3d, check=_memcpy_3d_params)
+    memcpy_3d, memcpy_3d_nowait = enqueue_pair(_memcpy_3d, check=_memcpy_3d_params, owner="Stream")
 
     def _memcpy_to_symbol(
         self,
@@ -280,7 +280,7 @@ class StreamCopyMixin:
         return to_symbol_params(symbol, src, nbytes, offset, kind, device=self._device())
 
     memcpy_to_symbol, memcpy_to_symbol_nowait = enqueue_pair(
-        _memcpy_to_symbol, check=_to_symbol_params
+        _memcpy_to_symbol, check=_to_symbol_params, owner="Stream"
     )
 
     def _memcpy_from_symbol(
@@ -312,7 +312,7 @@ class StreamCopyMixin:
         return from_symbol_params(dst, symbol, nbytes, offset, kind, device=self._device())
 
     memcpy_from_symbol, memcpy_from_symbol_nowait = enqueue_pair(
-        _memcpy_from_symbol, check=_from_symbol_params
+        _memcpy_from_symbol, check=_from_symbol_params, owner="Stream"
     )
 
     def _memcpy_peer(
@@ -333,7 +333,7 @@ class StreamCopyMixin:
         """``memcpy_peer``'s checks for a call that must wait for room."""
         return peer_params(dst, dst_device, src, src_device, nbytes)
 
-    memcpy_peer, memcpy_peer_nowait = enqueue_pair(_memcpy_peer, check=_peer_params)
+    memcpy_peer, memcpy_peer_nowait = enqueue_pair(_memcpy_peer, check=_peer_params, owner="Stream")
 
     def _device(self) -> Device:
         stream: Stream = self  # type: ignore[assignment]

@@ -219,7 +219,9 @@ class StreamMemOpsMixin:
         _not_none(flags, mask)
         return StreamMemOp.make(ptr, value, 32, flag=flags, mask=mask)
 
-    wait_value_32, wait_value_32_nowait = enqueue_pair(_wait_value_32, check=_wait_32_op)
+    wait_value_32, wait_value_32_nowait = enqueue_pair(
+        _wait_value_32, check=_wait_32_op, owner="Stream"
+    )
 
     def _wait_value_64(
         self,
@@ -243,7 +245,9 @@ class StreamMemOpsMixin:
         _not_none(flags, mask)
         return StreamMemOp.make(ptr, value, 64, flag=flags, mask=mask)
 
-    wait_value_64, wait_value_64_nowait = enqueue_pair(_wait_value_64, check=_wait_64_op)
+    wait_value_64, wait_value_64_nowait = enqueue_pair(
+        _wait_value_64, check=_wait_64_op, owner="Stream"
+    )
 
     def _write_value_32(self, ptr: DevicePtr, value: int, flags: int = 0) -> Completion:
         """Store a 32-bit word at ``ptr`` when the stream gets there (``hipStreamWriteValue32``)."""
@@ -253,7 +257,9 @@ class StreamMemOpsMixin:
         """``write_value_32``'s checks and operation."""
         return StreamMemOp.make(ptr, value, 32, write_flags=flags)
 
-    write_value_32, write_value_32_nowait = enqueue_pair(_write_value_32, check=_write_32_op)
+    write_value_32, write_value_32_nowait = enqueue_pair(
+        _write_value_32, check=_write_32_op, owner="Stream"
+    )
 
     def _write_value_64(self, ptr: DevicePtr, value: int, flags: int = 0) -> Completion:
         """``hipStreamWriteValue64``: as :meth:`write_value_32` with a 64-bit word."""
@@ -263,4 +269,6 @@ class StreamMemOpsMixin:
         """``write_value_64``'s checks and operation."""
         return StreamMemOp.make(ptr, value, 64, write_flags=flags)
 
-    write_value_64, write_value_64_nowait = enqueue_pair(_write_value_64, check=_write_64_op)
+    write_value_64, write_value_64_nowait = enqueue_pair(
+        _write_value_64, check=_write_64_op, owner="Stream"
+    )

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from ..core.errors import InvalidValue
 from ..device.ops import FreeOp
 from ..device.pointer import DevicePtr
+from ..device.signal import Signal
 from . import observe
 from .completion import Completion
 from .enqueue import enqueue_pair
@@ -22,6 +23,15 @@ if TYPE_CHECKING:
     from .stream import Stream
 
 __all__ = ["FreeOp", "StreamMemoryMixin"]
+
+
+# The completion of a free of the null pointer: nothing was enqueued, so it is already done.
+_FREED_NOTHING = Signal(0)
+
+
+def _is_null(ptr: object) -> bool:
+    """Whether ``ptr`` is the null pointer (``ahg.NULL``, any device's, or None)."""
+    return ptr is None or (isinstance(ptr, DevicePtr) and not ptr)
 
 
 class StreamMemoryMixin:
@@ -58,6 +68,11 @@ class StreamMemoryMixin:
 
         While capturing, adds a MemFree node (``ptr`` must come from a MemAlloc node).
 
+        A null pointer (``ahg.NULL`` or None) frees nothing and enqueues nothing, as
+        ``hipFreeAsync(nullptr)`` and ``free(NULL)``: what ``malloc_async(0)`` returns can be
+        given back like any other allocation. Its completion is already done (while capturing,
+        no node is added).
+
         Eagerly, ``ptr`` may be a graph allocation whose launch is still queued: the memory is
         freed when the stream gets here. If no launch committed memory there by then, the free
         fails on the stream (``InvalidValue``) and the allocation stays free-able.
@@ -67,14 +82,17 @@ class StreamMemoryMixin:
 
         Raises:
             ContextIsDestroyed: the stream was destroyed.
-            InvalidValue: ``ptr`` is null or not the start of a live allocation, or a stream
-                already holds a free of it.
+            InvalidValue: ``ptr`` is not the start of a live allocation, or a stream already
+                holds a free of it.
+            TypeError: ``ptr`` is neither a DevicePtr nor None.
         """
         stream = self._stream()
         stream._check_open()
         part = stream._capture  # read once (see malloc_async)
         if part is not None:
             return part.free(ptr)
+        if _is_null(ptr):
+            return Completion(_FREED_NOTHING, stream.device)
         self._check_free(ptr)
         memory = stream.device.memory
         memory.claim_free(ptr)
@@ -88,8 +106,10 @@ class StreamMemoryMixin:
     def _check_free(self, ptr: DevicePtr) -> None:
         """``free_async``'s checks of an eager free (also for a call that must wait for room)."""
         stream = self._stream()
-        if ptr is None or not isinstance(ptr, DevicePtr) or not ptr:
-            raise InvalidValue(f"{ptr!r} is not a device allocation")
+        if _is_null(ptr):
+            return  # frees nothing
+        if not isinstance(ptr, DevicePtr):
+            raise TypeError(f"expected a DevicePtr, got {ptr!r}")
         memory = stream.device.memory
         # A graph allocation counts from the moment its alloc node reserved the addresses: the
         # launch that commits memory there may still be ahead of this free on the stream.
@@ -98,7 +118,13 @@ class StreamMemoryMixin:
             raise InvalidValue(f"{ptr!r} is not the start of an allocation of {stream.device!r}")
         memory.check_unclaimed(ptr)
 
-    free_async, free_async_nowait = enqueue_pair(_free_async, check=_check_free)
+    def _free_async_packetless(self, ptr: DevicePtr) -> bool:
+        """A free of the null pointer enqueues nothing, so it needs no room in a full ring."""
+        return _is_null(ptr)
+
+    free_async, free_async_nowait = enqueue_pair(
+        _free_async, check=_check_free, packetless=_free_async_packetless, owner="Stream"
+    )
 
     def _stream(self) -> Stream:
         return self  # type: ignore[return-value]
