@@ -27,6 +27,12 @@ def test_declaration_rules() -> None:
     assert COUNTER.nbytes == 4
     # Declaring the same global again returns it (a module re-run); anything else is an error.
     assert ahg.device_symbol("test_symbols.coeffs", dtype=np.float32, shape=(8,)) is COEFFS
+    # A shape is an int, a tuple or a list, as numpy takes it.
+    assert ahg.device_symbol("test_symbols.coeffs", dtype=np.float32, shape=[8]) is COEFFS
+    assert ahg.device_symbol("test_symbols.coeffs", dtype=np.float32, shape=8) is COEFFS
+    for bad_shape in ("8", b"8", [8.0], {8}):
+        with pytest.raises(TypeError, match="shape must be ints"):
+            ahg.device_symbol("test_symbols.bad_shape", dtype=np.float32, shape=bad_shape)
     with pytest.raises(ValueError, match="already declared"):
         ahg.device_symbol("test_symbols.coeffs", 32)
     for bad_name in ("", None, 3):

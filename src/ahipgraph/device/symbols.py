@@ -137,7 +137,13 @@ def device_symbol(
         dt = np.dtype(dtype)
         if dt.hasobject:
             raise TypeError(f"a device symbol cannot hold Python objects ({dt})")
-        raw = () if shape is None else (shape if isinstance(shape, tuple) else (shape,))
+        # numpy's shapes: an int, or a tuple or list of them (a str or bytes is no shape)
+        if shape is None:
+            raw: tuple[Any, ...] = ()
+        elif isinstance(shape, tuple | list):
+            raw = tuple(shape)
+        else:
+            raw = (shape,)
         extents = [int_or_none(extent) for extent in raw]
         if None in extents:
             raise TypeError(f"shape must be ints, got {shape!r}")
