@@ -78,3 +78,22 @@ def test_one_block_object_may_be_entered_again() -> None:
         with block as fault, pytest.raises(ahg.OutOfMemory):
             ahg.get_device(0).malloc(8)
         assert fault.hits == 1
+
+
+def test_a_block_called_wrongly_fails_at_the_call_not_at_its_with() -> None:
+    """The block is made at each ``with``: without this check a wrong call was accepted and
+    failed later, or (a bare ``@block`` on a function) at that function's first call."""
+    with pytest.raises(TypeError, match=r"tracing\(\): .*argument"):
+        ahg.tracing(3)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=r"fail_kernels\(\): .*'nmae'"):
+        testing.fail_kernels(1, nmae="k")  # type: ignore[call-arg]
+    for block in (ahg.tracing, testing.fail_kernels, testing.hang_kernels):
+
+        async def work() -> None:
+            pass
+
+        with pytest.raises(TypeError, match=r"decorates with its parentheses: @\w+\(\)"):
+            block(work)  # type: ignore[arg-type]
+    # Right calls still make blocks, entered at each ``with``.
+    with ahg.tracing() as trace, testing.fail_kernels(None, name="k"):
+        assert trace.ops == []

@@ -118,9 +118,19 @@ class Scoped(AbstractContextManager[T], Generic[T]):
 def scoped(generator: Callable[P, Iterator[T]]) -> Callable[P, Scoped[T]]:
     """Like :func:`contextlib.contextmanager`, for blocks that may decorate async code."""
     block = contextlib.contextmanager(generator)
+    signature = inspect.signature(generator)
+    name = generator.__name__
 
     @functools.wraps(generator)
     def factory(*args: P.args, **kwargs: P.kwargs) -> Scoped[T]:
+        # The block is made at each ``with``: a wrong call must fail here, not there (or,
+        # for ``@block`` without its parentheses, at the decorated function's first call).
+        if len(args) == 1 and not kwargs and inspect.isroutine(args[0]):
+            raise TypeError(f"{name}() decorates with its parentheses: @{name}(), not @{name}")
+        try:
+            signature.bind(*args, **kwargs)
+        except TypeError as error:
+            raise TypeError(f"{name}(): {error}") from error
         return Scoped(lambda: block(*args, **kwargs))
 
     return factory
