@@ -139,10 +139,15 @@ class Updater:
         none, :meth:`KernelArgArena.allocate_all`), so a full device or an oversized slot fails
         here with the executable, its arena and the device exactly as they were. Nothing after
         that can fail.
+
+        The executable is checked again under the lock: a setter checked it before validating
+        its arguments, and user code run by that validation (an argument's ``__index__``) or
+        another thread may have destroyed it since; its arena may already be given back.
         """
         if self.conditionals is not None:  # kernels' handle arguments point at our cells
             changes = [(node, self.conditionals.bind(params, node)) for node, params in changes]
         with self.lock:
+            self.owner._check_alive()  # InvalidValue: destroyed since the setter's first check
             if self.races is not None:  # check_races: recheck the changed nodes only
                 self.races.check_changes(changes)
             fresh = self._allocate_arguments(changes)
