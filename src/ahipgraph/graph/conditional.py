@@ -17,7 +17,8 @@ it may use it; a node of any other graph → ``InvalidValue``.
 HIP's checks: a null handle, a handle of another graph, an unknown kind, WHILE with a size
 other than 1, IF with a size other than 1 or 2, SWITCH with a size below 1 → ``InvalidValue``.
 Bodies may hold kernel, memcpy, memset, empty, child-graph and conditional nodes (CUDA's list);
-anything else is ``NotSupported`` when the parent is instantiated.
+anything else is ``NotSupported`` when the parent is instantiated, as is a nesting of
+conditional nodes deeper than ``exec.conditional.MAX_CONDITIONAL_DEPTH`` (64) levels.
 """
 
 from __future__ import annotations
