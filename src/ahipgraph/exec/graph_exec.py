@@ -59,7 +59,7 @@ from ..runtime.completion import Completion
 from ..runtime.event import Event
 from ..runtime.launch_attributes import KernelNodeAttribute
 from ..runtime.params import Endpoint, KernelParams
-from ..runtime.pitched import PitchedPtr
+from ..runtime.pitched import PitchedCopyParams, PitchedPtr
 from ..runtime.stream import Stream, launch_stream
 from . import copy_setters, setters
 from .arena import ArenaStatistics
@@ -457,6 +457,10 @@ class GraphExec(DestroyOnExit):
     def _set_kernel_record(self, node: GraphNode, record: KernelParams) -> None:
         """A whole kernel record (generic setter): priority and attributes included."""
         setters.set_kernel_record(self._updater, node, record)
+
+    def _set_memcpy_record(self, node: GraphNode, record: PitchedCopyParams) -> None:
+        """A whole pitched-copy record (generic setter): it stays a pitched copy."""
+        copy_setters.set_memcpy_record(self._updater, node, record)
 
     def set_memcpy_node_params(
         self,
