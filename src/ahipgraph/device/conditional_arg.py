@@ -21,12 +21,15 @@ from typing import Annotated, Any
 import numpy as np
 import numpy.typing as npt
 
+from ..core.ints import flag_or_none
 from .kernel_args import ArgLayout, PointerType, ScalarType, uint32
 
 __all__ = ["CondHandle", "HandleArgType", "HandleToken", "bind_handles", "set_conditional"]
 
 _TOKENS = itertools.count(1)  # next() on a C iterator is atomic under the GIL
 _UINT32: ScalarType = uint32.__metadata__[0]  # type: ignore[attr-defined]
+_CELL = np.dtype(np.uint32)
+_UINT32_MAX = (1 << 32) - 1
 
 
 class HandleToken:
@@ -66,9 +69,26 @@ def set_conditional(handle: npt.NDArray[np.uint32], value: int) -> None:
     Args:
         handle: the kernel's ``CondHandle`` parameter.
         value: the new value (an unsigned 32-bit int; IF and WHILE test it for non-zero,
-            SWITCH uses it as the body index).
+            SWITCH uses it as the body index), or a bool (``x.max() > tol``: 1 or 0).
+
+    Raises:
+        TypeError: ``handle`` is not a kernel's CondHandle parameter (the handle object itself,
+            outside a kernel), or ``value`` is neither an int nor a bool (a float is not
+            truncated, nor a string parsed, as numpy's item assignment would).
+        ValueError: ``value`` is outside the unsigned 32-bit range (numpy would wrap a numpy
+            integer silently).
     """
-    handle[0] = value
+    if not isinstance(handle, np.ndarray) or handle.dtype != _CELL or not handle.size:
+        raise TypeError(
+            "set_conditional takes a kernel's CondHandle parameter (pass the handle to the "
+            f"kernel as its argument), got {handle!r}"
+        )
+    number = flag_or_none(value)
+    if number is None:
+        raise TypeError(f"a conditional value must be an int or a bool, got {value!r}")
+    if not 0 <= number <= _UINT32_MAX:
+        raise ValueError(f"a conditional value is an unsigned 32-bit int, got {number}")
+    handle[0] = number
 
 
 def handle_fields(layout: ArgLayout) -> tuple[int, ...]:
