@@ -16,7 +16,7 @@ writing somewhere.
 from __future__ import annotations
 
 import itertools
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn, SupportsIndex
 
 import numpy as np
 import numpy.typing as npt
@@ -33,12 +33,35 @@ _UINT32_MAX = (1 << 32) - 1
 
 
 class HandleToken:
-    """Base of conditional handles: an opaque token a kernel argument can carry."""
+    """Base of conditional handles: an opaque token a kernel argument can carry.
+
+    Immutable, as HIP's handle value is: nodes and executables key cells and arguments by the
+    token (and a subclass's fields, a default), so one changed after a node took the handle
+    would point kernels at another handle's cell, or fail instantiate with numpy's
+    ``OverflowError``. A copy is the handle itself; a pickle is refused (the token means
+    nothing in another process).
+    """
 
     __slots__ = ("token",)
+    token: int
 
     def __init__(self) -> None:
-        self.token = next(_TOKENS)
+        object.__setattr__(self, "token", next(_TOKENS))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+    def __copy__(self) -> HandleToken:
+        return self
+
+    def __deepcopy__(self, memo: object) -> HandleToken:
+        return self
+
+    def __reduce_ex__(self, protocol: SupportsIndex) -> NoReturn:
+        raise TypeError(f"{type(self).__name__} is a token of this process and cannot be pickled")
 
 
 class HandleArgType(PointerType):

@@ -60,7 +60,7 @@ class ConditionalKind(enum.IntEnum):
 class ConditionalHandle(HandleToken):
     """A conditional node's handle (``hipGraphConditionalHandle``); pass it to kernels.
 
-    Attributes:
+    Attributes (read-only: a handle is a value, as HIP's is):
         default: the value the handle takes at the start of every launch (with
             ``assign_default``), or once when the executable is made (without).
         assign_default: re-apply ``default`` at each launch (``hipGraphCondAssignDefault``).
@@ -68,12 +68,16 @@ class ConditionalHandle(HandleToken):
     """
 
     __slots__ = ("assign_default", "default", "graph_id")
+    assign_default: bool
+    default: int
+    graph_id: int
 
     def __init__(self, graph_id: int, default: int, assign_default: bool) -> None:
         super().__init__()
-        self.graph_id = graph_id
-        self.default = default
-        self.assign_default = assign_default
+        set_field = object.__setattr__  # immutable (see HandleToken): set once, here
+        set_field(self, "graph_id", graph_id)
+        set_field(self, "default", default)
+        set_field(self, "assign_default", assign_default)
 
     def __repr__(self) -> str:
         return (
