@@ -250,7 +250,11 @@ class GraphExec(DestroyOnExit):
             with gcpause.paused():
                 graph_exec = cls(instantiate(graph, request), _FACTORY)
         if request.upload:
-            graph_exec._upload(request.upload_stream)
+            try:  # checked before the build too; another thread may destroy the stream since
+                graph_exec._upload(request.upload_stream)
+            except BaseException:
+                graph_exec.destroy()  # nobody else holds it: a failed call leaves nothing
+                raise
         return graph_exec
 
     # -- handle checks --------------------------------------------------------------------------
