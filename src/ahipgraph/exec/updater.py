@@ -154,9 +154,9 @@ class Updater:
             version = self._writable_version()
             compiled = self.compiled
             for node, params in changes:
-                node.params = params
-                if node.type is NodeType.Kernel:
+                if node.type is NodeType.Kernel and params is not node.params:
                     self._store_arguments(node, params, fresh.get(node))
+                node.params = params
                 location = compiled.locations.get(node)
                 if location is None:  # event nodes bind at launch instead
                     continue
@@ -186,13 +186,14 @@ class Updater:
         """The new argument slots ``changes`` need (by node), allocated all at once.
 
         A node's arguments are rewritten in place when no launch is in flight and they fit in
-        its slot; otherwise they go to a new slot.
+        its slot; otherwise they go to a new slot. A node given its own parameters again (an
+        enable or disable) keeps its slot: the bytes there are already these.
         """
         needs: dict[ExecNode, int] = {}
         arg_slots = self.compiled.arg_slots
         in_flight = self.launcher.in_flight
         for node, params in changes:
-            if node.type is NodeType.Kernel:
+            if node.type is NodeType.Kernel and params is not node.params:
                 size = max(params.kernel.layout.size, 1)
                 if in_flight or arg_slots[node].size < size:
                     needs[node] = size
