@@ -154,7 +154,7 @@ class Updater:
             version = self._writable_version()
             compiled = self.compiled
             for node, params in changes:
-                if node.type is NodeType.Kernel and params is not node.params:
+                if node.type is NodeType.Kernel and not _same_bytes(node, params):
                     self._store_arguments(node, params, fresh.get(node))
                 node.params = params
                 location = compiled.locations.get(node)
@@ -186,14 +186,15 @@ class Updater:
         """The new argument slots ``changes`` need (by node), allocated all at once.
 
         A node's arguments are rewritten in place when no launch is in flight and they fit in
-        its slot; otherwise they go to a new slot. A node given its own parameters again (an
-        enable or disable) keeps its slot: the bytes there are already these.
+        its slot; otherwise they go to a new slot. A node whose argument bytes do not change
+        (an enable or disable, a new priority, a whole-graph update's unchanged nodes) keeps
+        its slot: the bytes there are already these.
         """
         needs: dict[ExecNode, int] = {}
         arg_slots = self.compiled.arg_slots
         in_flight = self.launcher.in_flight
         for node, params in changes:
-            if node.type is NodeType.Kernel and params is not node.params:
+            if node.type is NodeType.Kernel and not _same_bytes(node, params):
                 size = max(params.kernel.layout.size, 1)
                 if in_flight or arg_slots[node].size < size:
                     needs[node] = size
@@ -226,3 +227,10 @@ class Updater:
         retired = self.retired
         while retired and retired[0][0] <= completed:
             self.arena.free(retired.popleft()[1])
+
+
+def _same_bytes(node: ExecNode, params: KernelParams) -> bool:
+    """Whether kernel node ``node``'s slot already holds ``params``' argument bytes (it always
+    holds those of the node's current parameters)."""
+    old: KernelParams = node.params
+    return params is old or params.arg_bytes == old.arg_bytes
