@@ -101,17 +101,22 @@ def set_conditional(handle: npt.NDArray[np.uint32], value: int) -> None:
         ValueError: ``value`` is outside the unsigned 32-bit range (numpy would wrap a numpy
             integer silently).
     """
-    if not isinstance(handle, np.ndarray) or handle.dtype != _CELL or not handle.size:
+    # The common call (a decoded CondHandle view, a plain int in range) costs two type tests.
+    if (type(handle) is not np.ndarray or handle.dtype is not _CELL or not handle.size) and (
+        not isinstance(handle, np.ndarray) or handle.dtype != _CELL or not handle.size
+    ):
         raise TypeError(
             "set_conditional takes a kernel's CondHandle parameter (pass the handle to the "
             f"kernel as its argument), got {handle!r}"
         )
-    number = flag_or_none(value)
-    if number is None:
-        raise TypeError(f"a conditional value must be an int or a bool, got {value!r}")
-    if not 0 <= number <= _UINT32_MAX:
-        raise ValueError(f"a conditional value is an unsigned 32-bit int, got {number}")
-    handle[0] = number
+    if type(value) is not int or not 0 <= value <= _UINT32_MAX:
+        number = flag_or_none(value)
+        if number is None:
+            raise TypeError(f"a conditional value must be an int or a bool, got {value!r}")
+        if not 0 <= number <= _UINT32_MAX:
+            raise ValueError(f"a conditional value is an unsigned 32-bit int, got {number}")
+        value = number
+    handle[0] = value
 
 
 def handle_fields(layout: ArgLayout) -> tuple[int, ...]:
