@@ -251,18 +251,28 @@ class Conditionals:
             with contextlib.suppress(HipError):  # the device was reconfigured under us
                 device.memory.free(ptr)
 
-    def addresses(self, scope: int) -> dict[int, int]:
-        """Token -> cell address, as a node in ``scope`` sees the handles (made once)."""
+    def addresses(
+        self, scope: int, cells: dict[tuple[int, int], DevicePtr] | None = None
+    ) -> dict[int, int]:
+        """Token -> cell address, as a node in ``scope`` sees the handles (made once).
+
+        ``cells``: the cells as the caller read them (default: now). :meth:`free` replaces the
+        dict, never empties it, so a caller that read it once is not failed with a KeyError
+        by an executable destroyed on another thread meanwhile (its check of the executable
+        then says it was destroyed).
+        """
         found = self._addresses.get(scope)
         if found is None:
+            if cells is None:
+                cells = self.cells
             chain = []
             while scope:
                 chain.append(scope)
                 scope = self.parents[scope]
-            found = {token: self.cells[0, token].address for token in self.handles}
+            found = {token: cells[0, token].address for token in self.handles}
             for outer in reversed(chain):
                 for token in self.owned.get(outer, ()):
-                    found[token] = self.cells[outer, token].address
+                    found[token] = cells[outer, token].address
             self._addresses[chain[0] if chain else 0] = found
         return found
 
@@ -270,9 +280,10 @@ class Conditionals:
         """Kernel parameters whose CondHandle arguments point at this executable's cells, as
         ``node`` (the kernel node taking them; None: one of the executable's own graph) sees
         them."""
-        if not isinstance(params, KernelParams) or not self.cells:
+        cells = self.cells  # read once: see addresses()
+        if not isinstance(params, KernelParams) or not cells:
             return params
-        addresses = self.addresses(self.scope_of.get(node, 0) if node is not None else 0)
+        addresses = self.addresses(self.scope_of.get(node, 0) if node is not None else 0, cells)
         packed = bind_handles(params.kernel.layout, params.args, params.kernel.name, addresses)
         if packed is None or packed == params.arg_bytes:
             return params

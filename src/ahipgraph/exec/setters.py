@@ -215,6 +215,7 @@ def update(updater: Updater, graph: Graph) -> UpdateResult:
                 kind, why, bad = problem
                 result = UpdateResult(kind, _top_level(updater.graph, bad, new_nodes), why)
         if not result.ok:
+            updater.owner._check_alive()  # destroyed meanwhile: that, not what it made differ
             error = GraphExecUpdateFailure(f"{result.kind.name}: {result.reason}")
             error.result = result  # type: ignore[attr-defined]
             raise error
