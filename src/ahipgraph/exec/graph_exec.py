@@ -544,7 +544,10 @@ class GraphExec(DestroyOnExit):
         Raises:
             InvalidValue: the executable or ``graph`` was destroyed, or ``graph`` has a cycle.
             GraphExecUpdateFailure: with ``.result`` naming the kind (TopologyChanged,
-                NodeTypeChanged, ParametersChanged, UnsupportedFunctionChange) and the node;
+                NodeTypeChanged, ParametersChanged, UnsupportedFunctionChange,
+                AttributesChanged for a cooperative change, NotSupported for a memory node's
+                change or a launch shape the executable's device cannot run) and the node of
+                ``graph`` it concerns (the child-graph node, for one inside a child graph);
                 a changed conditional node's bodies are ParametersChanged (an executable
                 keeps the bodies it was made with).
             RaceError: made with ``check_races=True``, and a changed node would race with
