@@ -16,26 +16,52 @@ writing somewhere.
 from __future__ import annotations
 
 import itertools
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn, SupportsIndex
 
 import numpy as np
 import numpy.typing as npt
 
+from ..core.ints import flag_or_none
 from .kernel_args import ArgLayout, PointerType, ScalarType, uint32
 
 __all__ = ["CondHandle", "HandleArgType", "HandleToken", "bind_handles", "set_conditional"]
 
 _TOKENS = itertools.count(1)  # next() on a C iterator is atomic under the GIL
 _UINT32: ScalarType = uint32.__metadata__[0]  # type: ignore[attr-defined]
+_CELL = np.dtype(np.uint32)
+_UINT32_MAX = (1 << 32) - 1
 
 
 class HandleToken:
-    """Base of conditional handles: an opaque token a kernel argument can carry."""
+    """Base of conditional handles: an opaque token a kernel argument can carry.
+
+    Immutable, as HIP's handle value is: nodes and executables key cells and arguments by the
+    token (and a subclass's fields, a default), so one changed after a node took the handle
+    would point kernels at another handle's cell, or fail instantiate with numpy's
+    ``OverflowError``. A copy is the handle itself; a pickle is refused (the token means
+    nothing in another process).
+    """
 
     __slots__ = ("token",)
+    token: int
 
     def __init__(self) -> None:
-        self.token = next(_TOKENS)
+        object.__setattr__(self, "token", next(_TOKENS))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+    def __copy__(self) -> HandleToken:
+        return self
+
+    def __deepcopy__(self, memo: object) -> HandleToken:
+        return self
+
+    def __reduce_ex__(self, protocol: SupportsIndex) -> NoReturn:
+        raise TypeError(f"{type(self).__name__} is a token of this process and cannot be pickled")
 
 
 class HandleArgType(PointerType):
@@ -66,8 +92,30 @@ def set_conditional(handle: npt.NDArray[np.uint32], value: int) -> None:
     Args:
         handle: the kernel's ``CondHandle`` parameter.
         value: the new value (an unsigned 32-bit int; IF and WHILE test it for non-zero,
-            SWITCH uses it as the body index).
+            SWITCH uses it as the body index), or a bool (``x.max() > tol``: 1 or 0).
+
+    Raises:
+        TypeError: ``handle`` is not a kernel's CondHandle parameter (the handle object itself,
+            outside a kernel), or ``value`` is neither an int nor a bool (a float is not
+            truncated, nor a string parsed, as numpy's item assignment would).
+        ValueError: ``value`` is outside the unsigned 32-bit range (numpy would wrap a numpy
+            integer silently).
     """
+    # The common call (a decoded CondHandle view, a plain int in range) costs two type tests.
+    if (type(handle) is not np.ndarray or handle.dtype is not _CELL or not handle.size) and (
+        not isinstance(handle, np.ndarray) or handle.dtype != _CELL or not handle.size
+    ):
+        raise TypeError(
+            "set_conditional takes a kernel's CondHandle parameter (pass the handle to the "
+            f"kernel as its argument), got {handle!r}"
+        )
+    if type(value) is not int or not 0 <= value <= _UINT32_MAX:
+        number = flag_or_none(value)
+        if number is None:
+            raise TypeError(f"a conditional value must be an int or a bool, got {value!r}")
+        if not 0 <= number <= _UINT32_MAX:
+            raise ValueError(f"a conditional value is an unsigned 32-bit int, got {number}")
+        value = number
     handle[0] = value
 
 

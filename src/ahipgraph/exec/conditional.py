@@ -53,7 +53,21 @@ if TYPE_CHECKING:
     from ..lifetime.user_object import UserObject
     from ..runtime.device import Device
 
-__all__ = ["ConditionalOp", "Conditionals", "copy_bodies", "prepare", "prepare_plain"]
+__all__ = [
+    "MAX_CONDITIONAL_DEPTH",
+    "ConditionalOp",
+    "Conditionals",
+    "copy_bodies",
+    "prepare",
+    "prepare_plain",
+]
+
+MAX_CONDITIONAL_DEPTH = 64
+"""How deep conditional nodes may nest (a body's conditional node's body, ...), child graphs
+in between not counted. A nested body compiles and runs as a call inside its node's (see
+:class:`ConditionalOp`), so past a depth Python's recursion limit would end the instantiate or
+the launch with a ``RecursionError``; it is refused at instantiate instead (``NotSupported``).
+CUDA names no limit; real graphs nest a few levels."""
 
 _UINT32 = np.dtype(np.uint32)
 _BODY_TYPES = frozenset(
@@ -237,18 +251,28 @@ class Conditionals:
             with contextlib.suppress(HipError):  # the device was reconfigured under us
                 device.memory.free(ptr)
 
-    def addresses(self, scope: int) -> dict[int, int]:
-        """Token -> cell address, as a node in ``scope`` sees the handles (made once)."""
+    def addresses(
+        self, scope: int, cells: dict[tuple[int, int], DevicePtr] | None = None
+    ) -> dict[int, int]:
+        """Token -> cell address, as a node in ``scope`` sees the handles (made once).
+
+        ``cells``: the cells as the caller read them (default: now). :meth:`free` replaces the
+        dict, never empties it, so a caller that read it once is not failed with a KeyError
+        by an executable destroyed on another thread meanwhile (its check of the executable
+        then says it was destroyed).
+        """
         found = self._addresses.get(scope)
         if found is None:
+            if cells is None:
+                cells = self.cells
             chain = []
             while scope:
                 chain.append(scope)
                 scope = self.parents[scope]
-            found = {token: self.cells[0, token].address for token in self.handles}
+            found = {token: cells[0, token].address for token in self.handles}
             for outer in reversed(chain):
                 for token in self.owned.get(outer, ()):
-                    found[token] = self.cells[outer, token].address
+                    found[token] = cells[outer, token].address
             self._addresses[chain[0] if chain else 0] = found
         return found
 
@@ -256,9 +280,10 @@ class Conditionals:
         """Kernel parameters whose CondHandle arguments point at this executable's cells, as
         ``node`` (the kernel node taking them; None: one of the executable's own graph) sees
         them."""
-        if not isinstance(params, KernelParams) or not self.cells:
+        cells = self.cells  # read once: see addresses()
+        if not isinstance(params, KernelParams) or not cells:
             return params
-        addresses = self.addresses(self.scope_of.get(node, 0) if node is not None else 0)
+        addresses = self.addresses(self.scope_of.get(node, 0) if node is not None else 0, cells)
         packed = bind_handles(params.kernel.layout, params.args, params.kernel.name, addresses)
         if packed is None or packed == params.arg_bytes:
             return params
@@ -313,15 +338,17 @@ def prepare(graph: ExecGraph) -> Conditionals | None:
     Returns None for a graph without conditional nodes or handle arguments.
 
     Raises:
-        NotSupported: a body holds a node kind bodies cannot hold.
+        NotSupported: a body holds a node kind bodies cannot hold, or conditional nodes nest
+            deeper than :data:`MAX_CONDITIONAL_DEPTH`.
         InvalidValue: a body has a cycle.
     """
     found = Conditionals()
-    pending: list[tuple[ExecGraph, int]] = [(graph, 0)]  # (a copy, its scope)
+    # (a copy, its scope, how many conditional bodies enclose it)
+    pending: list[tuple[ExecGraph, int, int]] = [(graph, 0, 0)]
     kernel_args: list[tuple[int, ConditionalHandle]] = []  # handle arguments in scopes > 0
     kernel, conditional, child = NodeType.Kernel, NodeType.Conditional, NodeType.Graph
     while pending:
-        copy, scope = pending.pop()
+        copy, scope, depth = pending.pop()
         if not scope and copy.flat and not copy.has_type(conditional):  # the columns: no
             _find_handle_args(copy, found.handles)  # node record is made
             continue
@@ -341,13 +368,17 @@ def prepare(graph: ExecGraph) -> Conditionals | None:
                 copy_of_child = node.child
                 assert copy_of_child is not None
                 if copy_of_child.flat and not copy_of_child.has_type(conditional):
-                    pending.append((copy_of_child, scope))  # owns none: sees what we see
+                    pending.append((copy_of_child, scope, depth))  # owns none: sees what we see
                 else:
                     found.parents.append(scope)
-                    pending.append((copy_of_child, len(found.parents) - 1))
+                    pending.append((copy_of_child, len(found.parents) - 1, depth))
                 continue
             if kind is not conditional:
                 continue
+            if depth == MAX_CONDITIONAL_DEPTH:
+                raise NotSupported(
+                    f"conditional nodes nest deeper than {MAX_CONDITIONAL_DEPTH} levels"
+                )
             params: ConditionalNodeParams = node.params
             owned = found.owned.setdefault(scope, {}) if scope else found.handles
             owned[params.handle.token] = params.handle
@@ -361,7 +392,7 @@ def prepare(graph: ExecGraph) -> Conditionals | None:
                         )
                 copies.append(body_copy)
             found.bodies[id(node)] = copies
-            pending.extend((body_copy, scope) for body_copy in copies)
+            pending.extend((body_copy, scope, depth + 1) for body_copy in copies)
     for scope, handle in kernel_args:  # a handle no enclosing scope's node uses: scope 0's
         while scope and handle.token not in found.owned.get(scope, ()):
             scope = found.parents[scope]

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 __all__ = [
     "check_same_kind",
     "set_memcpy_3d_node_params",
+    "set_memcpy_record",
     "set_memcpy_node_from_symbol",
     "set_memcpy_node_to_symbol",
 ]
@@ -73,6 +74,13 @@ def set_memcpy_3d_node_params(
         dst, src, extent, dst_pos=dst_pos, src_pos=src_pos, kind=kind, device=updater.device
     )
     updater.set(exec_node, params)
+
+
+def set_memcpy_record(updater: Updater, node: GraphNode, record: PitchedCopyParams) -> None:
+    """A whole pitched-copy record (generic setter): the copy stays pitched, in its direction."""
+    exec_node = updater.node(node, NodeType.Memcpy)
+    check_same_kind(exec_node, record.kind)
+    updater.set(exec_node, record.revalidated(updater.device))
 
 
 def set_memcpy_node_to_symbol(

@@ -59,7 +59,7 @@ from ..runtime.completion import Completion
 from ..runtime.event import Event
 from ..runtime.launch_attributes import KernelNodeAttribute
 from ..runtime.params import Endpoint, KernelParams
-from ..runtime.pitched import PitchedPtr
+from ..runtime.pitched import PitchedCopyParams, PitchedPtr
 from ..runtime.stream import Stream, launch_stream
 from . import copy_setters, setters
 from .arena import ArenaStatistics
@@ -250,7 +250,11 @@ class GraphExec(DestroyOnExit):
             with gcpause.paused():
                 graph_exec = cls(instantiate(graph, request), _FACTORY)
         if request.upload:
-            graph_exec._upload(request.upload_stream)
+            try:  # checked before the build too; another thread may destroy the stream since
+                graph_exec._upload(request.upload_stream)
+            except BaseException:
+                graph_exec.destroy()  # nobody else holds it: a failed call leaves nothing
+                raise
         return graph_exec
 
     # -- handle checks --------------------------------------------------------------------------
@@ -458,6 +462,10 @@ class GraphExec(DestroyOnExit):
         """A whole kernel record (generic setter): priority and attributes included."""
         setters.set_kernel_record(self._updater, node, record)
 
+    def _set_memcpy_record(self, node: GraphNode, record: PitchedCopyParams) -> None:
+        """A whole pitched-copy record (generic setter): it stays a pitched copy."""
+        copy_setters.set_memcpy_record(self._updater, node, record)
+
     def set_memcpy_node_params(
         self,
         node: GraphNode,
@@ -536,7 +544,10 @@ class GraphExec(DestroyOnExit):
         Raises:
             InvalidValue: the executable or ``graph`` was destroyed, or ``graph`` has a cycle.
             GraphExecUpdateFailure: with ``.result`` naming the kind (TopologyChanged,
-                NodeTypeChanged, ParametersChanged, UnsupportedFunctionChange) and the node;
+                NodeTypeChanged, ParametersChanged, UnsupportedFunctionChange,
+                AttributesChanged for a cooperative change, NotSupported for a memory node's
+                change or a launch shape the executable's device cannot run) and the node of
+                ``graph`` it concerns (the child-graph node, for one inside a child graph);
                 a changed conditional node's bodies are ParametersChanged (an executable
                 keeps the bodies it was made with).
             RaceError: made with ``check_races=True``, and a changed node would race with

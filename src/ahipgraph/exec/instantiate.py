@@ -22,6 +22,7 @@ from operator import attrgetter, is_
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import NotSupported
+from ..core.ints import as_int
 from ..device.table import live
 from ..graph.node_type import NodeType
 from ..runtime.device import Device, get_device
@@ -304,7 +305,9 @@ def _check_options(options: dict[str, Any]) -> None:
         raise TypeError(f"unknown instantiate option(s) {', '.join(unknown)}; known: {known}")
     for name, value in options.items():
         types = _OPTIONS[name]
-        if not isinstance(value, types) or (bool not in types and isinstance(value, bool)):
+        if types == (int,):  # the integer rule (core/ints.py): numpy integers too, kept as int
+            options[name] = as_int(value, f"instantiate option {name}", expected="int")
+        elif not isinstance(value, types) or (bool not in types and isinstance(value, bool)):
             names = " or ".join(t.__name__ for t in types)
             raise TypeError(f"instantiate option {name} must be {names}, got {value!r}")
     for name in ("signal_sets", "num_sets"):

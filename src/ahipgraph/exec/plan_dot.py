@@ -5,7 +5,9 @@ made of it, which is what decides the timeline:
 
 * one cluster per strand (strand 0 is the launch stream), its segments top to bottom in dispatch
   order, joined by grey "then" edges;
-* one box per segment, labelled with its id, level and nodes (kernel names where known);
+* one box per segment, labelled with its id, level and nodes (kernel names where known; a node
+  disabled with ``exec.set_node_enabled`` is marked ``(disabled)``: it keeps its place and the
+  ordering, and does no work);
 * a red dashed edge for every cross-strand wait the sync plan kept, labelled with the signal
   index — deduplicated waits do not appear, so the picture shows exactly the signals a launch
   uses;
@@ -27,9 +29,9 @@ __all__ = ["plan_to_dot"]
 
 
 def _node_label(node: ExecNode) -> str:
-    if node.type is NodeType.Kernel:
-        return f"{node.index}: {node.params.kernel.name}"
-    return f"{node.index}: {node.type.name}"
+    name = node.params.kernel.name if node.type is NodeType.Kernel else node.type.name
+    # A disabled node keeps its place (and its segment's signals) but does no work.
+    return f"{node.index}: {name}" if node.enabled else f"{node.index}: {name} (disabled)"
 
 
 def _escape(text: str) -> str:

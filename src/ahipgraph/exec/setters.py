@@ -210,8 +210,12 @@ def update(updater: Updater, graph: Graph) -> UpdateResult:
                 culprit = _top_level(updater.graph, bad, new_nodes)
                 result = UpdateResult(UpdateResultKind.ParametersChanged, culprit, why)
         if result.ok:
-            result = device_limits_problem(changes, updater.device)
+            problem = device_limits_problem(changes, updater.device)
+            if problem is not None:  # HIP's error node: the one whose SetParams failed
+                kind, why, bad = problem
+                result = UpdateResult(kind, _top_level(updater.graph, bad, new_nodes), why)
         if not result.ok:
+            updater.owner._check_alive()  # destroyed meanwhile: that, not what it made differ
             error = GraphExecUpdateFailure(f"{result.kind.name}: {result.reason}")
             error.result = result  # type: ignore[attr-defined]
             raise error

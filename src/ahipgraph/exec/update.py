@@ -225,10 +225,11 @@ def _compared(
 
 
 def device_limits_problem(
-    changes: list[Change], device: Device, top: GraphNode | None = None
-) -> UpdateResult:
+    changes: list[Change], device: Device
+) -> tuple[UpdateResultKind, str, ExecNode] | None:
     """Check new kernel parameters against the executable's device (they were validated
-    against the default device when the new graph was built).
+    against the default device when the new graph was built): the first failure's kind, why,
+    and its node, or None.
 
     A bad value (shared memory) is ParametersChanged; anything else (a launch configuration
     the device cannot run) is NotSupported, as HIP maps its ``SetParams`` failures.
@@ -238,7 +239,7 @@ def device_limits_problem(
             try:
                 params.check_limits(device)
             except InvalidValue as error:
-                return UpdateResult(UpdateResultKind.ParametersChanged, top, str(error))
+                return UpdateResultKind.ParametersChanged, str(error), node
             except HipError as error:
-                return UpdateResult(UpdateResultKind.NotSupported, top, str(error))
-    return UpdateResult(UpdateResultKind.Success)
+                return UpdateResultKind.NotSupported, str(error), node
+    return None

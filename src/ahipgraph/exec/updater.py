@@ -139,19 +139,24 @@ class Updater:
         none, :meth:`KernelArgArena.allocate_all`), so a full device or an oversized slot fails
         here with the executable, its arena and the device exactly as they were. Nothing after
         that can fail.
+
+        The executable is checked again under the lock: a setter checked it before validating
+        its arguments, and user code run by that validation (an argument's ``__index__``) or
+        another thread may have destroyed it since; its arena may already be given back.
         """
         if self.conditionals is not None:  # kernels' handle arguments point at our cells
             changes = [(node, self.conditionals.bind(params, node)) for node, params in changes]
         with self.lock:
+            self.owner._check_alive()  # InvalidValue: destroyed since the setter's first check
             if self.races is not None:  # check_races: recheck the changed nodes only
                 self.races.check_changes(changes)
             fresh = self._allocate_arguments(changes)
             version = self._writable_version()
             compiled = self.compiled
             for node, params in changes:
-                node.params = params
-                if node.type is NodeType.Kernel:
+                if node.type is NodeType.Kernel and not _same_bytes(node, params):
                     self._store_arguments(node, params, fresh.get(node))
+                node.params = params
                 location = compiled.locations.get(node)
                 if location is None:  # event nodes bind at launch instead
                     continue
@@ -181,13 +186,15 @@ class Updater:
         """The new argument slots ``changes`` need (by node), allocated all at once.
 
         A node's arguments are rewritten in place when no launch is in flight and they fit in
-        its slot; otherwise they go to a new slot.
+        its slot; otherwise they go to a new slot. A node whose argument bytes do not change
+        (an enable or disable, a new priority, a whole-graph update's unchanged nodes) keeps
+        its slot: the bytes there are already these.
         """
         needs: dict[ExecNode, int] = {}
         arg_slots = self.compiled.arg_slots
         in_flight = self.launcher.in_flight
         for node, params in changes:
-            if node.type is NodeType.Kernel:
+            if node.type is NodeType.Kernel and not _same_bytes(node, params):
                 size = max(params.kernel.layout.size, 1)
                 if in_flight or arg_slots[node].size < size:
                     needs[node] = size
@@ -220,3 +227,10 @@ class Updater:
         retired = self.retired
         while retired and retired[0][0] <= completed:
             self.arena.free(retired.popleft()[1])
+
+
+def _same_bytes(node: ExecNode, params: KernelParams) -> bool:
+    """Whether kernel node ``node``'s slot already holds ``params``' argument bytes (it always
+    holds those of the node's current parameters)."""
+    old: KernelParams = node.params
+    return params is old or params.arg_bytes == old.arg_bytes

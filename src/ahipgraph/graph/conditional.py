@@ -17,7 +17,8 @@ it may use it; a node of any other graph → ``InvalidValue``.
 HIP's checks: a null handle, a handle of another graph, an unknown kind, WHILE with a size
 other than 1, IF with a size other than 1 or 2, SWITCH with a size below 1 → ``InvalidValue``.
 Bodies may hold kernel, memcpy, memset, empty, child-graph and conditional nodes (CUDA's list);
-anything else is ``NotSupported`` when the parent is instantiated.
+anything else is ``NotSupported`` when the parent is instantiated, as is a nesting of
+conditional nodes deeper than ``exec.conditional.MAX_CONDITIONAL_DEPTH`` (64) levels.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ class ConditionalKind(enum.IntEnum):
 class ConditionalHandle(HandleToken):
     """A conditional node's handle (``hipGraphConditionalHandle``); pass it to kernels.
 
-    Attributes:
+    Attributes (read-only: a handle is a value, as HIP's is):
         default: the value the handle takes at the start of every launch (with
             ``assign_default``), or once when the executable is made (without).
         assign_default: re-apply ``default`` at each launch (``hipGraphCondAssignDefault``).
@@ -67,12 +68,16 @@ class ConditionalHandle(HandleToken):
     """
 
     __slots__ = ("assign_default", "default", "graph_id")
+    assign_default: bool
+    default: int
+    graph_id: int
 
     def __init__(self, graph_id: int, default: int, assign_default: bool) -> None:
         super().__init__()
-        self.graph_id = graph_id
-        self.default = default
-        self.assign_default = assign_default
+        set_field = object.__setattr__  # immutable (see HandleToken): set once, here
+        set_field(self, "graph_id", graph_id)
+        set_field(self, "default", default)
+        set_field(self, "assign_default", assign_default)
 
     def __repr__(self) -> str:
         return (

@@ -30,6 +30,7 @@ from ..core.ints import int_or_none
 from ..device.pointer import DevicePtr
 from ..runtime.event import Event
 from ..runtime.params import HostParams, KernelParams, MemcpyParams, MemsetParams
+from ..runtime.pitched import PitchedCopyParams
 from .node_type import CREATABLE_NODE_TYPES, NodeType, a_node_of_type
 from .params import (
     ChildGraphParams,
@@ -121,6 +122,8 @@ def add_node(graph: Graph, params: GraphNodeParams, deps: Deps) -> GraphNode:
         return graph._add_node(kind, deps, lambda: revalidate(kernel))
     if kind is NodeType.Memcpy:
         copy = _record(kind, record, MemcpyParams)
+        if isinstance(copy, PitchedCopyParams):  # hipMemcpy3DParms: its rows, not its bytes
+            return graph._add_node(kind, deps, copy.revalidated)
         return graph._add_node(  # as add_memcpy_node: a node of 0 bytes is refused
             kind,
             deps,
@@ -189,7 +192,10 @@ def set_exec_node_params(graph_exec: Any, node: GraphNode, params: Any) -> None:
         graph_exec._set_kernel_record(node, _record(kind, record, KernelParams))
     elif kind is NodeType.Memcpy:
         p = _record(kind, record, MemcpyParams)
-        graph_exec.set_memcpy_node_params(node, p.dst, p.src, p.nbytes, p.kind)
+        if isinstance(p, PitchedCopyParams):  # hipMemcpy3DParms: its rows, not its byte count
+            graph_exec._set_memcpy_record(node, p)
+        else:
+            graph_exec.set_memcpy_node_params(node, p.dst, p.src, p.nbytes, p.kind)
     elif kind is NodeType.Memset:
         m = _record(kind, record, MemsetParams)
         graph_exec.set_memset_node_params(

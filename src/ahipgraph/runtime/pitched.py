@@ -196,8 +196,9 @@ class PitchedCopyParams(MemcpyParams):
             dst, src, extent, dst_pos=dst_pos, src_pos=src_pos, kind=kind, max_pitch=max_pitch
         )
 
-    def revalidated(self) -> PitchedCopyParams:
-        """The same copy checked again (memory may have changed since it was made)."""
+    def revalidated(self, device: Device | None = None) -> PitchedCopyParams:
+        """The same copy checked again (memory may have changed since it was made), against
+        ``device``'s limits (the current device's by default)."""
         return check_pitched_copy(
             PitchedPtr(self.dst, self.dst_pitch, self.dst_slice_height),
             PitchedPtr(self.src, self.src_pitch, self.src_slice_height),
@@ -205,7 +206,7 @@ class PitchedCopyParams(MemcpyParams):
             dst_pos=self._pos(self.dst_offset, self.dst_pitch, self.dst_slice_height),
             src_pos=self._pos(self.src_offset, self.src_pitch, self.src_slice_height),
             kind=self.kind,
-            max_pitch=get_device().properties.max_pitch,
+            max_pitch=(device or get_device()).properties.max_pitch,
         )
 
     @staticmethod
