@@ -36,11 +36,12 @@ wake (work in flight keeps every other loop out).
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import sys
 import threading
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from contextvars import ContextVar, copy_context
 from typing import TYPE_CHECKING, Any
 
@@ -402,9 +403,20 @@ class Engine:
         # the queue's run and leaving the queue parked for good; and a cancelled body is judged
         # as its cancellation reaches it (see _awaiting).
         started: list[bool] = []
-        future = asyncio.ensure_future(_awaiting(awaitable, started), loop=self.loop)
+        body = _awaiting(awaitable, started)
+        future: asyncio.Future[Any] = asyncio.ensure_future(body, loop=self.loop)
+        # The loop may close before it ever runs the task: a pump turn in the last turns of
+        # ``asyncio.run`` (after it cancelled what was left) starts the next body. The work is
+        # then abandoned like all its loop left behind (the next loop fails it), so asyncio's
+        # "Task was destroyed but it is pending!" about a task of the runtime's own would be
+        # noise, as would the "never awaited" warnings for the body and the user's coroutine:
+        # the guard closes both when the task goes without having run.
+        future._log_destroy_pending = False  # type: ignore[attr-defined]
+        guard = weakref.ref(future, functools.partial(_never_ran, body, awaitable, started))
+        _UNSTARTED.add(guard)
 
         def done(task: asyncio.Future[Any]) -> None:
+            _UNSTARTED.discard(guard)
             cell[0] = None
             if not started:  # cancelled before its first step: the body never ran
                 if asyncio.iscoroutine(awaitable):
@@ -431,6 +443,27 @@ class Engine:
             f"<Engine device={self.device.ordinal} in_flight={self.in_flight} "
             f"queues={len(self.queues)} ready={len(self.ready)}>"
         )
+
+
+# Guards of body tasks not yet done (see Engine._start_in_context): a weak reference whose
+# callback closes a body that never ran. Held here, so the guard outlives its task.
+_UNSTARTED: set[weakref.ref[asyncio.Future[Any]]] = set()
+
+
+def _never_ran(
+    body: Coroutine[Any, Any, Any],
+    awaitable: Awaitable[Any],
+    started: list[bool],
+    guard: weakref.ref[asyncio.Future[Any]],
+) -> None:
+    """A body's task went away without finishing (its loop closed): if it never ran, close
+    what it was to await, which was made and is now never awaited (closing one that never
+    started runs none of it)."""
+    _UNSTARTED.discard(guard)
+    if not started:
+        body.close()
+        if asyncio.iscoroutine(awaitable):
+            awaitable.close()
 
 
 CUT_SHORT_BY_LOOP: weakref.WeakSet[asyncio.Future[Any]] = weakref.WeakSet()
