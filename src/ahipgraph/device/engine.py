@@ -42,7 +42,7 @@ import sys
 import threading
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine
-from contextvars import ContextVar, copy_context
+from contextvars import Context, ContextVar, copy_context
 from typing import TYPE_CHECKING, Any
 
 from ..core.clock import SimClock
@@ -258,15 +258,22 @@ class Engine:
 
         Called on the owner loop's thread (a submission, under the lock; a packet's wake, while
         work is in flight), where the owner cannot change underneath, so it takes no lock.
+
+        The pump runs in a context of its own, every variable at its default: device work runs
+        on behalf of no task, as a GPU's does. Scheduled in the caller's context (``call_soon``'s
+        default), it would run every kernel body, completion and destructor of its turn in
+        whichever task's context woke the device: that task's current device and capture mode,
+        or, for work a declared host function launched, that function's declaration, which then
+        judged the views of the kernels it launched.
         """
         self.ready[queue] = None
         if self._pump is None:
             loop = self.loop
             assert loop is not None
             if loop is current_loop():
-                self._pump = loop.call_soon(self._run_pump, loop)
+                self._pump = loop.call_soon(self._run_pump, loop, context=Context())
             elif not loop.is_closed():  # from another thread: never touch the loop
-                self._pump = loop.call_soon_threadsafe(self._run_pump, loop)
+                self._pump = loop.call_soon_threadsafe(self._run_pump, loop, context=Context())
 
     def _run_pump(self, loop: asyncio.AbstractEventLoop) -> None:
         with self.lock:
@@ -294,7 +301,7 @@ class Engine:
                     with self.lock:
                         loop = self.loop
                         if self._pump is None and loop is not None and not loop.is_closed():
-                            self._pump = loop.call_soon(self._run_pump, loop)
+                            self._pump = loop.call_soon(self._run_pump, loop, context=Context())
                     break
                 queue = next(iter(ready))
                 del ready[queue]
@@ -303,7 +310,7 @@ class Engine:
             with self.lock:
                 loop = self.loop
                 if ready and self._pump is None and loop is not None and not loop.is_closed():
-                    self._pump = loop.call_soon(self._run_pump, loop)
+                    self._pump = loop.call_soon(self._run_pump, loop, context=Context())
             raise
         finally:
             with self.lock:
