@@ -22,15 +22,7 @@ from typing import Any
 import pytest
 
 import ahipgraph as ahg
-
-try:
-    import uvloop
-except ImportError:  # pragma: no cover - uvloop is part of the dev extra
-    uvloop = None
-
-LOOPS: list[Callable[[], asyncio.AbstractEventLoop]] = [asyncio.new_event_loop]
-if uvloop is not None:
-    LOOPS.append(uvloop.new_event_loop)
+from loops import LOOPS
 
 ran: list[int] = []
 
