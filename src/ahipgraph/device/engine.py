@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import inspect
 import itertools
 import sys
 import threading
@@ -464,12 +465,15 @@ def _never_ran(
     guard: weakref.ref[asyncio.Future[Any]],
 ) -> None:
     """A body's task went away without finishing (its loop closed): if it never ran, close
-    what it was to await, which was made and is now never awaited (closing one that never
-    started runs none of it)."""
+    what it was to await, which was made and is now never awaited. Only a coroutine that never
+    started is closed: that runs none of its code, wherever the collector calls this from.
+    """
     _UNSTARTED.discard(guard)
     if not started:
         body.close()
-        if asyncio.iscoroutine(awaitable):
+        if inspect.iscoroutine(awaitable) and (
+            inspect.getcoroutinestate(awaitable) == inspect.CORO_CREATED
+        ):
             awaitable.close()
 
 
