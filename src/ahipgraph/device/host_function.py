@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
     from .base import DeviceBase
 
-__all__ = ["HostFunction", "host_function", "running_host_function"]
+__all__ = ["HostFunction", "check_host_callable", "host_function", "running_host_function"]
 
 _RUNNING: ContextVar[Any] = ContextVar("ahipgraph_running_host_function", default=None)
 
@@ -117,18 +117,39 @@ def host_function(
         A callable to pass to ``launch_host_func`` or ``add_host_node``.
 
     Raises:
-        TypeError: ``fn`` is not callable, or an entry is not a pointer or pair.
+        TypeError: ``fn`` is not callable or is a generator function, or an entry is not a
+            pointer or pair.
         ValueError: a negative size, or a null pointer.
 
     Declaring a :class:`HostFunction` again adds to what it already declares.
     """
     if not callable(fn):
         raise TypeError(f"host function must be callable, got {fn!r}")
+    check_host_callable(fn)
     read_regions, write_regions = _regions(reads, "reads"), _regions(writes, "writes")
     if isinstance(fn, HostFunction):  # more declarations for a declared function: all count
         read_regions, write_regions = fn.reads + read_regions, fn.writes + write_regions
         fn = fn.fn
     return HostFunction(fn, read_regions, write_regions)
+
+
+def check_host_callable(fn: Callable[..., Any]) -> None:
+    """Refuse a generator function (sync or async) as a host function.
+
+    Calling one only makes a generator, so its body would never run, and the host function
+    would pass for done having done nothing. A plain function or an ``async def`` one (whose
+    coroutine the queue awaits) is what a host function is.
+
+    Raises:
+        TypeError: ``fn`` (or a callable object's ``__call__``) is a generator function.
+    """
+    target = fn.fn if isinstance(fn, HostFunction) else fn
+    for candidate in (target, type(target).__call__):  # a callable object: its method
+        if inspect.isgeneratorfunction(candidate) or inspect.isasyncgenfunction(candidate):
+            raise TypeError(
+                f"host function must be a plain or async function, not a generator function "
+                f"(its body would never run): {fn!r}"
+            )
 
 
 def running_host_function() -> Any:
