@@ -27,6 +27,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from contextvars import Context, ContextVar, copy_context
 from typing import TYPE_CHECKING, Any
 
+from ..core.callables import makes_generator
 from ..core.errors import InvalidValue
 from ..core.ints import as_int
 from .pointer import DevicePtr
@@ -143,13 +144,11 @@ def check_host_callable(fn: Callable[..., Any]) -> None:
     Raises:
         TypeError: ``fn`` (or a callable object's ``__call__``) is a generator function.
     """
-    target = fn.fn if isinstance(fn, HostFunction) else fn
-    for candidate in (target, type(target).__call__):  # a callable object: its method
-        if inspect.isgeneratorfunction(candidate) or inspect.isasyncgenfunction(candidate):
-            raise TypeError(
-                f"host function must be a plain or async function, not a generator function "
-                f"(its body would never run): {fn!r}"
-            )
+    if makes_generator(fn.fn if isinstance(fn, HostFunction) else fn):
+        raise TypeError(
+            f"host function must be a plain or async function, not a generator function "
+            f"(its body would never run): {fn!r}"
+        )
 
 
 def running_host_function() -> Any:

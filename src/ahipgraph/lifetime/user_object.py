@@ -34,6 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..core.callables import makes_generator
 from ..core.errors import InvalidValue
 from ..core.ints import as_int
 from ..core.lifecycle import DestroyOnExit, HandleRecord, HandleState, owner_key, owner_of
@@ -141,8 +142,9 @@ class UserObject(RefCounted, DestroyOnExit):
 
     Raises:
         InvalidValue: ``destructor`` is None, or ``initial_refcount`` is out of range.
-        TypeError: ``destructor`` is not callable or is a coroutine function (it runs
-            synchronously, so a coroutine would never be awaited), or the count is not an int.
+        TypeError: ``destructor`` is not callable, is a coroutine function (it runs
+            synchronously, so a coroutine would never be awaited) or a generator function
+            (whose body would never run), or the count is not an int.
     """
 
     __slots__ = ("__weakref__", "_life", "_owned", "hid")
@@ -165,6 +167,10 @@ class UserObject(RefCounted, DestroyOnExit):
             # so the destructor would silently not run.
             raise TypeError(
                 f"destructor must be a plain function, not a coroutine function: {destructor!r}"
+            )
+        if makes_generator(destructor):  # its body would never run either
+            raise TypeError(
+                f"destructor must be a plain function, not a generator function: {destructor!r}"
             )
         super().__init__(check_count(initial_refcount, "initial_refcount"))
         # Keyed by ``owner_key(owner)``: a graph or executable owns through its record, so this

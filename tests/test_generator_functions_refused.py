@@ -1,10 +1,12 @@
-"""A generator function given as a host function is refused when it is given.
+"""A generator function given as a host function or a user-object destructor is refused.
 
 Calling a generator function (sync or ``async``) only makes a generator: its body never runs.
-The queue called it, found nothing to await, and the host function passed for done having
-done nothing, on a stream, in a graph and through ``exec.set_host_node_params`` alike. It is
-a ``TypeError`` now, before anything is enqueued or changed, as a coroutine function given as
-a user-object destructor is.
+The queue called a host function made so, found nothing to await, and the host function passed
+for done having done nothing, on a stream, in a graph and through
+``exec.set_host_node_params`` alike; a destructor made so "ran" when the last reference went,
+and freed nothing. Both are a ``TypeError`` now, before anything is enqueued, created or
+changed, as a coroutine function given as a destructor is (and a generator function as a
+kernel body).
 """
 
 from __future__ import annotations
@@ -77,3 +79,12 @@ def test_a_graph_and_an_executable_refuse_a_generator_function(fn: Callable[...,
     with pytest.raises(TypeError, match=MESSAGE):
         ahg.host_function(fn)
     destroy(graph_exec, graph)
+
+
+@pytest.mark.parametrize("fn", GENERATOR_FUNCTIONS, ids=NAMES)
+def test_a_user_object_refuses_a_generator_function_as_its_destructor(
+    fn: Callable[..., Any],
+) -> None:
+    with pytest.raises(TypeError, match=MESSAGE):
+        ahg.UserObject(fn, data="never freed")
+    assert ran == []  # and the leak check at teardown finds no user object registered
