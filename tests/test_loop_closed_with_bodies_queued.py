@@ -74,3 +74,26 @@ def test_bodies_queued_when_the_loop_closes_leave_no_pending_task_and_no_warning
     asyncio.run(settle())
     assert device.statistics().abandoned == 0
     stream.destroy()
+
+
+@pytest.mark.leaks_allowed("the collected body's queue stays parked for good: that is the point")
+@pytest.mark.asyncio
+async def test_a_running_body_collected_while_pending_is_still_reported(
+    device: ahg.Device,
+) -> None:
+    # Only a body that never ran is closed quietly: one that ran and awaits something
+    # nothing else refers to is collected while pending, its queue then waits for good, and
+    # asyncio's report of it is what tells the user.
+    reported: list[str] = []
+    asyncio.get_running_loop().set_exception_handler(lambda _, c: reported.append(c["message"]))
+
+    async def awaits_a_lost_future() -> None:
+        await asyncio.get_running_loop().create_future()  # nothing else holds it
+
+    stream = device.create_stream()
+    await stream.launch_host_func(awaits_a_lost_future)
+    await asyncio.sleep(0)  # the pump runs the host function and starts its task
+    await asyncio.sleep(0)  # the task's first step: it parks on the future
+    gc.collect()
+    assert reported == ["Task was destroyed but it is pending!"]
+    stream.destroy()

@@ -419,12 +419,14 @@ class Engine:
         # "Task was destroyed but it is pending!" about a task of the runtime's own would be
         # noise, as would the "never awaited" warnings for the body and the user's coroutine:
         # the guard closes both when the task goes without having run.
+        # Once the body runs, the guard goes (``_awaiting``), and with it its hold on the body.
         future._log_destroy_pending = False  # type: ignore[attr-defined]
-        guard = weakref.ref(future, functools.partial(_never_ran, body, awaitable, started))
-        _UNSTARTED.add(guard)
+        _UNSTARTED[id(started)] = weakref.ref(
+            future, functools.partial(_never_ran, body, awaitable, started)
+        )
 
         def done(task: asyncio.Future[Any]) -> None:
-            _UNSTARTED.discard(guard)
+            _UNSTARTED.pop(id(started), None)
             cell[0] = None
             if not started:  # cancelled before its first step: the body never ran
                 if asyncio.iscoroutine(awaitable):
@@ -453,22 +455,24 @@ class Engine:
         )
 
 
-# Guards of body tasks not yet done (see Engine._start_in_context): a weak reference whose
-# callback closes a body that never ran. Held here, so the guard outlives its task.
-_UNSTARTED: set[weakref.ref[asyncio.Future[Any]]] = set()
+# Guards of body tasks that have not run yet (see Engine._start_in_context), by the id of the
+# body's ``started`` list: a weak reference whose callback closes a body that never ran. Held
+# here, so the guard outlives its task; dropped as the body starts (see ``_awaiting``), so a
+# running body is never held by it (a body task collected while pending is reported again).
+_UNSTARTED: dict[int, weakref.ref[asyncio.Future[Any]]] = {}
 
 
 def _never_ran(
     body: Coroutine[Any, Any, Any],
     awaitable: Awaitable[Any],
     started: list[bool],
-    guard: weakref.ref[asyncio.Future[Any]],
+    _guard: weakref.ref[asyncio.Future[Any]],
 ) -> None:
     """A body's task went away without finishing (its loop closed): if it never ran, close
     what it was to await, which was made and is now never awaited. Only a coroutine that never
     started is closed: that runs none of its code, wherever the collector calls this from.
     """
-    _UNSTARTED.discard(guard)
+    _UNSTARTED.pop(id(started), None)
     if not started:
         body.close()
         if inspect.iscoroutine(awaitable) and (
@@ -492,6 +496,10 @@ async def _awaiting(awaitable: Awaitable[Any], started: list[bool]) -> Any:
     loop cut short.
     """
     started.append(True)
+    _UNSTARTED.pop(id(started), None)
+    running: Any = asyncio.current_task()
+    running._log_destroy_pending = True  # from here on, asyncio reports it destroyed pending
+    del running  # the frame must not hold its own task
     try:
         return await awaitable
     except asyncio.CancelledError:
