@@ -1,0 +1,75 @@
+"""``destroy()`` called from the ``__del__`` of an object collected in the same cycle.
+
+A program's wrapper that owns a handle and destroys it in its ``__del__`` is a common shape.
+When wrapper and handle die in one reference cycle, the collector runs the handle's finalizer
+(a weak-reference callback: it retires the handle and frees it, with a warning) before the
+wrapper's ``__del__``, which still reaches the handle and calls ``destroy()``. That destroy
+raised "was already destroyed" (a handle whose state still said open), reported as an
+exception ignored in ``__del__``. The handle was freed already: the destroy is a no-op now, as
+a user object's release in the same position already was. A handle destroyed twice by the
+program still raises (``tests/test_lifecycle.py``).
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+import ahipgraph as ahg
+
+
+class Owner:
+    """Owns a handle, destroys it in ``__del__``, and is its own garbage cycle."""
+
+    def __init__(self, handle: Any, errors: list[BaseException]) -> None:
+        self.handle = handle
+        self.errors = errors
+        self.me = self
+
+    def __del__(self) -> None:
+        try:
+            self.handle.destroy()
+        except BaseException as error:  # the test reads it
+            self.errors.append(error)
+
+
+def _exec(device: ahg.Device) -> ahg.GraphExec:
+    graph = ahg.Graph()
+    graph.add_empty_node()
+    try:
+        return graph.instantiate()
+    finally:
+        graph.destroy()
+
+
+MAKERS: dict[str, Callable[[ahg.Device], Any]] = {
+    "stream": lambda device: device.create_stream(),
+    "event": lambda device: device.create_event(),
+    "graph": lambda device: ahg.Graph(),
+    "exec": _exec,
+}
+
+
+@pytest.mark.parametrize("kind", list(MAKERS))
+def test_a_handle_destroyed_in_the_del_of_its_cycle_mate_is_no_error(
+    device: ahg.Device, kind: str
+) -> None:
+    errors: list[BaseException] = []
+    unraisable: list[Any] = []
+    Owner(MAKERS[kind](device), errors)  # garbage at once: a cycle only the collector frees
+    hook, sys.unraisablehook = sys.unraisablehook, unraisable.append
+    try:
+        with warnings.catch_warnings():
+            # The finalizer ran first: the handle was collected without destroy(), and says so.
+            warnings.simplefilter("ignore", ahg.ForgottenHandleWarning)
+            gc.collect()
+            ahg.collect_forgotten()
+    finally:
+        sys.unraisablehook = hook
+    assert errors == []
+    assert unraisable == []
