@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 import ahipgraph as ahg
+from ahipgraph.core import lifecycle
 
 
 class Owner:
@@ -73,3 +74,45 @@ def test_a_handle_destroyed_in_the_del_of_its_cycle_mate_is_no_error(
         sys.unraisablehook = hook
     assert errors == []
     assert unraisable == []
+
+
+class StreamOwner:
+    """Destroys a stream that stays reachable elsewhere, in ``__del__``; its own cycle."""
+
+    def __init__(self, stream: ahg.Stream) -> None:
+        self.stream = stream
+        self.me = self
+
+    def __del__(self) -> None:
+        self.stream.destroy()
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("inside", ["append", "__iter__"])
+def test_a_collection_inside_the_devices_stream_set_may_destroy_one_of_its_streams(
+    device: ahg.Device, monkeypatch: pytest.MonkeyPatch, inside: str
+) -> None:
+    # The collector may run at any allocation, and the device's set of streams allocates under
+    # its lock (a weak reference per stream added, a list per snapshot). A __del__ the
+    # collection runs there that destroys a stream of the same device took that lock again on
+    # the same thread: the program hung for good. The test makes the collection run at the
+    # allocation inside the lock.
+    victim = device.create_stream()
+    original = getattr(lifecycle.WeakList, inside)
+
+    def collecting(self: Any, *args: Any) -> Any:
+        gc.collect()
+        return original(self, *args)
+
+    monkeypatch.setattr(lifecycle.WeakList, inside, collecting)
+    StreamOwner(victim)  # garbage at once; the victim stays reachable from this test
+    if inside == "append":
+        made = device.create_stream()
+    else:
+        made = None
+        assert victim not in device.streams
+    monkeypatch.undo()
+    assert not victim.alive
+    assert victim not in device.streams
+    if made is not None:
+        made.destroy()
