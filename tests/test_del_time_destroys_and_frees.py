@@ -1,4 +1,6 @@
-"""``destroy()`` called from the ``__del__`` of an object collected in the same cycle.
+"""Handles destroyed and memory freed from ``__del__``, when the collector runs it.
+
+``destroy()`` called from the ``__del__`` of an object collected in the same cycle.
 
 A program's wrapper that owns a handle and destroys it in its ``__del__`` is a common shape.
 When wrapper and handle die in one reference cycle, the collector runs the handle's finalizer
@@ -8,6 +10,10 @@ raised "was already destroyed" (a handle whose state still said open), reported 
 exception ignored in ``__del__``. The handle was freed already: the destroy is a no-op now, as
 a user object's release in the same position already was. A handle destroyed twice by the
 program still raises (``tests/test_lifecycle.py``).
+
+And the collector may run at any allocation, also one made under a lock of the runtime: a
+``__del__`` it runs there that destroys a stream or frees memory of the same device must not
+find that lock held by its own thread (it hung the program).
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import pytest
 
 import ahipgraph as ahg
 from ahipgraph.core import lifecycle
+from ahipgraph.device import memory as memory_module
 
 
 class Owner:
@@ -116,3 +123,41 @@ def test_a_collection_inside_the_devices_stream_set_may_destroy_one_of_its_strea
     assert victim not in device.streams
     if made is not None:
         made.destroy()
+
+
+class Buffer:
+    """Device memory freed in ``__del__``, in a cycle: a wrapper programs commonly write."""
+
+    def __init__(self, device: ahg.Device) -> None:
+        self.device = device
+        self.ptr = device.malloc(64)
+        self.me = self
+
+    def __del__(self) -> None:
+        self.device.free(self.ptr)
+
+
+@pytest.mark.timeout(30)
+def test_a_collection_inside_malloc_may_free_memory_of_the_same_device(
+    device: ahg.Device, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # malloc makes its allocation's record under the memory's lock, so the collector may run
+    # there; a Buffer it collects frees its pointer, which took the lock again on the same
+    # thread: the program hung for good (it did with ordinary collector thresholds, after a
+    # few thousand such buffers). The test makes the collection run at that allocation.
+    before = device.memory_info()
+    Buffer(device)  # garbage at once: a cycle only the collector frees
+    record = memory_module.Allocation
+
+    class CollectingRecord(record):  # type: ignore[misc, valid-type]
+        __slots__ = ()
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            gc.collect()
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(memory_module, "Allocation", CollectingRecord)
+    ptr = device.malloc(128)
+    monkeypatch.undo()
+    device.free(ptr)
+    assert device.memory_info() == before
