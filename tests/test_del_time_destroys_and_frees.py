@@ -6,8 +6,9 @@ A program's wrapper that owns a handle and destroys it in its ``__del__`` is a c
 When wrapper and handle die in one reference cycle, the collector runs the handle's finalizer
 (a weak-reference callback: it retires the handle and frees it, with a warning) before the
 wrapper's ``__del__``, which still reaches the handle and calls ``destroy()``. That destroy
-raised "was already destroyed" (a handle whose state still said open), reported as an
-exception ignored in ``__del__``. The handle was freed already: the destroy is a no-op now, as
+raised "was already destroyed" (a handle whose state still said open; a graph node, "was
+destroyed" with its collected graph), reported as an exception ignored in ``__del__``. The
+handle was freed already: the destroy is a no-op now, as
 a user object's release in the same position already was. A handle destroyed twice by the
 program still raises (``tests/test_lifecycle.py``).
 
@@ -60,6 +61,7 @@ MAKERS: dict[str, Callable[[ahg.Device], Any]] = {
     "event": lambda device: device.create_event(),
     "graph": lambda device: ahg.Graph(),
     "exec": _exec,
+    "node": lambda device: ahg.Graph().add_empty_node(),  # its graph goes in the cycle too
 }
 
 

@@ -1022,6 +1022,8 @@ class Graph(DestroyOnExit):
 
     def _destroy_node(self, node: GraphNode) -> None:
         with self.lock:
+            if self._life.freed:  # collected: destroyed from a cycle-mate's __del__
+                return
             node._check_alive()
             if node._type in _MEM_NODE_TYPES:
                 raise NotSupported(f"{node._type.name} nodes cannot be destroyed")
