@@ -394,16 +394,20 @@ class Engine:
         is made inside that context, so it starts with a copy of it.
         """
         if isinstance(awaitable, InContext):
-            context, awaitable = awaitable.context, awaitable.awaitable
+            context, ended, awaitable = awaitable.context, awaitable.ended, awaitable.awaitable
         else:
-            context = copy_context()
-        return context.run(self._start_in_context, awaitable, queue)
+            context, ended = copy_context(), None
+        return context.run(self._start_in_context, awaitable, queue, ended)
 
     def _start_in_context(
-        self, awaitable: Awaitable[Any], queue: HardwareQueue
+        self,
+        awaitable: Awaitable[Any],
+        queue: HardwareQueue,
+        ended: Callable[[], None] | None = None,
     ) -> asyncio.Future[Any]:
         """Start ``awaitable`` as a task of the current context, marked as the work of
-        ``queue``'s head packet (see :meth:`wait_idle` and :meth:`_wait_signal`)."""
+        ``queue``'s head packet (see :meth:`wait_idle` and :meth:`_wait_signal`); ``ended``
+        is called when it ends (a host function's call is then over)."""
         cell: list[HardwareQueue | None] = [queue]
         _DEVICE_WORK.set(cell)
         # Awaited by a coroutine of ours: a future or an object with __await__ that cannot be
@@ -428,6 +432,8 @@ class Engine:
         def done(task: asyncio.Future[Any]) -> None:
             _UNSTARTED.pop(id(started), None)
             cell[0] = None
+            if ended is not None:
+                ended()
             if not started:  # cancelled before its first step: the body never ran
                 if asyncio.iscoroutine(awaitable):
                     awaitable.close()  # made, never awaited: it must not warn of it
