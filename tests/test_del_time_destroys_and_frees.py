@@ -13,12 +13,14 @@ a user object's release in the same position already was. A handle destroyed twi
 program still raises (``tests/test_lifecycle.py``).
 
 And the collector may run at any allocation, also one made under a lock of the runtime: a
-``__del__`` it runs there that destroys a stream or frees memory of the same device must not
-find that lock held by its own thread (it hung the program).
+``__del__`` it runs there that destroys a stream or frees memory of the same device, or
+releases the same user object, must not find that lock held by its own thread (it hung the
+program).
 """
 
 from __future__ import annotations
 
+import builtins
 import gc
 import sys
 import warnings
@@ -30,6 +32,7 @@ import pytest
 import ahipgraph as ahg
 from ahipgraph.core import lifecycle
 from ahipgraph.device import memory as memory_module
+from ahipgraph.lifetime import user_object as user_object_module
 
 
 class Owner:
@@ -163,3 +166,42 @@ def test_a_collection_inside_malloc_may_free_memory_of_the_same_device(
     monkeypatch.undo()
     device.free(ptr)
     assert device.memory_info() == before
+
+
+class Reference:
+    """Holds one reference to a user object and gives it back in ``__del__``; its own cycle."""
+
+    def __init__(self, obj: ahg.UserObject) -> None:
+        self.obj = obj
+        self.me = self
+
+    def __del__(self) -> None:
+        self.obj.release()
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("call", ["destroy", "statistics"])
+def test_a_collection_inside_a_user_objects_lock_may_release_that_object(
+    monkeypatch: pytest.MonkeyPatch, call: str
+) -> None:
+    # destroy() and statistics() add up the owners' references under the object's lock (an
+    # allocation), so the collector may run there; a Reference it collects releases the same
+    # object, which took the lock again on the same thread: the program hung for good. The
+    # test makes the collection run at that allocation.
+    ran: list[str] = []
+    obj = ahg.UserObject(ran.append, data="destructor", initial_refcount=3)
+    Reference(obj)  # garbage at once: a cycle only the collector frees
+
+    def collecting_sum(values: Any) -> int:
+        gc.collect()
+        return builtins.sum(values)
+
+    monkeypatch.setattr(user_object_module, "sum", collecting_sum, raising=False)
+    if call == "destroy":
+        obj.destroy()  # the program's references: 3, less the one the Reference gave back
+        assert ran == ["destructor"]
+    else:
+        assert obj.statistics().refcount == 2  # what is left after the nested release
+        monkeypatch.undo()
+        obj.release(2)
+        assert ran == ["destructor"]
