@@ -21,6 +21,7 @@ program).
 from __future__ import annotations
 
 import builtins
+import functools
 import gc
 import sys
 import warnings
@@ -35,18 +36,24 @@ from ahipgraph.device import memory as memory_module
 from ahipgraph.lifetime import user_object as user_object_module
 
 
-class Owner:
-    """Owns a handle, destroys it in ``__del__``, and is its own garbage cycle."""
+class InCycle:
+    """Calls ``on_del`` in ``__del__`` (destroys a handle, frees memory, releases a reference,
+    as a program's wrapper does) and is its own reference cycle, so only the collector frees it
+    and what ``on_del`` holds. An error goes to ``errors`` when given."""
 
-    def __init__(self, handle: Any, errors: list[BaseException]) -> None:
-        self.handle = handle
+    def __init__(
+        self, on_del: Callable[[], object], errors: list[BaseException] | None = None
+    ) -> None:
+        self.on_del = on_del
         self.errors = errors
         self.me = self
 
     def __del__(self) -> None:
         try:
-            self.handle.destroy()
+            self.on_del()
         except BaseException as error:  # the test reads it
+            if self.errors is None:
+                raise
             self.errors.append(error)
 
 
@@ -74,7 +81,7 @@ def test_a_handle_destroyed_in_the_del_of_its_cycle_mate_is_no_error(
 ) -> None:
     errors: list[BaseException] = []
     unraisable: list[Any] = []
-    Owner(MAKERS[kind](device), errors)  # garbage at once: a cycle only the collector frees
+    InCycle(MAKERS[kind](device).destroy, errors)  # garbage at once, with its handle
     hook, sys.unraisablehook = sys.unraisablehook, unraisable.append
     try:
         with warnings.catch_warnings():
@@ -86,17 +93,6 @@ def test_a_handle_destroyed_in_the_del_of_its_cycle_mate_is_no_error(
         sys.unraisablehook = hook
     assert errors == []
     assert unraisable == []
-
-
-class StreamOwner:
-    """Destroys a stream that stays reachable elsewhere, in ``__del__``; its own cycle."""
-
-    def __init__(self, stream: ahg.Stream) -> None:
-        self.stream = stream
-        self.me = self
-
-    def __del__(self) -> None:
-        self.stream.destroy()
 
 
 @pytest.mark.timeout(30)
@@ -117,7 +113,7 @@ def test_a_collection_inside_the_devices_stream_set_may_destroy_one_of_its_strea
         return original(self, *args)
 
     monkeypatch.setattr(lifecycle.WeakList, inside, collecting)
-    StreamOwner(victim)  # garbage at once; the victim stays reachable from this test
+    InCycle(victim.destroy)  # garbage at once; the victim stays reachable from this test
     if inside == "append":
         made = device.create_stream()
     else:
@@ -130,28 +126,16 @@ def test_a_collection_inside_the_devices_stream_set_may_destroy_one_of_its_strea
         made.destroy()
 
 
-class Buffer:
-    """Device memory freed in ``__del__``, in a cycle: a wrapper programs commonly write."""
-
-    def __init__(self, device: ahg.Device) -> None:
-        self.device = device
-        self.ptr = device.malloc(64)
-        self.me = self
-
-    def __del__(self) -> None:
-        self.device.free(self.ptr)
-
-
 @pytest.mark.timeout(30)
 def test_a_collection_inside_malloc_may_free_memory_of_the_same_device(
     device: ahg.Device, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # malloc makes its allocation's record under the memory's lock, so the collector may run
-    # there; a Buffer it collects frees its pointer, which took the lock again on the same
+    # there; a buffer object it collects frees its pointer, which took the lock again on the same
     # thread: the program hung for good (it did with ordinary collector thresholds, after a
     # few thousand such buffers). The test makes the collection run at that allocation.
     before = device.memory_info()
-    Buffer(device)  # garbage at once: a cycle only the collector frees
+    InCycle(functools.partial(device.free, device.malloc(64)))  # a buffer object, collected
     record = memory_module.Allocation
 
     class CollectingRecord(record):  # type: ignore[misc, valid-type]
@@ -168,29 +152,18 @@ def test_a_collection_inside_malloc_may_free_memory_of_the_same_device(
     assert device.memory_info() == before
 
 
-class Reference:
-    """Holds one reference to a user object and gives it back in ``__del__``; its own cycle."""
-
-    def __init__(self, obj: ahg.UserObject) -> None:
-        self.obj = obj
-        self.me = self
-
-    def __del__(self) -> None:
-        self.obj.release()
-
-
 @pytest.mark.timeout(30)
 @pytest.mark.parametrize("call", ["destroy", "statistics"])
 def test_a_collection_inside_a_user_objects_lock_may_release_that_object(
     monkeypatch: pytest.MonkeyPatch, call: str
 ) -> None:
     # destroy() and statistics() add up the owners' references under the object's lock (an
-    # allocation), so the collector may run there; a Reference it collects releases the same
+    # allocation), so the collector may run there; a holder it collects releases the same
     # object, which took the lock again on the same thread: the program hung for good. The
     # test makes the collection run at that allocation.
     ran: list[str] = []
     obj = ahg.UserObject(ran.append, data="destructor", initial_refcount=3)
-    Reference(obj)  # garbage at once: a cycle only the collector frees
+    InCycle(obj.release)  # holds one reference, given back when collected
 
     def collecting_sum(values: Any) -> int:
         gc.collect()
@@ -198,7 +171,7 @@ def test_a_collection_inside_a_user_objects_lock_may_release_that_object(
 
     monkeypatch.setattr(user_object_module, "sum", collecting_sum, raising=False)
     if call == "destroy":
-        obj.destroy()  # the program's references: 3, less the one the Reference gave back
+        obj.destroy()  # the program's references: 3, less the one the holder gave back
         assert ran == ["destructor"]
     else:
         assert obj.statistics().refcount == 2  # what is left after the nested release
