@@ -19,15 +19,7 @@ import pytest
 import ahipgraph as ahg
 from ahipgraph.core import gcpause
 from ahipgraph.graph import graph as graph_module
-
-try:
-    import uvloop
-except ImportError:  # pragma: no cover - uvloop is part of the dev extra
-    uvloop = None
-
-LOOPS: list[Callable[[], asyncio.AbstractEventLoop]] = [asyncio.new_event_loop]
-if uvloop is not None:
-    LOOPS.append(uvloop.new_event_loop)
+from loops import LOOPS
 
 BULK = 300_000  # young objects: above the size whose burst ends with a settle pass
 

@@ -271,9 +271,13 @@ class HandleRecord:
     Attributes:
         label: how the warning names the handle, e.g. ``stream #3.0 on device 0``.
         quiet: free without warning (handles the runtime owns, such as a child graph's copy).
+        freed: True once the finalizer ran. The collector runs it before the ``__del__`` of
+            an object collected in the same cycle, which still reaches the handle and may
+            call its ``destroy()``: that finds the handle freed already, and is a no-op rather
+            than a "destroyed twice" error (each handle's ``destroy()`` checks this).
     """
 
-    __slots__ = ("__weakref__", "_finalizer", "_handle", "label", "quiet")
+    __slots__ = ("__weakref__", "_finalizer", "_handle", "freed", "label", "quiet")
 
     releases: ClassVar[bool] = False
     #: The call that ends the handle, as the warning names it.
@@ -286,6 +290,7 @@ class HandleRecord:
         self._handle = weakref.ref(handle)
         self.label = label
         self.quiet = quiet
+        self.freed = False
         if self.releases:
             _RELEASER.start()  # here, in ordinary code: never from inside a finalizer
         finalizer = weakref.finalize(handle, self._forgotten)
@@ -310,6 +315,7 @@ class HandleRecord:
         """Free what the forgotten handle held (on the releaser thread)."""
 
     def _forgotten(self) -> None:
+        self.freed = True
         if sys.is_finalizing():  # interpreter exit: modules may be half torn down
             return
         if self.releases:

@@ -36,12 +36,14 @@ wake (work in flight keeps every other loop out).
 from __future__ import annotations
 
 import asyncio
+import functools
+import inspect
 import itertools
 import sys
 import threading
 import weakref
-from collections.abc import Awaitable, Callable
-from contextvars import ContextVar, copy_context
+from collections.abc import Awaitable, Callable, Coroutine
+from contextvars import Context, ContextVar, copy_context
 from typing import TYPE_CHECKING, Any
 
 from ..core.clock import SimClock
@@ -257,15 +259,22 @@ class Engine:
 
         Called on the owner loop's thread (a submission, under the lock; a packet's wake, while
         work is in flight), where the owner cannot change underneath, so it takes no lock.
+
+        The pump runs in a context of its own, every variable at its default: device work runs
+        on behalf of no task, as a GPU's does. Scheduled in the caller's context (``call_soon``'s
+        default), it would run every kernel body, completion and destructor of its turn in
+        whichever task's context woke the device: that task's current device and capture mode,
+        or, for work a declared host function launched, that function's declaration, which then
+        judged the views of the kernels it launched.
         """
         self.ready[queue] = None
         if self._pump is None:
             loop = self.loop
             assert loop is not None
             if loop is current_loop():
-                self._pump = loop.call_soon(self._run_pump, loop)
+                self._pump = loop.call_soon(self._run_pump, loop, context=Context())
             elif not loop.is_closed():  # from another thread: never touch the loop
-                self._pump = loop.call_soon_threadsafe(self._run_pump, loop)
+                self._pump = loop.call_soon_threadsafe(self._run_pump, loop, context=Context())
 
     def _run_pump(self, loop: asyncio.AbstractEventLoop) -> None:
         with self.lock:
@@ -293,7 +302,7 @@ class Engine:
                     with self.lock:
                         loop = self.loop
                         if self._pump is None and loop is not None and not loop.is_closed():
-                            self._pump = loop.call_soon(self._run_pump, loop)
+                            self._pump = loop.call_soon(self._run_pump, loop, context=Context())
                     break
                 queue = next(iter(ready))
                 del ready[queue]
@@ -302,7 +311,7 @@ class Engine:
             with self.lock:
                 loop = self.loop
                 if ready and self._pump is None and loop is not None and not loop.is_closed():
-                    self._pump = loop.call_soon(self._run_pump, loop)
+                    self._pump = loop.call_soon(self._run_pump, loop, context=Context())
             raise
         finally:
             with self.lock:
@@ -385,16 +394,20 @@ class Engine:
         is made inside that context, so it starts with a copy of it.
         """
         if isinstance(awaitable, InContext):
-            context, awaitable = awaitable.context, awaitable.awaitable
+            context, ended, awaitable = awaitable.context, awaitable.ended, awaitable.awaitable
         else:
-            context = copy_context()
-        return context.run(self._start_in_context, awaitable, queue)
+            context, ended = copy_context(), None
+        return context.run(self._start_in_context, awaitable, queue, ended)
 
     def _start_in_context(
-        self, awaitable: Awaitable[Any], queue: HardwareQueue
+        self,
+        awaitable: Awaitable[Any],
+        queue: HardwareQueue,
+        ended: Callable[[], None] | None = None,
     ) -> asyncio.Future[Any]:
         """Start ``awaitable`` as a task of the current context, marked as the work of
-        ``queue``'s head packet (see :meth:`wait_idle` and :meth:`_wait_signal`)."""
+        ``queue``'s head packet (see :meth:`wait_idle` and :meth:`_wait_signal`); ``ended``
+        is called when it ends (a host function's call is then over)."""
         cell: list[HardwareQueue | None] = [queue]
         _DEVICE_WORK.set(cell)
         # Awaited by a coroutine of ours: a future or an object with __await__ that cannot be
@@ -402,10 +415,25 @@ class Engine:
         # the queue's run and leaving the queue parked for good; and a cancelled body is judged
         # as its cancellation reaches it (see _awaiting).
         started: list[bool] = []
-        future = asyncio.ensure_future(_awaiting(awaitable, started), loop=self.loop)
+        body = _awaiting(awaitable, started)
+        future: asyncio.Future[Any] = asyncio.ensure_future(body, loop=self.loop)
+        # The loop may close before it ever runs the task: a pump turn in the last turns of
+        # ``asyncio.run`` (after it cancelled what was left) starts the next body. The work is
+        # then abandoned like all its loop left behind (the next loop fails it), so asyncio's
+        # "Task was destroyed but it is pending!" about a task of the runtime's own would be
+        # noise, as would the "never awaited" warnings for the body and the user's coroutine:
+        # the guard closes both when the task goes without having run.
+        # Once the body runs, the guard goes (``_awaiting``), and with it its hold on the body.
+        future._log_destroy_pending = False  # type: ignore[attr-defined]
+        _UNSTARTED[id(started)] = weakref.ref(
+            future, functools.partial(_never_ran, body, awaitable, started)
+        )
 
         def done(task: asyncio.Future[Any]) -> None:
+            _UNSTARTED.pop(id(started), None)
             cell[0] = None
+            if ended is not None:
+                ended()
             if not started:  # cancelled before its first step: the body never ran
                 if asyncio.iscoroutine(awaitable):
                     awaitable.close()  # made, never awaited: it must not warn of it
@@ -433,6 +461,32 @@ class Engine:
         )
 
 
+# Guards of body tasks that have not run yet (see Engine._start_in_context), by the id of the
+# body's ``started`` list: a weak reference whose callback closes a body that never ran. Held
+# here, so the guard outlives its task; dropped as the body starts (see ``_awaiting``), so a
+# running body is never held by it (a body task collected while pending is reported again).
+_UNSTARTED: dict[int, weakref.ref[asyncio.Future[Any]]] = {}
+
+
+def _never_ran(
+    body: Coroutine[Any, Any, Any],
+    awaitable: Awaitable[Any],
+    started: list[bool],
+    _guard: weakref.ref[asyncio.Future[Any]],
+) -> None:
+    """A body's task went away without finishing (its loop closed): if it never ran, close
+    what it was to await, which was made and is now never awaited. Only a coroutine that never
+    started is closed: that runs none of its code, wherever the collector calls this from.
+    """
+    _UNSTARTED.pop(id(started), None)
+    if not started:
+        body.close()
+        if inspect.iscoroutine(awaitable) and (
+            inspect.getcoroutinestate(awaitable) == inspect.CORO_CREATED
+        ):
+            awaitable.close()
+
+
 CUT_SHORT_BY_LOOP: weakref.WeakSet[asyncio.Future[Any]] = weakref.WeakSet()
 """The tasks of async bodies that their event loop cancelled as it shut down."""
 
@@ -448,6 +502,10 @@ async def _awaiting(awaitable: Awaitable[Any], started: list[bool]) -> Any:
     loop cut short.
     """
     started.append(True)
+    _UNSTARTED.pop(id(started), None)
+    running: Any = asyncio.current_task()
+    running._log_destroy_pending = True  # from here on, asyncio reports it destroyed pending
+    del running  # the frame must not hold its own task
     try:
         return await awaitable
     except asyncio.CancelledError:

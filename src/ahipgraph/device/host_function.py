@@ -16,7 +16,8 @@ context (declared or not, sync or ``async``): the race checker takes the views m
 the function's own, not as accesses of the host program.
 
 Invariants: the context variable is set only around a host function's call (and inside the
-task that runs an awaitable it returned), and always reset.
+task that runs an awaitable it returned), and always reset; its cell is emptied when the call
+(or that task) ends, so a task the function spawned that runs on is host code again.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from contextvars import Context, ContextVar, copy_context
 from typing import TYPE_CHECKING, Any
 
+from ..core.callables import makes_generator
 from ..core.errors import InvalidValue
 from ..core.ints import as_int
 from .pointer import DevicePtr
@@ -36,9 +38,15 @@ if TYPE_CHECKING:
 
     from .base import DeviceBase
 
-__all__ = ["HostFunction", "host_function", "running_host_function"]
+__all__ = ["HostFunction", "check_host_callable", "host_function", "running_host_function"]
 
-_RUNNING: ContextVar[Any] = ContextVar("ahipgraph_running_host_function", default=None)
+# The host function whose call is in progress, in a cell emptied when the call ends (for an
+# async one, when its task does): a task the function spawned inherits the cell, so its own
+# views count as the function's only while the function runs (see _call_here).
+_NONE_RUNNING: list[Any] = [None]
+_RUNNING: ContextVar[list[Any]] = ContextVar(
+    "ahipgraph_running_host_function", default=_NONE_RUNNING
+)
 
 Region = tuple[DevicePtr, int | None]  # nbytes None: to the end of the allocation
 
@@ -117,13 +125,15 @@ def host_function(
         A callable to pass to ``launch_host_func`` or ``add_host_node``.
 
     Raises:
-        TypeError: ``fn`` is not callable, or an entry is not a pointer or pair.
+        TypeError: ``fn`` is not callable or is a generator function, or an entry is not a
+            pointer or pair.
         ValueError: a negative size, or a null pointer.
 
     Declaring a :class:`HostFunction` again adds to what it already declares.
     """
     if not callable(fn):
         raise TypeError(f"host function must be callable, got {fn!r}")
+    check_host_callable(fn)
     read_regions, write_regions = _regions(reads, "reads"), _regions(writes, "writes")
     if isinstance(fn, HostFunction):  # more declarations for a declared function: all count
         read_regions, write_regions = fn.reads + read_regions, fn.writes + write_regions
@@ -131,9 +141,26 @@ def host_function(
     return HostFunction(fn, read_regions, write_regions)
 
 
+def check_host_callable(fn: Callable[..., Any]) -> None:
+    """Refuse a generator function (sync or async) as a host function.
+
+    Calling one only makes a generator, so its body would never run, and the host function
+    would pass for done having done nothing. A plain function or an ``async def`` one (whose
+    coroutine the queue awaits) is what a host function is.
+
+    Raises:
+        TypeError: ``fn`` (or a callable object's ``__call__``) is a generator function.
+    """
+    if makes_generator(fn.fn if isinstance(fn, HostFunction) else fn):
+        raise TypeError(
+            f"host function must be a plain or async function, not a generator function "
+            f"(its body would never run): {fn!r}"
+        )
+
+
 def running_host_function() -> Any:
     """The host function whose call is in progress in this context, or None."""
-    return _RUNNING.get()
+    return _RUNNING.get()[0]
 
 
 class InContext:
@@ -145,11 +172,16 @@ class InContext:
     coroutine made but never awaited, and Python warns about that when it is collected.
     """
 
-    __slots__ = ("awaitable", "context")
+    __slots__ = ("awaitable", "context", "running")
 
-    def __init__(self, awaitable: Awaitable[Any], context: Context) -> None:
+    def __init__(self, awaitable: Awaitable[Any], context: Context, running: list[Any]) -> None:
         self.awaitable = awaitable
         self.context = context
+        self.running = running  # the context's running-host-function cell
+
+    def ended(self) -> None:
+        """The task awaiting the result ended: the host function's call is over."""
+        self.running[0] = None
 
 
 def call_host_function(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
@@ -167,14 +199,19 @@ def call_host_function(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
 
 
 def _call_here(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
-    token = _RUNNING.set(fn)
+    running: list[Any] = [fn]
+    awaited: InContext | None = None
+    token = _RUNNING.set(running)
     try:
         result = fn(*args)
         if inspect.isawaitable(result):
-            return InContext(result, copy_context())  # a copy taken while ``fn`` runs
+            # A copy taken while ``fn`` runs; the task awaiting the result ends the call.
+            awaited = InContext(result, copy_context(), running)
     finally:
         _RUNNING.reset(token)
-    return None
+        if awaited is None:
+            running[0] = None  # over: a task it spawned is host code from here on
+    return awaited
 
 
 def checked_view(
@@ -182,7 +219,7 @@ def checked_view(
 ) -> npt.NDArray[Any]:
     """``view`` as the running host function may have it: InvalidValue outside its
     declaration, read-only where it declared only reads (or when ``readonly``)."""
-    running = _RUNNING.get()
+    running = _RUNNING.get()[0]
     if isinstance(running, HostFunction):
         covered = running.covers(device, ptr, view.nbytes)
         if covered is None:

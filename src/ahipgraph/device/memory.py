@@ -107,7 +107,11 @@ class DeviceMemory:
         self.total_bytes = total_bytes
         self.address_base = (ordinal + 1) << _ADDRESS_SPACE_SHIFT
         self.address_end = self.address_base + ADDRESS_SPACE_BYTES  # exclusive
-        self._lock = threading.Lock()
+        # Re-entrant: the collector may run inside it (an allocation's record, a view's key),
+        # and a ``__del__`` it calls may free memory of this device on this very thread (a
+        # buffer object that frees its pointer when collected). Every critical section is
+        # consistent at its allocations, so such a nested free is safe.
+        self._lock = threading.RLock()
         self._next_address = self.address_base
         self.graph_pool = GraphMemPool()  # memory behind reservations; guarded by _lock
         self._bases: list[int] = []  # sorted; every live allocation or reservation

@@ -361,6 +361,8 @@ class GraphExec(DestroyOnExit):
             InvalidValue: the executable was already destroyed.
         """
         if EXECS.unregister(self.hid) is None:
+            if self._life.freed:  # collected: destroyed from a cycle-mate's __del__
+                return
             raise destroyed("graph exec", self, "destroy", "was already destroyed")
         self._life.detach()
         with self._lock:

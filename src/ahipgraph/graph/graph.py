@@ -938,6 +938,8 @@ class Graph(DestroyOnExit):
         """
         with capture_state.LOCK, self.lock:  # the capture lock first: see _teardown_locked
             if GRAPHS.get(self.hid) is not self:
+                if self._life.freed:  # collected: destroyed from a cycle-mate's __del__
+                    return
                 raise destroyed("graph", self, "destroy", "was already destroyed")
             if self.owner_node is not None:
                 raise InvalidValue(f"{self!r} belongs to {self.owner_node!r}; destroy that node")
@@ -1020,6 +1022,8 @@ class Graph(DestroyOnExit):
 
     def _destroy_node(self, node: GraphNode) -> None:
         with self.lock:
+            if self._life.freed:  # collected: destroyed from a cycle-mate's __del__
+                return
             node._check_alive()
             if node._type in _MEM_NODE_TYPES:
                 raise NotSupported(f"{node._type.name} nodes cannot be destroyed")

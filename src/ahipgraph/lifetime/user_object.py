@@ -30,10 +30,12 @@ empty when the object is dead; the registry holds exactly the live objects.
 from __future__ import annotations
 
 import inspect
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..core.callables import makes_generator
 from ..core.errors import InvalidValue
 from ..core.ints import as_int
 from ..core.lifecycle import DestroyOnExit, HandleRecord, HandleState, owner_key, owner_of
@@ -141,8 +143,9 @@ class UserObject(RefCounted, DestroyOnExit):
 
     Raises:
         InvalidValue: ``destructor`` is None, or ``initial_refcount`` is out of range.
-        TypeError: ``destructor`` is not callable or is a coroutine function (it runs
-            synchronously, so a coroutine would never be awaited), or the count is not an int.
+        TypeError: ``destructor`` is not callable, is a coroutine function (it runs
+            synchronously, so a coroutine would never be awaited) or a generator function
+            (whose body would never run), or the count is not an int.
     """
 
     __slots__ = ("__weakref__", "_life", "_owned", "hid")
@@ -166,7 +169,16 @@ class UserObject(RefCounted, DestroyOnExit):
             raise TypeError(
                 f"destructor must be a plain function, not a coroutine function: {destructor!r}"
             )
+        if makes_generator(destructor):  # its body would never run either
+            raise TypeError(
+                f"destructor must be a plain function, not a generator function: {destructor!r}"
+            )
         super().__init__(check_count(initial_refcount, "initial_refcount"))
+        # Re-entrant: a few critical sections allocate (the owners' sum, a snapshot), so the
+        # collector may run inside one, and a ``__del__`` it calls may release this very
+        # object on this thread (a wrapper giving back its reference when collected). Each
+        # reads the state it acts on after its allocations, so a nested release is seen.
+        self._ref_lock = threading.RLock()
         # Keyed by ``owner_key(owner)``: a graph or executable owns through its record, so this
         # table never keeps a forgotten owner alive.
         self._owned: dict[object, int] = {}
@@ -232,7 +244,8 @@ class UserObject(RefCounted, DestroyOnExit):
         nothing (no reference is the program's any more).
         """
         with self._ref_lock:
-            mine = self._refcount - sum(self._owned.values())
+            owned = sum(self._owned.values())  # first: see the lock's note in __init__
+            mine = self._refcount - owned
             if mine <= 0:
                 return
             last = self._drop_locked(mine)
@@ -345,9 +358,9 @@ class UserObject(RefCounted, DestroyOnExit):
 
     def statistics(self) -> UserObjectStatistics:
         with self._ref_lock:
-            return UserObjectStatistics(
-                self._refcount, len(self._owned), sum(self._owned.values()), self._refcount > 0
-            )
+            owned = sum(self._owned.values())  # first: see the lock's note in __init__
+            refcount, owners = self._refcount, len(self._owned)
+        return UserObjectStatistics(refcount, owners, owned, refcount > 0)
 
     def __repr__(self) -> str:
         if not self._refcount:

@@ -98,9 +98,11 @@ class Device(DeviceBase, DeviceCopyMixin, NoCopy):
         # The streams of this device still alive, for the legacy null-stream ordering and
         # synchronize, held weakly (a forgotten stream is freed by its finalizer). Streams are
         # made and destroyed from any thread: the set is changed and read only under its lock,
-        # and readers get a snapshot, so a removal never skips another stream.
+        # and readers get a snapshot, so a removal never skips another stream. Re-entrant: the
+        # collector may run inside it (the set allocates), and a ``__del__`` it calls may
+        # destroy a stream of this device on this very thread.
         self._streams: WeakList[Stream] = WeakList()
-        self._streams_lock = threading.Lock()
+        self._streams_lock = threading.RLock()
         # Streams destroyed with work in flight or a failure not yet reported: their failures
         # are still this device's to report at its next synchronize (see _remove_stream).
         self._orphans: list[Stream] = []

@@ -154,6 +154,8 @@ class Event(DestroyOnExit):
     def destroy(self) -> None:
         """Destroy the event. Raises InvalidHandle if it was already destroyed."""
         if EVENTS.unregister(self.hid) is None:
+            if self._life.freed:  # collected: destroyed from a cycle-mate's __del__
+                return
             raise destroyed("event", self, "destroy", "was already destroyed")
         self._life.detach()
         self.state = EventState.DESTROYED

@@ -20,6 +20,7 @@ import numpy.typing as npt
 from ..core.errors import InvalidMemcpyDirection, InvalidValue
 from ..core.ints import as_int, as_optional_int
 from ..device.current import current_ordinal_now as _current_ordinal
+from ..device.host_function import check_host_callable
 from ..device.kernel import Dim3, DimLike, Kernel, Threads, launch_dims
 from ..device.ops import CopyOp, FillOp, HostOp, KernelOp
 from ..device.pointer import DevicePtr
@@ -515,12 +516,14 @@ class HostParams:
 
     @classmethod
     def make(cls, fn: Callable[..., Any] | None, args: Sequence[Any] = ()) -> HostParams:
-        """Raises: InvalidValue for a null function; TypeError for a non-callable or for
-        ``args`` that are not a sequence (a string would become one argument per character)."""
+        """Raises: InvalidValue for a null function; TypeError for a non-callable, for a
+        generator function (its body would never run), or for ``args`` that are not a
+        sequence (a string would become one argument per character)."""
         if fn is None:
             raise InvalidValue("host function is null")
         if not callable(fn):
             raise TypeError(f"host function must be callable, got {fn!r}")
+        check_host_callable(fn)
         if isinstance(args, str | bytes) or not isinstance(args, Sequence):
             raise TypeError(f"host function args must be a sequence, got {args!r}")
         return cls(fn, tuple(args))

@@ -536,6 +536,8 @@ class Stream(
         if self.is_null:
             raise InvalidHandle("the null stream cannot be destroyed")
         if STREAMS.unregister(self.hid) is None:
+            if self._life.freed:  # collected: destroyed from a cycle-mate's __del__
+                return
             raise destroyed("stream", self, "destroy", "was already destroyed")
         self._life.detach()
         self._close()
