@@ -697,10 +697,14 @@ class Graph(DestroyOnExit):
             checked = check_conditional(self, handle, kind, size)
             return ConditionalNodeParams(*checked, bodies=tuple(Graph() for _ in range(size)))
 
-        node = self._add_node(NodeType.Conditional, deps, build)
-        bodies = list(node._params.bodies)  # type: ignore[union-attr]
-        for body in bodies:
-            body.owner_node = node
+        # The bodies are marked as the node's before the lock is let go: from then on another
+        # thread can reach them (``nodes()``, ``params``), and a body not yet marked could be
+        # destroyed or given memory nodes, which an embedded graph refuses.
+        with self.lock:
+            node = self._add_node(NodeType.Conditional, deps, build)
+            bodies = list(node._params.bodies)  # type: ignore[union-attr]
+            for body in bodies:
+                body.owner_node = node
         return node, bodies
 
     # -- clone -------------------------------------------------------------------------------------
