@@ -340,6 +340,12 @@ class Graph(DestroyOnExit):
             deps = (deps,)  # None: a null node, refused below as add_dependencies refuses it
         elif not isinstance(deps, Iterable):  # a number, say: not a bare "not iterable"
             raise TypeError(f"deps must be a GraphNode or an iterable of them, got {deps!r}")
+        elif type(deps) is not list and type(deps) is not tuple:
+            # Any other iterable is user code, run under this thread's (reentrant) lock: it may
+            # edit this graph as it is read, destroying a node it gave already or the graph
+            # itself. It is read whole first, so every check below sees the graph as it is.
+            deps = list(deps)
+            self._check_alive()
         checked: list[GraphNode] = []
         seen: set[GraphNode] = set()
         for dep in deps:
