@@ -834,7 +834,7 @@ class Graph(DestroyOnExit):
             raise InvalidValue(f"flags must be 0 or 1 (move), got {flag}")
         move = bool(flag)
         with self.lock:
-            self._check_user_object(obj, count)
+            count = self._check_user_object(obj, count)
             if obj._adopt(self, count, move=move, bounded=True):
                 self._user_objects.add(obj)
 
@@ -848,19 +848,25 @@ class Graph(DestroyOnExit):
             InvalidValue: destroyed graph, ``obj`` is None, ``count`` outside 1..INT_MAX.
         """
         with self.lock:
-            self._check_user_object(obj, count)
+            count = self._check_user_object(obj, count)
         obj._disown(self, count)  # outside the lock: the destructor may run
         with self.lock:
             if obj in self._user_objects and not obj._owned_by(self):
                 self._user_objects.discard(obj)
 
-    def _check_user_object(self, obj: UserObject, count: int) -> None:
+    def _check_user_object(self, obj: UserObject, count: int) -> int:
+        """The checks of a retain or release, in HIP's order; returns ``count`` as an int."""
         self._check_alive()
         if obj is None:
             raise InvalidValue("user object is null")
         if not isinstance(obj, UserObject):
             raise TypeError(f"expected a UserObject, got {obj!r}")
-        check_count(count)
+        checked = check_count(count)
+        # A count of the user's own type converts through its ``__index__``: user code, run in
+        # this thread under our (reentrant) lock, which may have destroyed this graph. A graph
+        # destroyed now would keep the references it took for ever.
+        self._check_alive()
+        return checked
 
     def user_objects(self) -> dict[UserObject, int]:
         """A snapshot of the user objects this graph owns and how many references of each."""
