@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import random
-import sys
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -25,16 +23,12 @@ import pytest
 import ahipgraph as ahg
 from ahipgraph.graph.graph import GRAPHS
 from ahipgraph.graph.node import NODES
+from threads import run_threads
 
 EXPECTED = (ahg.HipError, TypeError, ValueError)
 
 
-@pytest.fixture(autouse=True)
-def frequent_switches() -> Iterator[None]:
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    yield
-    sys.setswitchinterval(old)
+pytestmark = pytest.mark.usefixtures("fast_switching")
 
 
 def _check_shape(graph: ahg.Graph) -> None:
@@ -93,8 +87,6 @@ def _chaos(seed: int, threads: int, ops: int) -> None:
             graph.retain_user_object(obj)
     made: list[Any] = []  # clones and executables, destroyed at the end
     child_adds = [12]  # graphs embedding each other grow fast: a budget keeps them small
-    barrier = threading.Barrier(threads)
-    errors: list[BaseException] = []
 
     def pick(rng: random.Random, graph: ahg.Graph, kind: ahg.NodeType | None = None) -> Any:
         nodes = [n for n in graph.nodes() if kind is None or n.type is kind]
@@ -167,22 +159,11 @@ def _chaos(seed: int, threads: int, ops: int) -> None:
 
     def worker(index: int) -> None:
         rng = random.Random(seed * 1_000 + index)
-        try:
-            barrier.wait()
-            for _ in range(ops):
-                with contextlib.suppress(*EXPECTED):
-                    step(rng)
-        except BaseException as error:
-            errors.append(error)
+        for _ in range(ops):
+            with contextlib.suppress(*EXPECTED):
+                step(rng)
 
-    workers = [threading.Thread(target=worker, args=(i,)) for i in range(threads)]
-    for thread in workers:
-        thread.start()
-    for thread in workers:
-        thread.join(timeout=120)
-        assert not thread.is_alive(), "a thread is stuck (deadlock?)"
-    if errors:
-        raise errors[0]
+    run_threads(threads, worker)
     for graph in graphs + [m for m in made if isinstance(m, ahg.Graph)]:
         if graph.alive:
             _check_shape(graph)
