@@ -10,7 +10,7 @@ import contextlib
 import random
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -19,6 +19,7 @@ import ahipgraph as ahg
 from ahipgraph.graph.graph import GRAPHS
 from ahipgraph.graph.node import NODES
 from ahipgraph.lifetime.user_object import USER_OBJECTS
+from threads import run_threads
 
 
 @pytest.fixture(autouse=True)
@@ -27,30 +28,6 @@ def frequent_switches() -> Iterator[None]:
     sys.setswitchinterval(1e-6)
     yield
     sys.setswitchinterval(old)
-
-
-def run_threads(count: int, body: Callable[[int], Any]) -> list[Any]:
-    """Run ``body(i)`` on ``count`` threads released together; return results, re-raise errors."""
-    barrier = threading.Barrier(count)
-    results: list[Any] = [None] * count
-    errors: list[BaseException] = []
-
-    def main(index: int) -> None:
-        try:
-            barrier.wait()
-            results[index] = body(index)
-        except BaseException as error:
-            errors.append(error)
-
-    threads = [threading.Thread(target=main, args=(i,)) for i in range(count)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=30)
-        assert not thread.is_alive(), "a thread is stuck (deadlock?)"
-    if errors:
-        raise errors[0]
-    return results
 
 
 class Counter:

@@ -340,6 +340,12 @@ class Graph(DestroyOnExit):
             deps = (deps,)  # None: a null node, refused below as add_dependencies refuses it
         elif not isinstance(deps, Iterable):  # a number, say: not a bare "not iterable"
             raise TypeError(f"deps must be a GraphNode or an iterable of them, got {deps!r}")
+        elif type(deps) is not list and type(deps) is not tuple:
+            # Any other iterable is user code, run under this thread's (reentrant) lock: it may
+            # edit this graph as it is read, destroying a node it gave already or the graph
+            # itself. It is read whole first, so every check below sees the graph as it is.
+            deps = list(deps)
+            self._check_alive()
         checked: list[GraphNode] = []
         seen: set[GraphNode] = set()
         for dep in deps:
@@ -697,10 +703,14 @@ class Graph(DestroyOnExit):
             checked = check_conditional(self, handle, kind, size)
             return ConditionalNodeParams(*checked, bodies=tuple(Graph() for _ in range(size)))
 
-        node = self._add_node(NodeType.Conditional, deps, build)
-        bodies = list(node._params.bodies)  # type: ignore[union-attr]
-        for body in bodies:
-            body.owner_node = node
+        # The bodies are marked as the node's before the lock is let go: from then on another
+        # thread can reach them (``nodes()``, ``params``), and a body not yet marked could be
+        # destroyed or given memory nodes, which an embedded graph refuses.
+        with self.lock:
+            node = self._add_node(NodeType.Conditional, deps, build)
+            bodies = list(node._params.bodies)  # type: ignore[union-attr]
+            for body in bodies:
+                body.owner_node = node
         return node, bodies
 
     # -- clone -------------------------------------------------------------------------------------
@@ -824,7 +834,7 @@ class Graph(DestroyOnExit):
             raise InvalidValue(f"flags must be 0 or 1 (move), got {flag}")
         move = bool(flag)
         with self.lock:
-            self._check_user_object(obj, count)
+            count = self._check_user_object(obj, count)
             if obj._adopt(self, count, move=move, bounded=True):
                 self._user_objects.add(obj)
 
@@ -838,19 +848,25 @@ class Graph(DestroyOnExit):
             InvalidValue: destroyed graph, ``obj`` is None, ``count`` outside 1..INT_MAX.
         """
         with self.lock:
-            self._check_user_object(obj, count)
+            count = self._check_user_object(obj, count)
         obj._disown(self, count)  # outside the lock: the destructor may run
         with self.lock:
             if obj in self._user_objects and not obj._owned_by(self):
                 self._user_objects.discard(obj)
 
-    def _check_user_object(self, obj: UserObject, count: int) -> None:
+    def _check_user_object(self, obj: UserObject, count: int) -> int:
+        """The checks of a retain or release, in HIP's order; returns ``count`` as an int."""
         self._check_alive()
         if obj is None:
             raise InvalidValue("user object is null")
         if not isinstance(obj, UserObject):
             raise TypeError(f"expected a UserObject, got {obj!r}")
-        check_count(count)
+        checked = check_count(count)
+        # A count of the user's own type converts through its ``__index__``: user code, run in
+        # this thread under our (reentrant) lock, which may have destroyed this graph. A graph
+        # destroyed now would keep the references it took for ever.
+        self._check_alive()
+        return checked
 
     def user_objects(self) -> dict[UserObject, int]:
         """A snapshot of the user objects this graph owns and how many references of each."""
