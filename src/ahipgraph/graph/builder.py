@@ -125,6 +125,7 @@ def add_mem_alloc_node(graph: Graph, nbytes: int, device: int | None, deps: Deps
         graph._check_mem_node_allowed()
         try:
             ordinal = get_device(device).ordinal  # None: the current device; a plain int
+            graph._still_addable()  # before the range is reserved: a refused add holds none
             reservation = RESERVATIONS.reserve(size, ordinal, owner=owner_key(graph))
         except InvalidDevice as error:
             raise InvalidValue(error.message) from None  # HIP: a bad location id

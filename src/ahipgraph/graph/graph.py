@@ -168,6 +168,14 @@ class Graph(DestroyOnExit):
         # the graph was collected, when no one can ask. The per-node checks read it.
         self._open = True
         self._life = _GraphRecord(self, self._user_objects)
+        # Destroys of this graph's nodes, and of the graph itself. An add converts its
+        # arguments under the graph's lock, and a conversion may run user code (an argument's
+        # ``__index__``) that destroys a dependency or the graph on this very thread: an add
+        # that sees this move checks the graph and its dependencies again before it commits.
+        self._removals = 0
+        # The add in progress on this thread (its lock held): the removals it has seen and its
+        # dependencies, for a builder to check again before it commits (see _still_addable).
+        self._adding: tuple[int, Sequence[GraphNode]] | None = None
 
     # -- validity ----------------------------------------------------------------------------------
 
@@ -204,10 +212,35 @@ class Graph(DestroyOnExit):
     def _add_node(
         self, node_type: NodeType, deps: Deps, build: Callable[[], NodeParams]
     ) -> GraphNode:
+        """Check the graph and ``deps``, ``build`` the parameters, and attach the node.
+
+        ``build`` converts the caller's arguments, which may run user code; one that reserves
+        something (an alloc node's range, a conditional node's bodies) calls
+        :meth:`_still_addable` first, and the dependencies are checked again after it when
+        user code destroyed anything meanwhile.
+        """
         with self.lock:
             self._check_alive()
-            dep_list = self._check_deps(deps)
-            return self._attach(node_type, build(), dep_list)
+            outer = self._adding
+            self._adding = (self._removals, self._check_deps(deps))
+            try:
+                params = build()
+                dep_list = self._still_addable()
+            finally:
+                self._adding = outer
+            return self._attach(node_type, params, dep_list)
+
+    def _still_addable(self) -> Sequence[GraphNode]:
+        """The dependencies of the add in progress, checked again (with the graph) if user
+        code run by its argument conversions destroyed a node or the graph since."""
+        adding = self._adding
+        assert adding is not None, "called outside an add"
+        removals, dep_list = adding
+        if self._removals != removals:
+            self._check_alive()
+            dep_list = self._check_deps(dep_list)
+            self._adding = (self._removals, dep_list)
+        return dep_list
 
     def _add_made(self, node_type: NodeType, deps: Deps, params: NodeParams) -> GraphNode:
         """:meth:`_add_node` for parameters validated already (what capture adds, per op).
@@ -474,6 +507,7 @@ class Graph(DestroyOnExit):
                 dep_list: Sequence[GraphNode] = deps  # _check_deps' fast path: one live node
             else:
                 dep_list = self._check_deps(deps)
+            removals = self._removals  # packing may run user code: see __init__
             params = common_kernel_params(
                 kernel, grid, block, args, shared_mem, priority, None, self
             )
@@ -481,6 +515,9 @@ class Graph(DestroyOnExit):
                 params = kernel_params(
                     kernel, grid, block, args, shared_mem=shared_mem, priority=priority
                 )
+            if self._removals != removals:
+                self._check_alive()
+                dep_list = self._check_deps(dep_list)
             return self._attach(_KERNEL, params, dep_list)
         finally:
             lock.release()
@@ -701,7 +738,8 @@ class Graph(DestroyOnExit):
 
         def build() -> ConditionalNodeParams:
             checked = check_conditional(self, handle, kind, size)
-            return ConditionalNodeParams(*checked, bodies=tuple(Graph() for _ in range(size)))
+            self._still_addable()  # before the bodies are made: a refused add makes none
+            return ConditionalNodeParams(*checked, bodies=tuple(Graph() for _ in range(checked[2])))
 
         # The bodies are marked as the node's before the lock is let go: from then on another
         # thread can reach them (``nodes()``, ``params``), and a body not yet marked could be
@@ -983,6 +1021,7 @@ class Graph(DestroyOnExit):
         """
         GRAPHS.unregister(self.hid)  # from here every node handle is invalid too
         self._open = False
+        self._removals += 1
         capture_state.target_destroyed(self)
         self._life.detach()
         children: list[Graph] = []
@@ -1049,6 +1088,7 @@ class Graph(DestroyOnExit):
                 self._unlink(node, succ)
             NODES.unregister(node.hid)  # first: the registry finds the node through _by_id
             del self._by_id[node.id]
+            self._removals += 1
             params = node._params
         # The node's embedded graphs go as a destroyed graph's do: each one, even when a
         # user-object destructor of an earlier one raises (then the first error is raised).
