@@ -197,11 +197,19 @@ class Stream(
     def _submit(self, program: Program) -> None:
         """Enqueue a program on this stream; its completion signal becomes the stream's tail.
 
-        Raises: as :meth:`Engine.bind_loop <ahipgraph.device.engine.Engine.bind_loop>` (no
-        running loop, or the device is busy on another loop), before anything changes.
+        The stream is checked again here, though every enqueue checked it first: the
+        enqueue's argument checks run user code (an argument's ``__index__``, a grid's
+        ``__len__``), which may have destroyed the stream since, and no work may be enqueued
+        on a destroyed stream. One identity test per enqueue.
+
+        Raises: ContextIsDestroyed, the stream was destroyed; as :meth:`Engine.bind_loop
+        <ahipgraph.device.engine.Engine.bind_loop>` (no running loop, or the device is busy on
+        another loop). Both before anything changes.
         """
         engine = self.queue.engine
         with engine.lock:  # the owner check and every packet of this enqueue: one step
+            if self.state is not _OPEN:  # destroyed by the user code the checks ran
+                self._check_open()  # raises
             engine.claim_locked()
             self._submit_locked(program)
 
