@@ -29,7 +29,7 @@ from ..device.base import DeviceBase
 from ..device.engine import refuse_trio
 from ..device.graph_pool import GraphMemAttribute, GraphPoolStatistics
 from ..device.hwqueue import QueueStatistics
-from ..device.memory import MemoryStatistics
+from ..device.memory import MemoryStatistics, check_size
 from ..device.pointer import DevicePtr
 from ..device.properties import DeviceProperties
 from ..device.signal import Signal
@@ -184,6 +184,12 @@ class Device(DeviceBase, DeviceCopyMixin, NoCopy):
         _table.live(self)  # a device replaced by configure_devices makes nothing new
         if capture_checks is not None:
             capture_checks.unsafe_call("malloc()")
+        if type(nbytes) is not int:
+            # Its __index__ is user code, which may replace the devices (configure_devices):
+            # converted first, then the device checked again, so nothing is allocated in the
+            # memory of a device that is gone.
+            nbytes = check_size(nbytes)
+            _table.live(self)
         ptr = self.memory.malloc(nbytes)
         if observe.observer is not None:
             observe.observer.allocated(ptr, int(nbytes), None)  # checked: an int

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..core.errors import InvalidValue
+from ..device.memory import check_size
 from ..device.ops import FreeOp
 from ..device.pointer import DevicePtr
 from ..device.signal import Signal
@@ -55,6 +56,11 @@ class StreamMemoryMixin:
         part = stream._capture  # read once: another thread may end the capture meanwhile
         if part is not None:
             return part.malloc(nbytes)
+        if type(nbytes) is not int:
+            # Its __index__ is user code, which may destroy the stream: converted first, then
+            # the stream checked again, so no memory is handed out for a destroyed stream.
+            nbytes = check_size(nbytes)
+            stream._check_open()
         # Stream-ordered, so as every enqueue: only the loop that owns the device may use it
         # (IllegalState from another open loop while it is busy, before anything is taken).
         stream.device.engine.claim()
