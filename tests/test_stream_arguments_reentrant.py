@@ -9,7 +9,7 @@ to the graph of a capture that ended, or allocate for a device or stream that is
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -156,3 +156,34 @@ def test_malloc_whose_size_replaces_the_devices_allocates_nothing() -> None:
         old.malloc(Reentrant(64, lambda: ahg.configure_devices(1)))
     assert old.statistics().memory.allocations == 0
     assert old.memory_info()[0] == old.memory_info()[1]
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    ("ending", "error"),
+    [("end_capture", ahg.IllegalState), ("destroy", ahg.ContextIsDestroyed)],
+)
+async def test_update_capture_dependencies_whose_iterable_ends_the_capture_is_refused(
+    device: ahg.Device, ending: str, error: type[ahg.HipError]
+) -> None:
+    """The nodes are read under the (re-entrant) capture lock, after the status check: a
+    generator that ended the capture got a success for an update that went nowhere, and one
+    that destroyed the stream an ``InvalidValue`` about the graph's node count."""
+    stream = device.create_stream()
+    a = device.malloc(64)
+    stream.begin_capture()
+    work = await stream.memset(a, 1, 8)
+    ended: list[ahg.Graph] = []
+
+    def nodes() -> Iterator[ahg.GraphNode]:
+        assert work.node is not None
+        yield work.node
+        if ending == "end_capture":
+            ended.append(stream.end_capture())
+        else:
+            stream.destroy()
+
+    with pytest.raises(error):
+        stream.update_capture_dependencies(nodes(), ahg.CaptureDependencies.SET)
+    assert stream.alive == (ending == "end_capture")
+    destroy(*ended, *([stream] if stream.alive else []), a)
