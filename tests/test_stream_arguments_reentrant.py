@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 import ahipgraph as ahg
+from ahipgraph.testing import registry_statistics
 from cleanup import destroy
 
 
@@ -187,3 +188,12 @@ async def test_update_capture_dependencies_whose_iterable_ends_the_capture_is_re
         stream.update_capture_dependencies(nodes(), ahg.CaptureDependencies.SET)
     assert stream.alive == (ending == "end_capture")
     destroy(*ended, *([stream] if stream.alive else []), a)
+
+
+def test_create_stream_whose_priority_replaces_the_devices_makes_no_stream() -> None:
+    old = ahg.get_device(0)
+    before = registry_statistics()["stream"]
+    with pytest.raises(ahg.InvalidDevice, match="no longer"):
+        old.create_stream(priority=Reentrant(0, lambda: ahg.configure_devices(1)))
+    assert old.streams == ()
+    assert registry_statistics()["stream"] == before

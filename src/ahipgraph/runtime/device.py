@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy.typing as npt
 
 from ..core.errors import HipError
+from ..core.ints import as_int
 from ..core.lifecycle import NoCopy, WeakList
 from ..device import table as _table
 from ..device.base import DeviceBase
@@ -267,6 +268,11 @@ class Device(DeviceBase, DeviceCopyMixin, NoCopy):
         from .stream import Stream  # stream.py imports this module
 
         _table.live(self)
+        if type(priority) is not int:
+            # Its __index__ is user code, which may replace the devices: converted first, then
+            # the device checked again, so no stream is made on a device that is gone.
+            priority = as_int(priority, "priority")
+            _table.live(self)
         return Stream._create(self, priority=priority, non_blocking=non_blocking)
 
     def create_event(self, *, disable_timing: bool = False, blocking_sync: bool = False) -> Event:
