@@ -393,10 +393,10 @@ class Stream(
             InvalidHandle: an eager record of an event made on another device (HIP's
                 ``hipErrorInvalidResourceHandle``, the same code). Capture errors: see ``capture``.
         """
-        self._check_record_call(event, flags)
+        flag = self._check_record_call(event, flags)
         part = self._capture  # read once (see _launch_kernel)
         if part is not None:
-            external = flags == capture.EVENT_RECORD_EXTERNAL
+            external = flag == capture.EVENT_RECORD_EXTERNAL
             part.record_event(event, capture.record_node_params(event) if external else None)
             return
         self._check_eager_record(event)
@@ -407,12 +407,14 @@ class Stream(
         if observe.observer is not None:
             observe.observer.event_recorded(self, event)
 
-    def _check_record_call(self, event: Event, flags: int) -> None:
+    def _check_record_call(self, event: Event, flags: int) -> int:
         """What every ``record_event`` checks, captured or not, in HIP's order
-        (``hipEventRecord_common``: the flags, the event, then the stream)."""
-        check_record_flags(flags)
+        (``hipEventRecord_common``: the flags, the event, then the stream); returns the
+        flags as an int."""
+        flag = check_record_flags(flags)
         live_event(event)
         self._check_open()
+        return flag
 
     def _check_eager_record(self, event: Event) -> None:
         if event.device is not self.device:
@@ -456,18 +458,19 @@ class Stream(
         record = _record_of(event)
         return lambda: self._wait_for_record(event, flags, record)
 
-    def _check_wait_call(self, event: Event, flags: int) -> None:
+    def _check_wait_call(self, event: Event, flags: int) -> int:
         """What every ``wait_event`` checks first, in HIP's order (``hipStreamWaitEvent``:
-        the flags, the event, then the stream)."""
-        capture.check_wait_flags(flags)
+        the flags, the event, then the stream); returns the flags as an int."""
+        flag = capture.check_wait_flags(flags)
         live_event(event)
         self._check_open()
+        return flag
 
     def _wait_for_record(self, event: Event, flags: int, record: Signal | None) -> None:
         """``wait_event``'s work: make later work wait for ``record``, ``event``'s record
         when the call was made."""
-        self._check_wait_call(event, flags)
-        if capture.wait_event(self, event, flags):
+        flag = self._check_wait_call(event, flags)
+        if capture.wait_event(self, event, flag):
             return
         if record is not None and record.value > 0:
             # The barrier is stream work: it becomes the tail, so synchronize() and query()
