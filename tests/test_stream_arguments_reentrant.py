@@ -197,3 +197,47 @@ def test_create_stream_whose_priority_replaces_the_devices_makes_no_stream() -> 
         old.create_stream(priority=Reentrant(0, lambda: ahg.configure_devices(1)))
     assert old.streams == ()
     assert registry_statistics()["stream"] == before
+
+
+FULL_RING: dict[str, Callable[[ahg.Stream, ahg.Event, ahg.DevicePtr, Any], Any]] = {
+    "launch_kernel argument": lambda s, e, a, i: s.launch_kernel(put, 1, 1, (i(1), a)),
+    "memset value": lambda s, e, a, i: s.memset(a, i(1), 8),
+    "memcpy nbytes": lambda s, e, a, i: s.memcpy(a + 8, a, i(8)),
+}
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("nowait", [False, True], ids=["await", "nowait"])
+@pytest.mark.parametrize("name", sorted(FULL_RING))
+async def test_an_enqueue_on_a_full_ring_whose_argument_destroys_its_stream_does_not_park(
+    name: str, nowait: bool
+) -> None:
+    """The checks made before parking converted the argument; the call then parked on the
+    destroyed stream's ring until a packet retired (for good, with the ring held) and only
+    then reported the stream; its ``_nowait`` twin reported ``NotReady``."""
+    ahg.configure_devices(1, ahg.DeviceProperties(hardware_queue_capacity=2))
+    device = ahg.get_device(0)
+    stream = device.create_stream()
+    event = device.create_event()
+    a = device.malloc(64)
+    held = ahg.testing.HeldKernel()
+    await held.launch(stream)
+    await stream.record_event(event)  # pending behind the kernel: the ring is full
+
+    def call() -> None:
+        target: Any = _Nowait(stream) if nowait else stream
+        result = FULL_RING[name](target, event, a, lambda v: Reentrant(v, stream.destroy))
+        if not nowait:
+            # One step of the coroutine: refused there, never having parked (the kernel is
+            # released only later, so a parked call would wait for it).
+            try:
+                result.send(None)
+            finally:
+                result.close()
+
+    with pytest.raises(ahg.ContextIsDestroyed, match="destroyed"):
+        call()
+    assert stream.statistics().submitted == 2
+    held.release()
+    await device.synchronize()
+    destroy(event, a)
