@@ -241,3 +241,38 @@ async def test_an_enqueue_on_a_full_ring_whose_argument_destroys_its_stream_does
     held.release()
     await device.synchronize()
     destroy(event, a)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("name", sorted(OPERATIONS))
+async def test_an_eager_enqueue_whose_argument_begins_a_capture_on_its_stream_is_refused(
+    device: ahg.Device, name: str
+) -> None:
+    """The work ran eagerly on a stream that was capturing by then; in HIP the capture began
+    before the call (its arguments are evaluated first), so it is refused, as a capture that
+    ends under a call is, rather than run outside the capture it now belongs to."""
+    stream = device.create_stream()
+    a, b = device.malloc(64), device.malloc(64)
+    with pytest.raises(ahg.IllegalState, match="a capture began"):
+        await OPERATIONS[name](stream, a, b, lambda v: Reentrant(v, stream.begin_capture))
+    assert stream.statistics().submitted == 0
+    graph = stream.end_capture()
+    assert graph.nodes() == []
+    destroy(graph, stream, a, b)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("name", sorted(OPERATIONS))
+async def test_a_null_stream_enqueue_whose_argument_begins_a_blocking_capture_is_refused(
+    device: ahg.Device, name: str
+) -> None:
+    """HIP's implicit rule: no null-stream work while a blocking stream of its device
+    captures. The call looked at the null stream before its argument began the capture."""
+    capturing = device.create_stream()
+    a, b = device.malloc(64), device.malloc(64)
+    null = device.null_stream
+    with pytest.raises(ahg.StreamCaptureImplicit):
+        await OPERATIONS[name](null, a, b, lambda v: Reentrant(v, capturing.begin_capture))
+    assert null.statistics().submitted == 0
+    graph = capturing.end_capture()
+    destroy(graph, capturing, a, b)

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.errors import (
     HipError,
+    IllegalState,
     InvalidDeviceFunction,
     InvalidHandle,
     InvalidValue,
@@ -194,24 +195,45 @@ class Stream(
             return None
         return self.queue
 
-    def _submit(self, program: Program) -> None:
+    def _submit(self, program: Program, part: object = None) -> None:
         """Enqueue a program on this stream; its completion signal becomes the stream's tail.
 
         The stream is checked again here, though every enqueue checked it first: the
         enqueue's argument checks run user code (an argument's ``__index__``, a grid's
-        ``__len__``), which may have destroyed the stream since, and no work may be enqueued
-        on a destroyed stream. One identity test per enqueue.
+        ``__len__``), which may have destroyed the stream since, or begun a capture that takes
+        it in (see :meth:`_changed_under_call`). ``part`` is the stream's part in a capture
+        the enqueue found and still does eager work for (``wait_event`` on an event recorded
+        outside the capture); anything else enqueues only on a stream that does not capture.
+        One test per enqueue.
 
-        Raises: ContextIsDestroyed, the stream was destroyed; as :meth:`Engine.bind_loop
+        Raises: as :meth:`_changed_under_call`; as :meth:`Engine.bind_loop
         <ahipgraph.device.engine.Engine.bind_loop>` (no running loop, or the device is busy on
-        another loop). Both before anything changes.
+        another loop). All before anything changes.
         """
         engine = self.queue.engine
         with engine.lock:  # the owner check and every packet of this enqueue: one step
-            if self.state is not _OPEN:  # destroyed by the user code the checks ran
-                self._check_open()  # raises
+            if self.state is not _OPEN or self._capture is not part:
+                self._changed_under_call()
             engine.claim_locked()
             self._submit_locked(program)
+
+    def _changed_under_call(self) -> None:
+        """Refuse an eager enqueue whose stream changed since the call looked at it.
+
+        The call's argument checks ran user code that destroyed the stream, or began a
+        capture: on this stream (the work was to run, not become a node; in HIP the capture
+        would have begun before the call, whose arguments are evaluated first) or, for the
+        null stream, on a blocking stream of its device (HIP's implicit rule).
+
+        Raises:
+            ContextIsDestroyed: the stream was destroyed.
+            StreamCaptureImplicit: the null stream, while a blocking stream captures.
+            IllegalState: a capture began on the stream.
+        """
+        self._check_open()
+        if self.is_null:
+            raise capture.NULL_GUARD.unsupported("an eager enqueue")
+        raise IllegalState(f"a capture began on {self!r} while this call was being made")
 
     def _submit_locked(self, program: Program) -> None:
         """:meth:`_submit` for a caller that holds the engine's lock and claimed it."""
@@ -475,7 +497,8 @@ class Stream(
         if record is not None and record.value > 0:
             # The barrier is stream work: it becomes the tail, so synchronize() and query()
             # cover it. The device may refuse it (no running loop, busy on another loop).
-            self._submit(Program((WaitSignalsOp((record,)),), Signal(1)))
+            # (On a capturing stream too: an event recorded outside its capture.)
+            self._submit(Program((WaitSignalsOp((record,)),), Signal(1)), self._capture)
         if observe.observer is not None:  # ordering the API promises, done or not
             observe.observer.event_waited(self, event)
 
