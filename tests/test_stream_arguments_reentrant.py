@@ -276,3 +276,17 @@ async def test_a_null_stream_enqueue_whose_argument_begins_a_blocking_capture_is
     assert null.statistics().submitted == 0
     graph = capturing.end_capture()
     destroy(graph, capturing, a, b)
+
+
+@pytest.mark.asyncio
+async def test_malloc_async_whose_size_begins_a_capture_allocates_nothing(
+    device: ahg.Device,
+) -> None:
+    stream = device.create_stream()
+    before = device.memory_info()
+    with pytest.raises(ahg.IllegalState, match="a capture began"):
+        await stream.malloc_async(Reentrant(64, stream.begin_capture))
+    assert device.memory_info() == before
+    graph = stream.end_capture()
+    assert graph.nodes() == []
+    destroy(graph, stream)

@@ -57,10 +57,11 @@ class StreamMemoryMixin:
         if part is not None:
             return part.malloc(nbytes)
         if type(nbytes) is not int:
-            # Its __index__ is user code, which may destroy the stream: converted first, then
-            # the stream checked again, so no memory is handed out for a destroyed stream.
+            # Its __index__ is user code, which may destroy the stream or begin a capture on
+            # it: converted first, then the stream checked again, as an enqueue's submit does.
             nbytes = check_size(nbytes)
-            stream._check_open()
+            if not stream.alive or stream._capture is not None:
+                stream._changed_under_call()
         # Stream-ordered, so as every enqueue: only the loop that owns the device may use it
         # (IllegalState from another open loop while it is busy, before anything is taken).
         stream.device.engine.claim()
