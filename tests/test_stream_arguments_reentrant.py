@@ -290,3 +290,18 @@ async def test_malloc_async_whose_size_begins_a_capture_allocates_nothing(
     graph = stream.end_capture()
     assert graph.nodes() == []
     destroy(graph, stream)
+
+
+@pytest.mark.asyncio
+async def test_malloc_whose_size_begins_a_global_capture_is_refused(device: ahg.Device) -> None:
+    """``malloc`` is unsafe while a GLOBAL capture is in progress; the capture began in the
+    size's ``__index__``, after the call's capture check, and the memory was allocated."""
+    stream = device.create_stream()
+    before = device.memory_info()
+    with pytest.raises(ahg.StreamCaptureUnsupported):
+        device.malloc(Reentrant(64, stream.begin_capture))
+    assert device.memory_info() == before
+    assert stream.is_capturing() is ahg.CaptureStatus.INVALIDATED
+    with pytest.raises(ahg.StreamCaptureInvalidated):
+        stream.end_capture()
+    stream.destroy()

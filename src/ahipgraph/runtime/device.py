@@ -186,11 +186,13 @@ class Device(DeviceBase, DeviceCopyMixin, NoCopy):
         if capture_checks is not None:
             capture_checks.unsafe_call("malloc()")
         if type(nbytes) is not int:
-            # Its __index__ is user code, which may replace the devices (configure_devices):
-            # converted first, then the device checked again, so nothing is allocated in the
-            # memory of a device that is gone.
+            # Its __index__ is user code, which may replace the devices (configure_devices) or
+            # begin a capture: converted first, then both checked again, so nothing is
+            # allocated in the memory of a device that is gone, or while a capture forbids it.
             nbytes = check_size(nbytes)
             _table.live(self)
+            if capture_checks is not None:
+                capture_checks.unsafe_call("malloc()")
         ptr = self.memory.malloc(nbytes)
         if observe.observer is not None:
             observe.observer.allocated(ptr, int(nbytes), None)  # checked: an int
