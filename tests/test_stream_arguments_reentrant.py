@@ -1,10 +1,11 @@
-"""Stream operations whose own argument checks destroy the stream or end its capture.
+"""Stream operations whose own argument checks destroy the stream or begin or end a capture.
 
 An enqueue checks its stream first (HIP's order), then converts its arguments, which runs user
-code: a size's or a kernel argument's ``__index__``. That code may destroy the stream, end the
-capture the stream is in, or replace the devices. The operation must then be refused, with the
-error the stream's state calls for, rather than enqueue work on a destroyed stream, add a node
-to the graph of a capture that ended, or allocate for a device or stream that is gone.
+code: a size's or a kernel argument's ``__index__``. That code may destroy the stream, begin a
+capture or end the one the stream is in, or replace the devices. The operation must then be
+refused, with the error the stream's state calls for, rather than enqueue work on a destroyed
+or capturing stream, park on a destroyed stream's full ring, add a node to the graph of a
+capture that ended, or allocate for a device or stream that is gone.
 """
 
 from __future__ import annotations
