@@ -94,15 +94,23 @@ async def test_an_eager_enqueue_whose_argument_destroys_its_stream_enqueues_noth
 
 
 @pytest.mark.asyncio
-async def test_malloc_async_whose_size_destroys_its_stream_allocates_nothing(
-    device: ahg.Device,
+@pytest.mark.parametrize(
+    ("action", "error"),
+    [("destroy", ahg.ContextIsDestroyed), ("begin_capture", ahg.IllegalState)],
+)
+async def test_malloc_async_whose_size_destroys_or_captures_its_stream_allocates_nothing(
+    device: ahg.Device, action: str, error: type[ahg.HipError]
 ) -> None:
     stream = device.create_stream()
     before = device.memory_info()
-    with pytest.raises(ahg.ContextIsDestroyed, match="destroyed"):
-        await stream.malloc_async(Reentrant(64, stream.destroy))
+    with pytest.raises(error):
+        await stream.malloc_async(Reentrant(64, getattr(stream, action)))
     assert device.memory_info() == before
     assert device.statistics().memory.allocations == 0
+    if stream.alive:
+        graph = stream.end_capture()
+        assert graph.nodes() == []
+        destroy(graph, stream)
 
 
 CAPTURED: dict[str, Operation] = {
@@ -277,20 +285,6 @@ async def test_a_null_stream_enqueue_whose_argument_begins_a_blocking_capture_is
     assert null.statistics().submitted == 0
     graph = capturing.end_capture()
     destroy(graph, capturing, a, b)
-
-
-@pytest.mark.asyncio
-async def test_malloc_async_whose_size_begins_a_capture_allocates_nothing(
-    device: ahg.Device,
-) -> None:
-    stream = device.create_stream()
-    before = device.memory_info()
-    with pytest.raises(ahg.IllegalState, match="a capture began"):
-        await stream.malloc_async(Reentrant(64, stream.begin_capture))
-    assert device.memory_info() == before
-    graph = stream.end_capture()
-    assert graph.nodes() == []
-    destroy(graph, stream)
 
 
 @pytest.mark.asyncio
