@@ -120,3 +120,33 @@ async def test_an_external_record_of_a_destroyed_event_changes_nothing(device: a
     graph = stream.end_capture()
     assert graph.nodes() == []
     destroy(graph, stream)
+
+
+class _External:
+    """The external flag (1) as an integer that is not an ``int``: only ``__index__`` says 1."""
+
+    def __index__(self) -> int:
+        return 1
+
+
+@pytest.mark.asyncio
+async def test_an_external_flag_given_as_any_integer_makes_its_node(device: ahg.Device) -> None:
+    """The flags were checked through ``__index__`` but compared with ``==``, which for such
+    an object is identity: the capture made no EventRecord or WaitEvent node."""
+    stream = device.create_stream()
+    event = device.create_event()
+    out = device.malloc(64)
+    stream.begin_capture()
+    await stream.memset(out, 1, 8)
+    await stream.record_event(event, _External())
+    await stream.wait_event(event, _External())
+    graph = stream.end_capture()
+    assert sorted(node.type.name for node in graph.nodes()) == [
+        "EventRecord",
+        "Memset",
+        "WaitEvent",
+    ]
+    graph.destroy()
+    stream.destroy()
+    event.destroy()
+    device.free(out)

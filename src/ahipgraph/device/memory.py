@@ -45,6 +45,7 @@ __all__ = [
     "Allocation",
     "DeviceMemory",
     "MemoryStatistics",
+    "check_size",
 ]
 
 ALLOCATION_ALIGNMENT = 256
@@ -141,7 +142,7 @@ class DeviceMemory:
             OutOfMemory: the device does not have ``nbytes`` free, or its address range has no
                 room left for them.
         """
-        nbytes = _check_size(nbytes)
+        nbytes = check_size(nbytes)
         if nbytes == 0:
             return DevicePtr(self.ordinal, 0)
         with self._lock:
@@ -261,7 +262,7 @@ class DeviceMemory:
             InvalidValue: ``nbytes`` is zero or negative.
             OutOfMemory: the device's address range has no room left for ``nbytes``.
         """
-        nbytes = _check_size(nbytes)
+        nbytes = check_size(nbytes)
         if nbytes == 0:
             raise InvalidValue("cannot reserve zero bytes")
         with self._lock:
@@ -438,7 +439,7 @@ class DeviceMemory:
     def _checked(
         self, ptr: DevicePtr, nbytes: int, *, reserved_ok: bool
     ) -> tuple[Allocation, npt.NDArray[np.uint8] | None]:
-        nbytes = _check_size(nbytes)
+        nbytes = check_size(nbytes)
         if not ptr:
             raise InvalidValue("null device pointer")
         with self._lock:  # a free on another thread must not change the allocation mid-lookup
@@ -587,8 +588,12 @@ def _freeing_message(ptr: DevicePtr, claimed: bool) -> str:
     return f"{ptr!r} is already being freed by a stream (free_async)"
 
 
-def _check_size(nbytes: int) -> int:
-    """``nbytes`` as a plain int (numpy ints are accepted), refused if negative."""
+def check_size(nbytes: object) -> int:
+    """``nbytes`` as a plain int (numpy ints are accepted), refused if negative.
+
+    Callers above convert a size with this before they check their handles, when the size
+    is not an exact ``int``: its ``__index__`` is user code, which may destroy them.
+    """
     size = int_or_none(nbytes)
     if size is None:
         raise TypeError(f"a size must be an int, got {type(nbytes).__name__}")

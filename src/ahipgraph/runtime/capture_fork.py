@@ -51,10 +51,13 @@ __all__ = [
 ]
 
 
-def check_wait_flags(flags: object) -> None:
-    """Raise InvalidValue unless ``flags`` is a stream wait flag (1.0 and True are not)."""
-    if int_or_none(flags) not in (EVENT_WAIT_DEFAULT, EVENT_WAIT_EXTERNAL):
+def check_wait_flags(flags: object) -> int:
+    """``flags`` as the int it is, or InvalidValue unless it is a stream wait flag (1.0 and
+    True are not). Callers use what this returns (see ``check_record_flags``)."""
+    checked = int_or_none(flags)
+    if checked not in (EVENT_WAIT_DEFAULT, EVENT_WAIT_EXTERNAL):
         raise InvalidValue(f"{flags!r} is not a stream wait flag")
+    return checked
 
 
 def wait_event(stream: Stream, event: Event, flags: int) -> bool:
@@ -65,7 +68,7 @@ def wait_event(stream: Stream, event: Event, flags: int) -> bool:
         StreamCaptureInvalidated, StreamCaptureImplicit, NotSupported (a stream of another
         device): see the module notes.
     """
-    check_wait_flags(flags)
+    flags = check_wait_flags(flags)
     part = stream._capture
     link = _LINKS.get(event)
     if part is None and (link is None or link.ended):

@@ -220,14 +220,20 @@ def update_dependencies(stream: Stream, nodes: Sequence[GraphNode], flags: int) 
         if not isinstance(nodes, Iterable):  # a number, a lone node: not a bare "not iterable"
             raise TypeError(f"dependencies must be an iterable of GraphNodes, got {nodes!r}")
         new = list(nodes)
+        flag = int_or_none(flags)
+        if stream._capture is not part or part.session.status is not CaptureStatus.ACTIVE:
+            # The iterable or the flags' __index__ (user code; the lock is re-entrant) ended
+            # the capture or destroyed the stream: nothing is left to update.
+            stream._check_open()
+            raise IllegalState(f"the capture on {stream!r} ended while this call was being made")
         graph = part.session.graph
         if len(new) > len(graph._nodes):
             raise InvalidValue(f"{len(new)} dependencies, but the graph has {len(graph._nodes)}")
-        if int_or_none(flags) not in (CaptureDependencies.ADD, CaptureDependencies.SET):
+        if flag not in (CaptureDependencies.ADD, CaptureDependencies.SET):
             raise InvalidValue(f"{flags!r} is not ADD or SET")
         for node in new:
             graph._check_member(node, "capture dependency")
-        if flags == CaptureDependencies.ADD:
+        if flag == CaptureDependencies.ADD:
             part.deps.extend(missing(part.deps, new))
         else:
             part.session.removed.update(part.deps)

@@ -230,7 +230,12 @@ class StreamCapture:
         lock.acquire()  # not ``with``: its enter and exit calls cost twice the lock itself
         try:
             session = self.check_active()
-            params = build()  # validation runs no user code: the session is still active
+            params = build()
+            if session.status is not _ACTIVE or self._forgotten is None:
+                # The validation ran user code (an argument's __index__) that ended the
+                # capture, or destroyed its stream: the capture lock is re-entrant, so it
+                # could. Nothing may join a capture that ended (see check_active).
+                self.check_active()  # raises
             device = self.device
             if kind in ("Memcpy", "Memset") and params.nbytes == 0:
                 return CapturedWork(session, None, device)
@@ -285,6 +290,8 @@ class StreamCapture:
                     priority=priority,
                     device=device,
                 )
+            if session.status is not _ACTIVE or self._forgotten is None:  # ended meanwhile
+                self.check_active()  # by the arguments' user code: see add
             node_type = _kernel_type
             if node_type is None:
                 node_type = _kernel_node_type()
@@ -326,7 +333,9 @@ class StreamCapture:
         """``hipMallocAsync`` captured: a MemAlloc node; its reserved address is usable now."""
         with _LOCK:
             session = self.check_active()
-            nbytes = as_int(nbytes, "nbytes")
+            if type(nbytes) is not int:
+                nbytes = as_int(nbytes, "nbytes")
+                self.check_active()  # its __index__ may have ended the capture: see add
             if nbytes == 0:
                 return DevicePtr(self.device.ordinal, 0)
             graph = session.graph

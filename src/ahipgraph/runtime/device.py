@@ -23,13 +23,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy.typing as npt
 
 from ..core.errors import HipError
+from ..core.ints import as_int
 from ..core.lifecycle import NoCopy, WeakList
 from ..device import table as _table
 from ..device.base import DeviceBase
 from ..device.engine import refuse_trio
 from ..device.graph_pool import GraphMemAttribute, GraphPoolStatistics
 from ..device.hwqueue import QueueStatistics
-from ..device.memory import MemoryStatistics
+from ..device.memory import MemoryStatistics, check_size
 from ..device.pointer import DevicePtr
 from ..device.properties import DeviceProperties
 from ..device.signal import Signal
@@ -184,6 +185,14 @@ class Device(DeviceBase, DeviceCopyMixin, NoCopy):
         _table.live(self)  # a device replaced by configure_devices makes nothing new
         if capture_checks is not None:
             capture_checks.unsafe_call("malloc()")
+        if type(nbytes) is not int:
+            # Its __index__ is user code, which may replace the devices (configure_devices) or
+            # begin a capture: converted first, then both checked again, so nothing is
+            # allocated in the memory of a device that is gone, or while a capture forbids it.
+            nbytes = check_size(nbytes)
+            _table.live(self)
+            if capture_checks is not None:
+                capture_checks.unsafe_call("malloc()")
         ptr = self.memory.malloc(nbytes)
         if observe.observer is not None:
             observe.observer.allocated(ptr, int(nbytes), None)  # checked: an int
@@ -261,6 +270,11 @@ class Device(DeviceBase, DeviceCopyMixin, NoCopy):
         from .stream import Stream  # stream.py imports this module
 
         _table.live(self)
+        if type(priority) is not int:
+            # Its __index__ is user code, which may replace the devices: converted first, then
+            # the device checked again, so no stream is made on a device that is gone.
+            priority = as_int(priority, "priority")
+            _table.live(self)
         return Stream._create(self, priority=priority, non_blocking=non_blocking)
 
     def create_event(self, *, disable_timing: bool = False, blocking_sync: bool = False) -> Event:

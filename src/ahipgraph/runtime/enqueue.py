@@ -16,6 +16,11 @@ refused at once, with the body's own error, when they fail: a refused call never
 holds a place among the waiters, and changes no statistics. The ``_nowait`` twin runs the same
 check before it reports ``NotReady``. Once there is room the body runs its checks again, since
 what they read may have changed meanwhile (the stream or an event destroyed, memory freed).
+The check converts the call's arguments, which runs user code (an ``__index__``) that may
+destroy the stream or begin a capture on it; the call then needs no room, so it asks for its
+ring again after the check and, finding none, runs the body at once (which reports the
+destroyed stream, or captures) rather than parking, for good if no packet ever retires, on a
+ring it will not use.
 """
 
 from __future__ import annotations
@@ -97,6 +102,8 @@ def enqueue_pair(
         # Checked before parking; what runs once there is room is taken now (``at_call``) or
         # made then (the body, which checks again).
         later = before_parking(self, *args, **kwargs)
+        if cast(RingUser, self)._ring() is not queue:  # see the module notes
+            return body(self, *args, **kwargs) if at_call is None else later()
         await queue.wait_for_room()
         try:
             return body(self, *args, **kwargs) if at_call is None else later()
@@ -107,7 +114,8 @@ def enqueue_pair(
         queue = cast(RingUser, self)._ring()
         if queue is not None and not queue.has_room() and not needs_no_room(self, *args, **kwargs):
             before_parking(self, *args, **kwargs)  # a bad call is refused as such first
-            queue.check_room()
+            if cast(RingUser, self)._ring() is queue:  # else see the module notes
+                queue.check_room()
         return body(self, *args, **kwargs)
 
     nowait_doc = (
@@ -154,6 +162,8 @@ def kernel_enqueue_pair(
         if queue is None or queue.has_room():
             return call(self, kernel, grid, block, args, shared_mem=shared_mem)
         checked(self, kernel, grid, block, args, shared_mem=shared_mem)  # before parking
+        if self._ring() is not queue:  # see the module notes
+            return call(self, kernel, grid, block, args, shared_mem=shared_mem)
         await queue.wait_for_room()
         try:
             return call(self, kernel, grid, block, args, shared_mem=shared_mem)

@@ -202,11 +202,14 @@ def elapsed_time(start: Event, end: Event) -> float:
     return ns_to_ms(end_ns - start_ns)
 
 
-def check_record_flags(flags: object) -> None:
-    """Raise InvalidValue unless ``flags`` is an event record flag (0, or 1 for
-    ``hipEventRecordExternal``; 1.0 and True are not)."""
-    if int_or_none(flags) not in (capture.EVENT_RECORD_DEFAULT, capture.EVENT_RECORD_EXTERNAL):
+def check_record_flags(flags: object) -> int:
+    """``flags`` as the int it is, or InvalidValue unless it is an event record flag (0, or 1
+    for ``hipEventRecordExternal``; 1.0 and True are not). Callers use what this returns: an
+    integer that is not an ``int`` (it has ``__index__``) compares equal to 1 only by chance."""
+    checked = int_or_none(flags)
+    if checked not in (capture.EVENT_RECORD_DEFAULT, capture.EVENT_RECORD_EXTERNAL):
         raise InvalidValue(f"{flags!r} is not an event record flag")
+    return checked
 
 
 def live_event(event: object, what: str = "event") -> Event:

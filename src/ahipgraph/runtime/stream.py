@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.errors import (
     HipError,
+    IllegalState,
     InvalidDeviceFunction,
     InvalidHandle,
     InvalidValue,
@@ -194,16 +195,45 @@ class Stream(
             return None
         return self.queue
 
-    def _submit(self, program: Program) -> None:
+    def _submit(self, program: Program, part: object = None) -> None:
         """Enqueue a program on this stream; its completion signal becomes the stream's tail.
 
-        Raises: as :meth:`Engine.bind_loop <ahipgraph.device.engine.Engine.bind_loop>` (no
-        running loop, or the device is busy on another loop), before anything changes.
+        The stream is checked again here, though every enqueue checked it first: the
+        enqueue's argument checks run user code (an argument's ``__index__``, a grid's
+        ``__len__``), which may have destroyed the stream since, or begun a capture that takes
+        it in (see :meth:`_changed_under_call`). ``part`` is the stream's part in a capture
+        the enqueue found and still does eager work for (``wait_event`` on an event recorded
+        outside the capture); anything else enqueues only on a stream that does not capture.
+        One test per enqueue.
+
+        Raises: as :meth:`_changed_under_call`; as :meth:`Engine.bind_loop
+        <ahipgraph.device.engine.Engine.bind_loop>` (no running loop, or the device is busy on
+        another loop). All before anything changes.
         """
         engine = self.queue.engine
         with engine.lock:  # the owner check and every packet of this enqueue: one step
+            if self.state is not _OPEN or self._capture is not part:
+                self._changed_under_call()
             engine.claim_locked()
             self._submit_locked(program)
+
+    def _changed_under_call(self) -> None:
+        """Refuse an eager enqueue whose stream changed since the call looked at it.
+
+        The call's argument checks ran user code that destroyed the stream, or began a
+        capture: on this stream (the work was to run, not become a node; in HIP the capture
+        would have begun before the call, whose arguments are evaluated first) or, for the
+        null stream, on a blocking stream of its device (HIP's implicit rule).
+
+        Raises:
+            ContextIsDestroyed: the stream was destroyed.
+            StreamCaptureImplicit: the null stream, while a blocking stream captures.
+            IllegalState: a capture began on the stream.
+        """
+        self._check_open()
+        if self.is_null:
+            raise capture.NULL_GUARD.unsupported("an eager enqueue")
+        raise IllegalState(f"a capture began on {self!r} while this call was being made")
 
     def _submit_locked(self, program: Program) -> None:
         """:meth:`_submit` for a caller that holds the engine's lock and claimed it."""
@@ -385,10 +415,10 @@ class Stream(
             InvalidHandle: an eager record of an event made on another device (HIP's
                 ``hipErrorInvalidResourceHandle``, the same code). Capture errors: see ``capture``.
         """
-        self._check_record_call(event, flags)
+        flag = self._check_record_call(event, flags)
         part = self._capture  # read once (see _launch_kernel)
         if part is not None:
-            external = flags == capture.EVENT_RECORD_EXTERNAL
+            external = flag == capture.EVENT_RECORD_EXTERNAL
             part.record_event(event, capture.record_node_params(event) if external else None)
             return
         self._check_eager_record(event)
@@ -399,12 +429,14 @@ class Stream(
         if observe.observer is not None:
             observe.observer.event_recorded(self, event)
 
-    def _check_record_call(self, event: Event, flags: int) -> None:
+    def _check_record_call(self, event: Event, flags: int) -> int:
         """What every ``record_event`` checks, captured or not, in HIP's order
-        (``hipEventRecord_common``: the flags, the event, then the stream)."""
-        check_record_flags(flags)
+        (``hipEventRecord_common``: the flags, the event, then the stream); returns the
+        flags as an int."""
+        flag = check_record_flags(flags)
         live_event(event)
         self._check_open()
+        return flag
 
     def _check_eager_record(self, event: Event) -> None:
         if event.device is not self.device:
@@ -448,23 +480,25 @@ class Stream(
         record = _record_of(event)
         return lambda: self._wait_for_record(event, flags, record)
 
-    def _check_wait_call(self, event: Event, flags: int) -> None:
+    def _check_wait_call(self, event: Event, flags: int) -> int:
         """What every ``wait_event`` checks first, in HIP's order (``hipStreamWaitEvent``:
-        the flags, the event, then the stream)."""
-        capture.check_wait_flags(flags)
+        the flags, the event, then the stream); returns the flags as an int."""
+        flag = capture.check_wait_flags(flags)
         live_event(event)
         self._check_open()
+        return flag
 
     def _wait_for_record(self, event: Event, flags: int, record: Signal | None) -> None:
         """``wait_event``'s work: make later work wait for ``record``, ``event``'s record
         when the call was made."""
-        self._check_wait_call(event, flags)
-        if capture.wait_event(self, event, flags):
+        flag = self._check_wait_call(event, flags)
+        if capture.wait_event(self, event, flag):
             return
         if record is not None and record.value > 0:
             # The barrier is stream work: it becomes the tail, so synchronize() and query()
             # cover it. The device may refuse it (no running loop, busy on another loop).
-            self._submit(Program((WaitSignalsOp((record,)),), Signal(1)))
+            # (On a capturing stream too: an event recorded outside its capture.)
+            self._submit(Program((WaitSignalsOp((record,)),), Signal(1)), self._capture)
         if observe.observer is not None:  # ordering the API promises, done or not
             observe.observer.event_waited(self, event)
 

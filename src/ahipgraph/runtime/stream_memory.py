@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..core.errors import InvalidValue
+from ..device.memory import check_size
 from ..device.ops import FreeOp
 from ..device.pointer import DevicePtr
 from ..device.signal import Signal
@@ -55,6 +56,12 @@ class StreamMemoryMixin:
         part = stream._capture  # read once: another thread may end the capture meanwhile
         if part is not None:
             return part.malloc(nbytes)
+        if type(nbytes) is not int:
+            # Its __index__ is user code, which may destroy the stream or begin a capture on
+            # it: converted first, then the stream checked again, as an enqueue's submit does.
+            nbytes = check_size(nbytes)
+            if not stream.alive or stream._capture is not None:
+                stream._changed_under_call()
         # Stream-ordered, so as every enqueue: only the loop that owns the device may use it
         # (IllegalState from another open loop while it is busy, before anything is taken).
         stream.device.engine.claim()
