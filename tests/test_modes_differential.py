@@ -1,0 +1,852 @@
+"""One random program, every way of running it, one answer (DESIGN.md invariant 5).
+
+``test_exec_random`` and ``test_capture_random`` compare a graph, an eager run and numpy over
+kernels, 1D copies, byte fills, host, empty and child nodes. This file widens both axes:
+
+* what a program holds: pitched 2D/3D copies, copies to and from a device symbol, fills of 1-,
+  2- and 4-byte elements and 2D fills, async kernel bodies and async host functions, a scratch
+  buffer allocated, written, read and freed inside the graph, IF/WHILE/SWITCH nodes whose
+  condition a kernel sets from the data, and nested child graphs;
+* how it is run: eagerly on one stream; built by hand and launched several times without
+  waiting; cloned; made from other constants then ``exec.update``-d; changed through per-node
+  setters between launches in flight; with nodes disabled; captured from three streams that
+  fork and join through events; split in two graphs ordered by event record/wait nodes (or a
+  graph and a stream); launched on another device's stream; with each instantiate flag; and on
+  uvloop.
+
+Every buffer is bytes, so the numpy reference is exact for every operation; the kernel update
+``dst = dst * 3 + mul * src + add`` is not idempotent, so a node run twice, skipped, or run
+before what it depends on shows. Each program ends by checking that nothing leaked: device
+memory, the executables' launches in flight and their signal sets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import pytest
+
+import ahipgraph as ahg
+
+NB = 128  # bytes per buffer
+N64 = NB // 8
+BUFS = 4
+SYM = BUFS  # the symbol's index in the reference's list of byte arrays
+SYMBOL = ahg.device_symbol("modes_differential_symbol", NB)
+
+
+@ahg.kernel
+def affine(t: ahg.Threads, n: ahg.int32, mul: ahg.int64, add: ahg.int64,
+           src: ahg.Ptr[ahg.int64], dst: ahg.Ptr[ahg.int64]) -> None:  # fmt: skip
+    i = t.ids[t.ids < n]
+    dst[i] = dst[i] * 3 + mul * src[i] + add
+
+
+@ahg.kernel
+async def affine_async(t: ahg.Threads, n: ahg.int32, mul: ahg.int64, add: ahg.int64,
+                       src: ahg.Ptr[ahg.int64], dst: ahg.Ptr[ahg.int64]) -> None:  # fmt: skip
+    """The same update from an async body that yields half-way."""
+    i = t.ids[t.ids < n]
+    old = dst[i] * 3
+    await asyncio.sleep(0)
+    dst[i] = old + mul * src[i] + add
+
+
+@ahg.kernel
+def decide(t: ahg.Threads, src: ahg.Ptr[ahg.int64], modulus: ahg.int64, h: ahg.CondHandle) -> None:
+    """The condition from the data: ``src[0] mod modulus``."""
+    ahg.set_conditional(h, int(src[0]) % int(modulus))
+
+
+@ahg.kernel
+def start_count(t: ahg.Threads, src: ahg.Ptr[ahg.int64], counter: ahg.Ptr[ahg.int64],
+                h: ahg.CondHandle) -> None:  # fmt: skip
+    """A WHILE's trip count from the data: ``src[0] mod 4``."""
+    counter[0] = int(src[0]) % 4
+    ahg.set_conditional(h, 1 if counter[0] > 0 else 0)
+
+
+@ahg.kernel
+def count_down(t: ahg.Threads, counter: ahg.Ptr[ahg.int64], h: ahg.CondHandle) -> None:
+    counter[0] -= 1
+    ahg.set_conditional(h, 1 if counter[0] > 0 else 0)
+
+
+def bump(device: ahg.Device, ptr: ahg.DevicePtr, add: int) -> None:
+    view = device.view(ptr, np.int64, N64)
+    view += add
+
+
+async def bump_async(device: ahg.Device, ptr: ahg.DevicePtr, add: int) -> None:
+    await asyncio.sleep(0)
+    bump(device, ptr, add)
+
+
+# -- programs --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Op:
+    """One operation. ``kind`` picks the meaning of ``a`` (its integer parameters)."""
+
+    kind: str
+    dst: int = 0
+    src: int = 0
+    a: tuple[int, ...] = ()
+    body: tuple[tuple[Op, ...], ...] = ()  # child graph: one body; conditionals: their bodies
+
+    def reads(self) -> set[int]:
+        found = {self.src} if self.kind in READERS else set()
+        for body in self.body:
+            for op in body:
+                found |= op.reads() | op.writes()
+        return found
+
+    def writes(self) -> set[int]:
+        found = {self.dst} if self.kind in WRITERS else set()
+        for body in self.body:
+            for op in body:
+                found |= op.writes()
+        return found
+
+
+WRITERS = {"kernel", "akernel", "host", "ahost", "memset", "memset2d", "copy", "copy3d",
+           "to_sym", "from_sym", "scratch"}  # fmt: skip
+READERS = {"kernel", "akernel", "copy", "copy3d", "to_sym", "from_sym", "scratch", "if",
+           "switch", "while"}  # fmt: skip
+SIMPLE = ("kernel", "akernel", "host", "ahost", "memset", "memset2d", "copy", "copy3d",
+          "to_sym", "from_sym")  # fmt: skip
+SETTABLE = {"kernel", "akernel", "memset", "memset2d"}  # constants the setters change
+CAN_DISABLE = {"kernel", "akernel", "memset", "memset2d", "copy", "copy3d", "to_sym", "from_sym"}
+
+
+def pitched_region(rng: random.Random) -> tuple[int, ...]:
+    """A 3D copy inside two ``NB``-byte buffers: extent, pitches, slice heights, positions."""
+    while True:
+        w, h, d = rng.randint(1, 12), rng.randint(1, 4), rng.randint(1, 2)
+        sides = []
+        for _ in range(2):
+            pitch = rng.choice([w, w + 3, 16, 24])
+            if pitch < w:
+                pitch = w
+            sh = h + rng.randint(0, 1)
+            x, y, z = rng.randint(0, 3), rng.randint(0, 1), rng.randint(0, 1)
+            sides.append((pitch, sh, x, y, z))
+        if all(
+            ((z + d - 1) * sh + (y + h - 1)) * p + x + w <= NB and y + h <= sh
+            for p, sh, x, y, z in sides
+        ):
+            return (w, h, d, *sides[0], *sides[1])
+
+
+def random_op(rng: random.Random, depth: int, memory_ok: bool, host_ok: bool) -> Op:
+    kinds = [kind for kind in SIMPLE if host_ok or kind not in ("host", "ahost")] * 3
+    if depth < 2:
+        kinds += ["child", "if", "switch", "while"]
+    if memory_ok:
+        kinds += ["scratch"]
+    kind = rng.choice(kinds)
+    dst, src = rng.randrange(BUFS), rng.randrange(BUFS)
+    if kind in ("copy", "copy3d") and src == dst:
+        src = (dst + 1) % BUFS
+    if kind in ("kernel", "akernel", "scratch"):
+        return Op(kind, dst, src, (rng.randint(-3, 3), rng.randint(-50, 50)))
+    if kind in ("host", "ahost"):
+        return Op(kind, dst, a=(rng.randint(1, 9),))
+    if kind == "memset":
+        es = rng.choice([1, 2, 4])
+        count = rng.randint(1, NB // es)
+        offset = rng.randint(0, NB // es - count) * es
+        return Op(kind, dst, a=(rng.randrange(1 << (8 * es)), es, count, offset))
+    if kind == "memset2d":
+        es = rng.choice([1, 2, 4])
+        width = rng.randint(1, 4)
+        pitch = es * width + rng.choice([0, 4, 8])
+        height = rng.randint(1, NB // pitch)
+        return Op(kind, dst, a=(rng.randrange(1 << (8 * es)), es, width, height, pitch))
+    if kind == "copy":
+        nbytes = rng.randint(1, NB)
+        return Op(kind, dst, src, (nbytes, rng.randint(0, NB - nbytes), rng.randint(0, NB - nbytes)))
+    if kind == "copy3d":
+        return Op(kind, dst, src, pitched_region(rng))
+    if kind in ("to_sym", "from_sym"):
+        nbytes = rng.choice([8, 16, 40, NB])
+        return Op(kind, dst, src, (nbytes, rng.randint(0, (NB - nbytes) // 8) * 8))
+    if kind == "child":
+        body = random_program(rng, rng.randint(1, 4), depth + 1, False, host_ok)
+        return Op(kind, body=(body,))
+    size = {"if": rng.randint(1, 2), "switch": rng.randint(1, 3), "while": 1}[kind]
+    # a conditional body cannot hold host nodes (NotSupported, as HIP)
+    bodies = tuple(
+        random_program(rng, rng.randint(1, 3), depth + 1, False, False) for _ in range(size)
+    )
+    return Op(kind, src=src, body=bodies)
+
+
+def random_program(rng: random.Random, size: int, depth: int = 0, memory_ok: bool = True,
+                   host_ok: bool = True) -> tuple[Op, ...]:  # fmt: skip
+    return tuple(random_op(rng, depth, memory_ok, host_ok) for _ in range(size))
+
+
+def flat(program: Sequence[Op]) -> bool:
+    """Whether the program holds only operations a stream can capture without a condition."""
+    return all(op.kind in SIMPLE or op.kind == "scratch" or
+               (op.kind == "child" and flat(op.body[0])) for op in program)  # fmt: skip
+
+
+def holds(program: Sequence[Op], kinds: set[str]) -> bool:
+    """Whether ``program`` holds an op of one of ``kinds``, at any depth."""
+    return any(op.kind in kinds or any(holds(body, kinds) for body in op.body) for op in program)
+
+
+def perturb(program: tuple[Op, ...], rng: random.Random, children: bool = True) -> tuple[Op, ...]:
+    """The same topology with other constants (for update and setters).
+
+    A conditional node's bodies keep theirs (an executable keeps the bodies it was made with);
+    a child graph's nodes change only with ``children``.
+    """
+    out = []
+    for op in program:
+        if op.kind in ("kernel", "akernel"):
+            op = replace(op, a=(rng.randint(-3, 3), rng.randint(-50, 50)))
+        elif op.kind in ("memset", "memset2d"):
+            op = replace(op, a=(rng.randrange(1 << (8 * op.a[1])), *op.a[1:]))
+        elif op.kind == "child" and children:
+            op = replace(op, body=(perturb(op.body[0], rng),))
+        out.append(op)
+    return tuple(out)
+
+
+# -- the numpy reference -----------------------------------------------------------------------
+
+
+def pitched_offsets(a: tuple[int, ...]) -> tuple[list[int], list[int], int]:
+    w, h, d, dp, dsh, dx, dy, dz, sp, ssh, sx, sy, sz = a
+    dst = [((dz + k) * dsh + dy + j) * dp + dx for k in range(d) for j in range(h)]
+    src = [((sz + k) * ssh + sy + j) * sp + sx for k in range(d) for j in range(h)]
+    return dst, src, w
+
+
+def condition(op: Op, data: list[np.ndarray]) -> int:
+    value = int(data[op.src].view(np.int64)[0])
+    return value % {"if": 2, "switch": 4, "while": 4}[op.kind]
+
+
+def reference(program: Sequence[Op], data: list[np.ndarray], disabled: frozenset[int] = frozenset(),
+              ) -> None:  # fmt: skip
+    """Run ``program`` on byte arrays; ``disabled`` holds indices of top-level ops skipped."""
+    for index, op in enumerate(program):
+        if index in disabled:
+            continue
+        kind, dst, src = op.kind, op.dst, op.src
+        if kind in ("kernel", "akernel", "scratch"):
+            out = data[dst].view(np.int64)
+            out[:] = out * 3 + op.a[0] * data[src].view(np.int64) + op.a[1]
+        elif kind in ("host", "ahost"):
+            out = data[dst].view(np.int64)
+            out += op.a[0]
+        elif kind == "memset":
+            value, es, count, offset = op.a
+            fill = np.full(count, value, dtype=f"<u{es}").view(np.uint8)
+            data[dst][offset : offset + count * es] = fill
+        elif kind == "memset2d":
+            value, es, width, height, pitch = op.a
+            row = np.full(width, value, dtype=f"<u{es}").view(np.uint8)
+            for r in range(height):
+                data[dst][r * pitch : r * pitch + width * es] = row
+        elif kind == "copy":
+            nbytes, doff, soff = op.a
+            data[dst][doff : doff + nbytes] = data[src][soff : soff + nbytes]
+        elif kind == "copy3d":
+            douts, souts, w = pitched_offsets(op.a)
+            rows = [data[src][s : s + w].copy() for s in souts]
+            for d, row in zip(douts, rows, strict=True):
+                data[dst][d : d + w] = row
+        elif kind == "to_sym":
+            nbytes, offset = op.a
+            data[SYM][offset : offset + nbytes] = data[src][:nbytes]
+        elif kind == "from_sym":
+            nbytes, offset = op.a
+            data[dst][:nbytes] = data[SYM][offset : offset + nbytes]
+        elif kind == "child":
+            reference(op.body[0], data)
+        elif kind == "while":
+            for _ in range(condition(op, data)):
+                reference(op.body[0], data)
+        else:  # if, switch: a value past the last body runs nothing
+            chosen = condition(op, data)
+            if chosen < len(op.body):
+                reference(op.body[chosen], data)
+
+
+# -- the device side ---------------------------------------------------------------------------
+
+
+@dataclass
+class World:
+    """Buffers on one device, their initial bytes, and what a run must give back."""
+
+    device: ahg.Device
+    bufs: list[ahg.DevicePtr]
+    initial: list[np.ndarray]
+    counters: dict[int, ahg.DevicePtr] = field(default_factory=dict)  # per WHILE op (its id)
+
+    @classmethod
+    def make(cls, device: ahg.Device, seed: int) -> World:
+        gen = np.random.default_rng(seed)
+        bufs = [device.malloc(NB) for _ in range(BUFS)]
+        initial = [gen.integers(0, 256, NB, dtype=np.uint8) for _ in range(BUFS + 1)]
+        return cls(device, bufs, initial)
+
+    def counter(self, op: Op) -> ahg.DevicePtr:
+        """A WHILE op's trip counter, the same in every graph built from the op (so an update
+        to a graph of the same program finds the same bodies)."""
+        if id(op) not in self.counters:
+            self.counters[id(op)] = self.device.malloc(8)
+        return self.counters[id(op)]
+
+    async def reset(self, stream: ahg.Stream) -> None:
+        for buf, init in zip(self.bufs, self.initial, strict=False):
+            await stream.memcpy(buf, init)
+        await stream.memcpy_to_symbol(SYMBOL, self.initial[SYM])
+
+    async def read(self, stream: ahg.Stream) -> list[np.ndarray]:
+        await stream.synchronize()
+        out = [self.device.view(buf, np.uint8, NB).copy() for buf in self.bufs]
+        sym = np.zeros(NB, dtype=np.uint8)
+        await stream.memcpy_from_symbol(sym, SYMBOL)
+        await stream.synchronize()
+        return [*out, sym]
+
+    def free(self) -> None:
+        for ptr in [*self.bufs, *self.counters.values()]:
+            self.device.free(ptr)
+
+
+def kernel_args(world: World, op: Op, src: ahg.DevicePtr | None = None) -> tuple[Any, ...]:
+    source = world.bufs[op.src] if src is None else src
+    return (N64, op.a[0], op.a[1], source, world.bufs[op.dst])
+
+
+def kernel_of(op: Op) -> Any:
+    return affine_async if op.kind == "akernel" else affine
+
+
+def host_of(op: Op) -> Any:
+    return bump_async if op.kind == "ahost" else bump
+
+
+def pitched(world: World, op: Op) -> tuple[Any, ...]:
+    w, h, d, dp, dsh, dx, dy, dz, sp, ssh, sx, sy, sz = op.a
+    dst = ahg.PitchedPtr(world.bufs[op.dst], dp, dsh)
+    src = ahg.PitchedPtr(world.bufs[op.src], sp, ssh)
+    return dst, src, (w, h, d), (dx, dy, dz), (sx, sy, sz)
+
+
+def memset_args(world: World, op: Op) -> tuple[tuple[Any, ...], dict[str, int]]:
+    if op.kind == "memset":
+        value, es, count, offset = op.a
+        return (world.bufs[op.dst] + offset, value, count), {"element_size": es}
+    value, es, width, height, pitch = op.a
+    return (world.bufs[op.dst], value, width), {"element_size": es, "height": height,
+                                                "pitch": pitch}  # fmt: skip
+
+
+async def run_eager(stream: ahg.Stream, world: World, program: Sequence[Op]) -> None:
+    """The program node by node on one stream; a condition is read back from the device."""
+    device = world.device
+    for op in program:
+        kind = op.kind
+        if kind in ("kernel", "akernel"):
+            await stream.launch_kernel(kernel_of(op), 1, N64, kernel_args(world, op))
+        elif kind in ("host", "ahost"):
+            await stream.launch_host_func(host_of(op), device, world.bufs[op.dst], op.a[0])
+        elif kind == "memset":
+            (dst, value, count), kw = memset_args(world, op)
+            await stream.memset(dst, value, count, **kw)
+        elif kind == "memset2d":  # a stream fills rows one at a time
+            value, es, width, height, pitch = op.a
+            for r in range(height):
+                await stream.memset(world.bufs[op.dst] + r * pitch, value, width, element_size=es)
+        elif kind == "copy":
+            nbytes, doff, soff = op.a
+            await stream.memcpy(world.bufs[op.dst] + doff, world.bufs[op.src] + soff, nbytes)
+        elif kind == "copy3d":
+            dst, src, extent, dpos, spos = pitched(world, op)
+            if extent[2] == 1 and dpos == spos == (0, 0, 0):
+                await stream.memcpy_2d(dst.ptr, dst.pitch, src.ptr, src.pitch, *extent[:2])
+            else:
+                await stream.memcpy_3d(dst, src, extent, dst_pos=dpos, src_pos=spos)
+        elif kind == "to_sym":
+            await stream.memcpy_to_symbol(SYMBOL, world.bufs[op.src], op.a[0], op.a[1])
+        elif kind == "from_sym":
+            await stream.memcpy_from_symbol(world.bufs[op.dst], SYMBOL, op.a[0], op.a[1])
+        elif kind == "scratch":
+            scratch = await stream.malloc_async(NB)
+            await stream.memcpy(scratch, world.bufs[op.src], NB)
+            await stream.launch_kernel(affine, 1, N64, kernel_args(world, op, scratch))
+            await stream.free_async(scratch)
+        elif kind == "child":
+            await run_eager(stream, world, op.body[0])
+        else:
+            await stream.synchronize()
+            value = int(device.view(world.bufs[op.src], np.int64, 1)[0])
+            chosen = value % {"if": 2, "switch": 4, "while": 4}[kind]
+            if kind == "while":
+                for _ in range(chosen):
+                    await run_eager(stream, world, op.body[0])
+            elif chosen < len(op.body):
+                await run_eager(stream, world, op.body[chosen])
+
+
+@dataclass
+class Built:
+    """A graph and, per top-level op, the node that stands for it (the last one it added)."""
+
+    graph: ahg.Graph
+    nodes: list[ahg.GraphNode]
+    firsts: list[ahg.GraphNode]  # per op, its first node (what its dependencies point to)
+
+
+def build(world: World, program: Sequence[Op], graph: ahg.Graph | None = None,
+          priorities: random.Random | None = None) -> Built:  # fmt: skip
+    """The program as a graph; each op depends on every earlier op touching one of its buffers.
+
+    ``priorities``, if given, draws a launch priority for every kernel node.
+    """
+    graph = ahg.Graph() if graph is None else graph
+    nodes: list[ahg.GraphNode] = []
+    firsts: list[ahg.GraphNode] = []
+    touched: list[set[int]] = []
+    for op in program:
+        mine = op.reads() | op.writes()
+        deps = [nodes[i] for i, other in enumerate(touched) if other & mine]
+        first, last = add_op(world, graph, op, deps, priorities)
+        firsts.append(first)
+        nodes.append(last)
+        touched.append(mine)
+    return Built(graph, nodes, firsts)
+
+
+def add_op(world: World, graph: ahg.Graph, op: Op, deps: list[ahg.GraphNode],
+           priorities: random.Random | None) -> tuple[ahg.GraphNode, ahg.GraphNode]:  # fmt: skip
+    kind, bufs = op.kind, world.bufs
+    if kind in ("kernel", "akernel"):
+        prio = priorities.randint(-1, 1) if priorities else 0
+        node = graph.add_kernel_node(
+            kernel_of(op), 1, N64, kernel_args(world, op), priority=prio, deps=deps
+        )
+    elif kind in ("host", "ahost"):
+        node = graph.add_host_node(host_of(op), (world.device, bufs[op.dst], op.a[0]), deps=deps)
+    elif kind in ("memset", "memset2d"):
+        args, kw = memset_args(world, op)
+        node = graph.add_memset_node(*args, **kw, deps=deps)
+    elif kind == "copy":
+        nbytes, doff, soff = op.a
+        node = graph.add_memcpy_node(bufs[op.dst] + doff, bufs[op.src] + soff, nbytes, deps=deps)
+    elif kind == "copy3d":
+        dst, src, extent, dpos, spos = pitched(world, op)
+        node = graph.add_memcpy_3d_node(dst, src, extent, dst_pos=dpos, src_pos=spos, deps=deps)
+    elif kind == "to_sym":
+        node = graph.add_memcpy_node_to_symbol(SYMBOL, bufs[op.src], op.a[0], op.a[1], deps=deps)
+    elif kind == "from_sym":
+        node = graph.add_memcpy_node_from_symbol(bufs[op.dst], SYMBOL, op.a[0], op.a[1], deps=deps)
+    elif kind == "scratch":
+        alloc = graph.add_mem_alloc_node(NB, device=world.device.ordinal, deps=deps)
+        scratch = alloc.get_mem_alloc_params().ptr
+        fill = graph.add_memcpy_node(scratch, bufs[op.src], NB, deps=[alloc])
+        use = graph.add_kernel_node(affine, 1, N64, kernel_args(world, op, scratch), deps=[fill])
+        return alloc, graph.add_mem_free_node(scratch, deps=[use])
+    elif kind == "child":
+        child = build(world, op.body[0]).graph
+        node = graph.add_child_graph_node(child, deps=deps)
+        child.destroy()  # the node embeds its own copy
+    else:
+        handle = graph.conditional_handle(default=0)
+        if kind == "while":
+            counter = world.counter(op)
+            start = graph.add_kernel_node(start_count, 1, 1, (bufs[op.src], counter, handle),
+                                          deps=deps)  # fmt: skip
+            node, (body,) = graph.add_conditional_node(handle, ahg.ConditionalKind.While,
+                                                       deps=[start])  # fmt: skip
+            inner = build(world, op.body[0], body)
+            body.add_kernel_node(count_down, 1, 1, (counter, handle), deps=inner.nodes)
+            return start, node
+        modulus = 2 if kind == "if" else 4
+        start = graph.add_kernel_node(decide, 1, 1, (bufs[op.src], modulus, handle), deps=deps)
+        cond_kind = ahg.ConditionalKind.If if kind == "if" else ahg.ConditionalKind.Switch
+        node, bodies = graph.add_conditional_node(handle, cond_kind, len(op.body), deps=[start])
+        for ops, body in zip(op.body, bodies, strict=True):
+            build(world, ops, body)
+        return start, node
+    return node, node
+
+
+async def play_on_streams(world: World, streams: list[ahg.Stream], program: Sequence[Op],
+                          rng: random.Random, events: list[ahg.Event]) -> None:  # fmt: skip
+    """Issue a flat program over several streams, ordered through events where buffers meet.
+
+    Stream 0 forks the others in first and joins them back last, so this is a valid capture.
+    """
+
+    async def order(src: int, dst: int) -> None:
+        if src != dst:
+            event = world.device.create_event()
+            events.append(event)
+            await streams[src].record_event(event)
+            await streams[dst].wait_event(event)
+
+    for s in range(1, len(streams)):
+        await order(0, s)
+    last: dict[int, int] = {}
+    for op in program:
+        s = rng.randrange(len(streams))
+        for buf in sorted(op.reads() | op.writes()):
+            if last.get(buf, s) != s:
+                await order(last[buf], s)
+            last[buf] = s
+        await run_eager(streams[s], world, [op])
+    for s in range(1, len(streams)):
+        await order(s, 0)
+
+
+# -- the check -------------------------------------------------------------------------------
+
+
+def expected_after(world: World, programs: Sequence[Sequence[Op]],
+                   disabled: frozenset[int] = frozenset()) -> list[np.ndarray]:  # fmt: skip
+    data = [init.copy() for init in world.initial]
+    for program in programs:
+        reference(program, data, disabled)
+    return data
+
+
+def assert_same(got: list[np.ndarray], want: list[np.ndarray], how: str) -> None:
+    for index, (g, w) in enumerate(zip(got, want, strict=True)):
+        name = "symbol" if index == SYM else f"buffer {index}"
+        np.testing.assert_array_equal(g, w, err_msg=f"{how}: {name}")
+
+
+def assert_idle(exec_: ahg.GraphExec) -> None:
+    stats = exec_.statistics()
+    assert stats.in_flight == 0, stats
+    assert stats.launches == stats.completed, stats
+
+
+Mode = Callable[[World, tuple[Op, ...], random.Random], Any]
+
+
+async def mode_eager(world: World, program: tuple[Op, ...], rng: random.Random) -> None:
+    stream = world.device.create_stream()
+    await world.reset(stream)
+    await run_eager(stream, world, program)
+    assert_same(await world.read(stream), expected_after(world, [program]), "eager")
+    stream.destroy()
+
+
+async def launch_in_flight(world: World, exec_: ahg.GraphExec, stream: ahg.Stream, times: int,
+                           between: Callable[[int], None] | None = None) -> None:  # fmt: skip
+    """Launch ``times`` without waiting, calling ``between(k)`` after launch ``k``; await all."""
+    handles = []
+    for k in range(times):
+        handles.append(await exec_.launch(stream))
+        if between is not None:
+            between(k)
+    for handle in handles:
+        await handle
+
+
+async def mode_replay(world: World, program: tuple[Op, ...], rng: random.Random,
+                      flags: int = 0) -> None:  # fmt: skip
+    stream = world.device.create_stream()
+    built = build(world, program, priorities=rng if flags else None)
+    exec_ = built.graph.instantiate(flags, **({"upload_stream": stream} if flags == 2 else {}))
+    for times in (1, 3):  # once, then three launches in flight: three sequential runs
+        await world.reset(stream)
+        await launch_in_flight(world, exec_, stream, times)
+        assert_same(await world.read(stream), expected_after(world, [program] * times),
+                    f"graph with flags {flags}, {times} launches")  # fmt: skip
+    assert_idle(exec_)
+    exec_.destroy()
+    built.graph.destroy()
+    stream.destroy()
+
+
+async def mode_clone(world: World, program: tuple[Op, ...], rng: random.Random) -> None:
+    if any(op.kind == "scratch" for op in program):
+        return  # a graph with memory nodes cannot be cloned (NotSupported, as HIP)
+    stream = world.device.create_stream()
+    built = build(world, program)
+    clone = built.graph.clone()
+    built.graph.destroy()  # the clone stands alone
+    exec_ = clone.instantiate()
+    await world.reset(stream)
+    await (await exec_.launch(stream))
+    assert_same(await world.read(stream), expected_after(world, [program]), "clone")
+    assert_idle(exec_)
+    exec_.destroy()
+    clone.destroy()
+    stream.destroy()
+
+
+async def mode_update(world: World, program: tuple[Op, ...], rng: random.Random) -> None:
+    """An executable of other constants, updated to ``program``'s, runs ``program``; and one
+    updated between launches in flight gives each launch the graph it was enqueued with."""
+    if holds(program, {"if", "switch", "while"}):
+        return  # another graph's conditional node has another handle: an update refuses it
+    stream = world.device.create_stream()
+    other = perturb(program, rng)
+    a, b = build(world, other), build(world, program)
+    exec_ = a.graph.instantiate()
+    await world.reset(stream)
+    await (await exec_.launch(stream))  # a launch before the update
+    assert_same(await world.read(stream), expected_after(world, [other]), "before update")
+    exec_.update(b.graph)
+    await world.reset(stream)
+    await (await exec_.launch(stream))
+    assert_same(await world.read(stream), expected_after(world, [program]), "updated")
+    await world.reset(stream)
+    await launch_in_flight(world, exec_, stream, 2, lambda k: exec_.update(a.graph))
+    assert_same(await world.read(stream), expected_after(world, [program, other]),
+                "update between launches in flight")  # fmt: skip
+    assert_idle(exec_)
+    exec_.destroy()
+    a.graph.destroy()
+    b.graph.destroy()
+    stream.destroy()
+
+
+def set_constants(world: World, exec_: ahg.GraphExec, built: Built, program: tuple[Op, ...]) -> None:
+    """Give every top-level kernel and memset node ``program``'s constants (per-node setters)."""
+    for op, node in zip(program, built.nodes, strict=True):
+        if op.kind in ("kernel", "akernel"):
+            exec_.set_kernel_node_params(node, kernel_of(op), 1, N64, kernel_args(world, op))
+        elif op.kind in ("memset", "memset2d"):
+            args, kw = memset_args(world, op)
+            exec_.set_memset_node_params(node, *args, **kw)
+
+
+async def mode_setters(world: World, program: tuple[Op, ...], rng: random.Random) -> None:
+    stream = world.device.create_stream()
+    versions = [program, perturb(program, rng, False), perturb(program, rng, False)]
+    built = build(world, program)
+    exec_ = built.graph.instantiate()
+    await world.reset(stream)
+
+    def next_version(k: int) -> None:
+        set_constants(world, exec_, built, versions[(k + 1) % 3])
+
+    await launch_in_flight(world, exec_, stream, 4, next_version)
+    want = expected_after(world, [versions[0], versions[1], versions[2], versions[0]])
+    assert_same(await world.read(stream), want, "setters between launches in flight")
+    assert_idle(exec_)
+    exec_.destroy()
+    built.graph.destroy()
+    stream.destroy()
+
+
+async def mode_disabled(world: World, program: tuple[Op, ...], rng: random.Random) -> None:
+    stream = world.device.create_stream()
+    built = build(world, program)
+    exec_ = built.graph.instantiate()
+    candidates = [i for i, op in enumerate(program) if op.kind in CAN_DISABLE]
+    off = frozenset(rng.sample(candidates, min(len(candidates), rng.randint(1, 3))))
+    for i in off:
+        exec_.set_node_enabled(built.nodes[i], False)
+    await world.reset(stream)
+    await (await exec_.launch(stream))
+    assert_same(await world.read(stream), expected_after(world, [program], off), "disabled")
+    for i in off:  # enabled again, the next launch runs them
+        exec_.set_node_enabled(built.nodes[i], True)
+    await world.reset(stream)
+    await (await exec_.launch(stream))
+    assert_same(await world.read(stream), expected_after(world, [program]), "re-enabled")
+    assert_idle(exec_)
+    exec_.destroy()
+    built.graph.destroy()
+    stream.destroy()
+
+
+async def mode_capture(world: World, program: tuple[Op, ...], rng: random.Random) -> None:
+    if not flat(program):
+        return
+    streams = [world.device.create_stream() for _ in range(3)]
+    events: list[ahg.Event] = []
+    await world.reset(streams[0])
+    await streams[0].synchronize()
+    streams[0].begin_capture()
+    await play_on_streams(world, streams, program, random.Random(rng.random()), events)
+    graph = streams[0].end_capture()
+    exec_ = graph.instantiate()
+    await launch_in_flight(world, exec_, streams[1], 2)
+    assert_same(await world.read(streams[1]), expected_after(world, [program] * 2), "captured")
+    assert_idle(exec_)
+    exec_.destroy()
+    graph.destroy()
+    for event in events:
+        event.destroy()
+    for stream in streams:
+        stream.destroy()
+
+
+async def mode_split_by_events(world: World, program: tuple[Op, ...], rng: random.Random) -> None:
+    """The first half in one graph, the second in another graph (or on a stream), ordered only
+    by an event the first records and the second waits for, on two streams."""
+    cut = rng.randint(0, len(program))
+    first, second = program[:cut], program[cut:]
+    s1, s2 = world.device.create_stream(), world.device.create_stream()
+    event = world.device.create_event()
+    one = build(world, first)
+    one.graph.add_event_record_node(event, deps=one.graph.nodes())
+    two = build(world, second)
+    wait = two.graph.add_event_wait_node(event)
+    for node in two.firsts:
+        two.graph.add_dependencies([wait], [node])
+    exec1, exec2 = one.graph.instantiate(), two.graph.instantiate()
+    await world.reset(s1)
+    await s1.synchronize()
+    done = await exec1.launch(s1)
+    await (await exec2.launch(s2))
+    await done
+    assert_same(await world.read(s2), expected_after(world, [program]), "graph → graph event")
+    await world.reset(s1)
+    await s1.synchronize()
+    done = await exec1.launch(s1)
+    await s2.wait_event(event)
+    await run_eager(s2, world, second)
+    await done
+    assert_same(await world.read(s2), expected_after(world, [program]), "graph → stream event")
+    for exec_ in (exec1, exec2):
+        assert_idle(exec_)
+        exec_.destroy()
+    one.graph.destroy()
+    two.graph.destroy()
+    event.destroy()
+    s1.destroy()
+    s2.destroy()
+
+
+async def mode_other_device(world: World, program: tuple[Op, ...], rng: random.Random) -> None:
+    """Launched on a stream of device 1, the work still runs on device 0's memory."""
+    if ahg.device_count() < 2:
+        return
+    home = world.device.create_stream()
+    away = ahg.get_device(1).create_stream()
+    built = build(world, program)
+    exec_ = built.graph.instantiate()
+    await world.reset(home)
+    await home.synchronize()
+    await launch_in_flight(world, exec_, away, 2)
+    await away.synchronize()
+    assert_same(await world.read(home), expected_after(world, [program] * 2), "other device")
+    assert_idle(exec_)
+    exec_.destroy()
+    built.graph.destroy()
+    home.destroy()
+    away.destroy()
+
+
+async def mode_flags(world: World, program: tuple[Op, ...], rng: random.Random) -> None:
+    for flags in (
+        ahg.InstantiateFlags.USE_NODE_PRIORITY,
+        ahg.InstantiateFlags.AUTO_FREE_ON_LAUNCH,
+        ahg.InstantiateFlags.UPLOAD,
+    ):
+        await mode_replay(world, program, rng, int(flags))
+
+
+MODES: dict[str, Mode] = {
+    "eager": mode_eager,
+    "replay": mode_replay,
+    "clone": mode_clone,
+    "update": mode_update,
+    "setters": mode_setters,
+    "disabled": mode_disabled,
+    "capture": mode_capture,
+    "events": mode_split_by_events,
+    "other device": mode_other_device,
+    "flags": mode_flags,
+}
+
+
+async def check_program(program: tuple[Op, ...], seed: int, modes: Sequence[str] = tuple(MODES),
+                        ) -> None:  # fmt: skip
+    """Run ``program`` every way in ``modes`` on device 0; each must match numpy; no leaks."""
+    device = ahg.get_device(0)
+
+    def free_bytes() -> int:  # the symbol's storage is made on first use, and kept
+        stats = device.memory.statistics()
+        return device.memory_info()[0] + stats.graph_pool_cached + stats.static_bytes
+
+    before = free_bytes()
+    world = World.make(device, seed)
+    try:
+        for name in modes:
+            await MODES[name](world, program, random.Random(seed * 31 + len(name)))
+    finally:
+        world.free()
+    await device.synchronize()
+    device.graph_mem_trim()
+    assert free_bytes() == before
+
+
+# -- tests -----------------------------------------------------------------------------------
+
+
+def fresh_devices() -> None:
+    ahg.configure_devices(2, ahg.DeviceProperties(hardware_queues=4))
+
+
+SEEDS = range(12)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_random_programs_agree_in_every_mode(seed: int) -> None:
+    fresh_devices()
+    rng = random.Random(seed)
+    program = random_program(rng, rng.randint(1, 7))
+    ahg.run(check_program(program, seed))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_random_programs_agree_on_uvloop(seed: int) -> None:
+    fresh_devices()
+    rng = random.Random(1000 + seed)
+    program = random_program(rng, rng.randint(2, 7))
+    ahg.run(check_program(program, seed, ("eager", "replay", "setters")), use_uvloop=True)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("seed", range(100, 400))
+def test_random_programs_agree_in_every_mode_soak(seed: int) -> None:
+    fresh_devices()
+    rng = random.Random(seed)
+    program = random_program(rng, rng.randint(1, 12))
+    ahg.run(check_program(program, seed))
+
+
+def test_the_check_notices_a_wrong_result() -> None:
+    """The harness can fail: a copy whose reference reads one byte further is caught."""
+    fresh_devices()
+    program = (Op("copy", 0, 1, (8, 0, 0)),)
+    wrong = (Op("copy", 0, 1, (8, 0, 1)),)
+    world_seed = 3
+
+    async def main() -> None:
+        device = ahg.get_device(0)
+        world = World.make(device, world_seed)
+        stream = device.create_stream()
+        await world.reset(stream)
+        await run_eager(stream, world, program)
+        with pytest.raises(AssertionError, match="buffer 0"):
+            assert_same(await world.read(stream), expected_after(world, [wrong]), "eager")
+        stream.destroy()
+        world.free()
+
+    ahg.run(main())
