@@ -101,14 +101,14 @@ class Op:
     body: tuple[tuple[Op, ...], ...] = ()  # child graph: one body; conditionals: their bodies
 
     def reads(self) -> set[int]:
-        found = {self.src} if self.kind in READERS else set()
+        found = {SYM if self.kind == "from_sym" else self.src} if self.kind in READERS else set()
         for body in self.body:
             for op in body:
                 found |= op.reads() | op.writes()
         return found
 
     def writes(self) -> set[int]:
-        found = {self.dst} if self.kind in WRITERS else set()
+        found = {SYM if self.kind == "to_sym" else self.dst} if self.kind in WRITERS else set()
         for body in self.body:
             for op in body:
                 found |= op.writes()
@@ -232,9 +232,21 @@ def pitched_offsets(a: tuple[int, ...]) -> tuple[list[int], list[int], int]:
     return dst, src, w
 
 
-def condition(op: Op, data: list[np.ndarray]) -> int:
-    value = int(data[op.src].view(np.int64)[0])
-    return value % {"if": 2, "switch": 4, "while": 4}[op.kind]
+def condition(op: Op, first: int) -> int:
+    """The handle's value a conditional op's deciding kernel sets from its source's first
+    int64."""
+    return first % {"if": 2, "switch": 4, "while": 4}[op.kind]
+
+
+def chosen_body(op: Op, value: int) -> int | None:
+    """The body an IF or SWITCH runs for ``value``: an IF runs its first body on a non-zero
+    value and its second (else) body, if any, on zero; a SWITCH runs body ``value``, none past
+    the last."""
+    if op.kind == "if":
+        index = 0 if value else 1
+    else:
+        index = value
+    return index if index < len(op.body) else None
 
 
 def reference(program: Sequence[Op], data: list[np.ndarray], disabled: frozenset[int] = frozenset(),
@@ -276,11 +288,11 @@ def reference(program: Sequence[Op], data: list[np.ndarray], disabled: frozenset
         elif kind == "child":
             reference(op.body[0], data)
         elif kind == "while":
-            for _ in range(condition(op, data)):
+            for _ in range(condition(op, int(data[src].view(np.int64)[0]))):
                 reference(op.body[0], data)
-        else:  # if, switch: a value past the last body runs nothing
-            chosen = condition(op, data)
-            if chosen < len(op.body):
+        else:
+            chosen = chosen_body(op, condition(op, int(data[src].view(np.int64)[0])))
+            if chosen is not None:
                 reference(op.body[chosen], data)
 
 
@@ -395,12 +407,11 @@ async def run_eager(stream: ahg.Stream, world: World, program: Sequence[Op]) -> 
             await run_eager(stream, world, op.body[0])
         else:
             await stream.synchronize()
-            value = int(device.view(world.bufs[op.src], np.int64, 1)[0])
-            chosen = value % {"if": 2, "switch": 4, "while": 4}[kind]
+            value = condition(op, int(device.view(world.bufs[op.src], np.int64, 1)[0]))
             if kind == "while":
-                for _ in range(chosen):
+                for _ in range(value):
                     await run_eager(stream, world, op.body[0])
-            elif chosen < len(op.body):
+            elif (chosen := chosen_body(op, value)) is not None:
                 await run_eager(stream, world, op.body[chosen])
 
 
