@@ -154,8 +154,11 @@ def random_op(rng: random.Random, depth: int, memory_ok: bool, host_ok: bool) ->
     dst, src = rng.randrange(BUFS), rng.randrange(BUFS)
     if kind in ("copy", "copy3d") and src == dst:
         src = (dst + 1) % BUFS
-    if kind in ("kernel", "akernel", "scratch"):
+    if kind in ("kernel", "akernel"):
         return Op(kind, dst, src, (rng.randint(-3, 3), rng.randint(-50, 50)))
+    if kind == "scratch":  # how the scratch is filled (1D or pitched copy), where it is read
+        how = (rng.randrange(2), rng.randrange(2))
+        return Op(kind, dst, src, (rng.randint(-3, 3), rng.randint(-50, 50), *how))
     if kind in ("host", "ahost"):
         return Op(kind, dst, a=(rng.randint(1, 9),))
     if kind == "memset":
@@ -204,19 +207,38 @@ def holds(program: Sequence[Op], kinds: set[str]) -> bool:
     return any(op.kind in kinds or any(holds(body, kinds) for body in op.body) for op in program)
 
 
-def perturb(program: tuple[Op, ...], rng: random.Random, children: bool = True) -> tuple[Op, ...]:
-    """The same topology with other constants (for update and setters).
+def perturb(program: tuple[Op, ...], rng: random.Random, scratch: bool = True) -> tuple[Op, ...]:
+    """The same topology, buffers and node kinds with other constants, sizes and offsets (for
+    update and setters).
 
-    A conditional node's bodies keep theirs (an executable keeps the bodies it was made with);
-    a child graph's nodes change only with ``children``.
+    A conditional node's bodies keep theirs (an executable keeps the bodies it was made with),
+    and so does a child graph holding one; a scratch op's only with ``scratch`` (its kernel is
+    not the node that stands for it, so the setters leave it alone).
     """
     out = []
     for op in program:
-        if op.kind in ("kernel", "akernel"):
-            op = replace(op, a=(rng.randint(-3, 3), rng.randint(-50, 50)))
-        elif op.kind in ("memset", "memset2d"):
+        kind = op.kind
+        if kind in ("kernel", "akernel") or (kind == "scratch" and scratch):
+            op = replace(op, a=(rng.randint(-3, 3), rng.randint(-50, 50), *op.a[2:]))
+        elif kind in ("host", "ahost"):
+            op = replace(op, a=(rng.randint(1, 9),))
+        elif kind == "memset":
+            es = op.a[1]
+            count = rng.randint(1, NB // es)
+            offset = rng.randint(0, NB // es - count) * es
+            op = replace(op, a=(rng.randrange(1 << (8 * es)), es, count, offset))
+        elif kind == "memset2d":
             op = replace(op, a=(rng.randrange(1 << (8 * op.a[1])), *op.a[1:]))
-        elif op.kind == "child" and children:
+        elif kind == "copy":
+            nbytes = rng.randint(1, NB)
+            offsets = (rng.randint(0, NB - nbytes), rng.randint(0, NB - nbytes))
+            op = replace(op, a=(nbytes, *offsets))
+        elif kind == "copy3d":
+            op = replace(op, a=pitched_region(rng))
+        elif kind in ("to_sym", "from_sym"):
+            nbytes = rng.choice([8, 16, 40, NB])
+            op = replace(op, a=(nbytes, rng.randint(0, (NB - nbytes) // 8) * 8))
+        elif kind == "child" and not holds(op.body[0], {"if", "switch", "while"}):
             op = replace(op, body=(perturb(op.body[0], rng),))
         out.append(op)
     return tuple(out)
@@ -345,6 +367,11 @@ def kernel_args(world: World, op: Op, src: ahg.DevicePtr | None = None) -> tuple
     return (N64, op.a[0], op.a[1], source, world.bufs[op.dst])
 
 
+def scratch_rows(world: World, op: Op, scratch: ahg.DevicePtr) -> tuple[Any, Any]:
+    """A scratch buffer and its op's source as 16-byte rows, for a pitched fill."""
+    return ahg.PitchedPtr(scratch, 16), ahg.PitchedPtr(world.bufs[op.src], 16)
+
+
 def kernel_of(op: Op) -> Any:
     return affine_async if op.kind == "akernel" else affine
 
@@ -400,7 +427,10 @@ async def run_eager(stream: ahg.Stream, world: World, program: Sequence[Op]) -> 
             await stream.memcpy_from_symbol(world.bufs[op.dst], SYMBOL, op.a[0], op.a[1])
         elif kind == "scratch":
             scratch = await stream.malloc_async(NB)
-            await stream.memcpy(scratch, world.bufs[op.src], NB)
+            if op.a[2]:
+                await stream.memcpy_3d(*scratch_rows(world, op, scratch), (16, NB // 16, 1))
+            else:
+                await stream.memcpy(scratch, world.bufs[op.src], NB)
             await stream.launch_kernel(affine, 1, N64, kernel_args(world, op, scratch))
             await stream.free_async(scratch)
         elif kind == "child":
@@ -470,8 +500,19 @@ def add_op(world: World, graph: ahg.Graph, op: Op, deps: list[ahg.GraphNode],
     elif kind == "scratch":
         alloc = graph.add_mem_alloc_node(NB, device=world.device.ordinal, deps=deps)
         scratch = alloc.get_mem_alloc_params().ptr
-        fill = graph.add_memcpy_node(scratch, bufs[op.src], NB, deps=[alloc])
-        use = graph.add_kernel_node(affine, 1, N64, kernel_args(world, op, scratch), deps=[fill])
+        if op.a[2]:
+            dst, src = scratch_rows(world, op, scratch)
+            fill = graph.add_memcpy_3d_node(dst, src, (16, NB // 16, 1), deps=[alloc])
+        else:
+            fill = graph.add_memcpy_node(scratch, bufs[op.src], NB, deps=[alloc])
+        args = kernel_args(world, op, scratch)
+        if op.a[3]:  # read through a child graph's kernel
+            child = ahg.Graph()
+            child.add_kernel_node(affine, 1, N64, args)
+            use = graph.add_child_graph_node(child, deps=[fill])
+            child.destroy()
+        else:
+            use = graph.add_kernel_node(affine, 1, N64, args, deps=[fill])
         return alloc, graph.add_mem_free_node(scratch, deps=[use])
     elif kind == "child":
         child = build(world, op.body[0]).graph
@@ -633,13 +674,31 @@ async def mode_update(world: World, program: tuple[Op, ...], rng: random.Random)
 
 
 def set_constants(world: World, exec_: ahg.GraphExec, built: Built, program: tuple[Op, ...]) -> None:
-    """Give every top-level kernel and memset node ``program``'s constants (per-node setters)."""
+    """Give every top-level node ``program``'s constants through the per-node setters."""
+    bufs = world.bufs
     for op, node in zip(program, built.nodes, strict=True):
-        if op.kind in ("kernel", "akernel"):
+        kind = op.kind
+        if kind in ("kernel", "akernel"):
             exec_.set_kernel_node_params(node, kernel_of(op), 1, N64, kernel_args(world, op))
-        elif op.kind in ("memset", "memset2d"):
+        elif kind in ("memset", "memset2d"):
             args, kw = memset_args(world, op)
             exec_.set_memset_node_params(node, *args, **kw)
+        elif kind in ("host", "ahost"):
+            exec_.set_host_node_params(node, host_of(op), (world.device, bufs[op.dst], op.a[0]))
+        elif kind == "copy":
+            nbytes, doff, soff = op.a
+            exec_.set_memcpy_node_params(node, bufs[op.dst] + doff, bufs[op.src] + soff, nbytes)
+        elif kind == "copy3d":
+            dst, src, extent, dpos, spos = pitched(world, op)
+            exec_.set_memcpy_3d_node_params(node, dst, src, extent, dst_pos=dpos, src_pos=spos)
+        elif kind == "to_sym":
+            exec_.set_memcpy_node_to_symbol(node, SYMBOL, bufs[op.src], *op.a)
+        elif kind == "from_sym":
+            exec_.set_memcpy_node_from_symbol(node, bufs[op.dst], SYMBOL, *op.a)
+        elif kind == "child" and not holds(op.body[0], {"if", "switch", "while"}):
+            child = build(world, op.body[0]).graph
+            exec_.set_child_graph_node_params(node, child)
+            child.destroy()
 
 
 async def mode_setters(world: World, program: tuple[Op, ...], rng: random.Random) -> None:
