@@ -155,7 +155,7 @@ def random_op(rng: random.Random, depth: int, memory_ok: bool, host_ok: bool) ->
     if kind in ("copy", "copy3d") and src == dst:
         src = (dst + 1) % BUFS
     if kind in ("kernel", "akernel"):
-        return Op(kind, dst, src, (rng.randint(-3, 3), rng.randint(-50, 50)))
+        return Op(kind, dst, src, (rng.randint(-3, 3), rng.randint(-50, 50), rng.randrange(5)))
     if kind == "scratch":  # how the scratch is filled (1D or pitched copy), where it is read
         how = (rng.randrange(2), rng.randrange(2))
         return Op(kind, dst, src, (rng.randint(-3, 3), rng.randint(-50, 50), *how))
@@ -218,7 +218,9 @@ def perturb(program: tuple[Op, ...], rng: random.Random, scratch: bool = True) -
     out = []
     for op in program:
         kind = op.kind
-        if kind in ("kernel", "akernel") or (kind == "scratch" and scratch):
+        if kind in ("kernel", "akernel"):
+            op = replace(op, a=(rng.randint(-3, 3), rng.randint(-50, 50), rng.randrange(5)))
+        elif kind == "scratch" and scratch:
             op = replace(op, a=(rng.randint(-3, 3), rng.randint(-50, 50), *op.a[2:]))
         elif kind in ("host", "ahost"):
             op = replace(op, a=(rng.randint(1, 9),))
@@ -372,6 +374,14 @@ def scratch_rows(world: World, op: Op, scratch: ahg.DevicePtr) -> tuple[Any, Any
     return ahg.PitchedPtr(scratch, 16), ahg.PitchedPtr(world.bufs[op.src], 16)
 
 
+SHAPES = ((1, N64), (2, N64 // 2), (4, 4), (1, 2 * N64), (3, 8))  # (grid, block), enough threads
+
+
+def shape(op: Op) -> tuple[int, int]:
+    """A kernel op's launch shape: every shape has a thread per element, some more."""
+    return SHAPES[op.a[2]]
+
+
 def kernel_of(op: Op) -> Any:
     return affine_async if op.kind == "akernel" else affine
 
@@ -402,7 +412,7 @@ async def run_eager(stream: ahg.Stream, world: World, program: Sequence[Op]) -> 
     for op in program:
         kind = op.kind
         if kind in ("kernel", "akernel"):
-            await stream.launch_kernel(kernel_of(op), 1, N64, kernel_args(world, op))
+            await stream.launch_kernel(kernel_of(op), *shape(op), kernel_args(world, op))
         elif kind in ("host", "ahost"):
             await stream.launch_host_func(host_of(op), device, world.bufs[op.dst], op.a[0])
         elif kind == "memset":
@@ -480,7 +490,7 @@ def add_op(world: World, graph: ahg.Graph, op: Op, deps: list[ahg.GraphNode],
     if kind in ("kernel", "akernel"):
         prio = priorities.randint(-1, 1) if priorities else 0
         node = graph.add_kernel_node(
-            kernel_of(op), 1, N64, kernel_args(world, op), priority=prio, deps=deps
+            kernel_of(op), *shape(op), kernel_args(world, op), priority=prio, deps=deps
         )
     elif kind in ("host", "ahost"):
         node = graph.add_host_node(host_of(op), (world.device, bufs[op.dst], op.a[0]), deps=deps)
@@ -618,7 +628,8 @@ async def mode_replay(world: World, program: tuple[Op, ...], rng: random.Random,
     stream = world.device.create_stream()
     built = build(world, program, priorities=rng if flags else None)
     exec_ = built.graph.instantiate(flags, **({"upload_stream": stream} if flags == 2 else {}))
-    for times in (1, 3):  # once, then three launches in flight: three sequential runs
+    # once, then several launches in flight (past the 16 signal sets prepared): sequential runs
+    for times in (1, rng.choice([3, 20])):
         await world.reset(stream)
         await launch_in_flight(world, exec_, stream, times)
         assert_same(await world.read(stream), expected_after(world, [program] * times),
@@ -679,7 +690,7 @@ def set_constants(world: World, exec_: ahg.GraphExec, built: Built, program: tup
     for op, node in zip(program, built.nodes, strict=True):
         kind = op.kind
         if kind in ("kernel", "akernel"):
-            exec_.set_kernel_node_params(node, kernel_of(op), 1, N64, kernel_args(world, op))
+            exec_.set_kernel_node_params(node, kernel_of(op), *shape(op), kernel_args(world, op))
         elif kind in ("memset", "memset2d"):
             args, kw = memset_args(world, op)
             exec_.set_memset_node_params(node, *args, **kw)
@@ -736,6 +747,21 @@ async def mode_disabled(world: World, program: tuple[Op, ...], rng: random.Rando
     await world.reset(stream)
     await (await exec_.launch(stream))
     assert_same(await world.read(stream), expected_after(world, [program]), "re-enabled")
+    # toggled between launches in flight: each launch runs the nodes enabled when enqueued
+    patterns = [off, frozenset(), frozenset(rng.sample(candidates, len(candidates) // 2)), off]
+
+    def switch_to(k: int) -> None:
+        for i in candidates:
+            exec_.set_node_enabled(built.nodes[i], i not in patterns[(k + 1) % 4])
+
+    for i in off:
+        exec_.set_node_enabled(built.nodes[i], False)
+    await world.reset(stream)
+    await launch_in_flight(world, exec_, stream, 4, switch_to)
+    data = [init.copy() for init in world.initial]
+    for pattern in patterns:
+        reference(program, data, pattern)
+    assert_same(await world.read(stream), data, "enabled state changed between launches")
     assert_idle(exec_)
     exec_.destroy()
     built.graph.destroy()
@@ -747,17 +773,52 @@ async def mode_capture(world: World, program: tuple[Op, ...], rng: random.Random
         return
     streams = [world.device.create_stream() for _ in range(3)]
     events: list[ahg.Event] = []
-    await world.reset(streams[0])
-    await streams[0].synchronize()
-    streams[0].begin_capture()
-    await play_on_streams(world, streams, program, random.Random(rng.random()), events)
-    graph = streams[0].end_capture()
+    graph = await capture(world, streams, program, rng.random(), events)
     exec_ = graph.instantiate()
+    await world.reset(streams[1])
     await launch_in_flight(world, exec_, streams[1], 2)
     assert_same(await world.read(streams[1]), expected_after(world, [program] * 2), "captured")
     assert_idle(exec_)
     exec_.destroy()
     graph.destroy()
+    for event in events:
+        event.destroy()
+    for stream in streams:
+        stream.destroy()
+
+
+async def capture(world: World, streams: list[ahg.Stream], program: Sequence[Op], seed: float,
+                  events: list[ahg.Event]) -> ahg.Graph:  # fmt: skip
+    """``program`` captured from ``streams``, each op on the stream ``seed`` draws for it."""
+    streams[0].begin_capture()
+    await play_on_streams(world, streams, program, random.Random(seed), events)
+    return streams[0].end_capture()
+
+
+async def mode_recapture_update(world: World, program: tuple[Op, ...], rng: random.Random,
+                                ) -> None:  # fmt: skip
+    """Capture other constants and instantiate; capture ``program`` the same way and update
+    the executable to it (its allocations move to the executable's): ``program`` runs."""
+    if not flat(program):
+        return
+    streams = [world.device.create_stream() for _ in range(3)]
+    events: list[ahg.Event] = []
+    other, seed = perturb(program, rng), rng.random()
+    graph_a = await capture(world, streams, other, seed, events)
+    graph_b = await capture(world, streams, program, seed, events)
+    exec_ = graph_a.instantiate()
+    await world.reset(streams[0])
+    await (await exec_.launch(streams[0]))
+    assert_same(await world.read(streams[0]), expected_after(world, [other]), "first capture")
+    exec_.update(graph_b)
+    await world.reset(streams[0])
+    await launch_in_flight(world, exec_, streams[0], 2)
+    assert_same(await world.read(streams[0]), expected_after(world, [program] * 2),
+                "updated to a recapture")  # fmt: skip
+    assert_idle(exec_)
+    exec_.destroy()
+    graph_a.destroy()
+    graph_b.destroy()
     for event in events:
         event.destroy()
     for stream in streams:
@@ -838,6 +899,7 @@ MODES: dict[str, Mode] = {
     "setters": mode_setters,
     "disabled": mode_disabled,
     "capture": mode_capture,
+    "recapture and update": mode_recapture_update,
     "events": mode_split_by_events,
     "other device": mode_other_device,
     "flags": mode_flags,
@@ -868,8 +930,8 @@ async def check_program(program: tuple[Op, ...], seed: int, modes: Sequence[str]
 # -- tests -----------------------------------------------------------------------------------
 
 
-def fresh_devices() -> None:
-    ahg.configure_devices(2, ahg.DeviceProperties(hardware_queues=4))
+def fresh_devices(queues: int = 4) -> None:
+    ahg.configure_devices(2, ahg.DeviceProperties(hardware_queues=queues))
 
 
 SEEDS = range(12)
@@ -877,8 +939,8 @@ SEEDS = range(12)
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_random_programs_agree_in_every_mode(seed: int) -> None:
-    fresh_devices()
     rng = random.Random(seed)
+    fresh_devices(rng.choice([1, 2, 4]))
     program = random_program(rng, rng.randint(1, 7))
     ahg.run(check_program(program, seed))
 
@@ -895,8 +957,8 @@ def test_random_programs_agree_on_uvloop(seed: int) -> None:
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("seed", range(100, 400))
 def test_random_programs_agree_in_every_mode_soak(seed: int) -> None:
-    fresh_devices()
     rng = random.Random(seed)
+    fresh_devices(rng.choice([1, 2, 4]))
     program = random_program(rng, rng.randint(1, 12))
     ahg.run(check_program(program, seed))
 
