@@ -59,16 +59,17 @@ async def affine_async(t: ahg.Threads, n: ahg.int32, mul: ahg.int64, add: ahg.in
 
 
 @ahg.kernel
-def decide(t: ahg.Threads, src: ahg.Ptr[ahg.int64], modulus: ahg.int64, h: ahg.CondHandle) -> None:
-    """The condition from the data: ``src[0] mod modulus``."""
-    ahg.set_conditional(h, int(src[0]) % int(modulus))
+def decide(t: ahg.Threads, src: ahg.Ptr[ahg.int64], bias: ahg.int64, modulus: ahg.int64,
+           h: ahg.CondHandle) -> None:  # fmt: skip
+    """The condition from the data: ``(src[0] + bias) mod modulus``."""
+    ahg.set_conditional(h, (int(src[0]) + int(bias)) % int(modulus))
 
 
 @ahg.kernel
-def start_count(t: ahg.Threads, src: ahg.Ptr[ahg.int64], counter: ahg.Ptr[ahg.int64],
-                h: ahg.CondHandle) -> None:  # fmt: skip
-    """A WHILE's trip count from the data: ``src[0] mod 4``."""
-    counter[0] = int(src[0]) % 4
+def start_count(t: ahg.Threads, src: ahg.Ptr[ahg.int64], bias: ahg.int64,
+                counter: ahg.Ptr[ahg.int64], h: ahg.CondHandle) -> None:  # fmt: skip
+    """A WHILE's trip count from the data: ``(src[0] + bias) mod 4``."""
+    counter[0] = (int(src[0]) + int(bias)) % 4
     ahg.set_conditional(h, 1 if counter[0] > 0 else 0)
 
 
@@ -192,7 +193,8 @@ def random_op(rng: random.Random, depth: int, memory_ok: bool, host_ok: bool) ->
     bodies = tuple(
         random_program(rng, rng.randint(1, 3), depth + 1, False, False) for _ in range(size)
     )
-    return Op(kind, src=src, body=bodies)
+    how = 0 if kind == "while" else rng.choice([0, 0, 1, 2])  # see condition()
+    return Op(kind, src=src, a=(rng.randint(-9, 9), how), body=bodies)
 
 
 def random_program(rng: random.Random, size: int, depth: int = 0, memory_ok: bool = True,
@@ -246,6 +248,8 @@ def perturb(program: tuple[Op, ...], rng: random.Random, scratch: bool = True) -
             op = replace(op, a=(nbytes, rng.randint(0, (NB - nbytes) // 8) * 8))
         elif kind == "child" and not holds(op.body[0], {"if", "switch", "while"}):
             op = replace(op, body=(perturb(op.body[0], rng),))
+        elif kind in ("if", "switch", "while") and op.a[1] == 0:
+            op = replace(op, a=(rng.randint(-9, 9), 0))
         out.append(op)
     return tuple(out)
 
@@ -261,9 +265,11 @@ def pitched_offsets(a: tuple[int, ...]) -> tuple[list[int], list[int], int]:
 
 
 def condition(op: Op, first: int) -> int:
-    """The handle's value a conditional op's deciding kernel sets from its source's first
-    int64."""
-    return first % {"if": 2, "switch": 4, "while": 4}[op.kind]
+    """A conditional op's value: what its deciding kernel sets from its source's first int64
+    (``a[1]`` 0), or the handle's default, assigned at every launch (1) or once (2)."""
+    bias, how = op.a
+    modulus = {"if": 2, "switch": 4, "while": 4}[op.kind]
+    return (first + bias if how == 0 else bias) % modulus
 
 
 def chosen_body(op: Op, value: int) -> int | None:
@@ -543,20 +549,28 @@ def add_op(world: World, graph: ahg.Graph, op: Op, deps: list[ahg.GraphNode],
         node = graph.add_child_graph_node(child, deps=deps)
         child.destroy()  # the node embeds its own copy
     else:
-        handle = graph.conditional_handle(default=0)
+        bias, how = op.a
+        modulus = 2 if kind == "if" else 4
+        handle = graph.conditional_handle(bias % modulus if how else 0, assign_default=how != 2)
         if kind == "while":
             counter = world.counter(op)
-            start = graph.add_kernel_node(start_count, 1, 1, (bufs[op.src], counter, handle),
+            start = graph.add_kernel_node(start_count, 1, 1,
+                                          (bufs[op.src], bias, counter, handle),
                                           deps=deps)  # fmt: skip
             node, (body,) = graph.add_conditional_node(handle, ahg.ConditionalKind.While,
                                                        deps=[start])  # fmt: skip
             inner = build(world, op.body[0], body)
             body.add_kernel_node(count_down, 1, 1, (counter, handle), deps=inner.nodes)
             return start, node
-        modulus = 2 if kind == "if" else 4
-        start = graph.add_kernel_node(decide, 1, 1, (bufs[op.src], modulus, handle), deps=deps)
         cond_kind = ahg.ConditionalKind.If if kind == "if" else ahg.ConditionalKind.Switch
-        node, bodies = graph.add_conditional_node(handle, cond_kind, len(op.body), deps=[start])
+        if how:  # the handle's default decides
+            node, bodies = graph.add_conditional_node(handle, cond_kind, len(op.body), deps=deps)
+            start = node
+        else:
+            args = (bufs[op.src], bias, modulus, handle)
+            start = graph.add_kernel_node(decide, 1, 1, args, deps=deps)
+            node, bodies = graph.add_conditional_node(handle, cond_kind, len(op.body),
+                                                      deps=[start])  # fmt: skip
         for ops, body in zip(op.body, bodies, strict=True):
             build(world, ops, body)
         return start, node
@@ -701,7 +715,7 @@ async def mode_update(world: World, program: tuple[Op, ...], rng: random.Random)
 def set_constants(world: World, exec_: ahg.GraphExec, built: Built, program: tuple[Op, ...]) -> None:
     """Give every top-level node ``program``'s constants through the per-node setters."""
     bufs = world.bufs
-    for op, node in zip(program, built.nodes, strict=True):
+    for index, (op, node) in enumerate(zip(program, built.nodes, strict=True)):
         kind = op.kind
         if kind in ("kernel", "akernel"):
             exec_.set_kernel_node_params(node, kernel_of(op), *shape(op), kernel_args(world, op))
@@ -719,6 +733,11 @@ def set_constants(world: World, exec_: ahg.GraphExec, built: Built, program: tup
             exec_.set_memcpy_node_to_symbol(node, SYMBOL, bufs[op.src], *op.a)
         elif kind == "from_sym":
             exec_.set_memcpy_node_from_symbol(node, bufs[op.dst], SYMBOL, *op.a)
+        elif kind in ("if", "switch", "while") and op.a[1] == 0:  # the deciding kernel
+            decider = built.firsts[index]
+            params = decider.get_kernel_params()
+            args = (params.args[0], op.a[0], *params.args[2:])
+            exec_.set_kernel_node_params(decider, params.kernel, 1, 1, args)
         elif kind == "child" and not holds(op.body[0], {"if", "switch", "while"}):
             child = build(world, op.body[0]).graph
             exec_.set_child_graph_node_params(node, child)
