@@ -763,6 +763,35 @@ async def mode_setters(world: World, program: tuple[Op, ...], rng: random.Random
     stream.destroy()
 
 
+async def mode_twins(world: World, program: tuple[Op, ...], rng: random.Random) -> None:
+    """Two executables of one graph (one given other constants, the first changed after its
+    first launch), launched in turns without waiting, each run its own constants."""
+    if holds(program, {"scratch"}):
+        return  # a graph with memory nodes has one executable at a time (NotSupported)
+    stream = world.device.create_stream()
+    p, q, r = program, perturb(program, rng, False), perturb(program, rng, False)
+    built = build(world, p)
+    clone = built.graph.clone()  # the second from a clone, its nodes found through the clone
+    first, second = built.graph.instantiate(), clone.instantiate()
+    in_clone = Built(clone, [clone.find_in_clone(n) for n in built.nodes],
+                     [clone.find_in_clone(n) for n in built.firsts])  # fmt: skip
+    set_constants(world, second, in_clone, q)
+    await world.reset(stream)
+    handles = [await first.launch(stream)]
+    set_constants(world, first, built, r)
+    handles += [await second.launch(stream), await first.launch(stream)]
+    handles += [await second.launch(stream)]
+    for handle in handles:
+        await handle
+    assert_same(await world.read(stream), expected_after(world, [p, q, r, q]), "twins")
+    for exec_ in (first, second):
+        assert_idle(exec_)
+        exec_.destroy()
+    built.graph.destroy()
+    clone.destroy()
+    stream.destroy()
+
+
 async def mode_disabled(world: World, program: tuple[Op, ...], rng: random.Random) -> None:
     stream = world.device.create_stream()
     built = build(world, program)
@@ -857,19 +886,29 @@ async def mode_recapture_update(world: World, program: tuple[Op, ...], rng: rand
         stream.destroy()
 
 
+def between_events(world: World, program: Sequence[Op], wait: ahg.Event, record: ahg.Event,
+                   ) -> Built:  # fmt: skip
+    """``program`` as a graph that waits for ``wait`` first and records ``record`` last."""
+    built = build(world, program)
+    graph = built.graph
+    last = graph.nodes()
+    waiting = graph.add_event_wait_node(wait)
+    for node in built.firsts:
+        graph.add_dependencies([waiting], [node])
+    graph.add_event_record_node(record, deps=last or [waiting])
+    return built
+
+
 async def mode_split_by_events(world: World, program: tuple[Op, ...], rng: random.Random) -> None:
     """The first half in one graph, the second in another graph (or on a stream), ordered only
-    by an event the first records and the second waits for, on two streams."""
+    by an event the first records and the second waits for, on two streams; and the two
+    graphs launched in turns without waiting, each waiting for the other's last record."""
     cut = rng.randint(0, len(program))
     first, second = program[:cut], program[cut:]
     s1, s2 = world.device.create_stream(), world.device.create_stream()
-    event = world.device.create_event()
-    one = build(world, first)
-    one.graph.add_event_record_node(event, deps=one.graph.nodes())
-    two = build(world, second)
-    wait = two.graph.add_event_wait_node(event)
-    for node in two.firsts:
-        two.graph.add_dependencies([wait], [node])
+    event, back = world.device.create_event(), world.device.create_event()
+    one = between_events(world, first, back, event)  # ``back`` not recorded yet: no wait
+    two = between_events(world, second, event, back)
     exec1, exec2 = one.graph.instantiate(), two.graph.instantiate()
     await world.reset(s1)
     await s1.synchronize()
@@ -884,12 +923,28 @@ async def mode_split_by_events(world: World, program: tuple[Op, ...], rng: rando
     await run_eager(s2, world, second)
     await done
     assert_same(await world.read(s2), expected_after(world, [program]), "graph → stream event")
+    await world.reset(s1)
+    await s1.synchronize()
+    await run_eager(s1, world, first)
+    await s1.record_event(event)
+    await (await exec2.launch(s2))
+    assert_same(await world.read(s2), expected_after(world, [program]), "stream → graph event")
+    await world.reset(s1)
+    await s1.synchronize()
+    handles = []
+    for _ in range(3):  # each wait node waits for the record enqueued last before its launch
+        handles.append(await exec1.launch(s1))
+        handles.append(await exec2.launch(s2))
+    for handle in handles:
+        await handle
+    assert_same(await world.read(s2), expected_after(world, [program] * 3), "ping-pong")
     for exec_ in (exec1, exec2):
         assert_idle(exec_)
         exec_.destroy()
     one.graph.destroy()
     two.graph.destroy()
     event.destroy()
+    back.destroy()
     s1.destroy()
     s2.destroy()
 
@@ -930,6 +985,7 @@ MODES: dict[str, Mode] = {
     "update": mode_update,
     "setters": mode_setters,
     "disabled": mode_disabled,
+    "twins": mode_twins,
     "capture": mode_capture,
     "recapture and update": mode_recapture_update,
     "events": mode_split_by_events,
