@@ -712,8 +712,38 @@ async def mode_update(world: World, program: tuple[Op, ...], rng: random.Random)
     stream.destroy()
 
 
-def set_constants(world: World, exec_: ahg.GraphExec, built: Built, program: tuple[Op, ...]) -> None:
-    """Give every top-level node ``program``'s constants through the per-node setters."""
+class GraphSetters:
+    """The executable setters' signatures over a graph's own nodes (``hipGraph*SetParams``)."""
+
+    def set_kernel_node_params(self, node: ahg.GraphNode, *args: Any) -> None:
+        node.set_kernel_params(*args)
+
+    def set_memset_node_params(self, node: ahg.GraphNode, *args: Any, **kw: Any) -> None:
+        node.set_memset_params(*args, **kw)
+
+    def set_host_node_params(self, node: ahg.GraphNode, *args: Any) -> None:
+        node.set_host_params(*args)
+
+    def set_memcpy_node_params(self, node: ahg.GraphNode, *args: Any) -> None:
+        node.set_memcpy_params(*args)
+
+    def set_memcpy_3d_node_params(self, node: ahg.GraphNode, *args: Any, **kw: Any) -> None:
+        node.set_memcpy_3d_params(*args, **kw)
+
+    def set_memcpy_node_to_symbol(self, node: ahg.GraphNode, *args: Any) -> None:
+        node.set_memcpy_to_symbol_params(*args)
+
+    def set_memcpy_node_from_symbol(self, node: ahg.GraphNode, *args: Any) -> None:
+        node.set_memcpy_from_symbol_params(*args)
+
+    def set_child_graph_node_params(self, node: ahg.GraphNode, child: ahg.Graph) -> None:
+        node.set_child_graph(child)
+
+
+def set_constants(world: World, exec_: ahg.GraphExec | GraphSetters, built: Built,
+                  program: tuple[Op, ...]) -> None:  # fmt: skip
+    """Give every top-level node ``program``'s constants through the per-node setters of an
+    executable, or of the graph (``GraphSetters``)."""
     bufs = world.bufs
     for index, (op, node) in enumerate(zip(program, built.nodes, strict=True)):
         kind = op.kind
@@ -789,6 +819,35 @@ async def mode_twins(world: World, program: tuple[Op, ...], rng: random.Random) 
         exec_.destroy()
     built.graph.destroy()
     clone.destroy()
+    stream.destroy()
+
+
+async def mode_edit_after_instantiate(world: World, program: tuple[Op, ...], rng: random.Random,
+                                      ) -> None:  # fmt: skip
+    """Editing a graph's nodes after instantiate leaves the executable as it was; an update
+    from the edited graph, or a new executable, runs the edits."""
+    stream = world.device.create_stream()
+    edited = perturb(program, rng, False)
+    built = build(world, program)
+    exec_ = built.graph.instantiate()
+    set_constants(world, GraphSetters(), built, edited)
+    await world.reset(stream)
+    await (await exec_.launch(stream))
+    assert_same(await world.read(stream), expected_after(world, [program]), "graph edited")
+    if not holds(program, {"scratch"}):  # one executable at a time with memory nodes
+        fresh = built.graph.instantiate()
+        await world.reset(stream)
+        await (await fresh.launch(stream))
+        assert_same(await world.read(stream), expected_after(world, [edited]), "edited, anew")
+        assert_idle(fresh)
+        fresh.destroy()
+    await world.reset(stream)
+    await launch_in_flight(world, exec_, stream, 2, lambda k: exec_.update(built.graph))
+    assert_same(await world.read(stream), expected_after(world, [program, edited]),
+                "updated from the edited graph between launches")  # fmt: skip
+    assert_idle(exec_)
+    exec_.destroy()
+    built.graph.destroy()
     stream.destroy()
 
 
@@ -986,6 +1045,7 @@ MODES: dict[str, Mode] = {
     "setters": mode_setters,
     "disabled": mode_disabled,
     "twins": mode_twins,
+    "edit after instantiate": mode_edit_after_instantiate,
     "capture": mode_capture,
     "recapture and update": mode_recapture_update,
     "events": mode_split_by_events,
