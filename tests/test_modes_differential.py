@@ -38,7 +38,7 @@ N64 = NB // 8
 BUFS = 4
 SYM = BUFS  # the symbol's index in the reference's list of byte arrays
 HOST = BUFS + 1  # the host array's (the host end of H2D and D2H copies)
-SYMBOL = ahg.device_symbol("modes_differential_symbol", NB)
+SYMBOLS = [ahg.device_symbol(f"modes_differential_symbol_{i}", NB) for i in range(2)]
 
 
 @ahg.kernel
@@ -342,14 +342,15 @@ class World:
     bufs: list[ahg.DevicePtr]
     initial: list[np.ndarray]
     host: np.ndarray  # the host end of H2D and D2H copies (a copy reads it when it runs)
+    symbol: Any  # a device symbol of its own
     counters: dict[int, ahg.DevicePtr] = field(default_factory=dict)  # per WHILE op (its id)
 
     @classmethod
-    def make(cls, device: ahg.Device, seed: int) -> World:
+    def make(cls, device: ahg.Device, seed: int, symbol: int = 0) -> World:
         gen = np.random.default_rng(seed)
         bufs = [device.malloc(NB) for _ in range(BUFS)]
         initial = [gen.integers(0, 256, NB, dtype=np.uint8) for _ in range(BUFS + 2)]
-        return cls(device, bufs, initial, initial[HOST].copy())
+        return cls(device, bufs, initial, initial[HOST].copy(), SYMBOLS[symbol])
 
     def counter(self, op: Op) -> ahg.DevicePtr:
         """A WHILE op's trip counter, the same in every graph built from the op (so an update
@@ -362,14 +363,14 @@ class World:
         """Put the initial bytes back (the host array at once: nothing may be in flight)."""
         for buf, init in zip(self.bufs, self.initial, strict=False):
             await stream.memcpy(buf, init)
-        await stream.memcpy_to_symbol(SYMBOL, self.initial[SYM])
+        await stream.memcpy_to_symbol(self.symbol, self.initial[SYM])
         self.host[:] = self.initial[HOST]
 
     async def read(self, stream: ahg.Stream) -> list[np.ndarray]:
         await stream.synchronize()
         out = [self.device.view(buf, np.uint8, NB).copy() for buf in self.bufs]
         sym = np.zeros(NB, dtype=np.uint8)
-        await stream.memcpy_from_symbol(sym, SYMBOL)
+        await stream.memcpy_from_symbol(sym, self.symbol)
         await stream.synchronize()
         return [*out, sym, self.host.copy()]
 
@@ -453,9 +454,9 @@ async def run_eager(stream: ahg.Stream, world: World, program: Sequence[Op]) -> 
             else:
                 await stream.memcpy_3d(dst, src, extent, dst_pos=dpos, src_pos=spos)
         elif kind == "to_sym":
-            await stream.memcpy_to_symbol(SYMBOL, world.bufs[op.src], op.a[0], op.a[1])
+            await stream.memcpy_to_symbol(world.symbol, world.bufs[op.src], op.a[0], op.a[1])
         elif kind == "from_sym":
-            await stream.memcpy_from_symbol(world.bufs[op.dst], SYMBOL, op.a[0], op.a[1])
+            await stream.memcpy_from_symbol(world.bufs[op.dst], world.symbol, op.a[0], op.a[1])
         elif kind == "scratch":
             scratch = await stream.malloc_async(NB)
             if op.a[2]:
@@ -524,9 +525,9 @@ def add_op(world: World, graph: ahg.Graph, op: Op, deps: list[ahg.GraphNode],
         dst, src, extent, dpos, spos = pitched(world, op)
         node = graph.add_memcpy_3d_node(dst, src, extent, dst_pos=dpos, src_pos=spos, deps=deps)
     elif kind == "to_sym":
-        node = graph.add_memcpy_node_to_symbol(SYMBOL, bufs[op.src], op.a[0], op.a[1], deps=deps)
+        node = graph.add_memcpy_node_to_symbol(world.symbol, bufs[op.src], op.a[0], op.a[1], deps=deps)
     elif kind == "from_sym":
-        node = graph.add_memcpy_node_from_symbol(bufs[op.dst], SYMBOL, op.a[0], op.a[1], deps=deps)
+        node = graph.add_memcpy_node_from_symbol(bufs[op.dst], world.symbol, op.a[0], op.a[1], deps=deps)
     elif kind == "scratch":
         alloc = graph.add_mem_alloc_node(NB, device=world.device.ordinal, deps=deps)
         scratch = alloc.get_mem_alloc_params().ptr
@@ -760,9 +761,9 @@ def set_constants(world: World, exec_: ahg.GraphExec | GraphSetters, built: Buil
             dst, src, extent, dpos, spos = pitched(world, op)
             exec_.set_memcpy_3d_node_params(node, dst, src, extent, dst_pos=dpos, src_pos=spos)
         elif kind == "to_sym":
-            exec_.set_memcpy_node_to_symbol(node, SYMBOL, bufs[op.src], *op.a)
+            exec_.set_memcpy_node_to_symbol(node, world.symbol, bufs[op.src], *op.a)
         elif kind == "from_sym":
-            exec_.set_memcpy_node_from_symbol(node, bufs[op.dst], SYMBOL, *op.a)
+            exec_.set_memcpy_node_from_symbol(node, bufs[op.dst], world.symbol, *op.a)
         elif kind in ("if", "switch", "while") and op.a[1] == 0:  # the deciding kernel
             decider = built.firsts[index]
             params = decider.get_kernel_params()
@@ -849,6 +850,43 @@ async def mode_edit_after_instantiate(world: World, program: tuple[Op, ...], rng
     exec_.destroy()
     built.graph.destroy()
     stream.destroy()
+
+
+async def mode_side_by_side(world: World, program: tuple[Op, ...], rng: random.Random) -> None:
+    """Another program on buffers of its own runs at the same time on another stream, as a
+    graph or eagerly (allocating with ``malloc_async`` while the graph allocates too): both
+    give their own results, launch after launch."""
+    other_world = World.make(world.device, rng.randrange(1 << 16), symbol=1)
+    other = random_program(rng, rng.randint(1, 8))
+    s1, s2 = world.device.create_stream(), world.device.create_stream()
+    mine, theirs = build(world, program), build(other_world, other)
+    exec1, exec2 = mine.graph.instantiate(), theirs.graph.instantiate()
+    await world.reset(s1)
+    await other_world.reset(s2)
+    handles = []
+    for _ in range(3):
+        handles += [await exec1.launch(s1), await exec2.launch(s2)]
+    for handle in handles:
+        await handle
+    assert_same(await world.read(s1), expected_after(world, [program] * 3), "side by side")
+    assert_same(await other_world.read(s2), expected_after(other_world, [other] * 3), "the other")
+    await world.reset(s1)
+    await other_world.reset(s2)
+    await s2.synchronize()
+    handles = [await exec1.launch(s1), await exec1.launch(s1)]
+    await run_eager(s2, other_world, other)  # reads back conditions: may wait for itself
+    for handle in handles:
+        await handle
+    assert_same(await world.read(s1), expected_after(world, [program] * 2), "beside eager")
+    assert_same(await other_world.read(s2), expected_after(other_world, [other]), "eager beside")
+    for exec_ in (exec1, exec2):
+        assert_idle(exec_)
+        exec_.destroy()
+    mine.graph.destroy()
+    theirs.graph.destroy()
+    other_world.free()
+    s1.destroy()
+    s2.destroy()
 
 
 async def mode_disabled(world: World, program: tuple[Op, ...], rng: random.Random) -> None:
@@ -1045,6 +1083,7 @@ MODES: dict[str, Mode] = {
     "setters": mode_setters,
     "disabled": mode_disabled,
     "twins": mode_twins,
+    "side by side": mode_side_by_side,
     "edit after instantiate": mode_edit_after_instantiate,
     "capture": mode_capture,
     "recapture and update": mode_recapture_update,
