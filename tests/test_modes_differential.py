@@ -179,7 +179,9 @@ def random_op(rng: random.Random, depth: int, memory_ok: bool, host_ok: bool) ->
         return Op(kind, dst, a=(rng.randrange(1 << (8 * es)), es, width, height, pitch))
     if kind in ("copy", "h2d", "d2h"):  # (nbytes, destination offset, source offset)
         nbytes = rng.randint(1, NB)
-        return Op(kind, dst, src, (nbytes, rng.randint(0, NB - nbytes), rng.randint(0, NB - nbytes)))
+        return Op(
+            kind, dst, src, (nbytes, rng.randint(0, NB - nbytes), rng.randint(0, NB - nbytes))
+        )
     if kind == "copy3d":
         return Op(kind, dst, src, pitched_region(rng))
     if kind in ("to_sym", "from_sym"):
@@ -276,10 +278,7 @@ def chosen_body(op: Op, value: int) -> int | None:
     """The body an IF or SWITCH runs for ``value``: an IF runs its first body on a non-zero
     value and its second (else) body, if any, on zero; a SWITCH runs body ``value``, none past
     the last."""
-    if op.kind == "if":
-        index = 0 if value else 1
-    else:
-        index = value
+    index = (0 if value else 1) if op.kind == "if" else value
     return index if index < len(op.body) else None
 
 
@@ -525,9 +524,13 @@ def add_op(world: World, graph: ahg.Graph, op: Op, deps: list[ahg.GraphNode],
         dst, src, extent, dpos, spos = pitched(world, op)
         node = graph.add_memcpy_3d_node(dst, src, extent, dst_pos=dpos, src_pos=spos, deps=deps)
     elif kind == "to_sym":
-        node = graph.add_memcpy_node_to_symbol(world.symbol, bufs[op.src], op.a[0], op.a[1], deps=deps)
+        node = graph.add_memcpy_node_to_symbol(
+            world.symbol, bufs[op.src], op.a[0], op.a[1], deps=deps
+        )
     elif kind == "from_sym":
-        node = graph.add_memcpy_node_from_symbol(bufs[op.dst], world.symbol, op.a[0], op.a[1], deps=deps)
+        node = graph.add_memcpy_node_from_symbol(
+            bufs[op.dst], world.symbol, op.a[0], op.a[1], deps=deps
+        )
     elif kind == "scratch":
         alloc = graph.add_mem_alloc_node(NB, device=world.device.ordinal, deps=deps)
         scratch = alloc.get_mem_alloc_params().ptr
@@ -627,6 +630,7 @@ def assert_idle(exec_: ahg.GraphExec) -> None:
     stats = exec_.statistics()
     assert stats.in_flight == 0, stats
     assert stats.launches == stats.completed, stats
+    assert stats.signal_pool.in_use == 0 and stats.signal_pool.waiters == 0, stats
 
 
 Mode = Callable[[World, tuple[Op, ...], random.Random], Any]
@@ -996,6 +1000,33 @@ def between_events(world: World, program: Sequence[Op], wait: ahg.Event, record:
     return built
 
 
+async def mode_capture_into(world: World, program: tuple[Op, ...], rng: random.Random) -> None:
+    """A graph built by hand up to a cut, the rest captured into it from three streams after
+    the hand-built nodes (``begin_capture_to_graph``)."""
+    cut = rng.randint(0, len(program))
+    first, second = program[:cut], program[cut:]
+    if not flat(second):
+        return
+    streams = [world.device.create_stream() for _ in range(3)]
+    events: list[ahg.Event] = []
+    built = build(world, first)
+    sinks = [node for node in built.graph.nodes() if not node.dependents()]
+    streams[0].begin_capture_to_graph(built.graph, sinks)
+    await play_on_streams(world, streams, second, random.Random(rng.random()), events)
+    assert streams[0].end_capture() is built.graph
+    exec_ = built.graph.instantiate()
+    await world.reset(streams[2])
+    await launch_in_flight(world, exec_, streams[2], 2)
+    assert_same(await world.read(streams[2]), expected_after(world, [program] * 2), "into")
+    assert_idle(exec_)
+    exec_.destroy()
+    built.graph.destroy()
+    for event in events:
+        event.destroy()
+    for stream in streams:
+        stream.destroy()
+
+
 async def mode_split_by_events(world: World, program: tuple[Op, ...], rng: random.Random) -> None:
     """The first half in one graph, the second in another graph (or on a stream), ordered only
     by an event the first records and the second waits for, on two streams; and the two
@@ -1087,6 +1118,7 @@ MODES: dict[str, Mode] = {
     "edit after instantiate": mode_edit_after_instantiate,
     "capture": mode_capture,
     "recapture and update": mode_recapture_update,
+    "capture into a graph": mode_capture_into,
     "events": mode_split_by_events,
     "other device": mode_other_device,
     "flags": mode_flags,
