@@ -35,7 +35,7 @@ import ahipgraph as ahg
 
 NB = 128  # bytes per buffer
 N64 = NB // 8
-BUFS = 4
+BUFS = 8
 SYM = BUFS  # the symbol's index in the reference's list of byte arrays
 HOST = BUFS + 1  # the host array's (the host end of H2D and D2H copies)
 SYMBOLS = [ahg.device_symbol(f"modes_differential_symbol_{i}", NB) for i in range(2)]
@@ -1153,7 +1153,7 @@ def fresh_devices(queues: int = 4) -> None:
     ahg.configure_devices(2, ahg.DeviceProperties(hardware_queues=queues))
 
 
-SEEDS = range(12)
+SEEDS = range(24)
 
 
 @pytest.mark.parametrize("seed", SEEDS)
