@@ -59,6 +59,14 @@ async def affine_async(t: ahg.Threads, n: ahg.int32, mul: ahg.int64, add: ahg.in
 
 
 @ahg.kernel
+def affine_wide(t: ahg.Threads, dst: ahg.Ptr[ahg.int64], flag: ahg.int8, add: ahg.int32,
+                src: ahg.Ptr[ahg.int64], mul: ahg.int16, n: ahg.int64) -> None:  # fmt: skip
+    """The same update, its arguments in another order and other widths (another layout)."""
+    i = t.ids[t.ids < n]
+    dst[i] = dst[i] * 3 + np.int64(mul) * src[i] + np.int64(add)
+
+
+@ahg.kernel
 def decide(t: ahg.Threads, src: ahg.Ptr[ahg.int64], bias: ahg.int64, modulus: ahg.int64,
            h: ahg.CondHandle) -> None:  # fmt: skip
     """The condition from the data: ``(src[0] + bias) mod modulus``."""
@@ -125,7 +133,6 @@ SOURCES = {"from_sym": SYM, "h2d": HOST}  # what an op reads, when not its ``src
 TARGETS = {"to_sym": SYM, "d2h": HOST}  # what an op writes, when not its ``dst`` buffer
 SIMPLE = ("kernel", "akernel", "host", "ahost", "memset", "memset2d", "copy", "copy3d",
           "to_sym", "from_sym", "h2d", "d2h")  # fmt: skip
-SETTABLE = {"kernel", "akernel", "memset", "memset2d"}  # constants the setters change
 CAN_DISABLE = {"kernel", "akernel", "memset", "memset2d", "copy", "copy3d", "to_sym", "from_sym",
                "h2d", "d2h"}  # fmt: skip
 
@@ -149,6 +156,12 @@ def pitched_region(rng: random.Random) -> tuple[int, ...]:
             return (w, h, d, *sides[0], *sides[1])
 
 
+def kernel_constants(rng: random.Random, kind: str) -> tuple[int, ...]:
+    """mul, add, a launch shape and (a synchronous kernel's) argument layout."""
+    layout = rng.randrange(2) if kind == "kernel" else 0
+    return (rng.randint(-3, 3), rng.randint(-50, 50), rng.randrange(5), layout)
+
+
 def random_op(rng: random.Random, depth: int, memory_ok: bool, host_ok: bool) -> Op:
     kinds = [kind for kind in SIMPLE if host_ok or kind not in ("host", "ahost")] * 3
     if depth < 2:
@@ -160,7 +173,7 @@ def random_op(rng: random.Random, depth: int, memory_ok: bool, host_ok: bool) ->
     if kind in ("copy", "copy3d") and src == dst:
         src = (dst + 1) % BUFS
     if kind in ("kernel", "akernel"):
-        return Op(kind, dst, src, (rng.randint(-3, 3), rng.randint(-50, 50), rng.randrange(5)))
+        return Op(kind, dst, src, kernel_constants(rng, kind))
     if kind == "scratch":  # how the scratch is filled (1D or pitched copy), where it is read
         how = (rng.randrange(2), rng.randrange(2))
         return Op(kind, dst, src, (rng.randint(-3, 3), rng.randint(-50, 50), *how))
@@ -227,7 +240,7 @@ def perturb(program: tuple[Op, ...], rng: random.Random, scratch: bool = True) -
     for op in program:
         kind = op.kind
         if kind in ("kernel", "akernel"):
-            op = replace(op, a=(rng.randint(-3, 3), rng.randint(-50, 50), rng.randrange(5)))
+            op = replace(op, a=kernel_constants(rng, kind))
         elif kind == "scratch" and scratch:
             op = replace(op, a=(rng.randint(-3, 3), rng.randint(-50, 50), *op.a[2:]))
         elif kind in ("host", "ahost"):
@@ -379,7 +392,10 @@ class World:
 
 
 def kernel_args(world: World, op: Op, src: ahg.DevicePtr | None = None) -> tuple[Any, ...]:
+    """The arguments of ``kernel_of(op)``."""
     source = world.bufs[op.src] if src is None else src
+    if op.kind == "kernel" and op.a[3]:
+        return (world.bufs[op.dst], 1, op.a[1], source, op.a[0], N64)
     return (N64, op.a[0], op.a[1], source, world.bufs[op.dst])
 
 
@@ -405,7 +421,9 @@ def shape(op: Op) -> tuple[int, int]:
 
 
 def kernel_of(op: Op) -> Any:
-    return affine_async if op.kind == "akernel" else affine
+    if op.kind == "akernel":
+        return affine_async
+    return affine_wide if op.a[3] else affine
 
 
 def host_of(op: Op) -> Any:
@@ -630,7 +648,8 @@ def assert_idle(exec_: ahg.GraphExec) -> None:
     stats = exec_.statistics()
     assert stats.in_flight == 0, stats
     assert stats.launches == stats.completed, stats
-    assert stats.signal_pool.in_use == 0 and stats.signal_pool.waiters == 0, stats
+    assert stats.signal_pool.in_use == 0, stats
+    assert stats.signal_pool.waiters == 0, stats
 
 
 Mode = Callable[[World, tuple[Op, ...], random.Random], Any]
