@@ -3,16 +3,21 @@
 ``test_exec_random`` and ``test_capture_random`` compare a graph, an eager run and numpy over
 kernels, 1D copies, byte fills, host, empty and child nodes. This file widens both axes:
 
-* what a program holds: pitched 2D/3D copies, copies to and from a device symbol, fills of 1-,
-  2- and 4-byte elements and 2D fills, async kernel bodies and async host functions, a scratch
-  buffer allocated, written, read and freed inside the graph, IF/WHILE/SWITCH nodes whose
-  condition a kernel sets from the data, and nested child graphs;
-* how it is run: eagerly on one stream; built by hand and launched several times without
-  waiting; cloned; made from other constants then ``exec.update``-d; changed through per-node
-  setters between launches in flight; with nodes disabled; captured from three streams that
-  fork and join through events; split in two graphs ordered by event record/wait nodes (or a
-  graph and a stream); launched on another device's stream; with each instantiate flag; and on
-  uvloop.
+* what a program holds: kernels of several launch shapes and argument layouts, async kernel
+  bodies and async host functions, linear copies between device buffers and to and from a host
+  array, pitched 2D/3D copies, copies to and from a device symbol, fills of 1-, 2- and 4-byte
+  elements and 2D fills, a scratch buffer allocated, written, read and freed inside the graph,
+  IF/WHILE/SWITCH nodes whose value a kernel sets from the data or the handle's default gives,
+  and nested child graphs;
+* how it is run (``MODES``): eagerly on one stream; built by hand and launched up to 20 times
+  without waiting; cloned; made from other constants then ``exec.update``-d, between launches
+  in flight too; changed through the per-node setters between launches in flight; as two
+  executables of one graph in turns; with its graph edited after instantiate; with nodes
+  disabled and enabled between launches; captured from three streams that fork and join
+  through events, recaptured with other constants and updated, or captured into a hand-built
+  graph; split in two graphs ordered by event record/wait nodes (or a graph and a stream, either
+  way), launched in turns; beside another program on its own buffers; launched on another
+  device's stream; with each instantiate flag; and on uvloop.
 
 Every buffer is bytes, so the numpy reference is exact for every operation; the kernel update
 ``dst = dst * 3 + mul * src + add`` is not idempotent, so a node run twice, skipped, or run
@@ -1192,13 +1197,40 @@ def test_random_programs_agree_on_uvloop(seed: int) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(600)
 @pytest.mark.parametrize("seed", range(100, 400))
 def test_random_programs_agree_in_every_mode_soak(seed: int) -> None:
     rng = random.Random(seed)
     fresh_devices(rng.choice([1, 2, 4]))
     program = random_program(rng, rng.randint(1, 12))
     ahg.run(check_program(program, seed))
+
+
+EVERY_KIND = (
+    Op("kernel", 0, 1, (2, 5, 1, 1)),
+    Op("akernel", 1, 0, (-1, 3, 2, 0)),
+    Op("host", 2, a=(4,)),
+    Op("ahost", 3, a=(7,)),
+    Op("memset", 4, a=(0xBEEF, 2, 20, 6)),
+    Op("memset2d", 5, a=(0x01020304, 4, 3, 5, 16)),
+    Op("copy", 6, 0, (40, 8, 16)),
+    Op("copy3d", 7, 1, (6, 2, 2, 16, 3, 1, 0, 0, 24, 2, 2, 0, 1)),
+    Op("to_sym", 0, 2, (40, 16)),
+    Op("from_sym", 3, 0, (16, 8)),
+    Op("h2d", 4, a=(24, 0, 100)),
+    Op("d2h", 0, 5, (32, 64, 0)),
+    Op("scratch", 6, 7, (3, -2, 1, 1)),
+    Op("child", body=((Op("kernel", 1, 2, (1, 1, 0, 0)),
+                       Op("child", body=((Op("copy", 2, 1, (8, 0, 0)),),))),)),
+    Op("if", src=0, a=(0, 0), body=((Op("kernel", 3, 4, (2, 2, 3, 0)),),
+                                    (Op("memset", 3, a=(9, 1, 8, 0)),))),
+    Op("switch", src=1, a=(3, 1), body=((), (), (), (Op("copy", 5, 6, (16, 0, 0)),))),
+    Op("while", src=2, a=(1, 0), body=((Op("kernel", 7, 7, (1, 1, 4, 0)),),)),
+)  # fmt: skip
+
+
+def test_a_program_of_every_kind_agrees_in_every_mode() -> None:
+    fresh_devices(2)
+    ahg.run(check_program(EVERY_KIND, 7))
 
 
 def test_the_check_notices_a_wrong_result() -> None:
