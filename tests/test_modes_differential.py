@@ -1173,8 +1173,11 @@ async def check_program(program: tuple[Op, ...], seed: int, modes: Sequence[str]
 # -- tests -----------------------------------------------------------------------------------
 
 
-def fresh_devices(queues: int = 4) -> None:
-    ahg.configure_devices(2, ahg.DeviceProperties(hardware_queues=queues))
+def fresh_devices(queues: int = 4, ring: int = 16384) -> None:
+    """Two fresh devices with ``queues`` hardware queues of ``ring`` packets each (a small ring
+    makes enqueues wait for room while launches are in flight)."""
+    properties = ahg.DeviceProperties(hardware_queues=queues, hardware_queue_capacity=ring)
+    ahg.configure_devices(2, properties)
 
 
 SEEDS = range(24)
@@ -1183,7 +1186,7 @@ SEEDS = range(24)
 @pytest.mark.parametrize("seed", SEEDS)
 def test_random_programs_agree_in_every_mode(seed: int) -> None:
     rng = random.Random(seed)
-    fresh_devices(rng.choice([1, 2, 4]))
+    fresh_devices(rng.choice([1, 2, 4]), rng.choice([16384, 16384, 8, 3]))
     program = random_program(rng, rng.randint(1, 7))
     ahg.run(check_program(program, seed))
 
@@ -1200,7 +1203,7 @@ def test_random_programs_agree_on_uvloop(seed: int) -> None:
 @pytest.mark.parametrize("seed", range(100, 400))
 def test_random_programs_agree_in_every_mode_soak(seed: int) -> None:
     rng = random.Random(seed)
-    fresh_devices(rng.choice([1, 2, 4]))
+    fresh_devices(rng.choice([1, 2, 4]), rng.choice([16384, 16384, 8, 3]))
     program = random_program(rng, rng.randint(1, 12))
     ahg.run(check_program(program, seed))
 
