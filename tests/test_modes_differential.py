@@ -14,8 +14,8 @@ kernels, 1D copies, byte fills, host, empty and child nodes. This file widens bo
   in flight too; changed through the per-node setters between launches in flight; as two
   executables of one graph in turns; with its graph edited after instantiate; with nodes
   disabled and enabled between launches; captured from three streams that fork and join
-  through events, recaptured with other constants and updated, or captured into a hand-built
-  graph; split in two graphs ordered by event record/wait nodes (or a graph and a stream, either
+  through events, recaptured with other constants and updated, captured into a hand-built
+  graph, or with its conditional bodies captured into; split in two graphs ordered by event record/wait nodes (or a graph and a stream, either
   way), launched in turns; beside another program on its own buffers; launched on another
   device's stream; with each instantiate flag; and on uvloop.
 
@@ -508,11 +508,16 @@ class Built:
     firsts: list[ahg.GraphNode]  # per op, its first node (what its dependencies point to)
 
 
+Tail = Callable[[list[ahg.GraphNode]], Any] | None  # what a body gets after its ops
+Later = list[tuple[ahg.Graph, Sequence[Op], Tail]] | None  # conditional bodies left to fill
+
+
 def build(world: World, program: Sequence[Op], graph: ahg.Graph | None = None,
-          priorities: random.Random | None = None) -> Built:  # fmt: skip
+          priorities: random.Random | None = None, later: Later = None) -> Built:  # fmt: skip
     """The program as a graph; each op depends on every earlier op touching one of its buffers.
 
-    ``priorities``, if given, draws a launch priority for every kernel node.
+    ``priorities``, if given, draws a launch priority for every kernel node. With ``later``,
+    a conditional body that a stream can capture is left empty and listed there instead.
     """
     graph = ahg.Graph() if graph is None else graph
     nodes: list[ahg.GraphNode] = []
@@ -521,15 +526,26 @@ def build(world: World, program: Sequence[Op], graph: ahg.Graph | None = None,
     for op in program:
         mine = op.reads() | op.writes()
         deps = [nodes[i] for i, other in enumerate(touched) if other & mine]
-        first, last = add_op(world, graph, op, deps, priorities)
+        first, last = add_op(world, graph, op, deps, priorities, later)
         firsts.append(first)
         nodes.append(last)
         touched.append(mine)
     return Built(graph, nodes, firsts)
 
 
+def fill_body(world: World, body: ahg.Graph, ops: Sequence[Op], tail: Tail, later: Later) -> None:
+    """Build a conditional body now, or list it in ``later`` to be captured into."""
+    if later is not None and ops and flat(ops):
+        later.append((body, ops, tail))
+        return
+    inner = build(world, ops, body, later=later)
+    if tail is not None:
+        tail(inner.nodes)
+
+
 def add_op(world: World, graph: ahg.Graph, op: Op, deps: list[ahg.GraphNode],
-           priorities: random.Random | None) -> tuple[ahg.GraphNode, ahg.GraphNode]:  # fmt: skip
+           priorities: random.Random | None, later: Later = None,
+           ) -> tuple[ahg.GraphNode, ahg.GraphNode]:  # fmt: skip
     kind, bufs = op.kind, world.bufs
     if kind in ("kernel", "akernel"):
         prio = priorities.randint(-1, 1) if priorities else 0
@@ -586,8 +602,11 @@ def add_op(world: World, graph: ahg.Graph, op: Op, deps: list[ahg.GraphNode],
                                           deps=deps)  # fmt: skip
             node, (body,) = graph.add_conditional_node(handle, ahg.ConditionalKind.While,
                                                        deps=[start])  # fmt: skip
-            inner = build(world, op.body[0], body)
-            body.add_kernel_node(count_down, 1, 1, (counter, handle), deps=inner.nodes)
+
+            def count(sinks: list[ahg.GraphNode]) -> None:
+                body.add_kernel_node(count_down, 1, 1, (counter, handle), deps=sinks)
+
+            fill_body(world, body, op.body[0], count, later)
             return start, node
         cond_kind = ahg.ConditionalKind.If if kind == "if" else ahg.ConditionalKind.Switch
         if how:  # the handle's default decides
@@ -599,7 +618,7 @@ def add_op(world: World, graph: ahg.Graph, op: Op, deps: list[ahg.GraphNode],
             node, bodies = graph.add_conditional_node(handle, cond_kind, len(op.body),
                                                       deps=[start])  # fmt: skip
         for ops, body in zip(op.body, bodies, strict=True):
-            build(world, ops, body)
+            fill_body(world, body, ops, None, later)
         return start, node
     return node, node
 
@@ -1051,6 +1070,28 @@ async def mode_capture_into(world: World, program: tuple[Op, ...], rng: random.R
         stream.destroy()
 
 
+async def mode_capture_bodies(world: World, program: tuple[Op, ...], rng: random.Random) -> None:
+    """Conditional bodies filled by capturing a stream into them (``begin_capture_to_graph``
+    on a body graph), the rest built by hand."""
+    later: Later = []
+    built = build(world, program, later=later)
+    stream = world.device.create_stream()
+    for body, ops, tail in later:
+        stream.begin_capture_to_graph(body)
+        await run_eager(stream, world, ops)
+        assert stream.end_capture() is body
+        if tail is not None:
+            tail([node for node in body.nodes() if not node.dependents()])
+    exec_ = built.graph.instantiate()
+    await world.reset(stream)
+    await launch_in_flight(world, exec_, stream, 2)
+    assert_same(await world.read(stream), expected_after(world, [program] * 2), "bodies")
+    assert_idle(exec_)
+    exec_.destroy()
+    built.graph.destroy()
+    stream.destroy()
+
+
 async def mode_split_by_events(world: World, program: tuple[Op, ...], rng: random.Random) -> None:
     """The first half in one graph, the second in another graph (or on a stream), ordered only
     by an event the first records and the second waits for, on two streams; and the two
@@ -1141,6 +1182,7 @@ MODES: dict[str, Mode] = {
     "capture": mode_capture,
     "recapture and update": mode_recapture_update,
     "capture into a graph": mode_capture_into,
+    "capture into bodies": mode_capture_bodies,
     "events": mode_split_by_events,
     "other device": mode_other_device,
     "flags": mode_flags,
