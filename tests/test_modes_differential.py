@@ -15,9 +15,10 @@ kernels, 1D copies, byte fills, host, empty and child nodes. This file widens bo
   executables of one graph in turns; with its graph edited after instantiate; with nodes
   disabled and enabled between launches; captured from three streams that fork and join
   through events, recaptured with other constants and updated, captured into a hand-built
-  graph, or with its conditional bodies captured into; split in two graphs ordered by event record/wait nodes (or a graph and a stream, either
-  way), launched in turns; beside another program on its own buffers; launched on another
-  device's stream; with each instantiate flag; and on uvloop.
+  graph, or with its conditional bodies captured into; split in two graphs ordered by event
+  record/wait nodes (or a graph and a stream, either way), launched in turns; beside another
+  program on its own buffers; launched on another device's stream; with each instantiate flag
+  (and the race check, which must raise no false alarm); on device 1; and on uvloop.
 
 Every buffer is bytes, so the numpy reference is exact for every operation; the kernel update
 ``dst = dst * 3 + mul * src + add`` is not idempotent, so a node run twice, skipped, or run
@@ -703,7 +704,9 @@ async def mode_replay(world: World, program: tuple[Op, ...], rng: random.Random,
                       flags: int = 0) -> None:  # fmt: skip
     stream = world.device.create_stream()
     built = build(world, program, priorities=rng if flags else None)
-    exec_ = built.graph.instantiate(flags, **({"upload_stream": stream} if flags == 2 else {}))
+    # a race-free graph passes the race check (no false alarm), and the check changes nothing
+    options = {"upload_stream": stream} if flags == 2 else {"check_races": not flags}
+    exec_ = built.graph.instantiate(flags, **options)
     # once, then several launches in flight (past the 16 signal sets prepared): sequential runs
     for times in (1, rng.choice([3, 20])):
         await world.reset(stream)
@@ -826,7 +829,7 @@ async def mode_setters(world: World, program: tuple[Op, ...], rng: random.Random
     stream = world.device.create_stream()
     versions = [program, perturb(program, rng, False), perturb(program, rng, False)]
     built = build(world, program)
-    exec_ = built.graph.instantiate()
+    exec_ = built.graph.instantiate(check_races=True)  # every setter is checked again
     await world.reset(stream)
 
     def next_version(k: int) -> None:
