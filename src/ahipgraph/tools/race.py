@@ -509,9 +509,8 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                     if (
                         type(work) is not KernelParams  # the commonest op: one test
                         and isinstance(work, MemcpyParams)
-                        and isinstance(work.src, np.ndarray)
                     ):
-                        self._watch_copy(completion._program, work.src, work.nbytes, op)
+                        self._watch_host_array(completion._program, work, op)
                     return completion
                 txn = self._plan_enqueue(stream, work)
             elif txn.st is not self.state or txn.stamp != txn.st.stamp:  # not txn.current()
@@ -519,8 +518,8 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             op = txn.ops[-1]
             self.commit(txn)
             self._remember_done(completion, op.lane, op.number)
-            if isinstance(work, MemcpyParams) and isinstance(work.src, np.ndarray):
-                self._watch_copy(completion._program, work.src, work.nbytes, op)
+            if isinstance(work, MemcpyParams):
+                self._watch_host_array(completion._program, work, op)
         if txn.reports:
             self.emit_all(txn.reports)
         return completion
@@ -905,12 +904,29 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                 if self.device_hooked and not self.state.copies:
                     hooks.uninstall(self)
                     self.device_hooked = False
-        if entry is not None and isinstance(op.src, np.ndarray):
+        if entry is not None and entry[1] is not None and isinstance(op.src, np.ndarray):
             now = host_bytes(op.src, op.nbytes).tobytes()
             if now != entry[1]:
                 with self.lock:
                     self._host_changed(entry[2], op)
+        if isinstance(op, CopyOp) and isinstance(op.dst, np.ndarray):
+            self._device_writes_host(op.dst)
         return None
+
+    def _device_writes_host(self, array: np.ndarray[Any, Any]) -> None:
+        """A device-to-host copy writes ``array``: the copies in flight that read
+        it were fingerprinted before, so their bytes will differ when they run without any
+        host write. Their check is dropped (a host write in that window goes unseen: the
+        fingerprint cannot tell it from the device's write)."""
+        with self.lock:
+            st = self.state
+            for watched in list(st.watched):
+                if np.may_share_memory(watched.src, array):
+                    watched.before = None
+            for entries in st.copies.values():
+                for index, (copy, before, op, done) in enumerate(entries):
+                    if before is not None and np.may_share_memory(copy.src, array):
+                        entries[index] = (copy, None, op, done)
 
     def _host_changed(self, op: OpRecord, copy: CopyOp) -> None:
         dst = copy.dst
@@ -929,6 +945,20 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
         )
         self.emit(made, may_raise=False)  # on the device's loop: raising would fail the copy
 
+    def _watch_host_array(self, program: Program | None, work: MemcpyParams, op: OpRecord) -> None:
+        """An eager copy from a host array is watched (:meth:`_watch_copy`); one into a host
+        array tells the copies watched as it runs (:class:`_HostWritingCopy`)."""
+        if isinstance(work.src, np.ndarray):
+            self._watch_copy(program, work.src, work.nbytes, op)
+        elif (
+            isinstance(work.dst, np.ndarray)
+            and program is not None
+            and not program.started
+            and len(program.ops) == 1
+            and type(program.ops[0]) is CopyOp
+        ):
+            program.ops = (_HostWritingCopy.writing(program.ops[0], self),)
+
     def _watch_copy(self, program: Program | None, src: Any, nbytes: int, op: OpRecord) -> None:
         """An eager copy from a host array: its one-op program gets a :class:`_WatchedCopy`
         in place of the copy, which compares the source as it runs (no device hook)."""
@@ -936,7 +966,12 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             return  # already ran: nothing can change under it any more
         copy = program.ops[0]
         if type(copy) is CopyOp and isinstance(copy.src, np.ndarray) and copy.nbytes:
-            program.ops = (_WatchedCopy.watching(copy, op, self),)
+            watched = _WatchedCopy.watching(copy, op, self)
+            program.ops = (watched,)
+            st = self.state
+            if len(st.watched) >= MAX_PENDING:
+                st.watched.clear()
+            st.watched.add(watched)
 
     def _fingerprint(self, copy: CopyOp, src: Any, nbytes: int, op: OpRecord, done: Signal) -> None:
         st = self.state
@@ -1017,11 +1052,14 @@ class _WatchedCopy(CopyOp):
 
     Swapped into the copy's own program before it starts, so no device hook (and none of
     its cost on every other program) is needed; it is a :class:`CopyOp` to everything else.
+    A device-to-host copy into its source that runs while it waits (:class:`_HostWritingCopy`,
+    or a graph's, which the device hook sees) changes the bytes with no host write: ``before``
+    is then None, and nothing is compared.
     """
 
     __slots__ = ("before", "checker", "origin")
 
-    before: bytes
+    before: bytes | None
     checker: _Checker
     origin: OpRecord
 
@@ -1035,9 +1073,36 @@ class _WatchedCopy(CopyOp):
         return watched
 
     def run(self, program: Program) -> None:
-        if host_source(self) != self.before:
-            with self.checker.lock:
-                self.checker._host_changed(self.origin, self)
+        checker = self.checker
+        with checker.lock:
+            checker.state.watched.discard(self)
+        if self.before is not None and host_source(self) != self.before:
+            with checker.lock:
+                checker._host_changed(self.origin, self)
+        CopyOp.run(self, program)
+
+
+class _HostWritingCopy(CopyOp):
+    """An eager device-to-host copy that, as it runs, tells the copies in flight reading its
+    destination that their source changes by the device's hand, not the host's (see
+    :meth:`_Checker._device_writes_host`). Swapped into its own program, as
+    :class:`_WatchedCopy` is."""
+
+    __slots__ = ("checker",)
+
+    checker: _Checker
+
+    @classmethod
+    def writing(cls, copy: CopyOp, checker: _Checker) -> _HostWritingCopy:
+        made = cls.__new__(cls)  # the copy's fields as they are: no re-validation
+        made.dst, made.src, made.nbytes = copy.dst, copy.src, copy.nbytes
+        made.kind, made.resolve, made.cost_ns = copy.kind, copy.resolve, copy.cost_ns
+        made.checker = checker
+        return made
+
+    def run(self, program: Program) -> None:
+        assert isinstance(self.dst, np.ndarray)
+        self.checker._device_writes_host(self.dst)
         CopyOp.run(self, program)
 
 

@@ -178,7 +178,10 @@ class CheckerState:
         self.shadow = HandleTable()  # DeviceMemory -> {allocation base: [AccessRecord]}
         # host-source copies in flight, per copy op: (op, bytes at enqueue, the API op, the
         # completion of the launch or enqueue), oldest first (a graph's copy op runs per launch)
-        self.copies: dict[int, list[tuple[CopyOp, bytes, OpRecord, Signal]]] = {}
+        # (the bytes are None once a device-to-host copy wrote the array: see race.py)
+        self.copies: dict[int, list[tuple[CopyOp, bytes | None, OpRecord, Signal]]] = {}
+        # eager host-source copies in flight (race._WatchedCopy), until each runs
+        self.watched: set[Any] = set()
         # per executable: (version, summary, its host-source copy ops)
         self.host_copies = HandleTable()  # GraphExec -> (version, summary, host-source copy ops)
         # per executable: its last launch's clock, and the lanes of its node groups

@@ -1,0 +1,69 @@
+"""A host array written by a device-to-host copy, then read by a host-to-device copy.
+
+The race checker fingerprints a host-to-device copy's source array when the copy is enqueued
+(or its graph launched) and compares it when the copy runs: a difference is a host write in
+between, a race. A device-to-host copy ordered before it changes the array too, with no host
+write at all: a stream doing ``memcpy(host, x)`` then ``memcpy(y, host)``, or a graph replayed
+back to back whose last node copies into the array its first node reads, was reported as
+"host-write-during-copy". A copy whose source a device-to-host copy writes meanwhile is no
+longer compared; a host write with no device copy in between still is.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ahipgraph as ahg
+from cleanup import destroy
+
+
+@pytest.mark.asyncio
+async def test_an_eager_round_trip_through_a_host_array_is_no_race(device: ahg.Device) -> None:
+    stream = device.create_stream()
+    x, y = device.malloc(64), device.malloc(64)
+    host = np.zeros(16, np.float32)
+    await stream.memset(x, 7, 64)
+    await stream.synchronize()
+    with ahg.race_check(on_race="collect") as check:
+        await stream.memcpy(host, x, 64)  # device to host, still queued when the next is made
+        await stream.memcpy(y, host, 64)
+        await stream.synchronize()
+    assert check.reports == []
+    assert (device.view(y, np.uint8, 64, readonly=True) == 7).all()
+    destroy(stream, x, y)
+
+
+@pytest.mark.asyncio
+async def test_a_graph_replayed_back_to_back_through_a_host_array_is_no_race(
+    device: ahg.Device,
+) -> None:
+    stream = device.create_stream()
+    x, y = device.malloc(64), device.malloc(64)
+    host = np.zeros(16, np.float32)
+    await stream.memset(x, 7, 64)
+    await stream.synchronize()
+    graph = ahg.Graph()
+    up = graph.add_memcpy_node(y, host, 64)
+    graph.add_memcpy_node(host, x, 64, deps=[up])
+    graph_exec = graph.instantiate()
+    with ahg.race_check(on_race="collect") as check:
+        await graph_exec.launch(stream)
+        await (await graph_exec.launch(stream))  # reads what the first launch copied down
+    assert check.reports == []
+    assert (device.view(y, np.uint8, 64, readonly=True) == 7).all()
+    destroy(graph_exec, graph, stream, x, y)
+
+
+@pytest.mark.asyncio
+async def test_a_host_write_during_the_copy_is_still_a_race(device: ahg.Device) -> None:
+    stream = device.create_stream()
+    x, y = device.malloc(64), device.malloc(64)
+    host = np.zeros(16, np.float32)
+    with ahg.race_check(on_race="collect") as check:
+        await stream.memcpy(x, np.zeros(16, np.float32), 64)  # another array: no effect
+        await stream.memcpy(y, host, 64)
+        host[:] = 1  # before the copy ran
+        await stream.synchronize()
+    assert [report.kind for report in check.reports] == ["host-write-during-copy"]
+    destroy(stream, x, y)
