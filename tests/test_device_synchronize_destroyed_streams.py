@@ -84,7 +84,6 @@ async def test_destroyed_streams_whose_work_succeeded_are_not_kept(device: ahg.D
     assert ref() is None
 
 
-
 class _DestroysWhenCollected:
     """Cyclic garbage that destroys ``stream`` when the collector frees it."""
 
