@@ -9,6 +9,7 @@ import weakref
 import pytest
 
 import ahipgraph as ahg
+from ahipgraph.runtime import device as device_module
 
 
 @ahg.kernel
@@ -81,3 +82,48 @@ async def test_destroyed_streams_whose_work_succeeded_are_not_kept(device: ahg.D
     del idle
     gc.collect()
     assert ref() is None
+
+
+class _DestroysWhenCollected:
+    """Cyclic garbage that destroys ``stream`` when the collector frees it."""
+
+    def __init__(self, stream: ahg.Stream) -> None:
+        self.stream = stream
+        self.cycle = self
+
+    def __del__(self) -> None:
+        self.stream.destroy()
+
+
+@pytest.mark.asyncio
+async def test_a_stream_destroyed_by_a_collection_inside_another_destroy_keeps_its_failure(
+    device: ahg.Device, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # destroy() sorts out the destroyed streams that still owe a failure; the collector may
+    # run while it does (it allocates), and a __del__ destroy another stream there. The
+    # collection is made to land there: in the first test of whether a stream owes one.
+    earlier, quiet, failing = (device.create_stream() for _ in range(3))
+    for stream in (earlier, failing):
+        failed = await stream.launch_kernel(fails, 1, 1, ())
+        with pytest.raises(ahg.LaunchFailure):
+            await failed  # done: each stream owes its report
+    earlier.destroy()  # one destroyed stream owing a failure already
+    owes = device_module._owes_failure
+    collected: list[bool] = []
+
+    def collecting_first(stream: ahg.Stream) -> bool:
+        if not collected:
+            collected.append(True)
+            gc.collect()
+        return owes(stream)
+
+    monkeypatch.setattr(device_module, "_owes_failure", collecting_first)
+    _DestroysWhenCollected(failing)
+    quiet.destroy()
+    monkeypatch.undo()
+    assert collected
+    assert failing.state is ahg.StreamState.DESTROYED
+    for _ in range(2):  # earlier's failure and failing's
+        with pytest.raises(ahg.LaunchFailure, match="kernel body failed"):
+            await device.synchronize()
+    await device.synchronize()

@@ -866,6 +866,31 @@ async def test_use_node_priority_orders_branches_by_their_declared_priority(
 
 
 @pytest.mark.asyncio
+@pytest.mark.parametrize(("inner", "outer", "child_strand"), [(-1, 0, 0), (0, 1, 0), (1, 0, 1)])
+async def test_use_node_priority_counts_the_kernels_of_a_child_graph(
+    device: ahg.Device, inner: int, outer: int, child_strand: int
+) -> None:
+    # HIP: a child graph node's segment declares the most urgent priority among the child
+    # graph's segments, here nested one level deeper still.
+    out = device.malloc(8 * 3)
+    graph = ahg.Graph()
+    root = graph.add_kernel_node(put, 1, 1, (1, 0, out))
+    graph.add_kernel_node(put, 1, 1, (2, 1, out), deps=[root], priority=outer)
+    innermost = ahg.Graph()
+    innermost.add_kernel_node(put, 1, 1, (3, 2, out), priority=inner)
+    middle = ahg.Graph()
+    middle.add_empty_node()
+    middle.add_child_graph_node(innermost)
+    graph.add_child_graph_node(middle, deps=[root])  # node 2
+    graph_exec = graph.instantiate(ahg.InstantiateFlags.USE_NODE_PRIORITY)
+    (segment,) = [s for s in graph_exec.plan.segments if s.nodes == [2]]
+    assert segment.strand == child_strand
+    await run_once(graph_exec, device)
+    assert device.view(out, np.int64, 3).tolist() == [1, 2, 3]
+    destroy(out, graph, graph_exec, middle, innermost)
+
+
+@pytest.mark.asyncio
 async def test_upload_validates_and_does_no_work(device: ahg.Device) -> None:
     out = device.malloc(8)
     graph = ahg.Graph()

@@ -109,9 +109,10 @@ class DeviceMemory:
         self.address_base = (ordinal + 1) << _ADDRESS_SPACE_SHIFT
         self.address_end = self.address_base + ADDRESS_SPACE_BYTES  # exclusive
         # Re-entrant: the collector may run inside it (an allocation's record, a view's key),
-        # and a ``__del__`` it calls may free memory of this device on this very thread (a
-        # buffer object that frees its pointer when collected). Every critical section is
-        # consistent at its allocations, so such a nested free is safe.
+        # and a ``__del__`` it calls may free or allocate memory of this device on this very
+        # thread (a buffer object that frees its pointer when collected). Every critical
+        # section makes its objects before it reads the state it acts on (see _insert), so
+        # such a nested call is safe.
         self._lock = threading.RLock()
         self._next_address = self.address_base
         self.graph_pool = GraphMemPool()  # memory behind reservations; guarded by _lock
@@ -146,11 +147,12 @@ class DeviceMemory:
         if nbytes == 0:
             return DevicePtr(self.ordinal, 0)
         with self._lock:
+            allocation = Allocation(0, nbytes, None, reserved=False)  # first: see _insert
             span = self._check_addresses(nbytes)
             self._check_free(nbytes)
-            buffer = self._backing(nbytes)
+            allocation.buffer = self._backing(nbytes)
             self._charge(nbytes)
-            allocation = self._insert(nbytes, span, buffer, reserved=False)
+            self._insert(allocation, span)
         return DevicePtr(self.ordinal, allocation.base)
 
     def free(self, ptr: DevicePtr | None, *, claimed: bool = False) -> None:
@@ -266,8 +268,8 @@ class DeviceMemory:
         if nbytes == 0:
             raise InvalidValue("cannot reserve zero bytes")
         with self._lock:
-            span = self._check_addresses(nbytes)
-            allocation = self._insert(nbytes, span, None, reserved=True)
+            allocation = Allocation(0, nbytes, None, reserved=True)  # first: see _insert
+            self._insert(allocation, self._check_addresses(nbytes))
         return DevicePtr(self.ordinal, allocation.base)
 
     def commit(self, ptr: DevicePtr) -> None:
@@ -391,18 +393,24 @@ class DeviceMemory:
             )
         return span
 
-    def _insert(
-        self, nbytes: int, span: int, buffer: npt.NDArray[np.uint8] | None, *, reserved: bool
-    ) -> Allocation:
-        """Place an allocation at the bump pointer; ``span`` comes from _check_addresses."""
+    def _insert(self, allocation: Allocation, span: int) -> None:
+        """Place ``allocation`` (made before its checks) at the bump pointer; ``span`` comes
+        from _check_addresses.
+
+        The record is made by the caller before it checks anything, since making an object
+        may run the collector, and a ``__del__`` it calls may allocate or free on this device
+        (the lock is re-entrant): a nested allocation between the checks and this would
+        invalidate them, and one between reading the bump pointer and appending the base
+        would leave ``_bases`` unsorted, so lookups would miss live allocations. From the
+        checks to here nothing makes a tracked object.
+        """
         base = self._next_address
         # A guard gap between allocations; the bump pointer may pass the end only here, after
         # the last allocation that fits, and then nothing more fits.
         self._next_address += span + ALLOCATION_ALIGNMENT
-        allocation = Allocation(base, nbytes, buffer, reserved=reserved)
+        allocation.base = base
         self._by_base[base] = allocation
         self._bases.append(base)  # bases only grow, so the list stays sorted
-        return allocation
 
     def _remove(self, allocation: Allocation) -> None:
         del self._by_base[allocation.base]

@@ -340,20 +340,35 @@ def _compact(nodes: list[int] | range) -> list[int] | range:
 def _priorities(graph: ExecGraph, table: SegmentTable) -> None:
     """Each segment's most urgent (lowest) declared kernel priority, where it is not 0.
 
-    A segment without kernels declares the default, 0; one whose kernels are all of the least
-    urgent priority (1) declares that, so it sorts after the default ones (HIP's
+    A segment's kernels include those of its child graphs (at any depth), which run on its
+    strand. A segment without kernels declares the default, 0; one whose kernels are all of
+    the least urgent priority (1) declares that, so it sorts after the default ones (HIP's
     ``declared_priority`` is the most urgent priority among the segment's kernels).
     """
     types, params = graph.types(), graph.params_column()
-    kernel = NodeType.Kernel
+    kernel, child = NodeType.Kernel, NodeType.Graph
     for sid in range(len(table)):
         best: int | None = None
         for index in table.nodes(sid):
-            if types[index] is kernel:
+            kind = types[index]
+            if kind is kernel:
                 priority = params[index].priority
                 best = priority if best is None else min(best, priority)
+            elif kind is child:
+                inner = _child_priority(graph.nodes[index].child)
+                if inner is not None:
+                    best = inner if best is None else min(best, inner)
         if best:
             table.priority[sid] = best
+
+
+def _child_priority(copy: ExecGraph | None) -> int | None:
+    """The most urgent priority among a child graph copy's kernels (its own child graphs'
+    included), or None when it has none."""
+    if copy is None:
+        return None
+    priorities = [node.params.priority for node in copy.walk() if node.type is NodeType.Kernel]
+    return min(priorities, default=None)
 
 
 # From this many segments on, levels, strands and the sync plan's common case are worked out

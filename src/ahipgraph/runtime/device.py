@@ -155,24 +155,38 @@ class Device(DeviceBase, DeviceCopyMixin, NoCopy):
         with self._streams_lock:
             with contextlib.suppress(ValueError):
                 self._streams.remove(stream)
-            self._orphans = [s for s in self._orphans if _owes_failure(s)]
+            self._prune_orphans()
             if _owes_failure(stream):
-                self._orphans.append(stream)
+                self._orphans.append(stream)  # read again: see _prune_orphans
 
     def _take_orphan_error(self) -> HipError | None:
         """The first unreported failure of a destroyed stream (then cleared), or None."""
         if not self._orphans:  # the common case: no lock taken
             return None
         with self._streams_lock:
-            orphans = [s for s in self._orphans if _owes_failure(s)]
             error = None
-            for index, stream in enumerate(orphans):
+            for stream in tuple(self._orphans):
                 error = stream._take_error()
                 if error is not None:
-                    del orphans[index]
                     break
-            self._orphans = orphans
+            self._prune_orphans()  # drops that stream too, unless it still has work in flight
         return error
+
+    def _prune_orphans(self) -> None:
+        """Drop the orphans that owe no failure any more. Hold the streams' lock.
+
+        The list is replaced, never changed in place, except by appending to the list just
+        read. Filtering it allocates, so the collector may run meanwhile, and a ``__del__`` it
+        calls may destroy another stream on this thread (the lock is re-entrant), which
+        replaces the list with one holding that stream: the filter is then made again from
+        the new list, rather than its result overwriting that stream's failure.
+        """
+        while True:
+            orphans = self._orphans
+            kept = [s for s in orphans if _owes_failure(s)]
+            if self._orphans is orphans:
+                self._orphans = kept
+                return
 
     # -- memory ---------------------------------------------------------------------------------
 
