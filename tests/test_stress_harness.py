@@ -23,6 +23,15 @@ def test_a_short_stress_run_checks_invariants_from_tasks_and_threads() -> None:
     assert {"task-0", "thread-0", "thread-1"} <= set(report.by_worker)
 
 
+def test_every_worker_runs_a_cycle_even_when_the_tasks_spend_the_budget_first() -> None:
+    """A budget of one operation is spent by the first task before a thread has started:
+    the threads still run a cycle each (they used to find the run stopped, and a run asked
+    for threads exercised none)."""
+    report = stress(seed=5, ops=1, tasks=2, threads=2)
+    assert set(report.by_worker) == {"task-0", "task-1", "thread-0", "thread-1"}
+    assert all(ops >= 1 for ops in report.by_worker.values())
+
+
 def test_without_threads_a_seed_gives_the_same_run() -> None:
     first = stress(seed=11, ops=400, tasks=3, threads=0)
     second = stress(seed=11, ops=400, tasks=3, threads=0)

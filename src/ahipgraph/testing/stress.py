@@ -176,6 +176,10 @@ class _Run:
         self.faults = faults
         self.report = StressReport(seed)
         self.stop = threading.Event()
+        # Why it stopped: the operation budget spent, or anything else (a violation, the
+        # deadline, the run cancelled), which ends every worker at once (see keep_going).
+        self.budget_spent = False
+        self.halted = False
         self.lock = threading.Lock()
         self.destructed: dict[int, int] = {}
         self.owners = itertools.count()
@@ -191,12 +195,25 @@ class _Run:
             report.ops += ops
             report.checks += checks
             report.by_worker[worker] = report.by_worker.get(worker, 0) + ops
-            limit_hit = self.max_ops is not None and report.ops >= self.max_ops
-            if limit_hit or (self.deadline is not None and time.monotonic() >= self.deadline):
+            if self.max_ops is not None and report.ops >= self.max_ops:
+                self.budget_spent = True
                 self.stop.set()
+            if self.deadline is not None and time.monotonic() >= self.deadline:
+                self.halted = True
+                self.stop.set()
+
+    def keep_going(self, started: bool) -> bool:
+        """Whether a worker starts another cycle: none once the run stopped, except that a
+        worker that has run no cycle yet runs one when only the operation budget stopped the
+        run. A thread can start after the tasks spent a small budget; every worker asked for
+        then still takes part."""
+        if not self.stop.is_set():
+            return True
+        return not started and self.budget_spent and not self.halted
 
     def check(self, ok: bool, worker: str, invariant: str, detail: str) -> None:
         if not ok:
+            self.halted = True
             self.stop.set()
             raise StressViolation(self.seed, worker, invariant, detail)
         with self.lock:
@@ -385,8 +402,10 @@ async def _task_worker(run: _Run, index: int) -> None:
     rng = random.Random(f"{run.seed}/{name}")
     stream = run.device.create_stream(non_blocking=index % 2 == 0)
     cycle = _Cycle(run, name, rng, stream)
+    started = False
     try:
-        while not run.stop.is_set():
+        while run.keep_going(started):
+            started = True
             if run.faults and rng.random() < 0.15:
                 await _fault_cycle(cycle)
             else:
@@ -405,8 +424,10 @@ def _thread_worker(run: _Run, index: int) -> None:
     rng = random.Random(f"{run.seed}/{name}")
     stream = anyio.from_thread.run_sync(run.device.create_stream)
     cycle = _Cycle(run, name, rng, stream)
+    started = False
     try:
-        while not run.stop.is_set():
+        while run.keep_going(started):
+            started = True
             shape = rng.randrange(1 << 30)
             graph = cycle.build(shape)
             try:
@@ -488,6 +509,7 @@ def stress(
             check every result.
         seed: fixes every random choice.
         ops / duration: stop after this many operations / seconds (default: 2,000 ops).
+            Every worker runs at least one cycle, however soon the others spend ``ops``.
         tasks / threads: async and thread workers.
         faults: inject kernel failures, hangs and allocation failures.
         progress: called about five times a second with the report so far.
@@ -629,6 +651,7 @@ class _Working:
     """
 
     def __init__(self, run: _Run, workers: int) -> None:
+        self.state = run
         self.stop = run.stop
         self.left = workers
         self.all_done = anyio.Event()
@@ -645,12 +668,14 @@ class _Working:
         try:
             await self.all_done.wait()  # every worker returned: nothing to stop
         finally:
+            self.state.halted = True
             self.stop.set()  # cancelled: thread workers stop at their next cycle
 
 
 async def _deadline(run: _Run, scope: anyio.CancelScope) -> None:
     assert run.deadline is not None
     await anyio.sleep(max(0.0, run.deadline - time.monotonic()))
+    run.halted = True
     run.stop.set()  # thread workers stop at their next cycle
     scope.cancel()  # task workers stop where they are
 
