@@ -67,3 +67,25 @@ async def test_a_host_write_during_the_copy_is_still_a_race(device: ahg.Device) 
         await stream.synchronize()
     assert [report.kind for report in check.reports] == ["host-write-during-copy"]
     destroy(stream, x, y)
+
+
+@pytest.mark.asyncio
+async def test_a_graph_copying_into_the_source_of_an_eager_copy_is_no_race(
+    device: ahg.Device,
+) -> None:
+    """The graph holds no copy from a host array, only one into it: it is watched all the same."""
+    stream = device.create_stream()
+    x, y = device.malloc(64), device.malloc(64)
+    host = np.zeros(16, np.float32)
+    await stream.memset(x, 7, 64)
+    await stream.synchronize()
+    graph = ahg.Graph()
+    graph.add_memcpy_node(host, x, 64)
+    graph_exec = graph.instantiate()
+    with ahg.race_check(on_race="collect") as check:
+        await graph_exec.launch(stream)  # device to host, queued
+        await stream.memcpy(y, host, 64)  # reads what the launch copies down
+        await stream.synchronize()
+    assert check.reports == []
+    assert (device.view(y, np.uint8, 64, readonly=True) == 7).all()
+    destroy(graph_exec, graph, stream, x, y)

@@ -973,11 +973,16 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                 st.watched.clear()
             st.watched.add(watched)
 
-    def _fingerprint(self, copy: CopyOp, src: Any, nbytes: int, op: OpRecord, done: Signal) -> None:
+    def _fingerprint(self, copy: CopyOp, op: OpRecord, done: Signal) -> None:
+        """Watch a launch's copy as it runs: one from a host array is compared with its bytes
+        now; one into a host array (no bytes kept) tells the copies it feeds, as
+        :meth:`op_starting` sees it start, that the device, not the host, changes their source."""
         st = self.state
         if len(st.copies) >= MAX_PENDING:
             st.copies.clear()
-        entry = (copy, host_bytes(src, nbytes).tobytes(), op, done)
+        src = copy.src
+        before = host_bytes(src, copy.nbytes).tobytes() if isinstance(src, np.ndarray) else None
+        entry = (copy, before, op, done)
         st.copies.setdefault(id(copy), []).append(entry)
         if not self.device_hooked:
             hooks.install(self)
@@ -985,7 +990,8 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
 
     def _watch_graph_copies(self, graph_exec: Any, op: OpRecord) -> None:
         """Fingerprint the host source arrays of a launch's memcpy nodes (compared when each
-        copy runs). The executable's host-source copy ops are found once per version."""
+        copy runs), and watch its copies into host arrays (see :meth:`_fingerprint`). The
+        executable's host copy ops are found once per version."""
         st = self.state
         version, races = graph_exec._version, graph_exec._races
         summary = races.summary if races is not None else None
@@ -995,13 +1001,15 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                 o
                 for ops in version.strand_ops
                 for o in ops
-                if isinstance(o, CopyOp) and isinstance(o.src, np.ndarray) and o.nbytes
+                if isinstance(o, CopyOp)
+                and (isinstance(o.src, np.ndarray) or isinstance(o.dst, np.ndarray))
+                and o.nbytes
             ]
             cached = st.host_copies[graph_exec] = (version, summary, found)
         if cached[2]:
             done = graph_exec._last_done
             for copy in cached[2]:
-                self._fingerprint(copy, copy.src, copy.nbytes, op, done)
+                self._fingerprint(copy, op, done)
 
     # -- completions ---------------------------------------------------------------------
 

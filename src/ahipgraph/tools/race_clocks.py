@@ -182,8 +182,8 @@ class CheckerState:
         self.copies: dict[int, list[tuple[CopyOp, bytes | None, OpRecord, Signal]]] = {}
         # eager host-source copies in flight (race._WatchedCopy), until each runs
         self.watched: set[Any] = set()
-        # per executable: (version, summary, its host-source copy ops)
-        self.host_copies = HandleTable()  # GraphExec -> (version, summary, host-source copy ops)
+        # per executable: (version, summary, its copy ops from or into host arrays)
+        self.host_copies = HandleTable()  # GraphExec -> (version, summary, host copy ops)
         # per executable: its last launch's clock, and the lanes of its node groups
         self.launches = HandleTable()  # GraphExec -> EventClock
         self.group_lanes = HandleTable()  # GraphExec -> list[Lane]
