@@ -43,6 +43,13 @@ def _counts(device: ahg.Device) -> tuple[Any, ...]:
     return (NODES.statistics().live, device.memory_info(), capture_state.statistics())
 
 
+def _assert_back_to(device: ahg.Device, before: tuple[Any, ...]) -> None:
+    """Nodes, memory and captures as they were, and the collector on and not paused."""
+    assert _counts(device) == before
+    assert gc.isenabled()
+    assert not gcpause.is_paused()
+
+
 @pytest.fixture
 def small_bulk(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setattr(graph_module, "BULK_BUILD_NODES", SMALL_BULK)
@@ -250,9 +257,7 @@ async def test_a_cancelled_capturing_task_leaves_counts_and_collector_as_before(
     assert stream.is_capturing() is ahg.CaptureStatus.NONE
     stream.destroy()
     device.free(x)
-    assert _counts(device) == before
-    assert gc.isenabled()
-    assert not gcpause.is_paused()
+    _assert_back_to(device, before)
 
 
 # -- freed executables ---------------------------------------------------------------------
@@ -365,9 +370,7 @@ async def test_a_user_object_destructor_raising_on_exec_destroy_leaves_counts(
     assert exec_ref() is None
     stream.destroy()
     device.free(x)
-    assert _counts(device) == before
-    assert gc.isenabled()
-    assert not gcpause.is_paused()
+    _assert_back_to(device, before)
 
 
 @pytest.mark.asyncio
@@ -634,9 +637,7 @@ async def test_a_host_node_destroying_its_own_graph_and_executable_mid_flight(
     await stream.synchronize()
     stream.destroy()
     device.free(x)
-    assert _counts(device) == before
-    assert gc.isenabled()
-    assert not gcpause.is_paused()
+    _assert_back_to(device, before)
 
 
 @pytest.mark.asyncio

@@ -11,6 +11,8 @@ longer compared; a host write with no device copy in between still is.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pytest
 
@@ -18,41 +20,60 @@ import ahipgraph as ahg
 from cleanup import destroy
 
 
-@pytest.mark.asyncio
-async def test_an_eager_round_trip_through_a_host_array_is_no_race(device: ahg.Device) -> None:
+@dataclass
+class RoundTrip:
+    """A stream, a device buffer ``x`` of sevens, a device buffer ``y`` and a host array."""
+
+    device: ahg.Device
+    stream: ahg.Stream
+    x: ahg.DevicePtr
+    y: ahg.DevicePtr
+    host: np.ndarray
+
+    def y_holds_sevens(self) -> bool:
+        """Whether ``y`` holds what ``x`` held, copied through the host array."""
+        return bool((self.device.view(self.y, np.uint8, 64, readonly=True) == 7).all())
+
+    def close(self) -> None:
+        destroy(self.stream, self.x, self.y)
+
+
+async def round_trip(device: ahg.Device) -> RoundTrip:
     stream = device.create_stream()
     x, y = device.malloc(64), device.malloc(64)
-    host = np.zeros(16, np.float32)
     await stream.memset(x, 7, 64)
     await stream.synchronize()
+    return RoundTrip(device, stream, x, y, np.zeros(16, np.float32))
+
+
+@pytest.mark.asyncio
+async def test_an_eager_round_trip_through_a_host_array_is_no_race(device: ahg.Device) -> None:
+    trip = await round_trip(device)
     with ahg.race_check(on_race="collect") as check:
-        await stream.memcpy(host, x, 64)  # device to host, still queued when the next is made
-        await stream.memcpy(y, host, 64)
-        await stream.synchronize()
+        await trip.stream.memcpy(trip.host, trip.x, 64)  # device to host, still queued next
+        await trip.stream.memcpy(trip.y, trip.host, 64)
+        await trip.stream.synchronize()
     assert check.reports == []
-    assert (device.view(y, np.uint8, 64, readonly=True) == 7).all()
-    destroy(stream, x, y)
+    assert trip.y_holds_sevens()
+    trip.close()
 
 
 @pytest.mark.asyncio
 async def test_a_graph_replayed_back_to_back_through_a_host_array_is_no_race(
     device: ahg.Device,
 ) -> None:
-    stream = device.create_stream()
-    x, y = device.malloc(64), device.malloc(64)
-    host = np.zeros(16, np.float32)
-    await stream.memset(x, 7, 64)
-    await stream.synchronize()
+    trip = await round_trip(device)
     graph = ahg.Graph()
-    up = graph.add_memcpy_node(y, host, 64)
-    graph.add_memcpy_node(host, x, 64, deps=[up])
+    up = graph.add_memcpy_node(trip.y, trip.host, 64)
+    graph.add_memcpy_node(trip.host, trip.x, 64, deps=[up])
     graph_exec = graph.instantiate()
     with ahg.race_check(on_race="collect") as check:
-        await graph_exec.launch(stream)
-        await (await graph_exec.launch(stream))  # reads what the first launch copied down
+        await graph_exec.launch(trip.stream)
+        await (await graph_exec.launch(trip.stream))  # reads what the first launch copied down
     assert check.reports == []
-    assert (device.view(y, np.uint8, 64, readonly=True) == 7).all()
-    destroy(graph_exec, graph, stream, x, y)
+    assert trip.y_holds_sevens()
+    destroy(graph_exec, graph)
+    trip.close()
 
 
 @pytest.mark.asyncio
@@ -74,18 +95,15 @@ async def test_a_graph_copying_into_the_source_of_an_eager_copy_is_no_race(
     device: ahg.Device,
 ) -> None:
     """The graph holds no copy from a host array, only one into it: it is watched all the same."""
-    stream = device.create_stream()
-    x, y = device.malloc(64), device.malloc(64)
-    host = np.zeros(16, np.float32)
-    await stream.memset(x, 7, 64)
-    await stream.synchronize()
+    trip = await round_trip(device)
     graph = ahg.Graph()
-    graph.add_memcpy_node(host, x, 64)
+    graph.add_memcpy_node(trip.host, trip.x, 64)
     graph_exec = graph.instantiate()
     with ahg.race_check(on_race="collect") as check:
-        await graph_exec.launch(stream)  # device to host, queued
-        await stream.memcpy(y, host, 64)  # reads what the launch copies down
-        await stream.synchronize()
+        await graph_exec.launch(trip.stream)  # device to host, queued
+        await trip.stream.memcpy(trip.y, trip.host, 64)  # reads what the launch copies down
+        await trip.stream.synchronize()
     assert check.reports == []
-    assert (device.view(y, np.uint8, 64, readonly=True) == 7).all()
-    destroy(graph_exec, graph, stream, x, y)
+    assert trip.y_holds_sevens()
+    destroy(graph_exec, graph)
+    trip.close()
