@@ -89,3 +89,30 @@ async def test_a_graph_copying_into_the_source_of_an_eager_copy_is_no_race(
     assert check.reports == []
     assert (device.view(y, np.uint8, 64, readonly=True) == 7).all()
     destroy(graph_exec, graph, stream, x, y)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("by", ["eager copy", "graph"])
+async def test_a_device_to_host_copy_that_fails_leaves_the_host_write_a_race(
+    device: ahg.Device, by: str
+) -> None:
+    """The failed copy wrote nothing into the array: the host's write is still compared."""
+    down, up = device.create_stream(), device.create_stream()
+    x, y = device.malloc(64), device.malloc(64)
+    host = np.zeros(16, np.float32)
+    graph = ahg.Graph()
+    graph.add_memcpy_node(host, x, 64)
+    graph_exec = graph.instantiate()
+    with ahg.race_check(on_race="collect") as check:
+        if by == "graph":
+            await graph_exec.launch(down)
+        else:
+            await down.memcpy(host, x, 64)
+        device.free(x)  # the queued copy from it fails
+        await up.memcpy(y, host, 64)
+        host[:] = 1  # before either copy ran
+        with pytest.raises(ahg.InvalidDevicePointer):
+            await down.synchronize()
+        await up.synchronize()
+    assert "host-write-during-copy" in [report.kind for report in check.reports]
+    destroy(graph_exec, graph, down, up, y)

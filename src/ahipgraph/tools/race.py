@@ -909,9 +909,11 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             if now != entry[1]:
                 with self.lock:
                     self._host_changed(entry[2], op)
-        if isinstance(op, CopyOp) and isinstance(op.dst, np.ndarray):
-            self._device_writes_host(op.dst)
         return None
+
+    def op_finished(self, program: Program, op: Any, start_ns: int, error: Any) -> None:
+        if error is None and isinstance(op, CopyOp) and isinstance(op.dst, np.ndarray):
+            self._device_writes_host(op.dst)  # once it ran: a failed copy wrote nothing
 
     def _device_writes_host(self, array: np.ndarray[Any, Any]) -> None:
         """A device-to-host copy writes ``array``: the copies in flight that read
@@ -1110,8 +1112,8 @@ class _HostWritingCopy(CopyOp):
 
     def run(self, program: Program) -> None:
         assert isinstance(self.dst, np.ndarray)
+        CopyOp.run(self, program)  # first: a copy that fails writes nothing
         self.checker._device_writes_host(self.dst)
-        CopyOp.run(self, program)
 
 
 _CHECKER = _Checker()
