@@ -116,3 +116,29 @@ async def test_a_device_to_host_copy_that_fails_leaves_the_host_write_a_race(
         await up.synchronize()
     assert "host-write-during-copy" in [report.kind for report in check.reports]
     destroy(graph_exec, graph, down, up, y)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("by", ["eager copy", "graph"])
+async def test_a_host_write_past_what_a_device_copy_wrote_is_still_a_race(
+    device: ahg.Device, by: str
+) -> None:
+    """The device-to-host copy writes only the array's first half: the copy reading the
+    second half is still compared (it was dropped for sharing the array)."""
+    down, up = device.create_stream(), device.create_stream()
+    x, y = device.malloc(64), device.malloc(64)
+    host = np.zeros(16, np.float32)
+    graph = ahg.Graph()
+    graph.add_memcpy_node(host, x, 32)
+    graph_exec = graph.instantiate()
+    with ahg.race_check(on_race="collect") as check:
+        if by == "graph":
+            await graph_exec.launch(down)
+        else:
+            await down.memcpy(host, x, 32)
+        await up.memcpy(y, host[8:], 32)
+        host[8:] = 1  # before either copy ran
+        await down.synchronize()
+        await up.synchronize()
+    assert [report.kind for report in check.reports] == ["host-write-during-copy"]
+    destroy(graph_exec, graph, down, up, x, y)

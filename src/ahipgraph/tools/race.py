@@ -913,21 +913,24 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
 
     def op_finished(self, program: Program, op: Any, start_ns: int, error: Any) -> None:
         if error is None and isinstance(op, CopyOp) and isinstance(op.dst, np.ndarray):
-            self._device_writes_host(op.dst)  # once it ran: a failed copy wrote nothing
+            self._device_writes_host(op.dst, op.nbytes)  # once it ran: a failed one wrote nothing
 
-    def _device_writes_host(self, array: np.ndarray[Any, Any]) -> None:
-        """A device-to-host copy writes ``array``: the copies in flight that read
-        it were fingerprinted before, so their bytes will differ when they run without any
-        host write. Their check is dropped (a host write in that window goes unseen: the
-        fingerprint cannot tell it from the device's write)."""
+    def _device_writes_host(self, array: np.ndarray[Any, Any], nbytes: int) -> None:
+        """A device-to-host copy wrote the first ``nbytes`` of ``array``: the copies in flight
+        that read them were fingerprinted before, so their bytes will differ when they run
+        without any host write. Their check is dropped (a host write in that window goes
+        unseen: the fingerprint cannot tell it from the device's write)."""
+        written = host_bytes(array, nbytes)
         with self.lock:
             st = self.state
             for watched in list(st.watched):
-                if np.may_share_memory(watched.src, array):
+                if np.may_share_memory(host_bytes(watched.src, watched.nbytes), written):
                     watched.before = None
             for entries in st.copies.values():
                 for index, (copy, before, op, done) in enumerate(entries):
-                    if before is not None and np.may_share_memory(copy.src, array):
+                    if before is not None and np.may_share_memory(
+                        host_bytes(copy.src, copy.nbytes), written
+                    ):
                         entries[index] = (copy, None, op, done)
 
     def _host_changed(self, op: OpRecord, copy: CopyOp) -> None:
@@ -1113,7 +1116,7 @@ class _HostWritingCopy(CopyOp):
     def run(self, program: Program) -> None:
         assert isinstance(self.dst, np.ndarray)
         CopyOp.run(self, program)  # first: a copy that fails writes nothing
-        self.checker._device_writes_host(self.dst)
+        self.checker._device_writes_host(self.dst, self.nbytes)
 
 
 _CHECKER = _Checker()
