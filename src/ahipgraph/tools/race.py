@@ -928,8 +928,11 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                     watched.before = None
             for entries in st.copies.values():
                 for index, (copy, before, op, done) in enumerate(entries):
-                    if before is not None and np.may_share_memory(
-                        host_bytes(copy.src, copy.nbytes), written
+                    src = copy.src  # an array when ``before`` was taken
+                    if (
+                        before is not None
+                        and isinstance(src, np.ndarray)
+                        and np.may_share_memory(host_bytes(src, copy.nbytes), written)
                     ):
                         entries[index] = (copy, None, op, done)
 
