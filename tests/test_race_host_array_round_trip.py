@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import ahipgraph as ahg
+from ahipgraph import testing
 from cleanup import destroy
 
 
@@ -142,3 +143,33 @@ async def test_a_host_write_past_what_a_device_copy_wrote_is_still_a_race(
         await up.synchronize()
     assert [report.kind for report in check.reports] == ["host-write-during-copy"]
     destroy(graph_exec, graph, down, up, x, y)
+
+
+@ahg.kernel
+def _held(t: ahg.Threads) -> None:
+    pass
+
+
+@pytest.mark.asyncio
+async def test_a_copy_enqueued_in_an_ended_check_reports_nothing_to_the_next(
+    device: ahg.Device,
+) -> None:
+    """An eager copy from a host array, still queued when its check ended, compared its source
+    as it ran and reported into whichever check was open then, one that never saw the copy."""
+    stream = device.create_stream()
+    y = device.malloc(64)
+    host = np.zeros(16, np.float32)
+    with testing.hang_kernels(1) as hang:
+        await stream.launch_kernel(_held, 1, 1, ())  # holds the queue
+        with ahg.race_check(on_race="collect") as first:
+            await stream.memcpy(y, host, 64)
+        with ahg.race_check(on_race="collect") as second:
+            host[:] = 1  # the copy has not run: but no check that saw it is open
+            await hang.started.wait()
+            hang.cancel()
+            with pytest.raises(ahg.LaunchFailure):
+                await stream.synchronize()
+            assert second.reports == []
+            assert second.statistics().ops == 0
+    assert first.reports == []
+    destroy(stream, y)

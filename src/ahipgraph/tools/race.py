@@ -1091,8 +1091,12 @@ class _WatchedCopy(CopyOp):
     def run(self, program: Program) -> None:
         checker = self.checker
         with checker.lock:
-            checker.state.watched.discard(self)
-        if self.before is not None and host_source(self) != self.before:
+            # Not watched any more (its check ended, or the table was cleared): nothing tells
+            # it of device writes into its source, and no report of a past check is due.
+            watched = checker.state.watched
+            current = self in watched
+            watched.discard(self)
+        if current and self.before is not None and host_source(self) != self.before:
             with checker.lock:
                 checker._host_changed(self.origin, self)
         CopyOp.run(self, program)
