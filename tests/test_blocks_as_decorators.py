@@ -97,3 +97,24 @@ def test_a_block_called_wrongly_fails_at_the_call_not_at_its_with() -> None:
     # Right calls still make blocks, entered at each ``with``.
     with ahg.tracing() as trace, testing.fail_kernels(None, name="k"):
         assert trace.ops == []
+
+
+def test_a_fault_block_given_a_bad_value_fails_at_the_call() -> None:
+    """Values were checked only as the block began: ``@testing.fail_kernels(-1)`` decorated a
+    test without a word and failed each time it ran, and a block made ahead failed only at
+    its ``with``."""
+    with pytest.raises(ValueError, match="count must be at least 0"):
+        testing.fail_kernels(-1)
+    with pytest.raises(TypeError, match="count must be int or None"):
+        testing.hang_kernels("2")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="name must be str or None"):
+        testing.fail_kernels(name=3)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="nbytes must be at least 0"):
+        testing.fail_allocations(nbytes=-8)
+    with pytest.raises(TypeError, match="expected a GraphExec"):
+        testing.exhaust_signal_sets(None)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="count must be at least 0"):
+
+        @testing.fail_kernels(-1)
+        async def decorated() -> None:
+            pass

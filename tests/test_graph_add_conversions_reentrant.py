@@ -104,3 +104,26 @@ def test_a_conversion_that_destroys_another_node_still_adds(device: ahg.Device, 
     assert node.dependencies() == [root]
     graph.destroy()
     destroy(ptr)
+
+
+def test_a_free_node_refused_after_its_pointer_destroyed_a_dependency_claims_nothing() -> None:
+    # A pointer's truth test is user code too (a DevicePtr subclass): the refused free node
+    # left its range marked as freed, so the real free node was refused as a second one.
+    graph = ahg.Graph()
+    alloc = graph.add_mem_alloc_node(64)
+    ptr = alloc.params.ptr
+    middle = graph.add_empty_node(deps=[alloc])
+
+    class Destroying(ahg.DevicePtr):
+        __slots__ = ()
+
+        def __bool__(self) -> bool:
+            middle.destroy()
+            return True
+
+    with pytest.raises(ahg.InvalidValue, match="destroyed"):
+        graph.add_mem_free_node(Destroying(ptr.device, ptr.address), deps=[middle])
+    assert graph.nodes() == [alloc]
+    free = graph.add_mem_free_node(ptr, deps=[alloc])
+    assert free.dependencies() == [alloc]
+    graph.destroy()

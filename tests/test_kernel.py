@@ -144,6 +144,30 @@ def test_a_kernel_whose_first_parameter_cannot_take_the_threads_is_refused() -> 
     assert ahg.kernel(lambda *rest: None).layout.names == ()
 
 
+def test_a_first_parameter_typed_as_a_bare_pointer_or_an_optional_argument_is_refused() -> None:
+    """Only a fully typed argument was seen: ``x: ahg.Ptr`` (the element forgotten too) or
+    ``n: ahg.int32 | None`` first took the Threads, and every launch had one argument too many."""
+
+    def bare_pointer(x: ahg.Ptr, n: ahg.int32) -> None:  # type: ignore[type-arg]
+        pass
+
+    def optional_scalar(n: ahg.int32 | None) -> None:
+        pass
+
+    def optional_pointer(x: ahg.ConstPtr[ahg.float32] | None) -> None:
+        pass
+
+    for body in (bare_pointer, optional_scalar, optional_pointer):
+        with pytest.raises(TypeError, match="is annotated as a kernel argument"):
+            ahg.kernel(body)
+    assert ahg.kernel(lambda t: None).layout.names == ()
+
+    def threads_or_none(t: ahg.Threads | None, n: ahg.int32) -> None:
+        pass
+
+    assert ahg.kernel(threads_or_none).layout.names == ("n",)
+
+
 # -- argument layout ---------------------------------------------------------------------------
 
 

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import ahipgraph as ahg
+from ahipgraph import testing
 from cleanup import destroy
 
 
@@ -107,3 +108,86 @@ async def test_a_graph_copying_into_the_source_of_an_eager_copy_is_no_race(
     assert trip.y_holds_sevens()
     destroy(graph_exec, graph)
     trip.close()
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("by", ["eager copy", "graph"])
+async def test_a_device_to_host_copy_that_fails_leaves_the_host_write_a_race(
+    device: ahg.Device, by: str
+) -> None:
+    """The failed copy wrote nothing into the array: the host's write is still compared."""
+    down, up = device.create_stream(), device.create_stream()
+    x, y = device.malloc(64), device.malloc(64)
+    host = np.zeros(16, np.float32)
+    graph = ahg.Graph()
+    graph.add_memcpy_node(host, x, 64)
+    graph_exec = graph.instantiate()
+    with ahg.race_check(on_race="collect") as check:
+        if by == "graph":
+            await graph_exec.launch(down)
+        else:
+            await down.memcpy(host, x, 64)
+        device.free(x)  # the queued copy from it fails
+        await up.memcpy(y, host, 64)
+        host[:] = 1  # before either copy ran
+        with pytest.raises(ahg.InvalidDevicePointer):
+            await down.synchronize()
+        await up.synchronize()
+    assert "host-write-during-copy" in [report.kind for report in check.reports]
+    destroy(graph_exec, graph, down, up, y)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("by", ["eager copy", "graph"])
+async def test_a_host_write_past_what_a_device_copy_wrote_is_still_a_race(
+    device: ahg.Device, by: str
+) -> None:
+    """The device-to-host copy writes only the array's first half: the copy reading the
+    second half is still compared (it was dropped for sharing the array)."""
+    down, up = device.create_stream(), device.create_stream()
+    x, y = device.malloc(64), device.malloc(64)
+    host = np.zeros(16, np.float32)
+    graph = ahg.Graph()
+    graph.add_memcpy_node(host, x, 32)
+    graph_exec = graph.instantiate()
+    with ahg.race_check(on_race="collect") as check:
+        if by == "graph":
+            await graph_exec.launch(down)
+        else:
+            await down.memcpy(host, x, 32)
+        await up.memcpy(y, host[8:], 32)
+        host[8:] = 1  # before either copy ran
+        await down.synchronize()
+        await up.synchronize()
+    assert [report.kind for report in check.reports] == ["host-write-during-copy"]
+    destroy(graph_exec, graph, down, up, x, y)
+
+
+@ahg.kernel
+def _held(t: ahg.Threads) -> None:
+    pass
+
+
+@pytest.mark.asyncio
+async def test_a_copy_enqueued_in_an_ended_check_reports_nothing_to_the_next(
+    device: ahg.Device,
+) -> None:
+    """An eager copy from a host array, still queued when its check ended, compared its source
+    as it ran and reported into whichever check was open then, one that never saw the copy."""
+    stream = device.create_stream()
+    y = device.malloc(64)
+    host = np.zeros(16, np.float32)
+    with testing.hang_kernels(1) as hang:
+        await stream.launch_kernel(_held, 1, 1, ())  # holds the queue
+        with ahg.race_check(on_race="collect") as first:
+            await stream.memcpy(y, host, 64)
+        with ahg.race_check(on_race="collect") as second:
+            host[:] = 1  # the copy has not run: but no check that saw it is open
+            await hang.started.wait()
+            hang.cancel()
+            with pytest.raises(ahg.LaunchFailure):
+                await stream.synchronize()
+            assert second.reports == []
+            assert second.statistics().ops == 0
+    assert first.reports == []
+    destroy(stream, y)

@@ -4,6 +4,7 @@ leaves the devices table and the registries as they were."""
 from __future__ import annotations
 
 import random
+import threading
 import time
 
 import pytest
@@ -88,3 +89,32 @@ def test_a_failure_outside_the_workers_stops_the_thread_workers_too(tasks: int) 
     with pytest.raises(RuntimeError, match="stop"):
         stress(duration=30.0, tasks=tasks, threads=1, progress=progress)
     assert time.monotonic() - started < 15
+
+
+@pytest.mark.parametrize("error", [Halt, KeyboardInterrupt, RuntimeError])
+def test_no_worker_starts_a_cycle_once_a_builder_raised(error: type[BaseException]) -> None:
+    """The failing worker stopped the run only once the task group heard of it: the other
+    workers between two cycles (tasks the loop ran first; threads too) started new ones.
+    Tasks alone, so the interleaving is the same every run."""
+    lock = threading.Lock()
+    shapes: set[object] = set()
+    calls, raised, started_after = [0], [False], [0]
+
+    def builder(rng: random.Random, buffer: ahg.DevicePtr) -> ahg.Graph:
+        shape = rng.getstate()  # a cycle builds its shape twice: the first build starts it
+        with lock:
+            calls[0] += 1
+            if raised[0] and shape not in shapes:
+                started_after[0] += 1
+            shapes.add(shape)
+            if calls[0] == 5:
+                raised[0] = True
+                raise error("stop")
+        graph = ahg.Graph()
+        graph.add_memset_node(buffer, rng.randrange(256), 8)
+        return graph
+
+    with pytest.raises(BaseException) as caught:
+        stress([builder], ops=10**6, tasks=10, threads=0, faults=False)
+    assert {type(leaf) for leaf in _leaves(caught.value)} == {error}
+    assert started_after[0] == 0

@@ -27,7 +27,7 @@ from contextvars import ContextVar
 from types import TracebackType
 from typing import Any, Generic, ParamSpec, TypeVar
 
-__all__ = ["Scoped", "scoped"]
+__all__ = ["Scoped", "checked_scoped", "scoped"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -117,6 +117,25 @@ class Scoped(AbstractContextManager[T], Generic[T]):
 
 def scoped(generator: Callable[P, Iterator[T]]) -> Callable[P, Scoped[T]]:
     """Like :func:`contextlib.contextmanager`, for blocks that may decorate async code."""
+    return _factory(generator, None)
+
+
+def checked_scoped(
+    check: Callable[P, object],
+) -> Callable[[Callable[P, Iterator[T]]], Callable[P, Scoped[T]]]:
+    """:func:`scoped`, with ``check`` called on the arguments when the block is made: a bad
+    value fails at the call, as a bad signature does, not at the first ``with`` (for a
+    decorated function, its first call)."""
+
+    def decorate(generator: Callable[P, Iterator[T]]) -> Callable[P, Scoped[T]]:
+        return _factory(generator, check)
+
+    return decorate
+
+
+def _factory(
+    generator: Callable[P, Iterator[T]], check: Callable[P, object] | None
+) -> Callable[P, Scoped[T]]:
     block = contextlib.contextmanager(generator)
     signature = inspect.signature(generator)
     name = generator.__name__
@@ -131,6 +150,8 @@ def scoped(generator: Callable[P, Iterator[T]]) -> Callable[P, Scoped[T]]:
             signature.bind(*args, **kwargs)
         except TypeError as error:
             raise TypeError(f"{name}(): {error}") from error
+        if check is not None:
+            check(*args, **kwargs)
         return Scoped(lambda: block(*args, **kwargs))
 
     return factory

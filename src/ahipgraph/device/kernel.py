@@ -30,6 +30,7 @@ from .kernel_args import (
     PointerType,
     ScalarType,
     arg_type_of,
+    names_an_argument,
 )
 from .thread_ids import MAX_THREADS_PER_LAUNCH, THREAD_IDS
 
@@ -209,7 +210,7 @@ class Kernel:
                 f"kernel {label!r}: its first parameter receives the launch's Threads and "
                 f"must be positional, got {first}"
             )
-        if arg_type_of(first.annotation) is not None:
+        if names_an_argument(first.annotation):
             # ``def k(x: ahg.Ptr[ahg.float32])``: the Threads parameter was left out, and x
             # would silently receive the Threads while every launch had one argument too many.
             raise TypeError(

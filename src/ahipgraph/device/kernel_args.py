@@ -19,7 +19,16 @@ import math
 import struct
 import types
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Annotated, Any, Generic, TypeVar, get_args, get_origin
+from typing import (
+    TYPE_CHECKING,
+    Annotated,
+    Any,
+    Generic,
+    TypeVar,
+    Union,
+    get_args,
+    get_origin,
+)
 
 import numpy as np
 
@@ -262,6 +271,16 @@ def arg_type_of(annotation: Any) -> ArgType | None:
         (element,) = get_args(annotation)
         return PointerType(_scalar_of(element), access)
     return None
+
+
+def names_an_argument(annotation: Any) -> bool:
+    """Whether ``annotation`` reads as a kernel argument's: one :func:`arg_type_of` takes, a
+    pointer type without its element (``ahg.Ptr``), or a union holding either."""
+    if arg_type_of(annotation) is not None or annotation in _POINTER_ORIGINS:
+        return True
+    if get_origin(annotation) in (types.UnionType, Union):
+        return any(names_an_argument(member) for member in get_args(annotation))
+    return False
 
 
 class ArgLayout:

@@ -143,6 +143,7 @@ def add_mem_free_node(graph: Graph, ptr: DevicePtr, deps: Deps) -> GraphNode:
         if not isinstance(ptr, DevicePtr):
             raise TypeError(f"expected a DevicePtr, got {ptr!r}")
         graph._check_mem_node_allowed()
+        graph._still_addable()  # before the range is claimed: a refused add claims nothing
         RESERVATIONS.claim_free(ptr, owner=owner_key(graph))
         return MemFreeParams(ptr)
 

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.errors import InvalidDevice, OutOfMemory
 from ..core.ints import as_optional_int
-from ..core.scoped import scoped
+from ..core.scoped import checked_scoped
 from ..device import hooks, table
 from ..device.ops import KernelOp
 from ..exec.compile import StrictKernelOp
@@ -226,7 +226,11 @@ def _installed(observer: hooks.Observer) -> Iterator[None]:
         hooks.uninstall(observer)
 
 
-@scoped
+def _kernel_filter(count: int | None = 1, *, name: str | None = None) -> None:
+    KernelFault(count, name)  # its checks, at the call
+
+
+@checked_scoped(_kernel_filter)
 def fail_kernels(count: int | None = 1, *, name: str | None = None) -> Iterator[KernelFault]:
     """Make the next ``count`` kernel dispatches fail (``None``: every one in the block).
 
@@ -246,7 +250,7 @@ def fail_kernels(count: int | None = 1, *, name: str | None = None) -> Iterator[
         yield fault
 
 
-@scoped
+@checked_scoped(_kernel_filter)
 def hang_kernels(count: int | None = 1, *, name: str | None = None) -> Iterator[KernelHang]:
     """Make the next ``count`` matching kernels hold their queue until ``cancel()``.
 
@@ -261,7 +265,13 @@ def hang_kernels(count: int | None = 1, *, name: str | None = None) -> Iterator[
         fault.cancel()
 
 
-@scoped
+def _allocation_filter(
+    count: int | None = 1, *, device: int | None = None, nbytes: int | None = None
+) -> None:
+    AllocationFault(count, device, nbytes)  # its checks, at the call
+
+
+@checked_scoped(_allocation_filter)
 def fail_allocations(
     count: int | None = 1, *, device: int | None = None, nbytes: int | None = None
 ) -> Iterator[AllocationFault]:
@@ -307,7 +317,12 @@ class SignalSetsHeld:
         return f"<SignalSetsHeld held={self.held} of {self.graph_exec!r}>"
 
 
-@scoped
+def _exhaustible(graph_exec: GraphExec) -> None:
+    if not isinstance(graph_exec, GraphExec):
+        raise TypeError(f"expected a GraphExec, got {graph_exec!r}")
+
+
+@checked_scoped(_exhaustible)
 def exhaust_signal_sets(graph_exec: GraphExec) -> Iterator[SignalSetsHeld]:
     """Hold every free signal set of ``graph_exec`` for the block.
 

@@ -211,10 +211,14 @@ class _Run:
             return True
         return not started and self.budget_spent and not self.halted
 
+    def halt(self) -> None:
+        """Stop the run for good: no worker starts another cycle (see keep_going)."""
+        self.halted = True
+        self.stop.set()
+
     def check(self, ok: bool, worker: str, invariant: str, detail: str) -> None:
         if not ok:
-            self.halted = True
-            self.stop.set()
+            self.halt()
             raise StressViolation(self.seed, worker, invariant, detail)
         with self.lock:
             self.report.checks += 1
@@ -412,6 +416,9 @@ async def _task_worker(run: _Run, index: int) -> None:
                 await _async_cycle(cycle)
     except HipError as error:  # the runtime raised where it should not have
         run.check(False, name, "8: the runtime keeps working", repr(error))
+    except BaseException:  # a builder's error, Ctrl-C, a cancellation: no worker starts again
+        run.halt()
+        raise
     finally:
         stream.destroy()
         # Memory is freed once the device drained (see _drain); a dying launch may still use it.
@@ -461,6 +468,9 @@ def _thread_worker(run: _Run, index: int) -> None:
             cycle.verify("thread replays")
     except HipError as error:
         run.check(False, name, "8: the runtime keeps working", repr(error))
+    except BaseException:  # stopped here, not once the loop hears of it
+        run.halt()
+        raise
     finally:
         stream.destroy()
         run.to_free.append(cycle)

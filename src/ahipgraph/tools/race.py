@@ -909,23 +909,31 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             if now != entry[1]:
                 with self.lock:
                     self._host_changed(entry[2], op)
-        if isinstance(op, CopyOp) and isinstance(op.dst, np.ndarray):
-            self._device_writes_host(op.dst)
         return None
 
-    def _device_writes_host(self, array: np.ndarray[Any, Any]) -> None:
-        """A device-to-host copy writes ``array``: the copies in flight that read
-        it were fingerprinted before, so their bytes will differ when they run without any
-        host write. Their check is dropped (a host write in that window goes unseen: the
-        fingerprint cannot tell it from the device's write)."""
+    def op_finished(self, program: Program, op: Any, start_ns: int, error: Any) -> None:
+        if error is None and isinstance(op, CopyOp) and isinstance(op.dst, np.ndarray):
+            self._device_writes_host(op.dst, op.nbytes)  # once it ran: a failed one wrote nothing
+
+    def _device_writes_host(self, array: np.ndarray[Any, Any], nbytes: int) -> None:
+        """A device-to-host copy wrote the first ``nbytes`` of ``array``: the copies in flight
+        that read them were fingerprinted before, so their bytes will differ when they run
+        without any host write. Their check is dropped (a host write in that window goes
+        unseen: the fingerprint cannot tell it from the device's write)."""
+        written = host_bytes(array, nbytes)
         with self.lock:
             st = self.state
             for watched in list(st.watched):
-                if np.may_share_memory(watched.src, array):
+                if np.may_share_memory(host_bytes(watched.src, watched.nbytes), written):
                     watched.before = None
             for entries in st.copies.values():
                 for index, (copy, before, op, done) in enumerate(entries):
-                    if before is not None and np.may_share_memory(copy.src, array):
+                    src = copy.src  # an array when ``before`` was taken
+                    if (
+                        before is not None
+                        and isinstance(src, np.ndarray)
+                        and np.may_share_memory(host_bytes(src, copy.nbytes), written)
+                    ):
                         entries[index] = (copy, None, op, done)
 
     def _host_changed(self, op: OpRecord, copy: CopyOp) -> None:
@@ -1083,8 +1091,12 @@ class _WatchedCopy(CopyOp):
     def run(self, program: Program) -> None:
         checker = self.checker
         with checker.lock:
-            checker.state.watched.discard(self)
-        if self.before is not None and host_source(self) != self.before:
+            # Not watched any more (its check ended, or the table was cleared): nothing tells
+            # it of device writes into its source, and no report of a past check is due.
+            watched = checker.state.watched
+            current = self in watched
+            watched.discard(self)
+        if current and self.before is not None and host_source(self) != self.before:
             with checker.lock:
                 checker._host_changed(self.origin, self)
         CopyOp.run(self, program)
@@ -1110,8 +1122,8 @@ class _HostWritingCopy(CopyOp):
 
     def run(self, program: Program) -> None:
         assert isinstance(self.dst, np.ndarray)
-        self.checker._device_writes_host(self.dst)
-        CopyOp.run(self, program)
+        CopyOp.run(self, program)  # first: a copy that fails writes nothing
+        self.checker._device_writes_host(self.dst, self.nbytes)
 
 
 _CHECKER = _Checker()
