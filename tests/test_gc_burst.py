@@ -209,6 +209,27 @@ async def test_a_large_burst_ends_with_one_young_pass() -> None:
 
 @pytest.mark.asyncio
 @pytest.mark.usefixtures("small_bulk", "small_young")
+async def test_older_objects_freed_during_a_large_burst_do_not_hide_it() -> None:
+    """The collector's count is allocations less deallocations: every container freed lowers
+    it, an old one too. A burst that also frees more older objects than it made (the graph a
+    rebuilt one replaces; the race checker trimming its table of sites) still ends with its
+    pass over the young objects it left."""
+    older = [[] for _ in range(5_000)]  # made before the burst
+    graph = _build(SMALL_BULK + 200)
+    last = graph.nodes()[-1]
+    del older  # 5,001 containers freed: the count falls to zero
+    garbage = _Cyclic()
+    garbage_ref = weakref.ref(garbage)
+    del garbage
+    await asyncio.sleep(0)
+    assert not gcpause.is_paused()
+    assert garbage_ref() is None  # the burst's young pass came all the same
+    assert any(obj is last for obj in gc.get_objects(generation=2))
+    graph.destroy()
+
+
+@pytest.mark.asyncio
+@pytest.mark.usefixtures("small_bulk", "small_young")
 async def test_objects_frozen_by_the_program_stay_frozen() -> None:
     marker: list[int] = []  # a tracked object, frozen with everything else
     gc.freeze()
@@ -370,6 +391,26 @@ async def test_a_burst_larger_than_a_quarter_of_the_heap_ends_with_a_full_pass(
     monkeypatch.setattr(gcpause.sys, "getallocatedblocks", lambda: 4)  # a tiny heap
     graph = _build(SMALL_BULK + 200)
     assert old_ref() is not None
+    await asyncio.sleep(0)
+    assert old_ref() is None
+    graph.destroy()
+
+
+@pytest.mark.asyncio
+@pytest.mark.usefixtures("small_bulk", "small_young")
+async def test_a_burst_that_freed_older_objects_is_weighed_by_what_it_left(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Whether the pass is a full one is decided by the young objects the burst left, not by
+    a count that the objects it freed brought down."""
+    old = _Ring()
+    old_ref = weakref.ref(old)
+    older = [[] for _ in range(5_000)]
+    gc.collect()
+    del old
+    monkeypatch.setattr(gcpause.sys, "getallocatedblocks", lambda: 4)  # a tiny heap
+    graph = _build(SMALL_BULK + 200)
+    del older  # the count falls to zero
     await asyncio.sleep(0)
     assert old_ref() is None
     graph.destroy()

@@ -36,7 +36,10 @@ accounting would make it do next: a full pass if the build's young objects are s
 CPython's next second-generation pass would bring one (more than a quarter of every object
 the process holds), and one pass over both young generations otherwise. Either way the pass
 comes at the end of the build, at the task's first yield, rather than in whatever the program
-does next (a first replay).
+does next (a first replay). Older objects the program frees during the build (the graph a
+rebuilt one replaces) lower the collector's count of young objects as if they were young: when
+the count has fallen below the program's first threshold, the young objects are counted
+themselves, so such a build still ends with its pass.
 
 Only the collector's automatic passes are affected: reference counting frees everything as
 usual, and an explicit ``gc.collect()`` still works. Nested and concurrent pauses (several
@@ -104,9 +107,10 @@ def _leave(settle: bool = False) -> None:
         with _lock:
             settle = pauses == 1 and gc.get_threshold() == _applied and not _settling
             _settling = _settling or settle
+            young_threshold = _saved[0] if settle else 0
         if settle:
             try:
-                _settle()
+                _settle(young_threshold)
             finally:  # a Ctrl-C that lands in the pass still ends the pause
                 _settling = False
                 _end_one()
@@ -145,20 +149,33 @@ def paused() -> Iterator[None]:
 _BULK_YOUNG = 100_000
 
 
-def _settle() -> None:
+def _settle(young_threshold: int) -> None:
     """The pass the collector's accounting would make next, made at the end of a large burst.
 
     What a bulk build made lives as long as its graph. Left to the collector, each of its
     objects would be walked by a first-generation pass, again by a second-generation pass, and
     then by the full pass their promotion brings once they are more than a quarter of the
-    long-lived objects. If they are (the young count is more than a quarter of every memory
+    long-lived objects. If they are (the young objects are more than a quarter of every memory
     block the process holds, which bounds its tracked objects), one full pass now does all
     three; otherwise one pass over both young generations does the first two. The collector
     keeps its own accounting, so later full passes come as they always do.
+
+    How many young objects there are is read from the collector's count
+    (``gc.get_count()[0]``), which is cheap but is allocations less deallocations: CPython
+    lowers it for every container object freed, an old one too, and never below zero. So a
+    burst in which the program also freed older objects (the graph a rebuilt one replaces, a
+    cache trimmed) counts fewer young objects than it left, down to none, and nothing would
+    walk them until the program had allocated ``young_threshold`` (its own first threshold)
+    more: the young pass would land in what it does next. Below that threshold the young
+    generation itself is counted (a list of its objects; when nothing was freed it is as
+    short as the count). A count at or above it is taken as it reads: the collector's own
+    young pass over them comes at the first allocation after the pause anyway.
     """
     if not gc.isenabled():
         return
     young = gc.get_count()[0]
+    if young < young_threshold:
+        young = len(gc.get_objects(generation=0))
     if young < _BULK_YOUNG:
         return
     if young * 4 > sys.getallocatedblocks():
