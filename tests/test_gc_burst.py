@@ -311,6 +311,29 @@ async def test_automatic_passes_the_program_switched_off_by_threshold_stay_off()
 
 
 @pytest.mark.asyncio
+@pytest.mark.usefixtures("small_bulk", "small_young")
+async def test_a_large_burst_makes_no_pass_when_the_first_threshold_is_zero() -> None:
+    """A first threshold of 0 switches the automatic passes off, as ``gc.disable()`` does: a
+    large burst then ends with no pass of its own."""
+    thresholds = gc.get_threshold()
+    gc.set_threshold(0, *thresholds[1:])
+    try:
+        graph = _build(SMALL_BULK + 200)
+        garbage = _Cyclic()
+        garbage_ref = weakref.ref(garbage)
+        del garbage
+        await asyncio.sleep(0)
+        assert not gcpause.is_paused()
+        assert garbage_ref() is not None  # no pass ran
+        assert gc.get_threshold()[0] == 0
+    finally:
+        gc.set_threshold(*thresholds)
+    gc.collect()
+    assert garbage_ref() is None
+    graph.destroy()
+
+
+@pytest.mark.asyncio
 @pytest.mark.usefixtures("small_bulk")
 async def test_a_pause_survives_the_program_removing_its_callback() -> None:
     graph = _build(SMALL_BULK)

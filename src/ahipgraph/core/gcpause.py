@@ -158,7 +158,8 @@ def _settle(young_threshold: int) -> None:
     long-lived objects. If they are (the young objects are more than a quarter of every memory
     block the process holds, which bounds its tracked objects), one full pass now does all
     three; otherwise one pass over both young generations does the first two. The collector
-    keeps its own accounting, so later full passes come as they always do.
+    keeps its own accounting, so later full passes come as they always do. A program that
+    switched the automatic passes off (``gc.disable()``, or a first threshold of 0) gets none.
 
     How many young objects there are is read from the collector's count
     (``gc.get_count()[0]``), which is cheap but is allocations less deallocations: CPython
@@ -171,7 +172,7 @@ def _settle(young_threshold: int) -> None:
     short as the count). A count at or above it is taken as it reads: the collector's own
     young pass over them comes at the first allocation after the pause anyway.
     """
-    if not gc.isenabled():
+    if not gc.isenabled() or young_threshold == 0:  # automatic passes off, either way
         return
     young = gc.get_count()[0]
     if young < young_threshold:
