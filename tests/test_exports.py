@@ -230,7 +230,8 @@ PUBLIC_ATTRIBUTES = {
     "Stream": (
         "alive begin_capture begin_capture_to_graph capture capture_info destroy end_capture "
         "free_async free_async_nowait is_capturing launch_host_func launch_host_func_nowait "
-        "launch_kernel launch_kernel_nowait malloc_async memcpy memcpy_2d memcpy_2d_nowait "
+        "launch_kernel launch_kernel_nowait malloc_async malloc_async_nowait memcpy memcpy_2d "
+        "memcpy_2d_nowait "
         "memcpy_3d memcpy_3d_nowait memcpy_from_symbol memcpy_from_symbol_nowait memcpy_nowait "
         "memcpy_peer memcpy_peer_nowait memcpy_to_symbol memcpy_to_symbol_nowait memset "
         "memset_nowait query record_event record_event_nowait statistics synchronize "

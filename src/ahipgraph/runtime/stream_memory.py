@@ -36,7 +36,8 @@ def _is_null(ptr: object) -> bool:
 
 
 class StreamMemoryMixin:
-    """``malloc_async`` and ``free_async`` of :class:`~ahipgraph.Stream`."""
+    """``malloc_async`` and ``free_async`` (and their ``_nowait`` twins) of
+    :class:`~ahipgraph.Stream`."""
 
     __slots__ = ()
 
@@ -46,10 +47,24 @@ class StreamMemoryMixin:
         While capturing, adds a MemAlloc node and returns its reserved address (zero bytes
         adds nothing and returns the null pointer).
 
+        A coroutine as every stream call is, though it never waits: it enqueues no packet
+        (the memory is taken at once), so it needs no ring room. :meth:`malloc_async_nowait`
+        is the same call from synchronous code, as every other enqueue has its twin.
+
         Raises:
             ContextIsDestroyed: the stream was destroyed. InvalidValue: a negative size.
             OutOfMemory: not enough device memory. StreamCaptureInvalidated: see capture.
             IllegalState: another event loop is using the device.
+        """
+        return self.malloc_async_nowait(nbytes)
+
+    def malloc_async_nowait(self, nbytes: int) -> DevicePtr:
+        """As :meth:`malloc_async`, from synchronous code (a host function, a callback).
+
+        It never reports ``NotReady``: an allocation adds no packet to the stream's hardware
+        queue, so a full ring does not stop it (as ``free_async_nowait`` of the null pointer).
+
+        Raises: as :meth:`malloc_async`.
         """
         stream = self._stream()
         stream._check_open()
@@ -135,3 +150,9 @@ class StreamMemoryMixin:
 
     def _stream(self) -> Stream:
         return self  # type: ignore[return-value]
+
+
+# Named for the method the user calls (a wrong call says ``Stream.malloc_async() ...``), as
+# enqueue_pair names the enqueues it makes.
+StreamMemoryMixin.malloc_async.__qualname__ = "Stream.malloc_async"
+StreamMemoryMixin.malloc_async_nowait.__qualname__ = "Stream.malloc_async_nowait"
