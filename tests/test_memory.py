@@ -78,6 +78,19 @@ def test_out_of_memory_past_the_device_size_changes_nothing() -> None:
     assert device.memory_info() == (64 * KIB, 64 * KIB)
 
 
+def test_memory_info_unpacks_as_free_and_total_and_names_them() -> None:
+    device = small_device(64 * KIB)
+    first = device.malloc(40 * KIB)
+    free, total = device.memory_info()  # hipMemGetInfo's two out-parameters
+    info = device.memory_info()
+    assert (free, total) == (24 * KIB, 64 * KIB)
+    assert (info.free, info.total) == (free, total)
+    assert isinstance(info, ahg.MemoryInfo)
+    assert repr(info) == f"MemoryInfo(free={24 * KIB}, total={64 * KIB})"
+    device.free(first)
+    assert device.memory_info().free == device.memory_info().total == 64 * KIB
+
+
 def test_single_allocation_larger_than_the_device_is_out_of_memory() -> None:
     device = small_device(4 * KIB)
     with pytest.raises(ahg.OutOfMemory):

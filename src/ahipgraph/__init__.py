@@ -78,7 +78,7 @@ from .device.kernel_args import (
     uint32,
     uint64,
 )
-from .device.memory import MemoryStatistics
+from .device.memory import MemoryInfo, MemoryStatistics
 from .device.pointer import NULL, DevicePtr
 from .device.properties import CopyKind, CostModel, DeviceProperties
 from .device.symbols import DeviceSymbol, device_symbol
@@ -239,6 +239,7 @@ __all__ = [
     "PeerAccessAlreadyEnabled",
     "PeerAccessNotEnabled",
     "DeviceSymbol",
+    "MemoryInfo",
     "PitchedPtr",
     "STREAM_PER_THREAD",
     "StreamWaitFlag",

@@ -168,6 +168,7 @@ async def main() -> None:
     assert seen == ["done"] * 3 + ["stream"]
     assert elapsed_ms > 0
     assert device.memory_info()[0] == device.memory_info()[1]
+    assert device.memory_info().free == device.memory_info().total
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ import bisect
 import contextlib
 import threading
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -44,9 +45,22 @@ __all__ = [
     "MAX_DEVICES",
     "Allocation",
     "DeviceMemory",
+    "MemoryInfo",
     "MemoryStatistics",
     "check_size",
 ]
+
+
+class MemoryInfo(NamedTuple):
+    """What ``Device.memory_info()`` answers (``hipMemGetInfo``): free and total bytes.
+
+    A tuple, so ``free, total = device.memory_info()`` unpacks it as HIP's two out-parameters;
+    the fields name the two numbers for code that reads one of them.
+    """
+
+    free: int
+    total: int
+
 
 ALLOCATION_ALIGNMENT = 256
 _ADDRESS_SPACE_SHIFT = 40
@@ -563,9 +577,9 @@ class DeviceMemory:
     def bytes_in_use(self) -> int:
         return self._bytes_in_use
 
-    def memory_info(self) -> tuple[int, int]:
+    def memory_info(self) -> MemoryInfo:
         """(free, total) bytes, as ``hipMemGetInfo``."""
-        return self.total_bytes - self._bytes_in_use, self.total_bytes
+        return MemoryInfo(self.total_bytes - self._bytes_in_use, self.total_bytes)
 
     def statistics(self) -> MemoryStatistics:
         with self._lock:

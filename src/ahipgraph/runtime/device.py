@@ -30,7 +30,7 @@ from ..device.base import DeviceBase
 from ..device.engine import refuse_trio
 from ..device.graph_pool import GraphMemAttribute, GraphPoolStatistics
 from ..device.hwqueue import QueueStatistics
-from ..device.memory import MemoryStatistics, check_size
+from ..device.memory import MemoryInfo, MemoryStatistics, check_size
 from ..device.pointer import DevicePtr
 from ..device.properties import DeviceProperties
 from ..device.signal import Signal
@@ -224,8 +224,12 @@ class Device(DeviceBase, DeviceCopyMixin, NoCopy):
             observe.observer.freeing(ptr)
         self.memory.free(ptr)
 
-    def memory_info(self) -> tuple[int, int]:
-        """(free, total) bytes."""
+    def memory_info(self) -> MemoryInfo:
+        """Free and total bytes of this device (``hipMemGetInfo``), as ``(free, total)``.
+
+        A named tuple: unpack it (``free, total = device.memory_info()``) or read
+        ``.free`` / ``.total``.
+        """
         return self.memory.memory_info()
 
     def view(
