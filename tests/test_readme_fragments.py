@@ -135,3 +135,34 @@ def test_the_testing_snippet_is_a_test_the_kit_can_run() -> None:
     assert test.pytestmark[0].name == "asyncio"
     with testing.fresh_devices(1) as (device,):
         ahg.run(test(device))
+
+
+# Each README python block and the test that runs it, found by a line only that block has.
+RUN_BY = {
+    "async def main() -> None:": "tests/test_examples.py::test_readme_example_runs",
+    "ahg.tracing()": "test_the_tracing_and_dot_snippets_write_what_the_text_says",
+    "debug_dot_print": "test_the_tracing_and_dot_snippets_write_what_the_text_says",
+    "add_conditional_node": "test_the_conditional_snippet_loops_on_the_device_until_...",
+    "configure_devices": "test_the_devices_snippet_runs_on_two_devices",
+    "fail_kernels": "test_the_testing_snippet_is_a_test_the_kit_can_run",
+    "ahg.race_check(": "tests/test_race_report.py (its APP ends with this block)",
+}
+
+
+def test_every_readme_python_block_is_run_by_a_test() -> None:
+    """A block added to the README without a test that runs it fails here, by its first line.
+
+    The race-check block needs its ``main`` from the text around it, so
+    ``tests/test_race_report.py`` runs it as the end of a whole script: that script must end
+    with the block exactly as the README shows it.
+    """
+    from test_race_report import APP
+
+    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+    unclaimed = [
+        block.splitlines()[0] for block in blocks if not any(marker in block for marker in RUN_BY)
+    ]
+    assert unclaimed == [], "README python blocks that no test runs (add one to RUN_BY)"
+    assert all(any(marker in block for block in blocks) for marker in RUN_BY)
+    (race,) = [block for block in blocks if "ahg.race_check(" in block]
+    assert APP.endswith(race)
