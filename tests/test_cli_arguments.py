@@ -137,3 +137,14 @@ def test_bench_full_gives_the_caller_its_argv_back(
     )
     assert status == 0
     assert sys.argv == before
+
+
+def test_version_prints_the_package_version_and_exits_cleanly(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import ahipgraph
+
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out == f"ahipgraph {ahipgraph.__version__}\n"

@@ -16,6 +16,8 @@
   benchmark stays a script of the repository, not part of the installed package: it writes
   results files and compares loops), which writes its results to ``--json``'s file.
 
+``ahipgraph --version`` prints the installed version (``ahipgraph.__version__``) and exits.
+
 Terminal output goes through ``rich`` when it is installed (``pip install ahipgraph[cli]``) and
 the output is a terminal; otherwise plain lines, as with ``--plain`` (before or after the
 command's name). A file the command is to write is tried before anything runs, so a path that
@@ -37,6 +39,8 @@ import traceback
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
+
+from ._version import __version__
 
 __all__ = ["main"]
 
@@ -339,6 +343,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(prog="ahipgraph", description=__doc__.splitlines()[0])
     parser.add_argument("--plain", action="store_true", help="plain lines, no progress bar")
+    parser.add_argument("--version", action="version", version=f"ahipgraph {__version__}")
     # ``--plain`` after the command's name too; SUPPRESS keeps a command that was not given it
     # from resetting the one given before the name.
     plain = argparse.ArgumentParser(add_help=False)
