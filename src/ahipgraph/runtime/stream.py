@@ -29,7 +29,7 @@ from ..core.errors import (
     InvalidHandle,
     InvalidValue,
 )
-from ..core.ints import as_int
+from ..core.ints import as_int, int_or_none
 from ..core.lifecycle import DestroyOnExit, FactoryOnly, HandleRecord, check_live, destroyed
 from ..core.registry import HandleRegistry
 from ..core.surface import own_mixin_methods
@@ -355,16 +355,27 @@ class Stream(
     memcpy, memcpy_nowait = enqueue_pair(_memcpy, check=_memcpy_params)
 
     def _memset(
-        self, dst: DevicePtr, value: int, count: int, *, element_size: int = 1
+        self,
+        dst: DevicePtr,
+        value: int,
+        count: int | None = None,
+        *,
+        element_size: int = 1,
+        nbytes: int | None = None,
     ) -> Completion:
         """Enqueue a fill of ``count`` elements of ``element_size`` bytes with ``value``.
 
         ``hipMemsetD8/D16/D32Async``: the count is in elements, as for a graph memset node's
-        ``width``, so one count means the same thing on a stream and in a graph.
+        ``width``, so one count means the same thing on a stream and in a graph. ``nbytes=``
+        gives the size in bytes instead (``hipMemsetAsync``'s ``sizeBytes``, and the name
+        ``Device.memset`` takes); with bytes, the two are the same number.
 
         Raises:
-            InvalidValue: element size other than 1/2/4, a negative count, or a bad region.
+            InvalidValue: element size other than 1/2/4, a negative count, a bad region, or
+                ``nbytes`` that is not a whole number of elements.
+            TypeError: neither ``count`` nor ``nbytes`` given, or both.
         """
+        count = _fill_count(count, nbytes, element_size)
         self._check_open()
         part = self._capture  # read once (see _launch_kernel)
         if part is not None:
@@ -378,9 +389,16 @@ class Stream(
         return self._observed(params, params.op(self.device))
 
     def _memset_params(
-        self, dst: DevicePtr, value: int, count: int, *, element_size: int = 1
+        self,
+        dst: DevicePtr,
+        value: int,
+        count: int | None = None,
+        *,
+        element_size: int = 1,
+        nbytes: int | None = None,
     ) -> MemsetParams:
         """``memset``'s checks and parameters, for an eager fill."""
+        count = _fill_count(count, nbytes, element_size)
         return MemsetParams.make(dst, value, count, element_size=element_size, empty_unchecked=True)
 
     memset, memset_nowait = enqueue_pair(_memset, check=_memset_params)
@@ -626,6 +644,30 @@ def _record_of(event: object) -> Signal | None:
     """The completion of ``event``'s latest record (None: unrecorded, or not an event; the
     wait's checks report the latter)."""
     return event.signal if isinstance(event, Event) else None
+
+
+def _fill_count(count: int | None, nbytes: int | None, element_size: int) -> int:
+    """``memset``'s element count, from ``count`` or from ``nbytes=`` (exactly one of them).
+
+    A bad element size is left for ``MemsetParams.make`` to refuse, as it does for ``count``.
+
+    Raises:
+        TypeError: neither or both given; ``nbytes`` not an int.
+        InvalidValue: ``nbytes`` is not a whole number of 2- or 4-byte elements.
+    """
+    if nbytes is None:
+        if count is None:
+            raise TypeError("Stream.memset() missing its size: count (elements) or nbytes=")
+        return count
+    if count is not None:
+        raise TypeError("Stream.memset() takes count (elements) or nbytes=, not both")
+    nbytes = as_int(nbytes, "nbytes")
+    size = int_or_none(element_size)
+    if size in (2, 4):
+        if nbytes % size:
+            raise InvalidValue(f"nbytes={nbytes} is not a whole number of {size}-byte elements")
+        return nbytes // size
+    return nbytes
 
 
 def launch_stream(stream: object, device: Device, *, any_device: bool = False) -> Stream:
