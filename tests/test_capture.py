@@ -181,6 +181,22 @@ def test_capture_info_is_frozen() -> None:
 
 
 @pytest.mark.asyncio
+async def test_capture_info_unpacks_as_status_id_graph_dependencies(kit: tuple) -> None:
+    """HIP answers the four through out-parameters; API.md lists them in this order."""
+    stream, a, b = kit
+    status, capture_id, graph, deps = stream.capture_info()
+    assert (status, capture_id, graph, deps) == (ahg.CaptureStatus.NONE, None, None, ())
+    stream.begin_capture()
+    work = await stream.memcpy(a, b, NBYTES)
+    status, capture_id, graph, deps = stream.capture_info()
+    assert status is ahg.CaptureStatus.ACTIVE
+    assert capture_id == stream.capture_info().id
+    assert deps == (work.node,)
+    assert stream.end_capture() is graph
+    graph.destroy()
+
+
+@pytest.mark.asyncio
 async def test_null_stream_is_implicit_while_a_blocking_stream_captures(
     device: ahg.Device,
 ) -> None:

@@ -35,7 +35,7 @@ import weakref
 from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..core.errors import InvalidValue, StreamCaptureImplicit
 from ..core.ints import int_or_none
@@ -96,9 +96,13 @@ class CaptureDependencies(enum.IntEnum):
     SET = 1
 
 
-@dataclass(frozen=True, slots=True)
-class CaptureInfo:
-    """``hipStreamGetCaptureInfo_v2``: id, graph and dependencies are set only while ACTIVE."""
+class CaptureInfo(NamedTuple):
+    """``hipStreamGetCaptureInfo_v2``: id, graph and dependencies are set only while ACTIVE.
+
+    A named tuple: HIP answers these four through out-parameters, so
+    ``status, capture_id, graph, deps = stream.capture_info()`` unpacks them in that order,
+    and each is also read by name.
+    """
 
     status: CaptureStatus
     id: int | None = None
