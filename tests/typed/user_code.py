@@ -76,6 +76,26 @@ async def reduce(device: ahg.Device, values: npt.NDArray[np.int64]) -> int:
     return int(total[0])
 
 
+async def captured_fill(device: ahg.Device) -> int:
+    """Capture a stream-ordered allocation and a fill by bytes; the capture's node count."""
+    stream = device.create_stream()
+    try:
+        async with stream.capture() as capture:
+            status, capture_id, graph, deps = stream.capture_info()
+            assert status is ahg.CaptureStatus.ACTIVE
+            assert capture_id is not None
+            assert graph is not None
+            assert deps == ()
+            ptr = stream.malloc_async_nowait(256)
+            await stream.memset(ptr, 0, nbytes=256, element_size=4)
+            await stream.free_async(ptr)
+        assert capture.graph is not None
+        with capture.graph as captured:
+            return len(captured.nodes())
+    finally:
+        stream.destroy()
+
+
 async def replay(device: ahg.Device, n: int, replays: int) -> tuple[list[str], float]:
     """Build a graph, instantiate it, launch it; return what the host node saw and the time."""
     x, y = device.malloc(4 * n), device.malloc(4 * n)
@@ -168,6 +188,7 @@ async def main() -> None:
     assert seen == ["done"] * 3 + ["stream"]
     assert elapsed_ms > 0
     assert device.memory_info()[0] == device.memory_info()[1]
+    assert await captured_fill(device) == 3
     assert device.memory_info().free == device.memory_info().total
 
 
