@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import pickle
+from typing import Any
 
 import pytest
 
@@ -112,3 +113,34 @@ def test_copied_and_pickled_errors_keep_class_and_message(clone: object) -> None
     assert type(again) is ahg.LaunchFailure
     assert again.message == "kernel 'k' failed"
     assert str(again) == str(error) == "hipErrorLaunchFailure: kernel 'k' failed"
+
+
+def test_a_code_builds_its_own_error_class() -> None:
+    """``HipError(code[, message])`` is the code's class, as ``OSError(errno, ...)`` is."""
+    error = ahg.HipError(ahg.ErrorCode.NotReady)
+    assert type(error) is ahg.NotReady
+    assert str(error) == "hipErrorNotReady"
+    assert error.message == ""
+    error = ahg.HipError(ahg.ErrorCode.InvalidValue, "bad size")
+    assert type(error) is ahg.InvalidValue
+    assert str(error) == "hipErrorInvalidValue: bad size"
+    assert pickle.loads(pickle.dumps(error)).message == "bad size"
+    assert str(ahg.NotReady(ahg.ErrorCode.NotReady, "m")) == "hipErrorNotReady: m"
+
+
+@pytest.mark.parametrize(
+    ("cls", "args", "expected"),
+    [
+        (ahg.InvalidValue, (ahg.ErrorCode.NotReady,), ValueError),  # another class's code
+        (ahg.HipError, (ahg.ErrorCode.Success,), ValueError),  # not an error
+        (ahg.HipError, (600,), TypeError),  # a bare int is no code: say so
+        (ahg.HipError, (None,), TypeError),
+        (ahg.HipError, ("a", "b"), TypeError),
+        (ahg.HipError, (ahg.ErrorCode.NotReady, "a", "b"), TypeError),
+    ],
+)
+def test_a_wrong_error_construction_is_refused(
+    cls: type[ahg.HipError], args: tuple[Any, ...], expected: type[Exception]
+) -> None:
+    with pytest.raises(expected):
+        cls(*args)

@@ -107,7 +107,24 @@ class HipError(Exception):
 
     code: ClassVar[ErrorCode] = ErrorCode.Unknown
 
-    def __init__(self, message: str = "") -> None:
+    def __new__(cls, message: str | ErrorCode = "", *rest: str) -> HipError:
+        # HipError(ErrorCode.X[, message]) builds the code's own class, as OSError(errno, ...)
+        # builds FileNotFoundError: ``except ahg.NotReady`` then catches it.
+        if isinstance(message, ErrorCode):
+            cls = error_class(message) if cls is HipError else cls
+            if message is not cls.code:
+                raise ValueError(f"{cls.__name__} has code {cls.code.name}, not {message.name}")
+        return super().__new__(cls)
+
+    def __init__(self, message: str | ErrorCode = "", *rest: str) -> None:
+        if isinstance(message, ErrorCode):  # the code picked the class (see __new__)
+            if len(rest) > 1:
+                raise TypeError(f"{type(self).__name__}(code, message) takes one message")
+            message = rest[0] if rest else ""
+        elif rest:
+            raise TypeError(f"{type(self).__name__}() takes one message, or a code and a message")
+        if not isinstance(message, str):
+            raise TypeError(f"a HipError's message is a str, not {type(message).__name__}")
         self.message = message
         super().__init__(f"{self.code.hip_name}: {message}" if message else self.code.hip_name)
 
