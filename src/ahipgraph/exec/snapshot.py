@@ -36,7 +36,7 @@ from ..core.registry import HandleId
 from ..graph.node import GraphNode
 from ..graph.node_type import NodeType
 from ..graph.topology import ordered_columns
-from .kahn_columns import kahn_columns
+from .kahn_columns import index_column, kahn_columns
 
 if TYPE_CHECKING:
     from ..graph.graph import Graph
@@ -282,7 +282,7 @@ class ExecGraph:
         it (its dependency column counts up from -1; compared in numpy)."""
         if self._multi != _CHAIN_MULTI:
             return False
-        deps = np.frombuffer(self._dep, dtype=np.int64)
+        deps = np.frombuffer(self._dep, dtype=self._dep.typecode)  # "i" or "q": see index_column
         return bool((deps == np.arange(-1, len(deps) - 1, dtype=np.int64)).all())
 
     @property
@@ -528,9 +528,9 @@ def _chain_columns(
 
 
 def _counting_up(count: int) -> IntArray:
-    """``array("q", range(-1, count - 1))``, made in numpy (the array takes an append per int
-    from a ``range``)."""
-    return array("q", np.arange(-1, count - 1, dtype=np.int64).tobytes())
+    """``range(-1, count - 1)`` as a dependency column (:func:`index_column`), made in numpy
+    (an array takes an append per int from a ``range``)."""
+    return index_column(np.arange(-1, count - 1, dtype=np.int64))
 
 
 def _dep_indices(
