@@ -89,13 +89,14 @@ _CHAIN_MULTI: dict[int, tuple[int, ...]] = {0: ()}  # a chain's multi: its root,
 class ExecGraph:
     """A graph copied for execution: nodes in topological order, dependencies by index.
 
-    A copy of a large graph holds its nodes as columns: one list each of ids, types and
-    parameters, and each node's dependency as one machine int (an ``array``), the few nodes
-    with no or several dependencies keeping a tuple aside. Instantiate reads the columns
-    (:meth:`types`, :meth:`params_column`, :meth:`deps_of`, ...), so an executable that is
-    only launched never holds an object per node for them. :attr:`nodes` makes the
-    :class:`ExecNode` records on first use (a setter, an update, a plan check, DOT output),
-    once; from then on they are the copy (a setter changes a record's parameters).
+    A copy of a large graph holds its nodes as columns: one list each of ids, types (or the
+    one type, see below) and parameters, and each node's dependency as one machine int (an
+    ``array``), the few nodes with no or several dependencies keeping a tuple aside.
+    Instantiate reads the columns (:meth:`types`, :meth:`params_column`, :meth:`deps_of`,
+    ...), so an executable that is only launched never holds an object per node for them.
+    :attr:`nodes` makes the :class:`ExecNode` records on first use (a setter, an update, a
+    plan check, DOT output), once; from then on they are the copy (a setter changes a
+    record's parameters).
 
     A copy read in insertion order and put in Kahn's order by positions (see the module
     notes) keeps its ids and parameters as read, with the positions (:meth:`read_order`),
