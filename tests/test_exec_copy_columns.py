@@ -134,7 +134,9 @@ def test_a_copy_of_several_types_keeps_each_nodes_type(device: ahg.Device) -> No
     [[], [0], [0, 255], [256, 3], [65535], [65536, 0], [2**32 - 1], [2**32, 1], [2**40]],
 )
 def test_narrow_columns_hold_every_value_in_the_narrowest_type(values: list[int]) -> None:
-    held = _narrow(values)
+    import numpy as np
+
+    held = _narrow(np.array(values, dtype=np.uint64))
     assert isinstance(held, array)
     assert held.tolist() == values
     top = max(values, default=0)
@@ -215,3 +217,53 @@ def test_index_columns_keep_every_index() -> None:
     assert column.typecode == "i"
     assert column.tolist() == values.tolist()
     assert np.frombuffer(column, dtype=column.typecode).tolist() == values.tolist()
+
+
+def test_rows_and_generations_split_from_node_handles_however_large() -> None:
+    """A node keeps its row and generation as one int (the row alone while the generation is
+    0); the source map splits them, in numpy, or in Python for a generation past 32 bits."""
+    from types import SimpleNamespace
+    from typing import Any
+
+    from ahipgraph.exec.snapshot import _rows_and_generations
+    from ahipgraph.graph.node_registry import node_handle
+
+    def nodes(pairs: list[tuple[int, int]]) -> Any:
+        return [SimpleNamespace(_handle=node_handle(row, gen)) for row, gen in pairs]
+
+    assert node_handle(7, 0) == 7
+    rows, generation = _rows_and_generations(nodes([(5, 3), (70_000, 3)]))
+    assert (rows.tolist(), generation) == ([5, 70_000], 3)
+    assert rows.itemsize == 4
+    rows, generations = _rows_and_generations(nodes([(5, 0), (6, 300)]))
+    assert isinstance(generations, array)
+    assert (rows.tolist(), generations.tolist(), generations.itemsize) == ([5, 6], [0, 300], 2)
+    huge = 2**40 + 1
+    rows, generations = _rows_and_generations(nodes([(2**32 - 1, huge), (0, 1)]))
+    assert isinstance(generations, array)
+    assert (rows.tolist(), generations.tolist()) == ([2**32 - 1, 0], [huge, 1])
+    rows, _ = _rows_and_generations([])
+    assert rows.tolist() == []
+
+
+def test_every_node_handle_reads_back_as_its_registry_row_and_generation() -> None:
+    """Rows reused (a newer generation) give each node a handle whose ``hid`` the registry
+    finds, and a destroyed node's no longer validates."""
+    from ahipgraph.graph.node import NODES
+
+    old = ahg.Graph()
+    for _ in range(40):
+        old.add_empty_node()
+    old.destroy()
+    graph = ahg.Graph()
+    nodes = [graph.add_empty_node() for _ in range(80)]
+    try:
+        assert max(node.hid.generation for node in nodes) > 0  # the old graph's rows
+        assert all(NODES.get(node.hid) is node and node.alive for node in nodes)
+        assert len({node.hid.slot for node in nodes}) == len(nodes)
+        gone = nodes.pop()
+        gone.destroy()
+        assert not gone.alive
+        assert NODES.get(gone.hid) is None
+    finally:
+        graph.destroy()

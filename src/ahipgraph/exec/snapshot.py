@@ -34,6 +34,7 @@ import numpy as np
 from ..core.int_array import IntArray
 from ..core.registry import HandleId
 from ..graph.node import GraphNode
+from ..graph.node_registry import ROW_BITS, ROW_MASK
 from ..graph.node_type import NodeType
 from ..graph.topology import ordered_columns
 from .kahn_columns import index_column, kahn_columns
@@ -55,8 +56,7 @@ __all__ = [
 
 _new_object = object.__new__
 _hid = attrgetter("hid")
-_handle_row = attrgetter("_slot")  # a graph node's registry row (its hid.slot)
-_handle_generation = attrgetter("_generation")
+_handle_of = attrgetter("_handle")  # a graph node's registry row and generation, as one int
 _type_of = attrgetter("_type")
 _params_of = attrgetter("_params")
 _deps_of = attrgetter("_deps")
@@ -455,8 +455,7 @@ class Originals:
         if at is None:
             return SourceMap(self._nodes, copy)
         # The rows and generations as read: the map permutes them when it is made.
-        rows = _narrow(list(map(_handle_row, self._nodes)))
-        return SourceMap._of_rows(rows, _generations(self._nodes), copy, at)
+        return SourceMap._of_rows(*_rows_and_generations(self._nodes), copy, at)
 
 
 def _copy_one(graph: Graph) -> tuple[ExecGraph, list[tuple[ExecNode, Graph]], Originals]:
@@ -586,30 +585,38 @@ def source_map(originals: list[GraphNode], copy: ExecGraph) -> dict[HandleId, Ex
 _SourceRows = tuple[IntArray, IntArray | int, ExecGraph, Positions | None]
 
 # The narrowest unsigned machine type holding every value up to each bound (see _narrow).
-_NARROW_TYPES = ((1 << 8, "B"), (1 << 16, "H"), (1 << 32, "I"))
+_NARROW_TYPES = ((1 << 8, "B", np.uint8), (1 << 16, "H", np.uint16), (1 << 32, "I", np.uint32))
 
 
-def _narrow(values: list[int]) -> IntArray:
+def _narrow(values: np.ndarray[Any, np.dtype[Any]]) -> IntArray:
     """Non-negative ``values`` as an array of the narrowest machine type that holds them all.
 
     What a source map holds until its first lookup, for as long as the executable lives
     (most never look one up): a list is a pointer per node, and registry rows and generations
     are small numbers (a generation moves on only when its slot is reused).
     """
-    top = max(values, default=0)
-    for bound, code in _NARROW_TYPES:
+    top = int(values.max()) if len(values) else 0
+    for bound, code, dtype in _NARROW_TYPES:
         if top < bound:
-            return array(code, values)
-    return array("q", values)
+            return array(code, values.astype(dtype).tobytes())
+    return array("q", values.astype(np.int64).tobytes())
 
 
-def _generations(nodes: list[GraphNode]) -> IntArray | int:
-    """The nodes' registry generations: one int when they share it (most graphs: a column of
-    the same int would be held for as long as the executable lives), else a narrow array."""
-    generations: list[int] = list(map(_handle_generation, nodes))
-    if generations and generations.count(generations[0]) == len(generations):
-        return generations[0]
-    return _narrow(generations)
+def _rows_and_generations(nodes: list[GraphNode]) -> tuple[IntArray, IntArray | int]:
+    """The nodes' registry rows, and their generations: one int when they share it (most
+    graphs: a column of the same int would be held for as long as the executable lives),
+    else a column. Both columns narrow (see :func:`_narrow`), split from the nodes' handles
+    (see ``GraphNode``) in numpy."""
+    handles: list[int] = list(map(_handle_of, nodes))
+    try:
+        packed = np.array(handles, dtype=np.uint64)
+        rows, generations = packed & ROW_MASK, packed >> ROW_BITS
+    except OverflowError:  # a row reused 2**32 times: its generation needs more bits
+        rows = np.array([handle & ROW_MASK for handle in handles], dtype=np.uint64)
+        generations = np.array([handle >> ROW_BITS for handle in handles], dtype=np.uint64)
+    if len(generations) and generations.min() == generations.max():
+        return _narrow(rows), int(generations[0])
+    return _narrow(rows), _narrow(generations)
 
 
 class SourceMap(Mapping[HandleId, ExecNode]):
@@ -635,8 +642,7 @@ class SourceMap(Mapping[HandleId, ExecNode]):
         # until the map replaces them: one field, so a reader always sees one or the other whole.
         # The copy is kept whole: its records are made when the map is (see ExecGraph.nodes).
         self._state: _SourceRows | dict[HandleId, ExecNode] = (
-            _narrow(list(map(_handle_row, originals))),
-            _generations(originals),
+            *_rows_and_generations(originals),
             copy,
             None,
         )
