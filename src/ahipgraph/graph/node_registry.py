@@ -93,7 +93,8 @@ class NodeRegistry(SlotTable):
         return _new_tuple(HandleId, (handle & ROW_MASK, handle >> ROW_BITS))
 
     def enter(self, node: GraphNode) -> None:
-        """:meth:`register`, storing the slot and generation in the node's own fields.
+        """:meth:`register`, storing the slot and generation in the node's own field
+        (:func:`node_handle`).
 
         What a new node calls, once per node added, captured or cloned: no handle tuple is
         made only to be taken apart again. The slot is one of the graph's spares (taken from
@@ -268,7 +269,8 @@ class NodeRegistry(SlotTable):
         return self.find(slot, generation)
 
     def find(self, slot: int, generation: int) -> GraphNode | None:
-        """:meth:`get` for a handle given as its two ints (what a node keeps; see GraphNode).
+        """:meth:`get` for a handle given as its two ints (what a node's one int holds; see
+        GraphNode).
 
         Lock-free, as :meth:`HandleRegistry.get`: the generation is read on both sides of the
         slot's owner and id, so a retire (owner cleared, then generation moved on) or a reuse
