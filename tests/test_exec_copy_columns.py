@@ -5,7 +5,9 @@ most executables are only launched. A copy of one node type keeps the type once 
 makes the list for each reader), and the source map keeps registry rows and generations as
 arrays of the narrowest machine type, not a list of pointers each. These tests hold those
 columns to a few bytes per node (``tracemalloc`` on the copy's module) and the source map to
-finding every node, whatever its row and generation, in both of the copy's reading orders.
+finding every node, whatever its row and generation, in both of the copy's reading orders. The
+rows and generations come from the graph nodes' handles, one int each: the node's size and the
+split are tested here too.
 """
 
 from __future__ import annotations
@@ -265,5 +267,19 @@ def test_every_node_handle_reads_back_as_its_registry_row_and_generation() -> No
         gone.destroy()
         assert not gone.alive
         assert NODES.get(gone.hid) is None
+    finally:
+        graph.destroy()
+
+
+def test_a_graph_node_holds_eight_pointers() -> None:
+    """A node's handle is one field (its row and generation in one int): the node is the size
+    of any object of eight pointer fields, its weak-reference list one of them."""
+    import sys
+
+    eight = type("Eight", (), {"__slots__": ("__weakref__", *(f"f{i}" for i in range(7)))})
+    graph = ahg.Graph()
+    try:
+        node = graph.add_empty_node()
+        assert sys.getsizeof(node) == sys.getsizeof(eight())
     finally:
         graph.destroy()
