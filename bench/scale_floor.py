@@ -12,7 +12,14 @@ measures the least Python does for three of those phases, on the plain slotted o
 * ``clone`` — one new slotted object per node copying five fields, entered in a new dict (what a
   clone makes per node, without its edges or parameters);
 * ``wide_order`` — the nodes listed in the order ``graph.nodes()`` gives a wide fork-join (Kahn's
-  order: the first node of each of 1,000 branches, then the second of each, ...), each read once.
+  order: the first node of each of 1,000 branches, then the second of each, ...), each read once;
+* ``pairs`` and ``wide_pairs`` — what ``exec.update(graph)`` walks: two graphs of one shape
+  (both built in insertion order, as an executable's graph and the new graph are), node by node,
+  each pair's packed arguments compared and the pair listed as a change. ``pairs`` walks a chain
+  (its topological order is its insertion order: both sides in memory order); ``wide_pairs``
+  walks the wide fork-join in Kahn's order, so both sides are read a branch apart in memory.
+  The two differ only in the order of the walk: their ratios show what the strided walk alone
+  adds as the graph outgrows the caches.
 
 Each size is measured ``--rounds`` times (the least counts), and the smallest size again after
 the largest; the ratio divides by the smallest of all the small runs. A ratio well above 1 is the
@@ -24,6 +31,7 @@ machine, not the runtime: no Python graph can have flatter per-node costs than t
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import itertools
 import sys
@@ -79,10 +87,41 @@ def floor_wide_order(nodes: dict[int, Any]) -> list[Any]:
     return order
 
 
+def wide_positions(size: int) -> list[int]:
+    """Insertion index of each node of ``size`` in the wide fork-join's Kahn order (as
+    :func:`floor_wide_order` lists them): each branch's first node, then each one's second..."""
+    branches = min(scale.BRANCHES, size)
+    length = size // branches
+    return [branch * length + step for step in range(length) for branch in range(branches)]
+
+
+def floor_pairs(
+    nodes: dict[int, Any], again: dict[int, Any], order: range | list[int]
+) -> list[tuple[Any, Any]]:
+    """Two graphs' nodes paired in ``order`` (insertion indices), each pair's packed arguments
+    compared, the pair listed as a change: the least ``exec.update`` does per node (the
+    executable's node against the new graph's, in topological order)."""
+    old = list(nodes.values())
+    new = list(again.values())
+    changes: list[tuple[Any, Any]] = []
+    append = changes.append
+    for index in order:
+        node = old[index]
+        params = new[index].params
+        if node.params[4] != params[4] or node.params[3] is not params[3]:
+            append((node, params))
+    return changes
+
+
 PHASES: dict[str, Callable[[dict[int, Any]], Any]] = {
     "edges": floor_edges,
     "clone": floor_clone,
     "wide_order": floor_wide_order,
+}
+# Phases over two graphs of one size: (the second graph, the insertion indices in walk order).
+PAIR_PHASES: dict[str, Callable[[int], range | list[int]]] = {
+    "pairs": range,
+    "wide_pairs": wide_positions,
 }
 
 
@@ -103,13 +142,17 @@ def _timed(phase: Callable[[dict[int, Any]], Any], nodes: dict[int, Any]) -> flo
 def measure_size(size: int, x: ahg.DevicePtr, rounds: int) -> dict[str, float]:
     """Each phase's least time over ``rounds`` at ``size`` nodes, microseconds per node."""
     nodes = scale.floor_build(size, x)
+    again = scale.floor_build(size, x)  # the new graph an update compares node by node
+    phases = dict(PHASES)
+    for name, walk in PAIR_PHASES.items():
+        phases[name] = functools.partial(floor_pairs, again=again, order=walk(size))
     try:
         return {
             f"{name}_us": min(_timed(phase, nodes) for _ in range(rounds)) / size * 1e6
-            for name, phase in PHASES.items()
+            for name, phase in phases.items()
         }
     finally:
-        del nodes
+        del nodes, again, phases
         gc.collect()
 
 

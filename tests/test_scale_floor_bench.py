@@ -16,7 +16,7 @@ def test_the_report_has_each_phase_per_size_and_ratios_to_the_smallest(tmp_path:
     assert out["sizes"] == [200, 400]
     assert set(out["figures"]) == {"200", "400"}
     for row in out["figures"].values():
-        assert set(row) == {"edges_us", "clone_us", "wide_order_us"}
+        assert set(row) == {"edges_us", "clone_us", "wide_order_us", "pairs_us", "wide_pairs_us"}
         assert all(value > 0 for value in row.values())
     assert set(out["ratios"]) == {"400"}
     for key, ratio in out["ratios"]["400"].items():
@@ -51,6 +51,15 @@ def test_the_floors_make_what_the_phases_make() -> None:
     assert [node.id for node in order[:3]] == [0, 3, 6]  # each branch's first node, in turn
     assert [node.id for node in order[1000:1002]] == [1, 4]  # then each branch's second
     assert sorted(node.id for node in order) == list(range(3000))
-    del wide, order
+    positions = bench.wide_positions(3000)
+    assert positions[:3] == [0, 3, 6]
+    assert [wide[i] for i in positions] == order  # the walk floor_wide_order makes
+    again = bench.scale.floor_build(3000, x)
+    for walk in (range(3000), positions):  # every node paired with the same node of the other
+        changes = bench.floor_pairs(wide, again, walk)
+        assert [(node.id, params) for node, params in changes] == [
+            (i, again[i].params) for i in walk
+        ]
+    del wide, order, again, changes
     del nodes, copies
     device.free(x)

@@ -45,7 +45,14 @@ from ..graph.node import GraphNode
 if TYPE_CHECKING:
     from ..graph.graph import Graph
 
-__all__ = ["MIN_NODES", "NODES_PER_ROUND", "ODD_SHARE", "KahnColumns", "kahn_columns"]
+__all__ = [
+    "MIN_NODES",
+    "NODES_PER_ROUND",
+    "ODD_SHARE",
+    "KahnColumns",
+    "index_column",
+    "kahn_columns",
+]
 
 # When the node walk is the better way (read when called, so tests can take this way always).
 # Below this many nodes the walk costs less than the array operations' fixed costs:
@@ -59,6 +66,20 @@ NODES_PER_ROUND = 256
 _deps_of: Callable[[GraphNode], Any] = attrgetter("_deps")
 _succ_of: Callable[[GraphNode], Any] = attrgetter("_succ")
 _I64 = np.int64
+_INT32_END = 1 << 31
+
+
+def index_column(indices: np.ndarray[Any, np.dtype[Any]]) -> IntArray:
+    """Node indices (-1 for none) as an array of C ints (``"i"``), or of 64-bit ints for a
+    graph of 2**31 nodes or more.
+
+    A copy keeps its dependency column for as long as its executable lives: 4 bytes a node,
+    not 8. Readers that view it in numpy take the array's own typecode as the dtype (numpy
+    reads ``"i"`` and ``"q"`` as the same C types the array does); the others read ints.
+    """
+    if len(indices) < _INT32_END:
+        return array("i", indices.astype(np.intc).tobytes())
+    return array("q", indices.astype(np.longlong).tobytes())
 
 
 @dataclass(slots=True, eq=False)
@@ -210,7 +231,7 @@ def kahn_columns(
         for node, size in zip(kahn[counted].tolist(), dep_counts, strict=True):
             multi[node] = tuple(dep_positions[start : start + size])
             start += size
-    return KahnColumns(nodes, order, array("q", first.tobytes()), multi)
+    return KahnColumns(nodes, order, index_column(first), multi)
 
 
 def _rounds(

@@ -235,7 +235,8 @@ def _cut_segments_columns(graph: ExecGraph) -> SegmentTable:
     """
     count = len(graph)
     first_deps, multi = graph.first_deps()
-    deps = np.frombuffer(first_deps, dtype=np.int64)
+    # "i" or "q" (see kahn_columns.index_column): widened, as every column made below is
+    deps = np.frombuffer(first_deps, dtype=first_deps.typecode).astype(np.int64, copy=False)
     linked = deps[deps >= 0]
     if multi:  # joins' dependencies (and roots', none)
         linked = np.concatenate(

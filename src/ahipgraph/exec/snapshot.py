@@ -34,9 +34,10 @@ import numpy as np
 from ..core.int_array import IntArray
 from ..core.registry import HandleId
 from ..graph.node import GraphNode
+from ..graph.node_registry import ROW_BITS, ROW_MASK
 from ..graph.node_type import NodeType
 from ..graph.topology import ordered_columns
-from .kahn_columns import kahn_columns
+from .kahn_columns import index_column, kahn_columns
 
 if TYPE_CHECKING:
     from ..graph.graph import Graph
@@ -55,8 +56,7 @@ __all__ = [
 
 _new_object = object.__new__
 _hid = attrgetter("hid")
-_handle_row = attrgetter("_slot")  # a graph node's registry row (its hid.slot)
-_handle_generation = attrgetter("_generation")
+_handle_of = attrgetter("_handle")  # a graph node's registry row and generation, as one int
 _type_of = attrgetter("_type")
 _params_of = attrgetter("_params")
 _deps_of = attrgetter("_deps")
@@ -89,18 +89,23 @@ _CHAIN_MULTI: dict[int, tuple[int, ...]] = {0: ()}  # a chain's multi: its root,
 class ExecGraph:
     """A graph copied for execution: nodes in topological order, dependencies by index.
 
-    A copy of a large graph holds its nodes as columns: one list each of ids, types and
-    parameters, and each node's dependency as one machine int (an ``array``), the few nodes
-    with no or several dependencies keeping a tuple aside. Instantiate reads the columns
-    (:meth:`types`, :meth:`params_column`, :meth:`deps_of`, ...), so an executable that is
-    only launched never holds an object per node for them. :attr:`nodes` makes the
-    :class:`ExecNode` records on first use (a setter, an update, a plan check, DOT output),
-    once; from then on they are the copy (a setter changes a record's parameters).
+    A copy of a large graph holds its nodes as columns: one list each of ids, types (or the
+    one type, see below) and parameters, and each node's dependency as one machine int (an
+    ``array``), the few nodes with no or several dependencies keeping a tuple aside.
+    Instantiate reads the columns (:meth:`types`, :meth:`params_column`, :meth:`deps_of`,
+    ...), so an executable that is only launched never holds an object per node for them.
+    :attr:`nodes` makes the :class:`ExecNode` records on first use (a setter, an update, a
+    plan check, DOT output), once; from then on they are the copy (a setter changes a
+    record's parameters).
 
     A copy read in insertion order and put in Kahn's order by positions (see the module
     notes) keeps its ids and parameters as read, with the positions (:meth:`read_order`),
     until something asks for them in the copy's order: instantiate's compiler reads each
     run's parameters through the positions, so a launched-only executable never permutes them.
+
+    A copy whose nodes are all of one type (a graph of kernels, usually) keeps that type, not
+    a list of it: :meth:`types` makes the list for each reader (instantiate and update read
+    it, a launch never does), so a live executable holds no pointer per node for it.
     """
 
     __slots__ = (
@@ -108,6 +113,7 @@ class ExecGraph:
         "_dependents",
         "_ids",
         "_kinds",
+        "_length",
         "_made",
         "_multi",
         "_params",
@@ -129,8 +135,9 @@ class ExecGraph:
         self.user_objects: list[UserObject] = [] if user_objects is None else user_objects
         self._dependents: list[list[int]] | None = None
         self._ids = [node.id for node in nodes]
-        self._types = [node.type for node in nodes]
+        self._types: list[NodeType] | NodeType = [node.type for node in nodes]
         self._kinds = frozenset(map(id, self._types))
+        self._length = len(nodes)
         self._params: list[Any] | None = None  # the records hold them
         self._read: _ReadOrder | None = None
         self._dep, self._multi = _dep_columns([node.deps for node in nodes])
@@ -159,10 +166,12 @@ class ExecGraph:
             copy._ids, copy._params, copy._read = ids, params, None
         else:  # permuted on first use (see _columns)
             copy._ids, copy._params, copy._read = [], None, (order, ids, params)
-        copy._types = types
+        copy._length = len(types)
         if types and types.count(types[0]) == len(types):  # one type: no set built per node
+            copy._types = types[0]  # (see the class notes)
             copy._kinds = frozenset((id(types[0]),))
         else:
+            copy._types = types
             copy._kinds = frozenset(map(id, types))  # ids: an enum member's hash is Python code
         copy._dep, copy._multi = dep, multi
         copy._made = None
@@ -193,7 +202,7 @@ class ExecGraph:
         return None if read is None else (read[0], read[2])
 
     def __len__(self) -> int:
-        return len(self._types)
+        return self._length
 
     def __repr__(self) -> str:
         made = "made" if self._made is not None else "columns"
@@ -219,7 +228,7 @@ class ExecGraph:
         out: list[ExecNode] = []
         append = out.append
         for index, (node_id, node_type, node_params, dep) in enumerate(
-            zip(ids, self._types, params, self._dep, strict=True)
+            zip(ids, self.types(), params, self._dep, strict=True)
         ):
             # ExecNode(...), its fields stored without the call
             exec_node = _new_object(ExecNode)
@@ -240,8 +249,10 @@ class ExecGraph:
         return self._made is not None
 
     def types(self) -> list[NodeType]:
-        """Each node's type, by index (a column: no record made)."""
-        return self._types
+        """Each node's type, by index (a column: no record made; a new list when the copy
+        holds one type for all its nodes, see the class notes)."""
+        types = self._types
+        return types if isinstance(types, list) else [types] * self._length
 
     def params_column(self) -> list[Any]:
         """Each node's current parameters, by index (no record made)."""
@@ -272,7 +283,7 @@ class ExecGraph:
         it (its dependency column counts up from -1; compared in numpy)."""
         if self._multi != _CHAIN_MULTI:
             return False
-        deps = np.frombuffer(self._dep, dtype=np.int64)
+        deps = np.frombuffer(self._dep, dtype=self._dep.typecode)  # "i" or "q": see index_column
         return bool((deps == np.arange(-1, len(deps) - 1, dtype=np.int64)).all())
 
     @property
@@ -444,8 +455,7 @@ class Originals:
         if at is None:
             return SourceMap(self._nodes, copy)
         # The rows and generations as read: the map permutes them when it is made.
-        rows = list(map(_handle_row, self._nodes))
-        return SourceMap._of_rows(rows, _generations(self._nodes), copy, at)
+        return SourceMap._of_rows(*_rows_and_generations(self._nodes), copy, at)
 
 
 def _copy_one(graph: Graph) -> tuple[ExecGraph, list[tuple[ExecNode, Graph]], Originals]:
@@ -518,9 +528,9 @@ def _chain_columns(
 
 
 def _counting_up(count: int) -> IntArray:
-    """``array("q", range(-1, count - 1))``, made in numpy (the array takes an append per int
-    from a ``range``)."""
-    return array("q", np.arange(-1, count - 1, dtype=np.int64).tobytes())
+    """``range(-1, count - 1)`` as a dependency column (:func:`index_column`), made in numpy
+    (an array takes an append per int from a ``range``)."""
+    return index_column(np.arange(-1, count - 1, dtype=np.int64))
 
 
 def _dep_indices(
@@ -572,16 +582,41 @@ def source_map(originals: list[GraphNode], copy: ExecGraph) -> dict[HandleId, Ex
 
 # A source map before it is made: registry rows, generations, the copy, and the copy's
 # position -> index in the rows (None: the rows are in the copy's order).
-_SourceRows = tuple[list[int], list[int] | int, ExecGraph, Positions | None]
+_SourceRows = tuple[IntArray, IntArray | int, ExecGraph, Positions | None]
+
+# The narrowest unsigned machine type holding every value up to each bound (see _narrow).
+_NARROW_TYPES = ((1 << 8, "B", np.uint8), (1 << 16, "H", np.uint16), (1 << 32, "I", np.uint32))
 
 
-def _generations(nodes: list[GraphNode]) -> list[int] | int:
-    """The nodes' registry generations: one int when they share it (most graphs: a list of
-    the same int would hold 8 bytes a node for as long as the executable lives)."""
-    generations: list[int] = list(map(_handle_generation, nodes))
-    if generations and generations.count(generations[0]) == len(generations):
-        return generations[0]
-    return generations
+def _narrow(values: np.ndarray[Any, np.dtype[Any]]) -> IntArray:
+    """Non-negative ``values`` as an array of the narrowest machine type that holds them all.
+
+    What a source map holds until its first lookup, for as long as the executable lives
+    (most never look one up): a list is a pointer per node, and registry rows and generations
+    are small numbers (a generation moves on only when its slot is reused).
+    """
+    top = int(values.max()) if len(values) else 0
+    for bound, code, dtype in _NARROW_TYPES:
+        if top < bound:
+            return array(code, values.astype(dtype).tobytes())
+    return array("q", values.astype(np.int64).tobytes())
+
+
+def _rows_and_generations(nodes: list[GraphNode]) -> tuple[IntArray, IntArray | int]:
+    """The nodes' registry rows, and their generations: one int when they share it (most
+    graphs: a column of the same int would be held for as long as the executable lives),
+    else a column. Both columns narrow (see :func:`_narrow`), split from the nodes' handles
+    (see ``GraphNode``) in numpy."""
+    handles: list[int] = list(map(_handle_of, nodes))
+    try:
+        packed = np.array(handles, dtype=np.uint64)
+        rows, generations = packed & ROW_MASK, packed >> ROW_BITS
+    except OverflowError:  # a row reused 2**32 times: its generation needs more bits
+        rows = np.array([handle & ROW_MASK for handle in handles], dtype=np.uint64)
+        generations = np.array([handle >> ROW_BITS for handle in handles], dtype=np.uint64)
+    if len(generations) and generations.min() == generations.max():
+        return _narrow(rows), int(generations[0])
+    return _narrow(rows), _narrow(generations)
 
 
 class SourceMap(Mapping[HandleId, ExecNode]):
@@ -607,8 +642,7 @@ class SourceMap(Mapping[HandleId, ExecNode]):
         # until the map replaces them: one field, so a reader always sees one or the other whole.
         # The copy is kept whole: its records are made when the map is (see ExecGraph.nodes).
         self._state: _SourceRows | dict[HandleId, ExecNode] = (
-            list(map(_handle_row, originals)),
-            _generations(originals),
+            *_rows_and_generations(originals),
             copy,
             None,
         )
@@ -616,8 +650,8 @@ class SourceMap(Mapping[HandleId, ExecNode]):
     @classmethod
     def _of_rows(
         cls,
-        rows: list[int],
-        generations: list[int] | int,
+        rows: IntArray,
+        generations: IntArray | int,
         copy: ExecGraph,
         at: Positions | None = None,
     ) -> SourceMap:
@@ -632,14 +666,16 @@ class SourceMap(Mapping[HandleId, ExecNode]):
         state = self._state
         if isinstance(state, dict):
             return state
-        rows, generations, copy, at = state
-        if at is not None:
-            order = at.tolist()
-            rows = list(map(rows.__getitem__, order))
-            if isinstance(generations, list):
-                generations = list(map(generations.__getitem__, order))
-        if not isinstance(generations, list):  # one for every node
-            generations = [generations] * len(rows)
+        rows_held, generations_held, copy, at = state
+        order = None if at is None else at.tolist()
+        rows = rows_held.tolist() if order is None else list(map(rows_held.__getitem__, order))
+        generations: list[int]
+        if isinstance(generations_held, int):  # one for every node
+            generations = [generations_held] * len(rows)
+        elif order is None:
+            generations = generations_held.tolist()
+        else:
+            generations = list(map(generations_held.__getitem__, order))
         hids = map(HandleId._make, zip(rows, generations, strict=True))
         made = dict(zip(hids, copy.nodes, strict=True))  # two first users: equal maps
         self._state = made

@@ -62,6 +62,7 @@ from .conditional import (
 )
 from .memnodes import RESERVATIONS
 from .node import _NODE_IDS, NODES, Edges, GraphNode, edge_nodes, live_node, with_edge, without_edge
+from .node_registry import ROW_BITS
 from .node_type import NodeType
 from .params import ChildGraphParams, NodeParams, kernel_params
 
@@ -315,8 +316,8 @@ class Graph(DestroyOnExit):
         slot = spare.pop()
         _SLOT_IDS[slot] = node_id
         _SLOT_OWNERS[slot] = ref
-        node._slot = slot
-        node._generation = _SLOT_GENERATIONS[slot]
+        generation = _SLOT_GENERATIONS[slot]  # node_handle(slot, generation), inline
+        node._handle = slot | generation << ROW_BITS if generation else slot
         count = len(deps)
         if count == 1:
             dep = deps[0]

@@ -46,7 +46,7 @@ from ..runtime.params import Endpoint, HostParams, KernelParams, MemcpyParams, M
 from ..runtime.pitched import PitchedCopyParams
 from .conditional import ConditionalNodeParams
 from .copy_nodes import NodeCopySetters
-from .node_registry import NodeRegistry
+from .node_registry import ROW_BITS, ROW_MASK, NodeRegistry
 from .node_type import NodeType
 from .params import (
     ChildGraphParams,
@@ -106,24 +106,24 @@ class GraphNode(NodeCopySetters, DestroyOnExit):
         hid: the node's registry handle.
     """
 
-    # The handle is kept as its two ints, not as a HandleId: a HandleId is a tuple subclass,
-    # which the garbage collector tracks for as long as it lives (it only untracks exact tuples
-    # of atomic values), so holding one per node would add an object per node to every full
-    # collection's walk. ``hid`` makes the HandleId when asked.
+    # The handle is kept as one int (``node_registry.node_handle``: the registry row in the low
+    # bits, its generation above them; the row itself while the generation is 0), not as a
+    # HandleId: a HandleId is a tuple subclass, which the garbage collector tracks for as long
+    # as it lives (it only untracks exact tuples of atomic values), so holding one per node
+    # would add an object per node to every full collection's walk, and two fields would be a
+    # pointer more per node. ``hid`` makes the HandleId when asked.
     __slots__ = (
         "__weakref__",
         "_deps",
-        "_generation",
+        "_handle",
         "_params",
-        "_slot",
         "_succ",
         "_type",
         "graph",
         "id",
     )
 
-    _slot: int  # the node's registry slot and that slot's generation (NODES.enter sets them)
-    _generation: int
+    _handle: int  # the node's registry row and its generation (NODES.enter sets it)
 
     def __init__(
         self,
@@ -146,13 +146,15 @@ class GraphNode(NodeCopySetters, DestroyOnExit):
     @property
     def hid(self) -> HandleId:
         """The node's registry handle (made on each read; equal reads compare equal)."""
-        return _new_tuple(HandleId, (self._slot, self._generation))
+        handle = self._handle
+        return _new_tuple(HandleId, (handle & ROW_MASK, handle >> ROW_BITS))
 
     # -- validity ----------------------------------------------------------------------------------
 
     @property
     def alive(self) -> bool:
-        return NODES.find(self._slot, self._generation) is self and self.graph._open
+        handle = self._handle
+        return NODES.find(handle & ROW_MASK, handle >> ROW_BITS) is self and self.graph._open
 
     @property
     def state(self) -> HandleState:
@@ -161,7 +163,8 @@ class GraphNode(NodeCopySetters, DestroyOnExit):
 
     def _check_alive(self) -> None:
         """Raise InvalidValue if the node or its graph was destroyed."""
-        if NODES.find(self._slot, self._generation) is not self or not self.graph._open:
+        handle = self._handle
+        if NODES.find(handle & ROW_MASK, handle >> ROW_BITS) is not self or not self.graph._open:
             check_live(False, "graph node", self)
 
     # -- queries -----------------------------------------------------------------------------------

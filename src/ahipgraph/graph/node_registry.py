@@ -42,9 +42,20 @@ from ..core.registry import HandleId, RegistryStatistics, SlotTable
 if TYPE_CHECKING:
     from .node import GraphNode
 
-__all__ = ["NodeRegistry"]
+__all__ = ["ROW_BITS", "ROW_MASK", "NodeRegistry", "node_handle"]
 
 _new_tuple = tuple.__new__
+
+# A node keeps its handle as one int (see GraphNode): the registry row in the low ROW_BITS
+# bits, the row's generation above them. A table of 2**32 rows would hold terabytes of nodes.
+ROW_BITS = 32
+ROW_MASK = (1 << ROW_BITS) - 1
+
+
+def node_handle(slot: int, generation: int) -> int:
+    """The one int a node keeps for its handle ``(slot, generation)``: the slot itself while
+    its generation is 0 (a fresh row), so no other int is made for it."""
+    return slot | generation << ROW_BITS if generation else slot
 
 
 class _GraphRef(weakref.ref):  # type: ignore[type-arg]
@@ -78,10 +89,12 @@ class NodeRegistry(SlotTable):
     def register(self, node: GraphNode) -> HandleId:
         """Give ``node`` a slot (its graph's lock held) and return its handle id."""
         self.enter(node)
-        return _new_tuple(HandleId, (node._slot, node._generation))
+        handle = node._handle
+        return _new_tuple(HandleId, (handle & ROW_MASK, handle >> ROW_BITS))
 
     def enter(self, node: GraphNode) -> None:
-        """:meth:`register`, storing the slot and generation in the node's own fields.
+        """:meth:`register`, storing the slot and generation in the node's own field
+        (:func:`node_handle`).
 
         What a new node calls, once per node added, captured or cloned: no handle tuple is
         made only to be taken apart again. The slot is one of the graph's spares (taken from
@@ -95,8 +108,7 @@ class NodeRegistry(SlotTable):
         slot = ref.spare.pop()
         self._ids[slot] = node.id
         self._owners[slot] = ref
-        node._slot = slot
-        node._generation = self._generations[slot]
+        node._handle = node_handle(slot, self._generations[slot])
 
     def columns(self) -> tuple[array[int], list[_GraphRef | None], array[int]]:
         """The generations, owners and ids columns, for ``Graph._attach``.
@@ -257,7 +269,8 @@ class NodeRegistry(SlotTable):
         return self.find(slot, generation)
 
     def find(self, slot: int, generation: int) -> GraphNode | None:
-        """:meth:`get` for a handle given as its two ints (what a node keeps; see GraphNode).
+        """:meth:`get` for a handle given as its two ints (what a node's one int holds; see
+        GraphNode).
 
         Lock-free, as :meth:`HandleRegistry.get`: the generation is read on both sides of the
         slot's owner and id, so a retire (owner cleared, then generation moved on) or a reuse
