@@ -3,10 +3,7 @@
 ``clone.find_in_clone(node)`` finds the clone's copy of an original node (HIP's
 ``hipGraphNodeFindInClone``). API.md also lets a user ask the other graph
 (``graph.find_in_clone(node)`` "or on the clone"): the original, asked with a node of its
-clone, answers the node that node was copied from. Today the original refuses
-(``InvalidValue: ... is not a clone of ...``); the fix belongs in ``Graph.find_in_clone``
-(``src/ahipgraph/graph/graph.py``), which only walks ``self.original`` upwards and not
-``node.graph.original`` towards ``self``.
+clone, answers the node that node was copied from.
 """
 
 from __future__ import annotations
@@ -17,11 +14,6 @@ import ahipgraph as ahg
 from cleanup import destroy
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Graph.find_in_clone answers only on the clone: the original, asked with its "
-    "clone's node, raises InvalidValue instead of answering the node it was copied from",
-)
 def test_the_original_finds_the_node_a_clone_node_was_copied_from() -> None:
     graph = ahg.Graph()
     a = graph.add_empty_node()
@@ -39,7 +31,7 @@ def test_the_original_finds_the_node_a_clone_node_was_copied_from() -> None:
 
 
 def test_the_clone_finds_its_copy_and_unrelated_graphs_are_refused() -> None:
-    """What holds today, and must keep holding once the original answers too."""
+    """The clone finds its copies; a graph neither clone nor original of the node's refuses."""
     graph = ahg.Graph()
     a = graph.add_empty_node()
     copy = graph.clone()
@@ -47,4 +39,23 @@ def test_the_clone_finds_its_copy_and_unrelated_graphs_are_refused() -> None:
     unrelated = ahg.Graph()
     with pytest.raises(ahg.InvalidValue):
         unrelated.find_in_clone(copy.find_in_clone(a))
+    with pytest.raises(ahg.InvalidValue, match="not clones of one another"):
+        copy.find_in_clone(unrelated.add_empty_node())
     destroy(graph, copy, unrelated)
+
+
+def test_the_original_refuses_a_clone_node_it_has_no_source_for() -> None:
+    graph = ahg.Graph()
+    a = graph.add_empty_node()
+    copy = graph.clone()
+    added = copy.add_empty_node()  # made in the clone: copied from nothing
+    with pytest.raises(ahg.InvalidValue, match="was not copied from"):
+        graph.find_in_clone(added)
+    twin = copy.find_in_clone(a)
+    a.destroy()  # its source is gone
+    with pytest.raises(ahg.InvalidValue, match="was not copied from"):
+        graph.find_in_clone(twin)
+    copy.destroy()
+    with pytest.raises(ahg.InvalidValue):  # a node of a destroyed clone
+        graph.find_in_clone(twin)
+    graph.destroy()

@@ -2,9 +2,8 @@
 
 ``node.params`` reads any node's parameter record, and ``node.set_params(record)`` (HIP's
 ``hipGraphNodeSetParams``) replaces it with every check; a user who reads API.md's "its
-parameters readable and settable" writes ``node.params = replace(node.params, value=7)``, which
-today raises ``AttributeError: property 'params' of 'GraphNode' object has no setter``. The fix
-belongs in ``src/ahipgraph/graph/node.py``: a ``@params.setter`` that calls ``set_params``.
+parameters readable and settable" writes ``node.params = replace(node.params, value=7)``, and
+gets exactly what ``set_params`` does.
 """
 
 from __future__ import annotations
@@ -17,11 +16,6 @@ import ahipgraph as ahg
 from cleanup import destroy
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="GraphNode.params has no setter: assigning a record raises AttributeError "
-    "instead of doing what set_params does",
-)
 def test_assigning_params_sets_them_with_set_params_checks(device: ahg.Device) -> None:
     buf = device.malloc(64)
     graph = ahg.Graph()
@@ -38,7 +32,7 @@ def test_assigning_params_sets_them_with_set_params_checks(device: ahg.Device) -
 
 
 def test_set_params_sets_them(device: ahg.Device) -> None:
-    """What holds today: the method form."""
+    """The method form, which the assignment calls."""
     buf = device.malloc(64)
     graph = ahg.Graph()
     node = graph.add_memset_node(buf, 0, 64)

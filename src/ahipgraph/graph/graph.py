@@ -829,26 +829,29 @@ class Graph(DestroyOnExit):
             raise
 
     def find_in_clone(self, node: GraphNode) -> GraphNode:
-        """This clone's copy of ``node``, a node of the graph it was cloned from.
+        """``node``'s counterpart in this graph, one of a clone pair with ``node``'s graph.
 
-        Called on the clone, as ``hipGraphNodeFindInClone(clone, original_node)``; ``node`` may
-        also belong to an earlier ancestor (a clone of a clone).
+        Called on the clone, as ``hipGraphNodeFindInClone(clone, original_node)``: this clone's
+        copy of ``node``. Called on the original with a node of its clone: the node that one
+        was copied from (the way back, which HIP leaves to the caller's own map). Either graph
+        may be any number of clones away (a clone of a clone); a copy keeps its original's id.
 
         Raises:
-            InvalidValue: destroyed graph or node; this graph is not a clone of ``node``'s
-                graph; the node has no copy here (added after cloning, or since destroyed).
+            InvalidValue: destroyed graph or node; neither graph is a clone of the other; the
+                node has no counterpart here (added after cloning, or since destroyed).
         """
         with self.lock:
             self._check_alive()
             node = live_node(node)
-            ancestor = self.original
-            while ancestor is not None and ancestor is not node.graph:
-                ancestor = ancestor.original
-            if ancestor is None:
-                raise InvalidValue(f"{self!r} is not a clone of {node.graph!r}")
+            if _descends_from(self, node.graph):
+                missing = f"{node!r} has no copy in {self!r}"
+            elif _descends_from(node.graph, self):
+                missing = f"{node!r} was not copied from a node of {self!r}"
+            else:
+                raise InvalidValue(f"{self!r} and {node.graph!r} are not clones of one another")
             twin = self._by_id.get(node.id)
             if twin is None:
-                raise InvalidValue(f"{node!r} has no copy in {self!r}")
+                raise InvalidValue(missing)
             return twin
 
     # -- user objects ------------------------------------------------------------------------------
@@ -1177,3 +1180,11 @@ def live_graph(graph: object, what: str = "graph") -> Graph:
         raise TypeError(f"{what} must be a Graph, got {graph!r}")
     graph._check_alive()
     return graph
+
+
+def _descends_from(graph: Graph, ancestor: Graph) -> bool:
+    """Whether ``graph`` was cloned, directly or through other clones, from ``ancestor``."""
+    original = graph.original
+    while original is not None and original is not ancestor:
+        original = original.original
+    return original is not None

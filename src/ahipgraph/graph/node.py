@@ -185,6 +185,11 @@ class GraphNode(NodeCopySetters, DestroyOnExit):
             self._check_alive()
             return self._params
 
+    @params.setter
+    def params(self, params: Any) -> None:
+        """``node.params = record`` is :meth:`set_params`, with every one of its checks."""
+        self.set_params(params)
+
     def dependencies(self) -> list[GraphNode]:
         """The nodes this one depends on, in the order the edges were added."""
         with self.graph.lock:
