@@ -623,6 +623,7 @@ def _exec_calls(
         "launch": lambda: graph_exec.launch(stream),
         "launch_nowait": lambda: graph_exec.launch_nowait(stream),
         "upload": lambda: graph_exec.upload(stream),
+        "upload_nowait": lambda: graph_exec.upload_nowait(stream),
         "destroy": graph_exec.destroy,
         "update": lambda: graph_exec.update(graph),
         "set_kernel_node_params": lambda: graph_exec.set_kernel_node_params(
@@ -668,6 +669,7 @@ CALL_NAMES = [
     "launch",
     "launch_nowait",
     "upload",
+    "upload_nowait",
     "destroy",
     "update",
     "set_kernel_node_params",
@@ -902,6 +904,8 @@ async def test_upload_validates_and_does_no_work(device: ahg.Device) -> None:
 
     assert await graph_exec.upload(stream) is None
     assert await graph_exec.upload() is None  # the null stream
+    graph_exec.upload_nowait(stream)  # the synchronous twin: the same checks, never NotReady
+    graph_exec.upload_nowait()
     assert stream.statistics().submitted == before
     assert device.memory.bytes_in_use == memory
     assert graph_exec.statistics().launches == 0
@@ -912,6 +916,8 @@ async def test_upload_validates_and_does_no_work(device: ahg.Device) -> None:
     stream.destroy()
     with pytest.raises(ahg.ContextIsDestroyed):
         await graph_exec.upload(stream)
+    with pytest.raises(ahg.ContextIsDestroyed):
+        graph_exec.upload_nowait(stream)
     destroy(out, graph, graph_exec)
 
 

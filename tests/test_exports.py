@@ -256,7 +256,7 @@ PUBLIC_ATTRIBUTES = {
         "set_kernel_node_attribute set_kernel_node_params set_memcpy_3d_node_params "
         "set_memcpy_node_from_symbol set_memcpy_node_params set_memcpy_node_to_symbol "
         "set_memset_node_params set_node_enabled set_node_params state statistics update upload "
-        "user_objects"
+        "upload_nowait user_objects"
     ),
     "GraphNode": (
         "alive copy_attributes_from dependencies dependents destroy get_attribute "

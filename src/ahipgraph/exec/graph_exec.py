@@ -340,6 +340,10 @@ class GraphExec(DestroyOnExit):
         """
         self._upload(stream)
 
+    def upload_nowait(self, stream: Stream | None = None) -> None:
+        """:meth:`upload` from synchronous code: an upload never waits, so never ``NotReady``."""
+        self._upload(stream)
+
     def _upload(self, stream: Stream | None) -> None:
         """What an upload checks (also run by instantiate with ``InstantiateFlags.UPLOAD``)."""
         self._check_alive()
