@@ -7,6 +7,8 @@ async test injected nothing, ``@ahg.tracing()`` recorded nothing, silently.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 import ahipgraph as ahg
@@ -118,3 +120,30 @@ def test_a_fault_block_given_a_bad_value_fails_at_the_call() -> None:
         @testing.fail_kernels(-1)
         async def decorated() -> None:
             pass
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"count": 0}, ValueError, "at least one device"),
+        ({"count": True}, TypeError, "count"),
+        ({"count": 2, "properties": [ahg.DeviceProperties()]}, ValueError, "2 devices but 1"),
+        ({"properties": "x"}, TypeError, "DeviceProperties"),
+        ({"check": "no"}, TypeError, "check must be a bool"),
+    ],
+)
+def test_fresh_devices_given_a_bad_value_fails_at_the_call(
+    kwargs: dict[str, Any], error: type[Exception], match: str
+) -> None:
+    """Checked when called, as the fault blocks are: a block made ahead or a decorator fails
+    there, and the devices are untouched."""
+    device = ahg.get_device(0)
+    with pytest.raises(error, match=match):
+        testing.fresh_devices(**kwargs)
+    with pytest.raises(error, match=match):
+
+        @testing.fresh_devices(**kwargs)
+        def decorated() -> None:
+            pass
+
+    assert ahg.get_device(0) is device

@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from ..core.ints import is_bool
 from ..core.lifecycle import collect_forgotten
 from ..core.registry import RegistryStatistics
-from ..core.scoped import scoped
+from ..core.scoped import checked_scoped
 from ..device.properties import DeviceProperties
-from ..device.table import restore_devices, take_devices
+from ..device.table import checked_configuration, restore_devices, take_devices
 from ..device.thread_ids import THREAD_IDS, ThreadIdsStatistics
 from ..exec.graph_exec import EXECS
 from ..graph.graph import GRAPHS
@@ -219,7 +219,19 @@ def _block_report(
     return "\n".join([report, *lines] if report is not None else lines) or None
 
 
-@scoped
+def _fresh_devices_arguments(
+    count: int = 1,
+    properties: DeviceProperties | Sequence[DeviceProperties] | None = None,
+    *,
+    check: bool = True,
+) -> None:
+    """What :func:`fresh_devices` refuses, checked when it is called: a block made ahead, or
+    a decorator, with a bad value fails there rather than at its first ``with``."""
+    _check_flag("check", check)
+    checked_configuration(count, properties)
+
+
+@checked_scoped(_fresh_devices_arguments)
 def fresh_devices(
     count: int = 1,
     properties: DeviceProperties | Sequence[DeviceProperties] | None = None,
@@ -240,8 +252,8 @@ def fresh_devices(
 
     Raises:
         TypeError: ``check`` is not a bool (``check="no"`` checked); as
-            :func:`ahipgraph.configure_devices` for ``count`` and ``properties``. Nothing is
-            replaced then.
+            :func:`ahipgraph.configure_devices` for ``count`` and ``properties``. Raised
+            when ``fresh_devices(...)`` is called, before any ``with``; nothing is replaced.
     """
     _check_flag("check", check)
     outer = take_devices()
