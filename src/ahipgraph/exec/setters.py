@@ -31,7 +31,7 @@ from ..runtime.params import Endpoint, HostParams, KernelParams, MemsetParams
 from .copy_setters import check_same_kind
 from .flags import UpdateResult, UpdateResultKind
 from .snapshot import ExecGraph, ExecNode, snapshot
-from .update import device_limits_problem, diff_graphs
+from .update import device_limits_problem, diff_graphs, launches_to_check
 
 if TYPE_CHECKING:
     from ..graph.graph import Graph
@@ -167,9 +167,8 @@ def set_child_graph_node_params(updater: Updater, node: GraphNode, child: Graph)
     changes, why, _ = updater.settle_conditionals(changes)
     if why:  # a conditional node's bodies differ: its shape, not its parameters
         raise Unknown(f"child graph does not match: {why}")
-    for changed, params in changes:  # each kernel as its own setter checks it
-        if changed.type is NodeType.Kernel:
-            params.check_limits(updater.device)
+    for _, params in launches_to_check(changes):  # each kernel as its own setter checks it
+        params.check_limits(updater.device)
     updater.apply(changes)
 
 

@@ -28,6 +28,7 @@ from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import HipError, InvalidValue
+from ..device.kernel import Dim3
 from ..device.pointer import DevicePtr
 from ..graph.node_type import NodeType
 from ..graph.params import MemFreeParams
@@ -39,7 +40,13 @@ if TYPE_CHECKING:
     from ..graph.node import GraphNode
     from ..runtime.device import Device
 
-__all__ = ["Change", "compatibility_problem", "device_limits_problem", "diff_graphs"]
+__all__ = [
+    "Change",
+    "compatibility_problem",
+    "device_limits_problem",
+    "diff_graphs",
+    "launches_to_check",
+]
 
 Change = tuple[ExecNode, Any]
 Move = tuple[DevicePtr, int, DevicePtr]  # a new graph's allocation, its size, the exec's
@@ -260,6 +267,43 @@ def _same_shape(old: ExecGraph, new: ExecGraph) -> bool:
     return old.types() == new.types() and old.first_deps() == new.first_deps()
 
 
+def launches_to_check(changes: list[Change]) -> Iterator[Change]:
+    """The kernel changes whose launch configuration must be checked, in ``changes``' order:
+    the caller checks each (``params.check_limits(device)``) and stops at the first failure.
+
+    A check depends on nothing but the device's properties (fixed for a device's life) and
+    the grid, block and shared-memory size. A large graph has a handful of launch shapes, and
+    its nodes share the very ``Dim3`` objects of each (see ``runtime/params.py``), so a node
+    whose three objects are those of the last launch that passed its check (asked for the next
+    change after it) is left out: an immutable ``Dim3`` of exact ``int`` s and an ``int``
+    check as they did a moment before. Failures are never remembered, so the first failing
+    node is still the one checked, and each check is one of :class:`KernelParams` itself
+    (a subclass's may check more). Anything else is checked as before.
+    """
+    grid = block = shared_mem = None  # the last shape that passed
+    for change in changes:
+        node, params = change
+        if node.type is not NodeType.Kernel or (
+            params.grid is grid and params.block is block and params.shared_mem is shared_mem
+        ):
+            continue
+        yield change  # the caller checks it; asking for the next one means it passed
+        if type(params) is KernelParams and _plain_shape(params):
+            grid, block, shared_mem = params.grid, params.block, params.shared_mem
+
+
+def _plain_shape(params: KernelParams) -> bool:
+    """Whether ``params``' shape is made of values that cannot change: a ``Dim3`` of exact
+    ``int`` s for grid and block, an exact ``int`` of shared memory."""
+    grid, block = params.grid, params.block
+    return (
+        type(grid) is Dim3
+        and type(block) is Dim3
+        and type(params.shared_mem) is int
+        and all(type(value) is int for value in (*grid, *block))
+    )
+
+
 def device_limits_problem(
     changes: list[Change], device: Device
 ) -> tuple[UpdateResultKind, str, ExecNode] | None:
@@ -270,12 +314,11 @@ def device_limits_problem(
     A bad value (shared memory) is ParametersChanged; anything else (a launch configuration
     the device cannot run) is NotSupported, as HIP maps its ``SetParams`` failures.
     """
-    for node, params in changes:
-        if node.type is NodeType.Kernel:
-            try:
-                params.check_limits(device)
-            except InvalidValue as error:
-                return UpdateResultKind.ParametersChanged, str(error), node
-            except HipError as error:
-                return UpdateResultKind.NotSupported, str(error), node
+    for node, params in launches_to_check(changes):
+        try:
+            params.check_limits(device)
+        except InvalidValue as error:
+            return UpdateResultKind.ParametersChanged, str(error), node
+        except HipError as error:
+            return UpdateResultKind.NotSupported, str(error), node
     return None
