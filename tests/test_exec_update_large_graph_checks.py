@@ -185,6 +185,8 @@ async def test_a_shape_that_passed_on_one_device_is_checked_again_on_another(
         ({"kernel": async_put}, ahg.UpdateResultKind.UnsupportedFunctionChange),
         ({"cooperative": True}, ahg.UpdateResultKind.AttributesChanged),
         ({"empty": True}, ahg.UpdateResultKind.NodeTypeChanged),
+        # the same count of nodes and edges, one dependency the node before the one it had
+        ({"after": MIDDLE - 2}, ahg.UpdateResultKind.TopologyChanged),
     ],
 )
 async def test_a_node_that_cannot_change_in_the_middle_is_named_and_nothing_changes(
@@ -195,21 +197,6 @@ async def test_a_node_that_cannot_change_in_the_middle_is_named_and_nothing_chan
     new, new_nodes = build(shape, out, 10_000, {MIDDLE: change})
     result = refused(graph_exec, new)
     assert result.kind is kind
-    assert result.node is new_nodes[MIDDLE]
-    assert await replayed(graph_exec, device, out) == list(range(SIZE))
-    destroy(graph_exec, graph, new)
-
-
-@pytest.mark.asyncio
-async def test_a_node_with_another_dependency_in_the_middle_is_named(
-    device: ahg.Device, out: ahg.DevicePtr
-) -> None:
-    """The same count of nodes and edges, one node's dependency the node before the one it had."""
-    graph, _ = build("chain", out, 0)
-    graph_exec = graph.instantiate()
-    new, new_nodes = build("chain", out, 10_000, {MIDDLE: {"after": MIDDLE - 2}})
-    result = refused(graph_exec, new)
-    assert result.kind is ahg.UpdateResultKind.TopologyChanged
     assert result.node is new_nodes[MIDDLE]
     assert await replayed(graph_exec, device, out) == list(range(SIZE))
     destroy(graph_exec, graph, new)
