@@ -28,6 +28,7 @@ from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import HipError, InvalidValue
+from ..device.kernel import Dim3
 from ..device.pointer import DevicePtr
 from ..graph.node_type import NodeType
 from ..graph.params import MemFreeParams
@@ -39,7 +40,13 @@ if TYPE_CHECKING:
     from ..graph.node import GraphNode
     from ..runtime.device import Device
 
-__all__ = ["Change", "compatibility_problem", "device_limits_problem", "diff_graphs"]
+__all__ = [
+    "Change",
+    "compatibility_problem",
+    "device_limits_problem",
+    "diff_graphs",
+    "launches_to_check",
+]
 
 Change = tuple[ExecNode, Any]
 Move = tuple[DevicePtr, int, DevicePtr]  # a new graph's allocation, its size, the exec's
@@ -139,55 +146,73 @@ def diff_graphs(
     if len(old) != len(new):
         return UpdateResult(UpdateResultKind.TopologyChanged, top, "node count changed"), []
     changes: list[Change] = []
+    append = changes.append
     moves: list[Move] = []
     # A work list of what to compare, not recursion: child graphs may nest arbitrarily deep.
     # A child graph's nodes are compared where the child-graph node stands, as HIP's order.
-    # Each item: the old node, the new node's type, dependencies, parameters and child copy,
-    # and the handle to name. A new copy without child graphs is read by its columns, so its
-    # node records are never made.
+    # Each item: the old node, the new node's type, dependencies (None when the whole graph's
+    # types and dependencies were found equal at once, see _same_shape), parameters and child
+    # copy, and the handle to name. A new copy without child graphs is read by its columns, so
+    # its node records are never made. A for loop resumes an iterator where a child graph
+    # interrupted it.
     stack = [_compared(old, new, new_nodes)]
     while stack:
-        item = next(stack[-1], None)
-        if item is None:
+        for old_node, new_type, new_deps, new_node_params, new_child, handle in stack[-1]:
+            if new_type is NodeType.Kernel and new_deps is None:
+                # The common node, its type and dependencies known equal: the checks below
+                # that concern a kernel, in their order.
+                new_params = relocate(new_node_params, moves) if moves else new_node_params
+                old_params = old_node.params
+                # compatibility_problem compares the kernels' is_async and the attributes'
+                # cooperative: the same objects compare equal, so it need not be called.
+                if new_params.kernel is not old_params.kernel or (
+                    new_params.attributes is not old_params.attributes
+                ):
+                    problem = compatibility_problem(old_node, new_params)
+                    if problem is not None:
+                        culprit = top if top is not None else handle
+                        return UpdateResult(problem[0], culprit, problem[1]), []
+                append((old_node, new_params))
+                continue
+            culprit = top if top is not None else handle
+            if new_deps is not None:
+                if old_node.type is not new_type:
+                    reason = f"{old_node.type.name} became {new_type.name}"
+                    return UpdateResult(UpdateResultKind.NodeTypeChanged, culprit, reason), []
+                # The same dependencies added in another order are the same topology (HIP
+                # compares their count, CUDA the edge set): only another set is a change.
+                if old_node.deps != new_deps and sorted(old_node.deps) != sorted(new_deps):
+                    reason = "dependencies changed"
+                    return UpdateResult(UpdateResultKind.TopologyChanged, culprit, reason), []
+            if new_type is NodeType.Graph:
+                assert old_node.child is not None
+                assert new_child is not None
+                assert culprit is not None
+                if len(old_node.child) != len(new_child):
+                    reason = "node count changed"
+                    return UpdateResult(UpdateResultKind.TopologyChanged, culprit, reason), []
+                stack.append(_compared(old_node.child, new_child, [culprit] * len(new_child)))
+                break  # the child's nodes next; then this graph's, from the node after it
+            if new_type is NodeType.MemAlloc and _same_allocation(old_node.params, new_node_params):
+                moves.append((new_node_params.ptr, new_node_params.nbytes, old_node.params.ptr))
+                continue
+            new_params = relocate(new_node_params, moves)
+            if new_type in (NodeType.Empty, NodeType.MemAlloc, NodeType.MemFree):
+                if new_params != old_node.params:
+                    kind = (
+                        UpdateResultKind.ParametersChanged
+                        if new_type is NodeType.Empty
+                        else UpdateResultKind.NotSupported
+                    )
+                    reason = "memory nodes cannot be updated"
+                    return UpdateResult(kind, culprit, reason), []
+                continue
+            problem = compatibility_problem(old_node, new_params)
+            if problem is not None:
+                return UpdateResult(problem[0], culprit, problem[1]), []
+            append((old_node, new_params))
+        else:
             stack.pop()
-            continue
-        old_node, new_type, new_deps, new_node_params, new_child, handle = item
-        culprit = top if top is not None else handle
-        if old_node.type is not new_type:
-            reason = f"{old_node.type.name} became {new_type.name}"
-            return UpdateResult(UpdateResultKind.NodeTypeChanged, culprit, reason), []
-        # The same dependencies added in another order are the same topology (HIP compares
-        # their count, CUDA the edge set): only another set of dependencies is a change.
-        if old_node.deps != new_deps and sorted(old_node.deps) != sorted(new_deps):
-            reason = "dependencies changed"
-            return UpdateResult(UpdateResultKind.TopologyChanged, culprit, reason), []
-        if new_type is NodeType.Graph:
-            assert old_node.child is not None
-            assert new_child is not None
-            assert culprit is not None
-            if len(old_node.child) != len(new_child):
-                reason = "node count changed"
-                return UpdateResult(UpdateResultKind.TopologyChanged, culprit, reason), []
-            stack.append(_compared(old_node.child, new_child, [culprit] * len(new_child)))
-            continue
-        if new_type is NodeType.MemAlloc and _same_allocation(old_node.params, new_node_params):
-            moves.append((new_node_params.ptr, new_node_params.nbytes, old_node.params.ptr))
-            continue
-        new_params = relocate(new_node_params, moves)
-        if new_type in (NodeType.Empty, NodeType.MemAlloc, NodeType.MemFree):
-            if new_params != old_node.params:
-                kind = (
-                    UpdateResultKind.ParametersChanged
-                    if new_type is NodeType.Empty
-                    else UpdateResultKind.NotSupported
-                )
-                reason = "memory nodes cannot be updated"
-                return UpdateResult(kind, culprit, reason), []
-            continue
-        problem = compatibility_problem(old_node, new_params)
-        if problem is not None:
-            return UpdateResult(problem[0], culprit, problem[1]), []
-        changes.append((old_node, new_params))
     return UpdateResult(UpdateResultKind.Success), changes
 
 
@@ -199,15 +224,20 @@ _child_of = attrgetter("child")
 
 def _compared(
     old: ExecGraph, new: ExecGraph, handles: list[Any]
-) -> Iterator[tuple[ExecNode, NodeType, tuple[int, ...], Any, ExecGraph | None, Any]]:
-    """What :func:`diff_graphs` compares, node by node, for ``old`` and ``new`` of one length."""
+) -> Iterator[tuple[ExecNode, NodeType, tuple[int, ...] | None, Any, ExecGraph | None, Any]]:
+    """What :func:`diff_graphs` compares, node by node, for ``old`` and ``new`` of one length.
+
+    Each node's dependencies are None when :func:`_same_shape` found all of them, and every
+    type, equal: the per-node checks of both cannot fail, and the tuples are never made.
+    """
     old_nodes = old.nodes
+    same = _same_shape(old, new)
     if new.made or not new.flat:
         nodes = new.nodes
         return zip(
             old_nodes,
             map(_type_of, nodes),
-            map(_deps_of, nodes),
+            repeat(None, len(nodes)) if same else map(_deps_of, nodes),
             map(_params_of, nodes),
             map(_child_of, nodes),
             handles,
@@ -216,11 +246,61 @@ def _compared(
     return zip(
         old_nodes,
         new.types(),
-        map(new.deps_of, range(len(new))),
+        repeat(None) if same else map(new.deps_of, range(len(new))),
         new.params_column(),
         repeat(None),
         handles,
         strict=False,  # repeat is endless; the others are of one length
+    )
+
+
+def _same_shape(old: ExecGraph, new: ExecGraph) -> bool:
+    """Whether ``new``'s nodes have ``old``'s types and dependencies, index for index.
+
+    Compared as whole columns (lists of types, an array of first dependencies and the few
+    nodes' tuples aside), at C speed: a node's record holds the type and dependencies its
+    copy's columns hold, and neither ever changes. Equal columns mean no node's type or
+    dependencies differ; unequal ones send every node through the per-node checks, which
+    find the first difference in HIP's order (and accept the same dependencies added in
+    another order).
+    """
+    return old.types() == new.types() and old.first_deps() == new.first_deps()
+
+
+def launches_to_check(changes: list[Change]) -> Iterator[Change]:
+    """The kernel changes whose launch configuration must be checked, in ``changes``' order:
+    the caller checks each (``params.check_limits(device)``) and stops at the first failure.
+
+    A check depends on nothing but the device's properties (fixed for a device's life) and
+    the grid, block and shared-memory size. A large graph has a handful of launch shapes, and
+    its nodes share the very ``Dim3`` objects of each (see ``runtime/params.py``), so a node
+    whose three objects are those of the last launch that passed its check (asked for the next
+    change after it) is left out: an immutable ``Dim3`` of exact ``int`` s and an ``int``
+    check as they did a moment before. Failures are never remembered, so the first failing
+    node is still the one checked, and each check is one of :class:`KernelParams` itself
+    (a subclass's may check more). Anything else is checked as before.
+    """
+    grid = block = shared_mem = None  # the last shape that passed
+    for change in changes:
+        node, params = change
+        if node.type is not NodeType.Kernel or (
+            params.grid is grid and params.block is block and params.shared_mem is shared_mem
+        ):
+            continue
+        yield change  # the caller checks it; asking for the next one means it passed
+        if type(params) is KernelParams and _plain_shape(params):
+            grid, block, shared_mem = params.grid, params.block, params.shared_mem
+
+
+def _plain_shape(params: KernelParams) -> bool:
+    """Whether ``params``' shape is made of values that cannot change: a ``Dim3`` of exact
+    ``int`` s for grid and block, an exact ``int`` of shared memory."""
+    grid, block = params.grid, params.block
+    return (
+        type(grid) is Dim3
+        and type(block) is Dim3
+        and type(params.shared_mem) is int
+        and all(type(value) is int for value in (*grid, *block))
     )
 
 
@@ -234,12 +314,11 @@ def device_limits_problem(
     A bad value (shared memory) is ParametersChanged; anything else (a launch configuration
     the device cannot run) is NotSupported, as HIP maps its ``SetParams`` failures.
     """
-    for node, params in changes:
-        if node.type is NodeType.Kernel:
-            try:
-                params.check_limits(device)
-            except InvalidValue as error:
-                return UpdateResultKind.ParametersChanged, str(error), node
-            except HipError as error:
-                return UpdateResultKind.NotSupported, str(error), node
+    for node, params in launches_to_check(changes):
+        try:
+            params.check_limits(device)
+        except InvalidValue as error:
+            return UpdateResultKind.ParametersChanged, str(error), node
+        except HipError as error:
+            return UpdateResultKind.NotSupported, str(error), node
     return None
