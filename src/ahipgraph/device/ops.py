@@ -66,7 +66,30 @@ class Op:
     def fault(self, exc: BaseException) -> HipError:
         if isinstance(exc, HipError):
             return exc
-        return IllegalAddress(f"{self!r} failed: {exc!r}")
+        return IllegalAddress(f"{self!r} failed: {_shown(exc)}")
+
+
+def _shown(value: object) -> str:
+    """``repr(value)`` for an error message about user code's object (the exception a kernel
+    body or host function raised, the function itself).
+
+    That repr is user code too, and may raise anything: a fault's message is made on the
+    device's pump, where an exception escaping would stop every queue, so a repr that raises
+    is shown as its class instead.
+    """
+    try:
+        return repr(value)
+    except BaseException:  # user code, contained (see the docstring)
+        return f"<{type(value).__qualname__} object; its repr() raised>"
+
+
+def _host_name(fn: object) -> str:
+    """A host function's name for messages: its ``__qualname__``, else :func:`shown`."""
+    try:
+        name = getattr(fn, "__qualname__", None)
+    except BaseException:  # a user's __getattr__ or property
+        name = None
+    return name if isinstance(name, str) else _shown(fn)
 
 
 def body_result(result: Any) -> Awaitable[Any] | None:
@@ -147,7 +170,7 @@ class KernelOp(Op, metaclass=_KernelOpType):
         return result if self.is_async or result is None else body_result(result)
 
     def fault(self, exc: BaseException) -> HipError:
-        return kernel_fault(f"kernel {self.kernel.name!r} failed: {exc!r}", exc)
+        return kernel_fault(f"kernel {self.kernel.name!r} failed: {_shown(exc)}", exc)
 
     def __repr__(self) -> str:
         return f"<KernelOp {self.kernel.name} {self.threads!r}>"
@@ -395,7 +418,7 @@ class _RunKernelOp(int):
         raise NotImplementedError
 
     def fault(self, exc: BaseException) -> HipError:
-        return kernel_fault(f"kernel {self.kernel.name!r} failed: {exc!r}", exc)
+        return kernel_fault(f"kernel {self.kernel.name!r} failed: {_shown(exc)}", exc)
 
     def __repr__(self) -> str:
         return f"<KernelOp {self.kernel.name} {self.threads!r}>"
@@ -591,13 +614,12 @@ class HostOp(Op):
         return result
 
     def fault(self, exc: BaseException) -> HipError:
-        name = getattr(self.fn, "__qualname__", repr(self.fn))
-        error = LaunchFailure(f"host function {name} raised {exc!r}")
+        error = LaunchFailure(f"host function {_host_name(self.fn)} raised {_shown(exc)}")
         error.__cause__ = exc
         return error
 
     def __repr__(self) -> str:
-        return f"<HostOp {getattr(self.fn, '__qualname__', self.fn)!r}>"
+        return f"<HostOp {_host_name(self.fn)!r}>"
 
 
 class WaitSignalsOp(Op):
