@@ -1,10 +1,11 @@
 """A fault's message when user code's exception, or its host function, cannot be printed.
 
 A kernel body or host function that raises fails its work with a ``LaunchFailure`` whose
-message shows what it raised (``repr``). That repr is user code too: an exception (or a
-callable object) whose ``__repr__`` raised made the message itself raise, on the device's
-pump, which stopped: the completion never ended and every later wait on the device hung. The
-repr's failure is now contained, shown as the object's class, and the device goes on.
+message shows what it raised (``repr``), and a trace records it too. That repr is user code
+too: an exception (or a callable object) whose ``__repr__`` raised, or whose ``__qualname__``
+lookup did, made the message itself raise, on the device's pump, which stopped: the
+completion never ended and every later wait on the device hung. The repr's failure is now
+contained, shown as the object's class, and the device goes on.
 
 ``asyncio.wait_for`` is only a guard: before the fix, each of these hung for good.
 """
@@ -39,6 +40,22 @@ class UnprintableCallable:
         raise ValueError("plain")
 
 
+class NamelessCallable:
+    """A host function object whose ``__qualname__`` lookup raises something else than
+    AttributeError (which ``getattr``'s default does not catch)."""
+
+    def __getattr__(self, name: str) -> object:
+        if name == "__qualname__":
+            raise RuntimeError("no name")
+        raise AttributeError(name)
+
+    def __repr__(self) -> str:
+        return "NamelessCallable()"
+
+    def __call__(self) -> None:
+        raise ValueError("plain")
+
+
 def _raise_unprintable() -> None:
     raise Unprintable
 
@@ -65,6 +82,10 @@ async def test_a_host_function_raising_an_unprintable_error_fails_its_work(
         await asyncio.wait_for(stream.synchronize(), GUARD)
     message = await _failed(await stream.launch_host_func(UnprintableCallable()))
     assert "<UnprintableCallable object; its repr() raised> raised ValueError('plain')" in message
+    with pytest.raises(ahg.LaunchFailure):
+        await asyncio.wait_for(stream.synchronize(), GUARD)
+    message = await _failed(await stream.launch_host_func(NamelessCallable()))
+    assert "host function NamelessCallable() raised ValueError('plain')" in message
     with pytest.raises(ahg.LaunchFailure):
         await asyncio.wait_for(stream.synchronize(), GUARD)
     await asyncio.wait_for(stream.synchronize(), GUARD)
@@ -97,3 +118,27 @@ async def test_a_graph_node_raising_an_unprintable_error_fails_its_launch(
         assert graph_exec.statistics().in_flight == 0
     finally:
         destroy(graph_exec, graph, stream)
+
+
+async def _raise_unprintable_later() -> None:
+    raise Unprintable
+
+
+@pytest.mark.asyncio
+async def test_a_trace_records_an_unprintable_error(device: ahg.Device) -> None:
+    """Tracing records each failed op's error (a sync body's, and an async body's when it
+    ends) by its repr, on the pump too."""
+    stream = device.create_stream()
+    with ahg.tracing() as trace:
+        for fn in (_raise_unprintable, _raise_unprintable_later, NamelessCallable()):
+            await _failed(await stream.launch_host_func(fn))
+            with pytest.raises(ahg.LaunchFailure):
+                await asyncio.wait_for(stream.synchronize(), GUARD)
+    errors = [op.error for op in trace.ops if op.kind == "host"]
+    assert errors == [
+        "<Unprintable object; its repr() raised>",
+        "<Unprintable object; its repr() raised>",
+        "ValueError('plain')",
+    ]
+    assert [op.name for op in trace.ops if op.kind == "host"][-1] == "host function"
+    stream.destroy()
