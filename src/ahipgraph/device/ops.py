@@ -629,7 +629,8 @@ class HostOp(Op):
         return error
 
     def __repr__(self) -> str:
-        return f"<HostOp {_host_name(self.fn)!r}>"
+        name = qualname_of(self.fn)
+        return f"<HostOp {user_repr(self.fn) if name is None else repr(name)}>"
 
 
 class WaitSignalsOp(Op):
