@@ -62,8 +62,8 @@ def test_add_returns_empty_bodies_owned_by_the_node() -> None:
         bodies[0].destroy()  # destroy the node, not its body
     with pytest.raises(ahg.InvalidValue, match="fixed"):
         node.set_params(node.params)
-    with pytest.raises(ahg.NotSupported):
-        bodies[0].add_mem_alloc_node(64)  # bodies are embedded graphs
+    with pytest.raises(ahg.NotSupported, match="a conditional node's body cannot"):
+        bodies[0].add_mem_alloc_node(64)  # bodies are embedded graphs (named as what they are)
     node.destroy()
     assert all(body.destroyed for body in bodies)
     graph.destroy()
@@ -692,3 +692,23 @@ def test_the_executable_owns_the_user_objects_of_its_bodies(device: ahg.Device) 
     assert ran == []  # the executable still holds a reference
     graph_exec.destroy()
     assert ran == ["destroyed"]
+
+
+@pytest.mark.asyncio
+async def test_a_capture_into_a_body_refuses_stream_ordered_memory(device: ahg.Device) -> None:
+    """``malloc_async`` (and its twin) captured into a body: NotSupported, naming the body,
+    and nothing reserved."""
+    graph = ahg.Graph()
+    handle = graph.conditional_handle(default=1)
+    _, (body,) = graph.add_conditional_node(handle, K.If)
+    stream = device.create_stream()
+    before = device.memory.statistics()
+    stream.begin_capture_to_graph(body)
+    with pytest.raises(ahg.NotSupported, match="a conditional node's body cannot hold memory"):
+        stream.malloc_async_nowait(64)
+    with pytest.raises(ahg.NotSupported, match="a conditional node's body cannot hold memory"):
+        await stream.malloc_async(64)
+    stream.end_capture()
+    assert body.statistics().nodes == 0
+    assert device.memory.statistics() == before
+    destroy(graph, stream)

@@ -144,3 +144,31 @@ def test_a_wrong_error_construction_is_refused(
 ) -> None:
     with pytest.raises(expected):
         cls(*args)
+
+
+class DetailedError(ahg.InvalidValue):
+    """A user's own error: a keyword-only constructor, as any Exception subclass may have."""
+
+    def __init__(self, *, detail: str) -> None:
+        super().__init__(f"bad detail {detail}")
+        self.detail = detail
+
+
+class QuietError(ahg.HipError):
+    """A user's error whose constructor does not call HipError's (Exception's own allow it)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+def test_users_subclass_errors_as_they_subclass_exception() -> None:
+    """The code-picking constructor passes every argument on, as ``Exception.__new__`` takes
+    them: a keyword-only subclass builds, and one that skips ``HipError.__init__`` keeps its
+    arguments as ``args`` and its text, as any exception does."""
+    error = DetailedError(detail="x")
+    assert str(error) == "hipErrorInvalidValue: bad detail x"
+    assert isinstance(error, ahg.InvalidValue)
+    assert error.detail == "x"
+    quiet = QuietError("why")
+    assert quiet.args == ("why",)
+    assert str(quiet) == "why"

@@ -97,6 +97,54 @@ def test_a_copy_of_one_node_type_keeps_a_few_bytes_a_node_in_its_columns(
         device.free(x)
 
 
+def _wide(x: ahg.DevicePtr, size: int) -> ahg.Graph:
+    """A root, ``size - 2`` nodes side by side after it, and a join."""
+    graph = ahg.Graph()
+    root = graph.add_kernel_node(put, 1, 1, (x, 0, 0))
+    side = [graph.add_kernel_node(put, 1, 1, (x, i % 64, i), deps=[root]) for i in range(size - 2)]
+    graph.add_kernel_node(put, 1, 1, (x, 0, 0), deps=side)
+    return graph
+
+
+def _roots(x: ahg.DevicePtr, size: int) -> ahg.Graph:
+    graph = ahg.Graph()
+    for i in range(size):
+        graph.add_kernel_node(put, 1, 1, (x, i % 64, i))
+    return graph
+
+
+SHAPES = {
+    "chain": lambda x: _chain(x, 3_000),  # copied without a walk
+    "fork_join": lambda x: _fork_join(x, 30, 99),  # read in insertion order, by positions
+    "wide": lambda x: _wide(x, 3_000),  # walked (graph.topology.ordered_columns)
+    "roots": lambda x: _roots(x, 3_000),
+    "one": lambda x: _chain(x, 1),
+    "empty": lambda x: ahg.Graph(),
+}
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_every_copys_dependency_column_is_c_ints(device: ahg.Device, shape: str) -> None:
+    """Whichever way the copy was made (the chain shortcut, positions, or the node walk), its
+    dependency column is C ints holding each node's dependencies as the graph has them. The
+    walk's column was 64-bit: 8 bytes a node for the executable's life."""
+    x = device.malloc(64 * 8)
+    graph = SHAPES[shape](x)
+    try:
+        with graph.lock:
+            copy, nodes = snapshot(graph)
+        column, _ = copy.first_deps()
+        assert column.typecode == "i"
+        assert len(column) == len(copy) == len(graph.nodes())
+        position = {node.id: index for index, node in enumerate(nodes)}
+        for index, node in enumerate(nodes):
+            expected = sorted(position[dep.id] for dep in node.dependencies())
+            assert sorted(copy.deps_of(index)) == expected
+    finally:
+        graph.destroy()
+        device.free(x)
+
+
 def test_types_of_a_copy_of_one_type_are_a_new_list_each_time(device: ahg.Device) -> None:
     """The copy's types, made for each reader: one list of the one type per call, so a reader
     that changed its list could never change the copy."""
@@ -183,8 +231,8 @@ def test_the_dependency_column_holds_c_ints_and_reads_as_the_walk_does(
     device: ahg.Device, shape: str
 ) -> None:
     """The copy's dependency column as read (a chain counted up, a fork-join in Kahn's
-    order) is 4 bytes a node, with the values of the node-by-node walk's 64-bit column; the
-    chain test and the planner's column cut read it as the walk's."""
+    order) is 4 bytes a node, with the values of the node-by-node walk's column (C ints too);
+    the chain test and the planner's column cut read it as the walk's."""
     from ahipgraph.exec import planner
     from ahipgraph.graph.topology import ordered_columns
 
@@ -196,7 +244,7 @@ def test_the_dependency_column_holds_c_ints_and_reads_as_the_walk_does(
             _, walked, walked_multi = ordered_columns(graph)
         first, multi = copy.first_deps()
         assert first.itemsize == 4
-        assert walked.itemsize == 8
+        assert walked.itemsize == 4
         assert list(first) == list(walked)
         assert multi == walked_multi
         assert copy.is_chain() is (shape == "chain")

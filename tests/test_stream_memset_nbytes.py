@@ -65,3 +65,19 @@ async def test_a_size_given_twice_or_not_at_all_or_uneven_is_refused(device: ahg
             await stream.memset(buf, 0, nbytes=1.5)  # type: ignore[arg-type]
         assert stream.statistics() == before  # nothing was enqueued
     device.free(buf)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("element_size", [1, 2, 4])
+async def test_a_negative_nbytes_is_refused_as_given(device: ahg.Device, element_size: int) -> None:
+    """The refusal names the bytes the caller gave: converted to elements first, ``nbytes=-4``
+    of 4-byte elements was refused as "negative memset size -1x1"."""
+    buf = device.malloc(64)
+    with device.create_stream() as stream:
+        before = stream.statistics()
+        with pytest.raises(ahg.InvalidValue, match=r"negative memset size nbytes=-4$"):
+            await stream.memset(buf, 0, nbytes=-4, element_size=element_size)
+        with pytest.raises(ahg.InvalidValue, match=r"negative memset size nbytes=-4$"):
+            stream.memset_nowait(buf, 0, nbytes=-4, element_size=element_size)
+        assert stream.statistics() == before
+    device.free(buf)

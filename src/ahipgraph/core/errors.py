@@ -107,14 +107,17 @@ class HipError(Exception):
 
     code: ClassVar[ErrorCode] = ErrorCode.Unknown
 
-    def __new__(cls, message: str | ErrorCode = "", *rest: str) -> HipError:
+    def __new__(cls, *args: Any, **kwargs: Any) -> HipError:
         # HipError(ErrorCode.X[, message]) builds the code's own class, as OSError(errno, ...)
-        # builds FileNotFoundError: ``except ahg.NotReady`` then catches it.
-        if isinstance(message, ErrorCode):
-            cls = error_class(message) if cls is HipError else cls
-            if message is not cls.code:
-                raise ValueError(f"{cls.__name__} has code {cls.code.name}, not {message.name}")
-        return super().__new__(cls)
+        # builds FileNotFoundError: ``except ahg.NotReady`` then catches it. Every argument is
+        # passed on, as Exception.__new__ takes them: a user's subclass may take its own
+        # (keywords too), and one whose __init__ skips ours still has them as ``args``.
+        code = args[0] if args else None
+        if isinstance(code, ErrorCode):
+            cls = error_class(code) if cls is HipError else cls
+            if code is not cls.code:
+                raise ValueError(f"{cls.__name__} has code {cls.code.name}, not {code.name}")
+        return super().__new__(cls, *args, **kwargs)
 
     def __init__(self, message: str | ErrorCode = "", *rest: str) -> None:
         if isinstance(message, ErrorCode):  # the code picked the class (see __new__)

@@ -48,6 +48,8 @@ __all__ = [
     "WaitSignalsOp",
     "WaitSignalIndicesOp",
     "host_bytes",
+    "qualname_of",
+    "user_repr",
 ]
 
 
@@ -66,7 +68,38 @@ class Op:
     def fault(self, exc: BaseException) -> HipError:
         if isinstance(exc, HipError):
             return exc
-        return IllegalAddress(f"{self!r} failed: {exc!r}")
+        return IllegalAddress(f"{self!r} failed: {user_repr(exc)}")
+
+
+def user_repr(value: object) -> str:
+    """``repr(value)`` for a message about user code's object (the exception a kernel body or
+    host function raised, the function itself): a fault's message, a trace's record.
+
+    That repr is user code too, and may raise anything: those messages are made on the
+    device's pump, where an exception escaping would stop every queue, so a repr that raises
+    is shown as its class instead.
+    """
+    try:
+        return repr(value)
+    except BaseException:  # user code, contained (see the docstring)
+        return f"<{type(value).__qualname__} object; its repr() raised>"
+
+
+def qualname_of(fn: object) -> str | None:
+    """A host function's ``__qualname__``, or None where it has none that is a str (a
+    callable object's lookup is its class's ``__getattr__``: user code, contained as in
+    :func:`user_repr`)."""
+    try:
+        name = getattr(fn, "__qualname__", None)
+    except BaseException:  # a user's __getattr__ or property
+        return None
+    return name if isinstance(name, str) else None
+
+
+def _host_name(fn: object) -> str:
+    """A host function's name for messages: its ``__qualname__``, else :func:`user_repr`."""
+    name = qualname_of(fn)
+    return user_repr(fn) if name is None else name
 
 
 def body_result(result: Any) -> Awaitable[Any] | None:
@@ -147,7 +180,7 @@ class KernelOp(Op, metaclass=_KernelOpType):
         return result if self.is_async or result is None else body_result(result)
 
     def fault(self, exc: BaseException) -> HipError:
-        return kernel_fault(f"kernel {self.kernel.name!r} failed: {exc!r}", exc)
+        return kernel_fault(f"kernel {self.kernel.name!r} failed: {user_repr(exc)}", exc)
 
     def __repr__(self) -> str:
         return f"<KernelOp {self.kernel.name} {self.threads!r}>"
@@ -395,7 +428,7 @@ class _RunKernelOp(int):
         raise NotImplementedError
 
     def fault(self, exc: BaseException) -> HipError:
-        return kernel_fault(f"kernel {self.kernel.name!r} failed: {exc!r}", exc)
+        return kernel_fault(f"kernel {self.kernel.name!r} failed: {user_repr(exc)}", exc)
 
     def __repr__(self) -> str:
         return f"<KernelOp {self.kernel.name} {self.threads!r}>"
@@ -591,13 +624,13 @@ class HostOp(Op):
         return result
 
     def fault(self, exc: BaseException) -> HipError:
-        name = getattr(self.fn, "__qualname__", repr(self.fn))
-        error = LaunchFailure(f"host function {name} raised {exc!r}")
+        error = LaunchFailure(f"host function {_host_name(self.fn)} raised {user_repr(exc)}")
         error.__cause__ = exc
         return error
 
     def __repr__(self) -> str:
-        return f"<HostOp {getattr(self.fn, '__qualname__', self.fn)!r}>"
+        name = qualname_of(self.fn)
+        return f"<HostOp {user_repr(self.fn) if name is None else repr(name)}>"
 
 
 class WaitSignalsOp(Op):

@@ -51,6 +51,7 @@ __all__ = [
     "ODD_SHARE",
     "KahnColumns",
     "index_column",
+    "index_typecode",
     "kahn_columns",
 ]
 
@@ -80,6 +81,12 @@ def index_column(indices: np.ndarray[Any, np.dtype[Any]]) -> IntArray:
     if len(indices) < _INT32_END:
         return array("i", indices.astype(np.intc).tobytes())
     return array("q", indices.astype(np.longlong).tobytes())
+
+
+def index_typecode(count: int) -> str:
+    """The typecode of :func:`index_column` for a graph of ``count`` nodes, for a column made
+    from Python ints (``array(index_typecode(count), ints)``)."""
+    return "i" if count < _INT32_END else "q"
 
 
 @dataclass(slots=True, eq=False)

@@ -37,7 +37,7 @@ from ..graph.node import GraphNode
 from ..graph.node_registry import ROW_BITS, ROW_MASK
 from ..graph.node_type import NodeType
 from ..graph.topology import ordered_columns
-from .kahn_columns import index_column, kahn_columns
+from .kahn_columns import index_column, index_typecode, kahn_columns
 
 if TYPE_CHECKING:
     from ..graph.graph import Graph
@@ -363,7 +363,7 @@ def _dep_columns(
         else:
             first.append(_SEE_MULTI)
             multi[index] = tuple(each)
-    return array("q", first), multi
+    return array(index_typecode(len(first)), first), multi
 
 
 def snapshot(graph: Graph) -> tuple[ExecGraph, list[GraphNode]]:

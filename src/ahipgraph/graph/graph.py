@@ -143,7 +143,7 @@ class Graph(DestroyOnExit):
         hid: the graph's registry handle.
         lock: serialises every edit and query of this graph.
         original: the graph this one was cloned from, if any.
-        owner_node: the child-graph node that embeds this graph, if any.
+        owner_node: the child-graph or conditional node that embeds this graph, if any.
         has_mem_nodes: the graph holds memory-alloc or memory-free nodes.
         instantiated: an executable was made from it (set by the executable layer).
     """
@@ -281,7 +281,10 @@ class Graph(DestroyOnExit):
             return child._clone()
 
     def _check_mem_node_allowed(self) -> None:
-        if self.owner_node is not None:
+        owner = self.owner_node
+        if owner is not None:  # the message names the node that embeds this graph
+            if owner._type is NodeType.Conditional:
+                raise NotSupported("a conditional node's body cannot hold memory nodes")
             raise NotSupported("a graph embedded in a child-graph node cannot hold memory nodes")
 
     def _attach(

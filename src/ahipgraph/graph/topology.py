@@ -227,7 +227,9 @@ def _ordered_columns(
     for position, node in counted:
         sources: Any = node._deps
         multi[position] = tuple(map(seen_by[node].__getitem__, sources)) if sources else ()
-    return order, array("q", first), multi
+    # C ints, as the copies made without this walk hold theirs (exec.kahn_columns.index_column):
+    # an executable keeps the column as long as it lives. 64-bit only past 2**31 nodes.
+    return order, array("i" if total < 1 << 31 else "q", first), multi
 
 
 def _roots_and_joins(graph: Graph) -> tuple[list[GraphNode], dict[GraphNode, int], int]:

@@ -653,7 +653,7 @@ def _fill_count(count: int | None, nbytes: int | None, element_size: int) -> int
 
     Raises:
         TypeError: neither or both given; ``nbytes`` not an int.
-        InvalidValue: ``nbytes`` is not a whole number of 2- or 4-byte elements.
+        InvalidValue: ``nbytes`` is negative, or not a whole number of 2- or 4-byte elements.
     """
     if nbytes is None:
         if count is None:
@@ -662,6 +662,8 @@ def _fill_count(count: int | None, nbytes: int | None, element_size: int) -> int
     if count is not None:
         raise TypeError("Stream.memset() takes count (elements) or nbytes=, not both")
     nbytes = as_int(nbytes, "nbytes")
+    if nbytes < 0:  # named as given: converted to elements it would read as another number
+        raise InvalidValue(f"negative memset size nbytes={nbytes}")
     size = int_or_none(element_size)
     if size in (2, 4):
         if nbytes % size:

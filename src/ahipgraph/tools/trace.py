@@ -56,6 +56,8 @@ from ..device.ops import (
     SignalIndexOp,
     WaitSignalIndicesOp,
     WaitSignalsOp,
+    qualname_of,
+    user_repr,
 )
 from ..device.signal import Signal
 from ..exec.compile import EventRecordOp, StrictKernelOp
@@ -331,7 +333,7 @@ def op_kind(op: Op) -> tuple[str, str] | None:
     if isinstance(op, FillOp):
         return "fill", f"memset {op.extent}B"
     if isinstance(op, HostOp):
-        return "host", str(getattr(op.fn, "__qualname__", "host function"))
+        return "host", qualname_of(op.fn) or "host function"
     if isinstance(op, WaitSignalsOp | WaitSignalIndicesOp):
         return "barrier", "barrier"
     if isinstance(op, SignalIndexOp):
@@ -525,7 +527,7 @@ class _Recorder(hooks.Observer):
                 info.exec,
                 info.launch,
                 node,
-                None if error is None else repr(error),
+                None if error is None else user_repr(error),
             )
         )
         info.last = index
@@ -546,7 +548,7 @@ class _Recorder(hooks.Observer):
                 return
             record = self.trace.ops[info.last]  # the op whose body ran: the program waited
             if record.error is None:
-                self.trace.ops[info.last] = dataclasses.replace(record, error=repr(error))
+                self.trace.ops[info.last] = dataclasses.replace(record, error=user_repr(error))
 
     def program_finished(self, program: Program) -> None:
         with self._lock:
