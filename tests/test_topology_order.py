@@ -136,27 +136,3 @@ def _general_dep_indices(
             first.append(-1)
             multi[index] = tuple(position[dep] for dep in deps)
     return first, multi
-
-
-@pytest.mark.parametrize("size", [1, 2, 3, 70])
-def test_snapshot_dependency_columns_of_a_chain(size: int) -> None:
-    """A chain's columns (made without a map of positions) equal the general ones."""
-    from ahipgraph.exec.snapshot import _dep_indices
-
-    graph = ahg.Graph()
-    deps: list[ahg.GraphNode] = []
-    for _ in range(size):
-        deps = [graph.add_empty_node(deps=deps)]
-    extra = ahg.Graph()  # not chains: a second root, a chain whose root lost its edge
-    a = extra.add_empty_node()
-    b = extra.add_empty_node(deps=[a])
-    extra.add_empty_node(deps=[b])
-    extra.add_empty_node()
-    try:
-        for each in (graph, extra):
-            order = each.nodes()
-            column, multi = _dep_indices(order)
-            assert (list(column), multi) == _general_dep_indices(order)
-    finally:
-        graph.destroy()
-        extra.destroy()

@@ -25,8 +25,8 @@ import threading
 from array import array
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from itertools import compress, islice, repeat
-from operator import attrgetter, is_, is_not
+from itertools import islice
+from operator import attrgetter, is_
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -531,48 +531,6 @@ def _counting_up(count: int) -> IntArray:
     """``range(-1, count - 1)`` as a dependency column (:func:`index_column`), made in numpy
     (an array takes an append per int from a ``range``)."""
     return index_column(np.arange(-1, count - 1, dtype=np.int64))
-
-
-def _dep_indices(
-    order: list[GraphNode],
-) -> tuple[IntArray, dict[int, tuple[int, ...]]]:
-    """Each node's only dependency by index (``_SEE_MULTI`` where ``multi`` holds its 0 or
-    several), for nodes in ``order``.
-
-    A node holds a lone dependency as the node itself (see ``graph.node.Edges``), and most
-    nodes have exactly one: the runs of them between the others (roots and joins, usually
-    few) are mapped without a Python loop per node.
-    """
-    count = len(order)
-    deps: list[Any] = list(map(_deps_of, order))  # a GraphNode, or a list or () of 0 or 2+
-    others = list(compress(range(count), map(is_not, repeat(GraphNode), map(type, deps))))
-    multi: dict[int, tuple[int, ...]] = {}
-    if others == [0] and not deps[0] and all(map(is_, islice(deps, 1, None), order)):
-        # A chain (what one stream captures): each node's dependency is the one before it.
-        column = _counting_up(count)
-        column[0] = _SEE_MULTI
-        return column, dict(_CHAIN_MULTI)
-    position = dict(zip(order, range(count), strict=True))
-    if len(others) > count // 4:  # many roots or joins: one pass, node by node
-        first: list[int] = []
-        append = first.append
-        for index, sources in enumerate(deps):
-            if type(sources) is GraphNode:  # a chain's link: one int, no tuple
-                append(position[sources])
-            else:
-                append(_SEE_MULTI)
-                multi[index] = tuple([position[dep] for dep in sources])
-        return array("q", first), multi
-    column = array("q", bytes(8 * count))
-    start = 0
-    for other in [*others, count]:
-        if start < other:  # a run of nodes with one dependency each
-            column[start:other] = array("q", map(position.__getitem__, deps[start:other]))
-        if other < count:
-            column[other] = _SEE_MULTI
-            multi[other] = tuple([position[dep] for dep in deps[other]])
-        start = other + 1
-    return column, multi
 
 
 def source_map(originals: list[GraphNode], copy: ExecGraph) -> dict[HandleId, ExecNode]:
