@@ -33,6 +33,7 @@ import contextlib
 import itertools
 import os
 import threading
+import weakref
 from collections.abc import Callable, Iterable, Sequence, ValuesView
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -84,6 +85,11 @@ __all__ = ["GRAPHS", "Graph", "GraphStatistics", "live_graph"]
 
 GRAPHS: HandleRegistry[Graph] = HandleRegistry("graph")
 _GRAPH_IDS = itertools.count()  # next() on a C iterator is atomic under the GIL
+
+# Guards every graph's ``original`` and ``_clones`` (see _link_clone): a leaf lock, taken with
+# no other lock acquired inside it, so any graph lock may be held around it. Re-entrant: the
+# collector may run a ``__del__`` that destroys a graph while this thread holds it.
+_LINEAGE = threading.RLock()
 _new_object = object.__new__
 _MEM_NODE_TYPES = (NodeType.MemAlloc, NodeType.MemFree)
 # An enum member read through its class costs ten times a global's read on Python 3.11 (the
@@ -142,7 +148,9 @@ class Graph(DestroyOnExit):
         id: HIP's graph id (DOT names clusters and nodes after it).
         hid: the graph's registry handle.
         lock: serialises every edit and query of this graph.
-        original: the graph this one was cloned from, if any.
+        original: the graph this one was cloned from, if any; once that graph is destroyed,
+            the graph it was cloned from in turn (a destroyed graph is skipped, so a chain of
+            clones each replacing the last keeps none of the destroyed ones alive).
         owner_node: the child-graph or conditional node that embeds this graph, if any.
         has_mem_nodes: the graph holds memory-alloc or memory-free nodes.
         instantiated: an executable was made from it (set by the executable layer).
@@ -154,6 +162,7 @@ class Graph(DestroyOnExit):
         self.id = next(_GRAPH_IDS)
         self.lock = threading.RLock()
         self.original: Graph | None = None
+        self._clones: weakref.WeakSet[Graph] | None = None  # live graphs cloned from this one
         self._owner_node: GraphNode | None = None
         self.has_mem_nodes = False
         self.instantiated = False
@@ -783,7 +792,7 @@ class Graph(DestroyOnExit):
                 if self.has_mem_nodes:
                     raise NotSupported(f"{self!r} has memory nodes and cannot be copied")
                 top = Graph()
-                top.original = self
+                _link_clone(top, self)
                 made.append(top)
                 work: list[tuple[Graph, Graph]] = [(self, top)]
                 while work:
@@ -797,7 +806,7 @@ class Graph(DestroyOnExit):
                         child: Graph | None = None
                         if isinstance(params, ChildGraphParams):
                             child = Graph()
-                            child.original = params.graph
+                            _link_clone(child, params.graph)
                             made.append(child)
                             work.append((params.graph, child))
                             params = ChildGraphParams(child)
@@ -805,7 +814,7 @@ class Graph(DestroyOnExit):
                         if isinstance(params, ConditionalNodeParams):
                             for body in params.bodies:
                                 bodies.append(Graph())
-                                bodies[-1].original = body
+                                _link_clone(bodies[-1], body)
                                 made.append(bodies[-1])
                                 work.append((body, bodies[-1]))
                             params = replace(params, bodies=tuple(bodies))
@@ -1028,6 +1037,7 @@ class Graph(DestroyOnExit):
         """
         GRAPHS.unregister(self.hid)  # from here every node handle is invalid too
         self._open = False
+        _unlink_destroyed(self)
         self._removals += 1
         capture_state.target_destroyed(self)
         self._life.detach()
@@ -1191,3 +1201,32 @@ def _descends_from(graph: Graph, ancestor: Graph) -> bool:
     while original is not None and original is not ancestor:
         original = original.original
     return original is not None
+
+
+def _link_clone(copy: Graph, source: Graph) -> None:
+    """Record ``copy`` as cloned from ``source``: its ``original``, and in ``source``'s clones."""
+    with _LINEAGE:
+        copy.original = source
+        if source._clones is None:
+            source._clones = weakref.WeakSet()
+        source._clones.add(copy)
+
+
+def _unlink_destroyed(graph: Graph) -> None:
+    """Take a destroyed graph out of its clones' lineage: each now descends from the graph's
+    own original. Nothing live refers to the destroyed graph then, so a program that clones a
+    graph, destroys the old one and keeps the copy, again and again, holds one graph, not a
+    chain of every destroyed one. Its nodes are gone, so none of them can be looked up through
+    it (``find_in_clone``), and conditional handles it made are for a graph that no longer is.
+    """
+    with _LINEAGE:
+        original, clones = graph.original, graph._clones
+        graph.original = graph._clones = None
+        if not clones:
+            return
+        for copy in list(clones):
+            copy.original = original
+            if original is not None:
+                if original._clones is None:
+                    original._clones = weakref.WeakSet()
+                original._clones.add(copy)
