@@ -81,3 +81,20 @@ async def test_a_negative_nbytes_is_refused_as_given(device: ahg.Device, element
             stream.memset_nowait(buf, 0, nbytes=-4, element_size=element_size)
         assert stream.statistics() == before
     device.free(buf)
+
+
+@pytest.mark.asyncio
+async def test_a_destroyed_stream_is_reported_first_in_either_size_form(
+    device: ahg.Device,
+) -> None:
+    """The stream is checked before the size, whether it is a count or ``nbytes=``."""
+    buf = device.malloc(16)
+    stream = device.create_stream()
+    stream.destroy()
+    with pytest.raises(ahg.ContextIsDestroyed):
+        await stream.memset(buf, 0, -1, element_size=4)
+    with pytest.raises(ahg.ContextIsDestroyed):
+        await stream.memset(buf, 0, nbytes=-4, element_size=4)
+    with pytest.raises(ahg.ContextIsDestroyed):
+        stream.memset_nowait(buf, 0, nbytes=6, element_size=4)
+    device.free(buf)

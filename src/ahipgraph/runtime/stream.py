@@ -375,8 +375,8 @@ class Stream(
                 ``nbytes`` that is not a whole number of elements.
             TypeError: neither ``count`` nor ``nbytes`` given, or both.
         """
+        self._check_open()  # first, as for every other enqueue, whichever size form is used
         count = _fill_count(count, nbytes, element_size)
-        self._check_open()
         part = self._capture  # read once (see _launch_kernel)
         if part is not None:
             return part.add(
