@@ -163,6 +163,14 @@ class Graph(DestroyOnExit):
         self.lock = threading.RLock()
         self.original: Graph | None = None
         self._clones: weakref.WeakSet[Graph] | None = None  # live graphs cloned from this one
+        # The id of the graph this one was cloned from (HIP's ``pOriginalGraph_``), kept once
+        # that graph is destroyed and ``original`` skips it: a child-graph node's setter still
+        # refuses that graph and no other (see node.check_not_own_parent).
+        self._source_id: int | None = None
+        # Ids of graphs whose conditional handles this graph's nodes may use although the walk
+        # up ``original`` no longer reaches them: its own once it made a handle, and those of
+        # destroyed graphs it descends from (see _unlink_destroyed and conditional._owns).
+        self._handle_ids: frozenset[int] = frozenset()
         self._owner_node: GraphNode | None = None
         self.has_mem_nodes = False
         self.instantiated = False
@@ -1196,17 +1204,24 @@ def live_graph(graph: object, what: str = "graph") -> Graph:
 
 
 def _descends_from(graph: Graph, ancestor: Graph) -> bool:
-    """Whether ``graph`` was cloned, directly or through other clones, from ``ancestor``."""
-    original = graph.original
-    while original is not None and original is not ancestor:
-        original = original.original
-    return original is not None
+    """Whether ``graph`` was cloned, directly or through other clones, from ``ancestor``.
+
+    The walk holds the lineage lock: a graph destroyed meanwhile on another thread is taken
+    out of the chain (_unlink_destroyed), and a walk that had just stepped onto it would find
+    its ``original`` cleared and stop short of graphs ``graph`` does descend from.
+    """
+    with _LINEAGE:
+        original = graph.original
+        while original is not None and original is not ancestor:
+            original = original.original
+        return original is not None
 
 
 def _link_clone(copy: Graph, source: Graph) -> None:
     """Record ``copy`` as cloned from ``source``: its ``original``, and in ``source``'s clones."""
     with _LINEAGE:
         copy.original = source
+        copy._source_id = source.id
         if source._clones is None:
             source._clones = weakref.WeakSet()
         source._clones.add(copy)
@@ -1217,7 +1232,8 @@ def _unlink_destroyed(graph: Graph) -> None:
     own original. Nothing live refers to the destroyed graph then, so a program that clones a
     graph, destroys the old one and keeps the copy, again and again, holds one graph, not a
     chain of every destroyed one. Its nodes are gone, so none of them can be looked up through
-    it (``find_in_clone``), and conditional handles it made are for a graph that no longer is.
+    it (``find_in_clone``); the conditional handles it made (or could use) stay usable in its
+    clones, as they were before it was destroyed, through their ``_handle_ids``.
     """
     with _LINEAGE:
         original, clones = graph.original, graph._clones
@@ -1226,6 +1242,8 @@ def _unlink_destroyed(graph: Graph) -> None:
             return
         for copy in list(clones):
             copy.original = original
+            if graph._handle_ids:  # its handles (and those it inherited) stay usable
+                copy._handle_ids |= graph._handle_ids
             if original is not None:
                 if original._clones is None:
                     original._clones = weakref.WeakSet()

@@ -512,7 +512,10 @@ def check_not_own_parent(node: GraphNode, child: object) -> None:
     (Adding a graph as its own child is allowed: the copy is taken before the node exists.)
     """
     parent = node.graph
-    if child is parent or child is parent.original:
+    # By id: ``parent.original`` skips a destroyed original for the graph that one came from,
+    # which HIP's check (on ``pOriginalGraph_``, the direct original) would not refuse.
+    source = parent._source_id
+    if child is parent or (source is not None and getattr(child, "id", None) == source):
         raise Unknown("a child graph node cannot take its own parent graph")
 
 
