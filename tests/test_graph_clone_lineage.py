@@ -181,3 +181,50 @@ def test_find_in_clone_holds_while_graphs_between_are_destroyed_on_another_threa
             destroy(first, last)
     finally:
         sys.setswitchinterval(interval)
+
+
+class _DestroysWhenCollected:
+    """Cyclic garbage that renews itself each time the collector runs its ``__del__``, until
+    the ``countdown``-th time, when it destroys ``victim`` instead."""
+
+    def __init__(self, victim: ahg.Graph, countdown: int) -> None:
+        self.cycle = self
+        self.victim, self.countdown = victim, countdown
+
+    def __del__(self) -> None:
+        if self.countdown > 1:
+            _DestroysWhenCollected(self.victim, self.countdown - 1)
+        elif self.victim.alive:
+            self.victim.destroy()
+
+
+def test_a_del_destroying_the_original_while_a_graph_is_destroyed_keeps_the_lineage() -> None:
+    # A collection run by destroy()'s own allocations may destroy the original its clones are
+    # being moved to; those moved after it were linked to that destroyed graph, which had
+    # already handed its clones on: they lost the graph beyond it, and kept it alive.
+    landed = 0
+    for countdown in range(1, 60):  # the destroy at each collection destroy() runs in turn
+        grand = ahg.Graph()
+        a = grand.add_empty_node()
+        original = grand.clone()
+        graph = original.clone()
+        copies = [graph.clone() for _ in range(8)]
+        gone = weakref.ref(original)
+        old = gc.get_threshold()
+        gc.set_threshold(1, 1, 1)
+        try:
+            _DestroysWhenCollected(original, countdown)
+            graph.destroy()
+            landed += not original.alive
+        finally:
+            gc.set_threshold(*old)
+        gc.collect()  # the renewed garbage, if destroy() ended first
+        if original.alive:
+            original.destroy()
+        del original
+        gc.collect()
+        assert gone() is None
+        assert [copy.original for copy in copies] == [grand] * len(copies)
+        assert [copy.find_in_clone(a).id for copy in copies] == [a.id] * len(copies)
+        destroy(grand, *copies)
+    assert landed  # some collections did run inside destroy()

@@ -1234,17 +1234,37 @@ def _unlink_destroyed(graph: Graph) -> None:
     chain of every destroyed one. Its nodes are gone, so none of them can be looked up through
     it (``find_in_clone``); the conditional handles it made (or could use) stay usable in its
     clones, as they were before it was destroyed, through their ``_handle_ids``.
+
+    The destroyed graph keeps its own ``original``: a clone still linked to it (see
+    _relink) reaches the live graphs beyond it through that.
     """
     with _LINEAGE:
-        original, clones = graph.original, graph._clones
-        graph.original = graph._clones = None
+        clones, graph._clones = graph._clones, None
         if not clones:
             return
         for copy in list(clones):
-            copy.original = original
-            if graph._handle_ids:  # its handles (and those it inherited) stay usable
-                copy._handle_ids |= graph._handle_ids
-            if original is not None:
-                if original._clones is None:
-                    original._clones = weakref.WeakSet()
-                original._clones.add(copy)
+            _relink(copy)
+
+
+def _relink(copy: Graph) -> None:
+    """Point ``copy`` at the nearest open graph it descends from, taking over the handle ids
+    of the destroyed graphs it skips. The caller holds the lineage lock.
+
+    Adding ``copy`` to that graph's clones allocates, so the collector may run a ``__del__``
+    that destroys that very graph (the lock is re-entrant): its own unlinking may then miss
+    ``copy``, which is linked again, past it, until the graph it was linked to is open.
+    """
+    while True:
+        target = copy.original
+        while target is not None and not target._open:
+            if target._handle_ids:  # its handles (and those it inherited) stay usable
+                copy._handle_ids |= target._handle_ids
+            target = target.original
+        copy.original = target
+        if target is None:
+            return
+        if target._clones is None:
+            target._clones = weakref.WeakSet()
+        target._clones.add(copy)
+        if target._open:
+            return
