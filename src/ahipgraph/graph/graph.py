@@ -157,20 +157,22 @@ class Graph(DestroyOnExit):
     """
 
     _copy_hint = "; graph.clone() makes a copy of its nodes"
+    # Set on a graph only when needed, so that every graph (each child-graph node and body
+    # holds one) does not carry them: class attributes stand for the common value.
+    # The id of the graph this one was cloned from (HIP's ``pOriginalGraph_``) once that one
+    # was destroyed and ``original`` skips it (see _relink): a child-graph node's setter still
+    # refuses that graph and no other (node.check_not_own_parent). None: ``original`` is it.
+    _source_id: int | None = None
+    # Ids of graphs whose conditional handles this graph's nodes may use although the walk up
+    # ``original`` does not reach them: its own once it made a handle, and those of destroyed
+    # graphs it descends from (see _relink and conditional._owns).
+    _handle_ids: frozenset[int] = frozenset()
 
     def __init__(self) -> None:
         self.id = next(_GRAPH_IDS)
         self.lock = threading.RLock()
         self.original: Graph | None = None
         self._clones: weakref.WeakSet[Graph] | None = None  # live graphs cloned from this one
-        # The id of the graph this one was cloned from (HIP's ``pOriginalGraph_``), kept once
-        # that graph is destroyed and ``original`` skips it: a child-graph node's setter still
-        # refuses that graph and no other (see node.check_not_own_parent).
-        self._source_id: int | None = None
-        # Ids of graphs whose conditional handles this graph's nodes may use although the walk
-        # up ``original`` no longer reaches them: its own once it made a handle, and those of
-        # destroyed graphs it descends from (see _unlink_destroyed and conditional._owns).
-        self._handle_ids: frozenset[int] = frozenset()
         self._owner_node: GraphNode | None = None
         self.has_mem_nodes = False
         self.instantiated = False
@@ -1221,7 +1223,6 @@ def _link_clone(copy: Graph, source: Graph) -> None:
     """Record ``copy`` as cloned from ``source``: its ``original``, and in ``source``'s clones."""
     with _LINEAGE:
         copy.original = source
-        copy._source_id = source.id
         if source._clones is None:
             source._clones = weakref.WeakSet()
         source._clones.add(copy)
@@ -1254,6 +1255,8 @@ def _relink(copy: Graph) -> None:
     that destroys that very graph (the lock is re-entrant): its own unlinking may then miss
     ``copy``, which is linked again, past it, until the graph it was linked to is open.
     """
+    if copy._source_id is None and copy.original is not None:  # its first move: remember
+        copy._source_id = copy.original.id
     while True:
         target = copy.original
         while target is not None and not target._open:
