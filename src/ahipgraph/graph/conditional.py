@@ -125,7 +125,7 @@ def _owns(graph: Graph, handle: ConditionalHandle) -> bool:
     (a body or child graph inside that graph, however deep). A destroyed graph is out of its
     clones' lineage, so a graph also owns the handles listed in its ``_handle_ids``: those of
     destroyed graphs it descends from. The walk holds the lineage lock, so a graph destroyed
-    meanwhile on another thread cannot cut it short.
+    meanwhile on another thread, its clones moved on, cannot cut it short.
     """
     from .graph import _LINEAGE  # graph.py imports this module
 

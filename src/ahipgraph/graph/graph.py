@@ -86,7 +86,8 @@ __all__ = ["GRAPHS", "Graph", "GraphStatistics", "live_graph"]
 GRAPHS: HandleRegistry[Graph] = HandleRegistry("graph")
 _GRAPH_IDS = itertools.count()  # next() on a C iterator is atomic under the GIL
 
-# Guards every graph's ``original`` and ``_clones`` (see _link_clone): a leaf lock, taken with
+# Guards every graph's ``original``, ``_clones``, ``_source_id`` and ``_handle_ids`` (see
+# _link_clone; node.py and conditional.py read them under it too): a leaf lock, taken with
 # no other lock acquired inside it, so any graph lock may be held around it. Re-entrant: the
 # collector may run a ``__del__`` that destroys a graph while this thread holds it.
 _LINEAGE = threading.RLock()
@@ -1208,9 +1209,9 @@ def live_graph(graph: object, what: str = "graph") -> Graph:
 def _descends_from(graph: Graph, ancestor: Graph) -> bool:
     """Whether ``graph`` was cloned, directly or through other clones, from ``ancestor``.
 
-    The walk holds the lineage lock: a graph destroyed meanwhile on another thread is taken
-    out of the chain (_unlink_destroyed), and a walk that had just stepped onto it would find
-    its ``original`` cleared and stop short of graphs ``graph`` does descend from.
+    The walk holds the lineage lock, so it reads the lineage as one while other threads
+    destroy graphs in it and move their clones on (_unlink_destroyed): unlocked, a walk that
+    stepped onto a graph being destroyed could stop short of graphs ``graph`` descends from.
     """
     with _LINEAGE:
         original = graph.original
