@@ -228,3 +228,20 @@ def test_a_del_destroying_the_original_while_a_graph_is_destroyed_keeps_the_line
         assert [copy.find_in_clone(a).id for copy in copies] == [a.id] * len(copies)
         destroy(grand, *copies)
     assert landed  # some collections did run inside destroy()
+
+
+def test_a_handle_is_not_made_by_a_graph_its_default_destroyed() -> None:
+    graph = ahg.Graph()
+    graph.add_empty_node()
+    copy = graph.clone()
+
+    class DestroysTheGraph:
+        def __index__(self) -> int:
+            graph.destroy()
+            return 0
+
+    with pytest.raises(ahg.InvalidValue, match="destroyed"):
+        graph.conditional_handle(default=DestroysTheGraph())  # type: ignore[arg-type]
+    assert graph.destroyed
+    assert copy.original is None
+    destroy(copy)

@@ -113,6 +113,10 @@ def make_handle(graph: Graph, default: Any, assign_default: Any) -> ConditionalH
         raise TypeError(f"assign_default must be a bool, got {assign_default!r}")
     if flag not in (0, 1):
         raise InvalidValue(f"flags must be 0 or 1 (assign default), got {flag}")
+    # The conversions ran the caller's code (``__index__``, ``__bool__``), which may have
+    # destroyed the graph on this thread: a handle of a graph that is gone is refused, not
+    # made (its clones, moved past it already, would not own it).
+    graph._check_alive()
     from .graph import _LINEAGE  # graph.py imports this module
 
     with _LINEAGE:  # a destroyed original hands these ids to its clones under this lock
