@@ -10,8 +10,11 @@ finds nodes across every live graph of the chain.
 from __future__ import annotations
 
 import gc
+import sys
 import threading
 import weakref
+
+import pytest
 
 import ahipgraph as ahg
 from cleanup import destroy
@@ -100,3 +103,145 @@ def test_clones_made_and_destroyed_from_threads_leave_one_live_chain() -> None:
     assert errors == []
     assert all(graph.original is root for graph in last)
     destroy(root, *last)
+
+
+def test_a_clone_still_refuses_its_own_original_only_once_that_is_destroyed() -> None:
+    first = ahg.Graph()
+    first.add_empty_node()
+    middle = first.clone()
+    last = middle.clone()
+    inner = ahg.Graph()
+    inner.add_empty_node()
+    node = last.add_child_graph_node(inner)
+    middle.destroy()
+    assert last.original is first  # the lineage skips middle now...
+    node.set_child_graph(first)  # ...but first is not the graph last was cloned from (HIP)
+    with pytest.raises(ahg.Unknown, match="own parent graph"):
+        node.set_child_graph(last)
+    destroy(first, last, inner)
+
+
+def test_a_clone_uses_the_conditional_handles_of_destroyed_graphs_it_came_from() -> None:
+    graph = ahg.Graph()
+    handle = graph.conditional_handle()
+    graph.add_empty_node()
+    for _ in range(3):  # the handle's graph and every later one destroyed in turn
+        old, graph = graph, graph.clone()
+        old.destroy()
+    node, bodies = graph.add_conditional_node(handle, ahg.ConditionalKind.If)
+    body_node, _ = bodies[0].add_conditional_node(handle, ahg.ConditionalKind.While)
+    assert node.params.handle is handle
+    assert body_node.params.handle is handle
+    stranger = ahg.Graph()
+    with pytest.raises(ahg.InvalidValue, match="belongs to another graph"):
+        stranger.add_conditional_node(handle, ahg.ConditionalKind.If)
+    destroy(graph, stranger)
+
+
+def _find_until(
+    done: threading.Event,
+    first: ahg.Graph,
+    last: ahg.Graph,
+    a: ahg.GraphNode,
+    errors: list[BaseException],
+) -> None:
+    """Look ``a`` up in ``last`` and back in ``first`` until ``done``; keep the first error."""
+    while not done.is_set():
+        try:
+            first.find_in_clone(last.find_in_clone(a))
+        except BaseException as error:
+            errors.append(error)
+            return
+
+
+def test_find_in_clone_holds_while_graphs_between_are_destroyed_on_another_thread() -> None:
+    # The lineage walk ran without the lineage lock: stepping onto a graph another thread
+    # was destroying, it found that graph's original cleared and answered "not clones".
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible, to land in the walk
+    try:
+        for _ in range(40):
+            first = ahg.Graph()
+            a = first.add_empty_node()
+            chain = [first]
+            for _ in range(100):
+                chain.append(chain[-1].clone())
+            last = chain[-1]
+            done = threading.Event()
+            errors: list[BaseException] = []
+            thread = threading.Thread(target=_find_until, args=(done, first, last, a, errors))
+            thread.start()
+            middles = chain[1:-1]
+            for graph in middles[::2] + middles[1::2]:
+                graph.destroy()
+            done.set()
+            thread.join()
+            assert errors == []
+            assert last.original is first
+            destroy(first, last)
+    finally:
+        sys.setswitchinterval(interval)
+
+
+class _DestroysWhenCollected:
+    """Cyclic garbage that renews itself each time the collector runs its ``__del__``, until
+    the ``countdown``-th time, when it destroys ``victim`` instead."""
+
+    def __init__(self, victim: ahg.Graph, countdown: int) -> None:
+        self.cycle = self
+        self.victim, self.countdown = victim, countdown
+
+    def __del__(self) -> None:
+        if self.countdown > 1:
+            _DestroysWhenCollected(self.victim, self.countdown - 1)
+        elif self.victim.alive:
+            self.victim.destroy()
+
+
+def test_a_del_destroying_the_original_while_a_graph_is_destroyed_keeps_the_lineage() -> None:
+    # A collection run by destroy()'s own allocations may destroy the original its clones are
+    # being moved to; those moved after it were linked to that destroyed graph, which had
+    # already handed its clones on: they lost the graph beyond it, and kept it alive.
+    landed = 0
+    for countdown in range(1, 60):  # the destroy at each collection destroy() runs in turn
+        grand = ahg.Graph()
+        a = grand.add_empty_node()
+        original = grand.clone()
+        graph = original.clone()
+        copies = [graph.clone() for _ in range(8)]
+        gone = weakref.ref(original)
+        old = gc.get_threshold()
+        gc.set_threshold(1, 1, 1)
+        try:
+            _DestroysWhenCollected(original, countdown)
+            graph.destroy()
+            landed += not original.alive
+        finally:
+            gc.set_threshold(*old)
+        gc.collect()  # the renewed garbage, if destroy() ended first
+        if original.alive:
+            original.destroy()
+        del original
+        gc.collect()
+        assert gone() is None
+        assert [copy.original for copy in copies] == [grand] * len(copies)
+        assert [copy.find_in_clone(a).id for copy in copies] == [a.id] * len(copies)
+        destroy(grand, *copies)
+    assert landed  # some collections did run inside destroy()
+
+
+def test_a_handle_is_not_made_by_a_graph_its_default_destroyed() -> None:
+    graph = ahg.Graph()
+    graph.add_empty_node()
+    copy = graph.clone()
+
+    class DestroysTheGraph:
+        def __index__(self) -> int:
+            graph.destroy()
+            return 0
+
+    with pytest.raises(ahg.InvalidValue, match="destroyed"):
+        graph.conditional_handle(default=DestroysTheGraph())  # type: ignore[arg-type]
+    assert graph.destroyed
+    assert copy.original is None
+    destroy(copy)

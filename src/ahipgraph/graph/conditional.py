@@ -113,25 +113,40 @@ def make_handle(graph: Graph, default: Any, assign_default: Any) -> ConditionalH
         raise TypeError(f"assign_default must be a bool, got {assign_default!r}")
     if flag not in (0, 1):
         raise InvalidValue(f"flags must be 0 or 1 (assign default), got {flag}")
+    # The conversions ran the caller's code (``__index__``, ``__bool__``), which may have
+    # destroyed the graph on this thread: a handle of a graph that is gone is refused, not
+    # made (its clones, moved past it already, would not own it).
+    graph._check_alive()
+    from .graph import _LINEAGE  # graph.py imports this module
+
+    with _LINEAGE:  # a destroyed original hands these ids to its clones under this lock
+        graph._handle_ids |= {graph.id}  # its clones may use the handle once it is destroyed
     return ConditionalHandle(graph.id, default, bool(flag))
 
 
 def _owns(graph: Graph, handle: ConditionalHandle) -> bool:
     """The handle was made by ``graph``, a graph it was cloned from, or a graph enclosing it
-    (a body or child graph inside that graph, however deep)."""
+    (a body or child graph inside that graph, however deep). A destroyed graph is out of its
+    clones' lineage, so a graph also owns the handles listed in its ``_handle_ids``: those of
+    destroyed graphs it descends from. The walk holds the lineage lock, so a graph destroyed
+    meanwhile on another thread, its clones moved on, cannot cut it short.
+    """
+    from .graph import _LINEAGE  # graph.py imports this module
+
     pending: list[Graph] = [graph]
     seen: set[int] = set()
-    while pending:
-        current = pending.pop()
-        if current.id in seen:
-            continue
-        seen.add(current.id)
-        if current.id == handle.graph_id:
-            return True
-        if current.original is not None:
-            pending.append(current.original)
-        if current.owner_node is not None:
-            pending.append(current.owner_node.graph)
+    with _LINEAGE:
+        while pending:
+            current = pending.pop()
+            if current.id in seen:
+                continue
+            seen.add(current.id)
+            if current.id == handle.graph_id or handle.graph_id in current._handle_ids:
+                return True
+            if current.original is not None:
+                pending.append(current.original)
+            if current.owner_node is not None:
+                pending.append(current.owner_node.graph)
     return False
 
 

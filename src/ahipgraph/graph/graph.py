@@ -86,7 +86,8 @@ __all__ = ["GRAPHS", "Graph", "GraphStatistics", "live_graph"]
 GRAPHS: HandleRegistry[Graph] = HandleRegistry("graph")
 _GRAPH_IDS = itertools.count()  # next() on a C iterator is atomic under the GIL
 
-# Guards every graph's ``original`` and ``_clones`` (see _link_clone): a leaf lock, taken with
+# Guards every graph's ``original``, ``_clones``, ``_source_id`` and ``_handle_ids`` (see
+# _link_clone; node.py and conditional.py read them under it too): a leaf lock, taken with
 # no other lock acquired inside it, so any graph lock may be held around it. Re-entrant: the
 # collector may run a ``__del__`` that destroys a graph while this thread holds it.
 _LINEAGE = threading.RLock()
@@ -157,6 +158,16 @@ class Graph(DestroyOnExit):
     """
 
     _copy_hint = "; graph.clone() makes a copy of its nodes"
+    # Set on a graph only when needed, so that every graph (each child-graph node and body
+    # holds one) does not carry them: class attributes stand for the common value.
+    # The id of the graph this one was cloned from (HIP's ``pOriginalGraph_``) once that one
+    # was destroyed and ``original`` skips it (see _relink): a child-graph node's setter still
+    # refuses that graph and no other (node.check_not_own_parent). None: ``original`` is it.
+    _source_id: int | None = None
+    # Ids of graphs whose conditional handles this graph's nodes may use although the walk up
+    # ``original`` does not reach them: its own once it made a handle, and those of destroyed
+    # graphs it descends from (see _relink and conditional._owns).
+    _handle_ids: frozenset[int] = frozenset()
 
     def __init__(self) -> None:
         self.id = next(_GRAPH_IDS)
@@ -1196,11 +1207,17 @@ def live_graph(graph: object, what: str = "graph") -> Graph:
 
 
 def _descends_from(graph: Graph, ancestor: Graph) -> bool:
-    """Whether ``graph`` was cloned, directly or through other clones, from ``ancestor``."""
-    original = graph.original
-    while original is not None and original is not ancestor:
-        original = original.original
-    return original is not None
+    """Whether ``graph`` was cloned, directly or through other clones, from ``ancestor``.
+
+    The walk holds the lineage lock, so it reads the lineage as one while other threads
+    destroy graphs in it and move their clones on (_unlink_destroyed): unlocked, a walk that
+    stepped onto a graph being destroyed could stop short of graphs ``graph`` descends from.
+    """
+    with _LINEAGE:
+        original = graph.original
+        while original is not None and original is not ancestor:
+            original = original.original
+        return original is not None
 
 
 def _link_clone(copy: Graph, source: Graph) -> None:
@@ -1217,16 +1234,41 @@ def _unlink_destroyed(graph: Graph) -> None:
     own original. Nothing live refers to the destroyed graph then, so a program that clones a
     graph, destroys the old one and keeps the copy, again and again, holds one graph, not a
     chain of every destroyed one. Its nodes are gone, so none of them can be looked up through
-    it (``find_in_clone``), and conditional handles it made are for a graph that no longer is.
+    it (``find_in_clone``); the conditional handles it made (or could use) stay usable in its
+    clones, as they were before it was destroyed, through their ``_handle_ids``.
+
+    The destroyed graph keeps its own ``original``: a clone still linked to it (see
+    _relink) reaches the live graphs beyond it through that.
     """
     with _LINEAGE:
-        original, clones = graph.original, graph._clones
-        graph.original = graph._clones = None
+        clones, graph._clones = graph._clones, None
         if not clones:
             return
         for copy in list(clones):
-            copy.original = original
-            if original is not None:
-                if original._clones is None:
-                    original._clones = weakref.WeakSet()
-                original._clones.add(copy)
+            _relink(copy)
+
+
+def _relink(copy: Graph) -> None:
+    """Point ``copy`` at the nearest open graph it descends from, taking over the handle ids
+    of the destroyed graphs it skips. The caller holds the lineage lock.
+
+    Adding ``copy`` to that graph's clones allocates, so the collector may run a ``__del__``
+    that destroys that very graph (the lock is re-entrant): its own unlinking may then miss
+    ``copy``, which is linked again, past it, until the graph it was linked to is open.
+    """
+    if copy._source_id is None and copy.original is not None:  # its first move: remember
+        copy._source_id = copy.original.id
+    while True:
+        target = copy.original
+        while target is not None and not target._open:
+            if target._handle_ids:  # its handles (and those it inherited) stay usable
+                copy._handle_ids |= target._handle_ids
+            target = target.original
+        copy.original = target
+        if target is None:
+            return
+        if target._clones is None:
+            target._clones = weakref.WeakSet()
+        target._clones.add(copy)
+        if target._open:
+            return

@@ -512,7 +512,15 @@ def check_not_own_parent(node: GraphNode, child: object) -> None:
     (Adding a graph as its own child is allowed: the copy is taken before the node exists.)
     """
     parent = node.graph
-    if child is parent or child is parent.original:
+    # Once its original is destroyed ``parent.original`` is the graph that one came from,
+    # which HIP's check (on ``pOriginalGraph_``, the direct original) does not refuse: the
+    # direct original is known by its id then.
+    from .graph import _LINEAGE  # graph.py imports this module
+
+    with _LINEAGE:  # both read as one: a move of ``original`` sets ``_source_id`` first
+        source, original = parent._source_id, parent.original
+    own = child is original if source is None else getattr(child, "id", None) == source
+    if child is parent or own:
         raise Unknown("a child graph node cannot take its own parent graph")
 
 
