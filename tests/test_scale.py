@@ -18,6 +18,7 @@ import pytest
 
 import ahipgraph as ahg
 from ahipgraph.core import gcpause
+from ahipgraph.exec import updater as updater_module
 from ahipgraph.exec.graph_exec import EXECS
 from ahipgraph.graph.graph import GRAPHS
 from ahipgraph.graph.node import NODES
@@ -144,6 +145,28 @@ async def test_a_large_graph_replays_updates_and_gives_everything_back(
     device: ahg.Device, shape: str
 ) -> None:
     await replay_update_destroy(device, shape, 3_000)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("shape", ["chain", "fork_join"])
+async def test_an_update_applied_in_memory_order_gives_the_same_results(
+    device: ahg.Device, shape: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A large update applies its changes in the order their records sit in memory; the
+    results, an update while a launch is in flight included, are those of any order."""
+    monkeypatch.setattr(updater_module, "MEMORY_ORDER_FROM", 1)
+    sorted_sizes: list[int] = []
+    in_memory_order = updater_module.in_memory_order
+
+    def counted(changes: list[Any]) -> list[Any]:
+        ordered = in_memory_order(changes)
+        assert sorted(map(id, ordered)) == sorted(map(id, changes))  # a permutation
+        sorted_sizes.append(len(ordered))
+        return ordered
+
+    monkeypatch.setattr(updater_module, "in_memory_order", counted)
+    await replay_update_destroy(device, shape, 3_000)
+    assert sorted_sizes == [3_000, 3_000]  # both updates went through it
 
 
 @pytest.mark.slow
