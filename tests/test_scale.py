@@ -10,6 +10,7 @@ the collector paused in bulk builds) are checked here against the full paths the
 from __future__ import annotations
 
 import gc
+import os
 import threading
 from typing import Any
 
@@ -148,6 +149,11 @@ async def test_a_large_graph_replays_updates_and_gives_everything_back(
 
 
 @pytest.mark.asyncio
+@pytest.mark.skipif(
+    bool(os.environ.get("AHIPGRAPH_RACE_CHECK")),
+    reason="the environment's race check makes every executable check its updates, which "
+    "then keep the executable's order for their reports",
+)
 @pytest.mark.parametrize("shape", ["chain", "fork_join"])
 async def test_an_update_applied_in_memory_order_gives_the_same_results(
     device: ahg.Device, shape: str, monkeypatch: pytest.MonkeyPatch
