@@ -498,14 +498,16 @@ def settle_update(
 
     Returns the remaining changes and, if a conditional node's handle, kind, size or bodies
     differ, why the update cannot be made (an executable keeps the bodies it was made with)
-    and that node.
+    and that node. An executable without conditional nodes (``conditionals`` None, see
+    :func:`prepare`; an update never adds a node) has none to drop: ``changes`` as they are.
     """
+    if conditionals is None:
+        return changes, "", None
     kept = []
     for node, params in changes:
         if node.type is not NodeType.Conditional:
             kept.append((node, params))
             continue
-        assert conditionals is not None
         if not conditionals.same(node, params):
             why = (
                 "a conditional node's handle, kind, size or bodies changed; an executable "

@@ -31,7 +31,7 @@ from ..runtime.params import Endpoint, HostParams, KernelParams, MemsetParams
 from .copy_setters import check_same_kind
 from .flags import UpdateResult, UpdateResultKind
 from .snapshot import ExecGraph, ExecNode, snapshot
-from .update import Change, device_limits_problem, diff_graphs, launches_to_check
+from .update import device_limits_problem, diff_graphs, launches_to_check
 
 if TYPE_CHECKING:
     from ..graph.graph import Graph
@@ -164,7 +164,7 @@ def set_child_graph_node_params(updater: Updater, node: GraphNode, child: Graph)
         raise Unknown(f"child graph does not match: {result.reason}")
     if not result.ok:  # the same shape, but a node's SetParams refuses the change
         raise InvalidValue(f"child graph node cannot take the change: {result.reason}")
-    changes, why, _ = _settled(updater, changes)
+    changes, why, _ = updater.settle_conditionals(changes)
     if why:  # a conditional node's bodies differ: its shape, not its parameters
         raise Unknown(f"child graph does not match: {why}")
     for _, params in launches_to_check(changes):  # each kernel as its own setter checks it
@@ -204,7 +204,7 @@ def update(updater: Updater, graph: Graph) -> UpdateResult:
         new_copy, new_nodes = snapshot(graph)
         result, changes = diff_graphs(updater.graph, new_copy, new_nodes)
         if result.ok:
-            changes, why, bad = _settled(updater, changes)
+            changes, why, bad = updater.settle_conditionals(changes)
             if why:
                 culprit = _top_level(updater.graph, bad, new_nodes)
                 result = UpdateResult(UpdateResultKind.ParametersChanged, culprit, why)
@@ -220,15 +220,6 @@ def update(updater: Updater, graph: Graph) -> UpdateResult:
             raise error
         updater.apply(changes)
     return result
-
-
-def _settled(updater: Updater, changes: list[Change]) -> tuple[list[Change], str, ExecNode | None]:
-    """:meth:`Updater.settle_conditionals`, unless the executable has no conditional node (its
-    ``conditionals`` are None then, see ``conditional.prepare``, and an update never adds a
-    node): with none to drop, settling would only copy every change into a new list."""
-    if updater.conditionals is None:
-        return changes, "", None
-    return updater.settle_conditionals(changes)
 
 
 def _top_level(
