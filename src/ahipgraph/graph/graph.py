@@ -1223,10 +1223,15 @@ def _descends_from(graph: Graph, ancestor: Graph) -> bool:
 def _link_clone(copy: Graph, source: Graph) -> None:
     """Record ``copy`` as cloned from ``source``: its ``original``, and in ``source``'s clones."""
     with _LINEAGE:
-        copy.original = source
-        if source._clones is None:
-            source._clones = weakref.WeakSet()
-        source._clones.add(copy)
+        _attach_clone(copy, source)
+
+
+def _attach_clone(copy: Graph, source: Graph) -> None:
+    """``copy.original = source``, with ``copy`` in ``source``'s clones (lineage lock held)."""
+    copy.original = source
+    if source._clones is None:
+        source._clones = weakref.WeakSet()
+    source._clones.add(copy)
 
 
 def _unlink_destroyed(graph: Graph) -> None:
@@ -1264,11 +1269,9 @@ def _relink(copy: Graph) -> None:
             if target._handle_ids:  # its handles (and those it inherited) stay usable
                 copy._handle_ids |= target._handle_ids
             target = target.original
-        copy.original = target
         if target is None:
+            copy.original = None
             return
-        if target._clones is None:
-            target._clones = weakref.WeakSet()
-        target._clones.add(copy)
+        _attach_clone(copy, target)
         if target._open:
             return
