@@ -4,6 +4,9 @@ For a chain of no-op kernel nodes and for a wide fork-join (one root, ``BRANCHES
 chains, one join; every node a kernel) of each size it measures, in one run, per node:
 
 * ``build_us``        — ``graph.add_kernel_node`` for every node;
+* ``thread_build_us`` — the same build in a thread without a running event loop (a worker of
+  ``asyncio.to_thread``; a script that builds before ``asyncio.run`` is the same case), whose
+  collector pause the collector's own passes end (see ``ahipgraph.core.gcpause``);
 * ``instantiate_us``  — ``graph.instantiate()``;
 * ``first_yield_us``  — the task's first yield after building and instantiating
   (``await asyncio.sleep(0)``): a graph of 1,000 nodes or more pauses the collector while it is
@@ -150,6 +153,9 @@ async def time_one(shape: str, size: int, device: ahg.Device, x: ahg.DevicePtr) 
     await asyncio.sleep(0)
     stream = device.create_stream()
     floor_build_us = time_floor_build(size, x)
+    graph, thread_build_s = await asyncio.to_thread(_timed, lambda: build(shape, size, x))
+    graph.destroy()
+    del graph
     gc.collect()
     before = [s["collections"] for s in gc.get_stats()]
     graph, build_s = _timed(lambda: build(shape, size, x))
@@ -184,6 +190,7 @@ async def time_one(shape: str, size: int, device: ahg.Device, x: ahg.DevicePtr) 
     per = 1e6 / size
     return {
         "build_us": build_s * per,
+        "thread_build_us": thread_build_s * per,
         "instantiate_us": instantiate_s * per,
         "first_yield_us": first_yield_s * per,
         "replay_us": replay_s * per,
@@ -304,12 +311,12 @@ def ratios(out: dict[str, Any], sizes: tuple[int, ...]) -> dict[str, Any]:
     return result
 
 
-PHASES = ("build_us", "instantiate_us", "replay_us", "destroy_us", "update_us", "clone_us")
-PHASES += ("nodes_us", "edges_us", "dot_us", "gc_pass_us")
+PHASES = ("build_us", "thread_build_us", "instantiate_us", "replay_us", "destroy_us")
+PHASES += ("update_us", "clone_us", "nodes_us", "edges_us", "dot_us", "gc_pass_us")
 
 
 def table(out: dict[str, Any]) -> str:
-    header = f"{'shape':10} {'nodes':>9} " + " ".join(f"{p[:-3]:>8}" for p in PHASES)
+    header = f"{'shape':10} {'nodes':>9} " + " ".join(f"{_label(p):>8}" for p in PHASES)
     header += f" {'1st yield':>9} {'floor':>6} {'build/floor':>11} {'B/node':>7} {'gc 0/1/2':>14}"
     lines = ["per node, microseconds (bytes: graph + executable, tracemalloc)", header]
     lines.append("-" * len(header))
@@ -341,6 +348,11 @@ def table(out: dict[str, Any]) -> str:
             cells = " ".join(f"{ratio_row[p]:>7.2f}x" for p in PHASES)
             lines.append(f"{shape:10} {str(size) + '/' + str(sizes[0]):>9} {cells}")
     return "\n".join(lines)
+
+
+def _label(phase: str) -> str:
+    """A phase's column heading: its key less ``_us``, at most eight characters."""
+    return "thr.bld" if phase == "thread_build_us" else phase[:-3]
 
 
 def _floor_cells(row: dict[str, Any]) -> str:

@@ -13,7 +13,7 @@ import asyncio
 import gc
 import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -128,19 +128,101 @@ async def test_a_pause_inside_a_burst_keeps_the_collector_off_until_both_end() -
     graph.destroy()
 
 
+def _end_watched_pauses() -> None:
+    """Two young passes: the first sees the build's last progress, the second none. The
+    collector's callback stays in place after a pause it ended (removing it mid-pass would
+    skip another callback); the next pause's end removes it."""
+    gc.collect(0)
+    gc.collect(0)
+    assert not gcpause.is_paused()
+    with gcpause.paused():
+        pass
+
+
+def _in_thread(work: Callable[[], None]) -> None:
+    worker = threading.Thread(target=work)
+    worker.start()
+    worker.join(10)
+    assert not worker.is_alive()
+
+
 @pytest.mark.usefixtures("small_bulk")
-def test_a_thread_without_an_event_loop_is_never_paused() -> None:
-    seen: list[bool] = []
+def test_a_build_in_a_thread_without_an_event_loop_is_paused_until_it_stops_growing() -> None:
+    """No loop iteration ends such a pause: the collector's young passes, which still come every
+    WATCHED_YOUNG allocations, end it at the first that finds the graph no bigger."""
+    seen: list[object] = []
+    young = gc.get_threshold()[0]
 
     def build_in_thread() -> None:
         graph = _build(SMALL_BULK * 2)
+        seen.append((gcpause.is_paused(), gc.get_threshold()[0]))
+        gc.collect(0)  # the build grew since its pause began: it goes on
         seen.append(gcpause.is_paused())
+        graph.add_kernel_node(noop, 1, 1, (0,))
+        gc.collect(0)  # and grew again
+        seen.append(gcpause.is_paused())
+        gc.collect(0)  # not since: the build is over
+        seen.append(gcpause.is_paused())
+        seen.append(gc.get_threshold()[0])
         graph.destroy()
 
-    worker = threading.Thread(target=build_in_thread)
-    worker.start()
-    worker.join(10)
-    assert seen == [False]
+    _in_thread(build_in_thread)
+    assert seen == [(True, max(young, gcpause.WATCHED_YOUNG)), True, True, False, young]
+    with gcpause.paused():  # removes the callback the pass left (see _end_watched_pauses)
+        pass
+
+
+@pytest.mark.usefixtures("small_bulk")
+def test_a_watched_pause_never_keeps_its_graph_alive() -> None:
+    graph = _build(SMALL_BULK)
+    assert gcpause.is_paused()
+    ref = weakref.ref(graph)
+    graph.destroy()
+    del graph
+    gc.collect()
+    assert ref() is None
+    _end_watched_pauses()
+
+
+@pytest.mark.usefixtures("small_bulk")
+def test_a_pause_that_outlives_a_watched_build_goes_back_to_holding_every_pass() -> None:
+    """A watched build, then a bulk operation's pause (an instantiate) in the same thread: once
+    the build's pause ends, the other holds the young passes back again."""
+    graph = _build(SMALL_BULK * 2)
+    with gcpause.paused():
+        if gc.get_threshold()[0] < gcpause.WATCHED_YOUNG:
+            assert gc.get_threshold()[0] == gcpause.WATCHED_YOUNG
+        gc.collect(0)
+        gc.collect(0)  # the build is over: its pause ends, the instantiate's goes on
+        assert gcpause.is_paused()
+        assert gc.get_threshold()[0] >= gcpause.PAUSED_YOUNG
+    assert not gcpause.is_paused()
+    graph.destroy()
+
+
+@pytest.mark.usefixtures("small_bulk")
+def test_a_watched_build_stays_off_a_collector_the_program_switched_off() -> None:
+    gc.disable()
+    try:
+        graph = _build(SMALL_BULK * 2)
+        assert not gcpause.is_paused()
+    finally:
+        gc.enable()
+    graph.destroy()
+
+
+@pytest.mark.usefixtures("small_bulk")
+def test_no_watched_pause_when_the_first_threshold_is_zero() -> None:
+    """Automatic passes off by threshold: there is nothing to hold back, and no pass would
+    ever come to end a watched pause."""
+    thresholds = gc.get_threshold()
+    gc.set_threshold(0, *thresholds[1:])
+    try:
+        graph = _build(SMALL_BULK * 2)
+        assert not gcpause.is_paused()
+    finally:
+        gc.set_threshold(*thresholds)
+    graph.destroy()
 
 
 @pytest.mark.usefixtures("small_bulk")
@@ -528,3 +610,33 @@ def test_bursts_pauses_and_collections_from_many_threads_leave_the_collector_as_
     with gcpause.paused():  # next pause's end
         pass
     assert gc.callbacks == callbacks
+
+
+@pytest.mark.usefixtures("small_bulk")
+def test_watched_builds_in_many_threads_leave_the_collector_as_it_was() -> None:
+    """Threads without loops building at once, one of them collecting as it goes: every pause
+    ends once the builds stop, and the program's thresholds come back."""
+    barrier = threading.Barrier(4)
+    graphs: list[ahg.Graph] = []
+    graphs_lock = threading.Lock()
+
+    def build(collect: bool) -> None:
+        barrier.wait(10)
+        for _ in range(3):
+            graph = _build(SMALL_BULK * 3)
+            if collect:
+                gc.collect(0)
+            with graphs_lock:
+                graphs.append(graph)
+
+    threads = [threading.Thread(target=build, args=(n == 0,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert not any(thread.is_alive() for thread in threads)
+    assert len(graphs) == 12
+    assert all(len(graph.nodes()) == SMALL_BULK * 3 for graph in graphs)
+    _end_watched_pauses()
+    for graph in graphs:
+        graph.destroy()

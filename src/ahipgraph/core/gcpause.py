@@ -26,10 +26,17 @@ Building a large graph node by node is the same bulk build, spread over the user
 :func:`pause_until_yield` pauses the collector from inside the build, and the event loop
 ends the pause at its next iteration, which comes when the building task awaits something that
 suspends or ends. A build in a task is one synchronous burst, so its pause lasts exactly as
-long as the build; a thread without a running event loop is never paused this way (nothing
-would say when its build ended). A loop closed before that iteration drops the callback, which
-ends the pause as it is freed; a loop stopped in the very iteration that built (``loop.stop()``
-called by the build) and kept open ends it at the collector's next young pass.
+long as the build. A loop closed before that iteration drops the callback, which ends the
+pause as it is freed; a loop stopped in the very iteration that built (``loop.stop()`` called
+by the build) and kept open ends it at the collector's next young pass.
+
+A thread without a running event loop (a script that builds its graphs before
+``asyncio.run``, a worker thread) has no iteration to end its pause. There the pause is
+watched instead: young passes still come, every :data:`WATCHED_YOUNG` allocations rather than
+every few hundred, and each one asks the build's ``progress`` (the graph's node count) whether
+it moved since the one before. The first pass that finds it unchanged (or the graph gone) ends
+the pause, so a pause outlives its build by at most twice :data:`WATCHED_YOUNG` allocations,
+and in the meantime only the rare full passes are held back.
 
 When such a pause ends a large build (:func:`_settle`), one pass does what the collector's
 accounting would make it do next: a full pass if the build's young objects are so many that
@@ -55,22 +62,28 @@ import gc
 import sys
 import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["PAUSED_YOUNG", "is_paused", "pause_until_yield", "paused", "pauses"]
+__all__ = ["PAUSED_YOUNG", "WATCHED_YOUNG", "is_paused", "pause_until_yield", "paused", "pauses"]
 
 # While paused, a young pass comes only after this many allocations of tracked objects (about
 # 2.5 million kernel nodes): rare enough that a bulk build makes few or none, and a bound on
 # how long a pause that nothing ends can last.
 PAUSED_YOUNG = 10_000_000
+# A watched pause (a build in a thread without a running loop) lets a young pass come after
+# this many allocations (about 20,000 kernel nodes), to see whether its build goes on: often
+# enough to end soon after the build, rarely enough that a build of any size makes about one
+# young pass per 20,000 nodes, none of them full.
+WATCHED_YOUNG = 100_000
 
 _lock = threading.RLock()  # re-entrant: a pause freed by the collector ends inside its own lock
 pauses = 0  # pauses in force; read without the lock as a hint (``Graph._attach``)
 _saved: tuple[int, ...] = ()  # the program's thresholds, while paused
 _applied: tuple[int, ...] = ()  # the thresholds the pause set
 _bursts: weakref.WeakSet[_Burst] = weakref.WeakSet()  # pauses an event loop ends
+_watched: set[_Burst] = set()  # pauses the collector's passes end (held here)
 _in_callback = False  # ending a pause from the collector's callback (see _on_collect)
 _settling = False  # making a burst's closing pass (see _leave)
 
@@ -81,16 +94,31 @@ def is_paused() -> bool:
 
 
 def _enter() -> None:
+    """Start one pause; the first saves the program's thresholds and sets the pause's."""
     global pauses, _saved, _applied
     with _lock:
         if pauses == 0:
-            saved = gc.get_threshold()
-            applied = (max(saved[0], PAUSED_YOUNG) if saved[0] else 0, *saved[1:])
-            gc.set_threshold(*applied)
-            _saved, _applied = saved, applied
+            _saved = gc.get_threshold()
+            _applied = ()
             if _on_collect not in gc.callbacks:
                 gc.callbacks.append(_on_collect)
+        _apply_pause_thresholds()
         pauses += 1
+
+
+def _apply_pause_thresholds() -> None:
+    """Set the thresholds a pause holds (caller holds the lock): the program's, with the first
+    raised to :data:`PAUSED_YOUNG`, or only to :data:`WATCHED_YOUNG` while a watched pause
+    needs passes to see its build end. Thresholds the program set during the pause stay."""
+    global _applied
+    if _applied and gc.get_threshold() != _applied:
+        return
+    first = _saved[0]
+    young = WATCHED_YOUNG if _watched else PAUSED_YOUNG
+    applied = (max(first, young) if first else 0, *_saved[1:])
+    if applied != _applied:
+        gc.set_threshold(*applied)
+        _applied = applied
 
 
 def _leave(settle: bool = False) -> None:
@@ -126,6 +154,7 @@ def _end_one() -> None:
         ours = gc.get_threshold() == _applied  # else the program set its own: they stay
         pauses -= 1
         if pauses:
+            _apply_pause_thresholds()  # the last watched pause may have ended
             return
         if ours:
             gc.set_threshold(*_saved)
@@ -195,7 +224,7 @@ class _Burst:
 
     __slots__ = ("__weakref__", "ended", "loop")
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop | None) -> None:
         self.ended = False
         self.loop: asyncio.AbstractEventLoop | None = loop
 
@@ -206,7 +235,10 @@ class _Burst:
             self.ended = True
             self.loop = None
             _bursts.discard(self)
-        _leave(settle=True)
+            _watched.discard(self)
+        # Inside a pass (the collector's callback) no other pass can run, and the one starting
+        # walks the young objects anyway: the settle pass is for an end the loop brings.
+        _leave(settle=not _in_callback)
 
     __del__ = __call__
 
@@ -214,6 +246,34 @@ class _Burst:
         """Whether the loop that should end this has stopped (or is gone)."""
         loop = self.loop
         return loop is None or not loop.is_running()
+
+
+class _WatchedBurst(_Burst):
+    """A pause the collector's passes end: a build in a thread without a running loop.
+
+    ``progress(owner)`` says how far the build has got (a graph's node count); the owner is
+    held weakly, so a pause never keeps a dropped graph alive. Held in ``_watched`` until it
+    ends.
+    """
+
+    __slots__ = ("owner", "progress", "seen")
+
+    def __init__(self, owner: object, progress: Callable[[Any], int]) -> None:
+        super().__init__(None)
+        self.owner = weakref.ref(owner)
+        self.progress = progress
+        self.seen = progress(owner)
+
+    def stalled(self) -> bool:
+        """Whether the build made no progress since the last pass asked (or its owner is gone)."""
+        owner = self.owner()
+        if owner is None:
+            return True
+        seen = self.progress(owner)
+        if seen == self.seen:
+            return True
+        self.seen = seen
+        return False
 
 
 def _on_collect(phase: str, info: dict[str, Any]) -> None:
@@ -240,16 +300,27 @@ def _on_collect(phase: str, info: dict[str, Any]) -> None:
         _lock.release()
 
 
-def pause_until_yield() -> None:
+def pause_until_yield(
+    owner: object | None = None, progress: Callable[[Any], int] | None = None
+) -> None:
     """Pause the collector until the running event loop's next iteration (a bulk build).
 
-    Does nothing without a running loop in this thread, with a pause already in force, or with
-    the collector switched off by the program.
+    Without a running loop in this thread, the pause is watched instead (see the module
+    notes): ``progress(owner)`` tells the collector's passes whether the build goes on, and
+    without them there is no pause. Does nothing with a pause already in force, or with the
+    collector switched off by the program.
     """
     if pauses or not gc.isenabled():
         return
     loop = asyncio._get_running_loop()
     if loop is None:
+        # (A first threshold of 0 makes no passes: none to hold back, and none to end it.)
+        if owner is not None and progress is not None and gc.get_threshold()[0]:
+            watched = _WatchedBurst(owner, progress)
+            with _lock:
+                _bursts.add(watched)
+                _watched.add(watched)
+                _enter()
         return
     burst = _Burst(loop)
     with _lock:

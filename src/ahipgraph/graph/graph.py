@@ -105,6 +105,12 @@ _SLOT_GENERATIONS, _SLOT_OWNERS, _SLOT_IDS = NODES.columns()  # see _attach
 BULK_BUILD_NODES = 1_000
 
 
+def _node_count(graph: Graph) -> int:
+    """How far a build has got: what the collector's passes ask a watched pause's graph
+    (a bulk build in a thread without a running event loop; see core.gcpause)."""
+    return len(graph._by_id)
+
+
 @dataclass(frozen=True, slots=True)
 class GraphStatistics:
     id: int
@@ -364,7 +370,7 @@ class Graph(DestroyOnExit):
         by_id = self._by_id
         by_id[node.id] = node  # before anyone sees it: the registry finds it here
         if len(by_id) >= BULK_BUILD_NODES and not gcpause.pauses:
-            gcpause.pause_until_yield()  # a bulk build: see core.gcpause
+            gcpause.pause_until_yield(self, _node_count)  # a bulk build: see core.gcpause
         if observe.observer is not None:  # the race checker keeps the line that added it
             observe.observer.node_added(node)
         if node_type in _MEM_NODE_TYPES:
