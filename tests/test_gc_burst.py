@@ -185,19 +185,39 @@ def test_a_watched_pause_never_keeps_its_graph_alive() -> None:
 
 
 @pytest.mark.usefixtures("small_bulk")
-def test_a_pause_that_outlives_a_watched_build_goes_back_to_holding_every_pass() -> None:
-    """A watched build, then a bulk operation's pause (an instantiate) in the same thread: once
-    the build's pause ends, the other holds the young passes back again."""
+def test_the_building_threads_next_bulk_operation_ends_its_watched_pause() -> None:
+    """A watched build, then its instantiate: the build is over, its pause ends there, and the
+    instantiate's own pause holds every young pass back until it leaves the collector as the
+    program had it."""
+    thresholds = gc.get_threshold()
     graph = _build(SMALL_BULK * 2)
+    assert gcpause.is_paused()
     with gcpause.paused():
-        if gc.get_threshold()[0] < gcpause.WATCHED_YOUNG:
-            assert gc.get_threshold()[0] == gcpause.WATCHED_YOUNG
-        gc.collect(0)
-        gc.collect(0)  # the build is over: its pause ends, the instantiate's goes on
-        assert gcpause.is_paused()
         assert gc.get_threshold()[0] >= gcpause.PAUSED_YOUNG
     assert not gcpause.is_paused()
+    assert gc.get_threshold() == thresholds
+    graph.instantiate().destroy()
     graph.destroy()
+
+
+@pytest.mark.usefixtures("small_bulk")
+def test_another_threads_bulk_operation_leaves_a_watched_build_paused_and_watched() -> None:
+    """Another thread's instantiate says nothing of this thread's build: the passes still come
+    every WATCHED_YOUNG allocations to see it end."""
+    young = gc.get_threshold()[0]
+    graph = _build(SMALL_BULK * 2)
+    seen: list[object] = []
+
+    def other_thread() -> None:
+        with gcpause.paused():
+            seen.append(gc.get_threshold()[0])
+        seen.append(gcpause.is_paused())
+
+    _in_thread(other_thread)
+    assert seen == [max(young, gcpause.WATCHED_YOUNG), True]
+    assert gc.get_threshold()[0] == max(young, gcpause.WATCHED_YOUNG)
+    graph.destroy()
+    _end_watched_pauses()
 
 
 @pytest.mark.usefixtures("small_bulk")

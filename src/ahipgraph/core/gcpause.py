@@ -36,7 +36,8 @@ watched instead: young passes still come, every :data:`WATCHED_YOUNG` allocation
 every few hundred, and each one asks the build's ``progress`` (the graph's node count) whether
 it moved since the one before. The first pass that finds it unchanged (or the graph gone) ends
 the pause, so a pause outlives its build by at most twice :data:`WATCHED_YOUNG` allocations,
-and in the meantime only the rare full passes are held back.
+and in the meantime only the rare full passes are held back. The thread's next bulk operation
+(:func:`paused`: the graph's instantiate, a clone) ends it at once.
 
 When such a pause ends a large build (:func:`_settle`), one pass does what the collector's
 accounting would make it do next: a full pass if the build's young objects are so many that
@@ -83,7 +84,7 @@ pauses = 0  # pauses in force; read without the lock as a hint (``Graph._attach`
 _saved: tuple[int, ...] = ()  # the program's thresholds, while paused
 _applied: tuple[int, ...] = ()  # the thresholds the pause set
 _bursts: weakref.WeakSet[_Burst] = weakref.WeakSet()  # pauses an event loop ends
-_watched: set[_Burst] = set()  # pauses the collector's passes end (held here)
+_watched: set[_WatchedBurst] = set()  # pauses the collector's passes end (held here)
 _in_callback = False  # ending a pause from the collector's callback (see _on_collect)
 _settling = False  # making a burst's closing pass (see _leave)
 
@@ -166,12 +167,26 @@ def _end_one() -> None:
 
 @contextmanager
 def paused() -> Iterator[None]:
-    """Hold the collector's automatic passes back inside the ``with`` block."""
+    """Hold the collector's automatic passes back inside the ``with`` block.
+
+    The block is this thread's next bulk operation (an instantiate, a clone): a watched build
+    of this thread is over, and its pause ends here rather than at a later pass.
+    """
     _enter()
     try:
+        if _watched:
+            _end_watched(threading.get_ident())
         yield
     finally:
         _leave()
+
+
+def _end_watched(thread: int) -> None:
+    """End the watched pauses of builds in ``thread``."""
+    with _lock:
+        ended = [burst for burst in _watched if burst.thread == thread]
+    for burst in ended:
+        burst()
 
 
 # A burst that left at least this many young tracked objects ends with one pass over them.
@@ -256,10 +271,11 @@ class _WatchedBurst(_Burst):
     ends.
     """
 
-    __slots__ = ("owner", "progress", "seen")
+    __slots__ = ("owner", "progress", "seen", "thread")
 
     def __init__(self, owner: object, progress: Callable[[Any], int]) -> None:
         super().__init__(None)
+        self.thread = threading.get_ident()
         self.owner = weakref.ref(owner)
         self.progress = progress
         self.seen = progress(owner)
