@@ -98,7 +98,8 @@ _MEM_NODE_TYPES = (NodeType.MemAlloc, NodeType.MemFree)
 _KERNEL = NodeType.Kernel
 _SLOT_GENERATIONS, _SLOT_OWNERS, _SLOT_IDS = NODES.columns()  # see _attach
 # From this many nodes on, adding to a graph pauses the collector's automatic passes until the
-# building task yields (core.gcpause): each full pass would walk every node of the graph so far
+# building task yields, or in a thread without a running loop until the build stops growing
+# the graph (core.gcpause): each full pass would walk every node of the graph so far
 # and could free none of them, and they come as often as the graph grows by a quarter. The
 # young passes before the pause cost a 10,000-node build a tenth of its time; below this
 # many, a build is too short for the pause's own cost (a callback on the loop) to pay.
