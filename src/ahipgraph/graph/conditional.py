@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.errors import InvalidValue
 from ..core.ints import as_int, flag_or_none, int_or_none
+from ..core.lifecycle import FactoryOnly
 from ..device.conditional_arg import HandleToken
 
 if TYPE_CHECKING:
@@ -47,6 +48,8 @@ MAX_SWITCH_BODIES = 1 << 16
 """The most bodies a SWITCH node may have here (CUDA sets no small limit)."""
 
 _UINT32_MAX = (1 << 32) - 1
+_FACTORY = FactoryOnly("conditional handles are created with graph.conditional_handle()")
+_new_object = object.__new__
 
 
 class ConditionalKind(enum.IntEnum):
@@ -72,12 +75,21 @@ class ConditionalHandle(HandleToken):
     default: int
     graph_id: int
 
-    def __init__(self, graph_id: int, default: int, assign_default: bool) -> None:
-        super().__init__()
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        """Refuse, whatever the arguments: only ``graph.conditional_handle()`` checks the
+        default and records the handle in its graph (a hand-made one, say with a negative
+        default, would fail the graph's instantiate with numpy's ``OverflowError``)."""
+        _FACTORY.refuse()
+
+    @classmethod
+    def _make(cls, graph_id: int, default: int, assign_default: bool) -> ConditionalHandle:
+        handle: ConditionalHandle = _new_object(cls)
+        HandleToken.__init__(handle)
         set_field = object.__setattr__  # immutable (see HandleToken): set once, here
-        set_field(self, "graph_id", graph_id)
-        set_field(self, "default", default)
-        set_field(self, "assign_default", assign_default)
+        set_field(handle, "graph_id", graph_id)
+        set_field(handle, "default", default)
+        set_field(handle, "assign_default", assign_default)
+        return handle
 
     def __repr__(self) -> str:
         return (
@@ -121,7 +133,7 @@ def make_handle(graph: Graph, default: Any, assign_default: Any) -> ConditionalH
 
     with _LINEAGE:  # a destroyed original hands these ids to its clones under this lock
         graph._handle_ids |= {graph.id}  # its clones may use the handle once it is destroyed
-    return ConditionalHandle(graph.id, default, bool(flag))
+    return ConditionalHandle._make(graph.id, default, bool(flag))
 
 
 def _owns(graph: Graph, handle: ConditionalHandle) -> bool:

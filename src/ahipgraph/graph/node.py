@@ -123,25 +123,19 @@ class GraphNode(NodeCopySetters, DestroyOnExit):
         "id",
     )
 
+    # Filled by ``Graph._attach`` on a bare instance (the constructor refuses every call).
+    graph: Graph
+    id: int
+    _type: NodeType
+    _params: NodeParams
+    _deps: Edges
+    _succ: Edges
     _handle: int  # the node's registry row and its generation (NODES.enter sets it)
 
-    def __init__(
-        self,
-        graph: Graph,
-        node_type: NodeType,
-        params: NodeParams,
-        node_id: int | None = None,
-        *,
-        _key: object = None,
-    ) -> None:
-        _FACTORY.check(_key)
-        self.graph = graph
-        self.id = next(_NODE_IDS) if node_id is None else node_id
-        self._type = node_type
-        self._params = params
-        self._deps: Edges = ()
-        self._succ: Edges = ()
-        NODES.enter(self)
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        """Refuse, whatever the arguments: the graph makes its nodes (``Graph._attach`` fills
+        a bare instance's slots)."""
+        _FACTORY.refuse()
 
     @property
     def hid(self) -> HandleId:

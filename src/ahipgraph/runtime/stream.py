@@ -41,7 +41,7 @@ from ..device.program import Program
 from ..device.properties import CopyKind
 from ..device.signal import Signal
 from . import capture, observe
-from .completion import Completion
+from .completion import Completion, make_completion
 from .device import get_device
 from .enqueue import enqueue_pair, kernel_enqueue_pair
 from .event import Event, check_record_flags, live_event
@@ -68,6 +68,7 @@ __all__ = ["STREAMS", "Stream", "StreamState", "StreamStatistics", "launch_strea
 
 STREAMS: HandleRegistry[Stream] = HandleRegistry("stream")
 _FACTORY = FactoryOnly("streams are created with Device.create_stream()")
+_new_object = object.__new__
 
 
 class StreamState(enum.Enum):
@@ -100,7 +101,11 @@ class Stream(
     and every operation becomes a node there instead of running.
     """
 
-    def __init__(
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        """Refuse, whatever the arguments: streams come from ``device.create_stream()``."""
+        _FACTORY.refuse()
+
+    def _init(
         self,
         device: Device,
         *,
@@ -108,9 +113,7 @@ class Stream(
         non_blocking: bool = False,
         null: bool = False,
         owned: bool = False,
-        _key: object = None,
     ) -> None:
-        _FACTORY.check(_key)
         priority = as_int(priority, "priority")
         if not isinstance(non_blocking, bool):
             raise TypeError(f"non_blocking must be a bool, got {non_blocking!r}")
@@ -149,14 +152,9 @@ class Stream(
         owned: bool = False,
     ) -> Stream:
         """The one way to make a stream. ``owned``: the runtime owns it (no warning if dropped)."""
-        return cls(
-            device,
-            priority=priority,
-            non_blocking=non_blocking,
-            null=null,
-            owned=owned,
-            _key=_FACTORY,
-        )
+        stream: Stream = _new_object(cls)
+        stream._init(device, priority=priority, non_blocking=non_blocking, null=null, owned=owned)
+        return stream
 
     # -- checks -----------------------------------------------------------------------------------
 
@@ -252,7 +250,7 @@ class Stream(
         signal = Signal(1)
         program = Program((op,), signal)
         self._submit(program)
-        return Completion(signal, self.device, program)
+        return make_completion(signal, self.device, program)
 
     def _observed(self, work: Any, op: Op) -> Completion:
         """Submit eager work; a runtime observer (the race checker) checks it first and may
