@@ -17,13 +17,13 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ..core.errors import InvalidDevice, InvalidValue
-from ..core.ints import as_int
+from ..core.ints import as_int, int_or_none
 from ..core.lifecycle import owner_key
 from ..device.pointer import DevicePtr
 from ..device.properties import CopyKind
 from ..runtime.device import get_device
 from ..runtime.event import Event
-from ..runtime.params import Endpoint
+from ..runtime.params import Endpoint, MemsetParams, fill_count
 from .memnodes import RESERVATIONS
 from .node import GraphNode
 from .node_type import NodeType
@@ -76,26 +76,39 @@ def add_memset_node(
     graph: Graph,
     dst: DevicePtr,
     value: int,
-    width: int,
+    width: int | None,
+    nbytes: int | None,
     element_size: int,
     height: int,
     pitch: int | None,
     deps: Deps,
 ) -> GraphNode:
-    """A fill node (``hipGraphAddMemsetNode``); a width or height of 0 is refused, as HIP."""
-    return graph._add_node(
-        NodeType.Memset,
-        deps,
-        lambda: memset_params(
+    """A fill node (``hipGraphAddMemsetNode``); a width or height of 0 is refused, as HIP.
+
+    The size is ``width`` (elements) or ``nbytes=``, read as ``stream.memset`` reads its
+    count or ``nbytes=`` (one shared check), after the graph and ``deps``.
+    """
+
+    def build() -> MemsetParams:
+        if nbytes is not None and int_or_none(height) != 1:
+            raise TypeError(
+                "Graph.add_memset_node() takes nbytes= for a fill of one row; "
+                f"a fill of height {height!r} takes width (elements per row)"
+            )
+        count = fill_count(
+            width, nbytes, element_size, call="Graph.add_memset_node()", count_name="width"
+        )
+        return memset_params(
             dst,
             value,
-            width,
+            count,
             element_size=element_size,
             height=height,
             pitch=pitch,
             allow_empty=False,
-        ),
-    )
+        )
+
+    return graph._add_node(NodeType.Memset, deps, build)
 
 
 def add_host_node(

@@ -570,8 +570,9 @@ class Graph(DestroyOnExit):
         self,
         dst: DevicePtr,
         value: int,
-        width: int,
+        width: int | None = None,
         *,
+        nbytes: int | None = None,
         element_size: int = 1,
         height: int = 1,
         pitch: int | None = None,
@@ -579,11 +580,20 @@ class Graph(DestroyOnExit):
     ) -> GraphNode:
         """Add a fill of ``height`` rows of ``width`` elements (``hipGraphAddMemsetNode``).
 
+        ``nbytes=`` gives the size of a one-row fill in bytes instead of ``width``, as
+        ``stream.memset`` and ``Device.memset`` take it (exactly one of the two); the node's
+        ``width`` is then ``nbytes / element_size``.
+
         Raises:
             InvalidValue: destroyed graph, bad deps, null ``dst``, element size not 1/2/4,
-                a width or height of 0 (as HIP), a region outside the allocation.
+                a width or height of 0 (as HIP), a region outside the allocation, a negative
+                ``nbytes`` or one that is not a whole number of elements.
+            TypeError: neither ``width`` nor ``nbytes`` given, or both, or ``nbytes`` with a
+                ``height`` other than 1.
         """
-        return builder.add_memset_node(self, dst, value, width, element_size, height, pitch, deps)
+        return builder.add_memset_node(
+            self, dst, value, width, nbytes, element_size, height, pitch, deps
+        )
 
     def add_host_node(
         self, fn: Callable[..., Any], args: Sequence[Any] = (), *, deps: Deps = ()

@@ -29,7 +29,7 @@ from ..core.errors import (
     InvalidHandle,
     InvalidValue,
 )
-from ..core.ints import as_int, int_or_none
+from ..core.ints import as_int
 from ..core.lifecycle import DestroyOnExit, FactoryOnly, HandleRecord, check_live, destroyed
 from ..core.registry import HandleRegistry
 from ..core.surface import own_mixin_methods
@@ -53,6 +53,7 @@ from .params import (
     MemcpyParams,
     MemsetParams,
     common_kernel_params,
+    fill_count,
 )
 from .per_thread import STREAM_PER_THREAD, per_thread_stream
 from .stream_capture import StreamCaptureMixin
@@ -374,7 +375,7 @@ class Stream(
             TypeError: neither ``count`` nor ``nbytes`` given, or both.
         """
         self._check_open()  # first, as for every other enqueue, whichever size form is used
-        count = _fill_count(count, nbytes, element_size)
+        count = fill_count(count, nbytes, element_size)
         part = self._capture  # read once (see _launch_kernel)
         if part is not None:
             return part.add(
@@ -396,7 +397,7 @@ class Stream(
         nbytes: int | None = None,
     ) -> MemsetParams:
         """``memset``'s checks and parameters, for an eager fill."""
-        count = _fill_count(count, nbytes, element_size)
+        count = fill_count(count, nbytes, element_size)
         return MemsetParams.make(dst, value, count, element_size=element_size, empty_unchecked=True)
 
     memset, memset_nowait = enqueue_pair(_memset, check=_memset_params)
@@ -642,32 +643,6 @@ def _record_of(event: object) -> Signal | None:
     """The completion of ``event``'s latest record (None: unrecorded, or not an event; the
     wait's checks report the latter)."""
     return event.signal if isinstance(event, Event) else None
-
-
-def _fill_count(count: int | None, nbytes: int | None, element_size: int) -> int:
-    """``memset``'s element count, from ``count`` or from ``nbytes=`` (exactly one of them).
-
-    A bad element size is left for ``MemsetParams.make`` to refuse, as it does for ``count``.
-
-    Raises:
-        TypeError: neither or both given; ``nbytes`` not an int.
-        InvalidValue: ``nbytes`` is negative, or not a whole number of 2- or 4-byte elements.
-    """
-    if nbytes is None:
-        if count is None:
-            raise TypeError("Stream.memset() missing its size: count (elements) or nbytes=")
-        return count
-    if count is not None:
-        raise TypeError("Stream.memset() takes count (elements) or nbytes=, not both")
-    nbytes = as_int(nbytes, "nbytes")
-    if nbytes < 0:  # named as given: converted to elements it would read as another number
-        raise InvalidValue(f"negative memset size nbytes={nbytes}")
-    size = int_or_none(element_size)
-    if size in (2, 4):
-        if nbytes % size:
-            raise InvalidValue(f"nbytes={nbytes} is not a whole number of {size}-byte elements")
-        return nbytes // size
-    return nbytes
 
 
 def launch_stream(stream: object, device: Device, *, any_device: bool = False) -> Stream:
