@@ -24,6 +24,7 @@ conditional nodes deeper than ``exec.conditional.MAX_CONDITIONAL_DEPTH`` (64) le
 from __future__ import annotations
 
 import enum
+import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -70,7 +71,8 @@ class ConditionalHandle(HandleToken):
         graph_id: the id of the graph that made it.
     """
 
-    __slots__ = ("assign_default", "default", "graph_id")
+    # Weakly referable: a graph keeps the handles its clones may use weakly (graph._handles).
+    __slots__ = ("__weakref__", "assign_default", "default", "graph_id")
     assign_default: bool
     default: int
     graph_id: int
@@ -131,17 +133,22 @@ def make_handle(graph: Graph, default: Any, assign_default: Any) -> ConditionalH
     graph._check_alive()
     from .graph import _LINEAGE  # graph.py imports this module
 
-    with _LINEAGE:  # a destroyed original hands these ids to its clones under this lock
-        graph._handle_ids |= {graph.id}  # its clones may use the handle once it is destroyed
-    return ConditionalHandle._make(graph.id, default, bool(flag))
+    handle = ConditionalHandle._make(graph.id, default, bool(flag))
+    with _LINEAGE:  # a destroyed original hands its handles to its clones under this lock
+        handles = graph._handles
+        if handles is None:
+            handles = graph._handles = weakref.WeakSet()
+        handles.add(handle)  # its clones may use the handle once it is destroyed
+    return handle
 
 
 def _owns(graph: Graph, handle: ConditionalHandle) -> bool:
     """The handle was made by ``graph``, a graph it was cloned from, or a graph enclosing it
     (a body or child graph inside that graph, however deep). A destroyed graph is out of its
-    clones' lineage, so a graph also owns the handles listed in its ``_handle_ids``: those of
-    destroyed graphs it descends from. The walk holds the lineage lock, so a graph destroyed
-    meanwhile on another thread, its clones moved on, cannot cut it short.
+    clones' lineage, so a graph also owns the handles in its ``_handles``: those of destroyed
+    graphs it descends from that are still alive (one nobody holds can never be asked about).
+    The walk holds the lineage lock, so a graph destroyed meanwhile on another thread, its
+    clones moved on, cannot cut it short.
     """
     from .graph import _LINEAGE  # graph.py imports this module
 
@@ -153,7 +160,10 @@ def _owns(graph: Graph, handle: ConditionalHandle) -> bool:
             if current.id in seen:
                 continue
             seen.add(current.id)
-            if current.id == handle.graph_id or handle.graph_id in current._handle_ids:
+            if current.id == handle.graph_id:
+                return True
+            handles = current._handles
+            if handles is not None and handle in handles:
                 return True
             if current.original is not None:
                 pending.append(current.original)
