@@ -51,6 +51,8 @@ def test_a_size_given_twice_or_not_at_all_or_uneven_is_refused(device: ahg.Devic
             graph.add_memset_node(buf, 0, nbytes=0)  # HIP refuses a memset node of width 0
         with pytest.raises(TypeError, match="one row"):
             graph.add_memset_node(buf, 0, nbytes=16, height=2, pitch=32)
+        with pytest.raises(TypeError, match="height must be an int"):
+            graph.add_memset_node(buf, 0, nbytes=16, height="1")  # type: ignore[arg-type]
         with pytest.raises(ahg.InvalidValue):
             graph.add_memset_node(buf, 0, nbytes=128)  # past the allocation
         assert graph.statistics() == before  # nothing was added

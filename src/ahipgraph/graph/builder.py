@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ..core.errors import InvalidDevice, InvalidValue
-from ..core.ints import as_int, int_or_none
+from ..core.ints import as_int
 from ..core.lifecycle import owner_key
 from ..device.pointer import DevicePtr
 from ..device.properties import CopyKind
@@ -90,7 +90,7 @@ def add_memset_node(
     """
 
     def build() -> MemsetParams:
-        if nbytes is not None and int_or_none(height) != 1:
+        if nbytes is not None and as_int(height, "height") != 1:
             raise TypeError(
                 "Graph.add_memset_node() takes nbytes= for a fill of one row; "
                 f"a fill of height {height!r} takes width (elements per row)"
