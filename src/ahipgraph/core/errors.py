@@ -106,7 +106,8 @@ class HipError(Exception):
 
     ``copy.copy``, ``copy.deepcopy`` and ``pickle`` keep the class, the ``code``, the message
     and every attribute set on the error (notes included). A user's subclass whose
-    ``__init__`` takes other arguments is rebuilt from the arguments it was made with.
+    ``__init__`` takes other arguments is rebuilt from the arguments it was made with (which
+    a pickle of it must then be able to pickle).
     Pickling drops an attribute that cannot be pickled (a graph node, as in the ``result`` of
     an update failure, is a handle to an object of this process); ``copy.deepcopy`` shares one
     that cannot be copied instead.
