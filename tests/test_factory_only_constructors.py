@@ -23,6 +23,8 @@ FACTORY_ONLY: list[tuple[type[Any], str]] = [
     (ahg.GraphNode, "add_"),
     (ahg.Completion, "enqueue or a launch"),
     (ahg.ConditionalHandle, "conditional_handle"),
+    (ahg.DeviceSymbol, "device_symbol"),
+    (ahg.HostFunction, "host_function"),
 ]
 
 CALLS: list[tuple[tuple[Any, ...], dict[str, Any]]] = [
@@ -76,6 +78,33 @@ async def test_enqueues_and_launches_still_return_completions(device: ahg.Device
             await launched
             assert done.done()
     device.free(out)
+
+
+def test_a_device_symbol_made_by_hand_cannot_stand_beside_the_declared_one() -> None:
+    """A hand-made symbol skipped ``device_symbol``'s checks and its one-symbol-per-name
+    table: a negative extent was accepted, and a second ``DeviceSymbol`` of a declared name
+    had storage, and an address, of its own."""
+    import numpy as np
+
+    declared = ahg.device_symbol("factory_only_symbol", dtype=np.int32, shape=(4,))
+    with pytest.raises(TypeError, match="device_symbol"):
+        ahg.DeviceSymbol("factory_only_symbol", np.dtype(np.int32), (4,))
+    with pytest.raises(TypeError, match="device_symbol"):
+        ahg.DeviceSymbol("negative", np.dtype(np.int32), (-1, -2))
+    assert ahg.device_symbol("factory_only_symbol", dtype=np.int32, shape=(4,)) is declared
+    assert declared.nbytes == 16
+
+
+def test_host_functions_still_come_from_their_declaration() -> None:
+    def fn() -> None:
+        """A host function with no regions."""
+
+    declared = ahg.host_function(fn)
+    assert type(declared) is ahg.HostFunction
+    assert declared.fn is fn
+    assert declared.__name__ == "fn"
+    with pytest.raises(TypeError, match="host_function"):
+        ahg.HostFunction(fn, (), ())
 
 
 def test_a_conditional_handle_cannot_be_made_by_hand_with_a_default_out_of_range() -> None:
