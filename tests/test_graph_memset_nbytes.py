@@ -69,3 +69,28 @@ def test_a_destroyed_graph_is_reported_before_the_size(device: ahg.Device) -> No
         with pytest.raises(ahg.InvalidValue, match="destroyed"):
             graph.add_memset_node(buf, 0, **kwargs)  # type: ignore[arg-type]
     device.free(buf)
+
+
+@pytest.mark.asyncio
+async def test_both_setters_take_nbytes_as_the_add_does(device: ahg.Device) -> None:
+    buf = device.malloc(64)
+    with ahg.Graph() as graph:
+        node = graph.add_memset_node(buf, 1, nbytes=64)
+        node.set_memset_params(buf, 2, nbytes=32, element_size=4)
+        assert (node.params.width, node.params.element_size) == (8, 4)
+        with pytest.raises(TypeError, match=r"^GraphNode\.set_memset_params\(\) takes width"):
+            node.set_memset_params(buf, 2, 8, nbytes=32)
+        with pytest.raises(TypeError, match=r"^GraphNode\.set_memset_params\(\) missing its size"):
+            node.set_memset_params(buf, 2)
+        assert node.params.width == 8  # a refused set changes nothing
+        with graph.instantiate() as graph_exec, device.create_stream() as stream:
+            graph_exec.set_memset_node_params(node, buf, 3, nbytes=16, element_size=4)
+            with pytest.raises(
+                TypeError, match=r"^GraphExec\.set_memset_node_params\(\) takes nbytes= for"
+            ):
+                graph_exec.set_memset_node_params(node, buf, 3, nbytes=16, height=2, pitch=32)
+            with pytest.raises(ahg.InvalidValue, match="whole number of 4-byte elements"):
+                graph_exec.set_memset_node_params(node, buf, 3, nbytes=6, element_size=4)
+            await (await graph_exec.launch(stream))
+    assert device.view(buf, np.uint32).tolist()[:8] == [3] * 4 + [0] * 4
+    device.free(buf)

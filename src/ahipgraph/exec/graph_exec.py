@@ -498,15 +498,17 @@ class GraphExec(DestroyOnExit):
         node: GraphNode,
         dst: DevicePtr,
         value: int,
-        width: int,
+        width: int | None = None,
         *,
+        nbytes: int | None = None,
         element_size: int = 1,
         height: int = 1,
         pitch: int | None = None,
     ) -> None:
-        """``hipGraphExecMemsetNodeSetParams``."""
+        """``hipGraphExecMemsetNodeSetParams``; the size is ``width`` or ``nbytes=``, as
+        ``graph.add_memset_node`` takes it."""
         setters.set_memset_node_params(
-            self._updater, node, dst, value, width, element_size, height, pitch
+            self._updater, node, dst, value, width, nbytes, element_size, height, pitch
         )
 
     def set_host_node_params(

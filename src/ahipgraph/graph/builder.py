@@ -23,7 +23,7 @@ from ..device.pointer import DevicePtr
 from ..device.properties import CopyKind
 from ..runtime.device import get_device
 from ..runtime.event import Event
-from ..runtime.params import Endpoint, MemsetParams, fill_count
+from ..runtime.params import Endpoint, MemsetParams
 from .memnodes import RESERVATIONS
 from .node import GraphNode
 from .node_type import NodeType
@@ -34,6 +34,7 @@ from .params import (
     host_params,
     memcpy_params,
     memset_params,
+    memset_width,
 )
 
 if TYPE_CHECKING:
@@ -90,14 +91,7 @@ def add_memset_node(
     """
 
     def build() -> MemsetParams:
-        if nbytes is not None and as_int(height, "height") != 1:
-            raise TypeError(
-                "Graph.add_memset_node() takes nbytes= for a fill of one row; "
-                f"a fill of height {height!r} takes width (elements per row)"
-            )
-        count = fill_count(
-            width, nbytes, element_size, call="Graph.add_memset_node()", count_name="width"
-        )
+        count = memset_width(width, nbytes, element_size, height, "Graph.add_memset_node()")
         return memset_params(
             dst,
             value,

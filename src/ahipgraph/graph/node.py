@@ -59,6 +59,7 @@ from .params import (
     kernel_params,
     memcpy_1d_set_params,
     memset_params,
+    memset_width,
     revalidate,
 )
 
@@ -271,17 +272,24 @@ class GraphNode(NodeCopySetters, DestroyOnExit):
         self,
         dst: DevicePtr,
         value: int,
-        width: int,
+        width: int | None = None,
         *,
+        nbytes: int | None = None,
         element_size: int = 1,
         height: int = 1,
         pitch: int | None = None,
     ) -> None:
-        """``hipGraphMemsetNodeSetParams``: validated as by ``add_memset_node``."""
+        """``hipGraphMemsetNodeSetParams``: taken and validated as by ``add_memset_node``
+        (``width`` or ``nbytes=``)."""
         self._set(
             (NodeType.Memset,),
             lambda: memset_params(
-                dst, value, width, element_size=element_size, height=height, pitch=pitch
+                dst,
+                value,
+                memset_width(width, nbytes, element_size, height, "GraphNode.set_memset_params()"),
+                element_size=element_size,
+                height=height,
+                pitch=pitch,
             ),
         )
 
