@@ -6,6 +6,7 @@ from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import HipError
+from ..core.lifecycle import FactoryOnly
 from ..device.signal import Signal
 from . import observe
 
@@ -15,6 +16,10 @@ if TYPE_CHECKING:
 
 __all__ = ["Completion", "make_completion"]
 
+_FACTORY = FactoryOnly(
+    "a Completion comes from an enqueue or a launch "
+    "(await stream.memset(...), await graph_exec.launch(stream))"
+)
 _new_object = object.__new__
 
 
@@ -34,10 +39,7 @@ class Completion:
     def __init__(self, *args: object, **kwargs: object) -> None:
         """Refuse, whatever the arguments: completions come from enqueues and launches
         (:func:`make_completion`). One made by hand would fail later, far from the mistake."""
-        raise TypeError(
-            "a Completion comes from an enqueue or a launch "
-            "(await stream.memset(...), await graph_exec.launch(stream))"
-        )
+        _FACTORY.refuse()
 
     def done(self) -> bool:
         return self._signal.value <= 0
