@@ -95,6 +95,13 @@ class _WithOSError(ahg.HipError, OSError):
     pass
 
 
+_DESTROYED_CLASS: Any = type(errors.destroyed_error(ahg.ErrorCode.InvalidValue, ""))
+
+
+class _MyDestroyed(_DESTROYED_CLASS):  # type: ignore[misc]
+    """A user's subclass of the class a destroyed graph's use raises (``type(error)``)."""
+
+
 @pytest.mark.parametrize("round_trip", ROUND_TRIPS, ids=IDS)
 def test_users_own_subclasses_survive_with_their_fields(round_trip: RoundTrip) -> None:
     plain = _Plain("mine")
@@ -115,6 +122,10 @@ def test_users_own_subclasses_survive_with_their_fields(round_trip: RoundTrip) -
     assert (again.first, again.args) == (1, (1, 2))
     both = _WithOSError("an OSError too")
     _same(round_trip(both), both)
+    gone = _MyDestroyed("mine, of a destroyed handle")  # was rebuilt as its base class
+    again = round_trip(gone)
+    _same(again, gone)
+    assert isinstance(again, ahg.Destroyed)
 
 
 @pytest.mark.parametrize("round_trip", ROUND_TRIPS, ids=IDS)

@@ -450,6 +450,8 @@ def destroyed_error(code: ErrorCode, message: str) -> HipError:
         base = error_class(code)
 
         def remade(self: HipError) -> tuple[Callable[..., HipError], tuple[Any, ...]]:
+            if type(self) is not _DESTROYED.get(self.code):  # a user's subclass of it
+                return HipError._remade(self)
             return _rebuild_destroyed, (self.code, self.message)  # the class is made here
 
         made = type(
