@@ -105,7 +105,8 @@ class HipError(Exception):
     """Base class of every error a HIP call reports.
 
     ``copy.copy``, ``copy.deepcopy`` and ``pickle`` keep the class, the ``code``, the message
-    and every attribute set on the error (notes included). A user's subclass whose
+    and every attribute set on the error (notes included; not the traceback, ``__cause__`` or
+    ``__context__``, which no Python exception's copy keeps). A user's subclass whose
     ``__init__`` takes other arguments is rebuilt from the arguments it was made with (which
     a pickle of it must then be able to pickle).
     Pickling drops an attribute that cannot be pickled (a graph node, as in the ``result`` of
