@@ -245,3 +245,59 @@ def test_a_handle_is_not_made_by_a_graph_its_default_destroyed() -> None:
     assert graph.destroyed
     assert copy.original is None
     destroy(copy)
+
+
+def _clone_make_handle_destroy(graph: ahg.Graph, cycles: int) -> ahg.Graph:
+    for _ in range(cycles):
+        copy = graph.clone()
+        copy.conditional_handle(default=1)  # made and dropped
+        graph.destroy()
+        graph = copy
+    return graph
+
+
+def test_a_clone_handle_destroy_loop_stays_flat() -> None:
+    """Each clone kept the handle ids of every destroyed graph it came from, one more per
+    cycle, forever (about 93 kB and an ever longer copy per thousand cycles). A handle nobody
+    holds can never be given to a node again, so a graph now keeps only live handles."""
+    import tracemalloc
+
+    graph = ahg.Graph()
+    graph.add_empty_node()
+    graph = _clone_make_handle_destroy(graph, 200)  # warm up: caches, id counters
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        graph = _clone_make_handle_destroy(graph, 1000)
+        gc.collect()
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert grown < 24_000, f"{grown} bytes more after 1000 cycles"
+    graph.destroy()
+
+
+def test_handles_still_held_stay_usable_through_a_long_clone_chain() -> None:
+    """Only handles nobody holds leave a graph's lineage: one the user keeps, and one only a
+    node of the chain holds (read back from the node), stay usable in every later clone."""
+    graph = ahg.Graph()
+    kept = graph.conditional_handle()
+    graph.add_conditional_node(graph.conditional_handle(default=2), ahg.ConditionalKind.If)
+    graph = _clone_make_handle_destroy(graph, 50)
+    middle = graph.conditional_handle(default=3)
+    graph = _clone_make_handle_destroy(graph, 50)
+    gc.collect()
+    held_by_node = next(
+        node.params.handle for node in graph.nodes() if node.type is ahg.NodeType.Conditional
+    )
+    assert held_by_node.default == 2
+    for handle in (kept, middle, held_by_node):
+        node, _ = graph.add_conditional_node(handle, ahg.ConditionalKind.While)
+        assert node.params.handle is handle
+    with ahg.Graph() as stranger:
+        for handle in (kept, middle, held_by_node):
+            with pytest.raises(ahg.InvalidValue, match="belongs to another graph"):
+                stranger.add_conditional_node(handle, ahg.ConditionalKind.If)
+    graph.instantiate().destroy()
+    graph.destroy()

@@ -19,7 +19,7 @@ from ahipgraph.device.program import Program
 from ahipgraph.device.signal import Signal
 from ahipgraph.device.thread_ids import MAX_THREADS_PER_LAUNCH as MAX_THREADS
 from ahipgraph.device.thread_ids import THREAD_IDS, ThreadIdsCache
-from ahipgraph.runtime.completion import Completion
+from ahipgraph.runtime.completion import make_completion
 from ahipgraph.runtime.params import KernelParams
 from cleanup import destroy
 
@@ -566,7 +566,7 @@ async def test_arguments_are_read_from_their_bytes_when_the_kernel_runs(
     device.queues[0].submit(Program((params.op(device, arena, 8),), signal))
     # The dispatch is queued, not run: the bytes can still change under it.
     capture.layout.pack_into(arena, 8, (2,), capture.name)
-    await Completion(signal, device)
+    await make_completion(signal, device)
     assert seen == [2]
 
 

@@ -10,7 +10,7 @@ import ahipgraph as ahg
 from ahipgraph.device.ops import HostOp, KernelOp, SignalIndexOp, WaitSignalsOp
 from ahipgraph.device.program import Program
 from ahipgraph.device.signal import Signal
-from ahipgraph.runtime.completion import Completion
+from ahipgraph.runtime.completion import make_completion
 from ahipgraph.runtime.params import KernelParams
 from fakes import loop_turns
 
@@ -120,7 +120,7 @@ async def test_a_failed_op_stops_nothing_else_and_its_error_travels_with_the_sig
     )
     device.queues[0].submit(program)
     with pytest.raises(ahg.LaunchFailure, match="explode"):
-        await Completion(done, device)
+        await make_completion(done, device)
     assert log == ["before", "after"]
     assert raised.reached()
     assert raised.error is program.error
@@ -140,7 +140,7 @@ async def test_a_barrier_parks_its_queue_until_the_signal_is_reached(device: ahg
     assert queue.pending == 2
     assert log == []
     gate.decrement(7_000)
-    await Completion(second, device)
+    await make_completion(second, device)
     assert log == ["after"]
     assert first.time == 7_000  # the barrier finished when its signal was reached
     assert queue.statistics().completed == 2

@@ -11,7 +11,10 @@ The enum members carry HIP's names without the ``hipError`` prefix and HIP's num
 
 from __future__ import annotations
 
+import copy
 import enum
+import pickle
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 __all__ = [
@@ -101,11 +104,26 @@ class ErrorCode(enum.IntEnum):
 class HipError(Exception):
     """Base class of every error a HIP call reports.
 
+    ``copy.copy``, ``copy.deepcopy`` and ``pickle`` keep the class, the ``code``, the message
+    and every attribute set on the error (notes included; not the traceback, ``__cause__`` or
+    ``__context__``, which no Python exception's copy keeps). A user's subclass whose
+    ``__init__`` takes other arguments is rebuilt from the arguments it was made with (which
+    a pickle of it must then be able to pickle).
+    Pickling drops an attribute that cannot be pickled (a graph node, as in the ``result`` of
+    an update failure, is a handle to an object of this process); ``copy.deepcopy`` shares one
+    that cannot be copied instead.
+
     Attributes:
         code: the :class:`ErrorCode` of this failure (a class attribute of each subclass).
+        message: the message, without the ``hipError...`` prefix ``str()`` shows.
     """
 
     code: ClassVar[ErrorCode] = ErrorCode.Unknown
+    # The arguments a subclass with its own __init__ was made with (see __new__); unset for
+    # every class whose __init__ is ours, which rebuilds from ``message``. Not a slot: a slot
+    # would give HipError a layout of its own, and a user's ``class E(ahg.HipError, OSError)``
+    # would then be refused ("instance lay-out conflict").
+    _made_with: tuple[tuple[Any, ...], dict[str, Any]]
 
     def __new__(cls, *args: Any, **kwargs: Any) -> HipError:
         # HipError(ErrorCode.X[, message]) builds the code's own class, as OSError(errno, ...)
@@ -117,7 +135,10 @@ class HipError(Exception):
             cls = error_class(code) if cls is HipError else cls
             if code is not cls.code:
                 raise ValueError(f"{cls.__name__} has code {cls.code.name}, not {code.name}")
-        return super().__new__(cls, *args, **kwargs)
+        error = super().__new__(cls, *args, **kwargs)
+        if cls.__init__ is not _HIP_INIT:  # a copy or a pickle calls it with these again
+            error._made_with = (args, kwargs)
+        return error
 
     def __init__(self, message: str | ErrorCode = "", *rest: str) -> None:
         if isinstance(message, ErrorCode):  # the code picked the class (see __new__)
@@ -131,15 +152,68 @@ class HipError(Exception):
         self.message = message
         super().__init__(f"{self.code.hip_name}: {message}" if message else self.code.hip_name)
 
-    def __reduce__(self) -> tuple[type[HipError], tuple[str]]:
-        # Rebuild from the bare message: the default would pass the prefixed text back to
-        # __init__ and prefix it twice (copy.copy and pickle go through here).
-        return type(self), (self.message,)
+    def _remade(self) -> tuple[Callable[..., HipError], tuple[Any, ...]]:
+        """How to make this error again, before its attributes are restored: from the bare
+        message (the default would pass the prefixed text back to __init__ and prefix it
+        twice), or from the arguments a subclass with its own __init__ was made with."""
+        made_with = vars(self).get("_made_with")
+        if made_with is None:
+            return type(self), (self.message,)
+        args, kwargs = made_with
+        if kwargs:
+            return _remake, (type(self), args, kwargs)
+        return type(self), args
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # What pickle calls: an attribute that does not pickle is dropped (see the class notes).
+        state = {}
+        for name, value in _attributes(self):
+            try:
+                pickle.dumps(value)
+            except Exception:  # whatever its own pickling raises, it is dropped
+                continue
+            state[name] = value
+        return (*self._remade(), state)
+
+    def __copy__(self) -> HipError:
+        maker, args = self._remade()
+        copied = maker(*args)
+        vars(copied).update(_attributes(self))
+        return copied
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> HipError:
+        maker, args = self._remade()
+        copied = maker(*_deep_or_shared(args, memo))
+        memo[id(self)] = copied
+        for name, value in _attributes(self):
+            setattr(copied, name, _deep_or_shared(value, memo))
+        return copied
 
     @staticmethod
     def from_code(code: ErrorCode | int, message: str = "") -> HipError:
         """Build the exception of the subclass registered for ``code``."""
         return error_class(code)(message)
+
+
+_HIP_INIT = HipError.__init__
+
+
+def _attributes(error: HipError) -> list[tuple[str, Any]]:
+    """The attributes a copy or a pickle of ``error`` restores (not how it was made)."""
+    return [(name, value) for name, value in vars(error).items() if name != "_made_with"]
+
+
+def _deep_or_shared(value: Any, memo: dict[int, Any]) -> Any:
+    """``copy.deepcopy(value)``, or ``value`` itself if it refuses (a handle: see NoCopy)."""
+    try:
+        return copy.deepcopy(value, memo)
+    except Exception:  # whatever its own copying raises, it is shared
+        return value
+
+
+def _remake(cls: type[HipError], args: tuple[Any, ...], kwargs: dict[str, Any]) -> HipError:
+    """Make a user's error class again from its keyword arguments (pickle passes none)."""
+    return cls(*args, **kwargs)
 
 
 _BY_CODE: dict[ErrorCode, type[HipError]] = {}
@@ -336,6 +410,14 @@ class StreamCaptureWrongThread(HipError):
 
 @_register
 class GraphExecUpdateFailure(HipError):
+    """``exec.update(graph)`` found the graphs differ in a way it cannot apply.
+
+    Attributes:
+        result: the ``UpdateResult`` saying what differs and which node of the new graph
+            (set by ``exec.update``). A pickle of the error drops it, as the node is a handle
+            to an object of this process; ``copy.copy`` and ``copy.deepcopy`` keep it.
+    """
+
     code = ErrorCode.GraphExecUpdateFailure
 
 
@@ -368,8 +450,10 @@ def destroyed_error(code: ErrorCode, message: str) -> HipError:
     if cls is None:
         base = error_class(code)
 
-        def reduce(self: HipError) -> tuple[Any, tuple[ErrorCode, str]]:
-            return _rebuild_destroyed, (self.code, self.message)
+        def remade(self: HipError) -> tuple[Callable[..., HipError], tuple[Any, ...]]:
+            if type(self) is not _DESTROYED.get(self.code):  # a user's subclass of it
+                return HipError._remade(self)
+            return _rebuild_destroyed, (self.code, self.message)  # the class is made here
 
         made = type(
             base.__name__,
@@ -378,7 +462,7 @@ def destroyed_error(code: ErrorCode, message: str) -> HipError:
                 "__module__": base.__module__,
                 "__qualname__": base.__qualname__,
                 "__doc__": f"{base.__name__}, raised for a destroyed handle.",
-                "__reduce__": reduce,
+                "_remade": remade,
             },
         )
         cls = _DESTROYED.setdefault(code, made)

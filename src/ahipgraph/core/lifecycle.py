@@ -148,9 +148,13 @@ def _raise(kind: HandleKind, handle: object, use: Use) -> NoReturn:
 
 
 class FactoryOnly:
-    """The private token a handle's factory passes to its constructor.
+    """The hint a handle class gives when it is called directly: which factory makes it.
 
-    ``Stream(...)`` called directly gets a ``TypeError`` that names the factory to use.
+    A factory-only class's ``__init__`` takes anything and calls :meth:`refuse`, so
+    ``Stream()``, ``Stream(device)`` and ``Stream(priority=1)`` all get the same ``TypeError``
+    naming the factory, not Python's "missing argument" for the first and the hint only for
+    the others. The factory itself builds the instance with ``object.__new__`` and a private
+    initialiser, so it pays for no check at all.
     """
 
     __slots__ = ("_message",)
@@ -158,13 +162,12 @@ class FactoryOnly:
     def __init__(self, message: str) -> None:
         self._message = message
 
-    def check(self, key: object) -> None:
-        """Raise TypeError unless ``key`` is this token."""
-        if key is not self:
-            raise TypeError(self._message)
+    def refuse(self) -> NoReturn:
+        """Raise the TypeError naming the factory."""
+        raise TypeError(self._message)
 
     def __repr__(self) -> str:
-        return "<factory key>"
+        return f"<factory only: {self._message}>"
 
 
 # -- with ---------------------------------------------------------------------------------------

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from ..core.callables import makes_generator
 from ..core.errors import InvalidValue
 from ..core.ints import as_int
+from ..core.lifecycle import FactoryOnly
 from .pointer import DevicePtr
 
 if TYPE_CHECKING:
@@ -39,6 +40,8 @@ if TYPE_CHECKING:
     from .base import DeviceBase
 
 __all__ = ["HostFunction", "check_host_callable", "host_function", "running_host_function"]
+
+_FACTORY = FactoryOnly("host functions are declared with ahg.host_function()")
 
 # The host function whose call is in progress, in a cell emptied when the call ends (for an
 # async one, when its task does): a task the function spawned inherits the cell, so its own
@@ -79,7 +82,11 @@ class HostFunction:
     Calling it calls ``fn``; made by :func:`host_function`.
     """
 
-    def __init__(
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        """Refuse, whatever the arguments: :func:`host_function` checks the regions."""
+        _FACTORY.refuse()
+
+    def _init(
         self, fn: Callable[..., Any], reads: tuple[Region, ...], writes: tuple[Region, ...]
     ) -> None:
         functools.update_wrapper(self, fn)  # keeps its name for errors and traces
@@ -138,7 +145,9 @@ def host_function(
     if isinstance(fn, HostFunction):  # more declarations for a declared function: all count
         read_regions, write_regions = fn.reads + read_regions, fn.writes + write_regions
         fn = fn.fn
-    return HostFunction(fn, read_regions, write_regions)
+    declared: HostFunction = object.__new__(HostFunction)
+    declared._init(fn, read_regions, write_regions)
+    return declared
 
 
 def check_host_callable(fn: Callable[..., Any]) -> None:

@@ -24,6 +24,7 @@ import numpy as np
 
 from ..core.errors import InvalidSymbol, InvalidValue
 from ..core.ints import as_int, int_or_none
+from ..core.lifecycle import FactoryOnly
 from .pointer import DevicePtr
 
 if TYPE_CHECKING:
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 
 __all__ = ["DeviceSymbol", "device_symbol", "lookup_symbol", "symbol_statistics"]
 
+_FACTORY = FactoryOnly("device symbols are declared with ahg.device_symbol()")
 _lock = threading.Lock()
 _by_name: dict[str, DeviceSymbol] = {}
 
@@ -48,7 +50,13 @@ class DeviceSymbol:
 
     __slots__ = ("__weakref__", "_storage", "dtype", "name", "nbytes", "shape")
 
-    def __init__(self, name: str, dtype: np.dtype[Any], shape: tuple[int, ...]) -> None:
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        """Refuse, whatever the arguments: :func:`device_symbol` checks the declaration and
+        keeps one symbol per name (a hand-made one could have a negative extent, or be a
+        second symbol of a declared name with storage of its own)."""
+        _FACTORY.refuse()
+
+    def _init(self, name: str, dtype: np.dtype[Any], shape: tuple[int, ...]) -> None:
         self.name = name
         self.dtype = dtype
         self.shape = shape
@@ -150,7 +158,8 @@ def device_symbol(
         dims = tuple(extent for extent in extents if extent is not None)
         if any(extent < 0 for extent in dims):  # two negatives would make a positive size
             raise ValueError(f"symbol {name!r}: shape {shape!r} has a negative extent")
-    symbol = DeviceSymbol(name, dt, dims)
+    symbol: DeviceSymbol = object.__new__(DeviceSymbol)
+    symbol._init(name, dt, dims)
     if symbol.nbytes < 1:
         raise ValueError(f"symbol {name!r} must have at least one byte, got {symbol.nbytes}")
     with _lock:

@@ -55,7 +55,7 @@ from ..graph.graph import BULK_BUILD_NODES
 from ..graph.memnodes import RESERVATIONS
 from ..graph.node_type import NodeType
 from ..lifetime.user_object import disown_all
-from ..runtime.completion import Completion
+from ..runtime.completion import Completion, make_completion
 from ..runtime.event import Event
 from ..runtime.launch_attributes import KernelNodeAttribute
 from ..runtime.params import Endpoint, KernelParams
@@ -86,6 +86,7 @@ __all__ = ["EXECS", "ExecState", "ExecStatistics", "GraphExec", "MAX_PARALLEL_ST
 
 EXECS: HandleRegistry[GraphExec] = HandleRegistry("graph exec")
 _FACTORY = FactoryOnly("executables are created with graph.instantiate()")
+_new_object = object.__new__
 _Launch = Launch  # the name the trace recorder knows launches by
 
 Triple = tuple[int, int, int]
@@ -183,8 +184,11 @@ class GraphExec(DestroyOnExit):
         "user_objects",
     )
 
-    def __init__(self, built: Instantiated, *_key: object) -> None:
-        _FACTORY.check(_key[0] if len(_key) == 1 else None)  # any other call, whatever its args
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        """Refuse, whatever the arguments: executables come from ``graph.instantiate()``."""
+        _FACTORY.refuse()
+
+    def _init(self, built: Instantiated) -> None:
         # References: one for the handle, one per launch in flight. Private: users destroy.
         self._refcount = 1
         self.flags = built.flags
@@ -244,11 +248,12 @@ class GraphExec(DestroyOnExit):
         # A bulk build that makes no garbage: see core.gcpause. A small graph's build makes too
         # few objects for the collector's passes to matter; pausing would cost it more than
         # they do. (The count is read without the lock: it only chooses a speed.)
+        graph_exec: GraphExec = _new_object(cls)
         if len(graph._nodes) < BULK_BUILD_NODES:
-            graph_exec = cls(instantiate(graph, request), _FACTORY)
+            graph_exec._init(instantiate(graph, request))
         else:
             with gcpause.paused():
-                graph_exec = cls(instantiate(graph, request), _FACTORY)
+                graph_exec._init(instantiate(graph, request))
         if request.upload:
             try:  # checked before the build too; another thread may destroy the stream since
                 graph_exec._upload(request.upload_stream)
@@ -291,7 +296,7 @@ class GraphExec(DestroyOnExit):
         launcher = self._launcher
         target = launcher.target(stream)
         if target is None:
-            return Completion(Signal(0), self.device)  # an empty graph launches as a no-op
+            return make_completion(Signal(0), self.device)  # an empty graph launches as a no-op
         signal_set = launcher.acquire_nowait()
         if signal_set is None:
             launcher.check_events()  # a refused launch is refused before it parks
@@ -493,15 +498,17 @@ class GraphExec(DestroyOnExit):
         node: GraphNode,
         dst: DevicePtr,
         value: int,
-        width: int,
+        width: int | None = None,
         *,
+        nbytes: int | None = None,
         element_size: int = 1,
         height: int = 1,
         pitch: int | None = None,
     ) -> None:
-        """``hipGraphExecMemsetNodeSetParams``."""
+        """``hipGraphExecMemsetNodeSetParams``; the size is ``width`` or ``nbytes=``, as
+        ``graph.add_memset_node`` takes it."""
         setters.set_memset_node_params(
-            self._updater, node, dst, value, width, element_size, height, pitch
+            self._updater, node, dst, value, width, nbytes, element_size, height, pitch
         )
 
     def set_host_node_params(

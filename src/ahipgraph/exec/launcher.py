@@ -37,7 +37,7 @@ from ..device.program import Program
 from ..device.signal import Signal
 from ..device.work_waits import each_waits_for_head
 from ..runtime import observe
-from ..runtime.completion import Completion
+from ..runtime.completion import Completion, make_completion
 from ..runtime.stream import Stream, StreamState, launch_stream
 from .cross_device import enqueue_cross_device
 from .exec_state import ExecState
@@ -229,7 +229,7 @@ class Launcher:
         """
         target = self.target(stream)
         if target is None:
-            return Completion(Signal(0), self.device)
+            return make_completion(Signal(0), self.device)
         signal_set = self.acquire_nowait()
         if signal_set is None:
             self.check_events()  # refused as such rather than as NotReady
@@ -373,7 +373,7 @@ class Launcher:
                 internal._submit_locked(
                     Program(strand_ops[k], None, signals=signals, on_done=launch.strand_finished)
                 )
-        completion = Completion(launch.done, self.device, head)
+        completion = make_completion(launch.done, self.device, head)
         if observe.observer is not None:  # the race checker: a launch is one op on the stream
             observe.observer.launched(owner, stream, completion, plan, report_to)
         return completion

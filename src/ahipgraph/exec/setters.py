@@ -24,7 +24,7 @@ from ..graph.attributes import exec_attribute, exec_with_attribute
 from ..graph.graph import live_graph
 from ..graph.node import check_not_own_parent
 from ..graph.node_type import NodeType
-from ..graph.params import event_params, memcpy_1d_set_params, revalidate
+from ..graph.params import event_params, memcpy_1d_set_params, memset_width, revalidate
 from ..runtime.event import Event
 from ..runtime.launch_attributes import KernelNodeAttribute
 from ..runtime.params import Endpoint, HostParams, KernelParams, MemsetParams
@@ -116,15 +116,22 @@ def set_memset_node_params(
     node: GraphNode,
     dst: DevicePtr,
     value: int,
-    width: int,
+    width: int | None,
+    nbytes: int | None,
     element_size: int,
     height: int,
     pitch: int | None,
 ) -> None:
     """``hipGraphExecMemsetNodeSetParams``."""
     exec_node = updater.node(node, NodeType.Memset)
+    call = "GraphExec.set_memset_node_params()"
     params = MemsetParams.make(
-        dst, value, width, element_size=element_size, height=height, pitch=pitch
+        dst,
+        value,
+        memset_width(width, nbytes, element_size, height, call),
+        element_size=element_size,
+        height=height,
+        pitch=pitch,
     )
     updater.set(exec_node, params)
 

@@ -23,7 +23,7 @@ from ..device.pointer import DevicePtr
 from ..device.properties import CopyKind
 from ..runtime.device import get_device
 from ..runtime.event import Event
-from ..runtime.params import Endpoint
+from ..runtime.params import Endpoint, MemsetParams
 from .memnodes import RESERVATIONS
 from .node import GraphNode
 from .node_type import NodeType
@@ -34,6 +34,7 @@ from .params import (
     host_params,
     memcpy_params,
     memset_params,
+    memset_width,
 )
 
 if TYPE_CHECKING:
@@ -76,26 +77,32 @@ def add_memset_node(
     graph: Graph,
     dst: DevicePtr,
     value: int,
-    width: int,
+    width: int | None,
+    nbytes: int | None,
     element_size: int,
     height: int,
     pitch: int | None,
     deps: Deps,
 ) -> GraphNode:
-    """A fill node (``hipGraphAddMemsetNode``); a width or height of 0 is refused, as HIP."""
-    return graph._add_node(
-        NodeType.Memset,
-        deps,
-        lambda: memset_params(
+    """A fill node (``hipGraphAddMemsetNode``); a width or height of 0 is refused, as HIP.
+
+    The size is ``width`` (elements) or ``nbytes=``, read as ``stream.memset`` reads its
+    count or ``nbytes=`` (one shared check), after the graph and ``deps``.
+    """
+
+    def build() -> MemsetParams:
+        count = memset_width(width, nbytes, element_size, height, "Graph.add_memset_node()")
+        return memset_params(
             dst,
             value,
-            width,
+            count,
             element_size=element_size,
             height=height,
             pitch=pitch,
             allow_empty=False,
-        ),
-    )
+        )
+
+    return graph._add_node(NodeType.Memset, deps, build)
 
 
 def add_host_node(

@@ -24,11 +24,13 @@ conditional nodes deeper than ``exec.conditional.MAX_CONDITIONAL_DEPTH`` (64) le
 from __future__ import annotations
 
 import enum
+import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import InvalidValue
 from ..core.ints import as_int, flag_or_none, int_or_none
+from ..core.lifecycle import FactoryOnly
 from ..device.conditional_arg import HandleToken
 
 if TYPE_CHECKING:
@@ -47,6 +49,8 @@ MAX_SWITCH_BODIES = 1 << 16
 """The most bodies a SWITCH node may have here (CUDA sets no small limit)."""
 
 _UINT32_MAX = (1 << 32) - 1
+_FACTORY = FactoryOnly("conditional handles are created with graph.conditional_handle()")
+_new_object = object.__new__
 
 
 class ConditionalKind(enum.IntEnum):
@@ -67,17 +71,27 @@ class ConditionalHandle(HandleToken):
         graph_id: the id of the graph that made it.
     """
 
-    __slots__ = ("assign_default", "default", "graph_id")
+    # Weakly referable: a graph keeps the handles its clones may use weakly (graph._handles).
+    __slots__ = ("__weakref__", "assign_default", "default", "graph_id")
     assign_default: bool
     default: int
     graph_id: int
 
-    def __init__(self, graph_id: int, default: int, assign_default: bool) -> None:
-        super().__init__()
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        """Refuse, whatever the arguments: only ``graph.conditional_handle()`` checks the
+        default and records the handle in its graph (a hand-made one, say with a negative
+        default, would fail the graph's instantiate with numpy's ``OverflowError``)."""
+        _FACTORY.refuse()
+
+    @classmethod
+    def _make(cls, graph_id: int, default: int, assign_default: bool) -> ConditionalHandle:
+        handle: ConditionalHandle = _new_object(cls)
+        HandleToken.__init__(handle)
         set_field = object.__setattr__  # immutable (see HandleToken): set once, here
-        set_field(self, "graph_id", graph_id)
-        set_field(self, "default", default)
-        set_field(self, "assign_default", assign_default)
+        set_field(handle, "graph_id", graph_id)
+        set_field(handle, "default", default)
+        set_field(handle, "assign_default", assign_default)
+        return handle
 
     def __repr__(self) -> str:
         return (
@@ -119,17 +133,22 @@ def make_handle(graph: Graph, default: Any, assign_default: Any) -> ConditionalH
     graph._check_alive()
     from .graph import _LINEAGE  # graph.py imports this module
 
-    with _LINEAGE:  # a destroyed original hands these ids to its clones under this lock
-        graph._handle_ids |= {graph.id}  # its clones may use the handle once it is destroyed
-    return ConditionalHandle(graph.id, default, bool(flag))
+    handle = ConditionalHandle._make(graph.id, default, bool(flag))
+    with _LINEAGE:  # a destroyed original hands its handles to its clones under this lock
+        handles = graph._handles
+        if handles is None:
+            handles = graph._handles = weakref.WeakSet()
+        handles.add(handle)  # its clones may use the handle once it is destroyed
+    return handle
 
 
 def _owns(graph: Graph, handle: ConditionalHandle) -> bool:
     """The handle was made by ``graph``, a graph it was cloned from, or a graph enclosing it
     (a body or child graph inside that graph, however deep). A destroyed graph is out of its
-    clones' lineage, so a graph also owns the handles listed in its ``_handle_ids``: those of
-    destroyed graphs it descends from. The walk holds the lineage lock, so a graph destroyed
-    meanwhile on another thread, its clones moved on, cannot cut it short.
+    clones' lineage, so a graph also owns the handles in its ``_handles``: those of destroyed
+    graphs it descends from that are still alive (one nobody holds can never be asked about).
+    The walk holds the lineage lock, so a graph destroyed meanwhile on another thread, its
+    clones moved on, cannot cut it short.
     """
     from .graph import _LINEAGE  # graph.py imports this module
 
@@ -141,7 +160,10 @@ def _owns(graph: Graph, handle: ConditionalHandle) -> bool:
             if current.id in seen:
                 continue
             seen.add(current.id)
-            if current.id == handle.graph_id or handle.graph_id in current._handle_ids:
+            if current.id == handle.graph_id:
+                return True
+            handles = current._handles
+            if handles is not None and handle in handles:
                 return True
             if current.original is not None:
                 pending.append(current.original)

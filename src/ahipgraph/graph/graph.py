@@ -86,7 +86,7 @@ __all__ = ["GRAPHS", "Graph", "GraphStatistics", "live_graph"]
 GRAPHS: HandleRegistry[Graph] = HandleRegistry("graph")
 _GRAPH_IDS = itertools.count()  # next() on a C iterator is atomic under the GIL
 
-# Guards every graph's ``original``, ``_clones``, ``_source_id`` and ``_handle_ids`` (see
+# Guards every graph's ``original``, ``_clones``, ``_source_id`` and ``_handles`` (see
 # _link_clone; node.py and conditional.py read them under it too): a leaf lock, taken with
 # no other lock acquired inside it, so any graph lock may be held around it. Re-entrant: the
 # collector may run a ``__del__`` that destroys a graph while this thread holds it.
@@ -171,10 +171,13 @@ class Graph(DestroyOnExit):
     # was destroyed and ``original`` skips it (see _relink): a child-graph node's setter still
     # refuses that graph and no other (node.check_not_own_parent). None: ``original`` is it.
     _source_id: int | None = None
-    # Ids of graphs whose conditional handles this graph's nodes may use although the walk up
-    # ``original`` does not reach them: its own once it made a handle, and those of destroyed
-    # graphs it descends from (see _relink and conditional._owns).
-    _handle_ids: frozenset[int] = frozenset()
+    # The conditional handles this graph's nodes may use although the walk up ``original``
+    # does not reach the graph that made them: its own, and those of destroyed graphs it
+    # descends from (see _relink and conditional._owns). Held weakly: a handle nobody holds
+    # any more can never be given to a node again, so it drops out, and a chain of clones each
+    # replacing the last holds the handles still alive, not one entry per graph destroyed.
+    # None until the graph makes or inherits one.
+    _handles: weakref.WeakSet[ConditionalHandle] | None = None
 
     def __init__(self) -> None:
         self.id = next(_GRAPH_IDS)
@@ -577,8 +580,9 @@ class Graph(DestroyOnExit):
         self,
         dst: DevicePtr,
         value: int,
-        width: int,
+        width: int | None = None,
         *,
+        nbytes: int | None = None,
         element_size: int = 1,
         height: int = 1,
         pitch: int | None = None,
@@ -586,11 +590,20 @@ class Graph(DestroyOnExit):
     ) -> GraphNode:
         """Add a fill of ``height`` rows of ``width`` elements (``hipGraphAddMemsetNode``).
 
+        ``nbytes=`` gives the size of a one-row fill in bytes instead of ``width``, as
+        ``stream.memset`` and ``Device.memset`` take it (exactly one of the two); the node's
+        ``width`` is then ``nbytes / element_size``.
+
         Raises:
             InvalidValue: destroyed graph, bad deps, null ``dst``, element size not 1/2/4,
-                a width or height of 0 (as HIP), a region outside the allocation.
+                a width or height of 0 (as HIP), a region outside the allocation, a negative
+                ``nbytes`` or one that is not a whole number of elements.
+            TypeError: neither ``width`` nor ``nbytes`` given, or both, or ``nbytes`` with a
+                ``height`` other than 1.
         """
-        return builder.add_memset_node(self, dst, value, width, element_size, height, pitch, deps)
+        return builder.add_memset_node(
+            self, dst, value, width, nbytes, element_size, height, pitch, deps
+        )
 
     def add_host_node(
         self, fn: Callable[..., Any], args: Sequence[Any] = (), *, deps: Deps = ()
@@ -1247,7 +1260,7 @@ def _unlink_destroyed(graph: Graph) -> None:
     graph, destroys the old one and keeps the copy, again and again, holds one graph, not a
     chain of every destroyed one. Its nodes are gone, so none of them can be looked up through
     it (``find_in_clone``); the conditional handles it made (or could use) stay usable in its
-    clones, as they were before it was destroyed, through their ``_handle_ids``.
+    clones, as they were before it was destroyed, through their ``_handles``.
 
     The destroyed graph keeps its own ``original``: a clone still linked to it (see
     _relink) reaches the live graphs beyond it through that.
@@ -1261,8 +1274,8 @@ def _unlink_destroyed(graph: Graph) -> None:
 
 
 def _relink(copy: Graph) -> None:
-    """Point ``copy`` at the nearest open graph it descends from, taking over the handle ids
-    of the destroyed graphs it skips. The caller holds the lineage lock.
+    """Point ``copy`` at the nearest open graph it descends from, taking over the conditional
+    handles of the destroyed graphs it skips. The caller holds the lineage lock.
 
     Adding ``copy`` to that graph's clones allocates, so the collector may run a ``__del__``
     that destroys that very graph (the lock is re-entrant): its own unlinking may then miss
@@ -1273,8 +1286,10 @@ def _relink(copy: Graph) -> None:
     while True:
         target = copy.original
         while target is not None and not target._open:
-            if target._handle_ids:  # its handles (and those it inherited) stay usable
-                copy._handle_ids |= target._handle_ids
+            if target._handles:  # its handles (and those it inherited) stay usable
+                if copy._handles is None:
+                    copy._handles = weakref.WeakSet()
+                copy._handles |= target._handles
             target = target.original
         if target is None:
             copy.original = None

@@ -59,6 +59,7 @@ from .params import (
     kernel_params,
     memcpy_1d_set_params,
     memset_params,
+    memset_width,
     revalidate,
 )
 
@@ -123,25 +124,19 @@ class GraphNode(NodeCopySetters, DestroyOnExit):
         "id",
     )
 
+    # Filled by ``Graph._attach`` on a bare instance (the constructor refuses every call).
+    graph: Graph
+    id: int
+    _type: NodeType
+    _params: NodeParams
+    _deps: Edges
+    _succ: Edges
     _handle: int  # the node's registry row and its generation (NODES.enter sets it)
 
-    def __init__(
-        self,
-        graph: Graph,
-        node_type: NodeType,
-        params: NodeParams,
-        node_id: int | None = None,
-        *,
-        _key: object = None,
-    ) -> None:
-        _FACTORY.check(_key)
-        self.graph = graph
-        self.id = next(_NODE_IDS) if node_id is None else node_id
-        self._type = node_type
-        self._params = params
-        self._deps: Edges = ()
-        self._succ: Edges = ()
-        NODES.enter(self)
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        """Refuse, whatever the arguments: the graph makes its nodes (``Graph._attach`` fills
+        a bare instance's slots)."""
+        _FACTORY.refuse()
 
     @property
     def hid(self) -> HandleId:
@@ -277,17 +272,24 @@ class GraphNode(NodeCopySetters, DestroyOnExit):
         self,
         dst: DevicePtr,
         value: int,
-        width: int,
+        width: int | None = None,
         *,
+        nbytes: int | None = None,
         element_size: int = 1,
         height: int = 1,
         pitch: int | None = None,
     ) -> None:
-        """``hipGraphMemsetNodeSetParams``: validated as by ``add_memset_node``."""
+        """``hipGraphMemsetNodeSetParams``: taken and validated as by ``add_memset_node``
+        (``width`` or ``nbytes=``)."""
         self._set(
             (NodeType.Memset,),
             lambda: memset_params(
-                dst, value, width, element_size=element_size, height=height, pitch=pitch
+                dst,
+                value,
+                memset_width(width, nbytes, element_size, height, "GraphNode.set_memset_params()"),
+                element_size=element_size,
+                height=height,
+                pitch=pitch,
             ),
         )
 

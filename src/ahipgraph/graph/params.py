@@ -37,6 +37,7 @@ from ..runtime.params import (
     KernelParams,
     MemcpyParams,
     MemsetParams,
+    fill_count,
 )
 from ..runtime.pitched import PitchedCopyParams
 from .conditional import ConditionalNodeParams
@@ -56,6 +57,7 @@ __all__ = [
     "memcpy_1d_set_params",
     "memcpy_params",
     "memset_params",
+    "memset_width",
     "null_symbol",
     "revalidate",
     "symbol_node_params",
@@ -209,6 +211,27 @@ def _address(end: Endpoint) -> tuple[int, int]:
     if isinstance(end, DevicePtr):
         return end.device, end.address
     return -1, int(end.__array_interface__["data"][0])
+
+
+def memset_width(
+    width: int | None, nbytes: int | None, element_size: int, height: int, call: str
+) -> int:
+    """A memset node's ``width`` from ``width`` or ``nbytes=`` (exactly one of them), read by
+    ``stream.memset``'s own check, for the add and both setters (``call`` names the one).
+
+    ``nbytes=`` is for a fill of one row, as ``hipMemsetAsync``'s ``sizeBytes``: a 2D fill's
+    row is its ``width`` (``MemsetParams.nbytes`` is the whole fill, rows included).
+
+    Raises:
+        TypeError: neither or both given; ``nbytes=`` with a height other than 1; a bad type.
+        InvalidValue: ``nbytes`` negative, or not a whole number of 2- or 4-byte elements.
+    """
+    if nbytes is not None and as_int(height, "height") != 1:
+        raise TypeError(
+            f"{call} takes nbytes= for a fill of one row; "
+            f"a fill of height {height!r} takes width (elements per row)"
+        )
+    return fill_count(width, nbytes, element_size, call=call, count_name="width")
 
 
 def memset_params(

@@ -6,7 +6,7 @@ from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import HipError
-from ..device.base import DeviceBase
+from ..core.lifecycle import FactoryOnly
 from ..device.signal import Signal
 from . import observe
 
@@ -14,7 +14,13 @@ if TYPE_CHECKING:
     from ..device.program import Program
     from .device import Device
 
-__all__ = ["Completion"]
+__all__ = ["Completion", "make_completion"]
+
+_FACTORY = FactoryOnly(
+    "a Completion comes from an enqueue or a launch "
+    "(await stream.memset(...), await graph_exec.launch(stream))"
+)
+_new_object = object.__new__
 
 
 class Completion:
@@ -26,18 +32,14 @@ class Completion:
     """
 
     __slots__ = ("_device", "_program", "_signal")
+    _device: Device
+    _program: Program | None  # the packet whose start time this work began at
+    _signal: Signal
 
-    def __init__(self, signal: Signal, device: Device, program: Program | None = None) -> None:
-        # Completions come from enqueues and launches; one made by hand from anything else
-        # would fail later, far from the mistake, so it is refused here.
-        if not isinstance(signal, Signal) or not isinstance(device, DeviceBase):
-            raise TypeError(
-                "a Completion comes from an enqueue or a launch "
-                f"(got signal={signal!r}, device={device!r})"
-            )
-        self._signal = signal
-        self._device = device
-        self._program = program  # the packet whose start time this work began at
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        """Refuse, whatever the arguments: completions come from enqueues and launches
+        (:func:`make_completion`). One made by hand would fail later, far from the mistake."""
+        _FACTORY.refuse()
 
     def done(self) -> bool:
         return self._signal.value <= 0
@@ -80,3 +82,13 @@ class Completion:
     def __repr__(self) -> str:
         state = "done" if self.done() else "pending"
         return f"<Completion {state} error={self._signal.error!r}>"
+
+
+def make_completion(signal: Signal, device: Device, program: Program | None = None) -> Completion:
+    """The one way to make a :class:`Completion`: for the work whose completion ``signal``
+    is, on ``device``; ``program`` is the packet whose start time the work began at."""
+    completion: Completion = _new_object(Completion)
+    completion._signal = signal
+    completion._device = device
+    completion._program = program
+    return completion

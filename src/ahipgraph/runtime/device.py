@@ -24,7 +24,7 @@ import numpy.typing as npt
 
 from ..core.errors import HipError
 from ..core.ints import as_int
-from ..core.lifecycle import NoCopy, WeakList
+from ..core.lifecycle import FactoryOnly, NoCopy, WeakList
 from ..device import table as _table
 from ..device.base import DeviceBase
 from ..device.engine import refuse_trio
@@ -88,12 +88,13 @@ class DeviceStatistics:
 class Device(DeviceBase, DeviceCopyMixin, NoCopy):
     """One simulated GPU. Obtain it with :func:`get_device`; it has no public constructor."""
 
-    def __init__(self, ordinal: int, properties: DeviceProperties, *, _key: object = None) -> None:
-        if _key is not _FACTORY_KEY:
-            raise TypeError(
-                "devices come from ahg.get_device(); configure them with ahg.configure_devices()"
-            )
-        super().__init__(ordinal, properties)
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        """Refuse, whatever the arguments: the devices table makes the devices (see
+        :func:`_make_device`)."""
+        _FACTORY.refuse()
+
+    def _init(self, ordinal: int, properties: DeviceProperties) -> None:
+        DeviceBase.__init__(self, ordinal, properties)
         self._lock = threading.Lock()
         self._null_stream: Stream | None = None
         # The streams of this device still alive, for the legacy null-stream ordering and
@@ -463,8 +464,19 @@ def _owes_failure(stream: Stream) -> bool:
     return stream._error is not None or (tail is not None and tail.value > 0)
 
 
-_FACTORY_KEY = object()
-_table.install_factory(lambda ordinal, props: Device(ordinal, props, _key=_FACTORY_KEY))
+_FACTORY = FactoryOnly(
+    "devices come from ahg.get_device(); configure them with ahg.configure_devices()"
+)
+
+
+def _make_device(ordinal: int, properties: DeviceProperties) -> Device:
+    """The devices table's factory: the one way to make a :class:`Device`."""
+    device: Device = object.__new__(Device)
+    device._init(ordinal, properties)
+    return device
+
+
+_table.install_factory(_make_device)
 
 # The devices table (device/table.py) holds these devices; the names below are its functions,
 # typed with the public class.

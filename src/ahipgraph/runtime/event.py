@@ -27,6 +27,7 @@ __all__ = ["EVENTS", "Event", "check_record_flags", "elapsed_time", "live_event"
 
 EVENTS: HandleRegistry[Event] = HandleRegistry("event")
 _FACTORY = FactoryOnly("events are created with Device.create_event()")
+_new_object = object.__new__
 
 
 class EventState(enum.Enum):
@@ -39,15 +40,11 @@ class EventState(enum.Enum):
 class Event(DestroyOnExit):
     """A point in a stream's work. Create with ``device.create_event()``."""
 
-    def __init__(
-        self,
-        device: Device,
-        *,
-        disable_timing: bool = False,
-        blocking_sync: bool = False,
-        _key: object = None,
-    ) -> None:
-        _FACTORY.check(_key)
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        """Refuse, whatever the arguments: events come from ``device.create_event()``."""
+        _FACTORY.refuse()
+
+    def _init(self, device: Device, *, disable_timing: bool, blocking_sync: bool) -> None:
         for name, flag in (("disable_timing", disable_timing), ("blocking_sync", blocking_sync)):
             if not isinstance(flag, bool):
                 raise TypeError(f"{name} must be a bool, got {flag!r}")
@@ -64,9 +61,9 @@ class Event(DestroyOnExit):
 
     @classmethod
     def _create(cls, device: Device, *, disable_timing: bool, blocking_sync: bool) -> Event:
-        return cls(
-            device, disable_timing=disable_timing, blocking_sync=blocking_sync, _key=_FACTORY
-        )
+        event: Event = _new_object(cls)
+        event._init(device, disable_timing=disable_timing, blocking_sync=blocking_sync)
+        return event
 
     def _check_open(self) -> None:
         if self.state is not EventState.OPEN:

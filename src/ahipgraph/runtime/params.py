@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..core.errors import InvalidMemcpyDirection, InvalidValue
-from ..core.ints import as_int, as_optional_int
+from ..core.ints import as_int, as_optional_int, int_or_none
 from ..device.current import current_ordinal_now as _current_ordinal
 from ..device.host_function import check_host_callable
 from ..device.kernel import Dim3, DimLike, Kernel, Threads, launch_dims
@@ -37,6 +37,7 @@ __all__ = [
     "MemsetParams",
     "check_kind",
     "common_kernel_params",
+    "fill_count",
     "memcpy_kind",
 ]
 
@@ -505,6 +506,43 @@ class MemsetParams:
             resolve_pointer,
             self.cost_ns(device),
         )
+
+
+def fill_count(
+    count: int | None,
+    nbytes: int | None,
+    element_size: int,
+    *,
+    call: str = "Stream.memset()",
+    count_name: str = "count",
+) -> int:
+    """A fill's element count, from ``count`` or from ``nbytes=`` (exactly one of them).
+
+    ``stream.memset`` and ``graph.add_memset_node`` take their size either way: the count in
+    elements (``count``, a node's ``width``) as ``hipMemsetD8/D16/D32`` and a memset node's
+    ``width`` do, or the bytes as ``hipMemsetAsync``'s ``sizeBytes`` and ``Device.memset``
+    do. ``call`` and ``count_name`` name the caller's API in the errors. A bad element size
+    is left for ``MemsetParams.make`` to refuse, as it does for ``count``.
+
+    Raises:
+        TypeError: neither or both given; ``nbytes`` not an int.
+        InvalidValue: ``nbytes`` is negative, or not a whole number of 2- or 4-byte elements.
+    """
+    if nbytes is None:
+        if count is None:
+            raise TypeError(f"{call} missing its size: {count_name} (elements) or nbytes=")
+        return count
+    if count is not None:
+        raise TypeError(f"{call} takes {count_name} (elements) or nbytes=, not both")
+    nbytes = as_int(nbytes, "nbytes")
+    if nbytes < 0:  # named as given: converted to elements it would read as another number
+        raise InvalidValue(f"negative memset size nbytes={nbytes}")
+    size = int_or_none(element_size)
+    if size in (2, 4):
+        if nbytes % size:
+            raise InvalidValue(f"nbytes={nbytes} is not a whole number of {size}-byte elements")
+        return nbytes // size
+    return nbytes
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,7 +29,7 @@ from ..core.errors import (
     InvalidHandle,
     InvalidValue,
 )
-from ..core.ints import as_int, int_or_none
+from ..core.ints import as_int
 from ..core.lifecycle import DestroyOnExit, FactoryOnly, HandleRecord, check_live, destroyed
 from ..core.registry import HandleRegistry
 from ..core.surface import own_mixin_methods
@@ -41,7 +41,7 @@ from ..device.program import Program
 from ..device.properties import CopyKind
 from ..device.signal import Signal
 from . import capture, observe
-from .completion import Completion
+from .completion import Completion, make_completion
 from .device import get_device
 from .enqueue import enqueue_pair, kernel_enqueue_pair
 from .event import Event, check_record_flags, live_event
@@ -53,6 +53,7 @@ from .params import (
     MemcpyParams,
     MemsetParams,
     common_kernel_params,
+    fill_count,
 )
 from .per_thread import STREAM_PER_THREAD, per_thread_stream
 from .stream_capture import StreamCaptureMixin
@@ -68,6 +69,7 @@ __all__ = ["STREAMS", "Stream", "StreamState", "StreamStatistics", "launch_strea
 
 STREAMS: HandleRegistry[Stream] = HandleRegistry("stream")
 _FACTORY = FactoryOnly("streams are created with Device.create_stream()")
+_new_object = object.__new__
 
 
 class StreamState(enum.Enum):
@@ -100,7 +102,11 @@ class Stream(
     and every operation becomes a node there instead of running.
     """
 
-    def __init__(
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        """Refuse, whatever the arguments: streams come from ``device.create_stream()``."""
+        _FACTORY.refuse()
+
+    def _init(
         self,
         device: Device,
         *,
@@ -108,9 +114,7 @@ class Stream(
         non_blocking: bool = False,
         null: bool = False,
         owned: bool = False,
-        _key: object = None,
     ) -> None:
-        _FACTORY.check(_key)
         priority = as_int(priority, "priority")
         if not isinstance(non_blocking, bool):
             raise TypeError(f"non_blocking must be a bool, got {non_blocking!r}")
@@ -149,14 +153,9 @@ class Stream(
         owned: bool = False,
     ) -> Stream:
         """The one way to make a stream. ``owned``: the runtime owns it (no warning if dropped)."""
-        return cls(
-            device,
-            priority=priority,
-            non_blocking=non_blocking,
-            null=null,
-            owned=owned,
-            _key=_FACTORY,
-        )
+        stream: Stream = _new_object(cls)
+        stream._init(device, priority=priority, non_blocking=non_blocking, null=null, owned=owned)
+        return stream
 
     # -- checks -----------------------------------------------------------------------------------
 
@@ -252,7 +251,7 @@ class Stream(
         signal = Signal(1)
         program = Program((op,), signal)
         self._submit(program)
-        return Completion(signal, self.device, program)
+        return make_completion(signal, self.device, program)
 
     def _observed(self, work: Any, op: Op) -> Completion:
         """Submit eager work; a runtime observer (the race checker) checks it first and may
@@ -376,7 +375,7 @@ class Stream(
             TypeError: neither ``count`` nor ``nbytes`` given, or both.
         """
         self._check_open()  # first, as for every other enqueue, whichever size form is used
-        count = _fill_count(count, nbytes, element_size)
+        count = fill_count(count, nbytes, element_size)
         part = self._capture  # read once (see _launch_kernel)
         if part is not None:
             return part.add(
@@ -398,7 +397,7 @@ class Stream(
         nbytes: int | None = None,
     ) -> MemsetParams:
         """``memset``'s checks and parameters, for an eager fill."""
-        count = _fill_count(count, nbytes, element_size)
+        count = fill_count(count, nbytes, element_size)
         return MemsetParams.make(dst, value, count, element_size=element_size, empty_unchecked=True)
 
     memset, memset_nowait = enqueue_pair(_memset, check=_memset_params)
@@ -644,32 +643,6 @@ def _record_of(event: object) -> Signal | None:
     """The completion of ``event``'s latest record (None: unrecorded, or not an event; the
     wait's checks report the latter)."""
     return event.signal if isinstance(event, Event) else None
-
-
-def _fill_count(count: int | None, nbytes: int | None, element_size: int) -> int:
-    """``memset``'s element count, from ``count`` or from ``nbytes=`` (exactly one of them).
-
-    A bad element size is left for ``MemsetParams.make`` to refuse, as it does for ``count``.
-
-    Raises:
-        TypeError: neither or both given; ``nbytes`` not an int.
-        InvalidValue: ``nbytes`` is negative, or not a whole number of 2- or 4-byte elements.
-    """
-    if nbytes is None:
-        if count is None:
-            raise TypeError("Stream.memset() missing its size: count (elements) or nbytes=")
-        return count
-    if count is not None:
-        raise TypeError("Stream.memset() takes count (elements) or nbytes=, not both")
-    nbytes = as_int(nbytes, "nbytes")
-    if nbytes < 0:  # named as given: converted to elements it would read as another number
-        raise InvalidValue(f"negative memset size nbytes={nbytes}")
-    size = int_or_none(element_size)
-    if size in (2, 4):
-        if nbytes % size:
-            raise InvalidValue(f"nbytes={nbytes} is not a whole number of {size}-byte elements")
-        return nbytes // size
-    return nbytes
 
 
 def launch_stream(stream: object, device: Device, *, any_device: bool = False) -> Stream:

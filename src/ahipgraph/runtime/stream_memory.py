@@ -17,7 +17,7 @@ from ..device.ops import FreeOp
 from ..device.pointer import DevicePtr
 from ..device.signal import Signal
 from . import observe
-from .completion import Completion
+from .completion import Completion, make_completion
 from .enqueue import enqueue_pair
 
 if TYPE_CHECKING:
@@ -114,7 +114,7 @@ class StreamMemoryMixin:
         if part is not None:
             return part.free(ptr)
         if _is_null(ptr):
-            return Completion(_FREED_NOTHING, stream.device)
+            return make_completion(_FREED_NOTHING, stream.device)
         self._check_free(ptr)
         memory = stream.device.memory
         memory.claim_free(ptr)
