@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import copy
 import enum
+import io
 import pickle
+import threading
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -105,8 +107,10 @@ class HipError(Exception):
     """Base class of every error a HIP call reports.
 
     ``copy.copy``, ``copy.deepcopy`` and ``pickle`` keep the class, the ``code``, the message
-    and every attribute set on the error (notes included; not the traceback, ``__cause__`` or
-    ``__context__``, which no Python exception's copy keeps). A user's subclass whose
+    and every attribute set on the error (notes and a user's subclass's slots included; not the
+    traceback, ``__cause__`` or ``__context__``, which no Python exception's copy keeps).
+    Attributes that refer back to the error (or to another error referring to it) are kept
+    as the references they are. A user's subclass whose
     ``__init__`` takes other arguments is rebuilt from the arguments it was made with (which
     a pickle of it must then be able to pickle).
     Pickling drops an attribute that cannot be pickled (a graph node, as in the ``result`` of
@@ -166,19 +170,19 @@ class HipError(Exception):
 
     def __reduce__(self) -> tuple[Any, ...]:
         # What pickle calls: an attribute that does not pickle is dropped (see the class notes).
-        state = {}
-        for name, value in _attributes(self):
-            try:
-                pickle.dumps(value)
-            except Exception:  # whatever its own pickling raises, it is dropped
-                continue
-            state[name] = value
+        reducing = _reducing()
+        reducing.add(id(self))
+        try:
+            state = {name: value for name, value in _attributes(self) if _pickles(value, reducing)}
+        finally:
+            reducing.discard(id(self))
         return (*self._remade(), state)
 
     def __copy__(self) -> HipError:
         maker, args = self._remade()
         copied = maker(*args)
-        vars(copied).update(_attributes(self))
+        for name, value in _attributes(self):
+            setattr(copied, name, value)
         return copied
 
     def __deepcopy__(self, memo: dict[int, Any]) -> HipError:
@@ -199,8 +203,64 @@ _HIP_INIT = HipError.__init__
 
 
 def _attributes(error: HipError) -> list[tuple[str, Any]]:
-    """The attributes a copy or a pickle of ``error`` restores (not how it was made)."""
-    return [(name, value) for name, value in vars(error).items() if name != "_made_with"]
+    """The attributes a copy or a pickle of ``error`` restores (not how it was made): those
+    in its ``__dict__``, and those in the slots of a user's subclass that declares some
+    (``BaseException.__setstate__`` sets each by name, so a pickle restores both)."""
+    found = [(name, value) for name, value in vars(error).items() if name != "_made_with"]
+    for name in _slot_names(type(error)):
+        try:
+            found.append((name, getattr(error, name)))
+        except AttributeError:  # a slot never set
+            continue
+    return found
+
+
+def _slot_names(cls: type) -> list[str]:
+    """The slots the classes of ``cls``'s MRO declare (a private name as Python mangles it)."""
+    names = []
+    for klass in cls.__mro__:
+        slots = vars(klass).get("__slots__", ())
+        for name in (slots,) if isinstance(slots, str) else slots:
+            if name in ("__dict__", "__weakref__"):
+                continue
+            if name.startswith("__") and not name.endswith("__"):
+                name = f"_{klass.__name__.lstrip('_')}{name}"
+            names.append(name)
+    return names
+
+
+_probing = threading.local()  # the errors this thread is pickling (see _pickles)
+
+
+def _reducing() -> set[int]:
+    """The ids of the errors whose ``__reduce__`` runs in this thread, innermost last."""
+    reducing: set[int] | None = getattr(_probing, "ids", None)
+    if reducing is None:
+        reducing = _probing.ids = set()
+    return reducing
+
+
+class _Probe(pickle.Pickler):
+    """A pickler that only asks whether a value pickles: an error it meets whose own pickling
+    is under way (the value refers back to it) stands for itself, as the real pickle's memo
+    makes it do. Without that, each attribute referring back to its error would probe the
+    whole error again: endless for one such attribute, exponential for several."""
+
+    def __init__(self, reducing: set[int]) -> None:
+        super().__init__(io.BytesIO())
+        self._reducing = reducing
+
+    def persistent_id(self, obj: Any) -> int | None:
+        return id(obj) if id(obj) in self._reducing else None
+
+
+def _pickles(value: Any, reducing: set[int]) -> bool:
+    """Whether ``value`` pickles (an attribute that does not is dropped from a pickle)."""
+    try:
+        _Probe(reducing).dump(value)
+    except Exception:  # whatever its own pickling raises, it is dropped
+        return False
+    return True
 
 
 def _deep_or_shared(value: Any, memo: dict[int, Any]) -> Any:
