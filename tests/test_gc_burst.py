@@ -660,3 +660,24 @@ def test_watched_builds_in_many_threads_leave_the_collector_as_it_was() -> None:
     _end_watched_pauses()
     for graph in graphs:
         graph.destroy()
+
+
+@pytest.mark.usefixtures("small_bulk")
+def test_a_watched_pause_ends_when_its_graph_is_freed_even_without_the_callback() -> None:
+    """A program that removes the collector's callback leaves no pass to see the graph gone:
+    the graph's freeing ends its watched pause, and the thresholds come back at once."""
+    thresholds = gc.get_threshold()
+    saved = list(gc.callbacks)  # the program's, before the pause added the module's
+    graph = _build(SMALL_BULK * 2)
+    assert gcpause.is_paused()
+    gc.callbacks.clear()
+    try:
+        gc.collect(0)
+        gc.collect(0)
+        assert gcpause.is_paused()  # nothing watches it now
+        graph.destroy()
+        del graph  # freed by reference counting: the pause ends here
+        assert not gcpause.is_paused()
+        assert gc.get_threshold() == thresholds
+    finally:
+        gc.callbacks[:] = saved

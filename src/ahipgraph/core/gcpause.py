@@ -37,7 +37,10 @@ every few hundred, and each one asks the build's ``progress`` (the graph's node 
 it moved since the one before. The first pass that finds it unchanged (or the graph gone) ends
 the pause, so a pause outlives its build by at most twice :data:`WATCHED_YOUNG` allocations,
 and in the meantime only the rare full passes are held back. The thread's next bulk operation
-(:func:`paused`: the graph's instantiate, a clone) ends it at once.
+(:func:`paused`: the graph's instantiate, a clone) ends it at once, and so does the graph's
+freeing (a pause that only the passes could end would outlive a graph dropped by a program
+that removed the collector's callback from ``gc.callbacks``; such a program's pause over a
+graph it keeps ends at that thread's next bulk operation).
 
 When such a pause ends a large build (:func:`_settle`), one pass does what the collector's
 accounting would make it do next: a full pass if the build's young objects are so many that
@@ -244,6 +247,12 @@ class _Burst:
         self.loop: asyncio.AbstractEventLoop | None = loop
 
     def __call__(self) -> None:
+        # Inside a pass (the collector's callback) no other pass can run, and the one starting
+        # walks the young objects anyway: the settle pass is for an end the loop brings.
+        self.end(settle=not _in_callback)
+
+    def end(self, settle: bool) -> None:
+        """End this pause (once; any later call does nothing)."""
         with _lock:
             if self.ended:
                 return
@@ -251,9 +260,7 @@ class _Burst:
             self.loop = None
             _bursts.discard(self)
             _watched.discard(self)
-        # Inside a pass (the collector's callback) no other pass can run, and the one starting
-        # walks the young objects anyway: the settle pass is for an end the loop brings.
-        _leave(settle=not _in_callback)
+        _leave(settle=settle)
 
     __del__ = __call__
 
@@ -267,8 +274,9 @@ class _WatchedBurst(_Burst):
     """A pause the collector's passes end: a build in a thread without a running loop.
 
     ``progress(owner)`` says how far the build has got (a graph's node count); the owner is
-    held weakly, so a pause never keeps a dropped graph alive. Held in ``_watched`` until it
-    ends.
+    held weakly, so a pause never keeps a dropped graph alive, and its freeing ends the pause
+    at once: a program that removed the collector's callback (``gc.callbacks``) has no pass
+    to see the graph gone. Held in ``_watched`` until it ends.
     """
 
     __slots__ = ("owner", "progress", "seen", "thread")
@@ -276,7 +284,14 @@ class _WatchedBurst(_Burst):
     def __init__(self, owner: object, progress: Callable[[Any], int]) -> None:
         super().__init__(None)
         self.thread = threading.get_ident()
-        self.owner = weakref.ref(owner)
+        this = weakref.ref(self)  # the owner's reference must not keep the pause alive
+
+        def owner_gone(_: object) -> None:
+            burst = this()
+            if burst is not None:  # no settle pass: this may run inside a pass, or the lock
+                burst.end(settle=False)
+
+        self.owner = weakref.ref(owner, owner_gone)
         self.progress = progress
         self.seen = progress(owner)
 
