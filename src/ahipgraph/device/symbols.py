@@ -56,6 +56,19 @@ class DeviceSymbol:
         second symbol of a declared name with storage of its own)."""
         _FACTORY.refuse()
 
+    # A symbol is its name's one declaration, as a module global is: a copy is the symbol
+    # itself (a second object would be no declared symbol, and a deep one would have storage
+    # of its own), and a pickle declares it again by name, as ``device_symbol`` does when a
+    # module is run again (the same symbol in this process).
+    def __copy__(self) -> DeviceSymbol:
+        return self
+
+    def __deepcopy__(self, memo: object) -> DeviceSymbol:
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _declared, (self.name, self.dtype, self.shape)
+
     def _init(self, name: str, dtype: np.dtype[Any], shape: tuple[int, ...]) -> None:
         self.name = name
         self.dtype = dtype
@@ -170,6 +183,11 @@ def device_symbol(
             return existing
         _by_name[name] = symbol
     return symbol
+
+
+def _declared(name: str, dtype: np.dtype[Any], shape: tuple[int, ...]) -> DeviceSymbol:
+    """A pickled symbol, declared again (see ``DeviceSymbol.__reduce__``)."""
+    return device_symbol(name, dtype=dtype, shape=shape)
 
 
 def lookup_symbol(symbol: object) -> DeviceSymbol:

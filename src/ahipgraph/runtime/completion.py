@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Generator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn, SupportsIndex
 
 from ..core.errors import HipError
 from ..core.lifecycle import FactoryOnly
@@ -40,6 +40,17 @@ class Completion:
         """Refuse, whatever the arguments: completions come from enqueues and launches
         (:func:`make_completion`). One made by hand would fail later, far from the mistake."""
         _FACTORY.refuse()
+
+    # It stands for work of this process and never changes: a copy is itself, and a pickle is
+    # refused naming it (not the device it refers to, as pickle's own walk would).
+    def __copy__(self) -> Completion:
+        return self
+
+    def __deepcopy__(self, memo: object) -> Completion:
+        return self
+
+    def __reduce_ex__(self, protocol: SupportsIndex) -> NoReturn:
+        raise TypeError("a Completion stands for work of this process and cannot be pickled")
 
     def done(self) -> bool:
         return self._signal.value <= 0
