@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import sys
 import threading
 import weakref
 from collections.abc import Callable, Iterator
@@ -681,3 +682,53 @@ def test_a_watched_pause_ends_when_its_graph_is_freed_even_without_the_callback(
         assert gc.get_threshold() == thresholds
     finally:
         gc.callbacks[:] = saved
+
+
+class _Owner:
+    """Stands for a watched build's graph."""
+
+
+@pytest.mark.usefixtures("small_bulk")
+def test_a_watched_graph_freed_while_a_pass_asks_about_it_skips_no_callback() -> None:
+    """The pass's question takes a reference to the graph; if the program dropped its own
+    meanwhile (another thread), the graph is freed as the question returns, inside the
+    collector's callback, and that ends the pause there. The program's own callback after it
+    still runs, and nothing is reported as unraisable."""
+    held = [_Owner()]
+    asked: list[int] = []
+
+    def progress(owner: object) -> int:
+        asked.append(1)
+        if len(asked) > 1:  # the first ask is the pause's start; then a pass asks
+            held.clear()  # the program lets go of the graph in the meantime
+        return 1
+
+    passes: list[int] = []
+
+    def program_callback(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            passes.append(info["generation"])
+
+    unraisable: list[BaseException | None] = []
+
+    def build() -> None:
+        gcpause.pause_until_yield(held[0], progress)
+        assert gcpause.is_paused()
+        gc.callbacks.append(program_callback)
+        try:
+            gc.collect(0)
+        finally:
+            gc.callbacks.remove(program_callback)
+
+    hook = sys.unraisablehook
+    sys.unraisablehook = lambda info: unraisable.append(info.exc_value)
+    try:
+        _in_thread(build)
+    finally:
+        sys.unraisablehook = hook
+    assert not held
+    assert passes == [0]  # the program's callback saw the pass
+    assert unraisable == []
+    assert not gcpause.is_paused()
+    with gcpause.paused():  # removes the callback the pass left (see _end_watched_pauses)
+        pass

@@ -320,10 +320,13 @@ def _on_collect(phase: str, info: dict[str, Any]) -> None:
     if not _lock.acquire(blocking=False):  # another thread is pausing: its next pass will do
         return
     try:
-        stalled = [burst for burst in _bursts if burst.stalled()]
+        # Flagged before asking: the question may free a watched build's graph (the reference
+        # ``stalled`` took was the last), and that ends its pause at once, which must not
+        # remove this callback from the list the collector is walking. Asked over a copy of
+        # the set, which that end changes.
         _in_callback = True
         try:
-            for burst in stalled:
+            for burst in [burst for burst in tuple(_bursts) if burst.stalled()]:
                 burst()
         finally:
             _in_callback = False
