@@ -16,7 +16,7 @@ import enum
 import io
 import pickle
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, ClassVar
 
 __all__ = [
@@ -178,19 +178,22 @@ class HipError(Exception):
             reducing.discard(id(self))
         return (*self._remade(), state)
 
+    def __setstate__(self, state: dict[str, Any] | None) -> None:
+        # What pickle calls with the attributes __reduce__ kept (see _restore).
+        if state:
+            _restore(self, state.items())
+
     def __copy__(self) -> HipError:
         maker, args = self._remade()
         copied = maker(*args)
-        for name, value in _attributes(self):
-            setattr(copied, name, value)
+        _restore(copied, _attributes(self))
         return copied
 
     def __deepcopy__(self, memo: dict[int, Any]) -> HipError:
         maker, args = self._remade()
         copied = maker(*_deep_or_shared(args, memo))
         memo[id(self)] = copied
-        for name, value in _attributes(self):
-            setattr(copied, name, _deep_or_shared(value, memo))
+        _restore(copied, [(name, _deep_or_shared(v, memo)) for name, v in _attributes(self)])
         return copied
 
     @staticmethod
@@ -204,8 +207,7 @@ _HIP_INIT = HipError.__init__
 
 def _attributes(error: HipError) -> list[tuple[str, Any]]:
     """The attributes a copy or a pickle of ``error`` restores (not how it was made): those
-    in its ``__dict__``, and those in the slots of a user's subclass that declares some
-    (``BaseException.__setstate__`` sets each by name, so a pickle restores both)."""
+    in its ``__dict__``, and those in the slots of a user's subclass that declares some."""
     found = [(name, value) for name, value in vars(error).items() if name != "_made_with"]
     for name in _slot_names(type(error)):
         try:
@@ -213,6 +215,20 @@ def _attributes(error: HipError) -> list[tuple[str, Any]]:
         except AttributeError:  # a slot never set
             continue
     return found
+
+
+def _restore(error: HipError, attributes: Iterable[tuple[str, Any]]) -> None:
+    """Put a copy's attributes back as they were held: in its ``__dict__``, or in its slots
+    (through the slot itself). Not through ``setattr``: a user's ``__setattr__`` that
+    refuses changes once the error is made (a frozen error) is for the program, and would
+    refuse the copy its own attributes."""
+    fields = vars(error)
+    slots = _slot_names(type(error))
+    for name, value in attributes:
+        if name in slots:
+            object.__setattr__(error, name, value)
+        else:
+            fields[name] = value
 
 
 def _slot_names(cls: type) -> list[str]:
