@@ -140,7 +140,11 @@ class Stream(
             f"stream #{self.hid.slot}.{self.hid.generation} on device {device.ordinal}",
             quiet=null or owned,
         )
-        device._add_stream(self)
+        try:
+            device._add_stream(self)
+        except BaseException:  # (out of memory) never handed out: not a forgotten stream
+            self._life.detach()
+            raise
 
     @classmethod
     def _create(
