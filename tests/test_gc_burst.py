@@ -732,3 +732,65 @@ def test_a_watched_graph_freed_while_a_pass_asks_about_it_skips_no_callback() ->
     assert not gcpause.is_paused()
     with gcpause.paused():  # removes the callback the pass left (see _end_watched_pauses)
         pass
+
+
+@pytest.mark.usefixtures("small_bulk")
+def test_a_watched_build_started_as_a_pass_comes_ends_its_own_pause_only() -> None:
+    """A watched pause ended by passes leaves the collector's callback in place; the next
+    build's pause then starts while that callback may run. A pass coming as it started (the
+    program's first threshold of 1 makes one at every allocation) found the new build's pause
+    not yet counted and "no bigger" since it began, and ended it: the count went below zero
+    and the add raised IndexError. A pause can be ended only once it is counted."""
+    thresholds = gc.get_threshold()
+    seen: list[object] = []
+
+    def build_twice() -> None:
+        first = _build(SMALL_BULK * 2)
+        gc.collect(0)
+        gc.collect(0)  # ended by the passes: the callback stays
+        assert not gcpause.is_paused()
+        gc.set_threshold(1, *thresholds[1:])  # the program's own: a pass at every allocation
+        try:
+            second = _build(SMALL_BULK * 2)
+            seen.append(gcpause.is_paused())
+            gc.collect(0)
+            gc.collect(0)
+            seen.append(gcpause.is_paused())
+            seen.append(gc.get_threshold())
+        finally:
+            gc.set_threshold(*thresholds)
+        with gcpause.paused():  # every later pause still works
+            seen.append(gcpause.is_paused())
+        first.destroy()
+        second.destroy()
+
+    _in_thread(build_twice)
+    assert seen == [True, False, (1, *thresholds[1:]), True]
+    assert gc.get_threshold() == thresholds
+
+
+def test_a_pause_that_fails_to_start_changes_no_count() -> None:
+    """A watched pause whose owner cannot be watched (no weak reference to it) refuses before
+    its pause is counted, and is then freed: that used to end a pause nobody had started,
+    leaving the count at -1 and every later pause failing with IndexError."""
+    thresholds = gc.get_threshold()
+    raised: list[type[BaseException]] = []
+    seen: list[bool] = []
+
+    def start() -> None:
+        try:
+            gcpause.pause_until_yield(1, lambda owner: 0)  # an int has no weak references
+        except TypeError as error:
+            raised.append(type(error))
+        seen.append(gcpause.is_paused())
+        try:
+            with gcpause.paused():
+                seen.append(gcpause.is_paused())
+        except Exception as error:
+            raised.append(type(error))
+        seen.append(gcpause.is_paused())
+
+    _in_thread(start)
+    assert raised == [TypeError]
+    assert seen == [False, True, False]
+    assert gc.get_threshold() == thresholds

@@ -243,7 +243,9 @@ class _Burst:
     __slots__ = ("__weakref__", "ended", "loop")
 
     def __init__(self, loop: asyncio.AbstractEventLoop | None) -> None:
-        self.ended = False
+        # Ended until its pause is counted (pause_until_yield arms it): one freed or asked
+        # before then, say by a pass that starting the pause runs, must not end another pause.
+        self.ended = True
         self.loop: asyncio.AbstractEventLoop | None = loop
 
     def __call__(self) -> None:
@@ -352,13 +354,19 @@ def pause_until_yield(
         if owner is not None and progress is not None and gc.get_threshold()[0]:
             watched = _WatchedBurst(owner, progress)
             with _lock:
-                _bursts.add(watched)
-                _watched.add(watched)
-                _enter()
+                _watched.add(watched)  # first: the pause's threshold is a watched one
+                try:
+                    _enter()
+                except BaseException:
+                    _watched.discard(watched)
+                    raise
+                watched.ended = False
+                _bursts.add(watched)  # only now may a pass end it (see _on_collect)
         return
     burst = _Burst(loop)
     with _lock:
         _enter()
+        burst.ended = False
         _bursts.add(burst)
     try:
         loop.call_soon(burst)
