@@ -794,3 +794,50 @@ def test_a_pause_that_fails_to_start_changes_no_count() -> None:
     assert raised == [TypeError]
     assert seen == [False, True, False]
     assert gc.get_threshold() == thresholds
+
+
+class _PassAtNextThresholdRead:
+    """The ``gc`` module as core.gcpause sees it, except that its next ``get_threshold``
+    call first runs a young pass, as an allocation in this thread may (the tuple it returns
+    is one): a pass run inside the module's own bookkeeping."""
+
+    def __init__(self) -> None:
+        self.armed = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(gc, name)
+
+    def get_threshold(self) -> tuple[int, ...]:
+        if self.armed:
+            self.armed = False
+            gc.collect(0)
+        return gc.get_threshold()
+
+
+@pytest.mark.usefixtures("small_bulk")
+def test_a_pass_inside_a_pause_start_that_ends_another_pause(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Another thread's watched build is over; this thread starts a pause, and a pass comes
+    as it does, ending that build's pause. That end used to take the count to zero under the
+    starting pause, which was then counted with no saved thresholds: the next pause to start
+    raised IndexError."""
+    thresholds = gc.get_threshold()
+    graphs: list[ahg.Graph] = []
+    _in_thread(lambda: graphs.append(_build(SMALL_BULK * 2)))
+    gc.collect(0)  # sees the build's last growth: the next pass finds it over
+    assert gcpause.is_paused()
+    fake = _PassAtNextThresholdRead()
+    monkeypatch.setattr(gcpause, "gc", fake)
+    fake.armed = True
+    with gcpause.paused():
+        assert not fake.armed  # the pass came, inside the start of this pause
+        assert gc.get_threshold()[0] >= gcpause.PAUSED_YOUNG
+        with gcpause.paused():
+            assert gcpause.is_paused()
+    monkeypatch.undo()
+    assert not gcpause.is_paused()
+    assert gc.get_threshold() == thresholds
+    graphs[0].destroy()
+    with gcpause.paused():  # removes the callback the pass left (see _end_watched_pauses)
+        pass

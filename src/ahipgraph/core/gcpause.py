@@ -101,13 +101,15 @@ def _enter() -> None:
     """Start one pause; the first saves the program's thresholds and sets the pause's."""
     global pauses, _saved, _applied
     with _lock:
-        if pauses == 0:
+        # Counted first: the allocations below may run a young pass in this thread, whose
+        # callback may end other pauses (the lock is re-entrant), but never the last one.
+        pauses += 1
+        if pauses == 1:
             _saved = gc.get_threshold()
             _applied = ()
             if _on_collect not in gc.callbacks:
                 gc.callbacks.append(_on_collect)
         _apply_pause_thresholds()
-        pauses += 1
 
 
 def _apply_pause_thresholds() -> None:
@@ -115,12 +117,18 @@ def _apply_pause_thresholds() -> None:
     raised to :data:`PAUSED_YOUNG`, or only to :data:`WATCHED_YOUNG` while a watched pause
     needs passes to see its build end. Thresholds the program set during the pause stay."""
     global _applied
-    if _applied and gc.get_threshold() != _applied:
+    # Read before anything allocates: a young pass run by an allocation here may end pauses
+    # (the last one too, putting the program's thresholds back) or set them again itself.
+    saved, before = _saved, _applied
+    current = gc.get_threshold()
+    if not pauses or _applied is not before:  # that pass ended or set them: nothing left
         return
-    first = _saved[0]
+    if before and current != before:
+        return
+    first = saved[0]
     young = WATCHED_YOUNG if _watched else PAUSED_YOUNG
-    applied = (max(first, young) if first else 0, *_saved[1:])
-    if applied != _applied:
+    applied = (max(first, young) if first else 0, *saved[1:])
+    if applied != before and pauses and _applied is before:
         gc.set_threshold(*applied)
         _applied = applied
 
