@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 
+import numpy as np
 import pytest
 
 import ahipgraph as ahg
@@ -41,5 +42,85 @@ async def test_of_two_launches_parked_for_a_signal_set_only_the_first_is_taken(
             await stream.synchronize()  # the stream holds no failure
             device.free(ptr)
             await (await graph_exec.launch(stream))  # freed: launchable again
+            device.free(ptr)
+    assert device.graph_mem_trim() == KIB
+
+
+@ahg.kernel
+def store(t: ahg.Threads, value: ahg.int32, out: ahg.Ptr[ahg.int32]) -> None:
+    out[0] = value
+
+
+@pytest.mark.asyncio
+async def test_a_free_async_enqueued_but_not_yet_run_frees_for_the_relaunch(
+    device: ahg.Device,
+) -> None:
+    """Launch, use, ``free_async``, relaunch, all in stream order with no host wait: the free
+    the stream holds counts, as HIP and CUDA decide from the calls made, whether or not the
+    stream has reached the free yet. Deciding from whether it ran refused the relaunch or
+    took it depending on timing."""
+    baseline = device.memory_info()
+    with ahg.Graph() as graph, device.create_stream() as stream:
+        alloc = graph.add_mem_alloc_node(KIB)
+        ptr = alloc.params.ptr
+        graph.add_kernel_node(store, 1, 1, (7, ptr), deps=[alloc])
+        with graph.instantiate() as graph_exec:
+            await (await graph_exec.launch(stream))  # done: the memory is committed
+            freed = await stream.free_async(ptr)  # enqueued, not run yet
+            assert not freed.done()
+            second = await graph_exec.launch(stream)  # the pending free counts: taken
+            await freed
+            await second
+            assert device.view(ptr, np.int32, 1).tolist() == [7]
+            assert device.graph_mem_attribute(M.UsedMemCurrent) == KIB
+            await (await stream.free_async(ptr))
+    assert device.graph_mem_attribute(M.UsedMemCurrent) == 0
+    assert device.graph_mem_trim() == KIB
+    assert device.memory_info() == baseline
+
+
+@pytest.mark.asyncio
+async def test_a_pending_free_frees_one_launch_only(device: ahg.Device) -> None:
+    """A free enqueued behind a launch still in flight frees that launch's memory: the next
+    launch is taken, and one more without a free of its own is refused, though the first free
+    has not run yet when it is asked for."""
+    with ahg.Graph() as graph, device.create_stream() as stream:
+        ptr = graph.add_mem_alloc_node(KIB).params.ptr
+        with graph.instantiate() as graph_exec:
+            first = await graph_exec.launch(stream)
+            await stream.free_async(ptr)  # behind the first launch, which is in flight
+            second = await graph_exec.launch(stream)
+            with pytest.raises(ahg.InvalidValue, match="never freed"):
+                await graph_exec.launch(stream)  # the second launch's memory has no free
+            assert graph_exec.statistics().launches == 2
+            await first
+            await second
+            await stream.synchronize()  # the stream holds no failure
+            assert device.graph_mem_attribute(M.UsedMemCurrent) == KIB
+            device.free(ptr)
+    assert device.graph_mem_trim() == KIB
+
+
+@pytest.mark.asyncio
+async def test_a_pending_free_on_another_stream_does_not_free_for_the_relaunch(
+    device: ahg.Device,
+) -> None:
+    """Nothing orders a launch on one stream after a free pending on another: the launch
+    could commit the memory before that free gives it back, so it is refused, holding
+    nothing."""
+    with (
+        ahg.Graph() as graph,
+        device.create_stream() as stream,
+        device.create_stream() as other,
+    ):
+        ptr = graph.add_mem_alloc_node(KIB).params.ptr
+        with graph.instantiate() as graph_exec:
+            await (await graph_exec.launch(stream))
+            freed = await other.free_async(ptr)
+            with pytest.raises(ahg.InvalidValue, match="never freed"):
+                await graph_exec.launch(stream)
+            assert graph_exec.statistics().launches == 1
+            await freed
+            await (await graph_exec.launch(stream))  # the free ran: launchable
             device.free(ptr)
     assert device.graph_mem_trim() == KIB

@@ -27,6 +27,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import threading
+import weakref
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -73,7 +74,7 @@ MAX_DEVICES = (1 << (64 - _ADDRESS_SPACE_SHIFT)) - 1
 class Allocation:
     """One allocation (or reservation) in the address space."""
 
-    __slots__ = ("base", "buffer", "freeing", "nbytes", "reserved", "views")
+    __slots__ = ("base", "buffer", "claimer", "claims", "freeing", "nbytes", "reserved", "views")
 
     def __init__(
         self, base: int, nbytes: int, buffer: npt.NDArray[np.uint8] | None, *, reserved: bool
@@ -85,6 +86,8 @@ class Allocation:
         # A stream holds a free of this memory (free_async), not yet run: no other free may
         # take it meanwhile (see DeviceMemory.claim_free).
         self.freeing = False
+        self.claims = 0  # how many stream-ordered frees were ever admitted (numbers each one)
+        self.claimer: weakref.ref[object] | None = None  # the stream of the latest one
         self.views: dict[tuple[int, np.dtype[np.generic]], npt.NDArray[np.generic]] = {}
 
     @property
@@ -221,7 +224,7 @@ class DeviceMemory:
         if self.mapped_by:
             self._tell_mappers()
 
-    def claim_free(self, ptr: DevicePtr) -> None:
+    def claim_free(self, ptr: DevicePtr, by: object = None) -> None:
         """Admit a stream-ordered free of ``ptr`` (``free_async``), which runs later.
 
         From now until that free runs, every other free of the allocation is refused, so a
@@ -250,6 +253,8 @@ class DeviceMemory:
             if allocation.freeing:
                 raise InvalidValue(_freeing_message(ptr, False))
             allocation.freeing = True
+            allocation.claims += 1
+            allocation.claimer = None if by is None else weakref.ref(by)
 
     def release_claim(self, ptr: DevicePtr) -> None:
         """Undo :meth:`claim_free`: the free it admitted was not enqueued after all."""
@@ -257,6 +262,20 @@ class DeviceMemory:
             allocation = self._by_base.get(ptr.address)
             if allocation is not None:
                 allocation.freeing = False
+
+    def pending_free(self, ptr: DevicePtr) -> tuple[int, object]:
+        """The free a stream holds of ``ptr``'s allocation (admitted by :meth:`claim_free`, not
+        run yet): its number and the ``by`` it was claimed with; ``(0, None)`` when none is held.
+
+        Frees are numbered from 1 over the allocation's life, so a caller that noted one can
+        tell a later free from the one it already counted (a graph launch taken on it).
+        """
+        with self._lock:
+            allocation = self._by_base.get(ptr.address) if ptr.device == self.ordinal else None
+            if allocation is None or not allocation.freeing:
+                return 0, None
+            claimer = allocation.claimer
+            return allocation.claims, None if claimer is None else claimer()
 
     def check_unclaimed(self, ptr: DevicePtr) -> None:
         """Raise what :meth:`free` would for memory a stream holds a free of; else nothing."""

@@ -46,6 +46,7 @@ from .signal_pool import REACHED, SignalSet, SignalSetPool
 
 if TYPE_CHECKING:
     from ..device.hwqueue import HardwareQueue
+    from ..device.pointer import DevicePtr
     from ..runtime.device import Device
     from .compile import Compiled, EventBinding
     from .graph_exec import GraphExec, _ExecRecord
@@ -88,6 +89,7 @@ class Launcher:
         "device",
         "empty",
         "flags",
+        "frees_counted",
         "graph",
         "home",
         "internal_streams",
@@ -128,6 +130,9 @@ class Launcher:
         self.record: _ExecRecord | None = None
         self.launches = 0
         self.completed = 0
+        # Per unfreed graph allocation, the number of the last stream-ordered free a launch
+        # was taken on (see _free_pending).
+        self.frees_counted: dict[DevicePtr, int] = {}
         self.last_done: Signal = REACHED
 
     @property
@@ -148,7 +153,7 @@ class Launcher:
         if self.empty:
             return None
         if self.compiled.unfreed_ptrs:
-            self._check_allocations()
+            self._check_allocations(stream)
         # The loop, before anything is taken: no loop, or another loop that owns a busy
         # device, fails here with the executable and its pool untouched.
         self.device.engine.claim()
@@ -246,25 +251,47 @@ class Launcher:
         if self.compiled.bindings:
             _check_events(self.compiled.bindings, self.updater.graph)
 
-    def _check_allocations(self) -> None:
+    def _check_allocations(self, stream: Stream) -> None:
         """Graph memory the previous launch allocated must be free before the next launch.
 
-        Decided from what was launched, never from timing: with the previous launch still in
-        flight its blocks cannot have been freed yet, so the launch is refused. Checked before
+        Decided from the calls made, never from timing: a ``free_async`` on the launch's own
+        ``stream``, made since the last launch was taken, frees that launch's memory before
+        this one commits, in stream order, whether or not the stream has reached it yet (a
+        pending free on another stream orders nothing before this launch: refused); otherwise,
+        with the previous launch still in flight its blocks cannot have been freed yet, so the
+        launch is refused. Checked before
         a launch parks for a signal set and again under the executable's lock as it commits,
         so of two launches that parked together only the first is taken.
         """
         compiled = self.compiled
-        if (
-            compiled.unfreed_ptrs
-            and self.launches
-            and self.flags is not InstantiateFlags.AUTO_FREE_ON_LAUNCH
-            and (self.in_flight or any(self._committed(ptr) for ptr in compiled.unfreed_ptrs))
-        ):
+        if not self.launches or self.flags is InstantiateFlags.AUTO_FREE_ON_LAUNCH:
+            return
+        unfreed = [ptr for ptr in compiled.unfreed_ptrs if not self._free_pending(ptr, stream)]
+        if unfreed and (self.in_flight or any(self._committed(ptr) for ptr in unfreed)):
             raise InvalidValue(
                 "the previous launch's graph allocations were never freed; free them or "
                 "instantiate with AUTO_FREE_ON_LAUNCH"
             )
+
+    def _free_pending(self, ptr: Any, stream: Stream) -> bool:
+        """``stream`` holds a free of ``ptr`` (``free_async``, not run yet) made after the last
+        launch was taken: in stream order that launch's memory is freed before a launch on
+        ``stream`` commits, as HIP and CUDA count a free from the call, not from when the
+        stream reaches it. A free already counted for an earlier launch (its number noted by
+        :meth:`note_frees`) frees nothing more."""
+        number, by = self.compiled.alloc_memory[ptr].pending_free(ptr)
+        return by is stream and number > self.frees_counted.get(ptr, 0)
+
+    def note_frees(self) -> None:
+        """A launch was taken: the pending frees it counted are spent (see :meth:`_free_pending`).
+
+        Called under the executable's lock, after every check passed.
+        """
+        compiled = self.compiled
+        for ptr in compiled.unfreed_ptrs:
+            number = compiled.alloc_memory[ptr].pending_free(ptr)[0]
+            if number:
+                self.frees_counted[ptr] = number
 
     def _committed(self, ptr: Any) -> bool:
         try:
@@ -341,7 +368,7 @@ class Launcher:
                 if compiled.bindings:  # event nodes: one whose event was destroyed refuses it
                     _check_events(compiled.bindings, self.updater.graph)
                 if compiled.unfreed_ptrs:  # again, as it commits: another launch that also
-                    self._check_allocations()  # parked for a set may have gone first
+                    self._check_allocations(report_to or stream)  # parked may have gone first
             except BaseException:  # refused: the set goes back, nothing else was taken
                 self.pool.give_back(signal_set)
                 raise
@@ -349,6 +376,8 @@ class Launcher:
             version = self.updater.version
             version.in_flight += 1
             self.launches += 1
+            if compiled.unfreed_ptrs:
+                self.note_frees()
             signals = signal_set.signals
             signals[compiled.prev_index] = self.last_done
             for binding in compiled.bindings:

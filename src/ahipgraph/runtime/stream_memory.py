@@ -117,7 +117,7 @@ class StreamMemoryMixin:
             return Completion(_FREED_NOTHING, stream.device)
         self._check_free(ptr)
         memory = stream.device.memory
-        memory.claim_free(ptr)
+        memory.claim_free(ptr, by=stream)  # a graph relaunch on this stream is ordered after it
         free = FreeOp(ptr)
         try:
             return stream._observed(free, free)
