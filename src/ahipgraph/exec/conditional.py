@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..core.errors import HipError, IllegalState, NotSupported
+from ..core.errors import HipError, IllegalState, InvalidValue, NotSupported
 from ..device.conditional_arg import bind_handles, handle_fields
 from ..device.ops import DefaultsOp, Op
 from ..device.program import INTERRUPTS
@@ -340,9 +340,11 @@ def prepare(graph: ExecGraph) -> Conditionals | None:
     Raises:
         NotSupported: a body holds a node kind bodies cannot hold, or conditional nodes nest
             deeper than :data:`MAX_CONDITIONAL_DEPTH`.
-        InvalidValue: a body has a cycle.
+        InvalidValue: a body has a cycle, or a kernel sets a handle that only conditional
+            nodes of child-graph copies it is not inside read (see :func:`_check_reachable`).
     """
     found = Conditionals()
+    read_at_top: set[int] = set()  # tokens of the handles scope 0's conditional nodes read
     # (a copy, its scope, how many conditional bodies enclose it)
     pending: list[tuple[ExecGraph, int, int]] = [(graph, 0, 0)]
     kernel_args: list[tuple[int, ConditionalHandle]] = []  # handle arguments in scopes > 0
@@ -382,6 +384,8 @@ def prepare(graph: ExecGraph) -> Conditionals | None:
             params: ConditionalNodeParams = node.params
             owned = found.owned.setdefault(scope, {}) if scope else found.handles
             owned[params.handle.token] = params.handle
+            if not scope:
+                read_at_top.add(params.handle.token)
             copies = []
             for body in params.bodies:
                 body_copy, _ = snapshot(body)
@@ -398,9 +402,35 @@ def prepare(graph: ExecGraph) -> Conditionals | None:
             scope = found.parents[scope]
         if not scope:
             found.handles[handle.token] = handle
+    if found.owned:
+        _check_reachable(found, read_at_top)
     if not found.handles and not found.owned:
         return None
     return found
+
+
+def _check_reachable(found: Conditionals, read_at_top: set[int]) -> None:
+    """Refuse a kernel whose handle argument only conditional nodes of other scopes read.
+
+    Each child-graph copy holding conditional nodes keeps its own cell for the handles they
+    read, and a kernel sets the cell of the nearest scope around it that reads the handle, or
+    else the executable's own. A kernel outside such a copy (in the parent, or in a sibling
+    child graph) setting a handle only that copy reads would write a cell no conditional node
+    reads: the value would be lost without a word, so instantiate refuses it.
+
+    Raises:
+        InvalidValue: such a kernel argument.
+    """
+    for token, handle in found.handles.items():
+        if token in read_at_top:
+            continue
+        if any(token in owned for owned in found.owned.values()):
+            raise InvalidValue(
+                f"a kernel sets {handle!r}, which only conditional nodes inside a child "
+                "graph it is not part of read: each child-graph node runs its own copy of "
+                "that graph, with its own value of the handle; set the handle from a kernel "
+                "inside that child graph"
+            )
 
 
 def copy_bodies(graph: ExecGraph) -> dict[int, list[ExecGraph]]:
