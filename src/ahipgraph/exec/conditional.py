@@ -57,6 +57,8 @@ __all__ = [
     "MAX_CONDITIONAL_DEPTH",
     "ConditionalOp",
     "Conditionals",
+    "check_handles_known",
+    "unknown_handle",
     "copy_bodies",
     "prepare",
     "prepare_plain",
@@ -229,6 +231,16 @@ class Conditionals:
                 out.append(node)
                 pending.extend(self.bodies.get(id(node), ()))
         return out
+
+    def knows(self, token: int, node: ExecNode | None) -> bool:
+        """The kernel ``node`` (None: one of the executable's own graph) has a cell for the
+        handle ``token``: its scope, or one around it, holds the handle."""
+        scope = self.scope_of.get(node, 0) if node is not None else 0
+        while scope:
+            if token in self.owned.get(scope, ()):
+                return True
+            scope = self.parents[scope]
+        return token in self.handles
 
     def _scoped_handles(self) -> list[tuple[tuple[int, int], ConditionalHandle]]:
         every = [((0, token), handle) for token, handle in self.handles.items()]
@@ -433,6 +445,52 @@ def _check_reachable(found: Conditionals, read_at_top: set[int]) -> None:
             )
 
 
+def unknown_handle(
+    conditionals: Conditionals | None, changes: list[tuple[ExecNode, Any]]
+) -> tuple[ConditionalHandle, ExecNode] | None:
+    """A handle argument of new kernel parameters that the executable has no value for, and
+    its node; None if there is none.
+
+    An executable gives each handle its cells when it is made, for the nodes that use it then.
+    A handle made later, one of a graph the executable never saw, or one only a child-graph
+    copy elsewhere reads has none: its token would stay in the arguments, pointing at no
+    memory, and every launch would fail on the device with a bad address. Each kernel is
+    looked at once (most take no handle), not every node's arguments.
+    """
+    kernels = {id(p.kernel): p.kernel for _, p in changes if isinstance(p, KernelParams)}
+    if not any(handle_fields(kernel.layout) for kernel in kernels.values()):
+        return None
+    for node, params in changes:
+        if not isinstance(params, KernelParams):
+            continue
+        for index in handle_fields(params.kernel.layout):
+            handle = params.args[index]
+            if conditionals is None or not conditionals.knows(handle.token, node):
+                return handle, node
+    return None
+
+
+def _no_value_message(handle: ConditionalHandle) -> str:
+    return (
+        f"{handle!r} has no value in this executable: a handle gets one when the executable "
+        "is made, for the nodes that use it then (instantiate again)"
+    )
+
+
+def check_handles_known(
+    conditionals: Conditionals | None, changes: list[tuple[ExecNode, Any]]
+) -> None:
+    """A setter's check: refuse new kernel parameters passing a handle the executable has no
+    value for (see :func:`unknown_handle`), changing nothing.
+
+    Raises:
+        InvalidValue: such a handle argument.
+    """
+    found = unknown_handle(conditionals, changes)
+    if found is not None:
+        raise InvalidValue(_no_value_message(found[0]))
+
+
 def copy_bodies(graph: ExecGraph) -> dict[int, list[ExecGraph]]:
     """Every conditional node's bodies copied, by id(exec node), however deep (inside child
     graphs and inside other bodies): what ``graph.check_races()`` counts at each conditional
@@ -527,10 +585,15 @@ def settle_update(
     """Drop unchanged conditional nodes from an update's ``changes``.
 
     Returns the remaining changes and, if a conditional node's handle, kind, size or bodies
-    differ, why the update cannot be made (an executable keeps the bodies it was made with)
-    and that node. An executable without conditional nodes (``conditionals`` None, see
-    :func:`prepare`; an update never adds a node) has none to drop: ``changes`` as they are.
+    differ, or a kernel passes a handle the executable has no value for (see
+    :func:`unknown_handle`), why the update cannot be made (an executable keeps the bodies
+    and handles it was made with) and that node. An executable without conditional nodes
+    (``conditionals`` None, see :func:`prepare`; an update never adds a node) has none to
+    drop: ``changes`` as they are.
     """
+    unknown = unknown_handle(conditionals, changes)
+    if unknown is not None:
+        return [], _no_value_message(unknown[0]), unknown[1]
     if conditionals is None:
         return changes, "", None
     kept = []
