@@ -83,3 +83,38 @@ async def test_an_auto_free_launchs_memory_freed_on_the_stream_behind_it(
                 await freed  # freed once, by the stream: nothing left for the next launch
                 assert used_and_reserved(device) == (0, KIB)
     assert device.graph_mem_trim() == KIB
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("destroy_graph", [False, True], ids=["exec", "exec-and-graph"])
+async def test_an_executable_destroyed_before_the_stream_reaches_its_free_async(
+    device: ahg.Device, destroy_graph: bool
+) -> None:
+    """Launch, use, ``free_async``, destroy: the executable is freed as its launch completes,
+    and gives its ranges back then, before the stream reaches the free behind the launch. The
+    free must still find the memory it frees, rather than fail the stream with a pointer that
+    is no allocation any more; it gives the addresses back with the memory."""
+    baseline = device.memory_info()
+    reservations = device.statistics().memory.reservations
+    with device.create_stream() as stream:
+        graph = ahg.Graph()
+        ptr = graph.add_mem_alloc_node(KIB).params.ptr
+        graph_exec = graph.instantiate()
+        await graph_exec.launch(stream)
+        await stream.launch_kernel(fill, 1, 1, (9, ptr))
+        host = np.zeros(KIB // 8, np.int64)
+        await stream.memcpy(host, ptr, KIB)
+        freed = await stream.free_async(ptr)
+        graph_exec.destroy()  # in flight: freed when its launch completes
+        if destroy_graph:
+            graph.destroy()
+        await freed
+        await stream.synchronize()  # the stream holds no failure
+        assert host.tolist() == [9] * (KIB // 8)
+        assert graph_exec.state is ahg.ExecState.CLOSED
+        assert used_and_reserved(device) == (0, KIB)
+        assert device.statistics().memory.reservations == reservations
+        if not destroy_graph:
+            graph.destroy()
+    assert device.graph_mem_trim() == KIB
+    assert device.memory_info() == baseline

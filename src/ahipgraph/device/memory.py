@@ -74,7 +74,17 @@ MAX_DEVICES = (1 << (64 - _ADDRESS_SPACE_SHIFT)) - 1
 class Allocation:
     """One allocation (or reservation) in the address space."""
 
-    __slots__ = ("base", "buffer", "claimer", "claims", "freeing", "nbytes", "reserved", "views")
+    __slots__ = (
+        "base",
+        "buffer",
+        "claimer",
+        "claims",
+        "dropped",
+        "freeing",
+        "nbytes",
+        "reserved",
+        "views",
+    )
 
     def __init__(
         self, base: int, nbytes: int, buffer: npt.NDArray[np.uint8] | None, *, reserved: bool
@@ -88,6 +98,8 @@ class Allocation:
         self.freeing = False
         self.claims = 0  # how many stream-ordered frees were ever admitted (numbers each one)
         self.claimer: weakref.ref[object] | None = None  # the stream of the latest one
+        # Unreserved while a stream held a free of it: that free gives the addresses back.
+        self.dropped = False
         self.views: dict[tuple[int, np.dtype[np.generic]], npt.NDArray[np.generic]] = {}
 
     @property
@@ -200,6 +212,8 @@ class DeviceMemory:
                     # committed it: it fails, and its claim goes with it, so the memory a
                     # later launch commits there can still be freed.
                     allocation.freeing = False
+                    if allocation.dropped:  # its addresses waited for this free only
+                        self._remove(allocation)
                     raise InvalidValue(
                         f"{ptr!r} is a graph allocation with no memory behind it when the "
                         "stream reached its free_async: order the free after the launch "
@@ -218,6 +232,8 @@ class DeviceMemory:
                 self._drop_views(allocation)
                 allocation.buffer = None
                 self.graph_pool.released(allocation.nbytes)  # the pool keeps the bytes
+                if allocation.dropped:  # unreserved meanwhile: the addresses go too
+                    self._remove(allocation)
             else:
                 self._remove(allocation)
                 self._bytes_in_use -= allocation.nbytes
@@ -260,8 +276,13 @@ class DeviceMemory:
         """Undo :meth:`claim_free`: the free it admitted was not enqueued after all."""
         with self._lock:
             allocation = self._by_base.get(ptr.address)
-            if allocation is not None:
-                allocation.freeing = False
+            if allocation is None:
+                return
+            allocation.freeing = False
+            if allocation.dropped:  # unreserved while the claim stood: finish that now
+                self._unreserve_locked(allocation)
+        if self.mapped_by:
+            self._tell_mappers()
 
     def pending_free(self, ptr: DevicePtr) -> tuple[int, object]:
         """The free a stream holds of ``ptr``'s allocation (admitted by :meth:`claim_free`, not
@@ -349,14 +370,27 @@ class DeviceMemory:
             self._tell_mappers()
 
     def unreserve(self, ptr: DevicePtr) -> None:
-        """Give back a reservation's address space (and its memory, if committed)."""
+        """Give back a reservation's address space (and its memory, if committed).
+
+        A reservation a stream holds a free of (:meth:`claim_free`) stays until that free
+        runs, and goes with it: an executable destroyed right after a launch and a
+        ``free_async`` ordered behind it (launch, free, destroy: HIP's and CUDA's stream
+        order) gives its ranges back as the launch completes, before the stream reaches the
+        free, which must still find the memory it frees.
+        """
         with self._lock:
             allocation = self._reservation(ptr)
-            if allocation.buffer is not None:
-                self.graph_pool.released(allocation.nbytes)
-            self._remove(allocation)
+            if allocation.freeing:
+                allocation.dropped = True
+                return
+            self._unreserve_locked(allocation)
         if self.mapped_by:
             self._tell_mappers()
+
+    def _unreserve_locked(self, allocation: Allocation) -> None:
+        if allocation.buffer is not None:
+            self.graph_pool.released(allocation.nbytes)
+        self._remove(allocation)
 
     def _tell_mappers(self) -> None:
         """Memory went away here: the devices mapping this one as a peer must not keep using
