@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import ahipgraph as ahg
+from ahipgraph import testing
 
 M = ahg.GraphMemAttribute
 KIB = 1024
@@ -118,3 +119,36 @@ async def test_an_executable_destroyed_before_the_stream_reaches_its_free_async(
             graph.destroy()
     assert device.graph_mem_trim() == KIB
     assert device.memory_info() == baseline
+
+
+@pytest.mark.asyncio
+async def test_a_free_node_beating_the_pending_free_of_a_destroyed_executable_leaks_nothing(
+    device: ahg.Device,
+) -> None:
+    """The range of a destroyed executable waits for the ``free_async`` a stream holds; a
+    free node of another graph that frees it first is a double free (that ``free_async``
+    then fails on its stream), and the addresses go with the memory it frees, not held for
+    a free that can no longer give them back."""
+    reservations = device.statistics().memory.reservations
+    held = testing.HeldKernel()
+    with device.create_stream() as late, device.create_stream() as stream:
+        graph = ahg.Graph()
+        ptr = graph.add_mem_alloc_node(KIB).params.ptr
+        freeing = ahg.Graph()
+        freeing.add_mem_free_node(ptr)
+        graph_exec, free_exec = graph.instantiate(), freeing.instantiate()
+        await (await graph_exec.launch(stream))
+        await held.launch(late)
+        pending = await late.free_async(ptr)  # behind the held kernel
+        graph_exec.destroy()
+        graph.destroy()
+        await (await free_exec.launch(stream))  # frees it first
+        assert device.statistics().memory.reservations == reservations
+        held.release()
+        with pytest.raises(ahg.InvalidValue, match="not a live allocation"):
+            await pending
+        with pytest.raises(ahg.InvalidValue):
+            await late.synchronize()
+        free_exec.destroy()
+        freeing.destroy()
+    assert device.graph_mem_trim() == KIB

@@ -366,6 +366,8 @@ class DeviceMemory:
                 allocation.buffer = None
                 self._drop_views(allocation)
                 self.graph_pool.released(allocation.nbytes)
+                if allocation.dropped:  # its addresses waited for a free that now fails
+                    self._remove(allocation)
         if self.mapped_by:
             self._tell_mappers()
 
