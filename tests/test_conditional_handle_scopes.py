@@ -11,33 +11,12 @@ parent's handle reaches the parent's node, and stays allowed.
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 import ahipgraph as ahg
 from ahipgraph.testing.leaks import leak_report
 from ahipgraph.testing.leaks import snapshot as leak_snapshot
-
-K = ahg.ConditionalKind
-
-
-@ahg.kernel
-def setter(t: ahg.Threads, value: ahg.uint32, h: ahg.CondHandle) -> None:
-    ahg.set_conditional(h, value)
-
-
-@ahg.kernel
-def put(t: ahg.Threads, value: ahg.int32, x: ahg.Ptr[ahg.int32]) -> None:
-    x[0] = value
-
-
-def guarded(x: ahg.DevicePtr) -> tuple[ahg.Graph, ahg.ConditionalHandle, ahg.GraphNode]:
-    """An IF node (default 0: off) that writes 42 to x[0]; the graph, handle and node."""
-    graph = ahg.Graph()
-    handle = graph.conditional_handle(default=0)
-    node, (body,) = graph.add_conditional_node(handle, K.If)
-    body.add_kernel_node(put, 1, 1, (42, x))
-    return graph, handle, node
+from conditional_kernels import guarded, runs_the_body, set_handle
 
 
 @pytest.mark.parametrize("where", ["parent", "sibling child graph"])
@@ -48,10 +27,10 @@ def test_a_kernel_setting_a_handle_only_another_copy_reads_is_refused(
     inner, handle, _ = guarded(x)
     outer = ahg.Graph()
     if where == "parent":
-        first = outer.add_kernel_node(setter, 1, 1, (1, handle))
+        first = outer.add_kernel_node(set_handle, 1, 1, (1, handle))
     else:
         sibling = ahg.Graph()
-        sibling.add_kernel_node(setter, 1, 1, (1, handle))
+        sibling.add_kernel_node(set_handle, 1, 1, (1, handle))
         first = outer.add_child_graph_node(sibling)
         sibling.destroy()
     outer.add_child_graph_node(inner, deps=[first])
@@ -65,32 +44,22 @@ def test_a_kernel_setting_a_handle_only_another_copy_reads_is_refused(
 
 
 @pytest.mark.asyncio
-async def test_a_kernel_inside_a_child_graph_sets_the_parents_handle(device: ahg.Device) -> None:
+@pytest.mark.parametrize("setter_in", ["the child graph, for the parent", "the copy, for itself"])
+async def test_a_kernel_inside_reaches_the_node(device: ahg.Device, setter_in: str) -> None:
     x = device.malloc(4)
-    outer, handle, conditional = guarded(x)
-    child = ahg.Graph()
-    child.add_kernel_node(setter, 1, 1, (1, handle))
-    node = outer.add_child_graph_node(child)
-    outer.add_dependencies([node], [conditional])
-    with outer.instantiate() as graph_exec, device.create_stream() as stream:
-        await (await graph_exec.launch(stream))
-    assert device.view(x, np.int32, 1).tolist() == [42]
-    for graph in (outer, child):
-        graph.destroy()
-    device.free(x)
-
-
-@pytest.mark.asyncio
-async def test_a_kernel_inside_the_copy_sets_its_own_handle(device: ahg.Device) -> None:
-    x = device.malloc(4)
-    inner, handle, conditional = guarded(x)
-    first = inner.add_kernel_node(setter, 1, 1, (1, handle))
-    inner.add_dependencies([first], [conditional])
-    outer = ahg.Graph()
-    outer.add_child_graph_node(inner)
-    with outer.instantiate() as graph_exec, device.create_stream() as stream:
-        await (await graph_exec.launch(stream))
-    assert device.view(x, np.int32, 1).tolist() == [42]
-    for graph in (outer, inner):
+    guarded_graph, handle, conditional = guarded(x)
+    setting = ahg.Graph() if setter_in.startswith("the child") else guarded_graph
+    first = setting.add_kernel_node(set_handle, 1, 1, (1, handle))
+    if setting is guarded_graph:  # the guarded graph runs as a child graph
+        guarded_graph.add_dependencies([first], [conditional])
+        outer = ahg.Graph()
+        outer.add_child_graph_node(guarded_graph)
+    else:  # the setting graph runs as a child graph of the guarded one
+        outer = guarded_graph
+        node = outer.add_child_graph_node(setting)
+        outer.add_dependencies([node], [conditional])
+    with outer.instantiate() as graph_exec:
+        assert await runs_the_body(device, graph_exec, x)
+    for graph in {id(g): g for g in (outer, guarded_graph, setting)}.values():
         graph.destroy()
     device.free(x)
