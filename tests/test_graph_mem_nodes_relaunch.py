@@ -124,3 +124,28 @@ async def test_a_pending_free_on_another_stream_does_not_free_for_the_relaunch(
             await (await graph_exec.launch(stream))  # the free ran: launchable
             device.free(ptr)
     assert device.graph_mem_trim() == KIB
+
+
+@pytest.mark.asyncio
+async def test_launch_use_free_async_in_a_loop_with_no_host_wait(device: ahg.Device) -> None:
+    """Each relaunch is taken on the free behind the launch before it and commits the memory
+    again, so the memory then takes a free of its own while the earlier one is still pending;
+    a second free of one launch's memory is still refused when it is called."""
+    with ahg.Graph() as graph, device.create_stream() as stream:
+        alloc = graph.add_mem_alloc_node(KIB)
+        ptr = alloc.params.ptr
+        graph.add_kernel_node(store, 1, 1, (1, ptr), deps=[alloc])
+        host = np.zeros(3, np.int32)
+        with graph.instantiate() as graph_exec:
+            for i in range(3):
+                await graph_exec.launch(stream)
+                await stream.launch_kernel(store, 1, 1, (10 + i, ptr))
+                await stream.memcpy(host[i : i + 1], ptr, 4)
+                await stream.free_async(ptr)
+                with pytest.raises(ahg.InvalidValue, match="already being freed"):
+                    await stream.free_async(ptr)  # this launch's memory has its free
+            await stream.synchronize()  # the stream holds no failure
+            assert host.tolist() == [10, 11, 12]
+            assert graph_exec.statistics().launches == 3
+    assert device.graph_mem_attribute(M.UsedMemCurrent) == 0
+    assert device.graph_mem_trim() == KIB

@@ -80,6 +80,7 @@ class Allocation:
         "claimer",
         "claims",
         "dropped",
+        "extra_frees",
         "freeing",
         "nbytes",
         "reserved",
@@ -93,9 +94,12 @@ class Allocation:
         self.nbytes = nbytes
         self.buffer = buffer  # None while a reservation has no memory behind it
         self.reserved = reserved  # made by reserve(): its addresses outlive its memory
-        # A stream holds a free of this memory (free_async), not yet run: no other free may
-        # take it meanwhile (see DeviceMemory.claim_free).
-        self.freeing = False
+        # How many stream frees of this memory (free_async) are admitted and not yet run: no
+        # other free may take it meanwhile (see DeviceMemory.claim_free).
+        self.freeing = 0
+        # Graph launches taken behind a pending free (see allow_another_free): each commits
+        # memory there again, so one more free of it may be pending at once.
+        self.extra_frees = 0
         self.claims = 0  # how many stream-ordered frees were ever admitted (numbers each one)
         self.claimer: weakref.ref[object] | None = None  # the stream of the latest one
         # Unreserved while a stream held a free of it: that free gives the addresses back.
@@ -211,8 +215,8 @@ class DeviceMemory:
                     # A free_async of a graph allocation the stream reached before any launch
                     # committed it: it fails, and its claim goes with it, so the memory a
                     # later launch commits there can still be freed.
-                    allocation.freeing = False
-                    if allocation.dropped:  # its addresses waited for this free only
+                    self._claim_ran(allocation)
+                    if allocation.dropped and not allocation.freeing:  # waited for frees only
                         self._remove(allocation)
                     raise InvalidValue(
                         f"{ptr!r} is a graph allocation with no memory behind it when the "
@@ -225,20 +229,28 @@ class DeviceMemory:
                     f"{ptr!r} is a device symbol's storage on device {self.ordinal}, "
                     "not an allocation to free"
                 )
-            if allocation.freeing != claimed:
+            if bool(allocation.freeing) != claimed:
                 raise InvalidValue(_freeing_message(ptr, claimed))
-            allocation.freeing = False
+            if claimed:
+                self._claim_ran(allocation)
             if allocation.reserved:
                 self._drop_views(allocation)
                 allocation.buffer = None
                 self.graph_pool.released(allocation.nbytes)  # the pool keeps the bytes
-                if allocation.dropped:  # unreserved meanwhile: the addresses go too
-                    self._remove(allocation)
+                if allocation.dropped and not allocation.freeing:  # unreserved meanwhile
+                    self._remove(allocation)  # the addresses go too
             else:
                 self._remove(allocation)
                 self._bytes_in_use -= allocation.nbytes
         if self.mapped_by:
             self._tell_mappers()
+
+    @staticmethod
+    def _claim_ran(allocation: Allocation) -> None:
+        """A claimed free ran (or failed): its claim, and a launch's extra room, are spent."""
+        allocation.freeing -= 1
+        if allocation.extra_frees:
+            allocation.extra_frees -= 1
 
     def claim_free(self, ptr: DevicePtr, by: object = None) -> None:
         """Admit a stream-ordered free of ``ptr`` (``free_async``), which runs later.
@@ -251,7 +263,10 @@ class DeviceMemory:
         A graph memory-alloc node's reservation may be claimed before any memory is behind it:
         the launch that commits it may still be queued ahead of the free on the stream (the
         stream-ordered pattern of HIP and CUDA: launch, use, ``free_async``, no host wait).
-        If the stream reaches the free first, the free fails there (see :meth:`free`).
+        If the stream reaches the free first, the free fails there (see :meth:`free`). A graph
+        launch taken behind a pending free (:meth:`allow_another_free`) commits memory there
+        again, so one more free of it may then be pending: launch, use, free, in a loop with no
+        host wait.
 
         Raises:
             InvalidValue: ``ptr`` is not the start of a live allocation or reservation on this
@@ -266,9 +281,9 @@ class DeviceMemory:
                     f"{ptr!r} is a device symbol's storage on device {self.ordinal}, "
                     "not an allocation to free"
                 )
-            if allocation.freeing:
+            if allocation.freeing > allocation.extra_frees:
                 raise InvalidValue(_freeing_message(ptr, False))
-            allocation.freeing = True
+            allocation.freeing += 1
             allocation.claims += 1
             allocation.claimer = None if by is None else weakref.ref(by)
 
@@ -276,10 +291,10 @@ class DeviceMemory:
         """Undo :meth:`claim_free`: the free it admitted was not enqueued after all."""
         with self._lock:
             allocation = self._by_base.get(ptr.address)
-            if allocation is None:
+            if allocation is None or not allocation.freeing:
                 return
-            allocation.freeing = False
-            if allocation.dropped:  # unreserved while the claim stood: finish that now
+            allocation.freeing -= 1
+            if allocation.dropped and not allocation.freeing:  # unreserved while it stood
                 self._unreserve_locked(allocation)
         if self.mapped_by:
             self._tell_mappers()
@@ -298,11 +313,22 @@ class DeviceMemory:
             claimer = allocation.claimer
             return allocation.claims, None if claimer is None else claimer()
 
-    def check_unclaimed(self, ptr: DevicePtr) -> None:
-        """Raise what :meth:`free` would for memory a stream holds a free of; else nothing."""
+    def allow_another_free(self, ptr: DevicePtr) -> None:
+        """A graph launch that commits ``ptr``'s reservation again was taken behind a pending
+        free of it: one more free may be pending at once (see :meth:`claim_free`)."""
         with self._lock:
             allocation = self._by_base.get(ptr.address) if ptr.device == self.ordinal else None
             if allocation is not None and allocation.freeing:
+                allocation.extra_frees += 1
+
+    def check_unclaimed(self, ptr: DevicePtr, *, for_stream: bool = False) -> None:
+        """Raise what :meth:`free` would for memory a stream holds a free of (with
+        ``for_stream``: what :meth:`claim_free` would); else nothing."""
+        with self._lock:
+            allocation = self._by_base.get(ptr.address) if ptr.device == self.ordinal else None
+            if allocation is not None and allocation.freeing > (
+                allocation.extra_frees if for_stream else 0
+            ):
                 raise InvalidValue(_freeing_message(ptr, False))
 
     def mark_static(self, ptr: DevicePtr) -> None:
@@ -362,7 +388,7 @@ class DeviceMemory:
         with self._lock:
             allocation = self._reservation(ptr)
             if allocation.buffer is not None:
-                allocation.freeing = False
+                allocation.freeing = allocation.extra_frees = 0
                 allocation.buffer = None
                 self._drop_views(allocation)
                 self.graph_pool.released(allocation.nbytes)

@@ -282,16 +282,22 @@ class Launcher:
         number, by = self.compiled.alloc_memory[ptr].pending_free(ptr)
         return by is stream and number > self.frees_counted.get(ptr, 0)
 
-    def note_frees(self) -> None:
+    def note_frees(self, relaunch: bool) -> None:
         """A launch was taken: the pending frees it counted are spent (see :meth:`_free_pending`).
 
-        Called under the executable's lock, after every check passed.
+        A relaunch taken on a pending free commits the memory again behind it, so the memory
+        may then take one more pending free (for this launch's memory): launch, use,
+        ``free_async``, in a loop with no host wait. Called under the executable's lock,
+        after every check passed.
         """
         compiled = self.compiled
         for ptr in compiled.unfreed_ptrs:
-            number = compiled.alloc_memory[ptr].pending_free(ptr)[0]
-            if number:
+            memory = compiled.alloc_memory[ptr]
+            number = memory.pending_free(ptr)[0]
+            if number > self.frees_counted.get(ptr, 0):
                 self.frees_counted[ptr] = number
+                if relaunch:
+                    memory.allow_another_free(ptr)
 
     def _committed(self, ptr: Any) -> bool:
         try:
@@ -377,7 +383,9 @@ class Launcher:
             version.in_flight += 1
             self.launches += 1
             if compiled.unfreed_ptrs:
-                self.note_frees()
+                self.note_frees(
+                    self.launches > 1 and self.flags is not InstantiateFlags.AUTO_FREE_ON_LAUNCH
+                )
             signals = signal_set.signals
             signals[compiled.prev_index] = self.last_done
             for binding in compiled.bindings:

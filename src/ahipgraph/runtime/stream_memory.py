@@ -138,7 +138,7 @@ class StreamMemoryMixin:
         found = memory.allocation_of(ptr.address) if ptr.device == memory.ordinal else None
         if found is None or found[0] != ptr.address:
             raise InvalidValue(f"{ptr!r} is not the start of an allocation of {stream.device!r}")
-        memory.check_unclaimed(ptr)
+        memory.check_unclaimed(ptr, for_stream=True)
 
     def _free_async_packetless(self, ptr: DevicePtr) -> bool:
         """A free of the null pointer enqueues nothing, so it needs no room in a full ring."""
