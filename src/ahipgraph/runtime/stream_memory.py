@@ -100,7 +100,9 @@ class StreamMemoryMixin:
         fails on the stream (``InvalidValue``) and the allocation stays free-able.
 
         From this call until the stream reaches the free, no other free of the memory is
-        accepted (another ``free_async`` or a ``Device.free``: ``InvalidValue`` when called).
+        accepted (another ``free_async`` or a ``Device.free``: ``InvalidValue`` when called),
+        except a ``free_async`` of the memory a graph relaunch taken behind this free commits
+        there again (launch, use, free, in a loop: each launch's memory takes its own free).
 
         Raises:
             ContextIsDestroyed: the stream was destroyed.
