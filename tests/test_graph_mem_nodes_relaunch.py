@@ -102,21 +102,23 @@ async def test_a_pending_free_frees_one_launch_only(device: ahg.Device) -> None:
 
 
 @pytest.mark.asyncio
+@pytest.mark.parametrize("on_other", ["the free", "the first launch"])
 async def test_a_pending_free_on_another_stream_does_not_free_for_the_relaunch(
-    device: ahg.Device,
+    device: ahg.Device, on_other: str
 ) -> None:
-    """Nothing orders a launch on one stream after a free pending on another: the launch
-    could commit the memory before that free gives it back, so it is refused, holding
-    nothing."""
+    """Nothing orders a launch on one stream after a free pending on another, nor a free
+    after a launch on another stream: the relaunch could commit the memory before that free
+    gives the last launch's back, so it is refused, holding nothing."""
     with (
         ahg.Graph() as graph,
         device.create_stream() as stream,
         device.create_stream() as other,
     ):
         ptr = graph.add_mem_alloc_node(KIB).params.ptr
+        first, freer = (stream, other) if on_other == "the free" else (other, stream)
         with graph.instantiate() as graph_exec:
-            await (await graph_exec.launch(stream))
-            freed = await other.free_async(ptr)
+            await (await graph_exec.launch(first))
+            freed = await freer.free_async(ptr)
             with pytest.raises(ahg.InvalidValue, match="never freed"):
                 await graph_exec.launch(stream)
             assert graph_exec.statistics().launches == 1
@@ -147,5 +149,43 @@ async def test_launch_use_free_async_in_a_loop_with_no_host_wait(device: ahg.Dev
             await stream.synchronize()  # the stream holds no failure
             assert host.tolist() == [10, 11, 12]
             assert graph_exec.statistics().launches == 3
+    assert device.graph_mem_attribute(M.UsedMemCurrent) == 0
+    assert device.graph_mem_trim() == KIB
+
+
+@pytest.mark.asyncio
+async def test_a_launch_of_a_graph_freeing_the_memory_frees_it_for_the_relaunch(
+    device: ahg.Device,
+) -> None:
+    """Launch, use, launch a graph whose free node frees the allocation, relaunch: on one
+    stream that free comes first, so the relaunch is taken though the stream has not reached
+    it yet; with the freeing graph launched on another stream, nothing orders it before the
+    relaunch, which is refused."""
+    with (
+        ahg.Graph() as graph,
+        ahg.Graph() as freeing,
+        device.create_stream() as stream,
+        device.create_stream() as other,
+    ):
+        alloc = graph.add_mem_alloc_node(KIB)
+        ptr = alloc.params.ptr
+        graph.add_kernel_node(store, 1, 1, (1, ptr), deps=[alloc])
+        freeing.add_mem_free_node(ptr)
+        host = np.zeros(3, np.int32)
+        with graph.instantiate() as graph_exec, freeing.instantiate() as free_exec:
+            for i in range(3):
+                await graph_exec.launch(stream)
+                await stream.launch_kernel(store, 1, 1, (20 + i, ptr))
+                await stream.memcpy(host[i : i + 1], ptr, 4)
+                await free_exec.launch(stream)
+            await stream.synchronize()  # the stream holds no failure
+            assert host.tolist() == [20, 21, 22]
+            await (await graph_exec.launch(stream))
+            freed = await free_exec.launch(other)
+            with pytest.raises(ahg.InvalidValue, match="never freed"):
+                await graph_exec.launch(stream)
+            await freed
+            await (await graph_exec.launch(stream))  # it ran: launchable
+            await (await free_exec.launch(stream))
     assert device.graph_mem_attribute(M.UsedMemCurrent) == 0
     assert device.graph_mem_trim() == KIB

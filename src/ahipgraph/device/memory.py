@@ -294,24 +294,37 @@ class DeviceMemory:
             if allocation is None or not allocation.freeing:
                 return
             allocation.freeing -= 1
+            allocation.claims -= 1  # never made: no relaunch may count it (see latest_free)
+            allocation.claimer = None
             if allocation.dropped and not allocation.freeing:  # unreserved while it stood
                 self._unreserve_locked(allocation)
         if self.mapped_by:
             self._tell_mappers()
 
-    def pending_free(self, ptr: DevicePtr) -> tuple[int, object]:
-        """The free a stream holds of ``ptr``'s allocation (admitted by :meth:`claim_free`, not
-        run yet): its number and the ``by`` it was claimed with; ``(0, None)`` when none is held.
+    def latest_free(self, ptr: DevicePtr) -> tuple[int, object]:
+        """The latest stream-ordered free made of ``ptr``'s allocation (a ``free_async``
+        admitted by :meth:`claim_free`, or a graph launch freeing it, :meth:`announce_free`),
+        run or not: its number and the ``by`` it was made with; ``(0, None)`` when none was.
 
         Frees are numbered from 1 over the allocation's life, so a caller that noted one can
         tell a later free from the one it already counted (a graph launch taken on it).
         """
         with self._lock:
             allocation = self._by_base.get(ptr.address) if ptr.device == self.ordinal else None
-            if allocation is None or not allocation.freeing:
+            if allocation is None:
                 return 0, None
             claimer = allocation.claimer
             return allocation.claims, None if claimer is None else claimer()
+
+    def announce_free(self, ptr: DevicePtr, by: object) -> None:
+        """A graph launch on ``by`` (a stream) that frees ``ptr``'s reservation with a free node
+        was taken: number it as a stream-ordered free (see :meth:`latest_free`). Unlike
+        :meth:`claim_free` it holds nothing: the node's free never fails."""
+        with self._lock:
+            allocation = self._by_base.get(ptr.address) if ptr.device == self.ordinal else None
+            if allocation is not None:
+                allocation.claims += 1
+                allocation.claimer = weakref.ref(by)
 
     def allow_another_free(self, ptr: DevicePtr) -> None:
         """A graph launch that commits ``ptr``'s reservation again was taken behind a pending

@@ -28,6 +28,7 @@ index* is a position in a launch's signal set; an *argument slot* is a range of 
 from __future__ import annotations
 
 import threading
+import weakref
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import HipError, IllegalState, InvalidValue, NotReady
@@ -94,6 +95,7 @@ class Launcher:
         "home",
         "internal_streams",
         "last_done",
+        "last_stream",
         "launches",
         "lock",
         "owner",
@@ -133,6 +135,7 @@ class Launcher:
         # Per unfreed graph allocation, the number of the last stream-ordered free a launch
         # was taken on (see _free_pending).
         self.frees_counted: dict[DevicePtr, int] = {}
+        self.last_stream: weakref.ref[Stream] | None = None  # the last launch's (see above)
         self.last_done: Signal = REACHED
 
     @property
@@ -254,12 +257,12 @@ class Launcher:
     def _check_allocations(self, stream: Stream) -> None:
         """Graph memory the previous launch allocated must be free before the next launch.
 
-        Decided from the calls made, never from timing: a ``free_async`` on the launch's own
-        ``stream``, made since the last launch was taken, frees that launch's memory before
-        this one commits, in stream order, whether or not the stream has reached it yet (a
-        pending free on another stream orders nothing before this launch: refused); otherwise,
-        with the previous launch still in flight its blocks cannot have been freed yet, so the
-        launch is refused. Checked before
+        Decided from the calls made, never from timing: a free made since the last launch was
+        taken, on that launch's stream and this ``stream`` (a ``free_async``, or the launch of
+        a graph whose free node frees it), frees that launch's memory before this one commits,
+        in stream order, whether or not the stream has reached it yet (see
+        :meth:`_free_pending`); otherwise, with the previous launch still in flight its blocks
+        cannot have been freed yet, so the launch is refused. Checked before
         a launch parks for a signal set and again under the executable's lock as it commits,
         so of two launches that parked together only the first is taken.
         """
@@ -274,12 +277,16 @@ class Launcher:
             )
 
     def _free_pending(self, ptr: Any, stream: Stream) -> bool:
-        """``stream`` holds a free of ``ptr`` (``free_async``, not run yet) made after the last
-        launch was taken: in stream order that launch's memory is freed before a launch on
-        ``stream`` commits, as HIP and CUDA count a free from the call, not from when the
-        stream reaches it. A free already counted for an earlier launch (its number noted by
-        :meth:`note_frees`) frees nothing more."""
-        number, by = self.compiled.alloc_memory[ptr].pending_free(ptr)
+        """A free of ``ptr`` was made on ``stream`` (a ``free_async``, or a launch of a graph
+        freeing it) after the last launch was taken, on that stream too: in stream order
+        that launch's memory is freed before a launch on ``stream`` commits, whether or not
+        the stream has reached the free, as HIP and CUDA count a free from the call. A free
+        already counted for an earlier launch (its number noted by :meth:`note_frees`)
+        frees nothing more; a free or a last launch on another stream orders nothing here."""
+        last = self.last_stream
+        if last is None or last() is not stream:
+            return False
+        number, by = self.compiled.alloc_memory[ptr].latest_free(ptr)
         return by is stream and number > self.frees_counted.get(ptr, 0)
 
     def note_frees(self, relaunch: bool) -> None:
@@ -293,7 +300,7 @@ class Launcher:
         compiled = self.compiled
         for ptr in compiled.unfreed_ptrs:
             memory = compiled.alloc_memory[ptr]
-            number = memory.pending_free(ptr)[0]
+            number = memory.latest_free(ptr)[0]
             if number > self.frees_counted.get(ptr, 0):
                 self.frees_counted[ptr] = number
                 if relaunch:
@@ -386,6 +393,10 @@ class Launcher:
                 self.note_frees(
                     self.launches > 1 and self.flags is not InstantiateFlags.AUTO_FREE_ON_LAUNCH
                 )
+                self.last_stream = weakref.ref(report_to or stream)
+            if compiled.foreign_frees:  # one list test: graphs that free others' memory
+                for memory, ptr in compiled.foreign_frees:
+                    memory.announce_free(ptr, report_to or stream)
             signals = signal_set.signals
             signals[compiled.prev_index] = self.last_done
             for binding in compiled.bindings:
