@@ -5,8 +5,9 @@ of the handles they read. A kernel sets the value of the nearest copy around it 
 conditional nodes read the handle, or else the executable's own. A kernel outside a copy (in
 the parent graph, or in a sibling child graph) setting a handle only that copy reads would
 write a value no conditional node reads, and its node would run on its default: instantiate
-refuses it (``InvalidValue``), changing nothing. A kernel inside a child graph setting the
-parent's handle reaches the parent's node, and stays allowed.
+refuses it (``InvalidValue``), changing nothing, as it refuses a kernel setting an unrelated
+graph's handle that no conditional node of the executable reads. A kernel inside a child graph
+setting the parent's handle reaches the parent's node, and stays allowed.
 """
 
 from __future__ import annotations
@@ -62,4 +63,35 @@ async def test_a_kernel_inside_reaches_the_node(device: ahg.Device, setter_in: s
         assert await runs_the_body(device, graph_exec, x)
     for graph in {id(g): g for g in (outer, guarded_graph, setting)}.values():
         graph.destroy()
+    device.free(x)
+
+
+def test_a_kernel_setting_an_unrelated_graphs_handle_is_refused(device: ahg.Device) -> None:
+    """Another graph's handle, read by no conditional node of the executable: the kernel
+    would set a value only this executable holds, never the other graph's node."""
+    x = device.malloc(4)
+    other, handle, _ = guarded(x)
+    graph = ahg.Graph()
+    graph.add_kernel_node(set_handle, 1, 1, (1, handle))
+    baseline = leak_snapshot()
+    with pytest.raises(ahg.InvalidValue, match="belongs to another graph"):
+        graph.instantiate()
+    assert leak_report(baseline) is None
+    for g in (graph, other):
+        g.destroy()
+    device.free(x)
+
+
+@pytest.mark.asyncio
+async def test_a_kernel_setting_its_own_graphs_handle_that_nothing_reads_runs(
+    device: ahg.Device,
+) -> None:
+    """The graph's own handle, its conditional node removed: setting it is harmless."""
+    x = device.malloc(4)
+    graph, handle, conditional = guarded(x)
+    graph.add_kernel_node(set_handle, 1, 1, (1, handle))
+    conditional.destroy()
+    with graph.instantiate() as graph_exec, device.create_stream() as stream:
+        await (await graph_exec.launch(stream))
+    graph.destroy()
     device.free(x)

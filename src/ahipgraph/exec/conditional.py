@@ -39,7 +39,12 @@ from ..device.conditional_arg import bind_handles, handle_fields
 from ..device.ops import DefaultsOp, Op
 from ..device.program import INTERRUPTS
 from ..device.signal import Signal
-from ..graph.conditional import ConditionalHandle, ConditionalKind, ConditionalNodeParams
+from ..graph.conditional import (
+    ConditionalHandle,
+    ConditionalKind,
+    ConditionalNodeParams,
+    owns_handle,
+)
 from ..graph.node_type import NodeType
 from ..runtime.params import KernelParams
 from .snapshot import ExecGraph, ExecNode, snapshot
@@ -50,6 +55,7 @@ if TYPE_CHECKING:
     from ..device.kernel import Kernel
     from ..device.pointer import DevicePtr
     from ..device.program import Program
+    from ..graph.graph import Graph
     from ..lifetime.user_object import UserObject
     from ..runtime.device import Device
 
@@ -57,6 +63,7 @@ __all__ = [
     "MAX_CONDITIONAL_DEPTH",
     "ConditionalOp",
     "Conditionals",
+    "check_foreign_handles",
     "check_handles_known",
     "unknown_handle",
     "copy_bodies",
@@ -209,6 +216,7 @@ class Conditionals:
         self.owned: dict[int, dict[int, ConditionalHandle]] = {}
         self.parents: list[int] = [0]  # scope -> the scope holding it
         self.scope_of: dict[ExecNode, int] = {}  # each node inside a child-graph copy
+        self.read: set[int] = set()  # the tokens of the handles conditional nodes read
         self.cells: dict[tuple[int, int], DevicePtr] = {}  # (scope, token) -> its cell
         self._addresses: dict[int, dict[int, int]] = {}  # scope -> token -> cell address
         self.control = _Control()
@@ -398,6 +406,7 @@ def prepare(graph: ExecGraph) -> Conditionals | None:
             owned[params.handle.token] = params.handle
             if not scope:
                 read_at_top.add(params.handle.token)
+            found.read.add(params.handle.token)
             copies = []
             for body in params.bodies:
                 body_copy, _ = snapshot(body)
@@ -419,6 +428,28 @@ def prepare(graph: ExecGraph) -> Conditionals | None:
     if not found.handles and not found.owned:
         return None
     return found
+
+
+def check_foreign_handles(conditionals: Conditionals | None, graph: Graph) -> None:
+    """Refuse a kernel passing another graph's handle that no conditional node here reads.
+
+    A handle belongs to the graph that made it (HIP refuses another graph's handle for a
+    conditional node). A kernel may take one of its graph's handles, or of a graph around
+    a child graph holding it; a handle of an unrelated graph would set a value no node of
+    this executable reads, while the user meant the other graph's node: refused at
+    instantiate, where the graph's ownership is known, not at each kernel node's add.
+
+    Raises:
+        InvalidValue: such a kernel argument.
+    """
+    if conditionals is None:
+        return
+    for token, handle in conditionals.handles.items():
+        if token not in conditionals.read and not owns_handle(graph, handle):
+            raise InvalidValue(
+                f"a kernel sets {handle!r}, which belongs to another graph than {graph!r} "
+                "and no conditional node here reads"
+            )
 
 
 def _check_reachable(found: Conditionals, read_at_top: set[int]) -> None:
