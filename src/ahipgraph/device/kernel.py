@@ -21,6 +21,7 @@ from typing import Any, NamedTuple, overload
 import numpy as np
 import numpy.typing as npt
 
+from ..core.callables import makes_generator
 from ..core.errors import InvalidConfiguration, InvalidValue
 from ..core.ints import as_int, int_or_none
 from .kernel_args import (
@@ -182,9 +183,10 @@ class Kernel:
     ) -> None:
         if not callable(body):
             raise TypeError(f"a kernel body must be callable, got {body!r}")
-        if inspect.isgeneratorfunction(body) or inspect.isasyncgenfunction(body):
+        if makes_generator(body):
             # Calling one only makes a generator: the body would never run, and every launch
-            # would "succeed" having done nothing.
+            # would "succeed" having done nothing. (A callable object whose ``__call__`` is a
+            # generator function is one too, as for host functions and destructors.)
             raise TypeError(
                 f"a kernel body must be a function or an async function, not a generator "
                 f"function: {body!r}"
