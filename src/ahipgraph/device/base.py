@@ -72,4 +72,6 @@ class DeviceBase:
         return checked_view(self, ptr, view, readonly)
 
     def _retire(self) -> None:
-        """Called once ``configure_devices`` replaced this device (the layer above adds to it)."""
+        """Called once ``configure_devices`` replaced this device (the layer above adds to it):
+        its engine takes no new work from now on."""
+        self.engine.retired = True

@@ -1,0 +1,82 @@
+"""New work on a device ``configure_devices`` replaced is refused (``InvalidDevice``).
+
+The successor has the same ordinal and address range, and copies and fills resolve their
+pointers by ordinal. A fill through a stream kept from before the replacement, or a launch of
+an executable instantiated on the old device, therefore wrote the successor's allocation that
+happened to sit at the old pointer's address. The old device now takes no new work (stream
+enqueues and graph launches alike); work already in flight still completes, and its streams can
+still be synchronized and destroyed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ahipgraph as ahg
+from cleanup import destroy
+
+
+@ahg.kernel
+def tick(t: ahg.Threads) -> None:
+    pass
+
+
+async def read(stream: ahg.Stream, ptr: ahg.DevicePtr) -> list[int]:
+    host = np.zeros(16, np.uint8)
+    await stream.memcpy(host, ptr, 16)
+    await stream.synchronize()
+    return host.tolist()
+
+
+@pytest.mark.asyncio
+async def test_a_kept_stream_of_the_old_device_takes_no_new_work() -> None:
+    old = ahg.get_device(0)
+    old_ptr = old.malloc(16)
+    old_stream = old.create_stream()
+    ahg.configure_devices(1)
+    new = ahg.get_device(0)
+    new_ptr = new.malloc(16)
+    assert new_ptr == old_ptr  # the same ordinal and address: the successor's own memory
+    stream = new.create_stream()
+    await stream.memset(new_ptr, 0, 16)
+    await stream.synchronize()
+    submitted = old_stream.statistics()
+    for enqueue in (
+        lambda: old_stream.memset(old_ptr, 7, 16),
+        lambda: old_stream.memcpy(old_ptr, np.full(16, 7, np.uint8), 16),
+        lambda: old_stream.launch_kernel(tick, 1, 1, ()),
+        lambda: old_stream.launch_host_func(lambda: None),
+    ):
+        with pytest.raises(ahg.InvalidDevice, match="replaced"):
+            await enqueue()
+    assert old_stream.statistics() == submitted
+    assert await read(stream, new_ptr) == [0] * 16  # untouched
+    await old_stream.synchronize()  # nothing of its own in flight: returns at once
+    destroy(old_stream, stream, new_ptr)
+    old.free(old_ptr)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("on", ["an old stream", "a new stream"])
+async def test_an_executable_of_the_old_device_is_not_launched(on: str) -> None:
+    old = ahg.get_device(0)
+    old_ptr = old.malloc(16)
+    old_stream = old.create_stream()
+    graph = ahg.Graph()
+    graph.add_memset_node(old_ptr, 7, 16)
+    graph_exec = graph.instantiate()
+    ahg.configure_devices(1)
+    new = ahg.get_device(0)
+    new_ptr = new.malloc(16)
+    assert new_ptr == old_ptr
+    stream = new.create_stream()
+    await stream.memset(new_ptr, 0, 16)
+    await stream.synchronize()
+    before = graph_exec.statistics()
+    with pytest.raises(ahg.InvalidDevice, match="replaced"):
+        await graph_exec.launch(old_stream if on == "an old stream" else stream)
+    assert graph_exec.statistics() == before  # no launch counted, its signal set given back
+    assert await read(stream, new_ptr) == [0] * 16
+    destroy(graph_exec, graph, old_stream, stream, new_ptr)
+    old.free(old_ptr)
