@@ -73,3 +73,21 @@ async def test_an_executable_of_the_old_device_is_not_launched(on: str) -> None:
     assert new.view(new_ptr, np.uint8, 16).tolist() == [0] * 16
     destroy(graph_exec, graph, old_stream, stream, new_ptr)
     old.free(old_ptr)
+
+
+@pytest.mark.asyncio
+async def test_a_symbol_copy_on_a_kept_stream_loads_nothing_on_the_old_device() -> None:
+    # The copy resolved the symbol on the stream's device before the submission was refused,
+    # giving the replaced device storage that nothing could use or free any more.
+    symbol = ahg.device_symbol("test_device_replaced_new_work.table", dtype=np.int32, shape=(4,))
+    old = ahg.get_device(0)
+    old_stream = old.create_stream()
+    ahg.configure_devices(1)
+    host = np.zeros(4, np.int32)
+    with pytest.raises(ahg.InvalidDevice):
+        await old_stream.memcpy_to_symbol(symbol, host)
+    with pytest.raises(ahg.InvalidDevice):
+        await old_stream.memcpy_from_symbol(host, symbol)
+    assert old.statistics().memory.static_allocations == 0
+    assert old_stream.statistics().submitted == 0
+    destroy(old_stream)
