@@ -231,14 +231,21 @@ class Kernel:
         names: list[str] = []
         types: list[ArgType] = []
         for param in params[1:]:
+            if param.kind not in (param.POSITIONAL_ONLY, param.POSITIONAL_OR_KEYWORD):
+                # A kernel's argument list is fixed (one slot of the argument buffer each):
+                # ``*args``, ``**kwargs`` and keyword-only parameters have no place in it.
+                shown = {param.VAR_POSITIONAL: "*", param.VAR_KEYWORD: "**"}.get(param.kind, "")
+                raise TypeError(
+                    f"kernel {label!r}: parameter {shown + param.name!r} is "
+                    f"{param.kind.description}; kernel parameters must be positional "
+                    f"(no *args, keyword-only parameters or **kwargs)"
+                )
             arg_type = arg_type_of(param.annotation)
             if arg_type is None:
                 raise TypeError(
                     f"kernel {label!r}: parameter {param.name!r} needs an argument "
                     f"type annotation such as ahg.int32 or ahg.Ptr[ahg.float32]"
                 )
-            if param.kind not in (param.POSITIONAL_ONLY, param.POSITIONAL_OR_KEYWORD):
-                raise TypeError(f"kernel {label!r}: {param.name!r} must be positional")
             names.append(param.name)
             types.append(arg_type)
         if duration_ns is not None:
