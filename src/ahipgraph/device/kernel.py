@@ -234,7 +234,10 @@ class Kernel:
             if param.kind not in (param.POSITIONAL_ONLY, param.POSITIONAL_OR_KEYWORD):
                 # A kernel's argument list is fixed (one slot of the argument buffer each):
                 # ``*args``, ``**kwargs`` and keyword-only parameters have no place in it.
-                shown = {param.VAR_POSITIONAL: "*", param.VAR_KEYWORD: "**"}.get(param.kind, "")
+                kind = param.kind
+                shown = (
+                    "*" if kind is kind.VAR_POSITIONAL else "**" if kind is kind.VAR_KEYWORD else ""
+                )
                 raise TypeError(
                     f"kernel {label!r}: parameter {shown + param.name!r} is "
                     f"{param.kind.description}; kernel parameters must be positional "
