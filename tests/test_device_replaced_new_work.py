@@ -10,10 +10,13 @@ still be synchronized and destroyed.
 
 from __future__ import annotations
 
+import asyncio
+
 import numpy as np
 import pytest
 
 import ahipgraph as ahg
+from ahipgraph.testing import HeldKernel, loop_turns
 from cleanup import destroy
 
 
@@ -91,3 +94,30 @@ async def test_a_symbol_copy_on_a_kept_stream_loads_nothing_on_the_old_device() 
     assert old.statistics().memory.static_allocations == 0
     assert old_stream.statistics().submitted == 0
     destroy(old_stream)
+
+
+@pytest.mark.asyncio
+async def test_an_enqueue_parked_for_ring_room_when_the_device_is_replaced_is_refused() -> None:
+    (old,) = ahg.configure_devices(
+        1, ahg.DeviceProperties(hardware_queues=1, hardware_queue_capacity=2)
+    )
+    stream = old.create_stream()
+    held = HeldKernel()
+    await held.launch(stream)
+    await stream.launch_kernel(tick, 1, 1, ())  # the ring is full
+    parked = asyncio.ensure_future(stream.launch_kernel(tick, 1, 1, ()))
+    await loop_turns()  # the enqueue parks for room
+    assert old.statistics().queues[0].waiting_for_room == 1
+    ahg.configure_devices(1)
+    held.release()  # room comes: the parked enqueue wakes on a replaced device
+    with pytest.raises(ahg.InvalidDevice, match="replaced"):
+        await parked
+    await stream.synchronize()  # the work already in flight completes
+    queue = old.statistics().queues[0]
+    assert (queue.submitted, queue.completed, queue.pending, queue.waiting_for_room) == (
+        2,
+        2,
+        0,
+        0,
+    )
+    destroy(stream)
