@@ -209,7 +209,7 @@ class DeviceMemory:
         if not ptr:
             return
         with self._lock:
-            allocation = self._by_base.get(ptr.address) if ptr.device == self.ordinal else None
+            allocation = self._at_base(ptr)
             if allocation is None or allocation.buffer is None:
                 if claimed and allocation is not None and allocation.freeing:
                     # A free_async of a graph allocation the stream reached before any launch
@@ -273,7 +273,7 @@ class DeviceMemory:
                 device, is a device symbol's storage, or a stream already holds a free of it.
         """
         with self._lock:
-            allocation = self._by_base.get(ptr.address) if ptr.device == self.ordinal else None
+            allocation = self._at_base(ptr)
             if allocation is None:
                 raise InvalidValue(f"{ptr!r} is not a live allocation of device {self.ordinal}")
             if allocation.base in self._static:
@@ -330,7 +330,7 @@ class DeviceMemory:
         """A graph launch that commits ``ptr``'s reservation again was taken behind a pending
         free of it: one more free may be pending at once (see :meth:`claim_free`)."""
         with self._lock:
-            allocation = self._by_base.get(ptr.address) if ptr.device == self.ordinal else None
+            allocation = self._at_base(ptr)
             if allocation is not None and allocation.freeing:
                 allocation.extra_frees += 1
 
@@ -470,8 +470,19 @@ class DeviceMemory:
         with self._lock:
             self.graph_pool.set_attribute(attr, value)
 
+    def _at_base(self, ptr: DevicePtr) -> Allocation | None:
+        """The allocation or reservation of this device that starts at ``ptr``, or None.
+
+        A hand-made pointer's fields may be anything: only int fields name an allocation (a
+        float or numpy address equal to a base would otherwise free or claim it, and a bool
+        device would pass for device 1).
+        """
+        if type(ptr.device) is not int or type(ptr.address) is not int:
+            return None
+        return self._by_base.get(ptr.address) if ptr.device == self.ordinal else None
+
     def _reservation(self, ptr: DevicePtr) -> Allocation:
-        allocation = self._by_base.get(ptr.address) if ptr.device == self.ordinal else None
+        allocation = self._at_base(ptr)
         if allocation is None or not allocation.reserved:
             raise InvalidValue(f"{ptr!r} is not a reservation of device {self.ordinal}")
         return allocation
