@@ -8,6 +8,8 @@ for the reserved addresses, and fail on the stream (holding nothing) if it runs 
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -122,6 +124,10 @@ async def test_an_executable_destroyed_before_the_stream_reaches_its_free_async(
 
 
 @pytest.mark.asyncio
+@pytest.mark.skipif(
+    bool(os.environ.get("AHIPGRAPH_RACE_CHECK")),
+    reason="the two frees race by design, which the environment's race check reports",
+)
 async def test_a_free_node_beating_the_pending_free_of_a_destroyed_executable_leaks_nothing(
     device: ahg.Device,
 ) -> None:
