@@ -97,3 +97,32 @@ async def test_a_kernel_body_starts_on_device_0_whatever_the_launching_task_chos
     await stream.synchronize()
     assert seen == [0]
     stream.destroy()
+
+
+@pytest.mark.asyncio
+async def test_what_a_kernel_body_sets_does_not_reach_later_work_of_the_turn() -> None:
+    # A body that chose a device, a capture mode or a variable of its own left them set for
+    # every later body of the pump's turn, another stream's included.
+    ahg.configure_devices(2)
+    device = ahg.get_device(0)
+    seen: list[tuple[int, ahg.CaptureMode, str]] = []
+
+    @ahg.kernel
+    def chooses(t: ahg.Threads) -> None:
+        ahg.set_device(1)
+        ahg.exchange_capture_mode(ahg.CaptureMode.RELAXED)
+        REQUEST.set("the first body")
+
+    @ahg.kernel
+    def reads(t: ahg.Threads) -> None:
+        mode = ahg.exchange_capture_mode(ahg.CaptureMode.GLOBAL)
+        seen.append((ahg.current_device().ordinal, mode, REQUEST.get()))
+
+    first, second = device.create_stream(), device.create_stream()
+    # All three run in one turn of the pump: the launches only enqueue.
+    await first.launch_kernel(chooses, 1, 1, ())
+    await first.launch_kernel(reads, 1, 1, ())
+    await second.launch_kernel(reads, 1, 1, ())
+    await device.synchronize()
+    assert seen == [(0, ahg.CaptureMode.GLOBAL, "none")] * 2
+    destroy(first, second)

@@ -10,6 +10,7 @@ finds nodes across every live graph of the chain.
 from __future__ import annotations
 
 import gc
+import os
 import sys
 import threading
 import weakref
@@ -256,6 +257,10 @@ def _clone_make_handle_destroy(graph: ahg.Graph, cycles: int) -> ahg.Graph:
     return graph
 
 
+@pytest.mark.skipif(
+    bool(os.environ.get("AHIPGRAPH_RACE_CHECK")),
+    reason="the environment's race check keeps a record of the line that added each node",
+)
 def test_a_clone_handle_destroy_loop_stays_flat() -> None:
     """Each clone kept the handle ids of every destroyed graph it came from, one more per
     cycle, forever (about 93 kB and an ever longer copy per thousand cycles). A handle nobody
@@ -274,8 +279,8 @@ def test_a_clone_handle_destroy_loop_stays_flat() -> None:
         grown = tracemalloc.get_traced_memory()[0] - before
     finally:
         tracemalloc.stop()
+        graph.destroy()
     assert grown < 24_000, f"{grown} bytes more after 1000 cycles"
-    graph.destroy()
 
 
 def test_handles_still_held_stay_usable_through_a_long_clone_chain() -> None:

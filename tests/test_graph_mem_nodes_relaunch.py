@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 
+import numpy as np
 import pytest
 
 import ahipgraph as ahg
@@ -42,4 +43,149 @@ async def test_of_two_launches_parked_for_a_signal_set_only_the_first_is_taken(
             device.free(ptr)
             await (await graph_exec.launch(stream))  # freed: launchable again
             device.free(ptr)
+    assert device.graph_mem_trim() == KIB
+
+
+@ahg.kernel
+def store(t: ahg.Threads, value: ahg.int32, out: ahg.Ptr[ahg.int32]) -> None:
+    out[0] = value
+
+
+@pytest.mark.asyncio
+async def test_a_free_async_enqueued_but_not_yet_run_frees_for_the_relaunch(
+    device: ahg.Device,
+) -> None:
+    """Launch, use, ``free_async``, relaunch, all in stream order with no host wait: the free
+    the stream holds counts, as HIP and CUDA decide from the calls made, whether or not the
+    stream has reached the free yet. Deciding from whether it ran refused the relaunch or
+    took it depending on timing."""
+    baseline = device.memory_info()
+    with ahg.Graph() as graph, device.create_stream() as stream:
+        alloc = graph.add_mem_alloc_node(KIB)
+        ptr = alloc.params.ptr
+        graph.add_kernel_node(store, 1, 1, (7, ptr), deps=[alloc])
+        with graph.instantiate() as graph_exec:
+            await (await graph_exec.launch(stream))  # done: the memory is committed
+            freed = await stream.free_async(ptr)  # enqueued, not run yet
+            assert not freed.done()
+            second = await graph_exec.launch(stream)  # the pending free counts: taken
+            await freed
+            await second
+            assert device.view(ptr, np.int32, 1).tolist() == [7]
+            assert device.graph_mem_attribute(M.UsedMemCurrent) == KIB
+            await (await stream.free_async(ptr))
+    assert device.graph_mem_attribute(M.UsedMemCurrent) == 0
+    assert device.graph_mem_trim() == KIB
+    assert device.memory_info() == baseline
+
+
+@pytest.mark.asyncio
+async def test_a_pending_free_frees_one_launch_only(device: ahg.Device) -> None:
+    """A free enqueued behind a launch still in flight frees that launch's memory: the next
+    launch is taken, and one more without a free of its own is refused, though the first free
+    has not run yet when it is asked for."""
+    with ahg.Graph() as graph, device.create_stream() as stream:
+        ptr = graph.add_mem_alloc_node(KIB).params.ptr
+        with graph.instantiate() as graph_exec:
+            first = await graph_exec.launch(stream)
+            await stream.free_async(ptr)  # behind the first launch, which is in flight
+            second = await graph_exec.launch(stream)
+            with pytest.raises(ahg.InvalidValue, match="never freed"):
+                await graph_exec.launch(stream)  # the second launch's memory has no free
+            assert graph_exec.statistics().launches == 2
+            await first
+            await second
+            await stream.synchronize()  # the stream holds no failure
+            assert device.graph_mem_attribute(M.UsedMemCurrent) == KIB
+            device.free(ptr)
+    assert device.graph_mem_trim() == KIB
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("on_other", ["the free", "the first launch"])
+async def test_a_pending_free_on_another_stream_does_not_free_for_the_relaunch(
+    device: ahg.Device, on_other: str
+) -> None:
+    """Nothing orders a launch on one stream after a free pending on another, nor a free
+    after a launch on another stream: the relaunch could commit the memory before that free
+    gives the last launch's back, so it is refused, holding nothing."""
+    with (
+        ahg.Graph() as graph,
+        device.create_stream() as stream,
+        device.create_stream() as other,
+    ):
+        ptr = graph.add_mem_alloc_node(KIB).params.ptr
+        first, freer = (stream, other) if on_other == "the free" else (other, stream)
+        with graph.instantiate() as graph_exec:
+            await (await graph_exec.launch(first))
+            freed = await freer.free_async(ptr)
+            with pytest.raises(ahg.InvalidValue, match="never freed"):
+                await graph_exec.launch(stream)
+            assert graph_exec.statistics().launches == 1
+            await freed
+            await (await graph_exec.launch(stream))  # the free ran: launchable
+            device.free(ptr)
+    assert device.graph_mem_trim() == KIB
+
+
+@pytest.mark.asyncio
+async def test_launch_use_free_async_in_a_loop_with_no_host_wait(device: ahg.Device) -> None:
+    """Each relaunch is taken on the free behind the launch before it and commits the memory
+    again, so the memory then takes a free of its own while the earlier one is still pending;
+    a second free of one launch's memory is still refused when it is called."""
+    with ahg.Graph() as graph, device.create_stream() as stream:
+        alloc = graph.add_mem_alloc_node(KIB)
+        ptr = alloc.params.ptr
+        graph.add_kernel_node(store, 1, 1, (1, ptr), deps=[alloc])
+        host = np.zeros(3, np.int32)
+        with graph.instantiate() as graph_exec:
+            for i in range(3):
+                await graph_exec.launch(stream)
+                await stream.launch_kernel(store, 1, 1, (10 + i, ptr))
+                await stream.memcpy(host[i : i + 1], ptr, 4)
+                await stream.free_async(ptr)
+                with pytest.raises(ahg.InvalidValue, match="already being freed"):
+                    await stream.free_async(ptr)  # this launch's memory has its free
+            await stream.synchronize()  # the stream holds no failure
+            assert host.tolist() == [10, 11, 12]
+            assert graph_exec.statistics().launches == 3
+    assert device.graph_mem_attribute(M.UsedMemCurrent) == 0
+    assert device.graph_mem_trim() == KIB
+
+
+@pytest.mark.asyncio
+async def test_a_launch_of_a_graph_freeing_the_memory_frees_it_for_the_relaunch(
+    device: ahg.Device,
+) -> None:
+    """Launch, use, launch a graph whose free node frees the allocation, relaunch: on one
+    stream that free comes first, so the relaunch is taken though the stream has not reached
+    it yet; with the freeing graph launched on another stream, nothing orders it before the
+    relaunch, which is refused."""
+    with (
+        ahg.Graph() as graph,
+        ahg.Graph() as freeing,
+        device.create_stream() as stream,
+        device.create_stream() as other,
+    ):
+        alloc = graph.add_mem_alloc_node(KIB)
+        ptr = alloc.params.ptr
+        graph.add_kernel_node(store, 1, 1, (1, ptr), deps=[alloc])
+        freeing.add_mem_free_node(ptr)
+        host = np.zeros(3, np.int32)
+        with graph.instantiate() as graph_exec, freeing.instantiate() as free_exec:
+            for i in range(3):
+                await graph_exec.launch(stream)
+                await stream.launch_kernel(store, 1, 1, (20 + i, ptr))
+                await stream.memcpy(host[i : i + 1], ptr, 4)
+                await free_exec.launch(stream)
+            await stream.synchronize()  # the stream holds no failure
+            assert host.tolist() == [20, 21, 22]
+            await (await graph_exec.launch(stream))
+            freed = await free_exec.launch(other)
+            with pytest.raises(ahg.InvalidValue, match="never freed"):
+                await graph_exec.launch(stream)
+            await freed
+            await (await graph_exec.launch(stream))  # it ran: launchable
+            await (await free_exec.launch(stream))
+    assert device.graph_mem_attribute(M.UsedMemCurrent) == 0
     assert device.graph_mem_trim() == KIB

@@ -8,10 +8,13 @@ for the reserved addresses, and fail on the stream (holding nothing) if it runs 
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
 import ahipgraph as ahg
+from ahipgraph import testing
 
 M = ahg.GraphMemAttribute
 KIB = 1024
@@ -82,4 +85,76 @@ async def test_an_auto_free_launchs_memory_freed_on_the_stream_behind_it(
                 freed = await stream.free_async(ptr)
                 await freed  # freed once, by the stream: nothing left for the next launch
                 assert used_and_reserved(device) == (0, KIB)
+    assert device.graph_mem_trim() == KIB
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("destroy_graph", [False, True], ids=["exec", "exec-and-graph"])
+async def test_an_executable_destroyed_before_the_stream_reaches_its_free_async(
+    device: ahg.Device, destroy_graph: bool
+) -> None:
+    """Launch, use, ``free_async``, destroy: the executable is freed as its launch completes,
+    and gives its ranges back then, before the stream reaches the free behind the launch. The
+    free must still find the memory it frees, rather than fail the stream with a pointer that
+    is no allocation any more; it gives the addresses back with the memory."""
+    baseline = device.memory_info()
+    reservations = device.statistics().memory.reservations
+    with device.create_stream() as stream:
+        graph = ahg.Graph()
+        ptr = graph.add_mem_alloc_node(KIB).params.ptr
+        graph_exec = graph.instantiate()
+        await graph_exec.launch(stream)
+        await stream.launch_kernel(fill, 1, 1, (9, ptr))
+        host = np.zeros(KIB // 8, np.int64)
+        await stream.memcpy(host, ptr, KIB)
+        freed = await stream.free_async(ptr)
+        graph_exec.destroy()  # in flight: freed when its launch completes
+        if destroy_graph:
+            graph.destroy()
+        await freed
+        await stream.synchronize()  # the stream holds no failure
+        assert host.tolist() == [9] * (KIB // 8)
+        assert graph_exec.state is ahg.ExecState.CLOSED
+        assert used_and_reserved(device) == (0, KIB)
+        assert device.statistics().memory.reservations == reservations
+        if not destroy_graph:
+            graph.destroy()
+    assert device.graph_mem_trim() == KIB
+    assert device.memory_info() == baseline
+
+
+@pytest.mark.asyncio
+@pytest.mark.skipif(
+    bool(os.environ.get("AHIPGRAPH_RACE_CHECK")),
+    reason="the two frees race by design, which the environment's race check reports",
+)
+async def test_a_free_node_beating_the_pending_free_of_a_destroyed_executable_leaks_nothing(
+    device: ahg.Device,
+) -> None:
+    """The range of a destroyed executable waits for the ``free_async`` a stream holds; a
+    free node of another graph that frees it first is a double free (that ``free_async``
+    then fails on its stream), and the addresses go with the memory it frees, not held for
+    a free that can no longer give them back."""
+    reservations = device.statistics().memory.reservations
+    held = testing.HeldKernel()
+    with device.create_stream() as late, device.create_stream() as stream:
+        graph = ahg.Graph()
+        ptr = graph.add_mem_alloc_node(KIB).params.ptr
+        freeing = ahg.Graph()
+        freeing.add_mem_free_node(ptr)
+        graph_exec, free_exec = graph.instantiate(), freeing.instantiate()
+        await (await graph_exec.launch(stream))
+        await held.launch(late)
+        pending = await late.free_async(ptr)  # behind the held kernel
+        graph_exec.destroy()
+        graph.destroy()
+        await (await free_exec.launch(stream))  # frees it first
+        assert device.statistics().memory.reservations == reservations
+        held.release()
+        with pytest.raises(ahg.InvalidValue, match="not a live allocation"):
+            await pending
+        with pytest.raises(ahg.InvalidValue):
+            await late.synchronize()
+        free_exec.destroy()
+        freeing.destroy()
     assert device.graph_mem_trim() == KIB

@@ -124,6 +124,38 @@ def test_kernel_declaration_errors_are_type_or_value_errors() -> None:
         ahg.Ptr[int]  # type: ignore[index]
 
 
+def _variadic(t: ahg.Threads, x: ahg.Ptr[ahg.float32], *rest: ahg.int32) -> None:
+    pass
+
+
+def _variadic_unannotated(t: ahg.Threads, x: ahg.Ptr[ahg.float32], *rest: Any) -> None:
+    pass
+
+
+def _keywords(t: ahg.Threads, x: ahg.Ptr[ahg.float32], **options: ahg.int32) -> None:
+    pass
+
+
+def _keyword_only_default(t: ahg.Threads, x: ahg.Ptr[ahg.float32], *, n: ahg.int32 = 1) -> None:
+    pass
+
+
+@pytest.mark.parametrize(
+    ("body", "named"),
+    [
+        (_variadic, r"'\*rest' is variadic positional"),
+        (_variadic_unannotated, r"'\*rest' is variadic positional"),  # not "needs a type"
+        (_keywords, r"'\*\*options' is variadic keyword"),
+        (_keyword_only_default, r"'n' is keyword-only"),
+    ],
+)
+def test_a_parameter_of_another_kind_is_named_with_its_kind(body: Any, named: str) -> None:
+    # A kernel's argument list is fixed: the error says which parameter and what it is,
+    # whatever its annotation (``*rest`` read as an ordinary parameter "must be positional")
+    with pytest.raises(TypeError, match=named + "; kernel parameters must be positional"):
+        ahg.kernel(body)
+
+
 def test_a_kernel_whose_first_parameter_cannot_take_the_threads_is_refused() -> None:
     def forgot_threads(x: ahg.Ptr[ahg.float32], n: ahg.int32) -> None:
         pass

@@ -89,6 +89,20 @@ def test_window_with_a_device_pointer_and_int_ratio(device: ahg.Device) -> None:
     device.free(out)
 
 
+@pytest.mark.parametrize("ratio", [np.float32(0.25), np.float64(0.25), np.longdouble(0.25)])
+def test_window_takes_a_numpy_ratio_as_a_float(device: ahg.Device, ratio: Any) -> None:
+    # numpy's reals are numbers here as in every other numeric argument (a float32 is no
+    # Python float, yet a ratio computed with numpy often is one)
+    out = device.malloc(8)
+    graph, node = kernel_graph(out)
+    node.set_attribute(A.AccessPolicyWindow, ahg.AccessPolicyWindow(out, 8, ratio))
+    got = node.get_attribute(A.AccessPolicyWindow)
+    assert got.hit_ratio == 0.25
+    assert type(got.hit_ratio) is float
+    graph.destroy()
+    device.free(out)
+
+
 BAD: list[tuple[Any, Any, type[Exception]]] = [
     (A.Priority, -2, ahg.InvalidValue),  # above the greatest priority
     (A.Priority, 2, ahg.InvalidValue),  # below the least
@@ -102,6 +116,11 @@ BAD: list[tuple[Any, Any, type[Exception]]] = [
     (A.AccessPolicyWindow, ahg.AccessPolicyWindow(hit_ratio=1.5), ahg.InvalidValue),
     (A.AccessPolicyWindow, ahg.AccessPolicyWindow(hit_ratio=-0.1), ahg.InvalidValue),
     (A.AccessPolicyWindow, ahg.AccessPolicyWindow(hit_ratio=math.nan), ahg.InvalidValue),
+    (A.AccessPolicyWindow, ahg.AccessPolicyWindow(hit_ratio=np.float32("nan")), ahg.InvalidValue),
+    # an int too large for a float is out of range, not an OverflowError from float()
+    (A.AccessPolicyWindow, ahg.AccessPolicyWindow(hit_ratio=10**400), ahg.InvalidValue),
+    (A.AccessPolicyWindow, ahg.AccessPolicyWindow(hit_ratio=-(10**400)), ahg.InvalidValue),
+    (A.AccessPolicyWindow, ahg.AccessPolicyWindow(hit_ratio=np.bool_(True)), TypeError),  # type: ignore[arg-type]
     (
         A.AccessPolicyWindow,
         ahg.AccessPolicyWindow(miss_prop=ahg.AccessProperty.Persisting),

@@ -1,9 +1,12 @@
 """What a kernel body may be and do: generator functions are refused when declared (their
-body would never run), and the launch description a body receives is shared and read-only."""
+body would never run), a generator a wrapper hands back fails its launch, and the launch
+description a body receives is shared and read-only."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import numpy as np
 import pytest
@@ -26,6 +29,77 @@ def test_an_async_generator_function_is_not_a_kernel_body() -> None:
 
     with pytest.raises(TypeError, match="generator function"):
         ahg.kernel(name="steps")(steps)
+
+
+class StepsObject:
+    def __call__(self, t: ahg.Threads, out: ahg.Ptr[ahg.int32]) -> Iterator[int]:
+        out[0] = 1
+        yield 1
+
+
+class AsyncStepsObject:
+    async def __call__(self, t: ahg.Threads, out: ahg.Ptr[ahg.int32]) -> AsyncIterator[int]:
+        out[0] = 1
+        yield 1
+
+
+@pytest.mark.parametrize("body", [StepsObject(), AsyncStepsObject()])
+def test_a_callable_object_whose_call_is_a_generator_function_is_not_a_kernel_body(
+    body: Any,
+) -> None:
+    # as host functions and destructors: calling it only makes a generator
+    with pytest.raises(TypeError, match="generator function"):
+        ahg.kernel(body)
+
+
+def _steps(t: ahg.Threads, out: ahg.Ptr[ahg.int32]) -> Iterator[int]:
+    out[0] = 1
+    yield 1
+
+
+async def _async_steps(t: ahg.Threads, out: ahg.Ptr[ahg.int32]) -> AsyncIterator[int]:
+    out[0] = 1
+    yield 1
+
+
+@functools.wraps(_steps)
+def _wraps_steps(*args: Any) -> Any:
+    return _steps(*args)
+
+
+@functools.wraps(_async_steps)
+def _wraps_async_steps(*args: Any) -> Any:
+    return _async_steps(*args)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("wrapper", [_wraps_steps, _wraps_async_steps])
+async def test_a_wrapper_that_hands_back_a_generator_fails_its_launch(
+    device: ahg.Device, wrapper: Any
+) -> None:
+    # ``kernel`` cannot see through a plain wrapper; the launch would pass for done with
+    # the body never run, so the dispatch fails instead, eagerly and in a graph alike
+    steps = ahg.kernel(wrapper)
+    stream = device.create_stream()
+    out = device.malloc(4)
+    await stream.memset(out, 0, 4)
+    with pytest.raises(ahg.LaunchFailure, match="generator") as caught:
+        await (await stream.launch_kernel(steps, 1, 1, (out,)))
+    assert isinstance(caught.value.__cause__, TypeError)
+    with pytest.raises(ahg.LaunchFailure):
+        await stream.synchronize()
+    graph = ahg.Graph()
+    graph.add_kernel_node(steps, 1, 1, (out,))
+    graph_exec = graph.instantiate()
+    with pytest.raises(ahg.LaunchFailure, match="generator"):
+        await (await graph_exec.launch(stream))
+    with pytest.raises(ahg.LaunchFailure):
+        await stream.synchronize()
+    host = np.ones(1, np.int32)
+    await stream.memcpy(host, out, 4)
+    await stream.synchronize()
+    assert host[0] == 0  # the body never ran
+    destroy(graph_exec, graph, stream, out)
 
 
 @ahg.kernel

@@ -65,9 +65,10 @@ async def test_device_free_of_memory_a_stream_will_free_is_refused(device: ahg.D
 @pytest.mark.asyncio
 async def test_a_graph_allocation_freed_by_a_stream_is_not_freed_twice(device: ahg.Device) -> None:
     """A graph's allocation may be freed outside the graph; while that free is pending, the
-    memory is neither freed again nor reallocated by another launch under it."""
+    memory is neither freed again nor reallocated by a launch not ordered after the free (one
+    on another stream; a relaunch on the free's own stream is ordered after it, and taken)."""
     held = testing.HeldKernel()
-    with ahg.Graph() as graph, device.create_stream() as stream:
+    with ahg.Graph() as graph, device.create_stream() as stream, device.create_stream() as other:
         alloc = graph.add_mem_alloc_node(64)
         ptr = alloc.params.ptr
         graph.add_memset_node(ptr, 1, 64, deps=alloc)
@@ -79,7 +80,7 @@ async def test_a_graph_allocation_freed_by_a_stream_is_not_freed_twice(device: a
             with pytest.raises(ahg.InvalidValue, match="already being freed"):
                 device.free(ptr)
             with pytest.raises(ahg.InvalidValue, match="never freed"):
-                await graph_exec.launch(stream)  # the memory is still the last launch's
+                await graph_exec.launch(other)  # the memory is still the last launch's
 
             held.release()
             await stream.synchronize()

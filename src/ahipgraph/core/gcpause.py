@@ -318,11 +318,13 @@ class _WatchedBurst(_Burst):
 
 
 def _on_collect(phase: str, info: dict[str, Any]) -> None:
-    """The collector's callback while paused: ends the pauses whose loop stopped.
+    """The collector's callback while paused: ends the pauses whose loop stopped, and the
+    watched pauses whose build stopped growing.
 
     Called at the start of every pass. A pass during a pause means :data:`PAUSED_YOUNG`
-    allocations since the last: a burst whose loop is no longer running will not be ended by
-    it, so it ends here.
+    allocations since the last (:data:`WATCHED_YOUNG` while a pause is watched): a burst whose
+    loop is no longer running will not be ended by it, so it ends here, and so does a watched
+    build that made no progress since the pass before.
     """
     global _in_callback
     if phase != "start" or not _bursts or _settling:

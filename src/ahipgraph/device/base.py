@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ..core.errors import InvalidDevicePointer
 from ..core.ints import as_optional_int
 from .engine import Engine
 from .host_function import checked_view
@@ -55,6 +56,8 @@ class DeviceBase:
             raise TypeError(f"readonly must be a bool, got {readonly!r}")
         if not isinstance(ptr, DevicePtr):
             raise TypeError(f"expected a DevicePtr, got {ptr!r}")
+        if type(ptr.address) is not int:  # a hand-made pointer's (see table._memory_of)
+            raise InvalidDevicePointer(f"{ptr!r} has an address that is not an int")
         if dtype is None:  # numpy would quietly make it float64
             raise TypeError("dtype is required")
         count = as_optional_int(count, "count", expected="an int or None")
@@ -69,4 +72,6 @@ class DeviceBase:
         return checked_view(self, ptr, view, readonly)
 
     def _retire(self) -> None:
-        """Called once ``configure_devices`` replaced this device (the layer above adds to it)."""
+        """Called once ``configure_devices`` replaced this device (the layer above adds to it):
+        its engine takes no new work from now on."""
+        self.engine.retired = True

@@ -47,7 +47,7 @@ from contextvars import Context, ContextVar, copy_context
 from typing import TYPE_CHECKING, Any
 
 from ..core.clock import SimClock
-from ..core.errors import IllegalState
+from ..core.errors import IllegalState, InvalidDevice
 from ..core.waitqueue import WaitQueue
 from .host_function import InContext
 from .work_waits import waits_for_head
@@ -147,6 +147,7 @@ class Engine:
         "owner_number",
         "queues",
         "ready",
+        "retired",
     )
 
     def __init__(self, device: DeviceBase, hardware_queues: int) -> None:
@@ -156,6 +157,9 @@ class Engine:
         self.lock = threading.Lock()
         self.loop: asyncio.AbstractEventLoop | None = None
         self.in_flight = 0
+        # Set once configure_devices replaced the device: every submission is refused (see
+        # claim_locked); work already in flight still runs to its end.
+        self.retired = False
         # Packets the owner loop cut short as it shut down (it cancelled their async bodies):
         # work left in flight, gone from ``in_flight`` once the loop is gone, which a leak
         # check must still see. A loop that takes the engine over starts again from zero: the
@@ -229,14 +233,32 @@ class Engine:
         """:meth:`claim` for a caller that holds :attr:`lock`: the owner check and what the
         caller submits next are then one step for every other thread.
 
-        Raises: as :meth:`bind_loop`; nothing changes.
+        Raises:
+            InvalidDevice: ``configure_devices`` replaced the device (see
+                :meth:`_refuse_retired`).
+            As :meth:`bind_loop`. Nothing changes.
         """
+        if self.retired:
+            self._refuse_retired()
         loop = current_loop()
         if loop is None:
             return running_loop()  # raises, saying why
         if loop is not self.loop:
             self._bind(loop)
         return loop
+
+    def _refuse_retired(self) -> None:
+        """Refuse new work on a device ``configure_devices`` replaced (``InvalidDevice``).
+
+        Its successor has its ordinal and the same address range, and copies and fills resolve
+        pointers by ordinal: work enqueued on the replaced device (an eager fill through a
+        stream kept from before, a launch of an executable instantiated there) would write the
+        successor's allocations at those addresses. Work in flight when it was replaced runs to
+        its end.
+        """
+        raise InvalidDevice(
+            f"device {self.device.ordinal} was replaced by configure_devices and takes no new work"
+        )
 
     def _fail_abandoned_work(self) -> None:
         """Work left behind by a closed loop fails, but still completes on the new loop.

@@ -27,6 +27,7 @@ ring is full or other tasks wait before it.
 from __future__ import annotations
 
 from collections import deque
+from contextvars import Context
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -185,7 +186,12 @@ class HardwareQueue:
                 return ran
             ran += 1
             program = packets[0]
-            if not program.run(self):
+            # Each packet runs in a context of its own (every variable at its default), as
+            # the pump's turn does: a kernel body that sets a context variable (``set_device``,
+            # ``exchange_capture_mode``) would otherwise change what every later body of the
+            # turn sees, another stream's included. One context per packet, not per op: the
+            # ops of one packet (a graph's strand) are one piece of work.
+            if not Context().run(program.run, self):
                 return ran
             packets.popleft()
             self.completed += 1

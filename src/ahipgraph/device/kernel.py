@@ -21,6 +21,7 @@ from typing import Any, NamedTuple, overload
 import numpy as np
 import numpy.typing as npt
 
+from ..core.callables import makes_generator
 from ..core.errors import InvalidConfiguration, InvalidValue
 from ..core.ints import as_int, int_or_none
 from .kernel_args import (
@@ -75,33 +76,41 @@ def launch_dims(
 ) -> tuple[Dim3, Dim3]:
     """Validate a launch configuration (grid in blocks, block in threads) as HIP does.
 
+    HIP's order (``hipLaunchKernel``, and ``ihipLaunchKernel_validate`` behind it, which kernel
+    nodes use too): a grid past its limits, a zero dimension, then the shared memory, then the
+    block's thread count. So a launch with both a block and a shared-memory size too large is
+    ``InvalidValue``, as in HIP.
+
     Args:
         max_threads: the most threads (grid x block) one launch may have. The simulator
             materialises every thread id (:attr:`Threads.ids`), so it cannot run the full range
-            HIP's grid limits allow; it refuses such a launch when it is made.
+            HIP's grid limits allow; it refuses such a launch when it is made, after every
+            check of HIP's own.
 
     Raises:
+        TypeError: a grid, block or shared-memory size that is not an int (or, for grid and
+            block, a tuple of up to 3 ints).
         InvalidConfiguration: a zero or negative dimension, one past the device's limits, or
             more than ``max_threads`` threads in all.
-        InvalidValue: more dynamic shared memory than a block may have.
+        InvalidValue: more dynamic shared memory than a block may have (or a negative size).
     """
     grid3, block3 = _dim3(grid, "grid"), _dim3(block, "block")
+    shared_mem = as_int(shared_mem, "shared_mem")
     if min(grid3) <= 0 or min(block3) <= 0:
         raise InvalidConfiguration(f"grid {tuple(grid3)} and block {tuple(block3)} must be > 0")
+    if any(g > m for g, m in zip(grid3, max_grid, strict=True)):
+        raise InvalidConfiguration(f"grid {tuple(grid3)} exceeds the device limit {max_grid}")
+    if not 0 <= shared_mem <= max_shared_mem:
+        raise InvalidValue(f"shared memory {shared_mem} outside [0, {max_shared_mem}]")
     if block3.volume > max_threads_per_block:
         raise InvalidConfiguration(
             f"block {tuple(block3)} has {block3.volume} threads, limit {max_threads_per_block}"
         )
-    if any(g > m for g, m in zip(grid3, max_grid, strict=True)):
-        raise InvalidConfiguration(f"grid {tuple(grid3)} exceeds the device limit {max_grid}")
     if grid3.volume * block3.volume > max_threads:
         raise InvalidConfiguration(
             f"grid {tuple(grid3)} x block {tuple(block3)} is {grid3.volume * block3.volume} "
             f"threads; the simulator materialises at most {max_threads} per launch"
         )
-    shared_mem = as_int(shared_mem, "shared_mem")
-    if not 0 <= shared_mem <= max_shared_mem:
-        raise InvalidValue(f"shared memory {shared_mem} outside [0, {max_shared_mem}]")
     return grid3, block3
 
 
@@ -182,9 +191,10 @@ class Kernel:
     ) -> None:
         if not callable(body):
             raise TypeError(f"a kernel body must be callable, got {body!r}")
-        if inspect.isgeneratorfunction(body) or inspect.isasyncgenfunction(body):
+        if makes_generator(body):
             # Calling one only makes a generator: the body would never run, and every launch
-            # would "succeed" having done nothing.
+            # would "succeed" having done nothing. (A callable object whose ``__call__`` is a
+            # generator function is one too, as for host functions and destructors.)
             raise TypeError(
                 f"a kernel body must be a function or an async function, not a generator "
                 f"function: {body!r}"
@@ -221,14 +231,24 @@ class Kernel:
         names: list[str] = []
         types: list[ArgType] = []
         for param in params[1:]:
+            if param.kind not in (param.POSITIONAL_ONLY, param.POSITIONAL_OR_KEYWORD):
+                # A kernel's argument list is fixed (one slot of the argument buffer each):
+                # ``*args``, ``**kwargs`` and keyword-only parameters have no place in it.
+                kind = param.kind
+                shown = (
+                    "*" if kind is kind.VAR_POSITIONAL else "**" if kind is kind.VAR_KEYWORD else ""
+                )
+                raise TypeError(
+                    f"kernel {label!r}: parameter {shown + param.name!r} is "
+                    f"{param.kind.description}; kernel parameters must be positional "
+                    f"(no *args, keyword-only parameters or **kwargs)"
+                )
             arg_type = arg_type_of(param.annotation)
             if arg_type is None:
                 raise TypeError(
                     f"kernel {label!r}: parameter {param.name!r} needs an argument "
                     f"type annotation such as ahg.int32 or ahg.Ptr[ahg.float32]"
                 )
-            if param.kind not in (param.POSITIONAL_ONLY, param.POSITIONAL_OR_KEYWORD):
-                raise TypeError(f"kernel {label!r}: {param.name!r} must be positional")
             names.append(param.name)
             types.append(arg_type)
         if duration_ns is not None:

@@ -614,6 +614,23 @@ class CheckedArgLayout(ArgLayout):
     def pointers(self) -> tuple[PointerField, ...]:
         return self._fields
 
+    def memo_decoder(self) -> tuple[Callable[[Any, int, Any], tuple[Any, ...]], Callable[[], None]]:
+        """:meth:`decode` as a tuple, remembering nothing across calls; and a reset that has
+        nothing to forget.
+
+        The plain layout's memo shares one view per address between the dispatches of a run,
+        but here a view depends on more than its address (its length may come from another
+        argument, and a read-only view must not be handed to a parameter that may write), so
+        every dispatch gets views made by this layout's own :meth:`decode`. A run's caller
+        keeps each dispatch's decoded arguments anyway, so this costs the first replay only.
+        """
+        decode = self.decode
+
+        def decode_checked(buffer: Any, offset: int, memory: Any) -> tuple[Any, ...]:
+            return tuple(decode(buffer, offset, memory))
+
+        return decode_checked, _forget_nothing
+
     def decode(self, buffer: Any, offset: int, memory: DeviceMemory) -> list[Any]:
         values = self._struct.unpack_from(buffer, offset)
         out = list(values)
@@ -642,3 +659,7 @@ class CheckedArgLayout(ArgLayout):
                 array.flags.writeable = False
             out[index] = array
         return out
+
+
+def _forget_nothing() -> None:
+    """The reset of a decoder that remembers nothing."""

@@ -27,6 +27,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import threading
+import weakref
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -73,7 +74,18 @@ MAX_DEVICES = (1 << (64 - _ADDRESS_SPACE_SHIFT)) - 1
 class Allocation:
     """One allocation (or reservation) in the address space."""
 
-    __slots__ = ("base", "buffer", "freeing", "nbytes", "reserved", "views")
+    __slots__ = (
+        "base",
+        "buffer",
+        "claimer",
+        "claims",
+        "dropped",
+        "extra_frees",
+        "freeing",
+        "nbytes",
+        "reserved",
+        "views",
+    )
 
     def __init__(
         self, base: int, nbytes: int, buffer: npt.NDArray[np.uint8] | None, *, reserved: bool
@@ -82,9 +94,16 @@ class Allocation:
         self.nbytes = nbytes
         self.buffer = buffer  # None while a reservation has no memory behind it
         self.reserved = reserved  # made by reserve(): its addresses outlive its memory
-        # A stream holds a free of this memory (free_async), not yet run: no other free may
-        # take it meanwhile (see DeviceMemory.claim_free).
-        self.freeing = False
+        # How many stream frees of this memory (free_async) are admitted and not yet run: no
+        # other free may take it meanwhile (see DeviceMemory.claim_free).
+        self.freeing = 0
+        # Graph launches taken behind a pending free (see allow_another_free): each commits
+        # memory there again, so one more free of it may be pending at once.
+        self.extra_frees = 0
+        self.claims = 0  # how many stream-ordered frees were ever admitted (numbers each one)
+        self.claimer: weakref.ref[object] | None = None  # the stream of the latest one
+        # Unreserved while a stream held a free of it: that free gives the addresses back.
+        self.dropped = False
         self.views: dict[tuple[int, np.dtype[np.generic]], npt.NDArray[np.generic]] = {}
 
     @property
@@ -190,13 +209,15 @@ class DeviceMemory:
         if not ptr:
             return
         with self._lock:
-            allocation = self._by_base.get(ptr.address) if ptr.device == self.ordinal else None
+            allocation = self._at_base(ptr)
             if allocation is None or allocation.buffer is None:
                 if claimed and allocation is not None and allocation.freeing:
                     # A free_async of a graph allocation the stream reached before any launch
                     # committed it: it fails, and its claim goes with it, so the memory a
                     # later launch commits there can still be freed.
-                    allocation.freeing = False
+                    self._claim_ran(allocation)
+                    if allocation.dropped and not allocation.freeing:  # waited for frees only
+                        self._remove(allocation)
                     raise InvalidValue(
                         f"{ptr!r} is a graph allocation with no memory behind it when the "
                         "stream reached its free_async: order the free after the launch "
@@ -208,20 +229,30 @@ class DeviceMemory:
                     f"{ptr!r} is a device symbol's storage on device {self.ordinal}, "
                     "not an allocation to free"
                 )
-            if allocation.freeing != claimed:
+            if bool(allocation.freeing) != claimed:
                 raise InvalidValue(_freeing_message(ptr, claimed))
-            allocation.freeing = False
+            if claimed:
+                self._claim_ran(allocation)
             if allocation.reserved:
                 self._drop_views(allocation)
                 allocation.buffer = None
                 self.graph_pool.released(allocation.nbytes)  # the pool keeps the bytes
+                if allocation.dropped and not allocation.freeing:  # unreserved meanwhile
+                    self._remove(allocation)  # the addresses go too
             else:
                 self._remove(allocation)
                 self._bytes_in_use -= allocation.nbytes
         if self.mapped_by:
             self._tell_mappers()
 
-    def claim_free(self, ptr: DevicePtr) -> None:
+    @staticmethod
+    def _claim_ran(allocation: Allocation) -> None:
+        """A claimed free ran (or failed): its claim, and a launch's extra room, are spent."""
+        allocation.freeing -= 1
+        if allocation.extra_frees:
+            allocation.extra_frees -= 1
+
+    def claim_free(self, ptr: DevicePtr, by: object = None) -> None:
         """Admit a stream-ordered free of ``ptr`` (``free_async``), which runs later.
 
         From now until that free runs, every other free of the allocation is refused, so a
@@ -232,14 +263,17 @@ class DeviceMemory:
         A graph memory-alloc node's reservation may be claimed before any memory is behind it:
         the launch that commits it may still be queued ahead of the free on the stream (the
         stream-ordered pattern of HIP and CUDA: launch, use, ``free_async``, no host wait).
-        If the stream reaches the free first, the free fails there (see :meth:`free`).
+        If the stream reaches the free first, the free fails there (see :meth:`free`). A graph
+        launch taken behind a pending free (:meth:`allow_another_free`) commits memory there
+        again, so one more free of it may then be pending: launch, use, free, in a loop with no
+        host wait.
 
         Raises:
             InvalidValue: ``ptr`` is not the start of a live allocation or reservation on this
                 device, is a device symbol's storage, or a stream already holds a free of it.
         """
         with self._lock:
-            allocation = self._by_base.get(ptr.address) if ptr.device == self.ordinal else None
+            allocation = self._at_base(ptr)
             if allocation is None:
                 raise InvalidValue(f"{ptr!r} is not a live allocation of device {self.ordinal}")
             if allocation.base in self._static:
@@ -247,22 +281,67 @@ class DeviceMemory:
                     f"{ptr!r} is a device symbol's storage on device {self.ordinal}, "
                     "not an allocation to free"
                 )
-            if allocation.freeing:
+            if allocation.freeing > allocation.extra_frees:
                 raise InvalidValue(_freeing_message(ptr, False))
-            allocation.freeing = True
+            allocation.freeing += 1
+            allocation.claims += 1
+            allocation.claimer = None if by is None else weakref.ref(by)
 
     def release_claim(self, ptr: DevicePtr) -> None:
         """Undo :meth:`claim_free`: the free it admitted was not enqueued after all."""
         with self._lock:
             allocation = self._by_base.get(ptr.address)
-            if allocation is not None:
-                allocation.freeing = False
+            if allocation is None or not allocation.freeing:
+                return
+            allocation.freeing -= 1
+            allocation.claims -= 1  # never made: no relaunch may count it (see latest_free)
+            allocation.claimer = None
+            if allocation.dropped and not allocation.freeing:  # unreserved while it stood
+                self._unreserve_locked(allocation)
+        if self.mapped_by:
+            self._tell_mappers()
 
-    def check_unclaimed(self, ptr: DevicePtr) -> None:
-        """Raise what :meth:`free` would for memory a stream holds a free of; else nothing."""
+    def latest_free(self, ptr: DevicePtr) -> tuple[int, object]:
+        """The latest stream-ordered free made of ``ptr``'s allocation (a ``free_async``
+        admitted by :meth:`claim_free`, or a graph launch freeing it, :meth:`announce_free`),
+        run or not: its number and the ``by`` it was made with; ``(0, None)`` when none was.
+
+        Frees are numbered from 1 over the allocation's life, so a caller that noted one can
+        tell a later free from the one it already counted (a graph launch taken on it).
+        """
         with self._lock:
             allocation = self._by_base.get(ptr.address) if ptr.device == self.ordinal else None
+            if allocation is None:
+                return 0, None
+            claimer = allocation.claimer
+            return allocation.claims, None if claimer is None else claimer()
+
+    def announce_free(self, ptr: DevicePtr, by: object) -> None:
+        """A graph launch on ``by`` (a stream) that frees ``ptr``'s reservation with a free node
+        was taken: number it as a stream-ordered free (see :meth:`latest_free`). Unlike
+        :meth:`claim_free` it holds nothing: the node's free never fails."""
+        with self._lock:
+            allocation = self._by_base.get(ptr.address) if ptr.device == self.ordinal else None
+            if allocation is not None:
+                allocation.claims += 1
+                allocation.claimer = weakref.ref(by)
+
+    def allow_another_free(self, ptr: DevicePtr) -> None:
+        """A graph launch that commits ``ptr``'s reservation again was taken behind a pending
+        free of it: one more free may be pending at once (see :meth:`claim_free`)."""
+        with self._lock:
+            allocation = self._at_base(ptr)
             if allocation is not None and allocation.freeing:
+                allocation.extra_frees += 1
+
+    def check_unclaimed(self, ptr: DevicePtr, *, for_stream: bool = False) -> None:
+        """Raise what :meth:`free` would for memory a stream holds a free of (with
+        ``for_stream``: what :meth:`claim_free` would); else nothing."""
+        with self._lock:
+            allocation = self._by_base.get(ptr.address) if ptr.device == self.ordinal else None
+            if allocation is not None and allocation.freeing > (
+                allocation.extra_frees if for_stream else 0
+            ):
                 raise InvalidValue(_freeing_message(ptr, False))
 
     def mark_static(self, ptr: DevicePtr) -> None:
@@ -322,22 +401,37 @@ class DeviceMemory:
         with self._lock:
             allocation = self._reservation(ptr)
             if allocation.buffer is not None:
-                allocation.freeing = False
+                allocation.freeing = allocation.extra_frees = 0
                 allocation.buffer = None
                 self._drop_views(allocation)
                 self.graph_pool.released(allocation.nbytes)
+                if allocation.dropped:  # its addresses waited for a free that now fails
+                    self._remove(allocation)
         if self.mapped_by:
             self._tell_mappers()
 
     def unreserve(self, ptr: DevicePtr) -> None:
-        """Give back a reservation's address space (and its memory, if committed)."""
+        """Give back a reservation's address space (and its memory, if committed).
+
+        A reservation a stream holds a free of (:meth:`claim_free`) stays until that free
+        runs, and goes with it: an executable destroyed right after a launch and a
+        ``free_async`` ordered behind it (launch, free, destroy: HIP's and CUDA's stream
+        order) gives its ranges back as the launch completes, before the stream reaches the
+        free, which must still find the memory it frees.
+        """
         with self._lock:
             allocation = self._reservation(ptr)
-            if allocation.buffer is not None:
-                self.graph_pool.released(allocation.nbytes)
-            self._remove(allocation)
+            if allocation.freeing:
+                allocation.dropped = True
+                return
+            self._unreserve_locked(allocation)
         if self.mapped_by:
             self._tell_mappers()
+
+    def _unreserve_locked(self, allocation: Allocation) -> None:
+        if allocation.buffer is not None:
+            self.graph_pool.released(allocation.nbytes)
+        self._remove(allocation)
 
     def _tell_mappers(self) -> None:
         """Memory went away here: the devices mapping this one as a peer must not keep using
@@ -376,8 +470,19 @@ class DeviceMemory:
         with self._lock:
             self.graph_pool.set_attribute(attr, value)
 
+    def _at_base(self, ptr: DevicePtr) -> Allocation | None:
+        """The allocation or reservation of this device that starts at ``ptr``, or None.
+
+        A hand-made pointer's fields may be anything: only int fields name an allocation (a
+        float or numpy address equal to a base would otherwise free or claim it, and a bool
+        device would pass for device 1).
+        """
+        if type(ptr.device) is not int or type(ptr.address) is not int:
+            return None
+        return self._by_base.get(ptr.address) if ptr.device == self.ordinal else None
+
     def _reservation(self, ptr: DevicePtr) -> Allocation:
-        allocation = self._by_base.get(ptr.address) if ptr.device == self.ordinal else None
+        allocation = self._at_base(ptr)
         if allocation is None or not allocation.reserved:
             raise InvalidValue(f"{ptr!r} is not a reservation of device {self.ordinal}")
         return allocation

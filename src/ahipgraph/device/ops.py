@@ -111,10 +111,22 @@ def body_result(result: Any) -> Awaitable[Any] | None:
     is awaited as an async body's coroutine is: the queue stays busy until it ends, and its
     failure is the kernel's ``LaunchFailure``. (Dropped, a coroutine's work was silently lost,
     with a "never awaited" warning when it was collected.) The engine starts it as it starts
-    an async body (see ``Engine.start``). Any other value is ignored, as a C kernel's ``void``
+    an async body (see ``Engine.start``). A generator (a wrapper around a generator function,
+    which ``Kernel`` cannot see through) fails the dispatch: its body never ran, and ignoring
+    it would pass the launch for done. Any other value is ignored, as a C kernel's ``void``
     return.
+
+    Raises:
+        TypeError: ``result`` is a generator or an async generator.
     """
-    return result if inspect.isawaitable(result) else None
+    if inspect.isawaitable(result):
+        return result
+    if inspect.isgenerator(result) or inspect.isasyncgen(result):
+        raise TypeError(
+            f"the kernel body returned {type(result).__name__} {result!r} instead of running: "
+            f"a kernel body cannot be a generator function, nor a wrapper around one"
+        )
+    return None
 
 
 class _KernelOpType(type):

@@ -72,7 +72,10 @@ class DevicePtr:
         return self.address
 
     def __bool__(self) -> bool:
-        return self.address != 0
+        # A hand-made pointer's address may be any object (a numpy integer's ``!=`` gives a
+        # numpy bool, which ``bool()`` refuses): only the int 0 is null; anything else is
+        # left to the call that uses the pointer to refuse with its own error.
+        return type(self.address) is not int or self.address != 0
 
     def __eq__(self, other: object) -> bool:
         return (

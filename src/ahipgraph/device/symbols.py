@@ -171,6 +171,12 @@ def device_symbol(
         dims = tuple(extent for extent in extents if extent is not None)
         if any(extent < 0 for extent in dims):  # two negatives would make a positive size
             raise ValueError(f"symbol {name!r}: shape {shape!r} has a negative extent")
+        if dt.subdtype is not None:
+            # A subarray type (``("f4", (2,))``) is elements of its base, as numpy reads it
+            # (``np.zeros(3, ("f4", (2,)))`` has shape (3, 2)): views, redeclarations and
+            # statistics then see the one shape a host array of that type would have.
+            dt, inner = dt.subdtype
+            dims += inner
     symbol: DeviceSymbol = object.__new__(DeviceSymbol)
     symbol._init(name, dt, dims)
     if symbol.nbytes < 1:

@@ -213,6 +213,10 @@ def _memory_of(ptr: DevicePtr) -> DeviceMemory:
     # A hand-made pointer may carry anything as its device: only a table index is one.
     if type(device) is not int or not 0 <= device < len(table):
         raise InvalidDevicePointer(f"{ptr!r} belongs to no device")
+    # Nor is anything but an int an address: a float or numpy integer equal to a live
+    # allocation's would be found there, and fail only when the work ran.
+    if type(ptr.address) is not int:
+        raise InvalidDevicePointer(f"{ptr!r} has an address that is not an int")
     return table[device].memory
 
 

@@ -151,6 +151,9 @@ class Compiled:
     # memory, whose reservations reuse the same addresses).
     alloc_memory: dict[DevicePtr, DeviceMemory] = field(default_factory=dict)
     unfreed_ptrs: list[DevicePtr] = field(default_factory=list)
+    # What the free nodes free of other graphs' allocations: each launch announces these
+    # frees as it is taken (see DeviceMemory.announce_free), for those graphs' relaunches.
+    foreign_frees: list[tuple[DeviceMemory, DevicePtr]] = field(default_factory=list)
     # Runs of kernel nodes compiled together: (strand, position of the first, the nodes), each
     # node's op at the next position. Their locations are entered on first use.
     # The nodes are records, or indices into the ExecGraph given with them (whose records are
@@ -461,6 +464,7 @@ class _Builder:
             compiled.alloc_memory[op.ptr] = op.memory
         elif kind is NodeType.MemFree:
             op = MemFreeOp(self.device, (node.params.ptr,))
+            compiled.foreign_frees.extend(op.frees)  # its own allocations dropped at the end
         elif kind is NodeType.Conditional:
             assert self.conditionals is not None
             op = self.conditionals.op(node, lambda inner, body: self.emit_node(inner, strand, body))
@@ -684,5 +688,8 @@ def compile_plan(
         if strand == 0 and plan.final_waits:
             ops.append(WaitSignalIndicesOp([table.signal[w] for w in plan.final_waits]))
         compiled.strand_ops.append(list(ops))  # a copy is sized exactly: no spare room
+    if compiled.foreign_frees:
+        own = compiled.alloc_memory
+        compiled.foreign_frees = [free for free in compiled.foreign_frees if free[1] not in own]
     arena.flush()
     return compiled

@@ -34,12 +34,17 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..core.errors import HipError, IllegalState, NotSupported
+from ..core.errors import HipError, IllegalState, InvalidValue, NotSupported
 from ..device.conditional_arg import bind_handles, handle_fields
 from ..device.ops import DefaultsOp, Op
 from ..device.program import INTERRUPTS
 from ..device.signal import Signal
-from ..graph.conditional import ConditionalHandle, ConditionalKind, ConditionalNodeParams
+from ..graph.conditional import (
+    ConditionalHandle,
+    ConditionalKind,
+    ConditionalNodeParams,
+    owns_handle,
+)
 from ..graph.node_type import NodeType
 from ..runtime.params import KernelParams
 from .snapshot import ExecGraph, ExecNode, snapshot
@@ -50,6 +55,7 @@ if TYPE_CHECKING:
     from ..device.kernel import Kernel
     from ..device.pointer import DevicePtr
     from ..device.program import Program
+    from ..graph.graph import Graph
     from ..lifetime.user_object import UserObject
     from ..runtime.device import Device
 
@@ -57,6 +63,9 @@ __all__ = [
     "MAX_CONDITIONAL_DEPTH",
     "ConditionalOp",
     "Conditionals",
+    "check_foreign_handles",
+    "check_handles_known",
+    "unknown_handle",
     "copy_bodies",
     "prepare",
     "prepare_plain",
@@ -207,6 +216,7 @@ class Conditionals:
         self.owned: dict[int, dict[int, ConditionalHandle]] = {}
         self.parents: list[int] = [0]  # scope -> the scope holding it
         self.scope_of: dict[ExecNode, int] = {}  # each node inside a child-graph copy
+        self.read: set[int] = set()  # the tokens of the handles conditional nodes read
         self.cells: dict[tuple[int, int], DevicePtr] = {}  # (scope, token) -> its cell
         self._addresses: dict[int, dict[int, int]] = {}  # scope -> token -> cell address
         self.control = _Control()
@@ -229,6 +239,16 @@ class Conditionals:
                 out.append(node)
                 pending.extend(self.bodies.get(id(node), ()))
         return out
+
+    def knows(self, token: int, node: ExecNode | None) -> bool:
+        """The kernel ``node`` (None: one of the executable's own graph) has a cell for the
+        handle ``token``: its scope, or one around it, holds the handle."""
+        scope = self.scope_of.get(node, 0) if node is not None else 0
+        while scope:
+            if token in self.owned.get(scope, ()):
+                return True
+            scope = self.parents[scope]
+        return token in self.handles
 
     def _scoped_handles(self) -> list[tuple[tuple[int, int], ConditionalHandle]]:
         every = [((0, token), handle) for token, handle in self.handles.items()]
@@ -340,9 +360,11 @@ def prepare(graph: ExecGraph) -> Conditionals | None:
     Raises:
         NotSupported: a body holds a node kind bodies cannot hold, or conditional nodes nest
             deeper than :data:`MAX_CONDITIONAL_DEPTH`.
-        InvalidValue: a body has a cycle.
+        InvalidValue: a body has a cycle, or a kernel sets a handle that only conditional
+            nodes of child-graph copies it is not inside read (see :func:`_check_reachable`).
     """
     found = Conditionals()
+    read_at_top: set[int] = set()  # tokens of the handles scope 0's conditional nodes read
     # (a copy, its scope, how many conditional bodies enclose it)
     pending: list[tuple[ExecGraph, int, int]] = [(graph, 0, 0)]
     kernel_args: list[tuple[int, ConditionalHandle]] = []  # handle arguments in scopes > 0
@@ -382,6 +404,9 @@ def prepare(graph: ExecGraph) -> Conditionals | None:
             params: ConditionalNodeParams = node.params
             owned = found.owned.setdefault(scope, {}) if scope else found.handles
             owned[params.handle.token] = params.handle
+            if not scope:
+                read_at_top.add(params.handle.token)
+            found.read.add(params.handle.token)
             copies = []
             for body in params.bodies:
                 body_copy, _ = snapshot(body)
@@ -398,9 +423,103 @@ def prepare(graph: ExecGraph) -> Conditionals | None:
             scope = found.parents[scope]
         if not scope:
             found.handles[handle.token] = handle
+    if found.owned:
+        _check_reachable(found, read_at_top)
     if not found.handles and not found.owned:
         return None
     return found
+
+
+def check_foreign_handles(conditionals: Conditionals | None, graph: Graph) -> None:
+    """Refuse a kernel passing another graph's handle that no conditional node here reads.
+
+    A handle belongs to the graph that made it (HIP refuses another graph's handle for a
+    conditional node). A kernel may take one of its graph's handles, or of a graph around
+    a child graph holding it; a handle of an unrelated graph would set a value no node of
+    this executable reads, while the user meant the other graph's node: refused at
+    instantiate, where the graph's ownership is known, not at each kernel node's add.
+
+    Raises:
+        InvalidValue: such a kernel argument.
+    """
+    if conditionals is None:
+        return
+    for token, handle in conditionals.handles.items():
+        if token not in conditionals.read and not owns_handle(graph, handle):
+            raise InvalidValue(
+                f"a kernel sets {handle!r}, which belongs to another graph than {graph!r} "
+                "and no conditional node here reads"
+            )
+
+
+def _check_reachable(found: Conditionals, read_at_top: set[int]) -> None:
+    """Refuse a kernel whose handle argument only conditional nodes of other scopes read.
+
+    Each child-graph copy holding conditional nodes keeps its own cell for the handles they
+    read, and a kernel sets the cell of the nearest scope around it that reads the handle, or
+    else the executable's own. A kernel outside such a copy (in the parent, or in a sibling
+    child graph) setting a handle only that copy reads would write a cell no conditional node
+    reads: the value would be lost without a word, so instantiate refuses it.
+
+    Raises:
+        InvalidValue: such a kernel argument.
+    """
+    for token, handle in found.handles.items():
+        if token in read_at_top:
+            continue
+        if any(token in owned for owned in found.owned.values()):
+            raise InvalidValue(
+                f"a kernel sets {handle!r}, which only conditional nodes inside a child "
+                "graph it is not part of read: each child-graph node runs its own copy of "
+                "that graph, with its own value of the handle; set the handle from a kernel "
+                "inside that child graph"
+            )
+
+
+def unknown_handle(
+    conditionals: Conditionals | None, changes: list[tuple[ExecNode, Any]]
+) -> tuple[ConditionalHandle, ExecNode] | None:
+    """A handle argument of new kernel parameters that the executable has no value for, and
+    its node; None if there is none.
+
+    An executable gives each handle its cells when it is made, for the nodes that use it then.
+    A handle made later, one of a graph the executable never saw, or one only a child-graph
+    copy elsewhere reads has none: its token would stay in the arguments, pointing at no
+    memory, and every launch would fail on the device with a bad address. Each kernel is
+    looked at once (most take no handle), not every node's arguments.
+    """
+    kernels = {id(p.kernel): p.kernel for _, p in changes if isinstance(p, KernelParams)}
+    if not any(handle_fields(kernel.layout) for kernel in kernels.values()):
+        return None
+    for node, params in changes:
+        if not isinstance(params, KernelParams):
+            continue
+        for index in handle_fields(params.kernel.layout):
+            handle = params.args[index]
+            if conditionals is None or not conditionals.knows(handle.token, node):
+                return handle, node
+    return None
+
+
+def _no_value_message(handle: ConditionalHandle) -> str:
+    return (
+        f"{handle!r} has no value in this executable: a handle gets one when the executable "
+        "is made, for the nodes that use it then (instantiate again)"
+    )
+
+
+def check_handles_known(
+    conditionals: Conditionals | None, changes: list[tuple[ExecNode, Any]]
+) -> None:
+    """A setter's check: refuse new kernel parameters passing a handle the executable has no
+    value for (see :func:`unknown_handle`), changing nothing.
+
+    Raises:
+        InvalidValue: such a handle argument.
+    """
+    found = unknown_handle(conditionals, changes)
+    if found is not None:
+        raise InvalidValue(_no_value_message(found[0]))
 
 
 def copy_bodies(graph: ExecGraph) -> dict[int, list[ExecGraph]]:
@@ -497,10 +616,15 @@ def settle_update(
     """Drop unchanged conditional nodes from an update's ``changes``.
 
     Returns the remaining changes and, if a conditional node's handle, kind, size or bodies
-    differ, why the update cannot be made (an executable keeps the bodies it was made with)
-    and that node. An executable without conditional nodes (``conditionals`` None, see
-    :func:`prepare`; an update never adds a node) has none to drop: ``changes`` as they are.
+    differ, or a kernel passes a handle the executable has no value for (see
+    :func:`unknown_handle`), why the update cannot be made (an executable keeps the bodies
+    and handles it was made with) and that node. An executable without conditional nodes
+    (``conditionals`` None, see :func:`prepare`; an update never adds a node) has none to
+    drop: ``changes`` as they are.
     """
+    unknown = unknown_handle(conditionals, changes)
+    if unknown is not None:
+        return [], _no_value_message(unknown[0]), unknown[1]
     if conditionals is None:
         return changes, "", None
     kept = []

@@ -433,7 +433,9 @@ class GraphExec(DestroyOnExit):
     ) -> None:
         """``hipGraphExecKernelNodeSetParams``: new kernel, configuration or arguments.
 
-        Launches already enqueued keep the arguments they were enqueued with.
+        Launches already enqueued keep the arguments they were enqueued with. A ``CondHandle``
+        argument must be a handle the executable has a value for (one its graph's nodes used
+        when it was made): any other is ``InvalidValue``, changing nothing.
         """
         setters.set_kernel_node_params(self._updater, node, kernel, grid, block, args, shared_mem)
 
@@ -562,7 +564,9 @@ class GraphExec(DestroyOnExit):
                 change or a launch shape the executable's device cannot run) and the node of
                 ``graph`` it concerns (the child-graph node, for one inside a child graph);
                 a changed conditional node's bodies are ParametersChanged (an executable
-                keeps the bodies it was made with).
+                keeps the bodies it was made with), as is a kernel passing a conditional
+                handle the executable has no value for (one made after it, or another
+                graph's).
             RaceError: made with ``check_races=True``, and a changed node would race with
                 a node it is not ordered with (a conditional node counting what its bodies
                 touch); nothing is changed.

@@ -29,7 +29,7 @@ from ..runtime.device import Device, get_device
 from ..runtime.stream import Stream, launch_stream
 from .arena import HEADROOM_BYTES, KernelArgArena
 from .compile import Compiled, compile_plan
-from .conditional import Conditionals, prepare_plain
+from .conditional import Conditionals, check_foreign_handles, prepare_plain
 from .conditional import prepare as prepare_conditionals
 from .flags import InstantiateFlags, check_instantiate_flags
 from .planner import Plan, plan_graph
@@ -164,6 +164,7 @@ def instantiate(graph: Graph, request: InstantiateRequest) -> Instantiated:
             in_order = read.copy
         per_kernel = _per_kernel(read)
         conditionals = prepare_plain(in_order, per_kernel)  # None: no handle argument
+    check_foreign_handles(conditionals, graph)
     if conditionals is not None or not plain:
         if conditionals is None and exec_graph.flat:  # the columns: no node record is made
             kinds, every_params = exec_graph.types(), exec_graph.params_column()

@@ -28,6 +28,7 @@ index* is a position in a launch's signal set; an *argument slot* is a range of 
 from __future__ import annotations
 
 import threading
+import weakref
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import HipError, IllegalState, InvalidValue, NotReady
@@ -46,6 +47,7 @@ from .signal_pool import REACHED, SignalSet, SignalSetPool
 
 if TYPE_CHECKING:
     from ..device.hwqueue import HardwareQueue
+    from ..device.pointer import DevicePtr
     from ..runtime.device import Device
     from .compile import Compiled, EventBinding
     from .graph_exec import GraphExec, _ExecRecord
@@ -88,10 +90,12 @@ class Launcher:
         "device",
         "empty",
         "flags",
+        "frees_counted",
         "graph",
         "home",
         "internal_streams",
         "last_done",
+        "last_stream",
         "launches",
         "lock",
         "owner",
@@ -128,6 +132,10 @@ class Launcher:
         self.record: _ExecRecord | None = None
         self.launches = 0
         self.completed = 0
+        # Per unfreed graph allocation, the number of the last stream-ordered free a launch
+        # was taken on (see _free_pending).
+        self.frees_counted: dict[DevicePtr, int] = {}
+        self.last_stream: weakref.ref[Stream] | None = None  # the last launch's (see above)
         self.last_done: Signal = REACHED
 
     @property
@@ -148,7 +156,7 @@ class Launcher:
         if self.empty:
             return None
         if self.compiled.unfreed_ptrs:
-            self._check_allocations()
+            self._check_allocations(stream)
         # The loop, before anything is taken: no loop, or another loop that owns a busy
         # device, fails here with the executable and its pool untouched.
         self.device.engine.claim()
@@ -246,25 +254,57 @@ class Launcher:
         if self.compiled.bindings:
             _check_events(self.compiled.bindings, self.updater.graph)
 
-    def _check_allocations(self) -> None:
+    def _check_allocations(self, stream: Stream) -> None:
         """Graph memory the previous launch allocated must be free before the next launch.
 
-        Decided from what was launched, never from timing: with the previous launch still in
-        flight its blocks cannot have been freed yet, so the launch is refused. Checked before
+        Decided from the calls made, never from timing: a free made since the last launch was
+        taken, on that launch's stream and this ``stream`` (a ``free_async``, or the launch of
+        a graph whose free node frees it), frees that launch's memory before this one commits,
+        in stream order, whether or not the stream has reached it yet (see
+        :meth:`_free_pending`); otherwise, with the previous launch still in flight its blocks
+        cannot have been freed yet, so the launch is refused. Checked before
         a launch parks for a signal set and again under the executable's lock as it commits,
         so of two launches that parked together only the first is taken.
         """
         compiled = self.compiled
-        if (
-            compiled.unfreed_ptrs
-            and self.launches
-            and self.flags is not InstantiateFlags.AUTO_FREE_ON_LAUNCH
-            and (self.in_flight or any(self._committed(ptr) for ptr in compiled.unfreed_ptrs))
-        ):
+        if not self.launches or self.flags is InstantiateFlags.AUTO_FREE_ON_LAUNCH:
+            return
+        unfreed = [ptr for ptr in compiled.unfreed_ptrs if not self._free_pending(ptr, stream)]
+        if unfreed and (self.in_flight or any(self._committed(ptr) for ptr in unfreed)):
             raise InvalidValue(
                 "the previous launch's graph allocations were never freed; free them or "
                 "instantiate with AUTO_FREE_ON_LAUNCH"
             )
+
+    def _free_pending(self, ptr: Any, stream: Stream) -> bool:
+        """A free of ``ptr`` was made on ``stream`` (a ``free_async``, or a launch of a graph
+        freeing it) after the last launch was taken, on that stream too: in stream order
+        that launch's memory is freed before a launch on ``stream`` commits, whether or not
+        the stream has reached the free, as HIP and CUDA count a free from the call. A free
+        already counted for an earlier launch (its number noted by :meth:`note_frees`)
+        frees nothing more; a free or a last launch on another stream orders nothing here."""
+        last = self.last_stream
+        if last is None or last() is not stream:
+            return False
+        number, by = self.compiled.alloc_memory[ptr].latest_free(ptr)
+        return by is stream and number > self.frees_counted.get(ptr, 0)
+
+    def note_frees(self, relaunch: bool) -> None:
+        """A launch was taken: the pending frees it counted are spent (see :meth:`_free_pending`).
+
+        A relaunch taken on a pending free commits the memory again behind it, so the memory
+        may then take one more pending free (for this launch's memory): launch, use,
+        ``free_async``, in a loop with no host wait. Called under the executable's lock,
+        after every check passed.
+        """
+        compiled = self.compiled
+        for ptr in compiled.unfreed_ptrs:
+            memory = compiled.alloc_memory[ptr]
+            number = memory.latest_free(ptr)[0]
+            if number > self.frees_counted.get(ptr, 0):
+                self.frees_counted[ptr] = number
+                if relaunch:
+                    memory.allow_another_free(ptr)
 
     def _committed(self, ptr: Any) -> bool:
         try:
@@ -341,7 +381,7 @@ class Launcher:
                 if compiled.bindings:  # event nodes: one whose event was destroyed refuses it
                     _check_events(compiled.bindings, self.updater.graph)
                 if compiled.unfreed_ptrs:  # again, as it commits: another launch that also
-                    self._check_allocations()  # parked for a set may have gone first
+                    self._check_allocations(report_to or stream)  # parked may have gone first
             except BaseException:  # refused: the set goes back, nothing else was taken
                 self.pool.give_back(signal_set)
                 raise
@@ -349,6 +389,14 @@ class Launcher:
             version = self.updater.version
             version.in_flight += 1
             self.launches += 1
+            if compiled.unfreed_ptrs:
+                self.note_frees(
+                    self.launches > 1 and self.flags is not InstantiateFlags.AUTO_FREE_ON_LAUNCH
+                )
+                self.last_stream = weakref.ref(report_to or stream)
+            if compiled.foreign_frees:  # one list test: graphs that free others' memory
+                for memory, ptr in compiled.foreign_frees:
+                    memory.announce_free(ptr, report_to or stream)
             signals = signal_set.signals
             signals[compiled.prev_index] = self.last_done
             for binding in compiled.bindings:

@@ -28,6 +28,7 @@ from ..graph.params import event_params, memcpy_1d_set_params, memset_width, rev
 from ..runtime.event import Event
 from ..runtime.launch_attributes import KernelNodeAttribute
 from ..runtime.params import Endpoint, HostParams, KernelParams, MemsetParams
+from .conditional import check_handles_known
 from .copy_setters import check_same_kind
 from .flags import UpdateResult, UpdateResultKind
 from .snapshot import ExecGraph, ExecNode, snapshot
@@ -171,6 +172,7 @@ def set_child_graph_node_params(updater: Updater, node: GraphNode, child: Graph)
         raise Unknown(f"child graph does not match: {result.reason}")
     if not result.ok:  # the same shape, but a node's SetParams refuses the change
         raise InvalidValue(f"child graph node cannot take the change: {result.reason}")
+    check_handles_known(updater.conditionals, changes)  # a parameter, not the shape
     changes, why, _ = updater.settle_conditionals(changes)
     if why:  # a conditional node's bodies differ: its shape, not its parameters
         raise Unknown(f"child graph does not match: {why}")

@@ -34,7 +34,7 @@ from ..graph.node_type import NodeType, a_node_of_type
 from ..runtime.params import KernelParams
 from .arena import ArgSlot, KernelArgArena
 from .compile import Compiled, node_op, reads_same
-from .conditional import Conditionals, settle_update
+from .conditional import Conditionals, check_handles_known, settle_update
 from .races import ExecRaces
 from .snapshot import ExecGraph, ExecNode
 from .update import Change, check_setter
@@ -130,6 +130,7 @@ class Updater:
     def set(self, exec_node: ExecNode, params: Any) -> None:
         """A per-node setter's change: HIP's compatibility rules (InvalidValue), then apply."""
         check_setter(exec_node, params)
+        check_handles_known(self.conditionals, [(exec_node, params)])
         self.apply([(exec_node, params)])
 
     def apply(self, changes: list[Change]) -> None:

@@ -12,7 +12,9 @@ body graphs, which the caller fills like any graph. When the node runs it reads 
 Bodies belong to their node as a child-graph node's copy does (destroy the node, not the
 body); they are cloned with their graph and instantiated with their parent. A handle belongs to
 the graph that made it: a node of that graph, of its clones, or of a body or child graph inside
-it may use it; a node of any other graph → ``InvalidValue``.
+it may use it; a conditional node of any other graph → ``InvalidValue``, as is (at
+instantiate) an executable whose kernel sets another graph's handle that none of its
+conditional nodes reads.
 
 HIP's checks: a null handle, a handle of another graph, an unknown kind, WHILE with a size
 other than 1, IF with a size other than 1 or 2, SWITCH with a size below 1 → ``InvalidValue``.
@@ -43,6 +45,7 @@ __all__ = [
     "ConditionalNodeParams",
     "check_conditional",
     "make_handle",
+    "owns_handle",
 ]
 
 MAX_SWITCH_BODIES = 1 << 16
@@ -170,6 +173,12 @@ def _owns(graph: Graph, handle: ConditionalHandle) -> bool:
             if current.owner_node is not None:
                 pending.append(current.owner_node.graph)
     return False
+
+
+def owns_handle(graph: Graph, handle: ConditionalHandle) -> bool:
+    """``handle`` is ``graph``'s: made by it, a graph it was cloned from, or a graph enclosing
+    it (see the module notes)."""
+    return _owns(graph, handle)
 
 
 def check_conditional(

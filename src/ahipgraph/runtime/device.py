@@ -445,8 +445,10 @@ class Device(DeviceBase, DeviceCopyMixin, NoCopy):
 
         Its null stream and per-thread streams are the device's, not the user's; left registered
         they (and through them this device) would stay alive for good. Streams the user created
-        stay registered until the user destroys them.
+        stay registered until the user destroys them; the engine refuses new work on any of
+        them (see ``DeviceBase._retire``).
         """
+        super()._retire()
         for stream in self.streams:
             if stream.implicit:
                 stream._retire()

@@ -21,12 +21,13 @@ and carried everywhere, but change no timing (the cost model has no L2 cache).
 from __future__ import annotations
 
 import enum
-import math
 from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
+
 from ..core.errors import InvalidValue
-from ..core.ints import as_int, flag_or_none
+from ..core.ints import as_int, flag_or_none, is_bool
 from ..device.pointer import DevicePtr
 
 __all__ = [
@@ -160,9 +161,12 @@ def check_window(window: Any) -> AccessPolicyWindow:
     if not 0 <= size <= ACCESS_POLICY_MAX_WINDOW:
         raise InvalidValue(f"num_bytes {size} outside [0, {ACCESS_POLICY_MAX_WINDOW}]")
     ratio: Any = window.hit_ratio
-    if isinstance(ratio, bool) or not isinstance(ratio, int | float):
+    # Any real number, Python's or numpy's, as every other numeric argument; a bool is none.
+    if is_bool(ratio) or not isinstance(ratio, int | float | np.integer | np.floating):
         raise TypeError(f"hit_ratio must be a number, got {ratio!r}")
-    if math.isnan(ratio) or not 0.0 <= ratio <= 1.0:
+    # Compared as given, before any float(): NaN fails both bounds, and an int too large for
+    # a float is out of range here rather than an OverflowError from the conversion.
+    if not 0 <= ratio <= 1:
         raise InvalidValue(f"hit_ratio {ratio} outside [0, 1]")
     hit = _check_property(window.hit_prop, "hit_prop")
     miss = _check_property(window.miss_prop, "miss_prop")

@@ -97,7 +97,7 @@ def to_symbol_params(
     count, offset = check_symbol_range(sym, count, offset)
     _symbol_kind(kind, _TO_SYMBOL, "to")
     _check_other_end(src, "src", count, kind, device)
-    return MemcpyParams.make(sym.address_on(device.memory) + offset, src, count, kind)
+    return MemcpyParams.make(sym.address(device) + offset, src, count, kind)
 
 
 def from_symbol_params(
@@ -115,7 +115,7 @@ def from_symbol_params(
     count, offset = check_symbol_range(sym, count, offset)
     _symbol_kind(kind, _FROM_SYMBOL, "from")
     _check_other_end(dst, "dst", count, kind, device)
-    return MemcpyParams.make(dst, sym.address_on(device.memory) + offset, count, kind)
+    return MemcpyParams.make(dst, sym.address(device) + offset, count, kind)
 
 
 def pitched_2d_params(

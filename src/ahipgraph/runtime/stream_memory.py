@@ -100,7 +100,9 @@ class StreamMemoryMixin:
         fails on the stream (``InvalidValue``) and the allocation stays free-able.
 
         From this call until the stream reaches the free, no other free of the memory is
-        accepted (another ``free_async`` or a ``Device.free``: ``InvalidValue`` when called).
+        accepted (another ``free_async`` or a ``Device.free``: ``InvalidValue`` when called),
+        except a ``free_async`` of the memory a graph relaunch taken behind this free commits
+        there again (launch, use, free, in a loop: each launch's memory takes its own free).
 
         Raises:
             ContextIsDestroyed: the stream was destroyed.
@@ -117,7 +119,7 @@ class StreamMemoryMixin:
             return make_completion(_FREED_NOTHING, stream.device)
         self._check_free(ptr)
         memory = stream.device.memory
-        memory.claim_free(ptr)
+        memory.claim_free(ptr, by=stream)  # a graph relaunch on this stream is ordered after it
         free = FreeOp(ptr)
         try:
             return stream._observed(free, free)
@@ -138,7 +140,7 @@ class StreamMemoryMixin:
         found = memory.allocation_of(ptr.address) if ptr.device == memory.ordinal else None
         if found is None or found[0] != ptr.address:
             raise InvalidValue(f"{ptr!r} is not the start of an allocation of {stream.device!r}")
-        memory.check_unclaimed(ptr)
+        memory.check_unclaimed(ptr, for_stream=True)
 
     def _free_async_packetless(self, ptr: DevicePtr) -> bool:
         """A free of the null pointer enqueues nothing, so it needs no room in a full ring."""

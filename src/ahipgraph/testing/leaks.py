@@ -21,6 +21,7 @@ from ..core.ints import is_bool
 from ..core.lifecycle import collect_forgotten
 from ..core.registry import RegistryStatistics
 from ..core.scoped import checked_scoped
+from ..device.current import current_ordinal, set_current_ordinal
 from ..device.properties import DeviceProperties
 from ..device.table import checked_configuration, restore_devices, take_devices
 from ..device.thread_ids import THREAD_IDS, ThreadIdsStatistics
@@ -248,7 +249,10 @@ def fresh_devices(
     The block's devices are retired on exit whatever happened, so left-over work never reaches
     the next user of the devices table, and the devices configured before the block come back:
     a block nested in another (a test that uses the ``ahg_device`` fixture) leaves the outer
-    one its own device objects.
+    one its own device objects. The current device (``ahg.set_device``) starts the block at
+    device 0, as a fresh runtime does, and the choice made before the block comes back with
+    its devices: a test that ends on device 1 does not start the next test (whose fixture runs
+    in the same thread) on device 1.
 
     Raises:
         TypeError: ``check`` is not a bool (``check="no"`` checked); as
@@ -256,13 +260,16 @@ def fresh_devices(
             when ``fresh_devices(...)`` is called, before any ``with``; nothing is replaced.
     """
     _check_flag("check", check)
+    outer_ordinal = current_ordinal()
     outer = take_devices()
     try:
+        set_current_ordinal(0)
         configure_devices(count, properties)
         # Inside the guard: its collection runs finalizers, and a Ctrl-C landing there must
         # still give the outer block its devices back.
         baseline = _settled(collect=check)
     except BaseException:
+        set_current_ordinal(outer_ordinal)
         restore_devices(outer)
         raise
     failed = True
@@ -281,6 +288,7 @@ def fresh_devices(
                 if report is not None:  # collect only to confirm: most blocks leak nothing
                     report = _block_report(baseline, mine, collect=True)
         finally:  # a Ctrl-C in that collection still gives the outer block its devices
+            set_current_ordinal(outer_ordinal)
             restore_devices(outer)
     if report is not None:
         raise LeakError(
