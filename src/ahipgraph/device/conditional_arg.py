@@ -68,6 +68,7 @@ class HandleArgType(PointerType):
     """A ``CondHandle`` parameter: packs a handle's token, decodes to a view of its cell."""
 
     __slots__ = ()
+    takes_handle = True
 
     def __init__(self) -> None:
         super().__init__(_UINT32)

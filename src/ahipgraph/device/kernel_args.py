@@ -23,6 +23,7 @@ from typing import (
     TYPE_CHECKING,
     Annotated,
     Any,
+    ClassVar,
     Generic,
     TypeVar,
     Union,
@@ -67,6 +68,7 @@ class ArgType:
     """A kernel parameter type: its struct code, size and alignment."""
 
     __slots__ = ("align", "code", "name", "size")
+    takes_handle: ClassVar[bool] = False  # a conditional handle's parameter (CondHandle)
 
     def __init__(self, name: str, code: str) -> None:
         self.name = name
@@ -283,6 +285,12 @@ def names_an_argument(annotation: Any) -> bool:
     return False
 
 
+# Whether a layout with a conditional-handle parameter (``CondHandle``) was ever made in this
+# process. Until one is, no kernel argument can be a handle, and a pass over every node that
+# looks for one (an update's check that the executable knows each handle) has nothing to find.
+any_handle_layout = False
+
+
 class ArgLayout:
     """Where each parameter lives in the kernel-argument bytes.
 
@@ -309,8 +317,11 @@ class ArgLayout:
     )
 
     def __init__(self, names: Sequence[str], types: Sequence[ArgType]) -> None:
+        global any_handle_layout
         self.names = tuple(names)
         self.types = tuple(types)
+        if not any_handle_layout and any(arg_type.takes_handle for arg_type in self.types):
+            any_handle_layout = True
         code = ["<"]
         offset = 0
         offsets = []

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..core.errors import HipError, IllegalState, InvalidValue, NotSupported
+from ..device import kernel_args
 from ..device.conditional_arg import bind_handles, handle_fields
 from ..device.ops import DefaultsOp, Op
 from ..device.program import INTERRUPTS
@@ -488,6 +489,8 @@ def unknown_handle(
     memory, and every launch would fail on the device with a bad address. Each kernel is
     looked at once (most take no handle), not every node's arguments.
     """
+    if not kernel_args.any_handle_layout:  # no kernel of this process takes a handle
+        return None
     kernels = {id(p.kernel): p.kernel for _, p in changes if isinstance(p, KernelParams)}
     if not any(handle_fields(kernel.layout) for kernel in kernels.values()):
         return None
