@@ -189,3 +189,45 @@ async def test_a_launch_of_a_graph_freeing_the_memory_frees_it_for_the_relaunch(
             await (await free_exec.launch(stream))
     assert device.graph_mem_attribute(M.UsedMemCurrent) == 0
     assert device.graph_mem_trim() == KIB
+
+
+@pytest.mark.asyncio
+async def test_the_free_async_loop_also_works_with_auto_free_on_launch(
+    device: ahg.Device,
+) -> None:
+    """With AUTO_FREE_ON_LAUNCH freeing the memory is optional, not refused: launch, use,
+    ``free_async`` in a loop with no host wait frees each launch's memory as without the flag.
+    A free on another stream orders nothing before the relaunch and gives it no such room."""
+    baseline = device.memory_info()
+    with (
+        ahg.Graph() as graph,
+        device.create_stream() as stream,
+        device.create_stream() as other,
+    ):
+        alloc = graph.add_mem_alloc_node(KIB)
+        ptr = alloc.params.ptr
+        graph.add_kernel_node(store, 1, 1, (1, ptr), deps=[alloc])
+        host = np.zeros(3, np.int32)
+        with graph.instantiate(ahg.InstantiateFlags.AUTO_FREE_ON_LAUNCH) as graph_exec:
+            for i in range(3):
+                await graph_exec.launch(stream)
+                await stream.launch_kernel(store, 1, 1, (30 + i, ptr))
+                await stream.memcpy(host[i : i + 1], ptr, 4)
+                await stream.free_async(ptr)
+                with pytest.raises(ahg.InvalidValue, match="already being freed"):
+                    await stream.free_async(ptr)  # this launch's memory has its free
+            await stream.synchronize()  # the stream holds no failure
+            assert host.tolist() == [30, 31, 32]
+            await (await graph_exec.launch(stream))
+            freed = await other.free_async(ptr)
+            await graph_exec.launch(stream)  # auto-freed: taken, but ordered after no free
+            with pytest.raises(ahg.InvalidValue, match="already being freed"):
+                await stream.free_async(ptr)
+            await freed
+            await stream.synchronize()
+            await other.synchronize()
+            if device.graph_mem_attribute(M.UsedMemCurrent):
+                device.free(ptr)
+    assert device.graph_mem_attribute(M.UsedMemCurrent) == 0
+    assert device.graph_mem_trim() == KIB
+    assert device.memory_info() == baseline

@@ -289,22 +289,27 @@ class Launcher:
         number, by = self.compiled.alloc_memory[ptr].latest_free(ptr)
         return by is stream and number > self.frees_counted.get(ptr, 0)
 
-    def note_frees(self, relaunch: bool) -> None:
-        """A launch was taken: the pending frees it counted are spent (see :meth:`_free_pending`).
+    def note_frees(self, relaunch: bool, stream: Stream) -> None:
+        """A launch on ``stream`` was taken: the pending frees it counted are spent (see
+        :meth:`_free_pending`).
 
         A relaunch taken on a pending free commits the memory again behind it, so the memory
         may then take one more pending free (for this launch's memory): launch, use,
-        ``free_async``, in a loop with no host wait. Called under the executable's lock,
+        ``free_async``, in a loop with no host wait. With ``AUTO_FREE_ON_LAUNCH`` the relaunch
+        is taken whatever is pending, so only a free it is ordered behind (made on its stream
+        since the last launch there, as :meth:`_free_pending` counts) gives that room: the
+        same loop works with the flag as without it. Called under the executable's lock,
         after every check passed.
         """
         compiled = self.compiled
+        auto_free = self.flags is InstantiateFlags.AUTO_FREE_ON_LAUNCH
         for ptr in compiled.unfreed_ptrs:
             memory = compiled.alloc_memory[ptr]
             number = memory.latest_free(ptr)[0]
             if number > self.frees_counted.get(ptr, 0):
-                self.frees_counted[ptr] = number
-                if relaunch:
+                if relaunch and (not auto_free or self._free_pending(ptr, stream)):
                     memory.allow_another_free(ptr)
+                self.frees_counted[ptr] = number
 
     def _committed(self, ptr: Any) -> bool:
         try:
@@ -390,9 +395,7 @@ class Launcher:
             version.in_flight += 1
             self.launches += 1
             if compiled.unfreed_ptrs:
-                self.note_frees(
-                    self.launches > 1 and self.flags is not InstantiateFlags.AUTO_FREE_ON_LAUNCH
-                )
+                self.note_frees(self.launches > 1, report_to or stream)
                 self.last_stream = weakref.ref(report_to or stream)
             if compiled.foreign_frees:  # one list test: graphs that free others' memory
                 for memory, ptr in compiled.foreign_frees:
