@@ -231,3 +231,40 @@ async def test_the_free_async_loop_also_works_with_auto_free_on_launch(
     assert device.graph_mem_attribute(M.UsedMemCurrent) == 0
     assert device.graph_mem_trim() == KIB
     assert device.memory_info() == baseline
+
+
+@pytest.mark.asyncio
+async def test_a_free_async_of_a_relaunch_taken_on_a_free_node_frees_that_launch(
+    device: ahg.Device,
+) -> None:
+    """Launch, launch a graph whose free node frees the memory, relaunch, ``free_async``, all
+    on one stream with no host wait: the free_async is for the relaunch's memory, so the free
+    node running before it must not drop it (the stream then failed with "freed before the
+    stream reached its free_async"). A second free_async of that memory is still refused."""
+    baseline = device.memory_info()
+    with (
+        ahg.Graph() as graph,
+        ahg.Graph() as freeing,
+        device.create_stream() as stream,
+    ):
+        alloc = graph.add_mem_alloc_node(KIB)
+        ptr = alloc.params.ptr
+        graph.add_kernel_node(store, 1, 1, (1, ptr), deps=[alloc])
+        freeing.add_mem_free_node(ptr)
+        host = np.zeros(4, np.int32)
+        with graph.instantiate() as graph_exec, freeing.instantiate() as free_exec:
+            for i in range(4):
+                await graph_exec.launch(stream)
+                await stream.launch_kernel(store, 1, 1, (40 + i, ptr))
+                await stream.memcpy(host[i : i + 1], ptr, 4)
+                if i % 2:
+                    await stream.free_async(ptr)
+                    with pytest.raises(ahg.InvalidValue, match="already being freed"):
+                        await stream.free_async(ptr)  # this launch's memory has its free
+                else:
+                    await free_exec.launch(stream)
+            await stream.synchronize()  # the stream holds no failure
+            assert host.tolist() == [40, 41, 42, 43]
+            assert device.graph_mem_attribute(M.UsedMemCurrent) == 0
+    assert device.graph_mem_trim() == KIB
+    assert device.memory_info() == baseline

@@ -308,7 +308,11 @@ class Launcher:
             number = memory.latest_free(ptr)[0]
             if number > self.frees_counted.get(ptr, 0):
                 if relaunch and (not auto_free or self._free_pending(ptr, stream)):
-                    memory.allow_another_free(ptr)
+                    # The free counted may be a free node's, which holds no claim: the last
+                    # launch in flight or its memory still there says it has not run yet.
+                    memory.allow_another_free(
+                        ptr, not_run=self.in_flight > 1 or self._committed(ptr)
+                    )
                 self.frees_counted[ptr] = number
 
     def _committed(self, ptr: Any) -> bool:
