@@ -10,6 +10,7 @@ already allocated while it runs.
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import numpy as np
 import pytest
@@ -49,6 +50,25 @@ async def test_of_two_launches_parked_for_a_signal_set_only_the_first_is_taken(
 @ahg.kernel
 def store(t: ahg.Threads, value: ahg.int32, out: ahg.Ptr[ahg.int32]) -> None:
     out[0] = value
+
+
+def allocate_and_store(graph: ahg.Graph) -> ahg.DevicePtr:
+    """Give ``graph`` an allocation of KIB bytes, never freed by it, and a kernel storing 1
+    there; the allocation's address."""
+    alloc = graph.add_mem_alloc_node(KIB)
+    ptr = alloc.params.ptr
+    graph.add_kernel_node(store, 1, 1, (1, ptr), deps=[alloc])
+    return ptr
+
+
+async def launch_and_use(
+    graph_exec: ahg.GraphExec, stream: ahg.Stream, ptr: ahg.DevicePtr, value: int, into: Any
+) -> None:
+    """Launch ``graph_exec`` on ``stream``, store ``value`` in its memory and copy it to the
+    host array ``into``, all enqueued with no host wait."""
+    await graph_exec.launch(stream)
+    await stream.launch_kernel(store, 1, 1, (value, ptr))
+    await stream.memcpy(into, ptr, 4)
 
 
 @pytest.mark.asyncio
@@ -134,15 +154,11 @@ async def test_launch_use_free_async_in_a_loop_with_no_host_wait(device: ahg.Dev
     again, so the memory then takes a free of its own while the earlier one is still pending;
     a second free of one launch's memory is still refused when it is called."""
     with ahg.Graph() as graph, device.create_stream() as stream:
-        alloc = graph.add_mem_alloc_node(KIB)
-        ptr = alloc.params.ptr
-        graph.add_kernel_node(store, 1, 1, (1, ptr), deps=[alloc])
+        ptr = allocate_and_store(graph)
         host = np.zeros(3, np.int32)
         with graph.instantiate() as graph_exec:
             for i in range(3):
-                await graph_exec.launch(stream)
-                await stream.launch_kernel(store, 1, 1, (10 + i, ptr))
-                await stream.memcpy(host[i : i + 1], ptr, 4)
+                await launch_and_use(graph_exec, stream, ptr, 10 + i, host[i : i + 1])
                 await stream.free_async(ptr)
                 with pytest.raises(ahg.InvalidValue, match="already being freed"):
                     await stream.free_async(ptr)  # this launch's memory has its free
@@ -167,16 +183,12 @@ async def test_a_launch_of_a_graph_freeing_the_memory_frees_it_for_the_relaunch(
         device.create_stream() as stream,
         device.create_stream() as other,
     ):
-        alloc = graph.add_mem_alloc_node(KIB)
-        ptr = alloc.params.ptr
-        graph.add_kernel_node(store, 1, 1, (1, ptr), deps=[alloc])
+        ptr = allocate_and_store(graph)
         freeing.add_mem_free_node(ptr)
         host = np.zeros(3, np.int32)
         with graph.instantiate() as graph_exec, freeing.instantiate() as free_exec:
             for i in range(3):
-                await graph_exec.launch(stream)
-                await stream.launch_kernel(store, 1, 1, (20 + i, ptr))
-                await stream.memcpy(host[i : i + 1], ptr, 4)
+                await launch_and_use(graph_exec, stream, ptr, 20 + i, host[i : i + 1])
                 await free_exec.launch(stream)
             await stream.synchronize()  # the stream holds no failure
             assert host.tolist() == [20, 21, 22]
@@ -204,15 +216,11 @@ async def test_the_free_async_loop_also_works_with_auto_free_on_launch(
         device.create_stream() as stream,
         device.create_stream() as other,
     ):
-        alloc = graph.add_mem_alloc_node(KIB)
-        ptr = alloc.params.ptr
-        graph.add_kernel_node(store, 1, 1, (1, ptr), deps=[alloc])
+        ptr = allocate_and_store(graph)
         host = np.zeros(3, np.int32)
         with graph.instantiate(ahg.InstantiateFlags.AUTO_FREE_ON_LAUNCH) as graph_exec:
             for i in range(3):
-                await graph_exec.launch(stream)
-                await stream.launch_kernel(store, 1, 1, (30 + i, ptr))
-                await stream.memcpy(host[i : i + 1], ptr, 4)
+                await launch_and_use(graph_exec, stream, ptr, 30 + i, host[i : i + 1])
                 await stream.free_async(ptr)
                 with pytest.raises(ahg.InvalidValue, match="already being freed"):
                     await stream.free_async(ptr)  # this launch's memory has its free
@@ -247,16 +255,12 @@ async def test_a_free_async_of_a_relaunch_taken_on_a_free_node_frees_that_launch
         ahg.Graph() as freeing,
         device.create_stream() as stream,
     ):
-        alloc = graph.add_mem_alloc_node(KIB)
-        ptr = alloc.params.ptr
-        graph.add_kernel_node(store, 1, 1, (1, ptr), deps=[alloc])
+        ptr = allocate_and_store(graph)
         freeing.add_mem_free_node(ptr)
         host = np.zeros(4, np.int32)
         with graph.instantiate() as graph_exec, freeing.instantiate() as free_exec:
             for i in range(4):
-                await graph_exec.launch(stream)
-                await stream.launch_kernel(store, 1, 1, (40 + i, ptr))
-                await stream.memcpy(host[i : i + 1], ptr, 4)
+                await launch_and_use(graph_exec, stream, ptr, 40 + i, host[i : i + 1])
                 if i % 2:
                     await stream.free_async(ptr)
                     with pytest.raises(ahg.InvalidValue, match="already being freed"):
