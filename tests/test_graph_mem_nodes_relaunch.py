@@ -272,3 +272,31 @@ async def test_a_free_async_of_a_relaunch_taken_on_a_free_node_frees_that_launch
             assert device.graph_mem_attribute(M.UsedMemCurrent) == 0
     assert device.graph_mem_trim() == KIB
     assert device.memory_info() == baseline
+
+
+@pytest.mark.asyncio
+async def test_a_free_async_after_auto_free_relaunches_frees_the_last_launch(
+    device: ahg.Device,
+) -> None:
+    """With AUTO_FREE_ON_LAUNCH, launch twice then ``free_async``, on one stream with no host
+    wait: each relaunch frees the memory of the launch before it as it starts, which runs
+    after the free_async was made, and must not drop it: it is for the last launch's memory
+    (the stream failed with "freed before the stream reached its free_async"). A second free
+    of that memory is still refused when it is called."""
+    baseline = device.memory_info()
+    with ahg.Graph() as graph, device.create_stream() as stream:
+        ptr = allocate_and_store(graph)
+        host = np.zeros(3, np.int32)
+        with graph.instantiate(ahg.InstantiateFlags.AUTO_FREE_ON_LAUNCH) as graph_exec:
+            for i in range(3):
+                await launch_and_use(graph_exec, stream, ptr, 50 + i, host[i : i + 1])
+            await stream.free_async(ptr)
+            with pytest.raises(ahg.InvalidValue, match="already being freed"):
+                await stream.free_async(ptr)
+            await stream.synchronize()  # the stream holds no failure
+            assert host.tolist() == [50, 51, 52]
+            assert device.graph_mem_attribute(M.UsedMemCurrent) == 0
+            await (await graph_exec.launch(stream))  # and it launches on as before
+            await (await stream.free_async(ptr))
+    assert device.graph_mem_trim() == KIB
+    assert device.memory_info() == baseline

@@ -102,8 +102,9 @@ class Allocation:
         # Graph launches taken behind a pending free (see allow_another_free): each commits
         # memory there again, so one more free of it may be pending at once.
         self.extra_frees = 0
-        # Of those launches, how many were taken behind a free node's free (not run yet),
-        # which holds no claim but counts against extra_frees as a pending free would.
+        # Of those launches, how many were taken behind a free node's free or an auto-free
+        # (not run yet), which holds no claim but counts against extra_frees as a pending
+        # free would.
         self.node_frees = 0
         self.claims = 0  # how many stream-ordered frees were ever admitted (numbers each one)
         self.claimer: weakref.ref[object] | None = None  # the stream of the latest one
@@ -335,21 +336,22 @@ class DeviceMemory:
                 allocation.claimer = weakref.ref(by)
                 allocation.announced = True
 
-    def allow_another_free(self, ptr: DevicePtr, *, not_run: bool) -> None:
+    def allow_another_free(self, ptr: DevicePtr, *, not_run: bool, decommit: bool = False) -> None:
         """A graph launch that commits ``ptr``'s reservation again was taken behind the latest
-        free of it (see :meth:`latest_free`): while that free is pending, one more free may be
-        pending at once (see :meth:`claim_free`).
+        free of it (see :meth:`latest_free`), or behind its own auto-free (``decommit``):
+        while that free is pending, one more free may be pending at once (see
+        :meth:`claim_free`).
 
-        A free node's free (:meth:`announce_free`) holds no claim: ``not_run`` (the caller
-        knows it has not run yet) says it is pending. It counts as a pending free against
-        that room, and the room keeps a ``free_async`` of the relaunch's memory from being
-        dropped when the node runs (see :meth:`decommit`).
+        A free node's free (:meth:`announce_free`) and an auto-free hold no claim: ``not_run``
+        (the caller knows it has not run yet) says it is pending. It counts as a pending free
+        against that room, and the room keeps a ``free_async`` of the relaunch's memory from
+        being dropped when that free runs (see :meth:`decommit`).
         """
         with self._lock:
             allocation = self._at_base(ptr)
             if allocation is None:
                 return
-            if allocation.announced:
+            if decommit or allocation.announced:
                 if not_run:
                     allocation.extra_frees += 1
                     allocation.node_frees += 1
@@ -423,7 +425,8 @@ class DeviceMemory:
         nothing (an auto-free-on-launch launch starting) leaves it in place. So are the claims
         a relaunch taken behind this free made room for (:meth:`allow_another_free`): they
         are for the memory that relaunch commits next (launch, free-node graph, relaunch,
-        ``free_async``, with no host wait); this free spends one such room.
+        ``free_async``, or with auto-free-on-launch launch, launch, ``free_async``, with no
+        host wait); this free spends one such room.
         """
         with self._lock:
             allocation = self._reservation(ptr)
