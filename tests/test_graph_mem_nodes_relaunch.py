@@ -300,3 +300,32 @@ async def test_a_free_async_after_auto_free_relaunches_frees_the_last_launch(
             await (await stream.free_async(ptr))
     assert device.graph_mem_trim() == KIB
     assert device.memory_info() == baseline
+
+
+@pytest.mark.asyncio
+async def test_an_auto_free_relaunch_behind_a_free_on_its_stream_takes_a_free_of_its_own(
+    device: ahg.Device,
+) -> None:
+    """With AUTO_FREE_ON_LAUNCH, a launch on one stream done, then on another stream
+    ``free_async``, relaunch, ``free_async`` with no host wait: the first free, ahead of the
+    relaunch on its stream, frees the last launch's memory, so the relaunch's auto-free frees
+    nothing and the second free is for the relaunch's memory (it was refused as a double
+    free, the relaunch having been counted as freeing memory of its own)."""
+    with (
+        ahg.Graph() as graph,
+        device.create_stream() as stream,
+        device.create_stream() as other,
+    ):
+        ptr = allocate_and_store(graph)
+        host = np.zeros(1, np.int32)
+        with graph.instantiate(ahg.InstantiateFlags.AUTO_FREE_ON_LAUNCH) as graph_exec:
+            await (await graph_exec.launch(other))
+            await stream.free_async(ptr)
+            await launch_and_use(graph_exec, stream, ptr, 60, host)
+            await stream.free_async(ptr)
+            with pytest.raises(ahg.InvalidValue, match="already being freed"):
+                await stream.free_async(ptr)
+            await stream.synchronize()  # the stream holds no failure
+            assert host.tolist() == [60]
+    assert device.graph_mem_attribute(M.UsedMemCurrent) == 0
+    assert device.graph_mem_trim() == KIB

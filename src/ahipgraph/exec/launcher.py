@@ -297,7 +297,7 @@ class Launcher:
         may then take one more pending free (for this launch's memory): launch, use,
         ``free_async``, in a loop with no host wait. With ``AUTO_FREE_ON_LAUNCH`` the relaunch
         is taken whatever is pending: a free it is ordered behind (made on its stream since
-        the last launch there, as :meth:`_free_pending` counts) gives that room as without the
+        the last launch was taken, wherever that launch ran) gives that room as without the
         flag; otherwise, while the last launch's memory is still to be freed, the relaunch's
         own auto-free will free it, and that gives the room (launch, launch, ``free_async``).
         Called under the executable's lock, after every check passed.
@@ -306,13 +306,13 @@ class Launcher:
         auto_free = self.flags is InstantiateFlags.AUTO_FREE_ON_LAUNCH
         for ptr in compiled.unfreed_ptrs:
             memory = compiled.alloc_memory[ptr]
-            number = memory.latest_free(ptr)[0]
+            number, by = memory.latest_free(ptr)
             counted = number > self.frees_counted.get(ptr, 0)
             if relaunch and (counted or auto_free):
                 # The last launch in flight or its memory still there: the free ahead of
                 # this launch (a free node's, or this launch's auto-free) has not run yet.
                 not_run = self.in_flight > 1 or self._committed(ptr)
-                if counted and (not auto_free or self._free_pending(ptr, stream)):
+                if counted and (not auto_free or by is stream):
                     memory.allow_another_free(ptr, not_run=not_run)
                 elif auto_free and not_run:
                     memory.allow_another_free(ptr, not_run=True, decommit=True)
