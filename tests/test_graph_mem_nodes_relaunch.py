@@ -127,8 +127,8 @@ async def test_a_pending_free_on_another_stream_does_not_free_for_the_relaunch(
     device: ahg.Device, on_other: str
 ) -> None:
     """Nothing orders a launch on one stream after a free pending on another, nor a free
-    after a launch on another stream: the relaunch could commit the memory before that free
-    gives the last launch's back, so it is refused, holding nothing."""
+    after a launch still in flight on another stream: the relaunch could commit the memory
+    before that free gives the last launch's back, so it is refused, holding nothing."""
     with (
         ahg.Graph() as graph,
         device.create_stream() as stream,
@@ -137,15 +137,49 @@ async def test_a_pending_free_on_another_stream_does_not_free_for_the_relaunch(
         ptr = graph.add_mem_alloc_node(KIB).params.ptr
         first, freer = (stream, other) if on_other == "the free" else (other, stream)
         with graph.instantiate() as graph_exec:
-            await (await graph_exec.launch(first))
+            launched = await graph_exec.launch(first)
+            if on_other == "the free":
+                await launched
             freed = await freer.free_async(ptr)
             with pytest.raises(ahg.InvalidValue, match="never freed"):
                 await graph_exec.launch(stream)
             assert graph_exec.statistics().launches == 1
+            await launched
             await freed
             await (await graph_exec.launch(stream))  # the free ran: launchable
             device.free(ptr)
     assert device.graph_mem_trim() == KIB
+
+
+@pytest.mark.asyncio
+async def test_a_free_async_after_a_launch_done_on_another_stream_frees_for_the_relaunch(
+    device: ahg.Device,
+) -> None:
+    """Launch on one stream and wait for it, then ``free_async`` and relaunch on another with
+    no host wait: the launch is done, so the free, ahead of the relaunch on its stream,
+    frees its memory first, and the relaunch is taken (it was refused as if the launch could
+    still commit memory after the free). The relaunch's memory takes a free of its own."""
+    baseline = device.memory_info()
+    with (
+        ahg.Graph() as graph,
+        device.create_stream() as stream,
+        device.create_stream() as other,
+    ):
+        ptr = allocate_and_store(graph)
+        host = np.zeros(1, np.int32)
+        with graph.instantiate() as graph_exec:
+            await (await graph_exec.launch(other))
+            await stream.free_async(ptr)
+            await launch_and_use(graph_exec, stream, ptr, 70, host)
+            await stream.free_async(ptr)
+            with pytest.raises(ahg.InvalidValue, match="never freed"):
+                await graph_exec.launch(other)  # nothing on other is ordered after that free
+            await stream.synchronize()  # the stream holds no failure
+            assert host.tolist() == [70]
+            assert graph_exec.statistics().launches == 2
+    assert device.graph_mem_attribute(M.UsedMemCurrent) == 0
+    assert device.graph_mem_trim() == KIB
+    assert device.memory_info() == baseline
 
 
 @pytest.mark.asyncio

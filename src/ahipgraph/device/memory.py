@@ -310,6 +310,13 @@ class DeviceMemory:
         if self.mapped_by:
             self._tell_mappers()
 
+    def claim_pending(self, ptr: DevicePtr) -> bool:
+        """The latest stream-ordered free of ``ptr``'s allocation (see :meth:`latest_free`)
+        is a ``free_async`` (:meth:`claim_free`) and a claimed free is still to run."""
+        with self._lock:
+            allocation = self._at_base(ptr)
+            return allocation is not None and allocation.freeing > 0 and not allocation.announced
+
     def latest_free(self, ptr: DevicePtr) -> tuple[int, object]:
         """The latest stream-ordered free made of ``ptr``'s allocation (a ``free_async``
         admitted by :meth:`claim_free`, or a graph launch freeing it, :meth:`announce_free`),

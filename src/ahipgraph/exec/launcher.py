@@ -282,12 +282,22 @@ class Launcher:
         that launch's memory is freed before a launch on ``stream`` commits, whether or not
         the stream has reached the free, as HIP and CUDA count a free from the call. A free
         already counted for an earlier launch (its number noted by :meth:`note_frees`)
-        frees nothing more; a free or a last launch on another stream orders nothing here."""
-        last = self.last_stream
-        if last is None or last() is not stream:
+        frees nothing more; a free on another stream orders nothing here.
+
+        After a last launch on another stream, a ``free_async`` on ``stream`` counts once
+        that launch is done and while the free is still to run: it frees that launch's
+        memory when it runs (one that ran before the launch committed memory there failed,
+        and holds nothing). A free node's free, which holds no claim, is not known to be
+        still to run, so it does not count there.
+        """
+        memory = self.compiled.alloc_memory[ptr]
+        number, by = memory.latest_free(ptr)
+        if by is not stream or number <= self.frees_counted.get(ptr, 0):
             return False
-        number, by = self.compiled.alloc_memory[ptr].latest_free(ptr)
-        return by is stream and number > self.frees_counted.get(ptr, 0)
+        last = self.last_stream
+        if last is not None and last() is stream:
+            return True
+        return not self.in_flight and memory.claim_pending(ptr)
 
     def note_frees(self, relaunch: bool, stream: Stream) -> None:
         """A launch on ``stream`` was taken: the pending frees it counted are spent (see
