@@ -75,6 +75,7 @@ class Allocation:
     """One allocation (or reservation) in the address space."""
 
     __slots__ = (
+        "announced",
         "base",
         "buffer",
         "claimer",
@@ -83,6 +84,7 @@ class Allocation:
         "extra_frees",
         "freeing",
         "nbytes",
+        "node_frees",
         "reserved",
         "views",
     )
@@ -100,8 +102,13 @@ class Allocation:
         # Graph launches taken behind a pending free (see allow_another_free): each commits
         # memory there again, so one more free of it may be pending at once.
         self.extra_frees = 0
+        # Of those launches, how many were taken behind a free node's free or an auto-free
+        # (not run yet), which holds no claim but counts against extra_frees as a pending
+        # free would.
+        self.node_frees = 0
         self.claims = 0  # how many stream-ordered frees were ever admitted (numbers each one)
         self.claimer: weakref.ref[object] | None = None  # the stream of the latest one
+        self.announced = False  # the latest one is a free node's (announce_free), no claim
         # Unreserved while a stream held a free of it: that free gives the addresses back.
         self.dropped = False
         self.views: dict[tuple[int, np.dtype[np.generic]], npt.NDArray[np.generic]] = {}
@@ -251,6 +258,7 @@ class DeviceMemory:
         allocation.freeing -= 1
         if allocation.extra_frees:
             allocation.extra_frees -= 1
+            allocation.node_frees = min(allocation.node_frees, allocation.extra_frees)
 
     def claim_free(self, ptr: DevicePtr, by: object = None) -> None:
         """Admit a stream-ordered free of ``ptr`` (``free_async``), which runs later.
@@ -281,11 +289,12 @@ class DeviceMemory:
                     f"{ptr!r} is a device symbol's storage on device {self.ordinal}, "
                     "not an allocation to free"
                 )
-            if allocation.freeing > allocation.extra_frees:
+            if allocation.freeing + allocation.node_frees > allocation.extra_frees:
                 raise InvalidValue(_freeing_message(ptr, False))
             allocation.freeing += 1
             allocation.claims += 1
             allocation.claimer = None if by is None else weakref.ref(by)
+            allocation.announced = False
 
     def release_claim(self, ptr: DevicePtr) -> None:
         """Undo :meth:`claim_free`: the free it admitted was not enqueued after all."""
@@ -300,6 +309,13 @@ class DeviceMemory:
                 self._unreserve_locked(allocation)
         if self.mapped_by:
             self._tell_mappers()
+
+    def claim_pending(self, ptr: DevicePtr) -> bool:
+        """The latest stream-ordered free of ``ptr``'s allocation (see :meth:`latest_free`)
+        is a ``free_async`` (:meth:`claim_free`) and a claimed free is still to run."""
+        with self._lock:
+            allocation = self._at_base(ptr)
+            return allocation is not None and allocation.freeing > 0 and not allocation.announced
 
     def latest_free(self, ptr: DevicePtr) -> tuple[int, object]:
         """The latest stream-ordered free made of ``ptr``'s allocation (a ``free_async``
@@ -325,13 +341,28 @@ class DeviceMemory:
             if allocation is not None:
                 allocation.claims += 1
                 allocation.claimer = weakref.ref(by)
+                allocation.announced = True
 
-    def allow_another_free(self, ptr: DevicePtr) -> None:
-        """A graph launch that commits ``ptr``'s reservation again was taken behind a pending
-        free of it: one more free may be pending at once (see :meth:`claim_free`)."""
+    def allow_another_free(self, ptr: DevicePtr, *, not_run: bool, decommit: bool = False) -> None:
+        """A graph launch that commits ``ptr``'s reservation again was taken behind the latest
+        free of it (see :meth:`latest_free`), or behind its own auto-free (``decommit``):
+        while that free is pending, one more free may be pending at once (see
+        :meth:`claim_free`).
+
+        A free node's free (:meth:`announce_free`) and an auto-free hold no claim: ``not_run``
+        (the caller knows it has not run yet) says it is pending. It counts as a pending free
+        against that room, and the room keeps a ``free_async`` of the relaunch's memory from
+        being dropped when that free runs (see :meth:`decommit`).
+        """
         with self._lock:
             allocation = self._at_base(ptr)
-            if allocation is not None and allocation.freeing:
+            if allocation is None:
+                return
+            if decommit or allocation.announced:
+                if not_run:
+                    allocation.extra_frees += 1
+                    allocation.node_frees += 1
+            elif allocation.freeing:
                 allocation.extra_frees += 1
 
     def check_unclaimed(self, ptr: DevicePtr, *, for_stream: bool = False) -> None:
@@ -339,8 +370,10 @@ class DeviceMemory:
         ``for_stream``: what :meth:`claim_free` would); else nothing."""
         with self._lock:
             allocation = self._by_base.get(ptr.address) if ptr.device == self.ordinal else None
-            if allocation is not None and allocation.freeing > (
-                allocation.extra_frees if for_stream else 0
+            if allocation is not None and (
+                allocation.freeing + allocation.node_frees > allocation.extra_frees
+                if for_stream
+                else allocation.freeing
             ):
                 raise InvalidValue(_freeing_message(ptr, False))
 
@@ -396,16 +429,24 @@ class DeviceMemory:
         A stream's pending free of that memory (:meth:`claim_free`) then finds it gone and
         fails, rather than free what a later launch commits there. A claim on a reservation
         with no memory behind it is for the memory the next commit puts there, so decommitting
-        nothing (an auto-free-on-launch launch starting) leaves it in place.
+        nothing (an auto-free-on-launch launch starting) leaves it in place. So are the claims
+        a relaunch taken behind this free made room for (:meth:`allow_another_free`): they
+        are for the memory that relaunch commits next (launch, free-node graph, relaunch,
+        ``free_async``, or with auto-free-on-launch launch, launch, ``free_async``, with no
+        host wait); this free spends one such room.
         """
         with self._lock:
             allocation = self._reservation(ptr)
             if allocation.buffer is not None:
-                allocation.freeing = allocation.extra_frees = 0
+                allocation.freeing = min(allocation.freeing, allocation.extra_frees)
+                if allocation.extra_frees:
+                    allocation.extra_frees -= 1
+                if allocation.node_frees:
+                    allocation.node_frees -= 1
                 allocation.buffer = None
                 self._drop_views(allocation)
                 self.graph_pool.released(allocation.nbytes)
-                if allocation.dropped:  # its addresses waited for a free that now fails
+                if allocation.dropped and not allocation.freeing:  # waited for frees only
                     self._remove(allocation)
         if self.mapped_by:
             self._tell_mappers()

@@ -66,7 +66,9 @@ def configure_devices(
 ) -> list[DeviceBase]:
     """Replace the simulated devices: ``count`` of them, with one or per-device properties.
 
-    Meant for program start-up and test fixtures: existing device objects are dropped.
+    Meant for program start-up and test fixtures: existing device objects are dropped, and
+    take no new work. Work still queued on them runs, but resolves pointers by ordinal, in
+    the new devices (same ordinals, same addresses): synchronize the old devices first.
     Everything is checked before the table changes.
 
     Raises:

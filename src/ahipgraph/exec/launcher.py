@@ -282,29 +282,52 @@ class Launcher:
         that launch's memory is freed before a launch on ``stream`` commits, whether or not
         the stream has reached the free, as HIP and CUDA count a free from the call. A free
         already counted for an earlier launch (its number noted by :meth:`note_frees`)
-        frees nothing more; a free or a last launch on another stream orders nothing here."""
-        last = self.last_stream
-        if last is None or last() is not stream:
-            return False
-        number, by = self.compiled.alloc_memory[ptr].latest_free(ptr)
-        return by is stream and number > self.frees_counted.get(ptr, 0)
+        frees nothing more; a free on another stream orders nothing here.
 
-    def note_frees(self, relaunch: bool) -> None:
-        """A launch was taken: the pending frees it counted are spent (see :meth:`_free_pending`).
+        After a last launch on another stream, a ``free_async`` on ``stream`` counts once
+        that launch is done and while the free is still to run: it frees that launch's
+        memory when it runs (one that ran before the launch committed memory there failed,
+        and holds nothing). A free node's free, which holds no claim, is not known to be
+        still to run, so it does not count there.
+        """
+        memory = self.compiled.alloc_memory[ptr]
+        number, by = memory.latest_free(ptr)
+        if by is not stream or number <= self.frees_counted.get(ptr, 0):
+            return False
+        last = self.last_stream
+        if last is not None and last() is stream:
+            return True
+        return not self.in_flight and memory.claim_pending(ptr)
+
+    def note_frees(self, relaunch: bool, stream: Stream) -> None:
+        """A launch on ``stream`` was taken: the pending frees it counted are spent (see
+        :meth:`_free_pending`).
 
         A relaunch taken on a pending free commits the memory again behind it, so the memory
         may then take one more pending free (for this launch's memory): launch, use,
-        ``free_async``, in a loop with no host wait. Called under the executable's lock,
-        after every check passed.
+        ``free_async``, in a loop with no host wait. With ``AUTO_FREE_ON_LAUNCH`` the relaunch
+        is taken whatever is pending: a free it is ordered behind (made on its stream since
+        the last launch was taken, wherever that launch ran) gives that room as without the
+        flag; otherwise, while the last launch's memory is still to be freed, the relaunch's
+        own auto-free will free it, and that gives the room (launch, launch, ``free_async``).
+        Called under the executable's lock, after every check passed.
         """
         compiled = self.compiled
+        auto_free = self.flags is InstantiateFlags.AUTO_FREE_ON_LAUNCH
         for ptr in compiled.unfreed_ptrs:
             memory = compiled.alloc_memory[ptr]
-            number = memory.latest_free(ptr)[0]
-            if number > self.frees_counted.get(ptr, 0):
+            number, by = memory.latest_free(ptr)
+            counted = number > self.frees_counted.get(ptr, 0)
+            if relaunch and (counted or auto_free):
+                # The last launch in flight or its memory still there: the free ahead of
+                # this launch (a free node's, or this launch's auto-free) has not run yet.
+                not_run = self.in_flight > 1 or self._committed(ptr)
+                if counted and (not auto_free or by is stream):
+                    memory.allow_another_free(ptr, not_run=not_run)
+                elif auto_free and not_run:
+                    memory.allow_another_free(ptr, not_run=True, decommit=True)
+            if counted:
                 self.frees_counted[ptr] = number
-                if relaunch:
-                    memory.allow_another_free(ptr)
 
     def _committed(self, ptr: Any) -> bool:
         try:
@@ -390,9 +413,7 @@ class Launcher:
             version.in_flight += 1
             self.launches += 1
             if compiled.unfreed_ptrs:
-                self.note_frees(
-                    self.launches > 1 and self.flags is not InstantiateFlags.AUTO_FREE_ON_LAUNCH
-                )
+                self.note_frees(self.launches > 1, report_to or stream)
                 self.last_stream = weakref.ref(report_to or stream)
             if compiled.foreign_frees:  # one list test: graphs that free others' memory
                 for memory, ptr in compiled.foreign_frees:
