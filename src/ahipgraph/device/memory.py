@@ -85,6 +85,7 @@ class Allocation:
         "freeing",
         "nbytes",
         "node_frees",
+        "prior",
         "reserved",
         "views",
     )
@@ -109,6 +110,9 @@ class Allocation:
         self.claims = 0  # how many stream-ordered frees were ever admitted (numbers each one)
         self.claimer: weakref.ref[object] | None = None  # the stream of the latest one
         self.announced = False  # the latest one is a free node's (announce_free), no claim
+        # claimer and announced as they were before the latest claim_free, which
+        # release_claim puts back if that free is never enqueued.
+        self.prior: tuple[weakref.ref[object] | None, bool] = (None, False)
         # Unreserved while a stream held a free of it: that free gives the addresses back.
         self.dropped = False
         self.views: dict[tuple[int, np.dtype[np.generic]], npt.NDArray[np.generic]] = {}
@@ -293,6 +297,7 @@ class DeviceMemory:
                 raise InvalidValue(_freeing_message(ptr, False))
             allocation.freeing += 1
             allocation.claims += 1
+            allocation.prior = (allocation.claimer, allocation.announced)
             allocation.claimer = None if by is None else weakref.ref(by)
             allocation.announced = False
 
@@ -304,7 +309,7 @@ class DeviceMemory:
                 return
             allocation.freeing -= 1
             allocation.claims -= 1  # never made: no relaunch may count it (see latest_free)
-            allocation.claimer = None
+            allocation.claimer, allocation.announced = allocation.prior  # the free before it
             if allocation.dropped and not allocation.freeing:  # unreserved while it stood
                 self._unreserve_locked(allocation)
         if self.mapped_by:
