@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 import ahipgraph as ahg
+from ahipgraph.testing import HeldKernel, loop_turns
 from cleanup import destroy
 
 REQUEST: ContextVar[str] = ContextVar("request", default="none")
@@ -126,3 +127,39 @@ async def test_what_a_kernel_body_sets_does_not_reach_later_work_of_the_turn() -
     await device.synchronize()
     assert seen == [(0, ahg.CaptureMode.GLOBAL, "none")] * 2
     destroy(first, second)
+
+
+@pytest.mark.asyncio
+async def test_a_graph_strand_that_parks_keeps_what_its_earlier_bodies_set(
+    device: ahg.Device,
+) -> None:
+    # A strand's ops share one context: a later body saw what an earlier one set only if the
+    # strand never parked between them (resumed on a later turn, it ran in a new context).
+    seen: list[str] = []
+
+    @ahg.kernel
+    def sets(t: ahg.Threads) -> None:
+        REQUEST.set("the strand's first body")
+
+    @ahg.kernel
+    def reads(t: ahg.Threads) -> None:
+        seen.append(REQUEST.get())
+
+    event = device.create_event()
+    stream, other = device.create_stream(), device.create_stream()
+    graph = ahg.Graph()
+    first = graph.add_kernel_node(sets, 1, 1, ())
+    wait = graph.add_event_wait_node(event, deps=[first])
+    graph.add_kernel_node(reads, 1, 1, (), deps=[wait])
+    held = HeldKernel()
+    await held.launch(other)
+    await other.record_event(event)
+    graph_exec = graph.instantiate()
+    await graph_exec.launch(stream)
+    await held.started.wait()
+    await loop_turns()  # the strand ran its first body and parked at the wait
+    assert seen == []
+    held.release()
+    await device.synchronize()
+    assert seen == ["the strand's first body"]
+    destroy(graph_exec, graph, event, stream, other)

@@ -190,8 +190,12 @@ class HardwareQueue:
             # the pump's turn does: a kernel body that sets a context variable (``set_device``,
             # ``exchange_capture_mode``) would otherwise change what every later body of the
             # turn sees, another stream's included. One context per packet, not per op: the
-            # ops of one packet (a graph's strand) are one piece of work.
-            if not Context().run(program.run, self):
+            # ops of one packet (a graph's strand) are one piece of work, in one context also
+            # when the packet parks and resumes on a later turn.
+            context = program.context
+            if context is None:
+                context = program.context = Context()
+            if not context.run(program.run, self):
                 return ran
             packets.popleft()
             self.completed += 1

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
+from contextvars import Context
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import HipError, LaunchFailure
@@ -47,6 +48,7 @@ class Program:
     __slots__ = (
         "barrier",
         "completion",
+        "context",
         "error",
         "interrupt",
         "memory",
@@ -85,6 +87,9 @@ class Program:
         # Signals to wait for before the first op starts (see the module notes); the time the
         # program starts at is after them, as it was after a barrier packet of its own.
         self.barrier: tuple[Signal, ...] | None = None
+        # The context the program's ops run in (see HardwareQueue.run), made when it first runs
+        # and kept across parks, so a later op sees what an earlier one set whenever it resumes.
+        self.context: Context | None = None
 
     def run(self, queue: HardwareQueue) -> bool:
         """Run as far as possible; True when finished, False when parked (the queue is woken)."""
@@ -254,6 +259,7 @@ class Program:
 
     def finish(self) -> None:
         """Called by the queue once the program has run to its end."""
+        self.context = None  # what its ops set goes with it
         if self.completion is not None:
             self.completion.decrement(self.time, self.error)
         on_done, self.on_done = self.on_done, None  # a Completion kept by the user holds this
