@@ -95,6 +95,32 @@ def test_a_dropped_wait_is_caught() -> None:
     graph.destroy()
 
 
+def test_a_dropped_wait_is_caught_in_an_executable_held_as_columns() -> None:
+    """A large graph of kernels is checked from its copy's columns and its kernel runs, each
+    node by index, without making a record; a broken program is caught and named as ever."""
+    graph = ahg.Graph()
+    root = graph.add_kernel_node(step, 1, 1, (0,))
+    tails = []
+    for branch in range(4):
+        previous = root
+        for k in range(300):
+            previous = graph.add_kernel_node(step, 1, 1, (branch * 1000 + k,), deps=[previous])
+        tails.append(previous)
+    join = graph.add_kernel_node(step, 1, 1, (9,), deps=tails)
+    exe = graph.instantiate()
+    assert unenforced_edges(exe) == []
+    assert not exe._graph.made  # read by index: no record made
+    ops = exe._version.strand_ops[0]
+    last_wait = max(i for i, op in enumerate(ops) if isinstance(op, WaitSignalIndicesOp))
+    del ops[last_wait]  # the join no longer waits for the other branches
+    problems = unenforced_edges(exe)
+    assert problems
+    assert all(f"-> node {join.id} (Kernel) is not enforced" in p for p in problems)
+    assert not exe._graph.made
+    exe.destroy()
+    graph.destroy()
+
+
 def test_a_signal_raised_twice_and_a_deadlock_are_caught() -> None:
     graph, exe = wide()
     strand0 = exe._version.strand_ops[0]

@@ -242,6 +242,19 @@ class KernelArgArena:
             with self._lock:
                 self._unflushed.add((slot.chunk, slot.offset))
 
+    def count_writes(self, count: int) -> None:
+        """Count ``count`` rewrites made in place through the buffer of a span of slots.
+
+        A whole-graph update rewrites a million slots by their spans (see
+        :meth:`place_spans`), without an :class:`ArgSlot` each; what :meth:`write` counts
+        for one slot it counts here for all of them, so every dispatch that kept decoded
+        arguments decodes again. Not for a strict arena, whose writes are each remembered
+        until flushed.
+        """
+        if self.strict:
+            raise ValueError("a strict arena counts each write with its slot (see write)")
+        self.writes += count
+
     def place(self, data: bytes, size: int) -> ArgSlot:
         """:meth:`allocate` a slot of ``size`` bytes and :meth:`write` ``data`` into it.
 

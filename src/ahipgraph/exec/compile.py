@@ -47,6 +47,7 @@ __all__ = [
     "Compiled",
     "DisabledOp",
     "EventBinding",
+    "IndexRun",
     "compile_plan",
     "kernel_op",
     "node_op",
@@ -203,6 +204,35 @@ class Compiled:
                 self._arg_spans = []
         return self._arg_places
 
+    def index_runs(self, graph: ExecGraph) -> list[IndexRun] | None:
+        """Every node's op and argument place, when all are kernel runs of ``graph``'s nodes by
+        index: each run as ``(strand, position of the first op, indices, argument spans)``.
+
+        None once any node has an entry of its own (its location or slot made on first use,
+        or emitted alone), or a run holds records: then only :attr:`locations` and
+        :attr:`arg_slots` say where a node is. The runs of an executable no setter or
+        update has touched tell it without an object per node.
+        """
+        with _RUNS_LOCK:
+            runs, spans = self._runs, self._arg_spans
+            if self._locations or self._arg_places or len(runs) != len(spans):
+                return None
+            out: list[IndexRun] = []
+            for (strand, first, run_graph, items), (span_graph, _, places) in zip(
+                runs, spans, strict=True
+            ):
+                if run_graph is not graph or span_graph is not graph:
+                    return None
+                out.append((strand, first, items, places))
+            if sum(len(run[2]) for run in out) != len(graph):
+                return None
+            return out
+
+
+# A kernel run of an executable's copy read by index: strand, first position, node indices
+# in run order, and the arena spans of their argument slots (see Compiled.index_runs).
+IndexRun = tuple[int, int, Sequence[int], list[ArgSpan]]
+
 
 def _records(graph: ExecGraph | None, items: Sequence[Any]) -> Iterable[ExecNode]:
     """A run's nodes: ``items`` themselves, or the records of ``graph`` at indices ``items``."""
@@ -218,8 +248,9 @@ def kernel_op(device: Device, params: KernelParams, arg_slot: ArgSlot, arena: Ke
     return params.op(device, arg_slot.buffer, arg_slot.offset, arena)
 
 
-def reads_same(op: Op, params: KernelParams, arg_slot: ArgSlot) -> bool:
-    """Whether ``op`` is the dispatch :func:`kernel_op` would build for ``params`` in ``arg_slot``.
+def reads_same(op: Op, params: KernelParams, buffer: memoryview, offset: int) -> bool:
+    """Whether ``op`` is the dispatch :func:`kernel_op` would build for ``params`` in the slot
+    at ``offset`` of ``buffer``.
 
     An op reads its arguments from its slot when it runs, so after an in-place rewrite of the
     slot's bytes an op of the same kernel and launch shape needs no replacing (an update of a
@@ -230,8 +261,8 @@ def reads_same(op: Op, params: KernelParams, arg_slot: ArgSlot) -> bool:
         isinstance(op, KernelOp)
         and op.kernel is params.kernel
         and op.threads is params.threads
-        and op.buffer is arg_slot.buffer
-        and op.offset == arg_slot.offset
+        and op.buffer is buffer
+        and op.offset == offset
     )
 
 

@@ -66,6 +66,7 @@ __all__ = [
     "Conditionals",
     "check_foreign_handles",
     "check_handles_known",
+    "takes_handle",
     "unknown_handle",
     "copy_bodies",
     "prepare",
@@ -477,6 +478,15 @@ def _check_reachable(found: Conditionals, read_at_top: set[int]) -> None:
             )
 
 
+def takes_handle(kernels: Iterable[Kernel]) -> bool:
+    """Whether any of ``kernels`` takes a conditional handle argument (each kernel looked at
+    once; none is when no kernel of this process was made with a handle argument)."""
+    if not kernel_args.any_handle_layout:  # no kernel of this process takes a handle
+        return False
+    distinct = {id(kernel): kernel for kernel in kernels}
+    return any(handle_fields(kernel.layout) for kernel in distinct.values())
+
+
 def unknown_handle(
     conditionals: Conditionals | None, changes: list[tuple[ExecNode, Any]]
 ) -> tuple[ConditionalHandle, ExecNode] | None:
@@ -489,10 +499,7 @@ def unknown_handle(
     memory, and every launch would fail on the device with a bad address. Each kernel is
     looked at once (most take no handle), not every node's arguments.
     """
-    if not kernel_args.any_handle_layout:  # no kernel of this process takes a handle
-        return None
-    kernels = {id(p.kernel): p.kernel for _, p in changes if isinstance(p, KernelParams)}
-    if not any(handle_fields(kernel.layout) for kernel in kernels.values()):
+    if not takes_handle(p.kernel for _, p in changes if isinstance(p, KernelParams)):
         return None
     for node, params in changes:
         if not isinstance(params, KernelParams):

@@ -17,7 +17,7 @@ Signals a launch binds from outside (the previous launch, event nodes) order not
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from ..device.ops import SignalIndexOp, WaitSignalIndicesOp
@@ -48,30 +48,64 @@ def unenforced_edges(graph_exec: GraphExec) -> list[str]:
         if count != 1:
             problems.append(f"signal {signal} is raised by {count} ops, not one")
     position_clock = _run(strand_ops, pooled, problems)
-    flat = flatten(graph_exec._graph, None, None)
-    located = compiled.locations
+    graph = graph_exec._graph
+    runs = None if graph.made else compiled.index_runs(graph)
+    if runs is not None:  # a copy of kernel runs held as columns: read by index, none made
+        located: list[tuple[int, int] | None] = [None] * len(graph)
+        for strand, first, indices, _ in runs:
+            for position, index in enumerate(indices, first):
+                located[index] = (strand, position)
+        deps: Sequence[Sequence[int]] = list(map(graph.deps_of, range(len(graph))))
+        types = graph.types()
+
+        def name(index: int) -> str:
+            return f"node {graph.id_of(index)} ({types[index].name})"
+
+    else:
+        flat = flatten(graph, None, None)
+        by_node = compiled.locations
+        located = [by_node.get(node.exec_node) for node in flat]
+        deps = [node.deps for node in flat]
+
+        def name(index: int) -> str:
+            return _name(flat[index].exec_node)
+
+    _check_edges(deps, located, position_clock, name, problems)
+    return problems
+
+
+def _check_edges(
+    deps: Sequence[Sequence[int]],
+    located: list[tuple[int, int] | None],
+    position_clock: dict[tuple[int, int], list[int]],
+    name: Callable[[int], str],
+    problems: list[str],
+) -> None:
+    """Each edge ``u -> v`` between nodes with ops (by index; through op-less nodes, whose
+    nearest ops with one stand for them): ``v``'s op must know ``u``'s done."""
     nearest: list[set[int]] = []
-    for node in flat:
+    for index, node_deps in enumerate(deps):
         near: set[int] = set()
-        for dep in node.deps:
-            if flat[dep].exec_node in located:
+        for dep in node_deps:
+            if located[dep] is not None:
                 near.add(dep)
             else:
                 near |= nearest[dep]
         nearest.append(near)
-        here = located.get(node.exec_node)
+        here = located[index]
         if here is None:
             continue
         clock = position_clock.get(here)
         for dep in near:
-            strand, position = located[flat[dep].exec_node]
+            where = located[dep]
+            assert where is not None
+            strand, position = where
             if clock is None or clock[strand] < position:
                 problems.append(
-                    f"edge {_name(flat[dep].exec_node)} -> {_name(node.exec_node)} is not "
+                    f"edge {name(dep)} -> {name(index)} is not "
                     f"enforced: strand {here[0]} op {here[1]} may start before strand {strand} "
                     f"op {position} is done"
                 )
-    return problems
 
 
 def _run(

@@ -211,6 +211,8 @@ def update(updater: Updater, graph: Graph) -> UpdateResult:
     # its time.
     with gcpause.paused():
         new_copy, new_nodes = snapshot(graph)
+        if updater.update_columns(new_copy):
+            return UpdateResult(UpdateResultKind.Success)
         result, changes = diff_graphs(updater.graph, new_copy, new_nodes)
         if result.ok:
             changes, why, bad = updater.settle_conditionals(changes)

@@ -263,11 +263,48 @@ class ExecGraph:
         assert params is not None
         return params
 
+    def replace_params(self, column: list[Any], *, as_read: bool = False) -> bool:
+        """Make ``column`` the parameters of the nodes while no record is made: by index, or
+        with ``as_read`` in the order they are held as read (see :meth:`read_order`).
+
+        A whole-graph update of a copy held as columns gives every node its new parameters at
+        once (see :meth:`~.updater.Updater.update_columns`). Refused (False, nothing changed)
+        once the records are made: they are the copy then, and a record made a moment ago
+        already holds the column's old values; and ``as_read`` is refused once a reader has
+        put the columns in the copy's order. Check and change are one step under the lock
+        the records are made under, so the records are made from the new column or the
+        column is not changed.
+        """
+        if len(column) != self._length:
+            raise ValueError(f"{len(column)} parameters for {self._length} nodes")
+        with _MADE_LOCK:
+            if self._made is not None:
+                return False
+            if as_read:
+                read = self._read
+                if read is None:
+                    return False
+                self._read = (read[0], read[1], column)
+                return True
+            self._columns()  # the ids in the copy's order first: the column replaces the rest
+            self._params = column
+            return True
+
     def all_enabled(self, indices: Iterable[int]) -> bool:
         """Whether the nodes at ``indices`` are all enabled (no record made: a copy's nodes are
         enabled until a setter, which makes the records, disables one)."""
         made = self._made
         return made is None or all(made[index].enabled for index in indices)
+
+    def id_of(self, index: int) -> int:
+        """The id of the node at ``index`` (no record made, no column put in order)."""
+        made = self._made
+        if made is not None:
+            return made[index].id
+        read = self._read
+        if read is None:
+            return self._ids[index]
+        return read[1][int(read[0][index])]
 
     def deps_of(self, index: int) -> tuple[int, ...]:
         """The dependencies of the node at ``index`` (no record made)."""

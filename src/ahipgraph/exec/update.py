@@ -22,9 +22,9 @@ Rules (HIP's, plus one of ours):
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from itertools import repeat
-from operator import attrgetter
+from operator import attrgetter, is_
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import HipError, InvalidValue
@@ -46,6 +46,8 @@ __all__ = [
     "device_limits_problem",
     "diff_graphs",
     "launches_to_check",
+    "same_kernels",
+    "same_shape",
 ]
 
 Change = tuple[ExecNode, Any]
@@ -231,7 +233,7 @@ def _compared(
     type, equal: the per-node checks of both cannot fail, and the tuples are never made.
     """
     old_nodes = old.nodes
-    same = _same_shape(old, new)
+    same = same_shape(old, new)
     if new.made or not new.flat:
         nodes = new.nodes
         return zip(
@@ -254,7 +256,7 @@ def _compared(
     )
 
 
-def _same_shape(old: ExecGraph, new: ExecGraph) -> bool:
+def same_shape(old: ExecGraph, new: ExecGraph) -> bool:
     """Whether ``new``'s nodes have ``old``'s types and dependencies, index for index.
 
     Compared as whole columns (lists of types, an array of first dependencies and the few
@@ -267,7 +269,23 @@ def _same_shape(old: ExecGraph, new: ExecGraph) -> bool:
     return old.types() == new.types() and old.first_deps() == new.first_deps()
 
 
-def launches_to_check(changes: list[Change]) -> Iterator[Change]:
+def same_kernels(old: list[KernelParams], new: list[KernelParams]) -> bool:
+    """Whether each of ``new`` has the very kernel and attributes of the one of ``old`` at its
+    index: what :func:`diff_graphs` needs of a kernel node to skip its compatibility checks
+    (compared at C speed, as :func:`same_shape` compares the columns)."""
+    return all(map(is_, map(_kernel_of, new), map(_kernel_of, old))) and all(
+        map(is_, map(_attributes_of, new), map(_attributes_of, old))
+    )
+
+
+_kernel_of = attrgetter("kernel")
+_attributes_of = attrgetter("attributes")
+# A change for launches_to_check: an executable's node (its type says whether it is a kernel),
+# or None for a kernel node read from the columns, with no record (see Updater.update_columns).
+LaunchChange = tuple[ExecNode | None, Any]
+
+
+def launches_to_check(changes: Iterable[LaunchChange]) -> Iterator[LaunchChange]:
     """The kernel changes whose launch configuration must be checked, in ``changes``' order:
     the caller checks each (``params.check_limits(device)``) and stops at the first failure.
 
@@ -283,7 +301,7 @@ def launches_to_check(changes: list[Change]) -> Iterator[Change]:
     grid = block = shared_mem = None  # the last shape that passed
     for change in changes:
         node, params = change
-        if node.type is not NodeType.Kernel or (
+        if (node is not None and node.type is not NodeType.Kernel) or (
             params.grid is grid and params.block is block and params.shared_mem is shared_mem
         ):
             continue
@@ -305,8 +323,8 @@ def _plain_shape(params: KernelParams) -> bool:
 
 
 def device_limits_problem(
-    changes: list[Change], device: Device
-) -> tuple[UpdateResultKind, str, ExecNode] | None:
+    changes: Iterable[LaunchChange], device: Device
+) -> tuple[UpdateResultKind, str, ExecNode | None] | None:
     """Check new kernel parameters against the executable's device (they were validated
     against the default device when the new graph was built): the first failure's kind, why,
     and its node, or None.

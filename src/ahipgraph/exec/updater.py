@@ -25,7 +25,10 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Mapping
+from itertools import repeat
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from ..core.errors import InvalidValue
 from ..device.ops import Op
@@ -33,11 +36,11 @@ from ..graph.node import GraphNode, live_node
 from ..graph.node_type import NodeType, a_node_of_type
 from ..runtime.params import KernelParams
 from .arena import ArgSlot, KernelArgArena
-from .compile import Compiled, node_op, reads_same
-from .conditional import Conditionals, check_handles_known, settle_update
+from .compile import Compiled, IndexRun, node_op, reads_same
+from .conditional import Conditionals, check_handles_known, settle_update, takes_handle
 from .races import ExecRaces
 from .snapshot import ExecGraph, ExecNode
-from .update import Change, check_setter
+from .update import Change, check_setter, device_limits_problem, same_kernels, same_shape
 
 if TYPE_CHECKING:
     from ..runtime.device import Device
@@ -164,18 +167,114 @@ class Updater:
                 if location is None:  # event nodes bind at launch instead
                     continue
                 ops = version.strand_ops[location[0]]
-                if (
-                    node.type is NodeType.Kernel
-                    and node.enabled
-                    and reads_same(ops[location[1]], params, compiled.arg_slots[node])
-                ):
-                    continue  # new bytes in the same slot: the op already reads them
+                if node.type is NodeType.Kernel and node.enabled:
+                    arg_slot = compiled.arg_slots[node]
+                    if reads_same(ops[location[1]], params, arg_slot.buffer, arg_slot.offset):
+                        continue  # new bytes in the same slot: the op already reads them
                 op = node_op(self.device, node, compiled, self.arena)
                 if op is not None:
                     ops[location[1]] = op
             self.arena.flush()
             if self.races is not None:
                 self.races.commit(changes)
+
+    def update_columns(self, new: ExecGraph) -> bool:
+        """A whole-graph update of a graph of kernels made from the copies' columns, if it can
+        be: True when made, False (nothing changed) when :func:`~.update.diff_graphs` and
+        :meth:`apply` must make it.
+
+        An executable only ever launched holds its nodes as columns and its kernels as runs
+        (see :meth:`Compiled.index_runs`): no record, location or slot object per node. The
+        general path makes all three for every node on the first update, four hundred bytes
+        a node kept for the executable's life and most of a million-node update's time. When
+        the new copy has the same shape and every node the same kernel and attributes, no
+        check of the general path can fail but the device's limits, checked here too; with
+        no launch in flight every slot is rewritten in place. The update is then the new
+        parameters column, the changed slots' bytes and an op for each node whose launch
+        shape changed: what the general path leaves behind, without the per-node objects.
+
+        Anything else (launches in flight, a race checker, conditional nodes, a strict
+        arena, records already made, a handle argument, another kernel, shape or length, a
+        failing limit) takes the general path, which finds and names the failure.
+        """
+        old = self.graph
+        if (
+            self.races is not None
+            or self.conditionals is not None
+            or self.arena.strict
+            or old.made
+            or new.made
+            or len(old) != len(new)
+            or not old.only(NodeType.Kernel)
+            or not same_shape(old, new)
+        ):
+            return False
+        with self.lock:
+            self.owner._check_alive()
+            runs = self.compiled.index_runs(old)
+            if runs is None or self.launcher.in_flight:
+                return False
+            # Both copies' parameters as read, in the order they were made, when both were
+            # read in one order: checked in memory order, and neither put in the copy's.
+            old_read, new_read = old.read_order(), new.read_order()
+            at: list[int] | None = None
+            if (
+                old_read is not None
+                and new_read is not None
+                and np.array_equal(old_read[0], new_read[0])
+            ):
+                at = old_read[0].tolist()
+                old_params, new_params = old_read[1], new_read[1]
+            else:
+                old_params, new_params = old.params_column(), new.params_column()
+            if not same_kernels(old_params, new_params) or (
+                takes_handle(params.kernel for params in old_params)
+            ):
+                return False
+            if device_limits_problem(zip(repeat(None), new_params), self.device) is not None:
+                return False
+            if not old.replace_params(list(new_params), as_read=at is not None):  # read meanwhile
+                return False
+            written = self._rewrite_runs(runs, old_params, new_params, at)
+            self.arena.count_writes(written)
+            self.arena.flush()
+            return True
+
+    def _rewrite_runs(
+        self,
+        runs: list[IndexRun],
+        old_params: list[Any],
+        new_params: list[Any],
+        at: list[int] | None,
+    ) -> int:
+        """Write the new argument bytes of every node of ``runs`` whose bytes changed in its
+        slot, and give each node whose launch shape changed a new op; the count written.
+
+        The parameters are by node index, or at ``at[index]`` when ``at`` is given.
+        """
+        written = 0
+        device, arena = self.device, self.arena
+        version: Version | None = None
+        for strand, position, indices, spans in runs:
+            each = iter(indices) if at is None else map(at.__getitem__, indices)
+            for _, buffer, offsets, _ in spans:
+                # each last: zip stops at the span's end without taking an index
+                for offset, index in zip(offsets, each, strict=False):
+                    params = new_params[index]
+                    previous = old_params[index]
+                    if params is not previous:
+                        data = params.arg_bytes
+                        if data != previous.arg_bytes:
+                            buffer[offset : offset + len(data)] = data
+                            written += 1
+                        if params.threads is not previous.threads:
+                            if version is None:
+                                version = self._writable_version()
+                            ops = version.strand_ops[strand]
+                            if not reads_same(ops[position], params, buffer, offset):
+                                ops[position] = params.op(device, buffer, offset, arena)
+                    position += 1
+        return written
 
     def _writable_version(self) -> Version:
         version = self.version
