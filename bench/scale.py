@@ -26,6 +26,8 @@ chains, one join; every node a kernel) of each size it measures, in one run, per
   collector adds to a node's build;
 * ``bytes_per_node``  — what the graph plus its executable hold, measured with ``tracemalloc``
   in a separate pass (tracing slows everything down, so it never overlaps the timings);
+* ``update_bytes_per_node`` — what the executable holds more once updated (the new graph
+  alive, so its parameters, which the executable then shares, are not counted), same pass;
 * ``gc_collections``  — the garbage collector's passes per generation during build and
   instantiate (the collector stays on, as in a user's program);
 * ``floor_build_us``  — the same chain built by :func:`floor_build`, a few lines of plain
@@ -216,9 +218,14 @@ def bytes_per_node(shape: str, size: int, device: ahg.Device, x: ahg.DevicePtr) 
         graph_bytes = tracemalloc.get_traced_memory()[0] - base
         exec_ = graph.instantiate()
         total = tracemalloc.get_traced_memory()[0] - base
+        new_args = build(shape, size, x, offset=1)
+        before_update = tracemalloc.get_traced_memory()[0]
+        exec_.update(new_args)
+        update_bytes = tracemalloc.get_traced_memory()[0] - before_update
         exec_.destroy()
         graph.destroy()
-        del graph, exec_
+        new_args.destroy()
+        del graph, exec_, new_args
         gc.collect()
         left = tracemalloc.get_traced_memory()[0] - base
     finally:
@@ -226,6 +233,7 @@ def bytes_per_node(shape: str, size: int, device: ahg.Device, x: ahg.DevicePtr) 
     return {
         "graph_bytes_per_node": graph_bytes / size,
         "bytes_per_node": total / size,
+        "update_bytes_per_node": update_bytes / size,
         "bytes_left_after_destroy": float(left),
     }
 
@@ -317,7 +325,8 @@ PHASES += ("update_us", "clone_us", "nodes_us", "edges_us", "dot_us", "gc_pass_u
 
 def table(out: dict[str, Any]) -> str:
     header = f"{'shape':10} {'nodes':>9} " + " ".join(f"{_label(p):>8}" for p in PHASES)
-    header += f" {'1st yield':>9} {'floor':>6} {'build/floor':>11} {'B/node':>7} {'gc 0/1/2':>14}"
+    header += f" {'1st yield':>9} {'floor':>6} {'build/floor':>11} {'B/node':>7} {'B/upd':>6}"
+    header += f" {'gc 0/1/2':>14}"
     lines = ["per node, microseconds (bytes: graph + executable, tracemalloc)", header]
     lines.append("-" * len(header))
     for shape in SHAPES:
@@ -325,6 +334,8 @@ def table(out: dict[str, Any]) -> str:
             row = out[shape][str(size)]
             cells = " ".join(f"{row[p]:>8.2f}" for p in PHASES)
             memory = f"{row['bytes_per_node']:>7.0f}" if "bytes_per_node" in row else f"{'-':>7}"
+            updated = row.get("update_bytes_per_node")
+            memory += f" {round(updated):>6d}" if updated is not None else f" {'-':>6}"
             collections = "/".join(str(c) for c in row["gc_collections"])
             first_yield = f"{row['first_yield_us']:>9.2f}"
             floor = _floor_cells(row)
