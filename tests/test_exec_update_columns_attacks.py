@@ -1,0 +1,547 @@
+"""Attacks on the whole-graph update of an executable held as columns.
+
+Every attack compares three executables after ``update(new)``: one only ever launched (the
+update made from its columns where it can be), one whose node records were made first (a
+no-op ``set_node_enabled``: the general path), and one instantiated from ``new``. All three
+must replay alike, dispatch alike (kernel bodies that record what they were given) and keep
+alike what a setter or a later update reads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+import pytest
+
+import ahipgraph as ahg
+from cleanup import destroy
+
+RACE_CHECK = bool(os.environ.get("AHIPGRAPH_RACE_CHECK"))
+KA = ahg.KernelNodeAttribute
+TICKS: list[tuple[int, int, int]] = []  # what each dispatch of ``tick`` saw of its launch
+WIDTH = 4  # int64 cells per node in ``out``
+
+
+def _shape(t: ahg.Threads) -> int:
+    return t.grid.x * 1_000_000 + t.block.x * 1_000 + t.shared_mem
+
+
+@ahg.kernel
+def put(t: ahg.Threads, value: ahg.int64, index: ahg.int32, out: ahg.Ptr[ahg.int64]) -> None:
+    out[index * WIDTH] = value
+    out[index * WIDTH + 1] = _shape(t)
+
+
+@ahg.kernel
+def mixed(
+    t: ahg.Threads,
+    small: ahg.int8,
+    real: ahg.float32,
+    big: ahg.uint64,
+    index: ahg.int32,
+    out: ahg.Ptr[ahg.int64],
+    other: ahg.Ptr[ahg.float64],
+) -> None:
+    out[index * WIDTH] = small
+    out[index * WIDTH + 1] = _shape(t)
+    out[index * WIDTH + 2] = big % (1 << 62)
+    other[index] = real
+
+
+@ahg.kernel
+async def aput(t: ahg.Threads, value: ahg.int64, index: ahg.int32, out: ahg.Ptr[ahg.int64]) -> None:
+    out[index * WIDTH] = -value
+    out[index * WIDTH + 1] = _shape(t)
+
+
+@ahg.kernel
+def tick(t: ahg.Threads) -> None:
+    TICKS.append((t.grid.x, t.block.x, t.shared_mem))
+
+
+KERNELS = {"put": put, "mixed": mixed, "aput": aput, "tick": tick}
+
+
+@dataclass(frozen=True)
+class Node:
+    """One kernel node: which kernel, its launch shape and the value it writes."""
+
+    kernel: str = "put"
+    grid: Any = 1
+    block: Any = 64
+    shared_mem: int = 0
+    value: int = 0
+    priority: int = 0
+
+
+@dataclass
+class Buffers:
+    out: ahg.DevicePtr
+    other: ahg.DevicePtr
+    count: int
+
+
+def args_of(node: Node, index: int, buffers: Buffers) -> tuple[Any, ...]:
+    if node.kernel in ("put", "aput", "put_twice"):
+        return (node.value, index, buffers.out)
+    if node.kernel == "mixed":
+        return (
+            node.value % 128 - 64,
+            node.value / 4,
+            (1 << 63) + node.value,
+            index,
+            buffers.out,
+            buffers.other,
+        )
+    return ()
+
+
+def random_deps(count: int, seed: int) -> list[list[int]]:
+    """A random DAG: each node depends on up to three earlier nodes (some on none)."""
+    rng = random.Random(seed)
+    deps: list[list[int]] = []
+    for index in range(count):
+        if index == 0:
+            deps.append([])
+            continue
+        width = rng.choice((0, 1, 1, 1, 2, 3)) if index > 1 else 1
+        deps.append(sorted(rng.sample(range(index), min(width, index))))
+    return deps
+
+
+def chain_deps(count: int) -> list[list[int]]:
+    return [[] if index == 0 else [index - 1] for index in range(count)]
+
+
+def build(
+    nodes: Sequence[Node],
+    deps: Sequence[Sequence[int]],
+    buffers: Buffers,
+    order: Sequence[int] | None = None,
+) -> tuple[ahg.Graph, list[ahg.GraphNode]]:
+    """A graph of ``nodes`` with dependencies ``deps`` (indices), added in ``order`` (any
+    topological order of the indices; by index when not given)."""
+    graph = ahg.Graph()
+    made: dict[int, ahg.GraphNode] = {}
+    for index in order if order is not None else range(len(nodes)):
+        node = nodes[index]
+        made[index] = graph.add_kernel_node(
+            KERNELS[node.kernel],
+            node.grid,
+            node.block,
+            args_of(node, index, buffers),
+            shared_mem=node.shared_mem,
+            priority=node.priority,
+            deps=[made[dep] for dep in deps[index]],
+        )
+    return graph, [made[index] for index in range(len(nodes))]
+
+
+COUNT = 6_000  # room for this many nodes in each Buffers
+
+
+def make_buffers(device: ahg.Device) -> Buffers:
+    return Buffers(device.malloc(8 * WIDTH * COUNT), device.malloc(8 * COUNT), COUNT)
+
+
+@pytest.fixture
+def buffers(device: ahg.Device) -> Iterator[Buffers]:
+    made = make_buffers(device)
+    yield made
+    destroy(made.out, made.other)
+
+
+@pytest.fixture
+def others(device: ahg.Device) -> Iterator[Buffers]:
+    """Another allocation of each buffer: a new graph's pointers."""
+    made = make_buffers(device)
+    yield made
+    destroy(made.out, made.other)
+
+
+async def replay(
+    graph_exec: ahg.GraphExec, device: ahg.Device, outs: Sequence[Buffers]
+) -> tuple[list[np.ndarray], list[tuple[int, int, int]]]:
+    """Every buffer's contents after one replay on zeroed memory, and what ``tick`` saw."""
+    for each in outs:
+        device.view(each.out, np.int64, WIDTH * each.count)[:] = 0
+        device.view(each.other, np.float64, each.count)[:] = 0
+    TICKS.clear()
+    stream = device.create_stream()
+    try:
+        await (await graph_exec.launch(stream))
+    finally:
+        stream.destroy()
+    seen = [device.view(each.out, np.int64, WIDTH * each.count).copy() for each in outs] + [
+        device.view(each.other, np.float64, each.count).copy() for each in outs
+    ]
+    return seen, sorted(TICKS)
+
+
+def assert_same(
+    got: tuple[list[np.ndarray], list[Any]], want: tuple[list[np.ndarray], list[Any]]
+) -> None:
+    for have, expect in zip(got[0], want[0], strict=True):
+        bad = np.flatnonzero(have != expect)
+        assert bad.size == 0, f"{bad.size} cells differ, first at {bad[:5]}"
+    assert got[1] == want[1]
+
+
+async def check_update(
+    device: ahg.Device,
+    old_nodes: Sequence[Node],
+    new_nodes: Sequence[Node],
+    deps: Sequence[Sequence[int]],
+    old_buffers: Buffers,
+    new_buffers: Buffers,
+    *,
+    new_order: Sequence[int] | None = None,
+    fast: bool = True,
+    instantiate: dict[str, Any] | None = None,
+) -> None:
+    """Update an only-launched executable and a records-made one from ``old_nodes`` to
+    ``new_nodes``; both must replay as a fresh instantiation of the new graph, and again after
+    the update back to ``old_nodes``. ``fast``: whether the columns path must have been taken
+    (the copy's records still not made)."""
+    options = instantiate or {}
+    outs = [old_buffers] if old_buffers is new_buffers else [old_buffers, new_buffers]
+    graph, handles = build(old_nodes, deps, old_buffers)
+    columns = graph.instantiate(**options)
+    general = graph.instantiate(**options)
+    general.set_node_enabled(handles[0], True)  # makes the records: the general path
+    original = await replay(columns, device, outs)
+    new, new_handles = build(new_nodes, deps, new_buffers, new_order)
+    fresh = new.instantiate(**options)
+    want = await replay(fresh, device, outs)
+    for graph_exec in (columns, general):
+        assert graph_exec.update(new).ok
+    assert columns._graph.made is not fast
+    assert_same(await replay(columns, device, outs), want)
+    assert_same(await replay(general, device, outs), want)
+    for index in (0, len(handles) // 2, len(handles) - 1):  # what a getter reads
+        for attr in (KA.Priority,):
+            assert columns.kernel_node_attribute(
+                handles[index], attr
+            ) == fresh.kernel_node_attribute(new_handles[index], attr)
+    # and back: the columns, the slots and the ops now hold the new graph's
+    for graph_exec in (columns, general):
+        assert graph_exec.update(graph).ok
+    assert_same(await replay(columns, device, outs), original)
+    assert_same(await replay(general, device, outs), original)
+    stats = columns.statistics().arena, general.statistics().arena
+    assert stats[0].live_slots == stats[1].live_slots == len(old_nodes)
+    destroy(columns, general, fresh, graph, new)
+
+
+async def check_refused(
+    device: ahg.Device,
+    old_nodes: Sequence[Node],
+    new_nodes: Sequence[Node],
+    deps: Sequence[Sequence[int]],
+    buffers: Buffers,
+    *,
+    new_order: Sequence[int] | None = None,
+    new_deps: Sequence[Sequence[int]] | None = None,
+    instantiate: dict[str, Any] | None = None,
+) -> ahg.UpdateResult:
+    """Both paths refuse the update with the same kind, reason and node, and change nothing."""
+    options = instantiate or {}
+    graph, handles = build(old_nodes, deps, buffers)
+    columns = graph.instantiate(**options)
+    general = graph.instantiate(**options)
+    general.set_node_enabled(handles[0], True)
+    before = await replay(columns, device, [buffers])
+    stats = columns.statistics()
+    new, _ = build(new_nodes, new_deps or deps, buffers, new_order)
+    results = []
+    for graph_exec in (columns, general):
+        with pytest.raises(ahg.GraphExecUpdateFailure) as info:
+            graph_exec.update(new)
+        results.append(info.value.result)  # type: ignore[attr-defined]
+    assert results[0].kind is results[1].kind
+    assert results[0].node is results[1].node
+    assert results[0].reason == results[1].reason
+    assert str(results[0]) == str(results[1])
+    assert columns.statistics() == stats
+    assert_same(await replay(columns, device, [buffers]), before)
+    assert_same(await replay(general, device, [buffers]), before)
+    destroy(columns, general, graph, new)
+    result: ahg.UpdateResult = results[0]
+    return result
+
+
+def mixed_nodes(count: int, seed: int, value: int) -> list[Node]:
+    rng = random.Random(seed)
+    names = ["put", "mixed", "aput", "tick"]
+    return [Node(rng.choice(names), value=value + index) for index in range(count)]
+
+
+# -- the attacks -------------------------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("count", [1, 2, 3, 31, 33, 300])
+async def test_mixed_kernels_in_short_and_long_runs(
+    device: ahg.Device, buffers: Buffers, count: int
+) -> None:
+    old = mixed_nodes(count, count, 10)
+    new = [replace(node, value=node.value + 500) for node in old]
+    await check_update(device, old, new, random_deps(count, count), buffers, buffers)
+
+
+@pytest.mark.asyncio
+async def test_runs_of_alternating_kernels_on_a_chain(device: ahg.Device, buffers: Buffers) -> None:
+    names = ["put", "put", "mixed", "aput", "aput", "aput", "tick", "put"]
+    old = [Node(names[index % len(names)], value=index) for index in range(400)]
+    new = [replace(node, value=node.value * 3 + 1) for node in old]
+    await check_update(device, old, new, chain_deps(400), buffers, buffers)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("count", [1, 2, 40, 300])
+async def test_pointers_moved_to_other_allocations(
+    device: ahg.Device, buffers: Buffers, others: Buffers, count: int
+) -> None:
+    old = mixed_nodes(count, count + 1, 3)
+    new = [replace(node, value=node.value + 7) for node in old]
+    await check_update(device, old, new, random_deps(count, count), buffers, others)
+
+
+def reshaped(nodes: Sequence[Node], seed: int) -> list[Node]:
+    """Some nodes' grid, block or shared memory changed (ints, Dim3s, numpy ints)."""
+    rng = random.Random(seed)
+    out: list[Node] = []
+    for node in nodes:
+        roll = rng.random()
+        if roll < 0.1:
+            node = replace(node, block=rng.choice((32, 128, 256)))
+        elif roll < 0.2:
+            node = replace(node, grid=rng.choice((2, 3)))
+        elif roll < 0.3:
+            node = replace(node, shared_mem=rng.choice((16, 512)))
+        elif roll < 0.35:
+            node = replace(node, block=ahg.Dim3(128, 1, 1))  # a Dim3 of its own
+        elif roll < 0.4:
+            node = replace(node, block=np.int64(96))  # not a remembered shape
+        out.append(replace(node, value=node.value + 1))
+    return out
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("count", [1, 2, 33, 500])
+async def test_launch_shapes_changed_on_some_nodes(
+    device: ahg.Device, buffers: Buffers, count: int
+) -> None:
+    old = mixed_nodes(count, 7 * count, 0)
+    new = reshaped(old, count)
+    if count == 1:
+        new = [replace(new[0], grid=2, shared_mem=8)]
+    await check_update(device, old, new, random_deps(count, count + 3), buffers, buffers)
+
+
+@pytest.mark.asyncio
+async def test_old_nodes_of_unremembered_shapes_updated_to_plain_ones(
+    device: ahg.Device, buffers: Buffers
+) -> None:
+    """Each old node has a launch shape of its own (a numpy block: no shared Threads)."""
+    old = [Node("put", block=np.int32(64), value=index) for index in range(100)]
+    new = [Node("put", block=64 if index % 2 else 32, value=index) for index in range(100)]
+    await check_update(device, old, new, chain_deps(100), buffers, buffers)
+
+
+@pytest.mark.asyncio
+async def test_priorities_changed(device: ahg.Device, buffers: Buffers) -> None:
+    old = mixed_nodes(60, 60, 0)
+    new = [replace(node, priority=(index % 3) - 1) for index, node in enumerate(old)]
+    await check_update(device, old, new, random_deps(60, 1), buffers, buffers)
+
+
+@pytest.mark.asyncio
+async def test_the_new_graph_added_in_another_topological_order(
+    device: ahg.Device, buffers: Buffers
+) -> None:
+    count = 400
+    deps = random_deps(count, 11)
+    # a topological order other than the indices': deepest-first by a shuffled key
+    rng = random.Random(5)
+    key = [rng.random() for _ in range(count)]
+    order: list[int] = []
+    ready = [index for index in range(count) if not deps[index]]
+    waiting = [len(each) for each in deps]
+    dependents: list[list[int]] = [[] for _ in range(count)]
+    for index, each in enumerate(deps):
+        for dep in each:
+            dependents[dep].append(index)
+    while ready:
+        ready.sort(key=key.__getitem__)
+        index = ready.pop()
+        order.append(index)
+        for after in dependents[index]:
+            waiting[after] -= 1
+            if not waiting[after]:
+                ready.append(after)
+    old = [Node("put", value=index) for index in range(count)]
+    new = [replace(node, value=node.value + 9) for node in old]
+    # another order of the same edges is another copy (Kahn's order of the insertion order):
+    # refused alike by both paths
+    await check_refused(device, old, new, deps, buffers, new_order=order)
+
+
+@pytest.mark.asyncio
+async def test_an_update_to_the_graph_it_was_made_from(
+    device: ahg.Device, buffers: Buffers
+) -> None:
+    old = mixed_nodes(200, 9, 0)
+    await check_update(device, old, old, random_deps(200, 9), buffers, buffers)
+
+
+@pytest.mark.asyncio
+async def test_a_large_graph_of_mixed_kernels(
+    device: ahg.Device, buffers: Buffers, others: Buffers
+) -> None:
+    count = 5_500
+    old = mixed_nodes(count, 3, 0)
+    new = reshaped(old, 4)
+    await check_update(device, old, new, random_deps(count, 4), buffers, others)
+
+
+@pytest.mark.asyncio
+async def test_a_large_chain_of_one_kernel(device: ahg.Device, buffers: Buffers) -> None:
+    count = 5_500
+    old = [Node("put", value=index) for index in range(count)]
+    new = [replace(node, value=node.value * 2) for node in old]
+    new[4_000] = replace(new[4_000], block=128)
+    await check_update(device, old, new, chain_deps(count), buffers, buffers)
+
+
+@ahg.kernel
+def put_twice(t: ahg.Threads, value: ahg.int64, index: ahg.int32, out: ahg.Ptr[ahg.int64]) -> None:
+    out[index * WIDTH] = 2 * value
+    out[index * WIDTH + 1] = _shape(t)
+
+
+KERNELS["put_twice"] = put_twice
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("where", [0, 1, 20, 299])
+async def test_a_node_given_another_kernel_takes_the_general_path(
+    device: ahg.Device, buffers: Buffers, where: int
+) -> None:
+    old = [Node("put", value=index) for index in range(300)]
+    new = [replace(node, value=node.value + 1) for node in old]
+    new[where] = replace(new[where], kernel="put_twice")
+    await check_update(device, old, new, random_deps(300, where), buffers, buffers, fast=False)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("where", [0, 150, 299])
+async def test_refusals_name_the_same_node_on_both_paths(
+    device: ahg.Device, buffers: Buffers, where: int
+) -> None:
+    deps = random_deps(300, 1)
+    old = [Node("put", value=index) for index in range(300)]
+    to_async = [replace(node, value=1) for node in old]
+    to_async[where] = replace(to_async[where], kernel="aput")
+    result = await check_refused(device, old, to_async, deps, buffers)
+    assert result.kind is ahg.UpdateResultKind.UnsupportedFunctionChange
+    other_deps = [list(each) for each in deps]
+    other_deps[where] = [] if other_deps[where] else ([0] if where else [])
+    if other_deps != deps:
+        result = await check_refused(device, old, old, deps, buffers, new_deps=other_deps)
+        assert result.kind is ahg.UpdateResultKind.TopologyChanged
+
+
+@pytest.mark.asyncio
+async def test_a_shape_the_device_cannot_run_is_refused_on_a_second_device() -> None:
+    """Several failing shapes: both paths name the first in the copy's order."""
+    small = ahg.DeviceProperties(max_threads_per_block=256, max_shared_memory_per_block=1024)
+    ahg.configure_devices(2, [ahg.DeviceProperties(), small])
+    device = ahg.get_device(1)
+    buffers = Buffers(device.malloc(8 * WIDTH * 400), device.malloc(8 * 400), 400)
+    deps = random_deps(400, 8)
+    old = mixed_nodes(400, 8, 0)
+    for bad in ({390: Node("put", block=512)}, {5: Node("mixed", shared_mem=4096), 300: Node()}):
+        new = list(old)
+        for index, node in bad.items():
+            new[index] = replace(node, kernel=old[index].kernel, block=node.block)
+        if 300 in bad:
+            new[300] = replace(old[300], block=1024)
+        on = {"device": device}
+        result = await check_refused(device, old, new, deps, buffers, instantiate=on)
+        assert result.kind is ahg.UpdateResultKind.NotSupported
+    ok = [replace(node, block=256, value=node.value + 1) for node in old]
+    await check_update(device, old, ok, deps, buffers, buffers, instantiate=on)
+    destroy(buffers.out, buffers.other)
+
+
+@pytest.mark.asyncio
+async def test_an_update_in_flight_then_one_with_none(device: ahg.Device, buffers: Buffers) -> None:
+    count = 300
+    deps = random_deps(count, 2)
+    nodes = [mixed_nodes(count, 2, base) for base in (0, 1_000, 2_000)]
+    graphs = [build(each, deps, buffers)[0] for each in nodes]
+    fresh = [graph.instantiate() for graph in graphs]
+    want = [await replay(graph_exec, device, [buffers]) for graph_exec in fresh]
+    graph_exec = graphs[0].instantiate()
+    stream = device.create_stream()
+    for each in (buffers.out, buffers.other):
+        await device.memset(each, 0, 8 * WIDTH * count if each is buffers.out else 8 * count)
+    TICKS.clear()
+    completion = await graph_exec.launch(stream)
+    assert graph_exec.in_flight
+    assert graph_exec.update(graphs[1]).ok  # in flight: the general path
+    await completion
+    assert_same(
+        ([device.view(buffers.out, np.int64, WIDTH * COUNT).copy()], sorted(TICKS)),
+        (want[0][0][:1], want[0][1]),
+    )
+    assert_same(await replay(graph_exec, device, [buffers]), want[1])
+    assert graph_exec.update(graphs[2]).ok  # none in flight (records made by now)
+    assert_same(await replay(graph_exec, device, [buffers]), want[2])
+    assert graph_exec.update(graphs[0]).ok
+    assert_same(await replay(graph_exec, device, [buffers]), want[0])
+    destroy(graph_exec, *fresh, *graphs, stream)
+
+
+@pytest.mark.asyncio
+async def test_a_launch_enqueued_after_a_completed_one_and_before_the_update(
+    device: ahg.Device, buffers: Buffers
+) -> None:
+    """A launch enqueued behind a blocked stream (not yet started) reads the old arguments."""
+    count = 100
+    deps = chain_deps(count)
+    old, new = mixed_nodes(count, 0, 0), mixed_nodes(count, 0, 50)
+    graph, _ = build(old, deps, buffers)
+    graph_exec = graph.instantiate()
+    want_old = await replay(graph_exec, device, [buffers])
+    fresh_graph, _ = build(new, deps, buffers)
+    stream = device.create_stream()
+    event = device.create_event()
+    blocker = device.create_stream()
+    gate = asyncio.Event()
+
+    @ahg.kernel
+    async def wait_gate(t: ahg.Threads) -> None:
+        await gate.wait()
+
+    await blocker.launch_kernel(wait_gate, 1, 1, ())
+    await event.record(blocker)
+    await stream.wait_event(event)
+    for each in (buffers.out, buffers.other):
+        device.view(each, np.uint8, 8 * WIDTH * count if each is buffers.out else 8 * count)[:] = 0
+    TICKS.clear()
+    completion = await graph_exec.launch(stream)
+    assert graph_exec.update(fresh_graph).ok
+    gate.set()
+    await completion
+    got = ([device.view(buffers.out, np.int64, WIDTH * COUNT).copy()], sorted(TICKS))
+    assert_same(got, (want_old[0][:1], want_old[1]))
+    await blocker.synchronize()
+    destroy(graph_exec, graph, fresh_graph, stream, blocker, event)
