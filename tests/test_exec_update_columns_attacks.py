@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -224,6 +225,8 @@ async def check_update(
     assert columns._graph.made is not fast
     assert_same(await replay(columns, device, outs), want)
     assert_same(await replay(general, device, outs), want)
+    assert columns.statistics().arena == general.statistics().arena
+    assert columns.statistics().versions == general.statistics().versions
     for index in (0, len(handles) // 2, len(handles) - 1):  # what a getter reads
         for attr in (KA.Priority,):
             assert columns.kernel_node_attribute(
@@ -545,3 +548,240 @@ async def test_a_launch_enqueued_after_a_completed_one_and_before_the_update(
     assert_same(got, (want_old[0][:1], want_old[1]))
     await blocker.synchronize()
     destroy(graph_exec, graph, fresh_graph, stream, blocker, event)
+
+
+@pytest.mark.asyncio
+async def test_updates_after_a_destroy_are_refused(device: ahg.Device, buffers: Buffers) -> None:
+    old = mixed_nodes(50, 0, 0)
+    graph, _ = build(old, chain_deps(50), buffers)
+    new, _ = build(mixed_nodes(50, 0, 9), chain_deps(50), buffers)
+    graph_exec = graph.instantiate()
+    want = await replay(graph_exec, device, [buffers])
+    new.destroy()
+    with pytest.raises(ahg.InvalidValue):
+        graph_exec.update(new)
+    assert_same(await replay(graph_exec, device, [buffers]), want)
+    graph_exec.destroy()
+    with pytest.raises(ahg.InvalidValue):
+        graph_exec.update(graph)
+    destroy(graph)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    "instantiate",
+    [
+        {"check_races": True},
+        {"strict_flush": True},
+        {"flags": ahg.InstantiateFlags.USE_NODE_PRIORITY},
+    ],
+)
+async def test_executables_made_with_options(
+    device: ahg.Device, buffers: Buffers, instantiate: dict[str, Any]
+) -> None:
+    old = mixed_nodes(120, 5, 0)
+    new = reshaped(old, 5)
+    fast = "flags" in instantiate  # a race checker or a strict arena: the general path
+    deps = chain_deps(120)  # (the race checker sees every node write all of ``out``)
+    await check_update(device, old, new, deps, buffers, buffers, fast=fast, instantiate=instantiate)
+
+
+@pytest.mark.asyncio
+async def test_graphs_with_a_few_other_nodes_take_the_general_path(
+    device: ahg.Device, buffers: Buffers
+) -> None:
+    seen: list[int] = []
+
+    def made(base: int) -> tuple[ahg.Graph, Any]:
+        graph, nodes = build(mixed_nodes(60, 1, base), random_deps(60, 1), buffers)
+        empty = graph.add_empty_node(deps=[nodes[10]])
+        graph.add_memset_node(buffers.other, base % 7, 8, deps=[empty])
+        graph.add_host_node(seen.append, (base,), deps=[nodes[59]])
+        graph.add_kernel_node(put, 1, 1, (base, 59, buffers.out), deps=[empty])
+        return graph, nodes
+
+    graph, _ = made(0)
+    new, _ = made(100)
+    graph_exec = graph.instantiate()
+    await replay(graph_exec, device, [buffers])
+    fresh = new.instantiate()
+    want = await replay(fresh, device, [buffers])
+    assert graph_exec.update(new).ok
+    seen.clear()
+    assert_same(await replay(graph_exec, device, [buffers]), want)
+    assert seen == [100]
+    destroy(graph_exec, fresh, graph, new)
+
+
+@pytest.mark.asyncio
+async def test_capture_made_graphs(device: ahg.Device, buffers: Buffers) -> None:
+    async def captured(base: int) -> ahg.Graph:
+        stream, side = device.create_stream(), device.create_stream()
+        forked, joined = device.create_event(), device.create_event()
+        stream.begin_capture()
+        await stream.launch_kernel(put, 1, 64, (base, 0, buffers.out))
+        await forked.record(stream)
+        await side.wait_event(forked)
+        for index in range(1, 40):
+            on = stream if index % 2 else side
+            kernel = (put, aput, tick)[index % 3]
+            args = () if kernel is tick else (base + index, index, buffers.out)
+            await on.launch_kernel(kernel, 1, 32 + index % 2 * 32, args)
+        await joined.record(side)
+        await stream.wait_event(joined)
+        await stream.launch_kernel(put, 2, 64, (base, 40, buffers.out))
+        graph = stream.end_capture()
+        destroy(stream, side, forked, joined)
+        return graph
+
+    graph, new = await captured(0), await captured(500)
+    graph_exec = graph.instantiate()
+    await replay(graph_exec, device, [buffers])
+    fresh = new.instantiate()
+    want = await replay(fresh, device, [buffers])
+    assert graph_exec.update(new).ok
+    assert not graph_exec._graph.made
+    assert_same(await replay(graph_exec, device, [buffers]), want)
+    destroy(graph_exec, fresh, graph, new)
+
+
+@pytest.mark.asyncio
+async def test_graph_memory_nodes_take_the_general_path(
+    device: ahg.Device, buffers: Buffers
+) -> None:
+    def made(base: int) -> ahg.Graph:
+        graph = ahg.Graph()
+        alloc = graph.add_mem_alloc_node(8 * WIDTH * 20)
+        scratch = alloc.params.ptr
+        previous = [alloc]
+        for index in range(20):
+            previous = [
+                graph.add_kernel_node(put, 1, 64, (base + index, index, scratch), deps=previous)
+            ]
+        copy = graph.add_memcpy_node(buffers.out, scratch, 8 * WIDTH * 20, deps=previous)
+        graph.add_mem_free_node(scratch, deps=[copy])
+        return graph
+
+    graph, new = made(0), made(30)
+    graph_exec = graph.instantiate()
+    fresh = new.instantiate()
+    want = await replay(fresh, device, [buffers])
+    assert graph_exec.update(new).ok
+    assert_same(await replay(graph_exec, device, [buffers]), want)
+    destroy(graph_exec, fresh, graph, new)
+
+
+@ahg.kernel
+def set_handle(t: ahg.Threads, value: ahg.uint32, h: ahg.CondHandle) -> None:
+    ahg.set_conditional(h, value)
+
+
+@pytest.mark.asyncio
+async def test_kernels_taking_a_conditional_handle(device: ahg.Device, buffers: Buffers) -> None:
+    """No conditional node: the handle's kernels are the executable's only trace of it."""
+    old = [Node("put", value=index) for index in range(40)]
+    graph, nodes = build(old, chain_deps(40), buffers)
+    handle = graph.conditional_handle()
+    setter = graph.add_kernel_node(set_handle, 1, 1, (1, handle), deps=[nodes[-1]])
+    columns, general = graph.instantiate(), graph.instantiate()
+    general.set_node_enabled(nodes[0], True)
+    new = graph.clone()
+    new.find_in_clone(setter).set_kernel_params(set_handle, 1, 1, (0, handle))
+    for index in range(40):
+        new.find_in_clone(nodes[index]).set_kernel_params(
+            put, 1, 64, (index + 3, index, buffers.out)
+        )
+    fresh = new.instantiate()
+    want = await replay(fresh, device, [buffers])
+    for graph_exec in (columns, general):
+        assert graph_exec.update(new).ok
+        assert_same(await replay(graph_exec, device, [buffers]), want)
+    # a handle made after instantiate: refused alike
+    later = graph.conditional_handle()
+    bad = graph.clone()
+    bad.find_in_clone(setter).set_kernel_params(set_handle, 1, 1, (1, later))
+    columns2 = graph.instantiate()
+    results = []
+    for graph_exec in (columns2, general):
+        with pytest.raises(ahg.GraphExecUpdateFailure) as info:
+            graph_exec.update(bad)
+        results.append(info.value.result)  # type: ignore[attr-defined]
+    assert results[0].kind is results[1].kind is ahg.UpdateResultKind.ParametersChanged
+    assert results[0].node is results[1].node is bad.find_in_clone(setter)
+    destroy(columns, columns2, general, fresh, graph, new, bad)
+
+
+@pytest.mark.asyncio
+async def test_a_fast_update_then_one_in_flight(device: ahg.Device, buffers: Buffers) -> None:
+    """The general path after the columns path: a launch in flight keeps the first update's
+    arguments, the next replay reads the second's."""
+    count = 200
+    deps = random_deps(count, 6)
+    graphs = [build(mixed_nodes(count, 6, base), deps, buffers)[0] for base in (0, 40, 80)]
+    fresh = [graph.instantiate() for graph in graphs]
+    want = [await replay(graph_exec, device, [buffers]) for graph_exec in fresh]
+    graph_exec = graphs[0].instantiate()
+    assert graph_exec.update(graphs[1]).ok
+    assert not graph_exec._graph.made
+    stream = device.create_stream()
+    device.view(buffers.out, np.int64, WIDTH * COUNT)[:] = 0
+    TICKS.clear()
+    completion = await graph_exec.launch(stream)
+    assert graph_exec.update(graphs[2]).ok
+    await completion
+    got = ([device.view(buffers.out, np.int64, WIDTH * COUNT).copy()], sorted(TICKS))
+    assert_same(got, (want[1][0][:1], want[1][1]))
+    assert_same(await replay(graph_exec, device, [buffers]), want[2])
+    destroy(graph_exec, *fresh, *graphs, stream)
+
+
+@pytest.mark.skipif(RACE_CHECK, reason="updates race with launches by design")
+def test_updates_from_a_thread_while_another_loop_launches(device: ahg.Device) -> None:
+    """Each replay reads one graph's arguments whole, whatever the update thread does; the
+    executable ends with the last update's."""
+    buffers = make_buffers(device)
+    count = 300
+    deps = random_deps(count, 12)
+    graphs = [build(mixed_nodes(count, 12, base), deps, buffers)[0] for base in range(0, 500, 100)]
+
+    async def expected_outputs() -> list[tuple[list[np.ndarray], list[Any]]]:
+        out = []
+        for graph in graphs:
+            with graph.instantiate() as graph_exec:
+                out.append(await replay(graph_exec, device, [buffers]))
+        return out
+
+    want = asyncio.run(expected_outputs())
+    keys = [(each[0][0].tobytes(), each[1]) for each in want]
+    graph_exec = graphs[0].instantiate()
+    done = threading.Event()
+    errors: list[BaseException] = []
+
+    def updates() -> None:
+        try:
+            for _ in range(4):
+                for graph in graphs[1:]:
+                    assert graph_exec.update(graph).ok
+        except BaseException as error:
+            errors.append(error)
+        finally:
+            done.set()
+
+    async def launches() -> list[Any]:
+        seen = []
+        thread = threading.Thread(target=updates)
+        thread.start()
+        while True:
+            finished = done.is_set()
+            seen.append(await replay(graph_exec, device, [buffers]))
+            if finished:
+                break
+        thread.join()
+        return seen
+
+    seen = asyncio.run(launches())
+    assert errors == []
+    for each in seen:
+        assert (each[0][0].tobytes(), each[1]) in keys
+    assert (seen[-1][0][0].tobytes(), seen[-1][1]) == keys[-1]
+    destroy(graph_exec, *graphs, buffers.out, buffers.other)
