@@ -785,3 +785,50 @@ def test_updates_from_a_thread_while_another_loop_launches(device: ahg.Device) -
         assert (each[0][0].tobytes(), each[1]) in keys
     assert (seen[-1][0][0].tobytes(), seen[-1][1]) == keys[-1]
     destroy(graph_exec, *graphs, buffers.out, buffers.other)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("count", [2, 5, 100])
+async def test_a_kernel_whose_layout_grew_since_instantiate(
+    device: ahg.Device, buffers: Buffers, count: int
+) -> None:
+    """The same kernel object, given a longer parameter list after instantiate: the new
+    arguments do not fit the slots, and must not be written over the next node's."""
+
+    @ahg.kernel
+    def narrow(t: ahg.Threads, value: ahg.int64, index: ahg.int32, out: ahg.Ptr[ahg.int64]) -> None:
+        out[index * WIDTH] = value
+
+    @ahg.kernel
+    def wide(t: ahg.Threads, value: ahg.int64, index: ahg.int32, out: ahg.Ptr[ahg.int64],
+             a: ahg.int64, b: ahg.int64, c: ahg.int64, d: ahg.int64) -> None:  # fmt: skip
+        out[index * WIDTH] = value
+        out[index * WIDTH + 1] = a + b + c + d
+
+    def made(extra: int | None) -> tuple[ahg.Graph, list[ahg.GraphNode]]:
+        graph, previous, nodes = ahg.Graph(), [], []
+        for index in range(count):
+            args: tuple[Any, ...] = (index + 1, index, buffers.out)
+            if extra is not None:
+                args += (extra + index, extra, extra, extra)
+            previous = [graph.add_kernel_node(narrow, 1, 1, args, deps=previous)]
+            nodes += previous
+        return graph, nodes
+
+    graph, nodes = made(None)
+    columns, general = graph.instantiate(), graph.instantiate()
+    general.set_node_enabled(nodes[0], True)
+    for graph_exec in (columns, general):
+        await replay(graph_exec, device, [buffers])
+    narrow.layout, narrow.body = wide.layout, wide.body
+    new, _ = made(100)
+    fresh = new.instantiate()
+    want = await replay(fresh, device, [buffers])
+    assert [int(v) for v in want[0][0][1 : WIDTH * count : WIDTH]] == [
+        400 + index for index in range(count)
+    ]
+    for graph_exec in (columns, general):
+        assert graph_exec.update(new).ok
+        assert_same(await replay(graph_exec, device, [buffers]), want)
+    assert columns.statistics().arena == general.statistics().arena
+    destroy(columns, general, fresh, graph, new)
