@@ -227,18 +227,30 @@ async def check_update(
     assert_same(await replay(general, device, outs), want)
     assert columns.statistics().arena == general.statistics().arena
     assert columns.statistics().versions == general.statistics().versions
-    for index in (0, len(handles) // 2, len(handles) - 1):  # what a getter reads
-        for attr in (KA.Priority,):
-            assert columns.kernel_node_attribute(
-                handles[index], attr
-            ) == fresh.kernel_node_attribute(new_handles[index], attr)
     # and back: the columns, the slots and the ops now hold the new graph's
     for graph_exec in (columns, general):
         assert graph_exec.update(graph).ok
+    assert columns._graph.made is not fast
     assert_same(await replay(columns, device, outs), original)
     assert_same(await replay(general, device, outs), original)
     stats = columns.statistics().arena, general.statistics().arena
-    assert stats[0].live_slots == stats[1].live_slots == len(old_nodes)
+    assert stats == (stats[1], stats[1])
+    assert stats[0].live_slots == len(old_nodes)
+    # and forth again; then what getters and setters read (they make the records)
+    for graph_exec in (columns, general):
+        assert graph_exec.update(new).ok
+    for index in (0, len(handles) // 2, len(handles) - 1):
+        assert columns.kernel_node_attribute(
+            handles[index], KA.Priority
+        ) == fresh.kernel_node_attribute(new_handles[index], KA.Priority)
+    last = len(handles) - 1
+    if new_nodes[last].kernel in ("put", "put_twice"):
+        for graph_exec in (columns, general, fresh):
+            on = new_handles[last] if graph_exec is fresh else handles[last]
+            graph_exec.set_node_enabled(on, False)
+        want = await replay(fresh, device, outs)
+        assert_same(await replay(columns, device, outs), want)
+        assert_same(await replay(general, device, outs), want)
     destroy(columns, general, fresh, graph, new)
 
 
@@ -832,3 +844,32 @@ async def test_a_kernel_whose_layout_grew_since_instantiate(
         assert_same(await replay(graph_exec, device, [buffers]), want)
     assert columns.statistics().arena == general.statistics().arena
     destroy(columns, general, fresh, graph, new)
+
+
+def fork_join_deps(branches: int, length: int) -> list[list[int]]:
+    """A root, ``branches`` chains of ``length`` (added branch by branch) and a join."""
+    deps: list[list[int]] = [[]]
+    ends = []
+    for _ in range(branches):
+        for step in range(length):
+            deps.append([0] if step == 0 else [len(deps) - 1])
+        ends.append(len(deps) - 1)
+    deps.append(ends)
+    return deps
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("branches", [8, 33])
+async def test_a_wide_fork_join_of_mixed_kernels_held_as_read(
+    device: ahg.Device, buffers: Buffers, others: Buffers, branches: int
+) -> None:
+    """A wide graph read in insertion order keeps its parameters as read (by positions): the
+    update reads both copies through the positions, with several kernels and launch shapes."""
+    deps = fork_join_deps(branches, 4_000 // branches)
+    count = len(deps)
+    old = mixed_nodes(count, branches, 0)
+    graph, _ = build(old, deps, buffers)
+    with graph.instantiate() as graph_exec:
+        assert graph_exec._graph.read_order() is not None  # what this test is about
+    graph.destroy()
+    await check_update(device, old, reshaped(old, branches), deps, buffers, others)
