@@ -873,3 +873,98 @@ async def test_a_wide_fork_join_of_mixed_kernels_held_as_read(
         assert graph_exec._graph.read_order() is not None  # what this test is about
     graph.destroy()
     await check_update(device, old, reshaped(old, branches), deps, buffers, others)
+
+
+def race_all(*calls: Any) -> list[BaseException]:
+    """Run each of ``calls`` in its own thread, all released at once; what they raised."""
+    start = threading.Barrier(len(calls))
+    errors: list[BaseException] = []
+
+    def run(call: Any) -> None:
+        try:
+            start.wait()
+            call()
+        except BaseException as error:
+            errors.append(error)
+
+    threads = [threading.Thread(target=run, args=(call,)) for call in calls]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return errors
+
+
+def other_call(
+    graph_exec: ahg.GraphExec, other: str, node: ahg.GraphNode, index: int, buffers: Buffers,
+    graph: ahg.Graph,
+) -> Any:  # fmt: skip
+    """The call that races with an update (see the test below)."""
+    if other == "plan_dot":
+        return graph_exec.plan_dot
+    if other == "setter":
+        return lambda: graph_exec.set_kernel_node_params(node, put, 1, 64, (77, index, buffers.out))
+    if other == "disable":
+        return lambda: graph_exec.set_node_enabled(node, False)
+    return lambda: graph_exec.update(graph)
+
+
+@pytest.mark.skipif(RACE_CHECK, reason="updates race with other calls by design")
+@pytest.mark.parametrize("other", ["plan_dot", "setter", "disable", "update"])
+def test_updates_racing_with_readers_and_setters_end_in_one_state(
+    device: ahg.Device, other: str
+) -> None:
+    """An update from one thread, a reader or a setter from another: the executable ends as
+    if they had run one after the other, in some order."""
+    buffers = make_buffers(device)
+    deps = fork_join_deps(8, 120)
+    count = len(deps)
+    nodes = mixed_nodes(count, 1, 0)
+    graphs = [build(mixed_nodes(count, 1, base), deps, buffers)[0] for base in (0, 1_000)]
+    at = next(index for index in range(count) if nodes[index].kernel == "put")
+
+    async def outputs(graph_exec: ahg.GraphExec) -> tuple[list[np.ndarray], list[Any]]:
+        return await replay(graph_exec, device, [buffers])
+
+    for attempt in range(3):
+        graph, handles = build(nodes, deps, buffers)
+        graph_exec = graph.instantiate()
+        call = other_call(graph_exec, other, handles[at], at, buffers, graphs[0])
+        errors = race_all(lambda graph_exec=graph_exec: graph_exec.update(graphs[1]), call)
+        assert errors == []
+        seen = asyncio.run(outputs(graph_exec))
+        possible = []  # what each order gives, made again in that order
+        for first in (True, False):
+            with graph.instantiate() as again:
+                call = other_call(again, other, handles[at], at, buffers, graphs[0])
+                if first:
+                    assert again.update(graphs[1]).ok
+                call()
+                if not first:
+                    assert again.update(graphs[1]).ok
+                possible.append(asyncio.run(outputs(again)))
+        assert any(
+            all(np.array_equal(a, b) for a, b in zip(seen[0], each[0], strict=True))
+            and seen[1] == each[1]
+            for each in possible
+        ), f"attempt {attempt}: a state no order gives"
+        destroy(graph_exec, graph)
+    destroy(*graphs, buffers.out, buffers.other)
+
+
+@pytest.mark.skipif(RACE_CHECK, reason="updates race with a destroy by design")
+def test_an_update_racing_with_a_destroy(device: ahg.Device) -> None:
+    buffers = make_buffers(device)
+    deps = fork_join_deps(8, 120)
+    count = len(deps)
+    new = build(mixed_nodes(count, 2, 5), deps, buffers)[0]
+    before = device.memory.statistics()
+    for _ in range(6):
+        graph = build(mixed_nodes(count, 2, 0), deps, buffers)[0]
+        graph_exec = graph.instantiate()
+        errors = race_all(lambda graph_exec=graph_exec: graph_exec.update(new), graph_exec.destroy)
+        assert all(isinstance(error, ahg.InvalidValue) for error in errors), errors
+        graph.destroy()
+    after = device.memory.statistics()
+    assert (after.allocations, after.bytes_in_use) == (before.allocations, before.bytes_in_use)
+    destroy(new, buffers.out, buffers.other)
