@@ -968,3 +968,46 @@ def test_an_update_racing_with_a_destroy(device: ahg.Device) -> None:
     after = device.memory.statistics()
     assert (after.allocations, after.bytes_in_use) == (before.allocations, before.bytes_in_use)
     destroy(new, buffers.out, buffers.other)
+
+
+@pytest.mark.asyncio
+async def test_an_update_from_the_source_graph_edited_after_instantiate(
+    device: ahg.Device, buffers: Buffers, others: Buffers
+) -> None:
+    """HIP's usual pattern: edit the graph's nodes, then update the executable from it."""
+    deps = fork_join_deps(6, 50)
+    count = len(deps)
+    nodes = mixed_nodes(count, 4, 0)
+    graph, handles = build(nodes, deps, buffers)
+    graph_exec = graph.instantiate()
+    await replay(graph_exec, device, [buffers, others])
+    for index in range(0, count, 3):
+        node = replace(nodes[index], value=nodes[index].value + 9, block=32 if index % 2 else 64)
+        handles[index].set_kernel_params(
+            KERNELS[node.kernel], node.grid, node.block, args_of(node, index, others)
+        )
+    fresh = graph.instantiate()
+    want = await replay(fresh, device, [buffers, others])
+    assert graph_exec.update(graph).ok
+    assert not graph_exec._graph.made
+    assert_same(await replay(graph_exec, device, [buffers, others]), want)
+    destroy(graph_exec, fresh, graph)
+
+
+def test_a_copy_held_as_read_names_its_nodes_by_index(device: ahg.Device, buffers: Buffers) -> None:
+    """What the plan verifier names a node by (``id_of``) is its record's id, before and after
+    an update made from the columns."""
+    deps = fork_join_deps(8, 300)
+    count = len(deps)
+    graph, _ = build(mixed_nodes(count, 0, 0), deps, buffers)
+    new, _ = build(mixed_nodes(count, 0, 3), deps, buffers)
+    graph_exec = graph.instantiate()
+    copy = graph_exec._graph
+    assert copy.read_order() is not None
+    before = [copy.id_of(index) for index in range(count)]
+    assert graph_exec.update(new).ok
+    assert copy.read_order() is not None
+    assert not copy.made
+    assert [copy.id_of(index) for index in range(count)] == before
+    assert [node.id for node in copy.nodes] == before  # the records, made now
+    destroy(graph_exec, graph, new)
