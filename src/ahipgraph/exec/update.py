@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Iterator
 from itertools import repeat
-from operator import attrgetter, is_
+from operator import attrgetter, is_, le
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import HipError, InvalidValue
@@ -46,6 +46,7 @@ __all__ = [
     "device_limits_problem",
     "diff_graphs",
     "launches_to_check",
+    "fit_in_place",
     "same_kernels",
     "same_shape",
 ]
@@ -278,8 +279,20 @@ def same_kernels(old: list[KernelParams], new: list[KernelParams]) -> bool:
     )
 
 
+def fit_in_place(old: list[KernelParams], new: list[KernelParams]) -> bool:
+    """Whether each of ``new``'s argument bytes is no longer than those of the one of ``old``
+    at its index, so that it fits the slot holding them (compared at C speed).
+
+    The same kernel object may pack more bytes than it did: a kernel's ``layout`` can be
+    replaced (another parameter list), and parameters made since pack to it. The general path
+    gives such a node a new slot; written in place, its bytes would run into the next slot.
+    """
+    return all(map(le, map(len, map(_arg_bytes_of, new)), map(len, map(_arg_bytes_of, old))))
+
+
 _kernel_of = attrgetter("kernel")
 _attributes_of = attrgetter("attributes")
+_arg_bytes_of = attrgetter("arg_bytes")
 # A change for launches_to_check: an executable's node (its type says whether it is a kernel),
 # or None for a kernel node read from the columns, with no record (see Updater.update_columns).
 LaunchChange = tuple[ExecNode | None, Any]

@@ -40,7 +40,14 @@ from .compile import Compiled, IndexRun, node_op, reads_same
 from .conditional import Conditionals, check_handles_known, settle_update, takes_handle
 from .races import ExecRaces
 from .snapshot import ExecGraph, ExecNode
-from .update import Change, check_setter, device_limits_problem, same_kernels, same_shape
+from .update import (
+    Change,
+    check_setter,
+    device_limits_problem,
+    fit_in_place,
+    same_kernels,
+    same_shape,
+)
 
 if TYPE_CHECKING:
     from ..runtime.device import Device
@@ -194,8 +201,9 @@ class Updater:
         shape changed: what the general path leaves behind, without the per-node objects.
 
         Anything else (launches in flight, a race checker, conditional nodes, a strict
-        arena, records already made, a handle argument, another kernel, shape or length, a
-        failing limit) takes the general path, which finds and names the failure.
+        arena, records already made, a handle argument, another kernel, shape or length,
+        longer argument bytes than a slot holds, a failing limit) takes the general path,
+        which finds and names the failure.
         """
         old = self.graph
         if (
@@ -227,8 +235,10 @@ class Updater:
                 old_params, new_params = old_read[1], new_read[1]
             else:
                 old_params, new_params = old.params_column(), new.params_column()
-            if not same_kernels(old_params, new_params) or (
-                takes_handle(params.kernel for params in old_params)
+            if (
+                not same_kernels(old_params, new_params)
+                or takes_handle(params.kernel for params in old_params)
+                or not fit_in_place(old_params, new_params)  # a kernel's layout grew since
             ):
                 return False
             if device_limits_problem(zip(repeat(None), new_params), self.device) is not None:
