@@ -289,15 +289,25 @@ class StrictKernelOp(Op):
         return self.inner.fault(exc)
 
 
-def node_op(device: Device, node: ExecNode, compiled: Compiled, arena: KernelArgArena) -> Op | None:
-    """The op for a single-op node in its current state (params, enabled)."""
+def node_op(
+    device: Device,
+    node: ExecNode,
+    compiled: Compiled,
+    arena: KernelArgArena,
+    params: Any = None,
+    arg_slot: ArgSlot | None = None,
+) -> Op | None:
+    """The op for a single-op node: in its current state (params, enabled), or with
+    ``params`` (and, for a kernel, its arguments in ``arg_slot``) it is about to take."""
     kind = node.type
     if kind in (NodeType.Kernel, NodeType.Memcpy, NodeType.Memset) and not node.enabled:
         return DISABLED
+    if params is None:
+        params = node.params
     if kind is NodeType.Kernel:
-        return kernel_op(device, node.params, compiled.arg_slots[node], arena)
+        return kernel_op(device, params, arg_slot or compiled.arg_slots[node], arena)
     if kind in (NodeType.Memcpy, NodeType.Memset, NodeType.Host):
-        op: Op = node.params.op(device)
+        op: Op = params.op(device)
         return op
     return None
 

@@ -14,7 +14,9 @@ Updates never touch bytes or ops an enqueued launch will read:
   has completed (launches of one executable complete in order, because each waits for the
   previous one): the launcher's completion calls :meth:`Updater.free_retired`.
 * **Check, then commit.** Every argument slot a change needs is allocated first (all or none),
-  so a failed update leaves the executable, its arena and the device as they were.
+  and every op it needs is made (making one asks the device's cost model, which may be user
+  code that raises), so a failed update leaves the executable, its arena and the device as
+  they were.
 
 The updater reads the launch counts from the launcher, under the executable's lock (the one
 lock for launches and updates).
@@ -26,6 +28,7 @@ import threading
 from collections import deque
 from collections.abc import Mapping
 from itertools import repeat
+from operator import attrgetter, is_
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -148,8 +151,9 @@ class Updater:
 
         Check, then commit: every argument slot the changes need is allocated first (all or
         none, :meth:`KernelArgArena.allocate_all`), so a full device or an oversized slot fails
-        here with the executable, its arena and the device exactly as they were. Nothing after
-        that can fail.
+        here with the executable, its arena and the device exactly as they were; then every op
+        they need is made (a cost model raising gives the new slots back). Nothing after that
+        runs user code.
 
         The executable is checked again under the lock: a setter checked it before validating
         its arguments, and user code run by that validation (an argument's ``__index__``) or
@@ -164,26 +168,54 @@ class Updater:
             elif len(changes) >= MEMORY_ORDER_FROM:
                 changes = in_memory_order(changes)
             fresh = self._allocate_arguments(changes)
+            try:
+                # Making an op asks the device's cost model (user code): every op is made
+                # before anything changes, so one that raises leaves the executable as it was.
+                new_ops = self._new_ops_of(changes, fresh)
+            except BaseException:
+                for arg_slot in fresh.values():
+                    self.arena.free(arg_slot)
+                raise
             version = self._writable_version()
-            compiled = self.compiled
             for node, params in changes:
                 if node.type is NodeType.Kernel and not _same_bytes(node, params):
                     self._store_arguments(node, params, fresh.get(node))
                 node.params = params
-                location = compiled.locations.get(node)
-                if location is None:  # event nodes bind at launch instead
-                    continue
-                ops = version.strand_ops[location[0]]
-                if node.type is NodeType.Kernel and node.enabled:
-                    arg_slot = compiled.arg_slots[node]
-                    if reads_same(ops[location[1]], params, arg_slot.buffer, arg_slot.offset):
-                        continue  # new bytes in the same slot: the op already reads them
-                op = node_op(self.device, node, compiled, self.arena)
-                if op is not None:
-                    ops[location[1]] = op
+            for (strand, position), op in new_ops:
+                version.strand_ops[strand][position] = op
             self.arena.flush()
             if self.races is not None:
                 self.races.commit(changes)
+
+    def _new_ops_of(
+        self, changes: list[Change], fresh: dict[ExecNode, ArgSlot]
+    ) -> list[tuple[tuple[int, int], Op]]:
+        """The op each changed node will need, with its location (strand, position); none for
+        a node whose op already reads its new arguments, or that has no op of its own.
+
+        A kernel node's new bytes go to its ``fresh`` slot when it has one (see
+        :meth:`_allocate_arguments`), else to its own: an op of the same kernel and launch
+        shape reading that slot needs no replacing (an update of a million nodes then makes
+        no op). Event nodes bind at launch instead.
+        """
+        compiled = self.compiled
+        strand_ops = self.version.strand_ops
+        made: list[tuple[tuple[int, int], Op]] = []
+        for node, params in changes:
+            location = compiled.locations.get(node)
+            if location is None:
+                continue
+            arg_slot = None
+            if node.type is NodeType.Kernel:
+                arg_slot = fresh.get(node) or compiled.arg_slots[node]
+                if node.enabled and reads_same(
+                    strand_ops[location[0]][location[1]], params, arg_slot.buffer, arg_slot.offset
+                ):
+                    continue
+            op = node_op(self.device, node, compiled, self.arena, params, arg_slot)
+            if op is not None:
+                made.append((location, op))
+        return made
 
     def update_columns(self, new: ExecGraph) -> bool:
         """A whole-graph update of a graph of kernels made from the copies' columns, if it can
@@ -243,12 +275,47 @@ class Updater:
                 return False
             if device_limits_problem(zip(repeat(None), new_params), self.device) is not None:
                 return False
+            # Making an op asks the device's cost model (user code): every op is made before
+            # anything changes, so one that raises leaves the executable as it was.
+            new_ops = self._new_ops(runs, old_params, new_params, at)
             if not old.replace_params(list(new_params), as_read=at is not None):  # read meanwhile
                 return False
-            written = self._rewrite_runs(runs, old_params, new_params, at)
-            self.arena.count_writes(written)
+            if new_ops:
+                strand_ops = self._writable_version().strand_ops
+                for strand, position, op in new_ops:
+                    strand_ops[strand][position] = op
+            try:
+                written = self._rewrite_runs(runs, old_params, new_params, at)
+            except BaseException:  # stopped part way: what was written is still read anew
+                self.arena.count_writes(1)
+                raise
+            self.arena.count_writes(written)  # every dispatch that kept decoded ones decodes
             self.arena.flush()
             return True
+
+    def _new_ops(
+        self,
+        runs: list[IndexRun],
+        old_params: list[Any],
+        new_params: list[Any],
+        at: list[int] | None,
+    ) -> list[tuple[int, int, Op]]:
+        """The op of each node of ``runs`` whose launch shape changes, with its strand and
+        position (an op is made for one kernel and launch shape; its arguments are read from
+        its slot whatever they are). Most updates change no shape: found at C speed."""
+        if all(map(is_, map(_threads_of, new_params), map(_threads_of, old_params))):
+            return []
+        device, arena = self.device, self.arena
+        made: list[tuple[int, int, Op]] = []
+        for strand, position, indices, spans in runs:
+            each = iter(indices) if at is None else map(at.__getitem__, indices)
+            places = ((buffer, offset) for _, buffer, offsets, _ in spans for offset in offsets)
+            for (buffer, offset), index in zip(places, each, strict=True):
+                params = new_params[index]
+                if params.threads is not old_params[index].threads:
+                    made.append((strand, position, params.op(device, buffer, offset, arena)))
+                position += 1
+        return made
 
     def _rewrite_runs(
         self,
@@ -257,15 +324,10 @@ class Updater:
         new_params: list[Any],
         at: list[int] | None,
     ) -> int:
-        """Write the new argument bytes of every node of ``runs`` whose bytes changed in its
-        slot, and give each node whose launch shape changed a new op; the count written.
-
-        The parameters are by node index, or at ``at[index]`` when ``at`` is given.
-        """
+        """Write the new argument bytes of every node of ``runs`` whose bytes changed into its
+        slot; the count written. The parameters are by node index, or at ``at[index]``."""
         written = 0
-        device, arena = self.device, self.arena
-        version: Version | None = None
-        for strand, position, indices, spans in runs:
+        for _, _, indices, spans in runs:
             each = iter(indices) if at is None else map(at.__getitem__, indices)
             for _, buffer, offsets, _ in spans:
                 # each last: zip stops at the span's end without taking an index
@@ -277,13 +339,6 @@ class Updater:
                         if data != previous.arg_bytes:
                             buffer[offset : offset + len(data)] = data
                             written += 1
-                        if params.threads is not previous.threads:
-                            if version is None:
-                                version = self._writable_version()
-                            ops = version.strand_ops[strand]
-                            if not reads_same(ops[position], params, buffer, offset):
-                                ops[position] = params.op(device, buffer, offset, arena)
-                    position += 1
         return written
 
     def _writable_version(self) -> Version:
@@ -345,6 +400,7 @@ class Updater:
 # memory (see in_memory_order). Below it everything an update reads fits in the CPU's caches,
 # and the sort would only add its own cost.
 MEMORY_ORDER_FROM = 50_000
+_threads_of = attrgetter("threads")
 
 
 def in_memory_order(changes: list[Change]) -> list[Change]:
