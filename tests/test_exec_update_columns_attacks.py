@@ -10,6 +10,7 @@ alike what a setter or a later update reads.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import random
 import threading
@@ -1080,3 +1081,39 @@ async def test_an_interrupt_from_a_cost_model_during_an_update_changes_nothing(p
     finally:
         destroy(graph_exec, fresh, graph, new, stream, buffers.out, buffers.other, others.out)
         destroy(others.other)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("setter", ["kernel params", "enable"])
+async def test_an_interrupt_from_a_cost_model_in_a_setter_changes_nothing(setter: str) -> None:
+    """A per-node setter goes the general path's way: the node's new op is made before the
+    node takes anything, so a raising cost model leaves it with its old parameters (and, for
+    ``set_node_enabled``, its old state)."""
+    cost = InterruptingCost()
+    ahg.configure_devices(1, [ahg.DeviceProperties(cost=cost)])
+    device = ahg.get_device(0)
+    buffers = make_buffers(device)
+    nodes = [Node("put", value=index) for index in range(10)]
+    graph, handles = build(nodes, chain_deps(10), buffers)
+    graph_exec = graph.instantiate()
+    if setter == "enable":
+        graph_exec.set_node_enabled(handles[4], False)
+    want = await replay(graph_exec, device, [buffers])
+    args = (77, 4, buffers.out)
+    change = (
+        functools.partial(graph_exec.set_node_enabled, handles[4], True)
+        if setter == "enable"
+        else functools.partial(graph_exec.set_kernel_node_params, handles[4], put, 1, 32, args)
+    )
+    cost.armed[0] = True
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            change()
+    finally:
+        cost.armed[0] = False
+    try:
+        assert graph_exec.node_enabled(handles[4]) is (setter != "enable")
+        device.free(device.malloc(8))  # any free: a replay decodes its pointer arguments again
+        assert_same(await replay(graph_exec, device, [buffers]), want)
+    finally:
+        destroy(graph_exec, graph, buffers.out, buffers.other)
