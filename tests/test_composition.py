@@ -201,7 +201,16 @@ async def test_a_launch_parked_for_a_signal_set_runs_the_version_current_when_it
 
 # The argument-slot and handle-slot spellings, and Python's own; strands and signal indices have
 # their own names (strand, strand_ops, WaitSignalIndicesOp.indices, SignalIndexOp.index...).
-SLOT_SPELLINGS = {"ArgSlot", "arg_slot", "arg_slots", "live_slots", "free_slots", "__slots__"}
+SLOT_SPELLINGS = {
+    "ArgSlot",
+    "arg_slot",
+    "arg_slots",
+    "arg_slot_of",
+    "move_arg_slot",
+    "live_slots",
+    "free_slots",
+    "__slots__",
+}
 ARENA_MODULE = "arena.py"  # every slot in the arena module is an argument slot
 
 

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..core import gcpause
 from ..core.errors import HipError
 from ..core.int_array import IntArray
 from ..device.kernel import Kernel, Threads
@@ -165,6 +166,10 @@ class Compiled:
     _arg_spans: list[tuple[ExecGraph | None, Sequence[Any], list[ArgSpan]]] = field(
         default_factory=list
     )
+    # Each node index of the runs' one graph -> (its run, its position in the run), made on
+    # the first lookup of one node (see location_of): two C ints a node. () when the runs
+    # cannot be read by index (records, or several graphs).
+    _run_places: tuple[ExecGraph, Any, Any] | tuple[()] | None = None
 
     @property
     def locations(self) -> dict[ExecNode, tuple[int, int]]:
@@ -175,7 +180,9 @@ class Compiled:
         costs a tuple, an int and a slot of the map.
         """
         if self._runs:
-            with _RUNS_LOCK:  # two first users: one enters the runs, the other waits for it
+            # two first users: one enters the runs, the other waits for it; an entry per node,
+            # none of them garbage (see core.gcpause)
+            with _RUNS_LOCK, gcpause.paused():
                 for strand, first, graph, items in self._runs:
                     located = self._locations
                     nodes = _records(graph, items)
@@ -193,16 +200,104 @@ class Compiled:
         offsets, usually) and no object per node for the garbage collector to walk.
         """
         if self._arg_spans:
-            with _RUNS_LOCK:  # two first users: one makes the slots, the other waits for it
+            # two first users: one makes the slots, the other waits for it (see locations)
+            with _RUNS_LOCK, gcpause.paused():
                 places = self._arg_places
                 for graph, items, spans in self._arg_spans:
                     each = iter(_records(graph, items))
                     for chunk, buffer, offsets, sizes in spans:
                         # each last: zip stops at the span's end without taking a node
                         for offset, size, node in zip(offsets, sizes, each, strict=False):
-                            places[node] = ArgSlot(chunk, buffer, offset, size)
+                            if node not in places:  # one made alone, or moved by an update
+                                places[node] = ArgSlot(chunk, buffer, offset, size)
                 self._arg_spans = []
         return self._arg_places
+
+    def location_of(self, node: ExecNode) -> tuple[int, int] | None:
+        """``locations.get(node)``, made for ``node`` alone while its run's entries are not.
+
+        A setter changes one node of what may be a million: it finds the node's place in its
+        run by the node's index, where :attr:`locations` would enter every run's nodes.
+        """
+        located = self._locations.get(node)
+        if located is not None or not self._runs:
+            return located
+        with _RUNS_LOCK:
+            runs = self._runs
+            found = self._run_position(node) if runs else None
+            if found is not None:
+                run, position = found
+                if run < 0:  # in no run: its entry, if it has one, was made with its op
+                    return self._locations.get(node)
+                strand, first = runs[run][0], runs[run][1]
+                located = self._locations[node] = (strand, first + position)
+                return located
+        return self.locations.get(node)  # the runs hold records: every entry, made at once
+
+    def arg_slot_of(self, node: ExecNode) -> ArgSlot:
+        """``arg_slots[node]``, made for ``node`` alone while its run's slots are not (see
+        :meth:`location_of`).
+
+        Raises:
+            KeyError: ``node`` has no argument slot (it is not a kernel node).
+        """
+        arg_slot = self._arg_places.get(node)
+        if arg_slot is not None or not self._arg_spans:
+            return self._arg_places[node]
+        with _RUNS_LOCK:
+            spans = self._arg_spans
+            found = self._run_position(node) if spans else None
+            if found is not None:
+                run, position = found
+                if run < 0:
+                    return self._arg_places[node]
+                for chunk, buffer, offsets, sizes in spans[run][2]:
+                    if position < len(offsets):
+                        arg_slot = ArgSlot(chunk, buffer, offsets[position], sizes[position])
+                        self._arg_places[node] = arg_slot
+                        return arg_slot
+                    position -= len(offsets)
+                raise AssertionError("unreachable: a run's spans place each of its nodes")
+        return self.arg_slots[node]
+
+    def move_arg_slot(self, node: ExecNode, arg_slot: ArgSlot) -> None:
+        """Give ``node`` another argument slot (an update's new one)."""
+        self._arg_places[node] = arg_slot  # arg_slots never replaces an entry it finds
+
+    def _run_position(self, node: ExecNode) -> tuple[int, int] | None:
+        """``node``'s run and position in it by its index ((-1, -1): in no run); None when
+        the runs cannot be read by index, or ``node`` is not a record of their graph.
+        Caller holds ``_RUNS_LOCK``."""
+        places = self._run_places
+        if places is None:
+            places = self._run_places = self._places_by_index()
+        if not places:
+            return None
+        graph, run_of, position_of = places
+        index = node.index
+        if not graph.made or not 0 <= index < len(graph) or graph.nodes[index] is not node:
+            return None
+        return int(run_of[index]), int(position_of[index])
+
+    def _places_by_index(self) -> tuple[ExecGraph, Any, Any] | tuple[()]:
+        """Each index of the runs' graph -> its run and position (see ``_run_places``)."""
+        items_of = [(graph, items) for _, _, graph, items in self._runs] or [
+            (graph, items) for graph, items, _ in self._arg_spans
+        ]
+        graph = items_of[0][0] if items_of else None
+        if graph is None or any(each is not graph for each, _ in items_of):
+            return ()
+        run_of = np.full(len(graph), -1, dtype=np.int32)
+        position_of = np.zeros(len(graph), dtype=np.int32)
+        for run, (_, items) in enumerate(items_of):
+            indices = (
+                np.arange(items.start, items.stop, items.step)
+                if isinstance(items, range)
+                else np.fromiter(items, dtype=np.int64, count=len(items))
+            )
+            run_of[indices] = run
+            position_of[indices] = np.arange(len(indices), dtype=np.int32)
+        return graph, run_of, position_of
 
     def index_runs(self, graph: ExecGraph) -> list[IndexRun] | None:
         """Every node's op and argument place, when all are kernel runs of ``graph``'s nodes by
@@ -305,7 +400,7 @@ def node_op(
     if params is None:
         params = node.params
     if kind is NodeType.Kernel:
-        return kernel_op(device, params, arg_slot or compiled.arg_slots[node], arena)
+        return kernel_op(device, params, arg_slot or compiled.arg_slot_of(node), arena)
     if kind in (NodeType.Memcpy, NodeType.Memset, NodeType.Host):
         op: Op = params.op(device)
         return op

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..core import gcpause
 from ..core.int_array import IntArray
 from ..core.registry import HandleId
 from ..graph.node import GraphNode
@@ -49,6 +50,7 @@ __all__ = [
     "Originals",
     "Positions",
     "SourceMap",
+    "find_source",
     "snapshot",
     "snapshot_sources",
     "source_map",
@@ -218,7 +220,9 @@ class ExecGraph:
                 if made is None:
                     # The parameters column stays as it was (a reader that found no records a
                     # moment ago may still read it): from here on the records are the copy.
-                    made = self._made = self._make_nodes()
+                    # A record per node, none of them garbage: see core.gcpause.
+                    with gcpause.paused():
+                        made = self._made = self._make_nodes()
         return made
 
     def _make_nodes(self) -> list[ExecNode]:
@@ -614,6 +618,18 @@ def _rows_and_generations(nodes: list[GraphNode]) -> tuple[IntArray, IntArray | 
     return _narrow(rows), _narrow(generations)
 
 
+# How many lookups a SourceMap answers by searching its rows before it makes its map.
+_SEARCHES = 8
+
+
+def find_source(sources: Mapping[HandleId, ExecNode], hid: HandleId) -> ExecNode | None:
+    """``sources.get(hid)``, searched rather than made when ``sources`` is a
+    :class:`SourceMap` not made yet (see :meth:`SourceMap.find`)."""
+    if isinstance(sources, SourceMap):
+        return sources.find(hid)
+    return sources.get(hid)
+
+
 class SourceMap(Mapping[HandleId, ExecNode]):
     """:func:`source_map` made on first lookup (what an executable keeps as its ``sources``).
 
@@ -625,7 +641,7 @@ class SourceMap(Mapping[HandleId, ExecNode]):
         ValueError: ``originals`` and the copy's nodes differ in length.
     """
 
-    __slots__ = ("_state",)
+    __slots__ = ("_searches", "_state")
 
     def __init__(self, originals: list[GraphNode], copy: ExecGraph) -> None:
         if len(originals) != len(copy):
@@ -641,6 +657,7 @@ class SourceMap(Mapping[HandleId, ExecNode]):
             copy,
             None,
         )
+        self._searches = 0
 
     @classmethod
     def _of_rows(
@@ -655,7 +672,31 @@ class SourceMap(Mapping[HandleId, ExecNode]):
         ``at`` (the copy's position -> index in ``rows``; permuted when the map is made)."""
         made = _new_object(cls)
         made._state = (rows, generations, copy, at)
+        made._searches = 0
         return made
+
+    def find(self, hid: HandleId) -> ExecNode | None:
+        """The copy of the node ``hid`` names, or None.
+
+        The first few lookups search the rows (in numpy) rather than make the map: a setter
+        or two on a large executable then costs no handle id and no entry per node. From
+        ``_SEARCHES`` lookups on the map is made, and each lookup is one entry's.
+        """
+        state = self._state
+        if isinstance(state, dict) or self._searches >= _SEARCHES:
+            return self._made().get(hid)
+        self._searches += 1
+        rows, generations, copy, at = state
+        row, generation = hid  # the handle's registry row: what the rows column holds
+        column = np.frombuffer(rows, dtype=rows.typecode)
+        if not 0 <= row <= np.iinfo(column.dtype).max:
+            return None
+        for index in np.flatnonzero(column == row).tolist():
+            held = generations if isinstance(generations, int) else generations[index]
+            if held == generation:
+                position = index if at is None else int(np.flatnonzero(at == index)[0])
+                return copy.nodes[position]
+        return None
 
     def _made(self) -> dict[HandleId, ExecNode]:
         state = self._state
@@ -672,7 +713,8 @@ class SourceMap(Mapping[HandleId, ExecNode]):
         else:
             generations = list(map(generations_held.__getitem__, order))
         hids = map(HandleId._make, zip(rows, generations, strict=True))
-        made = dict(zip(hids, copy.nodes, strict=True))  # two first users: equal maps
+        with gcpause.paused():  # a handle id and an entry per node, none of them garbage
+            made = dict(zip(hids, copy.nodes, strict=True))  # two first users: equal maps
         self._state = made
         return made
 

@@ -42,7 +42,7 @@ from .arena import ArgSlot, KernelArgArena
 from .compile import Compiled, IndexRun, node_op, reads_same
 from .conditional import Conditionals, check_handles_known, settle_update, takes_handle
 from .races import ExecRaces
-from .snapshot import ExecGraph, ExecNode
+from .snapshot import ExecGraph, ExecNode, find_source
 from .update import (
     Change,
     check_setter,
@@ -124,7 +124,7 @@ class Updater:
         """Find the copy of an original node: exec first, then node handle, then node type."""
         self.owner._check_alive()
         node = live_node(node)
-        exec_node = self.sources.get(node.hid)
+        exec_node = find_source(self.sources, node.hid)
         if exec_node is None:
             raise InvalidValue(f"{node!r} is not a node of the graph this executable was made from")
         if exec_node.type not in types:
@@ -167,6 +167,9 @@ class Updater:
                 self.races.check_changes(changes)
             elif len(changes) >= MEMORY_ORDER_FROM:
                 changes = in_memory_order(changes)
+            if len(changes) >= BULK_LOOKUPS:  # every run's entries at once, not node by node
+                self.compiled.locations  # noqa: B018 - made on first use
+                self.compiled.arg_slots  # noqa: B018
             fresh = self._allocate_arguments(changes)
             try:
                 # Making an op asks the device's cost model (user code): every op is made
@@ -202,12 +205,12 @@ class Updater:
         strand_ops = self.version.strand_ops
         made: list[tuple[tuple[int, int], Op]] = []
         for node, params in changes:
-            location = compiled.locations.get(node)
+            location = compiled.location_of(node)
             if location is None:
                 continue
             arg_slot = None
             if node.type is NodeType.Kernel:
-                arg_slot = fresh.get(node) or compiled.arg_slots[node]
+                arg_slot = fresh.get(node) or compiled.arg_slot_of(node)
                 if node.enabled and reads_same(
                     strand_ops[location[0]][location[1]], params, arg_slot.buffer, arg_slot.offset
                 ):
@@ -358,12 +361,12 @@ class Updater:
         its slot: the bytes there are already these.
         """
         needs: dict[ExecNode, int] = {}
-        arg_slots = self.compiled.arg_slots
+        compiled = self.compiled
         in_flight = self.launcher.in_flight
         for node, params in changes:
             if node.type is NodeType.Kernel and not _same_bytes(node, params):
                 size = max(params.kernel.layout.size, 1)
-                if in_flight or arg_slots[node].size < size:
+                if in_flight or compiled.arg_slot_of(node).size < size:
                     needs[node] = size
         if not needs:
             return {}
@@ -373,13 +376,12 @@ class Updater:
         self, node: ExecNode, params: KernelParams, fresh: ArgSlot | None = None
     ) -> None:
         """Write a node's new arguments: into ``fresh`` (allocated beforehand) or in place."""
-        arg_slots = self.compiled.arg_slots
-        arg_slot = arg_slots[node]
+        arg_slot = self.compiled.arg_slot_of(node)
         if fresh is None:
             self.arena.write(arg_slot, params.arg_bytes)  # nothing in flight reads it: in place
             return
         self.arena.write(fresh, params.arg_bytes)
-        arg_slots[node] = fresh
+        self.compiled.move_arg_slot(node, fresh)
         launcher = self.launcher
         if launcher.in_flight:  # free once every launch enqueued so far has completed
             self.retired.append((launcher.launches, arg_slot))
@@ -400,6 +402,9 @@ class Updater:
 # memory (see in_memory_order). Below it everything an update reads fits in the CPU's caches,
 # and the sort would only add its own cost.
 MEMORY_ORDER_FROM = 50_000
+# From this many changes on, apply enters every node's location and slot at once (see
+# Compiled.locations) rather than one by one as a setter's few nodes are.
+BULK_LOOKUPS = 1_000
 _threads_of = attrgetter("threads")
 
 
