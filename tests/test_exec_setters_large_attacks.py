@@ -23,6 +23,7 @@ import pytest
 import ahipgraph as ahg
 from ahipgraph.exec.plan_check import unenforced_edges
 from cleanup import destroy, run_once
+from conditional_kernels import runs_the_body, set_handle, store
 
 RACE_CHECK = bool(os.environ.get("AHIPGRAPH_RACE_CHECK"))
 CELLS = 400  # int64 cells of ``out``: one per node at most
@@ -623,3 +624,95 @@ async def test_setters_between_updates_made_from_columns_and_records(
     assert await replayed(graph_exec, device, out, len(nodes)) == want
     assert graph_exec.statistics().arena.live_slots == arena.live_slots
     destroy(graph_exec, graph, first, second)
+
+
+@pytest.mark.asyncio
+async def test_setters_on_runs_of_more_launch_shapes_than_shared_classes(
+    device: ahg.Device,
+) -> None:
+    """70 branches of 32 nodes, each branch its own launch shape: past the executable's
+    shared op classes, so later runs' ops hold their fields. A setter of the same shape is
+    written in place (its op kept), one of another shape gets a new op."""
+    branches, length = 70, 32
+    count = branches * length + 2
+    out = device.malloc(8 * count)
+
+    def make(spec: Spec) -> tuple[ahg.Graph, list[ahg.GraphNode]]:
+        graph = ahg.Graph()
+        nodes = [graph.add_kernel_node(put, 1, 64, (0, 0, out))]
+        tails = []
+        for branch in range(branches):
+            previous = nodes[0]
+            for _ in range(length):
+                number = len(nodes)
+                value, block, _ = spec.get(number, (number, 1 + branch, False))
+                previous = graph.add_kernel_node(
+                    put, 1, block, (value, number, out), deps=[previous]
+                )
+                nodes.append(previous)
+            tails.append(previous)
+        nodes.append(graph.add_kernel_node(put, 1, 64, (count - 1, count - 1, out), deps=tails))
+        return graph, nodes
+
+    async def run(graph_exec: ahg.GraphExec) -> list[int]:
+        device.view(out, np.int64, count)[:] = 0
+        await run_once(graph_exec, device)
+        return [int(v) for v in device.view(out, np.int64, count)]
+
+    graph, nodes = make({})
+    graph_exec = graph.instantiate()
+    spec: Spec = {}
+    for turn, number in enumerate(
+        [1, 33, 2 * 32 + 5, 65 * 32 + 7, 69 * 32 + 32, 40, 2000, 3, 1500, 7]
+    ):
+        branch = (number - 1) // length
+        block = 1 + branch if turn % 2 else 100 + turn  # its own shape, or a new one
+        spec[number] = (140_000 + turn, block, False)
+        set_one(graph_exec, nodes[number], number, spec[number], out)
+    fresh_graph, _ = make(spec)
+    fresh_exec = fresh_graph.instantiate()
+    assert await run(graph_exec) == await run(fresh_exec)
+    assert (await run(graph_exec))[33] == 140_001 * 1000 + 2
+    destroy(fresh_exec, graph_exec, fresh_graph, graph, out)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("searched", [0, 8])
+async def test_setters_on_a_graph_with_a_conditional_node(
+    device: ahg.Device, out: ahg.DevicePtr, searched: int
+) -> None:
+    """A chain of kernels around an IF node whose value a kernel sets: the setter of that
+    kernel turns the body on; the chain's kernels change one at a time."""
+    x = device.malloc(4)
+
+    def make(spec: Spec, on: int) -> tuple[ahg.Graph, list[ahg.GraphNode], ahg.GraphNode]:
+        graph, nodes = build("chain40", out, spec)
+        handle = graph.conditional_handle(default=0)
+        decide = graph.add_kernel_node(set_handle, 1, 1, (on, handle), deps=[nodes[-1]])
+        conditional, (body,) = graph.add_conditional_node(
+            handle, ahg.ConditionalKind.If, deps=[decide]
+        )
+        body.add_kernel_node(store, 1, 1, (42, x))
+        graph.add_kernel_node(put, 1, 64, (7, 0, out), deps=[conditional])  # after the body
+        return graph, nodes, decide
+
+    graph, nodes, decide = make({}, 0)
+    graph_exec = graph.instantiate()
+    assert not await runs_the_body(device, graph_exec, x)
+    for _ in range(searched):
+        assert graph_exec.node_enabled(nodes[1])
+    with pytest.raises(ahg.InvalidValue):
+        graph_exec.set_node_enabled(graph.add_empty_node(), False)
+    handle = decide.params.args[1]  # the graph's handle, the one the executable has cells for
+    graph_exec.set_kernel_node_params(decide, set_handle, 1, 1, (1, handle))
+    spec: Spec = {}
+    for number in (0, 39, 20, 5, 6, 7, 8, 9, 10):
+        spec[number] = (150_000 + number, 32, number % 2 == 1)
+        set_one(graph_exec, nodes[number], number, spec[number], out)
+    assert await runs_the_body(device, graph_exec, x)
+    fresh_graph, _, _ = make(spec, 1)
+    fresh_exec = fresh_graph.instantiate()
+    got = await replayed(graph_exec, device, out, 40)
+    assert got == await replayed(fresh_exec, device, out, 40)
+    assert (got[0], got[39]) == (7_064, expected(40, "chain40", spec)[39])
+    destroy(fresh_exec, graph_exec, fresh_graph, graph, x)
