@@ -26,7 +26,7 @@ from cleanup import destroy, run_once
 from conditional_kernels import runs_the_body, set_handle, store
 
 RACE_CHECK = bool(os.environ.get("AHIPGRAPH_RACE_CHECK"))
-CELLS = 400  # int64 cells of ``out``: one per node at most
+CELLS = 1_100  # int64 cells of ``out``: one per node at most
 
 
 @ahg.kernel
@@ -716,3 +716,47 @@ async def test_setters_on_a_graph_with_a_conditional_node(
     assert got == await replayed(fresh_exec, device, out, 40)
     assert (got[0], got[39]) == (7_064, expected(40, "chain40", spec)[39])
     destroy(fresh_exec, graph_exec, fresh_graph, graph, x)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("length", [999, 1_000, 1_001])
+async def test_an_update_either_side_of_the_bulk_threshold_keeps_what_setters_made(
+    device: ahg.Device, out: ahg.DevicePtr, length: int
+) -> None:
+    """Setters with a launch in flight move their nodes' slots, one node is disabled, and some
+    entries are made alone; then an update changing ``length`` nodes (one side or the other of
+    where apply enters every entry at once) and more setters."""
+    shape = f"chain{length}"
+    graph, nodes = build(shape, out)
+    graph_exec = graph.instantiate()
+    stream = device.create_stream()
+    held = await graph_exec.launch(stream)
+    moved = [3, 500, length - 1, 31, 32, 33]
+    spec: Spec = {}
+    for number in moved:
+        spec[number] = (160_000 + number, 64, number % 2 == 0)  # the wide kernel: a new slot
+        set_one(graph_exec, nodes[number], number, spec[number], out)
+    graph_exec.set_node_enabled(nodes[700], False)
+    assert not graph_exec.node_enabled(nodes[700])
+    await held
+    new_spec: Spec = {n: (170_000 + n, 128, n % 7 == 0) for n in range(length)}
+    new, _ = build(shape, out, new_spec)
+    assert graph_exec.update(new).ok
+    assert not graph_exec.node_enabled(nodes[700])  # an update keeps a node's enabled state
+    graph_exec.set_node_enabled(nodes[700], True)
+    spec = dict(new_spec)
+    for number in [*moved, 1, 2]:
+        spec[number] = (180_000 + number, 32, number % 3 == 0)
+        set_one(graph_exec, nodes[number], number, spec[number], out)
+    # New slots of the plain kernel's size while a launch is in flight: they take slots given
+    # back so far, which must be none that a node still reads.
+    held = await graph_exec.launch(stream)
+    for number in range(100, 140):
+        spec[number] = (190_000 + number, 64, False)
+        set_one(graph_exec, nodes[number], number, spec[number], out)
+    await held
+    want, arena = await fresh(shape, device, out, spec)
+    assert await replayed(graph_exec, device, out, length) == want
+    await stream.synchronize()
+    assert graph_exec.statistics().arena.live_slots == arena.live_slots == length
+    destroy(graph_exec, graph, new, stream)
