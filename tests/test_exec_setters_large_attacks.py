@@ -760,3 +760,128 @@ async def test_an_update_either_side_of_the_bulk_threshold_keeps_what_setters_ma
     await stream.synchronize()
     assert graph_exec.statistics().arena.live_slots == arena.live_slots == length
     destroy(graph_exec, graph, new, stream)
+
+
+@pytest.mark.asyncio
+async def test_setters_on_a_captured_chain(device: ahg.Device, out: ahg.DevicePtr) -> None:
+    """A stream's capture of 60 launches (a chain whose nodes take the registry's rows a block
+    at a time): each setter changes its own captured node."""
+    stream = device.create_stream()
+    for capture in range(2):  # the second capture's nodes take rows the first gave back
+        stream.begin_capture()
+        for number in range(60):
+            await stream.launch_kernel(put, 1, 64, (number, number, out))
+        graph = stream.end_capture()
+        if capture == 0:
+            graph.destroy()
+    nodes = graph.nodes()
+    graph_exec = graph.instantiate()
+    spec: Spec = {}
+    for turn, number in enumerate([59, 0, 30, 31, 32, 33, 1, 58, 10, 11, 12]):
+        spec[number] = (200_000 + turn, 32, turn % 2 == 0)
+        set_one(graph_exec, nodes[number], number, spec[number], out)
+    want, _ = await fresh("chain60", device, out, spec)
+    assert await replayed(graph_exec, device, out, 60) == want
+    destroy(graph_exec, graph, stream)
+
+
+@pytest.mark.asyncio
+async def test_refusals_say_the_same_searched_or_mapped(
+    device: ahg.Device, out: ahg.DevicePtr
+) -> None:
+    """A destroyed node, another graph's node, a node of the wrong kind: the same error and
+    message from a searching executable, a mapping one and one that made its map first; and
+    a destroyed executable is named before any of them."""
+    graph, nodes = build("fork_join", out)
+    other, other_nodes = build("fork_join", out)
+    doomed = graph.add_kernel_node(put, 1, 64, (0, 399, out))
+    memset = graph.add_memset_node(out, 0, 8)
+    searching, mapping, mapped = graph.instantiate(), graph.instantiate(), graph.instantiate()
+    doomed.destroy()
+    for _ in range(8):
+        mapping.node_enabled(nodes[1])
+    list(mapped._updater.sources)  # the whole map, made at once
+
+    def said(graph_exec: ahg.GraphExec) -> list[str]:
+        out_said = []
+        for attempt in (
+            lambda: set_one(graph_exec, doomed, 399, (1, 64, False), out),
+            lambda: set_one(graph_exec, other_nodes[7], 7, (1, 64, False), out),
+            lambda: set_one(graph_exec, memset, 0, (1, 64, False), out),
+            lambda: graph_exec.set_memset_node_params(nodes[7], out, 1, 8),
+        ):
+            with pytest.raises(ahg.HipError) as raised:
+                attempt()
+            out_said.append(f"{type(raised.value).__name__}: {raised.value}")
+        return out_said
+
+    first = said(searching)
+    assert first == said(mapping) == said(mapped) == said(searching)
+    assert all(each.startswith("InvalidValue") for each in first)
+    for graph_exec in (searching, mapping, mapped):
+        graph_exec.destroy()
+        with pytest.raises(ahg.InvalidValue, match="destroyed"):
+            set_one(graph_exec, other_nodes[7], 7, (1, 64, False), out)
+    destroy(graph, other)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("seed", range(int(os.environ.get("FUZZ_SEEDS", 6))))
+async def test_random_setters_launches_and_updates_replay_as_the_model(
+    device: ahg.Device, out: ahg.DevicePtr, seed: int
+) -> None:
+    """Random turns of setters, enables, launches left in flight, updates of a few nodes or
+    all of them and plan checks; every launch replays what the nodes held when it was
+    enqueued, and the arena ends with one slot a node."""
+    rng = random.Random(seed)
+    shape = rng.choice(["chain2", "chain20", "chain40", "fork_join", "wide3", "mixed"])
+    graph, nodes = build(shape, out)
+    count = len(nodes)
+    graph_exec = graph.instantiate()
+    stream = device.create_stream()
+    spec: Spec = {}
+    enabled = [True] * count
+    made: list[ahg.Graph] = []
+
+    def model() -> list[int]:
+        values = expected(count, shape, spec)
+        return [value if on else 0 for value, on in zip(values, enabled, strict=True)]
+
+    held: list[tuple[ahg.Completion, list[int]]] = []
+    for turn in range(40):
+        roll = rng.random()
+        number = rng.randrange(count)
+        if roll < 0.45:
+            spec[number] = (rng.randrange(1, 10**6), rng.choice([32, 64, 96]), rng.random() < 0.3)
+            set_one(graph_exec, nodes[number], number, spec[number], out)
+        elif roll < 0.55:
+            enabled[number] = not enabled[number]
+            graph_exec.set_node_enabled(nodes[number], enabled[number])
+        elif roll < 0.7 and not held:
+            device.view(out, np.int64, CELLS)[:] = 0
+            held.append((await graph_exec.launch(stream), model()))
+        elif roll < 0.8:
+            if rng.random() < 0.5:
+                changed = {n: spec.get(n, expected_default(shape, n)) for n in range(count)}
+                for n in rng.sample(range(count), min(count, 3)):
+                    changed[n] = (turn * 1000 + n, 64, False)
+            else:
+                changed = {n: (turn * 1000 + n, rng.choice([32, 64]), False) for n in range(count)}
+            new, _ = build(shape, out, changed)
+            made.append(new)
+            assert graph_exec.update(new).ok
+            spec = changed
+        elif roll < 0.85:
+            assert unenforced_edges(graph_exec) == []
+        if held and (rng.random() < 0.5 or turn == 39):
+            completion, want = held.pop()
+            await completion
+            assert [int(v) for v in device.view(out, np.int64, count)] == want, turn
+    assert await replayed(graph_exec, device, out, count) == model()
+    await stream.synchronize()
+    assert graph_exec.statistics().arena.live_slots == count
+    destroy(graph_exec, graph, stream, *made)
+
+
+def expected_default(shape: str, number: int) -> tuple[int, int, bool]:
+    return (number, 32, True) if shape == "mixed" and number % 3 == 1 else (number, 64, False)
