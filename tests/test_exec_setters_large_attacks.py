@@ -309,7 +309,10 @@ def _note(value: int) -> None:
 
 
 def build_kinds(
-    out: ahg.DevicePtr, events: tuple[ahg.Event, ahg.Event], change: dict[str, object]
+    out: ahg.DevicePtr,
+    events: tuple[ahg.Event, ahg.Event],
+    change: dict[str, object],
+    flat: bool = False,
 ) -> tuple[ahg.Graph, dict[str, ahg.GraphNode]]:
     """One chain of every kind of node a setter takes (and a graph memory node pair), ending in
     40 kernels (one run); ``change`` gives some of them other parameters, as a setter would."""
@@ -332,8 +335,15 @@ def build_kinds(
     inner: list[ahg.GraphNode] = []
     for cell in (2, 3, 4):
         value = int(change.get("child", 7)) + cell  # type: ignore[call-overload]
-        inner = [child.add_kernel_node(put, 1, 32, (value, cell, out), deps=inner)]
-    then("child", graph.add_child_graph_node(child, deps=last))
+        inner = [
+            (graph if flat else child).add_kernel_node(
+                put, 1, 32, (value, cell, out), deps=inner or (last if flat else [])
+            )
+        ]
+        if flat:  # the same kernels, in the graph itself: no record made at instantiate
+            last[:] = inner
+    if not flat:
+        then("child", graph.add_child_graph_node(child, deps=last))
     child.destroy()  # the node holds its own copy
     alloc = graph.add_mem_alloc_node(64, deps=last)
     then("alloc", alloc)
@@ -357,14 +367,15 @@ KINDS_CELLS = 50
 
 @pytest.mark.asyncio
 @pytest.mark.skipif(RACE_CHECK, reason="a host node's calls are counted per launch")
+@pytest.mark.parametrize("flat", [False, True])
 async def test_setters_of_every_kind_of_node_match_a_fresh_instantiate(
-    device: ahg.Device, out: ahg.DevicePtr
+    device: ahg.Device, out: ahg.DevicePtr, flat: bool
 ) -> None:
     """Every setter, each refusal (another graph's node, the child's own node, the wrong kind,
     a memory node) answered the same way whether the lookup searched or used the map."""
     events = (device.create_event(), device.create_event())
-    graph, named = build_kinds(out, events, {})
-    other, other_named = build_kinds(out, events, {})
+    graph, named = build_kinds(out, events, {}, flat)
+    other, other_named = build_kinds(out, events, {}, flat)
     graph_exec = graph.instantiate()
     await replayed(graph_exec, device, out, KINDS_CELLS)
 
@@ -398,9 +409,13 @@ async def test_setters_of_every_kind_of_node_match_a_fresh_instantiate(
     graph_exec.set_host_node_params(named["host"], _note, (12,))
     graph_exec.set_event_record_node_event(named["record"], events[1])
     graph_exec.set_event_wait_node_event(named["wait"], events[1])
-    replacement, replaced = build_kinds(out, events, change)
-    child_copy = replaced["child"].get_child_graph()
-    graph_exec.set_child_graph_node_params(named["child"], child_copy)
+    replacement, replaced = build_kinds(out, events, change, flat)
+    if not flat:
+        graph_exec.set_child_graph_node_params(named["child"], replaced["child"].get_child_graph())
+    else:
+        change.pop("child")  # no child graph: the same kernels are left as they were
+        replacement.destroy()
+        replacement, _ = build_kinds(out, events, change, flat)
     graph_exec.set_kernel_node_params(named["fill"], put, 1, 64, (13, 0, named["alloc"].params.ptr))
     graph_exec.set_memcpy_node_params(named["memcpy"], out + 8 * 8, named["alloc"].params.ptr, 8)
     for number in (0, 39, 17):
