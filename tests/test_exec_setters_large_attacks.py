@@ -474,11 +474,13 @@ async def test_setters_from_threads_with_a_plan_check_and_reads(
     await replayed(graph_exec, device, out, len(nodes))
     spec: Spec = {}
     jobs: list[Callable[[], object]] = []
+    step = max(1, len(nodes) // 20)
     for worker in range(4):
-        mine = {
-            (worker * 31 + k * 7) % len(nodes): (60_000 + worker * 10 + k, 32 + 32 * k, k % 2 == 1)
+        mine = {  # each worker's nodes its own: their numbers differ modulo 4
+            worker + 4 * k * step: (60_000 + worker * 10 + k, 32 + 32 * k, k % 2 == 1)
             for k in range(5)
         }
+        assert not mine.keys() & spec.keys()
         spec.update(mine)
 
         def setters(mine: Spec = mine) -> None:
