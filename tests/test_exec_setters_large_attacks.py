@@ -902,3 +902,62 @@ async def test_random_setters_launches_and_updates_replay_as_the_model(
 
 def expected_default(shape: str, number: int) -> tuple[int, int, bool]:
     return (number, 32, True) if shape == "mixed" and number % 3 == 1 else (number, 64, False)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("shape", ["chain40", "fork_join", "mixed"])
+async def test_setters_from_threads_while_the_loop_launches(
+    device: ahg.Device, out: ahg.DevicePtr, shape: str
+) -> None:
+    """Threads' setters (new slots while launches are in flight, old ones given back as they
+    complete) while the event loop launches and awaits: the last setter of each node wins and
+    no slot is lost or freed twice."""
+    graph, nodes = build(shape, out)
+    graph_exec = graph.instantiate()
+    stream = device.create_stream()
+    spec: Spec = {}
+    step = max(1, len(nodes) // 24)
+    plans: list[Spec] = []
+    for worker in range(3):
+        mine: Spec = {}
+        for k in range(8):
+            number = worker + 3 * k * step
+            for again in range(3):  # the same node three times: the last one stays
+                mine[number] = (
+                    210_000 + worker * 100 + k * 10 + again,
+                    32 * (1 + again),
+                    again == 1,
+                )
+        plans.append(mine)
+        spec.update(mine)
+    done = threading.Event()
+
+    def setters(plan: Spec) -> None:
+        for number, (value, _, _) in plan.items():
+            for again in range(3):
+                set_one(
+                    graph_exec,
+                    nodes[number],
+                    number,
+                    (value - 2 + again, 32 * (1 + again), again == 1),
+                    out,
+                )
+
+    def work() -> None:
+        try:
+            assert _in_threads(*(lambda plan=plan: setters(plan) for plan in plans)) == []
+        finally:
+            done.set()
+
+    worker_thread = threading.Thread(target=work)
+    worker_thread.start()
+    launches = 0
+    while not done.is_set() or launches < 3:
+        await (await graph_exec.launch(stream))
+        launches += 1
+    worker_thread.join()
+    await stream.synchronize()
+    want, arena = await fresh(shape, device, out, spec)
+    assert await replayed(graph_exec, device, out, len(nodes)) == want
+    assert graph_exec.statistics().arena.live_slots == arena.live_slots == len(nodes)
+    destroy(graph_exec, graph, stream)
