@@ -961,3 +961,32 @@ async def test_setters_from_threads_while_the_loop_launches(
     assert await replayed(graph_exec, device, out, len(nodes)) == want
     assert graph_exec.statistics().arena.live_slots == arena.live_slots == len(nodes)
     destroy(graph_exec, graph, stream)
+
+
+TABLE = ahg.device_symbol("exec_setters_large_attacks.table", 64)
+
+
+@pytest.mark.asyncio
+async def test_symbol_setters_among_a_run_of_kernels(
+    device: ahg.Device, out: ahg.DevicePtr
+) -> None:
+    """Copies to and from a symbol after a run of 40 kernels: their setters, before and after
+    the source map is made, change the copies and leave the kernels alone."""
+    sources = [device.malloc(64) for _ in range(3)]
+    for number, src in enumerate(sources):
+        device.view(src, np.int64, 8)[:] = 1_000 + number
+    graph, nodes = build("chain40", out)
+    to = graph.add_memcpy_node_to_symbol(TABLE, sources[0], 64, deps=[nodes[-1]])
+    back = graph.add_memcpy_node_from_symbol(out + 8 * 40, TABLE, 64, deps=[to])
+    graph_exec = graph.instantiate()
+    spec: Spec = {}
+    for turn, src in enumerate([sources[1], sources[2], sources[1]] * 4):
+        graph_exec.set_memcpy_node_to_symbol(to, TABLE, src, 64)
+        if turn == 5:
+            graph_exec.set_memcpy_node_from_symbol(back, out + 8 * 41, TABLE, 64)
+        spec[turn] = (220_000 + turn, 32, False)
+        set_one(graph_exec, nodes[turn], turn, spec[turn], out)
+    got = await replayed(graph_exec, device, out, 49)
+    assert got[:40] == expected(40, "chain40", spec)
+    assert got[40:49] == [0] + [1_001] * 8  # the copy back moved on by a cell
+    destroy(graph_exec, graph, *sources)
