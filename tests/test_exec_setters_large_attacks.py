@@ -990,3 +990,41 @@ async def test_symbol_setters_among_a_run_of_kernels(
     assert got[:40] == expected(40, "chain40", spec)
     assert got[40:49] == [0] + [1_001] * 8  # the copy back moved on by a cell
     destroy(graph_exec, graph, *sources)
+
+
+@ahg.kernel
+def nothing(t: ahg.Threads) -> None:
+    return None
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("count", [3, 40, 322])
+async def test_kernels_without_arguments_given_arguments_by_setters(
+    device: ahg.Device, out: ahg.DevicePtr, count: int
+) -> None:
+    """A run of kernels with no arguments (a one-byte slot each): setters giving some of them
+    a kernel with arguments take new slots, and give them back again."""
+    graph = ahg.Graph()
+    nodes: list[ahg.GraphNode] = []
+    for _ in range(count):
+        nodes.append(graph.add_kernel_node(nothing, 1, 64, (), deps=nodes[-1:]))
+    graph_exec = graph.instantiate()
+    stream = device.create_stream()
+    picks = sorted({0, count - 1, count // 2, 1 % count, (count * 2) // 3})
+    for turn in range(10):
+        number = picks[turn % len(picks)]
+        held = await graph_exec.launch(stream) if turn % 3 == 0 else None
+        if turn < 5:
+            set_one(graph_exec, nodes[number], number, (230_000 + turn, 32, turn % 2 == 1), out)
+        else:
+            graph_exec.set_kernel_node_params(nodes[number], nothing, 1, 64, ())
+        if held is not None:
+            await held
+    # the last five turns gave every node picked its empty kernel back
+    assert await replayed(graph_exec, device, out, count) == [0] * count
+    graph_exec.set_kernel_node_params(nodes[picks[-1]], put, 1, 32, (5, picks[-1], out))
+    got = await replayed(graph_exec, device, out, count)
+    assert got == [5_032 if n == picks[-1] else 0 for n in range(count)]
+    await stream.synchronize()
+    assert graph_exec.statistics().arena.live_slots == count
+    destroy(graph_exec, graph, stream)
