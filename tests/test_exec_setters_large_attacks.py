@@ -1028,3 +1028,53 @@ async def test_kernels_without_arguments_given_arguments_by_setters(
     await stream.synchronize()
     assert graph_exec.statistics().arena.live_slots == count
     destroy(graph_exec, graph, stream)
+
+
+@pytest.mark.parametrize("sizes", [[8] * 11, [8, 40, 8, 8, 24, 8, 8, 40, 8, 8, 8]])
+def test_a_node_s_slot_made_alone_is_the_one_its_run_s_spans_give(
+    device: ahg.Device, sizes: list[int]
+) -> None:
+    """Runs placed across several chunks (spans of a few slots each, which instantiate's one
+    chunk never makes): the slot made for one node alone, from its position in its run, is
+    the slot the run's spans give it, for every position; its location too."""
+    from ahipgraph.exec.arena import KernelArgArena
+    from ahipgraph.exec.compile import Compiled
+    from ahipgraph.exec.snapshot import ExecGraph, ExecNode
+
+    arena = KernelArgArena(device, 64)  # four 16-byte slots a chunk
+    try:
+        records = [
+            ExecNode(i, i, ahg.NodeType.Kernel, None, (i - 1,) if i else ()) for i in range(11)
+        ]
+        graph = ExecGraph(0, records)
+        runs = [(0, 3, list(range(0, 11, 2))), (1, 5, list(range(1, 11, 2)))]  # interleaved
+        placed = [
+            (
+                strand,
+                first,
+                items,
+                arena.place_spans([bytes(sizes[i]) for i in items], [sizes[i] for i in items]),
+            )
+            for strand, first, items in runs
+        ]
+        assert all(len(spans) > 1 for _, _, _, spans in placed)
+
+        def compiled() -> Compiled:
+            made = Compiled([], {}, {}, [], 0, 1)
+            for strand, first, items, spans in placed:
+                made._runs.append((strand, first, graph, items))
+                made._arg_spans.append((graph, items, spans))
+            return made
+
+        alone, bulk = compiled(), compiled()
+        for node in reversed(records):
+            slot, want = alone.arg_slot_of(node), bulk.arg_slots[node]
+            assert (slot.chunk, slot.buffer, slot.offset, slot.size) == (
+                want.chunk,
+                want.buffer,
+                want.offset,
+                want.size,
+            ), node.index
+            assert alone.location_of(node) == bulk.locations[node]
+    finally:
+        arena.close()
