@@ -181,8 +181,9 @@ class Compiled:
         """
         if self._runs:
             # two first users: one enters the runs, the other waits for it; an entry per node,
-            # none of them garbage (see core.gcpause)
-            with _RUNS_LOCK, gcpause.paused():
+            # none of them garbage (see core.gcpause): the pause outside the lock, as in
+            # ExecGraph.nodes, so no pass it ends with runs with the lock held
+            with gcpause.paused(), _RUNS_LOCK:
                 for strand, first, graph, items in self._runs:
                     located = self._locations
                     nodes = _records(graph, items)
@@ -201,7 +202,7 @@ class Compiled:
         """
         if self._arg_spans:
             # two first users: one makes the slots, the other waits for it (see locations)
-            with _RUNS_LOCK, gcpause.paused():
+            with gcpause.paused(), _RUNS_LOCK:
                 places = self._arg_places
                 for graph, items, spans in self._arg_spans:
                     each = iter(_records(graph, items))

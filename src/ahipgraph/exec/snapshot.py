@@ -215,14 +215,15 @@ class ExecGraph:
         """The node records, in topological order: made on first use and kept."""
         made = self._made
         if made is None:
-            with _MADE_LOCK:
+            # A record per node, none of them garbage: see core.gcpause. The pause is entered
+            # before the lock and left after it, so the pass its end may run (and any
+            # finalizer that pass calls) never runs with the lock held.
+            with gcpause.paused(), _MADE_LOCK:
                 made = self._made
                 if made is None:
                     # The parameters column stays as it was (a reader that found no records a
                     # moment ago may still read it): from here on the records are the copy.
-                    # A record per node, none of them garbage: see core.gcpause.
-                    with gcpause.paused():
-                        made = self._made = self._make_nodes()
+                    made = self._made = self._make_nodes()
         return made
 
     def _make_nodes(self) -> list[ExecNode]:
