@@ -14,11 +14,10 @@ import os
 import tracemalloc
 from collections.abc import Iterator
 
-import numpy as np
 import pytest
 
 import ahipgraph as ahg
-from cleanup import destroy, run_once
+from cleanup import destroy, replayed_int64
 
 SIZE = 3_002  # a fork-join's root, join and 10 branches of 300
 BRANCHES = 10
@@ -65,9 +64,8 @@ def out(device: ahg.Device) -> Iterator[ahg.DevicePtr]:
 
 
 async def replayed(graph_exec: ahg.GraphExec, device: ahg.Device, out: ahg.DevicePtr) -> list[int]:
-    device.view(out, np.int64, SIZE)[:] = 0
-    await run_once(graph_exec, device)
-    return [int(v) for v in device.view(out, np.int64, SIZE)]
+    values: list[int] = (await replayed_int64(device, graph_exec, out, SIZE)).tolist()
+    return values
 
 
 SHAPES = ["chain", "fork_join"]

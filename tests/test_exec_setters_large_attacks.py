@@ -22,6 +22,7 @@ import pytest
 
 import ahipgraph as ahg
 from ahipgraph.exec.plan_check import unenforced_edges
+from ahipgraph.testing import run_together
 from cleanup import destroy, run_once
 from conditional_kernels import runs_the_body, set_handle, store
 
@@ -439,27 +440,12 @@ async def test_setters_of_every_kind_of_node_match_a_fresh_instantiate(
 
 def _in_threads(*jobs: Callable[[], object]) -> list[BaseException]:
     """Run ``jobs`` at once, each on its own thread, switching often; what they raised."""
-    start = threading.Barrier(len(jobs))
-    raised: list[BaseException] = []
-
-    def run(job: Callable[[], object]) -> None:
-        start.wait()
-        try:
-            job()
-        except BaseException as exc:  # reported to the test
-            raised.append(exc)
-
     interval = sys.getswitchinterval()
     sys.setswitchinterval(1e-6)
     try:
-        threads = [threading.Thread(target=run, args=(job,)) for job in jobs]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        return run_together(*jobs)
     finally:
         sys.setswitchinterval(interval)
-    return raised
 
 
 @pytest.mark.asyncio

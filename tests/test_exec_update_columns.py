@@ -14,15 +14,15 @@ from __future__ import annotations
 
 import asyncio
 import os
-import threading
 import tracemalloc
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
 
 import ahipgraph as ahg
-from cleanup import destroy, run_once
+from ahipgraph.testing import run_together
+from cleanup import destroy, replayed_int64
 
 SIZE = 2_002  # a fork-join's root, join and 8 branches of 250
 BRANCHES = 8
@@ -90,9 +90,8 @@ def out(device: ahg.Device) -> Iterator[ahg.DevicePtr]:
 
 
 async def replayed(graph_exec: ahg.GraphExec, device: ahg.Device, out: ahg.DevicePtr) -> list[int]:
-    device.view(out, np.int64, SIZE)[:] = 0
-    await run_once(graph_exec, device)
-    return [int(v) for v in device.view(out, np.int64, SIZE)]
+    values: list[int] = (await replayed_int64(device, graph_exec, out, SIZE)).tolist()
+    return values
 
 
 SHAPES = ["chain", "fork_join"]
@@ -267,7 +266,7 @@ def test_updates_racing_with_a_thread_that_reads_the_nodes_end_in_one_state(
     for attempt in range(6):
         graph, nodes = build("fork_join", out, 0)
         graph_exec = graph.instantiate()
-        errors = race(
+        errors = run_together(
             lambda graph_exec=graph_exec: [graph_exec.update(new) for new in graphs],
             # makes the records, changes nothing
             lambda graph_exec=graph_exec, node=nodes[attempt]: graph_exec.set_node_enabled(
@@ -278,23 +277,3 @@ def test_updates_racing_with_a_thread_that_reads_the_nodes_end_in_one_state(
         assert asyncio.run(replayed(graph_exec, device, out)) == expected(3)
         destroy(graph_exec, graph)
     destroy(*graphs)
-
-
-def race(*calls: Callable[[], object]) -> list[BaseException]:
-    """Run each of ``calls`` in its own thread, all released at once; what they raised."""
-    start = threading.Barrier(len(calls))
-    errors: list[BaseException] = []
-
-    def run(call: Callable[[], object]) -> None:
-        try:
-            start.wait()
-            call()
-        except BaseException as error:
-            errors.append(error)
-
-    threads = [threading.Thread(target=run, args=(call,)) for call in calls]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return errors

@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 import ahipgraph as ahg
+from ahipgraph.testing import run_together
 from cleanup import destroy
 
 RACE_CHECK = bool(os.environ.get("AHIPGRAPH_RACE_CHECK"))
@@ -885,26 +886,6 @@ async def test_a_wide_fork_join_of_mixed_kernels_held_as_read(
     await check_update(device, old, reshaped(old, branches), deps, buffers, others)
 
 
-def race_all(*calls: Any) -> list[BaseException]:
-    """Run each of ``calls`` in its own thread, all released at once; what they raised."""
-    start = threading.Barrier(len(calls))
-    errors: list[BaseException] = []
-
-    def run(call: Any) -> None:
-        try:
-            start.wait()
-            call()
-        except BaseException as error:
-            errors.append(error)
-
-    threads = [threading.Thread(target=run, args=(call,)) for call in calls]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return errors
-
-
 def other_call(
     graph_exec: ahg.GraphExec, other: str, node: ahg.GraphNode, index: int, buffers: Buffers,
     graph: ahg.Graph,
@@ -940,7 +921,7 @@ def test_updates_racing_with_readers_and_setters_end_in_one_state(
         graph, handles = build(nodes, deps, buffers)
         graph_exec = graph.instantiate()
         call = other_call(graph_exec, other, handles[at], at, buffers, graphs[0])
-        errors = race_all(lambda graph_exec=graph_exec: graph_exec.update(graphs[1]), call)
+        errors = run_together(lambda graph_exec=graph_exec: graph_exec.update(graphs[1]), call)
         assert errors == []
         seen = asyncio.run(outputs(graph_exec))
         possible = []  # what each order gives, made again in that order
@@ -972,7 +953,9 @@ def test_an_update_racing_with_a_destroy(device: ahg.Device) -> None:
     for _ in range(6):
         graph = build(mixed_nodes(count, 2, 0), deps, buffers)[0]
         graph_exec = graph.instantiate()
-        errors = race_all(lambda graph_exec=graph_exec: graph_exec.update(new), graph_exec.destroy)
+        errors = run_together(
+            lambda graph_exec=graph_exec: graph_exec.update(new), graph_exec.destroy
+        )
         assert all(isinstance(error, ahg.InvalidValue) for error in errors), errors
         graph.destroy()
     after = device.memory.statistics()
