@@ -270,6 +270,72 @@ def test_one_line_per_node_and_per_edge(count: int, data: st.DataObject) -> None
     graph.destroy()
 
 
+@settings(max_examples=40, deadline=None)
+@given(
+    count=st.integers(min_value=1, max_value=24),
+    piece=st.integers(min_value=1, max_value=9),
+    flags=st.sampled_from([0, int(ahg.DotFlags.Verbose), ahg.DotFlags.KernelNodeParams]),
+    data=st.data(),
+)
+def test_text_made_in_pieces_is_the_text_made_line_by_line(
+    count: int, piece: int, flags: int, data: st.DataObject
+) -> None:
+    """A large graph's lines are joined a few thousand at a time: the pieces' seams (inside the
+    node lines, inside the edge lines, between a parent and its child clusters) change nothing."""
+    from ahipgraph.graph import dot
+
+    pairs = [(i, j) for i in range(count) for j in range(i + 1, count)]
+    edges = data.draw(st.lists(st.sampled_from(pairs), unique=True, max_size=30)) if pairs else []
+    kernels = data.draw(
+        st.lists(st.sampled_from(["saxpy", "odd", "host", "child"]), min_size=count, max_size=count)
+    )
+    child = ahg.Graph()
+    child.add_kernel_node(odd, 1, 1)
+    child.add_empty_node()
+    graph = ahg.Graph()
+    nodes = []
+    for kind in kernels:
+        if kind == "saxpy":
+            nodes.append(graph.add_kernel_node(saxpy, 1, 1, (4, 2.0, None)))
+        elif kind == "odd":
+            nodes.append(graph.add_kernel_node(odd, 1, 1))
+        elif kind == "host":
+            nodes.append(graph.add_host_node(noop))
+        else:
+            nodes.append(graph.add_child_graph_node(child))
+    if edges:
+        graph.add_dependencies([nodes[i] for i, _ in edges], [nodes[j] for _, j in edges])
+    whole = dot.LINES_PER_PIECE
+    try:
+        dot.LINES_PER_PIECE = piece
+        in_pieces = graph.to_dot(flags)
+    finally:
+        dot.LINES_PER_PIECE = whole
+    assert in_pieces == graph.to_dot(flags)
+    lines = in_pieces.splitlines()
+    own = [line for line in lines if line.startswith(f'"graph_{graph.id}_node_')]
+    assert [int(NODE_LINE.match(line)[2]) for line in own[:count]] == [n.id for n in nodes]
+    expected = [(a.id, b.id) for a in nodes for b in a.dependents()]
+    assert [(int(m[2]), int(m[4])) for m in map(EDGE_LINE.match, own[count:])] == expected
+    assert in_pieces.endswith("}\n")
+    assert not in_pieces.endswith("\n\n")
+    destroy(graph, child)
+
+
+def test_flags_as_int_or_as_dot_flags_draw_the_same(device: ahg.Device) -> None:
+    graph = ahg.Graph()
+    x = device.malloc(16)
+    graph.add_kernel_node(saxpy, 1, 1, (4, 2.0, x), priority=1)
+    graph.add_memset_node(x, 0, 16)
+    graph.add_host_node(noop)
+    for flags in ahg.DotFlags:
+        assert graph.to_dot(flags) == graph.to_dot(int(flags))
+    every = ahg.DotFlags.KernelNodeAttributes | ahg.DotFlags.Handles
+    assert graph.to_dot(every) == graph.to_dot(int(every))
+    destroy(graph)
+    device.free(x)
+
+
 # -- debug_dot_print and render ------------------------------------------------------------------
 
 

@@ -93,14 +93,22 @@ _DIRECTION = {
     CopyKind.DeviceToDevice: "DtoD",
 }
 
-_DETAIL_FLAGS = {
-    NodeType.Kernel: DotFlags.KernelNodeParams | DotFlags.KernelNodeAttributes,
-    NodeType.Memcpy: DotFlags.MemcpyNodeParams,
-    NodeType.Memset: DotFlags.MemsetNodeParams,
-    NodeType.Host: DotFlags.HostNodeParams,
-    NodeType.WaitEvent: DotFlags.EventNodeParams,
-    NodeType.EventRecord: DotFlags.EventNodeParams,
+# The flags as plain ints: a node's test of ``flags & DotFlags.X`` would otherwise go through
+# the enum's operators, a dozen Python calls per node of a large graph.
+_VERBOSE = int(DotFlags.Verbose)
+_HANDLES = int(DotFlags.Handles)
+_KERNEL_ATTRIBUTES = int(DotFlags.KernelNodeAttributes)
+_DETAIL_FLAGS: dict[NodeType, int] = {
+    NodeType.Kernel: int(DotFlags.KernelNodeParams | DotFlags.KernelNodeAttributes),
+    NodeType.Memcpy: int(DotFlags.MemcpyNodeParams),
+    NodeType.Memset: int(DotFlags.MemsetNodeParams),
+    NodeType.Host: int(DotFlags.HostNodeParams),
+    NodeType.WaitEvent: int(DotFlags.EventNodeParams),
+    NodeType.EventRecord: int(DotFlags.EventNodeParams),
 }
+
+# Lines joined into one piece of text at a time (see _fold).
+LINES_PER_PIECE = 4096
 
 
 def to_dot(graph: Graph, flags: int = 0, races: Sequence[Any] | None = None) -> str:
@@ -121,7 +129,8 @@ def to_dot(graph: Graph, flags: int = 0, races: Sequence[Any] | None = None) -> 
         _cluster(graph, int(flags), lines)
     lines.extend(race_lines)
     lines.append("}")
-    return "\n".join(lines) + "\n"
+    lines.append("")  # the text's closing newline, without a copy of the text to add it
+    return "\n".join(lines)
 
 
 def _dot_id(node: GraphNode) -> str:
@@ -240,29 +249,57 @@ def _one_cluster(graph: Graph, flags: int, lines: list[str]) -> list[GraphNode]:
     nodes = graph._ordered_nodes()
     lines.append(f"subgraph cluster_{gid} {{")
     lines.append(f'label="graph_{gid}"graph[style="dashed"];')
-    for node in nodes:
-        style, shape, label = _node_look(node, flags)
-        lines.append(
-            f'"graph_{gid}_node_{node.id}"[style="{style}"shape="{shape}"label="{label}"];'
-        )
-    for node in nodes:
-        for succ in edge_nodes(node._succ):
-            lines.append(f'"graph_{gid}_node_{node.id}" -> "graph_{gid}_node_{succ.id}"')
+    prefix = f'"graph_{gid}_node_'
+    names: dict[str, str] = {}  # a kernel's name -> its escaped text, made once per name
+    # One walk over the nodes (a large graph's nodes are far apart in memory, and a second walk
+    # would fetch each again), making the node lines and the edge lines side by side.
+    node_lines: list[str] = []
+    edge_lines: list[str] = []
+    node_line, edge_line = node_lines.append, edge_lines.append
+    for first in range(0, len(nodes), LINES_PER_PIECE):
+        node_start, edge_start = len(node_lines), len(edge_lines)
+        for node in nodes[first : first + LINES_PER_PIECE]:
+            style, shape, label = _node_look(node, flags, names)
+            head = f'{prefix}{node.id}"'
+            node_line(f'{head}[style="{style}"shape="{shape}"label="{label}"];')
+            for succ in edge_nodes(node._succ):
+                edge_line(f'{head} -> {prefix}{succ.id}"')
+        _fold(node_lines, node_start)
+        _fold(edge_lines, edge_start)
+    lines += node_lines
+    lines += edge_lines
     lines.append("}")
     return nodes
 
 
-def _node_look(node: GraphNode, flags: int) -> tuple[str, str, str]:
+def _fold(lines: list[str], start: int) -> None:
+    """Join ``lines[start:]`` into one piece of text (the final join puts the same newlines
+    between pieces as between lines).
+
+    A large graph's text made line by line would keep every line alive until the end: a few
+    hundred bytes a node of fresh memory, whose page faults make a million-node graph's text
+    cost more per node than a small one's. Joined a few thousand at a time, the lines are freed
+    as they go and their memory is reused for the next ones.
+    """
+    if len(lines) - start > 1:
+        lines[start:] = ["\n".join(lines[start:])]
+
+
+def _node_look(node: GraphNode, flags: int, names: dict[str, str]) -> tuple[str, str, str]:
+    """The node's style, shape and label; ``names`` caches kernel names' escaped text."""
     style, shape, word = _LOOK[node._type]
     params = node._params
     nid = node.id
-    detail = _DETAIL_FLAGS.get(node._type, 0)
-    if flags & DotFlags.Verbose or flags & detail:
+    if flags and (flags & _VERBOSE or flags & _DETAIL_FLAGS.get(node._type, 0)):
         table = _table(node, word, flags)
         if table is not None:
             return style, "record", table
     if isinstance(params, KernelParams):
-        label = f"{nid}\\n{_text(params.kernel.name)}\\n"
+        name = params.kernel.name
+        text = names.get(name)
+        if text is None:
+            text = names[name] = _text(name)
+        label = f"{nid}\\n{text}\\n"
     elif isinstance(params, MemcpyParams):
         label = f"{nid}\\n{word}\\n({_DIRECTION[params.kind]},{params.nbytes})"
     elif isinstance(params, MemsetParams):
@@ -281,7 +318,7 @@ def _table(node: GraphNode, word: str, flags: int) -> str | None:
     """A record label with the node's parameters, or None for kinds that have none."""
     params = node._params
     head = f"{{ID | {node.id}}}"
-    if flags & DotFlags.Handles or flags & DotFlags.Verbose:
+    if flags & (_HANDLES | _VERBOSE):
         head = f"{{{{ID | node handle}} | {{{node.id} | {node.hid.slot}.{node.hid.generation}}}}}"
     rows: list[str]
     if isinstance(params, KernelParams):
@@ -292,7 +329,7 @@ def _table(node: GraphNode, word: str, flags: int) -> str | None:
         )
         rows = [f"{{launch | {launch}}}", _pairs_row(args=len(params.args))]
         rows.append(_pairs_row(arg_bytes=len(params.arg_bytes)))
-        if flags & (DotFlags.KernelNodeAttributes | DotFlags.Verbose):
+        if flags & (_KERNEL_ATTRIBUTES | _VERBOSE):
             window = params.attributes.access_policy_window
             rows.append(
                 _pairs_row(
