@@ -15,7 +15,8 @@ chains, one join; every node a kernel) of each size it measures, in one run, per
   the one CPython's accounting would otherwise make in the next phase that allocates (the first
   replay). Shown in the table, not in the ratios (at 10,000 nodes there is no pass to defer);
 * ``replay_us``       — one replay, end to end (``await (await exec.launch(stream))``);
-* ``update_us``       — ``exec.update(copy)`` with a clone whose every node has new arguments;
+* ``update_us``       — ``exec.update(graph)`` with a graph of the same shape whose every node has
+  new arguments;
 * ``clone_us``, ``nodes_us``, ``edges_us``, ``dot_us`` — ``graph.clone()``, ``graph.nodes()``,
   ``graph.edges()`` and ``graph.to_dot()``;
 * ``destroy_us``      — ``exec.destroy()`` plus ``graph.destroy()``;
@@ -30,19 +31,34 @@ chains, one join; every node a kernel) of each size it measures, in one run, per
   alive, so its parameters, which the executable then shares, are not counted), same pass;
 * ``gc_collections``  — the garbage collector's passes per generation during build and
   instantiate (the collector stays on, as in a user's program);
+* ``floor_edges_us``  — the least ``edges()`` makes, in plain Python on the floor's chain
+  (:func:`time_floor_edges`): the ratios of this column are the machine's alone;
 * ``floor_build_us``  — the same chain built by :func:`floor_build`, a few lines of plain
   Python with none of the runtime's checks (the collector off): what this machine charges, at
   this moment, for the least any Python graph must do per node. ``build / floor`` divides the
   build by it, a figure the machine's drift moves far less than the build's own.
 
-Sizes up to 100,000 nodes are measured three times, and each timing is the median.
+Sizes up to 100,000 nodes are measured three times, and each timing is the median; in every
+run, the phases that leave the graph as it was (the queries, the DOT text, a clone, an update)
+are also timed :data:`PHASE_REPEATS` times, and their figure is the median.
 The ratios of each figure to the same run's 10,000-node figure are reported too: flat per-node
 cost means ratios near 1. A shared machine's speed drifts over a run (on a small cloud VM, by
 up to about 1.8x for minutes at a time), and a large size takes long enough to fall in another
 state than the smallest size measured at the start. So each ratio's denominator is the smallest
 size measured again right around the larger one (``REFERENCE_RUNS`` runs just before it and as
 many just after, their median: ``reference`` in the JSON), and the ratio compares figures taken
-within a few seconds of each other. Run on its own with
+within a few seconds of each other.
+
+Fresh memory is dearer than reused memory, and only large graphs take much of it: at 10,000
+nodes the allocator reuses the pages earlier phases freed, at 1,000,000 every phase's objects
+take new pages, whose first touch the kernel pays for (and, on a virtual machine whose balloon
+hands freed memory back to the host a few seconds after it is freed, the host as well: a page
+then costs about 4.5 us once the host has taken it back and 2 us when it is reused at once, on
+the cloud VM this was written on, and up to 10 us for memory untouched since boot). The run
+measures it (``fresh_page`` in the JSON, :func:`page_cost`), so a ratio can be read against what
+a page costs the machine that ran it.
+
+Run on its own with
 ``python bench/scale.py --sizes 10000,100000``; ``bench/launch.py`` includes it in ``make bench``.
 """
 
@@ -53,6 +69,7 @@ import asyncio
 import functools
 import gc
 import json
+import resource
 import statistics
 import struct
 import time
@@ -142,10 +159,62 @@ def time_floor_build(size: int, x: ahg.DevicePtr) -> float:
     return seconds * 1e6 / size
 
 
+def floor_edges(nodes: dict[int, Any]) -> list[tuple[Any, Any]]:
+    """A tuple per edge, in a new list: the least ``graph.edges()`` makes."""
+    return [(node, node.succ) for node in nodes.values() if node.succ is not None]
+
+
+def time_floor_edges(size: int, x: ahg.DevicePtr) -> float:
+    """The least ``graph.edges()`` makes, on :func:`floor_build`'s chain: a ``(node, successor)``
+    tuple per node in a new list, the collector off (as ``edges()`` holds it back), microseconds
+    per node, the median of :data:`PHASE_REPEATS` calls. Its ratio between sizes is what the
+    machine's caches and fresh pages alone add to a phase that touches every node once and makes
+    a small object per node."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        nodes = floor_build(size, x)
+        seconds = _median_time(functools.partial(floor_edges, nodes))
+    finally:
+        if enabled:
+            gc.enable()
+    del nodes
+    return seconds * 1e6 / size
+
+
 def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:
     start = time.perf_counter()
     result = fn()
     return result, time.perf_counter() - start
+
+
+# The phases that leave the graph as it was (its queries, its DOT text, a clone, an update) are
+# timed this many times in every run, and each figure is their median. A run of the largest size
+# is made once, and a single call of a phase that lasts a fraction of a second lands in whatever
+# state the machine is in at that moment, which can halve or double it; the reference runs of
+# the smallest size take three medians of their own. Every call pays what a first call pays: its
+# result is freed before the next one (a large result's memory goes back to the system, so each
+# call takes fresh pages again).
+PHASE_REPEATS = 3
+
+
+def _median_time(fn: Callable[[], Any], then: Callable[[Any], Any] | None = None) -> float:
+    """The median of :data:`PHASE_REPEATS` timed calls of ``fn``; ``then`` undoes each call's
+    result (untimed) before the next one."""
+    times = []
+    for _ in range(PHASE_REPEATS):
+        result, seconds = _timed(fn)
+        if then is not None:
+            then(result)
+        del result
+        times.append(seconds)
+    return statistics.median(times)
+
+
+def _update_in_turn(exec_: ahg.GraphExec, graphs: list[ahg.Graph]) -> None:
+    """``exec_.update(graphs[0])``, then the graphs swap places: the next call applies the other."""
+    exec_.update(graphs[0])
+    graphs.reverse()
 
 
 async def time_one(shape: str, size: int, device: ahg.Device, x: ahg.DevicePtr) -> dict[str, Any]:
@@ -155,6 +224,7 @@ async def time_one(shape: str, size: int, device: ahg.Device, x: ahg.DevicePtr) 
     await asyncio.sleep(0)
     stream = device.create_stream()
     floor_build_us = time_floor_build(size, x)
+    floor_edges_us = time_floor_edges(size, x)
     graph, thread_build_s = await asyncio.to_thread(_timed, lambda: build(shape, size, x))
     graph.destroy()
     del graph
@@ -171,22 +241,23 @@ async def time_one(shape: str, size: int, device: ahg.Device, x: ahg.DevicePtr) 
     replay_s = time.perf_counter() - start
     gc.collect()  # the replay's garbage first: the pass timed next only walks what is alive
     _, gc_pass_s = _timed(gc.collect)
-    _, nodes_s = _timed(graph.nodes)
-    _, edges_s = _timed(graph.edges)
-    _, dot_s = _timed(graph.to_dot)
-    copy, clone_s = _timed(graph.clone)
-    copy.destroy()
-    new_args = build(shape, size, x, offset=1)
-    _, update_s = _timed(functools.partial(exec_.update, new_args))
+    nodes_s = _median_time(graph.nodes)
+    edges_s = _median_time(graph.edges)
+    dot_s = _median_time(graph.to_dot)
+    clone_s = _median_time(graph.clone, then=ahg.Graph.destroy)
+    # Two graphs with new arguments for every node, applied in turn: every update changes them all.
+    updates = [build(shape, size, x, offset=1), build(shape, size, x, offset=2)]
+    update_s = _median_time(functools.partial(_update_in_turn, exec_, updates))
     await (await exec_.launch(stream))
-    new_args.destroy()
+    for new_args in updates:
+        new_args.destroy()
     start = time.perf_counter()
     exec_.destroy()
     graph.destroy()
     destroy_s = time.perf_counter() - start
     await stream.synchronize()
     stream.destroy()
-    del graph, exec_, copy, new_args  # a destroyed graph's objects live while it is referenced
+    del graph, exec_, updates, new_args  # a destroyed graph's objects live while it is referenced
     gc.collect()  # frees what the destroys left to the collector, then the same pass without them
     _, gc_base_s = _timed(gc.collect)
     per = 1e6 / size
@@ -204,6 +275,7 @@ async def time_one(shape: str, size: int, device: ahg.Device, x: ahg.DevicePtr) 
         "destroy_us": destroy_s * per,
         "gc_pass_us": (gc_pass_s - gc_base_s) * per,
         "floor_build_us": floor_build_us,
+        "floor_edges_us": floor_edges_us,
         "gc_collections": [b - a for a, b in zip(before, after, strict=True)],
     }
 
@@ -257,6 +329,38 @@ def median_figures(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return figures
 
 
+# Fresh memory touched to time a page: enough pages that the figure is steady.
+PAGE_COST_BYTES = 256 << 20
+
+
+def page_cost(nbytes: int = PAGE_COST_BYTES) -> dict[str, float]:
+    """Microseconds a page of fresh memory costs: ``nbytes`` touched, freed, and touched again
+    at once (capped at half of what the system has available). The first touch takes memory
+    the system may have handed back to the host; the second takes the pages just freed."""
+    available = _available_memory()
+    if available is not None:
+        nbytes = min(nbytes, available // 2)
+    page = resource.getpagesize()
+    figures: dict[str, float] = {"bytes": float(nbytes)}
+    for name in ("first_touch_us_per_page", "second_touch_us_per_page"):
+        start = time.perf_counter()
+        block = bytearray(nbytes)  # zero-filled: every page written
+        figures[name] = (time.perf_counter() - start) * 1e6 / max(1, nbytes // page)
+        del block
+    return figures
+
+
+def _available_memory() -> int | None:
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
 # Runs of the smallest size just before and just after each larger size: the ratio's reference.
 REFERENCE_RUNS = 2
 
@@ -270,6 +374,7 @@ async def measure(sizes: tuple[int, ...], memory: bool = True) -> dict[str, Any]
     async def runs_of(shape: str, size: int, count: int) -> list[dict[str, Any]]:
         return [await time_one(shape, size, device, x) for _ in range(count)]
 
+    out["fresh_page"] = page_cost()
     try:
         # A first run pays what only a first run does (the launch shapes' and packers' caches,
         # the heap's first growth): it is measured and left out.
@@ -321,6 +426,7 @@ def ratios(out: dict[str, Any], sizes: tuple[int, ...]) -> dict[str, Any]:
 
 PHASES = ("build_us", "thread_build_us", "instantiate_us", "replay_us", "destroy_us")
 PHASES += ("update_us", "clone_us", "nodes_us", "edges_us", "dot_us", "gc_pass_us")
+PHASES += ("floor_edges_us",)
 
 
 def table(out: dict[str, Any]) -> str:
@@ -358,12 +464,22 @@ def table(out: dict[str, Any]) -> str:
             ratio_row = out["ratios_vs_smallest"][shape][str(size)]
             cells = " ".join(f"{ratio_row[p]:>7.2f}x" for p in PHASES)
             lines.append(f"{shape:10} {str(size) + '/' + str(sizes[0]):>9} {cells}")
+    page = out.get("fresh_page")
+    if page:
+        lines.append(
+            f"a page of fresh memory ({page['bytes'] / 2**20:.0f} MiB touched): "
+            f"{page['first_touch_us_per_page']:.2f} us, "
+            f"{page['second_touch_us_per_page']:.2f} us again once freed"
+        )
     return "\n".join(lines)
 
 
 def _label(phase: str) -> str:
     """A phase's column heading: its key less ``_us``, at most eight characters."""
-    return "thr.bld" if phase == "thread_build_us" else phase[:-3]
+    return _LABELS.get(phase, phase[:-3])
+
+
+_LABELS = {"thread_build_us": "thr.bld", "floor_edges_us": "fl.edges"}
 
 
 def _floor_cells(row: dict[str, Any]) -> str:

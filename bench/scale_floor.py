@@ -49,9 +49,7 @@ from results_file import write_results  # bench/results_file.py
 DEFAULT_SIZES = (10_000, 1_000_000)
 
 
-def floor_edges(nodes: dict[int, Any]) -> list[tuple[Any, Any]]:
-    """A tuple per edge, in a new list: the least ``graph.edges()`` makes."""
-    return [(node, node.succ) for node in nodes.values() if node.succ is not None]
+floor_edges = scale.floor_edges  # a tuple per edge, in a new list: the least edges() makes
 
 
 def floor_clone(nodes: dict[int, Any]) -> dict[int, Any]:

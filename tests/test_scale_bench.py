@@ -99,3 +99,73 @@ def test_the_table_shows_the_build_over_the_floor_when_a_row_has_one() -> None:
     for shape in bench.SHAPES:
         out[shape]["5"].pop("floor_build_us")
     assert "4.00x" not in bench.table(out)  # a row without the floor shows dashes
+
+
+def test_a_repeated_phase_is_the_median_and_each_result_is_undone_before_the_next_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    bench = _bench()
+    clock = iter([0.0, 5.0, 10.0, 11.0, 20.0, 29.0])  # three calls: 5, 1 and 9 seconds
+    monkeypatch.setattr(bench.time, "perf_counter", lambda: next(clock))
+    made: list[int] = []
+    undone: list[int] = []
+
+    def call() -> int:
+        assert len(made) == len(undone)  # the previous call's result was undone first
+        made.append(len(made))
+        return made[-1]
+
+    assert bench._median_time(call, then=undone.append) == 5.0
+    assert made == undone == [0, 1, 2]
+
+
+def test_updates_in_turn_apply_each_graph_alternately() -> None:
+    bench = _bench()
+    applied: list[str] = []
+
+    class Exec:
+        def update(self, graph: str) -> None:
+            applied.append(graph)
+
+    graphs = ["one", "two"]
+    for _ in range(3):
+        bench._update_in_turn(Exec(), graphs)
+    assert applied == ["one", "two", "one"]
+
+
+def test_a_fresh_page_is_timed_twice_capped_by_what_is_available(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    bench = _bench()
+    figures = bench.page_cost(1 << 20)
+    assert figures["bytes"] == 1 << 20
+    assert figures["first_touch_us_per_page"] > 0.0
+    assert figures["second_touch_us_per_page"] > 0.0
+    monkeypatch.setattr(bench, "_available_memory", lambda: 1 << 16)
+    assert bench.page_cost(1 << 30)["bytes"] == 1 << 15  # half of what is available
+
+
+def test_the_edges_floor_is_a_pair_per_edge_of_the_floor_chain() -> None:
+    import ahipgraph as ahg
+
+    bench = _bench()
+    x = ahg.get_device(0).malloc(64)
+    try:
+        nodes = bench.floor_build(4, x)
+        assert bench.floor_edges(nodes) == [(nodes[i], nodes[i + 1]) for i in range(3)]
+        assert bench.time_floor_edges(10, x) > 0.0
+        text = bench.table(_one_row_table(bench))
+        assert "fl.edges" in text
+        assert "a page of fresh memory (0 MiB touched)" in text
+    finally:
+        ahg.get_device(0).free(x)
+
+
+def _one_row_table(bench: ModuleType) -> dict[str, Any]:
+    row: dict[str, Any] = dict.fromkeys(bench.PHASES, 2.0)
+    row.update(first_yield_us=0.0, gc_collections=[0, 0, 0])
+    out: dict[str, Any] = {"sizes": [5], "fresh_page": bench.page_cost(1 << 16)}
+    for shape in bench.SHAPES:
+        out[shape] = {"5": row}
+    out["ratios_vs_smallest"] = bench.ratios(out, (5,))
+    return out
