@@ -385,7 +385,8 @@ class Graph(DestroyOnExit):
         """``deps``, checked: each a live node of this graph, given once.
 
         Two or more come back as a new list, which ``_attach`` may keep as the node's own; one
-        or none come back as a sequence only to be read (the caller's own, on the fast path).
+        or none come back as a sequence only to be read (the caller's own tuple, on the fast
+        path, never a list the caller can still change).
         """
         # Fast path for what almost every add passes: no dependency, or one live node of this
         # (live) graph. Anything else, errors included, takes the full checks below.
@@ -398,7 +399,9 @@ class Graph(DestroyOnExit):
                 dep: Any = given[0]
                 # This graph vouches for its live nodes (the registry looks them up there too).
                 if type(dep) is GraphNode and self._by_id.get(dep.id) is dep:
-                    return given  # type: ignore[no-any-return]
+                    # A tuple is the caller's own; a list is copied, as user code run by the
+                    # add's argument conversions could otherwise change it after this check.
+                    return given if kind is tuple else (dep,)
         elif kind is GraphNode:
             node: GraphNode = given
             if self._by_id.get(node.id) is node:
