@@ -5,11 +5,15 @@
   ``__index__``). Code that changed the list then had the node added with the list as it was
   afterwards, unchecked: an edge from a node of another graph, a node listed twice, or the
   caller's own list kept as the node's dependency list, which later changes to it edited.
+* ``to_dot(races=...)`` refused a list item with no race parts as not a race report, but one
+  with its nodes and no kind, a node that is not a node, or a suggested edge that is not two
+  nodes raised AttributeError or IndexError from inside the overlay.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from types import SimpleNamespace as Namespace
 from typing import Any
 
 import pytest
@@ -67,3 +71,26 @@ def test_a_deps_list_changed_by_a_conversion_is_read_as_it_was_checked(
     graph.destroy()
     other.destroy()
     device.free(ptr)
+
+
+def _report(first: object, second: object, **more: object) -> Namespace:
+    return Namespace(first=Namespace(node=first), second=Namespace(node=second), **more)
+
+
+def test_a_malformed_race_report_is_refused_as_one() -> None:
+    graph = ahg.Graph()
+    a, b = graph.add_empty_node(), graph.add_empty_node()
+    bad = [
+        _report(a, b),  # no kind
+        _report(1, None, kind="write-after-write"),
+        _report(a, "b", kind="write-after-write"),
+        _report(a, b, kind="write-after-write", fix_edge=(a,)),
+        _report(a, b, kind="write-after-write", fix_edge=(None, b)),
+        _report(a, b, kind="write-after-write", fix_edge=a),
+    ]
+    for report in bad:
+        with pytest.raises(TypeError, match="not a race report"):
+            graph.to_dot(races=[report])
+    good = graph.to_dot(races=[_report(a, b, kind="write-after-write", fix_edge=(a, b))])
+    assert "add this edge" in good
+    graph.destroy()
