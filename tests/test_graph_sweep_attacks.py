@@ -8,6 +8,8 @@
 * ``to_dot(races=...)`` refused a list item with no race parts as not a race report, but one
   with its nodes and no kind, a node that is not a node, or a suggested edge that is not two
   nodes raised AttributeError or IndexError from inside the overlay.
+* A node setter converted its arguments (user code), then stored them without looking at the
+  node again: one destroyed meanwhile took them and the call succeeded.
 """
 
 from __future__ import annotations
@@ -94,3 +96,42 @@ def test_a_malformed_race_report_is_refused_as_one() -> None:
     good = graph.to_dot(races=[_report(a, b, kind="write-after-write", fix_edge=(a, b))])
     assert "add this edge" in good
     graph.destroy()
+
+
+SETTERS = ["kernel", "memset", "attribute", "params"]
+
+
+def _set(kind: str, node: ahg.GraphNode, ptr: ahg.DevicePtr, value: Any) -> None:
+    if kind == "kernel":
+        node.set_kernel_params(touch, 1, 1, (ptr, value))
+    elif kind == "memset":
+        node.set_memset_params(ptr, value, 8)
+    elif kind == "attribute":
+        node.set_attribute(ahg.KernelNodeAttribute.Priority, value)
+    else:
+        node.params = ahg.MemsetParams(
+            dst=ptr, value=value, element_size=1, width=8, height=1, pitch=8
+        )
+
+
+@pytest.mark.parametrize("kind", SETTERS)
+@pytest.mark.parametrize("victim", ["node", "graph"])
+def test_a_setter_whose_conversion_destroys_its_node_reports_it(
+    device: ahg.Device, kind: str, victim: str
+) -> None:
+    # The setter converted its arguments (user code), then stored them on the node without
+    # looking again: a node destroyed meanwhile took the new parameters and the call succeeded.
+    ptr = device.malloc(64)
+    graph = ahg.Graph()
+    if kind in ("kernel", "attribute"):
+        node = graph.add_kernel_node(touch, 1, 1, (ptr, 1))
+    else:
+        node = graph.add_memset_node(ptr, 1, 8)
+    kill = node.destroy if victim == "node" else graph.destroy
+    with pytest.raises(ahg.InvalidValue, match="destroyed"):
+        _set(kind, node, ptr, Converting(0, kill))
+    assert not node.alive
+    if not graph.destroyed:
+        assert graph.nodes() == []
+        graph.destroy()
+    device.free(ptr)
