@@ -10,6 +10,8 @@
   nodes raised AttributeError or IndexError from inside the overlay.
 * A node setter converted its arguments (user code), then stored them without looking at the
   node again: one destroyed meanwhile took them and the call succeeded.
+* ``graph.add_node(GraphNodeParams(MemAlloc, size))`` refused a numpy integer size that
+  ``add_mem_alloc_node`` takes.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from collections.abc import Callable
 from types import SimpleNamespace as Namespace
 from typing import Any
 
+import numpy as np
 import pytest
 
 import ahipgraph as ahg
@@ -135,3 +138,16 @@ def test_a_setter_whose_conversion_destroys_its_node_reports_it(
         assert graph.nodes() == []
         graph.destroy()
     device.free(ptr)
+
+
+@pytest.mark.parametrize("size", [np.int64(64), np.uint32(64)])
+def test_a_generic_alloc_node_takes_a_numpy_size(device: ahg.Device, size: Any) -> None:
+    graph = ahg.Graph()
+    node = graph.add_node(ahg.GraphNodeParams(ahg.NodeType.MemAlloc, size))
+    assert node.params.nbytes == graph.add_mem_alloc_node(size).params.nbytes == 64
+    with pytest.raises(ahg.InvalidValue, match="takes MemAllocParams or int"):
+        graph.add_node(ahg.GraphNodeParams(ahg.NodeType.MemAlloc, 64.0))
+    with pytest.raises(TypeError, match="nbytes must be an int"):
+        graph.add_node(ahg.GraphNodeParams(ahg.NodeType.MemAlloc, True))
+    assert graph.statistics().nodes == 2
+    graph.destroy()
