@@ -12,6 +12,8 @@
   node again: one destroyed meanwhile took them and the call succeeded.
 * ``graph.add_node(GraphNodeParams(MemAlloc, size))`` refused a numpy integer size that
   ``add_mem_alloc_node`` takes.
+* ``to_dot`` with host-node tables read the host function's ``__qualname__`` (user code): a
+  callable whose attribute lookup raised made the whole graph unprintable.
 """
 
 from __future__ import annotations
@@ -150,4 +152,24 @@ def test_a_generic_alloc_node_takes_a_numpy_size(device: ahg.Device, size: Any) 
     with pytest.raises(TypeError, match="nbytes must be an int"):
         graph.add_node(ahg.GraphNodeParams(ahg.NodeType.MemAlloc, True))
     assert graph.statistics().nodes == 2
+    graph.destroy()
+
+
+class _NamelessCallable:
+    """A callable whose name lookup raises."""
+
+    def __call__(self, *args: object) -> None:
+        pass
+
+    def __getattribute__(self, name: str) -> Any:
+        if name == "__qualname__":
+            raise ZeroDivisionError("no name")
+        return object.__getattribute__(self, name)
+
+
+def test_to_dot_prints_a_host_node_whose_callable_cannot_name_itself() -> None:
+    graph = ahg.Graph()
+    graph.add_host_node(_NamelessCallable())
+    for flags in (ahg.DotFlags.Verbose, ahg.DotFlags.HostNodeParams):
+        assert "{fn | args} | {_NamelessCallable | 0}" in graph.to_dot(flags)
     graph.destroy()

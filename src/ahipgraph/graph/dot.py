@@ -405,7 +405,12 @@ def _where(end: object) -> str:
 
 
 def _callable_name(fn: object) -> str:
-    return str(getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn))
+    # A callable's names and repr are user code, which may raise: its type names it then, so
+    # the graph can still be printed.
+    try:
+        return str(getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn))
+    except Exception:
+        return type(fn).__qualname__
 
 
 def _text(value: str) -> str:
