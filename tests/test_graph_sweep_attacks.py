@@ -14,10 +14,14 @@
   ``add_mem_alloc_node`` takes.
 * ``to_dot`` with host-node tables read the host function's ``__qualname__`` (user code): a
   callable whose attribute lookup raised made the whole graph unprintable.
+* ``release_user_object`` whose destructor raised left the object in the graph's own set:
+  the graph kept the dead object alive and its repr counted it as owned.
 """
 
 from __future__ import annotations
 
+import gc
+import weakref
 from collections.abc import Callable
 from types import SimpleNamespace as Namespace
 from typing import Any
@@ -172,4 +176,27 @@ def test_to_dot_prints_a_host_node_whose_callable_cannot_name_itself() -> None:
     graph.add_host_node(_NamelessCallable())
     for flags in (ahg.DotFlags.Verbose, ahg.DotFlags.HostNodeParams):
         assert "{fn | args} | {_NamelessCallable | 0}" in graph.to_dot(flags)
+    graph.destroy()
+
+
+class _DestructorError(BaseException):
+    pass
+
+
+def _raising_destructor(data: object) -> None:
+    raise _DestructorError(data)
+
+
+def test_a_release_whose_destructor_raises_still_lets_go_of_the_object() -> None:
+    graph = ahg.Graph()
+    obj = ahg.UserObject(_raising_destructor, "data")
+    graph.retain_user_object(obj, 1, move=True)  # the graph holds the only reference
+    with pytest.raises(_DestructorError):
+        graph.release_user_object(obj, 1)
+    assert graph.user_objects() == {}
+    assert "user_objects=0" in repr(graph)
+    gone = weakref.ref(obj)
+    del obj
+    gc.collect()
+    assert gone() is None
     graph.destroy()

@@ -937,10 +937,12 @@ class Graph(DestroyOnExit):
         """
         with self.lock:
             count = self._check_user_object(obj, count)
-        obj._disown(self, count)  # outside the lock: the destructor may run
-        with self.lock:
-            if obj in self._user_objects and not obj._owned_by(self):
-                self._user_objects.discard(obj)
+        try:
+            obj._disown(self, count)  # outside the lock: the destructor may run
+        finally:  # and may raise, once the references are given back
+            with self.lock:
+                if obj in self._user_objects and not obj._owned_by(self):
+                    self._user_objects.discard(obj)
 
     def _check_user_object(self, obj: UserObject, count: int) -> int:
         """The checks of a retain or release, in HIP's order; returns ``count`` as an int."""
