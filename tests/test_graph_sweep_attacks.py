@@ -16,6 +16,10 @@
   callable whose attribute lookup raised made the whole graph unprintable.
 * ``release_user_object`` whose destructor raised left the object in the graph's own set:
   the graph kept the dead object alive and its repr counted it as owned.
+* ``Graph.owner_node`` had a public setter: ``embedded.owner_node = None`` let the embedded
+  copy be destroyed under its live child-graph node (the parent then drew and cloned a
+  destroyed graph), and ``graph.owner_node = node`` made a user's graph impossible to destroy
+  and silent when dropped.
 """
 
 from __future__ import annotations
@@ -200,3 +204,22 @@ def test_a_release_whose_destructor_raises_still_lets_go_of_the_object() -> None
     gc.collect()
     assert gone() is None
     graph.destroy()
+
+
+def test_owner_node_cannot_be_reassigned() -> None:
+    graph, child = ahg.Graph(), ahg.Graph()
+    child.add_empty_node()
+    node = graph.add_child_graph_node(child)
+    embedded = node.get_child_graph()
+    with pytest.raises(AttributeError):
+        embedded.owner_node = None  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        child.owner_node = node  # type: ignore[misc]
+    assert embedded.owner_node is node
+    assert child.owner_node is None
+    with pytest.raises(ahg.InvalidValue, match="destroy that node"):
+        embedded.destroy()
+    assert embedded.alive
+    child.destroy()
+    graph.destroy()
+    assert not embedded.alive

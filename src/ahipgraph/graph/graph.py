@@ -212,13 +212,13 @@ class Graph(DestroyOnExit):
 
     @property
     def owner_node(self) -> GraphNode | None:
-        """The child-graph (or conditional) node that embeds this graph, if any."""
+        """The child-graph (or conditional) node that embeds this graph, if any (read-only:
+        the node that made the copy sets it, and the copy goes with that node)."""
         return self._owner_node
 
-    @owner_node.setter
-    def owner_node(self, node: GraphNode | None) -> None:
+    def _set_owner(self, node: GraphNode) -> None:
         self._owner_node = node
-        self._life.quiet = node is not None  # the node owns this copy: it goes with it
+        self._life.quiet = True  # the node owns this copy: it goes with it
 
     @property
     def state(self) -> HandleState:
@@ -299,7 +299,7 @@ class Graph(DestroyOnExit):
                 self._check_alive()
                 dep_list = self._check_deps(dep_list)
                 node = self._attach(NodeType.Graph, ChildGraphParams(copy), dep_list)
-                copy.owner_node = node
+                copy._set_owner(node)
                 return node
         except BaseException:
             copy._dispose()
@@ -795,7 +795,7 @@ class Graph(DestroyOnExit):
             node = self._add_node(NodeType.Conditional, deps, build)
             bodies = list(node._params.bodies)  # type: ignore[union-attr]
             for body in bodies:
-                body.owner_node = node
+                body._set_owner(node)
         return node, bodies
 
     # -- clone -------------------------------------------------------------------------------------
@@ -854,9 +854,9 @@ class Graph(DestroyOnExit):
                             params = replace(params, bodies=tuple(bodies))
                         twin = copy._attach(node._type, params, (), node.id)
                         if child is not None:
-                            child.owner_node = twin
+                            child._set_owner(twin)
                         for body in bodies:
-                            body.owner_node = twin
+                            body._set_owner(twin)
                         twins.append(twin)
                     by_id = copy._by_id
                     for node, twin in zip(originals, twins, strict=True):

@@ -325,7 +325,7 @@ class GraphNode(NodeCopySetters, DestroyOnExit):
                 self._check_alive()
                 assert isinstance(self._params, ChildGraphParams)
                 old = self._params.graph
-                copy.owner_node = self
+                copy._set_owner(self)
                 self._params = ChildGraphParams(copy)
         except InvalidValue:
             copy._dispose()  # outside the lock: _dispose takes the capture lock first
