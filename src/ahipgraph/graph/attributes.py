@@ -49,6 +49,7 @@ def set_attribute(node: GraphNode, attr: KernelNodeAttribute | int, value: Any) 
         if value is None:
             raise InvalidValue(f"a value for {checked_attr.name} is required (null)")
         checked = check_attribute_value(checked_attr, value)
+        node._check_alive()  # the value's conversion may run user code that destroyed it
         node._params = with_attribute(node._params, checked_attr, checked)
 
 

@@ -45,13 +45,12 @@ from ..device.pointer import DevicePtr
 from ..device.properties import CopyKind
 from ..runtime.params import HostParams, KernelParams, MemcpyParams, MemsetParams
 from .conditional import ConditionalNodeParams
-from .node import edge_nodes
+from .node import GraphNode, edge_nodes
 from .node_type import NodeType
 from .params import ChildGraphParams, EventParams, MemAllocParams, MemFreeParams
 
 if TYPE_CHECKING:
     from .graph import Graph
-    from .node import GraphNode
 
 __all__ = ["DotFlags", "render", "to_dot", "write_dot"]
 
@@ -149,6 +148,15 @@ def _race_lines(races: Sequence[Any] | None) -> list[str]:
         second = getattr(getattr(report, "second", None), "node", None)
         if first is None and second is None and not hasattr(report, "kind"):
             raise TypeError(f"not a race report: {report!r}")
+        edge = getattr(report, "fix_edge", None)
+        # What the overlay reads, checked before it is read: nodes, a kind to label the race
+        # with, and a suggested edge of two nodes.
+        if (
+            not all(node is None or isinstance(node, GraphNode) for node in (first, second))
+            or (first is not None and second is not None and not hasattr(report, "kind"))
+            or not (edge is None or _is_edge(edge))
+        ):
+            raise TypeError(f"not a race report: {report!r}")
         for node in (first, second):
             if node is not None:
                 lines.append(f'{_dot_id(node)}[color="red"penwidth="2"];')
@@ -157,13 +165,22 @@ def _race_lines(races: Sequence[Any] | None) -> list[str]:
                 f'{_dot_id(first)} -> {_dot_id(second)}[color="red"style="dotted"dir="both"'
                 f'constraint="false"label="{_text(str(report.kind))}"];'
             )
-        edge = getattr(report, "fix_edge", None)
         if edge is not None:
             lines.append(
                 f'{_dot_id(edge[0])} -> {_dot_id(edge[1])}[color="darkgreen"style="dashed"'
                 f'penwidth="2"label="add this edge"];'
             )
     return lines
+
+
+def _is_edge(edge: object) -> bool:
+    """Whether a report's ``fix_edge`` is two nodes."""
+    return (
+        isinstance(edge, tuple)
+        and len(edge) == 2
+        and isinstance(edge[0], GraphNode)
+        and isinstance(edge[1], GraphNode)
+    )
 
 
 def _checked_path(path: object) -> str | os.PathLike[str]:
@@ -388,7 +405,12 @@ def _where(end: object) -> str:
 
 
 def _callable_name(fn: object) -> str:
-    return str(getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn))
+    # A callable's names and repr are user code, which may raise: its type names it then, so
+    # the graph can still be printed.
+    try:
+        return str(getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn))
+    except Exception:
+        return type(fn).__qualname__
 
 
 def _text(value: str) -> str:

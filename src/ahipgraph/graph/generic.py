@@ -161,6 +161,9 @@ def add_node(graph: Graph, params: GraphNodeParams, deps: Deps) -> GraphNode:
             return graph.add_event_record_node(event, deps=deps)
         return graph.add_event_wait_node(event, deps=deps)
     if kind is NodeType.MemAlloc:
+        if not isinstance(record, MemAllocParams | int):  # a size as the add takes it: numpy's
+            size = int_or_none(record)
+            record = record if size is None else size
         alloc = _record(kind, record, MemAllocParams, int)
         if isinstance(alloc, MemAllocParams):
             return graph.add_mem_alloc_node(alloc.nbytes, device=alloc.device, deps=deps)

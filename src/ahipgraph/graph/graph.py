@@ -212,13 +212,13 @@ class Graph(DestroyOnExit):
 
     @property
     def owner_node(self) -> GraphNode | None:
-        """The child-graph (or conditional) node that embeds this graph, if any."""
+        """The child-graph (or conditional) node that embeds this graph, if any (read-only:
+        the node that made the copy sets it, and the copy goes with that node)."""
         return self._owner_node
 
-    @owner_node.setter
-    def owner_node(self, node: GraphNode | None) -> None:
+    def _set_owner(self, node: GraphNode) -> None:
         self._owner_node = node
-        self._life.quiet = node is not None  # the node owns this copy: it goes with it
+        self._life.quiet = True  # the node owns this copy: it goes with it
 
     @property
     def state(self) -> HandleState:
@@ -299,7 +299,7 @@ class Graph(DestroyOnExit):
                 self._check_alive()
                 dep_list = self._check_deps(dep_list)
                 node = self._attach(NodeType.Graph, ChildGraphParams(copy), dep_list)
-                copy.owner_node = node
+                copy._set_owner(node)
                 return node
         except BaseException:
             copy._dispose()
@@ -385,7 +385,8 @@ class Graph(DestroyOnExit):
         """``deps``, checked: each a live node of this graph, given once.
 
         Two or more come back as a new list, which ``_attach`` may keep as the node's own; one
-        or none come back as a sequence only to be read (the caller's own, on the fast path).
+        or none come back as a sequence only to be read (the caller's own tuple, on the fast
+        path, never a list the caller can still change).
         """
         # Fast path for what almost every add passes: no dependency, or one live node of this
         # (live) graph. Anything else, errors included, takes the full checks below.
@@ -398,7 +399,9 @@ class Graph(DestroyOnExit):
                 dep: Any = given[0]
                 # This graph vouches for its live nodes (the registry looks them up there too).
                 if type(dep) is GraphNode and self._by_id.get(dep.id) is dep:
-                    return given  # type: ignore[no-any-return]
+                    # A tuple is the caller's own; a list is copied, as user code run by the
+                    # add's argument conversions could otherwise change it after this check.
+                    return given if kind is tuple else (dep,)
         elif kind is GraphNode:
             node: GraphNode = given
             if self._by_id.get(node.id) is node:
@@ -792,7 +795,7 @@ class Graph(DestroyOnExit):
             node = self._add_node(NodeType.Conditional, deps, build)
             bodies = list(node._params.bodies)  # type: ignore[union-attr]
             for body in bodies:
-                body.owner_node = node
+                body._set_owner(node)
         return node, bodies
 
     # -- clone -------------------------------------------------------------------------------------
@@ -851,9 +854,9 @@ class Graph(DestroyOnExit):
                             params = replace(params, bodies=tuple(bodies))
                         twin = copy._attach(node._type, params, (), node.id)
                         if child is not None:
-                            child.owner_node = twin
+                            child._set_owner(twin)
                         for body in bodies:
-                            body.owner_node = twin
+                            body._set_owner(twin)
                         twins.append(twin)
                     by_id = copy._by_id
                     for node, twin in zip(originals, twins, strict=True):
@@ -934,10 +937,12 @@ class Graph(DestroyOnExit):
         """
         with self.lock:
             count = self._check_user_object(obj, count)
-        obj._disown(self, count)  # outside the lock: the destructor may run
-        with self.lock:
-            if obj in self._user_objects and not obj._owned_by(self):
-                self._user_objects.discard(obj)
+        try:
+            obj._disown(self, count)  # outside the lock: the destructor may run
+        finally:  # and may raise, once the references are given back
+            with self.lock:
+                if obj in self._user_objects and not obj._owned_by(self):
+                    self._user_objects.discard(obj)
 
     def _check_user_object(self, obj: UserObject, count: int) -> int:
         """The checks of a retain or release, in HIP's order; returns ``count`` as an int."""

@@ -231,7 +231,9 @@ class GraphNode(NodeCopySetters, DestroyOnExit):
             if self._type is NodeType.Graph:
                 child = params.graph
             else:
-                self._store(revalidate(params))
+                validated = revalidate(params)
+                self._check_alive()  # the checks may run user code, which may destroy the node
+                self._store(validated)
                 return
         self.set_child_graph(child)
 
@@ -323,7 +325,7 @@ class GraphNode(NodeCopySetters, DestroyOnExit):
                 self._check_alive()
                 assert isinstance(self._params, ChildGraphParams)
                 old = self._params.graph
-                copy.owner_node = self
+                copy._set_owner(self)
                 self._params = ChildGraphParams(copy)
         except InvalidValue:
             copy._dispose()  # outside the lock: _dispose takes the capture lock first
@@ -333,7 +335,11 @@ class GraphNode(NodeCopySetters, DestroyOnExit):
     def _set(self, types: tuple[NodeType, ...], build: Callable[[], NodeParams]) -> None:
         with self.graph.lock:
             self._check_type(types)
-            self._store(build())
+            params = build()
+            # Converting the arguments may run user code (an ``__index__``), which may have
+            # destroyed this node or its graph: a dead node's setter reports it, as any other.
+            self._check_alive()
+            self._store(params)
 
     def _check_type(self, types: tuple[NodeType, ...]) -> None:
         """HIP's typed node calls: the handle, then the node's type (InvalidValue); lock held."""
