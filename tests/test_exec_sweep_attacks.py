@@ -5,6 +5,7 @@ Each test here reproduces a bug found by attacking the executable as a hostile u
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -13,7 +14,7 @@ import pytest
 import ahipgraph as ahg
 from ahipgraph.graph.memnodes import RESERVATIONS
 from cleanup import destroy
-from fakes import GatedHost
+from fakes import GatedHost, loop_turns
 
 
 @ahg.kernel
@@ -155,3 +156,43 @@ async def test_upload_stream_destroyed_during_the_build_leaves_a_memory_graph_in
         await (await graph_exec.launch())
     finally:
         destroy(graph_exec, graph)
+
+
+@pytest.mark.asyncio
+async def test_cross_device_launch_parked_while_its_stream_began_capturing_is_refused() -> None:
+    """A launch on another device's stream that parked for a signal set, during which the
+    stream began capturing, was submitted to the capturing stream anyway: it ran outside the
+    capture, which ended valid and empty. As on the executable's own device, it is refused
+    (StreamCaptureUnsupported, the capture invalidated), the set given back, nothing run."""
+    ahg.configure_devices(2)
+    home, other = ahg.get_device(0), ahg.get_device(1)
+    out = home.malloc(64)
+    home.view(out, np.int64, 8)[:] = 0
+    gate = GatedHost()
+    graph = ahg.Graph()
+    head = graph.add_host_node(gate)
+    graph.add_kernel_node(put, 1, 1, (1, 0, out), deps=[head])
+    graph_exec = graph.instantiate(signal_sets=1, device=home)
+    own_stream, stream = home.create_stream(), other.create_stream()
+    try:
+        first = await graph_exec.launch(own_stream)
+        parked = asyncio.ensure_future(graph_exec.launch(stream))
+        await loop_turns()
+        assert graph_exec.statistics().signal_pool.waiters == 1
+        stream.begin_capture()
+        gate.open(0)
+        await first
+        with pytest.raises(ahg.StreamCaptureUnsupported):
+            await parked
+        with pytest.raises(ahg.StreamCaptureInvalidated):
+            stream.end_capture()
+        await home.synchronize()
+        await other.synchronize()
+        stats = graph_exec.statistics()
+        assert (stats.launches, stats.in_flight) == (1, 0)
+        assert (stats.signal_pool.free, stats.signal_pool.acquires) == (1, 1)
+        assert gate.runs == 1
+        assert int(home.view(out, np.int64, 1)[0]) == 1
+    finally:
+        gate.open_all(2)
+        destroy(graph_exec, graph, own_stream, stream, out)
