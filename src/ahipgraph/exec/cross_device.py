@@ -59,13 +59,16 @@ def enqueue_cross_device(launcher: Launcher, stream: Stream, signal_set: SignalS
         try:
             own.claim_locked()
             other.claim_locked()
-            # Destroyed while the launch waited for a set: refused as the launch itself would
-            # be (the executable first, as HIP checks), before the home stream's wait for the
-            # user's stream is submitted: a refused launch submits nothing.
+            # Destroyed, or began capturing, while the launch waited for a set: refused as the
+            # launch itself would be (the executable first, as HIP checks), before the home
+            # stream's wait for the user's stream is submitted: a refused launch submits nothing.
             if launcher.owner.state is not ExecState.OPEN:
                 launcher.owner._check_alive()  # raises
             if stream.state is not stream.state.OPEN:
                 stream._check_open()  # raises
+            part = stream._capture  # began capturing meanwhile: refused, as on its own device
+            if part is not None:
+                raise part.unsupported("a graph launch")
         except BaseException:
             launcher.pool.give_back(signal_set)
             raise

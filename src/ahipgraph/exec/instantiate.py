@@ -245,6 +245,8 @@ def instantiate(graph: Graph, request: InstantiateRequest) -> Instantiated:
         holder = object()
         with graph.lock:  # the graph may have changed hands while we prepared
             check_instantiable(graph)
+            if request.upload:  # destroyed while we built (user code, another thread): refused
+                launch_stream(request.upload_stream, device)  # before the graph is marked
             graph._mark_instantiated(compiled.alloc_ptrs)  # the executable owns these ranges
             # A reference to each user object for the executable, taken while the graph still
             # owns it: a graph destroyed (or releasing it) on another thread from here on can
