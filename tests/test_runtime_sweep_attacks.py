@@ -1,0 +1,76 @@
+"""Attacks on the runtime and device layers that once found a bug.
+
+Stream-ordered memory: a ``free_async`` still pending on a stream gives its memory back before
+any later ``malloc_async`` on that stream, in stream order. HIP's pool hands that memory out
+again at once (``hipFreeAsync``/``hipMallocAsync`` in a loop never run out of memory); here
+``malloc_async`` refused it with ``OutOfMemory`` until the host had let the stream reach the
+free, so such a loop failed after ``total / size`` turns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+import ahipgraph as ahg
+from fakes import GatedHost
+
+
+@pytest.mark.asyncio
+async def test_malloc_async_takes_memory_a_pending_free_async_on_its_stream_gives_back(
+    device: ahg.Device,
+) -> None:
+    stream = device.create_stream()
+    total = device.memory_info().total
+    for _ in range(3):  # allocate, use, free: every turn needs all of the device's memory
+        ptr = await stream.malloc_async(total)
+        await stream.memset(ptr, 1, 16)
+        await stream.free_async(ptr)  # pending: the host never waited for the stream
+    await stream.synchronize()
+    assert device.memory_info() == (total, total)
+    stream.destroy()
+
+
+@pytest.mark.asyncio
+async def test_malloc_async_short_of_memory_without_a_pending_free_still_fails_at_once(
+    device: ahg.Device,
+) -> None:
+    stream = device.create_stream()
+    other = device.create_stream()
+    total = device.memory_info().total
+    held = await other.malloc_async(total)
+    await other.free_async(held)  # another stream's free: not this stream's to wait for
+    with pytest.raises(ahg.OutOfMemory):
+        await stream.malloc_async(total)
+    ptr = await other.malloc_async(total)  # stream order on ``other`` makes room
+    with pytest.raises(ahg.OutOfMemory):
+        other.malloc_async_nowait(1)  # the twin never waits
+    await other.free_async(ptr)
+    await other.synchronize()
+    assert device.memory_info() == (total, total)
+    stream.destroy()
+    other.destroy()
+
+
+@pytest.mark.asyncio
+async def test_malloc_async_cancelled_while_it_waits_for_a_pending_free_takes_nothing(
+    device: ahg.Device,
+) -> None:
+    stream = device.create_stream()
+    total = device.memory_info().total
+    gate = GatedHost()
+    ptr = await stream.malloc_async(total)
+    await stream.launch_host_func(gate)  # holds the stream ahead of the free
+    await stream.free_async(ptr)
+    waiter = asyncio.ensure_future(stream.malloc_async(total))
+    await gate.started()  # the waiter parked on the free behind the gate
+    assert not waiter.done()
+    waiter.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiter
+    gate.open()
+    await stream.synchronize()
+    assert device.memory_info() == (total, total)  # the cancelled call allocated nothing
+    assert device.statistics().memory.allocations == 0
+    stream.destroy()
