@@ -74,3 +74,47 @@ async def test_malloc_async_cancelled_while_it_waits_for_a_pending_free_takes_no
     assert device.memory_info() == (total, total)  # the cancelled call allocated nothing
     assert device.statistics().memory.allocations == 0
     stream.destroy()
+
+
+@pytest.mark.asyncio
+async def test_malloc_async_waiting_for_a_free_refuses_a_capture_begun_meanwhile(
+    device: ahg.Device,
+) -> None:
+    stream = device.create_stream()
+    total = device.memory_info().total
+    gate = GatedHost()
+    ptr = await stream.malloc_async(total)
+    await stream.launch_host_func(gate)
+    await stream.free_async(ptr)
+    waiter = asyncio.ensure_future(stream.malloc_async(total))
+    await gate.started()  # the waiter parked on the free behind the gate
+    stream.begin_capture(ahg.CaptureMode.RELAXED)  # an eager call must not become a node
+    gate.open()
+    with pytest.raises(ahg.IllegalState, match="capture began"):
+        await waiter
+    graph = stream.end_capture()
+    assert graph.nodes() == []
+    graph.destroy()
+    await stream.synchronize()
+    assert device.memory_info() == (total, total)
+    stream.destroy()
+
+
+@pytest.mark.asyncio
+async def test_malloc_async_waiting_for_a_free_on_a_stream_destroyed_meanwhile_fails(
+    device: ahg.Device,
+) -> None:
+    stream = device.create_stream()
+    total = device.memory_info().total
+    gate = GatedHost()
+    ptr = await stream.malloc_async(total)
+    await stream.launch_host_func(gate)
+    await stream.free_async(ptr)
+    waiter = asyncio.ensure_future(stream.malloc_async(total))
+    await gate.started()
+    stream.destroy()  # its work still runs, the free included
+    gate.open()
+    with pytest.raises(ahg.ContextIsDestroyed):
+        await waiter
+    await device.synchronize()
+    assert device.memory_info() == (total, total)

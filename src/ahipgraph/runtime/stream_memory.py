@@ -73,6 +73,8 @@ class StreamMemoryMixin:
             await stream.device._wait_signal(pending)
         except IllegalState:  # the wait is not allowed here (device work behind the free)
             raise refused from None
+        if not stream.alive or stream._capture is not None:
+            stream._changed_under_call()  # destroyed, or a capture began, while it waited
         return self.malloc_async_nowait(nbytes)
 
     def malloc_async_nowait(self, nbytes: int) -> DevicePtr:
