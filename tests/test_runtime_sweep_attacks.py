@@ -118,3 +118,20 @@ async def test_malloc_async_waiting_for_a_free_on_a_stream_destroyed_meanwhile_f
         await waiter
     await device.synchronize()
     assert device.memory_info() == (total, total)
+
+
+@pytest.mark.asyncio
+async def test_malloc_async_on_a_kept_stream_of_a_replaced_device_is_refused() -> None:
+    """Every other enqueue on the old device is ``InvalidDevice``; ``malloc_async`` allocated
+    there, and its pointer (same ordinal, same addresses) named the successor's memory."""
+    old = ahg.get_device(0)
+    old_stream = old.create_stream()
+    ahg.configure_devices(1)
+    new = ahg.get_device(0)
+    with pytest.raises(ahg.InvalidDevice, match="replaced"):
+        old_stream.malloc_async_nowait(64)
+    with pytest.raises(ahg.InvalidDevice, match="replaced"):
+        await old_stream.malloc_async(64)
+    assert old.statistics().memory.allocations == 0
+    assert new.statistics().memory.allocations == 0
+    old_stream.destroy()

@@ -60,6 +60,7 @@ class StreamMemoryMixin:
             OutOfMemory: not enough device memory, even once this stream's pending frees ran.
             StreamCaptureInvalidated: see capture.
             IllegalState: another event loop is using the device.
+            InvalidDevice: ``configure_devices`` replaced the stream's device.
         """
         try:
             return self.malloc_async_nowait(nbytes)
@@ -97,8 +98,12 @@ class StreamMemoryMixin:
             if not stream.alive or stream._capture is not None:
                 stream._changed_under_call()
         # Stream-ordered, so as every enqueue: only the loop that owns the device may use it
-        # (IllegalState from another open loop while it is busy, before anything is taken).
-        stream.device.engine.claim()
+        # (IllegalState from another open loop while it is busy, before anything is taken),
+        # and a device configure_devices replaced takes nothing new (InvalidDevice): its
+        # successor has its ordinal and addresses, so the pointer would name the successor's.
+        engine = stream.device.engine
+        with engine.lock:
+            engine.claim_locked()
         ptr = stream.device.memory.malloc(nbytes)
         if observe.observer is not None:
             observe.observer.allocated(ptr, int(nbytes), stream)  # checked: an int
