@@ -135,3 +135,24 @@ async def test_malloc_async_on_a_kept_stream_of_a_replaced_device_is_refused() -
     assert old.statistics().memory.allocations == 0
     assert new.statistics().memory.allocations == 0
     old_stream.destroy()
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("non_blocking", [False, True])
+async def test_begin_capture_on_a_kept_stream_of_a_replaced_device_is_refused_and_changes_nothing(
+    non_blocking: bool,
+) -> None:
+    """A blocking stream's capture began, then the null stream's guard raised InvalidDevice
+    and left it capturing; a non-blocking stream's began without a word."""
+    old = ahg.get_device(0)
+    stream = old.create_stream(non_blocking=non_blocking)
+    ahg.configure_devices(1)
+    before = ahg.capture_statistics()
+    with pytest.raises(ahg.InvalidDevice):
+        stream.begin_capture()
+    with pytest.raises(ahg.InvalidDevice):
+        stream.begin_capture_to_graph(graph := ahg.Graph(), [])
+    assert stream.is_capturing() == ahg.CaptureStatus.NONE
+    assert ahg.capture_statistics() == before
+    graph.destroy()
+    stream.destroy()
