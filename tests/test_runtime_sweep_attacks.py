@@ -156,3 +156,25 @@ async def test_begin_capture_on_a_kept_stream_of_a_replaced_device_is_refused_an
     assert ahg.capture_statistics() == before
     graph.destroy()
     stream.destroy()
+
+
+@pytest.mark.asyncio
+async def test_a_stream_of_a_replaced_device_joins_its_capture_without_a_half_made_fork() -> None:
+    """A capture begun before ``configure_devices`` goes on; a blocking stream joining it
+    made the device's null stream for its guard, which a replaced device refuses: the join
+    raised InvalidDevice after the stream had joined."""
+    old = ahg.get_device(0)
+    origin = old.create_stream(non_blocking=True)  # its capture makes no null-stream guard
+    joiner = old.create_stream()
+    event = old.create_event()
+    before = ahg.capture_statistics()
+    origin.begin_capture()
+    ahg.configure_devices(1)
+    await event.record(origin)
+    await joiner.wait_event(event)  # the fork: no error, and the joiner captures
+    assert joiner.is_capturing() == ahg.CaptureStatus.ACTIVE
+    graph = origin.end_capture()
+    assert joiner.is_capturing() == ahg.CaptureStatus.NONE
+    assert ahg.capture_statistics() == before
+    for handle in (graph, event, origin, joiner):
+        handle.destroy()
