@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 
+import numpy as np
 import pytest
 
 import ahipgraph as ahg
@@ -178,3 +179,23 @@ async def test_a_stream_of_a_replaced_device_joins_its_capture_without_a_half_ma
     assert ahg.capture_statistics() == before
     for handle in (graph, event, origin, joiner):
         handle.destroy()
+
+
+@pytest.mark.asyncio
+async def test_a_synchronous_copy_on_a_replaced_device_leaves_captures_alone() -> None:
+    """``old.memset`` / ``old.memcpy`` first invalidated every capture in progress (the rule
+    for synchronous copies), then failed with InvalidDevice: a call refused for a device that
+    is gone broke the successor's captures. It is refused first, as ``old.malloc`` is."""
+    old = ahg.get_device(0)
+    ptr = old.malloc(16)
+    ahg.configure_devices(1)
+    stream = ahg.get_device(0).create_stream()
+    stream.begin_capture()
+    with pytest.raises(ahg.InvalidDevice):
+        await old.memset(ptr, 0, 16)
+    with pytest.raises(ahg.InvalidDevice):
+        await old.memcpy(np.zeros(16, np.uint8), ptr, 16)
+    assert stream.is_capturing() == ahg.CaptureStatus.ACTIVE
+    stream.end_capture().destroy()
+    stream.destroy()
+    old.free(ptr)
