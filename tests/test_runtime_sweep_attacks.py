@@ -1,10 +1,12 @@
 """Attacks on the runtime and device layers that once found a bug.
 
-Stream-ordered memory: a ``free_async`` still pending on a stream gives its memory back before
-any later ``malloc_async`` on that stream, in stream order. HIP's pool hands that memory out
-again at once (``hipFreeAsync``/``hipMallocAsync`` in a loop never run out of memory); here
-``malloc_async`` refused it with ``OutOfMemory`` until the host had let the stream reach the
-free, so such a loop failed after ``total / size`` turns.
+* Stream-ordered memory: a ``free_async`` still pending on a stream gives its memory back
+  before any later ``malloc_async`` on that stream, in stream order. HIP's pool hands that
+  memory out again at once (``hipFreeAsync``/``hipMallocAsync`` in a loop never run out of
+  memory); here ``malloc_async`` refused it with ``OutOfMemory`` until the host had let the
+  stream reach the free, so such a loop failed after ``total / size`` turns.
+* A device ``configure_devices`` replaced takes no new work: ``malloc_async``, a capture's
+  begin or join, and a synchronous copy each got past that rule or broke it half-way.
 """
 
 from __future__ import annotations
