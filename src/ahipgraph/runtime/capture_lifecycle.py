@@ -27,6 +27,7 @@ from ..core.errors import (
 )
 from ..core.ints import int_or_none
 from ..core.lifecycle import report_unraisable
+from ..device import table as _device_table
 from .capture_fork import missing
 from .capture_nodes import StreamCapture, _graphs
 from .capture_state import (
@@ -83,6 +84,9 @@ def begin(
             dep_list = graph._check_deps(deps)
     with _LOCK:
         stream._check_open()  # again: destroyed on another thread meanwhile (stream_destroyed)
+        # A device configure_devices replaced takes no new work, a capture included: refused
+        # here, before anything changes (the null stream's guard would refuse it after).
+        _device_table.live(stream.device)
         if isinstance(stream._capture, StreamCapture):
             raise IllegalState(f"{stream!r} is already capturing")
         if graph is not None:

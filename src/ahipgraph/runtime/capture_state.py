@@ -37,7 +37,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ..core.errors import InvalidValue, StreamCaptureImplicit
+from ..core.errors import InvalidDevice, InvalidValue, StreamCaptureImplicit
 from ..core.ints import int_or_none
 
 if TYPE_CHECKING:
@@ -336,7 +336,10 @@ def _refresh_null_guard(device: Device) -> None:
         for s in device.streams
     )
     if blocking and null is None:
-        null = device.null_stream
+        try:
+            null = device.null_stream
+        except InvalidDevice:  # replaced by configure_devices: it makes no null stream, and
+            return  # nobody can reach one to guard (called after a join has changed state)
     if null is not None:
         null._capture = NULL_GUARD if blocking else None
 

@@ -393,6 +393,9 @@ class Device(DeviceBase, DeviceCopyMixin, NoCopy):
         await self._sync_op(lambda: self.null_stream.memset(dst, value, nbytes))
 
     async def _sync_op(self, enqueue: Any) -> None:
+        # A device replaced by configure_devices takes no new work: refused first, as malloc
+        # is, rather than invalidate the captures in progress before its null stream refuses.
+        _table.live(self)
         if capture_checks is not None:
             capture_checks.sync_copy()
         done: Completion = await enqueue()

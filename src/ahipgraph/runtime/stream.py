@@ -128,6 +128,9 @@ class Stream(
         self.queue: HardwareQueue = device.queues[0] if null else device.engine.next_queue()
         self.state = StreamState.OPEN
         self.tail: Signal | None = None
+        # The completion of the latest eager free_async: memory the stream gives back there
+        # is what a malloc_async short of memory waits for (see StreamMemoryMixin).
+        self._last_free: Signal | None = None
         self.submitted = 0
         self._error: HipError | None = None
         self._retired_cb: Callable[[Program], None] = self._retired

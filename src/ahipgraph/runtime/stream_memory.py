@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..core.errors import InvalidValue
+from ..core.errors import IllegalState, InvalidValue, OutOfMemory
 from ..device.memory import check_size
 from ..device.ops import FreeOp
 from ..device.pointer import DevicePtr
@@ -47,15 +47,35 @@ class StreamMemoryMixin:
         While capturing, adds a MemAlloc node and returns its reserved address (zero bytes
         adds nothing and returns the null pointer).
 
-        A coroutine as every stream call is, though it never waits: it enqueues no packet
-        (the memory is taken at once), so it needs no ring room. :meth:`malloc_async_nowait`
-        is the same call from synchronous code, as every other enqueue has its twin.
+        It enqueues no packet (the memory is taken at once), so it needs no ring room, and it
+        returns without waiting when the memory is free. It waits only when the device is
+        short of memory while a ``free_async`` on this stream is still pending: in stream
+        order that free comes first, so the memory it gives back is this allocation's to take
+        (HIP's pool reuses it at once; here the call waits until the stream reaches the free,
+        then allocates). :meth:`malloc_async_nowait` is the same call from synchronous code,
+        which raises ``OutOfMemory`` instead of waiting.
 
         Raises:
             ContextIsDestroyed: the stream was destroyed. InvalidValue: a negative size.
-            OutOfMemory: not enough device memory. StreamCaptureInvalidated: see capture.
+            OutOfMemory: not enough device memory, even once this stream's pending frees ran.
+            StreamCaptureInvalidated: see capture.
             IllegalState: another event loop is using the device.
+            InvalidDevice: ``configure_devices`` replaced the stream's device.
         """
+        try:
+            return self.malloc_async_nowait(nbytes)
+        except OutOfMemory as error:
+            stream = self._stream()
+            pending = stream._last_free
+            if pending is None or pending.value <= 0 or stream._capture is not None:
+                raise
+            refused = error
+        try:
+            await stream.device._wait_signal(pending)
+        except IllegalState:  # the wait is not allowed here (device work behind the free)
+            raise refused from None
+        if not stream.alive or stream._capture is not None:
+            stream._changed_under_call()  # destroyed, or a capture began, while it waited
         return self.malloc_async_nowait(nbytes)
 
     def malloc_async_nowait(self, nbytes: int) -> DevicePtr:
@@ -78,8 +98,12 @@ class StreamMemoryMixin:
             if not stream.alive or stream._capture is not None:
                 stream._changed_under_call()
         # Stream-ordered, so as every enqueue: only the loop that owns the device may use it
-        # (IllegalState from another open loop while it is busy, before anything is taken).
-        stream.device.engine.claim()
+        # (IllegalState from another open loop while it is busy, before anything is taken),
+        # and a device configure_devices replaced takes nothing new (InvalidDevice): its
+        # successor has its ordinal and addresses, so the pointer would name the successor's.
+        engine = stream.device.engine
+        with engine.lock:
+            engine.claim_locked()
         ptr = stream.device.memory.malloc(nbytes)
         if observe.observer is not None:
             observe.observer.allocated(ptr, int(nbytes), stream)  # checked: an int
@@ -122,10 +146,12 @@ class StreamMemoryMixin:
         memory.claim_free(ptr, by=stream)  # a graph relaunch on this stream is ordered after it
         free = FreeOp(ptr)
         try:
-            return stream._observed(free, free)
+            done = stream._observed(free, free)
         except BaseException:
             memory.release_claim(ptr)  # nothing was enqueued: the memory is the caller's again
             raise
+        stream._last_free = stream.tail  # the free's completion (see malloc_async)
+        return done
 
     def _check_free(self, ptr: DevicePtr) -> None:
         """``free_async``'s checks of an eager free (also for a call that must wait for room)."""
