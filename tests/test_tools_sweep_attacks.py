@@ -1,0 +1,61 @@
+"""Hostile inputs to the tooling: the command, the trace, the race checker and the test kit."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from ahipgraph.cli import main
+from ahipgraph.testing import run_together
+
+
+def test_the_cli_trace_writes_where_it_was_told_when_the_script_changes_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A relative ``-o`` was opened only after the script ran, so a script that called
+    ``os.chdir`` had its trace written into its own new working directory (or failed there),
+    not where the command was told and checked it could write."""
+    monkeypatch.setattr(sys, "argv", list(sys.argv))
+    monkeypatch.chdir(tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    script = tmp_path / "script.py"
+    script.write_text(f"import os\nos.chdir({str(elsewhere)!r})\n")
+    try:
+        status = main(["--plain", "trace", "-o", "out.json", str(script)])
+    finally:
+        os.chdir(tmp_path)
+    assert status == 0
+    assert "wrote out.json" in capsys.readouterr().out
+    assert not (elsewhere / "out.json").exists()
+    assert json.loads((tmp_path / "out.json").read_text())["traceEvents"] == []
+
+
+def test_run_together_lets_the_started_threads_go_when_one_cannot_start(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A thread that could not start (the process's thread limit) left the ones already
+    started waiting at the barrier for ever: the process never exited."""
+    before = set(threading.enumerate())
+    start = threading.Thread.start
+    calls = 0
+
+    def failing_second_start(thread: threading.Thread) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            raise RuntimeError("can't start new thread")
+        start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", failing_second_start)
+    ran: list[int] = []
+    with pytest.raises(RuntimeError, match="can't start new thread"):
+        run_together(lambda: ran.append(1), lambda: ran.append(2), lambda: ran.append(3))
+    monkeypatch.undo()
+    assert set(threading.enumerate()) == before  # joined, none left waiting
+    assert ran == []  # all or none: no target ran alone
