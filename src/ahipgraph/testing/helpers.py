@@ -349,15 +349,28 @@ def run_together(*targets: Callable[[], object]) -> list[BaseException]:
     start = threading.Barrier(len(targets))
 
     def body(target: Callable[[], object]) -> None:
-        start.wait()
+        try:
+            start.wait()
+        except threading.BrokenBarrierError:
+            return  # another target's thread could not start: none of them runs
         try:
             target()
         except BaseException as exc:
             errors.append(exc)
 
     threads = [threading.Thread(target=body, args=(t,)) for t in targets]
-    for thread in threads:
-        thread.start()
+    started: list[threading.Thread] = []
+    try:
+        for thread in threads:
+            thread.start()
+            started.append(thread)
+    except BaseException:
+        # The threads already started waited at the barrier for ever, and a process with
+        # them left never exits: they are let go without running their targets.
+        start.abort()
+        for thread in started:
+            thread.join()
+        raise
     for thread in threads:
         thread.join()
     return errors
