@@ -12,6 +12,7 @@ import pytest
 
 from ahipgraph.cli import main
 from ahipgraph.testing import run_together
+from ahipgraph.tools.race import race_check
 
 
 def test_the_cli_trace_writes_where_it_was_told_when_the_script_changes_directory(
@@ -59,3 +60,28 @@ def test_run_together_lets_the_started_threads_go_when_one_cannot_start(
     monkeypatch.undo()
     assert set(threading.enumerate()) == before  # joined, none left waiting
     assert ran == []  # all or none: no target ran alone
+
+
+class _AgreeingMode(str):
+    """A str that says it equals anything, and prints as "raise"."""
+
+    __hash__ = str.__hash__
+
+    def __eq__(self, other: object) -> bool:
+        return True
+
+    def __ne__(self, other: object) -> bool:
+        return False
+
+    def __str__(self) -> str:
+        return "raise"
+
+
+def test_race_check_refuses_a_str_subclass_that_only_claims_to_be_a_mode() -> None:
+    """``on_race`` was checked with the subclass's own ``__eq__`` and then kept as its
+    ``__str__``: "bogus" passed, and a "collect" became a "raise"."""
+    with pytest.raises(ValueError, match="'bogus'"):
+        race_check(_AgreeingMode("bogus"))
+    with race_check(_AgreeingMode("collect")) as check:
+        assert check.on_race == "collect"
+        assert type(check.on_race) is str
