@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import sys
 import threading
+import warnings
 from pathlib import Path
 
 import pytest
 
+import ahipgraph as ahg
 from ahipgraph.cli import main
-from ahipgraph.testing import run_together
+from ahipgraph.testing import leak_report, run_together
+from ahipgraph.tools.launch_bench import measure_launch_host
 from ahipgraph.tools.race import race_check
 
 
@@ -85,3 +89,38 @@ def test_race_check_refuses_a_str_subclass_that_only_claims_to_be_a_mode() -> No
     with race_check(_AgreeingMode("collect")) as check:
         assert check.on_race == "collect"
         assert type(check.on_race) is str
+
+
+class _ProgressStopped(Exception):
+    pass
+
+
+def _stop(done: float, detail: str) -> None:
+    raise _ProgressStopped(detail)
+
+
+def test_measure_launch_host_frees_what_it_made_when_its_progress_raises() -> None:
+    """A progress callback that raised (the CLI's, on Ctrl-C) left the benchmark's memory
+    allocated and its stream, graph and executable to the finalizers, on the device it had
+    put in the table."""
+    with pytest.raises(_ProgressStopped):
+        measure_launch_host(rounds=1, progress=_stop)
+    assert leak_report() is None
+
+
+def test_measure_launch_host_refuses_a_progress_that_is_not_callable() -> None:
+    device = ahg.get_device(0)
+    with pytest.raises(TypeError, match="progress must be callable"):
+        measure_launch_host(rounds=1, progress=5)  # type: ignore[arg-type]
+    assert ahg.get_device(0) is device  # refused before the devices table was touched
+
+
+@pytest.mark.asyncio
+async def test_measure_launch_host_in_a_running_loop_makes_no_coroutine() -> None:
+    """The refusal came from ``asyncio.run``, after the benchmark's coroutine was made: it
+    warned "never awaited" when collected (an error under ``-W error``)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(RuntimeError, match="running event loop"):
+            measure_launch_host(rounds=1)
+        gc.collect()
