@@ -124,3 +124,34 @@ async def test_measure_launch_host_in_a_running_loop_makes_no_coroutine() -> Non
         with pytest.raises(RuntimeError, match="running event loop"):
             measure_launch_host(rounds=1)
         gc.collect()
+
+
+@ahg.kernel
+def _nothing(t: ahg.Threads) -> None:
+    pass
+
+
+async def _one_kernel_per_stream(streams: int) -> None:
+    device = ahg.get_device(0)
+    made = [device.create_stream() for _ in range(streams)]
+    for stream in made:
+        await stream.launch_kernel(_nothing, 1, 1)
+    await device.synchronize()
+    for stream in made:
+        stream.destroy()
+
+
+def test_a_trace_names_every_queue_of_a_device_reconfigured_with_more_queues() -> None:
+    """The trace kept the queue count of the first device it saw under an ordinal: work of
+    a device configured in the block with more queues landed on tracks the file never
+    named."""
+    with ahg.tracing() as trace:
+        ahg.configure_devices(1, ahg.DeviceProperties(hardware_queues=1))
+        ahg.run(_one_kernel_per_stream(1))
+        ahg.configure_devices(1, ahg.DeviceProperties(hardware_queues=4))
+        ahg.run(_one_kernel_per_stream(4))
+    events = json.loads(trace.dumps())["traceEvents"]
+    named = {(e["pid"], e["tid"]) for e in events if e["name"] == "thread_name"}
+    used = {(e["pid"], e["tid"]) for e in events if e["ph"] in ("X", "i")}
+    assert len({op.queue for op in trace.ops}) == 4
+    assert used <= named
