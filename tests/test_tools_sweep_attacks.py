@@ -155,3 +155,31 @@ def test_a_trace_names_every_queue_of_a_device_reconfigured_with_more_queues() -
     used = {(e["pid"], e["tid"]) for e in events if e["ph"] in ("X", "i")}
     assert len({op.queue for op in trace.ops}) == 4
     assert used <= named
+
+
+@pytest.mark.parametrize("raised", ["ValueError", "KeyboardInterrupt"])
+def test_the_cli_trace_is_written_when_the_script_exits_with_an_unprintable_object(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    raised: str,
+) -> None:
+    """``sys.exit(obj)`` prints ``obj``; one whose ``__str__`` raised crashed the command in
+    that print, with no trace written. Python prints nothing and exits 1."""
+    monkeypatch.setattr(sys, "argv", list(sys.argv))
+    script = tmp_path / "script.py"
+    script.write_text(
+        "import sys\n"
+        "class Unprintable:\n"
+        "    def __str__(self):\n"
+        f"        raise {raised}('str')\n"
+        "sys.exit(Unprintable())\n"
+    )
+    output = tmp_path / "out.json"
+    try:
+        status = main(["--plain", "trace", "-o", str(output), str(script)])
+    except BaseException as escaped:  # not left to end the test session
+        pytest.fail(f"the command raised {type(escaped).__name__}")
+    assert status == 1
+    assert "wrote" in capsys.readouterr().out
+    assert json.loads(output.read_text())["traceEvents"] == []

@@ -238,7 +238,13 @@ def _exit_status(code: object) -> int:
         return 0
     if isinstance(code, int):
         return code
-    print(code, file=sys.stderr)
+    # The script's object: its __str__ is user code, which may raise anything. Python then
+    # prints nothing and exits 1, and the trace must still be written.
+    try:
+        text = str(code)
+    except BaseException:
+        return 1
+    print(text, file=sys.stderr)
     return 1
 
 
