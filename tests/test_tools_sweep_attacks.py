@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import json
 import os
 import sys
 import threading
 import warnings
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
 
 import ahipgraph as ahg
 from ahipgraph.cli import main
-from ahipgraph.testing import leak_report, run_together
+from ahipgraph.testing import GatedHost, HeldKernel, leak_report, run_together
 from ahipgraph.tools.launch_bench import measure_launch_host
 from ahipgraph.tools.race import race_check
 
@@ -183,3 +185,65 @@ def test_the_cli_trace_is_written_when_the_script_exits_with_an_unprintable_obje
     assert status == 1
     assert "wrote" in capsys.readouterr().out
     assert json.loads(output.read_text())["traceEvents"] == []
+
+
+def _run_on_another_loop(
+    enqueue: Callable[[ahg.Stream], Awaitable[object]],
+    release: Callable[[], None],
+    seen: threading.Event,
+    test_loop: asyncio.AbstractEventLoop,
+    never_woken: list[str],
+) -> None:
+    """On a loop of its own, enqueue the fake; once it runs, wait for the test's loop to say
+    it saw ``started`` (a watchdog: that loop sleeps in its selector until something wakes
+    it, and without the fix only this wake-up did)."""
+
+    async def run() -> None:
+        stream = ahg.get_device(0).create_stream()
+        await enqueue(stream)
+        if not await asyncio.to_thread(seen.wait, 20):
+            never_woken.append("the test's loop was never woken by started")
+            test_loop.call_soon_threadsafe(lambda: None)
+        release()
+        await stream.synchronize()
+        stream.destroy()
+
+    asyncio.run(run())
+
+
+@pytest.mark.asyncio
+async def test_held_kernel_started_wakes_a_test_waiting_on_another_loop() -> None:
+    """``started`` was a plain ``asyncio.Event`` set by the kernel's run on its device's
+    loop: a test awaiting it on another loop (thread) was marked done but never woken."""
+    held = HeldKernel()
+    seen = threading.Event()
+    never_woken: list[str] = []
+    thread = threading.Thread(
+        target=_run_on_another_loop,
+        args=(held.launch, held.release, seen, asyncio.get_running_loop(), never_woken),
+    )
+    thread.start()
+    await held.started.wait()
+    seen.set()
+    await asyncio.to_thread(thread.join)
+    assert never_woken == []
+
+
+@pytest.mark.asyncio
+async def test_gated_host_started_wakes_a_test_waiting_on_another_loop() -> None:
+    gate = GatedHost()
+    seen = threading.Event()
+    never_woken: list[str] = []
+
+    async def enqueue(stream: ahg.Stream) -> object:
+        return await stream.launch_host_func(gate)
+
+    thread = threading.Thread(
+        target=_run_on_another_loop,
+        args=(enqueue, gate.open, seen, asyncio.get_running_loop(), never_woken),
+    )
+    thread.start()
+    await gate.started(0)
+    seen.set()
+    await asyncio.to_thread(thread.join)
+    assert never_woken == []
