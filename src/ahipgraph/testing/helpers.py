@@ -90,7 +90,7 @@ class HeldKernel:
         self.name = name
         self.started = _AnyLoopEvent()
         self.runs = 0
-        self._gate = asyncio.Event()
+        self._gate = _AnyLoopEvent()
         self._loops: list[asyncio.AbstractEventLoop] = []  # the loops its runs wait on
 
         async def body(t: Threads) -> None:
