@@ -16,7 +16,7 @@ import pytest
 
 import ahipgraph as ahg
 from ahipgraph.cli import main
-from ahipgraph.testing import GatedHost, HeldKernel, leak_report, run_together
+from ahipgraph.testing import GatedHost, HeldKernel, leak_report, random_graph, run_together
 from ahipgraph.tools.launch_bench import measure_launch_host
 from ahipgraph.tools.race import race_check
 
@@ -247,3 +247,14 @@ async def test_gated_host_started_wakes_a_test_waiting_on_another_loop() -> None
     seen.set()
     await asyncio.to_thread(thread.join)
     assert never_woken == []
+
+
+@pytest.mark.parametrize("rng", [None, 0, "seed"])
+def test_random_graph_refuses_an_rng_that_is_not_a_random(rng: object) -> None:
+    """It failed with an AttributeError from its first draw."""
+    buffer = ahg.get_device(0).malloc(1024)
+    try:
+        with pytest.raises(TypeError, match=r"rng must be a random\.Random"):
+            random_graph(rng, buffer)  # type: ignore[arg-type]
+    finally:
+        ahg.get_device(0).free(buffer)
