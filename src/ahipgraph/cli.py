@@ -145,6 +145,9 @@ def _trace(args: argparse.Namespace, out: Output) -> int:
     from .tools.trace import tracing
 
     script = Path(args.script)
+    # The script may change the working directory: the trace goes where the command was
+    # told, as ``python -m cProfile -o`` does it.
+    output = Path(args.output).absolute()
     saved_argv, saved_path = sys.argv, list(sys.path)
     sys.argv = [str(script), *args.args]
     # ``python script.py`` puts the script's directory first on the path, so the script
@@ -172,12 +175,12 @@ def _trace(args: argparse.Namespace, out: Output) -> int:
             sys.argv = saved_argv
             sys.path[:] = saved_path
     try:
-        path = trace.save(args.output)
+        trace.save(output)
     except OSError as error:  # writable when checked, not any more (a full disk, say)
         print(f"ahipgraph trace: cannot write {args.output!r}: {error}", file=sys.stderr)
         return status or 1
     out.say(
-        f"wrote {path}: {len(trace.ops)} ops, {len(trace.flows)} signal flows, "
+        f"wrote {args.output}: {len(trace.ops)} ops, {len(trace.flows)} signal flows, "
         f"{len(trace.enqueues)} host enqueues; open it in https://ui.perfetto.dev "
         "or chrome://tracing"
     )
@@ -235,7 +238,13 @@ def _exit_status(code: object) -> int:
         return 0
     if isinstance(code, int):
         return code
-    print(code, file=sys.stderr)
+    # The script's object: its __str__ is user code, which may raise anything. Python then
+    # prints nothing and exits 1, and the trace must still be written.
+    try:
+        text = str(code)
+    except BaseException:
+        return 1
+    print(text, file=sys.stderr)
     return 1
 
 

@@ -36,6 +36,7 @@ from ..device import hooks, table
 from ..device.ops import KernelOp
 from ..exec.compile import StrictKernelOp
 from ..exec.graph_exec import GraphExec
+from .helpers import _AnyLoopEvent
 
 if TYPE_CHECKING:
     from ..device.memory import DeviceMemory
@@ -124,7 +125,7 @@ class KernelHang(KernelFault):
 
     def __init__(self, count: int | None, name: str | None) -> None:
         super().__init__(count, name)
-        self.started = asyncio.Event()
+        self.started = _AnyLoopEvent()
         self._hanging: list[asyncio.Future[None]] = []
 
     def op_starting(self, program: Program, op: Op) -> Any:

@@ -23,7 +23,7 @@ import contextlib
 import threading
 import weakref
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from ..core.ints import as_int
 from ..device.engine import running_loop
@@ -34,6 +34,47 @@ if TYPE_CHECKING:
     from ..runtime.stream import Stream
 
 __all__ = ["GatedHost", "HeldKernel", "Interleave", "loop_turns", "run_together"]
+
+
+class _AnyLoopEvent(asyncio.Event):
+    """An ``asyncio.Event`` whose :meth:`set` wakes waiters on any loop, from any thread.
+
+    A fake's ``started`` is set by its run, on the loop that runs its device, and awaited by
+    the test, maybe on another loop (thread). A plain ``asyncio.Event`` set there resolves
+    the test's waiter from the wrong thread without waking its loop, which may sleep in its
+    selector for ever: here each waiting loop waits on an event of its own, which is set on
+    that loop's thread.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._lock = threading.Lock()
+        self._waiting: dict[asyncio.AbstractEventLoop, asyncio.Event] = {}
+
+    async def wait(self) -> Literal[True]:
+        loop = running_loop()
+        with self._lock:
+            if self.is_set():
+                return True
+            mine = self._waiting.get(loop)
+            if mine is None:
+                mine = self._waiting[loop] = asyncio.Event()
+        return await mine.wait()
+
+    def set(self) -> None:
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        with self._lock:
+            asyncio.Event.set(self)  # nobody waits on this event itself: only its flag
+            waiting, self._waiting = self._waiting, {}
+        for loop, event in waiting.items():
+            if loop is running:
+                event.set()
+            elif not loop.is_closed():
+                with contextlib.suppress(RuntimeError):  # closed meanwhile: nobody waits
+                    loop.call_soon_threadsafe(event.set)
 
 
 class HeldKernel:
@@ -47,9 +88,9 @@ class HeldKernel:
     def __init__(self, name: str = "held", log: list[str] | None = None) -> None:
         _check_log(log)
         self.name = name
-        self.started = asyncio.Event()
+        self.started = _AnyLoopEvent()
         self.runs = 0
-        self._gate = asyncio.Event()
+        self._gate = _AnyLoopEvent()
         self._loops: list[asyncio.AbstractEventLoop] = []  # the loops its runs wait on
 
         async def body(t: Threads) -> None:
@@ -96,7 +137,7 @@ class GatedHost:
         run = as_int(run, "run")
         if run < 0:
             raise ValueError(f"run must be at least 0 (runs are counted from 0), got {run}")
-        return table.setdefault(run, asyncio.Event())
+        return table.setdefault(run, _AnyLoopEvent())
 
     async def __call__(self) -> None:
         _note_loop(self._loops)
@@ -349,15 +390,28 @@ def run_together(*targets: Callable[[], object]) -> list[BaseException]:
     start = threading.Barrier(len(targets))
 
     def body(target: Callable[[], object]) -> None:
-        start.wait()
+        try:
+            start.wait()
+        except threading.BrokenBarrierError:
+            return  # another target's thread could not start: none of them runs
         try:
             target()
         except BaseException as exc:
             errors.append(exc)
 
     threads = [threading.Thread(target=body, args=(t,)) for t in targets]
-    for thread in threads:
-        thread.start()
+    started: list[threading.Thread] = []
+    try:
+        for thread in threads:
+            thread.start()
+            started.append(thread)
+    except BaseException:
+        # The threads already started waited at the barrier for ever, and a process with
+        # them left never exits: they are let go without running their targets.
+        start.abort()
+        for thread in started:
+            thread.join()
+        raise
     for thread in threads:
         thread.join()
     return errors

@@ -138,7 +138,12 @@ def random_graph(rng: random.Random, buffer: DevicePtr) -> Graph:
 
     Additions commute, so the result of a launch is known whatever order the planner picks:
     ``expected(graph)`` of the executable's current parameters.
+
+    Raises:
+        TypeError: ``rng`` is not a ``random.Random`` (checked before a graph is made).
     """
+    if not isinstance(rng, random.Random):
+        raise TypeError(f"rng must be a random.Random, got {rng!r}")
     graph = Graph()
     nodes: list[GraphNode] = []
     for _ in range(rng.randint(1, 12)):

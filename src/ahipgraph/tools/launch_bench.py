@@ -62,9 +62,25 @@ async def _measure(rounds: int, progress: Callable[[float, str], None] | None) -
     configure_devices(1)
     device = get_device(0)
     x = device.malloc(4096)
-    stream = device.create_stream()
-    graph = _chain(x)
-    graph_exec = graph.instantiate()
+    # Whatever ends the run (a progress callback that raises, Ctrl-C), what it made is
+    # given back: the devices table it replaced is no place for left-over work.
+    try:
+        with device.create_stream() as stream:
+            try:
+                with _chain(x) as graph, graph.instantiate() as graph_exec:
+                    return await _rounds(graph_exec, stream, rounds, progress)
+            finally:
+                await stream.synchronize()
+    finally:
+        device.free(x)
+
+
+async def _rounds(
+    graph_exec: GraphExec,
+    stream: Stream,
+    rounds: int,
+    progress: Callable[[float, str], None] | None,
+) -> dict[str, float]:
     for _ in range(3):
         await (await graph_exec.launch(stream))
     off: list[float] = []
@@ -81,11 +97,6 @@ async def _measure(rounds: int, progress: Callable[[float, str], None] | None) -
                 progress(2 * done + 2, f"tracing on {on[-1]:.2f} us")
     finally:
         gc.enable()
-    await stream.synchronize()
-    graph_exec.destroy()
-    graph.destroy()
-    stream.destroy()
-    device.free(x)
     return {"off": statistics.median(off), "on": statistics.median(on)}
 
 
@@ -94,13 +105,24 @@ def measure_launch_host(
 ) -> dict[str, float]:
     """Median launch host cost in microseconds: ``{"off": ..., "on": ...}``.
 
-    Replaces the devices table (it runs on a fresh device 0). Call outside an event loop.
+    Replaces the devices table (it runs on a fresh device 0), and frees what it made there
+    however the run ends. Call outside an event loop.
 
     Raises:
         TypeError / ValueError: ``rounds`` is not an int of at least 1 (a median needs one
-            figure); checked before the devices table is touched.
+            figure), or ``progress`` is neither callable nor None; checked before the devices
+            table is touched.
+        RuntimeError: an event loop runs in this thread; nothing is started.
     """
     rounds = as_int(rounds, "rounds")
     if rounds < 1:
         raise ValueError(f"rounds must be at least 1, got {rounds}")
+    if progress is not None and not callable(progress):
+        raise TypeError(f"progress must be callable or None, got {progress!r}")
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass  # no loop runs in this thread: the usual case
+    else:  # refused before the coroutine is made, which would warn "never awaited"
+        raise RuntimeError("asyncio.run() cannot be called from a running event loop")
     return asyncio.run(_measure(rounds, progress))

@@ -180,9 +180,12 @@ class RaceCheck:
                 f"on_race must be one of {', '.join(_MODES)}, got {type(on_race).__name__} "
                 f"{on_race!r}"
             )
-        if on_race not in _MODES:
-            raise ValueError(f"on_race must be one of {', '.join(_MODES)}, got {on_race!r}")
-        self.on_race = str(on_race)
+        # A str subclass is checked and kept as the plain str it holds: its own ``__eq__``
+        # or ``__str__`` could pass the check and then stand for another mode, or none.
+        mode = str.__str__(on_race)
+        if mode not in _MODES:
+            raise ValueError(f"on_race must be one of {', '.join(_MODES)}, got {mode!r}")
+        self.on_race = mode
         self.reports: list[RaceReport] = []
         self.active = False
 

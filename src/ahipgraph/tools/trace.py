@@ -566,7 +566,11 @@ class _Recorder(hooks.Observer):
     def _see_device(self, device: Device) -> None:
         if device.ordinal not in self.trace.devices:
             self.trace.devices[device.ordinal] = device.name
-            self.trace.queues[device.ordinal] = len(device.queues)
+        # A device reconfigured in the block may have more queues than the one first seen
+        # under its ordinal: every queue that has slices gets its named track.
+        queues = len(device.queues)
+        if queues > self.trace.queues.get(device.ordinal, 0):
+            self.trace.queues[device.ordinal] = queues
 
     def _sample(self, device: Device, time_ns: int) -> None:
         if self.closed:
