@@ -223,3 +223,34 @@ def test_owner_node_cannot_be_reassigned() -> None:
     child.destroy()
     graph.destroy()
     assert not embedded.alive
+
+
+def test_the_graph_s_lineage_and_memory_node_flags_cannot_be_reassigned(
+    device: ahg.Device,
+) -> None:
+    """``has_mem_nodes`` decides whether a graph may be cloned or embedded (two copies of one
+    alloc node would reserve one range twice), ``instantiated`` whether it may be instantiated
+    again, and ``original`` which graphs a child-graph setter refuses: none is the user's."""
+    graph = ahg.Graph()
+    alloc = graph.add_mem_alloc_node(64)
+    graph.add_mem_free_node(alloc.params.ptr, deps=[alloc])
+    with pytest.raises(AttributeError):
+        graph.has_mem_nodes = False  # type: ignore[misc]
+    assert graph.has_mem_nodes
+    with pytest.raises(ahg.NotSupported):
+        graph.clone()
+    graph_exec = graph.instantiate()
+    with pytest.raises(AttributeError):
+        graph.instantiated = False  # type: ignore[misc]
+    assert graph.instantiated
+    with pytest.raises(ahg.NotSupported):
+        graph.instantiate()
+    plain = ahg.Graph()
+    plain.add_empty_node()
+    copy = plain.clone()
+    with pytest.raises(AttributeError):
+        copy.original = None  # type: ignore[misc]
+    assert copy.original is plain
+    graph_exec.destroy()
+    for each in (graph, plain, copy):
+        each.destroy()

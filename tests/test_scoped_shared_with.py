@@ -101,3 +101,18 @@ def test_a_block_left_in_another_context_is_not_kept_where_it_was_entered() -> N
     assert setup.run(enter_another) == len(around) + 1  # the finished block was dropped
     assert setup.run(_OPEN.get) == around
     assert trace is not None
+
+
+@pytest.mark.parametrize(
+    "make",
+    [ahg.tracing, ahg.race_check, lambda: testing.fail_kernels(None)],
+    ids=["tracing", "race_check", "fail_kernels"],
+)
+def test_leaving_a_block_never_entered_is_a_runtime_error(make: object) -> None:
+    block = make()  # type: ignore[operator]
+    with pytest.raises(RuntimeError, match="without being entered"):
+        block.__exit__(None, None, None)
+    with block:  # still usable: entered and left as usual
+        pass
+    with pytest.raises(RuntimeError, match="without being entered"):
+        block.__exit__(None, None, None)  # left once already

@@ -78,6 +78,8 @@ class Scoped(AbstractContextManager[T], Generic[T]):
                             del self._entered[at]
                             _OPEN.set(open_here[:index] + open_here[index + 1 :])
                             return block
+            if not self._entered:
+                raise RuntimeError("a block was left (__exit__) without being entered")
             return self._entered.pop()
 
     def __exit__(

@@ -182,11 +182,11 @@ class Graph(DestroyOnExit):
     def __init__(self) -> None:
         self.id = next(_GRAPH_IDS)
         self.lock = threading.RLock()
-        self.original: Graph | None = None
+        self._original: Graph | None = None
         self._clones: weakref.WeakSet[Graph] | None = None  # live graphs cloned from this one
         self._owner_node: GraphNode | None = None
-        self.has_mem_nodes = False
-        self.instantiated = False
+        self._has_mem_nodes = False
+        self._instantiated = False
         self._by_id: dict[int, GraphNode] = {}  # in insertion order: see _nodes
         self._edge_count = 0
         self._user_objects: set[UserObject] = set()
@@ -209,6 +209,22 @@ class Graph(DestroyOnExit):
         self._adding: tuple[int, Sequence[GraphNode]] | None = None
 
     # -- validity ----------------------------------------------------------------------------------
+
+    @property
+    def original(self) -> Graph | None:
+        """The graph this one was cloned from, if any (read-only: see the class notes)."""
+        return self._original
+
+    @property
+    def has_mem_nodes(self) -> bool:
+        """Whether a memory-alloc or memory-free node was ever added (read-only: it decides
+        whether the graph may be cloned, embedded or instantiated more than once)."""
+        return self._has_mem_nodes
+
+    @property
+    def instantiated(self) -> bool:
+        """Whether an executable was made from this graph (read-only)."""
+        return self._instantiated
 
     @property
     def owner_node(self) -> GraphNode | None:
@@ -378,7 +394,7 @@ class Graph(DestroyOnExit):
         if observe.observer is not None:  # the race checker keeps the line that added it
             observe.observer.node_added(node)
         if node_type in _MEM_NODE_TYPES:
-            self.has_mem_nodes = True
+            self._has_mem_nodes = True
         return node
 
     def _check_deps(self, deps: Deps) -> Sequence[GraphNode]:
@@ -980,7 +996,7 @@ class Graph(DestroyOnExit):
                     for n in self._nodes
                     if n._type is NodeType.MemAlloc
                 ]
-            self.instantiated = True
+            self._instantiated = True
             RESERVATIONS.hand_over(alloc_ptrs)
 
     def instantiate(self, flags: int = 0, **options: Any) -> GraphExec:
@@ -1253,7 +1269,7 @@ def _link_clone(copy: Graph, source: Graph) -> None:
 
 def _attach_clone(copy: Graph, source: Graph) -> None:
     """``copy.original = source``, with ``copy`` in ``source``'s clones (lineage lock held)."""
-    copy.original = source
+    copy._original = source
     if source._clones is None:
         source._clones = weakref.WeakSet()
     source._clones.add(copy)
@@ -1297,7 +1313,7 @@ def _relink(copy: Graph) -> None:
                 copy._handles |= target._handles
             target = target.original
         if target is None:
-            copy.original = None
+            copy._original = None
             return
         _attach_clone(copy, target)
         if target._open:
