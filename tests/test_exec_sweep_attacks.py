@@ -29,16 +29,6 @@ def put_pair(
     out[index] = out[index] * 10 + value + other
 
 
-_UNREAD_SLOTS = pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "not fixed here: test_exec_update.py's arena soak pins one fresh slot per setter "
-        "call with a launch in flight (stats.reuses > updates // 2)"
-    ),
-)
-
-
-@_UNREAD_SLOTS
 @pytest.mark.asyncio
 async def test_setters_in_a_loop_during_a_launch_reuse_the_unread_slot(device: ahg.Device) -> None:
     """A setter called again and again while one launch is in flight took a new argument slot
@@ -81,7 +71,6 @@ async def test_setters_in_a_loop_during_a_launch_reuse_the_unread_slot(device: a
     assert during_second == 3
 
 
-@_UNREAD_SLOTS
 @pytest.mark.asyncio
 async def test_unread_slot_outgrown_during_a_launch_is_freed_at_once(device: ahg.Device) -> None:
     """A slot made since the last launch and then outgrown (a kernel with more arguments) is

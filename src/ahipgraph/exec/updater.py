@@ -24,6 +24,7 @@ lock for launches and updates).
 
 from __future__ import annotations
 
+import builtins
 import threading
 from collections import deque
 from collections.abc import Mapping
@@ -74,6 +75,8 @@ class Updater:
     """Changes an executable's nodes without disturbing launches. See the module notes."""
 
     __slots__ = (
+        "_unread",
+        "_unread_at",
         "arena",
         "compiled",
         "conditionals",
@@ -117,6 +120,12 @@ class Updater:
         self.versions = 1
         # (launches enqueued when the slot was superseded, the slot)
         self.retired: deque[tuple[int, ArgSlot]] = deque()
+        # The kernel nodes given a new slot while launches were in flight, since launch
+        # ``_unread_at`` was enqueued: no launch reads those slots yet, so a setter called again
+        # before the next launch rewrites them in place instead of taking one more slot each
+        # time (a loop of setters during a long launch would grow the arena without bound).
+        self._unread: builtins.set[ExecNode] = builtins.set()
+        self._unread_at = 0
 
     # -- finding nodes --------------------------------------------------------------------------
 
@@ -363,10 +372,11 @@ class Updater:
         needs: dict[ExecNode, int] = {}
         compiled = self.compiled
         in_flight = self.launcher.in_flight
+        unread = self._unread_arguments()
         for node, params in changes:
             if node.type is NodeType.Kernel and not _same_bytes(node, params):
                 size = max(params.kernel.layout.size, 1)
-                if in_flight or compiled.arg_slot_of(node).size < size:
+                if (in_flight and node not in unread) or compiled.arg_slot_of(node).size < size:
                     needs[node] = size
         if not needs:
             return {}
@@ -383,10 +393,23 @@ class Updater:
         self.arena.write(fresh, params.arg_bytes)
         self.compiled.move_arg_slot(node, fresh)
         launcher = self.launcher
-        if launcher.in_flight:  # free once every launch enqueued so far has completed
+        unread = self._unread_arguments()
+        if launcher.in_flight and node not in unread:
+            # free once every launch enqueued so far has completed
             self.retired.append((launcher.launches, arg_slot))
-        else:
+        else:  # no launch reads it: nothing in flight, or it was made since the last launch
             self.arena.free(arg_slot)
+        if launcher.in_flight:
+            unread.add(node)
+
+    def _unread_arguments(self) -> builtins.set[ExecNode]:
+        """The nodes whose slot no launch has read: given one since the last launch was
+        enqueued (a launch since empties the set). Caller holds the executable's lock."""
+        launches = self.launcher.launches
+        if self._unread_at != launches:
+            self._unread.clear()
+            self._unread_at = launches
+        return self._unread
 
     def free_retired(self, completed: int) -> None:
         """Free the retired argument slots no launch reads once ``completed`` launches are done.
