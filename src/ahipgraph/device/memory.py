@@ -1,13 +1,18 @@
 """Simulated device memory: an address space per device, bounds-checked on every access.
 
 Design:
-  * Addresses are handed out by a bump pointer that never goes back, so a freed address is never
-    reused: a stale pointer can never alias a newer allocation (HIP's allocators can't promise
-    that). Each device owns the bounded range ``[(ordinal + 1) << 40, (ordinal + 2) << 40)``:
-    ranges of different devices are disjoint and all lie below 2**64, so a pointer from another
-    device never resolves here and every address fits a 64-bit kernel argument. An allocation
-    or reservation that does not fit in what is left of the range is ``OutOfMemory``. 2**40
-    bytes of addresses (with a bump pointer that never reuses them) outlast any realistic run.
+  * Addresses are handed out by a bump pointer, with a guard gap after each allocation, so a
+    freed address is not reused until the pointer has been through the whole range: a stale
+    pointer does not alias a newer allocation for as long as the range lasts (HIP's allocators
+    reuse at once). Each device owns the bounded range ``[(ordinal + 1) << 40, (ordinal + 2)
+    << 40)``: ranges of different devices are disjoint and all lie below 2**64, so a pointer
+    from another device never resolves here and every address fits a 64-bit kernel argument.
+    When the pointer reaches the end of the range, it goes on in the freed addresses between
+    the live allocations, from where it stands and then from the start of the range (next fit,
+    still with the guard gaps): a long run that keeps allocating and freeing (an instantiate
+    takes about 128 KiB of addresses for its arguments, and a loop of them gets through 2**40
+    bytes in well under an hour) never runs out while memory is free. An allocation or
+    reservation that fits in no free run of addresses is ``OutOfMemory``.
   * The bytes of an allocation live in a numpy ``uint8`` buffer. Typed views for kernels are
     cached per (address, dtype) and dropped when the allocation is freed.
   * Reservations (for graph memory-alloc nodes) take address space without bytes; ``commit`` backs
@@ -128,7 +133,9 @@ class Allocation:
 
 @dataclass(frozen=True, slots=True)
 class MemoryStatistics:
-    """Counts of one device's memory; ``address_space_used`` is how far the bump pointer went."""
+    """Counts of one device's memory; ``address_space_used`` is how far the bump pointer went
+    (past the end of the range once it ran out; from the start again once it reuses freed
+    addresses)."""
 
     allocations: int
     reservations: int
@@ -159,6 +166,10 @@ class DeviceMemory:
         # such a nested call is safe.
         self._lock = threading.RLock()
         self._next_address = self.address_base
+        # Where the free run of addresses the bump pointer is in ends (exclusive, less the guard
+        # gap before the live allocation there): the range's end until the pointer first
+        # reaches it, then the end of the freed run it moved to (see _find_room).
+        self._room_end = self.address_end
         self.graph_pool = GraphMemPool()  # memory behind reservations; guarded by _lock
         self._bases: list[int] = []  # sorted; every live allocation or reservation
         self._by_base: dict[int, Allocation] = {}
@@ -195,8 +206,8 @@ class DeviceMemory:
             span = self._check_addresses(nbytes)
             self._check_free(nbytes)
             allocation.buffer = self._backing(nbytes)
+            self._insert(allocation, span)  # may still refuse: before anything is charged
             self._charge(nbytes)
-            self._insert(allocation, span)
         return DevicePtr(self.ordinal, allocation.base)
 
     def free(self, ptr: DevicePtr | None, *, claimed: bool = False) -> None:
@@ -548,34 +559,100 @@ class DeviceMemory:
         self._peak = max(self._peak, self._bytes_in_use)
 
     def _check_addresses(self, nbytes: int) -> int:
-        """The aligned span for ``nbytes``; OutOfMemory if the range lacks room. Changes nothing."""
+        """The aligned span for ``nbytes``; OutOfMemory unless the range has room for it, at
+        the bump pointer or, once the range is used up, in a freed run of addresses
+        (:meth:`_room_for`). Changes nothing (hold the lock)."""
         span = -(-nbytes // ALLOCATION_ALIGNMENT) * ALLOCATION_ALIGNMENT
-        if self._next_address + span > self.address_end:
-            left = self.address_end - self._next_address
-            raise OutOfMemory(
-                f"device {self.ordinal}: {nbytes} bytes of address space requested, "
-                f"{left} left of its {ADDRESS_SPACE_BYTES}"
-            )
+        if self._room_for(span) < 0:
+            raise self._no_room(nbytes)
         return span
 
+    def _no_room(self, nbytes: int) -> OutOfMemory:
+        left = max(0, self.address_end - self._next_address)
+        return OutOfMemory(
+            f"device {self.ordinal}: {nbytes} bytes of address space requested, "
+            f"{left} left of its {ADDRESS_SPACE_BYTES} and no freed run of addresses "
+            "that holds them"
+        )
+
+    def _room_for(self, span: int) -> int:
+        """Where ``span`` bytes go: the bump pointer while its run has room, else the first
+        freed run that holds them (:meth:`_find_room`); -1 if none does."""
+        if self._next_address + span <= self._room_end:
+            return self._next_address
+        return self._find_room(span)
+
+    def _find_room(self, span: int) -> int:
+        """The base of the first free run of addresses that holds ``span`` bytes with the guard
+        gaps, from the bump pointer on and then from the start of the range; -1 if none.
+
+        A free run lies between two live allocations (or the range's start or end), less a
+        guard gap after the one before and before the one after. The walk makes no object the
+        collector tracks (see :meth:`_insert`), and costs one step per live allocation: it
+        runs only once the pointer has been through the whole range, and again each time the
+        free run it moved to is used up.
+        """
+        bases, by_base, align = self._bases, self._by_base, ALLOCATION_ALIGNMENT
+        count = len(bases)
+        first = bisect.bisect_right(bases, self._next_address)  # the run the pointer is in
+        index = first
+        while index <= count:
+            found = self._room_before(index, span, bases, by_base, align)
+            if found >= 0:
+                return found
+            index += 1
+        index = 0
+        while index <= first and index <= count:
+            found = self._room_before(index, span, bases, by_base, align)
+            if found >= 0:
+                return found
+            index += 1
+        return -1
+
+    def _room_before(
+        self, index: int, span: int, bases: list[int], by_base: dict[int, Allocation], align: int
+    ) -> int:
+        """The base of the free run before ``bases[index]`` (after the last allocation when
+        ``index`` is their count) if it holds ``span`` bytes, else -1."""
+        if index:
+            before = by_base[bases[index - 1]]
+            low = before.base - (-before.nbytes // align) * align + align
+        else:
+            low = self.address_base
+        high = bases[index] - align if index < len(bases) else self.address_end
+        return low if high - low >= span else -1
+
     def _insert(self, allocation: Allocation, span: int) -> None:
-        """Place ``allocation`` (made before its checks) at the bump pointer; ``span`` comes
-        from _check_addresses.
+        """Place ``allocation`` (made before its checks) in room for ``span`` bytes (from
+        :meth:`_check_addresses`); OutOfMemory, changing nothing, if there is none left.
 
         The record is made by the caller before it checks anything, since making an object
         may run the collector, and a ``__del__`` it calls may allocate or free on this device
         (the lock is re-entrant): a nested allocation between the checks and this would
-        invalidate them, and one between reading the bump pointer and appending the base
-        would leave ``_bases`` unsorted, so lookups would miss live allocations. From the
-        checks to here nothing makes a tracked object.
+        invalidate them, and one between reading the placement and entering the base would
+        leave ``_bases`` unsorted, so lookups would miss live allocations. From the checks to
+        here nothing makes a tracked object.
         """
-        base = self._next_address
-        # A guard gap between allocations; the bump pointer may pass the end only here, after
-        # the last allocation that fits, and then nothing more fits.
-        self._next_address += span + ALLOCATION_ALIGNMENT
+        # Placed afresh: an allocation nested in the checks (see above) may have moved on.
+        base = self._room_for(span)
+        if base < 0:  # and taken the only room there was: refused before anything changes
+            raise self._no_room(span)
+        if base != self._next_address:  # moved to a freed run: it ends at the next allocation
+            index = bisect.bisect_right(self._bases, base)
+            bases = self._bases
+            self._room_end = (
+                bases[index] - ALLOCATION_ALIGNMENT if index < len(bases) else self.address_end
+            )
+        # A guard gap after each allocation; the bump pointer may pass the end of the range only
+        # here, after the last allocation that fits there.
+        self._next_address = base + span + ALLOCATION_ALIGNMENT
         allocation.base = base
         self._by_base[base] = allocation
-        self._bases.append(base)  # bases only grow, so the list stays sorted
+        bases = self._bases
+        if not bases or base > bases[-1]:
+            bases.append(base)  # the bump pointer's usual case: the list stays sorted
+        else:
+            bisect.insort(bases, base)
 
     def _remove(self, allocation: Allocation) -> None:
         del self._by_base[allocation.base]
