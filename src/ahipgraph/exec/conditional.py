@@ -163,13 +163,13 @@ class ConditionalOp(Op):
             if self.kind is not ConditionalKind.While:
                 self.state = None
                 return None
+            chosen = self._choose(program)
+            if chosen is None:  # the loop ends here: a destroy has no iteration to stop
+                self.state = None
+                return None
             if self.control.stopped:
                 self.state = None
                 raise IllegalState("the executable was destroyed while its WHILE node looped")
-            chosen = self._choose(program)
-            if chosen is None:
-                self.state = None
-                return None
             # Next iteration, after one turn of the event loop: a body that never ends must
             # not starve the host that would destroy the executable.
             self.state = (program, chosen, 0)
