@@ -1,0 +1,49 @@
+"""Attacks on several devices at once: what a refused or failed call leaves behind.
+
+Each test names the combination it pins down; see also ``test_multi_device.py`` and
+``test_cross_device_destroy_race.py``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import ahipgraph as ahg
+from fakes import GatedHost
+
+
+@ahg.kernel
+def add_one(t: ahg.Threads, out: ahg.Ptr[ahg.int64]) -> None:
+    out[0] += 1
+
+
+@pytest.mark.asyncio
+async def test_a_cross_device_launch_refused_for_a_destroyed_event_submits_no_wait() -> None:
+    """The home stream's wait for the user's stream was submitted before the launch's own
+    checks ran: a launch refused for an event node naming a destroyed event left that wait on
+    the executable's device, which then stayed busy until the other device's work ended."""
+    d0, d1 = ahg.configure_devices(2)
+    out = d0.malloc(8)
+    event = d0.create_event()
+    graph = ahg.Graph()
+    kernel = graph.add_kernel_node(add_one, 1, 1, (out,))
+    graph.add_event_record_node(event, deps=[kernel])
+    graph_exec = graph.instantiate(device=d0)
+    graph.destroy()
+    stream = d1.create_stream()
+    gate = GatedHost()
+    await stream.launch_host_func(gate)  # the user's stream has work: the launch must wait
+    event.destroy()
+    before = d0.statistics()
+    with pytest.raises(ahg.InvalidValue, match="destroyed event"):
+        await graph_exec.launch(stream)
+    assert d0.statistics() == before
+    assert d0.in_flight == 0
+    assert graph_exec.statistics().launches == 0
+    assert graph_exec.statistics().signal_pool.in_use == 0
+    gate.open(0)
+    await stream.synchronize()
+    await d0.synchronize()
+    graph_exec.destroy()
+    stream.destroy()
+    d0.free(out)
