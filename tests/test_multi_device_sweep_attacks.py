@@ -47,3 +47,32 @@ async def test_a_cross_device_launch_refused_for_a_destroyed_event_submits_no_wa
     graph_exec.destroy()
     stream.destroy()
     d0.free(out)
+
+
+@pytest.mark.asyncio
+async def test_a_cross_device_launch_the_race_checker_refuses_submits_no_wait() -> None:
+    """The same window with the race checker's raise mode: it refuses the launch as the
+    launch commits, which came after the home stream's wait had been submitted."""
+    d0, d1 = ahg.configure_devices(2)
+    out = d0.malloc(8)
+    graph = ahg.Graph()
+    graph.add_kernel_node(add_one, 1, 1, (out,))
+    graph_exec = graph.instantiate(device=d0)
+    graph.destroy()
+    own, user = d0.create_stream(), d1.create_stream()
+    gate = GatedHost()
+    with ahg.race_check(on_race="raise"):
+        await user.launch_host_func(gate)  # the user's stream has work: the launch must wait
+        await own.launch_kernel(add_one, 1, 1, (out,))  # unordered with the graph's kernel
+        before = d0.statistics()
+        with pytest.raises(ahg.RaceError):
+            await graph_exec.launch(user)
+        assert d0.statistics() == before
+        assert graph_exec.statistics().launches == 0
+        gate.open(0)
+        await user.synchronize()
+        await own.synchronize()
+    graph_exec.destroy()
+    own.destroy()
+    user.destroy()
+    d0.free(out)
