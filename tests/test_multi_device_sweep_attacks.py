@@ -76,3 +76,52 @@ async def test_a_cross_device_launch_the_race_checker_refuses_submits_no_wait() 
     own.destroy()
     user.destroy()
     d0.free(out)
+
+
+async def _launch(graph_exec: ahg.GraphExec, stream: ahg.Stream | None, nowait: bool) -> None:
+    if nowait:
+        graph_exec.launch_nowait(stream)
+    else:
+        await graph_exec.launch(stream)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("nowait", [False, True])
+async def test_an_empty_executable_of_a_replaced_device_is_not_launched(nowait: bool) -> None:
+    """A graph with no nodes submits nothing, so its launch never reached the engine's claim
+    that refuses a replaced device: it answered success where a graph with nodes is
+    ``InvalidDevice``, on a stream of the new devices and on one kept from the old."""
+    old0, old1 = ahg.configure_devices(2)
+    graph = ahg.Graph()
+    graph_exec = graph.instantiate(device=old0)
+    kept = old1.create_stream()
+    ahg.configure_devices(2)
+    new1 = ahg.get_device(1)
+    stream = new1.create_stream()
+    for target in (stream, kept, None):
+        with pytest.raises(ahg.InvalidDevice, match="replaced"):
+            await _launch(graph_exec, target, nowait)
+    assert graph_exec.statistics().launches == 0
+    # An empty executable of a configured device on a stream kept from the old devices.
+    fresh = graph.instantiate(device=ahg.get_device(0))
+    with pytest.raises(ahg.InvalidDevice, match="replaced"):
+        await _launch(fresh, kept, nowait)
+    await (await fresh.launch(stream))  # a stream of the configured devices: a no-op
+    for handle in (fresh, graph_exec, graph, kept, stream):
+        handle.destroy()
+
+
+@pytest.mark.asyncio
+async def test_uploading_an_executable_of_a_replaced_device_is_invalid_device() -> None:
+    """It was ``InvalidValue`` saying a stream "belongs to device 0, not device 0"."""
+    graph = ahg.Graph()
+    graph.add_empty_node()
+    graph_exec = graph.instantiate(device=ahg.get_device(0))
+    ahg.configure_devices(1)
+    stream = ahg.get_device(0).create_stream()
+    with pytest.raises(ahg.InvalidDevice, match="replaced"):
+        await graph_exec.upload(stream)
+    with pytest.raises(ahg.InvalidDevice, match="replaced"):
+        graph_exec.upload_nowait(stream)
+    for handle in (graph_exec, graph, stream):
+        handle.destroy()

@@ -154,6 +154,11 @@ class Launcher:
         if part is not None:  # capturing a launch is not supported: HIP's rule
             raise part.unsupported("a graph launch")
         if self.empty:
+            # Nothing to submit, but a device configure_devices replaced (the executable's or
+            # the stream's) takes no launch, as for a graph with nodes (its engine's claim).
+            for device in (self.device, stream.device):
+                if device.engine.retired:
+                    device.engine._refuse_retired()  # raises
             return None
         if self.compiled.unfreed_ptrs:
             self._check_allocations(stream)
