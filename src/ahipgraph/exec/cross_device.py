@@ -73,9 +73,10 @@ def enqueue_cross_device(launcher: Launcher, stream: Stream, signal_set: SignalS
             launcher.pool.give_back(signal_set)
             raise
         waits = _waits(stream)
-        if waits:
-            home._submit_locked(Program((WaitSignalsOp(waits),)))
-        completion = launcher._enqueue_claimed(home, signal_set, report_to=stream)
+        # The wait is submitted by the launch itself, after its own checks (a destroyed event
+        # node's event, graph allocations, the race checker): a refused launch submits nothing.
+        prelude = Program((WaitSignalsOp(waits),)) if waits else None
+        completion = launcher._enqueue_claimed(home, signal_set, stream, prelude)
         done = launcher.last_done  # the launch just enqueued
         stream._submit_locked(Program((WaitSignalsOp((done,)),), Signal(1)))
     return completion

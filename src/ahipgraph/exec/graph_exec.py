@@ -352,6 +352,9 @@ class GraphExec(DestroyOnExit):
     def _upload(self, stream: Stream | None) -> None:
         """What an upload checks (also run by instantiate with ``InstantiateFlags.UPLOAD``)."""
         self._check_alive()
+        engine = self.device.engine
+        if engine.retired:  # an executable of a replaced device: InvalidDevice, as its launch
+            engine._refuse_retired()  # raises
         launch_stream(stream, self.device)
 
     # -- destroy --------------------------------------------------------------------------------

@@ -154,6 +154,11 @@ class Launcher:
         if part is not None:  # capturing a launch is not supported: HIP's rule
             raise part.unsupported("a graph launch")
         if self.empty:
+            # Nothing to submit, but a device configure_devices replaced (the executable's or
+            # the stream's) takes no launch, as for a graph with nodes (its engine's claim).
+            for device in (self.device, stream.device):
+                if device.engine.retired:
+                    device.engine._refuse_retired()  # raises
             return None
         if self.compiled.unfreed_ptrs:
             self._check_allocations(stream)
@@ -377,8 +382,18 @@ class Launcher:
             return self._enqueue_claimed(stream, signal_set, report_to)
 
     def _enqueue_claimed(
-        self, stream: Stream, signal_set: SignalSet, report_to: Stream | None
+        self,
+        stream: Stream,
+        signal_set: SignalSet,
+        report_to: Stream | None,
+        prelude: Program | None = None,
     ) -> Completion:
+        """Check, then submit one launch on ``stream``; the caller holds the engine's lock.
+
+        ``prelude``: a program submitted on ``stream`` just ahead of the launch, once every
+        check passed (a cross-device launch's wait for the user's stream), so a refused launch
+        submits nothing.
+        """
         owner = self.owner
         plan = None
         if observe.observer is not None:  # the race checker decides before anything commits
@@ -432,6 +447,8 @@ class Launcher:
             self.last_done = launch.done
         strand_ops = version.strand_ops
         head = Program(strand_ops[0], launch.done, signals=signals, on_done=launch.finished)
+        if prelude is not None:
+            stream._submit_locked(prelude)
         stream._submit_locked(head)
         if len(strand_ops) > 1:
             queues = self.device.queues
