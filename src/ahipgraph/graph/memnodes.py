@@ -101,7 +101,11 @@ class ReservationTable:
         Raises:
             InvalidValue: ``ptr`` is not the start of a live reservation, or one already freed.
         """
-        memory = memory_of(ptr)
+        # A hand-made pointer's fields may be anything: only int fields name a reservation, as
+        # for the device's own free (a float address equal to a base would claim it for a free
+        # node that frees nothing, and refuse the real one).
+        plain = type(ptr.device) is int and type(ptr.address) is int
+        memory = memory_of(ptr) if plain else None
         with self._lock:
             entry = self._by_memory.get(memory, {}).get(ptr.address) if memory else None
             if entry is None:
