@@ -17,9 +17,10 @@ or instantiated — from then on an executable owns the range (it commits and de
 unreserves it when it is destroyed). As in HIP, a free node may free an allocation of another
 graph, even one already destroyed: the allocating graph's destroy leaves behind, as *orphans*,
 its unfreed reservations that an executable owns or that another graph's free node claims. An
-orphan is forgotten (and unreserved, unless an executable owns it) when the graph holding its
-free node is destroyed, or when the executable gives the range back. An uninstantiated graph's
-allocation that no free node claims goes with its graph, so nothing is left behind.
+orphan no executable owns is forgotten (and unreserved) when the graph holding its free node
+is destroyed; one an executable owns stays claimable until the executable gives it back. An
+uninstantiated graph's allocation that no free node claims goes with its graph, so nothing is
+left behind.
 Destroying the graph that holds a free node of a live graph's allocation
 makes that allocation free-able again.
 
@@ -100,7 +101,11 @@ class ReservationTable:
         Raises:
             InvalidValue: ``ptr`` is not the start of a live reservation, or one already freed.
         """
-        memory = memory_of(ptr)
+        # A hand-made pointer's fields may be anything: only int fields name a reservation, as
+        # for the device's own free (a float address equal to a base would claim it for a free
+        # node that frees nothing, and refuse the real one).
+        plain = type(ptr.device) is int and type(ptr.address) is int
+        memory = memory_of(ptr) if plain else None
         with self._lock:
             entry = self._by_memory.get(memory, {}).get(ptr.address) if memory else None
             if entry is None:
@@ -131,7 +136,8 @@ class ReservationTable:
         executable owns the range); its other allocations become orphans, still claimable by a
         free node, unless no executable owns them and no free node claims them (forgotten and
         unreserved). Its claims on other graphs' allocations are withdrawn, and an orphan that
-        loses its claim is forgotten.
+        loses its claim is forgotten, unless an executable owns it: another free node may
+        then still free what that executable allocates.
         """
         dropped: list[tuple[DeviceMemory, _Entry]] = []
         with self._lock:
@@ -149,10 +155,11 @@ class ReservationTable:
                             entry.owner = None
                     elif entry.freed_by is owner:
                         entry.freed_by = None
-                        if entry.owner is None:
+                        # An orphan an executable still owns stays claimable: that executable
+                        # commits it at every launch, and gives the range back when freed.
+                        if entry.owner is None and not entry.exec_owned:
                             del table[base]
-                            if not entry.exec_owned:
-                                dropped.append((memory, entry))
+                            dropped.append((memory, entry))
         for memory, entry in dropped:
             with contextlib.suppress(HipError):  # an executable already gave the range back
                 memory.unreserve(entry.reservation.ptr)
