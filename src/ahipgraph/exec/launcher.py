@@ -435,14 +435,18 @@ class Launcher:
                     memory.announce_free(ptr, report_to or stream)
             signals = signal_set.signals
             signals[compiled.prev_index] = self.last_done
+            # Every wait node takes its event's record from before this launch, and only
+            # then do the record nodes re-record: in the compiled (strand) order a record
+            # node can come before a wait node it depends on, and that wait must not take
+            # the record it precedes (the launch would wait for itself and never end).
             for binding in compiled.bindings:
-                event = binding.node.params.event
+                if not binding.is_record:
+                    signals[binding.index] = binding.node.params.event.signal or REACHED
+            for binding in compiled.bindings:
                 if binding.is_record:
                     record = Signal(1)
                     signals[binding.index] = record
-                    event._recorded(record)
-                else:
-                    signals[binding.index] = event.signal or REACHED
+                    binding.node.params.event._recorded(record)
             launch = Launch(self, version, signal_set, report_to or stream)
             self.last_done = launch.done
         strand_ops = version.strand_ops
