@@ -46,3 +46,29 @@ async def test_a_wait_node_before_a_record_node_of_its_event_waits_for_the_older
     await asyncio.wait_for(stream.synchronize(), 10)
     assert graph_exec.statistics().in_flight == 0
     destroy(graph_exec, graph, stream, event)
+
+
+@pytest.mark.asyncio
+async def test_an_event_recorded_by_two_nodes_ends_on_the_later_nodes_record() -> None:
+    """``first`` record node -> kernel -> ``last`` record node of one event; ``last`` is on
+    the launch strand, ``first`` on another, so the strands' order bound ``last`` first and
+    the event ended pointing at ``first``'s earlier record: ``synchronize()`` returned and
+    ``time_ns`` read before the later record ran."""
+    (device,) = ahg.configure_devices(1)
+    stream = device.create_stream()
+    start, event = device.create_event(), device.create_event()
+    graph = ahg.Graph()
+    head = graph.add_kernel_node(ten_us, 1, 1)
+    longer = graph.add_kernel_node(ten_us, 1, 1, deps=[head])
+    short = graph.add_kernel_node(ten_us, 1, 1)
+    first = graph.add_event_record_node(event, deps=[short])
+    middle = graph.add_kernel_node(ten_us, 1, 1, deps=[first])
+    graph.add_event_record_node(event, deps=[longer, middle])
+    graph_exec = graph.instantiate()
+    await stream.record_event(start)
+    await graph_exec.launch(stream)
+    await event.synchronize()
+    # ``short`` and ``middle`` (10 us each) ran in turn before the later record.
+    assert ahg.elapsed_time(start, event) >= 0.020
+    await stream.synchronize()
+    destroy(graph_exec, graph, stream, start, event)

@@ -828,5 +828,21 @@ def compile_plan(
     if compiled.foreign_frees:
         own = compiled.alloc_memory
         compiled.foreign_frees = [free for free in compiled.foreign_frees if free[1] not in own]
+    if len(compiled.bindings) > 1:
+        _bind_in_graph_order(compiled, graph)
     arena.flush()
     return compiled
+
+
+def _bind_in_graph_order(compiled: Compiled, graph: ExecGraph) -> None:
+    """Put the event bindings in the graph's topological order, not the strands' order.
+
+    A launch re-records events in binding order, so an event with two record nodes ends
+    pointing at the later one's record, as HIP's launch (which makes its commands in
+    topological order) leaves it. A binding of a node the walk does not reach keeps the order
+    it was emitted in.
+    """
+    rank = {node: at for at, node in enumerate(graph.walk())}
+    bindings = compiled.bindings
+    if all(binding.node in rank for binding in bindings):
+        bindings.sort(key=lambda binding: rank[binding.node])
