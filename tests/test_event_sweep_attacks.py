@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import pytest
 
 import ahipgraph as ahg
 from cleanup import destroy
+from fakes import loop_turns
 
 
 @ahg.kernel(duration_ns=10_000)
@@ -72,3 +74,39 @@ async def test_an_event_recorded_by_two_nodes_ends_on_the_later_nodes_record() -
     assert ahg.elapsed_time(start, event) >= 0.020
     await stream.synchronize()
     destroy(graph_exec, graph, stream, start, event)
+
+
+@ahg.kernel(duration_ns=1_000_000)
+def one_ms(t: ahg.Threads) -> None:
+    pass
+
+
+async def _until(done: Callable[[], bool]) -> None:
+    """Poll ``done`` once per loop turn, as a host spinning on a query does."""
+    while not done():
+        await loop_turns(1)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("seen_by", ["event.query", "stream.query"])
+async def test_a_record_after_the_host_saw_work_complete_by_a_query_is_not_earlier(
+    seen_by: str,
+) -> None:
+    """The host saw ``busy``'s work complete with a query, then recorded ``after`` on an idle
+    stream. Only synchronize() moved the host's clock, so ``after`` was stamped at the
+    clock's older time and ``elapsed_time(done, after)`` came out at -1 ms."""
+    (device,) = ahg.configure_devices(1)
+    busy, idle = device.create_stream(), device.create_stream()
+    done, after = device.create_event(), device.create_event()
+    await busy.launch_kernel(one_ms, 1, 1)
+    await busy.record_event(done)
+    await busy.synchronize()
+    await busy.launch_kernel(one_ms, 1, 1)
+    await busy.record_event(done)
+    await _until(done.query if seen_by == "event.query" else busy.query)
+    assert done.time_ns is not None
+    assert device.clock.now >= done.time_ns
+    await idle.record_event(after)
+    await _until(after.query)
+    assert ahg.elapsed_time(done, after) >= 0
+    destroy(busy, idle, done, after)

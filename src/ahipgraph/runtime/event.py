@@ -82,6 +82,10 @@ class Event(DestroyOnExit):
         self._check_open()
         capture.check_event_sync(self)
         done = self._complete()
+        if done and self.signal is not None:
+            # The host saw the record complete, as synchronize() does: work it enqueues
+            # from now on is stamped no earlier than the record.
+            self.device.clock.observe(self.signal.time)
         if done and observe.observer is not None:
             observe.observer.event_synchronized(self)
         return done

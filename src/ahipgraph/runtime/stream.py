@@ -575,7 +575,10 @@ class Stream(
         """
         self._check_open()
         capture.check_stream_sync(self, "query()")
-        done = all(signal.value <= 0 for signal in self._sync_targets())
+        targets = self._sync_targets()
+        done = all(signal.value <= 0 for signal in targets)
+        if done and targets:  # the host saw the work complete, as synchronize() does
+            self.device.clock.observe(max(signal.time for signal in targets))
         if done and observe.observer is not None:
             observe.observer.stream_synchronized(self)
         return done
