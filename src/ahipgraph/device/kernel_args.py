@@ -105,7 +105,11 @@ class ScalarType(ArgType):
         if isinstance(value, bool):
             raise TypeError(f"parameter {param!r} ({self.name}) got a bool")
         if self.is_float:
-            if not isinstance(value, int | float | np.integer | np.floating):
+            # A duration is not a number (numpy's timedelta64 subclasses np.integer): refused
+            # here as the integer rule refuses it, rather than packed as its count of any unit.
+            if isinstance(value, np.timedelta64) or not isinstance(
+                value, int | float | np.integer | np.floating
+            ):
                 raise TypeError(f"parameter {param!r} ({self.name}) needs a number, got {value!r}")
             try:
                 number = float(value)

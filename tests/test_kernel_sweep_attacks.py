@@ -1,0 +1,64 @@
+"""Kernel declarations and arguments under hostile input: each test pins a case that was
+accepted silently or escaped with an error that did not name the kernel."""
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+import ahipgraph as ahg
+
+
+@ahg.kernel
+def takes_floats(t: ahg.Threads, a: ahg.float32, b: ahg.float64) -> None:
+    pass
+
+
+@pytest.mark.parametrize("slot", range(2))
+@pytest.mark.parametrize("value", [np.timedelta64(5), np.timedelta64(5, "s")])
+def test_a_duration_is_not_a_float_argument(slot: int, value: Any) -> None:
+    """``np.timedelta64`` subclasses ``np.integer``, so a duration was packed as its count
+    (5 seconds as 5.0), while integer parameters already refuse it as not a number."""
+    args: list[Any] = [1.0, 1.0]
+    args[slot] = value
+    with pytest.raises(TypeError, match="needs a number"):
+        takes_floats.pack(args)
+
+
+def test_a_graph_refuses_a_duration_for_a_float_and_adds_no_node() -> None:
+    graph = ahg.Graph()
+    with pytest.raises(TypeError, match="needs a number"):
+        graph.add_kernel_node(takes_floats, 1, 1, (np.timedelta64(1), 1.0))
+    assert graph.nodes() == []
+    graph.destroy()
+
+
+def index_error(t: ahg.Threads, n: "[][1]") -> None:  # type: ignore[valid-type]
+    pass
+
+
+def key_error(t: ahg.Threads, n: "{}[0]") -> None:  # type: ignore[valid-type]
+    pass
+
+
+def value_error(t: ahg.Threads, n: "int('x')") -> None:  # type: ignore[valid-type]
+    pass
+
+
+@pytest.mark.parametrize(
+    ("body", "cause"),
+    [(index_error, IndexError), (key_error, KeyError), (value_error, ValueError)],
+)
+def test_any_annotation_that_fails_to_evaluate_is_a_type_error(body: Any, cause: type) -> None:
+    """Only name, attribute, syntax and arithmetic errors were turned into the kernel's
+    TypeError; an annotation failing any other way escaped as that error, naming nothing."""
+    with pytest.raises(TypeError, match=f"kernel '{body.__name__}'.*cannot be evaluated") as info:
+        ahg.kernel(body)
+    assert isinstance(info.value.__cause__, cause)
+
+
+@pytest.mark.parametrize("body", [int, dict])
+def test_a_callable_without_a_signature_is_a_type_error(body: Any) -> None:
+    """``inspect`` cannot read some builtins' signatures, and its ValueError escaped."""
+    with pytest.raises(TypeError, match=f"kernel '{body.__name__}'.*no signature"):
+        ahg.kernel(body)
