@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import ahipgraph as ahg
+from cleanup import destroy
 
 
 @ahg.kernel
@@ -62,3 +63,58 @@ def test_a_callable_without_a_signature_is_a_type_error(body: Any) -> None:
     """``inspect`` cannot read some builtins' signatures, and its ValueError escaped."""
     with pytest.raises(TypeError, match=f"kernel '{body.__name__}'.*no signature"):
         ahg.kernel(body)
+
+
+@ahg.kernel
+def unlocks_its_const(t: ahg.Threads, x: ahg.ConstPtr[ahg.float32]) -> None:
+    x.flags.writeable = True  # numpy allows it on a view of writeable memory
+    x[0] = 42.0
+
+
+@ahg.kernel(extents={"x": 2})
+def unlocks_its_counted_const(t: ahg.Threads, x: ahg.ConstPtr[ahg.float32]) -> None:
+    x.flags.writeable = True
+    x[0] = 43.0
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("body", [unlocks_its_const, unlocks_its_counted_const])
+async def test_a_const_pointer_cannot_be_made_writeable_by_its_body(
+    device: ahg.Device, body: ahg.Kernel
+) -> None:
+    """A ConstPtr view had only its writeable flag cleared, so a body could set it back and
+    write through a read-only parameter, unseen by the race checker that trusts it."""
+    x = device.malloc(16)
+    device.view(x, np.float32)[:] = 1.0
+    stream = device.create_stream()
+    with pytest.raises(ahg.LaunchFailure, match="WRITEABLE"):
+        await (await stream.launch_kernel(body, 1, 1, (x,)))
+    graph = ahg.Graph()
+    graph.add_kernel_node(body, 1, 1, (x,))
+    exec_ = graph.instantiate()
+    for _ in range(2):  # the first replay decodes, the second reuses what it decoded
+        with pytest.raises(ahg.LaunchFailure, match="WRITEABLE"):
+            await (await exec_.launch(stream))
+    assert (device.view(x, np.float32) == 1.0).all()
+    destroy(exec_, graph, stream, x)
+
+
+@ahg.kernel
+def reads_const(t: ahg.Threads, x: ahg.ConstPtr[ahg.float32], y: ahg.Ptr[ahg.float32]) -> None:
+    y[: len(x)] = x * 2
+
+
+@pytest.mark.asyncio
+async def test_a_const_pointer_still_sees_the_memory_as_it_is_at_each_replay(
+    device: ahg.Device,
+) -> None:
+    x, y = device.malloc(16), device.malloc(16)
+    stream = device.create_stream()
+    graph = ahg.Graph()
+    graph.add_kernel_node(reads_const, 1, 1, (x + 4, y))
+    exec_ = graph.instantiate()
+    for value in (1.0, 5.0):
+        device.view(x, np.float32)[:] = value
+        await (await exec_.launch(stream))
+        assert device.view(y, np.float32).tolist() == [value * 2] * 3 + [0.0]
+    destroy(exec_, graph, stream, x, y)

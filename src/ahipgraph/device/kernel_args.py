@@ -671,9 +671,20 @@ class CheckedArgLayout(ArgLayout):
             else:
                 array = array.view()  # the body's own object (see ArgLayout.decode)
             if field.access == "const":
-                array.flags.writeable = False
+                array = _read_only(array)
             out[index] = array
         return out
+
+
+def _read_only(array: Any) -> Any:
+    """``array``'s elements as an array no body can make writeable again.
+
+    Clearing the writeable flag of a view is not enough: numpy lets a body set it back
+    whenever the memory the view was made from is writeable, as device memory is. An array
+    over a read-only buffer refuses that, so a ``ConstPtr`` stays read-only, as the race
+    checker assumes.
+    """
+    return np.frombuffer(memoryview(array).toreadonly(), dtype=array.dtype)
 
 
 def _forget_nothing() -> None:
