@@ -118,3 +118,41 @@ async def test_a_const_pointer_still_sees_the_memory_as_it_is_at_each_replay(
         await (await exec_.launch(stream))
         assert device.view(y, np.float32).tolist() == [value * 2] * 3 + [0.0]
     destroy(exec_, graph, stream, x, y)
+
+
+@ahg.kernel
+def stores(t: ahg.Threads, n: ahg.int32, x: ahg.Ptr[ahg.int32]) -> None:
+    x[0] = n
+
+
+@pytest.mark.asyncio
+async def test_a_mutable_scalar_argument_changed_after_the_add_changes_nothing(
+    device: ahg.Device,
+) -> None:
+    """A 0-d array is an integer by ``__index__``: it was packed, but the node kept the array
+    itself, so after the caller changed it the node's parameters showed a value the node did
+    not run with, and setting those parameters back changed what it ran."""
+    x = device.malloc(4)
+    stream = device.create_stream()
+    count = np.array(5)
+    graph = ahg.Graph()
+    node = graph.add_kernel_node(stores, 1, 1, (count, x))
+    count[...] = 7
+    assert node.params.args == (5, x)
+    assert type(node.params.args[0]) is int
+    node.params = node.params
+    exec_ = graph.instantiate()
+    await (await exec_.launch(stream))
+    assert device.view(x, np.int32).tolist() == [5]
+    destroy(exec_, graph, stream, x)
+
+
+def test_plain_and_numpy_arguments_are_kept_as_the_values_packed(device: ahg.Device) -> None:
+    x = device.malloc(4)
+    graph = ahg.Graph()
+    plain = graph.add_kernel_node(stores, 1, 1, (7, x))
+    numpy = graph.add_kernel_node(stores, (1,), 1, [np.int16(-3), x])
+    assert plain.params.args == (7, x)
+    assert numpy.params.args == (-3, x)
+    assert type(numpy.params.args[0]) is int
+    destroy(graph, x)

@@ -452,6 +452,28 @@ class ArgLayout:
         """The full path of :meth:`pack`: every check, then the bytes."""
         return self._struct.pack(*self.check(args, kernel_name))
 
+    def kept(self, args: Sequence[Any], arg_bytes: bytes) -> tuple[Any, ...]:
+        """The argument values a launch's parameters keep, once ``args`` packed to ``arg_bytes``.
+
+        Plain values are kept as given. Any other scalar argument (a numpy scalar, a 0-d
+        array, an object with ``__index__``) is kept as the value that was packed: a mutable
+        one changed after the launch was made would otherwise show, and on revalidation pack,
+        a value the launch does not run with.
+        """
+        values = tuple(args)
+        for value in values:
+            if type(value) not in _KEPT_AS_IS:
+                break
+        else:
+            return values
+        packed = self.unpack_from(arg_bytes, 0)
+        return tuple(
+            packed[index]
+            if isinstance(arg_type, ScalarType) and type(value) not in _KEPT_AS_IS
+            else value
+            for index, (arg_type, value) in enumerate(zip(self.types, values, strict=True))
+        )
+
     def pack_into(self, buffer: Any, offset: int, args: Sequence[Any], kernel_name: str) -> None:
         self._struct.pack_into(buffer, offset, *self.check(args, kernel_name))
 
@@ -517,6 +539,9 @@ class ArgLayout:
             return tuple(values)
 
         return decode, reset
+
+
+_KEPT_AS_IS = frozenset({int, float, DevicePtr, type(None)})  # immutable: kept by ArgLayout.kept
 
 
 def _fast_packer(
