@@ -204,8 +204,14 @@ class Kernel:
         # A partial or a callable object has no __name__ of its own: name it by its type.
         label: str = name or getattr(body, "__name__", None) or type(body).__name__
         try:
+            inspect.signature(body)
+        except ValueError as error:  # a builtin or extension callable that declares none
+            raise TypeError(f"kernel {label!r}: {body!r} has no signature to read") from error
+        try:
             signature = inspect.signature(body, eval_str=True)
-        except (NameError, AttributeError, SyntaxError, ArithmeticError) as error:
+        except TypeError:
+            raise  # ``ahg.Ptr[int]``: its own TypeError already says what is wrong
+        except Exception as error:
             # A string annotation (``from __future__ import annotations``) with a typo in it:
             # say which kernel, rather than a bare NameError from inside ``inspect``.
             raise TypeError(

@@ -105,7 +105,11 @@ class ScalarType(ArgType):
         if isinstance(value, bool):
             raise TypeError(f"parameter {param!r} ({self.name}) got a bool")
         if self.is_float:
-            if not isinstance(value, int | float | np.integer | np.floating):
+            # A duration is not a number (numpy's timedelta64 subclasses np.integer): refused
+            # here as the integer rule refuses it, rather than packed as its count of any unit.
+            if isinstance(value, np.timedelta64) or not isinstance(
+                value, int | float | np.integer | np.floating
+            ):
                 raise TypeError(f"parameter {param!r} ({self.name}) needs a number, got {value!r}")
             try:
                 number = float(value)
@@ -448,6 +452,28 @@ class ArgLayout:
         """The full path of :meth:`pack`: every check, then the bytes."""
         return self._struct.pack(*self.check(args, kernel_name))
 
+    def kept(self, args: Sequence[Any], arg_bytes: bytes) -> tuple[Any, ...]:
+        """The argument values a launch's parameters keep, once ``args`` packed to ``arg_bytes``.
+
+        Plain values are kept as given. Any other scalar argument (a numpy scalar, a 0-d
+        array, an object with ``__index__``) is kept as the value that was packed: a mutable
+        one changed after the launch was made would otherwise show, and on revalidation pack,
+        a value the launch does not run with.
+        """
+        values = tuple(args)
+        for value in values:
+            if type(value) not in _KEPT_AS_IS:
+                break
+        else:
+            return values
+        packed = self.unpack_from(arg_bytes, 0)
+        return tuple(
+            packed[index]
+            if isinstance(arg_type, ScalarType) and type(value) not in _KEPT_AS_IS
+            else value
+            for index, (arg_type, value) in enumerate(zip(self.types, values, strict=True))
+        )
+
     def pack_into(self, buffer: Any, offset: int, args: Sequence[Any], kernel_name: str) -> None:
         self._struct.pack_into(buffer, offset, *self.check(args, kernel_name))
 
@@ -513,6 +539,9 @@ class ArgLayout:
             return tuple(values)
 
         return decode, reset
+
+
+_KEPT_AS_IS = frozenset({int, float, DevicePtr, type(None)})  # immutable: kept by ArgLayout.kept
 
 
 def _fast_packer(
@@ -667,9 +696,20 @@ class CheckedArgLayout(ArgLayout):
             else:
                 array = array.view()  # the body's own object (see ArgLayout.decode)
             if field.access == "const":
-                array.flags.writeable = False
+                array = _read_only(array)
             out[index] = array
         return out
+
+
+def _read_only(array: Any) -> Any:
+    """``array``'s elements as an array no body can make writeable again.
+
+    Clearing the writeable flag of a view is not enough: numpy lets a body set it back
+    whenever the memory the view was made from is writeable, as device memory is. An array
+    over a read-only buffer refuses that, so a ``ConstPtr`` stays read-only, as the race
+    checker assumes.
+    """
+    return np.frombuffer(memoryview(array).toreadonly(), dtype=array.dtype)
 
 
 def _forget_nothing() -> None:

@@ -93,7 +93,7 @@ class KernelParams:
             grid3, block3, threads = _launch_shape(props, grid, block, shared_mem)
             shared_mem = threads.shared_mem  # a plain int even when a numpy one was given
         arg_bytes = kernel.pack(args)  # None is InvalidValue for a kernel that takes arguments
-        args = () if args is None else tuple(args)
+        args = () if args is None else kernel.layout.kept(args, arg_bytes)
         if type(priority) is not int:
             priority = as_int(priority, "priority")
         if not -(2**31) <= priority < 2**31:  # HIP's launch attribute is an int
@@ -288,7 +288,7 @@ def common_kernel_params(
     draft.kernel = kernel
     draft.grid = shape[1]
     draft.block = shape[2]
-    draft.args = () if args is None else tuple(args)
+    draft.args = () if args is None else kernel.layout.kept(args, arg_bytes)
     draft.shared_mem = shared_mem
     draft.arg_bytes = arg_bytes
     draft.threads = shape[3]
