@@ -66,6 +66,12 @@ __all__ = ["PUMP_BUDGET", "Engine", "current_loop", "running_loop"]
 # work is done.
 _DEVICE_WORK: ContextVar[list[HardwareQueue | None]] = ContextVar("ahipgraph_device_work")
 _NO_WORK: list[HardwareQueue | None] = [None]
+# The same cells, for tasks made elsewhere that a host function handed to its queue (it
+# returned one, and the queue waits for it): such a task is that work until the work ends,
+# but its context, made before, cannot get the variable above.
+_HANDED: weakref.WeakKeyDictionary[asyncio.Future[Any], list[HardwareQueue | None]] = (
+    weakref.WeakKeyDictionary()
+)
 # Numbers each owner loop an engine gets (see Engine.owner_number), unique in the process.
 _OWNER_NUMBERS = itertools.count(1)
 
@@ -104,7 +110,12 @@ def running_loop() -> asyncio.AbstractEventLoop:
 
 def device_work_queue() -> HardwareQueue | None:
     """The hardware queue whose device work (an async body still running) the caller is."""
-    return _DEVICE_WORK.get(_NO_WORK)[0]
+    queue = _DEVICE_WORK.get(_NO_WORK)[0]
+    if queue is None and _HANDED and current_loop() is not None:
+        task = asyncio.current_task()
+        if task is not None:
+            queue = _HANDED.get(task, _NO_WORK)[0]
+    return queue
 
 
 def refuse_trio() -> None:
@@ -432,6 +443,8 @@ class Engine:
         is called when it ends (a host function's call is then over)."""
         cell: list[HardwareQueue | None] = [queue]
         _DEVICE_WORK.set(cell)
+        if isinstance(awaitable, asyncio.Task):  # a task made elsewhere, now this work
+            _HANDED[awaitable] = cell
         # Awaited by a coroutine of ours: a future or an object with __await__ that cannot be
         # a task here (a future of another loop) then fails its op, instead of raising out of
         # the queue's run and leaving the queue parked for good; and a cancelled body is judged
