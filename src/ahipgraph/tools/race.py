@@ -68,6 +68,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..core.lifecycle import safe_repr
 from ..core.scoped import Scoped
 from ..device import hooks
 from ..device.host_function import running_host_function
@@ -194,6 +195,7 @@ class RaceCheck:
         kept for reuse, reports (a record, as every ``statistics()`` returns)."""
         return RaceCheckStatistics(**_CHECKER.statistics(), reports=len(self.reports))
 
+    @safe_repr
     def __repr__(self) -> str:
         return f"<RaceCheck on_race={self.on_race} reports={len(self.reports)}>"
 
