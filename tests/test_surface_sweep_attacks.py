@@ -8,7 +8,9 @@ behind an ``AttributeError`` about a missing attribute.
 
 from __future__ import annotations
 
+import runpy
 import traceback
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -69,3 +71,30 @@ def test_a_subclass_may_show_itself_before_its_base_is_built() -> None:
 def test_a_race_check_that_refuses_its_arguments_reports_its_locals() -> None:
     text = _locals_of_failure(lambda: ahg.RaceCheck(None))  # type: ignore[arg-type]
     assert "<RaceCheck half-built>" in text
+
+
+_TRACED_REPLAY = Path(__file__).resolve().parents[1] / "examples" / "traced_replay.py"
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["-h"]])
+def test_traced_replay_answers_help_with_its_usage(
+    argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It said ``'--help' is not a directory``."""
+    monkeypatch.setattr("sys.argv", ["traced_replay.py", *argv])
+    with pytest.raises(SystemExit) as exit_info:
+        runpy.run_path(str(_TRACED_REPLAY), run_name="__main__")
+    assert exit_info.value.code == 0
+    assert "usage: python examples/traced_replay.py [DIR]" in capsys.readouterr().out
+
+
+def test_traced_replay_refuses_a_second_directory_before_anything_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It wrote into the first and silently ignored the second."""
+    monkeypatch.setattr("sys.argv", ["traced_replay.py", str(tmp_path), str(tmp_path)])
+    with pytest.raises(SystemExit) as exit_info:
+        runpy.run_path(str(_TRACED_REPLAY), run_name="__main__")
+    assert "one directory at most" in str(exit_info.value.code)
+    assert list(tmp_path.iterdir()) == []
+    assert "traced" not in capsys.readouterr().out
