@@ -203,6 +203,16 @@ def update_failure(device: ahg.Device) -> str:
     return said
 
 
+@ahg.race_check(on_race="collect")  # the README: a check also decorates a function
+async def copied_under_a_check(device: ahg.Device) -> int:
+    ptr = device.malloc(64)
+    await device.memset(ptr, 7, 64)
+    await device.synchronize()
+    seen = int(device.view(ptr, np.uint8)[0])
+    device.free(ptr)
+    return seen
+
+
 async def main() -> None:
     device = ahg.get_device(0)
     assert await checked(device) == []
@@ -215,6 +225,7 @@ async def main() -> None:
     assert await captured_fill(device) == 3
     assert device.memory_info().free == device.memory_info().total
     assert update_failure(device) == "NodeTypeChanged at Empty"
+    assert await copied_under_a_check(device) == 7
 
 
 if __name__ == "__main__":

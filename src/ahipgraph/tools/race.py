@@ -61,7 +61,7 @@ import sys
 import threading
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager, suppress
+from contextlib import contextmanager, suppress
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -1153,7 +1153,7 @@ def _caller_level() -> int:
     return level
 
 
-def race_check(on_race: str = "raise") -> AbstractContextManager[RaceCheck]:
+def race_check(on_race: str = "raise") -> Scoped[RaceCheck]:
     """Check every stream, event, launch and host synchronisation inside the block for races.
 
     Args:
