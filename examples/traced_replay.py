@@ -74,7 +74,14 @@ def write_dots(out: Path) -> None:
         device.free(ptr)
 
 
+USAGE = "usage: python examples/traced_replay.py [DIR]"
+
 if __name__ == "__main__":
+    if sys.argv[1:] in (["-h"], ["--help"]):
+        print(USAGE)
+        raise SystemExit(0)
+    if len(sys.argv) > 2:  # a second directory would be silently ignored
+        raise SystemExit(f"{USAGE}\ntraced_replay.py: one directory at most, got {sys.argv[1:]}")
     target = Path(sys.argv[1]) if len(sys.argv) > 1 else Path.cwd()
     if not target.is_dir():  # say so now, not after the replays when the files are written
         raise SystemExit(f"traced_replay.py: {str(target)!r} is not a directory")

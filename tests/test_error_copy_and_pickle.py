@@ -161,7 +161,7 @@ def test_an_update_failure_keeps_its_result_in_copies_and_drops_it_in_a_pickle()
     """Its ``result`` names a node of the new graph, a handle that cannot be pickled: the
     pickle drops it (as the class says); a copy keeps it, a deep copy shares it."""
     error = _update_failure()
-    result = error.result  # type: ignore[attr-defined]
+    result = error.result
     assert result.kind is ahg.UpdateResultKind.NodeTypeChanged
     assert result.node is not None
     assert copy.copy(error).result is result

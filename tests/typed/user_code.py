@@ -179,6 +179,40 @@ async def checked(device: ahg.Device) -> list[ahg.RaceReport]:
     return rc.reports
 
 
+def update_or_say_why(graph_exec: ahg.GraphExec, graph: ahg.Graph) -> str:
+    """``exec.update``'s failure names what differs and where, as a typed ``result``."""
+    try:
+        graph_exec.update(graph)
+    except ahg.GraphExecUpdateFailure as error:
+        kind: ahg.UpdateResultKind = error.result.kind
+        node: ahg.GraphNode | None = error.result.node
+        assert node is not None
+        return f"{kind.name} at {node.type.name}"
+    return "updated"
+
+
+def update_failure(device: ahg.Device) -> str:
+    ptr = device.malloc(64)
+    with ahg.Graph() as graph, ahg.Graph() as changed:
+        graph.add_memset_node(ptr, 0, 64)
+        changed.add_empty_node()
+        with graph.instantiate() as graph_exec:
+            said = update_or_say_why(graph_exec, changed)
+            assert update_or_say_why(graph_exec, graph) == "updated"
+    device.free(ptr)
+    return said
+
+
+@ahg.race_check(on_race="collect")  # the README: a check also decorates a function
+async def copied_under_a_check(device: ahg.Device) -> int:
+    ptr = device.malloc(64)
+    await device.memset(ptr, 7, 64)
+    await device.synchronize()
+    seen = int(device.view(ptr, np.uint8)[0])
+    device.free(ptr)
+    return seen
+
+
 async def main() -> None:
     device = ahg.get_device(0)
     assert await checked(device) == []
@@ -190,6 +224,8 @@ async def main() -> None:
     assert device.memory_info()[0] == device.memory_info()[1]
     assert await captured_fill(device) == 3
     assert device.memory_info().free == device.memory_info().total
+    assert update_failure(device) == "NodeTypeChanged at Empty"
+    assert await copied_under_a_check(device) == 7
 
 
 if __name__ == "__main__":

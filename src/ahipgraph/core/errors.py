@@ -17,7 +17,10 @@ import io
 import pickle
 import threading
 from collections.abc import Callable, Iterable
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from ..exec.flags import UpdateResult
 
 __all__ = [
     "Destroyed",
@@ -495,6 +498,9 @@ class GraphExecUpdateFailure(HipError):
     """
 
     code = ErrorCode.GraphExecUpdateFailure
+    # Declared for type checkers only (``except ... as e: e.result.kind``): a class-level
+    # value would make a pickled copy, which drops it, look as if it had one.
+    result: UpdateResult
 
 
 @_register

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import functools
 import gc
 import numbers
 import os
@@ -38,7 +39,7 @@ import threading
 import traceback
 import warnings
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import MappingProxyType, SimpleNamespace, TracebackType
 from typing import (
     TYPE_CHECKING,
@@ -75,6 +76,7 @@ __all__ = [
     "refuse_copy",
     "releaser_statistics",
     "report_unraisable",
+    "safe_repr",
 ]
 
 T = TypeVar("T")
@@ -168,6 +170,25 @@ class FactoryOnly:
 
     def __repr__(self) -> str:
         return f"<factory only: {self._message}>"
+
+
+def safe_repr(method: Callable[[T], str]) -> Callable[[T], str]:
+    """A handle's ``__repr__`` that also answers for a half-built instance.
+
+    A constructor that raises (``Stream()``, ``UserObject(None)``, a subclass's ``__init__``
+    before ``super().__init__()``) leaves ``self`` in the traceback's frames, and whatever
+    shows them (``traceback``'s ``capture_locals``, a debugger, a logging handler) calls
+    ``repr``: an ``AttributeError`` there would hide the error being reported.
+    """
+
+    @functools.wraps(method)
+    def wrapper(self: T) -> str:
+        try:
+            return method(self)
+        except AttributeError:
+            return f"<{type(self).__name__} half-built>"
+
+    return wrapper
 
 
 # -- with ---------------------------------------------------------------------------------------

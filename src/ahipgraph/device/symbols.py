@@ -24,7 +24,7 @@ import numpy as np
 
 from ..core.errors import InvalidSymbol, InvalidValue
 from ..core.ints import as_int, int_or_none
-from ..core.lifecycle import FactoryOnly
+from ..core.lifecycle import FactoryOnly, safe_repr
 from .pointer import DevicePtr
 
 if TYPE_CHECKING:
@@ -102,6 +102,7 @@ class DeviceSymbol:
         count = self.nbytes // self.dtype.itemsize
         return dev.view(ptr, self.dtype, count).reshape(self.shape)
 
+    @safe_repr
     def __repr__(self) -> str:
         return f"<DeviceSymbol {self.name!r} {self.nbytes} bytes {self.dtype}{list(self.shape)}>"
 

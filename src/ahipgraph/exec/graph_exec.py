@@ -44,6 +44,7 @@ from ..core.lifecycle import (
     check_live,
     destroyed,
     report_unraisable,
+    safe_repr,
 )
 from ..core.registry import HandleRegistry
 from ..device.kernel import DimLike, Kernel
@@ -675,6 +676,7 @@ class GraphExec(DestroyOnExit):
 
         return plan_to_dot(self._graph, self._plan)
 
+    @safe_repr
     def __repr__(self) -> str:
         return (
             f"<GraphExec #{self.hid.slot}.{self.hid.generation} state={self.state.value} "

@@ -227,7 +227,7 @@ def update(updater: Updater, graph: Graph) -> UpdateResult:
         if not result.ok:
             updater.owner._check_alive()  # destroyed meanwhile: that, not what it made differ
             error = GraphExecUpdateFailure(f"{result.kind.name}: {result.reason}")
-            error.result = result  # type: ignore[attr-defined]
+            error.result = result
             raise error
         updater.apply(changes)
     return result

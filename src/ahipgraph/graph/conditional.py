@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.errors import InvalidValue
 from ..core.ints import as_int, flag_or_none, int_or_none
-from ..core.lifecycle import FactoryOnly
+from ..core.lifecycle import FactoryOnly, safe_repr
 from ..device.conditional_arg import HandleToken
 
 if TYPE_CHECKING:
@@ -96,6 +96,7 @@ class ConditionalHandle(HandleToken):
         set_field(handle, "assign_default", assign_default)
         return handle
 
+    @safe_repr
     def __repr__(self) -> str:
         return (
             f"<ConditionalHandle #{self.token} graph={self.graph_id} default={self.default}"

@@ -48,6 +48,7 @@ from ..core.lifecycle import (
     check_live,
     destroyed,
     owner_key,
+    safe_repr,
 )
 from ..core.registry import HandleRegistry
 from ..lifetime.user_object import UserObject, check_count, disown_all
@@ -1209,6 +1210,7 @@ class Graph(DestroyOnExit):
                 destroyed=self.destroyed,
             )
 
+    @safe_repr
     def __repr__(self) -> str:
         if self.destroyed:
             return f"<Graph id={self.id} destroyed>"

@@ -34,7 +34,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ..core.errors import InvalidValue, NotSupported, Unknown
-from ..core.lifecycle import DestroyOnExit, FactoryOnly, HandleState, check_live
+from ..core.lifecycle import DestroyOnExit, FactoryOnly, HandleState, check_live, safe_repr
 from ..core.registry import HandleId
 from ..core.surface import own_mixin_methods
 from ..device.kernel import DimLike, Kernel
@@ -468,6 +468,7 @@ class GraphNode(NodeCopySetters, DestroyOnExit):
         """
         self.graph._destroy_node(self)
 
+    @safe_repr
     def __repr__(self) -> str:
         if not self.alive:
             return f"<GraphNode {self._type.name} id={self.id} destroyed>"

@@ -38,7 +38,14 @@ from typing import Any
 from ..core.callables import makes_generator
 from ..core.errors import InvalidValue
 from ..core.ints import as_int
-from ..core.lifecycle import DestroyOnExit, HandleRecord, HandleState, owner_key, owner_of
+from ..core.lifecycle import (
+    DestroyOnExit,
+    HandleRecord,
+    HandleState,
+    owner_key,
+    owner_of,
+    safe_repr,
+)
 from ..core.refcount import RefCounted
 from ..core.registry import HandleRegistry
 
@@ -362,6 +369,7 @@ class UserObject(RefCounted, DestroyOnExit):
             refcount, owners = self._refcount, len(self._owned)
         return UserObjectStatistics(refcount, owners, owned, refcount > 0)
 
+    @safe_repr
     def __repr__(self) -> str:
         if not self._refcount:
             return f"<UserObject #{self.hid.slot}.{self.hid.generation} destroyed>"

@@ -6,7 +6,7 @@ from collections.abc import Generator
 from typing import TYPE_CHECKING, Any, NoReturn, SupportsIndex
 
 from ..core.errors import HipError
-from ..core.lifecycle import FactoryOnly
+from ..core.lifecycle import FactoryOnly, safe_repr
 from ..device.signal import Signal
 from . import observe
 
@@ -90,6 +90,7 @@ class Completion:
             # so awaiting again neither piles up the earlier awaits' frames nor shows them.
             raise signal.error.with_traceback(None)
 
+    @safe_repr
     def __repr__(self) -> str:
         state = "done" if self.done() else "pending"
         return f"<Completion {state} error={self._signal.error!r}>"

@@ -24,7 +24,7 @@ import numpy.typing as npt
 
 from ..core.errors import HipError
 from ..core.ints import as_int
-from ..core.lifecycle import FactoryOnly, NoCopy, WeakList
+from ..core.lifecycle import FactoryOnly, NoCopy, WeakList, safe_repr
 from ..device import table as _table
 from ..device.base import DeviceBase
 from ..device.engine import refuse_trio
@@ -456,6 +456,7 @@ class Device(DeviceBase, DeviceCopyMixin, NoCopy):
             if stream.implicit:
                 stream._retire()
 
+    @safe_repr
     def __repr__(self) -> str:
         return (
             f"<Device {self.ordinal} {self.properties.name!r} in_flight={self.engine.in_flight} "

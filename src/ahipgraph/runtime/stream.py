@@ -30,7 +30,14 @@ from ..core.errors import (
     InvalidValue,
 )
 from ..core.ints import as_int
-from ..core.lifecycle import DestroyOnExit, FactoryOnly, HandleRecord, check_live, destroyed
+from ..core.lifecycle import (
+    DestroyOnExit,
+    FactoryOnly,
+    HandleRecord,
+    check_live,
+    destroyed,
+    safe_repr,
+)
 from ..core.registry import HandleRegistry
 from ..core.surface import own_mixin_methods
 from ..device.engine import refuse_trio
@@ -637,6 +644,7 @@ class Stream(
             self._error is not None,
         )
 
+    @safe_repr
     def __repr__(self) -> str:
         name = "null" if self.is_null else f"#{self.hid.slot}.{self.hid.generation}"
         # A capturing stream adds nodes instead of running work: say so, or a repr in a test

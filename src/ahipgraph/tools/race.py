@@ -61,13 +61,14 @@ import sys
 import threading
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager, suppress
+from contextlib import contextmanager, suppress
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..core.lifecycle import safe_repr
 from ..core.scoped import Scoped
 from ..device import hooks
 from ..device.host_function import running_host_function
@@ -194,6 +195,7 @@ class RaceCheck:
         kept for reuse, reports (a record, as every ``statistics()`` returns)."""
         return RaceCheckStatistics(**_CHECKER.statistics(), reports=len(self.reports))
 
+    @safe_repr
     def __repr__(self) -> str:
         return f"<RaceCheck on_race={self.on_race} reports={len(self.reports)}>"
 
@@ -1151,7 +1153,7 @@ def _caller_level() -> int:
     return level
 
 
-def race_check(on_race: str = "raise") -> AbstractContextManager[RaceCheck]:
+def race_check(on_race: str = "raise") -> Scoped[RaceCheck]:
     """Check every stream, event, launch and host synchronisation inside the block for races.
 
     Args:
