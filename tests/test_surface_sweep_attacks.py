@@ -36,6 +36,7 @@ def _locals_of_failure(make: Any) -> str:
         "Completion",
         "ConditionalHandle",
         "DeviceSymbol",
+        "Event",
     ],
 )
 def test_calling_a_factory_only_handle_class_reports_its_locals(kind: str) -> None:
@@ -98,3 +99,14 @@ def test_traced_replay_refuses_a_second_directory_before_anything_runs(
     assert "one directory at most" in str(exit_info.value.code)
     assert list(tmp_path.iterdir()) == []
     assert "traced" not in capsys.readouterr().out
+
+
+def test_a_kernel_and_a_host_function_refusing_their_body_report_their_locals() -> None:
+    def bad_kernel() -> None:
+        ahg.Kernel(None)  # type: ignore[arg-type]
+
+    assert "<Kernel half-built>" in _locals_of_failure(bad_kernel)
+    half = object.__new__(ahg.Threads)
+    assert repr(half) == "<Threads half-built>"
+    function = object.__new__(ahg.HostFunction)
+    assert repr(function) == "<HostFunction half-built>"

@@ -17,10 +17,7 @@ import io
 import pickle
 import threading
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, ClassVar
-
-if TYPE_CHECKING:
-    from ..exec.flags import UpdateResult
+from typing import Any, ClassVar
 
 __all__ = [
     "Destroyed",
@@ -499,8 +496,9 @@ class GraphExecUpdateFailure(HipError):
 
     code = ErrorCode.GraphExecUpdateFailure
     # Declared for type checkers only (``except ... as e: e.result.kind``): a class-level
-    # value would make a pickled copy, which drops it, look as if it had one.
-    result: UpdateResult
+    # value would make a pickled copy, which drops it, look as if it had one. Typed Any: its
+    # type, ``exec.flags.UpdateResult``, lives in a layer above this one.
+    result: Any
 
 
 @_register

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from ..core.callables import makes_generator
 from ..core.errors import InvalidValue
 from ..core.ints import as_int
-from ..core.lifecycle import FactoryOnly
+from ..core.lifecycle import FactoryOnly, safe_repr
 from .pointer import DevicePtr
 
 if TYPE_CHECKING:
@@ -114,6 +114,7 @@ class HostFunction:
                     return write
         return None
 
+    @safe_repr
     def __repr__(self) -> str:
         name = getattr(self.fn, "__qualname__", repr(self.fn))
         return f"<HostFunction {name} reads={len(self.reads)} writes={len(self.writes)}>"

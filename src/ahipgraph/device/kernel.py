@@ -24,6 +24,7 @@ import numpy.typing as npt
 from ..core.callables import makes_generator
 from ..core.errors import InvalidConfiguration, InvalidValue
 from ..core.ints import as_int, int_or_none
+from ..core.lifecycle import safe_repr
 from .kernel_args import (
     ArgLayout,
     ArgType,
@@ -164,6 +165,7 @@ class Threads:
         """
         return THREAD_IDS.ids(self.count)
 
+    @safe_repr
     def __repr__(self) -> str:
         return f"Threads(grid={tuple(self.grid)}, block={tuple(self.block)})"
 
@@ -284,6 +286,7 @@ class Kernel:
         """
         return self.layout.pack(args, self.name)
 
+    @safe_repr
     def __repr__(self) -> str:
         params = ", ".join(
             f"{n}: {t!r}" for n, t in zip(self.layout.names, self.layout.types, strict=True)

@@ -460,12 +460,14 @@ class ArgLayout:
         one changed after the launch was made would otherwise show, and on revalidation pack,
         a value the launch does not run with.
         """
-        values = tuple(args)
-        for value in values:
-            if type(value) not in _KEPT_AS_IS:
-                break
-        else:
-            return values
+        plain = _KEPT_AS_IS
+        for value in args:
+            if type(value) not in plain:
+                return self._kept_as_packed(tuple(args), arg_bytes)
+        return args if type(args) is tuple else tuple(args)
+
+    def _kept_as_packed(self, values: tuple[Any, ...], arg_bytes: bytes) -> tuple[Any, ...]:
+        """:meth:`kept` for arguments not all plain: the scalars as packed."""
         packed = self.unpack_from(arg_bytes, 0)
         return tuple(
             packed[index]

@@ -13,7 +13,14 @@ from typing import TYPE_CHECKING
 from ..core.clock import ns_to_ms
 from ..core.errors import InvalidHandle, InvalidValue, NotReady
 from ..core.ints import int_or_none
-from ..core.lifecycle import DestroyOnExit, FactoryOnly, HandleRecord, check_live, destroyed
+from ..core.lifecycle import (
+    DestroyOnExit,
+    FactoryOnly,
+    HandleRecord,
+    check_live,
+    destroyed,
+    safe_repr,
+)
 from ..core.registry import HandleRegistry
 from ..device.engine import refuse_trio
 from ..device.signal import Signal
@@ -162,6 +169,7 @@ class Event(DestroyOnExit):
         self.state = EventState.DESTROYED
         capture.event_destroyed(self)
 
+    @safe_repr
     def __repr__(self) -> str:
         if not self.alive:
             state = "destroyed"
