@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 
+import numpy as np
 import pytest
 
 import ahipgraph as ahg
@@ -40,3 +41,30 @@ async def test_a_handed_task_that_synchronizes_the_stream_holding_it_is_refused(
         await asyncio.wait_for(stream.synchronize(), 5)
         assert ran == [1]
     assert device.statistics().in_flight == 0
+
+
+@pytest.mark.asyncio
+async def test_a_read_only_view_cannot_be_made_writeable_again(device: ahg.Device) -> None:
+    """A view that is read-only (``readonly=True``, or memory a declared host function only
+    reads) must stay so: numpy lets code set a cleared writeable flag back over writeable
+    memory, and the race checker takes such a view as a read."""
+    ptr = device.malloc(8)
+    view = device.view(ptr, np.int64, 1, readonly=True)
+    with pytest.raises(ValueError, match="WRITEABLE"):
+        view.flags.writeable = True
+    outcome: list[str] = []
+
+    def reader() -> None:
+        declared = device.view(ptr, np.int64, 1)  # declared only as read: read-only
+        try:
+            declared.flags.writeable = True
+            declared[0] = 9
+        except ValueError:
+            outcome.append("refused")
+
+    stream = device.create_stream()
+    await (await stream.launch_host_func(ahg.host_function(reader, reads=[ptr])))
+    assert outcome == ["refused"]
+    assert int(device.view(ptr, np.int64, 1)[0]) == 0
+    stream.destroy()
+    device.free(ptr)

@@ -28,6 +28,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from contextvars import Context, ContextVar, copy_context
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from ..core.callables import makes_generator
 from ..core.errors import InvalidValue
 from ..core.ints import as_int
@@ -240,6 +242,9 @@ def checked_view(
             )
         readonly = readonly or not covered
     if readonly:
-        view = view.view()
-        view.flags.writeable = False
+        # Over a read-only buffer of the same bytes: a view whose writeable flag were only
+        # cleared could be made writeable again (numpy allows it over writeable memory), and
+        # the race checker takes this view as a read.
+        source: Any = view
+        view = np.frombuffer(memoryview(source).toreadonly(), dtype=view.dtype).reshape(view.shape)
     return view
