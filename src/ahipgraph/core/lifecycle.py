@@ -36,6 +36,7 @@ import os
 import queue
 import sys
 import threading
+import time
 import traceback
 import warnings
 import weakref
@@ -408,16 +409,25 @@ class _Releaser:
                 self._pending -= 1
 
     def flush(self, timeout: float | None) -> bool:
-        """Wait until everything queued so far was freed; False on timeout."""
+        """Wait until everything queued so far was freed; False on timeout.
+
+        Also what those releases queued in turn: a release may drop the last reference to
+        another handle (a destructor's data, say), whose record is put behind the marker this
+        waits for, so the wait goes on until nothing is pending.
+        """
         thread = self._thread
         if thread is None or threading.current_thread() is thread:
             return True
-        with self._pending_lock:
-            if not self._pending:  # everything put so far is freed: nothing to wait for
-                return True
-        done = threading.Event()
-        self._queue.put(done)
-        return done.wait(timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            with self._pending_lock:
+                if not self._pending:  # everything put so far is freed: nothing to wait for
+                    return True
+            done = threading.Event()
+            self._queue.put(done)
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not done.wait(left):
+                return False
 
     def _after_fork(self) -> None:
         self._lock = threading.Lock()
