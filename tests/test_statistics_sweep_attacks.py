@@ -12,7 +12,9 @@ from typing import Any
 
 import pytest
 
+import ahipgraph as ahg
 from ahipgraph.core.registry import HandleRegistry
+from ahipgraph.exec.arena import KernelArgArena
 from ahipgraph.graph.node_registry import NodeRegistry
 
 _DEADLOCK_GUARD = 30.0  # seconds: only ever reached when the call below deadlocked
@@ -139,3 +141,46 @@ def test_finalizer_reading_the_node_registry_while_it_grows() -> None:
 def _collected() -> Iterator[None]:
     yield
     gc.collect()
+
+
+class _ReadsArenaWhenCollected:
+    def __init__(self, arena: KernelArgArena, seen: list[Any]) -> None:
+        self.arena = arena
+        self.seen = seen
+        self.cycle = self
+
+    def __del__(self) -> None:  # user code: what exec.statistics() reads of its arena
+        self.seen.append(self.arena.statistics())
+        self.seen.append(repr(self.arena))
+
+
+def test_finalizer_reading_arena_statistics_while_it_adds_a_chunk() -> None:
+    # An update that needs a new chunk allocates device memory under the arena's lock; a
+    # collection starting there may run a finalizer that reads exec.statistics() (its arena's
+    # statistics()) on the same thread.
+    arena = KernelArgArena(ahg.get_device(0), 64)
+    seen: list[Any] = []
+    new_chunk = arena._new_chunk
+
+    def collecting_new_chunk() -> Any:
+        gc.collect()
+        return new_chunk()
+
+    arena._new_chunk = collecting_new_chunk  # type: ignore[method-assign]
+
+    def body() -> None:
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            _ReadsArenaWhenCollected(arena, seen)
+            assert len(arena.allocate_all([16, 16])) == 2
+        finally:
+            if was_enabled:
+                gc.enable()
+
+    _in_thread(body)  # before it returns, the arena's lock may be held for ever: no close
+    arena.close()
+    assert len(seen) == 2
+    assert seen[0].live_slots == 0
+    assert seen[0].chunks == 0
+    assert seen[1].startswith("<KernelArgArena device=0 chunks=0 live=0")
