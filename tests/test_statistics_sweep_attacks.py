@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gc
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -14,6 +15,7 @@ import pytest
 
 import ahipgraph as ahg
 from ahipgraph.core.registry import HandleRegistry
+from ahipgraph.device.thread_ids import ThreadIdsCache
 from ahipgraph.exec.arena import KernelArgArena
 from ahipgraph.graph.node_registry import NodeRegistry
 
@@ -184,3 +186,48 @@ def test_finalizer_reading_arena_statistics_while_it_adds_a_chunk() -> None:
     assert seen[0].live_slots == 0
     assert seen[0].chunks == 0
     assert seen[1].startswith("<KernelArgArena device=0 chunks=0 live=0")
+
+
+class _CollectingArrays(OrderedDict[int, Any]):
+    """The cache's arrays, starting a collection when listed under its lock."""
+
+    def __iter__(self) -> Iterator[int]:
+        gc.collect()
+        return super().__iter__()
+
+
+class _ReadsThreadIdsWhenCollected:
+    def __init__(self, cache: ThreadIdsCache, seen: list[Any]) -> None:
+        self.cache = cache
+        self.seen = seen
+        self.cycle = self
+
+    def __del__(self) -> None:  # user code: what thread_ids_statistics() reads
+        self.seen.append(self.cache.statistics())
+        self.seen.append(repr(self.cache))
+
+
+def test_finalizer_reading_thread_ids_statistics_while_they_are_read() -> None:
+    # statistics() builds its record under the cache's lock: a collection starting there may
+    # run a finalizer that reads thread_ids_statistics() on the same thread.
+    cache = ThreadIdsCache()
+    cache.ids(4)
+    cache._arrays = _CollectingArrays(cache._arrays)
+    seen: list[Any] = []
+    outer: list[Any] = []
+
+    def body() -> None:
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            _ReadsThreadIdsWhenCollected(cache, seen)
+            outer.append(cache.statistics())
+        finally:
+            if was_enabled:
+                gc.enable()
+
+    _in_thread(body)
+    assert len(seen) == 2
+    assert seen[0] == outer[0]
+    assert seen[0].counts == (4,)
+    assert seen[1] == "<ThreadIdsCache entries=1/16 bytes=32/67108864>"
