@@ -17,6 +17,12 @@ Invariants:
   * A collected object's slot is retired lazily: the weak reference's callback (run by the
     collector, on any thread, possibly while this thread holds the lock) only appends to a
     list; the next call that takes the lock retires it. Counts are always reported after that.
+  * The lock is reentrant. A collection can start at any allocation a locked section makes (a
+    list grown, a snapshot built), and the finalizers it runs are user code that may read this
+    very registry's ``statistics()``, ``len`` or ``repr``, on the thread that holds the lock.
+    They must not wait for it: they settle and count in place. Every locked section is written
+    so that such a nested read (and the retiring it does) at any of its allocations leaves it
+    correct: it only ever appends to the free list and moves counts by ``+=`` / ``-=``.
 """
 
 from __future__ import annotations
@@ -68,7 +74,7 @@ class SlotTable:
 
     def __init__(self, kind: str) -> None:
         self.kind = kind
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # reentrant: see the module notes
         # Indexed by slot; a subclass keeps its references in a parallel array. No record per
         # slot: a registry of a million graph nodes would otherwise hold a million extra
         # tuples for the collector to walk. The int columns are machine-int ``array``s, not

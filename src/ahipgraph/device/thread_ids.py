@@ -56,7 +56,9 @@ class ThreadIdsCache:
             raise ValueError("cache bounds must be non-negative")
         self.max_entries = max_entries
         self.max_bytes = max_bytes
-        self._lock = threading.Lock()
+        # Reentrant: a collection can start at an allocation made under it (statistics()
+        # builds its record there), and a finalizer it runs may read statistics() again.
+        self._lock = threading.RLock()
         self._arrays: OrderedDict[int, npt.NDArray[np.int64]] = OrderedDict()
         self._nbytes = 0
         self._hits = self._misses = self._evictions = 0

@@ -13,7 +13,9 @@ replay dispatches straight from those bytes. The arena owns that memory:
   on real hardware). In strict mode a dispatch that would read unflushed bytes fails.
 * :meth:`close` returns every chunk to the device allocator at once.
 
-Thread-safety: one short lock; slots are plain records.
+Thread-safety: one short lock; slots are plain records. The lock is reentrant: a collection can
+start at any allocation made under it (a new chunk, a slot record), and a finalizer it runs may
+read :meth:`statistics` (through ``exec.statistics()``) on the thread that holds it.
 """
 
 from __future__ import annotations
@@ -113,7 +115,7 @@ class KernelArgArena:
         self.device = device
         self.chunk_bytes = max(ARG_ALIGNMENT, -(-chunk_bytes // ARG_ALIGNMENT) * ARG_ALIGNMENT)
         self.strict = strict
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # reentrant: see the module notes
         self._chunks: list[tuple[DevicePtr, memoryview]] = []
         self._top = 0  # bump offset in the newest chunk
         self._free: dict[int, list[ArgSlot]] = {}  # reclaimed slots by size
