@@ -8,7 +8,8 @@ node, clone and instantiate, capture, destroy streams and executables in flight,
 their own launches at random awaits. At the same time OS threads (one of them inside an event
 loop of its own) build graphs of every node kind on shared graphs, clone, instantiate, retain
 and release user objects, and destroy graphs, events and any of the loop's executables at
-random moments.
+random moments; the thread with a loop of its own also launches, moving the device to its
+loop whenever the test's loop leaves it idle (else both sides see IllegalState).
 
 The model: an executable's launches run in enqueue order, and each launch rewrites its whole
 buffer from zero, so after everything completes the buffer holds what its last enqueued
@@ -327,9 +328,24 @@ async def _soak(
         try:
             if own_loop:
 
+                async def launch_here() -> None:
+                    # The device moves to this loop only while the test's loop leaves it idle;
+                    # otherwise IllegalState, and the test's loop sees the same while it is here.
+                    stream = device.create_stream()
+                    try:
+                        e = rng.choice(shared_graphs).instantiate()
+                        with e:
+                            h = await e.launch(stream)
+                        await asyncio.wait_for(h, HANG_GUARD)
+                    finally:
+                        stream.destroy()
+
                 async def main() -> None:
                     for _ in range(ops * 3):
                         body()
+                        if rng.random() < 0.05:
+                            with contextlib.suppress(*EXPECTED):
+                                await launch_here()
                         await asyncio.sleep(0)  # a loop of its own, turning between calls
 
                 asyncio.run(main())
