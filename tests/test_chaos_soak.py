@@ -247,7 +247,15 @@ async def _soak(
                 s.destroy()
         elif op == 11:
             # Launch what the threads are building right now: event, host, copy, child nodes.
-            e = rng.choice(shared_graphs).instantiate()
+            source = rng.choice(shared_graphs)
+            before = source.nodes()
+            copy = source.clone()  # the threads keep editing and destroying the source
+            try:
+                for node in before[:3]:  # InvalidValue if a thread destroyed it in between
+                    assert copy.find_in_clone(node).type is node.type
+                e = copy.instantiate()
+            finally:
+                copy.destroy()
             with e:
                 h = await e.launch(rng.choice(streams))
             await asyncio.wait_for(h, HANG_GUARD)
@@ -315,6 +323,12 @@ async def _soak(
                         return
                     shared_graphs[shared_graphs.index(g)] = ahg.Graph()
                 g.destroy()  # tasks may be instantiating it right now
+        elif rng.random() < 0.1:
+            # An event replaced while graphs record and wait on it and launches may use it.
+            with lock:
+                i = rng.randrange(len(shared_events))
+                old, shared_events[i] = shared_events[i], device.create_event()
+            old.destroy()
         else:
             g.add_host_node(host, (0,))
 
