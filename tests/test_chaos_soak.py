@@ -269,7 +269,16 @@ async def _soak(
         for _ in range(ops):
             op = rng.randrange(13)
             try:
-                await task_op(rng, op)
+                if op in (10, 11) and rng.random() < 0.3:
+                    # Capture or launch-and-wait cancelled at a random await.
+                    t = asyncio.ensure_future(task_op(rng, op))
+                    for _ in range(rng.randrange(4)):
+                        await asyncio.sleep(0)  # it may capture, enqueue, park or end here
+                    t.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await t
+                else:
+                    await task_op(rng, op)
             except EXPECTED as error:
                 outcomes[f"{op}:{type(error).__name__}"] += 1
                 if __debug__ and DEBUG:
