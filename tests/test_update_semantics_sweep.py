@@ -182,3 +182,34 @@ async def test_child_setter_checks_the_whole_topology_before_any_parameters() ->
         old_child.destroy()
         new_child.destroy()
         device.free(dev)
+
+
+def _with_child(block: int, host: bool) -> tuple[ahg.Graph, ahg.GraphNode]:
+    child, _ = _kernel_then(block, host)
+    graph = ahg.Graph()
+    graph.add_empty_node()
+    node = graph.add_child_graph_node(child)
+    child.destroy()
+    return graph, node
+
+
+def test_a_child_graph_shape_change_wins_over_its_own_kernels_limits() -> None:
+    """A child graph's shape is compared as a whole before its nodes' parameters: the
+    type change inside it is reported, not the device limits of a kernel before it."""
+    small = ahg.DeviceProperties(max_threads_per_block=256)
+    ahg.configure_devices(2, [ahg.DeviceProperties(), small])
+    device = ahg.get_device(1)
+    old, _ = _with_child(64, host=False)
+    new, node = _with_child(512, host=True)
+    exec_ = old.instantiate(device=device)
+    try:
+        with pytest.raises(ahg.GraphExecUpdateFailure) as caught:
+            exec_.update(new)
+        result = caught.value.result
+        assert result is not None
+        assert result.kind is ahg.UpdateResultKind.NodeTypeChanged
+        assert result.node is node
+    finally:
+        exec_.destroy()
+        old.destroy()
+        new.destroy()

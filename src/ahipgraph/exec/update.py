@@ -181,6 +181,7 @@ def diff_graphs(
     # its node records are never made. A for loop resumes an iterator where a child graph
     # interrupted it.
     stack = [_compared(old, new, new_nodes)]
+    mark = 0  # changes of the top-level nodes before the child graph being compared
     while stack:
         for old_node, new_type, new_deps, new_node_params, new_child, handle in stack[-1]:
             if new_type is NodeType.Kernel and new_deps is None:
@@ -196,14 +197,21 @@ def diff_graphs(
                     problem = compatibility_problem(old_node, new_params)
                     if problem is not None:
                         culprit = top if top is not None else handle
-                        return UpdateResult(problem[0], culprit, problem[1]), changes
+                        return _failed(
+                            UpdateResult(problem[0], culprit, problem[1]), changes, mark, len(stack)
+                        )
                 append((old_node, new_params))
                 continue
             culprit = top if top is not None else handle
             if new_deps is not None:
                 if old_node.type is not new_type:
                     reason = f"{old_node.type.name} became {new_type.name}"
-                    return UpdateResult(UpdateResultKind.NodeTypeChanged, culprit, reason), changes
+                    return _failed(
+                        UpdateResult(UpdateResultKind.NodeTypeChanged, culprit, reason),
+                        changes,
+                        mark,
+                        len(stack),
+                    )
                 # The same dependencies added in another order are the same topology (HIP
                 # compares their count, CUDA the edge set): only another set is a change.
                 if old_node.deps != new_deps and sorted(old_node.deps) != sorted(new_deps):
@@ -217,16 +225,30 @@ def diff_graphs(
                     ):
                         problem = compatibility_problem(old_node, new_node_params)
                         assert problem is not None
-                        return UpdateResult(problem[0], culprit, problem[1]), changes
+                        return _failed(
+                            UpdateResult(problem[0], culprit, problem[1]), changes, mark, len(stack)
+                        )
                     reason = "dependencies changed"
-                    return UpdateResult(UpdateResultKind.TopologyChanged, culprit, reason), changes
+                    return _failed(
+                        UpdateResult(UpdateResultKind.TopologyChanged, culprit, reason),
+                        changes,
+                        mark,
+                        len(stack),
+                    )
             if new_type is NodeType.Graph:
                 assert old_node.child is not None
                 assert new_child is not None
                 assert culprit is not None
                 if len(old_node.child) != len(new_child):
                     reason = "node count changed"
-                    return UpdateResult(UpdateResultKind.TopologyChanged, culprit, reason), changes
+                    return _failed(
+                        UpdateResult(UpdateResultKind.TopologyChanged, culprit, reason),
+                        changes,
+                        mark,
+                        len(stack),
+                    )
+                if len(stack) == 1:
+                    mark = len(changes)
                 stack.append(_compared(old_node.child, new_child, [culprit] * len(new_child)))
                 break  # the child's nodes next; then this graph's, from the node after it
             if new_type is NodeType.MemAlloc and _same_allocation(old_node.params, new_node_params):
@@ -241,15 +263,25 @@ def diff_graphs(
                         else UpdateResultKind.NotSupported
                     )
                     reason = "memory nodes cannot be updated"
-                    return UpdateResult(kind, culprit, reason), changes
+                    return _failed(UpdateResult(kind, culprit, reason), changes, mark, len(stack))
                 continue
             problem = compatibility_problem(old_node, new_params)
             if problem is not None:
-                return UpdateResult(problem[0], culprit, problem[1]), changes
+                return _failed(
+                    UpdateResult(problem[0], culprit, problem[1]), changes, mark, len(stack)
+                )
             append((old_node, new_params))
         else:
             stack.pop()
     return UpdateResult(UpdateResultKind.Success), changes
+
+
+def _failed(
+    result: UpdateResult, changes: list[Change], mark: int, depth: int
+) -> tuple[UpdateResult, list[Change]]:
+    """A failure and the changes checked before it: a child graph's shape is compared as a
+    whole before its nodes' parameters, so a failure inside one keeps none of its changes."""
+    return result, changes if depth == 1 else changes[:mark]
 
 
 _type_of = attrgetter("type")
