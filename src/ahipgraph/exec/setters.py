@@ -32,7 +32,7 @@ from .conditional import check_handles_known
 from .copy_setters import check_same_kind
 from .flags import UpdateResult, UpdateResultKind
 from .snapshot import ExecGraph, ExecNode, snapshot
-from .update import device_limits_problem, diff_graphs, launches_to_check
+from .update import device_limits_problem, diff_graphs, launches_to_check, shape_difference
 
 if TYPE_CHECKING:
     from ..graph.graph import Graph
@@ -170,7 +170,10 @@ def set_child_graph_node_params(updater: Updater, node: GraphNode, child: Graph)
     result, changes = diff_graphs(exec_node.child, new_copy, new_nodes, node)
     if result.kind in _SHAPE_CHANGES:  # HIP's validateChildGraphNodeSetParams
         raise Unknown(f"child graph does not match: {result.reason}")
-    if not result.ok:  # the same shape, but a node's SetParams refuses the change
+    if not result.ok:  # a node's SetParams refuses the change: if the shape differs after it,
+        shape = shape_difference(exec_node.child, new_copy)  # HIP reports that first
+        if shape is not None:
+            raise Unknown(f"child graph does not match: {shape}")
         raise InvalidValue(f"child graph node cannot take the change: {result.reason}")
     check_handles_known(updater.conditionals, changes)  # a parameter, not the shape
     changes, why, _ = updater.settle_conditionals(changes)
@@ -214,6 +217,11 @@ def update(updater: Updater, graph: Graph) -> UpdateResult:
         if updater.update_columns(new_copy):
             return UpdateResult(UpdateResultKind.Success)
         result, changes = diff_graphs(updater.graph, new_copy, new_nodes)
+        if not result.ok:  # HIP goes index by index: an earlier node's SetParams fails first
+            problem = device_limits_problem(changes, updater.device)
+            if problem is not None:
+                kind, why, bad = problem
+                result = UpdateResult(kind, _top_level(updater.graph, bad, new_nodes), why)
         if result.ok:
             changes, why, bad = updater.settle_conditionals(changes)
             if why:

@@ -49,6 +49,7 @@ __all__ = [
     "fit_in_place",
     "same_kernels",
     "same_shape",
+    "shape_difference",
 ]
 
 Change = tuple[ExecNode, Any]
@@ -131,6 +132,25 @@ def compatibility_problem(node: ExecNode, params: Any) -> tuple[UpdateResultKind
     return None
 
 
+def shape_difference(old: ExecGraph, new: ExecGraph) -> str | None:
+    """How ``new``'s topology or node types differ from ``old``'s, child graphs included, or
+    None: the whole comparison HIP's ``validateChildGraphNodeSetParams`` makes before any
+    node's parameters are looked at."""
+    pairs = [(old, new)]
+    while pairs:
+        old_graph, new_graph = pairs.pop()
+        if len(old_graph) != len(new_graph):
+            return "node count changed"
+        for old_node, new_node in zip(old_graph.nodes, new_graph.nodes, strict=True):
+            if old_node.type is not new_node.type:
+                return f"{old_node.type.name} became {new_node.type.name}"
+            if old_node.deps != new_node.deps and sorted(old_node.deps) != sorted(new_node.deps):
+                return "dependencies changed"
+            if old_node.child is not None and new_node.child is not None:
+                pairs.append((old_node.child, new_node.child))
+    return None
+
+
 def check_setter(node: ExecNode, params: Any) -> None:
     """Per-node setters report an incompatible change as InvalidValue, as HIP's do."""
     problem = compatibility_problem(node, params)
@@ -145,6 +165,8 @@ def diff_graphs(
 
     ``new_nodes`` are the new graph's handles in ``new``'s order, used to name the node a
     failure concerns (for a child graph, ``top`` is the child-graph node of the outer graph).
+    On a failure the changes are those of the nodes before the failing one (HIP checks index
+    by index, so one of them whose ``SetParams`` fails is the one reported).
     """
     if len(old) != len(new):
         return UpdateResult(UpdateResultKind.TopologyChanged, top, "node count changed"), []
@@ -159,6 +181,7 @@ def diff_graphs(
     # its node records are never made. A for loop resumes an iterator where a child graph
     # interrupted it.
     stack = [_compared(old, new, new_nodes)]
+    mark = 0  # changes of the top-level nodes before the child graph being compared
     while stack:
         for old_node, new_type, new_deps, new_node_params, new_child, handle in stack[-1]:
             if new_type is NodeType.Kernel and new_deps is None:
@@ -174,26 +197,58 @@ def diff_graphs(
                     problem = compatibility_problem(old_node, new_params)
                     if problem is not None:
                         culprit = top if top is not None else handle
-                        return UpdateResult(problem[0], culprit, problem[1]), []
+                        return _failed(
+                            UpdateResult(problem[0], culprit, problem[1]), changes, mark, len(stack)
+                        )
                 append((old_node, new_params))
                 continue
             culprit = top if top is not None else handle
             if new_deps is not None:
                 if old_node.type is not new_type:
                     reason = f"{old_node.type.name} became {new_type.name}"
-                    return UpdateResult(UpdateResultKind.NodeTypeChanged, culprit, reason), []
+                    return _failed(
+                        UpdateResult(UpdateResultKind.NodeTypeChanged, culprit, reason),
+                        changes,
+                        mark,
+                        len(stack),
+                    )
                 # The same dependencies added in another order are the same topology (HIP
                 # compares their count, CUDA the edge set): only another set is a change.
                 if old_node.deps != new_deps and sorted(old_node.deps) != sorted(new_deps):
+                    # hipGraphExecUpdate checks a top-level memcpy's kind before the node's
+                    # dependencies (a child graph's topology is checked first, as a whole).
+                    if (
+                        new_type is NodeType.Memcpy
+                        and top is None
+                        and len(stack) == 1
+                        and new_node_params.kind != old_node.params.kind
+                    ):
+                        problem = compatibility_problem(old_node, new_node_params)
+                        assert problem is not None
+                        return _failed(
+                            UpdateResult(problem[0], culprit, problem[1]), changes, mark, len(stack)
+                        )
                     reason = "dependencies changed"
-                    return UpdateResult(UpdateResultKind.TopologyChanged, culprit, reason), []
+                    return _failed(
+                        UpdateResult(UpdateResultKind.TopologyChanged, culprit, reason),
+                        changes,
+                        mark,
+                        len(stack),
+                    )
             if new_type is NodeType.Graph:
                 assert old_node.child is not None
                 assert new_child is not None
                 assert culprit is not None
                 if len(old_node.child) != len(new_child):
                     reason = "node count changed"
-                    return UpdateResult(UpdateResultKind.TopologyChanged, culprit, reason), []
+                    return _failed(
+                        UpdateResult(UpdateResultKind.TopologyChanged, culprit, reason),
+                        changes,
+                        mark,
+                        len(stack),
+                    )
+                if len(stack) == 1:
+                    mark = len(changes)
                 stack.append(_compared(old_node.child, new_child, [culprit] * len(new_child)))
                 break  # the child's nodes next; then this graph's, from the node after it
             if new_type is NodeType.MemAlloc and _same_allocation(old_node.params, new_node_params):
@@ -208,15 +263,25 @@ def diff_graphs(
                         else UpdateResultKind.NotSupported
                     )
                     reason = "memory nodes cannot be updated"
-                    return UpdateResult(kind, culprit, reason), []
+                    return _failed(UpdateResult(kind, culprit, reason), changes, mark, len(stack))
                 continue
             problem = compatibility_problem(old_node, new_params)
             if problem is not None:
-                return UpdateResult(problem[0], culprit, problem[1]), []
+                return _failed(
+                    UpdateResult(problem[0], culprit, problem[1]), changes, mark, len(stack)
+                )
             append((old_node, new_params))
         else:
             stack.pop()
     return UpdateResult(UpdateResultKind.Success), changes
+
+
+def _failed(
+    result: UpdateResult, changes: list[Change], mark: int, depth: int
+) -> tuple[UpdateResult, list[Change]]:
+    """A failure and the changes checked before it: a child graph's shape is compared as a
+    whole before its nodes' parameters, so a failure inside one keeps none of its changes."""
+    return result, changes if depth == 1 else changes[:mark]
 
 
 _type_of = attrgetter("type")
