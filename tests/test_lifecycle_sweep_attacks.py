@@ -15,6 +15,8 @@ import time
 import warnings
 from typing import Any
 
+import pytest
+
 import ahipgraph as ahg
 from ahipgraph.core import lifecycle
 
@@ -60,3 +62,36 @@ def test_collect_forgotten_waits_for_a_handle_a_release_dropped() -> None:
         returned.set()
     assert ran == ["first", "in time"]
     gc.collect()
+
+
+class _Unprintable(Exception):
+    def __repr__(self) -> str:
+        raise RuntimeError("no repr")
+
+
+def test_a_with_block_s_exception_survives_a_destructor_that_raises_on_leaving() -> None:
+    """Leaving a graph's ``with`` block by an exception destroys the graph, which runs a user
+    object's destructor: one that raises must not replace the block's exception, which the
+    user must see (the destructor's error rides along as a note)."""
+
+    def raising(_: object) -> None:
+        raise ValueError("destructor failed")
+
+    def unprintable(_: object) -> None:
+        raise _Unprintable
+
+    for destructor, shown in (
+        (raising, "ValueError('destructor failed')"),
+        (unprintable, "_Unprintable"),
+    ):
+        try:
+            with ahg.Graph() as graph:
+                graph.retain_user_object(ahg.UserObject(destructor), move=True)
+                raise KeyError("the block's own")
+        except KeyError as error:
+            notes = getattr(error, "__notes__", [])
+            assert notes == [f"and destroy() on leaving the with block failed: {shown}"]
+        assert not graph.alive
+    # Without a block exception, the destructor's error is the one raised.
+    with pytest.raises(ValueError, match="destructor failed"), ahg.Graph() as graph:
+        graph.retain_user_object(ahg.UserObject(raising), move=True)

@@ -125,3 +125,20 @@ async def test_uploading_an_executable_of_a_replaced_device_is_invalid_device() 
         graph_exec.upload_nowait(stream)
     for handle in (graph_exec, graph, stream):
         handle.destroy()
+
+
+@pytest.mark.asyncio
+async def test_uploading_on_a_stream_kept_from_a_replaced_device_is_invalid_device() -> None:
+    """A live executable uploaded on a stream of the devices ``configure_devices`` replaced was
+    ``InvalidValue`` saying the stream "belongs to device 0, not device 0"."""
+    kept = ahg.get_device(0).create_stream()
+    ahg.configure_devices(1)
+    graph = ahg.Graph()
+    graph.add_empty_node()
+    graph_exec = graph.instantiate()
+    with pytest.raises(ahg.InvalidDevice, match="replaced"):
+        await graph_exec.upload(kept)
+    with pytest.raises(ahg.InvalidDevice, match="replaced"):
+        graph_exec.upload_nowait(kept)
+    for handle in (graph_exec, graph, kept):
+        handle.destroy()

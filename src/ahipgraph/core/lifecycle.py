@@ -267,12 +267,17 @@ class DestroyOnExit:
             if self.alive:
                 raise
             # Destroyed by another thread between the check and the call: nothing left to do.
-        except HipError as error:
+        except Exception as error:
             if exc is None:
                 raise
             # The block's own exception is what the user must see; the failed destroy (a
-            # memory node, which HIP never destroys) rides along as a note.
-            exc.add_note(f"and destroy() on leaving the with block failed: {error!r}")
+            # memory node, which HIP never destroys, or a user object's destructor that
+            # raised) rides along as a note. A BaseException (Ctrl-C in a destructor) wins.
+            try:
+                text = repr(error)
+            except Exception:  # a user's exception whose repr raises: its type still says
+                text = type(error).__name__
+            exc.add_note(f"and destroy() on leaving the with block failed: {text}")
 
 
 # -- finalizers -----------------------------------------------------------------------------------

@@ -675,6 +675,7 @@ def launch_stream(stream: object, device: Device, *, any_device: bool = False) -
         TypeError: ``stream`` is neither None nor a Stream.
         ContextIsDestroyed: the stream was destroyed.
         InvalidValue: the stream belongs to another device.
+        InvalidDevice: the stream's device was replaced by ``configure_devices``.
     """
     if stream is None or stream is STREAM_PER_THREAD:
         # HIP resolves the null stream and hipStreamPerThread on the calling thread's current
@@ -686,6 +687,8 @@ def launch_stream(stream: object, device: Device, *, any_device: bool = False) -
     if stream.state is not StreamState.OPEN:
         stream._check_open()  # raises
     if stream.device is not device and not any_device:
+        if stream.device.engine.retired:  # a stream kept from devices configure_devices replaced
+            stream.device.engine._refuse_retired()  # raises InvalidDevice
         raise InvalidValue(
             f"{stream!r} belongs to device {stream.device.ordinal}, not device {device.ordinal}"
         )
