@@ -13,7 +13,6 @@ while it converted, before it commits anything.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -22,23 +21,12 @@ import ahipgraph as ahg
 from ahipgraph.graph.graph import GRAPHS
 from ahipgraph.graph.node import NODES
 from cleanup import destroy
+from reentrant import Converting
 
 
 @ahg.kernel
 def touch(t: ahg.Threads, x: ahg.Ptr[ahg.float32], n: ahg.int32) -> None:
     pass
-
-
-class Converting:
-    """An int whose conversion first runs ``then`` (once)."""
-
-    def __init__(self, value: int, then: Callable[[], object]) -> None:
-        self.value, self.then = value, then
-
-    def __index__(self) -> int:
-        then, self.then = self.then, lambda: None
-        then()
-        return self.value
 
 
 KINDS = ["kernel", "memset", "alloc", "conditional"]

@@ -34,23 +34,12 @@ import numpy as np
 import pytest
 
 import ahipgraph as ahg
+from reentrant import Converting
 
 
 @ahg.kernel
 def touch(t: ahg.Threads, x: ahg.Ptr[ahg.float32], n: ahg.int32) -> None:
     pass
-
-
-class Converting:
-    """An int whose conversion first runs ``then`` (once)."""
-
-    def __init__(self, value: int, then: Callable[[], object]) -> None:
-        self.value, self.then = value, then
-
-    def __index__(self) -> int:
-        then, self.then = self.then, lambda: None
-        then()
-        return self.value
 
 
 def _add(kind: str, graph: ahg.Graph, ptr: ahg.DevicePtr, value: Any, deps: Any) -> ahg.GraphNode:

@@ -22,6 +22,7 @@ import ahipgraph as ahg
 from ahipgraph.device.memory import ADDRESS_SPACE_BYTES, ALLOCATION_ALIGNMENT, DeviceMemory
 from ahipgraph.testing import run_together
 from cleanup import destroy
+from reentrant import AllocatesWhenCollected
 
 ALIGN = ALLOCATION_ALIGNMENT
 MIB = 1 << 20
@@ -209,23 +210,6 @@ def test_threads_allocating_in_a_used_up_range_get_disjoint_allocations(
     memory.unreserve(history)
 
 
-class _AllocatesWhenCollected:
-    """Cyclic garbage whose ``__del__`` allocates or frees on ``device`` (see
-    test_memory_collector_reentry.py): a collection run inside an allocation's bookkeeping
-    re-enters the allocator on the same thread, between its checks and its placement."""
-
-    def __init__(self, device: ahg.Device, made: list[ahg.DevicePtr], rng: random.Random) -> None:
-        self.cycle = self
-        self.device, self.made, self.rng = device, made, rng
-
-    def __del__(self) -> None:
-        if self.made and self.rng.random() < 0.5:
-            self.device.free(self.made.pop(self.rng.randrange(len(self.made))))
-        else:
-            with contextlib.suppress(ahg.OutOfMemory):
-                self.made.append(self.device.malloc(self.rng.choice([1, 256, 700])))
-
-
 def test_allocations_nested_by_the_collector_in_a_used_up_range_stay_disjoint(
     device: ahg.Device,
 ) -> None:
@@ -241,7 +225,9 @@ def test_allocations_nested_by_the_collector_in_a_used_up_range_stay_disjoint(
             gc.set_threshold(threshold, 1, 1)
             for _ in range(300):
                 for _ in range(rng.randrange(3)):
-                    _AllocatesWhenCollected(device, made, rng)
+                    AllocatesWhenCollected(
+                        device, made, rng, free_share=0.5, tolerate_out_of_memory=True
+                    )
                 with contextlib.suppress(ahg.OutOfMemory):
                     mine.append(device.malloc(rng.choice([1, 256, 513])))
                     taken += 1

@@ -12,20 +12,7 @@ import random
 import numpy as np
 
 import ahipgraph as ahg
-
-
-class _AllocatesWhenCollected:
-    """Cyclic garbage whose ``__del__`` allocates or frees on ``device``."""
-
-    def __init__(self, device: ahg.Device, made: list[ahg.DevicePtr], rng: random.Random) -> None:
-        self.cycle = self
-        self.device, self.made, self.rng = device, made, rng
-
-    def __del__(self) -> None:
-        if self.made and self.rng.random() < 0.3:
-            self.device.free(self.made.pop(self.rng.randrange(len(self.made))))
-        else:
-            self.made.append(self.device.malloc(self.rng.choice([1, 256, 700])))
+from reentrant import AllocatesWhenCollected
 
 
 def test_allocations_made_by_a_collection_inside_malloc_stay_findable() -> None:
@@ -40,7 +27,7 @@ def test_allocations_made_by_a_collection_inside_malloc_stay_findable() -> None:
             gc.set_threshold(threshold, 1, 1)
             for _ in range(200):
                 for _ in range(rng.randrange(3)):
-                    _AllocatesWhenCollected(device, made, rng)
+                    AllocatesWhenCollected(device, made, rng)
                 mine.append(device.malloc(rng.choice([1, 256, 513])))
                 if rng.random() < 0.2:
                     device.free(mine.pop(rng.randrange(len(mine))))

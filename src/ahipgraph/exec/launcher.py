@@ -435,18 +435,8 @@ class Launcher:
                     memory.announce_free(ptr, report_to or stream)
             signals = signal_set.signals
             signals[compiled.prev_index] = self.last_done
-            # Every wait node takes its event's record from before this launch, and only
-            # then do the record nodes re-record: in the compiled (strand) order a record
-            # node can come before a wait node it depends on, and that wait must not take
-            # the record it precedes (the launch would wait for itself and never end).
-            for binding in compiled.bindings:
-                if not binding.is_record:
-                    signals[binding.index] = binding.node.params.event.signal or REACHED
-            for binding in compiled.bindings:
-                if binding.is_record:
-                    record = Signal(1)
-                    signals[binding.index] = record
-                    binding.node.params.event._recorded(record)
+            if compiled.bindings:  # event nodes: none in most graphs
+                _bind_events(compiled.bindings, signals)
             launch = Launch(self, version, signal_set, report_to or stream)
             self.last_done = launch.done
         strand_ops = version.strand_ops
@@ -531,3 +521,21 @@ def _check_events(bindings: list[EventBinding], graph: ExecGraph) -> None:
                 f"event-{kind} node id={binding.node.id} names a destroyed event ({event!r}); "
                 f"{hint}"
             )
+
+
+def _bind_events(bindings: Any, signals: list[Any]) -> None:
+    """Give a launch's event nodes their signals in ``signals``.
+
+    Every wait node takes its event's record from before this launch, and only
+    then do the record nodes re-record: in the compiled (strand) order a record
+    node can come before a wait node it depends on, and that wait must not take
+    the record it precedes (the launch would wait for itself and never end).
+    """
+    for binding in bindings:
+        if not binding.is_record:
+            signals[binding.index] = binding.node.params.event.signal or REACHED
+    for binding in bindings:
+        if binding.is_record:
+            record = Signal(1)
+            signals[binding.index] = record
+            binding.node.params.event._recorded(record)
