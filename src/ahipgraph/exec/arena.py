@@ -21,6 +21,7 @@ read :meth:`statistics` (through ``exec.statistics()``) on the thread that holds
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import repeat
@@ -39,11 +40,44 @@ __all__ = [
     "ArgSpan",
     "KernelArgArena",
     "ARG_ALIGNMENT",
+    "reserved_on",
     "HEADROOM_BYTES",
 ]
 
 ARG_ALIGNMENT = 16
 HEADROOM_BYTES = 128 * 1024  # HIP's kKernArgChunkSize
+
+
+class _Tally:
+    """The bytes every arena of one device reserves (see :func:`reserved_on`)."""
+
+    __slots__ = ("bytes",)
+
+    def __init__(self) -> None:
+        self.bytes = 0
+
+
+# Kept as chunks come and go, which is rare (an executable's first chunk, a full one, a close),
+# so a trace's counter track, which reads it after every packet, pays O(1) rather than asking
+# every live executable. A tally is found (or made) before the lock is taken: the sum under the
+# lock makes only an int, which no collection starts from, so no finalizer's instantiate can
+# nest inside it and lose an update.
+_TALLIES: weakref.WeakKeyDictionary[Device, _Tally] = weakref.WeakKeyDictionary()
+_TALLY_LOCK = threading.Lock()
+
+
+def reserved_on(device: Device) -> int:
+    """The bytes the kernel-argument arenas of ``device``'s live executables reserve."""
+    tally = _TALLIES.get(device)
+    return 0 if tally is None else tally.bytes
+
+
+def _tally(device: Device, chunks: int, chunk_bytes: int) -> None:
+    tally = _TALLIES.setdefault(device, _Tally())
+    delta = chunks * chunk_bytes
+    with _TALLY_LOCK:
+        tally.bytes += delta
+
 
 # Consecutive argument places in one chunk: (chunk, its buffer, offsets, sizes); see place_spans.
 ArgSpan = tuple[int, memoryview, Sequence[int], Sequence[int]]
@@ -149,6 +183,7 @@ class KernelArgArena:
             if not self.closed and not self._chunks:
                 self._chunks.append(self._new_chunk())
                 self._top = 0
+                _tally(self.device, 1, self.chunk_bytes)
 
     def allocate(self, size: int) -> ArgSlot:
         """A slot of ``size`` bytes, aligned to ``ARG_ALIGNMENT``; reuses a reclaimed slot first.
@@ -221,6 +256,8 @@ class KernelArgArena:
             # Commit: nothing below can fail.
             base = len(self._chunks) - 1
             self._chunks.extend(chunks)
+            if chunks:
+                _tally(self.device, len(chunks), self.chunk_bytes)
             self._top = top
             slots: list[ArgSlot] = []
             for size, place in zip(sizes, places, strict=True):
@@ -439,15 +476,22 @@ class KernelArgArena:
             self._free.clear()
             self._unflushed.clear()
             self._live = 0
+            _tally(self.device, -len(chunks), self.chunk_bytes)
         for ptr, _ in chunks:
             self.device.memory.free(ptr)
+
+    @property
+    def bytes_reserved(self) -> int:
+        """Device memory the chunks take, in O(1) and without the lock (one ``len``): a trace
+        samples it after every packet."""
+        return len(self._chunks) * self.chunk_bytes
 
     def statistics(self) -> ArenaStatistics:
         with self._lock:
             return ArenaStatistics(
                 chunks=len(self._chunks),
                 chunk_bytes=self.chunk_bytes,
-                bytes_reserved=len(self._chunks) * self.chunk_bytes,
+                bytes_reserved=self.bytes_reserved,
                 live_slots=self._live,
                 free_slots=sum(len(v) for v in self._free.values()),
                 allocations=self._allocations,

@@ -195,6 +195,14 @@ class SignalSetPool:
         # Over a copy: a launch on another thread's loop may make a set meanwhile.
         return self._closed_acquires + sum(s.borrows for s in list(self._made))
 
+    @property
+    def in_use(self) -> int:
+        """Sets borrowed now (0 once closed), in O(1): a trace samples it after every packet."""
+        if self.closed:
+            return 0
+        sets = self.prepopulated + len(self._grown)
+        return sets - len(self._free) - len(self._unmade)
+
     def statistics(self) -> SignalPoolStatistics:
         free = len(self._free) + len(self._unmade)
         misses = len(self._grown)

@@ -60,6 +60,7 @@ from ..device.ops import (
     user_repr,
 )
 from ..device.signal import Signal
+from ..exec.arena import reserved_on
 from ..exec.compile import EventRecordOp, StrictKernelOp
 from ..exec.conditional import ConditionalOp
 from ..exec.graph_exec import EXECS, GraphExec, _Launch
@@ -356,6 +357,12 @@ class _Recorder(hooks.Observer):
         self._exec_numbers: weakref.WeakKeyDictionary[GraphExec, int] = weakref.WeakKeyDictionary()
         self._launch_counts: dict[int, int] = {}
         self._launches: dict[_Launch, int] = {}
+        # The executables whose launches held signal sets as tracing began: with those it
+        # numbers (launched since), the only ones whose sets in use can move, so a sample
+        # reads a few executables rather than every live one.
+        self._busy_before: weakref.WeakSet[GraphExec] = weakref.WeakSet(
+            graph_exec for graph_exec in EXECS.live_objects() if graph_exec.signal_sets_in_use
+        )
         # executable -> strand -> op position -> node label
         self._node_labels: weakref.WeakKeyDictionary[GraphExec, dict[int, dict[int, str]]] = (
             weakref.WeakKeyDictionary()
@@ -576,16 +583,10 @@ class _Recorder(hooks.Observer):
         if self.closed:
             return
         with self._lock:
-            known = list(self._exec_numbers.keys())
-        # Statistics take each executable's own locks: read them outside the recorder's, so
-        # no lock of the runtime is ever taken while it is held.
-        sets = arena = 0
-        for graph_exec in {*known, *EXECS.live_objects()}:
-            if graph_exec.device is device:
-                stats = graph_exec.statistics()
-                sets += stats.signal_pool.in_use
-                arena += stats.arena.bytes_reserved
-        values = (sets, arena, device.memory.bytes_in_use)
+            known = {*self._exec_numbers.keys(), *self._busy_before}
+        # Read outside the recorder's lock, so no lock of the runtime is taken while it is held.
+        sets = sum(e.signal_sets_in_use for e in known if e.device is device)
+        values = (sets, reserved_on(device), device.memory.bytes_in_use)
         with self._lock:
             if not self.closed and self._last_counter.get(device.ordinal) != values:
                 self._last_counter[device.ordinal] = values
