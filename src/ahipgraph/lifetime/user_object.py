@@ -145,7 +145,10 @@ class UserObject(RefCounted, DestroyOnExit):
 
     Args:
         destructor: called once, as ``destructor(data)``, when the last reference goes.
-        data: passed to the destructor (may be None, as HIP allows a null pointer).
+        data: passed to the destructor (may be None, as HIP allows a null pointer). Held
+            until the destructor runs: data that refers to a graph or executable owning
+            this object keeps both alive until that graph is destroyed (refer to it weakly
+            to let a forgotten graph go).
         initial_refcount: references the caller starts with (1..INT_MAX).
 
     Raises:
