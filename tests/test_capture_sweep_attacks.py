@@ -1,0 +1,166 @@
+"""Attacks on stream capture that once found a bug.
+
+* A node a capture made or needs, destroyed while the capture is in progress (the stream's
+  last captured node, a ``begin_capture_to_graph`` dependency, a node an event recorded in the
+  capture carries to its waiters, a captured node in the middle of the chain): the capture
+  stayed ACTIVE with a destroyed node in its dependency set, ``capture_info()`` listed it,
+  every later captured operation failed with ``InvalidValue`` and ``end_capture`` reported an
+  unjoined fork that never was (or, with no later operation, returned a graph missing the
+  work). HIP keeps raw pointers there (its next captured call uses freed memory); the capture
+  is now invalidated at that moment, as when its whole graph is destroyed.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import ahipgraph as ahg
+from capture_helpers import NBYTES, Baseline, N, affine, no_capture_left
+from cleanup import destroy
+
+INVALIDATED = ahg.CaptureStatus.INVALIDATED
+
+
+async def _launch(stream: ahg.Stream, ptr: ahg.DevicePtr, add: int = 0) -> ahg.GraphNode:
+    work = await stream.launch_kernel(affine, N, 1, (N, 1, add, ptr, ptr))
+    node = work.node
+    assert node is not None
+    return node
+
+
+def _ends_invalidated(stream: ahg.Stream) -> None:
+    assert stream.is_capturing() is INVALIDATED
+    assert stream.capture_info() == ahg.CaptureInfo(INVALIDATED)
+    with pytest.raises(ahg.StreamCaptureInvalidated):
+        stream.end_capture()
+    assert stream.is_capturing() is ahg.CaptureStatus.NONE
+
+
+# -- a node the capture made or needs, destroyed mid-capture -------------------------------------
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("then", ["end", "launch", "memset"])
+async def test_the_streams_last_captured_node_destroyed_invalidates_the_capture(
+    device: ahg.Device, then: str
+) -> None:
+    stream, ptr = device.create_stream(), device.malloc(NBYTES)
+    before = Baseline.take(device)
+    stream.begin_capture()
+    await _launch(stream, ptr)
+    last = await _launch(stream, ptr, 1)
+    last.destroy()
+    assert stream.is_capturing() is INVALIDATED
+    if then == "launch":
+        with pytest.raises(ahg.StreamCaptureInvalidated):
+            await _launch(stream, ptr, 2)
+    elif then == "memset":
+        with pytest.raises(ahg.StreamCaptureInvalidated):
+            await stream.memset(ptr, 0, 8)
+    _ends_invalidated(stream)  # not StreamCaptureUnjoined: nothing was forked
+    assert Baseline.take(device) == before  # the capture's own graph was freed
+    destroy(stream, ptr)
+
+
+@pytest.mark.asyncio
+async def test_the_only_captured_node_destroyed_is_not_an_empty_graph(device: ahg.Device) -> None:
+    stream, ptr = device.create_stream(), device.malloc(NBYTES)
+    stream.begin_capture()
+    (await _launch(stream, ptr)).destroy()
+    _ends_invalidated(stream)  # was: a graph with no nodes, the captured work silently gone
+    destroy(stream, ptr)
+    no_capture_left()
+
+
+@pytest.mark.asyncio
+async def test_a_captured_node_in_the_middle_destroyed_invalidates_the_capture(
+    device: ahg.Device,
+) -> None:
+    stream, ptr = device.create_stream(), device.malloc(NBYTES)
+    stream.begin_capture()
+    await _launch(stream, ptr)
+    middle = await _launch(stream, ptr, 1)
+    await _launch(stream, ptr, 2)
+    middle.destroy()  # the first and last nodes lose their order
+    _ends_invalidated(stream)
+    destroy(stream, ptr)
+    no_capture_left()
+
+
+@pytest.mark.asyncio
+async def test_a_begin_capture_to_graph_dependency_destroyed_invalidates_the_capture(
+    device: ahg.Device,
+) -> None:
+    stream, ptr = device.create_stream(), device.malloc(NBYTES)
+    graph = ahg.Graph()
+    dep, spare = graph.add_empty_node(), graph.add_empty_node()
+    stream.begin_capture_to_graph(graph, [dep])
+    spare.destroy()  # a node the capture does not need: an edit HIP allows, no effect
+    assert stream.is_capturing() is ahg.CaptureStatus.ACTIVE
+    dep.destroy()
+    with pytest.raises(ahg.StreamCaptureInvalidated):
+        await _launch(stream, ptr)  # was: InvalidValue, "... was destroyed", capture ACTIVE
+    _ends_invalidated(stream)
+    assert not graph.destroyed  # the user's graph stays the user's
+    assert graph.nodes() == []
+    destroy(graph, stream, ptr)
+    no_capture_left()
+
+
+@pytest.mark.asyncio
+async def test_a_node_an_event_carries_to_its_waiters_destroyed_invalidates_the_capture(
+    device: ahg.Device,
+) -> None:
+    origin, fork, ptr = device.create_stream(), device.create_stream(), device.malloc(NBYTES)
+    event = device.create_event()
+    graph = ahg.Graph()
+    manual = graph.add_empty_node()  # not captured: only the event needs it
+    origin.begin_capture_to_graph(graph, [manual])
+    await origin.record_event(event)  # carries {manual}
+    origin.update_capture_dependencies([], ahg.CaptureDependencies.SET)  # origin lets go of it
+    manual.destroy()
+    assert origin.is_capturing() is INVALIDATED
+    await fork.wait_event(event)  # joins the capture, invalidated: never the destroyed node
+    assert fork.capture_info() == ahg.CaptureInfo(INVALIDATED)
+    with pytest.raises(ahg.StreamCaptureInvalidated):
+        await _launch(fork, ptr)
+    _ends_invalidated(origin)
+    assert fork.is_capturing() is ahg.CaptureStatus.NONE
+    destroy(graph, origin, fork, event, ptr)
+    no_capture_left()
+
+
+@pytest.mark.asyncio
+async def test_a_node_destroyed_in_a_forked_streams_set_invalidates_every_stream(
+    device: ahg.Device,
+) -> None:
+    origin, fork, ptr = device.create_stream(), device.create_stream(), device.malloc(NBYTES)
+    event = device.create_event()
+    origin.begin_capture()
+    await origin.record_event(event)
+    await fork.wait_event(event)  # fork joins
+    forked = await _launch(fork, ptr)
+    forked.destroy()
+    assert fork.is_capturing() is INVALIDATED
+    with pytest.raises(ahg.StreamCaptureInvalidated):
+        await _launch(origin, ptr)
+    _ends_invalidated(origin)
+    assert fork.is_capturing() is ahg.CaptureStatus.NONE
+    destroy(origin, fork, event, ptr)
+    no_capture_left()
+
+
+@pytest.mark.asyncio
+async def test_a_refused_node_destroy_leaves_the_capture_active(device: ahg.Device) -> None:
+    stream = device.create_stream()
+    stream.begin_capture()
+    ptr = await stream.malloc_async(NBYTES)  # a MemAlloc node: it cannot be destroyed
+    deps = stream.capture_info().dependencies
+    with pytest.raises(ahg.NotSupported):
+        deps[0].destroy()
+    assert stream.is_capturing() is ahg.CaptureStatus.ACTIVE  # a refused call changes nothing
+    await stream.free_async(ptr)
+    graph = stream.end_capture()
+    assert len(graph.nodes()) == 2  # alloc, free
+    destroy(graph, stream)
+    no_capture_left()
