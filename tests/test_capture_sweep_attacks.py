@@ -8,6 +8,8 @@
   unjoined fork that never was (or, with no later operation, returned a graph missing the
   work). HIP keeps raw pointers there (its next captured call uses freed memory); the capture
   is now invalidated at that moment, as when its whole graph is destroyed.
+* A ``begin_capture_to_graph`` dependency destroyed on another thread after the begin checked
+  it, before the begin took the capture lock: the capture began ACTIVE with that dead node.
 """
 
 from __future__ import annotations
@@ -162,5 +164,36 @@ async def test_a_refused_node_destroy_leaves_the_capture_active(device: ahg.Devi
     await stream.free_async(ptr)
     graph = stream.end_capture()
     assert len(graph.nodes()) == 2  # alloc, free
+    destroy(graph, stream)
+    no_capture_left()
+
+
+@pytest.mark.asyncio
+async def test_a_dependency_destroyed_while_begin_capture_to_graph_waits_for_the_lock(
+    device: ahg.Device, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another thread destroys a dependency after the begin checked it and before the begin
+    holds the capture lock: no capture exists yet to invalidate, so the begin must see it."""
+    from ahipgraph.device import table
+    from ahipgraph.runtime import capture_lifecycle
+
+    stream = device.create_stream()
+    graph = ahg.Graph()
+    dep = graph.add_empty_node()
+
+    class DestroysTheDependency:
+        """The device table, whose check the begin makes under the lock: the other thread's
+        destroy lands at that point (the lock is re-entrant, so it can here)."""
+
+        @staticmethod
+        def live(dev: ahg.Device) -> None:
+            dep.destroy()
+            table.live(dev)
+
+    monkeypatch.setattr(capture_lifecycle, "_device_table", DestroysTheDependency)
+    with pytest.raises(ahg.InvalidValue, match="destroyed"):
+        stream.begin_capture_to_graph(graph, [dep])
+    monkeypatch.undo()
+    assert stream.is_capturing() is ahg.CaptureStatus.NONE  # was: ACTIVE, the dead node its set
     destroy(graph, stream)
     no_capture_left()

@@ -93,6 +93,11 @@ def begin(
             # Again, under the lock a graph's destruction takes (capture_state.target_destroyed):
             # destroyed on another thread meanwhile, it must not get a capture that stays ACTIVE.
             api.live_graph(graph, "capture graph")
+            # And its dependencies: one destroyed on another thread since they were checked
+            # found no capture to invalidate (capture_state.node_destroyed), so a capture begun
+            # after it on that node would stay ACTIVE with a destroyed node in its set.
+            for node in dep_list:
+                graph._check_member(node, "capture dependency")
         target: Graph = api.Graph() if graph is None else graph
         if graph is None:
             # The capture's own graph, which nobody was given: if the capture is collected
