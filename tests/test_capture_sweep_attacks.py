@@ -10,6 +10,9 @@
   is now invalidated at that moment, as when its whole graph is destroyed.
 * A ``begin_capture_to_graph`` dependency destroyed on another thread after the begin checked
   it, before the begin took the capture lock: the capture began ACTIVE with that dead node.
+* ``update_capture_dependencies`` refused by an invalidated capture said the stream "is not
+  capturing" (while ``is_capturing()`` says INVALIDATED), or, invalidated under the call by
+  its own iterable, that the capture "ended".
 """
 
 from __future__ import annotations
@@ -196,4 +199,42 @@ async def test_a_dependency_destroyed_while_begin_capture_to_graph_waits_for_the
     monkeypatch.undo()
     assert stream.is_capturing() is ahg.CaptureStatus.NONE  # was: ACTIVE, the dead node its set
     destroy(graph, stream)
+    no_capture_left()
+
+
+# -- update_capture_dependencies says why it refuses -----------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_an_update_refused_by_an_invalidated_capture_says_so(device: ahg.Device) -> None:
+    stream, ptr = device.create_stream(), device.malloc(NBYTES)
+    stream.begin_capture()
+    last = await _launch(stream, ptr)
+    with pytest.raises(ahg.StreamCaptureUnsupported):
+        stream.query()  # invalidates
+    with pytest.raises(ahg.IllegalState, match="was invalidated"):  # was: "... is not capturing"
+        stream.update_capture_dependencies([last], ahg.CaptureDependencies.ADD)
+    _ends_invalidated(stream)
+    destroy(stream, ptr)
+    no_capture_left()
+
+
+@pytest.mark.asyncio
+async def test_an_update_whose_nodes_destroy_the_streams_dependency(device: ahg.Device) -> None:
+    """The iterable (user code) destroys the node the stream depends on: the capture is
+    invalidated under the call, which refuses, saying so, and changes nothing else."""
+    stream, ptr = device.create_stream(), device.malloc(NBYTES)
+    stream.begin_capture()
+    first = await _launch(stream, ptr)
+    last = await _launch(stream, ptr, 1)
+
+    class DestroysTheDependency:
+        def __iter__(self):  # type: ignore[no-untyped-def]
+            last.destroy()
+            return iter([first])
+
+    with pytest.raises(ahg.IllegalState, match="invalidated while this call"):
+        stream.update_capture_dependencies(DestroysTheDependency())  # type: ignore[arg-type]
+    _ends_invalidated(stream)
+    destroy(stream, ptr)
     no_capture_left()

@@ -222,8 +222,11 @@ def update_dependencies(stream: Stream, nodes: Sequence[GraphNode], flags: int) 
     stream._check_open()
     with _LOCK:
         part = stream._capture
-        if not isinstance(part, StreamCapture) or part.session.status is not CaptureStatus.ACTIVE:
+        if not isinstance(part, StreamCapture):
             raise IllegalState(f"{stream!r} is not capturing")
+        if part.session.status is not CaptureStatus.ACTIVE:
+            # HIP's code for any status but ACTIVE; the message says which, as is_capturing does
+            raise IllegalState(f"the capture on {stream!r} was invalidated: it takes no updates")
         if nodes is None:
             raise InvalidValue("dependencies are null")
         if not isinstance(nodes, Iterable):  # a number, a lone node: not a bare "not iterable"
@@ -234,6 +237,10 @@ def update_dependencies(stream: Stream, nodes: Sequence[GraphNode], flags: int) 
             # The iterable or the flags' __index__ (user code; the lock is re-entrant) ended
             # the capture or destroyed the stream: nothing is left to update.
             stream._check_open()
+            if stream._capture is part:
+                raise IllegalState(
+                    f"the capture on {stream!r} was invalidated while this call was being made"
+                )
             raise IllegalState(f"the capture on {stream!r} ended while this call was being made")
         graph = part.session.graph
         if len(new) > len(graph._nodes):
