@@ -13,6 +13,8 @@
 * ``update_capture_dependencies`` refused by an invalidated capture said the stream "is not
   capturing" (while ``is_capturing()`` says INVALIDATED), or, invalidated under the call by
   its own iterable, that the capture "ended".
+* An unjoined ``end_capture`` gave only a count of "forked branches": after an edge removed by
+  hand between two of the origin's own nodes, there was no fork to look for. It names them.
 """
 
 from __future__ import annotations
@@ -236,5 +238,30 @@ async def test_an_update_whose_nodes_destroy_the_streams_dependency(device: ahg.
     with pytest.raises(ahg.IllegalState, match="invalidated while this call"):
         stream.update_capture_dependencies(DestroysTheDependency())  # type: ignore[arg-type]
     _ends_invalidated(stream)
+    destroy(stream, ptr)
+    no_capture_left()
+
+
+# -- an unjoined end names the nodes ---------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_an_edge_removed_by_hand_mid_capture_is_unjoined_naming_the_node(
+    device: ahg.Device,
+) -> None:
+    """HIP's unjoined check finds the origin's own first node a leaf once its edge to the next
+    is removed: the error (HIP's code) names the node, not only a count of "forked branches"
+    that the user never made."""
+    stream, ptr = device.create_stream(), device.malloc(NBYTES)
+    stream.begin_capture()
+    first = await _launch(stream, ptr)
+    second = await _launch(stream, ptr, 1)
+    graph = stream.capture_info().graph
+    assert graph is not None
+    graph.remove_dependencies(first, second)
+    with pytest.raises(ahg.StreamCaptureUnjoined) as caught:
+        stream.end_capture()
+    assert f"Kernel id={first.id} " in str(caught.value)
+    assert stream.is_capturing() is ahg.CaptureStatus.NONE
     destroy(stream, ptr)
     no_capture_left()

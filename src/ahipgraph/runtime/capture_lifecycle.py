@@ -159,7 +159,13 @@ def _unjoined(session: CaptureSession, joined: list[GraphNode]) -> str | None:
     if any(n in session.removed for n in leaves):
         return None
     if leaves:
-        return f"{len(leaves)} forked branch(es) were never joined back into the origin stream"
+        # Named: a leaf is a fork's work never joined back, or, after an edge or node the
+        # user removed from the graph, work of the origin itself; the count alone told neither.
+        named = ", ".join(repr(n) for n in leaves[:3]) + (", ..." if len(leaves) > 3 else "")
+        return (
+            f"{len(leaves)} forked branch(es) were never joined back into the origin stream: "
+            f"captured node(s) {named} precede nothing the origin's next node depends on"
+        )
     return None
 
 
