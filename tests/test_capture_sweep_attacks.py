@@ -19,6 +19,9 @@
 
 from __future__ import annotations
 
+import os
+import threading
+
 import pytest
 
 import ahipgraph as ahg
@@ -263,5 +266,55 @@ async def test_an_edge_removed_by_hand_mid_capture_is_unjoined_naming_the_node(
         stream.end_capture()
     assert f"Kernel id={first.id} " in str(caught.value)
     assert stream.is_capturing() is ahg.CaptureStatus.NONE
+    destroy(stream, ptr)
+    no_capture_left()
+
+
+@pytest.mark.skipif(
+    bool(os.environ.get("AHIPGRAPH_RACE_CHECK")), reason="races captured launches on purpose"
+)
+def test_a_captured_node_destroyed_on_another_thread_while_launches_are_captured(
+    device: ahg.Device,
+) -> None:
+    """One thread captures launches while another destroys one of them: the destroy takes the
+    capture lock before the graph's (as a captured launch does), so neither waits on the
+    other for good, and the capture ends invalidated whichever launch came last."""
+    stream, ptr = device.create_stream(), device.malloc(NBYTES)
+    stream.begin_capture(ahg.CaptureMode.RELAXED)
+    graph = stream.capture_info().graph
+    assert graph is not None
+    three, done = threading.Event(), threading.Event()
+    errors: list[BaseException] = []
+
+    def capture() -> None:
+        try:
+            for count in range(1, 1_000_000):  # bounded: the destroy comes after 3
+                stream.launch_kernel_nowait(affine, N, 1, (N, 1, 0, ptr, ptr))
+                if count == 3:
+                    three.set()
+                if done.is_set():
+                    return
+        except ahg.StreamCaptureInvalidated:
+            return
+        except BaseException as error:
+            errors.append(error)
+
+    def destroy_one() -> None:
+        try:
+            three.wait(10)
+            graph.nodes()[1].destroy()
+        except BaseException as error:
+            errors.append(error)
+        finally:
+            done.set()
+
+    threads = [threading.Thread(target=capture), threading.Thread(target=destroy_one)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert not any(thread.is_alive() for thread in threads)  # a hang detector only
+    assert errors == []
+    _ends_invalidated(stream)
     destroy(stream, ptr)
     no_capture_left()
