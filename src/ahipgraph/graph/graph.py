@@ -1146,12 +1146,15 @@ class Graph(DestroyOnExit):
                 errors.clear()  # no cycle through this frame: see lifetime/user_object.py
 
     def _destroy_node(self, node: GraphNode) -> None:
-        with self.lock:
+        # The capture lock first (see _teardown_locked): a capture that made or needs the node
+        # is invalidated atomically with its removal (capture_state.node_destroyed).
+        with capture_state.LOCK, self.lock:
             if self._life.freed:  # collected: destroyed from a cycle-mate's __del__
                 return
             node._check_alive()
             if node._type in _MEM_NODE_TYPES:
                 raise NotSupported(f"{node._type.name} nodes cannot be destroyed")
+            capture_state.node_destroyed(self, node)
             for dep in list(edge_nodes(node._deps)):
                 self._unlink(dep, node)
             for succ in list(edge_nodes(node._succ)):

@@ -460,7 +460,9 @@ class GraphNode(NodeCopySetters, DestroyOnExit):
         """Remove the node and its edges from the graph (``hipGraphDestroyNode``).
 
         Destroying a child-graph node destroys its embedded graph, releasing that graph's
-        user-object references.
+        user-object references. A stream capture in progress that added the node, or whose
+        next captured node would depend on it, is invalidated (its ``end_capture`` raises
+        ``StreamCaptureInvalidated``): HIP's capture would go on with a dangling node.
 
         Raises:
             InvalidValue: the node or its graph was already destroyed.

@@ -93,6 +93,11 @@ def begin(
             # Again, under the lock a graph's destruction takes (capture_state.target_destroyed):
             # destroyed on another thread meanwhile, it must not get a capture that stays ACTIVE.
             api.live_graph(graph, "capture graph")
+            # And its dependencies: one destroyed on another thread since they were checked
+            # found no capture to invalidate (capture_state.node_destroyed), so a capture begun
+            # after it on that node would stay ACTIVE with a destroyed node in its set.
+            for node in dep_list:
+                graph._check_member(node, "capture dependency")
         target: Graph = api.Graph() if graph is None else graph
         if graph is None:
             # The capture's own graph, which nobody was given: if the capture is collected
@@ -154,7 +159,13 @@ def _unjoined(session: CaptureSession, joined: list[GraphNode]) -> str | None:
     if any(n in session.removed for n in leaves):
         return None
     if leaves:
-        return f"{len(leaves)} forked branch(es) were never joined back into the origin stream"
+        # Named: a leaf is a fork's work never joined back, or, after an edge or node the
+        # user removed from the graph, work of the origin itself; the count alone told neither.
+        named = ", ".join(repr(n) for n in leaves[:3]) + (", ..." if len(leaves) > 3 else "")
+        return (
+            f"{len(leaves)} forked branch(es) were never joined back into the origin stream: "
+            f"captured node(s) {named} precede nothing the origin's next node depends on"
+        )
     return None
 
 
@@ -217,8 +228,11 @@ def update_dependencies(stream: Stream, nodes: Sequence[GraphNode], flags: int) 
     stream._check_open()
     with _LOCK:
         part = stream._capture
-        if not isinstance(part, StreamCapture) or part.session.status is not CaptureStatus.ACTIVE:
+        if not isinstance(part, StreamCapture):
             raise IllegalState(f"{stream!r} is not capturing")
+        if part.session.status is not CaptureStatus.ACTIVE:
+            # HIP's code for any status but ACTIVE; the message says which, as is_capturing does
+            raise IllegalState(f"the capture on {stream!r} was invalidated: it takes no updates")
         if nodes is None:
             raise InvalidValue("dependencies are null")
         if not isinstance(nodes, Iterable):  # a number, a lone node: not a bare "not iterable"
@@ -229,6 +243,10 @@ def update_dependencies(stream: Stream, nodes: Sequence[GraphNode], flags: int) 
             # The iterable or the flags' __index__ (user code; the lock is re-entrant) ended
             # the capture or destroyed the stream: nothing is left to update.
             stream._check_open()
+            if stream._capture is part:
+                raise IllegalState(
+                    f"the capture on {stream!r} was invalidated while this call was being made"
+                )
             raise IllegalState(f"the capture on {stream!r} ended while this call was being made")
         graph = part.session.graph
         if len(new) > len(graph._nodes):

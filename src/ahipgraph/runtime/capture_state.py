@@ -63,6 +63,7 @@ __all__ = [
     "CaptureStatistics",
     "CaptureStatus",
     "exchange_capture_mode",
+    "node_destroyed",
     "statistics",
     "target_destroyed",
 ]
@@ -287,6 +288,36 @@ def target_destroyed(graph: Graph) -> None:
     for session in _SESSIONS:
         if session.graph is graph:
             session.invalidate()
+
+
+def node_destroyed(graph: Graph, node: GraphNode) -> None:
+    """``node`` of ``graph`` is being destroyed: a capture that made or needs it is invalidated.
+
+    The lock is held (the graph layer takes it before the graph's own lock). A capture needs a
+    node when it is in a member stream's dependency set (a ``begin_capture_to_graph``
+    dependency, the stream's last captured node, an ``update_capture_dependencies`` node) or
+    in the set an event recorded during the capture carries to its waiters. HIP keeps raw
+    pointers there, so its next captured call uses freed memory; and a node the capture
+    added, once gone, silently drops the stream's work and the order between its neighbours.
+    Dropping the node from the sets instead would make the next node a root, unordered after
+    the work before it: a wrong graph without an error. So the capture reads INVALIDATED, as
+    after any illegal call: later operations and ``end_capture`` fail with
+    ``StreamCaptureInvalidated``, rather than every later operation failing with
+    ``InvalidValue`` and ``end_capture`` reporting an unjoined fork that never was. A node
+    added by hand to a capture's target, and needed by none, goes without effect (HIP lets a
+    user edit that graph during the capture).
+    """
+    for session in _SESSIONS:
+        if session.graph is not graph or session.status is not CaptureStatus.ACTIVE:
+            continue
+        if node in session.captured or any(node in part.deps for part in session.members):
+            session.invalidate()
+            continue
+        for event in session.recorded:
+            link = _LINKS.get(event)
+            if link is not None and link.session is session and node in link.deps:
+                session.invalidate()
+                break
 
 
 # -- the null stream's guard -----------------------------------------------------------------------

@@ -98,7 +98,8 @@ class StreamCaptureMixin:
         as unjoined branches at ``end_capture``.
 
         Raises:
-            ContextIsDestroyed: the stream was destroyed. IllegalState: not capturing.
+            ContextIsDestroyed: the stream was destroyed. IllegalState: not capturing, or
+                the capture was invalidated (before or during the call; the message says which).
             InvalidValue: ``nodes`` None, more nodes than the graph has, bad flags, or a node
                 that is not a live node of the capture graph.
             TypeError: ``nodes`` is not an iterable (a lone node, a number), or holds
