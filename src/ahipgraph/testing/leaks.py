@@ -21,6 +21,7 @@ from ..core.ints import is_bool
 from ..core.lifecycle import collect_forgotten
 from ..core.registry import RegistryStatistics
 from ..core.scoped import checked_scoped
+from ..device import hooks
 from ..device.current import current_ordinal, set_current_ordinal
 from ..device.properties import DeviceProperties
 from ..device.table import checked_configuration, restore_devices, take_devices
@@ -32,6 +33,7 @@ from ..lifetime.user_object import USER_OBJECTS
 from ..runtime.device import Device, DeviceStatistics, configure_devices, device_count, get_device
 from ..runtime.event import EVENTS
 from ..runtime.stream import STREAMS
+from .faults import AllocationFault, KernelFault, KernelHang
 
 __all__ = ["LeakError", "Snapshot", "fresh_devices", "leak_report", "snapshot"]
 
@@ -170,6 +172,28 @@ def _device_lines(
     return lines
 
 
+def _disarm_faults(armed_before: Sequence[hooks.Observer]) -> list[str]:
+    """Remove the faults armed in a ``fresh_devices`` block and still armed at its end; one
+    report line each.
+
+    A fault's block that was entered and never left (``__enter__`` without ``__exit__``, an
+    ``ExitStack`` never closed) kept failing kernels or allocations for every later test of
+    the process, which then failed far from the cause. The block's devices are retired, so
+    its faults go with them; faults armed before the block (a ``with`` around it) stay.
+    """
+    lines = []
+    for observer in hooks.observers or ():
+        if not isinstance(observer, KernelFault | AllocationFault):
+            continue
+        if any(observer is before for before in armed_before):
+            continue
+        hooks.uninstall(observer)
+        if isinstance(observer, KernelHang):
+            observer.cancel()
+        lines.append(f"fault injection still armed (its block was never left): {observer!r}")
+    return lines
+
+
 def _check_flag(name: str, value: object) -> None:
     if not is_bool(value):
         raise TypeError(f"{name} must be a bool, got {value!r}")
@@ -253,6 +277,9 @@ def fresh_devices(
     device 0, as a fresh runtime does, and the choice made before the block comes back with
     its devices: a test that ends on device 1 does not start the next test (whose fixture runs
     in the same thread) on device 1.
+    Fault injection armed in the block (:func:`~ahipgraph.testing.fail_kernels` and the
+    others) and still armed at its end, because its own block was never left, is disarmed
+    then and reported as a leak: it must not fail the next test's kernels.
 
     Raises:
         TypeError: ``check`` is not a bool (``check="no"`` checked); as
@@ -277,16 +304,20 @@ def fresh_devices(
     # reconfiguring) must be able to see them collected; one still alive at the end is
     # checked even though the table no longer has it.
     mine = [weakref.ref(get_device(i)) for i in range(count)]
+    armed_before = hooks.observers or ()
     try:
         yield [get_device(i) for i in range(count)]
         failed = False
     finally:
         report = None
         try:
+            armed = _disarm_faults(armed_before)
             if check and not failed:
                 report = _block_report(baseline, mine, collect=False)
                 if report is not None:  # collect only to confirm: most blocks leak nothing
                     report = _block_report(baseline, mine, collect=True)
+                if armed:
+                    report = "\n".join([*([report] if report else []), *armed])
         finally:  # a Ctrl-C in that collection still gives the outer block its devices
             set_current_ordinal(outer_ordinal)
             restore_devices(outer)

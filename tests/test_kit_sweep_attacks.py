@@ -1,0 +1,117 @@
+"""Attacks on the testing kit, the pytest plugin and the command line that once found a bug.
+
+* A fault whose block was entered and never left (``__enter__`` alone, an ``ExitStack`` never
+  closed, a test that failed before it got to the exit) stayed armed for the rest of the
+  process: every later test's kernels failed with ``InjectedFault``, far from the cause. A
+  ``fresh_devices`` block (the ``ahg_device`` fixture's) now disarms the faults armed in it at
+  its end and reports them as a leak.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+import ahipgraph as ahg
+from ahipgraph import testing
+
+pytest_plugins = ["pytester"]
+
+
+@ahg.kernel
+def _add(t: ahg.Threads, value: ahg.int32, x: ahg.Ptr[ahg.int32]) -> None:
+    x[0] += value
+
+
+async def _add_one() -> int:
+    device = ahg.get_device(0)
+    x = device.malloc(4)
+    stream = device.create_stream()
+    try:
+        await (await stream.launch_kernel(_add, 1, 1, (1, x)))
+        return int(device.view(x, "int32", 1)[0])
+    finally:
+        stream.destroy()
+        device.free(x)
+
+
+@pytest.mark.asyncio
+async def test_a_fault_left_armed_in_a_fresh_devices_block_is_disarmed_and_reported() -> None:
+    kernels = testing.fail_kernels(None)
+    allocations = testing.fail_allocations(None, nbytes=12345)
+    hang = testing.hang_kernels(None, name="nothing-is-called-this")
+    block = testing.fresh_devices(1)
+    block.__enter__()
+    kernels.__enter__()
+    allocations.__enter__()
+    hang.__enter__()  # never left either
+    with pytest.raises(testing.LeakError) as caught:
+        block.__exit__(None, None, None)
+    text = str(caught.value)
+    assert text.count("fault injection still armed") == 3
+    for kind in ("KernelFault", "AllocationFault", "KernelHang"):
+        assert kind in text
+    # Disarmed: the next block's kernels and allocations are not failed.
+    with testing.fresh_devices(1):
+        assert await _add_one() == 1
+        ahg.get_device(0).free(ahg.get_device(0).malloc(12345))
+
+
+@pytest.mark.asyncio
+async def test_a_fault_armed_around_a_fresh_devices_block_stays_armed() -> None:
+    with testing.fail_kernels(None, name="_add") as fault:
+        with testing.fresh_devices(1), pytest.raises(ahg.LaunchFailure):
+            await _add_one()
+        # Still the caller's fault, still armed in the next block.
+        with testing.fresh_devices(1), pytest.raises(ahg.LaunchFailure):
+            await _add_one()
+    assert fault.hits == 2
+
+
+def test_a_fault_left_armed_by_a_failing_test_does_not_fail_the_next_test(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+    pytester.makepyfile(
+        test_suite=textwrap.dedent(
+            """
+            import pytest
+            import ahipgraph as ahg
+            from ahipgraph import testing
+
+            @ahg.kernel
+            def add(t: ahg.Threads, value: ahg.int32, x: ahg.Ptr[ahg.int32]) -> None:
+                x[0] += value
+
+            KEPT = []
+
+            def test_arms_a_fault_and_fails(ahg_device):
+                fault = testing.fail_kernels(None)
+                KEPT.append(fault)
+                fault.__enter__()  # the exit was to come at the end of the test
+                assert False, "the test failed first"
+
+            @pytest.mark.asyncio
+            async def test_next(ahg_device):
+                x = ahg_device.malloc(4)
+                stream = ahg_device.create_stream()
+                try:
+                    await (await stream.launch_kernel(add, 1, 1, (1, x)))
+                finally:
+                    stream.destroy()
+                    ahg_device.free(x)
+
+            def test_arms_a_fault_and_passes(ahg_device):
+                KEPT.append(testing.fail_allocations(None))
+                KEPT[-1].__enter__()
+
+            def test_after(ahg_device):
+                ahg_device.free(ahg_device.malloc(4))
+            """
+        )
+    )
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=3, failed=1, errors=2)
+    result.stdout.fnmatch_lines(["*fault injection still armed*AllocationFault*"])
+    assert "InjectedFault" not in result.stdout.str()
