@@ -5,10 +5,15 @@
   process: every later test's kernels failed with ``InjectedFault``, far from the cause. A
   ``fresh_devices`` block (the ``ahg_device`` fixture's) now disarms the faults armed in it at
   its end and reports them as a leak.
+* ``stress()`` with a builder or progress callback that raises ``CancelledError`` returned a
+  report of success (no cycle run): raised in a worker's task, or handed to it by a worker
+  thread, the error read as that worker's cancellation. It is now raised as itself.
 """
 
 from __future__ import annotations
 
+import asyncio
+import random
 import textwrap
 
 import pytest
@@ -115,3 +120,24 @@ def test_a_fault_left_armed_by_a_failing_test_does_not_fail_the_next_test(
     result.assert_outcomes(passed=3, failed=1, errors=2)
     result.stdout.fnmatch_lines(["*fault injection still armed*AllocationFault*"])
     assert "InjectedFault" not in result.stdout.str()
+
+
+def _cancelling_builder(rng: random.Random, buffer: ahg.DevicePtr) -> ahg.Graph:
+    raise asyncio.CancelledError  # user code, not a cancellation of the worker
+
+
+def _cancelling_progress(report: testing.StressReport) -> None:
+    raise asyncio.CancelledError
+
+
+@pytest.mark.parametrize(("tasks", "threads"), [(1, 0), (0, 1)])
+def test_stress_raises_a_cancelled_error_its_builder_raised(tasks: int, threads: int) -> None:
+    before = testing.snapshot()
+    with pytest.raises(asyncio.CancelledError):
+        testing.stress([_cancelling_builder], ops=5, tasks=tasks, threads=threads, faults=False)
+    assert testing.leak_report(before) is None
+
+
+def test_stress_raises_a_cancelled_error_its_progress_callback_raised() -> None:
+    with pytest.raises(asyncio.CancelledError):
+        testing.stress(ops=5, tasks=1, threads=0, faults=False, progress=_cancelling_progress)

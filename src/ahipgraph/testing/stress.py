@@ -537,6 +537,8 @@ def stress(
             ``duration`` not a positive finite number, negative ``tasks`` or ``threads``, more
             than :data:`MAX_TASKS` tasks or :data:`MAX_THREADS` threads, or no worker at all;
             checked before anything runs.
+        Whatever a builder or ``progress`` raises, as itself, once the run is cleaned up
+        (``KeyboardInterrupt``, ``SystemExit`` and ``CancelledError`` included).
     """
     seed, ops, tasks, threads = _check_limits(seed, ops, duration, tasks, threads)
     _check_callables(builders, faults, progress)
@@ -710,6 +712,11 @@ class _Interrupt(Exception):
     loop on the spot: the drain never ran, handles were left to the collector, and asyncio
     logged the unfinished run. Carried, they end the run like any failure, and :func:`stress`
     raises the original once everything is cleaned up.
+
+    A ``CancelledError`` is carried too: synchronous user code is never cancelled, so one it
+    raises is its own error, but in a task (or handed to one by a worker thread) it read as
+    that worker's cancellation: the worker ended quietly and the run reported success, with
+    no cycle run.
     """
 
     def __init__(self, error: BaseException) -> None:
@@ -721,7 +728,7 @@ class _Interrupt(Exception):
 def _carried_interrupts() -> Iterator[None]:
     try:
         yield
-    except (KeyboardInterrupt, SystemExit) as error:
+    except (KeyboardInterrupt, SystemExit, asyncio.CancelledError) as error:
         raise _Interrupt(error) from error
 
 
