@@ -8,18 +8,23 @@
 * ``stress()`` with a builder or progress callback that raises ``CancelledError`` returned a
   report of success (no cycle run): raised in a worker's task, or handed to it by a worker
   thread, the error read as that worker's cancellation. It is now raised as itself.
+* ``ahipgraph trace -o script.py script.py`` (the two swapped, or a link to the script) ran the
+  script and then wrote the trace over it: the user's source was lost. It is a usage error.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
+import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
 import ahipgraph as ahg
 from ahipgraph import testing
+from ahipgraph.cli import main
 
 pytest_plugins = ["pytester"]
 
@@ -141,3 +146,41 @@ def test_stress_raises_a_cancelled_error_its_builder_raised(tasks: int, threads:
 def test_stress_raises_a_cancelled_error_its_progress_callback_raised() -> None:
     with pytest.raises(asyncio.CancelledError):
         testing.stress(ops=5, tasks=1, threads=0, faults=False, progress=_cancelling_progress)
+
+
+@pytest.mark.parametrize("spelling", ["same", "link", "dotted"])
+def test_trace_refuses_to_write_the_trace_over_its_own_script(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    spelling: str,
+) -> None:
+    monkeypatch.setattr(sys, "argv", list(sys.argv))
+    monkeypatch.chdir(tmp_path)
+    marker = tmp_path / "ran"
+    script = tmp_path / "script.py"
+    source = f"open({str(marker)!r}, 'w').close()\n"
+    script.write_text(source)
+    output = {"same": str(script), "link": "link.py", "dotted": "./script.py"}[spelling]
+    if spelling == "link":
+        (tmp_path / "link.py").symlink_to(script)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--plain", "trace", "-o", output, str(script)])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert "is the script itself" in err
+    assert not marker.exists()
+    assert script.read_text() == source
+
+
+def test_trace_writes_beside_its_script_under_another_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "argv", list(sys.argv))
+    monkeypatch.chdir(tmp_path)
+    script = tmp_path / "script.py"
+    script.write_text("print('ran')\n")
+    assert main(["--plain", "trace", "-o", "script.json", "script.py"]) == 0
+    assert "ran" in capsys.readouterr().out
+    assert (tmp_path / "script.json").read_text().startswith("{")
