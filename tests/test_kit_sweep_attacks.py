@@ -10,6 +10,9 @@
   thread, the error read as that worker's cancellation. It is now raised as itself.
 * ``ahipgraph trace -o script.py script.py`` (the two swapped, or a link to the script) ran the
   script and then wrote the trace over it: the user's source was lost. It is a usage error.
+* Two ``stress()`` runs at once (from two threads, or a builder on a thread worker) replaced
+  each other's devices, and reported a broken runtime invariant with a seed that reproduced
+  nothing. A second run is refused with a ``RuntimeError``.
 """
 
 from __future__ import annotations
@@ -184,3 +187,24 @@ def test_trace_writes_beside_its_script_under_another_name(
     assert main(["--plain", "trace", "-o", "script.json", "script.py"]) == 0
     assert "ran" in capsys.readouterr().out
     assert (tmp_path / "script.json").read_text().startswith("{")
+
+
+def test_a_second_stress_run_started_while_one_runs_is_refused() -> None:
+    """A builder on a thread worker (no event loop runs there) starts a second run: it used
+    to take the first run's devices away, and one of the two reported a broken invariant."""
+    refused: list[BaseException] = []
+
+    def builder(rng: random.Random, buffer: ahg.DevicePtr) -> ahg.Graph:
+        if not refused:
+            try:
+                testing.stress(ops=1, tasks=1, threads=0, faults=False)
+            except RuntimeError as error:
+                refused.append(error)
+        return testing.random_graph(rng, buffer)
+
+    report = testing.stress([builder], ops=3, tasks=0, threads=1, faults=False)
+    assert report.cycles >= 1
+    assert len(refused) == 1
+    assert "another stress() run is in progress" in str(refused[0])
+    # The lock is given back: the next run starts.
+    assert testing.stress(ops=1, tasks=1, threads=0, faults=False).ops >= 1

@@ -537,15 +537,46 @@ def stress(
             ``duration`` not a positive finite number, negative ``tasks`` or ``threads``, more
             than :data:`MAX_TASKS` tasks or :data:`MAX_THREADS` threads, or no worker at all;
             checked before anything runs.
+        RuntimeError: called in a running event loop, or while another ``stress`` run is in
+            progress (from another thread): checked before anything runs.
         Whatever a builder or ``progress`` raises, as itself, once the run is cleaned up
         (``KeyboardInterrupt``, ``SystemExit`` and ``CancelledError`` included).
     """
     seed, ops, tasks, threads = _check_limits(seed, ops, duration, tasks, threads)
     _check_callables(builders, faults, progress)
+    if not _RUNNING.acquire(blocking=False):
+        # Each run replaces the process-wide devices table: a second run (from another
+        # thread) took the first one's devices away, and both reported a broken invariant
+        # of the runtime, with a seed that reproduced nothing.
+        raise RuntimeError(
+            "another stress() run is in progress in this process; runs replace the "
+            "process-wide devices table, so they cannot overlap"
+        )
+    try:
+        return _stress(list(builders), seed, ops, duration, tasks, threads, faults, progress)
+    finally:
+        _RUNNING.release()
+
+
+_RUNNING = threading.Lock()
+"""Held while a :func:`stress` run is in progress (one at a time per process)."""
+
+
+def _stress(
+    builders: list[Builder],
+    seed: int,
+    ops: int | None,
+    duration: float | None,
+    tasks: int,
+    threads: int,
+    faults: bool,
+    progress: Callable[[StressReport], None] | None,
+) -> StressReport:
+    """:func:`stress`, its arguments checked and the run's lock held."""
     if ops is None and duration is None:
         ops = 2_000
     deadline = None if duration is None else time.monotonic() + duration
-    run = _Run(seed, list(builders), ops, deadline, faults)
+    run = _Run(seed, builders, ops, deadline, faults)
     started = time.monotonic()
     with fresh_devices(1, check=False):
         baseline = snapshot()
