@@ -3,8 +3,10 @@
 * A fault whose block was entered and never left (``__enter__`` alone, an ``ExitStack`` never
   closed, a test that failed before it got to the exit) stayed armed for the rest of the
   process: every later test's kernels failed with ``InjectedFault``, far from the cause. A
-  ``fresh_devices`` block (the ``ahg_device`` fixture's) now disarms the faults armed in it at
-  its end and reports them as a leak.
+  ``fresh_devices`` block, and the ``ahg_device``/``ahg_devices`` fixtures at the end of the
+  test, now disarm the faults armed in them and report them as a leak; a fault whose ``with``
+  is open around a second ``ahg_devices`` call (which replaces the first call's devices
+  mid-test) is the test's own and stays armed.
 * ``stress()`` with a builder or progress callback that raises ``CancelledError`` returned a
   report of success (no cycle run): raised in a worker's task, or handed to it by a worker
   thread, the error read as that worker's cancellation. It is now raised as itself.
@@ -21,6 +23,7 @@ import asyncio
 import random
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -208,3 +211,16 @@ def test_a_second_stress_run_started_while_one_runs_is_refused() -> None:
     assert "another stress() run is in progress" in str(refused[0])
     # The lock is given back: the next run starts.
     assert testing.stress(ops=1, tasks=1, threads=0, faults=False).ops >= 1
+
+
+@pytest.mark.asyncio
+async def test_a_fault_open_around_a_second_ahg_devices_call_stays_armed(
+    ahg_devices: Callable[..., list[ahg.Device]],
+) -> None:
+    """``ahg_devices`` again replaces the devices of its first call: a fault whose ``with``
+    is still open around that call is the test's, not a left-over to disarm."""
+    with testing.fail_kernels(None, name="_add") as fault:
+        ahg_devices(2)
+        with pytest.raises(ahg.LaunchFailure):
+            await _add_one()
+    assert fault.hits == 1

@@ -172,9 +172,14 @@ def _device_lines(
     return lines
 
 
-def _disarm_faults(armed_before: Sequence[hooks.Observer]) -> list[str]:
-    """Remove the faults armed in a ``fresh_devices`` block and still armed at its end; one
-    report line each.
+def armed_observers() -> tuple[hooks.Observer, ...]:
+    """The device observers installed now: the baseline of :func:`disarm_faults`."""
+    return hooks.observers or ()
+
+
+def disarm_faults(armed_before: Sequence[hooks.Observer]) -> list[str]:
+    """Remove the faults armed since ``armed_before`` (see :func:`armed_observers`) and still
+    armed, as at the end of a ``fresh_devices`` block or a test; one report line each.
 
     A fault's block that was entered and never left (``__enter__`` without ``__exit__``, an
     ``ExitStack`` never closed) kept failing kernels or allocations for every later test of
@@ -286,6 +291,23 @@ def fresh_devices(
             :func:`ahipgraph.configure_devices` for ``count`` and ``properties``. Raised
             when ``fresh_devices(...)`` is called, before any ``with``; nothing is replaced.
     """
+    return devices_block(count, properties, check=check, disarm=True)
+
+
+def devices_block(
+    count: int,
+    properties: DeviceProperties | Sequence[DeviceProperties] | None,
+    *,
+    check: bool,
+    disarm: bool,
+) -> Iterator[list[Device]]:
+    """The generator of a :func:`fresh_devices` block, its arguments checked.
+
+    ``disarm=False`` leaves faults armed in the block to the caller: the plugin's
+    ``ahg_devices`` replaces the devices of a first call with those of a second, mid-test,
+    where a fault whose ``with`` is open around that call is the test's own; the fixture
+    disarms what is left armed once the test is over (see :func:`disarm_faults`).
+    """
     _check_flag("check", check)
     outer_ordinal = current_ordinal()
     outer = take_devices()
@@ -304,14 +326,14 @@ def fresh_devices(
     # reconfiguring) must be able to see them collected; one still alive at the end is
     # checked even though the table no longer has it.
     mine = [weakref.ref(get_device(i)) for i in range(count)]
-    armed_before = hooks.observers or ()
+    armed_before = armed_observers()
     try:
         yield [get_device(i) for i in range(count)]
         failed = False
     finally:
         report = None
         try:
-            armed = _disarm_faults(armed_before)
+            armed = disarm_faults(armed_before) if disarm else []
             if check and not failed:
                 report = _block_report(baseline, mine, collect=False)
                 if report is not None:  # collect only to confirm: most blocks leak nothing
