@@ -15,6 +15,9 @@
 * Two ``stress()`` runs at once (from two threads, or a builder on a thread worker) replaced
   each other's devices, and reported a broken runtime invariant with a seed that reproduced
   nothing. A second run is refused with a ``RuntimeError``.
+* ``HeldKernel(None)`` and ``HeldKernel("")`` made a kernel named ``"body"`` (a kernel falls
+  back to its function's name) while the fake's ``name`` said None or "": a
+  ``fail_kernels(name=held.name)`` then faulted every kernel. Such names are refused.
 """
 
 from __future__ import annotations
@@ -224,3 +227,16 @@ async def test_a_fault_open_around_a_second_ahg_devices_call_stays_armed(
         with pytest.raises(ahg.LaunchFailure):
             await _add_one()
     assert fault.hits == 1
+
+
+@pytest.mark.parametrize(("name", "error"), [(None, TypeError), ("", ValueError), (5, TypeError)])
+def test_held_kernel_refuses_a_name_its_kernel_would_not_have(
+    name: object, error: type[Exception]
+) -> None:
+    with pytest.raises(error, match="name"):
+        testing.HeldKernel(name)  # type: ignore[arg-type]
+
+
+def test_held_kernel_name_is_its_kernel_name() -> None:
+    held = testing.HeldKernel("mine")
+    assert held.kernel.name == held.name == "mine"
