@@ -18,6 +18,9 @@
 * ``HeldKernel(None)`` and ``HeldKernel("")`` made a kernel named ``"body"`` (a kernel falls
   back to its function's name) while the fake's ``name`` said None or "": a
   ``fail_kernels(name=held.name)`` then faulted every kernel. Such names are refused.
+* ``stress(duration=...)`` whose builder's graph never finishes (a kernel that never returns)
+  never returned: the drain after the workers stop is shielded and waited for ever (Ctrl-C
+  too). The drain is bounded by ``DRAIN_TIMEOUT_S`` and ends the run with a violation.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import asyncio
 import random
 import sys
 import textwrap
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -240,3 +244,44 @@ def test_held_kernel_refuses_a_name_its_kernel_would_not_have(
 def test_held_kernel_name_is_its_kernel_name() -> None:
     held = testing.HeldKernel("mine")
     assert held.kernel.name == held.name == "mine"
+
+
+async def _never_returns(t: ahg.Threads) -> None:
+    await asyncio.Event().wait()
+
+
+_HUNG = ahg.Kernel(_never_returns, name="never-returns")
+
+
+def _hanging_builder(rng: random.Random, buffer: ahg.DevicePtr) -> ahg.Graph:
+    graph = ahg.Graph()
+    graph.add_kernel_node(_HUNG, 1, 1, ())
+    return graph
+
+
+def test_a_timed_stress_run_whose_work_never_finishes_ends_with_a_violation(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The drain after the workers stop is shielded: a builder's kernel that never returned
+    kept a ``duration=`` run (and one stopped by Ctrl-C) waiting for ever."""
+    monkeypatch.setattr(sys.modules["ahipgraph.testing.stress"], "DRAIN_TIMEOUT_S", 0.2)
+    before = testing.snapshot()
+    outcome: list[BaseException | testing.StressReport] = []
+
+    def run() -> None:
+        try:
+            outcome.append(
+                testing.stress([_hanging_builder], duration=0.2, tasks=1, threads=0, faults=False)
+            )
+        except BaseException as error:  # handed to the test's thread
+            outcome.append(error)
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(timeout=20)  # a hang detector only: the run ends well before
+    assert not worker.is_alive(), "stress() never returned"
+    (error,) = outcome
+    assert isinstance(error, testing.StressViolation)
+    assert error.invariant == "the device finishes its work once the workers stop"
+    assert "1 packet(s) still in flight" in str(error)
+    assert testing.leak_report(before) is None

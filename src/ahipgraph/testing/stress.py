@@ -8,7 +8,8 @@ Design. :func:`stress` runs on fresh simulated devices under anyio (asyncio back
   broken invariant" into "the run stops and says so";
 * a **cancel scope** ends a timed run: when ``duration`` is up, workers are cancelled wherever
   they are (mid-launch, parked on a pool), which exercises cancellation safety too; a shielded
-  scope then drains the device before the final checks;
+  scope then drains the device before the final checks, for at most :data:`DRAIN_TIMEOUT_S`
+  (work that never finishes is a violation, not a run that never ends);
 * thread workers build, instantiate, update and destroy from their own threads and reach the
   loop through ``anyio.from_thread.run`` to launch, so destroys race launches for real. They
   cannot be cancelled: whatever cancels the workers (a failure, the deadline, Ctrl-C) sets
@@ -83,6 +84,9 @@ MAX_TASKS = 10_000
 extra digit or ten) otherwise spent minutes, or for ever, starting workers before the first op."""
 MAX_THREADS = 256
 """At most this many thread workers (anyio runs 40 at once by default; the rest wait a turn)."""
+DRAIN_TIMEOUT_S = 30.0
+"""How long (wall-clock seconds) the device may take to finish its work once the workers have
+stopped; past that the run ends with a :class:`StressViolation` rather than waiting for ever."""
 
 Builder = Callable[[random.Random, DevicePtr], Graph]
 """``builder(rng, buffer) -> Graph``: a graph whose work touches only ``buffer``
@@ -764,13 +768,29 @@ def _carried_interrupts() -> Iterator[None]:
 
 
 async def _drain(run: _Run) -> None:
-    """Let every launch in flight finish, then free the workers' buffers."""
+    """Let every launch in flight finish, then free the workers' buffers.
+
+    Bounded by :data:`DRAIN_TIMEOUT_S`: the drain is shielded (it runs however the workers
+    stopped), so work that never finishes (a builder's kernel that never returns, a launch
+    that never completes) kept a timed run, and one stopped by Ctrl-C, running for ever.
+
+    Raises:
+        StressViolation: the device still had work in flight when the time was up.
+    """
     device = run.device
-    while True:
-        try:
-            await device.synchronize()
-        except HipError:
-            continue  # a stream's injected failure, reported once per call
-        break
-    for cycle in run.to_free:
-        cycle.close()
+    with anyio.move_on_after(DRAIN_TIMEOUT_S):
+        while True:
+            try:
+                await device.synchronize()
+            except HipError:
+                continue  # a stream's injected failure, reported once per call
+            for cycle in run.to_free:
+                cycle.close()
+            return
+    run.check(
+        False,
+        "drain",
+        "the device finishes its work once the workers stop",
+        f"{device.in_flight} packet(s) still in flight {DRAIN_TIMEOUT_S:g}s after the workers "
+        "stopped: a kernel or host function that never returns, or work that never completes",
+    )
