@@ -21,6 +21,9 @@
 * ``stress(duration=...)`` whose builder's graph never finishes (a kernel that never returns)
   never returned: the drain after the workers stop is shielded and waited for ever (Ctrl-C
   too). The drain is bounded by ``DRAIN_TIMEOUT_S`` and ends the run with a violation.
+* A builder that returned a destroyed graph was reported as a broken runtime invariant ("8:
+  the runtime keeps working"), and the harness's user object for it was left to the
+  collector. It is now a ``ValueError`` naming the builder, and nothing is forgotten.
 """
 
 from __future__ import annotations
@@ -284,4 +287,23 @@ def test_a_timed_stress_run_whose_work_never_finishes_ends_with_a_violation(
     assert isinstance(error, testing.StressViolation)
     assert error.invariant == "the device finishes its work once the workers stop"
     assert "1 packet(s) still in flight" in str(error)
+    assert testing.leak_report(before) is None
+
+
+def _destroyed_graph_builder(rng: random.Random, buffer: ahg.DevicePtr) -> ahg.Graph:
+    graph = testing.random_graph(rng, buffer)
+    graph.destroy()
+    return graph
+
+
+@pytest.mark.parametrize(("tasks", "threads"), [(1, 0), (0, 1)])
+def test_stress_names_a_builder_that_returns_a_destroyed_graph(tasks: int, threads: int) -> None:
+    """It was reported as the runtime failing (invariant 8), and the harness's user object for
+    the graph was left to the collector (a ForgottenHandleWarning, an error here)."""
+    before = testing.snapshot()
+    with pytest.raises(ValueError, match="_destroyed_graph_builder returned a destroyed graph"):
+        testing.stress(
+            [_destroyed_graph_builder], ops=3, tasks=tasks, threads=threads, faults=False
+        )
+    ahg.collect_forgotten()  # a forgotten owner would warn here, naming this test
     assert testing.leak_report(before) is None

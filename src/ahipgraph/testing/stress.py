@@ -265,10 +265,17 @@ class _Cycle:
             # harness's own use of the graph.
             name = getattr(builder, "__qualname__", repr(builder))
             raise TypeError(f"stress builder {name} returned {built!r}, not an ahg.Graph")
+        if built.destroyed:
+            # The harness's InvalidValue was reported as the runtime failing ("8: the runtime
+            # keeps working"), with a seed that pointed at the runtime, not the builder.
+            name = getattr(builder, "__qualname__", repr(builder))
+            raise ValueError(f"stress builder {name} returned a destroyed graph")
         graph = built
         owner = self.run.owner()
-        graph.retain_user_object(owner)
-        owner.release()
+        try:
+            graph.retain_user_object(owner)
+        finally:
+            owner.release()  # a failed retain must not leave the owner to the collector
         return graph
 
     def launched(self, graph_exec_graph: Graph | None) -> None:
