@@ -21,7 +21,8 @@
 Terminal output goes through ``rich`` when it is installed (``pip install ahipgraph[cli]``) and
 the output is a terminal; otherwise plain lines, as with ``--plain`` (before or after the
 command's name). A file the command is to write is tried before anything runs, so a path that
-cannot be written is a usage error (status 2), not a failure at the end of a long run.
+cannot be written is a usage error (status 2), not a failure at the end of a long run; so is a
+trace file that is the script itself, which the trace would overwrite.
 """
 
 from __future__ import annotations
@@ -326,10 +327,22 @@ def _check_paths(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
         parser.error(f"no directory to write {output!r} in")
     if output is not None and Path(output).is_dir():
         parser.error(f"{output!r} is a directory")
+    if args.command == "trace" and _same_file(Path(args.output), Path(args.script)):
+        # ``-o`` and SCRIPT swapped, or one name typed twice: the trace would overwrite the
+        # user's script once it ran.
+        parser.error(f"trace: the trace file {output!r} is the script itself")
     if output is not None:
         problem = _unwritable(Path(output))
         if problem is not None:
             parser.error(f"cannot write {output!r}: {problem}")
+
+
+def _same_file(first: Path, second: Path) -> bool:
+    """Whether both paths name one existing file (through a link or another spelling too)."""
+    try:
+        return first.samefile(second)
+    except OSError:  # either is missing (or unreadable): not one file that exists
+        return False
 
 
 def _unwritable(path: Path) -> str | None:

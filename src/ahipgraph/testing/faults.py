@@ -1,7 +1,9 @@
 """Fault injection: scoped context managers that make the simulated device misbehave.
 
 Each fault is a device :class:`~ahipgraph.device.hooks.Observer` installed for the ``with``
-block and removed at its end, so a fault can never outlive its block:
+block and removed at its end, so a fault can never outlive its block (a block entered and
+never left is disarmed, and reported, at the end of the ``fresh_devices`` block or the plugin
+fixture's test it was armed in):
 
 * :func:`fail_kernels` — the next ``count`` kernel dispatches (optionally only kernels with a
   given name) fail; the work completes with :class:`~ahipgraph.LaunchFailure`, as when a body

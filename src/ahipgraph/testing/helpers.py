@@ -87,6 +87,13 @@ class HeldKernel:
 
     def __init__(self, name: str = "held", log: list[str] | None = None) -> None:
         _check_log(log)
+        # A kernel given None or "" is named after its function ("body" here): the fake's
+        # ``name`` said otherwise, and ``fail_kernels(name=held.name)`` with None faulted
+        # every kernel.
+        if not isinstance(name, str):
+            raise TypeError(f"name must be a str, got {name!r}")
+        if not name:
+            raise ValueError("name must not be empty")
         self.name = name
         self.started = _AnyLoopEvent()
         self.runs = 0

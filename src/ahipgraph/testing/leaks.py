@@ -21,6 +21,7 @@ from ..core.ints import is_bool
 from ..core.lifecycle import collect_forgotten
 from ..core.registry import RegistryStatistics
 from ..core.scoped import checked_scoped
+from ..device import hooks
 from ..device.current import current_ordinal, set_current_ordinal
 from ..device.properties import DeviceProperties
 from ..device.table import checked_configuration, restore_devices, take_devices
@@ -32,6 +33,7 @@ from ..lifetime.user_object import USER_OBJECTS
 from ..runtime.device import Device, DeviceStatistics, configure_devices, device_count, get_device
 from ..runtime.event import EVENTS
 from ..runtime.stream import STREAMS
+from .faults import AllocationFault, KernelFault, KernelHang
 
 __all__ = ["LeakError", "Snapshot", "fresh_devices", "leak_report", "snapshot"]
 
@@ -170,6 +172,33 @@ def _device_lines(
     return lines
 
 
+def armed_observers() -> tuple[hooks.Observer, ...]:
+    """The device observers installed now: the baseline of :func:`disarm_faults`."""
+    return hooks.observers or ()
+
+
+def disarm_faults(armed_before: Sequence[hooks.Observer]) -> list[str]:
+    """Remove the faults armed since ``armed_before`` (see :func:`armed_observers`) and still
+    armed, as at the end of a ``fresh_devices`` block or a test; one report line each.
+
+    A fault's block that was entered and never left (``__enter__`` without ``__exit__``, an
+    ``ExitStack`` never closed) kept failing kernels or allocations for every later test of
+    the process, which then failed far from the cause. The block's devices are retired, so
+    its faults go with them; faults armed before the block (a ``with`` around it) stay.
+    """
+    lines = []
+    for observer in hooks.observers or ():
+        if not isinstance(observer, KernelFault | AllocationFault):
+            continue
+        if any(observer is before for before in armed_before):
+            continue
+        hooks.uninstall(observer)
+        if isinstance(observer, KernelHang):
+            observer.cancel()
+        lines.append(f"fault injection still armed (its block was never left): {observer!r}")
+    return lines
+
+
 def _check_flag(name: str, value: object) -> None:
     if not is_bool(value):
         raise TypeError(f"{name} must be a bool, got {value!r}")
@@ -253,11 +282,31 @@ def fresh_devices(
     device 0, as a fresh runtime does, and the choice made before the block comes back with
     its devices: a test that ends on device 1 does not start the next test (whose fixture runs
     in the same thread) on device 1.
+    Fault injection armed in the block (:func:`~ahipgraph.testing.fail_kernels` and the
+    others) and still armed at its end, because its own block was never left, is disarmed
+    then and reported as a leak: it must not fail the next test's kernels.
 
     Raises:
         TypeError: ``check`` is not a bool (``check="no"`` checked); as
             :func:`ahipgraph.configure_devices` for ``count`` and ``properties``. Raised
             when ``fresh_devices(...)`` is called, before any ``with``; nothing is replaced.
+    """
+    return devices_block(count, properties, check=check, disarm=True)
+
+
+def devices_block(
+    count: int,
+    properties: DeviceProperties | Sequence[DeviceProperties] | None,
+    *,
+    check: bool,
+    disarm: bool,
+) -> Iterator[list[Device]]:
+    """The generator of a :func:`fresh_devices` block, its arguments checked.
+
+    ``disarm=False`` leaves faults armed in the block to the caller: the plugin's
+    ``ahg_devices`` replaces the devices of a first call with those of a second, mid-test,
+    where a fault whose ``with`` is open around that call is the test's own; the fixture
+    disarms what is left armed once the test is over (see :func:`disarm_faults`).
     """
     _check_flag("check", check)
     outer_ordinal = current_ordinal()
@@ -277,16 +326,20 @@ def fresh_devices(
     # reconfiguring) must be able to see them collected; one still alive at the end is
     # checked even though the table no longer has it.
     mine = [weakref.ref(get_device(i)) for i in range(count)]
+    armed_before = armed_observers()
     try:
         yield [get_device(i) for i in range(count)]
         failed = False
     finally:
         report = None
         try:
+            armed = disarm_faults(armed_before) if disarm else []
             if check and not failed:
                 report = _block_report(baseline, mine, collect=False)
                 if report is not None:  # collect only to confirm: most blocks leak nothing
                     report = _block_report(baseline, mine, collect=True)
+                if armed:
+                    report = "\n".join([*([report] if report else []), *armed])
         finally:  # a Ctrl-C in that collection still gives the outer block its devices
             set_current_ordinal(outer_ordinal)
             restore_devices(outer)

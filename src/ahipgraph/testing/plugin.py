@@ -8,7 +8,8 @@ backend), because the fixtures are synchronous and touch no event loop.
 * ``ahg_device`` — a fresh simulated device 0 for the test. At teardown the test fails with a
   readable report (:func:`ahipgraph.testing.leak_report`) if anything is still alive, in flight
   or allocated; the devices are replaced either way, so left-over work never reaches the next
-  test.
+  test. A fault armed in the test and still armed at its end (a block entered and never
+  left) is disarmed then and fails the test the same way.
 * ``ahg_race_check`` — runs the test under :func:`ahipgraph.race_check` (collecting) and fails
   it at teardown with every race report, so a missing stream or graph dependency fails the
   test that has it even when the data happened to come out right.
@@ -34,22 +35,38 @@ from ..device.properties import DeviceProperties
 from ..device.table import checked_configuration
 from ..runtime.device import Device
 from ..tools.race import RaceCheck, race_check
-from .leaks import LeakError, fresh_devices
+from .leaks import LeakError, armed_observers, devices_block, disarm_faults
 
 __all__ = ["ahg_device", "ahg_devices", "ahg_race_check"]
 
 DeviceFactory = Callable[..., list[Device]]
 
 
+_devices = contextlib.contextmanager(devices_block)
+
+
 @contextlib.contextmanager
 def _reported(stack: contextlib.ExitStack, request: pytest.FixtureRequest) -> Iterator[None]:
-    """Close ``stack`` after the test; a leak fails the test with the report alone."""
-    yield
+    """Close ``stack`` after the test; a leak fails the test with the report alone.
+
+    A fault armed in the test and still armed (its block entered and never left, say by a
+    test that failed first) is disarmed here and reported too: left armed, it failed the
+    kernels of every later test. The fixture's device blocks leave that to this, as one
+    ``ahg_devices`` call replaces another's devices mid-test, maybe inside a fault's block.
+    """
+    armed = armed_observers()
+    try:
+        yield
+    finally:
+        left = disarm_faults(armed)
     report = None
     try:
         stack.close()
     except LeakError as error:
         report = str(error)
+    if left:
+        title = "ahipgraph: disarmed at teardown, still armed after the test:"
+        report = "\n".join([*([report] if report else []), title, *left])
     if report is not None:
         _fail(request, report)
 
@@ -83,7 +100,7 @@ def _note(request: pytest.FixtureRequest, text: str) -> None:
 def ahg_device(request: pytest.FixtureRequest) -> Iterator[Device]:
     """A fresh simulated device; the test fails at teardown if it leaked anything."""
     with contextlib.ExitStack() as stack:
-        devices = stack.enter_context(fresh_devices(1))
+        devices = stack.enter_context(_devices(1, None, check=True, disarm=False))
         with _reported(stack, request):
             yield devices[0]
 
@@ -101,7 +118,7 @@ def ahg_devices(request: pytest.FixtureRequest) -> Iterator[DeviceFactory]:
             # known to be good: a refused call leaves the test the devices it had.
             checked_configuration(count, properties)
             stack.close()
-            return stack.enter_context(fresh_devices(count, properties))
+            return stack.enter_context(_devices(count, properties, check=True, disarm=False))
 
         with _reported(stack, request):
             yield make

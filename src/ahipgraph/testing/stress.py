@@ -8,7 +8,8 @@ Design. :func:`stress` runs on fresh simulated devices under anyio (asyncio back
   broken invariant" into "the run stops and says so";
 * a **cancel scope** ends a timed run: when ``duration`` is up, workers are cancelled wherever
   they are (mid-launch, parked on a pool), which exercises cancellation safety too; a shielded
-  scope then drains the device before the final checks;
+  scope then drains the device before the final checks, for at most :data:`DRAIN_TIMEOUT_S`
+  (work that never finishes is a violation, not a run that never ends);
 * thread workers build, instantiate, update and destroy from their own threads and reach the
   loop through ``anyio.from_thread.run`` to launch, so destroys race launches for real. They
   cannot be cancelled: whatever cancels the workers (a failure, the deadline, Ctrl-C) sets
@@ -83,6 +84,9 @@ MAX_TASKS = 10_000
 extra digit or ten) otherwise spent minutes, or for ever, starting workers before the first op."""
 MAX_THREADS = 256
 """At most this many thread workers (anyio runs 40 at once by default; the rest wait a turn)."""
+DRAIN_TIMEOUT_S = 30.0
+"""How long (wall-clock seconds) the device may take to finish its work once the workers have
+stopped; past that the run ends with a :class:`StressViolation` rather than waiting for ever."""
 
 Builder = Callable[[random.Random, DevicePtr], Graph]
 """``builder(rng, buffer) -> Graph``: a graph whose work touches only ``buffer``
@@ -261,10 +265,17 @@ class _Cycle:
             # harness's own use of the graph.
             name = getattr(builder, "__qualname__", repr(builder))
             raise TypeError(f"stress builder {name} returned {built!r}, not an ahg.Graph")
+        if built.destroyed:
+            # The harness's InvalidValue was reported as the runtime failing ("8: the runtime
+            # keeps working"), with a seed that pointed at the runtime, not the builder.
+            name = getattr(builder, "__qualname__", repr(builder))
+            raise ValueError(f"stress builder {name} returned a destroyed graph")
         graph = built
         owner = self.run.owner()
-        graph.retain_user_object(owner)
-        owner.release()
+        try:
+            graph.retain_user_object(owner)
+        finally:
+            owner.release()  # a failed retain must not leave the owner to the collector
         return graph
 
     def launched(self, graph_exec_graph: Graph | None) -> None:
@@ -537,13 +548,46 @@ def stress(
             ``duration`` not a positive finite number, negative ``tasks`` or ``threads``, more
             than :data:`MAX_TASKS` tasks or :data:`MAX_THREADS` threads, or no worker at all;
             checked before anything runs.
+        RuntimeError: called in a running event loop, or while another ``stress`` run is in
+            progress (from another thread): checked before anything runs.
+        Whatever a builder or ``progress`` raises, as itself, once the run is cleaned up
+        (``KeyboardInterrupt``, ``SystemExit`` and ``CancelledError`` included).
     """
     seed, ops, tasks, threads = _check_limits(seed, ops, duration, tasks, threads)
     _check_callables(builders, faults, progress)
+    if not _RUNNING.acquire(blocking=False):
+        # Each run replaces the process-wide devices table: a second run (from another
+        # thread) took the first one's devices away, and both reported a broken invariant
+        # of the runtime, with a seed that reproduced nothing.
+        raise RuntimeError(
+            "another stress() run is in progress in this process; runs replace the "
+            "process-wide devices table, so they cannot overlap"
+        )
+    try:
+        return _stress(list(builders), seed, ops, duration, tasks, threads, faults, progress)
+    finally:
+        _RUNNING.release()
+
+
+_RUNNING = threading.Lock()
+"""Held while a :func:`stress` run is in progress (one at a time per process)."""
+
+
+def _stress(
+    builders: list[Builder],
+    seed: int,
+    ops: int | None,
+    duration: float | None,
+    tasks: int,
+    threads: int,
+    faults: bool,
+    progress: Callable[[StressReport], None] | None,
+) -> StressReport:
+    """:func:`stress`, its arguments checked and the run's lock held."""
     if ops is None and duration is None:
         ops = 2_000
     deadline = None if duration is None else time.monotonic() + duration
-    run = _Run(seed, list(builders), ops, deadline, faults)
+    run = _Run(seed, builders, ops, deadline, faults)
     started = time.monotonic()
     with fresh_devices(1, check=False):
         baseline = snapshot()
@@ -710,6 +754,11 @@ class _Interrupt(Exception):
     loop on the spot: the drain never ran, handles were left to the collector, and asyncio
     logged the unfinished run. Carried, they end the run like any failure, and :func:`stress`
     raises the original once everything is cleaned up.
+
+    A ``CancelledError`` is carried too: synchronous user code is never cancelled, so one it
+    raises is its own error, but in a task (or handed to one by a worker thread) it read as
+    that worker's cancellation: the worker ended quietly and the run reported success, with
+    no cycle run.
     """
 
     def __init__(self, error: BaseException) -> None:
@@ -721,18 +770,34 @@ class _Interrupt(Exception):
 def _carried_interrupts() -> Iterator[None]:
     try:
         yield
-    except (KeyboardInterrupt, SystemExit) as error:
+    except (KeyboardInterrupt, SystemExit, asyncio.CancelledError) as error:
         raise _Interrupt(error) from error
 
 
 async def _drain(run: _Run) -> None:
-    """Let every launch in flight finish, then free the workers' buffers."""
+    """Let every launch in flight finish, then free the workers' buffers.
+
+    Bounded by :data:`DRAIN_TIMEOUT_S`: the drain is shielded (it runs however the workers
+    stopped), so work that never finishes (a builder's kernel that never returns, a launch
+    that never completes) kept a timed run, and one stopped by Ctrl-C, running for ever.
+
+    Raises:
+        StressViolation: the device still had work in flight when the time was up.
+    """
     device = run.device
-    while True:
-        try:
-            await device.synchronize()
-        except HipError:
-            continue  # a stream's injected failure, reported once per call
-        break
-    for cycle in run.to_free:
-        cycle.close()
+    with anyio.move_on_after(DRAIN_TIMEOUT_S):
+        while True:
+            try:
+                await device.synchronize()
+            except HipError:
+                continue  # a stream's injected failure, reported once per call
+            for cycle in run.to_free:
+                cycle.close()
+            return
+    run.check(
+        False,
+        "drain",
+        "the device finishes its work once the workers stop",
+        f"{device.in_flight} packet(s) still in flight {DRAIN_TIMEOUT_S:g}s after the workers "
+        "stopped: a kernel or host function that never returns, or work that never completes",
+    )
