@@ -12,9 +12,10 @@ streams, graph nodes and executable setters, in HIP's order:
 2. a pitch below the row width → ``InvalidPitchValue``;
 3. a pitch above the device's ``max_pitch`` → ``InvalidValue``;
 4. a kind that is not a copy kind or contradicts the endpoints → ``InvalidMemcpyDirection``;
-5. a slice height below the copied height, a negative size or position, or a region that
-   leaves its allocation or array → ``InvalidValue`` (``InvalidDevicePointer`` for a pointer
-   outside live memory).
+5. a negative slice height (even for one slice: with a z position it would place the region
+   before its pointer, in another allocation or outside a host array), a slice height below
+   the copied height, a negative size or position, or a region that leaves its allocation or
+   array → ``InvalidValue`` (``InvalidDevicePointer`` for a pointer outside live memory).
 
 An empty region (a width, height or depth of 0) is valid and copies nothing, as in HIP: only
 the null-pointer, pitch and kind checks apply to it.
@@ -137,6 +138,8 @@ def check_pitched_copy(
         (sptr, spitch, sslice, spos, "src"),
     ):
         slice_height = height if given is None else given
+        if slice_height < 0:  # a copy of one slice never uses it, but a z position does
+            raise InvalidValue(f"negative {role} slice height {slice_height}")
         if slice_height < height and depth > 1:
             raise InvalidValue(f"{role} slice height {slice_height} below the height {height}")
         if min(pos) < 0:
