@@ -5,6 +5,11 @@
   copy wrote before its pointer, into another live allocation (or read another one), and on a
   host array it went through a strided view of an empty slice, outside the region asked for.
   A negative slice height is now ``InvalidValue`` wherever a pitched copy is checked.
+* ``Device.free`` told the race checker of the free before the allocator's checks ran: a
+  refused free (another device's pointer, a symbol's storage) was checked as a host write of
+  the whole allocation, so an unsynchronised one raised ``RaceError`` instead of HIP's
+  ``InvalidValue`` (or was reported as a race), and the checker forgot the allocation's
+  history, missing the real races on it that followed.
 """
 
 from __future__ import annotations
@@ -13,6 +18,14 @@ import numpy as np
 import pytest
 
 import ahipgraph as ahg
+from ahipgraph import testing
+
+SYMBOL = ahg.device_symbol("test_memory_sweep_attacks.symbol", dtype=np.int32, shape=(4,))
+
+
+@ahg.kernel
+def touch(t: ahg.Threads, x: ahg.Ptr[ahg.uint8]) -> None:
+    x[:1] = 1
 
 
 @pytest.mark.asyncio
@@ -75,3 +88,34 @@ async def test_a_pitched_copy_with_a_negative_slice_height_is_refused_not_writte
     device.free(first)
     device.free(second)
     assert device.memory_info().free == device.memory_info().total
+
+
+@pytest.mark.asyncio
+async def test_a_refused_free_under_the_race_checker_is_invalid_value_and_no_free() -> None:
+    ahg.configure_devices(2)
+    d0, d1 = ahg.get_device(0), ahg.get_device(1)
+    remote = d1.malloc(256)
+    symbol = SYMBOL.address(d0)
+    held = testing.HeldKernel()
+    with d1.create_stream() as s1, d0.create_stream() as s0:
+        with ahg.race_check(on_race="raise"):
+            await held.launch(s1)
+            await s1.launch_kernel(touch, 1, 1, (remote,))  # in flight: a host free races it
+            await s0.memcpy_to_symbol(SYMBOL, np.zeros(4, np.int32))
+            with pytest.raises(ahg.InvalidValue, match="not a live allocation of device 0"):
+                d0.free(remote)  # another device's: refused, so no host write of it
+            with pytest.raises(ahg.InvalidValue, match="symbol's storage"):
+                d0.free(symbol)
+        with ahg.race_check(on_race="collect") as check:
+            await held.launch(s1)
+            await s1.launch_kernel(touch, 1, 1, (remote,))
+            with pytest.raises(ahg.InvalidValue):
+                d0.free(remote)
+            assert check.reports == []
+            d1.view(remote, np.uint8)  # a real race: the checker still knows the allocation
+            assert [report.kind for report in check.reports] == ["write-after-write"]
+        held.release()
+        await s1.synchronize()
+        await s0.synchronize()
+    d1.free(remote)
+    assert d1.memory_info().free == d1.memory_info().total

@@ -232,27 +232,25 @@ class DeviceMemory:
             return
         with self._lock:
             allocation = self._at_base(ptr)
-            if allocation is None or allocation.buffer is None:
-                if claimed and allocation is not None and allocation.freeing:
-                    # A free_async of a graph allocation the stream reached before any launch
-                    # committed it: it fails, and its claim goes with it, so the memory a
-                    # later launch commits there can still be freed.
-                    self._claim_ran(allocation)
-                    if allocation.dropped and not allocation.freeing:  # waited for frees only
-                        self._remove(allocation)
-                    raise InvalidValue(
-                        f"{ptr!r} is a graph allocation with no memory behind it when the "
-                        "stream reached its free_async: order the free after the launch "
-                        "that allocates it"
-                    )
-                raise InvalidValue(f"{ptr!r} is not a live allocation of device {self.ordinal}")
-            if allocation.base in self._static:  # a symbol's: freed, the symbol would be dead
+            if (
+                claimed
+                and allocation is not None
+                and allocation.buffer is None
+                and allocation.freeing
+            ):
+                # A free_async of a graph allocation the stream reached before any launch
+                # committed it: it fails, and its claim goes with it, so the memory a later
+                # launch commits there can still be freed.
+                self._claim_ran(allocation)
+                if allocation.dropped and not allocation.freeing:  # waited for frees only
+                    self._remove(allocation)
                 raise InvalidValue(
-                    f"{ptr!r} is a device symbol's storage on device {self.ordinal}, "
-                    "not an allocation to free"
+                    f"{ptr!r} is a graph allocation with no memory behind it when the "
+                    "stream reached its free_async: order the free after the launch "
+                    "that allocates it"
                 )
-            if bool(allocation.freeing) != claimed:
-                raise InvalidValue(_freeing_message(ptr, claimed))
+            self._check_freeable(ptr, allocation, claimed)
+            assert allocation is not None
             if claimed:
                 self._claim_ran(allocation)
             if allocation.reserved:
@@ -266,6 +264,28 @@ class DeviceMemory:
                 self._bytes_in_use -= allocation.nbytes
         if self.mapped_by:
             self._tell_mappers()
+
+    def check_free(self, ptr: DevicePtr) -> None:
+        """Raise what :meth:`free` of ``ptr``, a DevicePtr that is not null, would raise (not
+        as a claimed free); else nothing.
+
+        Changes nothing: what a caller that must tell someone of a free before it happens (the
+        race checker, see ``Device.free``) runs first, so a refused free is told to no one.
+        """
+        with self._lock:
+            self._check_freeable(ptr, self._at_base(ptr), claimed=False)
+
+    def _check_freeable(self, ptr: DevicePtr, allocation: Allocation | None, claimed: bool) -> None:
+        """The checks of :meth:`free` (``allocation`` is the one at ``ptr``). Hold the lock."""
+        if allocation is None or allocation.buffer is None:
+            raise InvalidValue(f"{ptr!r} is not a live allocation of device {self.ordinal}")
+        if allocation.base in self._static:  # a symbol's: freed, the symbol would be dead
+            raise InvalidValue(
+                f"{ptr!r} is a device symbol's storage on device {self.ordinal}, "
+                "not an allocation to free"
+            )
+        if bool(allocation.freeing) != claimed:
+            raise InvalidValue(_freeing_message(ptr, claimed))
 
     @staticmethod
     def _claim_ran(allocation: Allocation) -> None:
