@@ -10,6 +10,10 @@
   the whole allocation, so an unsynchronised one raised ``RaceError`` instead of HIP's
   ``InvalidValue`` (or was reported as a race), and the checker forgot the allocation's
   history, missing the real races on it that followed.
+* Stream memory operations (``write_value_32`` and the rest) took the alignment of a
+  hand-made pointer's address before anything checked it was an int: an address of None or
+  a string gave Python's own ``TypeError`` from ``%`` ("not all arguments converted during
+  string formatting"), where every other memory call says ``InvalidDevicePointer``.
 """
 
 from __future__ import annotations
@@ -119,3 +123,24 @@ async def test_a_refused_free_under_the_race_checker_is_invalid_value_and_no_fre
         await s0.synchronize()
     d1.free(remote)
     assert d1.memory_info().free == d1.memory_info().total
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("address", [None, "abc", True, 1.0])
+async def test_a_stream_memory_operation_on_a_hand_made_address_is_invalid_device_pointer(
+    device: ahg.Device, address: object
+) -> None:
+    ptr = ahg.DevicePtr(0, address)  # type: ignore[arg-type]
+    with device.create_stream() as stream:
+        submitted = stream.statistics().submitted
+        for call in (
+            lambda: stream.write_value_32_nowait(ptr, 1),
+            lambda: stream.write_value_64_nowait(ptr, 1),
+            lambda: stream.wait_value_32_nowait(ptr, 0),
+            lambda: stream.wait_value_64_nowait(ptr, 0),
+        ):
+            with pytest.raises(ahg.InvalidDevicePointer, match="address that is not an int"):
+                call()
+        with pytest.raises(ahg.InvalidDevicePointer, match="address that is not an int"):
+            await stream.write_value_32(ptr, 1)
+        assert stream.statistics().submitted == submitted
