@@ -13,7 +13,10 @@
 * Stream memory operations (``write_value_32`` and the rest) took the alignment of a
   hand-made pointer's address before anything checked it was an int: an address of None or
   a string gave Python's own ``TypeError`` from ``%`` ("not all arguments converted during
-  string formatting"), where every other memory call says ``InvalidDevicePointer``.
+  string formatting"), where every other memory call says ``InvalidDevicePointer``. So did
+  a pitched copy (``+`` on the address) and ``free_async`` (the allocation lookup compared
+  the address with the allocations' bases: "'<' not supported"), which now refuses it as
+  ``Device.free`` does (``InvalidValue``).
 """
 
 from __future__ import annotations
@@ -143,4 +146,31 @@ async def test_a_stream_memory_operation_on_a_hand_made_address_is_invalid_devic
                 call()
         with pytest.raises(ahg.InvalidDevicePointer, match="address that is not an int"):
             await stream.write_value_32(ptr, 1)
+        assert stream.statistics().submitted == submitted
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("address", [None, "abc"])
+async def test_a_pitched_copy_or_free_async_of_a_hand_made_address_is_hips_error(
+    device: ahg.Device, address: object
+) -> None:
+    ptr = ahg.DevicePtr(0, address)  # type: ignore[arg-type]
+    host = np.zeros(16, np.uint8)
+    with device.create_stream() as stream:
+        submitted = stream.statistics().submitted
+        with pytest.raises(ahg.InvalidDevicePointer, match="address that is not an int"):
+            stream.memcpy_3d_nowait(ahg.PitchedPtr(ptr, 16), ahg.PitchedPtr(host, 16), (16, 1, 1))
+        with pytest.raises(ahg.InvalidDevicePointer, match="address that is not an int"):
+            await device.memcpy_2d(host, 16, ptr, 16, 16, 1)
+        with (
+            ahg.Graph() as graph,
+            pytest.raises(ahg.InvalidDevicePointer, match="address that is not an int"),
+        ):
+            graph.add_memcpy_3d_node(ahg.PitchedPtr(ptr, 16), ahg.PitchedPtr(host, 16), (16, 1, 1))
+        with pytest.raises(ahg.InvalidValue, match="not a live allocation"):
+            device.free(ptr)
+        with pytest.raises(ahg.InvalidValue, match="not a live allocation"):
+            stream.free_async_nowait(ptr)
+        with pytest.raises(ahg.InvalidValue, match="not a live allocation"):
+            await stream.free_async(ptr)
         assert stream.statistics().submitted == submitted

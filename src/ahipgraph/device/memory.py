@@ -742,8 +742,11 @@ class DeviceMemory:
     def allocation_of(self, address: int) -> tuple[int, int] | None:
         """(base, nbytes) of the allocation or reservation holding ``address``, or None.
 
-        What the race checker turns a kernel's pointer argument into a byte range with.
+        What the race checker turns a kernel's pointer argument into a byte range with. An
+        address that is not an int (a hand-made pointer's) is inside nothing.
         """
+        if type(address) is not int:  # the lookup would compare it with the int bases
+            return None
         with self._lock:
             try:
                 allocation = self._find(DevicePtr(self.ordinal, address), reserved_ok=True)

@@ -32,7 +32,7 @@ import numpy as np
 import numpy.typing as npt
 from numpy.lib.stride_tricks import as_strided
 
-from ..core.errors import InvalidPitchValue, InvalidValue
+from ..core.errors import InvalidDevicePointer, InvalidPitchValue, InvalidValue
 from ..core.ints import as_int
 from ..device.ops import CopyOp, host_bytes
 from ..device.pointer import DevicePtr
@@ -150,6 +150,8 @@ def check_pitched_copy(
         span = 0 if empty else ((depth - 1) * slice_height + height - 1) * pitch + width
         if isinstance(ptr, DevicePtr):
             if not empty:  # an empty copy touches nothing, wherever it points (HIP: success)
+                if type(ptr.address) is not int:  # a hand-made pointer's: ``+`` would fail
+                    raise InvalidDevicePointer(f"{ptr!r} has an address that is not an int")
                 check_range(ptr + offset, span)
         else:
             _host_array(ptr, role, writable=role == "dst")
