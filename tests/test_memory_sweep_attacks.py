@@ -17,9 +17,15 @@
   a pitched copy (``+`` on the address) and ``free_async`` (the allocation lookup compared
   the address with the allocations' bases: "'<' not supported"), which now refuses it as
   ``Device.free`` does (``InvalidValue``).
+* ``graph_mem_attribute`` and ``set_graph_mem_attribute`` converted their arguments under
+  the device allocator's lock: an argument's ``__index__`` (user code) ran while every other
+  thread's ``malloc``/``free`` of that device waited, so one that waited for such a thread
+  deadlocked. They are converted before the lock now.
 """
 
 from __future__ import annotations
+
+import threading
 
 import numpy as np
 import pytest
@@ -174,3 +180,35 @@ async def test_a_pitched_copy_or_free_async_of_a_hand_made_address_is_hips_error
         with pytest.raises(ahg.InvalidValue, match="not a live allocation"):
             await stream.free_async(ptr)
         assert stream.statistics().submitted == submitted
+
+
+class _IndexWaitingForAnotherThreadsMalloc:
+    """An attribute number whose ``__index__`` waits (bounded: a hang detector) for another
+    thread's ``malloc`` on ``device``, which it notes in ``finished``."""
+
+    def __init__(self, device: ahg.Device, value: int) -> None:
+        self.device, self.value = device, value
+        self.finished: list[ahg.DevicePtr] = []
+
+    def __index__(self) -> int:
+        other = threading.Thread(target=lambda: self.finished.append(self.device.malloc(16)))
+        other.start()
+        other.join(10)
+        return self.value
+
+
+def test_graph_memory_attribute_arguments_are_converted_outside_the_allocators_lock(
+    device: ahg.Device,
+) -> None:
+    used_high = ahg.GraphMemAttribute.UsedMemHigh
+    calls = [
+        lambda index: device.graph_mem_attribute(index),
+        lambda index: device.set_graph_mem_attribute(index, 0),
+        lambda index: device.set_graph_mem_attribute(used_high, index),
+    ]
+    for value, call in zip((int(used_high), int(used_high), 0), calls, strict=True):
+        index = _IndexWaitingForAnotherThreadsMalloc(device, value)
+        call(index)
+        assert len(index.finished) == 1  # the other thread's malloc did not wait for the call
+        device.free(index.finished[0])
+    assert device.statistics().memory.allocations == 0

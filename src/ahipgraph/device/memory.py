@@ -40,9 +40,9 @@ import numpy as np
 import numpy.typing as npt
 
 from ..core.errors import InvalidDevicePointer, InvalidValue, OutOfMemory
-from ..core.ints import int_or_none
+from ..core.ints import as_int, int_or_none
 from . import hooks
-from .graph_pool import GraphMemAttribute, GraphMemPool, GraphPoolStatistics
+from .graph_pool import GraphMemAttribute, GraphMemPool, GraphPoolStatistics, check_attribute
 from .pointer import DevicePtr
 
 __all__ = [
@@ -538,14 +538,24 @@ class DeviceMemory:
             return self.graph_pool.statistics()
 
     def graph_pool_attribute(self, attr: GraphMemAttribute | int) -> int:
-        """A graph memory-pool figure (InvalidValue for an unknown attribute)."""
+        """A graph memory-pool figure (InvalidValue for an unknown attribute).
+
+        The attribute is converted before the lock is taken: its ``__index__`` is user code,
+        which must not run while every other thread's allocation waits for it (one that
+        waited for such a thread deadlocked).
+        """
+        checked = check_attribute(attr)
         with self._lock:
-            return self.graph_pool.attribute(attr)
+            return self.graph_pool.attribute(checked)
 
     def set_graph_pool_attribute(self, attr: GraphMemAttribute | int, value: int) -> None:
-        """Reset a high-water mark of the graph memory pool to 0 (else InvalidValue)."""
+        """Reset a high-water mark of the graph memory pool to 0 (else InvalidValue).
+
+        Both arguments are converted before the lock is taken (see graph_pool_attribute).
+        """
+        checked, number = check_attribute(attr), as_int(value, "value")
         with self._lock:
-            self.graph_pool.set_attribute(attr, value)
+            self.graph_pool.set_attribute(checked, number)
 
     def _at_base(self, ptr: DevicePtr) -> Allocation | None:
         """The allocation or reservation of this device that starts at ``ptr``, or None.
