@@ -20,7 +20,9 @@
 * ``graph_mem_attribute`` and ``set_graph_mem_attribute`` converted their arguments under
   the device allocator's lock: an argument's ``__index__`` (user code) ran while every other
   thread's ``malloc``/``free`` of that device waited, so one that waited for such a thread
-  deadlocked. They are converted before the lock now.
+  deadlocked. They are converted before the lock now. So did ``device.view`` and
+  ``free_async`` with a hand-made pointer whose device is an object: its ``__eq__`` ran under
+  the lock. Only int fields are compared now (such a pointer is refused, as everywhere else).
 """
 
 from __future__ import annotations
@@ -211,4 +213,49 @@ def test_graph_memory_attribute_arguments_are_converted_outside_the_allocators_l
         call(index)
         assert len(index.finished) == 1  # the other thread's malloc did not wait for the call
         device.free(index.finished[0])
+    assert device.statistics().memory.allocations == 0
+
+
+class _DeviceWaitingForAnotherThreadsMalloc:
+    """A pointer's device field whose ``__eq__`` waits (bounded) for another thread's
+    ``malloc`` on ``device`` and then claims to be equal."""
+
+    def __init__(self, device: ahg.Device) -> None:
+        self.device = device
+        self.made: list[ahg.DevicePtr] = []
+        self.threads: list[threading.Thread] = []
+        self.blocked = 0  # how many of those mallocs were still waiting when it gave up
+
+    def __eq__(self, other: object) -> bool:
+        other_thread = threading.Thread(target=lambda: self.made.append(self.device.malloc(16)))
+        self.threads.append(other_thread)
+        other_thread.start()
+        other_thread.join(10)
+        self.blocked += other_thread.is_alive()
+        return True
+
+    __hash__ = object.__hash__
+
+
+@pytest.mark.asyncio
+async def test_a_hand_made_device_field_is_never_compared_under_the_allocators_lock(
+    device: ahg.Device,
+) -> None:
+    ptr = device.malloc(64)
+    field = _DeviceWaitingForAnotherThreadsMalloc(device)
+    forged = ahg.DevicePtr(field, ptr.address)  # type: ignore[arg-type]
+    with device.create_stream() as stream:
+        with pytest.raises(ahg.InvalidDevicePointer):
+            device.view(forged, np.uint8, 4)
+        with pytest.raises(ahg.InvalidValue, match="not a live allocation"):
+            stream.free_async_nowait(forged)
+        with pytest.raises(ahg.InvalidValue, match="not a live allocation"):
+            device.free(forged)
+        assert stream.statistics().submitted == 0
+    for other_thread in field.threads:
+        other_thread.join()
+    assert field.blocked == 0  # no other thread's malloc waited for the comparison
+    for made in field.made:
+        device.free(made)
+    device.free(ptr)
     assert device.statistics().memory.allocations == 0

@@ -362,7 +362,7 @@ class DeviceMemory:
         tell a later free from the one it already counted (a graph launch taken on it).
         """
         with self._lock:
-            allocation = self._by_base.get(ptr.address) if ptr.device == self.ordinal else None
+            allocation = self._at_base(ptr)
             if allocation is None:
                 return 0, None
             claimer = allocation.claimer
@@ -373,7 +373,7 @@ class DeviceMemory:
         was taken: number it as a stream-ordered free (see :meth:`latest_free`). Unlike
         :meth:`claim_free` it holds nothing: the node's free never fails."""
         with self._lock:
-            allocation = self._by_base.get(ptr.address) if ptr.device == self.ordinal else None
+            allocation = self._at_base(ptr)
             if allocation is not None:
                 allocation.claims += 1
                 allocation.claimer = weakref.ref(by)
@@ -405,7 +405,7 @@ class DeviceMemory:
         """Raise what :meth:`free` would for memory a stream holds a free of (with
         ``for_stream``: what :meth:`claim_free` would); else nothing."""
         with self._lock:
-            allocation = self._by_base.get(ptr.address) if ptr.device == self.ordinal else None
+            allocation = self._at_base(ptr)
             if allocation is not None and (
                 allocation.freeing + allocation.node_frees > allocation.extra_frees
                 if for_stream
@@ -561,8 +561,8 @@ class DeviceMemory:
         """The allocation or reservation of this device that starts at ``ptr``, or None.
 
         A hand-made pointer's fields may be anything: only int fields name an allocation (a
-        float or numpy address equal to a base would otherwise free or claim it, and a bool
-        device would pass for device 1).
+        float or numpy address equal to a base would otherwise free or claim it, a bool
+        device would pass for device 1, and an object's ``__eq__`` would run under the lock).
         """
         if type(ptr.device) is not int or type(ptr.address) is not int:
             return None
@@ -733,8 +733,13 @@ class DeviceMemory:
         return allocation, buffer
 
     def _find(self, ptr: DevicePtr, *, reserved_ok: bool = False) -> Allocation:
-        """The allocation holding ``ptr`` (committed, or also reserved). Hold the lock."""
-        if ptr.device == self.ordinal:
+        """The allocation holding ``ptr`` (committed, or also reserved). Hold the lock.
+
+        Only int fields are compared: a hand-made pointer's other objects would run their
+        own ``__eq__`` or ``__lt__`` (user code) under the lock, and a bool device would pass
+        for device 0 or 1.
+        """
+        if type(ptr.device) is int and type(ptr.address) is int and ptr.device == self.ordinal:
             bases = self._bases
             index = bisect.bisect_right(bases, ptr.address) - 1
             if index >= 0:
