@@ -23,6 +23,10 @@
   deadlocked. They are converted before the lock now. So did ``device.view`` and
   ``free_async`` with a hand-made pointer whose device is an object: its ``__eq__`` ran under
   the lock. Only int fields are compared now (such a pointer is refused, as everywhere else).
+* A symbol copy of 0 bytes at the symbol's end (an offset of its size, which the range check
+  accepts, as HIP's does) failed with ``InvalidDevicePointer``, as did one of 0 bytes whose
+  other end was a device pointer at its allocation's end: unlike ``memcpy``, the symbol copies
+  looked at the pointers of a copy of nothing. ``hipMemcpyToSymbol`` returns success there.
 """
 
 from __future__ import annotations
@@ -259,3 +263,31 @@ async def test_a_hand_made_device_field_is_never_compared_under_the_allocators_l
         device.free(made)
     device.free(ptr)
     assert device.statistics().memory.allocations == 0
+
+
+@pytest.mark.asyncio
+async def test_a_symbol_copy_of_0_bytes_at_the_end_copies_nothing_and_succeeds(
+    device: ahg.Device,
+) -> None:
+    size = SYMBOL.nbytes
+    ptr = device.malloc(64)
+    host = np.zeros(4, np.int32)
+    await device.memcpy_to_symbol(SYMBOL, np.arange(4, dtype=np.int32))
+    with device.create_stream() as stream:
+        await (await stream.memcpy_to_symbol(SYMBOL, host, 0, size))
+        await (await stream.memcpy_from_symbol(host, SYMBOL, 0, size))
+        await (await stream.memcpy_to_symbol(SYMBOL, ptr + 64, 0))
+        await (await stream.memcpy_from_symbol(ptr + 64, SYMBOL, 0, size))
+        await device.memcpy_to_symbol(SYMBOL, host, 0, size)
+        await device.memcpy_from_symbol(host, SYMBOL, 0, size)
+        async with stream.capture(mode=ahg.CaptureMode.RELAXED) as capture:
+            await stream.memcpy_to_symbol(SYMBOL, host, 0, size)
+            await stream.memcpy_from_symbol(ptr + 64, SYMBOL, 0, size)
+        assert capture.graph.nodes() == []
+        capture.graph.destroy()
+        with pytest.raises(ahg.InvalidValue, match="do not fit"):
+            stream.memcpy_to_symbol_nowait(SYMBOL, host, 1, size)  # one byte is past it
+        await stream.synchronize()
+    assert SYMBOL.view(device).tolist() == [0, 1, 2, 3]
+    assert not host.any()
+    device.free(ptr)
