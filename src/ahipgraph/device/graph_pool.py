@@ -30,7 +30,7 @@ from typing import Any
 from ..core.errors import InvalidValue
 from ..core.ints import as_int
 
-__all__ = ["GraphMemAttribute", "GraphMemPool", "GraphPoolStatistics"]
+__all__ = ["GraphMemAttribute", "GraphMemPool", "GraphPoolStatistics", "check_attribute"]
 
 
 class GraphMemAttribute(enum.IntEnum):
@@ -96,7 +96,7 @@ class GraphMemPool:
 
     def attribute(self, attr: Any) -> int:
         """The value of ``attr``. Raises InvalidValue for an unknown one."""
-        checked = _check_attr(attr)
+        checked = check_attribute(attr)
         return {
             GraphMemAttribute.UsedMemCurrent: self.used,
             GraphMemAttribute.UsedMemHigh: self.used_high,
@@ -106,7 +106,7 @@ class GraphMemPool:
 
     def set_attribute(self, attr: Any, value: Any) -> None:
         """Reset a high-water mark to 0; anything else is InvalidValue."""
-        checked = _check_attr(attr)
+        checked = check_attribute(attr)
         value = as_int(value, "value")
         if checked is GraphMemAttribute.UsedMemHigh and value == 0:
             self.used_high = 0
@@ -136,7 +136,13 @@ class GraphMemPool:
         )
 
 
-def _check_attr(attr: Any) -> GraphMemAttribute:
+def check_attribute(attr: Any) -> GraphMemAttribute:
+    """``attr`` as a :class:`GraphMemAttribute`: TypeError for a non-integer, InvalidValue
+    for an unknown number.
+
+    Its ``__index__`` is user code: callers convert it before they take the allocator's lock
+    (see ``DeviceMemory.graph_pool_attribute``), so it never runs while other threads wait.
+    """
     checked = as_int(attr, "attribute", expected="an ahg.GraphMemAttribute")
     try:
         return GraphMemAttribute(checked)

@@ -40,9 +40,9 @@ import numpy as np
 import numpy.typing as npt
 
 from ..core.errors import InvalidDevicePointer, InvalidValue, OutOfMemory
-from ..core.ints import int_or_none
+from ..core.ints import as_int, int_or_none
 from . import hooks
-from .graph_pool import GraphMemAttribute, GraphMemPool, GraphPoolStatistics
+from .graph_pool import GraphMemAttribute, GraphMemPool, GraphPoolStatistics, check_attribute
 from .pointer import DevicePtr
 
 __all__ = [
@@ -232,27 +232,25 @@ class DeviceMemory:
             return
         with self._lock:
             allocation = self._at_base(ptr)
-            if allocation is None or allocation.buffer is None:
-                if claimed and allocation is not None and allocation.freeing:
-                    # A free_async of a graph allocation the stream reached before any launch
-                    # committed it: it fails, and its claim goes with it, so the memory a
-                    # later launch commits there can still be freed.
-                    self._claim_ran(allocation)
-                    if allocation.dropped and not allocation.freeing:  # waited for frees only
-                        self._remove(allocation)
-                    raise InvalidValue(
-                        f"{ptr!r} is a graph allocation with no memory behind it when the "
-                        "stream reached its free_async: order the free after the launch "
-                        "that allocates it"
-                    )
-                raise InvalidValue(f"{ptr!r} is not a live allocation of device {self.ordinal}")
-            if allocation.base in self._static:  # a symbol's: freed, the symbol would be dead
+            if (
+                claimed
+                and allocation is not None
+                and allocation.buffer is None
+                and allocation.freeing
+            ):
+                # A free_async of a graph allocation the stream reached before any launch
+                # committed it: it fails, and its claim goes with it, so the memory a later
+                # launch commits there can still be freed.
+                self._claim_ran(allocation)
+                if allocation.dropped and not allocation.freeing:  # waited for frees only
+                    self._remove(allocation)
                 raise InvalidValue(
-                    f"{ptr!r} is a device symbol's storage on device {self.ordinal}, "
-                    "not an allocation to free"
+                    f"{ptr!r} is a graph allocation with no memory behind it when the "
+                    "stream reached its free_async: order the free after the launch "
+                    "that allocates it"
                 )
-            if bool(allocation.freeing) != claimed:
-                raise InvalidValue(_freeing_message(ptr, claimed))
+            self._check_freeable(ptr, allocation, claimed)
+            assert allocation is not None
             if claimed:
                 self._claim_ran(allocation)
             if allocation.reserved:
@@ -266,6 +264,28 @@ class DeviceMemory:
                 self._bytes_in_use -= allocation.nbytes
         if self.mapped_by:
             self._tell_mappers()
+
+    def check_free(self, ptr: DevicePtr) -> None:
+        """Raise what :meth:`free` of ``ptr``, a DevicePtr that is not null, would raise (not
+        as a claimed free); else nothing.
+
+        Changes nothing: what a caller that must tell someone of a free before it happens (the
+        race checker, see ``Device.free``) runs first, so a refused free is told to no one.
+        """
+        with self._lock:
+            self._check_freeable(ptr, self._at_base(ptr), claimed=False)
+
+    def _check_freeable(self, ptr: DevicePtr, allocation: Allocation | None, claimed: bool) -> None:
+        """The checks of :meth:`free` (``allocation`` is the one at ``ptr``). Hold the lock."""
+        if allocation is None or allocation.buffer is None:
+            raise InvalidValue(f"{ptr!r} is not a live allocation of device {self.ordinal}")
+        if allocation.base in self._static:  # a symbol's: freed, the symbol would be dead
+            raise InvalidValue(
+                f"{ptr!r} is a device symbol's storage on device {self.ordinal}, "
+                "not an allocation to free"
+            )
+        if bool(allocation.freeing) != claimed:
+            raise InvalidValue(_freeing_message(ptr, claimed))
 
     @staticmethod
     def _claim_ran(allocation: Allocation) -> None:
@@ -342,7 +362,7 @@ class DeviceMemory:
         tell a later free from the one it already counted (a graph launch taken on it).
         """
         with self._lock:
-            allocation = self._by_base.get(ptr.address) if ptr.device == self.ordinal else None
+            allocation = self._at_base(ptr)
             if allocation is None:
                 return 0, None
             claimer = allocation.claimer
@@ -353,7 +373,7 @@ class DeviceMemory:
         was taken: number it as a stream-ordered free (see :meth:`latest_free`). Unlike
         :meth:`claim_free` it holds nothing: the node's free never fails."""
         with self._lock:
-            allocation = self._by_base.get(ptr.address) if ptr.device == self.ordinal else None
+            allocation = self._at_base(ptr)
             if allocation is not None:
                 allocation.claims += 1
                 allocation.claimer = weakref.ref(by)
@@ -385,7 +405,7 @@ class DeviceMemory:
         """Raise what :meth:`free` would for memory a stream holds a free of (with
         ``for_stream``: what :meth:`claim_free` would); else nothing."""
         with self._lock:
-            allocation = self._by_base.get(ptr.address) if ptr.device == self.ordinal else None
+            allocation = self._at_base(ptr)
             if allocation is not None and (
                 allocation.freeing + allocation.node_frees > allocation.extra_frees
                 if for_stream
@@ -518,21 +538,31 @@ class DeviceMemory:
             return self.graph_pool.statistics()
 
     def graph_pool_attribute(self, attr: GraphMemAttribute | int) -> int:
-        """A graph memory-pool figure (InvalidValue for an unknown attribute)."""
+        """A graph memory-pool figure (InvalidValue for an unknown attribute).
+
+        The attribute is converted before the lock is taken: its ``__index__`` is user code,
+        which must not run while every other thread's allocation waits for it (one that
+        waited for such a thread deadlocked).
+        """
+        checked = check_attribute(attr)
         with self._lock:
-            return self.graph_pool.attribute(attr)
+            return self.graph_pool.attribute(checked)
 
     def set_graph_pool_attribute(self, attr: GraphMemAttribute | int, value: int) -> None:
-        """Reset a high-water mark of the graph memory pool to 0 (else InvalidValue)."""
+        """Reset a high-water mark of the graph memory pool to 0 (else InvalidValue).
+
+        Both arguments are converted before the lock is taken (see graph_pool_attribute).
+        """
+        checked, number = check_attribute(attr), as_int(value, "value")
         with self._lock:
-            self.graph_pool.set_attribute(attr, value)
+            self.graph_pool.set_attribute(checked, number)
 
     def _at_base(self, ptr: DevicePtr) -> Allocation | None:
         """The allocation or reservation of this device that starts at ``ptr``, or None.
 
         A hand-made pointer's fields may be anything: only int fields name an allocation (a
-        float or numpy address equal to a base would otherwise free or claim it, and a bool
-        device would pass for device 1).
+        float or numpy address equal to a base would otherwise free or claim it, a bool
+        device would pass for device 1, and an object's ``__eq__`` would run under the lock).
         """
         if type(ptr.device) is not int or type(ptr.address) is not int:
             return None
@@ -703,8 +733,13 @@ class DeviceMemory:
         return allocation, buffer
 
     def _find(self, ptr: DevicePtr, *, reserved_ok: bool = False) -> Allocation:
-        """The allocation holding ``ptr`` (committed, or also reserved). Hold the lock."""
-        if ptr.device == self.ordinal:
+        """The allocation holding ``ptr`` (committed, or also reserved). Hold the lock.
+
+        Only int fields are compared: a hand-made pointer's other objects would run their
+        own ``__eq__`` or ``__lt__`` (user code) under the lock, and a bool device would pass
+        for device 0 or 1.
+        """
+        if type(ptr.device) is int and type(ptr.address) is int and ptr.device == self.ordinal:
             bases = self._bases
             index = bisect.bisect_right(bases, ptr.address) - 1
             if index >= 0:
@@ -722,8 +757,11 @@ class DeviceMemory:
     def allocation_of(self, address: int) -> tuple[int, int] | None:
         """(base, nbytes) of the allocation or reservation holding ``address``, or None.
 
-        What the race checker turns a kernel's pointer argument into a byte range with.
+        What the race checker turns a kernel's pointer argument into a byte range with. An
+        address that is not an int (a hand-made pointer's) is inside nothing.
         """
+        if type(address) is not int:  # the lookup would compare it with the int bases
+            return None
         with self._lock:
             try:
                 allocation = self._find(DevicePtr(self.ordinal, address), reserved_ok=True)

@@ -221,7 +221,9 @@ class Device(DeviceBase, DeviceCopyMixin, NoCopy):
         if capture_checks is not None:
             capture_checks.unsafe_call("free()")
         if observe.observer is not None and isinstance(ptr, DevicePtr) and ptr:
-            self.memory.check_unclaimed(ptr)  # refused: the checker is told of no free
+            # Every check first: a refused free (another device's pointer, a symbol's storage,
+            # memory a stream will free, a double free) is no free for the race checker.
+            self.memory.check_free(ptr)
             observe.observer.freeing(ptr)
         self.memory.free(ptr)
 

@@ -12,9 +12,10 @@ streams, graph nodes and executable setters, in HIP's order:
 2. a pitch below the row width → ``InvalidPitchValue``;
 3. a pitch above the device's ``max_pitch`` → ``InvalidValue``;
 4. a kind that is not a copy kind or contradicts the endpoints → ``InvalidMemcpyDirection``;
-5. a slice height below the copied height, a negative size or position, or a region that
-   leaves its allocation or array → ``InvalidValue`` (``InvalidDevicePointer`` for a pointer
-   outside live memory).
+5. a negative slice height (even for one slice: with a z position it would place the region
+   before its pointer, in another allocation or outside a host array), a slice height below
+   the copied height, a negative size or position, or a region that leaves its allocation or
+   array → ``InvalidValue`` (``InvalidDevicePointer`` for a pointer outside live memory).
 
 An empty region (a width, height or depth of 0) is valid and copies nothing, as in HIP: only
 the null-pointer, pitch and kind checks apply to it.
@@ -31,7 +32,7 @@ import numpy as np
 import numpy.typing as npt
 from numpy.lib.stride_tricks import as_strided
 
-from ..core.errors import InvalidPitchValue, InvalidValue
+from ..core.errors import InvalidDevicePointer, InvalidPitchValue, InvalidValue
 from ..core.ints import as_int
 from ..device.ops import CopyOp, host_bytes
 from ..device.pointer import DevicePtr
@@ -137,6 +138,8 @@ def check_pitched_copy(
         (sptr, spitch, sslice, spos, "src"),
     ):
         slice_height = height if given is None else given
+        if slice_height < 0:  # a copy of one slice never uses it, but a z position does
+            raise InvalidValue(f"negative {role} slice height {slice_height}")
         if slice_height < height and depth > 1:
             raise InvalidValue(f"{role} slice height {slice_height} below the height {height}")
         if min(pos) < 0:
@@ -147,6 +150,8 @@ def check_pitched_copy(
         span = 0 if empty else ((depth - 1) * slice_height + height - 1) * pitch + width
         if isinstance(ptr, DevicePtr):
             if not empty:  # an empty copy touches nothing, wherever it points (HIP: success)
+                if type(ptr.address) is not int:  # a hand-made pointer's: ``+`` would fail
+                    raise InvalidDevicePointer(f"{ptr!r} has an address that is not an int")
                 check_range(ptr + offset, span)
         else:
             _host_array(ptr, role, writable=role == "dst")

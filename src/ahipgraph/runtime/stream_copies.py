@@ -75,7 +75,8 @@ def _check_other_end(end: Endpoint, role: str, nbytes: int, kind: Any, device: D
     pair = (placeholder, end) if role == "src" else (end, placeholder)
     check_kind(kind, _infer_kind(*pair))
     if isinstance(end, DevicePtr):
-        check_range(end, nbytes)
+        if nbytes:  # 0 bytes touch nothing: not looked at, as a stream copy's (see below)
+            check_range(end, nbytes)
     else:
         _host_array(end, role, writable=role == "dst")
         if nbytes > end.nbytes:
@@ -97,7 +98,10 @@ def to_symbol_params(
     count, offset = check_symbol_range(sym, count, offset)
     _symbol_kind(kind, _TO_SYMBOL, "to")
     _check_other_end(src, "src", count, kind, device)
-    return MemcpyParams.make(sym.address(device) + offset, src, count, kind)
+    # 0 bytes at the symbol's end (an offset of its size) are a copy of nothing, as
+    # ``hipMemcpyToSymbol`` returns success for them after its range check: the pointers are
+    # not looked at, as for ``memcpy`` (a graph node refuses a count of 0 on its own).
+    return MemcpyParams.make(sym.address(device) + offset, src, count, kind, empty_unchecked=True)
 
 
 def from_symbol_params(
@@ -115,7 +119,8 @@ def from_symbol_params(
     count, offset = check_symbol_range(sym, count, offset)
     _symbol_kind(kind, _FROM_SYMBOL, "from")
     _check_other_end(dst, "dst", count, kind, device)
-    return MemcpyParams.make(dst, sym.address(device) + offset, count, kind)
+    # 0 bytes: see to_symbol_params.
+    return MemcpyParams.make(dst, sym.address(device) + offset, count, kind, empty_unchecked=True)
 
 
 def pitched_2d_params(

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..core.errors import InvalidValue
+from ..core.errors import InvalidDevicePointer, InvalidValue
 from ..core.ints import as_int
 from ..device.ops import StreamMemOpOp
 from ..device.pointer import DevicePtr
@@ -112,7 +112,8 @@ class StreamMemOp:
         Raises:
             InvalidValue: a null pointer, an unknown flag (or write flags other than 0), a
                 word not aligned to its size or outside an allocation.
-            InvalidDevicePointer: the word is not in live memory.
+            InvalidDevicePointer: the word is not in live memory, or the pointer's address is
+                not an int (a hand-made pointer).
             TypeError / ValueError: a value or mask that is not an unsigned word.
         """
         if ptr is None or (isinstance(ptr, DevicePtr) and not ptr):
@@ -134,6 +135,8 @@ class StreamMemOp:
         full = (1 << bits) - 1
         checked_mask = full if mask is None else _word(mask, bits, "mask")
         size = bits // 8
+        if type(ptr.address) is not int:  # a hand-made pointer's: ``%`` gave Python's error
+            raise InvalidDevicePointer(f"{ptr!r} has an address that is not an int")
         if ptr.address % size:
             raise InvalidValue(f"{ptr!r} is not aligned to its {size}-byte word")
         check_range(ptr, size)

@@ -161,6 +161,9 @@ class StreamMemoryMixin:
         if not isinstance(ptr, DevicePtr):
             raise TypeError(f"expected a DevicePtr, got {ptr!r}")
         memory = stream.device.memory
+        if type(ptr.address) is not int or type(ptr.device) is not int:  # a hand-made
+            # pointer's: refused as Device.free does, before any of its objects is compared
+            raise InvalidValue(f"{ptr!r} is not a live allocation of device {memory.ordinal}")
         # A graph allocation counts from the moment its alloc node reserved the addresses: the
         # launch that commits memory there may still be ahead of this free on the stream.
         found = memory.allocation_of(ptr.address) if ptr.device == memory.ordinal else None
