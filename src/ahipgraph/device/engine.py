@@ -44,7 +44,7 @@ import threading
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine
 from contextvars import Context, ContextVar, copy_context
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..core.clock import SimClock
 from ..core.errors import IllegalState, InvalidDevice
@@ -57,7 +57,9 @@ if TYPE_CHECKING:
     from .hwqueue import HardwareQueue
     from .signal import Signal
 
-__all__ = ["PUMP_BUDGET", "Engine", "current_loop", "running_loop"]
+__all__ = ["PUMP_BUDGET", "Engine", "current_loop", "park_refusable", "running_loop"]
+
+_T = TypeVar("_T")
 
 # The hardware queue whose device work (an async kernel body or host function) the calling
 # task is, in a cell emptied when that work ends: set in the context each such task starts
@@ -70,6 +72,13 @@ _NO_WORK: list[HardwareQueue | None] = [None]
 # returned one, and the queue waits for it): such a task is that work until the work ends,
 # but its context, made before, cannot get the variable above.
 _HANDED: weakref.WeakKeyDictionary[asyncio.Future[Any], list[HardwareQueue | None]] = (
+    weakref.WeakKeyDictionary()
+)
+# Tasks parked in an engine wait (:func:`park_refusable`), each with a cell a hand-over fills
+# with the task's count of cancellation requests before it woke the task to re-check its
+# wait (None while nothing woke it so). Weak: a task its closed loop dropped while it was
+# parked is not kept alive by it.
+_PARKED: weakref.WeakKeyDictionary[asyncio.Task[Any], list[int | None]] = (
     weakref.WeakKeyDictionary()
 )
 # Numbers each owner loop an engine gets (see Engine.owner_number), unique in the process.
@@ -116,6 +125,54 @@ def device_work_queue() -> HardwareQueue | None:
         if task is not None:
             queue = _HANDED.get(task, _NO_WORK)[0]
     return queue
+
+
+async def park_refusable(
+    wait: Callable[[], Awaitable[_T]], refuse: Callable[[HardwareQueue], None]
+) -> _T:
+    """``await wait()``, refused by ``refuse`` if the task becomes device work meanwhile.
+
+    Every engine wait checks, as it starts, whether the caller is device work waiting for
+    itself. A task the host program made may already be parked in such a wait when a host
+    function hands it to its queue (returns it, and the queue waits for it): the queue then
+    waits for the task, and the task for the queue. So the hand-over wakes a task parked here
+    (:meth:`Engine._start_in_context` cancels it, and the cancellation is taken back here)
+    and the task re-checks its wait with ``refuse(work)``, which raises ``IllegalState`` if
+    the wait now needs its own work to end, or parks again. ``wait`` must lose nothing when
+    cancelled (the one wait primitive gives back what it was handed). The normal path pays a
+    dict entry per wait; a cancellation by anyone else passes through.
+    """
+    task = asyncio.current_task()
+    if task is None:  # not a task: nothing can hand it over
+        return await wait()
+    woken: list[int | None] = [None]
+    _PARKED[task] = woken
+    try:
+        while True:
+            try:
+                return await wait()
+            except asyncio.CancelledError:
+                before = woken[0]
+                if before is None:  # not a hand-over's
+                    raise
+                woken[0] = None
+                if task.uncancel() > before:  # cancelled by someone else as well
+                    raise
+            work = device_work_queue()
+            if work is not None:
+                refuse(work)
+    finally:
+        _PARKED.pop(task, None)
+
+
+def _wake_handed(task: asyncio.Task[Any], loop: asyncio.AbstractEventLoop | None) -> None:
+    """A host function handed ``task`` to its queue: a wait it is parked in re-checks (see
+    :func:`park_refusable`). Only a pending task of the engine's loop, on its thread."""
+    woken = _PARKED.get(task)
+    if woken is None or woken[0] is not None or task.done() or task.get_loop() is not loop:
+        return
+    woken[0] = task.cancelling()
+    task.cancel()
 
 
 def refuse_trio() -> None:
@@ -363,15 +420,25 @@ class Engine:
         """
         if self.in_flight:
             work = device_work_queue()
-            if work is not None and work.engine is self:
-                raise IllegalState(
-                    f"device {self.device.ordinal}: device work (an async kernel body or host "
-                    "function) waited for its own device to be idle, which it never is while "
-                    "that work runs"
-                )
+            if work is not None:
+                self._refuse_idle_wait(work)
             self.bind_loop()
-            while self.in_flight:
-                await self._idle.park()
+            if self.in_flight:
+                await park_refusable(self._until_idle, self._refuse_idle_wait)
+
+    async def _until_idle(self) -> None:
+        while self.in_flight:
+            await self._idle.park()
+
+    def _refuse_idle_wait(self, work: HardwareQueue) -> None:
+        """Refuse a wait for idle by this engine's own device work, which it never is while
+        that work runs."""
+        if work.engine is self and self.in_flight:
+            raise IllegalState(
+                f"device {self.device.ordinal}: device work (an async kernel body or host "
+                "function) waited for its own device to be idle, which it never is while "
+                "that work runs"
+            )
 
     async def _wait_signal(self, signal: Signal) -> None:
         """How a host waits for device work: return at once if it is done, else park.
@@ -387,15 +454,23 @@ class Engine:
         """
         if signal.value > 0:
             work = device_work_queue()
-            if work is not None and work.engine is self and waits_for_head(work, (signal,)):
-                raise IllegalState(
-                    f"device {self.device.ordinal}: device work (an async kernel body or host "
-                    f"function) waited for work queued behind it on hardware queue "
-                    f"{work.index}, which runs only after that work ends"
-                )
+            if work is not None:
+                self._refuse_signal_wait(work, signal)
             self.claim()  # park only on the loop that runs the work (or raise)
-            await signal.wait()
+            await park_refusable(
+                signal.wait, functools.partial(self._refuse_signal_wait, signal=signal)
+            )
         self.clock.observe(signal.time)
+
+    def _refuse_signal_wait(self, work: HardwareQueue, signal: Signal) -> None:
+        """Refuse a wait by this engine's device work ``work`` for ``signal`` when it is
+        reached only after that work ends."""
+        if work.engine is self and waits_for_head(work, (signal,)):
+            raise IllegalState(
+                f"device {self.device.ordinal}: device work (an async kernel body or host "
+                f"function) waited for work queued behind it on hardware queue "
+                f"{work.index}, which runs only after that work ends"
+            )
 
     def next_queue(self) -> HardwareQueue:
         """Round-robin queue assignment for new streams."""
@@ -445,6 +520,7 @@ class Engine:
         _DEVICE_WORK.set(cell)
         if isinstance(awaitable, asyncio.Task):  # a task made elsewhere, now this work
             _HANDED[awaitable] = cell
+            _wake_handed(awaitable, self.loop)  # a wait it is parked in re-checks
         # Awaited by a coroutine of ours: a future or an object with __await__ that cannot be
         # a task here (a future of another loop) then fails its op, instead of raising out of
         # the queue's run and leaving the queue parked for good; and a cancelled body is judged

@@ -1,0 +1,172 @@
+"""Attacks on the device engine's waits and on device work waiting for itself.
+
+* A task the host program made, already parked in a wait (``device.synchronize()``, a
+  stream's or an event's ``synchronize``, an await of a launch's completion, room in a full
+  ring, a signal set of an executable) when a host function hands it to its queue, was never
+  refused: the checks ran only as a wait started, so the queue waited for the task and the
+  task for the queue, for good. The hand-over now wakes such a wait, which re-checks and
+  fails with IllegalState, giving back what it was handed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
+
+import pytest
+
+import ahipgraph as ahg
+from ahipgraph.testing import HeldKernel, fresh_devices, loop_turns
+
+CAPACITY = 4
+HANG = 5  # seconds: only a hang detector
+
+
+@pytest.fixture
+def small_ring() -> Iterator[ahg.Device]:
+    """One device of two hardware queues of CAPACITY packets."""
+    properties = ahg.DeviceProperties(hardware_queues=2, hardware_queue_capacity=CAPACITY)
+    with fresh_devices(1, properties) as devices:
+        yield devices[0]
+
+
+def _ring(device: ahg.Device, stream: ahg.Stream) -> ahg.QueueStatistics:
+    return device.statistics().queues[stream.statistics().queue]
+
+
+class _Handing:
+    """A stream held behind a kernel, then a host function that returns ``self.task``."""
+
+    def __init__(self, device: ahg.Device) -> None:
+        self.device = device
+        self.stream = device.create_stream()  # queue 0
+        self.other = device.create_stream()  # queue 1
+        self.held = HeldKernel()
+        self.task: asyncio.Task[Any] | None = None
+        self.event = device.create_event()
+        with ahg.Graph() as graph:
+            graph.add_host_node(lambda: None)
+            self.exec = graph.instantiate(signal_sets=1, signal_set_policy="wait")
+
+    def hand(self) -> Awaitable[Any]:
+        assert self.task is not None
+        return self.task
+
+    async def start(self) -> ahg.Completion:
+        await self.held.launch(self.stream)
+        handing = await self.stream.launch_host_func(self.hand)
+        await self.held.started.wait()
+        return handing
+
+    def close(self) -> None:
+        self.exec.destroy()
+        self.event.destroy()
+        self.stream.destroy()
+        self.other.destroy()
+
+
+async def _park(kit: _Handing, kind: str, handing: ahg.Completion) -> list[asyncio.Task[Any]]:
+    """Park ``kit.task`` in a wait of ``kind``; return other tasks the setup parked."""
+    stream, device = kit.stream, kit.device
+    waits: dict[str, Callable[[], Awaitable[Any]]] = {
+        "device_synchronize": device.synchronize,
+        "stream_synchronize": stream.synchronize,
+        "event_synchronize": kit.event.synchronize,
+        "completion_await": lambda: handing,
+        "ring_room": lambda: stream.launch_host_func(int),
+        "signal_set": lambda: kit.exec.launch(kit.other),
+    }
+    others: list[asyncio.Task[Any]] = []
+    if kind == "event_synchronize":
+        await stream.record_event(kit.event)
+    elif kind == "signal_set":
+        await kit.exec.launch(stream)  # holds the one set, behind the host function
+    elif kind == "ring_room":
+        while _ring(device, stream).pending < CAPACITY:
+            await stream.launch_host_func(int)
+        # A waiter ahead takes the room the held kernel frees, so the ring is full again
+        # when the host function starts.
+        others.append(asyncio.ensure_future(stream.launch_host_func(int)))
+        await loop_turns()
+        assert _ring(device, stream).waiting_for_room == 1
+    kit.task = asyncio.ensure_future(waits[kind]())
+    await loop_turns()
+    assert not kit.task.done()  # parked before the hand-over
+    if kind == "ring_room":
+        assert _ring(device, stream).waiting_for_room == 2
+    return others
+
+
+KINDS = [
+    "device_synchronize",
+    "stream_synchronize",
+    "event_synchronize",
+    "completion_await",
+    "ring_room",
+    "signal_set",
+]
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_task_parked_in_a_wait_then_handed_to_its_queue_is_refused(
+    small_ring: ahg.Device, kind: str
+) -> None:
+    kit = _Handing(small_ring)
+    handing = await kit.start()
+    others = await _park(kit, kind, handing)
+    task = kit.task
+    assert task is not None
+    kit.held.release()  # the host function runs and hands the parked task to its queue
+    with pytest.raises(ahg.IllegalState, match="device work"):
+        await asyncio.wait_for(asyncio.shield(task), HANG)
+    with pytest.raises(ahg.LaunchFailure) as caught:
+        await asyncio.wait_for(handing, HANG)
+    assert isinstance(caught.value.__cause__, ahg.IllegalState)
+    for other in others:
+        await asyncio.wait_for(other, HANG)
+    with pytest.raises(ahg.LaunchFailure):
+        await asyncio.wait_for(kit.stream.synchronize(), HANG)
+    await asyncio.wait_for(small_ring.synchronize(), HANG)
+    # Nothing was lost: the ring and the pool take work as before.
+    assert _ring(small_ring, kit.stream).waiting_for_room == 0
+    await asyncio.wait_for(kit.stream.launch_host_func(int), HANG)
+    await asyncio.wait_for(await kit.exec.launch(kit.other), HANG)
+    assert kit.exec.pool.statistics().in_use == 0
+    await asyncio.wait_for(small_ring.synchronize(), HANG)
+    kit.close()
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("kind", ["stream_synchronize", "signal_set"])
+async def test_a_parked_task_handed_to_work_it_does_not_wait_for_keeps_waiting(
+    small_ring: ahg.Device, kind: str
+) -> None:
+    """The re-check refuses only a real cycle: a task handed to a queue whose work it does
+    not need parks again and ends once its wait does."""
+    device = small_ring
+    kit = _Handing(device)
+    held_other = HeldKernel()
+    await held_other.launch(kit.other)
+    if kind == "signal_set":
+        await kit.exec.launch(kit.other)  # the set comes back after ``held_other``
+        wait: Callable[[], Awaitable[Any]] = lambda: kit.exec.launch(kit.other)  # noqa: E731
+    else:
+        wait = kit.other.synchronize
+    await held_other.started.wait()
+    kit.task = asyncio.ensure_future(wait())
+    await loop_turns()
+    assert not kit.task.done()
+    handing = await kit.stream.launch_host_func(kit.hand)
+    await loop_turns()
+    assert not kit.task.done()  # handed over, still waiting
+    assert not handing.done()
+    held_other.release()
+    result = await asyncio.wait_for(handing, HANG)
+    assert result is None
+    if kind == "signal_set":
+        await asyncio.wait_for(kit.task.result(), HANG)
+    await asyncio.wait_for(device.synchronize(), HANG)
+    assert kit.exec.pool.statistics().in_use == 0
+    kit.close()
