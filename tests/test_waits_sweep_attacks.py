@@ -170,3 +170,34 @@ async def test_a_parked_task_handed_to_work_it_does_not_wait_for_keeps_waiting(
     await asyncio.wait_for(device.synchronize(), HANG)
     assert kit.exec.pool.statistics().in_use == 0
     kit.close()
+
+
+@pytest.mark.asyncio
+async def test_a_task_two_host_functions_hand_over_is_the_work_of_both_queues(
+    device: ahg.Device,
+) -> None:
+    """The second hand-over replaced the first: the task then counted only as the work of
+    the second queue, and its wait for work behind the first host function hung."""
+    first, second = device.create_stream(), device.create_stream()
+    assert first.statistics().queue != second.statistics().queue
+    go = asyncio.Event()
+
+    async def waits_for_the_first_stream() -> None:
+        await go.wait()
+        await first.synchronize()
+
+    task = asyncio.ensure_future(waits_for_the_first_stream())
+    handed_first = await first.launch_host_func(lambda: task)
+    handed_second = await second.launch_host_func(lambda: task)
+    await loop_turns()  # both host functions run and wait for the task
+    go.set()
+    with pytest.raises(ahg.IllegalState, match="hardware queue"):
+        await asyncio.wait_for(asyncio.shield(task), HANG)
+    for handed in (handed_first, handed_second):
+        with pytest.raises(ahg.LaunchFailure) as caught:
+            await asyncio.wait_for(handed, HANG)
+        assert isinstance(caught.value.__cause__, ahg.IllegalState)
+    for stream in (first, second):
+        with pytest.raises(ahg.LaunchFailure):
+            await stream.synchronize()
+        stream.destroy()

@@ -70,8 +70,9 @@ _DEVICE_WORK: ContextVar[list[HardwareQueue | None]] = ContextVar("ahipgraph_dev
 _NO_WORK: list[HardwareQueue | None] = [None]
 # The same cells, for tasks made elsewhere that a host function handed to its queue (it
 # returned one, and the queue waits for it): such a task is that work until the work ends,
-# but its context, made before, cannot get the variable above.
-_HANDED: weakref.WeakKeyDictionary[asyncio.Future[Any], list[HardwareQueue | None]] = (
+# but its context, made before, cannot get the variable above. One cell per hand-over: a task
+# two host functions returned is the work of both queues, each waiting for it.
+_HANDED: weakref.WeakKeyDictionary[asyncio.Future[Any], list[list[HardwareQueue | None]]] = (
     weakref.WeakKeyDictionary()
 )
 # Tasks parked in an engine wait (:func:`park_refusable`), each with a cell a hand-over fills
@@ -117,14 +118,18 @@ def running_loop() -> asyncio.AbstractEventLoop:
     )
 
 
-def device_work_queue() -> HardwareQueue | None:
-    """The hardware queue whose device work (an async body still running) the caller is."""
+def device_work_queues() -> tuple[HardwareQueue, ...]:
+    """The hardware queues whose device work (an async body still running) the caller is:
+    none for the host program; the work's queue for device work and the tasks it spawned;
+    and, for a task host functions handed to their queues, each queue still waiting for it."""
     queue = _DEVICE_WORK.get(_NO_WORK)[0]
-    if queue is None and _HANDED and current_loop() is not None:
+    queues: tuple[HardwareQueue, ...] = () if queue is None else (queue,)
+    if _HANDED and current_loop() is not None:
         task = asyncio.current_task()
-        if task is not None:
-            queue = _HANDED.get(task, _NO_WORK)[0]
-    return queue
+        cells = None if task is None else _HANDED.get(task)
+        if cells:
+            queues += tuple(cell[0] for cell in cells if cell[0] is not None)
+    return queues
 
 
 async def park_refusable(
@@ -158,8 +163,7 @@ async def park_refusable(
                 woken[0] = None
                 if task.uncancel() > before:  # cancelled by someone else as well
                     raise
-            work = device_work_queue()
-            if work is not None:
+            for work in device_work_queues():
                 refuse(work)
     finally:
         _PARKED.pop(task, None)
@@ -419,8 +423,7 @@ class Engine:
                 engine's own device work (it would wait for itself).
         """
         if self.in_flight:
-            work = device_work_queue()
-            if work is not None:
+            for work in device_work_queues():
                 self._refuse_idle_wait(work)
             self.bind_loop()
             if self.in_flight:
@@ -453,8 +456,7 @@ class Engine:
                 (work queued behind it on its hardware queue, or waiting for such work).
         """
         if signal.value > 0:
-            work = device_work_queue()
-            if work is not None:
+            for work in device_work_queues():
                 self._refuse_signal_wait(work, signal)
             self.claim()  # park only on the loop that runs the work (or raise)
             await park_refusable(
@@ -519,7 +521,11 @@ class Engine:
         cell: list[HardwareQueue | None] = [queue]
         _DEVICE_WORK.set(cell)
         if isinstance(awaitable, asyncio.Task):  # a task made elsewhere, now this work
-            _HANDED[awaitable] = cell
+            cells = _HANDED.get(awaitable)
+            if cells is None:
+                _HANDED[awaitable] = [cell]
+            else:  # another host function's too: the cells of ended work go
+                cells[:] = [*(c for c in cells if c[0] is not None), cell]
             _wake_handed(awaitable, self.loop)  # a wait it is parked in re-checks
         # Awaited by a coroutine of ours: a future or an object with __await__ that cannot be
         # a task here (a future of another loop) then fails its op, instead of raising out of

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 from ..core.errors import HipError, IllegalState, NotReady
 from ..core.waitqueue import WaitQueue
 from . import hooks
-from .engine import Engine, device_work_queue, park_refusable
+from .engine import Engine, device_work_queues, park_refusable
 from .program import Program
 
 if TYPE_CHECKING:
@@ -122,8 +122,7 @@ class HardwareQueue:
         if self.has_room():  # binding dropped what a closed loop's waiters held
             self._waking += 1  # as if woken: the caller settles it
             return
-        work = device_work_queue()
-        if work is not None:
+        for work in device_work_queues():
             self._refuse_room_wait(work)
         await park_refusable(self._park_for_room, self._refuse_room_wait)
 
