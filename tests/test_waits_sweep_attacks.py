@@ -201,3 +201,41 @@ async def test_a_task_two_host_functions_hand_over_is_the_work_of_both_queues(
         with pytest.raises(ahg.LaunchFailure):
             await stream.synchronize()
         stream.destroy()
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("when", ["before_the_hand_over", "after_the_hand_over"])
+async def test_a_cancellation_of_a_parked_task_by_its_owner_wins_over_the_hand_over(
+    device: ahg.Device, when: str
+) -> None:
+    """The hand-over wakes a parked wait with a cancellation it takes back; a cancellation
+    the program requested in the same turn (still undelivered) must not be taken back with it
+    and turned into IllegalState: the task ends cancelled."""
+    stream = device.create_stream()
+    held = HeldKernel()
+    await held.launch(stream)
+    await held.started.wait()
+    parked: list[asyncio.Task[None]] = []
+
+    def hand() -> Awaitable[Any]:
+        task = parked[0]
+        if when == "before_the_hand_over":
+            task.cancel()
+        else:
+            asyncio.get_running_loop().call_soon(task.cancel)
+        return task
+
+    handing = await stream.launch_host_func(hand)
+    task = asyncio.ensure_future(stream.synchronize())  # for the host function, too
+    parked.append(task)
+    await loop_turns()
+    assert not task.done()
+    held.release()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(asyncio.shield(task), HANG)
+    assert task.cancelled()
+    with pytest.raises(ahg.LaunchFailure):
+        await asyncio.wait_for(handing, HANG)
+    with pytest.raises(ahg.LaunchFailure):
+        await asyncio.wait_for(stream.synchronize(), HANG)
+    stream.destroy()

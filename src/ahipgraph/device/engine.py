@@ -75,13 +75,10 @@ _NO_WORK: list[HardwareQueue | None] = [None]
 _HANDED: weakref.WeakKeyDictionary[asyncio.Future[Any], list[list[HardwareQueue | None]]] = (
     weakref.WeakKeyDictionary()
 )
-# Tasks parked in an engine wait (:func:`park_refusable`), each with a cell a hand-over fills
-# with the task's count of cancellation requests before it woke the task to re-check its
-# wait (None while nothing woke it so). Weak: a task its closed loop dropped while it was
-# parked is not kept alive by it.
-_PARKED: weakref.WeakKeyDictionary[asyncio.Task[Any], list[int | None]] = (
-    weakref.WeakKeyDictionary()
-)
+# Tasks parked in an engine wait (:func:`park_refusable`), each with a cell: the task's count
+# of cancellation requests as it parked, and 1 once a hand-over woke it to re-check its wait
+# (0 before). Weak: a task its closed loop dropped while it was parked is not kept alive by it.
+_PARKED: weakref.WeakKeyDictionary[asyncio.Task[Any], list[int]] = weakref.WeakKeyDictionary()
 # Numbers each owner loop an engine gets (see Engine.owner_number), unique in the process.
 _OWNER_NUMBERS = itertools.count(1)
 
@@ -145,23 +142,23 @@ async def park_refusable(
     and the task re-checks its wait with ``refuse(work)``, which raises ``IllegalState`` if
     the wait now needs its own work to end, or parks again. ``wait`` must lose nothing when
     cancelled (the one wait primitive gives back what it was handed). The normal path pays a
-    dict entry per wait; a cancellation by anyone else passes through.
+    dict entry per wait. A cancellation by anyone else wins: one requested while the task is
+    parked, before the hand-over (not delivered yet) or after it, passes through.
     """
     task = asyncio.current_task()
     if task is None:  # not a task: nothing can hand it over
         return await wait()
-    woken: list[int | None] = [None]
+    woken = [task.cancelling(), 0]
     _PARKED[task] = woken
     try:
         while True:
             try:
                 return await wait()
             except asyncio.CancelledError:
-                before = woken[0]
-                if before is None:  # not a hand-over's
+                if not woken[1]:  # not a hand-over's
                     raise
-                woken[0] = None
-                if task.uncancel() > before:  # cancelled by someone else as well
+                woken[1] = 0
+                if task.uncancel() > woken[0]:  # cancelled by someone else as well
                     raise
             for work in device_work_queues():
                 refuse(work)
@@ -173,9 +170,11 @@ def _wake_handed(task: asyncio.Task[Any], loop: asyncio.AbstractEventLoop | None
     """A host function handed ``task`` to its queue: a wait it is parked in re-checks (see
     :func:`park_refusable`). Only a pending task of the engine's loop, on its thread."""
     woken = _PARKED.get(task)
-    if woken is None or woken[0] is not None or task.done() or task.get_loop() is not loop:
+    if woken is None or woken[1] or task.done() or task.get_loop() is not loop:
         return
-    woken[0] = task.cancelling()
+    if task.cancelling() > woken[0]:  # someone cancelled it meanwhile: it leaves the wait
+        return
+    woken[1] = 1
     task.cancel()
 
 
