@@ -239,3 +239,28 @@ async def test_a_cancellation_of_a_parked_task_by_its_owner_wins_over_the_hand_o
     with pytest.raises(ahg.LaunchFailure):
         await asyncio.wait_for(stream.synchronize(), HANG)
     stream.destroy()
+
+
+@pytest.mark.asyncio
+async def test_an_enqueue_handed_room_then_handed_to_its_queue_still_enqueues() -> None:
+    """An enqueue woken with room in its ring just as a host function on that queue hands
+    it over re-checks with the room it gave back: it is not refused, it enqueues."""
+    properties = ahg.DeviceProperties(hardware_queues=1, hardware_queue_capacity=2)
+    with fresh_devices(1, properties) as (device,):
+        stream = device.create_stream()
+        held = HeldKernel()
+        await held.launch(stream)
+        parked: list[asyncio.Task[Any]] = []
+        handing = await stream.launch_host_func(lambda: parked[0])  # the ring is full
+        await held.started.wait()
+        ran: list[int] = []
+        parked.append(asyncio.ensure_future(stream.launch_host_func(ran.append, 1)))
+        await loop_turns()
+        assert _ring(device, stream).waiting_for_room == 1
+        held.release()  # its slot goes to the parked enqueue, then the host function starts
+        await asyncio.wait_for(handing, HANG)
+        await asyncio.wait_for(await parked[0], HANG)
+        assert ran == [1]
+        assert _ring(device, stream).waiting_for_room == 0
+        await asyncio.wait_for(stream.synchronize(), HANG)
+        stream.destroy()

@@ -133,9 +133,10 @@ class HardwareQueue:
         await self._room.park(on_abandon=self._settle)
 
     def _refuse_room_wait(self, work: HardwareQueue) -> None:
-        """Refuse a wait for room by this queue's own device work: only the work's own
-        packet retiring makes room."""
-        if work is self:
+        """Refuse a wait for room in this full ring by this queue's own device work: only the
+        work's own packet retiring makes room. (A wait woken to re-check may find room: the
+        room it had been handed just before, and gave back.)"""
+        if work is self and not self.has_room():
             raise IllegalState(
                 f"device {self.device.ordinal}: device work (an async kernel body or host "
                 f"function) waited for room in its own full hardware queue {self.index}, "
