@@ -264,3 +264,33 @@ async def test_an_enqueue_handed_room_then_handed_to_its_queue_still_enqueues() 
         assert _ring(device, stream).waiting_for_room == 0
         await asyncio.wait_for(stream.synchronize(), HANG)
         stream.destroy()
+
+
+@pytest.mark.asyncio
+async def test_a_launch_handed_a_set_then_handed_to_a_queue_keeps_a_set(device: ahg.Device) -> None:
+    """A launch woken with a signal set just as a host function hands it over gives the set
+    back as it re-checks, then takes it again: no set is lost, the launch goes ahead."""
+    stream, other = device.create_stream(), device.create_stream()
+    with ahg.Graph() as graph:
+        graph.add_host_node(lambda: None)
+        graph_exec = graph.instantiate(signal_sets=1, signal_set_policy="wait")
+    held = HeldKernel()
+    await held.launch(stream)
+    first = await graph_exec.launch(stream)  # holds the one set until it completes
+    parked: list[asyncio.Task[Any]] = []
+    handing = await stream.launch_host_func(lambda: parked[0])  # right behind that launch
+    await held.started.wait()
+    parked.append(asyncio.ensure_future(graph_exec.launch(other)))
+    await loop_turns()
+    assert graph_exec.pool.statistics().waiters == 1
+    held.release()  # the first launch returns its set to the parked one, then the hand-over
+    await asyncio.wait_for(first, HANG)
+    await asyncio.wait_for(handing, HANG)
+    await asyncio.wait_for(await parked[0], HANG)
+    await asyncio.wait_for(device.synchronize(), HANG)
+    stats = graph_exec.pool.statistics()
+    assert (stats.sets, stats.free, stats.in_use, stats.waiters) == (1, 1, 0, 0)
+    assert stats.acquires == 2
+    graph_exec.destroy()
+    stream.destroy()
+    other.destroy()
