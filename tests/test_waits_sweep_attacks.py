@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
@@ -294,3 +295,46 @@ async def test_a_launch_handed_a_set_then_handed_to_a_queue_keeps_a_set(device: 
     graph_exec.destroy()
     stream.destroy()
     other.destroy()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_loop_closed_while_a_task_is_parked_in_a_wait_leaves_a_usable_device(
+    small_ring: ahg.Device, kind: str
+) -> None:
+    """A loop closed (plainly, its tasks never cancelled) while a task is parked in each
+    wait: the task goes with the loop without an error of its own (its coroutine, closed by
+    the collector, once failed with "coroutine already executing" as the wait's frame held
+    its task), and the device, ring and pool work on the next loop."""
+    device = small_ring
+    kit = _Handing(device)
+    first = asyncio.new_event_loop()
+
+    async def park() -> None:
+        await kit.held.launch(kit.stream)
+        handing = await kit.stream.launch_host_func(int)
+        await kit.held.started.wait()
+        await _park(kit, kind, handing)
+
+    try:
+        first.run_until_complete(park())
+        assert kit.task is not None
+        kit.task.cancel()  # on the stopped loop: its wake never runs
+    finally:
+        first.close()
+    kit.task = None
+    gc.collect()
+
+    async def after() -> None:
+        with pytest.raises(ahg.HipError):
+            await asyncio.wait_for(kit.stream.synchronize(), HANG)
+        await asyncio.wait_for(device.synchronize(), HANG)
+        assert _ring(device, kit.stream).waiting_for_room == 0
+        for _ in range(CAPACITY + 1):
+            await asyncio.wait_for(kit.stream.launch_host_func(int), HANG)
+        await asyncio.wait_for(await kit.exec.launch(kit.other), HANG)
+        await asyncio.wait_for(device.synchronize(), HANG)
+        stats = kit.exec.pool.statistics()
+        assert (stats.free, stats.in_use, stats.waiters) == (1, 0, 0)
+        kit.close()
+
+    asyncio.run(after())

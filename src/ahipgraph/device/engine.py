@@ -150,6 +150,11 @@ async def park_refusable(
         return await wait()
     woken = [task.cancelling(), 0]
     _PARKED[task] = woken
+    # The frame must not hold its own task while it is parked: a task dropped with its closed
+    # loop would then go only as this frame is closed, and its coroutine, closed by the
+    # collector from inside that frame, would fail with "coroutine already executing".
+    own = weakref.ref(task)
+    del task
     try:
         while True:
             try:
@@ -158,12 +163,17 @@ async def park_refusable(
                 if not woken[1]:  # not a hand-over's
                     raise
                 woken[1] = 0
-                if task.uncancel() > woken[0]:  # cancelled by someone else as well
+                task = own()
+                if task is not None and task.uncancel() > woken[0]:  # cancelled by another too
                     raise
+                del task
             for work in device_work_queues():
                 refuse(work)
     finally:
-        _PARKED.pop(task, None)
+        task = own()
+        if task is not None:
+            _PARKED.pop(task, None)
+        del task
 
 
 def _wake_handed(task: asyncio.Task[Any], loop: asyncio.AbstractEventLoop | None) -> None:
