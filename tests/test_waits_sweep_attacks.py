@@ -338,3 +338,26 @@ def test_a_loop_closed_while_a_task_is_parked_in_a_wait_leaves_a_usable_device(
         kit.close()
 
     asyncio.run(after())
+
+
+@pytest.mark.asyncio
+async def test_a_task_parked_on_one_device_handed_to_another_devices_queue_keeps_waiting() -> None:
+    """The re-check is per device: a task parked in device 0's synchronize, handed to a host
+    function of device 1, waits on and ends when device 0 is idle."""
+    with fresh_devices(2) as (zero, one):
+        stream, far = zero.create_stream(), one.create_stream()
+        held = HeldKernel()
+        await held.launch(stream)
+        await held.started.wait()
+        task = asyncio.ensure_future(zero.synchronize())
+        await loop_turns()
+        handing = await far.launch_host_func(lambda: task)
+        await loop_turns()
+        assert not task.done()  # handed over, re-checked, parked again
+        assert not handing.done()
+        held.release()
+        await asyncio.wait_for(handing, HANG)
+        assert task.done()
+        assert task.exception() is None
+        stream.destroy()
+        far.destroy()
