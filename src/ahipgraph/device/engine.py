@@ -44,7 +44,7 @@ import threading
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine
 from contextvars import Context, ContextVar, copy_context
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..core.clock import SimClock
 from ..core.errors import IllegalState, InvalidDevice
@@ -57,7 +57,9 @@ if TYPE_CHECKING:
     from .hwqueue import HardwareQueue
     from .signal import Signal
 
-__all__ = ["PUMP_BUDGET", "Engine", "current_loop", "running_loop"]
+__all__ = ["PUMP_BUDGET", "Engine", "current_loop", "park_refusable", "running_loop"]
+
+_T = TypeVar("_T")
 
 # The hardware queue whose device work (an async kernel body or host function) the calling
 # task is, in a cell emptied when that work ends: set in the context each such task starts
@@ -68,10 +70,15 @@ _DEVICE_WORK: ContextVar[list[HardwareQueue | None]] = ContextVar("ahipgraph_dev
 _NO_WORK: list[HardwareQueue | None] = [None]
 # The same cells, for tasks made elsewhere that a host function handed to its queue (it
 # returned one, and the queue waits for it): such a task is that work until the work ends,
-# but its context, made before, cannot get the variable above.
-_HANDED: weakref.WeakKeyDictionary[asyncio.Future[Any], list[HardwareQueue | None]] = (
+# but its context, made before, cannot get the variable above. One cell per hand-over: a task
+# two host functions returned is the work of both queues, each waiting for it.
+_HANDED: weakref.WeakKeyDictionary[asyncio.Future[Any], list[list[HardwareQueue | None]]] = (
     weakref.WeakKeyDictionary()
 )
+# Tasks parked in an engine wait (:func:`park_refusable`), each with a cell: the task's count
+# of cancellation requests as it parked, and 1 once a hand-over woke it to re-check its wait
+# (0 before). Weak: a task its closed loop dropped while it was parked is not kept alive by it.
+_PARKED: weakref.WeakKeyDictionary[asyncio.Task[Any], list[int]] = weakref.WeakKeyDictionary()
 # Numbers each owner loop an engine gets (see Engine.owner_number), unique in the process.
 _OWNER_NUMBERS = itertools.count(1)
 
@@ -108,14 +115,77 @@ def running_loop() -> asyncio.AbstractEventLoop:
     )
 
 
-def device_work_queue() -> HardwareQueue | None:
-    """The hardware queue whose device work (an async body still running) the caller is."""
+def device_work_queues() -> tuple[HardwareQueue, ...]:
+    """The hardware queues whose device work (an async body still running) the caller is:
+    none for the host program; the work's queue for device work and the tasks it spawned;
+    and, for a task host functions handed to their queues, each queue still waiting for it."""
     queue = _DEVICE_WORK.get(_NO_WORK)[0]
-    if queue is None and _HANDED and current_loop() is not None:
+    queues: tuple[HardwareQueue, ...] = () if queue is None else (queue,)
+    if _HANDED and current_loop() is not None:
         task = asyncio.current_task()
+        cells = None if task is None else _HANDED.get(task)
+        if cells:
+            queues += tuple(cell[0] for cell in cells if cell[0] is not None)
+    return queues
+
+
+async def park_refusable(
+    wait: Callable[[], Awaitable[_T]], refuse: Callable[[HardwareQueue], None]
+) -> _T:
+    """``await wait()``, refused by ``refuse`` if the task becomes device work meanwhile.
+
+    Every engine wait checks, as it starts, whether the caller is device work waiting for
+    itself. A task the host program made may already be parked in such a wait when a host
+    function hands it to its queue (returns it, and the queue waits for it): the queue then
+    waits for the task, and the task for the queue. So the hand-over wakes a task parked here
+    (:meth:`Engine._start_in_context` cancels it, and the cancellation is taken back here)
+    and the task re-checks its wait with ``refuse(work)``, which raises ``IllegalState`` if
+    the wait now needs its own work to end, or parks again. ``wait`` must lose nothing when
+    cancelled (the one wait primitive gives back what it was handed). The normal path pays a
+    dict entry per wait. A cancellation by anyone else wins: one requested while the task is
+    parked, before the hand-over (not delivered yet) or after it, passes through.
+    """
+    task = asyncio.current_task()
+    if task is None:  # not a task: nothing can hand it over
+        return await wait()
+    woken = [task.cancelling(), 0]
+    _PARKED[task] = woken
+    # The frame must not hold its own task while it is parked: a task dropped with its closed
+    # loop would then go only as this frame is closed, and its coroutine, closed by the
+    # collector from inside that frame, would fail with "coroutine already executing".
+    own = weakref.ref(task)
+    del task
+    try:
+        while True:
+            try:
+                return await wait()
+            except asyncio.CancelledError:
+                if not woken[1]:  # not a hand-over's
+                    raise
+                woken[1] = 0
+                task = own()
+                if task is not None and task.uncancel() > woken[0]:  # cancelled by another too
+                    raise
+                del task
+            for work in device_work_queues():
+                refuse(work)
+    finally:
+        task = own()
         if task is not None:
-            queue = _HANDED.get(task, _NO_WORK)[0]
-    return queue
+            _PARKED.pop(task, None)
+        del task
+
+
+def _wake_handed(task: asyncio.Task[Any], loop: asyncio.AbstractEventLoop | None) -> None:
+    """A host function handed ``task`` to its queue: a wait it is parked in re-checks (see
+    :func:`park_refusable`). Only a pending task of the engine's loop, on its thread."""
+    woken = _PARKED.get(task)
+    if woken is None or woken[1] or task.done() or task.get_loop() is not loop:
+        return
+    if task.cancelling() > woken[0]:  # someone cancelled it meanwhile: it leaves the wait
+        return
+    woken[1] = 1
+    task.cancel()
 
 
 def refuse_trio() -> None:
@@ -362,16 +432,25 @@ class Engine:
                 engine's own device work (it would wait for itself).
         """
         if self.in_flight:
-            work = device_work_queue()
-            if work is not None and work.engine is self:
-                raise IllegalState(
-                    f"device {self.device.ordinal}: device work (an async kernel body or host "
-                    "function) waited for its own device to be idle, which it never is while "
-                    "that work runs"
-                )
+            for work in device_work_queues():
+                self._refuse_idle_wait(work)
             self.bind_loop()
-            while self.in_flight:
-                await self._idle.park()
+            if self.in_flight:
+                await park_refusable(self._until_idle, self._refuse_idle_wait)
+
+    async def _until_idle(self) -> None:
+        while self.in_flight:
+            await self._idle.park()
+
+    def _refuse_idle_wait(self, work: HardwareQueue) -> None:
+        """Refuse a wait for idle by this engine's own device work, which it never is while
+        that work runs."""
+        if work.engine is self and self.in_flight:
+            raise IllegalState(
+                f"device {self.device.ordinal}: device work (an async kernel body or host "
+                "function) waited for its own device to be idle, which it never is while "
+                "that work runs"
+            )
 
     async def _wait_signal(self, signal: Signal) -> None:
         """How a host waits for device work: return at once if it is done, else park.
@@ -386,16 +465,23 @@ class Engine:
                 (work queued behind it on its hardware queue, or waiting for such work).
         """
         if signal.value > 0:
-            work = device_work_queue()
-            if work is not None and work.engine is self and waits_for_head(work, (signal,)):
-                raise IllegalState(
-                    f"device {self.device.ordinal}: device work (an async kernel body or host "
-                    f"function) waited for work queued behind it on hardware queue "
-                    f"{work.index}, which runs only after that work ends"
-                )
+            for work in device_work_queues():
+                self._refuse_signal_wait(work, signal)
             self.claim()  # park only on the loop that runs the work (or raise)
-            await signal.wait()
+            await park_refusable(
+                signal.wait, functools.partial(self._refuse_signal_wait, signal=signal)
+            )
         self.clock.observe(signal.time)
+
+    def _refuse_signal_wait(self, work: HardwareQueue, signal: Signal) -> None:
+        """Refuse a wait by this engine's device work ``work`` for ``signal`` when it is
+        reached only after that work ends."""
+        if work.engine is self and waits_for_head(work, (signal,)):
+            raise IllegalState(
+                f"device {self.device.ordinal}: device work (an async kernel body or host "
+                f"function) waited for work queued behind it on hardware queue "
+                f"{work.index}, which runs only after that work ends"
+            )
 
     def next_queue(self) -> HardwareQueue:
         """Round-robin queue assignment for new streams."""
@@ -444,7 +530,12 @@ class Engine:
         cell: list[HardwareQueue | None] = [queue]
         _DEVICE_WORK.set(cell)
         if isinstance(awaitable, asyncio.Task):  # a task made elsewhere, now this work
-            _HANDED[awaitable] = cell
+            cells = _HANDED.get(awaitable)
+            if cells is None:
+                _HANDED[awaitable] = [cell]
+            else:  # another host function's too: the cells of ended work go
+                cells[:] = [*(c for c in cells if c[0] is not None), cell]
+            _wake_handed(awaitable, self.loop)  # a wait it is parked in re-checks
         # Awaited by a coroutine of ours: a future or an object with __await__ that cannot be
         # a task here (a future of another loop) then fails its op, instead of raising out of
         # the queue's run and leaving the queue parked for good; and a cancelled body is judged

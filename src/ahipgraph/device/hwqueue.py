@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 from ..core.errors import HipError, IllegalState, NotReady
 from ..core.waitqueue import WaitQueue
 from . import hooks
-from .engine import Engine, device_work_queue
+from .engine import Engine, device_work_queues, park_refusable
 from .program import Program
 
 if TYPE_CHECKING:
@@ -122,13 +122,26 @@ class HardwareQueue:
         if self.has_room():  # binding dropped what a closed loop's waiters held
             self._waking += 1  # as if woken: the caller settles it
             return
-        if device_work_queue() is self:  # only the work's own packet retiring makes room
+        for work in device_work_queues():
+            self._refuse_room_wait(work)
+        await park_refusable(self._park_for_room, self._refuse_room_wait)
+
+    async def _park_for_room(self) -> None:
+        if self.has_room():  # room given back by a re-checked wait (see park_refusable)
+            self._waking += 1  # as if woken: the caller settles it
+            return
+        await self._room.park(on_abandon=self._settle)
+
+    def _refuse_room_wait(self, work: HardwareQueue) -> None:
+        """Refuse a wait for room in this full ring by this queue's own device work: only the
+        work's own packet retiring makes room. (A wait woken to re-check may find room: the
+        room it had been handed just before, and gave back.)"""
+        if work is self and not self.has_room():
             raise IllegalState(
                 f"device {self.device.ordinal}: device work (an async kernel body or host "
                 f"function) waited for room in its own full hardware queue {self.index}, "
                 "which frees only after that work ends"
             )
-        await self._room.park(on_abandon=self._settle)
 
     def settle_room(self) -> None:
         """A task woken with room has submitted its packets, or failed before it could."""

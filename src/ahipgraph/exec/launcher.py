@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.errors import HipError, IllegalState, InvalidValue, NotReady
 from ..core.lifecycle import destroyed
-from ..device.engine import device_work_queue
+from ..device.engine import device_work_queues, park_refusable
 from ..device.program import Program
 from ..device.signal import Signal
 from ..device.work_waits import each_waits_for_head
@@ -186,10 +186,11 @@ class Launcher:
             IllegalState: the caller is device work that every set's return waits for (see
                 :meth:`_refuse_waiting_for_itself`); nothing is taken.
         """
-        work = device_work_queue()
-        if work is not None:  # only device work can wait for itself; a host task never does
+        for work in device_work_queues():  # only device work can wait for itself
             self._refuse_waiting_for_itself(work)
-        return await self.pool.acquire()
+        # A task parked here that a host function hands to its queue re-checks (see
+        # park_refusable).
+        return await park_refusable(self.pool.acquire, self._refuse_waiting_for_itself)
 
     def _refuse_waiting_for_itself(self, work: HardwareQueue) -> None:
         """Refuse device work's wait for a set that can only come back after the work ends.
