@@ -15,6 +15,7 @@ import pytest
 
 import ahipgraph as ahg
 from ahipgraph.exec.graph_exec import GraphExec
+from ahipgraph.exec.signal_pool import SignalSetPool
 from ahipgraph.tools.trace import CounterRecord
 
 
@@ -46,21 +47,21 @@ def _live_sums(execs: list[ahg.GraphExec]) -> tuple[int, int]:
 
 @pytest.fixture
 def reads(monkeypatch: pytest.MonkeyPatch) -> list[GraphExec]:
-    """Every executable whose sets in use or statistics a sample reads, in order."""
+    """Every executable whose signal-set pool or statistics a sample reads, in order."""
     seen: list[GraphExec] = []
-    getter: Any = vars(GraphExec)["signal_sets_in_use"].fget
+    getter: Any = vars(GraphExec)["pool"].fget
     statistics = GraphExec.statistics
 
-    def counted_in_use(self: GraphExec) -> int:
+    def counted_pool(self: GraphExec) -> SignalSetPool:
         seen.append(self)
-        in_use: int = getter(self)
-        return in_use
+        pool: SignalSetPool = getter(self)
+        return pool
 
     def counted_statistics(self: GraphExec) -> object:
         seen.append(self)
         return statistics(self)
 
-    monkeypatch.setattr(GraphExec, "signal_sets_in_use", property(counted_in_use))
+    monkeypatch.setattr(GraphExec, "pool", property(counted_pool))
     monkeypatch.setattr(GraphExec, "statistics", counted_statistics)
     return seen
 

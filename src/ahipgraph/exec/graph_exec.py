@@ -649,15 +649,6 @@ class GraphExec(DestroyOnExit):
     def in_flight(self) -> int:
         return self._launcher.in_flight
 
-    @property
-    def signal_sets_in_use(self) -> int:
-        """Signal sets its launches hold now (``statistics().signal_pool.in_use``), in O(1).
-
-        Without the snapshot of every counter :meth:`statistics` makes: a trace's counter
-        track reads it after every packet.
-        """
-        return self._launcher.pool.in_use
-
     def statistics(self) -> ExecStatistics:
         return ExecStatistics(
             state=self.state.value,

@@ -361,7 +361,7 @@ class _Recorder(hooks.Observer):
         # numbers (launched since), the only ones whose sets in use can move, so a sample
         # reads a few executables rather than every live one.
         self._busy_before: weakref.WeakSet[GraphExec] = weakref.WeakSet(
-            graph_exec for graph_exec in EXECS.live_objects() if graph_exec.signal_sets_in_use
+            graph_exec for graph_exec in EXECS.live_objects() if graph_exec.pool.in_use
         )
         # executable -> strand -> op position -> node label
         self._node_labels: weakref.WeakKeyDictionary[GraphExec, dict[int, dict[int, str]]] = (
@@ -585,7 +585,7 @@ class _Recorder(hooks.Observer):
         with self._lock:
             known = {*self._exec_numbers.keys(), *self._busy_before}
         # Read outside the recorder's lock, so no lock of the runtime is taken while it is held.
-        sets = sum(e.signal_sets_in_use for e in known if e.device is device)
+        sets = sum(e.pool.in_use for e in known if e.device is device)
         values = (sets, reserved_on(device), device.memory.bytes_in_use)
         with self._lock:
             if not self.closed and self._last_counter.get(device.ordinal) != values:
