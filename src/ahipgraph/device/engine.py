@@ -132,12 +132,16 @@ def device_work_queues() -> tuple[HardwareQueue, ...]:
 async def park_refusable(
     wait: Callable[[], Awaitable[_T]], refuse: Callable[[HardwareQueue], None]
 ) -> _T:
-    """``await wait()``, refused by ``refuse`` if the task becomes device work meanwhile.
+    """``await wait()``, refused by ``refuse`` as it starts and if the task becomes device
+    work meanwhile.
 
-    Every engine wait checks, as it starts, whether the caller is device work waiting for
-    itself. A task the host program made may already be parked in such a wait when a host
-    function hands it to its queue (returns it, and the queue waits for it): the queue then
-    waits for the task, and the task for the queue. So the hand-over wakes a task parked here
+    ``refuse(work)`` raises ``IllegalState`` when the wait, made by device work ``work``, could
+    only end after that work ends; it is asked first for each queue whose work the caller is
+    (:func:`device_work_queues`), so a wait for itself is refused before anything is taken.
+
+    A task the host program made may already be parked in such a wait when a host function
+    hands it to its queue (returns it, and the queue waits for it): the queue then waits for
+    the task, and the task for the queue. So the hand-over wakes a task parked here
     (:meth:`Engine._start_in_context` cancels it, and the cancellation is taken back here)
     and the task re-checks its wait with ``refuse(work)``, which raises ``IllegalState`` if
     the wait now needs its own work to end, or parks again. ``wait`` must lose nothing when
@@ -145,6 +149,8 @@ async def park_refusable(
     dict entry per wait. A cancellation by anyone else wins: one requested while the task is
     parked, before the hand-over (not delivered yet) or after it, passes through.
     """
+    for work in device_work_queues():
+        refuse(work)
     task = asyncio.current_task()
     if task is None:  # not a task: nothing can hand it over
         return await wait()
@@ -432,8 +438,6 @@ class Engine:
                 engine's own device work (it would wait for itself).
         """
         if self.in_flight:
-            for work in device_work_queues():
-                self._refuse_idle_wait(work)
             self.bind_loop()
             if self.in_flight:
                 await park_refusable(self._until_idle, self._refuse_idle_wait)
@@ -465,8 +469,6 @@ class Engine:
                 (work queued behind it on its hardware queue, or waiting for such work).
         """
         if signal.value > 0:
-            for work in device_work_queues():
-                self._refuse_signal_wait(work, signal)
             self.claim()  # park only on the loop that runs the work (or raise)
             await park_refusable(
                 signal.wait, functools.partial(self._refuse_signal_wait, signal=signal)

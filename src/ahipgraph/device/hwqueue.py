@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 from ..core.errors import HipError, IllegalState, NotReady
 from ..core.waitqueue import WaitQueue
 from . import hooks
-from .engine import Engine, device_work_queues, park_refusable
+from .engine import Engine, park_refusable
 from .program import Program
 
 if TYPE_CHECKING:
@@ -119,15 +119,12 @@ class HardwareQueue:
         # Only a waiter on the device's loop can be woken by it: this binds a free device or
         # raises IllegalState while the device is busy on another loop.
         self.engine.claim()
-        if self.has_room():  # binding dropped what a closed loop's waiters held
-            self._waking += 1  # as if woken: the caller settles it
-            return
-        for work in device_work_queues():
-            self._refuse_room_wait(work)
         await park_refusable(self._park_for_room, self._refuse_room_wait)
 
     async def _park_for_room(self) -> None:
-        if self.has_room():  # room given back by a re-checked wait (see park_refusable)
+        # Room now: binding dropped what a closed loop's waiters held, or a wait woken to
+        # re-check gave back the room it had just been handed (see park_refusable).
+        if self.has_room():
             self._waking += 1  # as if woken: the caller settles it
             return
         await self._room.park(on_abandon=self._settle)

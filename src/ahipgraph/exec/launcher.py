@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.errors import HipError, IllegalState, InvalidValue, NotReady
 from ..core.lifecycle import destroyed
-from ..device.engine import device_work_queues, park_refusable
+from ..device.engine import park_refusable
 from ..device.program import Program
 from ..device.signal import Signal
 from ..device.work_waits import each_waits_for_head
@@ -186,10 +186,8 @@ class Launcher:
             IllegalState: the caller is device work that every set's return waits for (see
                 :meth:`_refuse_waiting_for_itself`); nothing is taken.
         """
-        for work in device_work_queues():  # only device work can wait for itself
-            self._refuse_waiting_for_itself(work)
-        # A task parked here that a host function hands to its queue re-checks (see
-        # park_refusable).
+        # Refused first if the caller is such work, and again if a host function hands a
+        # task parked here to its queue (see park_refusable).
         return await park_refusable(self.pool.acquire, self._refuse_waiting_for_itself)
 
     def _refuse_waiting_for_itself(self, work: HardwareQueue) -> None:
