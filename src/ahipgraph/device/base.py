@@ -12,12 +12,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..core.errors import InvalidDevicePointer
 from ..core.ints import as_optional_int
 from .engine import Engine
 from .host_function import checked_view
 from .memory import DeviceMemory
-from .pointer import DevicePtr
+from .pointer import DevicePtr, require_int_address
 from .properties import DeviceProperties
 
 __all__ = ["DeviceBase"]
@@ -56,8 +55,7 @@ class DeviceBase:
             raise TypeError(f"readonly must be a bool, got {readonly!r}")
         if not isinstance(ptr, DevicePtr):
             raise TypeError(f"expected a DevicePtr, got {ptr!r}")
-        if type(ptr.address) is not int:  # a hand-made pointer's (see table._memory_of)
-            raise InvalidDevicePointer(f"{ptr!r} has an address that is not an int")
+        require_int_address(ptr)  # a hand-made pointer's
         if dtype is None:  # numpy would quietly make it float64
             raise TypeError("dtype is required")
         count = as_optional_int(count, "count", expected="an int or None")

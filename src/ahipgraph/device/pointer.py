@@ -9,9 +9,24 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..core.errors import InvalidDevicePointer
 from ..core.ints import int_or_none, not_an_int
 
-__all__ = ["DevicePtr", "NULL"]
+__all__ = ["DevicePtr", "NULL", "require_int_address"]
+
+
+def require_int_address(ptr: DevicePtr) -> None:
+    """Refuse a hand-made pointer whose address is not an int, with HIP's error.
+
+    Only an int is an address: arithmetic on another object (``+``, ``%``) would give
+    Python's own error, or run user code, and a float or numpy integer equal to a live
+    allocation's address would be found there and fail only when the work ran.
+
+    Raises:
+        InvalidDevicePointer: the address is not an int.
+    """
+    if type(ptr.address) is not int:
+        raise InvalidDevicePointer(f"{ptr!r} has an address that is not an int")
 
 
 @not_an_int  # its __index__ is for numpy; a pointer is never a size, count or ordinal

@@ -20,7 +20,7 @@ from ..core.ints import as_int
 from .base import DeviceBase
 from .current import current_ordinal, current_ordinal_now
 from .memory import DeviceMemory
-from .pointer import DevicePtr
+from .pointer import DevicePtr, require_int_address
 from .properties import DeviceProperties
 
 __all__ = [
@@ -215,10 +215,7 @@ def _memory_of(ptr: DevicePtr) -> DeviceMemory:
     # A hand-made pointer may carry anything as its device: only a table index is one.
     if type(device) is not int or not 0 <= device < len(table):
         raise InvalidDevicePointer(f"{ptr!r} belongs to no device")
-    # Nor is anything but an int an address: a float or numpy integer equal to a live
-    # allocation's would be found there, and fail only when the work ran.
-    if type(ptr.address) is not int:
-        raise InvalidDevicePointer(f"{ptr!r} has an address that is not an int")
+    require_int_address(ptr)  # nor is anything but an int an address
     return table[device].memory
 
 

@@ -32,10 +32,10 @@ import numpy as np
 import numpy.typing as npt
 from numpy.lib.stride_tricks import as_strided
 
-from ..core.errors import InvalidDevicePointer, InvalidPitchValue, InvalidValue
+from ..core.errors import InvalidPitchValue, InvalidValue
 from ..core.ints import as_int
 from ..device.ops import CopyOp, host_bytes
-from ..device.pointer import DevicePtr
+from ..device.pointer import DevicePtr, require_int_address
 from ..device.properties import CopyKind
 from ..device.table import check_range, resolve_pointer
 from .device import get_device
@@ -150,8 +150,7 @@ def check_pitched_copy(
         span = 0 if empty else ((depth - 1) * slice_height + height - 1) * pitch + width
         if isinstance(ptr, DevicePtr):
             if not empty:  # an empty copy touches nothing, wherever it points (HIP: success)
-                if type(ptr.address) is not int:  # a hand-made pointer's: ``+`` would fail
-                    raise InvalidDevicePointer(f"{ptr!r} has an address that is not an int")
+                require_int_address(ptr)  # a hand-made pointer's: ``+`` would fail
                 check_range(ptr + offset, span)
         else:
             _host_array(ptr, role, writable=role == "dst")

@@ -36,10 +36,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..core.errors import InvalidDevicePointer, InvalidValue
+from ..core.errors import InvalidValue
 from ..core.ints import as_int
 from ..device.ops import StreamMemOpOp
-from ..device.pointer import DevicePtr
+from ..device.pointer import DevicePtr, require_int_address
 from ..device.table import check_range, resolve_pointer
 from .completion import Completion
 from .enqueue import enqueue_pair
@@ -135,8 +135,7 @@ class StreamMemOp:
         full = (1 << bits) - 1
         checked_mask = full if mask is None else _word(mask, bits, "mask")
         size = bits // 8
-        if type(ptr.address) is not int:  # a hand-made pointer's: ``%`` gave Python's error
-            raise InvalidDevicePointer(f"{ptr!r} has an address that is not an int")
+        require_int_address(ptr)  # a hand-made pointer's: ``%`` would give Python's error
         if ptr.address % size:
             raise InvalidValue(f"{ptr!r} is not aligned to its {size}-byte word")
         check_range(ptr, size)
