@@ -23,6 +23,7 @@ import pytest
 import ahipgraph as ahg
 from ahipgraph.exec.plan_check import unenforced_edges
 from ahipgraph.testing import fresh_devices as fresh
+from rings import small_ring_device
 
 try:
     import uvloop
@@ -146,3 +147,9 @@ def every_plan_verified() -> Iterator[None]:
     patch.setattr(ahg.GraphExec, "update", checked_update)
     yield
     patch.undo()
+
+
+@pytest.fixture
+def small_ring() -> Iterator[ahg.Device]:
+    """One device of two hardware queues of a few packets each (tests/rings.py)."""
+    yield from small_ring_device()

@@ -5,35 +5,22 @@ nothing: no packet, no freed memory, no recorded event, no room kept."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import numpy as np
 import pytest
 
 import ahipgraph as ahg
-from ahipgraph.testing import HeldKernel, fresh_devices, loop_turns
-
-CAPACITY = 4
-
-
-@pytest.fixture
-def small_ring() -> Iterator[ahg.Device]:
-    """Two hardware queues of CAPACITY packets: streams made one after the other get one each."""
-    properties = ahg.DeviceProperties(hardware_queues=2, hardware_queue_capacity=CAPACITY)
-    with fresh_devices(1, properties) as devices:
-        yield devices[0]
-
-
-def _ring(device: ahg.Device, stream: ahg.Stream) -> ahg.QueueStatistics:
-    return device.statistics().queues[stream.statistics().queue]
+from ahipgraph.testing import HeldKernel, loop_turns
+from rings import CAPACITY, ring_of
 
 
 async def _fill(device: ahg.Device, stream: ahg.Stream) -> HeldKernel:
     """Hold the ring full behind a held kernel."""
     held = HeldKernel()
     await held.launch(stream)
-    while _ring(device, stream).pending < CAPACITY:
+    while ring_of(device, stream).pending < CAPACITY:
         await stream.launch_host_func(int)
     await held.started.wait()
     return held
@@ -46,11 +33,11 @@ async def _cancel_parked(
     submitted = stream.statistics().submitted
     task = asyncio.ensure_future(enqueue())
     await loop_turns()
-    assert _ring(device, stream).waiting_for_room == 1
+    assert ring_of(device, stream).waiting_for_room == 1
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert _ring(device, stream).waiting_for_room == 0
+    assert ring_of(device, stream).waiting_for_room == 0
     assert stream.statistics().submitted == submitted
     return held
 
@@ -138,7 +125,7 @@ async def test_malloc_async_needs_no_ring_room(small_ring: ahg.Device) -> None:
     stream = device.create_stream()
     held = await _fill(device, stream)
     ptr = await asyncio.wait_for(stream.malloc_async(64), timeout=5)
-    assert _ring(device, stream).waiting_for_room == 0
+    assert ring_of(device, stream).waiting_for_room == 0
     held.release()
     await stream.synchronize()
     await (await stream.free_async(ptr))

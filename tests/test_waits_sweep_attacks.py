@@ -12,28 +12,16 @@ from __future__ import annotations
 
 import asyncio
 import gc
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
 
 import ahipgraph as ahg
 from ahipgraph.testing import HeldKernel, fresh_devices, loop_turns
+from rings import CAPACITY, ring_of
 
-CAPACITY = 4
 HANG = 5  # seconds: only a hang detector
-
-
-@pytest.fixture
-def small_ring() -> Iterator[ahg.Device]:
-    """One device of two hardware queues of CAPACITY packets."""
-    properties = ahg.DeviceProperties(hardware_queues=2, hardware_queue_capacity=CAPACITY)
-    with fresh_devices(1, properties) as devices:
-        yield devices[0]
-
-
-def _ring(device: ahg.Device, stream: ahg.Stream) -> ahg.QueueStatistics:
-    return device.statistics().queues[stream.statistics().queue]
 
 
 class _Handing:
@@ -84,18 +72,18 @@ async def _park(kit: _Handing, kind: str, handing: ahg.Completion) -> list[async
     elif kind == "signal_set":
         await kit.exec.launch(stream)  # holds the one set, behind the host function
     elif kind == "ring_room":
-        while _ring(device, stream).pending < CAPACITY:
+        while ring_of(device, stream).pending < CAPACITY:
             await stream.launch_host_func(int)
         # A waiter ahead takes the room the held kernel frees, so the ring is full again
         # when the host function starts.
         others.append(asyncio.ensure_future(stream.launch_host_func(int)))
         await loop_turns()
-        assert _ring(device, stream).waiting_for_room == 1
+        assert ring_of(device, stream).waiting_for_room == 1
     kit.task = asyncio.ensure_future(waits[kind]())
     await loop_turns()
     assert not kit.task.done()  # parked before the hand-over
     if kind == "ring_room":
-        assert _ring(device, stream).waiting_for_room == 2
+        assert ring_of(device, stream).waiting_for_room == 2
     return others
 
 
@@ -131,7 +119,7 @@ async def test_a_task_parked_in_a_wait_then_handed_to_its_queue_is_refused(
         await asyncio.wait_for(kit.stream.synchronize(), HANG)
     await asyncio.wait_for(small_ring.synchronize(), HANG)
     # Nothing was lost: the ring and the pool take work as before.
-    assert _ring(small_ring, kit.stream).waiting_for_room == 0
+    assert ring_of(small_ring, kit.stream).waiting_for_room == 0
     await asyncio.wait_for(kit.stream.launch_host_func(int), HANG)
     await asyncio.wait_for(await kit.exec.launch(kit.other), HANG)
     assert kit.exec.pool.statistics().in_use == 0
@@ -257,12 +245,12 @@ async def test_an_enqueue_handed_room_then_handed_to_its_queue_still_enqueues() 
         ran: list[int] = []
         parked.append(asyncio.ensure_future(stream.launch_host_func(ran.append, 1)))
         await loop_turns()
-        assert _ring(device, stream).waiting_for_room == 1
+        assert ring_of(device, stream).waiting_for_room == 1
         held.release()  # its slot goes to the parked enqueue, then the host function starts
         await asyncio.wait_for(handing, HANG)
         await asyncio.wait_for(await parked[0], HANG)
         assert ran == [1]
-        assert _ring(device, stream).waiting_for_room == 0
+        assert ring_of(device, stream).waiting_for_room == 0
         await asyncio.wait_for(stream.synchronize(), HANG)
         stream.destroy()
 
@@ -328,7 +316,7 @@ def test_a_loop_closed_while_a_task_is_parked_in_a_wait_leaves_a_usable_device(
         with pytest.raises(ahg.HipError):
             await asyncio.wait_for(kit.stream.synchronize(), HANG)
         await asyncio.wait_for(device.synchronize(), HANG)
-        assert _ring(device, kit.stream).waiting_for_room == 0
+        assert ring_of(device, kit.stream).waiting_for_room == 0
         for _ in range(CAPACITY + 1):
             await asyncio.wait_for(kit.stream.launch_host_func(int), HANG)
         await asyncio.wait_for(await kit.exec.launch(kit.other), HANG)
