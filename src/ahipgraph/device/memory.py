@@ -88,6 +88,7 @@ class Allocation:
         "dropped",
         "extra_frees",
         "freeing",
+        "graph_frees",
         "nbytes",
         "node_frees",
         "prior",
@@ -120,6 +121,9 @@ class Allocation:
         self.prior: tuple[weakref.ref[object] | None, bool] = (None, False)
         # Unreserved while a stream held a free of it: that free gives the addresses back.
         self.dropped = False
+        # A reservation a memory-free node of its own graph frees (see mark_graph_frees):
+        # every launch's memory is freed by the graph, so no other free of it is accepted.
+        self.graph_frees = False
         self.views: dict[tuple[int, np.dtype[np.generic]], npt.NDArray[np.generic]] = {}
 
     @property
@@ -235,15 +239,18 @@ class DeviceMemory:
             if (
                 claimed
                 and allocation is not None
-                and allocation.buffer is None
+                and (allocation.buffer is None or allocation.graph_frees)
                 and allocation.freeing
             ):
                 # A free_async of a graph allocation the stream reached before any launch
                 # committed it: it fails, and its claim goes with it, so the memory a later
-                # launch commits there can still be freed.
+                # launch commits there can still be freed. So does one admitted before its
+                # graph was given a free node of it: the memory is the graph's to free.
                 self._claim_ran(allocation)
                 if allocation.dropped and not allocation.freeing:  # waited for frees only
                     self._remove(allocation)
+                if allocation.graph_frees:
+                    raise InvalidValue(_graph_frees_message(ptr))
                 raise InvalidValue(
                     f"{ptr!r} is a graph allocation with no memory behind it when the "
                     "stream reached its free_async: order the free after the launch "
@@ -277,6 +284,8 @@ class DeviceMemory:
 
     def _check_freeable(self, ptr: DevicePtr, allocation: Allocation | None, claimed: bool) -> None:
         """The checks of :meth:`free` (``allocation`` is the one at ``ptr``). Hold the lock."""
+        if allocation is not None and allocation.graph_frees and not claimed:
+            raise InvalidValue(_graph_frees_message(ptr))
         if allocation is None or allocation.buffer is None:
             raise InvalidValue(f"{ptr!r} is not a live allocation of device {self.ordinal}")
         if allocation.base in self._static:  # a symbol's: freed, the symbol would be dead
@@ -324,6 +333,8 @@ class DeviceMemory:
                     f"{ptr!r} is a device symbol's storage on device {self.ordinal}, "
                     "not an allocation to free"
                 )
+            if allocation.graph_frees:
+                raise InvalidValue(_graph_frees_message(ptr))
             if allocation.freeing + allocation.node_frees > allocation.extra_frees:
                 raise InvalidValue(_freeing_message(ptr, False))
             allocation.freeing += 1
@@ -406,12 +417,31 @@ class DeviceMemory:
         ``for_stream``: what :meth:`claim_free` would); else nothing."""
         with self._lock:
             allocation = self._at_base(ptr)
+            if allocation is not None and allocation.graph_frees:
+                raise InvalidValue(_graph_frees_message(ptr))
             if allocation is not None and (
                 allocation.freeing + allocation.node_frees > allocation.extra_frees
                 if for_stream
                 else allocation.freeing
             ):
                 raise InvalidValue(_freeing_message(ptr, False))
+
+    def mark_graph_frees(self, ptr: DevicePtr) -> None:
+        """``ptr``'s reservation is freed by a memory-free node of the graph that allocates it
+        (a capture's ``free_async`` of its own ``malloc_async``, or ``add_mem_free_node``).
+
+        Every launch of that graph commits the memory and frees it again before the launch
+        completes, so no launch leaves memory behind for a ``free_async`` or a ``free``: both
+        are refused when called (``InvalidValue``, as ``hipFreeAsync`` refuses a pointer that
+        is no live allocation it may free), in every state of the graph (not instantiated,
+        not launched, a launch in flight or done), instead of being accepted and failing the
+        stream when it reaches the free. Never undone: a memory-free node cannot be destroyed,
+        and a graph holding memory nodes is instantiated once, with both nodes.
+        """
+        with self._lock:
+            allocation = self._at_base(ptr)
+            if allocation is not None and allocation.reserved:
+                allocation.graph_frees = True
 
     def mark_static(self, ptr: DevicePtr) -> None:
         """Count ``ptr``'s allocation as the device's own (a symbol's storage), not a user's."""
@@ -868,6 +898,13 @@ class DeviceMemory:
             f"<DeviceMemory device={self.ordinal} in_use={self._bytes_in_use}/{self.total_bytes} "
             f"allocations={len(self._by_base)}>"
         )
+
+
+def _graph_frees_message(ptr: DevicePtr) -> str:
+    return (
+        f"{ptr!r} is freed by a memory-free node of the graph that allocates it: "
+        "the graph frees it itself, so it cannot be freed again"
+    )
 
 
 def _freeing_message(ptr: DevicePtr, claimed: bool) -> str:

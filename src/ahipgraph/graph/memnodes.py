@@ -113,7 +113,12 @@ class ReservationTable:
             if entry.freed_by is not None:
                 raise InvalidValue(f"{ptr!r} already has a memory-free node")
             entry.freed_by = owner
-            return entry.reservation
+            # Its own graph frees it, and no executable took the range without this node: no
+            # launch leaves its memory for the user to free (see mark_graph_frees).
+            own = entry.owner is owner and not entry.exec_owned
+        if own and memory is not None:  # not under the table's lock (see release_owner)
+            memory.mark_graph_frees(ptr)
+        return entry.reservation
 
     def hand_over(self, ptrs: list[DevicePtr]) -> None:
         """An executable now owns the ranges at ``ptrs`` (it commits them and unreserves them
