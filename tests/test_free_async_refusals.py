@@ -6,12 +6,15 @@
   the stream later (``InvalidValue`` from the stream's completion); a ``Device.free`` of it
   while a launch was running freed the memory under the graph's own later nodes. Both are
   refused when called now, whatever the graph's state, and change nothing.
+* ``free_async`` on a stream of one device of another device's memory was refused; HIP frees
+  it in its own device's pool, in the given stream's order. It is freed so now.
 """
 
 from __future__ import annotations
 
 import os
 
+import numpy as np
 import pytest
 
 import ahipgraph as ahg
@@ -158,3 +161,77 @@ async def test_a_free_async_admitted_before_its_graph_got_the_free_node_fails_on
         graph.destroy()
     assert device.graph_mem_attribute(M.UsedMemCurrent) == 0
     device.graph_mem_trim()
+
+
+# -- another device's memory ------------------------------------------------------------------
+
+
+def two_devices() -> tuple[ahg.Device, ahg.Device]:
+    ahg.configure_devices(2)
+    return ahg.get_device(0), ahg.get_device(1)
+
+
+@pytest.mark.asyncio
+async def test_free_async_of_another_devices_memory_frees_it_there_in_stream_order() -> None:
+    d0, d1 = two_devices()
+    gate = GatedHost()
+    free0, free1 = d0.memory_info(), d1.memory_info()
+    with d0.create_stream() as stream, d1.create_stream() as stream1:
+        ptr = d1.malloc(KIB)
+        await stream.launch_host_func(gate)  # earlier work on the stream, still running
+        freed = await stream.free_async(ptr)
+        await gate.started()
+        assert d1.memory_info().free == free1.free - KIB  # not before the stream gets there
+        with pytest.raises(ahg.InvalidValue, match="already being freed"):
+            d1.free(ptr)  # the stream holds its free
+        with pytest.raises(ahg.InvalidValue, match="already being freed"):
+            stream1.free_async_nowait(ptr)
+        gate.open()
+        await freed
+        await stream.synchronize()  # the stream holds no failure
+        assert d1.memory_info() == free1  # given back to device 1's allocator
+        assert d0.memory_info() == free0
+        with pytest.raises(ahg.InvalidValue, match="not the start of an allocation"):
+            await stream.free_async(ptr)  # a second free: refused when called
+
+
+@pytest.mark.asyncio
+async def test_free_async_of_another_devices_allocation_inside_it_or_of_no_device_is_refused() -> (
+    None
+):
+    d0, d1 = two_devices()
+    with d0.create_stream() as stream:
+        ptr = d1.malloc(KIB)
+        ring = stream.statistics()
+        with pytest.raises(ahg.InvalidValue, match="not the start of an allocation"):
+            await stream.free_async(ptr + 8)
+        with pytest.raises(ahg.InvalidValue, match="does not exist"):
+            await stream.free_async(ahg.DevicePtr(5, ptr.address))
+        with pytest.raises(ahg.InvalidValue, match="not the start of an allocation"):
+            await stream.free_async(ahg.DevicePtr(1, 1 << 40))  # device 0's range, on 1
+        assert stream.statistics() == ring
+        d1.free(ptr)  # every refusal left it the caller's
+
+
+@pytest.mark.asyncio
+async def test_launch_and_free_async_on_one_stream_of_another_devices_graph_memory_in_a_loop() -> (
+    None
+):
+    """A graph of device 0 allocating on device 1: launch, use, free on the launch's stream,
+    with no host wait; the relaunch counts that free as it does a free of its own device's."""
+    d0, d1 = two_devices()
+    with ahg.Graph() as graph, d0.create_stream() as stream:
+        ptr = graph.add_mem_alloc_node(KIB, device=1).params.ptr
+        with graph.instantiate(device=d0) as graph_exec:
+            hosts = [np.zeros(KIB, np.uint8) for _ in range(3)]
+            for value, host in enumerate(hosts, 1):
+                await graph_exec.launch(stream)
+                await stream.memset(ptr, value, KIB)
+                await stream.memcpy(host, ptr, KIB)
+                await stream.free_async(ptr)
+            await stream.synchronize()
+            assert [host.tolist() for host in hosts] == [[v] * KIB for v in (1, 2, 3)]
+            assert d1.graph_mem_attribute(M.UsedMemCurrent) == 0
+            assert d1.graph_mem_attribute(M.UsedMemHigh) == KIB
+    d1.graph_mem_trim()
+    assert d1.memory.statistics().reservations == 0

@@ -33,6 +33,7 @@ from .properties import CopyKind
 from .signal import Signal
 
 if TYPE_CHECKING:
+    from .memory import DeviceMemory
     from .program import Program
 
 __all__ = [
@@ -719,18 +720,23 @@ class SignalIndexOp(Op):
 
 
 class FreeOp(Op):
-    """Free an allocation when the stream reaches this point (eager ``free_async``)."""
+    """Free an allocation when the stream reaches this point (eager ``free_async``).
 
-    __slots__ = ("ptr",)
+    ``memory`` is the allocation's device's, fixed when the free was admitted: it need not be
+    the stream's (``hipFreeAsync`` of another device's memory), and a device replaced since
+    must not have its successor's memory freed at the same address.
+    """
+
+    __slots__ = ("memory", "ptr")
     is_sync = True  # an abandoned program still frees: nothing leaks
 
-    def __init__(self, ptr: DevicePtr) -> None:
+    def __init__(self, ptr: DevicePtr, memory: DeviceMemory) -> None:
         super().__init__(0)
         self.ptr = ptr
+        self.memory = memory
 
     def run(self, program: Program) -> None:
-        assert program.memory is not None
-        program.memory.free(self.ptr, claimed=True)  # the free that claim_free admitted
+        self.memory.free(self.ptr, claimed=True)  # the free that claim_free admitted
 
     def __repr__(self) -> str:
         return f"<FreeOp {self.ptr!r}>"

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..core.errors import IllegalState, InvalidValue, OutOfMemory
-from ..device.memory import check_size
+from ..core.errors import IllegalState, InvalidDevice, InvalidValue, OutOfMemory
+from ..device.memory import DeviceMemory, check_size
 from ..device.ops import FreeOp
 from ..device.pointer import DevicePtr
 from ..device.signal import Signal
 from . import observe
 from .completion import Completion, make_completion
+from .device import get_device
 from .enqueue import enqueue_pair
 
 if TYPE_CHECKING:
@@ -123,6 +124,9 @@ class StreamMemoryMixin:
         freed when the stream gets here. If no launch committed memory there by then, the free
         fails on the stream (``InvalidValue``) and the allocation stays free-able.
 
+        ``ptr`` may be another device's memory, as in ``hipFreeAsync``: it is freed in that
+        device's allocator, in this stream's order.
+
         From this call until the stream reaches the free, no other free of the memory is
         accepted (another ``free_async`` or a ``Device.free``: ``InvalidValue`` when called),
         except a ``free_async`` of the memory a graph relaunch taken behind this free commits
@@ -130,8 +134,9 @@ class StreamMemoryMixin:
 
         Raises:
             ContextIsDestroyed: the stream was destroyed.
-            InvalidValue: ``ptr`` is not the start of a live allocation, or a stream already
-                holds a free of it.
+            InvalidValue: ``ptr`` is not the start of a live allocation (of its device, which
+                must exist), a stream already holds a free of it, or a memory-free node of the
+                graph that allocates it frees it.
             TypeError: ``ptr`` is neither a DevicePtr nor None.
         """
         stream = self._stream()
@@ -141,35 +146,53 @@ class StreamMemoryMixin:
             return part.free(ptr)
         if _is_null(ptr):
             return make_completion(_FREED_NOTHING, stream.device)
-        self._check_free(ptr)
-        memory = stream.device.memory
+        memory = self._check_free(ptr)
+        assert memory is not None  # not the null pointer
         memory.claim_free(ptr, by=stream)  # a graph relaunch on this stream is ordered after it
-        free = FreeOp(ptr)
+        free = FreeOp(ptr, memory)
         try:
             done = stream._observed(free, free)
         except BaseException:
             memory.release_claim(ptr)  # nothing was enqueued: the memory is the caller's again
             raise
-        stream._last_free = stream.tail  # the free's completion (see malloc_async)
+        if memory is stream.device.memory:  # gives memory back to what malloc_async takes
+            stream._last_free = stream.tail  # the free's completion (see malloc_async)
         return done
 
-    def _check_free(self, ptr: DevicePtr) -> None:
-        """``free_async``'s checks of an eager free (also for a call that must wait for room)."""
+    def _check_free(self, ptr: DevicePtr) -> DeviceMemory | None:
+        """``free_async``'s checks of an eager free (also for a call that must wait for room);
+        returns the memory ``ptr`` is freed in (None for the null pointer).
+
+        That is the memory of the device ``ptr`` belongs to, which need not be the stream's:
+        as ``hipFreeAsync``, a stream frees another device's memory, returned to that device's
+        allocator when the stream reaches the free (ordered after the stream's earlier work,
+        as any free). Its claim (see ``DeviceMemory.claim_free``) is taken in that memory, so
+        every other free of it is refused meanwhile, whichever device's call it is.
+        """
         stream = self._stream()
         if _is_null(ptr):
-            return  # frees nothing
+            return None  # frees nothing
         if not isinstance(ptr, DevicePtr):
             raise TypeError(f"expected a DevicePtr, got {ptr!r}")
-        memory = stream.device.memory
+        here = stream.device.memory
         if type(ptr.address) is not int or type(ptr.device) is not int:  # a hand-made
             # pointer's: refused as Device.free does, before any of its objects is compared
-            raise InvalidValue(f"{ptr!r} is not a live allocation of device {memory.ordinal}")
+            raise InvalidValue(f"{ptr!r} is not a live allocation of device {here.ordinal}")
+        if ptr.device == here.ordinal:
+            device = stream.device
+        else:
+            try:
+                device = get_device(ptr.device)
+            except InvalidDevice:
+                raise InvalidValue(f"{ptr!r} names a device that does not exist") from None
+        memory = device.memory
         # A graph allocation counts from the moment its alloc node reserved the addresses: the
         # launch that commits memory there may still be ahead of this free on the stream.
-        found = memory.allocation_of(ptr.address) if ptr.device == memory.ordinal else None
+        found = memory.allocation_of(ptr.address)
         if found is None or found[0] != ptr.address:
-            raise InvalidValue(f"{ptr!r} is not the start of an allocation of {stream.device!r}")
+            raise InvalidValue(f"{ptr!r} is not the start of an allocation of {device!r}")
         memory.check_unclaimed(ptr, for_stream=True)
+        return memory
 
     def _free_async_packetless(self, ptr: DevicePtr) -> bool:
         """A free of the null pointer enqueues nothing, so it needs no room in a full ring."""
