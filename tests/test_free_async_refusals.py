@@ -5,7 +5,9 @@
   launch's memory left for the user to free. A ``free_async`` of it was accepted and failed
   the stream later (``InvalidValue`` from the stream's completion); a ``Device.free`` of it
   while a launch was running freed the memory under the graph's own later nodes. Both are
-  refused when called now, whatever the graph's state, and change nothing.
+  refused when called now, whatever the graph's state, and change nothing. So is a
+  ``free_async`` of a launch's memory that another graph's free node frees, once that
+  graph's launch was taken after it.
 * ``free_async`` on a stream of one device of another device's memory was refused; HIP frees
   it in its own device's pool, in the given stream's order. It is freed so now.
 """
@@ -160,6 +162,58 @@ async def test_a_free_async_admitted_before_its_graph_got_the_free_node_fails_on
                 await other.synchronize()
         graph.destroy()
     assert device.graph_mem_attribute(M.UsedMemCurrent) == 0
+    device.graph_mem_trim()
+
+
+NODE_FREED = "freed by a memory-free node of a graph whose launch was taken after"
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("done", [False, True], ids=["queued", "done"])
+async def test_free_async_after_another_graphs_free_node_launch_is_refused_when_called(
+    device: ahg.Device, done: bool
+) -> None:
+    """Launch the allocating graph, then a graph whose free node frees it: that launch's memory
+    is freed by the second launch, so a ``free_async`` of it is a second free (it was accepted
+    and failed the stream). A relaunch of the allocating graph leaves memory to free again."""
+    with ahg.Graph() as graph, ahg.Graph() as freeing, device.create_stream() as stream:
+        ptr = graph.add_mem_alloc_node(KIB).params.ptr
+        freeing.add_mem_free_node(ptr)
+        with graph.instantiate() as graph_exec, freeing.instantiate() as free_exec:
+            for _ in range(2):
+                await graph_exec.launch(stream)
+                freed = await free_exec.launch(stream)
+                if done:
+                    await freed
+                ring = stream.statistics()
+                with pytest.raises(ahg.InvalidValue, match=NODE_FREED):
+                    await stream.free_async(ptr)
+                with pytest.raises(ahg.InvalidValue, match=NODE_FREED):
+                    stream.free_async_nowait(ptr)
+                assert stream.statistics() == ring
+            await graph_exec.launch(stream)  # its memory is the user's to free again
+            await stream.free_async(ptr)
+            await stream.synchronize()  # the stream holds no failure
+            assert device.graph_mem_attribute(M.UsedMemCurrent) == 0
+    device.graph_mem_trim()
+
+
+@pytest.mark.asyncio
+async def test_a_free_node_launch_taken_before_the_allocating_launch_frees_nothing_of_it(
+    device: ahg.Device,
+) -> None:
+    """The free node's launch comes first in stream order: the allocating launch behind it
+    leaves its memory for the user, whose ``free_async`` is accepted and frees it."""
+    with ahg.Graph() as graph, ahg.Graph() as freeing, device.create_stream() as stream:
+        ptr = graph.add_mem_alloc_node(KIB).params.ptr
+        freeing.add_mem_free_node(ptr)
+        with graph.instantiate() as graph_exec, freeing.instantiate() as free_exec:
+            await free_exec.launch(stream)
+            with pytest.raises(ahg.InvalidValue, match=NODE_FREED):
+                stream.free_async_nowait(ptr)  # nothing allocated it since
+            await graph_exec.launch(stream)
+            await (await stream.free_async(ptr))
+            assert device.graph_mem_attribute(M.UsedMemCurrent) == 0
     device.graph_mem_trim()
 
 

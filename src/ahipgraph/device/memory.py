@@ -90,6 +90,7 @@ class Allocation:
         "freeing",
         "graph_frees",
         "nbytes",
+        "node_freed",
         "node_frees",
         "prior",
         "reserved",
@@ -124,6 +125,10 @@ class Allocation:
         # A reservation a memory-free node of its own graph frees (see mark_graph_frees):
         # every launch's memory is freed by the graph, so no other free of it is accepted.
         self.graph_frees = False
+        # The latest launch's memory is freed by another graph's free node, whose launch was
+        # taken after it (announce_free), and no launch that commits it again was taken since
+        # (launch_taken): nothing is left for the user to free (see claim_free).
+        self.node_freed = False
         self.views: dict[tuple[int, np.dtype[np.generic]], npt.NDArray[np.generic]] = {}
 
     @property
@@ -333,8 +338,7 @@ class DeviceMemory:
                     f"{ptr!r} is a device symbol's storage on device {self.ordinal}, "
                     "not an allocation to free"
                 )
-            if allocation.graph_frees:
-                raise InvalidValue(_graph_frees_message(ptr))
+            _check_not_graph_freed(ptr, allocation)
             if allocation.freeing + allocation.node_frees > allocation.extra_frees:
                 raise InvalidValue(_freeing_message(ptr, False))
             allocation.freeing += 1
@@ -389,6 +393,16 @@ class DeviceMemory:
                 allocation.claims += 1
                 allocation.claimer = weakref.ref(by)
                 allocation.announced = True
+                allocation.node_freed = True
+
+    def launch_taken(self, ptr: DevicePtr) -> None:
+        """A launch of the executable that allocates ``ptr``'s reservation (with no free node
+        of its own) was taken: its memory is there to be freed again, by the user or by
+        another graph's free node, whatever freed the previous launch's."""
+        with self._lock:
+            allocation = self._at_base(ptr)
+            if allocation is not None:
+                allocation.node_freed = False
 
     def allow_another_free(self, ptr: DevicePtr, *, not_run: bool, decommit: bool = False) -> None:
         """A graph launch that commits ``ptr``'s reservation again was taken behind the latest
@@ -417,8 +431,8 @@ class DeviceMemory:
         ``for_stream``: what :meth:`claim_free` would); else nothing."""
         with self._lock:
             allocation = self._at_base(ptr)
-            if allocation is not None and allocation.graph_frees:
-                raise InvalidValue(_graph_frees_message(ptr))
+            if allocation is not None and for_stream:
+                _check_not_graph_freed(ptr, allocation)
             if allocation is not None and (
                 allocation.freeing + allocation.node_frees > allocation.extra_frees
                 if for_stream
@@ -897,6 +911,17 @@ class DeviceMemory:
         return (
             f"<DeviceMemory device={self.ordinal} in_use={self._bytes_in_use}/{self.total_bytes} "
             f"allocations={len(self._by_base)}>"
+        )
+
+
+def _check_not_graph_freed(ptr: DevicePtr, allocation: Allocation) -> None:
+    """Refuse a stream-ordered free of memory a graph frees (see DeviceMemory.claim_free)."""
+    if allocation.graph_frees:
+        raise InvalidValue(_graph_frees_message(ptr))
+    if allocation.node_freed:
+        raise InvalidValue(
+            f"{ptr!r} is freed by a memory-free node of a graph whose launch was taken after "
+            "the last launch that allocates it: that launch's memory cannot be freed again"
         )
 
 

@@ -320,6 +320,7 @@ class Launcher:
         auto_free = self.flags is InstantiateFlags.AUTO_FREE_ON_LAUNCH
         for ptr in compiled.unfreed_ptrs:
             memory = compiled.alloc_memory[ptr]
+            memory.launch_taken(ptr)  # its memory is the user's (or a free node's) to free
             number, by = memory.latest_free(ptr)
             counted = number > self.frees_counted.get(ptr, 0)
             if relaunch and (counted or auto_free):
