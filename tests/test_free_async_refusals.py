@@ -14,13 +14,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 
 import numpy as np
 import pytest
 
 import ahipgraph as ahg
-from fakes import GatedHost
+from fakes import GatedHost, HeldKernel
+from rings import CAPACITY, ring_of
 
 KIB = 1024
 M = ahg.GraphMemAttribute
@@ -289,3 +291,38 @@ async def test_launch_and_free_async_on_one_stream_of_another_devices_graph_memo
             assert d1.graph_mem_attribute(M.UsedMemHigh) == KIB
     d1.graph_mem_trim()
     assert d1.memory.statistics().reservations == 0
+
+
+# -- refused at once on a full ring -------------------------------------------------------------
+
+SYMBOL = ahg.device_symbol("test_free_async_refusals.symbol", 64)
+
+
+async def fill_ring(device: ahg.Device, stream: ahg.Stream) -> HeldKernel:
+    """Hold ``stream``'s ring full behind a held kernel."""
+    held = HeldKernel()
+    await held.launch(stream)
+    while ring_of(device, stream).pending < CAPACITY:
+        await stream.launch_host_func(int)
+    await held.started.wait()
+    return held
+
+
+@pytest.mark.asyncio
+async def test_free_async_of_a_symbols_storage_on_a_full_ring_is_refused_at_once(
+    small_ring: ahg.Device,
+) -> None:
+    """The check a call runs before it waits for room missed the symbol rule: the twin said
+    ``NotReady`` and the coroutine parked, to be refused only once the ring had room."""
+    device = small_ring
+    with device.create_stream() as stream:
+        ptr = SYMBOL.address(device)
+        held = await fill_ring(device, stream)
+        ring = ring_of(device, stream)
+        with pytest.raises(ahg.InvalidValue, match="symbol's storage"):
+            stream.free_async_nowait(ptr)
+        with pytest.raises(ahg.InvalidValue, match="symbol's storage"):
+            await asyncio.wait_for(stream.free_async(ptr), 5)  # hang detector only
+        assert ring_of(device, stream) == ring  # nobody parked
+        held.release()
+        await stream.synchronize()

@@ -330,17 +330,7 @@ class DeviceMemory:
                 device, is a device symbol's storage, or a stream already holds a free of it.
         """
         with self._lock:
-            allocation = self._at_base(ptr)
-            if allocation is None:
-                raise InvalidValue(f"{ptr!r} is not a live allocation of device {self.ordinal}")
-            if allocation.base in self._static:
-                raise InvalidValue(
-                    f"{ptr!r} is a device symbol's storage on device {self.ordinal}, "
-                    "not an allocation to free"
-                )
-            _check_not_graph_freed(ptr, allocation)
-            if allocation.freeing + allocation.node_frees > allocation.extra_frees:
-                raise InvalidValue(_freeing_message(ptr, False))
+            allocation = self._claimable(ptr)
             allocation.freeing += 1
             allocation.claims += 1
             allocation.prior = (allocation.claimer, allocation.announced)
@@ -426,19 +416,29 @@ class DeviceMemory:
             elif allocation.freeing:
                 allocation.extra_frees += 1
 
-    def check_unclaimed(self, ptr: DevicePtr, *, for_stream: bool = False) -> None:
-        """Raise what :meth:`free` would for memory a stream holds a free of (with
-        ``for_stream``: what :meth:`claim_free` would); else nothing."""
+    def check_claimable(self, ptr: DevicePtr) -> None:
+        """Raise what :meth:`claim_free` of ``ptr`` would raise; else nothing. Changes nothing.
+
+        What a ``free_async`` checks before it parks for ring room, so every refusal it will
+        meet (a symbol's storage included) comes at once, not once the ring has room.
+        """
         with self._lock:
-            allocation = self._at_base(ptr)
-            if allocation is not None and for_stream:
-                _check_not_graph_freed(ptr, allocation)
-            if allocation is not None and (
-                allocation.freeing + allocation.node_frees > allocation.extra_frees
-                if for_stream
-                else allocation.freeing
-            ):
-                raise InvalidValue(_freeing_message(ptr, False))
+            self._claimable(ptr)
+
+    def _claimable(self, ptr: DevicePtr) -> Allocation:
+        """The allocation :meth:`claim_free` of ``ptr`` claims, after its checks. Hold the lock."""
+        allocation = self._at_base(ptr)
+        if allocation is None:
+            raise InvalidValue(f"{ptr!r} is not a live allocation of device {self.ordinal}")
+        if allocation.base in self._static:
+            raise InvalidValue(
+                f"{ptr!r} is a device symbol's storage on device {self.ordinal}, "
+                "not an allocation to free"
+            )
+        _check_not_graph_freed(ptr, allocation)
+        if allocation.freeing + allocation.node_frees > allocation.extra_frees:
+            raise InvalidValue(_freeing_message(ptr, False))
+        return allocation
 
     def mark_graph_frees(self, ptr: DevicePtr) -> None:
         """``ptr``'s reservation is freed by a memory-free node of the graph that allocates it

@@ -191,7 +191,7 @@ class StreamMemoryMixin:
         found = memory.allocation_of(ptr.address)
         if found is None or found[0] != ptr.address:
             raise InvalidValue(f"{ptr!r} is not the start of an allocation of {device!r}")
-        memory.check_unclaimed(ptr, for_stream=True)
+        memory.check_claimable(ptr)  # what claim_free checks: refused before any wait
         return memory
 
     def _free_async_packetless(self, ptr: DevicePtr) -> bool:
