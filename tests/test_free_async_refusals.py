@@ -7,7 +7,10 @@
   while a launch was running freed the memory under the graph's own later nodes. Both are
   refused when called now, whatever the graph's state, and change nothing. So is a
   ``free_async`` of a launch's memory that another graph's free node frees, once that
-  graph's launch was taken after it.
+  graph's launch was taken after it (and a ``Device.free`` of it while that launch is
+  queued).
+* A ``free_async`` of a symbol's storage on a full ring said ``NotReady`` / parked, and was
+  refused only once the ring had room.
 * ``free_async`` on a stream of one device of another device's memory was refused; HIP frees
   it in its own device's pool, in the given stream's order. It is freed so now.
 """
@@ -216,6 +219,32 @@ async def test_a_free_node_launch_taken_before_the_allocating_launch_frees_nothi
             await graph_exec.launch(stream)
             await (await stream.free_async(ptr))
             assert device.graph_mem_attribute(M.UsedMemCurrent) == 0
+    device.graph_mem_trim()
+
+
+@pytest.mark.asyncio
+async def test_device_free_of_memory_a_queued_free_node_launch_frees_is_refused(
+    device: ahg.Device,
+) -> None:
+    """The free node's launch is still queued (behind a gate on another stream), so the memory
+    is there: a ``Device.free`` of it freed it, and the free node's later free found nothing."""
+    gate = GatedHost()
+    with ahg.Graph() as graph, ahg.Graph() as freeing, device.create_stream() as stream:
+        ptr = graph.add_mem_alloc_node(KIB).params.ptr
+        freeing.add_mem_free_node(ptr)
+        other = device.create_stream()
+        with graph.instantiate() as graph_exec, freeing.instantiate() as free_exec:
+            await (await graph_exec.launch(stream))
+            await other.launch_host_func(gate)
+            await free_exec.launch(other)
+            before = device.statistics().memory
+            with pytest.raises(ahg.InvalidValue, match=NODE_FREED):
+                device.free(ptr)
+            assert device.statistics().memory == before
+            gate.open()
+            await other.synchronize()
+            assert device.graph_mem_attribute(M.UsedMemCurrent) == 0  # the node freed it
+        other.destroy()
     device.graph_mem_trim()
 
 

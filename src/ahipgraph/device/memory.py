@@ -228,8 +228,10 @@ class DeviceMemory:
         only it may free memory a claim holds.
 
         Raises:
-            InvalidValue: ``ptr`` is not the start of a live allocation on this device, or a
-                stream holds a free of it (``claimed`` says which of the two frees this is).
+            InvalidValue: ``ptr`` is not the start of a live allocation on this device, a
+                stream holds a free of it (``claimed`` says which of the two frees this is),
+                or a graph's memory-free node frees it (see :meth:`mark_graph_frees` and
+                :meth:`announce_free`).
             TypeError: ``ptr`` is neither a DevicePtr nor None.
         """
         given: object = ptr  # callers are untyped Python: check what really came in
@@ -289,8 +291,8 @@ class DeviceMemory:
 
     def _check_freeable(self, ptr: DevicePtr, allocation: Allocation | None, claimed: bool) -> None:
         """The checks of :meth:`free` (``allocation`` is the one at ``ptr``). Hold the lock."""
-        if allocation is not None and allocation.graph_frees and not claimed:
-            raise InvalidValue(_graph_frees_message(ptr))
+        if allocation is not None and not claimed:  # the graph frees it: a second free
+            _check_not_graph_freed(ptr, allocation)
         if allocation is None or allocation.buffer is None:
             raise InvalidValue(f"{ptr!r} is not a live allocation of device {self.ordinal}")
         if allocation.base in self._static:  # a symbol's: freed, the symbol would be dead
