@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 import ahipgraph as ahg
-from fakes import GatedHost, HeldKernel
+from fakes import GatedHost, HeldKernel, loop_turns
 from rings import CAPACITY, ring_of
 
 KIB = 1024
@@ -355,3 +355,26 @@ async def test_free_async_of_a_symbols_storage_on_a_full_ring_is_refused_at_once
         assert ring_of(device, stream) == ring  # nobody parked
         held.release()
         await stream.synchronize()
+
+
+@pytest.mark.asyncio
+async def test_free_async_of_another_devices_memory_cancelled_while_parked_claims_nothing() -> None:
+    properties = ahg.DeviceProperties(hardware_queues=2, hardware_queue_capacity=CAPACITY)
+    ahg.configure_devices(2, properties)
+    d0, d1 = ahg.get_device(0), ahg.get_device(1)
+    with d0.create_stream() as stream:
+        ptr = d1.malloc(KIB)
+        before = d1.statistics().memory
+        held = await fill_ring(d0, stream)
+        task = asyncio.ensure_future(stream.free_async(ptr))
+        await loop_turns()  # the call checked its pointer and parked for room
+        assert ring_of(d0, stream).waiting_for_room == 1
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert ring_of(d0, stream).waiting_for_room == 0
+        held.release()
+        await stream.synchronize()
+        assert d1.statistics().memory == before  # not freed, and no claim held:
+        await (await stream.free_async(ptr))  # freed once, by a later call
+        assert d1.statistics().memory.allocations == before.allocations - 1
