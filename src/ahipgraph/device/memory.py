@@ -90,7 +90,7 @@ class Allocation:
         "freeing",
         "graph_frees",
         "nbytes",
-        "node_freed",
+        "node_free_taken",
         "node_frees",
         "prior",
         "reserved",
@@ -128,7 +128,7 @@ class Allocation:
         # The latest launch's memory is freed by another graph's free node, whose launch was
         # taken after it (announce_free), and no launch that commits it again was taken since
         # (launch_taken): nothing is left for the user to free (see claim_free).
-        self.node_freed = False
+        self.node_free_taken = False
         self.views: dict[tuple[int, np.dtype[np.generic]], npt.NDArray[np.generic]] = {}
 
     @property
@@ -329,7 +329,9 @@ class DeviceMemory:
 
         Raises:
             InvalidValue: ``ptr`` is not the start of a live allocation or reservation on this
-                device, is a device symbol's storage, or a stream already holds a free of it.
+                device, is a device symbol's storage, a stream already holds a free of it, or
+                a graph's memory-free node frees it (see :meth:`mark_graph_frees` and
+                :meth:`announce_free`).
         """
         with self._lock:
             allocation = self._claimable(ptr)
@@ -385,7 +387,7 @@ class DeviceMemory:
                 allocation.claims += 1
                 allocation.claimer = weakref.ref(by)
                 allocation.announced = True
-                allocation.node_freed = True
+                allocation.node_free_taken = True
 
     def launch_taken(self, ptr: DevicePtr) -> None:
         """A launch of the executable that allocates ``ptr``'s reservation (with no free node
@@ -394,7 +396,7 @@ class DeviceMemory:
         with self._lock:
             allocation = self._at_base(ptr)
             if allocation is not None:
-                allocation.node_freed = False
+                allocation.node_free_taken = False
 
     def allow_another_free(self, ptr: DevicePtr, *, not_run: bool, decommit: bool = False) -> None:
         """A graph launch that commits ``ptr``'s reservation again was taken behind the latest
@@ -920,7 +922,7 @@ def _check_not_graph_freed(ptr: DevicePtr, allocation: Allocation) -> None:
     """Refuse a stream-ordered free of memory a graph frees (see DeviceMemory.claim_free)."""
     if allocation.graph_frees:
         raise InvalidValue(_graph_frees_message(ptr))
-    if allocation.node_freed:
+    if allocation.node_free_taken:
         raise InvalidValue(
             f"{ptr!r} is freed by a memory-free node of a graph whose launch was taken after "
             "the last launch that allocates it: that launch's memory cannot be freed again"
