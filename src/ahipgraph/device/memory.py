@@ -89,6 +89,7 @@ class Allocation:
         "extra_frees",
         "freeing",
         "graph_frees",
+        "instantiated",
         "nbytes",
         "node_free_taken",
         "node_frees",
@@ -125,6 +126,9 @@ class Allocation:
         # A reservation a memory-free node of its own graph frees (see mark_graph_frees):
         # every launch's memory is freed by the graph, so no other free of it is accepted.
         self.graph_frees = False
+        # A reservation an executable commits at its launches (mark_instantiated); until
+        # then no launch can put memory there, so no free of it is accepted (see claim_free).
+        self.instantiated = False
         # The latest launch's memory is freed by another graph's free node, whose launch was
         # taken after it (announce_free), and no launch that commits it again was taken since
         # (launch_taken): nothing is left for the user to free (see claim_free).
@@ -246,18 +250,15 @@ class DeviceMemory:
             if (
                 claimed
                 and allocation is not None
-                and (allocation.buffer is None or allocation.graph_frees)
+                and allocation.buffer is None
                 and allocation.freeing
             ):
                 # A free_async of a graph allocation the stream reached before any launch
                 # committed it: it fails, and its claim goes with it, so the memory a later
-                # launch commits there can still be freed. So does one admitted before its
-                # graph was given a free node of it: the memory is the graph's to free.
+                # launch commits there can still be freed.
                 self._claim_ran(allocation)
                 if allocation.dropped and not allocation.freeing:  # waited for frees only
                     self._remove(allocation)
-                if allocation.graph_frees:
-                    raise InvalidValue(_graph_frees_message(ptr))
                 raise InvalidValue(
                     f"{ptr!r} is a graph allocation with no memory behind it when the "
                     "stream reached its free_async: order the free after the launch "
@@ -454,12 +455,26 @@ class DeviceMemory:
         is no live allocation it may free), in every state of the graph (not instantiated,
         not launched, a launch in flight or done), instead of being accepted and failing the
         stream when it reaches the free. Never undone: a memory-free node cannot be destroyed,
-        and a graph holding memory nodes is instantiated once, with both nodes.
+        and a graph holding memory nodes is instantiated once, with both nodes. No free of it
+        can be pending: none is admitted before the graph is instantiated
+        (:meth:`mark_instantiated`), and none marks a range an executable took without it.
         """
         with self._lock:
             allocation = self._at_base(ptr)
             if allocation is not None and allocation.reserved:
                 allocation.graph_frees = True
+
+    def mark_instantiated(self, ptr: DevicePtr) -> None:
+        """An executable now commits ``ptr``'s reservation at its launches: from here a
+        ``free_async`` of it may be ordered behind a launch that allocates it (see
+        :meth:`claim_free`). Before, the addresses of a graph that was never instantiated
+        have no memory any launch could put there, so a free of them is refused when called
+        (``InvalidValue``, as ``hipFreeAsync`` of an address that is no allocation), rather
+        than failing the stream when it gets there."""
+        with self._lock:
+            allocation = self._at_base(ptr)
+            if allocation is not None and allocation.reserved:
+                allocation.instantiated = True
 
     def mark_static(self, ptr: DevicePtr) -> None:
         """Count ``ptr``'s allocation as the device's own (a symbol's storage), not a user's."""
@@ -919,9 +934,15 @@ class DeviceMemory:
 
 
 def _check_not_graph_freed(ptr: DevicePtr, allocation: Allocation) -> None:
-    """Refuse a stream-ordered free of memory a graph frees (see DeviceMemory.claim_free)."""
+    """Refuse a stream-ordered free of memory a graph frees, or that no executable allocates
+    (see DeviceMemory.claim_free)."""
     if allocation.graph_frees:
         raise InvalidValue(_graph_frees_message(ptr))
+    if allocation.reserved and not allocation.instantiated:
+        raise InvalidValue(
+            f"{ptr!r} is the reserved address of a memory-alloc node of a graph that was not "
+            "instantiated: no launch allocates memory there to free"
+        )
     if allocation.node_free_taken:
         raise InvalidValue(
             f"{ptr!r} is freed by a memory-free node of a graph whose launch was taken after "

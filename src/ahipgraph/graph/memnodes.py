@@ -127,12 +127,17 @@ class ReservationTable:
         Per range, not per graph: a graph instantiated before it held an alloc node, or given
         one after, still owns that node's range.
         """
+        taken: list[tuple[DeviceMemory, DevicePtr]] = []
         with self._lock:
             for ptr in ptrs:
                 memory = memory_of(ptr)
                 entry = self._by_memory.get(memory, {}).get(ptr.address) if memory else None
                 if entry is not None:
                     entry.exec_owned = True
+                    assert memory is not None
+                    taken.append((memory, ptr))
+        for memory, ptr in taken:  # not under the table's lock (see release_owner)
+            memory.mark_instantiated(ptr)
 
     def release_owner(self, owner: object) -> None:
         """``owner`` (a graph) is gone: settle its reservations and its free claims.
