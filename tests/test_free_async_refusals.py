@@ -9,7 +9,7 @@
   ``free_async`` of an alloc node's address in a graph never instantiated, and a
   ``free_async`` of a launch's memory that another graph's free node frees, once that
   graph's launch was taken after it (and a ``Device.free`` of it while that launch is
-  queued).
+  queued), and a second free of a launch's memory once the first one ran.
 * A ``free_async`` of a symbol's storage on a full ring said ``NotReady`` / parked, and was
   refused only once the ring had room.
 * ``free_async`` on a stream of one device of another device's memory was refused; HIP frees
@@ -230,6 +230,38 @@ async def test_device_free_of_memory_a_queued_free_node_launch_frees_is_refused(
             await other.synchronize()
             assert device.graph_mem_attribute(M.UsedMemCurrent) == 0  # the node freed it
         other.destroy()
+    device.graph_mem_trim()
+
+
+USER_FREED = "was freed \\(free_async or free\\) since the last launch that allocates it"
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("first", ["free_async", "free"])
+async def test_a_second_free_of_a_launchs_memory_is_refused_when_called(
+    device: ahg.Device, first: str
+) -> None:
+    """Launch, free, and free again: the first free ran and gave the launch's memory back, so
+    the second is a double free. It was accepted and failed the stream (``free_async``); it
+    is refused when called, until a relaunch leaves memory to free again."""
+    with ahg.Graph() as graph, device.create_stream() as stream:
+        ptr = graph.add_mem_alloc_node(KIB).params.ptr
+        with graph.instantiate() as graph_exec:
+            await (await graph_exec.launch(stream))
+            if first == "free":
+                device.free(ptr)
+            else:
+                await (await stream.free_async(ptr))
+            ring = stream.statistics()
+            with pytest.raises(ahg.InvalidValue, match=USER_FREED):
+                await stream.free_async(ptr)
+            with pytest.raises(ahg.InvalidValue, match=USER_FREED):
+                device.free(ptr)
+            assert stream.statistics() == ring
+            await graph_exec.launch(stream)  # memory to free again
+            await stream.free_async(ptr)
+            await stream.synchronize()  # the stream holds no failure
+            assert device.graph_mem_attribute(M.UsedMemCurrent) == 0
     device.graph_mem_trim()
 
 

@@ -95,6 +95,7 @@ class Allocation:
         "node_frees",
         "prior",
         "reserved",
+        "user_freed",
         "views",
     )
 
@@ -133,6 +134,10 @@ class Allocation:
         # taken after it (announce_free), and no launch that commits it again was taken since
         # (launch_taken): nothing is left for the user to free (see claim_free).
         self.node_free_taken = False
+        # The latest launch's memory has a free of the user's taken (a free_async admitted,
+        # or a free), and no launch that commits it again was taken since (launch_taken):
+        # another free of it would be a second one (see claim_free).
+        self.user_freed = False
         self.views: dict[tuple[int, np.dtype[np.generic]], npt.NDArray[np.generic]] = {}
 
     @property
@@ -257,6 +262,7 @@ class DeviceMemory:
                 # committed it: it fails, and its claim goes with it, so the memory a later
                 # launch commits there can still be freed.
                 self._claim_ran(allocation)
+                allocation.user_freed = False
                 if allocation.dropped and not allocation.freeing:  # waited for frees only
                     self._remove(allocation)
                 raise InvalidValue(
@@ -269,6 +275,9 @@ class DeviceMemory:
             if claimed:
                 self._claim_ran(allocation)
             if allocation.reserved:
+                # A claimed free set it when admitted: it may run for an earlier launch's
+                # memory, once a relaunch behind it has cleared it for its own.
+                allocation.user_freed |= not claimed
                 self._drop_views(allocation)
                 allocation.buffer = None
                 self.graph_pool.released(allocation.nbytes)  # the pool keeps the bytes
@@ -336,6 +345,7 @@ class DeviceMemory:
         """
         with self._lock:
             allocation = self._claimable(ptr)
+            allocation.user_freed = True
             allocation.freeing += 1
             allocation.claims += 1
             allocation.prior = (allocation.claimer, allocation.announced)
@@ -351,6 +361,7 @@ class DeviceMemory:
             allocation.freeing -= 1
             allocation.claims -= 1  # never made: no relaunch may count it (see latest_free)
             allocation.claimer, allocation.announced = allocation.prior  # the free before it
+            allocation.user_freed = False  # it was False when the claim was admitted
             if allocation.dropped and not allocation.freeing:  # unreserved while it stood
                 self._unreserve_locked(allocation)
         if self.mapped_by:
@@ -397,7 +408,7 @@ class DeviceMemory:
         with self._lock:
             allocation = self._at_base(ptr)
             if allocation is not None:
-                allocation.node_free_taken = False
+                allocation.node_free_taken = allocation.user_freed = False
 
     def allow_another_free(self, ptr: DevicePtr, *, not_run: bool, decommit: bool = False) -> None:
         """A graph launch that commits ``ptr``'s reservation again was taken behind the latest
@@ -947,6 +958,11 @@ def _check_not_graph_freed(ptr: DevicePtr, allocation: Allocation) -> None:
         raise InvalidValue(
             f"{ptr!r} is freed by a memory-free node of a graph whose launch was taken after "
             "the last launch that allocates it: that launch's memory cannot be freed again"
+        )
+    if allocation.user_freed and not allocation.freeing:  # a pending one: claim_free's count
+        raise InvalidValue(
+            f"{ptr!r} was freed (free_async or free) since the last launch that allocates it "
+            "was taken: that launch's memory cannot be freed again"
         )
 
 
