@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 
 import numpy as np
 import pytest
@@ -30,6 +31,10 @@ from rings import CAPACITY, ring_of
 KIB = 1024
 M = ahg.GraphMemAttribute
 GRAPH_FREES = "freed by a memory-free node of the graph that allocates it"
+RACES_ON_PURPOSE = pytest.mark.skipif(
+    bool(os.environ.get("AHIPGRAPH_RACE_CHECK")),
+    reason="races on purpose (a host free against a launch in flight)",
+)
 
 
 @ahg.kernel
@@ -261,6 +266,31 @@ async def test_a_second_free_of_a_launchs_memory_is_refused_when_called(
             await graph_exec.launch(stream)  # memory to free again
             await stream.free_async(ptr)
             await stream.synchronize()  # the stream holds no failure
+            assert device.graph_mem_attribute(M.UsedMemCurrent) == 0
+    device.graph_mem_trim()
+
+
+@RACES_ON_PURPOSE
+@pytest.mark.asyncio
+async def test_a_free_before_an_auto_free_relaunch_commits_leaves_that_launchs_memory_freeable(
+    device: ahg.Device,
+) -> None:
+    """With AUTO_FREE_ON_LAUNCH the relaunch is taken with the last launch's memory still
+    there; a ``Device.free`` before the relaunch commits frees that older memory, so the
+    memory the relaunch commits must still take its own free."""
+    gate = GatedHost()
+    with ahg.Graph() as graph, device.create_stream() as stream:
+        ptr = graph.add_mem_alloc_node(KIB).params.ptr
+        with graph.instantiate(ahg.InstantiateFlags.AUTO_FREE_ON_LAUNCH) as graph_exec:
+            await (await graph_exec.launch(stream))
+            await stream.launch_host_func(gate)
+            relaunch = await graph_exec.launch(stream)  # held behind the gate
+            await gate.started()
+            device.free(ptr)  # the first launch's memory
+            gate.open()
+            await relaunch
+            assert device.graph_mem_attribute(M.UsedMemCurrent) == KIB  # the relaunch's
+            await (await stream.free_async(ptr))
             assert device.graph_mem_attribute(M.UsedMemCurrent) == 0
     device.graph_mem_trim()
 

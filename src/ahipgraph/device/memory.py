@@ -85,6 +85,7 @@ class Allocation:
         "buffer",
         "claimer",
         "claims",
+        "commits_pending",
         "dropped",
         "extra_frees",
         "freeing",
@@ -138,6 +139,10 @@ class Allocation:
         # or a free), and no launch that commits it again was taken since (launch_taken):
         # another free of it would be a second one (see claim_free).
         self.user_freed = False
+        # Launches that commit it taken whose commit has not run yet: a free meanwhile
+        # (Device.free) frees an earlier launch's memory, not the latest one's. One that
+        # failed before its commit keeps counting: such frees then only set nothing.
+        self.commits_pending = 0
         self.views: dict[tuple[int, np.dtype[np.generic]], npt.NDArray[np.generic]] = {}
 
     @property
@@ -277,7 +282,10 @@ class DeviceMemory:
             if allocation.reserved:
                 # A claimed free set it when admitted: it may run for an earlier launch's
                 # memory, once a relaunch behind it has cleared it for its own.
-                allocation.user_freed |= not claimed
+                # Nor does a free that comes before a taken launch's commit (with
+                # AUTO_FREE_ON_LAUNCH, while that launch is in flight): it frees the memory
+                # before the one that launch leaves, which still takes a free.
+                allocation.user_freed |= not claimed and not allocation.commits_pending
                 self._drop_views(allocation)
                 allocation.buffer = None
                 self.graph_pool.released(allocation.nbytes)  # the pool keeps the bytes
@@ -409,6 +417,7 @@ class DeviceMemory:
             allocation = self._at_base(ptr)
             if allocation is not None:
                 allocation.node_free_taken = allocation.user_freed = False
+                allocation.commits_pending += 1
 
     def allow_another_free(self, ptr: DevicePtr, *, not_run: bool, decommit: bool = False) -> None:
         """A graph launch that commits ``ptr``'s reservation again was taken behind the latest
@@ -521,6 +530,8 @@ class DeviceMemory:
             self._charge(extra)
             pool.committed(allocation.nbytes)
             allocation.buffer = buffer
+            if allocation.commits_pending:
+                allocation.commits_pending -= 1
 
     def _backing(self, nbytes: int) -> npt.NDArray[np.uint8]:
         """Host memory behind ``nbytes`` of device memory: a device may claim more memory than
