@@ -10,6 +10,9 @@ Design. :func:`stress` runs on fresh simulated devices under anyio (asyncio back
   they are (mid-launch, parked on a pool), which exercises cancellation safety too; a shielded
   scope then drains the device before the final checks, for at most :data:`DRAIN_TIMEOUT_S`
   (work that never finishes is a violation, not a run that never ends);
+* a **watchdog** bounds a run by operations too: when no operation completes anywhere for
+  :data:`STALL_TIMEOUT_S` (wall-clock: the simulated clock stands still while a host function
+  waits), the run stops with a :class:`StressViolation` naming the workers still in a cycle;
 * thread workers build, instantiate, update and destroy from their own threads and reach the
   loop through ``anyio.from_thread.run`` to launch, so destroys race launches for real. They
   cannot be cancelled: whatever cancels the workers (a failure, the deadline, Ctrl-C) sets
@@ -87,6 +90,13 @@ MAX_THREADS = 256
 DRAIN_TIMEOUT_S = 30.0
 """How long (wall-clock seconds) the device may take to finish its work once the workers have
 stopped; past that the run ends with a :class:`StressViolation` rather than waiting for ever."""
+STALL_TIMEOUT_S = 60.0
+"""How long (wall-clock seconds) a run may go without any operation completing; past that it
+stops with a :class:`StressViolation` naming the stall. A run bounded by ``ops`` alone, whose
+builder's graph never finishes (a host function waiting for an event nobody sets), otherwise
+waited for ever. Real monotonic time, not the simulated clock, which stands still while a host
+function waits. A healthy run completes operations many times a second, so it never fires.
+Read at each check: a test may monkeypatch it."""
 
 Builder = Callable[[random.Random, DevicePtr], Graph]
 """``builder(rng, buffer) -> Graph``: a graph whose work touches only ``buffer``
@@ -193,6 +203,11 @@ class _Run:
         self.destructed: dict[int, int] = {}
         self.owners = itertools.count()
         self.to_free: list[_Cycle] = []  # freed once the device has drained
+        # Workers not yet returned, and the cancel scopes of the loop calls thread workers are
+        # waiting for (see _Run.in_loop): what the watchdog names, and cancels, on a stall.
+        self.active: set[str] = set()
+        self.loop_calls: set[anyio.CancelScope] = set()
+        self.stalled = False
 
     @property
     def device(self) -> Device:
@@ -224,6 +239,37 @@ class _Run:
         """Stop the run for good: no worker starts another cycle (see keep_going)."""
         self.halted = True
         self.stop.set()
+
+    def in_loop(self, call: Callable[[], Awaitable[object]]) -> None:
+        """Run ``call()`` on the loop from a thread worker, in a scope a stall cancels.
+
+        A thread worker's loop calls run shielded (its task waits for the thread, shielded),
+        so nothing else can cancel one that waits for work that never finishes.
+
+        Raises:
+            _Stalled: the watchdog cancelled the call.
+        """
+
+        async def guarded() -> None:
+            with anyio.CancelScope() as scope:
+                self.loop_calls.add(scope)
+                try:
+                    if self.stalled:
+                        scope.cancel()
+                    await call()
+                finally:
+                    self.loop_calls.discard(scope)
+            if scope.cancelled_caught:
+                raise _Stalled()
+
+        anyio.from_thread.run(guarded)
+
+    def stall(self) -> None:
+        """The watchdog saw no operation complete: stop everything the run is waiting for."""
+        self.stalled = True
+        self.halt()
+        for scope in list(self.loop_calls):
+            scope.cancel()
 
     def check(self, ok: bool, worker: str, invariant: str, detail: str) -> None:
         if not ok:
@@ -423,6 +469,8 @@ async def _task_worker(run: _Run, index: int) -> None:
     stream = run.device.create_stream(non_blocking=index % 2 == 0)
     cycle = _Cycle(run, name, rng, stream)
     started = False
+    with run.lock:
+        run.active.add(name)
     try:
         while run.keep_going(started):
             started = True
@@ -436,6 +484,8 @@ async def _task_worker(run: _Run, index: int) -> None:
         run.halt()
         raise
     finally:
+        with run.lock:
+            run.active.discard(name)
         stream.destroy()
         # Memory is freed once the device drained (see _drain); a dying launch may still use it.
         run.to_free.append(cycle)
@@ -448,6 +498,8 @@ def _thread_worker(run: _Run, index: int) -> None:
     stream = anyio.from_thread.run_sync(run.device.create_stream)
     cycle = _Cycle(run, name, rng, stream)
     started = False
+    with run.lock:
+        run.active.add(name)
     try:
         while run.keep_going(started):
             started = True
@@ -466,7 +518,7 @@ def _thread_worker(run: _Run, index: int) -> None:
             # However the cycle ends (a builder raising, the run cancelled while the loop
             # launches), its executable is destroyed here rather than left to the collector.
             try:
-                anyio.from_thread.run(launch_all)
+                run.in_loop(launch_all)
                 twin = cycle.build(shape)
                 try:
                     if run.default:
@@ -480,7 +532,7 @@ def _thread_worker(run: _Run, index: int) -> None:
                 run.report.launches += launches
                 run.report.cycles += 1
             cycle.stale(graph_exec)
-            anyio.from_thread.run(stream.synchronize)
+            run.in_loop(stream.synchronize)
             cycle.verify("thread replays")
     except HipError as error:
         run.check(False, name, "8: the runtime keeps working", repr(error))
@@ -488,6 +540,8 @@ def _thread_worker(run: _Run, index: int) -> None:
         run.halt()
         raise
     finally:
+        with run.lock:
+            run.active.discard(name)
         stream.destroy()
         run.to_free.append(cycle)
 
@@ -541,7 +595,9 @@ def stress(
         progress: called about five times a second with the report so far.
 
     Runs on fresh simulated devices (the devices table is replaced, and replaced again at the
-    end). Must be called outside a running event loop.
+    end). Must be called outside a running event loop. A run in which no operation completes
+    for :data:`STALL_TIMEOUT_S` stops with a :class:`StressViolation` (work that never
+    finishes), however it is bounded.
 
     Raises:
         TypeError / ValueError: a count that is not an int (bools included), ``ops`` below 1,
@@ -592,7 +648,11 @@ def _stress(
     with fresh_devices(1, check=False):
         baseline = snapshot()
         try:
-            anyio.run(_main, run, tasks, threads, progress, backend="asyncio")
+            try:
+                anyio.run(_main, run, tasks, threads, progress, backend="asyncio")
+            finally:
+                if run.device.in_flight:
+                    asyncio.run(_reclaim(run))
         except BaseExceptionGroup as group:
             violations, _ = group.split(StressViolation)
             if violations is None:
@@ -692,6 +752,7 @@ async def _main(
                     workers.start_soon(working.run, worker, _thread_worker, run, index)
                 if run.deadline is not None:
                     outer.start_soon(_deadline, run, workers.cancel_scope)
+                outer.start_soon(_watchdog, run)
             outer.cancel_scope.cancel()
     finally:
         with anyio.CancelScope(shield=True):
@@ -739,6 +800,51 @@ async def _deadline(run: _Run, scope: anyio.CancelScope) -> None:
     scope.cancel()  # task workers stop where they are
 
 
+async def _watchdog(run: _Run) -> None:
+    """Stop the run when no operation completes for :data:`STALL_TIMEOUT_S` (wall-clock).
+
+    Wakes a few times per bound (at most once a second): nothing a run would notice. The
+    violation it raises cancels the task workers where they wait; thread workers' loop calls
+    are cancelled by :meth:`_Run.stall`, and they stop there.
+
+    Raises:
+        StressViolation: the stall, with the workers still in a cycle and the ops done.
+    """
+    done, since = -1, time.monotonic()
+    while True:
+        bound = STALL_TIMEOUT_S
+        await anyio.sleep(min(bound / 4, 1.0))
+        now = time.monotonic()
+        if run.report.ops != done:
+            done, since = run.report.ops, now
+            continue
+        if now - since < bound:
+            continue
+        with run.lock:
+            stuck = sorted(run.active, key=_worker_order)
+            by_worker = dict(run.report.by_worker)
+        run.stall()
+        raise StressViolation(
+            run.seed,
+            ", ".join(stuck) or "none",
+            "a stress run makes progress (stall)",
+            f"no operation completed for {now - since:.1f}s (STALL_TIMEOUT_S={bound:g}); "
+            f"workers stuck in a cycle: {', '.join(stuck) or 'none'}; "
+            f"{done} operations done ({by_worker or 'none'}): a kernel or host function that "
+            "never returns, or work that never completes",
+        )
+
+
+def _worker_order(name: str) -> tuple[str, int]:
+    kind, _, index = name.partition("-")
+    return kind, int(index) if index.isdigit() else 0
+
+
+class _Stalled(Exception):
+    """A thread worker's loop call cancelled by the watchdog (see :meth:`_Run.in_loop`): the
+    watchdog's :class:`StressViolation` says why, this only ends the worker."""
+
+
 async def _progress(run: _Run, report: Callable[[StressReport], None]) -> None:
     while True:
         with _carried_interrupts():
@@ -774,12 +880,42 @@ def _carried_interrupts() -> Iterator[None]:
         raise _Interrupt(error) from error
 
 
+def _free_buffers(run: _Run) -> None:
+    """Free the workers' buffers, once: the device no longer runs anything that uses them."""
+    while run.to_free:
+        run.to_free.pop().close()
+
+
+async def _reclaim(run: _Run) -> None:
+    """Take the device over from the run's closed loop and let its work complete.
+
+    Work that never finishes (a stall, a drain that timed out) was cut short when the run's
+    loop shut down, but the shutdown can start the next queued bodies under the closing loop,
+    and that work stays in flight until another loop takes the device over. Left so, it held
+    the executables (and their user objects, whose destructors never ran) on a device nobody
+    would run again. A new loop fails it with ``IllegalState`` and completes it (see the
+    engine's owner loop), so everything it borrowed is returned, and the buffers freed.
+    Bounded by :data:`DRAIN_TIMEOUT_S` too.
+    """
+    with anyio.move_on_after(DRAIN_TIMEOUT_S):
+        while True:
+            try:
+                await run.device.synchronize()
+            except HipError:
+                continue  # the abandoned work's failures, one per call
+            _free_buffers(run)
+            return
+
+
 async def _drain(run: _Run) -> None:
     """Let every launch in flight finish, then free the workers' buffers.
 
     Bounded by :data:`DRAIN_TIMEOUT_S`: the drain is shielded (it runs however the workers
     stopped), so work that never finishes (a builder's kernel that never returns, a launch
     that never completes) kept a timed run, and one stopped by Ctrl-C, running for ever.
+
+    After a stall the work that never finishes is still in flight: the drain gives up as
+    bounded, and the watchdog's violation, which already says so, is the run's.
 
     Raises:
         StressViolation: the device still had work in flight when the time was up.
@@ -791,9 +927,10 @@ async def _drain(run: _Run) -> None:
                 await device.synchronize()
             except HipError:
                 continue  # a stream's injected failure, reported once per call
-            for cycle in run.to_free:
-                cycle.close()
+            _free_buffers(run)
             return
+    if run.stalled:
+        return
     run.check(
         False,
         "drain",

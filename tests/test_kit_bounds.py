@@ -1,0 +1,96 @@
+"""Bounds and hand-overs of the testing kit.
+
+* ``stress(ops=N)`` with a builder whose graph never finishes ran for ever: only a timed run,
+  and the final drain, had a bound. A run in which no operation completes for
+  ``STALL_TIMEOUT_S`` now stops with a ``StressViolation`` naming the stall.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import os
+import random
+import threading
+from collections.abc import Callable
+
+import pytest
+
+import ahipgraph as ahg
+from ahipgraph.testing import StressViolation, leak_report, snapshot, stress
+
+stress_module = importlib.import_module("ahipgraph.testing.stress")
+_RACE_CHECK = bool(os.environ.get("AHIPGRAPH_RACE_CHECK"))
+
+
+def _never_finishing(rng: random.Random, buffer: ahg.DevicePtr) -> ahg.Graph:
+    """A graph whose host node waits for an event nobody sets."""
+
+    async def wait_for_ever() -> None:
+        await asyncio.Event().wait()
+
+    graph = ahg.Graph()
+    graph.add_host_node(wait_for_ever)
+    return graph
+
+
+def _run_with_hang_detector(
+    call: Callable[[], object], timeout: float = 30.0
+) -> BaseException | None:
+    """Run ``call()`` in a thread; fail the test if it does not return within ``timeout``."""
+    outcome: list[BaseException | None] = []
+
+    def target() -> None:
+        try:
+            call()
+        except BaseException as error:  # handed to the test
+            outcome.append(error)
+        else:
+            outcome.append(None)
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    assert not thread.is_alive(), f"still running after {timeout}s: no bound"
+    return outcome[0]
+
+
+@pytest.fixture
+def short_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(stress_module, "STALL_TIMEOUT_S", 0.5, raising=False)
+    monkeypatch.setattr(stress_module, "DRAIN_TIMEOUT_S", 0.5)
+
+
+@pytest.mark.parametrize(("tasks", "threads"), [(1, 0), (2, 0), (0, 1), (1, 1)])
+def test_a_run_in_which_nothing_completes_stops_with_a_stall_violation(
+    short_bounds: None, tasks: int, threads: int
+) -> None:
+    device = ahg.get_device(0)
+    before = snapshot()
+    error = _run_with_hang_detector(
+        lambda: stress([_never_finishing], ops=50, tasks=tasks, threads=threads, faults=False)
+    )
+    assert isinstance(error, StressViolation), repr(error)
+    assert "stall" in error.invariant
+    assert "no operation completed" in str(error)
+    for index in range(tasks):
+        assert f"task-{index}" in error.detail
+    for index in range(threads):
+        assert f"thread-{index}" in error.detail
+    assert "operations done" in error.detail
+    assert ahg.get_device(0) is device  # the devices table is given back
+    assert leak_report(before) is None
+
+
+@pytest.mark.parametrize(("tasks", "threads"), [(1, 0), (0, 1)])
+def test_a_timed_run_whose_work_never_finishes_still_cleans_up(
+    short_bounds: None, tasks: int, threads: int
+) -> None:
+    """The drain gives up after DRAIN_TIMEOUT_S; the work a thread worker left queued on the
+    closed loop held its executable and user object until a loop took the device over."""
+    before = snapshot()
+    error = _run_with_hang_detector(
+        lambda: stress([_never_finishing], duration=0.3, tasks=tasks, threads=threads)
+    )
+    assert isinstance(error, StressViolation), repr(error)
+    assert leak_report(before) is None
