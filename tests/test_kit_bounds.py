@@ -3,6 +3,9 @@
 * ``stress(ops=N)`` with a builder whose graph never finishes ran for ever: only a timed run,
   and the final drain, had a bound. A run in which no operation completes for
   ``STALL_TIMEOUT_S`` now stops with a ``StressViolation`` naming the stall.
+* A task's per-task stream was destroyed by the task's done callback, which asyncio runs
+  after the callback that resumes ``await task``: right after ``await task``, statistics and
+  leak reports still counted the stream. Reading them now cleans up finished tasks first.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from collections.abc import Callable
 import pytest
 
 import ahipgraph as ahg
+from ahipgraph.runtime.per_thread import per_thread_statistics
 from ahipgraph.testing import StressViolation, leak_report, snapshot, stress
 
 stress_module = importlib.import_module("ahipgraph.testing.stress")
@@ -94,3 +98,42 @@ def test_a_timed_run_whose_work_never_finishes_still_cleans_up(
     )
     assert isinstance(error, StressViolation), repr(error)
     assert leak_report(before) is None
+
+
+@pytest.mark.asyncio
+async def test_a_per_task_stream_is_gone_from_the_statistics_when_await_task_returns(
+    device: ahg.Device,
+) -> None:
+    baseline = snapshot()
+    implicit = device.statistics().implicit_streams
+    out = device.malloc(8)
+
+    async def work() -> ahg.Stream:
+        stream = device.per_thread_stream()
+        await (await stream.memset(out, 1, 8))
+        return stream
+
+    theirs = await asyncio.create_task(work())
+    # No turn of the loop in between: the task's done callbacks have not run yet.
+    assert per_thread_statistics() == {"tasks": 0, "streams": 0}
+    assert device.statistics().implicit_streams == implicit
+    assert theirs.state.value == "destroyed"
+    device.free(out)
+    assert leak_report(baseline) is None
+
+
+@pytest.mark.asyncio
+async def test_a_leak_report_right_after_await_task_does_not_count_its_per_task_stream(
+    device: ahg.Device,
+) -> None:
+    baseline = snapshot()
+
+    async def work() -> None:
+        device.per_thread_stream()
+
+    await asyncio.create_task(work())
+    now = snapshot()
+    assert now.handles == baseline.handles
+    assert [d.implicit_streams for d in now.devices] == [
+        d.implicit_streams for d in baseline.devices
+    ]

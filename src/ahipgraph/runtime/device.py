@@ -36,6 +36,7 @@ from ..device.properties import DeviceProperties
 from ..device.signal import Signal
 from ..device.sync_copies import DeviceCopyMixin
 from . import observe
+from .per_thread import settle_finished
 
 if TYPE_CHECKING:
     from ..device.properties import CopyKind
@@ -434,6 +435,7 @@ class Device(DeviceBase, DeviceCopyMixin, NoCopy):
         return _table.live(self).memory.trim_graph_pool()
 
     def statistics(self) -> DeviceStatistics:
+        settle_finished()  # a finished task's per-task stream is not counted (see per_thread)
         return DeviceStatistics(
             self.ordinal,
             self.engine.in_flight,

@@ -32,6 +32,7 @@ from ..graph.node import NODES
 from ..lifetime.user_object import USER_OBJECTS
 from ..runtime.device import Device, DeviceStatistics, configure_devices, device_count, get_device
 from ..runtime.event import EVENTS
+from ..runtime.per_thread import settle_finished
 from ..runtime.stream import STREAMS
 from .faults import AllocationFault, KernelFault, KernelHang
 
@@ -68,6 +69,7 @@ def snapshot(*, collect: bool = True) -> Snapshot:
     _check_flag("collect", collect)
     if collect:
         collect_forgotten()  # collect, and wait until forgotten handles are freed
+    settle_finished()  # before the streams are counted: a finished task's are not alive
     table = [get_device(i) for i in range(device_count())]
     handles = {r.statistics().kind: r.statistics().live for r in _REGISTRIES}
     return _of_devices(table, handles)
