@@ -6,6 +6,9 @@
 * A task's per-task stream was destroyed by the task's done callback, which asyncio runs
   after the callback that resumes ``await task``: right after ``await task``, statistics and
   leak reports still counted the stream. Reading them now cleans up finished tasks first.
+* Work one event loop abandoned as it shut down was forgotten by the leak report as soon as
+  another loop took the device over, even when nothing ever reported its failure. A stream
+  still holding such a failure is now named.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from collections.abc import Callable
 import pytest
 
 import ahipgraph as ahg
+from ahipgraph import testing
 from ahipgraph.runtime.per_thread import per_thread_statistics
 from ahipgraph.testing import StressViolation, leak_report, snapshot, stress
 
@@ -137,3 +141,77 @@ async def test_a_leak_report_right_after_await_task_does_not_count_its_per_task_
     assert [d.implicit_streams for d in now.devices] == [
         d.implicit_streams for d in baseline.devices
     ]
+
+
+async def _leave_running(stream: ahg.Stream) -> None:
+    """Start a held kernel on ``stream`` and return with it still running."""
+    held = testing.HeldKernel("left_running")
+    await held.launch(stream)
+    await held.started.wait()
+
+
+@pytest.mark.leaks_allowed("its loops abandon work on purpose; the test reads the report")
+def test_work_an_earlier_loop_abandoned_is_reported_until_its_failure_is() -> None:
+    with testing.fresh_devices(1, check=False) as (device,):
+        stream = device.create_stream()
+        other = device.create_stream()
+        out = device.malloc(8)
+        baseline = testing.snapshot()
+
+        async def unrelated_work() -> None:  # takes the device over, never looks at ``stream``
+            await (await other.memset(out, 0, 8))
+
+        asyncio.run(_leave_running(stream))
+        asyncio.run(unrelated_work())
+        assert device.statistics().abandoned == 0  # the new loop's own count
+        assert device.statistics().abandoned_earlier == 1
+        report = testing.leak_report(baseline)
+        assert report is not None
+        assert "device 0: 1 stream holds the unreported failure of work an earlier" in report
+
+        async def look() -> None:
+            with pytest.raises(ahg.LaunchFailure, match="abandoned"):
+                await stream.synchronize()
+
+        asyncio.run(look())
+        assert device.statistics().abandoned_earlier == 0
+        assert testing.leak_report(baseline) is None
+        device.free(out)
+        stream.destroy()
+        other.destroy()
+
+
+@pytest.mark.leaks_allowed("its loop leaves work queued on purpose; the test reads the report")
+def test_work_a_closed_loop_left_queued_is_reported_once_a_new_loop_failed_it() -> None:
+    """Queued behind a held kernel, it is in flight until the next loop fails it with
+    IllegalState and completes it; then only the stream's unreported failure is left."""
+    with testing.fresh_devices(1, check=False) as (device,):
+        stream = device.create_stream()
+        other = device.create_stream()
+        out = device.malloc(8)
+        baseline = testing.snapshot()
+
+        async def queue_behind() -> None:
+            await _leave_running(stream)
+            await stream.memset(out, 1, 8)  # queued behind the held kernel
+
+        async def unrelated_work() -> None:
+            await (await other.memset(out, 0, 8))
+            await other.synchronize()
+
+        asyncio.run(queue_behind())
+        asyncio.run(unrelated_work())
+        assert device.statistics().in_flight == 0
+        report = testing.leak_report(baseline)
+        assert report is not None
+        assert "unreported failure of work an earlier event loop abandoned" in report
+
+        async def look() -> None:
+            with pytest.raises(ahg.HipError):
+                await device.synchronize()
+
+        asyncio.run(look())
+        assert testing.leak_report(baseline) is None
+        device.free(out)
+        stream.destroy()
+        other.destroy()

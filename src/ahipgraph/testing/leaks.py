@@ -153,6 +153,17 @@ def _device_lines(
                 f"{name(stats.ordinal)}: {packets} still in flight when the event loop "
                 "shut down (abandoned)"
             )
+        # Counted by streams, which still hold the failures: no baseline owner to compare.
+        earlier = stats.abandoned_earlier - (base.abandoned_earlier if base else 0)
+        if earlier > 0:
+            # Another loop took the device over, so ``abandoned`` started again, but nothing
+            # reported the failure of what the earlier loop left behind.
+            streams = _plural(earlier, "stream")
+            verb = "holds" if earlier == 1 else "hold"
+            lines.append(
+                f"{name(stats.ordinal)}: {streams} {verb} the unreported failure of work an "
+                "earlier event loop abandoned (synchronize to report it)"
+            )
         memory, base_memory = stats.memory, base.memory if base else None
         # Symbol storage is the device's own, and bytes the graph memory pool keeps for reuse
         # are not leaked either (a trim returns them).
