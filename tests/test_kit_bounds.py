@@ -90,6 +90,35 @@ def test_a_run_in_which_nothing_completes_stops_with_a_stall_violation(
     assert leak_report(before) is None
 
 
+@pytest.mark.leaks_allowed("the abandoned thread destroys its stream whenever it comes back")
+@pytest.mark.parametrize(("tasks", "threads"), [(0, 1), (1, 1)])
+def test_a_thread_worker_whose_builder_never_returns_is_abandoned_on_a_stall(
+    short_bounds: None, tasks: int, threads: int
+) -> None:
+    """A thread cannot be cancelled: its task waited for it, so a builder blocked in a
+    thread kept the run waiting for ever, stall or not."""
+    release = threading.Event()
+    runner: list[threading.Thread] = []
+
+    def blocking(rng: random.Random, buffer: ahg.DevicePtr) -> ahg.Graph:
+        if threading.current_thread() is not runner[0]:  # a thread worker's build
+            release.wait()
+            return ahg.Graph()
+        return _never_finishing(rng, buffer)
+
+    def run() -> None:
+        runner.append(threading.current_thread())  # the loop's thread: task workers build here
+        stress([blocking], ops=50, tasks=tasks, threads=threads, faults=False)
+
+    try:
+        error = _run_with_hang_detector(run)
+    finally:
+        release.set()  # the abandoned thread finishes its cycle and stops
+    assert isinstance(error, StressViolation), repr(error)
+    assert "stall" in error.invariant
+    assert "thread-0" in error.detail
+
+
 @pytest.mark.parametrize(("tasks", "threads"), [(1, 0), (0, 1)])
 def test_a_timed_run_whose_work_never_finishes_still_cleans_up(
     short_bounds: None, tasks: int, threads: int

@@ -203,8 +203,9 @@ class _Run:
         self.destructed: dict[int, int] = {}
         self.owners = itertools.count()
         self.to_free: list[_Cycle] = []  # freed once the device has drained
-        # Workers not yet returned, and the cancel scopes of the loop calls thread workers are
-        # waiting for (see _Run.in_loop): what the watchdog names, and cancels, on a stall.
+        # Workers not yet returned, and the cancel scopes of what waits for thread workers
+        # (their loop calls, see _Run.in_loop; their tasks, see _in_thread): what the
+        # watchdog names, and cancels, on a stall.
         self.active: set[str] = set()
         self.loop_calls: set[anyio.CancelScope] = set()
         self.stalled = False
@@ -249,6 +250,9 @@ class _Run:
         Raises:
             _Stalled: the watchdog cancelled the call.
         """
+
+        if self.stalled:  # an abandoned thread worker (see _in_thread): the loop may be gone
+            raise _Stalled()
 
         async def guarded() -> None:
             with anyio.CancelScope() as scope:
@@ -306,6 +310,10 @@ class _Cycle:
         builder = self.run.builders[shape_seed % len(self.run.builders)]
         with _carried_interrupts():
             built: object = builder(random.Random(shape_seed), self.buffer)  # user code
+        if self.run.stalled:  # a thread worker abandoned while the builder ran: it is over
+            if isinstance(built, Graph) and not built.destroyed:
+                built.destroy()
+            raise _Stalled()
         if not isinstance(built, Graph):
             # Say which builder broke its contract, rather than an AttributeError from the
             # harness's own use of the graph.
@@ -748,8 +756,7 @@ async def _main(
                 for index in range(tasks):
                     workers.start_soon(working.run, _task_worker, run, index)
                 for index in range(threads):
-                    worker = anyio.to_thread.run_sync
-                    workers.start_soon(working.run, worker, _thread_worker, run, index)
+                    workers.start_soon(working.run, _in_thread, run, index)
                 if run.deadline is not None:
                     outer.start_soon(_deadline, run, workers.cancel_scope)
                 outer.start_soon(_watchdog, run)
@@ -798,6 +805,26 @@ async def _deadline(run: _Run, scope: anyio.CancelScope) -> None:
     run.halted = True
     run.stop.set()  # thread workers stop at their next cycle
     scope.cancel()  # task workers stop where they are
+
+
+async def _in_thread(run: _Run, index: int) -> None:
+    """Run thread worker ``index``, waiting for it however the workers are cancelled, but not
+    after a stall.
+
+    A thread cannot be cancelled, so a worker's task waits for it (shielded) and the thread
+    stops at its next cycle. A thread stuck in user code (a builder that never returns) never
+    gets there: after a stall the watchdog cancels this scope and the thread is abandoned,
+    rather than the run waiting for it for ever. An abandoned thread that comes back does
+    nothing more (see :meth:`_Run.in_loop` and :meth:`_Cycle.build`).
+    """
+    with anyio.CancelScope(shield=True) as scope:
+        run.loop_calls.add(scope)
+        try:
+            if run.stalled:
+                scope.cancel()
+            await anyio.to_thread.run_sync(_thread_worker, run, index, abandon_on_cancel=True)
+        finally:
+            run.loop_calls.discard(scope)
 
 
 async def _watchdog(run: _Run) -> None:
