@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import importlib
 import os
 import random
@@ -244,3 +245,34 @@ def test_work_a_closed_loop_left_queued_is_reported_once_a_new_loop_failed_it() 
         device.free(out)
         stream.destroy()
         other.destroy()
+
+
+def test_statistics_read_by_the_collector_while_a_per_task_stream_is_made(
+    device: ahg.Device,
+) -> None:
+    """The collector may run while the per-task table's lock is held; a hook of it that read
+    ``device.statistics()`` (which settles finished tasks) waited for that lock for ever."""
+    reads = [0]
+
+    def on_collect(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            reads[0] += 1
+            device.statistics()
+
+    def make_under_collections() -> None:
+        async def use() -> None:
+            threshold = gc.get_threshold()
+            gc.callbacks.append(on_collect)
+            gc.set_threshold(1, 1, 1)  # a collection at nearly every allocation
+            try:
+                device.per_thread_stream()
+            finally:
+                gc.set_threshold(*threshold)
+                gc.callbacks.remove(on_collect)
+
+        asyncio.run(use())
+
+    error = _run_with_hang_detector(make_under_collections, timeout=20.0)
+    assert error is None
+    assert reads[0] > 0
+    assert per_thread_statistics() == {"tasks": 0, "streams": 0}

@@ -51,11 +51,20 @@ _by_task: weakref.WeakKeyDictionary[asyncio.Task[Any], dict[Device, Stream]] = (
     weakref.WeakKeyDictionary()
 )
 _by_thread = threading.local()
+# ``held`` is True while this thread holds ``_lock``. The collector may run anywhere under it (a
+# weak reference, a stream made), and a ``__del__`` or ``gc.callbacks`` hook it runs may read
+# ``Device.statistics()``, which settles finished tasks: taking the lock again there waited
+# for this very thread for ever. A settle nested so skips (the done callbacks still clean up).
+_holding = threading.local()
 
 
 def _task_finished(task: asyncio.Task[Any]) -> None:
     with _lock:
-        streams = _by_task.pop(task, {})
+        _holding.held = True
+        try:
+            streams = _by_task.pop(task, {})
+        finally:
+            _holding.held = False
     _destroy(streams.values())
 
 
@@ -69,12 +78,17 @@ def settle_finished() -> None:
     """Destroy the per-task streams of tasks that are done but whose done callback has not run
     yet (see the module note): what a statistics read calls first. Costs a dict check when no
     task holds a per-task stream. Safe from any thread: each task's streams are taken from the
-    table under the lock, by this or by the done callback, never both."""
-    if not _by_task:
+    table under the lock, by this or by the done callback, never both. Called by user code
+    the collector ran while this thread holds the lock (see ``_holding``), it does nothing."""
+    if not _by_task or getattr(_holding, "held", False):
         return
     with _lock:
-        done = [task for task in _by_task if task.done()]
-        streams = [stream for task in done for stream in _by_task.pop(task).values()]
+        _holding.held = True
+        try:
+            done = [task for task in _by_task if task.done()]
+            streams = [stream for task in done for stream in _by_task.pop(task).values()]
+        finally:
+            _holding.held = False
     _destroy(streams)
 
 
@@ -96,14 +110,18 @@ def per_thread_stream(device: Device) -> Stream:
             stream.implicit = True  # the device owns it: retired when the device is replaced
         return stream
     with _lock:
-        table = _by_task.get(task)
-        fresh = table is None
-        if table is None:
-            table = _by_task[task] = {}
-        stream = table.get(device)
-        if stream is None or stream.state.value != "open":
-            stream = table[device] = Stream._create(device, owned=True)
-            stream.implicit = True  # the device owns it: retired when the device is replaced
+        _holding.held = True
+        try:
+            table = _by_task.get(task)
+            fresh = table is None
+            if table is None:
+                table = _by_task[task] = {}
+            stream = table.get(device)
+            if stream is None or stream.state.value != "open":
+                stream = table[device] = Stream._create(device, owned=True)
+                stream.implicit = True  # the device owns it: retired when it is replaced
+        finally:
+            _holding.held = False
     if fresh:
         task.add_done_callback(_task_finished)
     return stream
@@ -113,4 +131,8 @@ def per_thread_statistics() -> dict[str, int]:
     """Tasks holding per-task streams, and those streams (finished tasks' settled first)."""
     settle_finished()
     with _lock:
-        return {"tasks": len(_by_task), "streams": sum(len(t) for t in _by_task.values())}
+        _holding.held = True
+        try:
+            return {"tasks": len(_by_task), "streams": sum(len(t) for t in _by_task.values())}
+        finally:
+            _holding.held = False
