@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import importlib
-import os
 import random
 import threading
 from collections.abc import Callable
@@ -29,7 +28,6 @@ from ahipgraph.runtime.per_thread import per_thread_statistics
 from ahipgraph.testing import StressViolation, leak_report, snapshot, stress
 
 stress_module = importlib.import_module("ahipgraph.testing.stress")
-_RACE_CHECK = bool(os.environ.get("AHIPGRAPH_RACE_CHECK"))
 
 
 def _never_finishing(rng: random.Random, buffer: ahg.DevicePtr) -> ahg.Graph:
@@ -219,6 +217,7 @@ def test_work_a_closed_loop_left_queued_is_reported_once_a_new_loop_failed_it() 
         stream = device.create_stream()
         other = device.create_stream()
         out = device.malloc(8)
+        scratch = device.malloc(8)  # the other stream's: no race with ``out``
         baseline = testing.snapshot()
 
         async def queue_behind() -> None:
@@ -226,7 +225,7 @@ def test_work_a_closed_loop_left_queued_is_reported_once_a_new_loop_failed_it() 
             await stream.memset(out, 1, 8)  # queued behind the held kernel
 
         async def unrelated_work() -> None:
-            await (await other.memset(out, 0, 8))
+            await (await other.memset(scratch, 0, 8))
             await other.synchronize()
 
         asyncio.run(queue_behind())
@@ -243,6 +242,7 @@ def test_work_a_closed_loop_left_queued_is_reported_once_a_new_loop_failed_it() 
         asyncio.run(look())
         assert testing.leak_report(baseline) is None
         device.free(out)
+        device.free(scratch)
         stream.destroy()
         other.destroy()
 
