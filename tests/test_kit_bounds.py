@@ -163,7 +163,9 @@ async def test_a_leak_report_right_after_await_task_does_not_count_its_per_task_
     async def work() -> None:
         device.per_thread_stream()
 
+    live = testing.registry_statistics()["stream"].live
     await asyncio.create_task(work())
+    assert testing.registry_statistics()["stream"].live == live
     now = snapshot()
     assert now.handles == baseline.handles
     assert [d.implicit_streams for d in now.devices] == [

@@ -85,8 +85,10 @@ def registry_statistics() -> dict[str, RegistryStatistics]:
     """Each handle registry's statistics, by kind ("graph", "graph node", "stream", ...).
 
     What :func:`snapshot` counts live handles with, whole: the live count, the slots the
-    registry has grown to and how many handles it registered in all.
+    registry has grown to and how many handles it registered in all. A finished task's
+    per-task streams are settled first, as :func:`snapshot` does.
     """
+    settle_finished()
     return {stats.kind: stats for stats in (r.statistics() for r in _REGISTRIES)}
 
 
