@@ -26,6 +26,7 @@ import ahipgraph as ahg
 from ahipgraph import testing
 from ahipgraph.runtime.per_thread import per_thread_statistics
 from ahipgraph.testing import StressViolation, leak_report, snapshot, stress
+from ahipgraph.testing.stress import Builder
 
 stress_module = importlib.import_module("ahipgraph.testing.stress")
 
@@ -278,3 +279,33 @@ def test_statistics_read_by_the_collector_while_a_per_task_stream_is_made(
     assert error is None
     assert reads[0] > 0
     assert per_thread_statistics() == {"tasks": 0, "streams": 0}
+
+
+def _interrupting(error: type[BaseException]) -> Builder:
+    def builder(rng: random.Random, buffer: ahg.DevicePtr) -> ahg.Graph:
+        def host() -> None:
+            raise error("from device work")
+
+        graph = ahg.Graph()
+        graph.add_host_node(host)
+        return graph
+
+    return builder
+
+
+@pytest.mark.parametrize("error", [KeyboardInterrupt, SystemExit])
+def test_a_host_function_interrupt_leaves_no_thread_worker_running(
+    short_bounds: None, error: type[BaseException]
+) -> None:
+    """The interrupt stops the loop on the spot; a thread worker waiting for a loop call
+    then waited for ever (the call was never run), or stopped after stress() returned,
+    destroying its stream after the caller's leak report had named it."""
+    before = snapshot()
+    for seed in range(6):
+        raised = _run_with_hang_detector(
+            lambda seed=seed: stress(
+                [_interrupting(error)], seed=seed, ops=20, tasks=0, threads=1, faults=False
+            )
+        )
+        assert type(raised) is error
+        assert leak_report(before) is None

@@ -14,7 +14,7 @@ Design. :func:`stress` runs on fresh simulated devices under anyio (asyncio back
   :data:`STALL_TIMEOUT_S` (wall-clock: the simulated clock stands still while a host function
   waits), the run stops with a :class:`StressViolation` naming the workers still in a cycle;
 * thread workers build, instantiate, update and destroy from their own threads and reach the
-  loop through ``anyio.from_thread.run`` to launch, so destroys race launches for real. They
+  loop through ``_Run.in_loop`` to launch, so destroys race launches for real. They
   cannot be cancelled: whatever cancels the workers (a failure, the deadline, Ctrl-C) sets
   the run's stop flag, and they stop at their next cycle.
 
@@ -41,7 +41,9 @@ same interleaving every time. With threads the OS decides the interleaving — t
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
+import inspect
 import itertools
 import math
 import random
@@ -49,10 +51,9 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
-import anyio.from_thread
 import anyio.lowlevel
 import anyio.to_thread
 import numpy as np
@@ -97,6 +98,11 @@ builder's graph never finishes (a host function waiting for an event nobody sets
 waited for ever. Real monotonic time, not the simulated clock, which stands still while a host
 function waits. A healthy run completes operations many times a second, so it never fires.
 Read at each check: a test may monkeypatch it."""
+
+_LOOP_POLL_S = 0.05
+"""How often a thread worker waiting for a loop call checks that the loop is still there."""
+
+_T = TypeVar("_T")
 
 Builder = Callable[[random.Random, DevicePtr], Graph]
 """``builder(rng, buffer) -> Graph``: a graph whose work touches only ``buffer``
@@ -209,6 +215,10 @@ class _Run:
         self.active: set[str] = set()
         self.loop_calls: set[anyio.CancelScope] = set()
         self.stalled = False
+        self.loop: asyncio.AbstractEventLoop | None = None  # the run's, once it runs
+        # Thread workers whose function is running, and the condition their end notifies.
+        self.threads_running = 0
+        self.threads_ended = threading.Condition(self.lock)
 
     @property
     def device(self) -> Device:
@@ -241,32 +251,66 @@ class _Run:
         self.halted = True
         self.stop.set()
 
-    def in_loop(self, call: Callable[[], Awaitable[object]]) -> None:
-        """Run ``call()`` on the loop from a thread worker, in a scope a stall cancels.
+    def in_loop(self, call: Callable[[], Awaitable[_T]]) -> _T:
+        """Run ``call()`` on the run's loop from a thread worker, in a scope a stall cancels.
 
         A thread worker's loop calls run shielded (its task waits for the thread, shielded),
         so nothing else can cancel one that waits for work that never finishes.
 
+        Not ``anyio.from_thread.run``: it waits for the call without a bound, and a loop that
+        stopped on the spot (a ``KeyboardInterrupt`` from a host function) closed with the call
+        scheduled and never run, so the thread waited for ever. This wait gives up once the
+        loop is closed; a call that is done returns at once, whatever the poll interval.
+
         Raises:
-            _Stalled: the watchdog cancelled the call.
+            _Stalled: the watchdog cancelled the call, or the loop closed before it ended.
+            Whatever ``call()`` raised.
         """
 
         if self.stalled:  # an abandoned thread worker (see _in_thread): the loop may be gone
             raise _Stalled()
 
-        async def guarded() -> None:
+        async def guarded() -> _T:
             with anyio.CancelScope() as scope:
                 self.loop_calls.add(scope)
                 try:
                     if self.stalled:
                         scope.cancel()
-                    await call()
+                    return await call()
                 finally:
                     self.loop_calls.discard(scope)
-            if scope.cancelled_caught:
-                raise _Stalled()
+            raise _Stalled()  # only a cancelled scope gets here
 
-        anyio.from_thread.run(guarded)
+        loop = self.loop
+        assert loop is not None
+        coroutine = guarded()
+        try:
+            future = asyncio.run_coroutine_threadsafe(coroutine, loop)
+        except RuntimeError as error:  # the loop closed already
+            coroutine.close()  # never started: no "never awaited" warning
+            raise _Stalled() from error
+        while True:
+            try:
+                return future.result(timeout=_LOOP_POLL_S)
+            except concurrent.futures.TimeoutError:
+                if loop.is_closed():
+                    future.cancel()
+                    if inspect.getcoroutinestate(coroutine) == inspect.CORO_CREATED:
+                        coroutine.close()  # the loop closed before it ran
+                    raise _Stalled() from None
+
+    def join_threads(self, timeout: float) -> bool:
+        """Wait (at most ``timeout`` seconds) until no thread worker's function is running.
+
+        The loop can end while thread workers still run: a ``KeyboardInterrupt`` or
+        ``SystemExit`` from device work (a host function) stops it on the spot, without the
+        task group waiting for the threads. A worker then stopped later, destroying its stream
+        after :func:`stress` had returned (a leak report taken then named it) and using the
+        run's device after the devices table was given back. Returns whether they all ended.
+        """
+        self.halt()
+        with self.threads_ended:
+            return self.threads_ended.wait_for(lambda: not self.threads_running, timeout)
 
     def stall(self) -> None:
         """The watchdog saw no operation complete: stop everything the run is waiting for."""
@@ -501,9 +545,25 @@ async def _task_worker(run: _Run, index: int) -> None:
 
 def _thread_worker(run: _Run, index: int) -> None:
     """Build, instantiate, update and destroy on this thread; launch through the loop."""
+    with run.lock:
+        run.threads_running += 1
+    try:
+        _thread_cycles(run, index)
+    finally:
+        with run.lock:
+            run.threads_running -= 1
+            run.threads_ended.notify_all()
+
+
+def _thread_cycles(run: _Run, index: int) -> None:
+    """The cycles of thread worker ``index`` (see :func:`_thread_worker`)."""
     name = f"thread-{index}"
     rng = random.Random(f"{run.seed}/{name}")
-    stream = anyio.from_thread.run_sync(run.device.create_stream)
+
+    async def create_stream() -> Stream:
+        return run.device.create_stream()
+
+    stream = run.in_loop(create_stream)
     cycle = _Cycle(run, name, rng, stream)
     started = False
     with run.lock:
@@ -659,6 +719,7 @@ def _stress(
             try:
                 anyio.run(_main, run, tasks, threads, progress, backend="asyncio")
             finally:
+                run.join_threads(DRAIN_TIMEOUT_S)
                 if run.device.in_flight:
                     asyncio.run(_reclaim(run))
         except BaseExceptionGroup as group:
@@ -742,6 +803,7 @@ def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
 async def _main(
     run: _Run, tasks: int, threads: int, progress: Callable[[StressReport], None] | None
 ) -> None:
+    run.loop = asyncio.get_running_loop()
     try:
         async with anyio.create_task_group() as outer:
             if progress is not None:
