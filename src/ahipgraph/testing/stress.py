@@ -16,7 +16,9 @@ Design. :func:`stress` runs on fresh simulated devices under anyio (asyncio back
 * thread workers build, instantiate, update and destroy from their own threads and reach the
   loop through ``_Run.in_loop`` to launch, so destroys race launches for real. They
   cannot be cancelled: whatever cancels the workers (a failure, the deadline, Ctrl-C) sets
-  the run's stop flag, and they stop at their next cycle.
+  the run's stop flag, and they stop at their next cycle. Only a stall cancels their loop
+  calls, and abandons a thread stuck in a builder; the run waits (bounded) for every thread
+  worker before it returns, even when its loop stopped on the spot.
 
 Every cycle builds a graph with a *builder*, instantiates it, replays it, updates it with a
 fresh build while launches are in flight, destroys it (sometimes with launches still in
