@@ -9,6 +9,10 @@
 * Work one event loop abandoned as it shut down was forgotten by the leak report as soon as
   another loop took the device over, even when nothing ever reported its failure. A stream
   still holding such a failure is now named.
+* Around them: a thread worker stuck in its builder kept a stalled run waiting for ever; a
+  thread worker whose loop stopped on a ``KeyboardInterrupt`` from device work waited for ever
+  for a loop call, or stopped after ``stress()`` returned; a statistics read from a collector
+  hook while the per-task table was locked waited for its own thread.
 """
 
 from __future__ import annotations
