@@ -47,7 +47,7 @@ from contextvars import Context, ContextVar, copy_context
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..core.clock import SimClock
-from ..core.errors import IllegalState, InvalidDevice
+from ..core.errors import HipError, IllegalState, InvalidDevice
 from ..core.waitqueue import WaitQueue
 from .host_function import InContext
 from .work_waits import waits_for_head
@@ -81,6 +81,29 @@ _HANDED: weakref.WeakKeyDictionary[asyncio.Future[Any], list[list[HardwareQueue 
 _PARKED: weakref.WeakKeyDictionary[asyncio.Task[Any], list[int]] = weakref.WeakKeyDictionary()
 # Numbers each owner loop an engine gets (see Engine.owner_number), unique in the process.
 _OWNER_NUMBERS = itertools.count(1)
+# The attribute :func:`mark_abandoned` sets on the failure of abandoned work.
+_ABANDONED_BY = "_ahg_abandoned_by_loop"
+
+
+def mark_abandoned(error: HipError, owner: int) -> HipError:
+    """Mark ``error`` as the failure of work the owner loop numbered ``owner`` abandoned.
+
+    Such work fails and completes (on the next loop, for work left queued), and nothing is in
+    flight any more: what is left is its failure, pending on its stream until a synchronize
+    reports it. A leak check reads the mark (see :func:`abandoned_by`) to tell a program that
+    went on without ever looking at what an earlier loop left behind. An attribute of the
+    error itself, not a table: an error is not weakly referable, and a table holding raised
+    errors would keep their tracebacks' frames alive.
+    """
+    vars(error)[_ABANDONED_BY] = owner
+    return error
+
+
+def abandoned_by(error: HipError) -> int | None:
+    """The owner-loop number :func:`mark_abandoned` gave ``error``, or None."""
+    owner = vars(error).get(_ABANDONED_BY)
+    return owner if isinstance(owner, int) else None
+
 
 # The caller's running loop or None, without raising: the one way the device layer asks.
 current_loop = asyncio._get_running_loop
@@ -292,6 +315,7 @@ class Engine:
         busy = self.in_flight or self._running
         if busy and current is not None and not current.is_closed():
             raise IllegalState(f"device {self.device.ordinal} is busy on another event loop")
+        previous = self.owner_number
         self.loop = loop
         self.abandoned = 0  # what the old loop gave up on is behind the program now
         self.owner_number = next(_OWNER_NUMBERS)
@@ -301,7 +325,7 @@ class Engine:
         if current is not None and (self.in_flight or current.is_closed()):
             # Work, and tasks waiting for ring room (even one woken that never resumed),
             # that the closed loop left behind.
-            self._fail_abandoned_work()
+            self._fail_abandoned_work(previous)
 
     def claim(self) -> asyncio.AbstractEventLoop:
         """The caller's loop, which owns the engine from here on: the fast path of
@@ -347,16 +371,19 @@ class Engine:
             f"device {self.device.ordinal} was replaced by configure_devices and takes no new work"
         )
 
-    def _fail_abandoned_work(self) -> None:
-        """Work left behind by a closed loop fails, but still completes on the new loop.
+    def _fail_abandoned_work(self, owner: int) -> None:
+        """Work left behind by a closed loop (the owner numbered ``owner``) fails, but still
+        completes on the new loop.
 
         Each abandoned program keeps only its synchronisation ops, so every signal it owes is
         still raised, every launch still returns what it borrowed, and everyone waiting for
-        that work wakes with the error instead of hanging.
+        that work wakes with the error instead of hanging. The error is marked as that loop's
+        abandoned work (see :func:`mark_abandoned`).
         """
         error = IllegalState(
             f"device {self.device.ordinal}: the event loop running this work closed"
         )
+        mark_abandoned(error, owner)
         self.ready.clear()
         for queue in self.queues:
             queue.abandon(error)

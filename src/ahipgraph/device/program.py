@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.errors import HipError, LaunchFailure
 from . import hooks
-from .engine import CUT_SHORT_BY_LOOP
+from .engine import CUT_SHORT_BY_LOOP, mark_abandoned
 from .ops import Op
 from .signal import Signal
 
@@ -235,6 +235,7 @@ class Program:
             assert self.queue is not None
             if _cut_short_by_loop(future, self.queue.engine.loop):
                 failure = abandoned_by_loop(op)  # give up the rest
+                mark_abandoned(failure, self.queue.engine.owner_number)
                 self.abandon(failure)
                 self.queue.engine.abandoned += 1
             else:  # the body raised CancelledError, or user code cancelled its task: it failed

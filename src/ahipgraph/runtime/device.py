@@ -27,7 +27,7 @@ from ..core.ints import as_int
 from ..core.lifecycle import FactoryOnly, NoCopy, WeakList, safe_repr
 from ..device import table as _table
 from ..device.base import DeviceBase
-from ..device.engine import refuse_trio
+from ..device.engine import abandoned_by, refuse_trio
 from ..device.graph_pool import GraphMemAttribute, GraphPoolStatistics
 from ..device.hwqueue import QueueStatistics
 from ..device.memory import MemoryInfo, MemoryStatistics, check_size
@@ -36,6 +36,7 @@ from ..device.properties import DeviceProperties
 from ..device.signal import Signal
 from ..device.sync_copies import DeviceCopyMixin
 from . import observe
+from .per_thread import settle_finished
 
 if TYPE_CHECKING:
     from ..device.properties import CopyKind
@@ -83,6 +84,11 @@ class DeviceStatistics:
     abandoned: int = 0
     # The graph memory pool (what graph_mem_attribute reads, and the cached bytes a trim frees).
     graph_pool: GraphPoolStatistics = _NO_GRAPH_POOL
+    # Streams of this device (destroyed ones that still owe a failure included) whose pending
+    # failure is that of work an earlier owner loop abandoned (the current loop's is counted
+    # in ``abandoned``): a program that took the device over on a new loop and never
+    # synchronized what the old one left behind. Zero again once a synchronize reports it.
+    abandoned_earlier: int = 0
 
 
 class Device(DeviceBase, DeviceCopyMixin, NoCopy):
@@ -434,6 +440,7 @@ class Device(DeviceBase, DeviceCopyMixin, NoCopy):
         return _table.live(self).memory.trim_graph_pool()
 
     def statistics(self) -> DeviceStatistics:
+        settle_finished()  # a finished task's per-task stream is not counted (see per_thread)
         return DeviceStatistics(
             self.ordinal,
             self.engine.in_flight,
@@ -443,7 +450,18 @@ class Device(DeviceBase, DeviceCopyMixin, NoCopy):
             sum(1 for stream in self.streams if stream.implicit),
             self.engine.abandoned,
             self.memory.graph_pool_statistics(),
+            self._abandoned_earlier(),
         )
+
+    def _abandoned_earlier(self) -> int:
+        """See ``DeviceStatistics.abandoned_earlier``."""
+        owner = self.engine.owner_number
+        count = 0
+        for stream in self.streams:
+            error = stream._error
+            if error is not None and abandoned_by(error) not in (None, owner):
+                count += 1
+        return count
 
     def _retire(self) -> None:
         """Called once this device was replaced: unregister the streams the runtime made for it.

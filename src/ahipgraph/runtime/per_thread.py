@@ -8,6 +8,16 @@ legacy null stream, and not with other tasks' streams, as HIP's per-thread strea
 launch, an upload), as ``hipStreamPerThread`` does in HIP; ``device.per_thread_stream()``
 returns the stream itself. A task's streams are destroyed when the task finishes (work already
 enqueued still completes); a thread's live as long as their device is configured.
+
+When a finished task's streams go: a done callback destroys them, but asyncio runs a task's
+done callbacks in the order they were added, and whoever awaits the task added its own (the one
+that resumes ``await task``) first, usually before the task even ran, so before the task's
+first use of a per-task stream added this module's. Right after ``await task`` the streams were
+still open, and ``statistics()`` and leak reports counted them until the loop's next turn.
+The callback cannot be put first (asyncio has no such API), so readers settle instead: every
+read of these counts (:func:`per_thread_statistics`, ``Device.statistics()``, the testing
+kit's snapshots) first destroys the streams of tasks already done (:func:`settle_finished`).
+A task is done as soon as its coroutine has returned, before any awaiter resumes.
 """
 
 from __future__ import annotations
@@ -15,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import weakref
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -40,14 +51,45 @@ _by_task: weakref.WeakKeyDictionary[asyncio.Task[Any], dict[Device, Stream]] = (
     weakref.WeakKeyDictionary()
 )
 _by_thread = threading.local()
+# ``held`` is True while this thread holds ``_lock``. The collector may run anywhere under it (a
+# weak reference, a stream made), and a ``__del__`` or ``gc.callbacks`` hook it runs may read
+# ``Device.statistics()``, which settles finished tasks: taking the lock again there waited
+# for this very thread for ever. A settle nested so skips (the done callbacks still clean up).
+_holding = threading.local()
 
 
 def _task_finished(task: asyncio.Task[Any]) -> None:
     with _lock:
-        streams = _by_task.pop(task, {})
-    for stream in streams.values():
+        _holding.held = True
+        try:
+            streams = _by_task.pop(task, {})
+        finally:
+            _holding.held = False
+    _destroy(streams.values())
+
+
+def _destroy(streams: Iterable[Stream]) -> None:
+    for stream in streams:
         if stream.state.value == "open":
             stream.destroy()
+
+
+def settle_finished() -> None:
+    """Destroy the per-task streams of tasks that are done but whose done callback has not run
+    yet (see the module note): what a statistics read calls first. Costs a dict check when no
+    task holds a per-task stream. Safe from any thread: each task's streams are taken from the
+    table under the lock, by this or by the done callback, never both. Called by user code
+    the collector ran while this thread holds the lock (see ``_holding``), it does nothing."""
+    if not _by_task or getattr(_holding, "held", False):
+        return
+    with _lock:
+        _holding.held = True
+        try:
+            done = [task for task in _by_task if task.done()]
+            streams = [stream for task in done for stream in _by_task.pop(task).values()]
+        finally:
+            _holding.held = False
+    _destroy(streams)
 
 
 def per_thread_stream(device: Device) -> Stream:
@@ -68,20 +110,29 @@ def per_thread_stream(device: Device) -> Stream:
             stream.implicit = True  # the device owns it: retired when the device is replaced
         return stream
     with _lock:
-        table = _by_task.get(task)
-        fresh = table is None
-        if table is None:
-            table = _by_task[task] = {}
-        stream = table.get(device)
-        if stream is None or stream.state.value != "open":
-            stream = table[device] = Stream._create(device, owned=True)
-            stream.implicit = True  # the device owns it: retired when the device is replaced
+        _holding.held = True
+        try:
+            table = _by_task.get(task)
+            fresh = table is None
+            if table is None:
+                table = _by_task[task] = {}
+            stream = table.get(device)
+            if stream is None or stream.state.value != "open":
+                stream = table[device] = Stream._create(device, owned=True)
+                stream.implicit = True  # the device owns it: retired when it is replaced
+        finally:
+            _holding.held = False
     if fresh:
         task.add_done_callback(_task_finished)
     return stream
 
 
 def per_thread_statistics() -> dict[str, int]:
-    """Tasks holding per-task streams, and those streams."""
+    """Tasks holding per-task streams, and those streams (finished tasks' settled first)."""
+    settle_finished()
     with _lock:
-        return {"tasks": len(_by_task), "streams": sum(len(t) for t in _by_task.values())}
+        _holding.held = True
+        try:
+            return {"tasks": len(_by_task), "streams": sum(len(t) for t in _by_task.values())}
+        finally:
+            _holding.held = False

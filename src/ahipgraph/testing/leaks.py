@@ -32,6 +32,7 @@ from ..graph.node import NODES
 from ..lifetime.user_object import USER_OBJECTS
 from ..runtime.device import Device, DeviceStatistics, configure_devices, device_count, get_device
 from ..runtime.event import EVENTS
+from ..runtime.per_thread import settle_finished
 from ..runtime.stream import STREAMS
 from .faults import AllocationFault, KernelFault, KernelHang
 
@@ -68,6 +69,7 @@ def snapshot(*, collect: bool = True) -> Snapshot:
     _check_flag("collect", collect)
     if collect:
         collect_forgotten()  # collect, and wait until forgotten handles are freed
+    settle_finished()  # before the streams are counted: a finished task's are not alive
     table = [get_device(i) for i in range(device_count())]
     handles = {r.statistics().kind: r.statistics().live for r in _REGISTRIES}
     return _of_devices(table, handles)
@@ -83,8 +85,10 @@ def registry_statistics() -> dict[str, RegistryStatistics]:
     """Each handle registry's statistics, by kind ("graph", "graph node", "stream", ...).
 
     What :func:`snapshot` counts live handles with, whole: the live count, the slots the
-    registry has grown to and how many handles it registered in all.
+    registry has grown to and how many handles it registered in all. A finished task's
+    per-task streams are settled first, as :func:`snapshot` does.
     """
+    settle_finished()
     return {stats.kind: stats for stats in (r.statistics() for r in _REGISTRIES)}
 
 
@@ -150,6 +154,17 @@ def _device_lines(
             lines.append(
                 f"{name(stats.ordinal)}: {packets} still in flight when the event loop "
                 "shut down (abandoned)"
+            )
+        # Counted by streams, which still hold the failures: no baseline owner to compare.
+        earlier = stats.abandoned_earlier - (base.abandoned_earlier if base else 0)
+        if earlier > 0:
+            # Another loop took the device over, so ``abandoned`` started again, but nothing
+            # reported the failure of what the earlier loop left behind.
+            streams = _plural(earlier, "stream")
+            verb = "holds" if earlier == 1 else "hold"
+            lines.append(
+                f"{name(stats.ordinal)}: {streams} {verb} the unreported failure of work an "
+                "earlier event loop abandoned (synchronize to report it)"
             )
         memory, base_memory = stats.memory, base.memory if base else None
         # Symbol storage is the device's own, and bytes the graph memory pool keeps for reuse

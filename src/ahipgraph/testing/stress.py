@@ -10,10 +10,15 @@ Design. :func:`stress` runs on fresh simulated devices under anyio (asyncio back
   they are (mid-launch, parked on a pool), which exercises cancellation safety too; a shielded
   scope then drains the device before the final checks, for at most :data:`DRAIN_TIMEOUT_S`
   (work that never finishes is a violation, not a run that never ends);
+* a **watchdog** bounds a run by operations too: when no operation completes anywhere for
+  :data:`STALL_TIMEOUT_S` (wall-clock: the simulated clock stands still while a host function
+  waits), the run stops with a :class:`StressViolation` naming the workers still in a cycle;
 * thread workers build, instantiate, update and destroy from their own threads and reach the
-  loop through ``anyio.from_thread.run`` to launch, so destroys race launches for real. They
+  loop through ``_Run.in_loop`` to launch, so destroys race launches for real. They
   cannot be cancelled: whatever cancels the workers (a failure, the deadline, Ctrl-C) sets
-  the run's stop flag, and they stop at their next cycle.
+  the run's stop flag, and they stop at their next cycle. Only a stall cancels their loop
+  calls, and abandons a thread stuck in a builder; the run waits (bounded) for every thread
+  worker before it returns, even when its loop stopped on the spot.
 
 Every cycle builds a graph with a *builder*, instantiates it, replays it, updates it with a
 fresh build while launches are in flight, destroys it (sometimes with launches still in
@@ -38,7 +43,9 @@ same interleaving every time. With threads the OS decides the interleaving — t
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
+import inspect
 import itertools
 import math
 import random
@@ -46,10 +53,9 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
-import anyio.from_thread
 import anyio.lowlevel
 import anyio.to_thread
 import numpy as np
@@ -87,6 +93,18 @@ MAX_THREADS = 256
 DRAIN_TIMEOUT_S = 30.0
 """How long (wall-clock seconds) the device may take to finish its work once the workers have
 stopped; past that the run ends with a :class:`StressViolation` rather than waiting for ever."""
+STALL_TIMEOUT_S = 60.0
+"""How long (wall-clock seconds) a run may go without any operation completing; past that it
+stops with a :class:`StressViolation` naming the stall. A run bounded by ``ops`` alone, whose
+builder's graph never finishes (a host function waiting for an event nobody sets), otherwise
+waited for ever. Real monotonic time, not the simulated clock, which stands still while a host
+function waits. A healthy run completes operations many times a second, so it never fires.
+Read at each check: a test may monkeypatch it."""
+
+_LOOP_POLL_S = 0.05
+"""How often a thread worker waiting for a loop call checks that the loop is still there."""
+
+_T = TypeVar("_T")
 
 Builder = Callable[[random.Random, DevicePtr], Graph]
 """``builder(rng, buffer) -> Graph``: a graph whose work touches only ``buffer``
@@ -193,6 +211,16 @@ class _Run:
         self.destructed: dict[int, int] = {}
         self.owners = itertools.count()
         self.to_free: list[_Cycle] = []  # freed once the device has drained
+        # Workers not yet returned, and the cancel scopes of what waits for thread workers
+        # (their loop calls, see _Run.in_loop; their tasks, see _in_thread): what the
+        # watchdog names, and cancels, on a stall.
+        self.active: set[str] = set()
+        self.loop_calls: set[anyio.CancelScope] = set()
+        self.stalled = False
+        self.loop: asyncio.AbstractEventLoop | None = None  # the run's, once it runs
+        # Thread workers whose function is running, and the condition their end notifies.
+        self.threads_running = 0
+        self.threads_ended = threading.Condition(self.lock)
 
     @property
     def device(self) -> Device:
@@ -224,6 +252,74 @@ class _Run:
         """Stop the run for good: no worker starts another cycle (see keep_going)."""
         self.halted = True
         self.stop.set()
+
+    def in_loop(self, call: Callable[[], Awaitable[_T]]) -> _T:
+        """Run ``call()`` on the run's loop from a thread worker, in a scope a stall cancels.
+
+        A thread worker's loop calls run shielded (its task waits for the thread, shielded),
+        so nothing else can cancel one that waits for work that never finishes.
+
+        Not ``anyio.from_thread.run``: it waits for the call without a bound, and a loop that
+        stopped on the spot (a ``KeyboardInterrupt`` from a host function) closed with the call
+        scheduled and never run, so the thread waited for ever. This wait gives up once the
+        loop is closed; a call that is done returns at once, whatever the poll interval.
+
+        Raises:
+            _Stalled: the watchdog cancelled the call, or the loop closed before it ended.
+            Whatever ``call()`` raised.
+        """
+
+        if self.stalled:  # an abandoned thread worker (see _in_thread): the loop may be gone
+            raise _Stalled()
+
+        async def guarded() -> _T:
+            with anyio.CancelScope() as scope:
+                self.loop_calls.add(scope)
+                try:
+                    if self.stalled:
+                        scope.cancel()
+                    return await call()
+                finally:
+                    self.loop_calls.discard(scope)
+            raise _Stalled()  # only a cancelled scope gets here
+
+        loop = self.loop
+        assert loop is not None
+        coroutine = guarded()
+        try:
+            future = asyncio.run_coroutine_threadsafe(coroutine, loop)
+        except RuntimeError as error:  # the loop closed already
+            coroutine.close()  # never started: no "never awaited" warning
+            raise _Stalled() from error
+        while True:
+            try:
+                return future.result(timeout=_LOOP_POLL_S)
+            except concurrent.futures.TimeoutError:
+                if loop.is_closed():
+                    future.cancel()
+                    if inspect.getcoroutinestate(coroutine) == inspect.CORO_CREATED:
+                        coroutine.close()  # the loop closed before it ran
+                    raise _Stalled() from None
+
+    def join_threads(self, timeout: float) -> bool:
+        """Wait (at most ``timeout`` seconds) until no thread worker's function is running.
+
+        The loop can end while thread workers still run: a ``KeyboardInterrupt`` or
+        ``SystemExit`` from device work (a host function) stops it on the spot, without the
+        task group waiting for the threads. A worker then stopped later, destroying its stream
+        after :func:`stress` had returned (a leak report taken then named it) and using the
+        run's device after the devices table was given back. Returns whether they all ended.
+        """
+        self.halt()
+        with self.threads_ended:
+            return self.threads_ended.wait_for(lambda: not self.threads_running, timeout)
+
+    def stall(self) -> None:
+        """The watchdog saw no operation complete: stop everything the run is waiting for."""
+        self.stalled = True
+        self.halt()
+        for scope in list(self.loop_calls):
+            scope.cancel()
 
     def check(self, ok: bool, worker: str, invariant: str, detail: str) -> None:
         if not ok:
@@ -260,6 +356,10 @@ class _Cycle:
         builder = self.run.builders[shape_seed % len(self.run.builders)]
         with _carried_interrupts():
             built: object = builder(random.Random(shape_seed), self.buffer)  # user code
+        if self.run.stalled:  # a thread worker abandoned while the builder ran: it is over
+            if isinstance(built, Graph) and not built.destroyed:
+                built.destroy()
+            raise _Stalled()
         if not isinstance(built, Graph):
             # Say which builder broke its contract, rather than an AttributeError from the
             # harness's own use of the graph.
@@ -423,6 +523,8 @@ async def _task_worker(run: _Run, index: int) -> None:
     stream = run.device.create_stream(non_blocking=index % 2 == 0)
     cycle = _Cycle(run, name, rng, stream)
     started = False
+    with run.lock:
+        run.active.add(name)
     try:
         while run.keep_going(started):
             started = True
@@ -436,6 +538,8 @@ async def _task_worker(run: _Run, index: int) -> None:
         run.halt()
         raise
     finally:
+        with run.lock:
+            run.active.discard(name)
         stream.destroy()
         # Memory is freed once the device drained (see _drain); a dying launch may still use it.
         run.to_free.append(cycle)
@@ -443,11 +547,29 @@ async def _task_worker(run: _Run, index: int) -> None:
 
 def _thread_worker(run: _Run, index: int) -> None:
     """Build, instantiate, update and destroy on this thread; launch through the loop."""
+    with run.lock:
+        run.threads_running += 1
+    try:
+        _thread_cycles(run, index)
+    finally:
+        with run.lock:
+            run.threads_running -= 1
+            run.threads_ended.notify_all()
+
+
+def _thread_cycles(run: _Run, index: int) -> None:
+    """The cycles of thread worker ``index`` (see :func:`_thread_worker`)."""
     name = f"thread-{index}"
     rng = random.Random(f"{run.seed}/{name}")
-    stream = anyio.from_thread.run_sync(run.device.create_stream)
+
+    async def create_stream() -> Stream:
+        return run.device.create_stream()
+
+    stream = run.in_loop(create_stream)
     cycle = _Cycle(run, name, rng, stream)
     started = False
+    with run.lock:
+        run.active.add(name)
     try:
         while run.keep_going(started):
             started = True
@@ -466,7 +588,7 @@ def _thread_worker(run: _Run, index: int) -> None:
             # However the cycle ends (a builder raising, the run cancelled while the loop
             # launches), its executable is destroyed here rather than left to the collector.
             try:
-                anyio.from_thread.run(launch_all)
+                run.in_loop(launch_all)
                 twin = cycle.build(shape)
                 try:
                     if run.default:
@@ -480,7 +602,7 @@ def _thread_worker(run: _Run, index: int) -> None:
                 run.report.launches += launches
                 run.report.cycles += 1
             cycle.stale(graph_exec)
-            anyio.from_thread.run(stream.synchronize)
+            run.in_loop(stream.synchronize)
             cycle.verify("thread replays")
     except HipError as error:
         run.check(False, name, "8: the runtime keeps working", repr(error))
@@ -488,6 +610,8 @@ def _thread_worker(run: _Run, index: int) -> None:
         run.halt()
         raise
     finally:
+        with run.lock:
+            run.active.discard(name)
         stream.destroy()
         run.to_free.append(cycle)
 
@@ -541,7 +665,9 @@ def stress(
         progress: called about five times a second with the report so far.
 
     Runs on fresh simulated devices (the devices table is replaced, and replaced again at the
-    end). Must be called outside a running event loop.
+    end). Must be called outside a running event loop. A run in which no operation completes
+    for :data:`STALL_TIMEOUT_S` stops with a :class:`StressViolation` (work that never
+    finishes), however it is bounded.
 
     Raises:
         TypeError / ValueError: a count that is not an int (bools included), ``ops`` below 1,
@@ -592,7 +718,12 @@ def _stress(
     with fresh_devices(1, check=False):
         baseline = snapshot()
         try:
-            anyio.run(_main, run, tasks, threads, progress, backend="asyncio")
+            try:
+                anyio.run(_main, run, tasks, threads, progress, backend="asyncio")
+            finally:
+                run.join_threads(DRAIN_TIMEOUT_S)
+                if run.device.in_flight:
+                    asyncio.run(_reclaim(run))
         except BaseExceptionGroup as group:
             violations, _ = group.split(StressViolation)
             if violations is None:
@@ -674,6 +805,7 @@ def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
 async def _main(
     run: _Run, tasks: int, threads: int, progress: Callable[[StressReport], None] | None
 ) -> None:
+    run.loop = asyncio.get_running_loop()
     try:
         async with anyio.create_task_group() as outer:
             if progress is not None:
@@ -688,10 +820,10 @@ async def _main(
                 for index in range(tasks):
                     workers.start_soon(working.run, _task_worker, run, index)
                 for index in range(threads):
-                    worker = anyio.to_thread.run_sync
-                    workers.start_soon(working.run, worker, _thread_worker, run, index)
+                    workers.start_soon(working.run, _in_thread, run, index)
                 if run.deadline is not None:
                     outer.start_soon(_deadline, run, workers.cancel_scope)
+                outer.start_soon(_watchdog, run)
             outer.cancel_scope.cancel()
     finally:
         with anyio.CancelScope(shield=True):
@@ -739,6 +871,71 @@ async def _deadline(run: _Run, scope: anyio.CancelScope) -> None:
     scope.cancel()  # task workers stop where they are
 
 
+async def _in_thread(run: _Run, index: int) -> None:
+    """Run thread worker ``index``, waiting for it however the workers are cancelled, but not
+    after a stall.
+
+    A thread cannot be cancelled, so a worker's task waits for it (shielded) and the thread
+    stops at its next cycle. A thread stuck in user code (a builder that never returns) never
+    gets there: after a stall the watchdog cancels this scope and the thread is abandoned,
+    rather than the run waiting for it for ever. An abandoned thread that comes back does
+    nothing more (see :meth:`_Run.in_loop` and :meth:`_Cycle.build`).
+    """
+    with anyio.CancelScope(shield=True) as scope:
+        run.loop_calls.add(scope)
+        try:
+            if run.stalled:
+                scope.cancel()
+            await anyio.to_thread.run_sync(_thread_worker, run, index, abandon_on_cancel=True)
+        finally:
+            run.loop_calls.discard(scope)
+
+
+async def _watchdog(run: _Run) -> None:
+    """Stop the run when no operation completes for :data:`STALL_TIMEOUT_S` (wall-clock).
+
+    Wakes a few times per bound (at most once a second): nothing a run would notice. The
+    violation it raises cancels the task workers where they wait; thread workers' loop calls
+    are cancelled by :meth:`_Run.stall`, and they stop there.
+
+    Raises:
+        StressViolation: the stall, with the workers still in a cycle and the ops done.
+    """
+    done, since = -1, time.monotonic()
+    while True:
+        bound = STALL_TIMEOUT_S
+        await anyio.sleep(min(bound / 4, 1.0))
+        now = time.monotonic()
+        if run.report.ops != done:
+            done, since = run.report.ops, now
+            continue
+        if now - since < bound:
+            continue
+        with run.lock:
+            stuck = sorted(run.active, key=_worker_order)
+            by_worker = dict(run.report.by_worker)
+        run.stall()
+        raise StressViolation(
+            run.seed,
+            ", ".join(stuck) or "none",
+            "a stress run makes progress (stall)",
+            f"no operation completed for {now - since:.1f}s (STALL_TIMEOUT_S={bound:g}); "
+            f"workers stuck in a cycle: {', '.join(stuck) or 'none'}; "
+            f"{done} operations done ({by_worker or 'none'}): a kernel or host function that "
+            "never returns, or work that never completes",
+        )
+
+
+def _worker_order(name: str) -> tuple[str, int]:
+    kind, _, index = name.partition("-")
+    return kind, int(index) if index.isdigit() else 0
+
+
+class _Stalled(Exception):
+    """A thread worker's loop call cancelled by the watchdog (see :meth:`_Run.in_loop`): the
+    watchdog's :class:`StressViolation` says why, this only ends the worker."""
+
+
 async def _progress(run: _Run, report: Callable[[StressReport], None]) -> None:
     while True:
         with _carried_interrupts():
@@ -774,12 +971,42 @@ def _carried_interrupts() -> Iterator[None]:
         raise _Interrupt(error) from error
 
 
+def _free_buffers(run: _Run) -> None:
+    """Free the workers' buffers, once: the device no longer runs anything that uses them."""
+    while run.to_free:
+        run.to_free.pop().close()
+
+
+async def _reclaim(run: _Run) -> None:
+    """Take the device over from the run's closed loop and let its work complete.
+
+    Work that never finishes (a stall, a drain that timed out) was cut short when the run's
+    loop shut down, but the shutdown can start the next queued bodies under the closing loop,
+    and that work stays in flight until another loop takes the device over. Left so, it held
+    the executables (and their user objects, whose destructors never ran) on a device nobody
+    would run again. A new loop fails it with ``IllegalState`` and completes it (see the
+    engine's owner loop), so everything it borrowed is returned, and the buffers freed.
+    Bounded by :data:`DRAIN_TIMEOUT_S` too.
+    """
+    with anyio.move_on_after(DRAIN_TIMEOUT_S):
+        while True:
+            try:
+                await run.device.synchronize()
+            except HipError:
+                continue  # the abandoned work's failures, one per call
+            _free_buffers(run)
+            return
+
+
 async def _drain(run: _Run) -> None:
     """Let every launch in flight finish, then free the workers' buffers.
 
     Bounded by :data:`DRAIN_TIMEOUT_S`: the drain is shielded (it runs however the workers
     stopped), so work that never finishes (a builder's kernel that never returns, a launch
     that never completes) kept a timed run, and one stopped by Ctrl-C, running for ever.
+
+    After a stall the work that never finishes is still in flight: the drain gives up as
+    bounded, and the watchdog's violation, which already says so, is the run's.
 
     Raises:
         StressViolation: the device still had work in flight when the time was up.
@@ -791,9 +1018,10 @@ async def _drain(run: _Run) -> None:
                 await device.synchronize()
             except HipError:
                 continue  # a stream's injected failure, reported once per call
-            for cycle in run.to_free:
-                cycle.close()
+            _free_buffers(run)
             return
+    if run.stalled:
+        return
     run.check(
         False,
         "drain",
