@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import ahipgraph as ahg
-from ahipgraph.testing import fresh_devices
+from ahipgraph.testing import HeldKernel, fresh_devices
 
 CAPACITY = 4
 
@@ -24,3 +24,14 @@ def small_ring_device() -> Iterator[ahg.Device]:
 def ring_of(device: ahg.Device, stream: ahg.Stream) -> ahg.QueueStatistics:
     """The statistics of the hardware queue ``stream`` runs on."""
     return device.statistics().queues[stream.statistics().queue]
+
+
+async def fill_ring(device: ahg.Device, stream: ahg.Stream) -> HeldKernel:
+    """A held kernel running at the head of ``stream``'s ring, and the ring full behind it:
+    the next enqueue on ``stream`` waits for room until the kernel is released."""
+    held = HeldKernel()
+    await held.launch(stream)
+    while ring_of(device, stream).pending < CAPACITY:
+        await stream.launch_host_func(int)
+    await held.started.wait()
+    return held

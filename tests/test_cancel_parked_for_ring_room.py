@@ -13,23 +13,13 @@ import pytest
 
 import ahipgraph as ahg
 from ahipgraph.testing import HeldKernel, loop_turns
-from rings import CAPACITY, ring_of
-
-
-async def _fill(device: ahg.Device, stream: ahg.Stream) -> HeldKernel:
-    """Hold the ring full behind a held kernel."""
-    held = HeldKernel()
-    await held.launch(stream)
-    while ring_of(device, stream).pending < CAPACITY:
-        await stream.launch_host_func(int)
-    await held.started.wait()
-    return held
+from rings import fill_ring, ring_of
 
 
 async def _cancel_parked(
     device: ahg.Device, stream: ahg.Stream, enqueue: Callable[[], Awaitable[Any]]
 ) -> HeldKernel:
-    held = await _fill(device, stream)
+    held = await fill_ring(device, stream)
     submitted = stream.statistics().submitted
     task = asyncio.ensure_future(enqueue())
     await loop_turns()
@@ -123,7 +113,7 @@ async def test_malloc_async_needs_no_ring_room(small_ring: ahg.Device) -> None:
     HIP's is): it never parks behind a full ring, so it is never cancelled half-way."""
     device = small_ring
     stream = device.create_stream()
-    held = await _fill(device, stream)
+    held = await fill_ring(device, stream)
     ptr = await asyncio.wait_for(stream.malloc_async(64), timeout=5)
     assert ring_of(device, stream).waiting_for_room == 0
     held.release()

@@ -25,8 +25,8 @@ import numpy as np
 import pytest
 
 import ahipgraph as ahg
-from fakes import GatedHost, HeldKernel, loop_turns
-from rings import CAPACITY, ring_of
+from fakes import GatedHost, loop_turns
+from rings import CAPACITY, fill_ring, ring_of
 
 KIB = 1024
 M = ahg.GraphMemAttribute
@@ -372,16 +372,6 @@ async def test_launch_and_free_async_on_one_stream_of_another_devices_graph_memo
 # -- refused at once on a full ring -------------------------------------------------------------
 
 SYMBOL = ahg.device_symbol("test_free_async_refusals.symbol", 64)
-
-
-async def fill_ring(device: ahg.Device, stream: ahg.Stream) -> HeldKernel:
-    """Hold ``stream``'s ring full behind a held kernel."""
-    held = HeldKernel()
-    await held.launch(stream)
-    while ring_of(device, stream).pending < CAPACITY:
-        await stream.launch_host_func(int)
-    await held.started.wait()
-    return held
 
 
 @pytest.mark.asyncio
