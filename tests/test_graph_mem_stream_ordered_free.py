@@ -3,7 +3,8 @@
 HIP and CUDA let a graph's allocation outlive the graph and be freed by ``hipFreeAsync`` on a
 stream ordered after the launch: launch, use, free, with no host wait between them. The
 launch's memory is committed only when the stream reaches it, so the free must be accepted
-for the reserved addresses, and fail on the stream (holding nothing) if it runs first.
+for the reserved addresses once a launch was taken, and fail on the stream (holding nothing)
+if it runs first. Before any launch was taken no memory exists there: refused when called.
 """
 
 from __future__ import annotations
@@ -51,22 +52,65 @@ async def test_launch_use_and_free_async_with_no_host_wait_between(device: ahg.D
     assert device.memory.bytes_in_use == baseline
 
 
+NEVER_LAUNCHED = "executable was never launched"
+
+
 @pytest.mark.asyncio
-async def test_a_free_async_the_stream_reaches_before_the_launch_fails_and_holds_nothing(
+async def test_a_free_of_an_executables_memory_before_its_first_launch_is_refused_when_called(
     device: ahg.Device,
 ) -> None:
+    """No launch was taken, so no memory exists at the alloc node's address (a graph
+    allocation's lifetime begins when a launch reaches its node; ``hipFreeAsync`` finds no
+    memory there and says ``hipErrorInvalidValue``). The ``free_async`` was accepted and
+    failed the stream; it is refused when called now, as is a ``free``, changing nothing."""
     with ahg.Graph() as graph, device.create_stream() as stream:
         ptr = graph.add_mem_alloc_node(KIB).params.ptr
         with graph.instantiate() as graph_exec:
-            early = await stream.free_async(ptr)  # nothing allocates before it on the stream
-            with pytest.raises(ahg.InvalidValue, match="no memory behind it"):
-                await early
-            await (await graph_exec.launch(stream))
+            ring, memory = stream.statistics(), device.statistics().memory
+            with pytest.raises(ahg.InvalidValue, match=NEVER_LAUNCHED):
+                await stream.free_async(ptr)
+            with pytest.raises(ahg.InvalidValue, match=NEVER_LAUNCHED):
+                stream.free_async_nowait(ptr)
+            with pytest.raises(ahg.InvalidValue, match=NEVER_LAUNCHED):
+                device.free(ptr)
+            assert (stream.statistics(), device.statistics().memory) == (ring, memory)
+            assert used_and_reserved(device) == (0, 0)  # nothing was ever committed
+            await (await graph_exec.launch(stream))  # no claim was left behind to fail it
             assert used_and_reserved(device) == (KIB, KIB)
-            device.free(ptr)  # the failed free's claim went with it
+            device.free(ptr)
             assert used_and_reserved(device) == (0, KIB)
             with pytest.raises(ahg.InvalidValue, match="not the start of an allocation"):
                 await stream.free_async(ptr + 8)  # inside the reservation, not its start
+            await stream.synchronize()  # the stream holds no failure
+    device.graph_mem_trim()
+
+
+@pytest.mark.asyncio
+@pytest.mark.skipif(
+    bool(os.environ.get("AHIPGRAPH_RACE_CHECK")),
+    reason="the free races the launch on another stream on purpose",
+)
+async def test_a_free_async_the_stream_reaches_before_the_launch_fails_and_holds_nothing(
+    device: ahg.Device,
+) -> None:
+    """The launch was taken, on another stream held behind a gate: the free on this stream
+    is accepted (it may be ordered after that launch) and, reached first, fails there."""
+    gate = testing.GatedHost()
+    with ahg.Graph() as graph, device.create_stream() as stream:
+        other = device.create_stream()
+        ptr = graph.add_mem_alloc_node(KIB).params.ptr
+        with graph.instantiate() as graph_exec:
+            await other.launch_host_func(gate)
+            launched = await graph_exec.launch(other)  # taken, not run: held by the gate
+            early = await stream.free_async(ptr)  # nothing orders it after the launch
+            with pytest.raises(ahg.InvalidValue, match="no memory behind it"):
+                await early
+            gate.open()
+            await launched
+            assert used_and_reserved(device) == (KIB, KIB)
+            device.free(ptr)  # the failed free's claim went with it
+            assert used_and_reserved(device) == (0, KIB)
+        other.destroy()
     device.graph_mem_trim()
 
 

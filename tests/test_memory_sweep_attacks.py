@@ -6,8 +6,9 @@
   host array it went through a strided view of an empty slice, outside the region asked for.
   A negative slice height is now ``InvalidValue`` wherever a pitched copy is checked.
 * ``Device.free`` told the race checker of the free before the allocator's checks ran: a
-  refused free (another device's pointer, a symbol's storage) was checked as a host write of
-  the whole allocation, so an unsynchronised one raised ``RaceError`` instead of HIP's
+  refused free (a pointer inside another device's allocation, a symbol's storage) was
+  checked as a host write of the whole allocation, so an unsynchronised one raised
+  ``RaceError`` instead of HIP's
   ``InvalidValue`` (or was reported as a race), and the checker forgot the allocation's
   history, missing the real races on it that followed.
 * Stream memory operations (``write_value_32`` and the rest) took the alignment of a
@@ -121,15 +122,15 @@ async def test_a_refused_free_under_the_race_checker_is_invalid_value_and_no_fre
             await held.launch(s1)
             await s1.launch_kernel(touch, 1, 1, (remote,))  # in flight: a host free races it
             await s0.memcpy_to_symbol(SYMBOL, np.zeros(4, np.int32))
-            with pytest.raises(ahg.InvalidValue, match="not a live allocation of device 0"):
-                d0.free(remote)  # another device's: refused, so no host write of it
+            with pytest.raises(ahg.InvalidValue, match="not a live allocation of device 1"):
+                d0.free(remote + 16)  # inside another device's: refused, so no host write
             with pytest.raises(ahg.InvalidValue, match="symbol's storage"):
                 d0.free(symbol)
         with ahg.race_check(on_race="collect") as check:
             await held.launch(s1)
             await s1.launch_kernel(touch, 1, 1, (remote,))
             with pytest.raises(ahg.InvalidValue):
-                d0.free(remote)
+                d0.free(remote + 16)
             assert check.reports == []
             d1.view(remote, np.uint8)  # a real race: the checker still knows the allocation
             assert [report.kind for report in check.reports] == ["write-after-write"]

@@ -91,6 +91,7 @@ class Allocation:
         "freeing",
         "graph_frees",
         "instantiated",
+        "launched",
         "nbytes",
         "node_free_taken",
         "node_frees",
@@ -131,6 +132,9 @@ class Allocation:
         # A reservation an executable commits at its launches (mark_instantiated); until
         # then no launch can put memory there, so no free of it is accepted (see claim_free).
         self.instantiated = False
+        # A launch that commits it was taken (launch_taken). Until then no memory is there,
+        # nor ordered anywhere ahead of a free made now: no free of it is accepted either.
+        self.launched = False
         # The latest launch's memory is freed by another graph's free node, whose launch was
         # taken after it (announce_free), and no launch that commits it again was taken since
         # (launch_taken): nothing is left for the user to free (see claim_free).
@@ -337,10 +341,12 @@ class DeviceMemory:
         reaches the first one (which might by then free memory a graph launch committed
         there again). :meth:`release_claim` takes the claim back if the free is never enqueued.
 
-        A graph memory-alloc node's reservation may be claimed before any memory is behind it:
-        the launch that commits it may still be queued ahead of the free on the stream (the
-        stream-ordered pattern of HIP and CUDA: launch, use, ``free_async``, no host wait).
-        If the stream reaches the free first, the free fails there (see :meth:`free`). A graph
+        A graph memory-alloc node's reservation may be claimed before any memory is behind it,
+        once a launch that allocates it was taken: that launch may still be queued ahead of
+        the free on the stream (the stream-ordered pattern of HIP and CUDA: launch, use,
+        ``free_async``, no host wait). Before any launch was taken it is refused (no memory
+        exists there yet). If the stream reaches the free before a launch committed the
+        memory (a launch on another stream), the free fails there (see :meth:`free`). A graph
         launch taken behind a pending free (:meth:`allow_another_free`) commits memory there
         again, so one more free of it may then be pending: launch, use, free, in a loop with no
         host wait.
@@ -417,6 +423,7 @@ class DeviceMemory:
             allocation = self._at_base(ptr)
             if allocation is not None:
                 allocation.node_free_taken = allocation.user_freed = False
+                allocation.launched = True
                 allocation.commits_pending += 1
 
     def allow_another_free(self, ptr: DevicePtr, *, not_run: bool, decommit: bool = False) -> None:
@@ -485,12 +492,14 @@ class DeviceMemory:
                 allocation.graph_frees = True
 
     def mark_instantiated(self, ptr: DevicePtr) -> None:
-        """An executable now commits ``ptr``'s reservation at its launches: from here a
-        ``free_async`` of it may be ordered behind a launch that allocates it (see
-        :meth:`claim_free`). Before, the addresses of a graph that was never instantiated
-        have no memory any launch could put there, so a free of them is refused when called
-        (``InvalidValue``, as ``hipFreeAsync`` of an address that is no allocation), rather
-        than failing the stream when it gets there."""
+        """An executable now commits ``ptr``'s reservation at its launches. Before, the
+        addresses of a graph that was never instantiated have no memory any launch could put
+        there, so a free of them is refused when called (``InvalidValue``, as ``hipFreeAsync``
+        of an address that is no allocation), rather than failing the stream when it gets
+        there. So is a free until the executable's first launch is taken
+        (:meth:`launch_taken`): a graph allocation's memory exists from the launch that
+        allocates it, and only from then may a ``free_async`` be ordered behind one (see
+        :meth:`claim_free`)."""
         with self._lock:
             allocation = self._at_base(ptr)
             if allocation is not None and allocation.reserved:
@@ -956,7 +965,7 @@ class DeviceMemory:
 
 
 def _check_not_graph_freed(ptr: DevicePtr, allocation: Allocation) -> None:
-    """Refuse a stream-ordered free of memory a graph frees, or that no executable allocates
+    """Refuse a stream-ordered free of memory a graph frees, or that no launch allocates yet
     (see DeviceMemory.claim_free)."""
     if allocation.graph_frees:
         raise InvalidValue(_graph_frees_message(ptr))
@@ -969,6 +978,12 @@ def _check_not_graph_freed(ptr: DevicePtr, allocation: Allocation) -> None:
         raise InvalidValue(
             f"{ptr!r} is freed by a memory-free node of a graph whose launch was taken after "
             "the last launch that allocates it: that launch's memory cannot be freed again"
+        )
+    if allocation.reserved and not allocation.launched:
+        raise InvalidValue(
+            f"{ptr!r} is the reserved address of a memory-alloc node whose executable was "
+            "never launched: a graph allocation's memory exists from the first launch that "
+            "allocates it, so there is nothing to free yet (launch it first)"
         )
     if allocation.user_freed and not allocation.freeing:  # a pending one: claim_free's count
         raise InvalidValue(

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy.typing as npt
 
-from ..core.errors import HipError
+from ..core.errors import HipError, InvalidDevice, InvalidValue
 from ..core.ints import as_int
 from ..core.lifecycle import FactoryOnly, NoCopy, WeakList, safe_repr
 from ..device import table as _table
@@ -30,7 +30,7 @@ from ..device.base import DeviceBase
 from ..device.engine import abandoned_by, refuse_trio
 from ..device.graph_pool import GraphMemAttribute, GraphPoolStatistics
 from ..device.hwqueue import QueueStatistics
-from ..device.memory import MemoryInfo, MemoryStatistics, check_size
+from ..device.memory import DeviceMemory, MemoryInfo, MemoryStatistics, check_size
 from ..device.pointer import DevicePtr
 from ..device.properties import DeviceProperties
 from ..device.signal import Signal
@@ -220,18 +220,32 @@ class Device(DeviceBase, DeviceCopyMixin, NoCopy):
         return ptr
 
     def free(self, ptr: DevicePtr) -> None:
-        """``hipFree``. Unlike HIP it does not wait for work in flight: free after synchronising.
+        """``hipFree``: free ``ptr`` in the allocator of the device it belongs to.
 
-        Raises StreamCaptureUnsupported when the calling task's capture mode forbids it.
+        As ``hipFree``, which frees any device's pointer on its own device, ``ptr`` need not
+        be this device's: another device's memory is freed there, with exactly the refusals
+        of that device's own ``free`` (and its peers drop their views of it). Null (or None)
+        is a no-op. Unlike HIP it does not wait for work in flight: free after synchronising
+        (a free while work using the memory is queued makes that work fail, and the race
+        checker reports it).
+
+        Raises:
+            StreamCaptureUnsupported: the calling task's capture mode forbids it.
+            InvalidValue: ``ptr`` names no configured device (as ``hipFree`` of an unknown
+                pointer), is not the start of a live allocation of its device, is a device
+                symbol's storage, a stream holds a ``free_async`` of it, or a graph frees it
+                (see ``DeviceMemory.free``). Nothing is freed.
+            TypeError: ``ptr`` is neither a DevicePtr nor None.
         """
         if capture_checks is not None:
             capture_checks.unsafe_call("free()")
+        memory = _memory_freeing(ptr, self)
         if observe.observer is not None and isinstance(ptr, DevicePtr) and ptr:
-            # Every check first: a refused free (another device's pointer, a symbol's storage,
-            # memory a stream will free, a double free) is no free for the race checker.
-            self.memory.check_free(ptr)
+            # Every check first: a refused free (a symbol's storage, memory a stream will
+            # free, a double free) is no free for the race checker.
+            memory.check_free(ptr)
             observe.observer.freeing(ptr)
-        self.memory.free(ptr)
+        memory.free(ptr)
 
     def memory_info(self) -> MemoryInfo:
         """Free and total bytes of this device (``hipMemGetInfo``), as ``(free, total)``.
@@ -482,6 +496,28 @@ class Device(DeviceBase, DeviceCopyMixin, NoCopy):
             f"<Device {self.ordinal} {self.properties.name!r} in_flight={self.engine.in_flight} "
             f"memory={self.memory.bytes_in_use}/{self.memory.total_bytes}>"
         )
+
+
+def _memory_freeing(ptr: object, here: Device) -> DeviceMemory:
+    """The allocator :meth:`Device.free` of ``ptr`` on ``here`` frees it in: that of the
+    configured device its ordinal names, or ``here``'s for its own pointers (a device
+    ``configure_devices`` replaced still gives back its own memory), for anything that is
+    not a pointer of another device (None, the null pointer, a hand-made pointer whose
+    fields are not ints: ``here``'s free refuses or ignores those as before, and no field
+    of a hand-made pointer is compared, which would run its own ``__eq__``).
+
+    Raises:
+        InvalidValue: ``ptr`` names no configured device; nothing is freed.
+    """
+    if not isinstance(ptr, DevicePtr) or not ptr:
+        return here.memory
+    device, address = ptr.device, ptr.address
+    if type(device) is not int or type(address) is not int or device == here.ordinal:
+        return here.memory
+    try:
+        return _table.get_device(device).memory
+    except InvalidDevice:
+        raise InvalidValue(f"{ptr!r} names a device that does not exist") from None
 
 
 def _owes_failure(stream: Stream) -> bool:

@@ -121,10 +121,11 @@ class StreamMemoryMixin:
         no node is added).
 
         Eagerly, ``ptr`` may be a graph allocation whose launch is still queued: the memory is
-        freed when the stream gets here (the graph must be instantiated, and must not free
-        it with a free node of its own: else refused when called). If no launch committed
-        memory there by then, the free fails on the stream (``InvalidValue``) and the
-        allocation stays free-able.
+        freed when the stream gets here (a launch of its executable must have been taken,
+        and the graph must not free it with a free node of its own: else refused when
+        called, as ``hipFreeAsync`` refuses an address with no memory mapped yet). If no
+        launch committed memory there by then (one queued on another stream), the free
+        fails on the stream (``InvalidValue``) and the allocation stays free-able.
 
         ``ptr`` may be another device's memory, as in ``hipFreeAsync``: it is freed in that
         device's allocator, in this stream's order.

@@ -1,0 +1,315 @@
+"""Freeing memory through another device (``hipFree`` of any device's pointer), and attacks on
+the frees of device memory and of graph memory.
+
+* ``Device.free`` of another device's pointer was refused (``InvalidValue``, "not a live
+  allocation of device 0"); ``hipFree`` takes any device pointer and frees it on its own
+  device. It is freed in its device's allocator now, with exactly that device's refusals,
+  the race checker told, the capture rules kept, and the peers mapping that device dropping
+  their views of it. A pointer naming no configured device is ``InvalidValue``.
+* A ``free_async`` (or ``free``) of a graph allocation whose executable was never launched
+  was accepted and failed the stream when reached: no launch had put memory there. It is
+  refused when called (``InvalidValue``), changing nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+import threading
+from typing import Any
+
+import numpy as np
+import pytest
+
+import ahipgraph as ahg
+from cleanup import destroy
+from fakes import GatedHost, HeldKernel, run_together
+
+KIB = 1024
+M = ahg.GraphMemAttribute
+SYMBOL = ahg.device_symbol("test_cross_device_free.symbol", 64)
+RACES_ON_PURPOSE = pytest.mark.skipif(
+    bool(os.environ.get("AHIPGRAPH_RACE_CHECK")),
+    reason="frees memory that work in flight uses, on purpose",
+)
+
+
+@ahg.kernel
+def fill(t: ahg.Threads, value: ahg.int64, out: ahg.Ptr[ahg.int64]) -> None:
+    out[:] = value
+
+
+@ahg.kernel
+def bump(t: ahg.Threads, x: ahg.Ptr[ahg.int32]) -> None:
+    x[0] += 1
+
+
+def two_devices() -> tuple[ahg.Device, ahg.Device]:
+    ahg.configure_devices(2)
+    return ahg.get_device(0), ahg.get_device(1)
+
+
+def refused_alike(
+    d0: ahg.Device, d1: ahg.Device, ptr: Any, error: type[Exception] = ahg.InvalidValue
+) -> str:
+    """``d0.free(ptr)`` and ``d1.free(ptr)`` are refused with the same error and message,
+    and change nothing on either device; returns the message."""
+    before = (d0.statistics().memory, d1.statistics().memory)
+    with pytest.raises(error) as through:
+        d0.free(ptr)
+    with pytest.raises(error) as own:
+        d1.free(ptr)
+    assert type(through.value) is type(own.value)
+    assert str(through.value) == str(own.value)
+    assert (d0.statistics().memory, d1.statistics().memory) == before
+    return str(own.value)
+
+
+# -- another device's pointer -------------------------------------------------------------------
+
+
+def test_free_of_another_devices_pointer_frees_it_in_that_devices_allocator() -> None:
+    d0, d1 = two_devices()
+    free0, free1 = d0.memory_info(), d1.memory_info()
+    ptr = d1.malloc(KIB)
+    d0.free(ptr)
+    assert d1.memory_info() == free1  # given back to device 1's allocator
+    assert d0.memory_info() == free0
+    assert d1.statistics().memory.allocations == 0
+    message = refused_alike(d0, d1, ptr)  # a second free, through either device
+    assert "not a live allocation of device 1" in message
+
+
+def test_every_refusal_of_another_devices_free_is_that_devices_own() -> None:
+    d0, d1 = two_devices()
+    ptr = d1.malloc(KIB)
+    assert "not a live allocation of device 1" in refused_alike(d0, d1, ptr + 8)
+    assert "not a live allocation of device 1" in refused_alike(d0, d1, ptr + 1)  # odd
+    assert "not a live allocation of device 1" in refused_alike(
+        d0, d1, ahg.DevicePtr(1, 1 << 40)
+    )  # device 0's range, named as device 1's
+    assert "symbol's storage" in refused_alike(d0, d1, SYMBOL.address(d1))
+    d0.free(ptr)  # every refusal left it the caller's
+
+
+@pytest.mark.asyncio
+async def test_free_through_another_device_of_memory_a_stream_will_free_is_refused() -> None:
+    d0, d1 = two_devices()
+    gate = GatedHost()
+    ptr = d1.malloc(KIB)
+    with d1.create_stream() as stream:
+        await stream.launch_host_func(gate)
+        freed = await stream.free_async(ptr)  # pending behind the gate
+        assert "already being freed" in refused_alike(d0, d1, ptr)
+        gate.open()
+        await freed
+        assert d1.statistics().memory.allocations == 0
+
+
+@pytest.mark.asyncio
+async def test_free_through_another_device_of_graph_memory_keeps_the_graph_rules() -> None:
+    """Memory a graph frees itself, of an executable never launched, and a second free of a
+    launch's memory: refused through device 0 as by device 1; a launch's memory is freed."""
+    d0, d1 = two_devices()
+    with ahg.Graph() as own, ahg.Graph() as graph, d1.create_stream() as stream:
+        self_freed = own.add_mem_alloc_node(KIB, device=1).params.ptr
+        own.add_mem_free_node(self_freed)
+        ptr = graph.add_mem_alloc_node(KIB, device=1).params.ptr
+        assert "not instantiated" in refused_alike(d0, d1, ptr)
+        assert "graph that allocates it" in refused_alike(d0, d1, self_freed)
+        with graph.instantiate(device=d1) as graph_exec:
+            assert "never launched" in refused_alike(d0, d1, ptr)
+            await (await graph_exec.launch(stream))
+            assert d1.graph_mem_attribute(M.UsedMemCurrent) == KIB
+            d0.free(ptr)  # the launch's memory, through device 0
+            assert d1.graph_mem_attribute(M.UsedMemCurrent) == 0
+            assert "was freed" in refused_alike(d0, d1, ptr)
+            await (await graph_exec.launch(stream))  # memory to free again
+            await (await stream.free_async(ptr))
+    d1.graph_mem_trim()
+
+
+# -- pointers of no device, odd pointers ---------------------------------------------------------
+
+
+def test_free_of_a_pointer_of_a_device_that_no_longer_exists_is_invalid_value() -> None:
+    d0, d1 = two_devices()
+    ptr = d1.malloc(KIB)
+    ahg.configure_devices(1)
+    new0 = ahg.get_device(0)
+    before = (new0.statistics().memory, d1.statistics().memory)
+    for device in (new0, d0):  # the new device 0, and the one it replaced
+        with pytest.raises(ahg.InvalidValue, match="names a device that does not exist"):
+            device.free(ptr)
+    assert (new0.statistics().memory, d1.statistics().memory) == before
+    d1.free(ptr)  # the replaced device still gives back its own memory
+
+
+def test_free_of_a_pointer_of_a_replaced_device_is_not_its_successors() -> None:
+    _, d1 = two_devices()
+    ptr = d1.malloc(KIB)
+    new0, new1 = ahg.configure_devices(2)
+    before = (new1.statistics().memory, d1.statistics().memory)
+    with pytest.raises(ahg.InvalidValue, match="not a live allocation of device 1"):
+        new0.free(ptr)
+    assert (new1.statistics().memory, d1.statistics().memory) == before
+    d1.free(ptr)
+
+
+@pytest.mark.parametrize("ordinal", [-1, 2, 64, 1 << 70])
+def test_free_of_a_pointer_naming_no_device_is_invalid_value(ordinal: int) -> None:
+    d0, d1 = two_devices()
+    ptr = d1.malloc(KIB)
+    before = (d0.statistics().memory, d1.statistics().memory)
+    with pytest.raises(ahg.InvalidValue, match="names a device that does not exist"):
+        d0.free(ahg.DevicePtr(ordinal, ptr.address))
+    assert (d0.statistics().memory, d1.statistics().memory) == before
+    d0.free(ahg.DevicePtr(ordinal, 0))  # a null pointer: nothing, whatever its device
+    d1.free(ptr)
+
+
+@pytest.mark.parametrize(
+    "device_field", [True, np.int64(1), 1.0, "1", None], ids=["bool", "np", "float", "str", "none"]
+)
+def test_a_hand_made_pointer_of_another_device_is_refused_and_frees_nothing(
+    device_field: object,
+) -> None:
+    d0, d1 = two_devices()
+    ptr = d1.malloc(KIB)
+    before = (d0.statistics().memory, d1.statistics().memory)
+    forged = ahg.DevicePtr(device_field, ptr.address)  # type: ignore[arg-type]
+    with pytest.raises(ahg.InvalidValue, match="not a live allocation of device 0"):
+        d0.free(forged)
+    assert (d0.statistics().memory, d1.statistics().memory) == before
+    d0.free(ptr)
+
+
+@pytest.mark.parametrize("given", [1, True, 1 << 40, "ptr", 1.5], ids=str)
+def test_free_of_what_is_not_a_pointer_is_type_error(given: object) -> None:
+    d0, _ = two_devices()
+    with pytest.raises(TypeError, match="expected a DevicePtr"):
+        d0.free(given)  # type: ignore[arg-type]
+    d0.free(None)  # hipFree(nullptr)
+    d0.free(ahg.DevicePtr(1, 0))
+
+
+# -- capture rules, the race checker, peers ------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_free_of_another_devices_pointer_during_a_global_capture_is_refused() -> None:
+    d0, d1 = two_devices()
+    ptr = d1.malloc(KIB)
+    for capturing_device in (d0, d1):
+        stream = capturing_device.create_stream()
+        stream.begin_capture()  # GLOBAL: free() is refused, whichever device frees
+        before = d1.statistics().memory
+        with pytest.raises(ahg.StreamCaptureUnsupported):
+            d0.free(ptr)
+        assert d1.statistics().memory == before
+        with pytest.raises(ahg.StreamCaptureInvalidated):
+            stream.end_capture()
+        stream.destroy()
+    stream = d0.create_stream()
+    stream.begin_capture(ahg.CaptureMode.RELAXED)  # allowed, as for a pointer of its own
+    d0.free(ptr)
+    stream.end_capture().destroy()
+    stream.destroy()
+    assert d1.statistics().memory.allocations == 0
+
+
+@RACES_ON_PURPOSE
+@pytest.mark.asyncio
+async def test_free_through_another_device_is_told_to_the_race_checker() -> None:
+    d0, d1 = two_devices()
+    ptr = d1.malloc(KIB)
+    held = HeldKernel()
+    with d1.create_stream() as stream:
+        with ahg.race_check(on_race="raise"):
+            await held.launch(stream)
+            await stream.launch_kernel(fill, 1, 1, (1, ptr))  # in flight: a host free races it
+            with pytest.raises(ahg.RaceError):
+                d0.free(ptr)
+            assert d1.statistics().memory.allocations == 1  # raise mode: not freed
+        held.release()
+        await stream.synchronize()
+        with ahg.race_check(on_race="collect") as check:
+            await stream.launch_kernel(fill, 1, 1, (2, ptr))
+            await stream.synchronize()
+            d0.free(ptr)  # ordered after the kernel: no race
+            assert check.reports == []
+    assert d1.statistics().memory.allocations == 0
+
+
+@pytest.mark.asyncio
+async def test_a_peer_mapping_drops_its_views_of_memory_freed_through_a_third_device() -> None:
+    """Device 0 maps device 1 and replays a graph using device 1's memory; device 2 frees
+    that memory (through device 1's allocator): the replay must fault, not keep writing the
+    freed buffer through the views it kept."""
+    ahg.configure_devices(3)
+    d0, d1, d2 = (ahg.get_device(i) for i in range(3))
+    remote = d1.malloc(64)
+    d0.enable_peer_access(d1)
+    graph = ahg.Graph()
+    for _ in range(3):
+        graph.add_kernel_node(bump, 1, 1, (remote,))
+    graph_exec = graph.instantiate(device=d0)
+    stream = d0.create_stream()
+    await (await graph_exec.launch(stream))
+    old_bytes = d1.view(remote, np.int32, 1)  # keeps the freed buffer alive to look at
+    assert old_bytes[0] == 3
+    d2.free(remote)
+    launch = await graph_exec.launch(stream)
+    with pytest.raises(ahg.LaunchFailure) as caught:
+        await launch
+    assert isinstance(caught.value.__cause__, ahg.InvalidDevicePointer)
+    with pytest.raises(ahg.LaunchFailure):
+        await stream.synchronize()
+    assert old_bytes[0] == 3
+    destroy(graph_exec, graph, stream)
+
+
+# -- threads and loops -------------------------------------------------------------------------
+
+
+def test_two_threads_freeing_one_pointer_through_two_devices_free_it_once() -> None:
+    d0, d1 = two_devices()
+    for _ in range(20):
+        ptr = d1.malloc(KIB)
+        errors = run_together(functools.partial(d0.free, ptr), functools.partial(d1.free, ptr))
+        assert len(errors) == 1, errors
+        assert isinstance(errors[0], ahg.InvalidValue), errors
+        assert d1.statistics().memory.allocations == 0
+
+
+@pytest.mark.asyncio
+async def test_free_through_another_device_from_a_second_loop_while_the_first_is_busy() -> None:
+    """A free is no stream work: it needs no loop, so one from a second loop in a thread is
+    accepted while device 1 runs work on this loop (its memory is not that work's)."""
+    d0, d1 = two_devices()
+    busy, ptr = d1.malloc(KIB), d1.malloc(KIB)
+    held = HeldKernel()
+    with d1.create_stream() as stream:
+        await held.launch(stream)
+        await stream.launch_kernel(fill, 1, 1, (3, busy))
+        errors: list[BaseException] = []
+
+        async def free_there() -> None:
+            d0.free(ptr)
+
+        def other_loop() -> None:
+            try:
+                asyncio.run(free_there())
+            except BaseException as error:  # reported below
+                errors.append(error)
+
+        thread = threading.Thread(target=other_loop)
+        thread.start()
+        thread.join()
+        assert errors == []
+        assert d1.statistics().memory.allocations == 1  # only the busy one left
+        held.release()
+        await stream.synchronize()
+    assert d1.view(busy, np.int64, 1)[0] == 3
+    d1.free(busy)
