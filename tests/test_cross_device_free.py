@@ -313,3 +313,61 @@ async def test_free_through_another_device_from_a_second_loop_while_the_first_is
         await stream.synchronize()
     assert d1.view(busy, np.int64, 1)[0] == 3
     d1.free(busy)
+
+
+# -- the runtime's own memory -------------------------------------------------------------------
+
+
+def runtime_allocations(device: ahg.Device, make: Any) -> tuple[Any, list[ahg.DevicePtr]]:
+    """Call ``make()`` and return what it made with the pointers of the allocations it took,
+    found as a user could: addresses are handed out in order, with a guard gap after each."""
+    before, result, after = device.malloc(1), make(), device.malloc(1)
+    found: list[ahg.DevicePtr] = []
+    address = before.address + 2 * ALIGN
+    while address < after.address:
+        base, nbytes = device.memory.allocation_of(address) or (0, 0)
+        assert base == address, "an allocation not where a hand-made pointer would look"
+        found.append(ahg.DevicePtr(device.ordinal, base))
+        address = base + -(-nbytes // ALIGN) * ALIGN + ALIGN
+    device.free(before)
+    device.free(after)
+    return result, found
+
+
+ALIGN = 256
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("kind", ["arguments", "conditional"])
+async def test_a_hand_made_pointer_to_an_executables_own_memory_is_never_freed(kind: str) -> None:
+    """An executable's kernel-argument chunk and conditional-handle cells are the runtime's:
+    a user free of them (a pointer made by hand at their address) freed them, and the
+    executable's destroy then failed with InvalidValue freeing them again."""
+    d0, d1 = two_devices()
+    out = d0.malloc(64)
+    graph = ahg.Graph()
+    if kind == "arguments":
+        graph.add_kernel_node(bump, 1, 1, (out,))
+    else:
+        handle = graph.conditional_handle(default=1)
+        _, (body,) = graph.add_conditional_node(handle, ahg.ConditionalKind.If)
+        body.add_kernel_node(bump, 1, 1, (out,))
+    graph_exec, owned = runtime_allocations(d0, graph.instantiate)
+    assert owned
+    stream = d0.create_stream()
+    memory = (d0.statistics().memory, d1.statistics().memory)
+    for ptr in owned:
+        for freer in (d0, d1):
+            with pytest.raises(ahg.InvalidValue, match="memory the runtime keeps"):
+                freer.free(ptr)
+        with pytest.raises(ahg.InvalidValue, match="memory the runtime keeps"):
+            stream.free_async_nowait(ptr)
+        with pytest.raises(ahg.InvalidValue, match="memory the runtime keeps"):
+            await stream.free_async(ptr)
+    assert (d0.statistics().memory, d1.statistics().memory) == memory
+    for _ in range(2):
+        await (await graph_exec.launch(stream))
+    assert d0.view(out, np.int32, 1)[0] == 2
+    graph_exec.destroy()  # gives its memory back, which no user free took
+    destroy(graph, stream, out)
+    assert d0.statistics().memory.allocations == 0

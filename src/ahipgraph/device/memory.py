@@ -97,6 +97,7 @@ class Allocation:
         "node_frees",
         "prior",
         "reserved",
+        "runtime",
         "user_freed",
         "views",
     )
@@ -108,6 +109,8 @@ class Allocation:
         self.nbytes = nbytes
         self.buffer = buffer  # None while a reservation has no memory behind it
         self.reserved = reserved  # made by reserve(): its addresses outlive its memory
+        # The runtime's own (malloc(runtime=True)): only a free(runtime=True) gives it back.
+        self.runtime = False
         # How many stream frees of this memory (free_async) are admitted and not yet run: no
         # other free may take it meanwhile (see DeviceMemory.claim_free).
         self.freeing = 0
@@ -217,8 +220,14 @@ class DeviceMemory:
 
     # -- allocation -----------------------------------------------------------------------------
 
-    def malloc(self, nbytes: int) -> DevicePtr:
+    def malloc(self, nbytes: int, *, runtime: bool = False) -> DevicePtr:
         """Allocate ``nbytes`` of device memory (``hipMalloc``). Zero bytes gives the null pointer.
+
+        ``runtime``: the memory is the runtime's own (an executable's kernel arguments or
+        conditional-handle cells, as HIP's kernarg pool), not the user's: a user's free of it
+        (``Device.free`` or ``free_async`` of a pointer made by hand at its address) is
+        refused, and only :meth:`free` with ``runtime=True`` gives it back, so the executable
+        holding it never finds it freed under it.
 
         Raises:
             InvalidValue: ``nbytes`` is negative.
@@ -230,6 +239,7 @@ class DeviceMemory:
             return DevicePtr(self.ordinal, 0)
         with self._lock:
             allocation = Allocation(0, nbytes, None, reserved=False)  # first: see _insert
+            allocation.runtime = runtime
             span = self._check_addresses(nbytes)
             self._check_free(nbytes)
             allocation.buffer = self._backing(nbytes)
@@ -237,13 +247,14 @@ class DeviceMemory:
             self._charge(nbytes)
         return DevicePtr(self.ordinal, allocation.base)
 
-    def free(self, ptr: DevicePtr | None, *, claimed: bool = False) -> None:
+    def free(self, ptr: DevicePtr | None, *, claimed: bool = False, runtime: bool = False) -> None:
         """Free an allocation made by :meth:`malloc` (``hipFree``). Null (or None) is a no-op.
 
         Freeing memory a graph memory-alloc node committed returns the memory but keeps the
         node's reserved addresses, so the graph can allocate there again on its next launch.
         ``claimed`` is the stream-ordered free that :meth:`claim_free` admitted, running:
-        only it may free memory a claim holds.
+        only it may free memory a claim holds. ``runtime`` is the runtime giving back memory
+        of its own (:meth:`malloc` with ``runtime=True``): only it may free that memory.
 
         Raises:
             InvalidValue: ``ptr`` is not the start of a live allocation on this device, a
@@ -279,7 +290,7 @@ class DeviceMemory:
                     "stream reached its free_async: order the free after the launch "
                     "that allocates it"
                 )
-            self._check_freeable(ptr, allocation, claimed)
+            self._check_freeable(ptr, allocation, claimed, runtime)
             assert allocation is not None
             if claimed:
                 self._claim_ran(allocation)
@@ -311,7 +322,13 @@ class DeviceMemory:
         with self._lock:
             self._check_freeable(ptr, self._at_base(ptr), claimed=False)
 
-    def _check_freeable(self, ptr: DevicePtr, allocation: Allocation | None, claimed: bool) -> None:
+    def _check_freeable(
+        self,
+        ptr: DevicePtr,
+        allocation: Allocation | None,
+        claimed: bool,
+        runtime: bool = False,
+    ) -> None:
         """The checks of :meth:`free` (``allocation`` is the one at ``ptr``). Hold the lock."""
         if allocation is not None and not claimed:  # the graph frees it: a second free
             _check_not_graph_freed(ptr, allocation)
@@ -322,6 +339,8 @@ class DeviceMemory:
                 f"{ptr!r} is a device symbol's storage on device {self.ordinal}, "
                 "not an allocation to free"
             )
+        if allocation.runtime and not runtime:
+            raise InvalidValue(_runtime_message(ptr, self.ordinal))
         if bool(allocation.freeing) != claimed:
             raise InvalidValue(_freeing_message(ptr, claimed))
 
@@ -467,6 +486,8 @@ class DeviceMemory:
                 f"{ptr!r} is a device symbol's storage on device {self.ordinal}, "
                 "not an allocation to free"
             )
+        if allocation.runtime:
+            raise InvalidValue(_runtime_message(ptr, self.ordinal))
         _check_not_graph_freed(ptr, allocation)
         if allocation.freeing + allocation.node_frees > allocation.extra_frees:
             raise InvalidValue(_freeing_message(ptr, False))
@@ -990,6 +1011,13 @@ def _check_not_graph_freed(ptr: DevicePtr, allocation: Allocation) -> None:
             f"{ptr!r} was freed (free_async or free) since the last launch that allocates it "
             "was taken: that launch's memory cannot be freed again"
         )
+
+
+def _runtime_message(ptr: DevicePtr, ordinal: int) -> str:
+    return (
+        f"{ptr!r} is memory the runtime keeps on device {ordinal} for a graph executable "
+        "(kernel arguments or conditional-handle cells), not an allocation to free"
+    )
 
 
 def _graph_frees_message(ptr: DevicePtr) -> str:

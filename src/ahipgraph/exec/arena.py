@@ -168,7 +168,7 @@ class KernelArgArena:
         # executable while another stream captures neither fails nor invalidates that capture).
         # Fault injection still sees it: it hooks the allocator itself.
         live(self.device)
-        ptr = self.device.memory.malloc(self.chunk_bytes)
+        ptr = self.device.memory.malloc(self.chunk_bytes, runtime=True)  # no user may free it
         buffer, offset = self.device.memory.resolve(ptr, self.chunk_bytes)
         chunk = buffer[offset : offset + self.chunk_bytes]
         return ptr, memoryview(chunk)  # type: ignore[arg-type]
@@ -251,7 +251,7 @@ class KernelArgArena:
                     chunks.append(self._new_chunk())
             except BaseException:
                 for ptr, _ in chunks:
-                    self.device.memory.free(ptr)
+                    self.device.memory.free(ptr, runtime=True)
                 raise
             # Commit: nothing below can fail.
             base = len(self._chunks) - 1
@@ -478,7 +478,7 @@ class KernelArgArena:
             self._live = 0
             _tally(self.device, -len(chunks), self.chunk_bytes)
         for ptr, _ in chunks:
-            self.device.memory.free(ptr)
+            self.device.memory.free(ptr, runtime=True)
 
     @property
     def bytes_reserved(self) -> int:

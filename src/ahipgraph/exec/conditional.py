@@ -262,7 +262,7 @@ class Conditionals:
         """One cell per handle and scope (8 bytes of device memory), its default written in."""
         self._addresses = {}
         for key, handle in self._scoped_handles():
-            ptr = device.memory.malloc(8)
+            ptr = device.memory.malloc(8, runtime=True)  # the executable's: no user frees it
             self.cells[key] = ptr
             device.memory.view(ptr.address, _UINT32)[0] = handle.default
 
@@ -271,7 +271,7 @@ class Conditionals:
         self._addresses = {}
         for ptr in cells.values():
             with contextlib.suppress(HipError):  # the device was reconfigured under us
-                device.memory.free(ptr)
+                device.memory.free(ptr, runtime=True)
 
     def addresses(
         self, scope: int, cells: dict[tuple[int, int], DevicePtr] | None = None
