@@ -371,3 +371,39 @@ async def test_a_hand_made_pointer_to_an_executables_own_memory_is_never_freed(k
     graph_exec.destroy()  # gives its memory back, which no user free took
     destroy(graph, stream, out)
     assert d0.statistics().memory.allocations == 0
+
+
+# -- a free while work using the memory is in flight -------------------------------------------
+
+
+@RACES_ON_PURPOSE
+@pytest.mark.asyncio
+@pytest.mark.parametrize("through", [0, 1], ids=["through-device-0", "own-device"])
+async def test_a_free_while_work_using_the_memory_is_queued_does_not_wait_and_fails_it(
+    through: int,
+) -> None:
+    """``hipFree`` would wait for the work; ours does not (documented): the memory is given
+    back at once, and the queued kernel and copy using it fail as a fault on a bad pointer,
+    reported by the stream, rather than writing memory that is no longer there."""
+    d0, d1 = two_devices()
+    ptr = d1.malloc(KIB)
+    free1 = d1.memory_info()
+    held = HeldKernel()
+    host = np.full(8, 9, np.int64)
+    with d1.create_stream() as stream:
+        await held.launch(stream)
+        kernel = await stream.launch_kernel(fill, 1, 1, (5, ptr))
+        copy = await stream.memcpy(host, ptr, 64)
+        (d0, d1)[through].free(ptr)  # no wait: the work is still queued behind the held one
+        assert d1.memory_info().free == free1.free + KIB
+        assert d1.statistics().in_flight > 0
+        held.release()
+        with pytest.raises(ahg.LaunchFailure) as caught:
+            await kernel
+        assert isinstance(caught.value.__cause__, ahg.InvalidDevicePointer)
+        with pytest.raises(ahg.HipError):
+            await copy
+        with pytest.raises(ahg.LaunchFailure):
+            await stream.synchronize()  # the stream's first failure, reported once
+        await stream.synchronize()
+    assert host.tolist() == [9] * 8  # nothing was copied out of freed memory
