@@ -24,7 +24,8 @@ import pytest
 
 import ahipgraph as ahg
 from cleanup import destroy
-from fakes import GatedHost, HeldKernel, run_together
+from fakes import GatedHost, HeldKernel, loop_turns, run_together
+from rings import CAPACITY, fill_ring, ring_of
 
 KIB = 1024
 M = ahg.GraphMemAttribute
@@ -407,3 +408,43 @@ async def test_a_free_while_work_using_the_memory_is_queued_does_not_wait_and_fa
             await stream.synchronize()  # the stream's first failure, reported once
         await stream.synchronize()
     assert host.tolist() == [9] * 8  # nothing was copied out of freed memory
+
+
+# -- cancelled and destroyed while a free_async waits for room ----------------------------------
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("how", ["cancel", "destroy"])
+async def test_a_parked_free_async_of_another_devices_graph_memory_claims_nothing(how: str) -> None:
+    """A launch of device 1's graph memory was taken, and a ``free_async`` of it on a full
+    ring of device 0 parks; cancelled, or its stream destroyed meanwhile, it holds no claim:
+    a ``free`` through either device gives the launch's memory back afterwards."""
+    properties = ahg.DeviceProperties(hardware_queues=2, hardware_queue_capacity=CAPACITY)
+    ahg.configure_devices(2, properties)
+    d0, d1 = ahg.get_device(0), ahg.get_device(1)
+    with ahg.Graph() as graph, d1.create_stream() as own:
+        ptr = graph.add_mem_alloc_node(KIB, device=1).params.ptr
+        with graph.instantiate(device=d1) as graph_exec:
+            await (await graph_exec.launch(own))
+            stream = d0.create_stream()
+            held = await fill_ring(d0, stream)
+            task = asyncio.ensure_future(stream.free_async(ptr))
+            await loop_turns()  # checked, and parked for room
+            assert ring_of(d0, stream).waiting_for_room == 1
+            if how == "cancel":
+                task.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await task
+            else:
+                stream.destroy()
+                held.release()
+                with pytest.raises(ahg.ContextIsDestroyed):
+                    await asyncio.wait_for(task, 5)  # hang detector only
+            assert d1.graph_mem_attribute(M.UsedMemCurrent) == KIB  # not freed, not claimed
+            d0.free(ptr)
+            assert d1.graph_mem_attribute(M.UsedMemCurrent) == 0
+            held.release()
+            await d0.synchronize()
+            if how == "cancel":
+                stream.destroy()
+    d1.graph_mem_trim()
