@@ -233,8 +233,8 @@ class Device(DeviceBase, DeviceCopyMixin, NoCopy):
             StreamCaptureUnsupported: the calling task's capture mode forbids it.
             InvalidValue: ``ptr`` names no configured device (as ``hipFree`` of an unknown
                 pointer), is not the start of a live allocation of its device, is a device
-                symbol's storage, a stream holds a ``free_async`` of it, or a graph frees it
-                (see ``DeviceMemory.free``). Nothing is freed.
+                symbol's storage or the runtime's own memory, a stream holds a ``free_async``
+                of it, or a graph frees it (see ``DeviceMemory.free``). Nothing is freed.
             TypeError: ``ptr`` is neither a DevicePtr nor None.
         """
         if capture_checks is not None:

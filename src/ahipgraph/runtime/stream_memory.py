@@ -138,8 +138,9 @@ class StreamMemoryMixin:
         Raises:
             ContextIsDestroyed: the stream was destroyed.
             InvalidValue: ``ptr`` is not the start of a live allocation (of its device, which
-                must exist), a stream already holds a free of it, or a memory-free node of the
-                graph that allocates it frees it.
+                must exist), is a symbol's storage or the runtime's own memory, a stream
+                already holds a free of it, a memory-free node of the graph that allocates it
+                frees it, or it is a graph allocation no launch of which was taken yet.
             TypeError: ``ptr`` is neither a DevicePtr nor None.
         """
         stream = self._stream()
