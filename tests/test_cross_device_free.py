@@ -448,3 +448,63 @@ async def test_a_parked_free_async_of_another_devices_graph_memory_claims_nothin
             if how == "cancel":
                 stream.destroy()
     d1.graph_mem_trim()
+
+
+# -- never launched ----------------------------------------------------------------------------
+
+NEVER_LAUNCHED = "executable was never launched"
+
+
+@pytest.mark.asyncio
+async def test_a_refused_launch_leaves_the_graph_allocation_never_launched(
+    device: ahg.Device,
+) -> None:
+    """A launch refused from a second loop (the device busy on this one) took nothing: a free
+    of the alloc node's address is still refused when called, not accepted to fail the
+    stream."""
+    with ahg.Graph() as graph, device.create_stream() as stream:
+        ptr = graph.add_mem_alloc_node(KIB).params.ptr
+        with graph.instantiate() as graph_exec:
+            held = HeldKernel()
+            await held.launch(stream)
+            errors: list[BaseException] = []
+
+            async def launch_there() -> None:
+                await graph_exec.launch(stream)
+
+            def other_loop() -> None:
+                try:
+                    asyncio.run(launch_there())
+                except BaseException as error:  # checked below
+                    errors.append(error)
+
+            thread = threading.Thread(target=other_loop)
+            thread.start()
+            thread.join()
+            assert [type(error) for error in errors] == [ahg.IllegalState]
+            with pytest.raises(ahg.InvalidValue, match=NEVER_LAUNCHED):
+                stream.free_async_nowait(ptr)
+            held.release()
+            await stream.synchronize()  # the stream holds no failure
+
+
+@pytest.mark.asyncio
+async def test_a_free_async_of_a_never_launched_allocation_on_a_full_ring_is_refused_at_once(
+    small_ring: ahg.Device,
+) -> None:
+    device = small_ring
+    with ahg.Graph() as graph, device.create_stream() as stream:
+        ptr = graph.add_mem_alloc_node(KIB).params.ptr
+        with graph.instantiate() as graph_exec:
+            held = await fill_ring(device, stream)
+            ring = ring_of(device, stream)
+            with pytest.raises(ahg.InvalidValue, match=NEVER_LAUNCHED):
+                stream.free_async_nowait(ptr)
+            with pytest.raises(ahg.InvalidValue, match=NEVER_LAUNCHED):
+                await asyncio.wait_for(stream.free_async(ptr), 5)  # hang detector only
+            assert ring_of(device, stream) == ring  # nobody parked
+            held.release()
+            await (await graph_exec.launch(stream))
+            await (await stream.free_async(ptr))
+            assert device.graph_mem_attribute(M.UsedMemCurrent) == 0
+    device.graph_mem_trim()
