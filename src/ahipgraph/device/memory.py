@@ -260,7 +260,8 @@ class DeviceMemory:
             InvalidValue: ``ptr`` is not the start of a live allocation on this device, a
                 stream holds a free of it (``claimed`` says which of the two frees this is),
                 or a graph's memory-free node frees it (see :meth:`mark_graph_frees` and
-                :meth:`announce_free`).
+                :meth:`announce_free`), or no launch of it was taken yet; it is a symbol's
+                storage, or the runtime's own memory and ``runtime`` is False.
             TypeError: ``ptr`` is neither a DevicePtr nor None.
         """
         given: object = ptr  # callers are untyped Python: check what really came in
