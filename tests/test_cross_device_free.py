@@ -508,3 +508,25 @@ async def test_a_free_async_of_a_never_launched_allocation_on_a_full_ring_is_ref
             await (await stream.free_async(ptr))
             assert device.graph_mem_attribute(M.UsedMemCurrent) == 0
     device.graph_mem_trim()
+
+
+@pytest.mark.asyncio
+async def test_a_free_before_the_queued_first_launch_commits_says_it_does_not_wait() -> None:
+    """A launch of device 1's graph memory is queued (held by a gate on device 0's stream):
+    a free does not wait for it, as ``hipFree`` would; it was refused as "not a live
+    allocation", which did not say that the allocation is there once the launch runs."""
+    d0, d1 = two_devices()
+    gate = GatedHost()
+    with ahg.Graph() as graph, d0.create_stream() as stream:
+        ptr = graph.add_mem_alloc_node(KIB, device=1).params.ptr
+        with graph.instantiate(device=d0) as graph_exec:
+            await stream.launch_host_func(gate)
+            launched = await graph_exec.launch(stream)
+            message = refused_alike(d0, d1, ptr)
+            assert "not a live allocation of device 1 yet" in message
+            assert "does not wait for work in flight" in message
+            gate.open()
+            await launched
+            d0.free(ptr)
+            assert d1.graph_mem_attribute(M.UsedMemCurrent) == 0
+    d1.graph_mem_trim()

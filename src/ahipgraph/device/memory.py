@@ -334,6 +334,15 @@ class DeviceMemory:
         if allocation is not None and not claimed:  # the graph frees it: a second free
             _check_not_graph_freed(ptr, allocation)
         if allocation is None or allocation.buffer is None:
+            if allocation is not None and allocation.commits_pending:
+                # A graph launch that allocates it was taken and has not committed: this free
+                # does not wait for it (as hipFree would), so say why rather than "no such".
+                raise InvalidValue(
+                    f"{ptr!r} is not a live allocation of device {self.ordinal} yet: the graph "
+                    "launch that allocates it has not committed memory there (it is queued, "
+                    "or failed before it did), and free does not wait for work in flight: "
+                    "synchronize first, or free_async in the launch's stream order"
+                )
             raise InvalidValue(f"{ptr!r} is not a live allocation of device {self.ordinal}")
         if allocation.base in self._static:  # a symbol's: freed, the symbol would be dead
             raise InvalidValue(
