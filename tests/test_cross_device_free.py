@@ -530,3 +530,45 @@ async def test_a_free_before_the_queued_first_launch_commits_says_it_does_not_wa
             d0.free(ptr)
             assert d1.graph_mem_attribute(M.UsedMemCurrent) == 0
     d1.graph_mem_trim()
+
+
+def test_threads_allocating_on_one_device_and_freeing_through_the_other_leak_nothing() -> None:
+    d0, d1 = two_devices()
+    before = (d0.statistics().memory, d1.statistics().memory)
+
+    def churn(owner: ahg.Device, freer: ahg.Device) -> None:
+        for size in range(1, 200):
+            freer.free(owner.malloc(size))
+
+    errors = run_together(
+        functools.partial(churn, d1, d0),
+        functools.partial(churn, d0, d1),
+        functools.partial(churn, d1, d1),
+        functools.partial(churn, d0, d0),
+    )
+    assert errors == []
+    after = (d0.statistics().memory, d1.statistics().memory)
+    for old, new in zip(before, after, strict=True):
+        assert (new.allocations, new.bytes_in_use) == (old.allocations, old.bytes_in_use)
+
+
+@pytest.mark.asyncio
+async def test_free_through_another_device_follows_the_capturing_tasks_thread_local_mode() -> None:
+    """THREAD_LOCAL forbids ``free()`` only in the capturing task: another task frees."""
+    d0, d1 = two_devices()
+    first, second = d1.malloc(KIB), d1.malloc(KIB)
+    stream = d0.create_stream()
+    stream.begin_capture(ahg.CaptureMode.THREAD_LOCAL)
+
+    async def elsewhere() -> None:
+        d0.free(first)
+
+    await asyncio.ensure_future(elsewhere())  # another task: not its capture
+    assert d1.statistics().memory.allocations == 1
+    with pytest.raises(ahg.StreamCaptureUnsupported):
+        d0.free(second)  # this task's capture forbids it
+    assert d1.statistics().memory.allocations == 1
+    with pytest.raises(ahg.StreamCaptureInvalidated):
+        stream.end_capture()
+    stream.destroy()
+    d0.free(second)
