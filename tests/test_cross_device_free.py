@@ -9,6 +9,12 @@ the frees of device memory and of graph memory.
 * A ``free_async`` (or ``free``) of a graph allocation whose executable was never launched
   was accepted and failed the stream when reached: no launch had put memory there. It is
   refused when called (``InvalidValue``), changing nothing.
+* A pointer made by hand at the address of an executable's kernel-argument chunk or of its
+  conditional-handle cells (the runtime's own memory) was freed by ``free``; the
+  executable's ``destroy`` then raised ``InvalidValue`` freeing it again. Both ``free`` and
+  ``free_async`` refuse it now, as they refuse a symbol's storage.
+* A free of a graph allocation whose queued launch had not committed it yet said only "not
+  a live allocation"; it says that the launch has not run and that free does not wait.
 """
 
 from __future__ import annotations
