@@ -578,3 +578,29 @@ async def test_free_through_another_device_follows_the_capturing_tasks_thread_lo
         stream.end_capture()
     stream.destroy()
     d0.free(second)
+
+
+@pytest.mark.asyncio
+async def test_devices_replaced_while_a_free_async_of_the_old_memory_is_pending() -> None:
+    """The pending free keeps the old device 1's memory; a free of the pointer through any
+    device resolves its ordinal in the table, so the new device 1 refuses it (its memory has
+    no such allocation) and only the old device 1 still knows it, as being freed."""
+    d0, d1 = two_devices()
+    ptr = d1.malloc(KIB)
+    held = HeldKernel()
+    stream = d0.create_stream()
+    await held.launch(stream)
+    freed = await stream.free_async(ptr)
+    new0, new1 = ahg.configure_devices(2)
+    before = (new1.statistics().memory, d1.statistics().memory)
+    for device in (new0, new1, d0):
+        with pytest.raises(ahg.InvalidValue, match="not a live allocation of device 1"):
+            device.free(ptr)
+    with pytest.raises(ahg.InvalidValue, match="already being freed"):
+        d1.free(ptr)
+    assert (new1.statistics().memory, d1.statistics().memory) == before
+    held.release()
+    await freed  # the old device's stream frees the old device's memory
+    assert d1.statistics().memory.allocations == 0
+    await d0.synchronize()
+    stream.destroy()
