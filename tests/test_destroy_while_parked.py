@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import os
 import sys
 import threading
 from collections.abc import Awaitable, Callable, Iterator
@@ -30,11 +29,6 @@ from cleanup import destroy
 from rings import CAPACITY, fill_ring, ring_of
 
 HANG = 10  # seconds: a hang detector only; everything here is woken at once
-
-racy = pytest.mark.skipif(
-    bool(os.environ.get("AHIPGRAPH_RACE_CHECK")),
-    reason="counts ring slots and memory; the race checker adds its own work",
-)
 
 
 async def _parked(
@@ -57,7 +51,6 @@ async def _refused(tasks: list[asyncio.Task[Any]]) -> list[BaseException]:
     return results
 
 
-@racy
 @pytest.mark.asyncio
 async def test_destroy_wakes_every_enqueue_parked_for_ring_room_and_none_takes_anything(
     small_ring: ahg.Device,
@@ -122,7 +115,6 @@ async def test_destroy_wakes_every_enqueue_parked_for_ring_room_and_none_takes_a
     assert leak_report(baseline) is None
 
 
-@racy
 @pytest.mark.asyncio
 async def test_destroy_leaves_other_streams_parked_on_the_same_ring_in_their_order(
     small_ring: ahg.Device,
@@ -149,7 +141,6 @@ async def test_destroy_leaves_other_streams_parked_on_the_same_ring_in_their_ord
     destroy(spare, other)
 
 
-@racy
 @pytest.mark.asyncio
 @pytest.mark.parametrize("order", ["destroy, then cancel", "cancel, then destroy"])
 async def test_destroy_racing_a_cancel_of_a_parked_enqueue_leaves_the_ring_room_exact(
@@ -305,7 +296,6 @@ async def test_a_graph_launch_parked_for_a_signal_set_is_refused_when_its_stream
     destroy(exec_, graph, a)
 
 
-@racy
 @pytest.mark.asyncio
 async def test_malloc_async_waiting_for_a_pending_free_is_refused_when_its_stream_is_destroyed(
     device: ahg.Device,
@@ -327,7 +317,6 @@ async def test_malloc_async_waiting_for_a_pending_free_is_refused_when_its_strea
     assert device.memory_info() == (total, total)  # the free ran; nothing else was taken
 
 
-@racy
 @pytest.mark.asyncio
 async def test_configure_devices_wakes_the_calls_parked_on_the_replaced_device(
     small_ring: ahg.Device,
