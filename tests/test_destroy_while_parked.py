@@ -297,6 +297,33 @@ async def test_a_graph_launch_parked_for_a_signal_set_is_refused_when_its_stream
 
 
 @pytest.mark.asyncio
+async def test_a_parked_graph_launch_cancelled_as_its_stream_is_destroyed_gives_back_no_set(
+    device: ahg.Device,
+) -> None:
+    """Woken by the destroy with no set, then cancelled before it resumes: it has nothing to
+    give back (the pool's give-back once got the destroy's wake-up token for a set)."""
+    held = HeldKernel()
+    graph = ahg.Graph()
+    graph.add_kernel_node(held.kernel, 1, 1)
+    exec_ = graph.instantiate(signal_sets=1)
+    a, b = device.create_stream(), device.create_stream()
+    first = await exec_.launch(a)
+    await held.started.wait()
+    parked = asyncio.ensure_future(exec_.launch(b))
+    await loop_turns()
+    b.destroy()
+    parked.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(parked, HANG)
+    held.release()
+    await first
+    pool = exec_.statistics().signal_pool
+    assert (pool.sets, pool.free, pool.in_use, pool.waiters) == (1, 1, 0, 0)
+    await (await exec_.launch(a))
+    destroy(exec_, graph, a)
+
+
+@pytest.mark.asyncio
 async def test_malloc_async_waiting_for_a_pending_free_is_refused_when_its_stream_is_destroyed(
     device: ahg.Device,
 ) -> None:
