@@ -373,6 +373,32 @@ async def test_configure_devices_wakes_the_calls_parked_on_the_replaced_device(
 
 
 @pytest.mark.asyncio
+async def test_configure_devices_wakes_graph_launches_parked_for_a_signal_set(
+    device: ahg.Device,
+) -> None:
+    held = HeldKernel()
+    graph = ahg.Graph()
+    graph.add_kernel_node(held.kernel, 1, 1)
+    exec_ = graph.instantiate(signal_sets=1)
+    stream = device.create_stream()
+    first = await exec_.launch(stream)
+    await held.started.wait()
+    on_stream = asyncio.ensure_future(exec_.launch(stream))
+    on_null = asyncio.ensure_future(exec_.launch(None))
+    await loop_turns()
+    assert exec_.statistics().signal_pool.waiters == 2
+    ahg.configure_devices(1)
+    with pytest.raises(ahg.InvalidDevice):
+        await asyncio.wait_for(on_stream, HANG)
+    with pytest.raises(ahg.ContextIsDestroyed):  # the replaced device's null stream is gone
+        await asyncio.wait_for(on_null, HANG)
+    held.release()
+    await first
+    assert exec_.statistics().launches == 1
+    destroy(exec_, graph, stream)
+
+
+@pytest.mark.asyncio
 async def test_a_per_task_stream_ending_with_its_task_wakes_the_calls_parked_on_it(
     small_ring: ahg.Device,
 ) -> None:

@@ -205,7 +205,9 @@ class Launcher:
             target._unparked_elsewhere(pool)
         if signal_set is None:  # the stream was destroyed, or its device replaced, meanwhile
             target._check_open()
-            target.device.engine.claim()  # raises InvalidDevice
+            for engine in (target.device.engine, self.device.engine):
+                if engine.retired:
+                    engine._refuse_retired()  # InvalidDevice
             raise AssertionError(f"a launch on {target!r} was woken without a signal set")
         return signal_set
 
