@@ -18,6 +18,14 @@ skip it, so an item is never handed to it and nothing raises "Event loop is clos
 handed an item just before its loop closed never resumes to use it or give it back:
 :meth:`WaitQueue.reclaim` (called by the owner, on another loop, when it runs short) gives such
 items back through ``on_abandon``.
+
+A waiter may park with a ``gone`` check: what it waits *for* is still wanted only while
+``gone()`` is False (a stream enqueue waiting for ring room, for as long as its stream is not
+destroyed). Whoever makes ``gone()`` True calls :meth:`WaitQueue.wake_gone`, which wakes each
+such waiter with :data:`RECHECK` instead of an item: nothing was handed, so nothing is given
+back, and the waiter re-checks its call (which then fails). A wait whose ``gone()`` is
+already True when it parks returns ``RECHECK`` at once: the check runs after the waiter is
+listed, so a ``wake_gone`` on another thread either finds it listed or is seen by it.
 """
 
 from __future__ import annotations
@@ -29,9 +37,22 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["WaitQueue", "WaitQueueStatistics"]
+__all__ = ["RECHECK", "WaitQueue", "WaitQueueStatistics"]
 
 _current_loop = asyncio._get_running_loop  # the caller's loop or None, never raising
+
+
+class _Recheck:
+    """The type of :data:`RECHECK`."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "RECHECK"
+
+
+# What :meth:`WaitQueue.wake_gone` hands a waiter whose ``gone()`` became True: no item.
+RECHECK: Any = _Recheck()
 
 
 def _settle(
@@ -43,7 +64,7 @@ def _settle(
     """Resolve ``future`` (on its loop's thread). One cancelled before a value handed from
     another thread arrived never had it: the value goes back through ``on_abandon``."""
     if future.done():
-        if on_abandon is not None:
+        if on_abandon is not None and value is not RECHECK:  # RECHECK is no item
             on_abandon(value)
     elif error is not None:
         future.set_exception(error)
@@ -59,7 +80,7 @@ class WaitQueueStatistics:
 class WaitQueue:
     """A FIFO of parked tasks."""
 
-    __slots__ = ("_abandon", "_orphans", "_waiters")
+    __slots__ = ("_abandon", "_gone", "_orphans", "_waiters")
 
     def __init__(self) -> None:
         self._waiters: deque[asyncio.Future[Any]] = deque()
@@ -67,25 +88,41 @@ class WaitQueue:
         self._abandon: dict[asyncio.Future[Any], Callable[[Any], None]] = {}
         # Items handed to waiters whose coroutine was closed before it resumed, for reclaim().
         self._orphans: deque[tuple[Any, Callable[[Any], None]]] = deque()
+        # Parked waiters with a ``gone`` check, for wake_gone() (see the module notes).
+        self._gone: dict[asyncio.Future[Any], Callable[[], bool]] = {}
 
-    async def park(self, on_abandon: Callable[[Any], None] | None = None) -> Any:
+    async def park(
+        self,
+        on_abandon: Callable[[Any], None] | None = None,
+        gone: Callable[[], bool] | None = None,
+    ) -> Any:
         """Wait until :meth:`unpark` hands this waiter a value, and return it.
 
         Args:
             on_abandon: called with the handed value if the task is cancelled after the hand-off,
                 or by :meth:`reclaim` if its loop closed before it resumed.
+            gone: the wait is wanted only while this returns False: :meth:`wake_gone` wakes
+                the waiter with :data:`RECHECK` once it returns True (see the module notes).
+                It must be cheap, run no user code and be safe from any thread.
         """
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._waiters.append(future)
         if on_abandon is not None:
             self._abandon[future] = on_abandon
+        if gone is not None:
+            self._gone[future] = gone
+            if gone():  # checked once listed: see the module notes
+                self._discard(future)
+                self._gone.pop(future, None)
+                self._abandon.pop(future, None)
+                return RECHECK
         try:
             return await future
         except asyncio.CancelledError:
             if future.done() and not future.cancelled():
                 # Handed a value, then cancelled before resuming: give it back.
                 callback = self._abandon.pop(future, None)
-                if callback is not None:
+                if callback is not None and future.result() is not RECHECK:
                     callback(future.result())
             else:
                 self._discard(future)
@@ -95,12 +132,15 @@ class WaitQueue:
             # loop, or by the collector): it never uses what it was handed. Kept for reclaim()
             # rather than given back here, wherever and whenever the collector runs.
             if future.done() and not future.cancelled() and on_abandon is not None:
-                self._orphans.append((future.result(), on_abandon))
+                if future.result() is not RECHECK:
+                    self._orphans.append((future.result(), on_abandon))
             else:
                 self._discard(future)
             raise
         finally:
             self._abandon.pop(future, None)
+            if gone is not None:
+                self._gone.pop(future, None)
 
     def reclaim(self) -> bool:
         """Give back, through ``on_abandon``, what was handed to waiters whose event loop
@@ -121,7 +161,8 @@ class WaitQueue:
                 del self._abandon[future]
                 changed = True
                 if future.done() and not future.cancelled():
-                    on_abandon(future.result())
+                    if future.result() is not RECHECK:
+                        on_abandon(future.result())
                 else:
                     self._discard(future)
         return changed
@@ -149,6 +190,21 @@ class WaitQueue:
     def fail_all(self, error: BaseException) -> int:
         """Wake every waiter by raising ``error`` in it; return how many were woken."""
         return self._wake_all(None, error)
+
+    def wake_gone(self) -> int:
+        """Wake, with :data:`RECHECK`, every waiter whose ``gone()`` is now True; return how
+        many were woken. Safe from any thread; costs a dict check when no waiter has a
+        ``gone`` check. Each leaves the queue at once (no longer counted among the waiters)."""
+        if not self._gone:
+            return 0
+        woken = 0
+        # Over a copy: the loop's thread may park or leave meanwhile (list() is one C call).
+        for future, gone in list(self._gone.items()):
+            if not future.done() and gone():
+                self._discard(future)
+                if self._resolve(future, RECHECK, None):
+                    woken += 1
+        return woken
 
     def _wake_all(self, value: Any, error: BaseException | None) -> int:
         woken = 0

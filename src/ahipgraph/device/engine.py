@@ -483,12 +483,13 @@ class Engine:
                 "that work runs"
             )
 
-    async def _wait_signal(self, signal: Signal) -> None:
+    async def _wait_signal(self, signal: Signal, gone: Callable[[], bool] | None = None) -> None:
         """How a host waits for device work: return at once if it is done, else park.
 
         Parking yields to the event loop, which runs the device's work (and every other task);
         the host never runs device work itself. Afterwards the host's clock has seen the moment
-        the signal was reached.
+        the signal was reached. With ``gone``, the wait also ends once ``gone()`` is True and
+        ``signal.wake_gone()`` is called, the signal perhaps not reached (the caller checks).
 
         Raises:
             IllegalState: the engine is busy on another event loop, or the caller is this
@@ -498,8 +499,11 @@ class Engine:
         if signal.value > 0:
             self.claim()  # park only on the loop that runs the work (or raise)
             await park_refusable(
-                signal.wait, functools.partial(self._refuse_signal_wait, signal=signal)
+                functools.partial(signal.wait, 0, gone),
+                functools.partial(self._refuse_signal_wait, signal=signal),
             )
+            if signal.value > 0:  # ended by ``gone``: the host saw nothing of the device
+                return
         self.clock.observe(signal.time)
 
     def _refuse_signal_wait(self, work: HardwareQueue, signal: Signal) -> None:

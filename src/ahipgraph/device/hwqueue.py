@@ -26,13 +26,15 @@ ring is full or other tasks wait before it.
 
 from __future__ import annotations
 
+import functools
 from collections import deque
+from collections.abc import Callable
 from contextvars import Context
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..core.errors import HipError, IllegalState, NotReady
-from ..core.waitqueue import WaitQueue
+from ..core.waitqueue import RECHECK, WaitQueue
 from . import hooks
 from .engine import Engine, park_refusable
 from .program import Program
@@ -104,12 +106,15 @@ class HardwareQueue:
                 f"({len(self._packets)} of {self.capacity} packets)"
             )
 
-    async def wait_for_room(self) -> None:
-        """Park until the device retires a packet and wakes this task to use its room.
+    async def wait_for_room(self, gone: Callable[[], bool] | None = None) -> bool:
+        """Park until the device retires a packet and wakes this task to use its room; True
+        then, False when ``gone()`` became True first (its stream was destroyed: the enqueue
+        needs no room any more, and re-checks its call, which fails).
 
         Call only when :meth:`has_room` is False, and call :meth:`settle_room` once the enqueue
-        has been submitted or has failed. A task cancelled while it waits takes nothing; one
-        cancelled after it was woken passes the room on.
+        given room (True) has been submitted or has failed; one given none (False) took
+        nothing. A task cancelled while it waits takes nothing; one cancelled after it was
+        woken passes the room on. Whoever makes ``gone()`` True calls :meth:`wake_gone`.
 
         Raises:
             IllegalState: the caller is this queue's own device work (its packet must retire
@@ -119,15 +124,25 @@ class HardwareQueue:
         # Only a waiter on the device's loop can be woken by it: this binds a free device or
         # raises IllegalState while the device is busy on another loop.
         self.engine.claim()
-        await park_refusable(self._park_for_room, self._refuse_room_wait)
+        room: bool = await park_refusable(
+            functools.partial(self._park_for_room, gone), self._refuse_room_wait
+        )
+        return room
 
-    async def _park_for_room(self) -> None:
+    async def _park_for_room(self, gone: Callable[[], bool] | None) -> bool:
         # Room now: binding dropped what a closed loop's waiters held, or a wait woken to
         # re-check gave back the room it had just been handed (see park_refusable).
         if self.has_room():
             self._waking += 1  # as if woken: the caller settles it
-            return
-        await self._room.park(on_abandon=self._settle)
+            return True
+        return await self._room.park(on_abandon=self._settle, gone=gone) is not RECHECK
+
+    def wake_gone(self) -> None:
+        """Wake the tasks waiting for room whose ``gone()`` is now True (their stream was
+        destroyed): they leave the ring's waiters at once, taking no room. Safe from any
+        thread; a check of the waiters when none waits."""
+        if self._room:
+            self._room.wake_gone()
 
     def _refuse_room_wait(self, work: HardwareQueue) -> None:
         """Refuse a wait for room in this full ring by this queue's own device work: only the

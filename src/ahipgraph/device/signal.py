@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..core.errors import HipError
-from ..core.waitqueue import WaitQueue
+from ..core.waitqueue import RECHECK, WaitQueue
 
 __all__ = ["Signal"]
 
@@ -70,12 +70,20 @@ class Signal:
             self._watchers = []
         self._watchers.append((target, callback))
 
-    async def wait(self, target: int = 0) -> None:
-        """Park the calling task until the value is at or below ``target``."""
+    async def wait(self, target: int = 0, gone: Callable[[], bool] | None = None) -> None:
+        """Park the calling task until the value is at or below ``target``, or until
+        ``gone()`` is True and :meth:`wake_gone` is called (the waiter checks which)."""
         while self.value > target:
             if self._lot is None:
                 self._lot = WaitQueue()
-            await self._lot.park()
+            if await self._lot.park(gone=gone) is RECHECK:
+                return
+
+    def wake_gone(self) -> None:
+        """Wake the host waiters whose ``gone()`` is now True (see :meth:`wait`)."""
+        lot = self._lot
+        if lot is not None:
+            lot.wake_gone()
 
     def _notify(self) -> None:
         watchers = self._watchers

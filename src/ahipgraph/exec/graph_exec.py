@@ -289,7 +289,8 @@ class GraphExec(DestroyOnExit):
                 previous launch was never freed (and auto-free-on-launch is off), or an
                 event-record/event-wait node names an event destroyed since (HIP would use
                 the freed event; set a live one with ``set_event_*_node_event``).
-            ContextIsDestroyed: the stream was destroyed.
+            ContextIsDestroyed: the stream was destroyed (also while the launch waited for a
+                signal set: that wakes it at once).
             IllegalState: the caller is device work (an async kernel or host node body) that
                 must park for a set while every set is held by a launch completing only after
                 it (its own launch, and the later ones): it would wait for itself.
@@ -301,7 +302,7 @@ class GraphExec(DestroyOnExit):
         signal_set = launcher.acquire_nowait()
         if signal_set is None:
             launcher.check_events()  # a refused launch is refused before it parks
-            signal_set = await launcher.acquire()
+            signal_set = await launcher.acquire(target)
         if target.device is not self.device:
             return enqueue_cross_device(launcher, target, signal_set)
         return launcher.enqueue(target, signal_set)

@@ -27,6 +27,7 @@ index* is a position in a launch's signal set; an *argument slot* is a range of 
 
 from __future__ import annotations
 
+import functools
 import threading
 import weakref
 from typing import TYPE_CHECKING, Any
@@ -179,16 +180,36 @@ class Launcher:
         """
         return self.pool.acquire_nowait()
 
-    async def acquire(self) -> SignalSet:
-        """A signal set, parking until a completion releases one (the ``"wait"`` policy).
+    async def acquire(self, target: Stream) -> SignalSet:
+        """A signal set for a launch on ``target``, parking until a completion releases one
+        (the ``"wait"`` policy).
 
         Raises:
             IllegalState: the caller is device work that every set's return waits for (see
                 :meth:`_refuse_waiting_for_itself`); nothing is taken.
+            ContextIsDestroyed / InvalidDevice: ``target`` was destroyed, or its device
+                replaced, while the launch waited. That wakes the launch at once (the set it
+                waits for may never come back: a kernel of the launch holding it may never
+                end) and nothing is taken, as for a launch made afterwards.
         """
-        # Refused first if the caller is such work, and again if a host function hands a
-        # task parked here to its queue (see park_refusable).
-        return await park_refusable(self.pool.acquire, self._refuse_waiting_for_itself)
+        pool = self.pool
+        target._parked_elsewhere(pool)
+        try:
+            # Refused first if the caller is such work, and again if a host function hands a
+            # task parked here to its queue (see park_refusable).
+            signal_set = await park_refusable(
+                functools.partial(pool.acquire, target._gone),
+                self._refuse_waiting_for_itself,
+            )
+        finally:
+            target._unparked_elsewhere(pool)
+        if signal_set is None:  # the stream was destroyed, or its device replaced, meanwhile
+            target._check_open()
+            for engine in (target.device.engine, self.device.engine):
+                if engine.retired:
+                    engine._refuse_retired()  # InvalidDevice
+            raise AssertionError(f"a launch on {target!r} was woken without a signal set")
+        return signal_set
 
     def _refuse_waiting_for_itself(self, work: HardwareQueue) -> None:
         """Refuse device work's wait for a set that can only come back after the work ends.

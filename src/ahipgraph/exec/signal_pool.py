@@ -28,10 +28,11 @@ re-arming never touches them.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..core.errors import InvalidValue
-from ..core.waitqueue import WaitQueue
+from ..core.waitqueue import RECHECK, WaitQueue
 from ..device.signal import Signal
 
 __all__ = ["SignalSet", "SignalSetPool", "SignalPoolStatistics", "REACHED"]
@@ -139,14 +140,22 @@ class SignalSetPool:
         self._made.append(signal_set)
         return signal_set
 
-    async def acquire(self) -> SignalSet:
-        """A set, parking until one is released if the pool waits when empty."""
+    async def acquire(self, gone: Callable[[], bool] | None = None) -> SignalSet | None:
+        """A set, parking until one is released if the pool waits when empty; None when
+        ``gone()`` became True first (:meth:`wake_gone`): the launch's stream was destroyed."""
         taken = self.acquire_nowait()
         if taken is not None:
             return taken
-        handed: SignalSet = await self._waiters.park(on_abandon=self.release)
+        handed: SignalSet | None = await self._waiters.park(on_abandon=self.release, gone=gone)
+        if handed is RECHECK:
+            return None
+        assert handed is not None
         handed.borrows += 1  # ours alone now, as in acquire_nowait
         return handed
+
+    def wake_gone(self) -> None:
+        """Wake the parked acquires whose ``gone()`` is now True: they take no set."""
+        self._waiters.wake_gone()
 
     def release(self, signal_set: SignalSet) -> None:
         """Re-arm a set and hand it to the first waiter, or put it back on the free list."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -357,13 +357,14 @@ class Device(DeviceBase, DeviceCopyMixin, NoCopy):
                     self._null_stream = Stream._create(self, null=True)
         return self._null_stream
 
-    async def _wait_signal(self, signal: Signal) -> None:
-        """How a host waits for device work: return at once if it is done, else park.
+    async def _wait_signal(self, signal: Signal, gone: Callable[[], bool] | None = None) -> None:
+        """How a host waits for device work: return at once if it is done, else park (see
+        :meth:`Engine._wait_signal <ahipgraph.device.engine.Engine._wait_signal>` for ``gone``).
 
         Raises:
             IllegalState: the device is busy on another event loop.
         """
-        await self.engine._wait_signal(signal)
+        await self.engine._wait_signal(signal, gone)
 
     async def synchronize(self) -> None:
         """Wait for all work on the device (``hipDeviceSynchronize``).
@@ -483,12 +484,15 @@ class Device(DeviceBase, DeviceCopyMixin, NoCopy):
         Its null stream and per-thread streams are the device's, not the user's; left registered
         they (and through them this device) would stay alive for good. Streams the user created
         stay registered until the user destroys them; the engine refuses new work on any of
-        them (see ``DeviceBase._retire``).
+        them (see ``DeviceBase._retire``), calls already parked on them included: they are
+        woken (``Stream._wake_parked``) and refused at once.
         """
         super()._retire()
         for stream in self.streams:
             if stream.implicit:
                 stream._retire()
+            else:  # calls parked on it would get what they wait for only to be refused
+                stream._wake_parked()
 
     @safe_repr
     def __repr__(self) -> str:

@@ -20,7 +20,10 @@ The check converts the call's arguments, which runs user code (an ``__index__``)
 destroy the stream or begin a capture on it; the call then needs no room, so it asks for its
 ring again after the check and, finding none, runs the body at once (which reports the
 destroyed stream, or captures) rather than parking, for good if no packet ever retires, on a
-ring it will not use.
+ring it will not use. A stream destroyed (or whose device is replaced) while calls wait for
+room in its ring wakes them at once (``Stream._wake_parked``): they take no room and run the
+body, which reports it as for a call made afterwards, rather than wait, for good if no
+packet ever retires, for room they would not use.
 """
 
 from __future__ import annotations
@@ -43,6 +46,11 @@ class RingUser(Protocol):
     def _ring(self) -> HardwareQueue | None:
         """The queue this enqueue needs room in; None when it adds no packet (capture), or
         when the body is to report the call's error (a destroyed stream)."""
+        ...
+
+    def _gone(self) -> bool:
+        """True once the stream takes no new work (destroyed, or its device replaced): a wait
+        for room in its ring ends then."""
         ...
 
 
@@ -104,7 +112,10 @@ def enqueue_pair(
         later = before_parking(self, *args, **kwargs)
         if cast(RingUser, self)._ring() is not queue:  # see the module notes
             return body(self, *args, **kwargs) if at_call is None else later()
-        await queue.wait_for_room()
+        if not await queue.wait_for_room(cast(RingUser, self)._gone):
+            # Destroyed (or its device replaced) while it waited: no room was taken, and the
+            # body reports it.
+            return body(self, *args, **kwargs) if at_call is None else later()
         try:
             return body(self, *args, **kwargs) if at_call is None else later()
         finally:
@@ -164,7 +175,8 @@ def kernel_enqueue_pair(
         checked(self, kernel, grid, block, args, shared_mem=shared_mem)  # before parking
         if self._ring() is not queue:  # see the module notes
             return call(self, kernel, grid, block, args, shared_mem=shared_mem)
-        await queue.wait_for_room()
+        if not await queue.wait_for_room(self._gone):  # gone: the body reports it
+            return call(self, kernel, grid, block, args, shared_mem=shared_mem)
         try:
             return call(self, kernel, grid, block, args, shared_mem=shared_mem)
         finally:

@@ -46,25 +46,26 @@ class _PerThread:
 
 STREAM_PER_THREAD: Any = _PerThread()
 
-_lock = threading.Lock()
+# Re-entrant: the collector may run anywhere under it (a weak reference or a dict made), and a
+# ``__del__`` or ``gc.callbacks`` hook it runs on this thread may ask for its task's stream
+# (``per_thread_stream``) or read statistics; a plain lock waited there for this very thread
+# for ever. Each critical section is one step a nested call cannot see half-done: the table is
+# read or changed by single dict operations, and a stream is made outside it (making one runs
+# the collector too), then put in unless a nested call put one in first.
+_lock = threading.RLock()
 _by_task: weakref.WeakKeyDictionary[asyncio.Task[Any], dict[Device, Stream]] = (
     weakref.WeakKeyDictionary()
 )
 _by_thread = threading.local()
-# ``held`` is True while this thread holds ``_lock``. The collector may run anywhere under it (a
-# weak reference, a stream made), and a ``__del__`` or ``gc.callbacks`` hook it runs may read
-# ``Device.statistics()``, which settles finished tasks: taking the lock again there waited
-# for this very thread for ever. A settle nested so skips (the done callbacks still clean up).
+# ``walking`` is True while this thread walks the table under ``_lock``. A settle of finished
+# tasks nested there (user code the collector ran reads ``Device.statistics()``) skips: it
+# would change the table under the walk (the done callbacks still clean up).
 _holding = threading.local()
 
 
 def _task_finished(task: asyncio.Task[Any]) -> None:
     with _lock:
-        _holding.held = True
-        try:
-            streams = _by_task.pop(task, {})
-        finally:
-            _holding.held = False
+        streams = _by_task.pop(task, {})
     _destroy(streams.values())
 
 
@@ -79,23 +80,28 @@ def settle_finished() -> None:
     yet (see the module note): what a statistics read calls first. Costs a dict check when no
     task holds a per-task stream. Safe from any thread: each task's streams are taken from the
     table under the lock, by this or by the done callback, never both. Called by user code
-    the collector ran while this thread holds the lock (see ``_holding``), it does nothing."""
-    if not _by_task or getattr(_holding, "held", False):
+    the collector ran while this thread is walking the table (see ``_holding``), it does
+    nothing."""
+    if not _by_task or getattr(_holding, "walking", False):
         return
     with _lock:
-        _holding.held = True
+        _holding.walking = True
         try:
             done = [task for task in _by_task if task.done()]
-            streams = [stream for task in done for stream in _by_task.pop(task).values()]
         finally:
-            _holding.held = False
+            _holding.walking = False
+        streams = [stream for task in done for stream in _by_task.pop(task, {}).values()]
     _destroy(streams)
 
 
 def per_thread_stream(device: Device) -> Stream:
-    """The calling task's (or thread's) own default stream on ``device``, made on first use."""
-    from .stream import Stream
+    """The calling task's (or thread's) own default stream on ``device``, made on first use.
 
+    The stream is made outside the table's lock and put in only if the table still has no open
+    stream for the device: making it may run the collector, and user code there (a
+    ``__del__``) may ask for the same stream first. That one is the task's, and the one made
+    here is destroyed unused.
+    """
     try:
         task = asyncio.current_task()
     except RuntimeError:  # no running loop in this thread
@@ -103,27 +109,45 @@ def per_thread_stream(device: Device) -> Stream:
     if task is None:
         table: dict[Device, Stream] | None = getattr(_by_thread, "streams", None)
         if table is None:
-            table = _by_thread.streams = {}
-        stream = table.get(device)
-        if stream is None or stream.state.value != "open":
-            stream = table[device] = Stream._create(device, owned=True)
-            stream.implicit = True  # the device owns it: retired when the device is replaced
-        return stream
-    with _lock:
-        _holding.held = True
-        try:
+            table = _by_thread.__dict__.setdefault("streams", {})
+    else:
+        with _lock:
             table = _by_task.get(task)
-            fresh = table is None
+    stream = None if table is None else table.get(device)
+    if stream is not None and stream.state.value == "open":
+        return stream
+    made = _new_stream(device)
+    fresh = False
+    if task is None:
+        assert table is not None
+        stream = _put(table, device, made)
+    else:
+        with _lock:
+            table = _by_task.get(task)
             if table is None:
-                table = _by_task[task] = {}
-            stream = table.get(device)
-            if stream is None or stream.state.value != "open":
-                stream = table[device] = Stream._create(device, owned=True)
-                stream.implicit = True  # the device owns it: retired when it is replaced
-        finally:
-            _holding.held = False
+                table = _by_task.setdefault(task, {})  # a nested call may have made it
+                fresh = not table
+            stream = _put(table, device, made)
+    if stream is not made:
+        made.destroy()  # a nested call put its stream in first
     if fresh:
-        task.add_done_callback(_task_finished)
+        task.add_done_callback(_task_finished)  # type: ignore[union-attr]
+    return stream
+
+
+def _new_stream(device: Device) -> Stream:
+    from .stream import Stream
+
+    stream = Stream._create(device, owned=True)
+    stream.implicit = True  # the device owns it: retired when the device is replaced
+    return stream
+
+
+def _put(table: dict[Device, Stream], device: Device, made: Stream) -> Stream:
+    """``table``'s open stream for ``device``, ``made`` if it has none (one dict step each)."""
+    stream = table.setdefault(device, made)
+    if stream is not made and stream.state.value != "open":
+        table[device] = stream = made
     return stream
 
 
@@ -131,8 +155,9 @@ def per_thread_statistics() -> dict[str, int]:
     """Tasks holding per-task streams, and those streams (finished tasks' settled first)."""
     settle_finished()
     with _lock:
-        _holding.held = True
+        _holding.walking = True
         try:
-            return {"tasks": len(_by_task), "streams": sum(len(t) for t in _by_task.values())}
+            tables = list(_by_task.values())
         finally:
-            _holding.held = False
+            _holding.walking = False
+    return {"tasks": len(tables), "streams": sum(len(t) for t in tables)}

@@ -20,7 +20,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..core.errors import (
     HipError,
@@ -89,6 +89,14 @@ class StreamState(enum.Enum):
 _OPEN = StreamState.OPEN  # read per operation: a class's enum member costs ten globals on 3.11
 
 
+class WakesGone(Protocol):
+    """Where a call on a stream may be parked apart from its ring (a signal-set pool, a
+    signal): :meth:`Stream._wake_parked` wakes such waits, parked with ``Stream._gone`` as
+    their ``gone`` check (see :class:`~ahipgraph.core.waitqueue.WaitQueue`)."""
+
+    def wake_gone(self) -> object: ...
+
+
 @dataclass(frozen=True, slots=True)
 class StreamStatistics:
     device: int
@@ -142,6 +150,9 @@ class Stream(
         self._error: HipError | None = None
         self._retired_cb: Callable[[Program], None] = self._retired
         self._capture: capture.StreamCapture | capture._NullGuard | None = None
+        # Where calls on this stream are parked apart from its ring, one entry per parked
+        # call (see _parked_elsewhere): _wake_parked wakes them.
+        self._parked: list[WakesGone] = []
         self.hid = STREAMS.register(self)
         # A forgotten stream is freed with a warning; one the runtime owns (the null stream, a
         # per-task stream) quietly. Its registry slot and device entry go with it (both weak).
@@ -207,6 +218,33 @@ class Stream(
         if self.state is not _OPEN or self._capture is not None:
             return None
         return self.queue
+
+    def _gone(self) -> bool:
+        """True once the stream takes no new work: destroyed, or its device replaced by
+        ``configure_devices``. What ends a call's wait for room in its ring, for a signal set
+        or for a pending free (see :meth:`_wake_parked`). Safe from any thread."""
+        return self.state is not _OPEN or self.queue.engine.retired
+
+    def _parked_elsewhere(self, waits: WakesGone) -> None:
+        """A call on this stream parks in ``waits`` (with :meth:`_gone` as its ``gone``
+        check) until :meth:`_unparked_elsewhere`: :meth:`_wake_parked` wakes it there too."""
+        self._parked.append(waits)
+
+    def _unparked_elsewhere(self, waits: WakesGone) -> None:
+        """The call :meth:`_parked_elsewhere` announced no longer waits in ``waits``."""
+        self._parked.remove(waits)
+
+    def _wake_parked(self) -> None:
+        """The stream takes no new work (:meth:`_gone`): wake the calls on it parked for room
+        in its ring (behind a kernel that may never end), for a signal set (a graph launch) or
+        for a pending free (``malloc_async``). They take nothing and fail as a call made now
+        would (``ContextIsDestroyed``, ``InvalidDevice``), rather than wait, perhaps for
+        good, for what they would not use. Safe from any thread; a few checks when nothing
+        is parked."""
+        self.queue.wake_gone()
+        if self._parked:
+            for waits in list(self._parked):
+                waits.wake_gone()
 
     def _submit(self, program: Program, part: object = None) -> None:
         """Enqueue a program on this stream; its completion signal becomes the stream's tail.
@@ -619,6 +657,7 @@ class Stream(
         ended here (``capture.stream_destroyed`` reads the part under the capture lock).
         """
         self.state = StreamState.DESTROYED
+        self._wake_parked()
         self.device._remove_stream(self)
         capture.stream_destroyed(self)
 

@@ -71,10 +71,15 @@ class StreamMemoryMixin:
             if pending is None or pending.value <= 0 or stream._capture is not None:
                 raise
             refused = error
+        # A destroy wakes the wait at once (the free may never run: it may be behind a
+        # kernel that never ends), and the call is refused as on a destroyed stream.
+        stream._parked_elsewhere(pending)
         try:
-            await stream.device._wait_signal(pending)
+            await stream.device._wait_signal(pending, stream._gone)
         except IllegalState:  # the wait is not allowed here (device work behind the free)
             raise refused from None
+        finally:
+            stream._unparked_elsewhere(pending)
         if not stream.alive or stream._capture is not None:
             stream._changed_under_call()  # destroyed, or a capture began, while it waited
         return self.malloc_async_nowait(nbytes)
