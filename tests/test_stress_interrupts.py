@@ -1,0 +1,220 @@
+"""Interrupts from device work, under ``stress()`` and under a plain ``ahg.run``.
+
+* Several launches in flight whose host functions raise ``KeyboardInterrupt`` or
+  ``SystemExit``: the first stops the loop, and ``asyncio.run`` (``anyio.run`` for
+  ``stress()``) cancels what is left and runs it to its end before re-raising it. The pump ran
+  the next launch's host function during that shutdown, whose interrupt stopped the shutdown
+  too: the loop closed with the cancelled tasks' ``finally`` blocks never run, so a graph, an
+  executable and a stream per other launch stayed alive (``stress()`` with N task workers
+  leaked N-1 of each, and the user object its builder's graphs retain). A later interrupt in
+  that shutdown now only fails its launch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Callable
+
+import pytest
+
+import ahipgraph as ahg
+from ahipgraph.testing import StressViolation, leak_report, snapshot, stress
+from ahipgraph.testing.stress import Builder
+
+INTERRUPTS = [KeyboardInterrupt, SystemExit]
+
+
+def _host(error: type[BaseException], is_async: bool, tag: str) -> Callable[[], object]:
+    if is_async:
+
+        async def async_host() -> None:
+            raise error(tag)
+
+        return async_host
+
+    def host() -> None:
+        raise error(tag)
+
+    return host
+
+
+async def _launch_one(index: int, error: type[BaseException], is_async: bool) -> None:
+    """One graph whose host function raises, cleaned up however the task ends."""
+    device = ahg.get_device(0)
+    graph = ahg.Graph()
+    graph.add_host_node(_host(error, is_async, f"host {index}"))
+    stream = device.create_stream()
+    try:
+        graph_exec = graph.instantiate()
+        try:
+            await (await graph_exec.launch(stream))
+        finally:
+            graph_exec.destroy()
+    finally:
+        graph.destroy()
+        stream.destroy()
+
+
+async def _take_over() -> None:
+    """Take device 0 over on a new loop and report what the closed one abandoned."""
+    device = ahg.get_device(0)
+    stream = device.create_stream()
+    try:
+        await (await stream.launch_host_func(lambda: None))
+        for _ in range(8):  # one unreported failure per call: the interrupted and abandoned
+            try:
+                await device.synchronize()
+            except ahg.LaunchFailure:
+                continue
+            break
+    finally:
+        stream.destroy()
+
+
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+@pytest.mark.parametrize("launches", [1, 2, 4])
+@pytest.mark.parametrize("error", INTERRUPTS)
+def test_interrupting_host_functions_of_several_launches_leave_nothing_after_ahg_run(
+    error: type[BaseException], launches: int, is_async: bool
+) -> None:
+    """The second launch's interrupt, raised while ``asyncio.run`` cancelled the tasks after
+    the first, closed the loop with their ``finally`` blocks never run."""
+
+    async def main() -> None:
+        await asyncio.gather(*(_launch_one(i, error, is_async) for i in range(launches)))
+
+    before = snapshot()
+    with pytest.raises(error) as raised:
+        ahg.run(main)
+    assert str(raised.value) == "host 0"  # the first, as itself, not one from the shutdown
+    assert raised.value.__context__ is None
+    assert snapshot().handles == before.handles  # every finally block ran
+    if is_async and launches > 1:
+        # The other bodies' tasks, made in the same pump turn, were cancelled by the shutdown
+        # before they ran: work the loop abandoned, reported until another loop takes over.
+        assert "abandoned" in (leak_report(before) or "")
+        asyncio.run(_take_over())
+    assert leak_report(before) is None
+
+
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+@pytest.mark.parametrize("error", INTERRUPTS)
+def test_the_next_launch_queued_behind_an_interrupting_one_does_not_cut_the_shutdown_short(
+    error: type[BaseException], is_async: bool
+) -> None:
+    """The second launch on the stream starts only as the shutdown runs the first one's end:
+    its interrupt (an async body's too, which asyncio re-raises out of the loop) replaced
+    the first and left the stream's work in flight."""
+    calls: list[int] = []
+
+    def record() -> str:
+        calls.append(len(calls) + 1)
+        return f"call {len(calls)}"
+
+    if is_async:
+
+        async def host() -> None:
+            raise error(record())
+
+    else:
+
+        def host() -> None:  # type: ignore[misc]
+            raise error(record())
+
+    async def main() -> None:
+        stream = ahg.get_device(0).create_stream()
+        graph = ahg.Graph()
+        graph.add_host_node(host)
+        try:
+            graph_exec = graph.instantiate()
+            try:
+                await graph_exec.launch(stream)
+                await graph_exec.launch(stream)
+                await stream.synchronize()
+            finally:
+                graph_exec.destroy()
+        finally:
+            graph.destroy()
+            stream.destroy()
+
+    before = snapshot()
+    with pytest.raises(error, match="call 1"):
+        ahg.run(main)
+    assert calls == [1, 2]  # the second ran, and only failed its launch
+    assert leak_report(before) is None
+
+
+def test_an_interrupt_still_propagates_from_a_loop_that_runs_on_after_one() -> None:
+    """Only a loop shutting down after an interrupt (its tasks cancelled) holds back the next:
+    a caller that catches the first and runs the loop on gets every later one too."""
+    device = ahg.get_device(0)
+    stream = device.create_stream()
+    calls = [0]
+
+    def host() -> None:
+        calls[0] += 1
+        raise KeyboardInterrupt(f"call {calls[0]}")
+
+    async def twice() -> None:
+        for _ in range(2):
+            await stream.launch_host_func(host)
+            with pytest.raises(ahg.LaunchFailure):  # the launch failed, as well
+                await stream.synchronize()
+
+    loop = asyncio.new_event_loop()
+    try:
+        task = loop.create_task(twice())
+        with pytest.raises(KeyboardInterrupt, match="call 1"):
+            loop.run_until_complete(task)
+        with pytest.raises(KeyboardInterrupt, match="call 2"):
+            loop.run_until_complete(task)  # the same task runs on, not cancelled
+        loop.run_until_complete(task)
+    finally:
+        loop.close()
+    stream.destroy()
+
+
+def _interrupting(error: type[BaseException], is_async: bool) -> Builder:
+    def builder(rng: random.Random, buffer: ahg.DevicePtr) -> ahg.Graph:
+        graph = ahg.Graph()
+        graph.add_host_node(_host(error, is_async, "from device work"))
+        return graph
+
+    return builder
+
+
+_WORKERS = [(1, 0), (2, 0), (4, 0), (0, 1), (0, 2), (2, 2)]
+
+
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+@pytest.mark.parametrize(("tasks", "threads"), _WORKERS)
+@pytest.mark.parametrize("error", INTERRUPTS)
+def test_stress_whose_host_functions_interrupt_leaves_nothing_behind(
+    error: type[BaseException],
+    tasks: int,
+    threads: int,
+    is_async: bool,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """With two or more task workers, each other worker's graph, executable, stream and user
+    object stayed alive after the interrupt left ``stress()``; with async host functions,
+    asyncio logged the body tasks that the cut-short shutdown left behind."""
+    before = snapshot()
+    with pytest.raises(error, match="from device work"):
+        stress([_interrupting(error, is_async)], ops=30, tasks=tasks, threads=threads, faults=False)
+    assert leak_report(before) is None
+    assert "never retrieved" not in caplog.text
+    assert "destroyed but it is pending" not in caplog.text
+
+
+@pytest.mark.parametrize(("tasks", "threads"), [(1, 0), (4, 0), (2, 2)])
+@pytest.mark.parametrize("error", [GeneratorExit, RuntimeError])
+def test_stress_whose_host_functions_fail_reports_it_and_leaves_nothing_behind(
+    error: type[BaseException], tasks: int, threads: int
+) -> None:
+    """Anything but an interrupt is the launch's ``LaunchFailure``: the run reports it."""
+    before = snapshot()
+    with pytest.raises(StressViolation, match="LaunchFailure"):
+        stress([_interrupting(error, False)], ops=30, tasks=tasks, threads=threads, faults=False)
+    assert leak_report(before) is None
