@@ -13,14 +13,25 @@
 from __future__ import annotations
 
 import asyncio
+import importlib
 import random
+import time
 from collections.abc import Callable
 
 import pytest
 
 import ahipgraph as ahg
-from ahipgraph.testing import StressViolation, leak_report, snapshot, stress
+from ahipgraph.testing import (
+    StressReport,
+    StressViolation,
+    leak_report,
+    random_graph,
+    snapshot,
+    stress,
+)
 from ahipgraph.testing.stress import Builder
+
+stress_module = importlib.import_module("ahipgraph.testing.stress")
 
 INTERRUPTS = [KeyboardInterrupt, SystemExit]
 
@@ -217,4 +228,61 @@ def test_stress_whose_host_functions_fail_reports_it_and_leaves_nothing_behind(
     before = snapshot()
     with pytest.raises(StressViolation, match="LaunchFailure"):
         stress([_interrupting(error, False)], ops=30, tasks=tasks, threads=threads, faults=False)
+    assert leak_report(before) is None
+
+
+class _JumpingClock:
+    """``time`` for the stress module: wall-clock time that a test moves forward at once,
+    standing for user code that blocked the loop that long (no real waiting)."""
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def monotonic(self) -> float:
+        return time.monotonic() + self.offset
+
+
+@pytest.fixture
+def jumping_clock(monkeypatch: pytest.MonkeyPatch) -> _JumpingClock:
+    clock = _JumpingClock()
+    monkeypatch.setattr(stress_module, "time", clock)
+    return clock
+
+
+@pytest.mark.parametrize("tasks", [1, 3])
+def test_a_task_workers_builder_that_blocks_the_loop_is_named_by_the_violation(
+    jumping_clock: _JumpingClock, tasks: int
+) -> None:
+    """A task worker's builder runs on the loop: while it blocks, the watchdog cannot run, so
+    the stall bound never fired while it did, and once it returned the stall report named
+    every worker (or none), not the builder."""
+    calls = [0]
+
+    def slow_builder(rng: random.Random, buffer: ahg.DevicePtr) -> ahg.Graph:
+        calls[0] += 1
+        if calls[0] == 3:
+            jumping_clock.offset += stress_module.STALL_TIMEOUT_S + 5
+        return random_graph(rng, buffer)
+
+    before = snapshot()
+    with pytest.raises(StressViolation) as raised:
+        stress([slow_builder], ops=10**6, tasks=tasks, threads=0, faults=False)
+    assert raised.value.invariant == "a stress run makes progress (stall)"
+    assert raised.value.worker.startswith("task-")
+    assert "builder " in raised.value.detail
+    assert "slow_builder ran 65.0s on the event loop" in raised.value.detail
+    assert leak_report(before) is None
+
+
+def test_a_progress_callback_that_blocks_the_loop_is_named_by_the_violation(
+    jumping_clock: _JumpingClock,
+) -> None:
+    def progress(report: StressReport) -> None:
+        jumping_clock.offset += stress_module.STALL_TIMEOUT_S + 5
+
+    before = snapshot()
+    with pytest.raises(StressViolation) as raised:
+        stress(ops=10**6, tasks=2, threads=0, faults=False, progress=progress)
+    assert raised.value.worker == "progress"
+    assert "progress callback " in raised.value.detail
     assert leak_report(before) is None

@@ -12,7 +12,9 @@ Design. :func:`stress` runs on fresh simulated devices under anyio (asyncio back
   (work that never finishes is a violation, not a run that never ends);
 * a **watchdog** bounds a run by operations too: when no operation completes anywhere for
   :data:`STALL_TIMEOUT_S` (wall-clock: the simulated clock stands still while a host function
-  waits), the run stops with a :class:`StressViolation` naming the workers still in a cycle;
+  waits), the run stops with a :class:`StressViolation` naming the workers still in a cycle.
+  Synchronous user code on the loop (a task worker's builder, the progress callback) keeps the
+  watchdog from running: once it returns after that long, the violation names it instead;
 * thread workers build, instantiate, update and destroy from their own threads and reach the
   loop through ``_Run.in_loop`` to launch, so destroys race launches for real. They
   cannot be cancelled: whatever cancels the workers (a failure, the deadline, Ctrl-C) sets
@@ -217,6 +219,9 @@ class _Run:
         self.active: set[str] = set()
         self.loop_calls: set[anyio.CancelScope] = set()
         self.stalled = False
+        # User code ran on the loop past the stall bound (see _check_blocking): its violation
+        # names it, the watchdog's would only name every worker.
+        self.blocked = False
         self.loop: asyncio.AbstractEventLoop | None = None  # the run's, once it runs
         # Thread workers whose function is running, and the condition their end notifies.
         self.threads_running = 0
@@ -343,8 +348,11 @@ class _Run:
 class _Cycle:
     """One graph lifecycle on one worker's stream and buffer."""
 
-    def __init__(self, run: _Run, name: str, rng: random.Random, stream: Stream) -> None:
+    def __init__(
+        self, run: _Run, name: str, rng: random.Random, stream: Stream, on_loop: bool
+    ) -> None:
         self.run, self.name, self.rng, self.stream = run, name, rng, stream
+        self.on_loop = on_loop  # a task worker's: its builder runs on the event loop
         self.buffer = stream.device.malloc(4 * CELLS)
         self.expected = np.zeros(CELLS, dtype=np.int64)
         self.poison = Kernel(_add.body, name=f"stress-{name}")
@@ -354,8 +362,14 @@ class _Cycle:
 
     def build(self, shape_seed: int) -> Graph:
         builder = self.run.builders[shape_seed % len(self.run.builders)]
+        started = time.monotonic()
         with _carried_interrupts():
             built: object = builder(random.Random(shape_seed), self.buffer)  # user code
+        if self.on_loop and time.monotonic() - started >= STALL_TIMEOUT_S:
+            if isinstance(built, Graph) and not built.destroyed:
+                built.destroy()
+            name = getattr(builder, "__qualname__", repr(builder))
+            _check_blocking(self.run, self.name, f"builder {name}", started)
         if self.run.stalled:  # a thread worker abandoned while the builder ran: it is over
             if isinstance(built, Graph) and not built.destroyed:
                 built.destroy()
@@ -521,7 +535,7 @@ async def _task_worker(run: _Run, index: int) -> None:
     name = f"task-{index}"
     rng = random.Random(f"{run.seed}/{name}")
     stream = run.device.create_stream(non_blocking=index % 2 == 0)
-    cycle = _Cycle(run, name, rng, stream)
+    cycle = _Cycle(run, name, rng, stream, on_loop=True)
     started = False
     with run.lock:
         run.active.add(name)
@@ -566,7 +580,7 @@ def _thread_cycles(run: _Run, index: int) -> None:
         return run.device.create_stream()
 
     stream = run.in_loop(create_stream)
-    cycle = _Cycle(run, name, rng, stream)
+    cycle = _Cycle(run, name, rng, stream, on_loop=False)
     started = False
     with run.lock:
         run.active.add(name)
@@ -906,6 +920,8 @@ async def _watchdog(run: _Run) -> None:
         bound = STALL_TIMEOUT_S
         await anyio.sleep(min(bound / 4, 1.0))
         now = time.monotonic()
+        if run.blocked:  # the code that blocked the loop is named by its own violation
+            return
         if run.report.ops != done:
             done, since = run.report.ops, now
             continue
@@ -938,9 +954,37 @@ class _Stalled(Exception):
 
 async def _progress(run: _Run, report: Callable[[StressReport], None]) -> None:
     while True:
+        started = time.monotonic()
         with _carried_interrupts():
             report(run.report)  # user code
+        if time.monotonic() - started >= STALL_TIMEOUT_S:
+            name = getattr(report, "__qualname__", repr(report))
+            _check_blocking(run, "progress", f"progress callback {name}", started)
         await anyio.sleep(0.2)
+
+
+def _check_blocking(run: _Run, worker: str, what: str, started: float) -> None:
+    """User code that runs on the event loop (a task worker's builder, the progress callback)
+    ran at least :data:`STALL_TIMEOUT_S`: end the run with a violation that names it.
+
+    While it runs nothing else does, the watchdog included, so the stall bound cannot fire:
+    the run only went on, or ended with a stall report naming every worker, once it returned.
+    (Code that never returns still holds the loop for good: nothing on the loop can stop it.)
+
+    Raises:
+        StressViolation: always.
+    """
+    seconds = time.monotonic() - started
+    run.blocked = True  # the watchdog, which runs next, would report the same gap
+    run.check(
+        False,
+        worker,
+        "a stress run makes progress (stall)",
+        f"the {what} ran {seconds:.1f}s on the event loop (STALL_TIMEOUT_S="
+        f"{STALL_TIMEOUT_S:g}), blocking every task worker and the stall bound meanwhile: "
+        "synchronous user code on the loop must return promptly (use thread workers for "
+        "slow builders)",
+    )
 
 
 class _Interrupt(Exception):
