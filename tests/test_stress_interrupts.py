@@ -286,3 +286,31 @@ def test_a_progress_callback_that_blocks_the_loop_is_named_by_the_violation(
     assert raised.value.worker == "progress"
     assert "progress callback " in raised.value.detail
     assert leak_report(before) is None
+
+
+@pytest.mark.parametrize(("tasks", "threads"), [(1, 0), (2, 0), (2, 1)])
+def test_a_builder_that_returns_the_same_graph_again_is_refused_as_the_builders_error(
+    tasks: int, threads: int
+) -> None:
+    """The graph still live in another cycle was destroyed under this one, and the run
+    reported the runtime failing ("8: the runtime keeps working") with a misleading seed."""
+    made: list[ahg.Graph] = []
+
+    def caching(rng: random.Random, buffer: ahg.DevicePtr) -> ahg.Graph:
+        if not made:
+            made.append(random_graph(rng, buffer))
+        return made[0]
+
+    before = snapshot()
+    with pytest.raises(BaseException) as raised:
+        stress([caching], ops=50, tasks=tasks, threads=threads, faults=False)
+    leaves = _leaves(raised.value)
+    assert {type(leaf) for leaf in leaves} <= {ValueError}, leaves
+    assert all("returned a graph it had returned before" in str(leaf) for leaf in leaves)
+    assert leak_report(before) is None
+
+
+def _leaves(error: BaseException) -> list[BaseException]:
+    if isinstance(error, BaseExceptionGroup):
+        return [leaf for inner in error.exceptions for leaf in _leaves(inner)]
+    return [error]

@@ -53,6 +53,7 @@ import math
 import random
 import threading
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -111,7 +112,8 @@ _T = TypeVar("_T")
 Builder = Callable[[random.Random, DevicePtr], Graph]
 """``builder(rng, buffer) -> Graph``: a graph whose work touches only ``buffer``
 (``CELLS`` int32 cells on device 0). Two calls with equally seeded ``rng`` must give graphs of
-the same shape (the harness updates executables with them)."""
+the same shape (the harness updates executables with them). Each call makes a new graph, which
+the harness destroys: one returned again is refused with ``ValueError``."""
 
 
 @kernel
@@ -211,6 +213,8 @@ class _Run:
         self.halted = False
         self.lock = threading.Lock()
         self.destructed: dict[int, int] = {}
+        # Every graph a builder returned (see _Cycle.build): one returned again is refused.
+        self.built: weakref.WeakSet[Graph] = weakref.WeakSet()
         self.owners = itertools.count()
         self.to_free: list[_Cycle] = []  # freed once the device has drained
         # Workers not yet returned, and the cancel scopes of what waits for thread workers
@@ -384,6 +388,18 @@ class _Cycle:
             # keeps working"), with a seed that pointed at the runtime, not the builder.
             name = getattr(builder, "__qualname__", repr(builder))
             raise ValueError(f"stress builder {name} returned a destroyed graph")
+        with self.run.lock:
+            again = built in self.run.built
+            self.run.built.add(built)
+        if again:
+            # A graph another cycle still uses (a builder caching its graph): the other cycle
+            # destroyed it under this one, reported as the runtime failing ("8: the runtime
+            # keeps working", IllegalState), with a seed that pointed at the runtime.
+            name = getattr(builder, "__qualname__", repr(builder))
+            raise ValueError(
+                f"stress builder {name} returned a graph it had returned before: each call "
+                "must make a new graph (the harness destroys every graph it is given)"
+            )
         graph = built
         owner = self.run.owner()
         try:
