@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import random
+import threading
 import time
 from collections.abc import Callable
 
@@ -314,3 +315,35 @@ def _leaves(error: BaseException) -> list[BaseException]:
     if isinstance(error, BaseExceptionGroup):
         return [leaf for inner in error.exceptions for leaf in _leaves(inner)]
     return [error]
+
+
+def _exhausted(after: int) -> Builder:
+    shapes = iter(range(after))
+    lock = threading.Lock()
+
+    def builder(rng: random.Random, buffer: ahg.DevicePtr) -> ahg.Graph:
+        with lock:
+            next(shapes)  # raises StopIteration once they are used up
+        return random_graph(rng, buffer)
+
+    return builder
+
+
+@pytest.mark.parametrize(("tasks", "threads"), [(1, 0), (3, 0), (0, 1), (0, 2), (2, 2)])
+def test_a_builder_raising_stop_iteration_ends_the_run_with_it_as_itself(
+    tasks: int, threads: int
+) -> None:
+    """Python turned it into ``RuntimeError("coroutine raised StopIteration")`` in a task
+    worker, and a thread worker's came without its cause."""
+    before = snapshot()
+    with pytest.raises(StopIteration):
+        stress([_exhausted(3)], ops=10**6, tasks=tasks, threads=threads, faults=False)
+    assert leak_report(before) is None
+
+
+def test_a_progress_callback_raising_stop_iteration_ends_the_run_with_it_as_itself() -> None:
+    def progress(report: StressReport) -> None:
+        raise StopIteration
+
+    with pytest.raises(StopIteration):
+        stress(ops=10**6, tasks=1, threads=1, faults=False, progress=progress)

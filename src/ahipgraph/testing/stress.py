@@ -1016,6 +1016,10 @@ class _Interrupt(Exception):
     raises is its own error, but in a task (or handed to one by a worker thread) it read as
     that worker's cancellation: the worker ended quietly and the run reported success, with
     no cycle run.
+
+    So is a ``StopIteration`` (a builder calling ``next()`` on an exhausted iterator): leaving
+    a coroutine it becomes ``RuntimeError("coroutine raised StopIteration")`` (PEP 479), and
+    handed over by a worker thread that ``RuntimeError`` came without it as its cause.
     """
 
     def __init__(self, error: BaseException) -> None:
@@ -1027,7 +1031,7 @@ class _Interrupt(Exception):
 def _carried_interrupts() -> Iterator[None]:
     try:
         yield
-    except (KeyboardInterrupt, SystemExit, asyncio.CancelledError) as error:
+    except (KeyboardInterrupt, SystemExit, asyncio.CancelledError, StopIteration) as error:
         raise _Interrupt(error) from error
 
 
