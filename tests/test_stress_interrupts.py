@@ -347,3 +347,12 @@ def test_a_progress_callback_raising_stop_iteration_ends_the_run_with_it_as_itse
 
     with pytest.raises(StopIteration):
         stress(ops=10**6, tasks=1, threads=1, faults=False, progress=progress)
+
+
+@pytest.mark.parametrize("builders", [b"ab", bytearray(b"ab"), "ab"])
+def test_builders_given_as_bytes_are_refused_as_not_a_sequence_of_builders(
+    builders: object,
+) -> None:
+    """Bytes passed the sequence check, and the refusal named the int 97, not the argument."""
+    with pytest.raises(TypeError, match="builders must be a sequence of graph builders"):
+        stress(builders, ops=5, tasks=1, threads=0)  # type: ignore[arg-type]

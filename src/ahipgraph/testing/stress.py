@@ -807,7 +807,8 @@ def _check_limits(
 def _check_callables(builders: object, faults: object, progress: object) -> None:
     """An empty or non-callable builder list, a truthy non-bool ``faults`` ("no") and a
     non-callable ``progress`` used to fail inside a worker, or not at all."""
-    if isinstance(builders, str) or not isinstance(builders, Sequence):
+    if isinstance(builders, str | bytes | bytearray) or not isinstance(builders, Sequence):
+        # Bytes are a sequence too, of ints: "a graph builder must be callable, got 120".
         raise TypeError(f"builders must be a sequence of graph builders, got {builders!r}")
     if not builders:
         raise ValueError("stress needs at least one graph builder")
