@@ -356,3 +356,21 @@ def test_builders_given_as_bytes_are_refused_as_not_a_sequence_of_builders(
     """Bytes passed the sequence check, and the refusal named the int 97, not the argument."""
     with pytest.raises(TypeError, match="builders must be a sequence of graph builders"):
         stress(builders, ops=5, tasks=1, threads=0)  # type: ignore[arg-type]
+
+
+def test_a_progress_callback_that_changes_its_report_does_not_change_the_run() -> None:
+    """It was handed the live report: ``ops`` set back kept an ``ops``-bounded run going for
+    good, and a replaced ``by_worker`` failed every worker's count with AttributeError."""
+    seen: list[StressReport] = []
+
+    def progress(report: StressReport) -> None:
+        seen.append(report)
+        report.ops = -(10**9)
+        report.by_worker = None  # type: ignore[assignment]
+
+    result = stress(ops=300, tasks=2, threads=1, faults=False, progress=progress)
+    assert result.ops >= 300
+    assert isinstance(result.by_worker, dict)
+    assert sum(result.by_worker.values()) == result.ops
+    assert seen
+    assert all(report is not result for report in seen)

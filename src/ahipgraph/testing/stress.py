@@ -55,7 +55,7 @@ import threading
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 import anyio
@@ -970,10 +970,19 @@ class _Stalled(Exception):
 
 
 async def _progress(run: _Run, report: Callable[[StressReport], None]) -> None:
+    """Call ``report`` with a copy of the report so far, about five times a second.
+
+    A copy, taken under the run's lock: the callback was handed the live report, so one that
+    changed it changed the run (``ops`` set back kept an ``ops``-bounded run going for good,
+    ``by_worker`` replaced failed every worker's count), and thread workers added to
+    ``by_worker`` while the callback iterated it.
+    """
     while True:
+        with run.lock:
+            seen = replace(run.report, by_worker=dict(run.report.by_worker))
         started = time.monotonic()
         with _carried_interrupts():
-            report(run.report)  # user code
+            report(seen)  # user code
         if time.monotonic() - started >= STALL_TIMEOUT_S:
             name = getattr(report, "__qualname__", repr(report))
             _check_blocking(run, "progress", f"progress callback {name}", started)
