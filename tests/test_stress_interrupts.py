@@ -374,3 +374,39 @@ def test_a_progress_callback_that_changes_its_report_does_not_change_the_run() -
     assert sum(result.by_worker.values()) == result.ops
     assert seen
     assert all(report is not result for report in seen)
+
+
+def _owning(error: type[BaseException]) -> Builder:
+    """Graphs that own a user object whose destructor raises ``error``."""
+
+    def builder(rng: random.Random, buffer: ahg.DevicePtr) -> ahg.Graph:
+        graph = random_graph(rng, buffer)
+
+        def destructor(data: object) -> None:
+            raise error("from a destructor")
+
+        owned = ahg.UserObject(destructor, data=None)
+        try:
+            graph.retain_user_object(owned)
+        finally:
+            owned.release()
+        return graph
+
+    return builder
+
+
+@pytest.mark.parametrize(("tasks", "threads"), _WORKERS)
+@pytest.mark.parametrize("error", [*INTERRUPTS, RuntimeError])
+def test_stress_whose_user_object_destructors_raise_leaves_nothing_behind(
+    error: type[BaseException], tasks: int, threads: int
+) -> None:
+    """A destructor run by a worker's destroy of its executable skipped the destroys after
+    it (its graph and the update's), and, raised in a task, its interrupt stopped the loop:
+    the next worker's, raised during the shutdown, cut that short too."""
+    before = snapshot()
+    with pytest.raises(BaseException) as raised:
+        stress([_owning(error)], ops=40, tasks=tasks, threads=threads, faults=False)
+    if error is not RuntimeError:
+        assert type(raised.value) is error
+    assert {type(leaf) for leaf in _leaves(raised.value)} == {error}
+    assert leak_report(before) is None

@@ -482,9 +482,9 @@ async def _async_cycle(cycle: _Cycle) -> None:
                 except GraphExecUpdateFailure:
                     fresh.destroy()
                 else:
-                    if current is not graph:
-                        current.destroy()
-                    current = fresh
+                    replaced, current = current, fresh  # kept even if a destructor raises
+                    if replaced is not graph:
+                        replaced.destroy()
                 run.count(cycle.name)
                 before = graph_exec.statistics()  # an update may take argument space
             await graph_exec.launch(cycle.stream)
@@ -496,10 +496,7 @@ async def _async_cycle(cycle: _Cycle) -> None:
         cycle.verify("replays")
         await _eager_check(cycle, current)
     finally:
-        graph_exec.destroy()
-        graph.destroy()
-        if current is not graph:
-            current.destroy()
+        _destroy_all(graph_exec, graph, None if current is graph else current)
     run.count(cycle.name, 2)
     cycle.stale(graph_exec)
     with run.lock:
@@ -564,6 +561,9 @@ async def _task_worker(run: _Run, index: int) -> None:
                 await _async_cycle(cycle)
     except HipError as error:  # the runtime raised where it should not have
         run.check(False, name, "8: the runtime keeps working", repr(error))
+    except (KeyboardInterrupt, SystemExit) as error:  # a user destructor's: see _destroy_all
+        run.halt()
+        raise _Interrupt(error) from error
     except BaseException:  # a builder's error, Ctrl-C, a cancellation: no worker starts again
         run.halt()
         raise
@@ -573,6 +573,29 @@ async def _task_worker(run: _Run, index: int) -> None:
         stream.destroy()
         # Memory is freed once the device drained (see _drain); a dying launch may still use it.
         run.to_free.append(cycle)
+
+
+def _destroy_all(*handles: Graph | GraphExec | None) -> None:
+    """Destroy every handle given, even when one's destroy raises, then raise the first error.
+
+    A destroy that releases a user object runs its destructor, user code that may raise
+    anything; ``destroy()`` finishes first, then raises it. One after another in a
+    ``finally``, the first destructor's ``KeyboardInterrupt`` skipped the destroys after it,
+    and those graphs stayed alive after the run. The workers carry such an interrupt as
+    :class:`_Interrupt`: raised in a task, it stopped the loop, and the next worker's raised
+    the same during the shutdown, which then never ran the other workers' cleanup.
+    """
+    error: BaseException | None = None
+    for handle in handles:
+        if handle is None:
+            continue
+        try:
+            handle.destroy()
+        except BaseException as exc:  # user code's, re-raised below once all are destroyed
+            if error is None:
+                error = exc
+    if error is not None:
+        raise error
 
 
 def _thread_worker(run: _Run, index: int) -> None:
@@ -636,6 +659,9 @@ def _thread_cycles(run: _Run, index: int) -> None:
             cycle.verify("thread replays")
     except HipError as error:
         run.check(False, name, "8: the runtime keeps working", repr(error))
+    except (KeyboardInterrupt, SystemExit) as error:  # a user destructor's: see _destroy_all
+        run.halt()
+        raise _Interrupt(error) from error
     except BaseException:  # stopped here, not once the loop hears of it
         run.halt()
         raise
