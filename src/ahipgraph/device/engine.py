@@ -245,6 +245,7 @@ class Engine:
 
     __slots__ = (
         "_idle",
+        "_interrupted",
         "_next_queue",
         "_pump",
         "_running",
@@ -285,6 +286,9 @@ class Engine:
         self._pump: asyncio.Handle | None = None  # the owner loop's callback running the table
         self._running = False  # the pump is running queues (on the owner loop's thread)
         self._idle = WaitQueue()
+        # The loop an interrupt from device work last escaped, and the tasks it had then
+        # (weakly): see interrupt_escapes.
+        self._interrupted: tuple[asyncio.AbstractEventLoop, weakref.WeakSet[Any]] | None = None
         self._next_queue = 0
         from .hwqueue import HardwareQueue  # hwqueue.py imports this module
 
@@ -322,6 +326,7 @@ class Engine:
         self._pump = None  # a callback left on the old loop sees it lost the engine
         self._running = False  # a closed loop cannot be running it
         self._idle = WaitQueue()
+        self._interrupted = None  # the old loop's shutdown is over
         if current is not None and (self.in_flight or current.is_closed()):
             # Work, and tasks waiting for ring room (even one woken that never resumed),
             # that the closed loop left behind.
@@ -453,6 +458,36 @@ class Engine:
             with self.lock:
                 self._running = False
 
+    def interrupt_escapes(self) -> bool:
+        """Whether a ``KeyboardInterrupt`` or ``SystemExit`` that device work raised on the
+        owner loop propagates (True: the caller re-raises it), or only fails its launch.
+
+        It propagates, stopping the loop on the spot, unless an earlier one escaped this loop
+        and every task the loop had then is done or being cancelled: the loop is shutting down
+        because of that first interrupt (``asyncio.run`` and ``anyio.run`` cancel what is left
+        and run it to its end before they re-raise it). Raised again there, a second one (the
+        next graph's host function raising the same) stopped that shutdown too: the loop closed
+        with the cancelled tasks' ``finally`` blocks never run, so every graph, executable and
+        stream they would have destroyed stayed alive, and work left queued stayed in flight.
+        The first interrupt is on its way to the caller already; the later one fails its launch
+        (its ``LaunchFailure`` has it as its cause). A loop that runs on after an interrupt,
+        its tasks not cancelled, still gets every later one.
+
+        Called only when an interrupt escaped user code (never on the replay path); on the
+        owner loop's thread.
+        """
+        loop = self.loop
+        interrupted = self._interrupted
+        if (
+            interrupted is not None
+            and interrupted[0] is loop
+            and all(task.done() or task.cancelling() for task in interrupted[1])
+        ):
+            return False
+        if loop is not None:
+            self._interrupted = (loop, weakref.WeakSet(asyncio.all_tasks(loop)))
+        return True
+
     def became_idle(self) -> None:
         """The last packet in flight finished (queues count ``in_flight`` down themselves)."""
         self._idle.unpark_all()
@@ -574,7 +609,7 @@ class Engine:
         # the queue's run and leaving the queue parked for good; and a cancelled body is judged
         # as its cancellation reaches it (see _awaiting).
         started: list[bool] = []
-        body = _awaiting(awaitable, started)
+        body = _awaiting(awaitable, started, self)
         future: asyncio.Future[Any] = asyncio.ensure_future(body, loop=self.loop)
         # The loop may close before it ever runs the task: a pump turn in the last turns of
         # ``asyncio.run`` (after it cancelled what was left) starts the next body. The work is
@@ -650,7 +685,17 @@ CUT_SHORT_BY_LOOP: weakref.WeakSet[asyncio.Future[Any]] = weakref.WeakSet()
 """The tasks of async bodies that their event loop cancelled as it shut down."""
 
 
-async def _awaiting(awaitable: Awaitable[Any], started: list[bool]) -> Any:
+class HeldInterrupt(Exception):
+    """A ``KeyboardInterrupt`` or ``SystemExit`` an async body raised while its loop shut down
+    for an earlier one (see :meth:`Engine.interrupt_escapes`): an ordinary error, so its task
+    does not re-raise it out of the loop, and the program fails with the original."""
+
+    def __init__(self, interrupt: BaseException) -> None:
+        super().__init__(repr(interrupt))
+        self.interrupt = interrupt
+
+
+async def _awaiting(awaitable: Awaitable[Any], started: list[bool], engine: Engine) -> Any:
     """Await a body; note its task in :data:`CUT_SHORT_BY_LOOP` if its loop cut it short.
 
     A loop shutting down (``asyncio.run``, a test runner's teardown) cancels every task it has
@@ -659,6 +704,9 @@ async def _awaiting(awaitable: Awaitable[Any], started: list[bool]) -> Any:
     done callbacks run: by then user code may have cancelled another task (a task group whose
     child failed cancels its parent), and a body user code cancelled would pass for one the
     loop cut short.
+
+    A ``KeyboardInterrupt`` or ``SystemExit`` raised while the loop shuts down for an earlier
+    one is handed back as a :class:`HeldInterrupt`, which only fails the launch.
     """
     started.append(True)
     _UNSTARTED.pop(id(started), None)
@@ -667,6 +715,10 @@ async def _awaiting(awaitable: Awaitable[Any], started: list[bool]) -> Any:
     del running  # the frame must not hold its own task
     try:
         return await awaitable
+    except (KeyboardInterrupt, SystemExit) as interrupt:
+        if engine.interrupt_escapes():
+            raise  # asyncio re-raises it out of the loop
+        raise HeldInterrupt(interrupt) from None
     except asyncio.CancelledError:
         task = asyncio.current_task()
         if task is not None and task.cancelling():

@@ -236,10 +236,13 @@ class HardwareQueue:
                 engine.in_flight -= 1
                 if not engine.in_flight:
                     engine.became_idle()
-            if program.interrupt is not None:  # KeyboardInterrupt/SystemExit: finished, re-raise
+            interrupt = program.interrupt
+            if interrupt is not None and engine.interrupt_escapes():
+                # KeyboardInterrupt/SystemExit: finished, re-raise (unless the loop is shutting
+                # down for an earlier one: it then only failed the launch)
                 if packets:
                     engine.schedule(self)  # the rest still runs on a later turn
-                raise program.interrupt
+                raise interrupt
         return ran
 
     def abandon(self, error: HipError) -> None:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.errors import HipError, LaunchFailure
 from . import hooks
-from .engine import CUT_SHORT_BY_LOOP, mark_abandoned
+from .engine import CUT_SHORT_BY_LOOP, HeldInterrupt, mark_abandoned
 from .ops import Op
 from .signal import Signal
 
@@ -242,6 +242,8 @@ class Program:
                 failure = asyncio.CancelledError()
                 self._record(op.fault(failure))
         elif (failure := future.exception()) is not None:
+            if isinstance(failure, HeldInterrupt):  # see Engine.interrupt_escapes
+                failure = failure.interrupt
             if not isinstance(failure, INTERRUPTS):
                 self._record(op.fault(failure))
             else:

@@ -12,7 +12,9 @@ Design. :func:`stress` runs on fresh simulated devices under anyio (asyncio back
   (work that never finishes is a violation, not a run that never ends);
 * a **watchdog** bounds a run by operations too: when no operation completes anywhere for
   :data:`STALL_TIMEOUT_S` (wall-clock: the simulated clock stands still while a host function
-  waits), the run stops with a :class:`StressViolation` naming the workers still in a cycle;
+  waits), the run stops with a :class:`StressViolation` naming the workers still in a cycle.
+  Synchronous user code on the loop (a task worker's builder, the progress callback) keeps the
+  watchdog from running: once it returns after that long, the violation names it instead;
 * thread workers build, instantiate, update and destroy from their own threads and reach the
   loop through ``_Run.in_loop`` to launch, so destroys race launches for real. They
   cannot be cancelled: whatever cancels the workers (a failure, the deadline, Ctrl-C) sets
@@ -51,8 +53,9 @@ import math
 import random
 import threading
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 import anyio
@@ -109,7 +112,8 @@ _T = TypeVar("_T")
 Builder = Callable[[random.Random, DevicePtr], Graph]
 """``builder(rng, buffer) -> Graph``: a graph whose work touches only ``buffer``
 (``CELLS`` int32 cells on device 0). Two calls with equally seeded ``rng`` must give graphs of
-the same shape (the harness updates executables with them)."""
+the same shape (the harness updates executables with them). Each call makes a new graph, which
+the harness destroys: one returned again is refused with ``ValueError``."""
 
 
 @kernel
@@ -209,6 +213,8 @@ class _Run:
         self.halted = False
         self.lock = threading.Lock()
         self.destructed: dict[int, int] = {}
+        # Every graph a builder returned (see _Cycle.build): one returned again is refused.
+        self.built: weakref.WeakSet[Graph] = weakref.WeakSet()
         self.owners = itertools.count()
         self.to_free: list[_Cycle] = []  # freed once the device has drained
         # Workers not yet returned, and the cancel scopes of what waits for thread workers
@@ -217,6 +223,9 @@ class _Run:
         self.active: set[str] = set()
         self.loop_calls: set[anyio.CancelScope] = set()
         self.stalled = False
+        # User code ran on the loop past the stall bound (see _check_blocking): its violation
+        # names it, the watchdog's would only name every worker.
+        self.blocked = False
         self.loop: asyncio.AbstractEventLoop | None = None  # the run's, once it runs
         # Thread workers whose function is running, and the condition their end notifies.
         self.threads_running = 0
@@ -343,8 +352,11 @@ class _Run:
 class _Cycle:
     """One graph lifecycle on one worker's stream and buffer."""
 
-    def __init__(self, run: _Run, name: str, rng: random.Random, stream: Stream) -> None:
+    def __init__(
+        self, run: _Run, name: str, rng: random.Random, stream: Stream, on_loop: bool
+    ) -> None:
         self.run, self.name, self.rng, self.stream = run, name, rng, stream
+        self.on_loop = on_loop  # a task worker's: its builder runs on the event loop
         self.buffer = stream.device.malloc(4 * CELLS)
         self.expected = np.zeros(CELLS, dtype=np.int64)
         self.poison = Kernel(_add.body, name=f"stress-{name}")
@@ -354,8 +366,14 @@ class _Cycle:
 
     def build(self, shape_seed: int) -> Graph:
         builder = self.run.builders[shape_seed % len(self.run.builders)]
+        started = time.monotonic()
         with _carried_interrupts():
             built: object = builder(random.Random(shape_seed), self.buffer)  # user code
+        if self.on_loop and time.monotonic() - started >= STALL_TIMEOUT_S:
+            if isinstance(built, Graph) and not built.destroyed:
+                built.destroy()
+            name = getattr(builder, "__qualname__", repr(builder))
+            _check_blocking(self.run, self.name, f"builder {name}", started)
         if self.run.stalled:  # a thread worker abandoned while the builder ran: it is over
             if isinstance(built, Graph) and not built.destroyed:
                 built.destroy()
@@ -370,6 +388,18 @@ class _Cycle:
             # keeps working"), with a seed that pointed at the runtime, not the builder.
             name = getattr(builder, "__qualname__", repr(builder))
             raise ValueError(f"stress builder {name} returned a destroyed graph")
+        with self.run.lock:
+            again = built in self.run.built
+            self.run.built.add(built)
+        if again:
+            # A graph another cycle still uses (a builder caching its graph): the other cycle
+            # destroyed it under this one, reported as the runtime failing ("8: the runtime
+            # keeps working", IllegalState), with a seed that pointed at the runtime.
+            name = getattr(builder, "__qualname__", repr(builder))
+            raise ValueError(
+                f"stress builder {name} returned a graph it had returned before: each call "
+                "must make a new graph (the harness destroys every graph it is given)"
+            )
         graph = built
         owner = self.run.owner()
         try:
@@ -452,9 +482,9 @@ async def _async_cycle(cycle: _Cycle) -> None:
                 except GraphExecUpdateFailure:
                     fresh.destroy()
                 else:
-                    if current is not graph:
-                        current.destroy()
-                    current = fresh
+                    replaced, current = current, fresh  # kept even if a destructor raises
+                    if replaced is not graph:
+                        replaced.destroy()
                 run.count(cycle.name)
                 before = graph_exec.statistics()  # an update may take argument space
             await graph_exec.launch(cycle.stream)
@@ -466,10 +496,7 @@ async def _async_cycle(cycle: _Cycle) -> None:
         cycle.verify("replays")
         await _eager_check(cycle, current)
     finally:
-        graph_exec.destroy()
-        graph.destroy()
-        if current is not graph:
-            current.destroy()
+        _destroy_all(graph_exec, graph, None if current is graph else current)
     run.count(cycle.name, 2)
     cycle.stale(graph_exec)
     with run.lock:
@@ -521,7 +548,7 @@ async def _task_worker(run: _Run, index: int) -> None:
     name = f"task-{index}"
     rng = random.Random(f"{run.seed}/{name}")
     stream = run.device.create_stream(non_blocking=index % 2 == 0)
-    cycle = _Cycle(run, name, rng, stream)
+    cycle = _Cycle(run, name, rng, stream, on_loop=True)
     started = False
     with run.lock:
         run.active.add(name)
@@ -534,6 +561,9 @@ async def _task_worker(run: _Run, index: int) -> None:
                 await _async_cycle(cycle)
     except HipError as error:  # the runtime raised where it should not have
         run.check(False, name, "8: the runtime keeps working", repr(error))
+    except (KeyboardInterrupt, SystemExit) as error:  # a user destructor's: see _destroy_all
+        run.halt()
+        raise _Interrupt(error) from error
     except BaseException:  # a builder's error, Ctrl-C, a cancellation: no worker starts again
         run.halt()
         raise
@@ -543,6 +573,29 @@ async def _task_worker(run: _Run, index: int) -> None:
         stream.destroy()
         # Memory is freed once the device drained (see _drain); a dying launch may still use it.
         run.to_free.append(cycle)
+
+
+def _destroy_all(*handles: Graph | GraphExec | None) -> None:
+    """Destroy every handle given, even when one's destroy raises, then raise the first error.
+
+    A destroy that releases a user object runs its destructor, user code that may raise
+    anything; ``destroy()`` finishes first, then raises it. One after another in a
+    ``finally``, the first destructor's ``KeyboardInterrupt`` skipped the destroys after it,
+    and those graphs stayed alive after the run. The workers carry such an interrupt as
+    :class:`_Interrupt`: raised in a task, it stopped the loop, and the next worker's raised
+    the same during the shutdown, which then never ran the other workers' cleanup.
+    """
+    error: BaseException | None = None
+    for handle in handles:
+        if handle is None:
+            continue
+        try:
+            handle.destroy()
+        except BaseException as exc:  # user code's, re-raised below once all are destroyed
+            if error is None:
+                error = exc
+    if error is not None:
+        raise error
 
 
 def _thread_worker(run: _Run, index: int) -> None:
@@ -566,7 +619,7 @@ def _thread_cycles(run: _Run, index: int) -> None:
         return run.device.create_stream()
 
     stream = run.in_loop(create_stream)
-    cycle = _Cycle(run, name, rng, stream)
+    cycle = _Cycle(run, name, rng, stream, on_loop=False)
     started = False
     with run.lock:
         run.active.add(name)
@@ -606,6 +659,9 @@ def _thread_cycles(run: _Run, index: int) -> None:
             cycle.verify("thread replays")
     except HipError as error:
         run.check(False, name, "8: the runtime keeps working", repr(error))
+    except (KeyboardInterrupt, SystemExit) as error:  # a user destructor's: see _destroy_all
+        run.halt()
+        raise _Interrupt(error) from error
     except BaseException:  # stopped here, not once the loop hears of it
         run.halt()
         raise
@@ -777,7 +833,8 @@ def _check_limits(
 def _check_callables(builders: object, faults: object, progress: object) -> None:
     """An empty or non-callable builder list, a truthy non-bool ``faults`` ("no") and a
     non-callable ``progress`` used to fail inside a worker, or not at all."""
-    if isinstance(builders, str) or not isinstance(builders, Sequence):
+    if isinstance(builders, str | bytes | bytearray) or not isinstance(builders, Sequence):
+        # Bytes are a sequence too, of ints: "a graph builder must be callable, got 120".
         raise TypeError(f"builders must be a sequence of graph builders, got {builders!r}")
     if not builders:
         raise ValueError("stress needs at least one graph builder")
@@ -906,6 +963,8 @@ async def _watchdog(run: _Run) -> None:
         bound = STALL_TIMEOUT_S
         await anyio.sleep(min(bound / 4, 1.0))
         now = time.monotonic()
+        if run.blocked:  # the code that blocked the loop is named by its own violation
+            return
         if run.report.ops != done:
             done, since = run.report.ops, now
             continue
@@ -937,10 +996,47 @@ class _Stalled(Exception):
 
 
 async def _progress(run: _Run, report: Callable[[StressReport], None]) -> None:
+    """Call ``report`` with a copy of the report so far, about five times a second.
+
+    A copy, taken under the run's lock: the callback was handed the live report, so one that
+    changed it changed the run (``ops`` set back kept an ``ops``-bounded run going for good,
+    ``by_worker`` replaced failed every worker's count), and thread workers added to
+    ``by_worker`` while the callback iterated it.
+    """
     while True:
+        with run.lock:
+            seen = replace(run.report, by_worker=dict(run.report.by_worker))
+        started = time.monotonic()
         with _carried_interrupts():
-            report(run.report)  # user code
+            report(seen)  # user code
+        if time.monotonic() - started >= STALL_TIMEOUT_S:
+            name = getattr(report, "__qualname__", repr(report))
+            _check_blocking(run, "progress", f"progress callback {name}", started)
         await anyio.sleep(0.2)
+
+
+def _check_blocking(run: _Run, worker: str, what: str, started: float) -> None:
+    """User code that runs on the event loop (a task worker's builder, the progress callback)
+    ran at least :data:`STALL_TIMEOUT_S`: end the run with a violation that names it.
+
+    While it runs nothing else does, the watchdog included, so the stall bound cannot fire:
+    the run only went on, or ended with a stall report naming every worker, once it returned.
+    (Code that never returns still holds the loop for good: nothing on the loop can stop it.)
+
+    Raises:
+        StressViolation: always.
+    """
+    seconds = time.monotonic() - started
+    run.blocked = True  # the watchdog, which runs next, would report the same gap
+    run.check(
+        False,
+        worker,
+        "a stress run makes progress (stall)",
+        f"the {what} ran {seconds:.1f}s on the event loop (STALL_TIMEOUT_S="
+        f"{STALL_TIMEOUT_S:g}), blocking every task worker and the stall bound meanwhile: "
+        "synchronous user code on the loop must return promptly (use thread workers for "
+        "slow builders)",
+    )
 
 
 class _Interrupt(Exception):
@@ -956,6 +1052,10 @@ class _Interrupt(Exception):
     raises is its own error, but in a task (or handed to one by a worker thread) it read as
     that worker's cancellation: the worker ended quietly and the run reported success, with
     no cycle run.
+
+    So is a ``StopIteration`` (a builder calling ``next()`` on an exhausted iterator): leaving
+    a coroutine it becomes ``RuntimeError("coroutine raised StopIteration")`` (PEP 479), and
+    handed over by a worker thread that ``RuntimeError`` came without it as its cause.
     """
 
     def __init__(self, error: BaseException) -> None:
@@ -967,7 +1067,7 @@ class _Interrupt(Exception):
 def _carried_interrupts() -> Iterator[None]:
     try:
         yield
-    except (KeyboardInterrupt, SystemExit, asyncio.CancelledError) as error:
+    except (KeyboardInterrupt, SystemExit, asyncio.CancelledError, StopIteration) as error:
         raise _Interrupt(error) from error
 
 
