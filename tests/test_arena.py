@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import ahipgraph as ahg
-from ahipgraph.exec.arena import ARG_ALIGNMENT, KernelArgArena
+from ahipgraph.exec.arena import ARG_ALIGNMENT, JOIN_RUN, KernelArgArena
 
 
 def test_bump_allocation_is_aligned_and_adds_chunks_when_full(device: ahg.Device) -> None:
@@ -69,4 +69,27 @@ def test_a_full_device_reports_out_of_memory() -> None:
     arena.allocate(64)
     with pytest.raises(ahg.OutOfMemory):
         arena.allocate(8)
+    arena.close()
+
+
+@pytest.mark.parametrize("extra", [-JOIN_RUN - 1, -1, 0, 1, JOIN_RUN + 7])
+def test_a_long_run_of_one_shape_lands_slot_by_slot(device: ahg.Device, extra: int) -> None:
+    """A run longer than one join (written run by run) lands exactly where a single join puts
+    it: each item in its slot, and the padding between two items zero over stale bytes."""
+    count = 2 * JOIN_RUN + extra
+    size = 12  # four bytes of padding after each item
+    step = -(-size // ARG_ALIGNMENT) * ARG_ALIGNMENT
+    arena = KernelArgArena(device, step * (count + 2))
+    first = arena.place(b"", 1)  # opens the chunk: the run is one span after it
+    buffer = first.buffer
+    buffer[:] = b"\xee" * len(buffer)  # what an earlier owner of the memory left
+    datas = [i.to_bytes(size, "little") for i in range(count)]
+    ((chunk, span_buffer, offsets, sizes),) = arena.place_spans(datas, [size] * count)
+    assert (chunk, span_buffer) == (first.chunk, buffer)
+    assert list(offsets) == [step * (i + 1) for i in range(count)]
+    assert list(sizes) == [size] * count
+    end = offsets[-1] + size
+    assert bytes(buffer[offsets[0] : end]) == bytes(step - size).join(datas)
+    assert bytes(buffer[end : end + 1]) == b"\xee"  # nothing written past the last item
+    assert arena.statistics().live_slots == count + 1
     arena.close()

@@ -83,6 +83,28 @@ def _tally(device: Device, chunks: int, chunk_bytes: int) -> None:
 ArgSpan = tuple[int, memoryview, Sequence[int], Sequence[int]]
 
 
+# Items that one ``bytes.join`` writes: the join keeps a buffer record (80 bytes) per item and
+# builds its whole result before the copy, so a million items would take 100 MB of fresh memory
+# on every instantiate; in runs of this many both stay small and are reused while still cached.
+JOIN_RUN = 2048
+
+
+def _write_evenly(
+    buffer: memoryview, top: int, step: int, pad: bytes, datas: Sequence[bytes]
+) -> None:
+    """Write ``datas`` into ``buffer`` from ``top``, one every ``step`` bytes, ``pad`` (zeros)
+    between them: what ``buffer[top:...] = pad.join(datas)`` writes, in runs of
+    :data:`JOIN_RUN` items. Each run but the last ends with its last item's padding, so the
+    next run starts on its own slot."""
+    count = len(datas)
+    last = count - JOIN_RUN
+    for start in range(0, count, JOIN_RUN):
+        run = [*datas[start : start + JOIN_RUN], b""] if start < last else datas[start:]
+        payload = pad.join(run)
+        at = top + start * step
+        buffer[at : at + len(payload)] = payload
+
+
 class _Repeated(Sequence[int]):
     """``count`` times ``value``, without a slot each: the sizes of a run of one kernel."""
 
@@ -440,8 +462,7 @@ class KernelArgArena:
                 return None
             index = len(self._chunks) - 1
             buffer = self._chunks[index][1]
-            payload = bytes(step - length).join(datas)
-            buffer[top : top + len(payload)] = payload
+            _write_evenly(buffer, top, step, bytes(step - length), datas)
             self._top = top + count * step
             self._allocations += count
             self._live += count
