@@ -38,9 +38,9 @@ chains, one join; every node a kernel) of each size it measures, in one run, per
   this moment, for the least any Python graph must do per node. ``build / floor`` divides the
   build by it, a figure the machine's drift moves far less than the build's own.
 
-Sizes up to 100,000 nodes are measured three times, and each timing is the median; in every
-run, the phases that leave the graph as it was (the queries, the DOT text, a clone, an update)
-are also timed :data:`PHASE_REPEATS` times, and their figure is the median.
+Every size is measured :data:`RUNS` times, and each timing is the median; in every run, the
+phases that leave the graph as it was (the queries, the DOT text, a clone, an update) are also
+timed :data:`PHASE_REPEATS` times, and their figure is the median.
 The ratios of each figure to the same run's 10,000-node figure are reported too: flat per-node
 cost means ratios near 1. A shared machine's speed drifts over a run (on a small cloud VM, by
 up to about 1.8x for minutes at a time), and a large size takes long enough to fall in another
@@ -189,10 +189,9 @@ def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:
 
 
 # The phases that leave the graph as it was (its queries, its DOT text, a clone, an update) are
-# timed this many times in every run, and each figure is their median. A run of the largest size
-# is made once, and a single call of a phase that lasts a fraction of a second lands in whatever
-# state the machine is in at that moment, which can halve or double it; the reference runs of
-# the smallest size take three medians of their own. Every call pays what a first call pays: its
+# timed this many times in every run, and each figure is their median: a single call of a phase
+# that lasts a fraction of a second lands in whatever state the machine is in at that moment,
+# which can halve or double it. Every call pays what a first call pays: its
 # result is freed before the next one (a large result's memory goes back to the system, so each
 # call takes fresh pages again).
 PHASE_REPEATS = 3
@@ -310,13 +309,12 @@ def bytes_per_node(shape: str, size: int, device: ahg.Device, x: ahg.DevicePtr) 
     }
 
 
-# Sizes up to this are measured three times and each figure is the median: a single run of a
-# small graph is a few milliseconds per phase, which one burst of machine noise can double.
-REPEAT_UP_TO = 100_000
-
-
-def repeats(size: int) -> int:
-    return 3 if size <= REPEAT_UP_TO else 1
+# Runs of each size; each figure is their median. A single run of a small graph is a few
+# milliseconds per phase, which one burst of machine noise can double; the first run of the
+# largest size is the first to take its memory from the system (on a virtual machine, memory
+# untouched since boot costs several times a reused page; see the module notes), which lands
+# in whichever phase first grows the heap that far.
+RUNS = 3
 
 
 def median_figures(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -384,7 +382,7 @@ async def measure(sizes: tuple[int, ...], memory: bool = True) -> dict[str, Any]
             references: dict[str, Any] = {}
             for size in sizes:
                 before = await runs_of(shape, smallest, REFERENCE_RUNS) if size > smallest else []
-                figures[str(size)] = median_figures(await runs_of(shape, size, repeats(size)))
+                figures[str(size)] = median_figures(await runs_of(shape, size, RUNS))
                 if before:
                     after = await runs_of(shape, smallest, REFERENCE_RUNS)
                     references[str(size)] = median_figures(before + after)

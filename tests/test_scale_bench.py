@@ -25,7 +25,7 @@ async def test_a_ratio_divides_by_the_smallest_size_measured_around_the_larger_o
     # everything around the larger size at half speed (each figure twice as large).
     def fake_time_one(shape: str, size: int, device: Any, x: Any) -> Any:
         calls.append((shape, size))
-        first = bench.repeats(5) + (shape == bench.SHAPES[0])  # the warm-up run
+        first = bench.RUNS + (shape == bench.SHAPES[0])  # the warm-up run
         slow = 1.0 if len([c for c in calls if c[0] == shape]) <= first else 2.0
 
         async def figures() -> dict[str, Any]:
@@ -43,7 +43,7 @@ async def test_a_ratio_divides_by_the_smallest_size_measured_around_the_larger_o
         if shape == bench.SHAPES[0]:
             assert sequence[0] == 5  # the warm-up run, left out
             sequence = sequence[1:]
-        assert sequence == [5] * bench.repeats(5) + [5] * runs + [7] * bench.repeats(7) + [5] * runs
+        assert sequence == [5] * bench.RUNS + [5] * runs + [7] * bench.RUNS + [5] * runs
         assert out[shape]["5"]["build_us"] == 1.0
         assert out["reference"][shape]["7"]["build_us"] == 2.0
         # 6.0 / 2.0, not 6.0 / 1.0: the drift between the start and the larger size is gone
