@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 import ahipgraph as ahg
@@ -188,6 +189,15 @@ def test_an_error_from_the_stress_progress_callback_surfaces_as_itself() -> None
 
     with pytest.raises(LookupError, match="progress broke"):
         stress(ops=200, tasks=1, threads=0, faults=False, progress=progress)
+
+
+@pytest.mark.parametrize("faults", [np.True_, np.False_], ids=str)
+def test_stress_takes_numpy_s_bool_for_faults(faults: Any) -> None:
+    """``faults`` is a switch, as ``set_node_enabled``'s flag is: numpy's bool (a comparison's
+    result) switches it like Python's, where it used to be refused."""
+    report = stress(ops=300, tasks=1, threads=0, seed=3, faults=faults)
+    assert report.ops >= 300
+    assert (report.faults > 0) is bool(faults)
 
 
 @pytest.mark.asyncio

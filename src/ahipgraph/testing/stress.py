@@ -70,7 +70,7 @@ from ..core.errors import (
     LaunchFailure,
     OutOfMemory,
 )
-from ..core.ints import as_int, as_optional_int
+from ..core.ints import as_int, as_optional_int, is_bool
 from ..device.kernel import Kernel, Threads, kernel
 from ..device.kernel_args import Ptr, int32
 from ..device.pointer import DevicePtr
@@ -737,6 +737,7 @@ def stress(
     """
     seed, ops, tasks, threads = _check_limits(seed, ops, duration, tasks, threads)
     _check_callables(builders, faults, progress)
+    faults = bool(faults)  # numpy's bool too (a switch: see core.ints.flag_or_none)
     if not _RUNNING.acquire(blocking=False):
         # Each run replaces the process-wide devices table: a second run (from another
         # thread) took the first one's devices away, and both reported a broken invariant
@@ -841,7 +842,7 @@ def _check_callables(builders: object, faults: object, progress: object) -> None
     for builder in builders:
         if not callable(builder):
             raise TypeError(f"a graph builder must be callable, got {builder!r}")
-    if not isinstance(faults, bool):
+    if not is_bool(faults):
         raise TypeError(f"faults must be a bool, got {faults!r}")
     if progress is not None and not callable(progress):
         raise TypeError(f"progress must be callable or None, got {progress!r}")
