@@ -531,6 +531,9 @@ class _WatchedLock:
     def release(self) -> None:
         self._lock.release()
 
+    def _is_owned(self) -> bool:  # as the engine's (see Engine.submitting)
+        return bool(self._lock._is_owned())
+
     def __enter__(self) -> bool:
         return self.acquire()
 

@@ -189,9 +189,12 @@ class _TellingLock:
     """The engine's lock, telling when ``thread`` finds it held and has to wait for it."""
 
     def __init__(self, thread_name: str) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # as the engine's (see Engine.submitting)
         self.thread_name = thread_name
         self.contended = threading.Event()
+
+    def _is_owned(self) -> bool:
+        return self._lock._is_owned()  # type: ignore[attr-defined,no-any-return]
 
     def __enter__(self) -> _TellingLock:
         if not self._lock.acquire(blocking=False):
@@ -308,7 +311,7 @@ def test_a_second_loop_cannot_take_the_device_between_a_launchs_check_and_its_su
     assert (stats.launches, stats.completed, stats.in_flight) == (1, 1, 0)
     assert stats.signal_pool.free == stats.signal_pool.sets == 1
     assert device.statistics().in_flight == 0
-    device.engine.lock = threading.Lock()  # type: ignore[misc]
+    device.engine.lock = threading.RLock()  # type: ignore[misc]
     graph_exec.destroy()
     graph.destroy()
     stream_a.destroy()

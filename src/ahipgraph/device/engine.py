@@ -25,9 +25,15 @@ atomic when loops on several threads share a device:
 * work is scheduled onto the owner loop with ``call_soon``, or ``call_soon_threadsafe`` from
   another thread, so a future of one loop is never resolved from another loop's thread.
 
-The lock is a plain (not re-entrant) lock, held only for bookkeeping: never while user code
-runs, never taken twice by one caller (the ``*_locked`` methods are for callers holding it), so
-an uncontended submission pays one acquire. The queues, the ready table and ``in_flight``
+The lock is held only for bookkeeping: never while user code runs on purpose, never taken twice
+by one caller (the ``*_locked`` methods are for callers holding it), so an uncontended
+submission pays one acquire. Python can still run user code under it: an allocation made there
+may start a collection, and a finalizer (``__del__``, a weakref callback) or a
+``gc.callbacks`` hook then runs on this thread, mid-bookkeeping. So the lock is re-entrant,
+and what such code does that needs no submission (make a stream, free memory, destroy a
+handle) works. A submission from there is refused (:meth:`Engine.submitting`,
+``IllegalState``): it would append its packets in the middle of the enqueue it interrupted,
+and with a plain lock it waited for itself for ever. The queues, the ready table and ``in_flight``
 change only on the owner loop's thread: under the lock when a submission may race a binding,
 without it while the pump runs (``_running`` keeps every other loop out) or from a packet's
 wake (work in flight keeps every other loop out).
@@ -264,8 +270,8 @@ class Engine:
     def __init__(self, device: DeviceBase, hardware_queues: int) -> None:
         self.device = device  # what the queues' programs run against (memory, ordinal)
         self.clock = SimClock()
-        # Not re-entrant, never held while user code runs: see the module note.
-        self.lock = threading.Lock()
+        # Re-entrant only for finalizers the collector runs under it: see the module note.
+        self.lock = threading.RLock()
         self.loop: asyncio.AbstractEventLoop | None = None
         self.in_flight = 0
         # Set once configure_devices replaced the device: every submission is refused (see
@@ -344,6 +350,24 @@ class Engine:
         if loop is None or loop is not self.loop:
             return self.bind_loop()
         return loop
+
+    def submitting(self) -> threading.RLock:
+        """:attr:`lock`, for a submission to take (``with engine.submitting():``).
+
+        Raises:
+            IllegalState: this thread holds the lock already: the caller is a finalizer or a
+                collector callback that an allocation under it ran (see the module note), and
+                its work would be appended in the middle of another submission. Nothing
+                changes.
+        """
+        lock = self.lock
+        if lock._is_owned():  # type: ignore[attr-defined]  # (threading.Condition uses it too)
+            raise IllegalState(
+                f"device {self.device.ordinal}: work enqueued by a finalizer or garbage-collector "
+                "callback that ran inside an enqueue on this thread; enqueue it from the event "
+                "loop instead (loop.call_soon)"
+            )
+        return lock
 
     def claim_locked(self) -> asyncio.AbstractEventLoop:
         """:meth:`claim` for a caller that holds :attr:`lock`: the owner check and what the

@@ -174,7 +174,7 @@ class HardwareQueue:
         Raises: as :meth:`Engine.bind_loop`, before anything changes.
         """
         engine = self.engine
-        with engine.lock:  # the owner check and the append are one step for other threads
+        with engine.submitting():  # the owner check and the append: one step for other threads
             engine.claim_locked()
             self.submit_locked(program)
 

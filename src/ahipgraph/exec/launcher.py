@@ -394,7 +394,12 @@ class Launcher:
         back and changes nothing.
         """
         engine = self.device.engine
-        with engine.lock:  # no other loop can take the device between the check and the submit
+        try:
+            lock = engine.submitting()
+        except BaseException:
+            self.pool.give_back(signal_set)
+            raise
+        with lock:  # no other loop can take the device between the check and the submit
             try:
                 engine.claim_locked()  # taken by another thread's loop meanwhile, and busy
             except BaseException:

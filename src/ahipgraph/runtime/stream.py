@@ -262,7 +262,7 @@ class Stream(
         another loop). All before anything changes.
         """
         engine = self.queue.engine
-        with engine.lock:  # the owner check and every packet of this enqueue: one step
+        with engine.submitting():  # the owner check and every packet of this enqueue: one step
             if self.state is not _OPEN or self._capture is not part:
                 self._changed_under_call()
             engine.claim_locked()

@@ -108,7 +108,7 @@ class StreamMemoryMixin:
         # and a device configure_devices replaced takes nothing new (InvalidDevice): its
         # successor has its ordinal and addresses, so the pointer would name the successor's.
         engine = stream.device.engine
-        with engine.lock:
+        with engine.submitting():
             engine.claim_locked()
         ptr = stream.device.memory.malloc(nbytes)
         if observe.observer is not None:
