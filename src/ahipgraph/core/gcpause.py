@@ -57,10 +57,13 @@ more than twice :data:`PAUSED_YOUNG`. (A program whose own first threshold is la
 interval keeps it, as before: the passes then come at the program's threshold.) Intervals are
 counted in allocations, not in passes: passes that come more often (another watched build's,
 the program's own ``gc.collect``) ask a build more often without making its interval grow any
-faster. Several watched builds (in several threads) each keep their own interval, and the
-threshold is the smallest of them, so none overshoots more than its own bound; once the last
-watched build ends, any other pause still in force holds the passes back to
-:data:`PAUSED_YOUNG` again, and the last pause to end puts the program's thresholds back.
+faster. A build that begins while a pause is in force (another thread's) starts none of its
+own and goes on under that one; several watched builds are in force together only when their
+threads all found none in force as they began (a thread switch between the check and the
+start). Each then keeps its own interval, and the threshold is the smallest of them, so none
+overshoots more than its own bound; once the last watched build ends, any other pause still in
+force holds the passes back to :data:`PAUSED_YOUNG` again, and the last pause to end puts the
+program's thresholds back.
 
 The thread's next bulk operation (:func:`paused`: the graph's instantiate, a clone) ends its
 watched pause at once, and so does the graph's freeing (a pause that only the passes could
