@@ -149,8 +149,9 @@ def _in_thread(work: Callable[[], None]) -> None:
 
 @pytest.mark.usefixtures("small_bulk")
 def test_a_build_in_a_thread_without_an_event_loop_is_paused_until_it_stops_growing() -> None:
-    """No loop iteration ends such a pause: the collector's young passes, which still come every
-    WATCHED_YOUNG allocations, end it at the first that finds the graph no bigger."""
+    """No loop iteration ends such a pause: the collector's young passes, which still come (the
+    first after WATCHED_YOUNG allocations), end it at the first that finds the graph no
+    bigger."""
     seen: list[object] = []
     young = gc.get_threshold()[0]
 
@@ -204,7 +205,7 @@ def test_the_building_threads_next_bulk_operation_ends_its_watched_pause() -> No
 @pytest.mark.usefixtures("small_bulk")
 def test_another_threads_bulk_operation_leaves_a_watched_build_paused_and_watched() -> None:
     """Another thread's instantiate says nothing of this thread's build: the passes still come
-    every WATCHED_YOUNG allocations to see it end."""
+    at its interval (WATCHED_YOUNG allocations, before any pass backed it off) to see it end."""
     young = gc.get_threshold()[0]
     graph = _build(SMALL_BULK * 2)
     seen: list[object] = []

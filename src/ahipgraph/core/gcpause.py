@@ -32,15 +32,44 @@ by the build) and kept open ends it at the collector's next young pass.
 
 A thread without a running event loop (a script that builds its graphs before
 ``asyncio.run``, a worker thread) has no iteration to end its pause. There the pause is
-watched instead: young passes still come, every :data:`WATCHED_YOUNG` allocations rather than
-every few hundred, and each one asks the build's ``progress`` (the graph's node count) whether
-it moved since the one before. The first pass that finds it unchanged (or the graph gone) ends
-the pause, so a pause outlives its build by at most twice :data:`WATCHED_YOUNG` allocations,
-and in the meantime only the rare full passes are held back. The thread's next bulk operation
-(:func:`paused`: the graph's instantiate, a clone) ends it at once, and so does the graph's
-freeing (a pause that only the passes could end would outlive a graph dropped by a program
-that removed the collector's callback from ``gc.callbacks``; such a program's pause over a
-graph it keeps ends at that thread's next bulk operation).
+watched instead: young passes still come, and each one asks the build's ``progress`` (the
+graph's node count) whether it moved since the one before. The first pass that finds it
+unchanged (or the graph gone) ends the pause. The passes back off as the build goes on: the
+first comes after :data:`WATCHED_YOUNG` allocations, and each pass that finds the build grown
+lets the next come after :data:`WATCHED_YOUNG` more allocations than the pause has lasted so
+far, at most :data:`PAUSED_YOUNG` (allocations of container objects as the collector counts
+them: by every thread, less those freed). For a build alone that doubles the interval at every
+pass, so a build of N allocations makes about log2(N / WATCHED_YOUNG) young passes rather than
+one per :data:`WATCHED_YOUNG`, each over what the build made since the one before. At CPython's
+default thresholds every twelfth pass is a first-generation one, over everything the build
+made since the last such pass: a build of up to about 13 million allocations (four million
+kernel nodes) makes at most seven passes, none of them a first-generation one unless the
+collector had already made more than four young passes since its last first-generation one
+(``gc.get_count()[1]``) when the pause began.
+
+The price is an overshoot that grows with the build, as the collector's own full passes wait
+for the long-lived objects to grow by a quarter. A pause outlives its build by at most two
+intervals (the pass that sees the build's last growth, then the one that finds none), and an
+interval is at most :data:`WATCHED_YOUNG` more than the allocations the pause had counted at
+the pass that set it. So if the pause has counted B allocations when the build makes its last,
+fewer than 3 * (B + :data:`WATCHED_YOUNG`) allocations follow before the pause ends, and never
+more than twice :data:`PAUSED_YOUNG`. (A program whose own first threshold is larger than the
+interval keeps it, as before: the passes then come at the program's threshold.) Intervals are
+counted in allocations, not in passes: passes that come more often (another watched build's,
+the program's own ``gc.collect``) ask a build more often without making its interval grow any
+faster. A build that begins while a pause is in force (another thread's) starts none of its
+own and goes on under that one; several watched builds are in force together only when their
+threads all found none in force as they began (a thread switch between the check and the
+start). Each then keeps its own interval, and the threshold is the smallest of them, so none
+overshoots more than its own bound; once the last watched build ends, any other pause still in
+force holds the passes back to :data:`PAUSED_YOUNG` again, and the last pause to end puts the
+program's thresholds back.
+
+The thread's next bulk operation (:func:`paused`: the graph's instantiate, a clone) ends its
+watched pause at once, and so does the graph's freeing (a pause that only the passes could
+end would outlive a graph dropped by a program that removed the collector's callback from
+``gc.callbacks``; such a program's pause over a graph it keeps ends at that thread's next
+bulk operation).
 
 When such a pause ends a large build (:func:`_settle`), one pass does what the collector's
 accounting would make it do next: a full pass if the build's young objects are so many that
@@ -76,10 +105,12 @@ __all__ = ["PAUSED_YOUNG", "WATCHED_YOUNG", "is_paused", "pause_until_yield", "p
 # 2.5 million kernel nodes): rare enough that a bulk build makes few or none, and a bound on
 # how long a pause that nothing ends can last.
 PAUSED_YOUNG = 10_000_000
-# A watched pause (a build in a thread without a running loop) lets a young pass come after
-# this many allocations (about 20,000 kernel nodes), to see whether its build goes on: often
-# enough to end soon after the build, rarely enough that a build of any size makes about one
-# young pass per 20,000 nodes, none of them full.
+# A watched pause (a build in a thread without a running loop) lets its first young pass come
+# after this many allocations (about 30,000 kernel nodes), to see whether its build goes on:
+# often enough that a small build's pause ends soon after it. Each pass that finds the build
+# grown lets the next come after this many more allocations than the pause has counted so far
+# (at most PAUSED_YOUNG): twice the interval before, for a build alone, so a build of N
+# allocations makes about log2(N / WATCHED_YOUNG) young passes (see _WatchedBurst).
 WATCHED_YOUNG = 100_000
 
 _lock = threading.RLock()  # re-entrant: a pause freed by the collector ends inside its own lock
@@ -89,6 +120,11 @@ _applied: tuple[int, ...] = ()  # the thresholds the pause set
 _bursts: weakref.WeakSet[_Burst] = weakref.WeakSet()  # pauses an event loop ends
 _watched: set[_WatchedBurst] = set()  # pauses the collector's passes end (held here)
 _in_callback = False  # ending a pause from the collector's callback (see _on_collect)
+# Young allocations the collector counted before each pass it made while the module's callback
+# was in place (gc.get_count()[0] at the pass's start, which the pass then sets back to 0):
+# with the count since the last pass, how many it has counted in all. A watched pause reads it
+# at its start and at each pass to know how many allocations it has lasted (_WatchedBurst).
+_counted = 0
 _settling = False  # making a burst's closing pass (see _leave)
 
 
@@ -114,8 +150,10 @@ def _enter() -> None:
 
 def _apply_pause_thresholds() -> None:
     """Set the thresholds a pause holds (caller holds the lock): the program's, with the first
-    raised to :data:`PAUSED_YOUNG`, or only to :data:`WATCHED_YOUNG` while a watched pause
-    needs passes to see its build end. Thresholds the program set during the pause stay."""
+    raised to :data:`PAUSED_YOUNG`, or while watched pauses need passes to see their builds
+    end, only to the smallest of their intervals (each its own, :class:`_WatchedBurst`), so no
+    build's pass comes later than its own interval allows. Thresholds the program set during
+    the pause stay."""
     global _applied
     # Read before anything allocates: a young pass run by an allocation here may end pauses
     # (the last one too, putting the program's thresholds back) or set them again itself.
@@ -126,7 +164,7 @@ def _apply_pause_thresholds() -> None:
     if before and current != before:
         return
     first = saved[0]
-    young = WATCHED_YOUNG if _watched else PAUSED_YOUNG
+    young = min([burst.interval for burst in _watched], default=PAUSED_YOUNG)
     applied = (max(first, young) if first else 0, *saved[1:])
     if applied != before and pauses and _applied is before:
         gc.set_threshold(*applied)
@@ -287,9 +325,18 @@ class _WatchedBurst(_Burst):
     held weakly, so a pause never keeps a dropped graph alive, and its freeing ends the pause
     at once: a program that removed the collector's callback (``gc.callbacks``) has no pass
     to see the graph gone. Held in ``_watched`` until it ends.
+
+    ``interval`` is how many allocations this build lets pass before the next young pass asks
+    it again: :data:`WATCHED_YOUNG` at first, then, at each pass that finds it grown,
+    :data:`WATCHED_YOUNG` more than the allocations the collector has counted since the pause
+    began (``start``, on the scale of ``_counted``), at most :data:`PAUSED_YOUNG`. For a build
+    alone, whose passes come at that interval, this doubles it at every pass. Counted in
+    allocations rather than passes, it does not grow faster when passes come more often (a
+    smaller interval of another thread's build, the program's own ``gc.collect``), so it stays
+    within what this build has lasted, whatever else makes passes.
     """
 
-    __slots__ = ("owner", "progress", "seen", "thread")
+    __slots__ = ("interval", "owner", "progress", "seen", "start", "thread")
 
     def __init__(self, owner: object, progress: Callable[[Any], int]) -> None:
         super().__init__(None)
@@ -304,9 +351,14 @@ class _WatchedBurst(_Burst):
         self.owner = weakref.ref(owner, owner_gone)
         self.progress = progress
         self.seen = progress(owner)
+        self.interval = WATCHED_YOUNG
+        self.start = _counted + gc.get_count()[0]  # the allocations counted before it began
 
     def stalled(self) -> bool:
-        """Whether the build made no progress since the last pass asked (or its owner is gone)."""
+        """Whether the build made no progress since the last pass asked (or its owner is gone).
+
+        Called by a pass (the collector's callback, with the lock): one that finds the build
+        grown also sets the interval before its next pass (see the class notes)."""
         owner = self.owner()
         if owner is None:
             return True
@@ -314,20 +366,28 @@ class _WatchedBurst(_Burst):
         if seen == self.seen:
             return True
         self.seen = seen
+        lasted = max(_counted - self.start, 0)  # (the count falls as the program frees)
+        self.interval = min(WATCHED_YOUNG + lasted, PAUSED_YOUNG)
         return False
 
 
 def _on_collect(phase: str, info: dict[str, Any]) -> None:
     """The collector's callback while paused: ends the pauses whose loop stopped, and the
-    watched pauses whose build stopped growing.
+    watched pauses whose build stopped growing; the watched builds still growing back off.
 
     Called at the start of every pass. A pass during a pause means :data:`PAUSED_YOUNG`
-    allocations since the last (:data:`WATCHED_YOUNG` while a pause is watched): a burst whose
-    loop is no longer running will not be ended by it, so it ends here, and so does a watched
-    build that made no progress since the pass before.
+    allocations since the last (fewer while a pause is watched: the smallest interval of the
+    watched builds): a burst whose loop is no longer running will not be ended by it, so it
+    ends here, and so does a watched build that made no progress since the pass before. Each
+    watched build still growing sets its next interval, and the pause's threshold follows.
     """
-    global _in_callback
-    if phase != "start" or not _bursts or _settling:
+    global _in_callback, _counted
+    if phase != "start":
+        return
+    # Counted at every pass, before anything that may skip the rest: a skipped pass's
+    # allocations still count towards every watched build's interval at the next.
+    _counted += gc.get_count()[0]
+    if not _bursts or _settling:
         return
     if not _lock.acquire(blocking=False):  # another thread is pausing: its next pass will do
         return
@@ -340,6 +400,8 @@ def _on_collect(phase: str, info: dict[str, Any]) -> None:
         try:
             for burst in [burst for burst in tuple(_bursts) if burst.stalled()]:
                 burst()
+            if _watched:  # the builds still growing have new intervals (an end applied them too)
+                _apply_pause_thresholds()
         finally:
             _in_callback = False
     finally:
