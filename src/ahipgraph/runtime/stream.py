@@ -189,6 +189,16 @@ class Stream(
         if self.state is not _OPEN:
             check_live(False, "stream", self)
 
+    def _check_takes_work(self) -> None:
+        """The handle check of eager work, after :meth:`_check_open`: a stream kept from a
+        device ``configure_devices`` replaced takes no new work (``InvalidDevice``, as its
+        submission would say). Checked before the call's arguments: its pointers resolve by
+        ordinal, so they would be looked up in the successor's memory, and the call refused or
+        not for what the successor happens to hold."""
+        engine = self.queue.engine
+        if engine.retired:
+            engine._refuse_retired()
+
     def _take_error(self) -> HipError | None:
         """Return and clear the stream's unreported failure."""
         error, self._error = self._error, None
@@ -213,9 +223,10 @@ class Stream(
 
     def _ring(self) -> HardwareQueue | None:
         """The hardware queue an enqueue needs room in; None while capturing (no packets), and
-        for a destroyed stream: the operation's body then reports it, in HIP's order among
-        the call's other errors (``record_event`` checks its flags and event first)."""
-        if self.state is not _OPEN or self._capture is not None:
+        for a destroyed stream or a replaced device: the operation's body then reports it, in
+        HIP's order among the call's other errors (``record_event`` checks its flags and
+        event first)."""
+        if self.state is not _OPEN or self._capture is not None or self.queue.engine.retired:
             return None
         return self.queue
 
@@ -347,6 +358,7 @@ class Stream(
             return part.add_kernel(
                 kernel, grid, block, args, shared_mem, self.priority, self.device
             )
+        self._check_takes_work()
         params = common_kernel_params(
             kernel, grid, block, args, shared_mem, 0, self.device
         ) or self._kernel_params(kernel, grid, block, args, shared_mem=shared_mem)
@@ -390,6 +402,7 @@ class Stream(
             return part.add(
                 "Memcpy", lambda: MemcpyParams.make(dst, src, nbytes, kind, empty_unchecked=True)
             )
+        self._check_takes_work()
         copy = self._memcpy_params(dst, src, nbytes, kind)
         return self._observed(copy, copy.op(self.device))
 
@@ -436,6 +449,7 @@ class Stream(
                     dst, value, count, element_size=element_size, empty_unchecked=True
                 ),
             )
+        self._check_takes_work()
         params = self._memset_params(dst, value, count, element_size=element_size)
         return self._observed(params, params.op(self.device))
 
