@@ -6,6 +6,7 @@ that found nothing are covered by the sweep files before this one.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -13,7 +14,9 @@ import numpy as np
 import pytest
 
 import ahipgraph as ahg
+from ahipgraph.testing import HeldKernel, loop_turns
 from cleanup import destroy
+from rings import CAPACITY, fill_ring, ring_of
 
 
 @ahg.kernel
@@ -76,3 +79,64 @@ async def test_a_kept_stream_of_a_replaced_device_is_refused_before_its_old_poin
     assert host.tolist() == [0] * 16
     destroy(old_stream)
     old.free(old_ptr)
+
+
+@pytest.mark.asyncio
+async def test_a_capturing_streams_real_wait_on_an_outside_record_needs_room_in_its_full_ring(
+    small_ring: ahg.Device,
+) -> None:
+    # A wait on an event recorded outside any capture is a real wait on a capturing stream too
+    # (HIP enqueues its marker): a barrier packet on the stream's hardware queue. The stream's
+    # ring had no say while it captured, so the packet went into a full ring (5 of 4, then 6)
+    # and neither the coroutine waited for room nor its twin reported NotReady.
+    device = small_ring
+    stream, other = device.create_stream(), device.create_stream()
+    gate = HeldKernel("gate")
+    await gate.launch(other)
+    pending = device.create_event()
+    await other.record_event(pending)  # recorded outside any capture, pending while gated
+    held = await fill_ring(device, stream)
+    stream.begin_capture()
+    before = ring_of(device, stream)
+    assert before.pending == CAPACITY
+    with pytest.raises(ahg.NotReady):
+        stream.wait_event_nowait(pending)
+    assert ring_of(device, stream) == before
+    waiting = asyncio.ensure_future(stream.wait_event(pending))
+    await loop_turns()
+    assert not waiting.done()  # parked for room, as any eager enqueue on a full ring
+    assert ring_of(device, stream).waiting_for_room == 1
+    assert ring_of(device, stream).pending == CAPACITY
+    held.release()  # the ring drains: the wait gets its room
+    await asyncio.wait_for(waiting, 10)
+    assert ring_of(device, stream).pending <= CAPACITY
+    assert stream.is_capturing() is ahg.CaptureStatus.ACTIVE
+    graph = stream.end_capture()
+    assert graph.nodes() == []  # a real wait, not a node
+    assert not stream.query()  # ... that holds the stream until the record completes
+    gate.release()
+    await stream.synchronize()
+    destroy(graph, stream, other, pending)
+
+
+@pytest.mark.asyncio
+async def test_a_capturing_streams_join_through_a_captured_record_needs_no_room(
+    small_ring: ahg.Device,
+) -> None:
+    # The other waits a capturing stream makes add no packet (a join, an EventWait node): on
+    # a full ring they neither wait nor report NotReady.
+    device = small_ring
+    stream, forked = device.create_stream(), device.create_stream()
+    joined = device.create_event()
+    held = await fill_ring(device, stream)
+    stream.begin_capture()
+    await stream.launch_host_func(int)
+    await stream.record_event(joined)
+    stream.wait_event_nowait(joined)  # a join into its own capture: no packet
+    await stream.wait_event(joined, 1)  # an EventWait node: no packet
+    assert ring_of(device, stream).waiting_for_room == 0
+    graph = stream.end_capture()
+    assert [node.type for node in graph.nodes()] == [ahg.NodeType.Host, ahg.NodeType.WaitEvent]
+    held.release()
+    await stream.synchronize()
+    destroy(graph, stream, forked, joined)

@@ -27,6 +27,7 @@ from .capture_fork import (
     record_eager,
     record_node_params,
     wait_event,
+    waits_eagerly,
 )
 from .capture_lifecycle import (
     abort,
@@ -96,4 +97,5 @@ __all__ = [
     "stream_destroyed",
     "update_dependencies",
     "wait_event",
+    "waits_eagerly",
 ]

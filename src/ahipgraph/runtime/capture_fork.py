@@ -34,8 +34,11 @@ from .capture_state import (
     EVENT_WAIT_DEFAULT,
     EVENT_WAIT_EXTERNAL,
     NULL_GUARD,
+    CaptureStatus,
     _refresh_null_guard,
 )
+
+_ACTIVE = CaptureStatus.ACTIVE
 
 if TYPE_CHECKING:
     from ..graph.node import GraphNode
@@ -48,6 +51,7 @@ __all__ = [
     "record_eager",
     "record_node_params",
     "wait_event",
+    "waits_eagerly",
 ]
 
 
@@ -121,6 +125,26 @@ def wait_event(stream: Stream, event: Event, flags: int) -> bool:
             parent.children.append(fork)
         _refresh_null_guard(stream.device)
         return True
+
+
+def waits_eagerly(stream: Stream, event: Event, flags: object) -> bool:
+    """Whether ``wait_event`` on ``stream``, which captures, is the real wait HIP enqueues
+    there (an event recorded outside any capture) rather than a node, a fork or join, or an
+    error: such a wait adds a packet to the stream's hardware queue, so it needs room in it
+    as any eager enqueue does. A read without the lock, for the call to know whether it may
+    wait for room: the call itself decides again (:func:`wait_event`)."""
+    part = stream._capture
+    if not isinstance(part, StreamCapture) or part.session.status is not _ACTIVE:
+        return False
+    if int_or_none(flags) != EVENT_WAIT_DEFAULT:
+        return False
+    link = _LINKS.get(event)
+    if link is None:
+        return True
+    if not link.ended:
+        return False
+    recorder = link.stream
+    return recorder is None or not isinstance(recorder._capture, StreamCapture)
 
 
 def missing(have: list[GraphNode], new: Iterable[GraphNode]) -> list[GraphNode]:

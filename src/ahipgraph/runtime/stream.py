@@ -595,8 +595,23 @@ class Stream(
         record = event.signal
         return record is None or record.value <= 0
 
+    def _wait_event_ring(self, event: Event, flags: int = 0) -> HardwareQueue | None:
+        """The queue ``wait_event`` needs room in: the stream's (see :meth:`_ring`), and on a
+        capturing stream too when the wait is a real one, on an event recorded outside any
+        capture (its barrier packet goes to the stream's queue, as HIP's marker does)."""
+        queue = self._ring()
+        if queue is not None or self.state is not _OPEN or self.queue.engine.retired:
+            return queue
+        given: object = event  # callers are untyped Python: check what really came in
+        if isinstance(given, Event) and capture.waits_eagerly(self, event, flags):
+            return self.queue
+        return None
+
     wait_event, wait_event_nowait = enqueue_pair(
-        _wait_event, at_call=_wait_event_later, packetless=_wait_event_packetless
+        _wait_event,
+        at_call=_wait_event_later,
+        packetless=_wait_event_packetless,
+        ring=_wait_event_ring,
     )
 
     async def synchronize(self) -> None:
