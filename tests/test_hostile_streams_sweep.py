@@ -82,6 +82,28 @@ async def test_a_kept_stream_of_a_replaced_device_is_refused_before_its_old_poin
 
 
 @pytest.mark.asyncio
+@pytest.mark.parametrize("nowait", [False, True], ids=["coroutine", "nowait"])
+async def test_a_kept_stream_of_a_replaced_device_recording_a_new_event_is_invalid_device(
+    nowait: bool,
+) -> None:
+    # The event is the successor's, the stream the old device's: the record was refused as
+    # "an event of device 0 recorded on a stream of device 0" (InvalidHandle), naming the
+    # event for what is wrong with the stream.
+    old_stream = ahg.get_device(0).create_stream()
+    ahg.configure_devices(1)
+    event = ahg.get_device(0).create_event()
+    before = old_stream.statistics()
+    record = old_stream.record_event_nowait if nowait else old_stream.record_event
+    with pytest.raises(ahg.InvalidDevice, match="replaced"):
+        await _outcome(lambda: record(event))
+    with pytest.raises(ahg.InvalidDevice, match="replaced"):
+        await event.record(old_stream)
+    assert old_stream.statistics() == before
+    assert event.query()  # still unrecorded
+    destroy(old_stream, event)
+
+
+@pytest.mark.asyncio
 async def test_a_capturing_streams_real_wait_on_an_outside_record_needs_room_in_its_full_ring(
     small_ring: ahg.Device,
 ) -> None:

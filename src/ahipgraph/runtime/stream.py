@@ -522,6 +522,7 @@ class Stream(
         return flag
 
     def _check_eager_record(self, event: Event) -> None:
+        self._check_takes_work()  # a kept stream of a replaced device: not a foreign event
         if event.device is not self.device:
             # HIP checks this for an eager record only (a capture takes any event): the
             # event's timestamps and completion belong to its own device's clock and engine.
