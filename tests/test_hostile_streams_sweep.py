@@ -162,3 +162,30 @@ async def test_a_capturing_streams_join_through_a_captured_record_needs_no_room(
     held.release()
     await stream.synchronize()
     destroy(graph, stream, forked, joined)
+
+
+@pytest.mark.asyncio
+async def test_a_capturing_streams_real_wait_parked_for_room_is_woken_by_the_streams_destroy(
+    small_ring: ahg.Device,
+) -> None:
+    device = small_ring
+    stream, other = device.create_stream(), device.create_stream()
+    gate = HeldKernel("gate")
+    await gate.launch(other)
+    pending = device.create_event()
+    await other.record_event(pending)
+    held = await fill_ring(device, stream)
+    stream.begin_capture()
+    waiting = asyncio.ensure_future(stream.wait_event(pending))
+    await loop_turns()
+    assert ring_of(device, stream).waiting_for_room == 1
+    stream.destroy()  # ends its capture and wakes the wait, which takes no room
+    with pytest.raises(ahg.ContextIsDestroyed):
+        await asyncio.wait_for(waiting, 10)
+    assert ring_of(device, stream).waiting_for_room == 0
+    assert ring_of(device, stream).pending == CAPACITY
+    assert ahg.capture_statistics() == ahg.CaptureStatistics(0, 0, 0)
+    held.release()
+    gate.release()
+    await device.synchronize()
+    destroy(other, pending)
