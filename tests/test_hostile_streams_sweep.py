@@ -189,3 +189,40 @@ async def test_a_capturing_streams_real_wait_parked_for_room_is_woken_by_the_str
     gate.release()
     await device.synchronize()
     destroy(other, pending)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("nowait", [False, True], ids=["coroutine", "nowait"])
+async def test_a_fork_through_an_event_with_an_older_pending_record_needs_no_room(
+    nowait: bool,
+) -> None:
+    # The event's latest record is a captured one, but an older eager record of it is still
+    # pending: the wait forks the full-ringed stream into the capture (no packet, as HIP's),
+    # yet it was judged by the older record: NotReady from the twin, and the coroutine
+    # waited for room it would not use (for good, behind a kernel that never ends).
+    properties = ahg.DeviceProperties(hardware_queues=3, hardware_queue_capacity=CAPACITY)
+    device = ahg.configure_devices(1, properties)[0]
+    gated, origin, forked = (device.create_stream() for _ in range(3))
+    gate = HeldKernel("gate")
+    await gate.launch(gated)
+    event = device.create_event()
+    await gated.record_event(event)  # an eager record, pending while gated
+    held = await fill_ring(device, forked)
+    origin.begin_capture()
+    await origin.launch_host_func(int)
+    await origin.record_event(event)  # the latest record: a captured one
+    before = ring_of(device, forked)
+    wait = forked.wait_event_nowait if nowait else forked.wait_event
+    await asyncio.wait_for(_outcome(lambda: wait(event)), 10)  # neither refused nor parked
+    assert forked.is_capturing() is ahg.CaptureStatus.ACTIVE  # forked into the capture
+    assert ring_of(device, forked) == before
+    await forked.launch_host_func(int)
+    joined = device.create_event()
+    await forked.record_event(joined)
+    await origin.wait_event(joined)
+    graph = origin.end_capture()
+    assert len(graph.nodes()) == 2
+    held.release()
+    gate.release()
+    await device.synchronize()
+    destroy(graph, gated, origin, forked, event, joined)

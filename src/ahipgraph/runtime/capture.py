@@ -26,6 +26,7 @@ from .capture_fork import (
     event_destroyed,
     record_eager,
     record_node_params,
+    recorded_in_capture,
     wait_event,
     waits_eagerly,
 )
@@ -92,6 +93,7 @@ __all__ = [
     "info",
     "record_eager",
     "record_node_params",
+    "recorded_in_capture",
     "statistics",
     "status",
     "stream_destroyed",

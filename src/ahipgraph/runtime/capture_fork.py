@@ -50,6 +50,7 @@ __all__ = [
     "event_destroyed",
     "record_eager",
     "record_node_params",
+    "recorded_in_capture",
     "wait_event",
     "waits_eagerly",
 ]
@@ -145,6 +146,14 @@ def waits_eagerly(stream: Stream, event: Event, flags: object) -> bool:
         return False
     recorder = link.stream
     return recorder is None or not isinstance(recorder._capture, StreamCapture)
+
+
+def recorded_in_capture(event: Event) -> bool:
+    """Whether ``event``'s latest record was made in a capture still running: a wait on it
+    forks or joins (or is refused), and adds no packet. A read without the lock, as
+    :func:`waits_eagerly`."""
+    link = _LINKS.get(event)
+    return link is not None and not link.ended
 
 
 def missing(have: list[GraphNode], new: Iterable[GraphNode]) -> list[GraphNode]:

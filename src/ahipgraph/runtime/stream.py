@@ -588,13 +588,16 @@ class Stream(
 
     def _wait_event_packetless(self, event: Event, flags: int = 0) -> bool:
         """Whether ``wait_event`` adds no packet now: the event is unrecorded or its record is
-        complete (HIP's ``hipStreamWaitEvent`` enqueues nothing then). Such a call needs no
-        room in a full ring. Not for a bad argument: the check before parking refuses it."""
+        complete (HIP's ``hipStreamWaitEvent`` enqueues nothing then), or its latest record
+        was made in a capture still running (the wait forks this stream into it, or is
+        refused, whatever an older eager record of the event left pending). Such a call
+        needs no room in a full ring. Not for a bad argument: the check before parking
+        refuses it."""
         given: object = event  # callers are untyped Python: check what really came in
         if not isinstance(given, Event):
             return False
         record = event.signal
-        return record is None or record.value <= 0
+        return record is None or record.value <= 0 or capture.recorded_in_capture(event)
 
     def _wait_event_ring(self, event: Event, flags: int = 0) -> HardwareQueue | None:
         """The queue ``wait_event`` needs room in: the stream's (see :meth:`_ring`), and on a
