@@ -83,6 +83,21 @@ async def test_a_kept_stream_of_a_replaced_device_is_refused_before_its_old_poin
 
 @pytest.mark.asyncio
 @pytest.mark.parametrize("nowait", [False, True], ids=["coroutine", "nowait"])
+async def test_a_kept_stream_of_a_replaced_device_is_refused_before_its_host_function(
+    nowait: bool,
+) -> None:
+    # The stream first, as every other eager enqueue on it: not InvalidValue for a null
+    # function the stream would never have run.
+    old_stream = ahg.get_device(0).create_stream()
+    ahg.configure_devices(1)
+    launch = old_stream.launch_host_func_nowait if nowait else old_stream.launch_host_func
+    with pytest.raises(ahg.InvalidDevice, match="replaced"):
+        await _outcome(lambda: launch(None))  # type: ignore[arg-type]
+    destroy(old_stream)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("nowait", [False, True], ids=["coroutine", "nowait"])
 async def test_a_kept_stream_of_a_replaced_device_recording_a_new_event_is_invalid_device(
     nowait: bool,
 ) -> None:

@@ -474,6 +474,7 @@ class Stream(
         part = self._capture  # read once (see _launch_kernel)
         if part is not None:
             return part.add("Host", lambda: HostParams.make(fn, args))
+        self._check_takes_work()
         host = HostParams.make(fn, args)
         return self._observed(host, host.op(self.device))
 
