@@ -26,7 +26,9 @@ from .capture_fork import (
     event_destroyed,
     record_eager,
     record_node_params,
+    recorded_in_capture,
     wait_event,
+    waits_eagerly,
 )
 from .capture_lifecycle import (
     abort,
@@ -91,9 +93,11 @@ __all__ = [
     "info",
     "record_eager",
     "record_node_params",
+    "recorded_in_capture",
     "statistics",
     "status",
     "stream_destroyed",
     "update_dependencies",
     "wait_event",
+    "waits_eagerly",
 ]

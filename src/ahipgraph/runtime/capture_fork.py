@@ -34,8 +34,11 @@ from .capture_state import (
     EVENT_WAIT_DEFAULT,
     EVENT_WAIT_EXTERNAL,
     NULL_GUARD,
+    CaptureStatus,
     _refresh_null_guard,
 )
+
+_ACTIVE = CaptureStatus.ACTIVE
 
 if TYPE_CHECKING:
     from ..graph.node import GraphNode
@@ -47,7 +50,9 @@ __all__ = [
     "event_destroyed",
     "record_eager",
     "record_node_params",
+    "recorded_in_capture",
     "wait_event",
+    "waits_eagerly",
 ]
 
 
@@ -121,6 +126,34 @@ def wait_event(stream: Stream, event: Event, flags: int) -> bool:
             parent.children.append(fork)
         _refresh_null_guard(stream.device)
         return True
+
+
+def waits_eagerly(stream: Stream, event: Event, flags: object) -> bool:
+    """Whether ``wait_event`` on ``stream``, which captures, is the real wait HIP enqueues
+    there (an event recorded outside any capture) rather than a node, a fork or join, or an
+    error: such a wait adds a packet to the stream's hardware queue, so it needs room in it
+    as any eager enqueue does. A read without the lock, for the call to know whether it may
+    wait for room: the call itself decides again (:func:`wait_event`)."""
+    part = stream._capture
+    if not isinstance(part, StreamCapture) or part.session.status is not _ACTIVE:
+        return False
+    if int_or_none(flags) != EVENT_WAIT_DEFAULT:
+        return False
+    link = _LINKS.get(event)
+    if link is None:
+        return True
+    if not link.ended:
+        return False
+    recorder = link.stream
+    return recorder is None or not isinstance(recorder._capture, StreamCapture)
+
+
+def recorded_in_capture(event: Event) -> bool:
+    """Whether ``event``'s latest record was made in a capture still running: a wait on it
+    forks or joins (or is refused), and adds no packet. A read without the lock, as
+    :func:`waits_eagerly`."""
+    link = _LINKS.get(event)
+    return link is not None and not link.ended
 
 
 def missing(have: list[GraphNode], new: Iterable[GraphNode]) -> list[GraphNode]:

@@ -63,6 +63,7 @@ def enqueue_pair(
     check: Callable[Concatenate[S, P], object] | None = None,
     at_call: Callable[Concatenate[S, P], Callable[[], R]] | None = None,
     packetless: Callable[Concatenate[S, P], bool] | None = None,
+    ring: Callable[Concatenate[S, P], HardwareQueue | None] | None = None,
     owner: str | None = None,
 ) -> tuple[Callable[Concatenate[S, P], Coroutine[Any, Any, R]], Callable[Concatenate[S, P], R]]:
     """Make ``(op, op_nowait)`` from ``_op``, the synchronous body of a stream enqueue.
@@ -88,6 +89,11 @@ def enqueue_pair(
     asked only when the ring is full; for a bad argument it answers False, so the call is
     refused by the check as any other.
 
+    ``ring``, for an operation that adds a packet in some calls on a capturing stream
+    (``wait_event`` on an event recorded outside any capture: a real wait, as in HIP),
+    replaces the stream's ``_ring()``, which has no ring while it captures: it names the
+    queue this call needs room in, or None.
+
     All of them are called with the body's parameters and named for the operation, as the
     body is. ``owner`` is the class the user calls it on, when the body is a mixin's: a
     wrong call of ``stream.memcpy_2d()`` names ``Stream.memcpy_2d()``, not the mixin.
@@ -102,15 +108,18 @@ def enqueue_pair(
     needs_no_room: Callable[..., bool] = (
         _never if packetless is None else _operation(packetless, owner, name)
     )
+    ring_of: Callable[..., HardwareQueue | None] = (
+        _own_ring if ring is None else _operation(ring, owner, name)
+    )
 
     async def waiting(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        queue = cast(RingUser, self)._ring()
+        queue = ring_of(self, *args, **kwargs)
         if queue is None or queue.has_room() or needs_no_room(self, *args, **kwargs):
             return body(self, *args, **kwargs)
         # Checked before parking; what runs once there is room is taken now (``at_call``) or
         # made then (the body, which checks again).
         later = before_parking(self, *args, **kwargs)
-        if cast(RingUser, self)._ring() is not queue:  # see the module notes
+        if ring_of(self, *args, **kwargs) is not queue:  # see the module notes
             return body(self, *args, **kwargs) if at_call is None else later()
         if not await queue.wait_for_room(cast(RingUser, self)._gone):
             # Destroyed (or its device replaced) while it waited: no room was taken, and the
@@ -122,10 +131,10 @@ def enqueue_pair(
             queue.settle_room()
 
     def nowait(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        queue = cast(RingUser, self)._ring()
+        queue = ring_of(self, *args, **kwargs)
         if queue is not None and not queue.has_room() and not needs_no_room(self, *args, **kwargs):
             before_parking(self, *args, **kwargs)  # a bad call is refused as such first
-            if cast(RingUser, self)._ring() is queue:  # else see the module notes
+            if ring_of(self, *args, **kwargs) is queue:  # else see the module notes
                 queue.check_room()
         return body(self, *args, **kwargs)
 
@@ -184,6 +193,11 @@ def kernel_enqueue_pair(
 
     _, nowait = enqueue_pair(body, check=check)  # the general twin: it waits for nothing
     return _named(waiting, body, owner, name, body.__doc__), nowait
+
+
+def _own_ring(self: object, *args: object, **kwargs: object) -> HardwareQueue | None:
+    """The ``ring`` of an operation that adds no packet while its stream captures."""
+    return cast(RingUser, self)._ring()
 
 
 def _never(*args: object, **kwargs: object) -> bool:

@@ -189,6 +189,16 @@ class Stream(
         if self.state is not _OPEN:
             check_live(False, "stream", self)
 
+    def _check_takes_work(self) -> None:
+        """The handle check of eager work, after :meth:`_check_open`: a stream kept from a
+        device ``configure_devices`` replaced takes no new work (``InvalidDevice``, as its
+        submission would say). Checked before the call's arguments: its pointers resolve by
+        ordinal, so they would be looked up in the successor's memory, and the call refused or
+        not for what the successor happens to hold."""
+        engine = self.queue.engine
+        if engine.retired:
+            engine._refuse_retired()
+
     def _take_error(self) -> HipError | None:
         """Return and clear the stream's unreported failure."""
         error, self._error = self._error, None
@@ -213,9 +223,10 @@ class Stream(
 
     def _ring(self) -> HardwareQueue | None:
         """The hardware queue an enqueue needs room in; None while capturing (no packets), and
-        for a destroyed stream: the operation's body then reports it, in HIP's order among
-        the call's other errors (``record_event`` checks its flags and event first)."""
-        if self.state is not _OPEN or self._capture is not None:
+        for a destroyed stream or a replaced device: the operation's body then reports it, in
+        HIP's order among the call's other errors (``record_event`` checks its flags and
+        event first)."""
+        if self.state is not _OPEN or self._capture is not None or self.queue.engine.retired:
             return None
         return self.queue
 
@@ -347,6 +358,7 @@ class Stream(
             return part.add_kernel(
                 kernel, grid, block, args, shared_mem, self.priority, self.device
             )
+        self._check_takes_work()
         params = common_kernel_params(
             kernel, grid, block, args, shared_mem, 0, self.device
         ) or self._kernel_params(kernel, grid, block, args, shared_mem=shared_mem)
@@ -390,6 +402,7 @@ class Stream(
             return part.add(
                 "Memcpy", lambda: MemcpyParams.make(dst, src, nbytes, kind, empty_unchecked=True)
             )
+        self._check_takes_work()
         copy = self._memcpy_params(dst, src, nbytes, kind)
         return self._observed(copy, copy.op(self.device))
 
@@ -436,6 +449,7 @@ class Stream(
                     dst, value, count, element_size=element_size, empty_unchecked=True
                 ),
             )
+        self._check_takes_work()
         params = self._memset_params(dst, value, count, element_size=element_size)
         return self._observed(params, params.op(self.device))
 
@@ -460,6 +474,7 @@ class Stream(
         part = self._capture  # read once (see _launch_kernel)
         if part is not None:
             return part.add("Host", lambda: HostParams.make(fn, args))
+        self._check_takes_work()
         host = HostParams.make(fn, args)
         return self._observed(host, host.op(self.device))
 
@@ -508,6 +523,7 @@ class Stream(
         return flag
 
     def _check_eager_record(self, event: Event) -> None:
+        self._check_takes_work()  # a kept stream of a replaced device: not a foreign event
         if event.device is not self.device:
             # HIP checks this for an eager record only (a capture takes any event): the
             # event's timestamps and completion belong to its own device's clock and engine.
@@ -573,16 +589,34 @@ class Stream(
 
     def _wait_event_packetless(self, event: Event, flags: int = 0) -> bool:
         """Whether ``wait_event`` adds no packet now: the event is unrecorded or its record is
-        complete (HIP's ``hipStreamWaitEvent`` enqueues nothing then). Such a call needs no
-        room in a full ring. Not for a bad argument: the check before parking refuses it."""
+        complete (HIP's ``hipStreamWaitEvent`` enqueues nothing then), or its latest record
+        was made in a capture still running (the wait forks this stream into it, or is
+        refused, whatever an older eager record of the event left pending). Such a call
+        needs no room in a full ring. Not for a bad argument: the check before parking
+        refuses it."""
         given: object = event  # callers are untyped Python: check what really came in
         if not isinstance(given, Event):
             return False
         record = event.signal
-        return record is None or record.value <= 0
+        return record is None or record.value <= 0 or capture.recorded_in_capture(event)
+
+    def _wait_event_ring(self, event: Event, flags: int = 0) -> HardwareQueue | None:
+        """The queue ``wait_event`` needs room in: the stream's (see :meth:`_ring`), and on a
+        capturing stream too when the wait is a real one, on an event recorded outside any
+        capture (its barrier packet goes to the stream's queue, as HIP's marker does)."""
+        queue = self._ring()
+        if queue is not None or self.state is not _OPEN or self.queue.engine.retired:
+            return queue
+        given: object = event  # callers are untyped Python: check what really came in
+        if isinstance(given, Event) and capture.waits_eagerly(self, event, flags):
+            return self.queue
+        return None
 
     wait_event, wait_event_nowait = enqueue_pair(
-        _wait_event, at_call=_wait_event_later, packetless=_wait_event_packetless
+        _wait_event,
+        at_call=_wait_event_later,
+        packetless=_wait_event_packetless,
+        ring=_wait_event_ring,
     )
 
     async def synchronize(self) -> None:

@@ -169,6 +169,7 @@ class StreamCopyMixin:
         part = stream._capture  # read once: another thread may end the capture meanwhile
         if part is not None:
             return part.add("Memcpy", build)
+        stream._check_takes_work()
         params = build()
         # Through the observer, as every eager op: the race checker sees the copy's rows.
         return stream._observed(params, params.op(stream.device))

@@ -191,6 +191,7 @@ class StreamMemOpsMixin:
         part = stream._capture  # read once: another thread may end the capture meanwhile
         if part is not None:
             return part.add("Host", lambda: HostParams.make(memop_factory(), ()))
+        stream._check_takes_work()
         memop = memop_factory()
         cost = stream.device.properties.cost.stream_memop_ns
         return stream._submit_op(StreamMemOpOp(memop, cost))
