@@ -528,9 +528,13 @@ def check_not_own_parent(node: GraphNode, child: object) -> None:
     # direct original is known by its id then.
     from .graph import _LINEAGE  # graph.py imports this module
 
-    with _LINEAGE:  # both read as one: a move of ``original`` sets ``_source_id`` first
-        source, original = parent._source_id, parent.original
-    own = child is original if source is None else getattr(child, "id", None) == source
+    with _LINEAGE:  # both read as one: a move of ``original`` sets ``source_id`` first
+        record = parent._life
+        source, direct = record.source_id, record.original
+    if source is None:  # the direct original, if it is still alive (never moved past)
+        own = direct is not None and child is direct.handle
+    else:
+        own = getattr(child, "id", None) == source
     if child is parent or own:
         raise Unknown("a child graph node cannot take its own parent graph")
 

@@ -1,0 +1,106 @@
+"""A hostile sweep of graphs, executables and user objects: what it found, pinned down.
+
+Each test here failed before the fix it names. The sweep's other attacks (every bad value in
+every argument of every add, setter, getter and executable call; callbacks raising
+``BaseException``; cancelled launches; calls from a second event loop and from threads;
+destroys while launches are in flight) found no other fault the suite did not cover already.
+"""
+
+from __future__ import annotations
+
+import gc
+import warnings
+import weakref
+from typing import Any
+
+import ahipgraph as ahg
+from ahipgraph.testing import registry_statistics
+from cleanup import destroy
+
+
+def forget(box: list[Any]) -> list[str]:
+    """Drop the handles in ``box`` (the test's only references), collect them, and return the
+    ForgottenHandleWarning messages given."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ahg.ForgottenHandleWarning)
+        box.clear()
+        ahg.collect_forgotten()
+    assert all(issubclass(w.category, ahg.ForgottenHandleWarning) for w in caught)
+    return [str(w.message) for w in caught]
+
+
+# -- a clone kept its original alive: a forgotten original was never freed while it lived ----
+
+
+def test_a_forgotten_child_graph_is_freed_while_the_parent_holds_its_copy() -> None:
+    # The usual way to build a child graph: made, embedded, dropped. The embedded copy referred
+    # to it as its original, so it stayed alive (nodes, user-object references) until the
+    # parent graph was destroyed, and no finalizer ever told the user.
+    ran: list[str] = []
+    obj = ahg.UserObject(ran.append, "child's")
+    box: list[Any] = [ahg.Graph()]
+    box[0].add_empty_node()
+    box[0].retain_user_object(obj, move=True)  # the child takes the user's reference
+    parent = ahg.Graph()
+    parent.add_child_graph_node(box[0])
+    assert obj.refcount == 2  # the child's and its embedded copy's
+    gone = weakref.ref(box[0])
+    messages = forget(box)
+    assert gone() is None
+    assert len(messages) == 1
+    assert messages[0].startswith("unclosed graph #")
+    assert obj.refcount == 1
+    assert ran == []
+    parent.destroy()
+    assert ran == ["child's"]
+    assert obj.refcount == 0
+
+
+def test_a_clone_loop_that_forgets_each_old_graph_holds_one_graph() -> None:
+    graph = ahg.Graph()
+    graph.add_empty_node()
+    before = registry_statistics()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ahg.ForgottenHandleWarning)
+        for _ in range(50):
+            graph = graph.clone()  # the old one is dropped, not destroyed
+        ahg.collect_forgotten()
+    after = registry_statistics()
+    assert after["graph"].live == before["graph"].live == 1
+    assert after["graph node"].live == before["graph node"].live == 1
+    assert graph.original is None
+    graph.destroy()
+
+
+def test_find_in_clone_reaches_past_a_forgotten_graph_in_the_chain() -> None:
+    first = ahg.Graph()
+    node = first.add_empty_node()
+    middle = first.clone()
+    last = middle.clone()
+    assert last.original is middle
+    box: list[Any] = [middle]
+    del middle
+    gone = weakref.ref(box[0])
+    assert len(forget(box)) == 1
+    assert gone() is None
+    assert last.original is first  # the nearest live graph it descends from
+    twin = last.find_in_clone(node)
+    assert twin.id == node.id
+    assert first.find_in_clone(twin) is node
+    destroy(first, last)
+
+
+def test_a_forgotten_graph_s_conditional_handle_stays_usable_in_its_clone() -> None:
+    first = ahg.Graph()
+    middle = first.clone()
+    handle = middle.conditional_handle()
+    last = middle.clone()
+    box: list[Any] = [middle]
+    del middle
+    assert len(forget(box)) == 1
+    gc.collect()
+    # ``last`` descends from the graph that made the handle: its nodes may use it
+    node, bodies = last.add_conditional_node(handle, ahg.ConditionalKind.If)
+    assert node.type is ahg.NodeType.Conditional
+    assert len(bodies) == 1
+    destroy(first, last)
