@@ -13,6 +13,8 @@ import warnings
 import weakref
 from typing import Any
 
+import pytest
+
 import ahipgraph as ahg
 from ahipgraph.testing import registry_statistics
 from cleanup import destroy
@@ -104,3 +106,28 @@ def test_a_forgotten_graph_s_conditional_handle_stays_usable_in_its_clone() -> N
     assert node.type is ahg.NodeType.Conditional
     assert len(bodies) == 1
     destroy(first, last)
+
+
+# -- a node's graph and id could be reassigned, corrupting both graphs ------------------------
+
+
+def test_a_node_s_graph_and_id_cannot_be_reassigned() -> None:
+    # Moved to another graph, a node passed that graph's membership checks without being in
+    # it: an edge to it made both graphs report a cycle, and destroying it raised KeyError.
+    # Given another node's id, destroying it took that node out of the graph's index.
+    graph, other = ahg.Graph(), ahg.Graph()
+    node = graph.add_empty_node()
+    later = graph.add_empty_node(deps=node)
+    stranger = other.add_empty_node()
+    with pytest.raises(AttributeError):
+        node.graph = other  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        node.id = later.id  # type: ignore[misc]
+    assert node.graph is graph
+    assert node.id != later.id
+    with pytest.raises(ahg.InvalidValue, match="another graph"):
+        other.add_dependencies(node, stranger)
+    node.destroy()
+    assert graph.nodes() == [later]
+    assert other.nodes() == [stranger]
+    destroy(graph, other)

@@ -373,8 +373,8 @@ class Graph(DestroyOnExit):
         # The node, made from a bare instance with its slots filled (not the constructor, which
         # refuses callers other than the graph): once per node added, captured or cloned.
         node: GraphNode = _new_object(GraphNode)
-        node.graph = self
-        node.id = node_id = next(_NODE_IDS) if node_id is None else node_id
+        node._graph = self
+        node._id = node_id = next(_NODE_IDS) if node_id is None else node_id
         node._type = node_type
         node._params = params
         node._succ = ()
@@ -411,7 +411,7 @@ class Graph(DestroyOnExit):
         else:
             node._deps = ()
         by_id = self._by_id
-        by_id[node.id] = node  # before anyone sees it: the registry finds it here
+        by_id[node_id] = node  # before anyone sees it: the registry finds it here
         if len(by_id) >= BULK_BUILD_NODES and not gcpause.pauses:
             gcpause.pause_until_yield(self, _node_count)  # a bulk build: see core.gcpause
         if observe.observer is not None:  # the race checker keeps the line that added it
@@ -437,13 +437,13 @@ class Graph(DestroyOnExit):
             if len(given) == 1:
                 dep: Any = given[0]
                 # This graph vouches for its live nodes (the registry looks them up there too).
-                if type(dep) is GraphNode and self._by_id.get(dep.id) is dep:
+                if type(dep) is GraphNode and self._by_id.get(dep._id) is dep:
                     # A tuple is the caller's own; a list is copied, as user code run by the
                     # add's argument conversions could otherwise change it after this check.
                     return given if kind is tuple else (dep,)
         elif kind is GraphNode:
             node: GraphNode = given
-            if self._by_id.get(node.id) is node:
+            if self._by_id.get(node._id) is node:
                 return (node,)
         if deps is None or isinstance(deps, GraphNode):
             deps = (deps,)  # None: a null node, refused below as add_dependencies refuses it
@@ -578,7 +578,7 @@ class Graph(DestroyOnExit):
                 type(deps) is tuple
                 and len(deps) == 1
                 and type(dep := deps[0]) is GraphNode
-                and self._by_id.get(dep.id) is dep
+                and self._by_id.get(dep._id) is dep
             ):
                 dep_list: Sequence[GraphNode] = deps  # _check_deps' fast path: one live node
             else:
@@ -1254,9 +1254,9 @@ def _twin_edges(edges: Edges, twins_by_id: dict[int, GraphNode]) -> Edges:
     nodes that map made a clone's per-node cost almost double its cost at 10,000).
     """
     if type(edges) is GraphNode:
-        return twins_by_id[edges.id]
+        return twins_by_id[edges._id]
     if edges:
-        return [twins_by_id[end.id] for end in edge_nodes(edges)]
+        return [twins_by_id[end._id] for end in edge_nodes(edges)]
     return ()
 
 
