@@ -131,3 +131,39 @@ def test_a_node_s_graph_and_id_cannot_be_reassigned() -> None:
     assert graph.nodes() == [later]
     assert other.nodes() == [stranger]
     destroy(graph, other)
+
+
+# -- a handle's registry id could be reassigned: its destroy then retired another handle -------
+
+
+def test_an_exec_s_registry_handle_cannot_be_reassigned() -> None:
+    # Given another executable's handle, destroying one retired the other's registration: the
+    # other then said "already destroyed" to its own destroy() and was never freed.
+    graph = ahg.Graph()
+    graph.add_empty_node()
+    first, second = graph.instantiate(), graph.instantiate()
+    with pytest.raises(AttributeError):
+        first.hid = second.hid  # type: ignore[misc]
+    before = registry_statistics()["graph exec"].live
+    first.destroy()
+    assert second.alive
+    second.destroy()
+    assert registry_statistics()["graph exec"].live == before - 2
+    graph.destroy()
+
+
+def test_a_graph_s_and_a_user_object_s_registry_handles_cannot_be_reassigned() -> None:
+    graph, other = ahg.Graph(), ahg.Graph()
+    with pytest.raises(AttributeError):
+        graph.hid = other.hid  # type: ignore[misc]
+    ran: list[str] = []
+    obj, kept = ahg.UserObject(ran.append, "obj"), ahg.UserObject(ran.append, "kept")
+    with pytest.raises(AttributeError):
+        obj.hid = kept.hid  # type: ignore[misc]
+    before = registry_statistics()["user object"].live
+    assert obj.release()
+    assert registry_statistics()["user object"].live == before - 1
+    assert kept.release()
+    assert registry_statistics()["user object"].live == before - 2
+    assert ran == ["obj", "kept"]
+    destroy(graph, other)

@@ -46,7 +46,7 @@ from ..core.lifecycle import (
     report_unraisable,
     safe_repr,
 )
-from ..core.registry import HandleRegistry
+from ..core.registry import HandleId, HandleRegistry
 from ..device.kernel import DimLike, Kernel
 from ..device.ops import forget_runs
 from ..device.pointer import DevicePtr
@@ -171,6 +171,7 @@ class GraphExec(DestroyOnExit):
         "__weakref__",
         "_conditionals",
         "_graph",
+        "_hid",
         "_launcher",
         "_life",
         "_lock",
@@ -180,7 +181,6 @@ class GraphExec(DestroyOnExit):
         "arena",
         "device",
         "flags",
-        "hid",
         "state",
         "user_objects",
     )
@@ -226,7 +226,7 @@ class GraphExec(DestroyOnExit):
         self._launcher.updater = self._updater
         self.state = ExecState.OPEN
         self.user_objects = built.user_objects
-        self.hid = EXECS.register(self)
+        self._hid = EXECS.register(self)
         # From here a forgotten executable is freed by its record (which owns the user-object
         # references), once no launch in flight holds it any more.
         self._life = _ExecRecord(self, self._launcher, self._updater)
@@ -262,6 +262,11 @@ class GraphExec(DestroyOnExit):
                 graph_exec.destroy()  # nobody else holds it: a failed call leaves nothing
                 raise
         return graph_exec
+
+    @property
+    def hid(self) -> HandleId:
+        """The executable's registry handle (read-only: its destroy retires exactly this one)."""
+        return self._hid
 
     # -- handle checks --------------------------------------------------------------------------
 

@@ -62,7 +62,7 @@ _handle_of = attrgetter("_handle")  # a graph node's registry row and generation
 _type_of = attrgetter("_type")
 _params_of = attrgetter("_params")
 _deps_of = attrgetter("_deps")
-_id_of = attrgetter("id")
+_id_of = attrgetter("_id")
 
 
 @dataclass(slots=True, eq=False)

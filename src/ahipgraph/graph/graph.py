@@ -50,7 +50,7 @@ from ..core.lifecycle import (
     owner_key,
     safe_repr,
 )
-from ..core.registry import HandleRegistry
+from ..core.registry import HandleId, HandleRegistry
 from ..lifetime.user_object import UserObject, check_count, disown_all
 from ..runtime import capture_state, observe
 from ..runtime.params import common_kernel_params
@@ -206,7 +206,7 @@ class Graph(DestroyOnExit):
         self._node_registry_ref: Any = None  # made by NODES for the first node (node_registry)
         # The last kernel-node launch shape found (runtime.params.common_kernel_params' memo).
         self._last_launch: tuple[Any, ...] | None = None
-        self.hid = GRAPHS.register(self)
+        self._hid = GRAPHS.register(self)
         # What ``GRAPHS.get(self.hid) is self`` says, as a plain attribute: the registry
         # retires a graph's handle only in ``_teardown_locked`` (which clears this) or once
         # the graph was collected, when no one can ask. The per-node checks read it.
@@ -222,6 +222,11 @@ class Graph(DestroyOnExit):
         self._adding: tuple[int, Sequence[GraphNode]] | None = None
 
     # -- validity ----------------------------------------------------------------------------------
+
+    @property
+    def hid(self) -> HandleId:
+        """The graph's registry handle (read-only: its destroy retires exactly this one)."""
+        return self._hid
 
     @property
     def original(self) -> Graph | None:
