@@ -9,6 +9,7 @@ destroys while launches are in flight) found no other fault the suite did not co
 from __future__ import annotations
 
 import gc
+import threading
 import warnings
 import weakref
 from typing import Any
@@ -166,4 +167,20 @@ def test_a_graph_s_and_a_user_object_s_registry_handles_cannot_be_reassigned() -
     assert kept.release()
     assert registry_statistics()["user object"].live == before - 2
     assert ran == ["obj", "kept"]
+    destroy(graph, other)
+
+
+def test_a_graph_s_id_and_lock_cannot_be_reassigned() -> None:
+    # HIP's id names the graph (DOT output, the conditional handles it makes) and is fixed; a
+    # plain Lock in place of its RLock hung the first nested section (a conditional node's
+    # add takes the lock twice).
+    graph, other = ahg.Graph(), ahg.Graph()
+    with pytest.raises(AttributeError):
+        graph.id = other.id  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        graph.lock = threading.Lock()  # type: ignore[misc,assignment]
+    assert graph.id != other.id
+    node, bodies = graph.add_conditional_node(graph.conditional_handle(), ahg.ConditionalKind.If)
+    assert len(bodies) == 1
+    assert f'"graph_{graph.id}_node_{node.id}"' in graph.to_dot()
     destroy(graph, other)

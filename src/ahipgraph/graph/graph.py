@@ -195,8 +195,12 @@ class Graph(DestroyOnExit):
     _copy_hint = "; graph.clone() makes a copy of its nodes"
 
     def __init__(self) -> None:
-        self.id = next(_GRAPH_IDS)
-        self.lock = threading.RLock()
+        # ``id``, ``lock`` and ``hid`` are read-only (properties below): another id would
+        # rename the graph apart from its record (which its conditional handles are matched
+        # against), another lock (a plain Lock) would hang its nested sections, another
+        # handle would retire another graph's registration.
+        self._id = next(_GRAPH_IDS)
+        self._lock = threading.RLock()
         self._owner_node: GraphNode | None = None
         self._has_mem_nodes = False
         self._instantiated = False
@@ -222,6 +226,16 @@ class Graph(DestroyOnExit):
         self._adding: tuple[int, Sequence[GraphNode]] | None = None
 
     # -- validity ----------------------------------------------------------------------------------
+
+    @property
+    def id(self) -> int:
+        """HIP's graph id (DOT names clusters and nodes after it; read-only)."""
+        return self._id
+
+    @property
+    def lock(self) -> threading.RLock:
+        """Serialises every edit and query of this graph (read-only)."""
+        return self._lock
 
     @property
     def hid(self) -> HandleId:
