@@ -12,6 +12,7 @@ import gc
 import threading
 import warnings
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -184,3 +185,51 @@ def test_a_graph_s_id_and_lock_cannot_be_reassigned() -> None:
     assert len(bodies) == 1
     assert f'"graph_{graph.id}_node_{node.id}"' in graph.to_dot()
     destroy(graph, other)
+
+
+def test_an_exec_s_device_and_state_cannot_be_reassigned(
+    ahg_devices: Callable[..., list[ahg.Device]],
+) -> None:
+    # Given another device, a destroyed executable freed its conditional cells there: the
+    # cell on its own device stayed allocated for good.
+    first, second = ahg_devices(2)
+    graph = ahg.Graph()
+    _, bodies = graph.add_conditional_node(graph.conditional_handle(1), ahg.ConditionalKind.If)
+    bodies[0].add_empty_node()
+    in_use = first.memory_info().free
+    graph_exec = graph.instantiate()
+    assert first.memory_info().free < in_use  # its cell
+    for name, value in (
+        ("device", second),
+        ("flags", ahg.InstantiateFlags.UPLOAD),
+        ("state", ahg.ExecState.CLOSED),
+        ("arena", None),
+    ):
+        with pytest.raises(AttributeError):
+            setattr(graph_exec, name, value)
+    assert graph_exec.device is first
+    assert graph_exec.state is ahg.ExecState.OPEN
+    graph_exec.destroy()
+    assert first.memory_info().free == in_use
+    graph.destroy()
+
+
+def test_emptying_an_exec_s_user_objects_does_not_keep_their_references() -> None:
+    # The executable's own list was public: emptied, its references were never given back
+    # and the destructor never ran.
+    ran: list[str] = []
+    obj = ahg.UserObject(ran.append, "obj")
+    graph = ahg.Graph()
+    graph.add_empty_node()
+    graph.retain_user_object(obj, move=True)
+    graph_exec = graph.instantiate()
+    assert graph_exec.user_objects == (obj,)
+    with pytest.raises(AttributeError):
+        graph_exec.user_objects = ()  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        graph_exec.user_objects.clear()  # type: ignore[attr-defined]
+    graph.destroy()
+    assert ran == []
+    graph_exec.destroy()
+    assert ran == ["obj"]
+    assert obj.refcount == 0
