@@ -233,3 +233,54 @@ def test_emptying_an_exec_s_user_objects_does_not_keep_their_references() -> Non
     graph_exec.destroy()
     assert ran == ["obj"]
     assert obj.refcount == 0
+
+
+# -- an executable kept the graph it was made from alive, through its embedded graphs ---------
+
+
+def _with_child_graph(graph: ahg.Graph) -> None:
+    child = ahg.Graph()
+    child.add_empty_node()
+    graph.add_child_graph_node(child)
+    child.destroy()
+
+
+def _with_conditional(graph: ahg.Graph) -> None:
+    _, bodies = graph.add_conditional_node(graph.conditional_handle(1), ahg.ConditionalKind.If)
+    bodies[0].add_empty_node()
+
+
+def _with_conditional_in_child(graph: ahg.Graph) -> None:
+    child = ahg.Graph()
+    _with_conditional(child)
+    graph.add_child_graph_node(child)
+    child.destroy()
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    "build", [_with_child_graph, _with_conditional, _with_conditional_in_child]
+)
+async def test_a_forgotten_graph_is_freed_while_its_executable_lives(
+    device: ahg.Device, build: Callable[[ahg.Graph], None]
+) -> None:
+    # The executable's copy of a child-graph node kept the node's embedded graph, and an
+    # embedded graph (a conditional body too) kept its node, so the graph it was made from,
+    # dropped, was never freed while the executable lived: its nodes, and its user-object
+    # references, with no ForgottenHandleWarning.
+    ran: list[str] = []
+    obj = ahg.UserObject(ran.append, "obj")
+    box: list[Any] = [ahg.Graph()]
+    build(box[0])
+    box[0].retain_user_object(obj, move=True)
+    graph_exec = box[0].instantiate()
+    assert obj.refcount == 2  # the graph's and the executable's
+    gone = weakref.ref(box[0])
+    messages = forget(box)
+    assert gone() is None
+    assert any(message.startswith("unclosed graph #") for message in messages)
+    assert obj.refcount == 1
+    await (await graph_exec.launch())  # still runs: it has its own copy
+    assert ran == []
+    graph_exec.destroy()
+    assert ran == ["obj"]

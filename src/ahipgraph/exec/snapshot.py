@@ -543,6 +543,12 @@ def _copy_one(graph: Graph) -> tuple[ExecGraph, list[tuple[ExecNode, Graph]], Or
             if exec_node.type is NodeType.Graph:
                 params_any: Any = exec_node.params
                 children.append((exec_node, params_any.graph))
+                # The record's copy of the child is ``child`` (the caller makes it), not the
+                # node's embedded graph: that one is the source node's own, and through its
+                # owner node it would keep the source graph alive (a forgotten one never
+                # freed, its user-object references held) for as long as the executable.
+                exec_node.params = None
+        copy._params = None  # nor the column the records were made from: they are the copy
     return copy, children, originals
 
 

@@ -201,7 +201,10 @@ class Graph(DestroyOnExit):
         # handle would retire another graph's registration.
         self._id = next(_GRAPH_IDS)
         self._lock = threading.RLock()
-        self._owner_node: GraphNode | None = None
+        # Weak: an executable keeps the conditional bodies it was made from (its race reports
+        # name their nodes), and a body must not keep its node, and through it the whole graph,
+        # alive for as long (a forgotten graph never freed, its user objects held).
+        self._owner_node: weakref.ref[GraphNode] | None = None
         self._has_mem_nodes = False
         self._instantiated = False
         self._by_id: dict[int, GraphNode] = {}  # in insertion order: see _nodes
@@ -271,11 +274,13 @@ class Graph(DestroyOnExit):
     @property
     def owner_node(self) -> GraphNode | None:
         """The child-graph (or conditional) node that embeds this graph, if any (read-only:
-        the node that made the copy sets it, and the copy goes with that node)."""
-        return self._owner_node
+        the node that made the copy sets it, and the copy goes with that node). None too once
+        that node's graph was collected (the node is held weakly) while this copy lives on."""
+        owner = self._owner_node
+        return None if owner is None else owner()
 
     def _set_owner(self, node: GraphNode) -> None:
-        self._owner_node = node
+        self._owner_node = weakref.ref(node)
         self._life.quiet = True  # the node owns this copy: it goes with it
 
     @property
