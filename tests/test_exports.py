@@ -246,7 +246,8 @@ PUBLIC_ATTRIBUTES = {
         "add_mem_alloc_node add_mem_free_node add_memcpy_3d_node add_memcpy_node "
         "add_memcpy_node_from_symbol add_memcpy_node_to_symbol add_memset_node add_node alive "
         "check_races clone conditional_handle debug_dot_print destroy destroyed edges "
-        "find_in_clone has_mem_nodes instantiate instantiated nodes original owner_node "
+        "find_in_clone has_mem_nodes hid id instantiate instantiated lock nodes original "
+        "owner_node "
         "release_user_object remove_dependencies render retain_user_object root_nodes state "
         "statistics to_dot user_objects"
     ),

@@ -62,7 +62,7 @@ def enqueue_cross_device(launcher: Launcher, stream: Stream, signal_set: SignalS
             # Destroyed, or began capturing, while the launch waited for a set: refused as the
             # launch itself would be (the executable first, as HIP checks), before the home
             # stream's wait for the user's stream is submitted: a refused launch submits nothing.
-            if launcher.owner.state is not ExecState.OPEN:
+            if launcher.owner._state is not ExecState.OPEN:
                 launcher.owner._check_alive()  # raises
             if stream.state is not stream.state.OPEN:
                 stream._check_open()  # raises

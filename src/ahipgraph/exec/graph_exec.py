@@ -46,7 +46,7 @@ from ..core.lifecycle import (
     report_unraisable,
     safe_repr,
 )
-from ..core.registry import HandleRegistry
+from ..core.registry import HandleId, HandleRegistry
 from ..device.kernel import DimLike, Kernel
 from ..device.ops import forget_runs
 from ..device.pointer import DevicePtr
@@ -81,7 +81,10 @@ if TYPE_CHECKING:
     from ..graph.generic import GraphNodeParams
     from ..graph.graph import Graph
     from ..graph.node import GraphNode
+    from ..lifetime.user_object import UserObject
     from ..runtime.device import Device
+    from .arena import KernelArgArena
+    from .flags import InstantiateFlags
 
 __all__ = ["EXECS", "ExecState", "ExecStatistics", "GraphExec", "MAX_PARALLEL_STREAMS"]
 
@@ -149,7 +152,7 @@ class _ExecRecord(HandleRecord):
         self.arena = updater.arena
         self.conditionals = updater.conditionals
         self.device = graph_exec.device
-        self.user_objects = graph_exec.user_objects
+        self.user_objects = graph_exec._user_objects
 
     def release(self) -> None:
         self.arena.close()
@@ -169,20 +172,20 @@ class GraphExec(DestroyOnExit):
 
     __slots__ = (
         "__weakref__",
+        "_arena",
         "_conditionals",
+        "_device",
+        "_flags",
         "_graph",
+        "_hid",
         "_launcher",
         "_life",
         "_lock",
         "_plan",
         "_refcount",
+        "_state",
         "_updater",
-        "arena",
-        "device",
-        "flags",
-        "hid",
-        "state",
-        "user_objects",
+        "_user_objects",
     )
 
     def __init__(self, *args: object, **kwargs: object) -> None:
@@ -192,15 +195,15 @@ class GraphExec(DestroyOnExit):
     def _init(self, built: Instantiated) -> None:
         # References: one for the handle, one per launch in flight. Private: users destroy.
         self._refcount = 1
-        self.flags = built.flags
-        self.device = built.device
+        self._flags = built.flags
+        self._device = built.device
         # One lock for the reference count and the launch/update book-keeping, so a launch
         # checks the state, takes its reference and binds its version in one critical section.
         self._lock = threading.RLock()
         self._graph = built.graph
         self._plan: Plan = built.plan
         self._conditionals = built.conditionals
-        self.arena = built.arena
+        self._arena = built.arena
         self._launcher = Launcher(
             self,
             self._lock,
@@ -224,14 +227,14 @@ class GraphExec(DestroyOnExit):
             races=built.races,
         )
         self._launcher.updater = self._updater
-        self.state = ExecState.OPEN
-        self.user_objects = built.user_objects
-        self.hid = EXECS.register(self)
+        self._state = ExecState.OPEN
+        self._user_objects = built.user_objects
+        self._hid = EXECS.register(self)
         # From here a forgotten executable is freed by its record (which owns the user-object
         # references), once no launch in flight holds it any more.
         self._life = _ExecRecord(self, self._launcher, self._updater)
         self._launcher.record = self._life
-        for obj in self.user_objects:  # ours, then instantiate's (never zero in between)
+        for obj in self._user_objects:  # ours, then instantiate's (never zero in between)
             obj._adopt(self, 1)
             obj._disown(built.holder)
 
@@ -263,11 +266,45 @@ class GraphExec(DestroyOnExit):
                 raise
         return graph_exec
 
+    # The executable's identity and state are read-only (as ``hid``): another device would
+    # free its conditional cells on that device, an emptied user-object list would never
+    # give back its references (their destructors never run).
+
+    @property
+    def device(self) -> Device:
+        """The device the executable runs on (read-only)."""
+        return self._device
+
+    @property
+    def flags(self) -> InstantiateFlags:
+        """The flags it was instantiated with (read-only)."""
+        return self._flags
+
+    @property
+    def state(self) -> ExecState:
+        """OPEN, CLOSING (destroyed, launches in flight) or CLOSED (read-only)."""
+        return self._state
+
+    @property
+    def arena(self) -> KernelArgArena:
+        """The kernel-argument arena of its nodes (read-only)."""
+        return self._arena
+
+    @property
+    def user_objects(self) -> tuple[UserObject, ...]:
+        """The user objects it holds a reference to, one each (a snapshot)."""
+        return tuple(self._user_objects)
+
+    @property
+    def hid(self) -> HandleId:
+        """The executable's registry handle (read-only: its destroy retires exactly this one)."""
+        return self._hid
+
     # -- handle checks --------------------------------------------------------------------------
 
     def _check_alive(self) -> None:
         """Raises InvalidValue once the executable was destroyed (HIP: not in graphExecSet_)."""
-        if self.state is not ExecState.OPEN:
+        if self._state is not ExecState.OPEN:
             check_live(False, "graph exec", self)
 
     # -- launch (the launcher) ------------------------------------------------------------------
@@ -298,12 +335,12 @@ class GraphExec(DestroyOnExit):
         launcher = self._launcher
         target = launcher.target(stream)
         if target is None:
-            return make_completion(Signal(0), self.device)  # an empty graph launches as a no-op
+            return make_completion(Signal(0), self._device)  # an empty graph launches as a no-op
         signal_set = launcher.acquire_nowait()
         if signal_set is None:
             launcher.check_events()  # a refused launch is refused before it parks
             signal_set = await launcher.acquire(target)
-        if target.device is not self.device:
+        if target.device is not self._device:
             return enqueue_cross_device(launcher, target, signal_set)
         return launcher.enqueue(target, signal_set)
 
@@ -335,7 +372,7 @@ class GraphExec(DestroyOnExit):
         except BaseException as error:  # CancelledError and GeneratorExit too
             message = f"a user-object destructor raised while {self!r} was freed"
             context = {"message": message, "exception": error, "graph_exec": self}
-            if not self.device.engine.report_exception(context):
+            if not self._device.engine.report_exception(context):
                 report_unraisable(error, message, self)
 
     async def upload(self, stream: Stream | None = None) -> None:
@@ -354,17 +391,17 @@ class GraphExec(DestroyOnExit):
     def _upload(self, stream: Stream | None) -> None:
         """What an upload checks (also run by instantiate with ``InstantiateFlags.UPLOAD``)."""
         self._check_alive()
-        engine = self.device.engine
+        engine = self._device.engine
         if engine.retired:  # an executable of a replaced device: InvalidDevice, as its launch
             engine._refuse_retired()  # raises
-        launch_stream(stream, self.device)
+        launch_stream(stream, self._device)
 
     # -- destroy --------------------------------------------------------------------------------
 
     @property
     def alive(self) -> bool:
         """False once ``destroy()`` was called."""
-        return self.state is ExecState.OPEN
+        return self._state is ExecState.OPEN
 
     def destroy(self) -> None:
         """Retire the handle now; free everything once the last launch in flight completes.
@@ -380,7 +417,7 @@ class GraphExec(DestroyOnExit):
             raise destroyed("graph exec", self, "destroy", "was already destroyed")
         self._life.detach()
         with self._lock:
-            self.state = ExecState.CLOSING
+            self._state = ExecState.CLOSING
         if self._conditionals is not None:  # a WHILE body that never ends stops here
             self._conditionals.control.stopped = True
         # Launches parked for a signal set would otherwise wait for a pool that is going away
@@ -403,20 +440,20 @@ class GraphExec(DestroyOnExit):
         dropped, is freed by reference counting with everything it holds rather than left to
         the collector.
         """
-        self.state = ExecState.CLOSED
+        self._state = ExecState.CLOSED
         self._launcher.owner = self._updater.owner = weakref.proxy(self)
         self._updater.launcher = weakref.proxy(self._launcher)
         self._free_resources(unreserve=True)
-        objects, self.user_objects = self.user_objects, []
+        objects, self._user_objects = self._user_objects, []
         disown_all(objects, self)  # every destructor runs, then the first error
 
     def _free_resources(self, *, unreserve: bool) -> None:
         """Give back what instantiate took: arena, signal sets, streams, cells, reservations."""
-        self.arena.close()
-        forget_runs(self.arena)
+        self._arena.close()
+        forget_runs(self._arena)
         self._launcher.close()
         if self._conditionals is not None:
-            self._conditionals.free(self.device)
+            self._conditionals.free(self._device)
         if unreserve:
             give_back_allocations(self._launcher.compiled.alloc_memory)
 
@@ -652,7 +689,7 @@ class GraphExec(DestroyOnExit):
 
     def statistics(self) -> ExecStatistics:
         return ExecStatistics(
-            state=self.state.value,
+            state=self._state.value,
             nodes=len(self._graph),
             segments=len(self._plan.segments),
             strands=self._plan.num_strands,
@@ -661,7 +698,7 @@ class GraphExec(DestroyOnExit):
             completed=self._launcher.completed,
             versions=self._updater.versions,
             signal_pool=self._launcher.pool.statistics(),
-            arena=self.arena.statistics(),
+            arena=self._arena.statistics(),
         )
 
     @property
@@ -680,7 +717,7 @@ class GraphExec(DestroyOnExit):
     @safe_repr
     def __repr__(self) -> str:
         return (
-            f"<GraphExec #{self.hid.slot}.{self.hid.generation} state={self.state.value} "
+            f"<GraphExec #{self.hid.slot}.{self.hid.generation} state={self._state.value} "
             f"nodes={len(self._graph)} strands={self._plan.num_strands} "
             f"in_flight={self.in_flight}>"
         )

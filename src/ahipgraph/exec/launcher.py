@@ -148,7 +148,7 @@ class Launcher:
     def target(self, stream: Stream | None) -> Stream | None:
         """The checks every launch makes, in HIP's order; None when the graph is empty."""
         owner = self.owner
-        if owner.state is not ExecState.OPEN:
+        if owner._state is not ExecState.OPEN:
             owner._check_alive()  # raises
         stream = launch_stream(stream, self.device, any_device=True)
         part = stream._capture  # read once: another thread may end the capture meanwhile
@@ -433,7 +433,7 @@ class Launcher:
             compiled = self.compiled
             try:
                 if (
-                    owner.state is not ExecState.OPEN
+                    owner._state is not ExecState.OPEN
                     or stream.state is not StreamState.OPEN
                     or part is not None
                 ):

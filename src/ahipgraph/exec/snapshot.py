@@ -62,7 +62,7 @@ _handle_of = attrgetter("_handle")  # a graph node's registry row and generation
 _type_of = attrgetter("_type")
 _params_of = attrgetter("_params")
 _deps_of = attrgetter("_deps")
-_id_of = attrgetter("id")
+_id_of = attrgetter("_id")
 
 
 @dataclass(slots=True, eq=False)
@@ -543,6 +543,12 @@ def _copy_one(graph: Graph) -> tuple[ExecGraph, list[tuple[ExecNode, Graph]], Or
             if exec_node.type is NodeType.Graph:
                 params_any: Any = exec_node.params
                 children.append((exec_node, params_any.graph))
+                # The record's copy of the child is ``child`` (the caller makes it), not the
+                # node's embedded graph: that one is the source node's own, and through its
+                # owner node it would keep the source graph alive (a forgotten one never
+                # freed, its user-object references held) for as long as the executable.
+                exec_node.params = None
+        copy._params = None  # nor the column the records were made from: they are the copy
     return copy, children, originals
 
 

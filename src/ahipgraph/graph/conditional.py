@@ -139,40 +139,43 @@ def make_handle(graph: Graph, default: Any, assign_default: Any) -> ConditionalH
 
     handle = ConditionalHandle._make(graph.id, default, bool(flag))
     with _LINEAGE:  # a destroyed original hands its handles to its clones under this lock
-        handles = graph._handles
+        record = graph._life
+        handles = record.handles
         if handles is None:
-            handles = graph._handles = weakref.WeakSet()
+            handles = record.handles = weakref.WeakSet()
         handles.add(handle)  # its clones may use the handle once it is destroyed
     return handle
 
 
 def _owns(graph: Graph, handle: ConditionalHandle) -> bool:
     """The handle was made by ``graph``, a graph it was cloned from, or a graph enclosing it
-    (a body or child graph inside that graph, however deep). A destroyed graph is out of its
-    clones' lineage, so a graph also owns the handles in its ``_handles``: those of destroyed
-    graphs it descends from that are still alive (one nobody holds can never be asked about).
-    The walk holds the lineage lock, so a graph destroyed meanwhile on another thread, its
-    clones moved on, cannot cut it short.
+    (a body or child graph inside that graph, however deep). A destroyed or collected graph
+    is out of its clones' lineage, so a graph also owns the handles in its record's
+    ``handles``: those of such graphs it descends from that are still alive (one nobody holds
+    can never be asked about). The walk goes over the graphs' records (see graph._GraphRecord),
+    a collected graph's too until it has left the lineage, and holds the lineage lock, so a
+    graph destroyed meanwhile on another thread, its clones moved on, cannot cut it short.
     """
     from .graph import _LINEAGE  # graph.py imports this module
 
-    pending: list[Graph] = [graph]
+    pending: list[Any] = [graph._life]
     seen: set[int] = set()
     with _LINEAGE:
         while pending:
-            current = pending.pop()
-            if current.id in seen:
+            record = pending.pop()
+            if record.graph_id in seen:
                 continue
-            seen.add(current.id)
-            if current.id == handle.graph_id:
+            seen.add(record.graph_id)
+            if record.graph_id == handle.graph_id:
                 return True
-            handles = current._handles
+            handles = record.handles
             if handles is not None and handle in handles:
                 return True
-            if current.original is not None:
-                pending.append(current.original)
-            if current.owner_node is not None:
-                pending.append(current.owner_node.graph)
+            if record.original is not None:
+                pending.append(record.original)
+            current: Graph | None = record.handle
+            if current is not None and current.owner_node is not None:
+                pending.append(current.owner_node.graph._life)
     return False
 
 

@@ -50,7 +50,7 @@ from ..core.lifecycle import (
     owner_key,
     safe_repr,
 )
-from ..core.registry import HandleRegistry
+from ..core.registry import HandleId, HandleRegistry
 from ..lifetime.user_object import UserObject, check_count, disown_all
 from ..runtime import capture_state, observe
 from ..runtime.params import common_kernel_params
@@ -87,7 +87,7 @@ __all__ = ["GRAPHS", "Graph", "GraphStatistics", "live_graph"]
 GRAPHS: HandleRegistry[Graph] = HandleRegistry("graph")
 _GRAPH_IDS = itertools.count()  # next() on a C iterator is atomic under the GIL
 
-# Guards every graph's ``original``, ``_clones``, ``_source_id`` and ``_handles`` (see
+# Guards every graph record's ``original``, ``clones``, ``source_id`` and ``handles`` (see
 # _link_clone; node.py and conditional.py read them under it too): a leaf lock, taken with
 # no other lock acquired inside it, so any graph lock may be held around it. Re-entrant: the
 # collector may run a ``__del__`` that destroys a graph while this thread holds it.
@@ -128,22 +128,48 @@ class GraphStatistics:
 
 
 class _GraphRecord(HandleRecord):
-    """What a forgotten graph gives back: its user-object references and alloc ranges.
+    """What a forgotten graph gives back: its user-object references and alloc ranges; and
+    the graph's place in the clone lineage.
 
     The graph owns user objects and reservations through this record (``owner_key``), so
     neither refers to the graph. Embedded copies (child-graph nodes, conditional bodies) are
     quiet: the runtime owns them, and they go with the node that holds them.
+
+    The lineage (``original``, ``clones``, ``handles``, ``source_id``) is kept here, between
+    records, not between graphs: a clone refers to its original's *record*, which refers to
+    its graph only weakly, so a clone never keeps a forgotten original (its nodes, its
+    user-object references) alive for as long as the clone lives. Once its graph is destroyed
+    or collected, a record leaves the lineage (see _unlink), its clones moving on to the graph
+    it came from. All read and changed under ``_LINEAGE``.
     """
 
-    __slots__ = ("user_objects",)
+    __slots__ = ("clones", "graph_id", "handles", "original", "source_id", "user_objects")
 
     releases = True
 
     def __init__(self, graph: Graph, user_objects: set[UserObject]) -> None:
         super().__init__(graph, f"graph #{graph.id}")
         self.user_objects = user_objects  # the graph's own set, shared
+        self.graph_id = graph.id
+        # The record of the graph this one was cloned from (see Graph.original).
+        self.original: _GraphRecord | None = None
+        # The records of the graphs cloned from this one, while they last.
+        self.clones: weakref.WeakSet[_GraphRecord] | None = None
+        # The conditional handles this graph's nodes may use although the walk up
+        # ``original`` does not reach the graph that made them: its own, and those of graphs
+        # it descends from that left the lineage (see _relink and conditional._owns). Held
+        # weakly: a handle nobody holds any more can never be given to a node again, so it
+        # drops out, and a chain of clones each replacing the last holds the handles still
+        # alive, not one entry per graph gone. None until the graph makes or inherits one.
+        self.handles: weakref.WeakSet[ConditionalHandle] | None = None
+        # The id of the graph this one was cloned from (HIP's ``pOriginalGraph_``) once that
+        # one left the lineage and ``original`` skips it (see _relink): a child-graph node's
+        # setter still refuses that graph and no other (node.check_not_own_parent). None:
+        # ``original`` is it.
+        self.source_id: int | None = None
 
     def release(self) -> None:
+        _unlink(self)  # first: a forgotten graph's clones move on whatever a destructor does
         RESERVATIONS.release_owner(self)
         objects = list(self.user_objects)
         self.user_objects.clear()
@@ -157,35 +183,28 @@ class Graph(DestroyOnExit):
         id: HIP's graph id (DOT names clusters and nodes after it).
         hid: the graph's registry handle.
         lock: serialises every edit and query of this graph.
-        original: the graph this one was cloned from, if any; once that graph is destroyed,
-            the graph it was cloned from in turn (a destroyed graph is skipped, so a chain of
-            clones each replacing the last keeps none of the destroyed ones alive).
+        original: the graph this one was cloned from, if any; once that graph is destroyed
+            or collected, the graph it was cloned from in turn (a destroyed or forgotten graph
+            is skipped, so a chain of clones each replacing the last keeps none of the old
+            ones alive).
         owner_node: the child-graph or conditional node that embeds this graph, if any.
         has_mem_nodes: the graph holds memory-alloc or memory-free nodes.
         instantiated: an executable was made from it (set by the executable layer).
     """
 
     _copy_hint = "; graph.clone() makes a copy of its nodes"
-    # Set on a graph only when needed, so that every graph (each child-graph node and body
-    # holds one) does not carry them: class attributes stand for the common value.
-    # The id of the graph this one was cloned from (HIP's ``pOriginalGraph_``) once that one
-    # was destroyed and ``original`` skips it (see _relink): a child-graph node's setter still
-    # refuses that graph and no other (node.check_not_own_parent). None: ``original`` is it.
-    _source_id: int | None = None
-    # The conditional handles this graph's nodes may use although the walk up ``original``
-    # does not reach the graph that made them: its own, and those of destroyed graphs it
-    # descends from (see _relink and conditional._owns). Held weakly: a handle nobody holds
-    # any more can never be given to a node again, so it drops out, and a chain of clones each
-    # replacing the last holds the handles still alive, not one entry per graph destroyed.
-    # None until the graph makes or inherits one.
-    _handles: weakref.WeakSet[ConditionalHandle] | None = None
 
     def __init__(self) -> None:
-        self.id = next(_GRAPH_IDS)
-        self.lock = threading.RLock()
-        self._original: Graph | None = None
-        self._clones: weakref.WeakSet[Graph] | None = None  # live graphs cloned from this one
-        self._owner_node: GraphNode | None = None
+        # ``id``, ``lock`` and ``hid`` are read-only (properties below): another id would
+        # rename the graph apart from its record (which its conditional handles are matched
+        # against), another lock (a plain Lock) would hang its nested sections, another
+        # handle would retire another graph's registration.
+        self._id = next(_GRAPH_IDS)
+        self._lock = threading.RLock()
+        # Weak: an executable keeps the conditional bodies it was made from (its race reports
+        # name their nodes), and a body must not keep its node, and through it the whole graph,
+        # alive for as long (a forgotten graph never freed, its user objects held).
+        self._owner_node: weakref.ref[GraphNode] | None = None
         self._has_mem_nodes = False
         self._instantiated = False
         self._by_id: dict[int, GraphNode] = {}  # in insertion order: see _nodes
@@ -194,7 +213,7 @@ class Graph(DestroyOnExit):
         self._node_registry_ref: Any = None  # made by NODES for the first node (node_registry)
         # The last kernel-node launch shape found (runtime.params.common_kernel_params' memo).
         self._last_launch: tuple[Any, ...] | None = None
-        self.hid = GRAPHS.register(self)
+        self._hid = GRAPHS.register(self)
         # What ``GRAPHS.get(self.hid) is self`` says, as a plain attribute: the registry
         # retires a graph's handle only in ``_teardown_locked`` (which clears this) or once
         # the graph was collected, when no one can ask. The per-node checks read it.
@@ -212,9 +231,34 @@ class Graph(DestroyOnExit):
     # -- validity ----------------------------------------------------------------------------------
 
     @property
+    def id(self) -> int:
+        """HIP's graph id (DOT names clusters and nodes after it; read-only)."""
+        return self._id
+
+    @property
+    def lock(self) -> threading.RLock:
+        """Serialises every edit and query of this graph (read-only)."""
+        return self._lock
+
+    @property
+    def hid(self) -> HandleId:
+        """The graph's registry handle (read-only: its destroy retires exactly this one)."""
+        return self._hid
+
+    @property
     def original(self) -> Graph | None:
-        """The graph this one was cloned from, if any (read-only: see the class notes)."""
-        return self._original
+        """The graph this one was cloned from, if any (read-only: see the class notes).
+
+        Held weakly, through its record: a graph dropped without ``destroy()`` is freed even
+        while its clones live, and from then on is skipped, as a destroyed one is.
+        """
+        record = self._life.original
+        while record is not None:
+            graph: Graph | None = record.handle
+            if graph is not None and graph._open:
+                return graph
+            record = record.original
+        return None
 
     @property
     def has_mem_nodes(self) -> bool:
@@ -230,11 +274,13 @@ class Graph(DestroyOnExit):
     @property
     def owner_node(self) -> GraphNode | None:
         """The child-graph (or conditional) node that embeds this graph, if any (read-only:
-        the node that made the copy sets it, and the copy goes with that node)."""
-        return self._owner_node
+        the node that made the copy sets it, and the copy goes with that node). None too once
+        that node's graph was collected (the node is held weakly) while this copy lives on."""
+        owner = self._owner_node
+        return None if owner is None else owner()
 
     def _set_owner(self, node: GraphNode) -> None:
-        self._owner_node = node
+        self._owner_node = weakref.ref(node)
         self._life.quiet = True  # the node owns this copy: it goes with it
 
     @property
@@ -351,8 +397,8 @@ class Graph(DestroyOnExit):
         # The node, made from a bare instance with its slots filled (not the constructor, which
         # refuses callers other than the graph): once per node added, captured or cloned.
         node: GraphNode = _new_object(GraphNode)
-        node.graph = self
-        node.id = node_id = next(_NODE_IDS) if node_id is None else node_id
+        node._graph = self
+        node._id = node_id = next(_NODE_IDS) if node_id is None else node_id
         node._type = node_type
         node._params = params
         node._succ = ()
@@ -389,7 +435,7 @@ class Graph(DestroyOnExit):
         else:
             node._deps = ()
         by_id = self._by_id
-        by_id[node.id] = node  # before anyone sees it: the registry finds it here
+        by_id[node_id] = node  # before anyone sees it: the registry finds it here
         if len(by_id) >= BULK_BUILD_NODES and not gcpause.pauses:
             gcpause.pause_until_yield(self, _node_count)  # a bulk build: see core.gcpause
         if observe.observer is not None:  # the race checker keeps the line that added it
@@ -415,13 +461,13 @@ class Graph(DestroyOnExit):
             if len(given) == 1:
                 dep: Any = given[0]
                 # This graph vouches for its live nodes (the registry looks them up there too).
-                if type(dep) is GraphNode and self._by_id.get(dep.id) is dep:
+                if type(dep) is GraphNode and self._by_id.get(dep._id) is dep:
                     # A tuple is the caller's own; a list is copied, as user code run by the
                     # add's argument conversions could otherwise change it after this check.
                     return given if kind is tuple else (dep,)
         elif kind is GraphNode:
             node: GraphNode = given
-            if self._by_id.get(node.id) is node:
+            if self._by_id.get(node._id) is node:
                 return (node,)
         if deps is None or isinstance(deps, GraphNode):
             deps = (deps,)  # None: a null node, refused below as add_dependencies refuses it
@@ -556,7 +602,7 @@ class Graph(DestroyOnExit):
                 type(deps) is tuple
                 and len(deps) == 1
                 and type(dep := deps[0]) is GraphNode
-                and self._by_id.get(dep.id) is dep
+                and self._by_id.get(dep._id) is dep
             ):
                 dep_list: Sequence[GraphNode] = deps  # _check_deps' fast path: one live node
             else:
@@ -1090,7 +1136,7 @@ class Graph(DestroyOnExit):
         """
         GRAPHS.unregister(self.hid)  # from here every node handle is invalid too
         self._open = False
-        _unlink_destroyed(self)
+        _unlink(self._life)
         self._removals += 1
         capture_state.target_destroyed(self)
         self._life.detach()
@@ -1232,9 +1278,9 @@ def _twin_edges(edges: Edges, twins_by_id: dict[int, GraphNode]) -> Edges:
     nodes that map made a clone's per-node cost almost double its cost at 10,000).
     """
     if type(edges) is GraphNode:
-        return twins_by_id[edges.id]
+        return twins_by_id[edges._id]
     if edges:
-        return [twins_by_id[end.id] for end in edge_nodes(edges)]
+        return [twins_by_id[end._id] for end in edge_nodes(edges)]
     return ()
 
 
@@ -1256,70 +1302,77 @@ def _descends_from(graph: Graph, ancestor: Graph) -> bool:
     """Whether ``graph`` was cloned, directly or through other clones, from ``ancestor``.
 
     The walk holds the lineage lock, so it reads the lineage as one while other threads
-    destroy graphs in it and move their clones on (_unlink_destroyed): unlocked, a walk that
-    stepped onto a graph being destroyed could stop short of graphs ``graph`` descends from.
+    destroy graphs in it and move their clones on (_unlink): unlocked, a walk that stepped
+    onto a graph being destroyed could stop short of graphs ``graph`` descends from.
     """
     with _LINEAGE:
-        original = graph.original
-        while original is not None and original is not ancestor:
-            original = original.original
-        return original is not None
+        target = ancestor._life
+        record = graph._life.original
+        while record is not None and record is not target:
+            record = record.original
+        return record is not None
 
 
 def _link_clone(copy: Graph, source: Graph) -> None:
     """Record ``copy`` as cloned from ``source``: its ``original``, and in ``source``'s clones."""
     with _LINEAGE:
-        _attach_clone(copy, source)
+        _attach_clone(copy._life, source._life)
 
 
-def _attach_clone(copy: Graph, source: Graph) -> None:
+def _attach_clone(copy: _GraphRecord, source: _GraphRecord) -> None:
     """``copy.original = source``, with ``copy`` in ``source``'s clones (lineage lock held)."""
-    copy._original = source
-    if source._clones is None:
-        source._clones = weakref.WeakSet()
-    source._clones.add(copy)
+    copy.original = source
+    if source.clones is None:
+        source.clones = weakref.WeakSet()
+    source.clones.add(copy)
 
 
-def _unlink_destroyed(graph: Graph) -> None:
-    """Take a destroyed graph out of its clones' lineage: each now descends from the graph's
-    own original. Nothing live refers to the destroyed graph then, so a program that clones a
-    graph, destroys the old one and keeps the copy, again and again, holds one graph, not a
-    chain of every destroyed one. Its nodes are gone, so none of them can be looked up through
-    it (``find_in_clone``); the conditional handles it made (or could use) stay usable in its
-    clones, as they were before it was destroyed, through their ``_handles``.
+def _in_lineage(record: _GraphRecord) -> bool:
+    """The record's graph is alive and open: its clones link to it."""
+    graph: Graph | None = record.handle
+    return graph is not None and graph._open
 
-    The destroyed graph keeps its own ``original``: a clone still linked to it (see
-    _relink) reaches the live graphs beyond it through that.
+
+def _unlink(record: _GraphRecord) -> None:
+    """Take a destroyed (or collected) graph's record out of its clones' lineage: each now
+    descends from the graph's own original. Nothing live refers to the record then, so a
+    program that clones a graph, drops or destroys the old one and keeps the copy, again and
+    again, holds one graph, not a chain of every old one. Its nodes are gone, so none of them
+    can be looked up through it (``find_in_clone``); the conditional handles it made (or could
+    use) stay usable in its clones, as they were before it went, through their ``handles``.
+
+    A destroyed graph keeps its own ``original``: a clone still linked to it (see _relink)
+    reaches the live graphs beyond it through that.
     """
     with _LINEAGE:
-        clones, graph._clones = graph._clones, None
+        clones, record.clones = record.clones, None
         if not clones:
             return
         for copy in list(clones):
             _relink(copy)
 
 
-def _relink(copy: Graph) -> None:
+def _relink(copy: _GraphRecord) -> None:
     """Point ``copy`` at the nearest open graph it descends from, taking over the conditional
-    handles of the destroyed graphs it skips. The caller holds the lineage lock.
+    handles of the graphs it skips. The caller holds the lineage lock.
 
     Adding ``copy`` to that graph's clones allocates, so the collector may run a ``__del__``
     that destroys that very graph (the lock is re-entrant): its own unlinking may then miss
     ``copy``, which is linked again, past it, until the graph it was linked to is open.
     """
-    if copy._source_id is None and copy.original is not None:  # its first move: remember
-        copy._source_id = copy.original.id
+    if copy.source_id is None and copy.original is not None:  # its first move: remember
+        copy.source_id = copy.original.graph_id
     while True:
         target = copy.original
-        while target is not None and not target._open:
-            if target._handles:  # its handles (and those it inherited) stay usable
-                if copy._handles is None:
-                    copy._handles = weakref.WeakSet()
-                copy._handles |= target._handles
+        while target is not None and not _in_lineage(target):
+            if target.handles:  # its handles (and those it inherited) stay usable
+                if copy.handles is None:
+                    copy.handles = weakref.WeakSet()
+                copy.handles |= target.handles
             target = target.original
         if target is None:
-            copy._original = None
+            copy.original = None
             return
         _attach_clone(copy, target)
-        if target._open:
+        if _in_lineage(target):
             return

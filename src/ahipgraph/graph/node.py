@@ -116,17 +116,19 @@ class GraphNode(NodeCopySetters, DestroyOnExit):
     __slots__ = (
         "__weakref__",
         "_deps",
+        "_graph",
         "_handle",
+        "_id",
         "_params",
         "_succ",
         "_type",
-        "graph",
-        "id",
     )
 
     # Filled by ``Graph._attach`` on a bare instance (the constructor refuses every call).
-    graph: Graph
-    id: int
+    # ``graph`` and ``id`` are read-only (properties below): a node moved to another graph, or
+    # given another node's id, would corrupt both graphs' edges and id indexes.
+    _graph: Graph
+    _id: int
     _type: NodeType
     _params: NodeParams
     _deps: Edges
@@ -139,6 +141,16 @@ class GraphNode(NodeCopySetters, DestroyOnExit):
         _FACTORY.refuse()
 
     @property
+    def graph(self) -> Graph:
+        """The graph the node belongs to (read-only)."""
+        return self._graph
+
+    @property
+    def id(self) -> int:
+        """HIP's node id, shared with the node's copies in clones of the graph (read-only)."""
+        return self._id
+
+    @property
     def hid(self) -> HandleId:
         """The node's registry handle (made on each read; equal reads compare equal)."""
         handle = self._handle
@@ -149,7 +161,7 @@ class GraphNode(NodeCopySetters, DestroyOnExit):
     @property
     def alive(self) -> bool:
         handle = self._handle
-        return NODES.find(handle & ROW_MASK, handle >> ROW_BITS) is self and self.graph._open
+        return NODES.find(handle & ROW_MASK, handle >> ROW_BITS) is self and self._graph._open
 
     @property
     def state(self) -> HandleState:
@@ -159,7 +171,7 @@ class GraphNode(NodeCopySetters, DestroyOnExit):
     def _check_alive(self) -> None:
         """Raise InvalidValue if the node or its graph was destroyed."""
         handle = self._handle
-        if NODES.find(handle & ROW_MASK, handle >> ROW_BITS) is not self or not self.graph._open:
+        if NODES.find(handle & ROW_MASK, handle >> ROW_BITS) is not self or not self._graph._open:
             check_live(False, "graph node", self)
 
     # -- queries -----------------------------------------------------------------------------------
@@ -528,9 +540,13 @@ def check_not_own_parent(node: GraphNode, child: object) -> None:
     # direct original is known by its id then.
     from .graph import _LINEAGE  # graph.py imports this module
 
-    with _LINEAGE:  # both read as one: a move of ``original`` sets ``_source_id`` first
-        source, original = parent._source_id, parent.original
-    own = child is original if source is None else getattr(child, "id", None) == source
+    with _LINEAGE:  # both read as one: a move of ``original`` sets ``source_id`` first
+        record = parent._life
+        source, direct = record.source_id, record.original
+    if source is None:  # the direct original, if it is still alive (never moved past)
+        own = direct is not None and child is direct.handle
+    else:
+        own = getattr(child, "id", None) == source
     if child is parent or own:
         raise Unknown("a child graph node cannot take its own parent graph")
 

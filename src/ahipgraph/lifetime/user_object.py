@@ -47,7 +47,7 @@ from ..core.lifecycle import (
     safe_repr,
 )
 from ..core.refcount import RefCounted
-from ..core.registry import HandleRegistry
+from ..core.registry import HandleId, HandleRegistry
 
 __all__ = [
     "INT_MAX",
@@ -158,7 +158,7 @@ class UserObject(RefCounted, DestroyOnExit):
             (whose body would never run), or the count is not an int.
     """
 
-    __slots__ = ("__weakref__", "_life", "_owned", "hid")
+    __slots__ = ("__weakref__", "_hid", "_life", "_owned")
 
     def __init__(
         self,
@@ -192,8 +192,13 @@ class UserObject(RefCounted, DestroyOnExit):
         # Keyed by ``owner_key(owner)``: a graph or executable owns through its record, so this
         # table never keeps a forgotten owner alive.
         self._owned: dict[object, int] = {}
-        self.hid = USER_OBJECTS.register(self)
+        self._hid = USER_OBJECTS.register(self)
         self._life = _UserObjectRecord(self, destructor, data)
+
+    @property
+    def hid(self) -> HandleId:
+        """The object's registry handle (read-only: its last release retires exactly this one)."""
+        return self._hid
 
     @property
     def state(self) -> HandleState:
