@@ -664,3 +664,27 @@ def test_a_programs_gc_callback_raising_keyboard_interrupt_changes_nothing(
     assert unraisable
     assert set(unraisable) == {KeyboardInterrupt}
     assert gc.get_threshold() == collector.thresholds
+
+
+def test_a_graph_destroyed_after_a_watched_build_ends_its_pause_at_the_next_pass(
+    collector: _Collector,
+) -> None:
+    """A graph built in a thread, then destroyed while still referenced: its node count falls
+    to zero, which the next pass used to take for progress (the count had changed), so the
+    pause went on, backing off further, into whatever the program built next (a loop's
+    build then ran without its own pause, and its deferred pass landed in the first replay).
+    The pass after the destroy ends it."""
+    kept: list[ahg.Graph] = []
+
+    def build_in_thread() -> None:
+        graph = ahg.Graph()
+        for i in range(20_000):  # a watched build with a pass or two in it
+            graph.add_kernel_node(noop, 1, 1, (i,))
+        kept.append(graph)
+
+    _in_thread(build_in_thread)
+    assert gcpause.is_paused()  # no pass has seen the build stop yet
+    kept[0].destroy()
+    gc.collect(0)  # the next pass: it finds the destroyed graph smaller
+    assert not gcpause.is_paused()
+    assert gc.get_threshold() == collector.thresholds

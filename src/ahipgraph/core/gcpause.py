@@ -30,21 +30,21 @@ long as the build. A loop closed before that iteration drops the callback, which
 pause as it is freed; a loop stopped in the very iteration that built (``loop.stop()`` called
 by the build) and kept open ends it at the collector's next young pass.
 
-A thread without a running event loop (a script that builds its graphs before
-``asyncio.run``, a worker thread) has no iteration to end its pause. There the pause is
-watched instead: young passes still come, and each one asks the build's ``progress`` (the
-graph's node count) whether it moved since the one before. The first pass that finds it
-unchanged (or the graph gone) ends the pause. The passes back off as the build goes on: the
+A thread without a running event loop (a script that builds its graphs before ``asyncio.run``,
+a worker thread) has no iteration to end its pause. There the pause is watched instead: young
+passes still come, and each one asks the build's ``progress`` (the graph's node count) whether
+it grew since the one before. The first pass that finds it unchanged or smaller (the graph
+destroyed), or the graph gone, ends the pause. The passes back off as the build goes on: the
 first comes after :data:`WATCHED_YOUNG` allocations, and each pass that finds the build grown
 lets the next come after :data:`WATCHED_YOUNG` more allocations than the pause has lasted so
 far, at most :data:`PAUSED_YOUNG` (allocations of container objects as the collector counts
 them: by every thread, less those freed). For a build alone that doubles the interval at every
 pass, so a build of N allocations makes about log2(N / WATCHED_YOUNG) young passes rather than
 one per :data:`WATCHED_YOUNG`, each over what the build made since the one before. At CPython's
-default thresholds every twelfth pass is a first-generation one, over everything the build
-made since the last such pass: a build of up to about 13 million allocations (four million
-kernel nodes) makes at most seven passes, none of them a first-generation one unless the
-collector had already made more than four young passes since its last first-generation one
+default thresholds every twelfth pass is a first-generation one, over everything the build made
+since the last such pass: a build of up to about 13 million allocations (four million kernel
+nodes) makes at most seven passes, none of them a first-generation one unless the collector had
+already made more than four young passes since its last first-generation one
 (``gc.get_count()[1]``) when the pause began.
 
 The price is an overshoot that grows with the build, as the collector's own full passes wait
@@ -363,7 +363,7 @@ class _WatchedBurst(_Burst):
         if owner is None:
             return True
         seen = self.progress(owner)
-        if seen == self.seen:
+        if seen <= self.seen:  # unchanged, or fewer (its graph destroyed): the build is over
             return True
         self.seen = seen
         lasted = max(_counted - self.start, 0)  # (the count falls as the program frees)
