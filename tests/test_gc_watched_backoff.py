@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import gc
 import itertools
+import subprocess
 import sys
+import textwrap
 import threading
 import warnings
 import weakref
@@ -688,3 +690,45 @@ def test_a_graph_destroyed_after_a_watched_build_ends_its_pause_at_the_next_pass
     gc.collect(0)  # the next pass: it finds the destroyed graph smaller
     assert not gcpause.is_paused()
     assert gc.get_threshold() == collector.thresholds
+
+
+_EXIT_WHILE_PAUSED = textwrap.dedent(
+    """
+    import gc, threading
+    import ahipgraph as ahg
+    from ahipgraph.core import gcpause
+
+    @ahg.kernel
+    def noop(t: ahg.Threads, n: ahg.int32) -> None:
+        pass
+
+    gc.callbacks.insert(0, lambda phase, info: None)
+    kept = {}
+
+    def build():
+        graph = ahg.Graph()
+        for i in range(5_000):
+            graph.add_kernel_node(noop, 1, 1, (i,))
+        kept["graph"] = graph
+
+    worker = threading.Thread(target=build)
+    worker.start()
+    worker.join()
+    print("paused at exit:", gcpause.is_paused())
+    """
+)
+
+
+def test_a_program_that_exits_during_a_watched_pause_exits_quietly() -> None:
+    """The pause ended as its graph was freed at interpreter exit, by then sometimes after the
+    module's globals were cleared: "Exception ignored in _Burst.__call__ ... TypeError"."""
+    done = subprocess.run(
+        [sys.executable, "-c", _EXIT_WHILE_PAUSED],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "paused at exit: True" in done.stdout
+    assert "Exception ignored" not in done.stderr, done.stderr

@@ -299,8 +299,16 @@ class _Burst:
         # walks the young objects anyway: the settle pass is for an end the loop brings.
         self.end(settle=not _in_callback)
 
-    def end(self, settle: bool) -> None:
-        """End this pause (once; any later call does nothing)."""
+    def end(self, settle: bool, _finalizing: Callable[[], bool] = sys.is_finalizing) -> None:
+        """End this pause (once; any later call does nothing).
+
+        Nothing while the interpreter shuts down: a pause still in force at exit ends as its
+        graph is freed, by then perhaps after this module's globals were cleared, and there
+        is no program left for the collector's passes to slow. (``_finalizing`` is bound
+        here, as ``sys`` may be one of those globals.)
+        """
+        if _finalizing():
+            return
         with _lock:
             if self.ended:
                 return
