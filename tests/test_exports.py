@@ -229,7 +229,7 @@ PUBLIC_ATTRIBUTES = {
     ),
     "Stream": (
         "alive begin_capture begin_capture_to_graph capture capture_info destroy end_capture "
-        "free_async free_async_nowait is_capturing launch_host_func launch_host_func_nowait "
+        "free_async free_async_nowait hid is_capturing launch_host_func launch_host_func_nowait "
         "launch_kernel launch_kernel_nowait malloc_async malloc_async_nowait memcpy memcpy_2d "
         "memcpy_2d_nowait "
         "memcpy_3d memcpy_3d_nowait memcpy_from_symbol memcpy_from_symbol_nowait memcpy_nowait "
@@ -239,7 +239,7 @@ PUBLIC_ATTRIBUTES = {
         "wait_value_32_nowait wait_value_64 wait_value_64_nowait write_value_32 "
         "write_value_32_nowait write_value_64 write_value_64_nowait"
     ),
-    "Event": "alive destroy elapsed_time query record record_nowait synchronize time_ns",
+    "Event": "alive destroy elapsed_time hid query record record_nowait synchronize time_ns",
     "Graph": (
         "add_child_graph_node add_conditional_node add_dependencies add_empty_node "
         "add_event_record_node add_event_wait_node add_host_node add_kernel_node "

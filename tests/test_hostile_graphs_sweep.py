@@ -171,6 +171,23 @@ def test_a_graph_s_and_a_user_object_s_registry_handles_cannot_be_reassigned() -
     destroy(graph, other)
 
 
+@pytest.mark.parametrize("kind", ["stream", "event"])
+def test_a_stream_s_and_an_event_s_registry_handles_cannot_be_reassigned(kind: str) -> None:
+    # As an executable's: given another's handle, destroying one retired the other, whose own
+    # destroy() then said "was already destroyed" (InvalidHandle).
+    device = ahg.get_device(0)
+    make = device.create_stream if kind == "stream" else device.create_event
+    registry = "stream" if kind == "stream" else "event"
+    before = registry_statistics()[registry].live
+    first, second = make(), make()
+    with pytest.raises(AttributeError):
+        first.hid = second.hid  # type: ignore[misc]
+    first.destroy()
+    assert second.alive
+    second.destroy()
+    assert registry_statistics()[registry].live == before
+
+
 def test_a_graph_s_id_and_lock_cannot_be_reassigned() -> None:
     # HIP's id names the graph (DOT output, the conditional handles it makes) and is fixed; a
     # plain Lock in place of its RLock hung the first nested section (a conditional node's

@@ -21,7 +21,7 @@ from ..core.lifecycle import (
     destroyed,
     safe_repr,
 )
-from ..core.registry import HandleRegistry
+from ..core.registry import HandleId, HandleRegistry
 from ..device.engine import refuse_trio
 from ..device.signal import Signal
 from . import capture, observe
@@ -60,7 +60,7 @@ class Event(DestroyOnExit):
         self.blocking_sync = bool(blocking_sync)
         self.signal: Signal | None = None  # completion of the latest record; None = unrecorded
         self.state = EventState.OPEN
-        self.hid = EVENTS.register(self)
+        self._hid = EVENTS.register(self)
         # A forgotten event is freed with a warning (its registry slot is weak).
         self._life = HandleRecord(
             self, f"event #{self.hid.slot}.{self.hid.generation} on device {device.ordinal}"
@@ -153,6 +153,12 @@ class Event(DestroyOnExit):
         if self.signal is None or self.signal.value > 0:
             return None
         return self.signal.time
+
+    @property
+    def hid(self) -> HandleId:
+        """The registry handle (read-only: its destroy retires exactly this one, never
+        another handle's)."""
+        return self._hid
 
     @property
     def alive(self) -> bool:

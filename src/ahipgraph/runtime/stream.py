@@ -38,7 +38,7 @@ from ..core.lifecycle import (
     destroyed,
     safe_repr,
 )
-from ..core.registry import HandleRegistry
+from ..core.registry import HandleId, HandleRegistry
 from ..core.surface import own_mixin_methods
 from ..device.engine import refuse_trio
 from ..device.kernel import DimLike, Kernel
@@ -153,7 +153,7 @@ class Stream(
         # Where calls on this stream are parked apart from its ring, one entry per parked
         # call (see _parked_elsewhere): _wake_parked wakes them.
         self._parked: list[WakesGone] = []
-        self.hid = STREAMS.register(self)
+        self._hid = STREAMS.register(self)
         # A forgotten stream is freed with a warning; one the runtime owns (the null stream, a
         # per-task stream) quietly. Its registry slot and device entry go with it (both weak).
         self._life = HandleRecord(
@@ -661,6 +661,12 @@ class Stream(
         if done and observe.observer is not None:
             observe.observer.stream_synchronized(self)
         return done
+
+    @property
+    def hid(self) -> HandleId:
+        """The registry handle (read-only: its destroy retires exactly this one, never
+        another handle's)."""
+        return self._hid
 
     @property
     def alive(self) -> bool:
