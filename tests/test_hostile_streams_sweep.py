@@ -118,6 +118,21 @@ async def test_a_kept_stream_of_a_replaced_device_recording_a_new_event_is_inval
     destroy(old_stream, event)
 
 
+async def _capturing_on_a_full_ring(
+    device: ahg.Device,
+) -> tuple[ahg.Stream, ahg.Stream, HeldKernel, ahg.Event, HeldKernel]:
+    """A stream whose ring is full (``held``), capturing, and an event recorded outside any
+    capture on ``other``, pending behind ``gate``: a wait on it is a real one."""
+    stream, other = device.create_stream(), device.create_stream()
+    gate = HeldKernel("gate")
+    await gate.launch(other)
+    pending = device.create_event()
+    await other.record_event(pending)  # recorded outside any capture, pending while gated
+    held = await fill_ring(device, stream)
+    stream.begin_capture()
+    return stream, other, gate, pending, held
+
+
 @pytest.mark.asyncio
 async def test_a_capturing_streams_real_wait_on_an_outside_record_needs_room_in_its_full_ring(
     small_ring: ahg.Device,
@@ -127,13 +142,7 @@ async def test_a_capturing_streams_real_wait_on_an_outside_record_needs_room_in_
     # ring had no say while it captured, so the packet went into a full ring (5 of 4, then 6)
     # and neither the coroutine waited for room nor its twin reported NotReady.
     device = small_ring
-    stream, other = device.create_stream(), device.create_stream()
-    gate = HeldKernel("gate")
-    await gate.launch(other)
-    pending = device.create_event()
-    await other.record_event(pending)  # recorded outside any capture, pending while gated
-    held = await fill_ring(device, stream)
-    stream.begin_capture()
+    stream, other, gate, pending, held = await _capturing_on_a_full_ring(device)
     before = ring_of(device, stream)
     assert before.pending == CAPACITY
     with pytest.raises(ahg.NotReady):
@@ -184,13 +193,7 @@ async def test_a_capturing_streams_real_wait_parked_for_room_is_woken_by_the_str
     small_ring: ahg.Device,
 ) -> None:
     device = small_ring
-    stream, other = device.create_stream(), device.create_stream()
-    gate = HeldKernel("gate")
-    await gate.launch(other)
-    pending = device.create_event()
-    await other.record_event(pending)
-    held = await fill_ring(device, stream)
-    stream.begin_capture()
+    stream, other, gate, pending, held = await _capturing_on_a_full_ring(device)
     waiting = asyncio.ensure_future(stream.wait_event(pending))
     await loop_turns()
     assert ring_of(device, stream).waiting_for_room == 1
