@@ -185,3 +185,44 @@ async def test_a_finalizer_inside_an_enqueue_may_make_free_and_destroy_handles(
     assert runs
     device.free(ptr)
     assert leak_report(baseline) is None
+
+
+@pytest.mark.asyncio
+async def test_a_cross_device_launch_from_a_collector_hook_inside_an_enqueue_takes_nothing() -> (
+    None
+):
+    """A launch onto another device's stream takes both devices' locks itself: it too is
+    refused inside an enqueue (it went through, and two launches of one executable then ran
+    at once, the nested one unordered against the one it interrupted)."""
+    device, other_device = ahg.configure_devices(2)
+    ptr = device.malloc(64)
+    graph = ahg.Graph()
+    graph.add_memset_node(ptr + 32, 5, 8)
+    exec_ = graph.instantiate(signal_sets=1024)  # see the same-device test
+    target = other_device.create_stream()
+    outcomes: list[str] = []
+    completions: list[ahg.Completion] = []
+
+    def hook() -> None:
+        try:
+            completions.append(exec_.launch_nowait(target))
+        except ahg.IllegalState:
+            outcomes.append("refused")
+        else:
+            outcomes.append("launched")
+
+    baseline = snapshot()
+    with collector_window(hook) as window:
+        await _enqueue_work(device, ptr, window)
+    for completion in completions:
+        await completion
+    await target.synchronize()
+    assert "refused" in outcomes
+    assert "launched" in outcomes
+    stats = exec_.statistics()
+    assert stats.launches == len(completions) == outcomes.count("launched")
+    assert stats.in_flight == 0
+    assert stats.signal_pool.free == stats.signal_pool.sets
+    destroy(exec_, graph, target)
+    device.free(ptr)
+    assert leak_report(baseline) is None

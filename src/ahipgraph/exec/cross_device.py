@@ -50,12 +50,14 @@ def enqueue_cross_device(launcher: Launcher, stream: Stream, signal_set: SignalS
     """
     try:
         home = launcher.home_stream()
+        own, other = home.queue.engine, stream.queue.engine
+        # One order for every thread: no deadlock. Taken as every submission takes them
+        # (a finalizer's launch inside another enqueue on this thread is refused).
+        first, second = (engine.submitting() for engine in sorted((own, other), key=id))
     except BaseException:
         launcher.pool.give_back(signal_set)
         raise
-    own, other = home.queue.engine, stream.queue.engine
-    first, second = sorted((own, other), key=id)  # one order for every thread: no deadlock
-    with first.lock, second.lock:
+    with first, second:
         try:
             own.claim_locked()
             other.claim_locked()
