@@ -7,6 +7,7 @@ same errors with the same messages, and the general path still taken for every o
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import re
 from typing import Any
 
@@ -349,15 +350,28 @@ def test_a_chain_node_holds_its_lone_neighbours_as_themselves() -> None:
     first = graph.add_kernel_node(count, 1, 1, (1,))
     second = graph.add_kernel_node(count, 1, 1, (2,), deps=first)
     assert first._deps == ()
-    assert first._succ is second
+    assert first._dependents is second
     assert second._deps is first
     third = graph.add_kernel_node(count, 1, 1, (3,), deps=[first])
-    assert first._succ == [second, third]  # a second dependent makes a list
+    assert first._dependents == [second, third]  # a second dependent makes a list
     graph.remove_dependencies(first, second)
-    assert first._succ is third  # and back to the lone node
+    assert first._dependents is third  # and back to the lone node
     graph.remove_dependencies(first, third)
-    assert first._succ == ()
+    assert first._dependents == ()
     assert second.dependencies() == []
+    graph.destroy()
+
+
+def test_a_nodes_edges_sit_right_after_its_header() -> None:
+    """Kahn's walk over a wide graph reaches each node from far away in memory, reading its
+    reference count and its edges: both in the object's first 32 bytes, one cache line."""
+    graph = ahg.Graph()
+    node = graph.add_kernel_node(count, 1, 1, (1,))
+    words = (ctypes.c_void_p * 4).from_address(id(node))  # refcount, type, two slots
+    assert words[2] == id(node._dependents)
+    assert words[3] == id(node._deps)
+    other = graph.add_kernel_node(count, 1, 1, (2,), deps=node)
+    assert words[2] == id(other)  # the lone dependent, held as the node itself
     graph.destroy()
 
 

@@ -65,7 +65,7 @@ ODD_SHARE = 4
 NODES_PER_ROUND = 256
 
 _deps_of: Callable[[GraphNode], Any] = attrgetter("_deps")
-_succ_of: Callable[[GraphNode], Any] = attrgetter("_succ")
+_dependents_of: Callable[[GraphNode], Any] = attrgetter("_dependents")
 _I64 = np.int64
 _INT32_END = 1 << 31
 
@@ -160,7 +160,9 @@ def kahn_columns(
     if len(odd_deps) > max_odd:
         return None
     odd_succs = list(
-        compress(range(count - 1), map(is_not, map(_succ_of, islice(nodes, count - 1)), nodes[1:]))
+        compress(
+            range(count - 1), map(is_not, map(_dependents_of, islice(nodes, count - 1)), nodes[1:])
+        )
     )
     odd_succs.append(count - 1)
     if len(odd_succs) > max_odd:
@@ -181,7 +183,7 @@ def kahn_columns(
     counted_deps: list[Any] = list(compress(deps, map(not_, lone)))
 
     # Successors, by insertion index, in edge order: each node's offset into one flat array.
-    succs: list[Any] = list(map(_succ_of, map(nodes.__getitem__, odd_succs)))
+    succs: list[Any] = list(map(_dependents_of, map(nodes.__getitem__, odd_succs)))
     one = list(map(is_, map(type, succs), repeat(node_type)))
     several = list(compress(odd_succs, map(not_, one)))  # lists, and () for none
     listed: list[Any] = list(compress(succs, map(not_, one)))

@@ -279,7 +279,7 @@ def _one_cluster(graph: Graph, flags: int, lines: list[str]) -> list[GraphNode]:
             style, shape, label = _node_look(node, flags, names)
             head = f'{prefix}{node.id}"'
             node_line(f'{head}[style="{style}"shape="{shape}"label="{label}"];')
-            for succ in edge_nodes(node._succ):
+            for succ in edge_nodes(node._dependents):
                 edge_line(f'{head} -> {prefix}{succ.id}"')
         _fold(node_lines, node_start)
         _fold(edge_lines, edge_start)

@@ -401,7 +401,7 @@ class Graph(DestroyOnExit):
         node._id = node_id = next(_NODE_IDS) if node_id is None else node_id
         node._type = node_type
         node._params = params
-        node._succ = ()
+        node._dependents = ()
         # NODES.enter(node), inline (see NodeRegistry.columns): one of the graph's spare
         # slots; the id is stored before the owner, so a lock-free find never sees the owner
         # with another node's id.
@@ -418,19 +418,19 @@ class Graph(DestroyOnExit):
         if count == 1:
             dep = deps[0]
             node._deps = dep
-            succ = dep._succ
+            succ = dep._dependents
             if not succ:
-                dep._succ = node
+                dep._dependents = node
             elif type(succ) is list:
                 succ.append(node)
             else:
-                dep._succ = [succ, node]  # type: ignore[list-item]
+                dep._dependents = [succ, node]  # type: ignore[list-item]
             self._edge_count += 1
         elif count:
             own = deps if type(deps) is list else list(deps)
             node._deps = own
             for dep in own:  # what _link does for each dependency, without a call per edge
-                dep._succ = with_edge(dep._succ, node)
+                dep._dependents = with_edge(dep._dependents, node)
             self._edge_count += count
         else:
             node._deps = ()
@@ -495,12 +495,12 @@ class Graph(DestroyOnExit):
             raise InvalidValue(f"{what} {node!r} belongs to another graph")
 
     def _link(self, src: GraphNode, dst: GraphNode) -> None:
-        src._succ = with_edge(src._succ, dst)
+        src._dependents = with_edge(src._dependents, dst)
         dst._deps = with_edge(dst._deps, src)
         self._edge_count += 1
 
     def _unlink(self, src: GraphNode, dst: GraphNode) -> None:
-        src._succ = without_edge(src._succ, dst)
+        src._dependents = without_edge(src._dependents, dst)
         dst._deps = without_edge(dst._deps, src)
         self._edge_count -= 1
 
@@ -924,7 +924,7 @@ class Graph(DestroyOnExit):
                     by_id = copy._by_id
                     for node, twin in zip(originals, twins, strict=True):
                         twin._deps = _twin_edges(node._deps, by_id)
-                        twin._succ = _twin_edges(node._succ, by_id)
+                        twin._dependents = _twin_edges(node._dependents, by_id)
                     copy._edge_count = source._edge_count
                     for obj in source._user_objects:
                         if obj._owned_by(source) and obj._adopt(copy, 1):
@@ -1145,7 +1145,7 @@ class Graph(DestroyOnExit):
         for node in self._nodes:
             # A node and its neighbours refer to each other: cleared, a destroyed graph's nodes
             # are freed by reference counting when dropped, not left to the collector.
-            node._deps = node._succ = ()
+            node._deps = node._dependents = ()
             if isinstance(node._params, ChildGraphParams):
                 children.append(node._params.graph)
             elif isinstance(node._params, ConditionalNodeParams):
@@ -1203,7 +1203,7 @@ class Graph(DestroyOnExit):
             capture_state.node_destroyed(self, node)
             for dep in list(edge_nodes(node._deps)):
                 self._unlink(dep, node)
-            for succ in list(edge_nodes(node._succ)):
+            for succ in list(edge_nodes(node._dependents)):
                 self._unlink(node, succ)
             NODES.unregister(node.hid)  # first: the registry finds the node through _by_id
             del self._by_id[node.id]

@@ -49,7 +49,7 @@ def add_dependencies(graph: Graph, from_nodes: Ends, to_nodes: Ends) -> None:
         _check_pairs(graph, pairs)
         seen: set[tuple[GraphNode, GraphNode]] = set()
         for src, dst in pairs:
-            if dst in edge_nodes(src._succ) or (src, dst) in seen:
+            if dst in edge_nodes(src._dependents) or (src, dst) in seen:
                 raise InvalidValue(f"the edge {src!r} -> {dst!r} already exists")
             seen.add((src, dst))
         for src, dst in pairs:
@@ -66,7 +66,7 @@ def remove_dependencies(graph: Graph, from_nodes: Ends, to_nodes: Ends) -> None:
         if len(set(pairs)) != len(pairs):
             raise InvalidValue("an edge is listed twice")
         for src, dst in pairs:
-            if dst not in edge_nodes(src._succ):
+            if dst not in edge_nodes(src._dependents):
                 raise InvalidValue(f"there is no edge {src!r} -> {dst!r}")
         for src, dst in pairs:
             graph._unlink(src, dst)
@@ -99,6 +99,12 @@ def topological_order(graph: Graph) -> list[GraphNode]:
     are counted, so the walk keeps no entry per node. While nothing else is ready, a node's
     lone successor with a lone dependency is ordered at once: the FIFO would pop it next
     anyway, so a chain is walked without a queue operation per node and the order is Kahn's.
+
+    A successor is told counted or not by looking it up among the counted nodes (a node
+    hashes by identity), not by reading its dependencies: queuing it then only writes its
+    reference count, which does not hold the walk up, and its memory has long arrived when it
+    is popped. In a wide graph (a fork-join's branches, side by side) the queue holds a node
+    of every branch, far apart in memory, and reading each on the way in would wait for it.
     """
     roots, indegree, total = _roots_and_joins(graph)
     ready = deque(roots)
@@ -109,22 +115,23 @@ def topological_order(graph: Graph) -> list[GraphNode]:
     while ready:
         node = popleft()
         append(node)
-        succs: Any = node._succ
+        succs: Any = node._dependents
         # The chain walk: a lone successor whose lone dependency is this node, nothing queued.
-        while type(succs) is node_type and type(succs._deps) is node_type and not ready:
+        while type(succs) is node_type and not ready and succs not in indegree:
             node = succs
             append(node)
-            succs = node._succ
+            succs = node._dependents
         if type(succs) is node_type:
-            if type(succs._deps) is node_type:
+            if succs not in indegree:
                 push(succs)
                 continue
             succs = (succs,)
         for succ in succs:
-            if type(succ._deps) is node_type:
+            left = indegree.get(succ)
+            if left is None:
                 push(succ)
             else:
-                left = indegree[succ] - 1
+                left -= 1
                 indegree[succ] = left
                 if not left:
                     push(succ)
@@ -179,13 +186,13 @@ def _ordered_columns(
             first_append(dep)
             if dep < 0:
                 counted.append((base, node))
-            succs: Any = node._succ
+            succs: Any = node._dependents
             while type(succs) is node_type and type(succs._deps) is node_type:
                 node = succs
                 append(node)
                 first_append(base)
                 base += 1
-                succs = node._succ
+                succs = node._dependents
             ends: Sequence[GraphNode] = (node,)
             every_succs: list[Any] = [succs]
         else:
@@ -194,7 +201,7 @@ def _ordered_columns(
             if -1 in came:
                 counted.extend((base + i, current[i]) for i, d in enumerate(came) if d < 0)
             ends = current
-            every_succs = list(map(_succ_of, current))
+            every_succs = list(map(_dependents_of, current))
             if set(map(type, every_succs)) == {node_type} and set(
                 map(type, map(_deps_of, every_succs))
             ) == {node_type}:  # each node's one successor, whose lone dependency it is
@@ -237,8 +244,8 @@ def _roots_and_joins(graph: Graph) -> tuple[list[GraphNode], dict[GraphNode, int
     number of nodes. A node holding its lone dependency as the node itself (almost every
     node) is neither, and gets no entry."""
     every = graph._nodes
-    deps_all = list(map(_deps_of, every))
-    others = list(compress(every, map(is_not, repeat(GraphNode), map(type, deps_all))))
+    # One pass in C, keeping no list of a million dependencies (fresh pages for nothing).
+    others = list(compress(every, map(is_not, repeat(GraphNode), map(type, map(_deps_of, every)))))
     indegree: dict[GraphNode, int] = {}
     roots: list[GraphNode] = []
     for node in others:
@@ -247,11 +254,11 @@ def _roots_and_joins(graph: Graph) -> tuple[list[GraphNode], dict[GraphNode, int
             indegree[node] = count
         else:
             roots.append(node)
-    return roots, indegree, len(deps_all)
+    return roots, indegree, len(every)
 
 
 _deps_of: Callable[[GraphNode], Edges] = attrgetter("_deps")  # in C: no Python call per node
-_succ_of: Callable[[GraphNode], Edges] = attrgetter("_succ")
+_dependents_of: Callable[[GraphNode], Edges] = attrgetter("_dependents")
 
 
 def root_nodes(graph: Graph) -> list[GraphNode]:
@@ -271,7 +278,7 @@ def edges(graph: Graph) -> list[tuple[GraphNode, GraphNode]]:
         append = out.append
         node_type = GraphNode
         for node in graph._nodes:
-            succs: Any = node._succ
+            succs: Any = node._dependents
             if type(succs) is node_type:
                 append((node, succs))
             elif succs:

@@ -152,7 +152,7 @@ def _unjoined(session: CaptureSession, joined: list[GraphNode]) -> str | None:
     graph = session.graph
     with graph.lock:
         joined_set = set(joined)
-        leaves = [n for n in graph._nodes if not n._succ and n not in joined_set]
+        leaves = [n for n in graph._nodes if not n._dependents and n not in joined_set]
     if not leaves:  # the temporary node is the only leaf
         return None
     leaves = [n for n in leaves if n in session.captured]  # drop manual nodes
