@@ -340,7 +340,7 @@ class GraphExec(DestroyOnExit):
         if signal_set is None:
             launcher.check_events()  # a refused launch is refused before it parks
             signal_set = await launcher.acquire(target)
-        if target.device is not self._device:
+        if target._device is not self._device:
             return enqueue_cross_device(launcher, target, signal_set)
         return launcher.enqueue(target, signal_set)
 

@@ -157,7 +157,7 @@ class Launcher:
         if self.empty:
             # Nothing to submit, but a device configure_devices replaced (the executable's or
             # the stream's) takes no launch, as for a graph with nodes (its engine's claim).
-            for device in (self.device, stream.device):
+            for device in (self.device, stream._device):
                 if device.engine.retired:
                     device.engine._refuse_retired()  # raises
             return None
@@ -166,8 +166,8 @@ class Launcher:
         # The loop, before anything is taken: no loop, or another loop that owns a busy
         # device, fails here with the executable and its pool untouched.
         self.device.engine.claim()
-        if stream.device is not self.device:
-            stream.device.engine.claim()
+        if stream._device is not self.device:
+            stream._device.engine.claim()
         return stream
 
     def acquire_nowait(self) -> SignalSet | None:
@@ -205,7 +205,7 @@ class Launcher:
             target._unparked_elsewhere(pool)
         if signal_set is None:  # the stream was destroyed, or its device replaced, meanwhile
             target._check_open()
-            for engine in (target.device.engine, self.device.engine):
+            for engine in (target._device.engine, self.device.engine):
                 if engine.retired:
                     engine._refuse_retired()  # InvalidDevice
             raise AssertionError(f"a launch on {target!r} was woken without a signal set")
@@ -250,7 +250,7 @@ class Launcher:
 
     def submit(self, target: Stream, signal_set: SignalSet) -> Completion:
         """Enqueue on ``target``, of this executable's device or another's."""
-        if target.device is not self.device:
+        if target._device is not self.device:
             return enqueue_cross_device(self, target, signal_set)
         return self.enqueue(target, signal_set)
 
@@ -434,7 +434,7 @@ class Launcher:
             try:
                 if (
                     owner._state is not ExecState.OPEN
-                    or stream.state is not StreamState.OPEN
+                    or stream._state is not StreamState.OPEN
                     or part is not None
                 ):
                     # Destroyed, or began capturing, while we waited for a set.
@@ -472,10 +472,10 @@ class Launcher:
         stream._submit_locked(head)
         if len(strand_ops) > 1:
             queues = self.device.queues
-            base = stream.queue.index
+            base = stream._queue.index
             for k in range(1, len(strand_ops)):
                 internal = self.internal_streams[k - 1]
-                internal.queue = queues[(base + k) % len(queues)]  # never the launch queue
+                internal._queue = queues[(base + k) % len(queues)]  # never the launch queue
                 internal._submit_locked(
                     Program(strand_ops[k], None, signals=signals, on_done=launch.strand_finished)
                 )
@@ -559,7 +559,7 @@ def _bind_events(bindings: Any, signals: list[Any]) -> None:
     """
     for binding in bindings:
         if not binding.is_record:
-            signals[binding.index] = binding.node.params.event.signal or REACHED
+            signals[binding.index] = binding.node.params.event._signal or REACHED
     for binding in bindings:
         if binding.is_record:
             record = Signal(1)
