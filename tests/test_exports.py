@@ -222,10 +222,11 @@ def test_what_statistics_returns_is_exported(device: ahg.Device) -> None:
 # bookkeeping) stays underscored or lives on internal objects, as trio and anyio keep theirs.
 PUBLIC_ATTRIBUTES = {
     "Device": (
-        "can_access_peer create_event create_stream disable_peer_access enable_peer_access free "
-        "graph_mem_attribute graph_mem_trim in_flight loop malloc memcpy memcpy_2d memcpy_3d "
-        "memcpy_from_symbol memcpy_peer memcpy_to_symbol memory_info memset name null_stream "
-        "per_thread_stream set_graph_mem_attribute statistics streams synchronize view"
+        "can_access_peer clock create_event create_stream disable_peer_access enable_peer_access "
+        "engine free graph_mem_attribute graph_mem_trim in_flight loop malloc memcpy memcpy_2d "
+        "memcpy_3d memcpy_from_symbol memcpy_peer memcpy_to_symbol memory memory_info memset name "
+        "null_stream ordinal per_thread_stream properties queues set_graph_mem_attribute "
+        "statistics streams synchronize view"
     ),
     "Stream": (
         "alive begin_capture begin_capture_to_graph capture capture_info destroy device "

@@ -1,12 +1,13 @@
-"""What a stream or an event is made of, and where it stands, is read-only.
+"""What a stream, an event or a device is made of, and where it stands, is read-only.
 
 These were plain attributes the runtime acts on, and a user could assign them: a stream's
 ``tail`` set to None made ``synchronize()`` return with its work still running; its ``state``
 set back to OPEN made a destroyed stream run new work; the null stream's ``is_null`` set to
 False let ``destroy()`` end it, and every later ``device.memset`` failed; an event's ``device``
 set to another device made its ``synchronize()`` wait on that device's engine for good; its
-``signal`` set to None made ``query()`` say done while its record was pending. Each is now a
-read-only property over a private attribute only the runtime writes (``hid`` already was, see
+``signal`` set to None made ``query()`` say done while its record was pending; a device's
+``memory`` set to another device's made its ``malloc`` allocate there. Each is now a read-only
+property over a private attribute only the runtime writes (``hid`` already was, see
 ``test_hostile_graphs_sweep.py``). HIP has getters for all of them and no setters: none is
 meant to be set by a user.
 """
@@ -25,6 +26,7 @@ from cleanup import destroy
 
 STREAM_ATTRIBUTES = "device priority non_blocking is_null implicit queue state submitted tail"
 EVENT_ATTRIBUTES = "device disable_timing blocking_sync signal state"
+DEVICE_ATTRIBUTES = "ordinal properties memory engine clock queues"
 
 
 @ahg.kernel
@@ -37,13 +39,16 @@ def _handle(kind: str, device: ahg.Device) -> Any:
         return device.create_stream()
     if kind == "null stream":
         return device.null_stream
-    return device.create_event()
+    if kind == "event":
+        return device.create_event()
+    return device
 
 
 CASES = [
     *[("stream", name) for name in STREAM_ATTRIBUTES.split()],
     *[("null stream", name) for name in STREAM_ATTRIBUTES.split()],
     *[("event", name) for name in EVENT_ATTRIBUTES.split()],
+    *[("device", name) for name in DEVICE_ATTRIBUTES.split()],
 ]
 
 
@@ -151,6 +156,28 @@ async def test_an_event_s_record_cannot_be_dropped_from_outside(device: ahg.Devi
     held.release()
     await event.synchronize()
     destroy(stream, event)
+
+
+@pytest.mark.asyncio
+async def test_a_device_allocates_and_runs_its_work_on_itself_whatever_is_assigned() -> None:
+    # A device's memory set to another's made its malloc allocate in that device's memory (the
+    # pointer named device 1); its ordinal set to another's made every call on it raise
+    # InvalidDevice ("no longer a configured device"); its engine set to another's put its new
+    # streams on that device's queues.
+    ahg.configure_devices(2)
+    device0, device1 = ahg.get_device(0), ahg.get_device(1)
+    for name in ("memory", "ordinal", "engine"):
+        with pytest.raises(AttributeError):
+            setattr(device0, name, getattr(device1, name))
+    x = device0.malloc(4)
+    assert x.device == 0
+    assert device1.memory.statistics().allocations == 0
+    stream = device0.create_stream()
+    assert stream.queue in device0.queues
+    await stream.memset(x, 1, 4)
+    await stream.synchronize()
+    assert device0.view(x, "uint8", 4).tolist() == [1, 1, 1, 1]
+    destroy(stream, x)
 
 
 def test_a_replaced_device_s_null_stream_is_retired_with_it() -> None:

@@ -158,16 +158,16 @@ class Launcher:
             # Nothing to submit, but a device configure_devices replaced (the executable's or
             # the stream's) takes no launch, as for a graph with nodes (its engine's claim).
             for device in (self.device, stream._device):
-                if device.engine.retired:
-                    device.engine._refuse_retired()  # raises
+                if device._engine.retired:
+                    device._engine._refuse_retired()  # raises
             return None
         if self.compiled.unfreed_ptrs:
             self._check_allocations(stream)
         # The loop, before anything is taken: no loop, or another loop that owns a busy
         # device, fails here with the executable and its pool untouched.
-        self.device.engine.claim()
+        self.device._engine.claim()
         if stream._device is not self.device:
-            stream._device.engine.claim()
+            stream._device._engine.claim()
         return stream
 
     def acquire_nowait(self) -> SignalSet | None:
@@ -205,7 +205,7 @@ class Launcher:
             target._unparked_elsewhere(pool)
         if signal_set is None:  # the stream was destroyed, or its device replaced, meanwhile
             target._check_open()
-            for engine in (target._device.engine, self.device.engine):
+            for engine in (target._device._engine, self.device._engine):
                 if engine.retired:
                     engine._refuse_retired()  # InvalidDevice
             raise AssertionError(f"a launch on {target!r} was woken without a signal set")
@@ -225,7 +225,7 @@ class Launcher:
         may still come back: the wait then parks, as it would have. Run only when device work
         must park for a set, never on a launch that gets one at once.
         """
-        engine = self.device.engine
+        engine = self.device._engine
         if work.engine is not engine:  # another device's work: its waits are not seen here
             return
         borrowed = self.pool.all_borrowed()
@@ -393,7 +393,7 @@ class Launcher:
         (destroyed executable or stream, or the race checker's raise mode) gives ``signal_set``
         back and changes nothing.
         """
-        engine = self.device.engine
+        engine = self.device._engine
         try:
             lock = engine.submitting()
         except BaseException:
@@ -471,7 +471,7 @@ class Launcher:
             stream._submit_locked(prelude)
         stream._submit_locked(head)
         if len(strand_ops) > 1:
-            queues = self.device.queues
+            queues = self.device._queues
             base = stream._queue.index
             for k in range(1, len(strand_ops)):
                 internal = self.internal_streams[k - 1]

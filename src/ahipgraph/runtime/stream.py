@@ -660,7 +660,7 @@ class Stream(
         targets = self._sync_targets()
         done = all(signal.value <= 0 for signal in targets)
         if done and targets:  # the host saw the work complete, as synchronize() does
-            self._device.clock.observe(max(signal.time for signal in targets))
+            self._device._clock.observe(max(signal.time for signal in targets))
         if done and observe.observer is not None:
             observe.observer.stream_synchronized(self)
         return done
