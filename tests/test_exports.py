@@ -222,24 +222,28 @@ def test_what_statistics_returns_is_exported(device: ahg.Device) -> None:
 # bookkeeping) stays underscored or lives on internal objects, as trio and anyio keep theirs.
 PUBLIC_ATTRIBUTES = {
     "Device": (
-        "can_access_peer create_event create_stream disable_peer_access enable_peer_access free "
-        "graph_mem_attribute graph_mem_trim in_flight loop malloc memcpy memcpy_2d memcpy_3d "
-        "memcpy_from_symbol memcpy_peer memcpy_to_symbol memory_info memset name null_stream "
-        "per_thread_stream set_graph_mem_attribute statistics streams synchronize view"
+        "can_access_peer clock create_event create_stream disable_peer_access enable_peer_access "
+        "engine free graph_mem_attribute graph_mem_trim in_flight loop malloc memcpy memcpy_2d "
+        "memcpy_3d memcpy_from_symbol memcpy_peer memcpy_to_symbol memory memory_info memset name "
+        "null_stream ordinal per_thread_stream properties queues set_graph_mem_attribute "
+        "statistics streams synchronize view"
     ),
     "Stream": (
-        "alive begin_capture begin_capture_to_graph capture capture_info destroy end_capture "
-        "free_async free_async_nowait hid is_capturing launch_host_func launch_host_func_nowait "
-        "launch_kernel launch_kernel_nowait malloc_async malloc_async_nowait memcpy memcpy_2d "
-        "memcpy_2d_nowait "
-        "memcpy_3d memcpy_3d_nowait memcpy_from_symbol memcpy_from_symbol_nowait memcpy_nowait "
-        "memcpy_peer memcpy_peer_nowait memcpy_to_symbol memcpy_to_symbol_nowait memset "
-        "memset_nowait query record_event record_event_nowait statistics synchronize "
-        "update_capture_dependencies wait_event wait_event_nowait wait_value_32 "
-        "wait_value_32_nowait wait_value_64 wait_value_64_nowait write_value_32 "
+        "alive begin_capture begin_capture_to_graph capture capture_info destroy device "
+        "end_capture free_async free_async_nowait hid implicit is_capturing is_null "
+        "launch_host_func launch_host_func_nowait launch_kernel launch_kernel_nowait malloc_async "
+        "malloc_async_nowait memcpy memcpy_2d memcpy_2d_nowait memcpy_3d memcpy_3d_nowait "
+        "memcpy_from_symbol memcpy_from_symbol_nowait memcpy_nowait memcpy_peer "
+        "memcpy_peer_nowait memcpy_to_symbol memcpy_to_symbol_nowait memset memset_nowait "
+        "non_blocking priority query queue record_event record_event_nowait state statistics "
+        "submitted synchronize tail update_capture_dependencies wait_event wait_event_nowait "
+        "wait_value_32 wait_value_32_nowait wait_value_64 wait_value_64_nowait write_value_32 "
         "write_value_32_nowait write_value_64 write_value_64_nowait"
     ),
-    "Event": "alive destroy elapsed_time hid query record record_nowait synchronize time_ns",
+    "Event": (
+        "alive blocking_sync destroy device disable_timing elapsed_time hid query record "
+        "record_nowait signal state synchronize time_ns"
+    ),
     "Graph": (
         "add_child_graph_node add_conditional_node add_dependencies add_empty_node "
         "add_event_record_node add_event_wait_node add_host_node add_kernel_node "

@@ -7,7 +7,7 @@ symbols, the devices table) sees only this part, so it never reaches up into the
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -19,6 +19,10 @@ from .memory import DeviceMemory
 from .pointer import DevicePtr, require_int_address
 from .properties import DeviceProperties
 
+if TYPE_CHECKING:
+    from ..core.clock import SimClock
+    from .hwqueue import HardwareQueue
+
 __all__ = ["DeviceBase"]
 
 
@@ -26,16 +30,52 @@ class DeviceBase:
     """A simulated GPU as the device layer sees it: memory plus the engine that runs work."""
 
     def __init__(self, ordinal: int, properties: DeviceProperties) -> None:
-        self.ordinal = ordinal
-        self.properties = properties
-        self.memory = DeviceMemory(ordinal, properties.memory_bytes)
-        self.engine = engine = Engine(self, properties.hardware_queues)
-        self.clock = engine.clock
-        self.queues = engine.queues
+        self._ordinal = ordinal
+        self._properties = properties
+        self._memory = DeviceMemory(ordinal, properties.memory_bytes)
+        self._engine = engine = Engine(self, properties.hardware_queues)
+        self._clock = engine.clock
+        self._queues = engine.queues
+
+    # What the device is and what it is made of, fixed for its life: read-only. Streams,
+    # pointers and the devices table find the device through them (its ordinal names it in the
+    # table and in every pointer to its memory; its engine and queues run its streams' work;
+    # its memory is what malloc takes from), so one assigned from outside would send the
+    # device's work, allocations or checks to another device, or make it unknown to the table.
+
+    @property
+    def ordinal(self) -> int:
+        """Its index among the configured devices (HIP's device id)."""
+        return self._ordinal
+
+    @property
+    def properties(self) -> DeviceProperties:
+        """What it was configured with (``hipGetDeviceProperties``)."""
+        return self._properties
+
+    @property
+    def memory(self) -> DeviceMemory:
+        """Its allocator: every allocation on the device comes from here."""
+        return self._memory
+
+    @property
+    def engine(self) -> Engine:
+        """What runs its queues' work on the event loop that submits it."""
+        return self._engine
+
+    @property
+    def clock(self) -> SimClock:
+        """Its simulated clock (each device keeps its own)."""
+        return self._clock
+
+    @property
+    def queues(self) -> tuple[HardwareQueue, ...]:
+        """Its hardware queues (streams are mapped onto them round-robin)."""
+        return self._queues
 
     @property
     def name(self) -> str:
-        return self.properties.name
+        return self._properties.name
 
     def view(
         self, ptr: DevicePtr, dtype: Any, count: int | None = None, *, readonly: bool = False
@@ -62,14 +102,14 @@ class DeviceBase:
         dt = np.dtype(dtype)
         if dt.itemsize == 0 or dt.hasobject:  # no element count, or Python objects in bytes
             raise TypeError(f"device memory cannot be viewed as {dt!r}: it needs sized plain data")
-        self.memory.resolve(ptr, (count or 0) * dt.itemsize)
+        self._memory.resolve(ptr, (count or 0) * dt.itemsize)
         # Always a new array object: the allocator's view is cached and every view (a kernel
         # argument's too) is made from it, so a caller setting its shape or flags on it would
         # break every later dispatch and view.
-        view = self.memory.view(ptr.address, dt)[:count]
+        view = self._memory.view(ptr.address, dt)[:count]
         return checked_view(self, ptr, view, readonly)
 
     def _retire(self) -> None:
         """Called once ``configure_devices`` replaced this device (the layer above adds to it):
         its engine takes no new work from now on."""
-        self.engine.retired = True
+        self._engine.retired = True

@@ -108,7 +108,7 @@ class HostFunction:
                 if base.device != ptr.device:
                     continue
                 if length is None:
-                    found = device.memory.allocation_of(base.address)
+                    found = device._memory.allocation_of(base.address)
                     stop = base.address + 1 if found is None else found[0] + found[1]
                 else:
                     stop = base.address + length

@@ -98,7 +98,7 @@ class Program:
                 return False
             self.started = True
             self.queue = queue
-            self.memory = queue.device.memory
+            self.memory = queue.device._memory
             if queue.busy_until > self.time:
                 self.time = queue.busy_until
             self.start_ns = self.time

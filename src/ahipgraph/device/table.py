@@ -182,7 +182,7 @@ def current_properties() -> DeviceProperties:
 def live(device: DeviceBase) -> DeviceBase:
     """``device`` if it is still the configured device of its ordinal (else InvalidDevice)."""
     table = _table()
-    if not (0 <= device.ordinal < len(table) and table[device.ordinal] is device):
+    if not (0 <= device._ordinal < len(table) and table[device._ordinal] is device):
         raise InvalidDevice(f"{device!r} is no longer a configured device")
     return device
 
@@ -216,7 +216,7 @@ def _memory_of(ptr: DevicePtr) -> DeviceMemory:
     if type(device) is not int or not 0 <= device < len(table):
         raise InvalidDevicePointer(f"{ptr!r} belongs to no device")
     require_int_address(ptr)  # nor is anything but an int an address
-    return table[device].memory
+    return table[device]._memory
 
 
 def resolve_pointer(ptr: DevicePtr, nbytes: int) -> tuple[npt.NDArray[np.uint8], int]:

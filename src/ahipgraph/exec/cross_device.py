@@ -33,8 +33,8 @@ __all__ = ["enqueue_cross_device"]
 
 def _waits(stream: Stream) -> list[Signal]:
     """The user stream's unfinished work the graph must follow (its tail, legacy ordering)."""
-    waits = list(stream._implicit_waits()) if not stream.non_blocking else []
-    tail = stream.tail
+    waits = list(stream._implicit_waits()) if not stream._non_blocking else []
+    tail = stream._tail
     if tail is not None and tail.value > 0:
         waits.append(tail)
     return waits
@@ -50,7 +50,7 @@ def enqueue_cross_device(launcher: Launcher, stream: Stream, signal_set: SignalS
     """
     try:
         home = launcher.home_stream()
-        own, other = home.queue.engine, stream.queue.engine
+        own, other = home._queue.engine, stream._queue.engine
         # One order for every thread: no deadlock. Taken as every submission takes them
         # (a finalizer's launch inside another enqueue on this thread is refused).
         first, second = (engine.submitting() for engine in sorted((own, other), key=id))
@@ -66,7 +66,7 @@ def enqueue_cross_device(launcher: Launcher, stream: Stream, signal_set: SignalS
             # stream's wait for the user's stream is submitted: a refused launch submits nothing.
             if launcher.owner._state is not ExecState.OPEN:
                 launcher.owner._check_alive()  # raises
-            if stream.state is not stream.state.OPEN:
+            if stream._state is not stream._state.OPEN:
                 stream._check_open()  # raises
             part = stream._capture  # began capturing meanwhile: refused, as on its own device
             if part is not None:

@@ -340,7 +340,7 @@ class GraphExec(DestroyOnExit):
         if signal_set is None:
             launcher.check_events()  # a refused launch is refused before it parks
             signal_set = await launcher.acquire(target)
-        if target.device is not self._device:
+        if target._device is not self._device:
             return enqueue_cross_device(launcher, target, signal_set)
         return launcher.enqueue(target, signal_set)
 
@@ -372,7 +372,7 @@ class GraphExec(DestroyOnExit):
         except BaseException as error:  # CancelledError and GeneratorExit too
             message = f"a user-object destructor raised while {self!r} was freed"
             context = {"message": message, "exception": error, "graph_exec": self}
-            if not self._device.engine.report_exception(context):
+            if not self._device._engine.report_exception(context):
                 report_unraisable(error, message, self)
 
     async def upload(self, stream: Stream | None = None) -> None:
@@ -391,7 +391,7 @@ class GraphExec(DestroyOnExit):
     def _upload(self, stream: Stream | None) -> None:
         """What an upload checks (also run by instantiate with ``InstantiateFlags.UPLOAD``)."""
         self._check_alive()
-        engine = self._device.engine
+        engine = self._device._engine
         if engine.retired:  # an executable of a replaced device: InvalidDevice, as its launch
             engine._refuse_retired()  # raises
         launch_stream(stream, self._device)

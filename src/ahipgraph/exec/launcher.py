@@ -157,17 +157,17 @@ class Launcher:
         if self.empty:
             # Nothing to submit, but a device configure_devices replaced (the executable's or
             # the stream's) takes no launch, as for a graph with nodes (its engine's claim).
-            for device in (self.device, stream.device):
-                if device.engine.retired:
-                    device.engine._refuse_retired()  # raises
+            for device in (self.device, stream._device):
+                if device._engine.retired:
+                    device._engine._refuse_retired()  # raises
             return None
         if self.compiled.unfreed_ptrs:
             self._check_allocations(stream)
         # The loop, before anything is taken: no loop, or another loop that owns a busy
         # device, fails here with the executable and its pool untouched.
-        self.device.engine.claim()
-        if stream.device is not self.device:
-            stream.device.engine.claim()
+        self.device._engine.claim()
+        if stream._device is not self.device:
+            stream._device._engine.claim()
         return stream
 
     def acquire_nowait(self) -> SignalSet | None:
@@ -205,7 +205,7 @@ class Launcher:
             target._unparked_elsewhere(pool)
         if signal_set is None:  # the stream was destroyed, or its device replaced, meanwhile
             target._check_open()
-            for engine in (target.device.engine, self.device.engine):
+            for engine in (target._device._engine, self.device._engine):
                 if engine.retired:
                     engine._refuse_retired()  # InvalidDevice
             raise AssertionError(f"a launch on {target!r} was woken without a signal set")
@@ -225,7 +225,7 @@ class Launcher:
         may still come back: the wait then parks, as it would have. Run only when device work
         must park for a set, never on a launch that gets one at once.
         """
-        engine = self.device.engine
+        engine = self.device._engine
         if work.engine is not engine:  # another device's work: its waits are not seen here
             return
         borrowed = self.pool.all_borrowed()
@@ -250,7 +250,7 @@ class Launcher:
 
     def submit(self, target: Stream, signal_set: SignalSet) -> Completion:
         """Enqueue on ``target``, of this executable's device or another's."""
-        if target.device is not self.device:
+        if target._device is not self.device:
             return enqueue_cross_device(self, target, signal_set)
         return self.enqueue(target, signal_set)
 
@@ -393,7 +393,7 @@ class Launcher:
         (destroyed executable or stream, or the race checker's raise mode) gives ``signal_set``
         back and changes nothing.
         """
-        engine = self.device.engine
+        engine = self.device._engine
         try:
             lock = engine.submitting()
         except BaseException:
@@ -434,7 +434,7 @@ class Launcher:
             try:
                 if (
                     owner._state is not ExecState.OPEN
-                    or stream.state is not StreamState.OPEN
+                    or stream._state is not StreamState.OPEN
                     or part is not None
                 ):
                     # Destroyed, or began capturing, while we waited for a set.
@@ -471,11 +471,11 @@ class Launcher:
             stream._submit_locked(prelude)
         stream._submit_locked(head)
         if len(strand_ops) > 1:
-            queues = self.device.queues
-            base = stream.queue.index
+            queues = self.device._queues
+            base = stream._queue.index
             for k in range(1, len(strand_ops)):
                 internal = self.internal_streams[k - 1]
-                internal.queue = queues[(base + k) % len(queues)]  # never the launch queue
+                internal._queue = queues[(base + k) % len(queues)]  # never the launch queue
                 internal._submit_locked(
                     Program(strand_ops[k], None, signals=signals, on_done=launch.strand_finished)
                 )
@@ -559,7 +559,7 @@ def _bind_events(bindings: Any, signals: list[Any]) -> None:
     """
     for binding in bindings:
         if not binding.is_record:
-            signals[binding.index] = binding.node.params.event.signal or REACHED
+            signals[binding.index] = binding.node.params.event._signal or REACHED
     for binding in bindings:
         if binding.is_record:
             record = Signal(1)

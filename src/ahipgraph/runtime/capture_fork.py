@@ -106,14 +106,14 @@ def wait_event(stream: Stream, event: Event, flags: int) -> bool:
                 )
             part.deps.extend(missing(part.deps, link.deps))
             return True
-        if stream.is_null:
+        if stream._is_null:
             # The legacy stream never takes part in a capture (it cannot begin one either):
             # joining it would make it a member whose guard then hides its part.
             raise StreamCaptureImplicit(
                 f"the null stream cannot wait on {event!r}, recorded in a capture in progress"
             )
         stream._check_open()  # again: destroyed on another thread meanwhile (stream_destroyed)
-        if stream.device is not source_session.device:
+        if stream._device is not source_session.device:
             raise NotSupported(
                 f"{stream!r} cannot join a capture on device {source_session.device.ordinal}: "
                 "a graph's nodes all run on the one device it is instantiated for"
@@ -124,7 +124,7 @@ def wait_event(stream: Stream, event: Event, flags: int) -> bool:
         fork = StreamCapture(source_session, stream, link.deps, parent)
         if parent is not None:
             parent.children.append(fork)
-        _refresh_null_guard(stream.device)
+        _refresh_null_guard(stream._device)
         return True
 
 

@@ -73,7 +73,7 @@ def begin(
     if to_graph and graph is None:  # a missing argument comes first, as in HIP
         raise InvalidValue("capture graph is null")
     stream._check_open()
-    if stream.is_null:
+    if stream._is_null:
         raise StreamCaptureUnsupported("the null stream cannot capture")
     checked_mode = _check_mode(mode)
     api = _graphs()
@@ -86,7 +86,7 @@ def begin(
         stream._check_open()  # again: destroyed on another thread meanwhile (stream_destroyed)
         # A device configure_devices replaced takes no new work, a capture included: refused
         # here, before anything changes (the null stream's guard would refuse it after).
-        _device_table.live(stream.device)
+        _device_table.live(stream._device)
         if isinstance(stream._capture, StreamCapture):
             raise IllegalState(f"{stream!r} is already capturing")
         if graph is not None:
@@ -104,15 +104,15 @@ def begin(
             # with its forgotten streams, the graph goes quietly (the streams' warnings name
             # it). ``end`` hands it over, and from then on it warns as any graph.
             target._life.quiet = True
-        session = CaptureSession(target, graph is None, checked_mode, stream.device)
+        session = CaptureSession(target, graph is None, checked_mode, stream._device)
         session.origin = StreamCapture(session, stream, dep_list)
         _SESSIONS[session] = None
-        _refresh_null_guard(stream.device)
+        _refresh_null_guard(stream._device)
 
 
 def end(stream: Stream) -> Graph:
     """``hipStreamEndCapture``: checks in HIP's order, then the unjoined check."""
-    if stream.is_null:
+    if stream._is_null:
         raise IllegalState("the null stream is not capturing")
     stream._check_open()
     with _LOCK:

@@ -157,7 +157,7 @@ class StreamCapture:
         # strong reference would keep a forgotten capturing stream alive, its capture in
         # progress, for good (see capture_forgotten). The device is what operations need.
         self._stream = weakref.ref(stream)
-        self.device: Device = stream.device
+        self.device: Device = stream._device
         self.deps: list[GraphNode] = list(deps)
         self.parent = parent
         self.children: list[StreamCapture] = []

@@ -363,7 +363,7 @@ def _refresh_null_guard(device: Device) -> None:
     """
     null = device._null_stream
     blocking = any(
-        s._capture is not None and s._capture is not NULL_GUARD and not s.non_blocking
+        s._capture is not None and s._capture is not NULL_GUARD and not s._non_blocking
         for s in device.streams
     )
     if blocking and null is None:

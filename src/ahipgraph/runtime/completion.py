@@ -81,7 +81,7 @@ class Completion:
         if signal.value > 0:
             yield from self._device._wait_signal(signal).__await__()
         else:
-            self._device.clock.observe(signal.time)
+            self._device._clock.observe(signal.time)
         if observe.observer is not None:
             observe.observer.completion_awaited(signal)
         if signal.error is not None:

@@ -120,12 +120,12 @@ class Device(DeviceBase, DeviceCopyMixin, NoCopy):
     @property
     def loop(self) -> asyncio.AbstractEventLoop | None:
         """The event loop this device's work runs on (None before the first submission)."""
-        return self.engine.loop
+        return self._engine.loop
 
     @property
     def in_flight(self) -> int:
         """Packets submitted and not yet finished."""
-        return self.engine.in_flight
+        return self._engine.in_flight
 
     # -- the streams set (legacy null-stream ordering) ------------------------------------------
 
@@ -214,7 +214,7 @@ class Device(DeviceBase, DeviceCopyMixin, NoCopy):
             _table.live(self)
             if capture_checks is not None:
                 capture_checks.unsafe_call("malloc()")
-        ptr = self.memory.malloc(nbytes)
+        ptr = self._memory.malloc(nbytes)
         if observe.observer is not None:
             observe.observer.allocated(ptr, int(nbytes), None)  # checked: an int
         return ptr
@@ -253,7 +253,7 @@ class Device(DeviceBase, DeviceCopyMixin, NoCopy):
         A named tuple: unpack it (``free, total = device.memory_info()``) or read
         ``.free`` / ``.total``.
         """
-        return self.memory.memory_info()
+        return self._memory.memory_info()
 
     def view(
         self, ptr: DevicePtr, dtype: Any, count: int | None = None, *, readonly: bool = False
@@ -364,7 +364,7 @@ class Device(DeviceBase, DeviceCopyMixin, NoCopy):
         Raises:
             IllegalState: the device is busy on another event loop.
         """
-        await self.engine._wait_signal(signal, gone)
+        await self._engine._wait_signal(signal, gone)
 
     async def synchronize(self) -> None:
         """Wait for all work on the device (``hipDeviceSynchronize``).
@@ -379,8 +379,8 @@ class Device(DeviceBase, DeviceCopyMixin, NoCopy):
         refuse_trio()
         if capture_checks is not None:
             capture_checks.device_sync()
-        await self.engine.wait_idle()
-        self.clock.observe(max(queue.busy_until for queue in self.queues))
+        await self._engine.wait_idle()
+        self._clock.observe(max(queue.busy_until for queue in self._queues))
         if observe.observer is not None:
             observe.observer.device_synchronized(self)
         # One failure per call; the others stay pending. Destroyed streams' failures first:
@@ -457,20 +457,20 @@ class Device(DeviceBase, DeviceCopyMixin, NoCopy):
     def statistics(self) -> DeviceStatistics:
         settle_finished()  # a finished task's per-task stream is not counted (see per_thread)
         return DeviceStatistics(
-            self.ordinal,
-            self.engine.in_flight,
-            self.clock.now,
-            self.memory.statistics(),
-            tuple(queue.statistics() for queue in self.queues),
+            self._ordinal,
+            self._engine.in_flight,
+            self._clock.now,
+            self._memory.statistics(),
+            tuple(queue.statistics() for queue in self._queues),
             sum(1 for stream in self.streams if stream.implicit),
-            self.engine.abandoned,
-            self.memory.graph_pool_statistics(),
+            self._engine.abandoned,
+            self._memory.graph_pool_statistics(),
             self._abandoned_earlier(),
         )
 
     def _abandoned_earlier(self) -> int:
         """See ``DeviceStatistics.abandoned_earlier``."""
-        owner = self.engine.owner_number
+        owner = self._engine.owner_number
         count = 0
         for stream in self.streams:
             error = stream._error
@@ -497,8 +497,8 @@ class Device(DeviceBase, DeviceCopyMixin, NoCopy):
     @safe_repr
     def __repr__(self) -> str:
         return (
-            f"<Device {self.ordinal} {self.properties.name!r} in_flight={self.engine.in_flight} "
-            f"memory={self.memory.bytes_in_use}/{self.memory.total_bytes}>"
+            f"<Device {self._ordinal} {self._properties.name!r} in_flight={self._engine.in_flight} "
+            f"memory={self._memory.bytes_in_use}/{self._memory.total_bytes}>"
         )
 
 
@@ -514,10 +514,10 @@ def _memory_freeing(ptr: object, here: Device) -> DeviceMemory:
         InvalidValue: ``ptr`` names no configured device; nothing is freed.
     """
     if not isinstance(ptr, DevicePtr) or not ptr:
-        return here.memory
+        return here._memory
     device, address = ptr.device, ptr.address
-    if type(device) is not int or type(address) is not int or device == here.ordinal:
-        return here.memory
+    if type(device) is not int or type(address) is not int or device == here._ordinal:
+        return here._memory
     try:
         return _table.get_device(device).memory
     except InvalidDevice:

@@ -173,9 +173,9 @@ def kernel_enqueue_pair(
         self: Any, kernel: Any, grid: Any, block: Any, args: Any = (), *, shared_mem: Any = 0
     ) -> R:
         capture = self._capture
-        if capture is not None and self.state is open_state:  # captured: no ring, no packet
+        if capture is not None and self._state is open_state:  # captured: no ring, no packet
             result: R = capture.add_kernel(
-                kernel, grid, block, args, shared_mem, self.priority, self.device
+                kernel, grid, block, args, shared_mem, self._priority, self._device
             )
             return result
         queue = self._ring()

@@ -55,11 +55,11 @@ class Event(DestroyOnExit):
         for name, flag in (("disable_timing", disable_timing), ("blocking_sync", blocking_sync)):
             if not isinstance(flag, bool):
                 raise TypeError(f"{name} must be a bool, got {flag!r}")
-        self.device = device
-        self.disable_timing = bool(disable_timing)
-        self.blocking_sync = bool(blocking_sync)
-        self.signal: Signal | None = None  # completion of the latest record; None = unrecorded
-        self.state = EventState.OPEN
+        self._device = device
+        self._disable_timing = bool(disable_timing)
+        self._blocking_sync = bool(blocking_sync)
+        self._signal: Signal | None = None  # completion of the latest record; None = unrecorded
+        self._state = EventState.OPEN
         self._hid = EVENTS.register(self)
         # A forgotten event is freed with a warning (its registry slot is weak).
         self._life = HandleRecord(
@@ -73,12 +73,12 @@ class Event(DestroyOnExit):
         return event
 
     def _check_open(self) -> None:
-        if self.state is not EventState.OPEN:
+        if self._state is not EventState.OPEN:
             check_live(False, "event", self)
 
     def _recorded(self, signal: Signal) -> None:
         """Point the event at a new marker (called by streams and graph event-record nodes)."""
-        self.signal = signal
+        self._signal = signal
 
     def query(self) -> bool:
         """True if the latest record has completed, or the event was never recorded.
@@ -89,10 +89,10 @@ class Event(DestroyOnExit):
         self._check_open()
         capture.check_event_sync(self)
         done = self._complete()
-        if done and self.signal is not None:
+        if done and self._signal is not None:
             # The host saw the record complete, as synchronize() does: work it enqueues
             # from now on is stamped no earlier than the record.
-            self.device.clock.observe(self.signal.time)
+            self._device.clock.observe(self._signal.time)
         if done and observe.observer is not None:
             observe.observer.event_synchronized(self)
         return done
@@ -109,9 +109,9 @@ class Event(DestroyOnExit):
         refuse_trio()
         self._check_open()
         capture.check_event_sync(self)
-        signal = self.signal
+        signal = self._signal
         if signal is not None:
-            await self.device._wait_signal(signal)
+            await self._device._wait_signal(signal)
         if observe.observer is not None:
             observe.observer.event_synchronized(self)
 
@@ -138,7 +138,7 @@ class Event(DestroyOnExit):
         # HIP's order (hipEventRecord_common): the flags, the event, then the stream.
         check_record_flags(flags)
         self._check_open()  # a destroyed event is the error, whatever the stream
-        return launch_stream(stream, self.device, any_device=True)
+        return launch_stream(stream, self._device, any_device=True)
 
     def elapsed_time(self, end: Event) -> float:
         """Simulated milliseconds from this event's record to ``end``'s (as ``elapsed_time``).
@@ -150,9 +150,9 @@ class Event(DestroyOnExit):
     @property
     def time_ns(self) -> int | None:
         """Simulated time of the latest completed record, or None."""
-        if self.signal is None or self.signal.value > 0:
+        if self._signal is None or self._signal.value > 0:
             return None
-        return self.signal.time
+        return self._signal.time
 
     @property
     def hid(self) -> HandleId:
@@ -160,10 +160,40 @@ class Event(DestroyOnExit):
         another handle's)."""
         return self._hid
 
+    # What the event was made with and its latest record: read-only, as in HIP (its flags are
+    # fixed at creation; only a record moves it). The runtime acts on each of them (which
+    # device's clock and engine a wait uses, what a wait or query looks at, whether it may be
+    # recorded), so a value assigned from outside would make it act on another event.
+
+    @property
+    def device(self) -> Device:
+        """The device it was created on: its records are that device's work and clock."""
+        return self._device
+
+    @property
+    def disable_timing(self) -> bool:
+        """Created with ``hipEventDisableTiming``: ``elapsed_time`` refuses it."""
+        return self._disable_timing
+
+    @property
+    def blocking_sync(self) -> bool:
+        """Created with ``hipEventBlockingSync``."""
+        return self._blocking_sync
+
+    @property
+    def signal(self) -> Signal | None:
+        """The completion of its latest record (None: never recorded)."""
+        return self._signal
+
+    @property
+    def state(self) -> EventState:
+        """OPEN until ``destroy()``."""
+        return self._state
+
     @property
     def alive(self) -> bool:
         """False once ``destroy()`` was called."""
-        return self.state is EventState.OPEN
+        return self._state is EventState.OPEN
 
     def destroy(self) -> None:
         """Destroy the event. Raises InvalidHandle if it was already destroyed."""
@@ -172,23 +202,23 @@ class Event(DestroyOnExit):
                 return
             raise destroyed("event", self, "destroy", "was already destroyed")
         self._life.detach()
-        self.state = EventState.DESTROYED
+        self._state = EventState.DESTROYED
         capture.event_destroyed(self)
 
     @safe_repr
     def __repr__(self) -> str:
         if not self.alive:
             state = "destroyed"
-        elif self.signal is None:
+        elif self._signal is None:
             state = "unrecorded"
         else:
             state = "done" if self._complete() else "pending"
         return (
-            f"<Event #{self.hid.slot}.{self.hid.generation} device={self.device.ordinal} {state}>"
+            f"<Event #{self.hid.slot}.{self.hid.generation} device={self._device.ordinal} {state}>"
         )
 
     def _complete(self) -> bool:
-        return self.signal is None or self.signal.value <= 0
+        return self._signal is None or self._signal.value <= 0
 
 
 def elapsed_time(start: Event, end: Event) -> float:
@@ -203,12 +233,12 @@ def elapsed_time(start: Event, end: Event) -> float:
     """
     for event in (start, end):
         live_event(event)
-    if start.device is not end.device:
+    if start._device is not end._device:
         raise InvalidHandle(f"{start!r} and {end!r} belong to different devices")
     for event in (start, end):
-        if event.disable_timing:
+        if event._disable_timing:
             raise InvalidHandle(f"{event!r} was created with timing disabled")
-        if event.signal is None:
+        if event._signal is None:
             raise InvalidHandle(f"{event!r} has not been recorded")
     start_ns, end_ns = start.time_ns, end.time_ns
     if start_ns is None or end_ns is None:

@@ -82,7 +82,7 @@ class KernelParams:
             raise InvalidValue("kernel is null")
         if type(kernel) is not Kernel and not isinstance(kernel, Kernel):
             raise TypeError(f"expected a kernel declared with @ahg.kernel, got {kernel!r}")
-        props = current_properties() if device is None else device.properties
+        props = current_properties() if device is None else device._properties
         entry = None
         if type(grid) is int and type(block) is int and type(shared_mem) is int:
             # _launch_shape's remembered shapes, looked up here: the common case, one dict read
@@ -128,10 +128,10 @@ class KernelParams:
             InvalidConfiguration: the block or grid exceeds ``device``'s limits.
             InvalidValue: too much shared memory for ``device``.
         """
-        _launch_shape(device.properties, self.grid, self.block, self.shared_mem)
+        _launch_shape(device._properties, self.grid, self.block, self.shared_mem)
 
     def cost_ns(self, device: Device) -> int:
-        props = device.properties
+        props = device._properties
         return props.cost.kernel_ns(
             self.threads.count, props.compute_units, self.kernel.duration_ns
         )
@@ -259,11 +259,11 @@ def common_kernel_params(
         return None  # (priority: the int 0 is one shared object; anything else takes make)
     if device is None:
         try:  # current_properties(), without its two calls
-            props = _DEVICES[_current_ordinal()].properties
+            props = _DEVICES[_current_ordinal()]._properties
         except IndexError:  # no table yet, or one that shrank: current_properties sorts it out
             props = current_properties()
     else:
-        props = device.properties
+        props = device._properties
     last = None if memo is None else memo._last_launch
     if (
         last is not None
@@ -416,7 +416,7 @@ class MemcpyParams:
         peer = (
             isinstance(dst, DevicePtr) and isinstance(src, DevicePtr) and dst.device != src.device
         )
-        return device.properties.cost.copy_ns(self.nbytes, self.kind, peer=peer)
+        return device._properties.cost.copy_ns(self.nbytes, self.kind, peer=peer)
 
     def op(self, device: Device) -> CopyOp:
         return CopyOp(
@@ -493,7 +493,7 @@ class MemsetParams:
         return self.width * self.element_size * self.height
 
     def cost_ns(self, device: Device) -> int:
-        return device.properties.cost.fill_ns(self.nbytes)
+        return device._properties.cost.fill_ns(self.nbytes)
 
     def op(self, device: Device) -> FillOp:
         return FillOp(
@@ -567,7 +567,7 @@ class HostParams:
         return cls(fn, tuple(args))
 
     def cost_ns(self, device: Device) -> int:
-        return device.properties.cost.host_callback_ns
+        return device._properties.cost.host_callback_ns
 
     def op(self, device: Device) -> HostOp:
         return HostOp(self.fn, self.args, self.cost_ns(device))

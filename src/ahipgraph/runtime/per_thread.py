@@ -71,7 +71,7 @@ def _task_finished(task: asyncio.Task[Any]) -> None:
 
 def _destroy(streams: Iterable[Stream]) -> None:
     for stream in streams:
-        if stream.state.value == "open":
+        if stream._state.value == "open":
             stream.destroy()
 
 
@@ -114,7 +114,7 @@ def per_thread_stream(device: Device) -> Stream:
         with _lock:
             table = _by_task.get(task)
     stream = None if table is None else table.get(device)
-    if stream is not None and stream.state.value == "open":
+    if stream is not None and stream._state.value == "open":
         return stream
     made = _new_stream(device)
     fresh = False
@@ -139,14 +139,14 @@ def _new_stream(device: Device) -> Stream:
     from .stream import Stream
 
     stream = Stream._create(device, owned=True)
-    stream.implicit = True  # the device owns it: retired when the device is replaced
+    stream._implicit = True  # the device owns it: retired when the device is replaced
     return stream
 
 
 def _put(table: dict[Device, Stream], device: Device, made: Stream) -> Stream:
     """``table``'s open stream for ``device``, ``made`` if it has none (one dict step each)."""
     stream = table.setdefault(device, made)
-    if stream is not made and stream.state.value != "open":
+    if stream is not made and stream._state.value != "open":
         table[device] = stream = made
     return stream
 

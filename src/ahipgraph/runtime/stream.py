@@ -133,20 +133,20 @@ class Stream(
         priority = as_int(priority, "priority")
         if not isinstance(non_blocking, bool):
             raise TypeError(f"non_blocking must be a bool, got {non_blocking!r}")
-        self.device = device
-        self.priority = clamp_priority(priority)  # HIP clamps into [greatest, least]
-        self.non_blocking = bool(non_blocking)
-        self.is_null = null
+        self._device = device
+        self._priority = clamp_priority(priority)  # HIP clamps into [greatest, least]
+        self._non_blocking = bool(non_blocking)
+        self._is_null = null
         # Made by the runtime, not the user (the null stream, a per-thread stream): the device
         # owns it, a leak report does not count it, and replacing the device retires it.
-        self.implicit = null
-        self.queue: HardwareQueue = device.queues[0] if null else device.engine.next_queue()
-        self.state = StreamState.OPEN
-        self.tail: Signal | None = None
+        self._implicit = null
+        self._queue: HardwareQueue = device.queues[0] if null else device.engine.next_queue()
+        self._state = StreamState.OPEN
+        self._tail: Signal | None = None
         # The completion of the latest eager free_async: memory the stream gives back there
         # is what a malloc_async short of memory waits for (see StreamMemoryMixin).
         self._last_free: Signal | None = None
-        self.submitted = 0
+        self._submitted = 0
         self._error: HipError | None = None
         self._retired_cb: Callable[[Program], None] = self._retired
         self._capture: capture.StreamCapture | capture._NullGuard | None = None
@@ -186,7 +186,7 @@ class Stream(
 
     def _check_open(self) -> None:
         """Raise ContextIsDestroyed (HIP's answer for a dead stream) if it was destroyed."""
-        if self.state is not _OPEN:
+        if self._state is not _OPEN:
             check_live(False, "stream", self)
 
     def _check_takes_work(self) -> None:
@@ -195,7 +195,7 @@ class Stream(
         submission would say). Checked before the call's arguments: its pointers resolve by
         ordinal, so they would be looked up in the successor's memory, and the call refused or
         not for what the successor happens to hold."""
-        engine = self.queue.engine
+        engine = self._queue.engine
         if engine.retired:
             engine._refuse_retired()
 
@@ -208,17 +208,20 @@ class Stream(
 
     def _implicit_waits(self) -> list[Signal]:
         """Unfinished work this stream must order after under legacy default-stream rules."""
-        if self.non_blocking:
+        if self._non_blocking:
             return []
-        if self.is_null:
+        if self._is_null:
             return [
-                s.tail
-                for s in self.device._legacy_streams()
-                if s is not self and not s.non_blocking and s.tail is not None and s.tail.value > 0
+                s._tail
+                for s in self._device._legacy_streams()
+                if s is not self
+                and not s._non_blocking
+                and s._tail is not None
+                and s._tail.value > 0
             ]
-        null = self.device._null_stream
-        if null is not None and null.tail is not None and null.tail.value > 0:
-            return [null.tail]
+        null = self._device._null_stream
+        if null is not None and null._tail is not None and null._tail.value > 0:
+            return [null._tail]
         return []
 
     def _ring(self) -> HardwareQueue | None:
@@ -226,15 +229,15 @@ class Stream(
         for a destroyed stream or a replaced device: the operation's body then reports it, in
         HIP's order among the call's other errors (``record_event`` checks its flags and
         event first)."""
-        if self.state is not _OPEN or self._capture is not None or self.queue.engine.retired:
+        if self._state is not _OPEN or self._capture is not None or self._queue.engine.retired:
             return None
-        return self.queue
+        return self._queue
 
     def _gone(self) -> bool:
         """True once the stream takes no new work: destroyed, or its device replaced by
         ``configure_devices``. What ends a call's wait for room in its ring, for a signal set
         or for a pending free (see :meth:`_wake_parked`). Safe from any thread."""
-        return self.state is not _OPEN or self.queue.engine.retired
+        return self._state is not _OPEN or self._queue.engine.retired
 
     def _parked_elsewhere(self, waits: WakesGone) -> None:
         """A call on this stream parks in ``waits`` (with :meth:`_gone` as its ``gone``
@@ -252,7 +255,7 @@ class Stream(
         would (``ContextIsDestroyed``, ``InvalidDevice``), rather than wait, perhaps for
         good, for what they would not use. Safe from any thread; a few checks when nothing
         is parked."""
-        self.queue.wake_gone()
+        self._queue.wake_gone()
         if self._parked:
             for waits in list(self._parked):
                 waits.wake_gone()
@@ -272,9 +275,9 @@ class Stream(
         <ahipgraph.device.engine.Engine.bind_loop>` (no running loop, or the device is busy on
         another loop). All before anything changes.
         """
-        engine = self.queue.engine
+        engine = self._queue.engine
         with engine.submitting():  # the owner check and every packet of this enqueue: one step
-            if self.state is not _OPEN or self._capture is not part:
+            if self._state is not _OPEN or self._capture is not part:
                 self._changed_under_call()
             engine.claim_locked()
             self._submit_locked(program)
@@ -293,28 +296,28 @@ class Stream(
             IllegalState: a capture began on the stream.
         """
         self._check_open()
-        if self.is_null:
+        if self._is_null:
             raise capture.NULL_GUARD.unsupported("an eager enqueue")
         raise IllegalState(f"a capture began on {self!r} while this call was being made")
 
     def _submit_locked(self, program: Program) -> None:
         """:meth:`_submit` for a caller that holds the engine's lock and claimed it."""
-        if not self.non_blocking:  # legacy default-stream ordering
+        if not self._non_blocking:  # legacy default-stream ordering
             waits = self._implicit_waits()
             if waits:  # the packet's barrier, not a packet of its own: one slot per enqueue
                 program.barrier = tuple(waits)
         if program.on_done is None:
             program.on_done = self._retired_cb
-        self.queue.submit_locked(program)
-        self.submitted += 1
+        self._queue.submit_locked(program)
+        self._submitted += 1
         if program.completion is not None:
-            self.tail = program.completion
+            self._tail = program.completion
 
     def _submit_op(self, op: Op) -> Completion:
         signal = Signal(1)
         program = Program((op,), signal)
         self._submit(program)
-        return make_completion(signal, self.device, program)
+        return make_completion(signal, self._device, program)
 
     def _observed(self, work: Any, op: Op) -> Completion:
         """Submit eager work; a runtime observer (the race checker) checks it first and may
@@ -356,13 +359,13 @@ class Stream(
         part = self._capture  # read once: another thread may end the capture meanwhile
         if part is not None:
             return part.add_kernel(
-                kernel, grid, block, args, shared_mem, self.priority, self.device
+                kernel, grid, block, args, shared_mem, self._priority, self._device
             )
         self._check_takes_work()
         params = common_kernel_params(
-            kernel, grid, block, args, shared_mem, 0, self.device
+            kernel, grid, block, args, shared_mem, 0, self._device
         ) or self._kernel_params(kernel, grid, block, args, shared_mem=shared_mem)
-        return self._observed(params, params.op(self.device))
+        return self._observed(params, params.op(self._device))
 
     def _kernel_params(
         self,
@@ -381,7 +384,7 @@ class Stream(
         if kernel is None:
             raise InvalidDeviceFunction("kernel is null")
         return KernelParams.make(
-            kernel, grid, block, args, shared_mem=shared_mem, device=self.device
+            kernel, grid, block, args, shared_mem=shared_mem, device=self._device
         )
 
     launch_kernel, launch_kernel_nowait = kernel_enqueue_pair(_launch_kernel, _OPEN, _kernel_params)
@@ -404,7 +407,7 @@ class Stream(
             )
         self._check_takes_work()
         copy = self._memcpy_params(dst, src, nbytes, kind)
-        return self._observed(copy, copy.op(self.device))
+        return self._observed(copy, copy.op(self._device))
 
     def _memcpy_params(
         self,
@@ -451,7 +454,7 @@ class Stream(
             )
         self._check_takes_work()
         params = self._memset_params(dst, value, count, element_size=element_size)
-        return self._observed(params, params.op(self.device))
+        return self._observed(params, params.op(self._device))
 
     def _memset_params(
         self,
@@ -476,7 +479,7 @@ class Stream(
             return part.add("Host", lambda: HostParams.make(fn, args))
         self._check_takes_work()
         host = HostParams.make(fn, args)
-        return self._observed(host, host.op(self.device))
+        return self._observed(host, host.op(self._device))
 
     def _host_params(self, fn: Callable[..., Any], *args: Any) -> HostParams:
         """``launch_host_func``'s checks for a call that must wait for room."""
@@ -524,7 +527,7 @@ class Stream(
 
     def _check_eager_record(self, event: Event) -> None:
         self._check_takes_work()  # a kept stream of a replaced device: not a foreign event
-        if event.device is not self.device:
+        if event._device is not self._device:
             # HIP checks this for an eager record only (a capture takes any event): the
             # event's timestamps and completion belong to its own device's clock and engine.
             raise InvalidHandle(
@@ -597,7 +600,7 @@ class Stream(
         given: object = event  # callers are untyped Python: check what really came in
         if not isinstance(given, Event):
             return False
-        record = event.signal
+        record = event._signal
         return record is None or record.value <= 0 or capture.recorded_in_capture(event)
 
     def _wait_event_ring(self, event: Event, flags: int = 0) -> HardwareQueue | None:
@@ -605,11 +608,11 @@ class Stream(
         capturing stream too when the wait is a real one, on an event recorded outside any
         capture (its barrier packet goes to the stream's queue, as HIP's marker does)."""
         queue = self._ring()
-        if queue is not None or self.state is not _OPEN or self.queue.engine.retired:
+        if queue is not None or self._state is not _OPEN or self._queue.engine.retired:
             return queue
         given: object = event  # callers are untyped Python: check what really came in
         if isinstance(given, Event) and capture.waits_eagerly(self, event, flags):
-            return self.queue
+            return self._queue
         return None
 
     wait_event, wait_event_nowait = enqueue_pair(
@@ -634,7 +637,7 @@ class Stream(
         self._check_open()
         capture.check_stream_sync(self, "synchronize()")
         for signal in self._sync_targets():
-            await self.device._wait_signal(signal)
+            await self._device._wait_signal(signal)
         if observe.observer is not None:
             observe.observer.stream_synchronized(self)
         error = self._take_error()
@@ -642,8 +645,8 @@ class Stream(
             raise error.with_traceback(None)
 
     def _sync_targets(self) -> list[Signal]:
-        targets = [] if self.tail is None else [self.tail]
-        if self.is_null:
+        targets = [] if self._tail is None else [self._tail]
+        if self._is_null:
             targets.extend(self._implicit_waits())
         return targets
 
@@ -657,7 +660,7 @@ class Stream(
         targets = self._sync_targets()
         done = all(signal.value <= 0 for signal in targets)
         if done and targets:  # the host saw the work complete, as synchronize() does
-            self.device.clock.observe(max(signal.time for signal in targets))
+            self._device._clock.observe(max(signal.time for signal in targets))
         if done and observe.observer is not None:
             observe.observer.stream_synchronized(self)
         return done
@@ -668,10 +671,64 @@ class Stream(
         another handle's)."""
         return self._hid
 
+    # What the stream was made with and where it stands: read-only, as in HIP, which has
+    # getters for them and no setters. The runtime acts on each of them (where work runs, what
+    # it orders after, what synchronize waits for, whether destroy may end it), so a value
+    # assigned from outside would make it act on something the stream is not.
+
+    @property
+    def device(self) -> Device:
+        """The device the stream's work runs on (``hipStreamGetDevice``)."""
+        return self._device
+
+    @property
+    def priority(self) -> int:
+        """The priority it was created with, clamped into the device's range
+        (``hipStreamGetPriority``)."""
+        return self._priority
+
+    @property
+    def non_blocking(self) -> bool:
+        """Created with ``hipStreamNonBlocking`` (``hipStreamGetFlags``): it does not order
+        with the legacy null stream."""
+        return self._non_blocking
+
+    @property
+    def is_null(self) -> bool:
+        """True for the device's legacy null stream, which cannot be destroyed."""
+        return self._is_null
+
+    @property
+    def implicit(self) -> bool:
+        """Made by the runtime (the null stream, a per-thread stream), not by the user: the
+        device owns it and retires it when ``configure_devices`` replaces the device."""
+        return self._implicit
+
+    @property
+    def queue(self) -> HardwareQueue:
+        """The hardware queue its work is submitted to."""
+        return self._queue
+
+    @property
+    def state(self) -> StreamState:
+        """OPEN until ``destroy()``."""
+        return self._state
+
+    @property
+    def submitted(self) -> int:
+        """Packets enqueued on it so far."""
+        return self._submitted
+
+    @property
+    def tail(self) -> Signal | None:
+        """The completion signal of its latest packet (None before the first): what
+        ``synchronize()`` waits for."""
+        return self._tail
+
     @property
     def alive(self) -> bool:
         """False once ``destroy()`` was called."""
-        return self.state is StreamState.OPEN
+        return self._state is StreamState.OPEN
 
     def destroy(self) -> None:
         """Destroy the stream (``hipStreamDestroy``). Work already enqueued still completes.
@@ -679,7 +736,7 @@ class Stream(
         Raises:
             InvalidHandle: the null stream, or a stream already destroyed.
         """
-        if self.is_null:
+        if self._is_null:
             raise InvalidHandle("the null stream cannot be destroyed")
         if STREAMS.unregister(self.hid) is None:
             if self._life.freed:  # collected: destroyed from a cycle-mate's __del__
@@ -696,9 +753,9 @@ class Stream(
         or forked into on another thread meanwhile either sees the stream destroyed or is
         ended here (``capture.stream_destroyed`` reads the part under the capture lock).
         """
-        self.state = StreamState.DESTROYED
+        self._state = StreamState.DESTROYED
         self._wake_parked()
-        self.device._remove_stream(self)
+        self._device._remove_stream(self)
         capture.stream_destroyed(self)
 
     def _retire(self) -> None:
@@ -716,30 +773,30 @@ class Stream(
 
     def statistics(self) -> StreamStatistics:
         return StreamStatistics(
-            self.device.ordinal,
-            self.queue.index,
-            self.submitted,
-            self.tail is not None and self.tail.value > 0,
+            self._device.ordinal,
+            self._queue.index,
+            self._submitted,
+            self._tail is not None and self._tail.value > 0,
             self._error is not None,
         )
 
     @safe_repr
     def __repr__(self) -> str:
-        name = "null" if self.is_null else f"#{self.hid.slot}.{self.hid.generation}"
+        name = "null" if self._is_null else f"#{self.hid.slot}.{self.hid.generation}"
         # A capturing stream adds nodes instead of running work: say so, or a repr in a test
         # failure shows an open stream whose work never ran.
         session = getattr(self._capture, "session", None)
         capturing = "" if session is None else f" capture={session.status.name.lower()}"
         return (
-            f"<Stream {name} device={self.device.ordinal} queue={self.queue.index} "
-            f"state={self.state.value} submitted={self.submitted}{capturing}>"
+            f"<Stream {name} device={self._device.ordinal} queue={self._queue.index} "
+            f"state={self._state.value} submitted={self._submitted}{capturing}>"
         )
 
 
 def _record_of(event: object) -> Signal | None:
     """The completion of ``event``'s latest record (None: unrecorded, or not an event; the
     wait's checks report the latter)."""
-    return event.signal if isinstance(event, Event) else None
+    return event._signal if isinstance(event, Event) else None
 
 
 def launch_stream(stream: object, device: Device, *, any_device: bool = False) -> Stream:
@@ -763,12 +820,13 @@ def launch_stream(stream: object, device: Device, *, any_device: bool = False) -
         return home.null_stream if stream is None else per_thread_stream(home)
     if not isinstance(stream, Stream):
         raise TypeError(f"stream must be a Stream or None, got {stream!r}")
-    if stream.state is not StreamState.OPEN:
+    if stream._state is not _OPEN:
         stream._check_open()  # raises
-    if stream.device is not device and not any_device:
-        if stream.device.engine.retired:  # a stream kept from devices configure_devices replaced
-            stream.device.engine._refuse_retired()  # raises InvalidDevice
+    home = stream._device
+    if home is not device and not any_device:
+        if home.engine.retired:  # a stream kept from devices configure_devices replaced
+            home.engine._refuse_retired()  # raises InvalidDevice
         raise InvalidValue(
-            f"{stream!r} belongs to device {stream.device.ordinal}, not device {device.ordinal}"
+            f"{stream!r} belongs to device {home.ordinal}, not device {device.ordinal}"
         )
     return stream

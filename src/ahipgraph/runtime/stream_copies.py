@@ -172,7 +172,7 @@ class StreamCopyMixin:
         stream._check_takes_work()
         params = build()
         # Through the observer, as every eager op: the race checker sees the copy's rows.
-        return stream._observed(params, params.op(stream.device))
+        return stream._observed(params, params.op(stream._device))
 
     def _memcpy_2d(
         self,
@@ -192,7 +192,7 @@ class StreamCopyMixin:
                 pitch above the device's ``max_pitch``, a region out of bounds.
             InvalidPitchValue: a pitch below ``width``. InvalidMemcpyDirection: a bad kind.
         """
-        device = self._device()
+        device = self._stream_device()
         return self._enqueue_copy(
             lambda: pitched_2d_params(
                 dst, dst_pitch, src, src_pitch, width, height, kind, device=device
@@ -210,7 +210,7 @@ class StreamCopyMixin:
         kind: CopyKind | int | None = None,
     ) -> Any:
         """``memcpy_2d``'s checks and parameters (for a call that must wait for room)."""
-        device = self._device()
+        device = self._stream_device()
         return pitched_2d_params(dst, dst_pitch, src, src_pitch, width, height, kind, device=device)
 
     memcpy_2d, memcpy_2d_nowait = enqueue_pair(_memcpy_2d, check=_memcpy_2d_params, owner="Stream")
@@ -229,7 +229,7 @@ class StreamCopyMixin:
 
         Raises: as :meth:`memcpy_2d`, and InvalidValue for a slice height below the height.
         """
-        device = self._device()
+        device = self._stream_device()
         return self._enqueue_copy(
             lambda: PitchedCopyParams.make_pitched(
                 dst, src, extent, dst_pos=dst_pos, src_pos=src_pos, kind=kind, device=device
@@ -248,7 +248,13 @@ class StreamCopyMixin:
     ) -> PitchedCopyParams:
         """``memcpy_3d``'s checks and parameters (for a call that must wait for room)."""
         return PitchedCopyParams.make_pitched(
-            dst, src, extent, dst_pos=dst_pos, src_pos=src_pos, kind=kind, device=self._device()
+            dst,
+            src,
+            extent,
+            dst_pos=dst_pos,
+            src_pos=src_pos,
+            kind=kind,
+            device=self._stream_device(),
         )
 
     memcpy_3d, memcpy_3d_nowait = enqueue_pair(_memcpy_3d, check=_memcpy_3d_params, owner="Stream")
@@ -269,7 +275,7 @@ class StreamCopyMixin:
             InvalidMemcpyDirection: a kind other than HostToDevice, DeviceToDevice or Default,
                 or one that contradicts ``src``.
         """
-        device = self._device()
+        device = self._stream_device()
         return self._enqueue_copy(
             lambda: to_symbol_params(symbol, src, nbytes, offset, kind, device=device)
         )
@@ -283,7 +289,7 @@ class StreamCopyMixin:
         kind: CopyKind | int | None = None,
     ) -> Any:
         """``memcpy_to_symbol``'s checks and parameters (for a call that must wait for room)."""
-        return to_symbol_params(symbol, src, nbytes, offset, kind, device=self._device())
+        return to_symbol_params(symbol, src, nbytes, offset, kind, device=self._stream_device())
 
     memcpy_to_symbol, memcpy_to_symbol_nowait = enqueue_pair(
         _memcpy_to_symbol, check=_to_symbol_params, owner="Stream"
@@ -301,7 +307,7 @@ class StreamCopyMixin:
 
         Raises: as :meth:`memcpy_to_symbol` (DeviceToHost instead of HostToDevice).
         """
-        device = self._device()
+        device = self._stream_device()
         return self._enqueue_copy(
             lambda: from_symbol_params(dst, symbol, nbytes, offset, kind, device=device)
         )
@@ -315,7 +321,7 @@ class StreamCopyMixin:
         kind: CopyKind | int | None = None,
     ) -> Any:
         """``memcpy_from_symbol``'s checks and parameters (for a call that must wait for room)."""
-        return from_symbol_params(dst, symbol, nbytes, offset, kind, device=self._device())
+        return from_symbol_params(dst, symbol, nbytes, offset, kind, device=self._stream_device())
 
     memcpy_from_symbol, memcpy_from_symbol_nowait = enqueue_pair(
         _memcpy_from_symbol, check=_from_symbol_params, owner="Stream"
@@ -341,6 +347,6 @@ class StreamCopyMixin:
 
     memcpy_peer, memcpy_peer_nowait = enqueue_pair(_memcpy_peer, check=_peer_params, owner="Stream")
 
-    def _device(self) -> Device:
+    def _stream_device(self) -> Device:
         stream: Stream = self  # type: ignore[assignment]
-        return stream.device
+        return stream._device

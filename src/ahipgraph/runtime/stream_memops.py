@@ -193,7 +193,7 @@ class StreamMemOpsMixin:
             return part.add("Host", lambda: HostParams.make(memop_factory(), ()))
         stream._check_takes_work()
         memop = memop_factory()
-        cost = stream.device.properties.cost.stream_memop_ns
+        cost = stream._device._properties.cost.stream_memop_ns
         return stream._submit_op(StreamMemOpOp(memop, cost))
 
     def _wait_value_32(

@@ -75,7 +75,7 @@ class StreamMemoryMixin:
         # kernel that never ends), and the call is refused as on a destroyed stream.
         stream._parked_elsewhere(pending)
         try:
-            await stream.device._wait_signal(pending, stream._gone)
+            await stream._device._wait_signal(pending, stream._gone)
         except IllegalState:  # the wait is not allowed here (device work behind the free)
             raise refused from None
         finally:
@@ -107,10 +107,10 @@ class StreamMemoryMixin:
         # (IllegalState from another open loop while it is busy, before anything is taken),
         # and a device configure_devices replaced takes nothing new (InvalidDevice): its
         # successor has its ordinal and addresses, so the pointer would name the successor's.
-        engine = stream.device.engine
+        engine = stream._device._engine
         with engine.submitting():
             engine.claim_locked()
-        ptr = stream.device.memory.malloc(nbytes)
+        ptr = stream._device._memory.malloc(nbytes)
         if observe.observer is not None:
             observe.observer.allocated(ptr, int(nbytes), stream)  # checked: an int
         return ptr
@@ -154,7 +154,7 @@ class StreamMemoryMixin:
         if part is not None:
             return part.free(ptr)
         if _is_null(ptr):
-            return make_completion(_FREED_NOTHING, stream.device)
+            return make_completion(_FREED_NOTHING, stream._device)
         memory = self._check_free(ptr)
         assert memory is not None  # not the null pointer
         memory.claim_free(ptr, by=stream)  # a graph relaunch on this stream is ordered after it
@@ -164,8 +164,8 @@ class StreamMemoryMixin:
         except BaseException:
             memory.release_claim(ptr)  # nothing was enqueued: the memory is the caller's again
             raise
-        if memory is stream.device.memory:  # gives memory back to what malloc_async takes
-            stream._last_free = stream.tail  # the free's completion (see malloc_async)
+        if memory is stream._device._memory:  # gives memory back to what malloc_async takes
+            stream._last_free = stream._tail  # the free's completion (see malloc_async)
         return done
 
     def _check_free(self, ptr: DevicePtr) -> DeviceMemory | None:
@@ -183,18 +183,18 @@ class StreamMemoryMixin:
             return None  # frees nothing
         if not isinstance(ptr, DevicePtr):
             raise TypeError(f"expected a DevicePtr, got {ptr!r}")
-        here = stream.device.memory
+        here = stream._device._memory
         if type(ptr.address) is not int or type(ptr.device) is not int:  # a hand-made
             # pointer's: refused as Device.free does, before any of its objects is compared
             raise InvalidValue(f"{ptr!r} is not a live allocation of device {here.ordinal}")
         if ptr.device == here.ordinal:
-            device = stream.device
+            device = stream._device
         else:
             try:
                 device = get_device(ptr.device)
             except InvalidDevice:
                 raise InvalidValue(f"{ptr!r} names a device that does not exist") from None
-        memory = device.memory
+        memory = device._memory
         # A graph allocation counts from the moment its alloc node reserved the addresses: the
         # launch that commits memory there may still be ahead of this free on the stream.
         found = memory.allocation_of(ptr.address)
