@@ -3,23 +3,43 @@
 A stream dropped without ``destroy()`` still owes the failure of its work: HIP reports an
 asynchronous failure at the next synchronizing call, and ``Device.synchronize`` is the one
 left once the stream is gone. It reports it once, as it does for a destroyed stream.
+
+Each device keeps its own clock. An event of device 0 recorded by a graph launched on device 1
+(an event-record node, or a record captured with ``hipEventRecordExternal``) is stamped by
+device 1's clock: ``elapsed_time`` refuses to set it against a record of device 0, as it
+refuses two events of different devices (``InvalidHandle``, HIP's
+``hipErrorInvalidResourceHandle``), and the host observes it on device 1's clock.
 """
 
 from __future__ import annotations
 
 import warnings
 import weakref
+from typing import Any
 
 import pytest
 
 import ahipgraph as ahg
 from ahipgraph.core.registry import HandleRegistry
 from ahipgraph.runtime.stream import STREAMS
+from cleanup import destroy
 
 
 @ahg.kernel
 def fails(t: ahg.Threads) -> None:
     raise ValueError("kernel body failed")
+
+
+@ahg.kernel
+def idle(t: ahg.Threads) -> None:
+    pass
+
+
+async def busy(stream: ahg.Stream) -> None:
+    """Move ``stream``'s device clock well past zero, and wait for it."""
+    for _ in range(4):
+        await stream.launch_kernel(idle, 1024, 256, ())
+    await stream.synchronize()
 
 
 def forget_stream(box: list[ahg.Stream]) -> None:
@@ -149,3 +169,88 @@ async def test_destroy_leaves_a_known_failure_to_device_synchronize_as_forgettin
         with pytest.raises(ahg.LaunchFailure, match="kernel body failed"):
             await device.synchronize()
     await device.synchronize()
+
+
+# -- events recorded on another device's clock -----------------------------------------------------
+
+
+async def record_by_graph_on(device: ahg.Device, *events: ahg.Event) -> None:
+    """Record ``events`` (in order) by a graph of event-record nodes launched on ``device``."""
+    graph = ahg.Graph()
+    node = None
+    for event in events:
+        node = graph.add_event_record_node(event, deps=() if node is None else [node])
+    graph_exec = graph.instantiate(device=device)
+    stream = device.create_stream()
+    await (await graph_exec.launch(stream))
+    destroy(graph_exec, graph, stream)
+
+
+async def record_by_capture_on(device: ahg.Device, event: ahg.Event) -> None:
+    """Record ``event`` by a graph captured on ``device`` (an external record)."""
+    stream = device.create_stream()
+    stream.begin_capture(ahg.CaptureMode.GLOBAL)
+    await stream.record_event(event, 1)  # hipEventRecordExternal: an EventRecord node
+    graph = stream.end_capture()
+    graph_exec = graph.instantiate(device=device)
+    await (await graph_exec.launch(stream))
+    destroy(graph_exec, graph, stream)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("record_on", [record_by_graph_on, record_by_capture_on])
+async def test_elapsed_time_refuses_a_record_made_on_another_device_s_clock(
+    record_on: Any,
+) -> None:
+    ahg.configure_devices(2)
+    device0, device1 = ahg.get_device(0), ahg.get_device(1)
+    stream0 = device0.create_stream()
+    await busy(stream0)  # device 0's clock is ahead; device 1's is at zero
+    start, end = device0.create_event(), device0.create_event()
+    await stream0.record_event(start)
+    await record_on(device1, end)
+    await end.synchronize()
+    for pair in ((start, end), (end, start)):
+        with pytest.raises(ahg.InvalidHandle, match="different devices"):
+            ahg.elapsed_time(*pair)
+    await stream0.record_event(end)  # recorded again, on its own device: comparable again
+    await end.synchronize()
+    assert ahg.elapsed_time(start, end) >= 0.0
+    destroy(stream0, start, end)
+
+
+@pytest.mark.asyncio
+async def test_two_records_by_one_graph_on_another_device_are_timed_on_its_clock() -> None:
+    ahg.configure_devices(2)
+    device0, device1 = ahg.get_device(0), ahg.get_device(1)
+    start, end = device0.create_event(), device0.create_event()
+    await record_by_graph_on(device1, start, end)
+    assert ahg.elapsed_time(start, end) >= 0.0
+    destroy(start, end)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("wait", ["query", "synchronize"])
+async def test_the_host_observes_a_record_made_on_another_device_on_that_device_s_clock(
+    wait: str,
+) -> None:
+    ahg.configure_devices(2)
+    device0, device1 = ahg.get_device(0), ahg.get_device(1)
+    stream1 = device1.create_stream()
+    await busy(stream1)  # device 1's clock is ahead; device 0's is at zero
+    event = device0.create_event()
+    graph = ahg.Graph()
+    graph.add_event_record_node(event)
+    graph_exec = graph.instantiate(device=device1)
+    launched = await graph_exec.launch(stream1)
+    if wait == "query":
+        await launched
+        assert event.query()
+    else:
+        await event.synchronize()  # waits for device 1's work
+        assert launched.done()
+    recorded = event.time_ns
+    assert recorded is not None
+    assert device0.clock.now < recorded  # device 0's clock did not take device 1's time
+    assert device1.clock.now >= recorded
+    destroy(graph_exec, graph, stream1, event)

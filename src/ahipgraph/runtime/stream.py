@@ -558,7 +558,7 @@ class Stream(
         signal = Signal(1)
         self._submit(Program((), signal))  # may be refused (no loop, busy): nothing changed yet
         capture.record_eager(event)
-        event._recorded(signal)
+        event._recorded(signal, self.device)
         if observe.observer is not None:
             observe.observer.event_recorded(self, event)
 
