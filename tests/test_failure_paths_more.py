@@ -13,6 +13,7 @@ refuses two events of different devices (``InvalidHandle``, HIP's
 
 from __future__ import annotations
 
+import asyncio
 import warnings
 import weakref
 from typing import Any
@@ -20,6 +21,7 @@ from typing import Any
 import pytest
 
 import ahipgraph as ahg
+from ahipgraph import testing
 from ahipgraph.core.registry import HandleRegistry
 from ahipgraph.runtime.stream import STREAMS
 from cleanup import destroy
@@ -169,6 +171,48 @@ async def test_destroy_leaves_a_known_failure_to_device_synchronize_as_forgettin
         with pytest.raises(ahg.LaunchFailure, match="kernel body failed"):
             await device.synchronize()
     await device.synchronize()
+
+
+@pytest.mark.leaks_allowed("its first loop abandons work on purpose; the test reads the report")
+@pytest.mark.parametrize("ending", ["destroy", "forget"])
+def test_a_gone_stream_s_failure_of_abandoned_work_is_counted_until_reported(ending: str) -> None:
+    """``abandoned_earlier`` (what the leak report reads) counts the failure of work an earlier
+    loop abandoned on a stream destroyed or forgotten since, as it does an open stream's."""
+    with testing.fresh_devices(1, check=False) as (device,):
+        box = [device.create_stream()]
+        other = device.create_stream()
+        out = device.malloc(8)
+        baseline = testing.snapshot()
+
+        async def leave_running() -> None:
+            held = testing.HeldKernel("left_running")
+            await held.launch(box[0])
+            await held.started.wait()
+
+        asyncio.run(leave_running())  # its loop closes: the kernel fails as abandoned
+        if ending == "destroy":
+            box.pop().destroy()
+        else:
+            forget_stream(box)
+
+        async def unrelated_work() -> None:  # takes the device over, never synchronizes it
+            await (await other.memset(out, 0, 8))
+
+        asyncio.run(unrelated_work())
+        assert device.statistics().abandoned_earlier == 1
+        report = testing.leak_report(baseline)
+        assert report is not None
+        assert "the unreported failure of work an earlier" in report
+
+        async def look() -> None:
+            with pytest.raises(ahg.LaunchFailure, match="abandoned"):
+                await device.synchronize()
+
+        asyncio.run(look())
+        assert device.statistics().abandoned_earlier == 0
+        assert testing.leak_report(baseline) is None
+        device.free(out)
+        other.destroy()
 
 
 # -- events recorded on another device's clock -----------------------------------------------------

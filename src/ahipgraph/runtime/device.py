@@ -85,10 +85,11 @@ class DeviceStatistics:
     abandoned: int = 0
     # The graph memory pool (what graph_mem_attribute reads, and the cached bytes a trim frees).
     graph_pool: GraphPoolStatistics = _NO_GRAPH_POOL
-    # Streams of this device (destroyed ones that still owe a failure included) whose pending
-    # failure is that of work an earlier owner loop abandoned (the current loop's is counted
-    # in ``abandoned``): a program that took the device over on a new loop and never
-    # synchronized what the old one left behind. Zero again once a synchronize reports it.
+    # Streams of this device (destroyed and forgotten ones that still owe a failure included)
+    # whose pending failure is that of work an earlier owner loop abandoned (the current
+    # loop's is counted in ``abandoned``): a program that took the device over on a new loop
+    # and never synchronized what the old one left behind. Zero again once a synchronize
+    # reports it.
     abandoned_earlier: int = 0
 
 
@@ -488,14 +489,14 @@ class Device(DeviceBase, DeviceCopyMixin, NoCopy):
         )
 
     def _abandoned_earlier(self) -> int:
-        """See ``DeviceStatistics.abandoned_earlier``."""
+        """See ``DeviceStatistics.abandoned_earlier``: the open streams' failures, and those
+        destroyed and forgotten streams left to the next synchronize."""
         owner = self.engine.owner_number
-        count = 0
-        for stream in self.streams:
-            error = stream._error
-            if error is not None and abandoned_by(error) not in (None, owner):
-                count += 1
-        return count
+        pending = [stream._error for stream in self._legacy_streams()]  # open and destroyed
+        pending.extend(tuple(self._forgotten_failures))  # (a snapshot: finalizers append)
+        return sum(
+            1 for error in pending if error is not None and abandoned_by(error) not in (None, owner)
+        )
 
     def _retire(self) -> None:
         """Called once this device was replaced: unregister the streams the runtime made for it.
