@@ -12,7 +12,9 @@ Failures: an op that fails (an exception in a kernel body, a fault in a copy) co
 :class:`HipError`. The error is raised by awaiting that op's completion and by the stream's next
 ``synchronize()`` (or the device's), after which it is cleared: the failure is sticky for the
 stream until observed, and other streams and devices keep working. (HIP makes a fault sticky for
-the whole context; a per-stream rule keeps unrelated work usable, which is what tests need.)
+the whole context; a per-stream rule keeps unrelated work usable, which is what tests need.) A
+stream destroyed, or dropped without ``destroy()``, before its failure was reported leaves it to
+the device's next ``synchronize()``, which reports it once.
 """
 
 from __future__ import annotations
