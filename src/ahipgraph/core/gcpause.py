@@ -140,12 +140,16 @@ def _enter() -> None:
         # Counted first: the allocations below may run a young pass in this thread, whose
         # callback may end other pauses (the lock is re-entrant), but never the last one.
         pauses += 1
-        if pauses == 1:
-            _saved = gc.get_threshold()
-            _applied = ()
-            if _on_collect not in gc.callbacks:
-                gc.callbacks.append(_on_collect)
-        _apply_pause_thresholds()
+        try:
+            if pauses == 1:
+                _saved = gc.get_threshold()
+                _applied = ()
+                if _on_collect not in gc.callbacks:
+                    gc.callbacks.append(_on_collect)
+            _apply_pause_thresholds()
+        except BaseException:  # a Ctrl-C as the thresholds were set: no pause began
+            _end_one()  # the caller never ends it: end it here, and put them back
+            raise
 
 
 def _apply_pause_thresholds() -> None:
@@ -154,7 +158,6 @@ def _apply_pause_thresholds() -> None:
     end, only to the smallest of their intervals (each its own, :class:`_WatchedBurst`), so no
     build's pass comes later than its own interval allows. Thresholds the program set during
     the pause stay."""
-    global _applied
     # Read before anything allocates: a young pass run by an allocation here may end pauses
     # (the last one too, putting the program's thresholds back) or set them again itself.
     saved, before = _saved, _applied
@@ -167,8 +170,27 @@ def _apply_pause_thresholds() -> None:
     young = min([burst.interval for burst in _watched], default=PAUSED_YOUNG)
     applied = (max(first, young) if first else 0, *saved[1:])
     if applied != before and pauses and _applied is before:
+        _set_pause_thresholds(applied)
+
+
+def _set_pause_thresholds(applied: tuple[int, ...]) -> None:
+    """Set ``applied`` as the pause's thresholds (caller holds the lock), recorded first.
+
+    ``_applied`` is how the end of the pause tells the pause's thresholds from ones the
+    program set meanwhile, which it keeps. A Ctrl-C (``KeyboardInterrupt``) may land as
+    ``gc.set_threshold`` returns: recorded only after the call, the thresholds in force would
+    then pass for the program's own, and stay for good. Recorded before it, and put back if
+    the call did not apply them, the record names the thresholds in force either way.
+    """
+    global _applied
+    before = _applied
+    _applied = applied
+    try:
         gc.set_threshold(*applied)
-        _applied = applied
+    except BaseException:
+        if gc.get_threshold() != applied:  # interrupted before it applied them
+            _applied = before
+        raise
 
 
 def _leave(settle: bool = False) -> None:

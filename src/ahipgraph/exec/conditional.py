@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import weakref
 from collections.abc import Callable, Iterable
 from itertools import compress, repeat
 from operator import attrgetter, is_
@@ -62,6 +63,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_CONDITIONAL_DEPTH",
+    "BodyCopies",
     "ConditionalOp",
     "Conditionals",
     "check_foreign_handles",
@@ -199,6 +201,47 @@ def _signal_when_done(awaitable: Any, op: Op, program: Program) -> Signal:
     return signal
 
 
+class BodyCopies(dict[int, list[ExecGraph]]):
+    """Each conditional node's body copies, by ``id`` of its exec node, however deep; and the
+    body graphs they were copied from, held weakly (:meth:`sources`).
+
+    A body graph belongs to its conditional node, and so to the user's graph: the copies are
+    what an executable runs, and it must not keep the graphs themselves, as it keeps no
+    child-graph node's embedded graph (see ``snapshot``). Held by the executable, a forgotten
+    graph's bodies (and their nodes) would stay registered with no owner, and a destroyed
+    one's stay in memory, for as long as the executable. What still asks for the graphs is
+    the race check at instantiate, whose reports name the body nodes, while the user's
+    graph (and so its bodies) is alive.
+    """
+
+    __slots__ = ("_sources",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._sources: dict[int, tuple[weakref.ref[Graph], ...]] = {}
+
+    def add(self, node: ExecNode, bodies: tuple[Graph, ...], copies: list[ExecGraph]) -> None:
+        """``copies`` are the copies of the body graphs ``bodies`` of conditional ``node``."""
+        self[id(node)] = copies
+        self._sources[id(node)] = tuple(map(weakref.ref, bodies))
+
+    def sources(self, node: ExecNode) -> tuple[Graph | None, ...]:
+        """The body graphs ``node``'s copies were made from, in order (None: gone since)."""
+        return tuple(source() for source in self._sources.get(id(node), ()))
+
+
+def _without_bodies(copy: ExecGraph) -> None:
+    """Let the node records of ``copy`` (made, all of them) hold their conditional nodes'
+    parameters without the body graphs, and drop the parameters column the records were made
+    from: from now on the records and the :class:`BodyCopies` are the copy (``snapshot``
+    does the same for a child-graph node's embedded graph). Only the body graphs go: the
+    handle, kind and size stay, which is all an update compares the copy's node with."""
+    for node in copy.nodes:
+        if node.type is NodeType.Conditional and node.params.bodies:
+            node.params = dataclasses.replace(node.params, bodies=())
+    copy._params = None  # the records are the copy (as in snapshot._copy_one)
+
+
 class Conditionals:
     """An executable's conditional nodes: their bodies, handles, cells and control flag.
 
@@ -212,7 +255,7 @@ class Conditionals:
     """
 
     def __init__(self) -> None:
-        self.bodies: dict[int, list[ExecGraph]] = {}  # id(ExecNode) -> its bodies' copies
+        self.bodies = BodyCopies()  # id(ExecNode) -> its bodies' copies
         self.handles: dict[int, ConditionalHandle] = {}  # token -> handle (scope 0)
         # scope > 0 -> the handles of its conditional nodes, by token
         self.owned: dict[int, dict[int, ConditionalHandle]] = {}
@@ -366,6 +409,7 @@ def prepare(graph: ExecGraph) -> Conditionals | None:
             nodes of child-graph copies it is not inside read (see :func:`_check_reachable`).
     """
     found = Conditionals()
+    originals: list[ExecGraph] = []  # the copies whose conditional nodes hold body graphs
     read_at_top: set[int] = set()  # tokens of the handles scope 0's conditional nodes read
     # (a copy, its scope, how many conditional bodies enclose it)
     pending: list[tuple[ExecGraph, int, int]] = [(graph, 0, 0)]
@@ -376,6 +420,8 @@ def prepare(graph: ExecGraph) -> Conditionals | None:
         if not scope and copy.flat and not copy.has_type(conditional):  # the columns: no
             _find_handle_args(copy, found.handles)  # node record is made
             continue
+        if copy.has_type(conditional):
+            originals.append(copy)
         for node in copy.nodes:
             if scope:
                 found.scope_of[node] = scope
@@ -418,8 +464,10 @@ def prepare(graph: ExecGraph) -> Conditionals | None:
                             f"a conditional body cannot hold {inner.type.name} nodes"
                         )
                 copies.append(body_copy)
-            found.bodies[id(node)] = copies
+            found.bodies.add(node, params.bodies, copies)
             pending.extend((body_copy, scope, depth + 1) for body_copy in copies)
+    for copy in originals:  # every body copied: the executable keeps none of the graphs
+        _without_bodies(copy)
     for scope, handle in kernel_args:  # a handle no enclosing scope's node uses: scope 0's
         while scope and handle.token not in found.owned.get(scope, ()):
             scope = found.parents[scope]
@@ -532,7 +580,7 @@ def check_handles_known(
         raise InvalidValue(_no_value_message(found[0]))
 
 
-def copy_bodies(graph: ExecGraph) -> dict[int, list[ExecGraph]]:
+def copy_bodies(graph: ExecGraph) -> BodyCopies:
     """Every conditional node's bodies copied, by id(exec node), however deep (inside child
     graphs and inside other bodies): what ``graph.check_races()`` counts at each conditional
     node's place, as :func:`prepare` gives instantiate's check.
@@ -540,7 +588,7 @@ def copy_bodies(graph: ExecGraph) -> dict[int, list[ExecGraph]]:
     Unlike :func:`prepare`, no node kind is refused and no handle is collected: the check needs
     no device work, so a graph that cannot be instantiated can still be checked.
     """
-    bodies: dict[int, list[ExecGraph]] = {}
+    bodies = BodyCopies()
     pending = [graph]
     while pending:
         copy = pending.pop()
@@ -549,7 +597,8 @@ def copy_bodies(graph: ExecGraph) -> dict[int, list[ExecGraph]]:
         for node in copy.walk():
             if node.type is NodeType.Conditional:
                 params: ConditionalNodeParams = node.params
-                copies = bodies[id(node)] = [snapshot(body)[0] for body in params.bodies]
+                copies = [snapshot(body)[0] for body in params.bodies]
+                bodies.add(node, params.bodies, copies)
                 pending.extend(copies)
     return bodies
 

@@ -462,7 +462,7 @@ class Launcher:
             signals = signal_set.signals
             signals[compiled.prev_index] = self.last_done
             if compiled.bindings:  # event nodes: none in most graphs
-                _bind_events(compiled.bindings, signals)
+                _bind_events(compiled.bindings, signals, self.device)
             launch = Launch(self, version, signal_set, report_to or stream)
             self.last_done = launch.done
         strand_ops = version.strand_ops
@@ -549,8 +549,9 @@ def _check_events(bindings: list[EventBinding], graph: ExecGraph) -> None:
             )
 
 
-def _bind_events(bindings: Any, signals: list[Any]) -> None:
-    """Give a launch's event nodes their signals in ``signals``.
+def _bind_events(bindings: Any, signals: list[Any], device: Device) -> None:
+    """Give a launch's event nodes their signals in ``signals``; ``device`` runs the launch
+    and stamps the records with its clock.
 
     Every wait node takes its event's record from before this launch, and only
     then do the record nodes re-record: in the compiled (strand) order a record
@@ -564,4 +565,4 @@ def _bind_events(bindings: Any, signals: list[Any]) -> None:
         if binding.is_record:
             record = Signal(1)
             signals[binding.index] = record
-            binding.node.params.event._recorded(record)
+            binding.node.params.event._recorded(record, device)

@@ -49,6 +49,7 @@ from .race_reports import (
 if TYPE_CHECKING:
     from ..graph.graph import Graph
     from ..graph.node import GraphNode
+    from .conditional import BodyCopies
     from .snapshot import ExecGraph, ExecNode
 
 __all__ = [
@@ -465,7 +466,7 @@ class ExecRaces:
         graph: Graph | None,
         *,
         check: bool,
-        bodies: dict[int, list[ExecGraph]] | None = None,
+        bodies: BodyCopies | None = None,
     ) -> None:
         self.check = check
         # the copies of conditional nodes' bodies, by id(exec node) (see exec/conditional.py)
@@ -651,7 +652,7 @@ class ExecRaces:
                 for node in graph.walk():
                     if node.type is not NodeType.Conditional or not node.enabled:
                         continue
-                    owners: tuple[Graph, ...] = node.params.bodies
+                    owners = bodies.sources(node)  # alive: instantiate, or check_races()
                     for number, body in enumerate(bodies.get(id(node), ())):
                         owner: Graph | None = owners[number] if number < len(owners) else None
                         originals = None if owner is None else owner.nodes()
@@ -926,7 +927,7 @@ def check_exec_graph(
     exec_graph: ExecGraph,
     originals: list[GraphNode] | None,
     graph: Graph | None,
-    bodies: dict[int, list[ExecGraph]] | None = None,
+    bodies: BodyCopies | None = None,
 ) -> tuple[ExecRaces, list[RaceReport]]:
     """Every race of ``exec_graph`` (``bodies``: its conditional nodes' body copies)."""
     races = ExecRaces(exec_graph, originals, graph, check=True, bodies=bodies)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -84,10 +85,11 @@ class DeviceStatistics:
     abandoned: int = 0
     # The graph memory pool (what graph_mem_attribute reads, and the cached bytes a trim frees).
     graph_pool: GraphPoolStatistics = _NO_GRAPH_POOL
-    # Streams of this device (destroyed ones that still owe a failure included) whose pending
-    # failure is that of work an earlier owner loop abandoned (the current loop's is counted
-    # in ``abandoned``): a program that took the device over on a new loop and never
-    # synchronized what the old one left behind. Zero again once a synchronize reports it.
+    # Streams of this device (destroyed and forgotten ones that still owe a failure included)
+    # whose pending failure is that of work an earlier owner loop abandoned (the current
+    # loop's is counted in ``abandoned``): a program that took the device over on a new loop
+    # and never synchronized what the old one left behind. Zero again once a synchronize
+    # reports it.
     abandoned_earlier: int = 0
 
 
@@ -114,6 +116,10 @@ class Device(DeviceBase, DeviceCopyMixin, NoCopy):
         # Streams destroyed with work in flight or a failure not yet reported: their failures
         # are still this device's to report at its next synchronize (see _remove_stream).
         self._orphans: list[Stream] = []
+        # Failures of streams dropped without destroy() (and collected) that no synchronize
+        # reported: this device's to report at its next synchronize (see
+        # _forgotten_stream_failed). A deque: appended by finalizers, taken without a lock.
+        self._forgotten_failures: deque[HipError] = deque()
 
     # -- the engine (device/engine.py) -----------------------------------------------------------
 
@@ -166,17 +172,31 @@ class Device(DeviceBase, DeviceCopyMixin, NoCopy):
             if _owes_failure(stream):
                 self._orphans.append(stream)  # read again: see _prune_orphans
 
+    def _forgotten_stream_failed(self, error: HipError) -> None:
+        """Keep the unreported failure of a stream of this device that was collected (it was
+        dropped without ``destroy()``) for the next :meth:`synchronize` to report.
+
+        Called by the stream's finalizer, on whatever thread the collector ran, perhaps
+        inside this device's own locked sections: no lock, one atomic append.
+        """
+        self._forgotten_failures.append(error)
+
     def _take_orphan_error(self) -> HipError | None:
-        """The first unreported failure of a destroyed stream (then cleared), or None."""
-        if not self._orphans:  # the common case: no lock taken
+        """The first unreported failure of a destroyed stream (then cleared), then of a
+        forgotten one (see :meth:`_forgotten_stream_failed`), or None."""
+        if not self._orphans and not self._forgotten_failures:  # the common case: no lock
             return None
-        with self._streams_lock:
-            error = None
-            for stream in tuple(self._orphans):
-                error = stream._take_error()
-                if error is not None:
-                    break
-            self._prune_orphans()  # drops that stream too, unless it still has work in flight
+        error = None
+        if self._orphans:
+            with self._streams_lock:
+                for stream in tuple(self._orphans):
+                    error = stream._take_error()
+                    if error is not None:
+                        break
+                self._prune_orphans()  # drops that stream too, unless it still has work in flight
+        if error is None:
+            with contextlib.suppress(IndexError):  # another thread's synchronize took the last
+                error = self._forgotten_failures.popleft()
         return error
 
     def _prune_orphans(self) -> None:
@@ -370,9 +390,9 @@ class Device(DeviceBase, DeviceCopyMixin, NoCopy):
         """Wait for all work on the device (``hipDeviceSynchronize``).
 
         Raises:
-            HipError: the first unreported failure of any stream of this device, a destroyed
-                one's included (then cleared; failures of other streams stay pending for their
-                next synchronize).
+            HipError: the first unreported failure of any stream of this device, those of
+                destroyed streams and of streams dropped without ``destroy()`` included (then
+                cleared; the other failures stay pending for the next synchronize).
             StreamCaptureUnsupported: a capture is in progress (every capture is invalidated).
             RuntimeError: called from a trio task (ahipgraph runs on asyncio or uvloop).
         """
@@ -383,8 +403,8 @@ class Device(DeviceBase, DeviceCopyMixin, NoCopy):
         self._clock.observe(max(queue.busy_until for queue in self._queues))
         if observe.observer is not None:
             observe.observer.device_synchronized(self)
-        # One failure per call; the others stay pending. Destroyed streams' failures first:
-        # their work was enqueued before the streams were destroyed.
+        # One failure per call; the others stay pending. Destroyed and forgotten streams'
+        # failures first: their work was enqueued before the streams were destroyed or dropped.
         error = self._take_orphan_error()
         if error is not None:
             raise error.with_traceback(None)
@@ -469,14 +489,14 @@ class Device(DeviceBase, DeviceCopyMixin, NoCopy):
         )
 
     def _abandoned_earlier(self) -> int:
-        """See ``DeviceStatistics.abandoned_earlier``."""
+        """See ``DeviceStatistics.abandoned_earlier``: the open streams' failures, and those
+        destroyed and forgotten streams left to the next synchronize."""
         owner = self._engine.owner_number
-        count = 0
-        for stream in self.streams:
-            error = stream._error
-            if error is not None and abandoned_by(error) not in (None, owner):
-                count += 1
-        return count
+        pending = [stream._error for stream in self._legacy_streams()]  # open and destroyed
+        pending.extend(tuple(self._forgotten_failures))  # (a snapshot: finalizers append)
+        return sum(
+            1 for error in pending if error is not None and abandoned_by(error) not in (None, owner)
+        )
 
     def _retire(self) -> None:
         """Called once this device was replaced: unregister the streams the runtime made for it.

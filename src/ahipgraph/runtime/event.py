@@ -59,6 +59,9 @@ class Event(DestroyOnExit):
         self._disable_timing = bool(disable_timing)
         self._blocking_sync = bool(blocking_sync)
         self._signal: Signal | None = None  # completion of the latest record; None = unrecorded
+        # The device whose work made the latest record, whose clock stamped it: this one,
+        # unless a graph launched on another device recorded it (an event-record node).
+        self._recorded_on: Device = device
         self._state = EventState.OPEN
         self._hid = EVENTS.register(self)
         # A forgotten event is freed with a warning (its registry slot is weak).
@@ -76,8 +79,16 @@ class Event(DestroyOnExit):
         if self._state is not EventState.OPEN:
             check_live(False, "event", self)
 
-    def _recorded(self, signal: Signal) -> None:
-        """Point the event at a new marker (called by streams and graph event-record nodes)."""
+    def _recorded(self, signal: Signal, device: Device) -> None:
+        """Point the event at a new marker (called by streams and graph event-record nodes).
+
+        ``device`` runs the marker and stamps it with its own clock: a graph launched on
+        another device records an event of this one there (its event-record node, or a
+        record captured with ``hipEventRecordExternal``). The time of that record means
+        nothing on this device's clock: :func:`elapsed_time` refuses to compare it with a
+        record of another device, and the host observes it on the recording device.
+        """
+        self._recorded_on = device
         self._signal = signal
 
     def query(self) -> bool:
@@ -91,8 +102,8 @@ class Event(DestroyOnExit):
         done = self._complete()
         if done and self._signal is not None:
             # The host saw the record complete, as synchronize() does: work it enqueues
-            # from now on is stamped no earlier than the record.
-            self._device.clock.observe(self._signal.time)
+            # from now on is stamped no earlier than the record (on the clock it is in).
+            self._recorded_on.clock.observe(self._signal.time)
         if done and observe.observer is not None:
             observe.observer.event_synchronized(self)
         return done
@@ -109,9 +120,9 @@ class Event(DestroyOnExit):
         refuse_trio()
         self._check_open()
         capture.check_event_sync(self)
-        signal = self._signal
+        signal, device = self._signal, self._recorded_on
         if signal is not None:
-            await self._device._wait_signal(signal)
+            await device._wait_signal(signal)  # the recording device runs the marker
         if observe.observer is not None:
             observe.observer.event_synchronized(self)
 
@@ -226,7 +237,9 @@ def elapsed_time(start: Event, end: Event) -> float:
 
     Raises:
         InvalidHandle: either event is None, destroyed, made without timing, or never recorded;
-            or the two belong to different devices (each device keeps its own clock; HIP's
+            or the two belong to different devices, or their latest records were made by work
+            of different devices (a graph launched on another device records on that
+            device's clock): each device keeps its own clock (HIP's
             ``hipErrorInvalidResourceHandle``, the same code).
         TypeError: either is not an Event.
         NotReady: either record has not completed yet.
@@ -240,6 +253,11 @@ def elapsed_time(start: Event, end: Event) -> float:
             raise InvalidHandle(f"{event!r} was created with timing disabled")
         if event._signal is None:
             raise InvalidHandle(f"{event!r} has not been recorded")
+    if start._recorded_on is not end._recorded_on:
+        raise InvalidHandle(
+            f"{start!r} was recorded on device {start._recorded_on.ordinal} and {end!r} on "
+            f"device {end._recorded_on.ordinal}: different devices' clocks"
+        )
     start_ns, end_ns = start.time_ns, end.time_ns
     if start_ns is None or end_ns is None:
         pending = start if start_ns is None else end

@@ -12,12 +12,16 @@ Failures: an op that fails (an exception in a kernel body, a fault in a copy) co
 :class:`HipError`. The error is raised by awaiting that op's completion and by the stream's next
 ``synchronize()`` (or the device's), after which it is cleared: the failure is sticky for the
 stream until observed, and other streams and devices keep working. (HIP makes a fault sticky for
-the whole context; a per-stream rule keeps unrelated work usable, which is what tests need.)
+the whole context; a per-stream rule keeps unrelated work usable, which is what tests need.) A
+stream destroyed, or dropped without ``destroy()``, before its failure was reported leaves it to
+the device's next ``synchronize()``, which reports it once.
 """
 
 from __future__ import annotations
 
 import enum
+import sys
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -89,6 +93,46 @@ class StreamState(enum.Enum):
 _OPEN = StreamState.OPEN  # read per operation: a class's enum member costs ten globals on 3.11
 
 
+class _StreamRecord(HandleRecord):
+    """A stream's handle record, which also keeps the stream's unreported failure.
+
+    HIP reports an asynchronous failure at the next synchronizing call, whatever became of the
+    stream whose work failed. The failure is kept here rather than on the stream
+    (``Stream._error`` reads and writes it) so that it outlives a stream dropped without
+    ``destroy()``: when the collector frees such a stream, the failure goes to its device,
+    whose next ``synchronize()`` reports it once (a destroyed stream's failure is reported the
+    same way, see ``Device._remove_stream``). A stream is collected only once its work is
+    done (each packet's completion callback refers to it), so no failure comes after that.
+
+    The hand-over has a finalizer of its own, next to the one that warns: the warning names
+    the code that dropped the stream by its depth below that finalizer. The record holds the
+    device weakly: the finalizer keeps the record alive for as long as the stream lives, and
+    a device holds its null stream, so a strong reference would keep a replaced device (and its
+    null stream) alive for good. A device already gone has no synchronize left to report to.
+    """
+
+    __slots__ = ("_device", "_hand_over", "error")
+
+    def __init__(self, stream: Stream, label: str, device: Device, *, quiet: bool) -> None:
+        super().__init__(stream, label, quiet=quiet)
+        self._device = weakref.ref(device)
+        self.error: HipError | None = None
+        hand_over = weakref.finalize(stream, self._stream_collected)
+        hand_over.atexit = False  # at exit no synchronize is left to report it
+        self._hand_over = hand_over
+
+    def detach(self) -> None:
+        """The stream was destroyed: its device keeps it while it owes a failure instead."""
+        super().detach()
+        self._hand_over.detach()
+
+    def _stream_collected(self) -> None:
+        error, self.error = self.error, None
+        device = self._device()
+        if error is not None and device is not None and not sys.is_finalizing():
+            device._forgotten_stream_failed(error)
+
+
 class WakesGone(Protocol):
     """Where a call on a stream may be parked apart from its ring (a signal-set pool, a
     signal): :meth:`Stream._wake_parked` wakes such waits, parked with ``Stream._gone`` as
@@ -147,7 +191,6 @@ class Stream(
         # is what a malloc_async short of memory waits for (see StreamMemoryMixin).
         self._last_free: Signal | None = None
         self._submitted = 0
-        self._error: HipError | None = None
         self._retired_cb: Callable[[Program], None] = self._retired
         self._capture: capture.StreamCapture | capture._NullGuard | None = None
         # Where calls on this stream are parked apart from its ring, one entry per parked
@@ -155,10 +198,12 @@ class Stream(
         self._parked: list[WakesGone] = []
         self._hid = STREAMS.register(self)
         # A forgotten stream is freed with a warning; one the runtime owns (the null stream, a
-        # per-task stream) quietly. Its registry slot and device entry go with it (both weak).
-        self._life = HandleRecord(
+        # per-task stream) quietly. Its registry slot and device entry go with it (both weak);
+        # its unreported failure, kept in the record, goes to the device (_StreamRecord).
+        self._life = _StreamRecord(
             self,
             f"stream #{self.hid.slot}.{self.hid.generation} on device {device.ordinal}",
+            device,
             quiet=null or owned,
         )
         try:
@@ -198,6 +243,16 @@ class Stream(
         engine = self._queue.engine
         if engine.retired:
             engine._refuse_retired()
+
+    @property
+    def _error(self) -> HipError | None:
+        """The stream's unreported failure, kept in its handle record so that it outlives
+        the stream (see :class:`_StreamRecord`)."""
+        return self._life.error
+
+    @_error.setter
+    def _error(self, error: HipError | None) -> None:
+        self._life.error = error
 
     def _take_error(self) -> HipError | None:
         """Return and clear the stream's unreported failure."""
@@ -512,7 +567,7 @@ class Stream(
         signal = Signal(1)
         self._submit(Program((), signal))  # may be refused (no loop, busy): nothing changed yet
         capture.record_eager(event)
-        event._recorded(signal)
+        event._recorded(signal, self.device)
         if observe.observer is not None:
             observe.observer.event_recorded(self, event)
 
@@ -732,6 +787,12 @@ class Stream(
 
     def destroy(self) -> None:
         """Destroy the stream (``hipStreamDestroy``). Work already enqueued still completes.
+
+        A failure of the stream's work is not raised here, whether it is already known or
+        comes later: ``hipStreamDestroy`` reports none (it returns success or a bad handle),
+        and HIP reports an asynchronous failure at the next synchronizing call. The device's
+        next :meth:`Device.synchronize` reports it, once, as it does for a stream dropped
+        without ``destroy()``.
 
         Raises:
             InvalidHandle: the null stream, or a stream already destroyed.
