@@ -555,15 +555,15 @@ class Engine:
                 engine's device work and the signal is reached only after that work ends
                 (work queued behind it on its hardware queue, or waiting for such work).
         """
-        if signal.value > 0:
+        if signal._value > 0:
             self.claim()  # park only on the loop that runs the work (or raise)
             await park_refusable(
                 functools.partial(signal.wait, 0, gone),
                 functools.partial(self._refuse_signal_wait, signal=signal),
             )
-            if signal.value > 0:  # ended by ``gone``: the host saw nothing of the device
+            if signal._value > 0:  # ended by ``gone``: the host saw nothing of the device
                 return
-        self.clock.observe(signal.time)
+        self.clock.observe(signal._time)
 
     def _refuse_signal_wait(self, work: HardwareQueue, signal: Signal) -> None:
         """Refuse a wait by this engine's device work ``work`` for ``signal`` when it is

@@ -658,11 +658,11 @@ class WaitSignalsOp(Op):
 
     def run(self, program: Program) -> Signal | None:
         for signal in self.signals:
-            if signal.value > 0:
+            if signal._value > 0:
                 return signal
         for signal in self.signals:
-            if signal.time > program.time:
-                program.time = signal.time
+            if signal._time > program.time:
+                program.time = signal._time
         return None
 
     def __repr__(self) -> str:
@@ -684,10 +684,10 @@ class WaitSignalIndicesOp(Op):
         latest = program.time
         for index in self.indices:
             signal = signals[index]
-            if signal.value > 0:
+            if signal._value > 0:
                 return signal
-            if signal.time > latest:
-                latest = signal.time
+            if signal._time > latest:
+                latest = signal._time
         program.time = latest
         return None
 

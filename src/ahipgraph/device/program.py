@@ -140,13 +140,13 @@ class Program:
         flows into it, as it drew the wait packet the barrier stands for)."""
         barrier = self.barrier or ()
         for signal in barrier:
-            if signal.value > 0:
+            if signal._value > 0:
                 signal.when_reached(0, queue.wake)
                 return False
         start = max(self.time, queue.busy_until)
         for signal in barrier:
-            if signal.time > self.time:
-                self.time = signal.time
+            if signal._time > self.time:
+                self.time = signal._time
         self.barrier = None
         if hooks.observers is not None:
             self.queue = queue

@@ -47,7 +47,7 @@ def waits_for_head(queue: HardwareQueue, signals: Iterable[Signal]) -> bool:
     todo = list(signals)
     while todo:
         signal = todo.pop()
-        if signal.value <= 0 or id(signal) in seen:
+        if signal._value <= 0 or id(signal) in seen:
             continue
         seen.add(id(signal))
         for owner, index, program in placed:

@@ -35,7 +35,7 @@ def _waits(stream: Stream) -> list[Signal]:
     """The user stream's unfinished work the graph must follow (its tail, legacy ordering)."""
     waits = list(stream._implicit_waits()) if not stream._non_blocking else []
     tail = stream._tail
-    if tail is not None and tail.value > 0:
+    if tail is not None and tail._value > 0:
         waits.append(tail)
     return waits
 

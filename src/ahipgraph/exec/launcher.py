@@ -74,8 +74,8 @@ class Launch:
         self.done = Signal(1)
 
     def strand_finished(self, program: Program) -> None:
-        if program.error is not None and self.done.error is None:
-            self.done.error = program.error
+        if program.error is not None and self.done._error is None:
+            self.done._error = program.error
 
     def finished(self, program: Program) -> None:
         self.launcher.finished(self)
@@ -488,7 +488,7 @@ class Launcher:
 
     def finished(self, launch: Launch) -> None:
         """Completion of a launch (on the device's loop): return everything it borrowed."""
-        error = launch.done.error
+        error = launch.done._error
         if error is not None:
             launch.stream._report_error(error)
         self.pool.release(launch.signal_set)

@@ -527,7 +527,7 @@ def _memory_freeing(ptr: object, here: Device) -> DeviceMemory:
 def _owes_failure(stream: Stream) -> bool:
     """Whether ``stream`` has a failure to report, or work in flight that may still fail."""
     tail = stream.tail
-    return stream._error is not None or (tail is not None and tail.value > 0)
+    return stream._error is not None or (tail is not None and tail._value > 0)
 
 
 _FACTORY = FactoryOnly(

@@ -217,10 +217,10 @@ class Stream(
                 if s is not self
                 and not s._non_blocking
                 and s._tail is not None
-                and s._tail.value > 0
+                and s._tail._value > 0
             ]
         null = self._device._null_stream
-        if null is not None and null._tail is not None and null._tail.value > 0:
+        if null is not None and null._tail is not None and null._tail._value > 0:
             return [null._tail]
         return []
 
@@ -582,7 +582,7 @@ class Stream(
         flag = self._check_wait_call(event, flags)
         if capture.wait_event(self, event, flag):
             return
-        if record is not None and record.value > 0:
+        if record is not None and record._value > 0:
             # The barrier is stream work: it becomes the tail, so synchronize() and query()
             # cover it. The device may refuse it (no running loop, busy on another loop).
             # (On a capturing stream too: an event recorded outside its capture.)
@@ -601,7 +601,7 @@ class Stream(
         if not isinstance(given, Event):
             return False
         record = event._signal
-        return record is None or record.value <= 0 or capture.recorded_in_capture(event)
+        return record is None or record._value <= 0 or capture.recorded_in_capture(event)
 
     def _wait_event_ring(self, event: Event, flags: int = 0) -> HardwareQueue | None:
         """The queue ``wait_event`` needs room in: the stream's (see :meth:`_ring`), and on a
@@ -658,9 +658,9 @@ class Stream(
         self._check_open()
         capture.check_stream_sync(self, "query()")
         targets = self._sync_targets()
-        done = all(signal.value <= 0 for signal in targets)
+        done = all(signal._value <= 0 for signal in targets)
         if done and targets:  # the host saw the work complete, as synchronize() does
-            self._device._clock.observe(max(signal.time for signal in targets))
+            self._device._clock.observe(max(signal._time for signal in targets))
         if done and observe.observer is not None:
             observe.observer.stream_synchronized(self)
         return done
@@ -776,7 +776,7 @@ class Stream(
             self._device.ordinal,
             self._queue.index,
             self._submitted,
-            self._tail is not None and self._tail.value > 0,
+            self._tail is not None and self._tail._value > 0,
             self._error is not None,
         )
 

@@ -68,7 +68,7 @@ class StreamMemoryMixin:
         except OutOfMemory as error:
             stream = self._stream()
             pending = stream._last_free
-            if pending is None or pending.value <= 0 or stream._capture is not None:
+            if pending is None or pending._value <= 0 or stream._capture is not None:
                 raise
             refused = error
         # A destroy wakes the wait at once (the free may never run: it may be behind a

@@ -898,7 +898,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
         entries = copies.get(id(op))
         entry = None
         if entries is not None:
-            while entries and entries[0][3].value <= 0:
+            while entries and entries[0][3]._value <= 0:
                 del entries[0]  # its launch ended without running it (a failure before it)
             if entries and entries[0][0] is op:
                 entry = entries.pop(0)

@@ -1,0 +1,84 @@
+"""What the runtime objects a user can reach are made of, and where they stand, is read-only.
+
+A device hands out its engine, hardware queues, memory and clock; a stream its queue and tail
+signal; an event its signal; an executable its signal-set pool, argument arena and plan. Their
+attributes were plain ones the runtime acts on, and a user could assign them: a signal's value
+set to 0 made a pending record say done and a ``synchronize()`` return while its work still
+ran; its time moved the device's clock and ``elapsed_time`` by days. Each is now a read-only
+property over a private attribute only the runtime writes; the runtime reads the private names,
+so no property call lands on a hot path. (``test_readonly_handles.py`` does the same for the
+handles themselves.)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import ahipgraph as ahg
+from ahipgraph.testing import HeldKernel
+from cleanup import destroy
+
+SIGNAL_ATTRIBUTES = "value time error"
+
+
+def _assert_read_only(thing: Any, names: str) -> None:
+    for name in names.split():
+        value = getattr(thing, name)
+        with pytest.raises(AttributeError):
+            setattr(thing, name, value)  # even the value it has: nothing but the runtime sets it
+        with pytest.raises(AttributeError):
+            delattr(thing, name)
+        assert getattr(thing, name) is value
+
+
+@pytest.mark.asyncio
+async def test_a_signal_s_value_time_and_error_can_be_read_and_not_assigned(
+    device: ahg.Device,
+) -> None:
+    stream, event = device.create_stream(), device.create_event()
+    await stream.record_event(event)
+    await event.synchronize()
+    for signal in (event.signal, stream.tail):
+        _assert_read_only(signal, SIGNAL_ATTRIBUTES)
+    destroy(stream, event)
+
+
+@pytest.mark.asyncio
+async def test_a_pending_record_stays_pending_whatever_is_assigned_to_its_signal(
+    device: ahg.Device,
+) -> None:
+    # The signal's value set to 0, the event's query() and the stream's said done while the
+    # kernel before the record was still held, and the stream's synchronize() returned at once.
+    stream, event, held = device.create_stream(), device.create_event(), HeldKernel()
+    done = await held.launch(stream)
+    await stream.record_event(event)
+    for signal in (event.signal, stream.tail):
+        assert signal is not None
+        with pytest.raises(AttributeError):
+            signal.value = 0  # type: ignore[misc]
+    assert not event.query()
+    assert not stream.query()
+    held.release()
+    await stream.synchronize()
+    assert done.done()
+    assert event.query()
+    destroy(stream, event)
+
+
+@pytest.mark.asyncio
+async def test_a_signal_s_time_stays_the_device_s(device: ahg.Device) -> None:
+    # The end event's signal time set to 10**15 ns, elapsed_time said a billion ms, and the
+    # next synchronize moved the device's clock eleven days ahead.
+    stream, start, end = device.create_stream(), device.create_event(), device.create_event()
+    await stream.record_event(start)
+    await stream.record_event(end)
+    await stream.synchronize()
+    assert end.signal is not None
+    with pytest.raises(AttributeError):
+        end.signal.time = 10**15  # type: ignore[misc]
+    await end.synchronize()
+    assert 0 <= ahg.elapsed_time(start, end) < 1
+    assert device.clock.now < 10**15
+    destroy(stream, start, end)
