@@ -23,6 +23,11 @@ from cleanup import destroy
 SIGNAL_ATTRIBUTES = "value time error"
 
 
+@ahg.kernel
+def increment(t: ahg.Threads, x: ahg.Ptr[ahg.int32]) -> None:
+    x[0] += 1
+
+
 def _assert_read_only(thing: Any, names: str) -> None:
     for name in names.split():
         value = getattr(thing, name)
@@ -82,3 +87,46 @@ async def test_a_signal_s_time_stays_the_device_s(device: ahg.Device) -> None:
     assert 0 <= ahg.elapsed_time(start, end) < 1
     assert device.clock.now < 10**15
     destroy(stream, start, end)
+
+
+QUEUE_ATTRIBUTES = "engine device index capacity busy_until submitted completed"
+
+
+def test_a_hardware_queue_s_attributes_can_be_read_and_not_assigned(device: ahg.Device) -> None:
+    stream = device.create_stream()
+    for queue in (*device.queues, stream.queue):
+        _assert_read_only(queue, QUEUE_ATTRIBUTES)
+    destroy(stream)
+
+
+@pytest.mark.asyncio
+async def test_a_stream_s_queue_keeps_its_ring_and_its_device() -> None:
+    # The queue's capacity set to 0, every enqueue on its streams waited for room for good;
+    # its device set to device 1, a kernel of device 0 failed with InvalidDevicePointer (it
+    # ran against device 1's memory) and left device 0's memory unchanged.
+    ahg.configure_devices(2)
+    device0, device1 = ahg.get_device(0), ahg.get_device(1)
+    stream, x = device0.create_stream(), device0.malloc(4)
+    for name, value in (("capacity", 0), ("device", device1)):
+        with pytest.raises(AttributeError):
+            setattr(stream.queue, name, value)
+    await stream.memset(x, 0, 4)
+    await stream.launch_kernel(increment, 1, 1, (x,))
+    await stream.synchronize()
+    assert device0.view(x, "int32", 1)[0] == 1
+    destroy(stream, x)
+
+
+@pytest.mark.asyncio
+async def test_a_queue_s_busy_time_moves_only_with_its_packets(device: ahg.Device) -> None:
+    # Its busy_until set to 10**15 ns, the next memset started there: elapsed_time across it
+    # stayed small but the device's clock jumped eleven days ahead.
+    stream = device.create_stream()
+    x = device.malloc(4)
+    with pytest.raises(AttributeError):
+        stream.queue.busy_until = 10**15  # type: ignore[misc]
+    await stream.memset(x, 0, 4)
+    await stream.synchronize()
+    assert device.clock.now < 10**15
+    assert stream.queue.statistics().submitted == stream.queue.submitted == 1
+    destroy(stream, x)

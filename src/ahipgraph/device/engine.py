@@ -535,7 +535,7 @@ class Engine:
     def _refuse_idle_wait(self, work: HardwareQueue) -> None:
         """Refuse a wait for idle by this engine's own device work, which it never is while
         that work runs."""
-        if work.engine is self and self.in_flight:
+        if work._engine is self and self.in_flight:
             raise IllegalState(
                 f"device {self.device.ordinal}: device work (an async kernel body or host "
                 "function) waited for its own device to be idle, which it never is while "
@@ -568,11 +568,11 @@ class Engine:
     def _refuse_signal_wait(self, work: HardwareQueue, signal: Signal) -> None:
         """Refuse a wait by this engine's device work ``work`` for ``signal`` when it is
         reached only after that work ends."""
-        if work.engine is self and waits_for_head(work, (signal,)):
+        if work._engine is self and waits_for_head(work, (signal,)):
             raise IllegalState(
                 f"device {self.device.ordinal}: device work (an async kernel body or host "
                 f"function) waited for work queued behind it on hardware queue "
-                f"{work.index}, which runs only after that work ends"
+                f"{work._index}, which runs only after that work ends"
             )
 
     def next_queue(self) -> HardwareQueue:

@@ -226,7 +226,7 @@ class Launcher:
         must park for a set, never on a launch that gets one at once.
         """
         engine = self.device._engine
-        if work.engine is not engine:  # another device's work: its waits are not seen here
+        if work._engine is not engine:  # another device's work: its waits are not seen here
             return
         borrowed = self.pool.all_borrowed()
         if not borrowed:
@@ -472,7 +472,7 @@ class Launcher:
         stream._submit_locked(head)
         if len(strand_ops) > 1:
             queues = self.device._queues
-            base = stream._queue.index
+            base = stream._queue._index
             for k in range(1, len(strand_ops)):
                 internal = self.internal_streams[k - 1]
                 internal._queue = queues[(base + k) % len(queues)]  # never the launch queue

@@ -380,7 +380,7 @@ class Device(DeviceBase, DeviceCopyMixin, NoCopy):
         if capture_checks is not None:
             capture_checks.device_sync()
         await self._engine.wait_idle()
-        self._clock.observe(max(queue.busy_until for queue in self._queues))
+        self._clock.observe(max(queue._busy_until for queue in self._queues))
         if observe.observer is not None:
             observe.observer.device_synchronized(self)
         # One failure per call; the others stay pending. Destroyed streams' failures first:
