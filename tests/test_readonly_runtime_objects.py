@@ -12,6 +12,7 @@ handles themselves.)
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -129,4 +130,54 @@ async def test_a_queue_s_busy_time_moves_only_with_its_packets(device: ahg.Devic
     await stream.synchronize()
     assert device.clock.now < 10**15
     assert stream.queue.statistics().submitted == stream.queue.submitted == 1
+    destroy(stream, x)
+
+
+ENGINE_ATTRIBUTES = "device clock queues lock loop in_flight retired abandoned owner_number"
+
+
+def test_an_engine_s_attributes_can_be_read_and_not_assigned(device: ahg.Device) -> None:
+    _assert_read_only(device.engine, ENGINE_ATTRIBUTES)
+    with pytest.raises(AttributeError):
+        device.engine.ready = ()  # type: ignore[misc]
+
+
+@pytest.mark.asyncio
+async def test_a_device_keeps_taking_work_and_waits_for_it_whatever_is_assigned_to_its_engine(
+    device: ahg.Device,
+) -> None:
+    # retired set to True, the device refused every call with InvalidDevice ("replaced by
+    # configure_devices"); in_flight set to 0 while a kernel was held, device.synchronize()
+    # returned at once and the count went to -1 when the kernel ended; queues set to () made
+    # create_stream fail with ZeroDivisionError.
+    engine, held = device.engine, HeldKernel()
+    for name, value in (("retired", True), ("in_flight", 0), ("queues", ())):
+        with pytest.raises(AttributeError):
+            setattr(engine, name, value)
+    stream = device.create_stream()
+    done = await held.launch(stream)
+    synchronized = asyncio.ensure_future(device.synchronize())
+    await held.started.wait()
+    assert engine.in_flight == 1
+    assert not synchronized.done()
+    held.release()
+    await synchronized
+    assert done.done()
+    assert engine.in_flight == device.statistics().in_flight == 0
+    destroy(stream)
+
+
+@pytest.mark.asyncio
+async def test_the_engine_s_ready_queues_and_loop_are_its_own(device: ahg.Device) -> None:
+    # Its ready table cleared, or its loop set to None, a memset already submitted never ran:
+    # the stream's synchronize() hung.
+    stream, x = device.create_stream(), device.malloc(4)
+    await stream.memset(x, 3, 4)
+    ready = device.engine.ready
+    assert ready == (stream.queue,)
+    assert not hasattr(ready, "clear")  # a copy: nothing the engine runs from
+    with pytest.raises(AttributeError):
+        device.engine.loop = None  # type: ignore[misc]
+    await stream.synchronize()
+    assert device.view(x, "uint8", 4).tolist() == [3, 3, 3, 3]
     destroy(stream, x)

@@ -75,13 +75,13 @@ class HardwareQueue:
 
     def __init__(self, engine: Engine, index: int) -> None:
         self._engine = engine
-        self._device: DeviceBase = engine.device
+        self._device: DeviceBase = engine._device
         self._index = index
         self._busy_until = 0
         self._submitted = 0
         self._completed = 0
         self._packets: deque[Program] = deque()
-        self._capacity = engine.device.properties.hardware_queue_capacity
+        self._capacity = engine._device.properties.hardware_queue_capacity
         self._room = WaitQueue()  # tasks parked until the ring has room, FIFO
         self._waking = 0  # tasks woken with room that have not submitted yet
 
@@ -229,13 +229,13 @@ class HardwareQueue:
         """Append a packet for a caller that holds the engine's lock and has claimed the
         engine for its loop (:meth:`Engine.claim_locked`)."""
         engine = self._engine
-        now = engine.clock.now
+        now = engine._clock.now
         if program.time < now:
             program.time = now
         packets = self._packets
         packets.append(program)
         self._submitted += 1
-        engine.in_flight += 1
+        engine._in_flight += 1
         if hooks.observers is not None:  # tracing: record the host enqueue
             for observer in hooks.observers:
                 observer.submitted(self, program)
@@ -280,8 +280,8 @@ class HardwareQueue:
                     engine.schedule(self)  # the rest still runs on a later turn
                 raise
             finally:
-                engine.in_flight -= 1
-                if not engine.in_flight:
+                engine._in_flight -= 1
+                if not engine._in_flight:
                     engine.became_idle()
             interrupt = program.interrupt
             if interrupt is not None and engine.interrupt_escapes():

@@ -233,11 +233,11 @@ class Program:
         failure: BaseException | None = None
         if future.cancelled():
             assert self.queue is not None
-            if _cut_short_by_loop(future, self.queue._engine.loop):
+            if _cut_short_by_loop(future, self.queue._engine._loop):
                 failure = abandoned_by_loop(op)  # give up the rest
-                mark_abandoned(failure, self.queue._engine.owner_number)
+                mark_abandoned(failure, self.queue._engine._owner_number)
                 self.abandon(failure)
-                self.queue._engine.abandoned += 1
+                self.queue._engine._abandoned += 1
             else:  # the body raised CancelledError, or user code cancelled its task: it failed
                 failure = asyncio.CancelledError()
                 self._record(op.fault(failure))

@@ -158,7 +158,7 @@ class Launcher:
             # Nothing to submit, but a device configure_devices replaced (the executable's or
             # the stream's) takes no launch, as for a graph with nodes (its engine's claim).
             for device in (self.device, stream._device):
-                if device._engine.retired:
+                if device._engine._retired:
                     device._engine._refuse_retired()  # raises
             return None
         if self.compiled.unfreed_ptrs:
@@ -206,7 +206,7 @@ class Launcher:
         if signal_set is None:  # the stream was destroyed, or its device replaced, meanwhile
             target._check_open()
             for engine in (target._device._engine, self.device._engine):
-                if engine.retired:
+                if engine._retired:
                     engine._refuse_retired()  # InvalidDevice
             raise AssertionError(f"a launch on {target!r} was woken without a signal set")
         return signal_set
@@ -233,7 +233,7 @@ class Launcher:
             return
         heads = {
             id(program.signals): program.completion
-            for queue in engine.queues
+            for queue in engine._queues
             for program in queue.packets()
             if program.completion is not None and program.signals
         }

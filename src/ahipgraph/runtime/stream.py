@@ -196,7 +196,7 @@ class Stream(
         ordinal, so they would be looked up in the successor's memory, and the call refused or
         not for what the successor happens to hold."""
         engine = self._queue._engine
-        if engine.retired:
+        if engine._retired:
             engine._refuse_retired()
 
     def _take_error(self) -> HipError | None:
@@ -229,7 +229,7 @@ class Stream(
         for a destroyed stream or a replaced device: the operation's body then reports it, in
         HIP's order among the call's other errors (``record_event`` checks its flags and
         event first)."""
-        if self._state is not _OPEN or self._capture is not None or self._queue._engine.retired:
+        if self._state is not _OPEN or self._capture is not None or self._queue._engine._retired:
             return None
         return self._queue
 
@@ -237,7 +237,7 @@ class Stream(
         """True once the stream takes no new work: destroyed, or its device replaced by
         ``configure_devices``. What ends a call's wait for room in its ring, for a signal set
         or for a pending free (see :meth:`_wake_parked`). Safe from any thread."""
-        return self._state is not _OPEN or self._queue._engine.retired
+        return self._state is not _OPEN or self._queue._engine._retired
 
     def _parked_elsewhere(self, waits: WakesGone) -> None:
         """A call on this stream parks in ``waits`` (with :meth:`_gone` as its ``gone``
@@ -608,7 +608,7 @@ class Stream(
         capturing stream too when the wait is a real one, on an event recorded outside any
         capture (its barrier packet goes to the stream's queue, as HIP's marker does)."""
         queue = self._ring()
-        if queue is not None or self._state is not _OPEN or self._queue._engine.retired:
+        if queue is not None or self._state is not _OPEN or self._queue._engine._retired:
             return queue
         given: object = event  # callers are untyped Python: check what really came in
         if isinstance(given, Event) and capture.waits_eagerly(self, event, flags):
@@ -824,7 +824,7 @@ def launch_stream(stream: object, device: Device, *, any_device: bool = False) -
         stream._check_open()  # raises
     home = stream._device
     if home is not device and not any_device:
-        if home.engine.retired:  # a stream kept from devices configure_devices replaced
+        if home.engine._retired:  # a stream kept from devices configure_devices replaced
             home.engine._refuse_retired()  # raises InvalidDevice
         raise InvalidValue(
             f"{stream!r} belongs to device {home.ordinal}, not device {device.ordinal}"
