@@ -181,3 +181,65 @@ async def test_the_engine_s_ready_queues_and_loop_are_its_own(device: ahg.Device
     await stream.synchronize()
     assert device.view(x, "uint8", 4).tolist() == [3, 3, 3, 3]
     destroy(stream, x)
+
+
+MEMORY_ATTRIBUTES = "ordinal total_bytes address_base address_end graph_pool frees mapped_by"
+GRAPH_POOL_ATTRIBUTES = "used cached used_high reserved_high commits reused_bytes"
+
+
+def test_a_device_memory_s_attributes_can_be_read_and_not_assigned(device: ahg.Device) -> None:
+    _assert_read_only(device.memory, MEMORY_ATTRIBUTES)
+    _assert_read_only(device.memory.graph_pool, GRAPH_POOL_ATTRIBUTES)
+    with pytest.raises(AttributeError):
+        device.memory.peers = {}  # type: ignore[misc]
+
+
+def test_a_device_s_memory_keeps_its_size_and_its_device() -> None:
+    # total_bytes set to 0, every malloc failed with OutOfMemory; ordinal set to 1, device 0's
+    # malloc handed out a pointer naming device 1, which device 0's free then refused ("not a
+    # live allocation of device 1"): the memory leaked.
+    ahg.configure_devices(2)
+    device0 = ahg.get_device(0)
+    for name, value in (("total_bytes", 0), ("ordinal", 1)):
+        with pytest.raises(AttributeError):
+            setattr(device0.memory, name, value)
+    x = device0.malloc(4)
+    assert x.device == 0
+    assert device0.memory_info().total == device0.properties.memory_bytes
+    device0.free(x)
+    assert device0.memory.statistics().allocations == 0
+
+
+@pytest.mark.asyncio
+async def test_peer_access_is_changed_only_by_enable_and_disable_peer_access() -> None:
+    # The peers table cleared, can_access_peer still said True and a kernel of device 0 on
+    # device 1's memory failed with InvalidDevicePointer ("device 0 has no peer access").
+    ahg.configure_devices(2)
+    device0, device1 = ahg.get_device(0), ahg.get_device(1)
+    device0.enable_peer_access(device1)
+    peers = device0.memory.peers
+    assert list(peers) == [1]
+    with pytest.raises(TypeError):
+        del peers[1]  # type: ignore[attr-defined]
+    y, stream = device1.malloc(4), device0.create_stream()
+    await device1.memset(y, 0, 4)
+    await stream.launch_kernel(increment, 1, 1, (y,))
+    await stream.synchronize()
+    assert device1.view(y, "int32", 1)[0] == 1
+    device0.disable_peer_access(device1)
+    assert dict(device0.memory.peers) == {}
+    destroy(stream, y)
+
+
+def test_the_graph_pool_s_counters_change_only_with_graph_memory(device: ahg.Device) -> None:
+    # cached set to 10**6, graph_mem_trim() gave the device back a million bytes no graph had
+    # returned: memory_info() said a million bytes more were free than the device has, and
+    # bytes_in_use went to -1000000. used set to 5, UsedMemCurrent said 5.
+    pool = device.memory.graph_pool
+    for name in ("cached", "used"):
+        with pytest.raises(AttributeError):
+            setattr(pool, name, 10**6)
+    assert device.graph_mem_trim() == 0
+    assert device.memory_info().free == device.memory_info().total
+    assert device.graph_mem_attribute(ahg.GraphMemAttribute.UsedMemCurrent) == 0
+    device.set_graph_mem_attribute(ahg.GraphMemAttribute.UsedMemHigh, 0)  # HIP's setter stays

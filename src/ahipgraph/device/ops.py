@@ -370,9 +370,9 @@ class _CachedPointerKernelOp(_KernelOpFields):
             values is None
             or self.seen_writes != self.source.writes
             or memory is not self.memory
-            or self.seen_frees != memory.frees
+            or self.seen_frees != memory._frees
         ):
-            writes, frees = self.source.writes, memory.frees
+            writes, frees = self.source.writes, memory._frees
             self.values = None
             # A tuple: once the collector has seen it holds no container, it stops tracking it,
             # so a million kept argument lists add nothing to its full passes.
@@ -492,10 +492,10 @@ def _run_class(
         nonlocal seen_writes, seen_frees
         memory: Any = program.memory
         if memory is home:
-            if seen_writes != source.writes or seen_frees != memory.frees:
+            if seen_writes != source.writes or seen_frees != memory._frees:
                 kept.clear()  # bytes written or memory freed: decode each op again
                 forget_views()
-                seen_writes, seen_frees = source.writes, memory.frees
+                seen_writes, seen_frees = source.writes, memory._frees
             values = kept_values(self)  # no KeyError raised per op on a first replay
             if values is None:
                 # A tuple: once the collector has seen it holds no container, it stops tracking

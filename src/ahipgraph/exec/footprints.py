@@ -111,7 +111,7 @@ class _AllocationCache:
         """:meth:`lookup` when the caller knows ``memory`` is device ``device``'s memory now
         (an eager op's stream's device: its enqueue was accepted)."""
         entry = self._by_device.get(device)
-        frees = memory.frees
+        frees = memory._frees
         if entry is None or entry[0]() is not memory or entry[1] != frees:
             entry = self._by_device[device] = (weakref.ref(memory), frees, {})
         table = entry[2]

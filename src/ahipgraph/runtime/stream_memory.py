@@ -186,8 +186,8 @@ class StreamMemoryMixin:
         here = stream._device._memory
         if type(ptr.address) is not int or type(ptr.device) is not int:  # a hand-made
             # pointer's: refused as Device.free does, before any of its objects is compared
-            raise InvalidValue(f"{ptr!r} is not a live allocation of device {here.ordinal}")
-        if ptr.device == here.ordinal:
+            raise InvalidValue(f"{ptr!r} is not a live allocation of device {here._ordinal}")
+        if ptr.device == here._ordinal:
             device = stream._device
         else:
             try:
