@@ -243,3 +243,69 @@ def test_the_graph_pool_s_counters_change_only_with_graph_memory(device: ahg.Dev
     assert device.memory_info().free == device.memory_info().total
     assert device.graph_mem_attribute(ahg.GraphMemAttribute.UsedMemCurrent) == 0
     device.set_graph_mem_attribute(ahg.GraphMemAttribute.UsedMemHigh, 0)  # HIP's setter stays
+
+
+POOL_ATTRIBUTES = "count extra prepopulated wait_when_empty closed"
+ARENA_ATTRIBUTES = "device chunk_bytes strict closed writes"
+PLAN_ATTRIBUTES = "segments strands num_signals start_signal final_waits levels"
+
+
+@ahg.kernel
+def put(t: ahg.Threads, x: ahg.Ptr[ahg.int32], value: ahg.int32) -> None:
+    x[0] = value
+
+
+def test_an_executable_s_pool_arena_and_plan_can_be_read_and_not_assigned(
+    device: ahg.Device,
+) -> None:
+    x, graph = device.malloc(4), ahg.Graph()
+    graph.add_kernel_node(put, 1, 1, (x, 1))
+    graph_exec = graph.instantiate()
+    _assert_read_only(graph_exec.pool, POOL_ATTRIBUTES)
+    _assert_read_only(graph_exec.arena, ARENA_ATTRIBUTES)
+    _assert_read_only(graph_exec.plan, PLAN_ATTRIBUTES)
+    destroy(graph_exec, graph, x)
+
+
+@pytest.mark.asyncio
+async def test_a_kernel_node_s_new_arguments_reach_the_next_launch_whatever_is_assigned(
+    device: ahg.Device,
+) -> None:
+    # The arena's write count set back to its value before set_kernel_node_params, the next
+    # launch ran the kernel with its old arguments (x stayed 1): the dispatch op decodes its
+    # arguments again only when the count moves.
+    stream, x, graph = device.create_stream(), device.malloc(4), ahg.Graph()
+    node = graph.add_kernel_node(put, 1, 1, (x, 1))
+    graph_exec = graph.instantiate()
+    await (await graph_exec.launch(stream))
+    writes = graph_exec.arena.writes
+    graph_exec.set_kernel_node_params(node, put, 1, 1, (x, 2))
+    with pytest.raises(AttributeError):
+        graph_exec.arena.writes = writes  # type: ignore[misc]
+    await (await graph_exec.launch(stream))
+    assert device.view(x, "int32", 1)[0] == 2
+    destroy(graph_exec, graph, stream, x)
+
+
+@pytest.mark.asyncio
+async def test_a_live_executable_launches_and_its_destroy_frees_its_arguments(
+    device: ahg.Device,
+) -> None:
+    # The pool's closed set to True, every launch failed with InvalidValue ("the signal-set
+    # pool is closed"); the arena's, destroy() left its argument chunk allocated for good.
+    # The plan's segments set to None, statistics() raised TypeError.
+    stream, x, graph = device.create_stream(), device.malloc(4), ahg.Graph()
+    graph.add_kernel_node(put, 1, 1, (x, 3))
+    allocations = device.memory.statistics().allocations
+    graph_exec = graph.instantiate()
+    for part in (graph_exec.pool, graph_exec.arena):
+        with pytest.raises(AttributeError):
+            part.closed = True  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        graph_exec.plan.segments = None  # type: ignore[misc]
+    await (await graph_exec.launch(stream))
+    assert device.view(x, "int32", 1)[0] == 3
+    assert graph_exec.statistics().launches == 1
+    graph_exec.destroy()
+    assert device.memory.statistics().allocations == allocations
+    destroy(graph, stream, x)

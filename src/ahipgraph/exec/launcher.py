@@ -374,7 +374,7 @@ class Launcher:
         made = Stream._create(self.device, non_blocking=True, owned=True)
         with self.lock:
             home = self.home
-            if home is None and not self.pool.closed:
+            if home is None and not self.pool._closed:
                 self.home = made
                 if self.record is not None:
                     self.record.home = made
