@@ -309,3 +309,24 @@ async def test_a_live_executable_launches_and_its_destroy_frees_its_arguments(
     graph_exec.destroy()
     assert device.memory.statistics().allocations == allocations
     destroy(graph, stream, x)
+
+
+@pytest.mark.asyncio
+async def test_a_capture_block_ends_its_own_capture_whatever_is_assigned(
+    device: ahg.Device,
+) -> None:
+    # The scope's stream set to another stream inside the block, the exit found no capture of
+    # its own there: it aborted the capture, destroyed its graph and raised IllegalState
+    # ("ended inside its block").
+    stream, other, x = device.create_stream(), device.create_stream(), device.malloc(4)
+    async with stream.capture() as scope:
+        await stream.memset(x, 0, 4)
+        with pytest.raises(AttributeError):
+            scope.stream = other  # type: ignore[misc]
+        with pytest.raises(AttributeError):
+            scope.graph = None  # type: ignore[misc]
+    assert scope.stream is stream
+    assert scope.graph is not None
+    assert [node.type for node in scope.graph.nodes()] == [ahg.NodeType.Memset]
+    assert stream.is_capturing() == ahg.CaptureStatus.NONE
+    destroy(scope.graph, stream, other, x)
