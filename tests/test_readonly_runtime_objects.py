@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import numpy as np
 import pytest
 
 import ahipgraph as ahg
@@ -330,3 +331,27 @@ async def test_a_capture_block_ends_its_own_capture_whatever_is_assigned(
     assert [node.type for node in scope.graph.nodes()] == [ahg.NodeType.Memset]
     assert stream.is_capturing() == ahg.CaptureStatus.NONE
     destroy(scope.graph, stream, other, x)
+
+
+@ahg.kernel(extents={"src": "n"})
+def read_all(t: ahg.Threads, n: ahg.int32, src: ahg.ConstPtr[ahg.float32]) -> None:
+    float(src.sum())
+
+
+@pytest.mark.asyncio
+async def test_a_race_check_keeps_the_mode_it_was_made_with(device: ahg.Device) -> None:
+    # on_race set to "rasie" (misspelt) inside a raise-mode block, a race between a side
+    # stream's copy and the null stream's kernel passed its racing call: no RaceError, no
+    # warning, only a collected report. active and reports were assignable too.
+    buf, side = device.malloc(64 * 4), device.create_stream(non_blocking=True)
+    with ahg.race_check(on_race="raise") as check:
+        _assert_read_only(check, "on_race active reports")
+        with pytest.raises(AttributeError):
+            check.on_race = "rasie"  # type: ignore[misc]
+        await side.memcpy(buf, np.ones(64, np.float32))
+        with pytest.raises(ahg.RaceError):  # at the racing call, before it is enqueued
+            await device.null_stream.launch_kernel(read_all, 1, 64, (64, buf))
+    assert check.on_race == "raise"
+    assert not check.active
+    await device.synchronize()
+    destroy(buf, side)
