@@ -355,3 +355,23 @@ async def test_a_race_check_keeps_the_mode_it_was_made_with(device: ahg.Device) 
     assert not check.active
     await device.synchronize()
     destroy(buf, side)
+
+
+COEFFICIENTS = ahg.device_symbol(
+    "readonly_runtime_objects_coefficients", dtype="float32", shape=(4,)
+)
+
+
+@pytest.mark.asyncio
+async def test_a_device_symbol_stays_what_it_was_declared_as(device: ahg.Device) -> None:
+    # Its name set to another, every copy to it raised InvalidSymbol ("not a declared
+    # symbol"); its shape set to (2, 2, 2), view() failed to reshape its four floats.
+    symbol, stream = COEFFICIENTS, device.create_stream()
+    _assert_read_only(symbol, "name dtype shape nbytes")
+    for name, value in (("name", "another"), ("shape", (2, 2, 2)), ("nbytes", 64)):
+        with pytest.raises(AttributeError):
+            setattr(symbol, name, value)
+    await stream.memcpy_to_symbol(symbol, np.arange(4, dtype=np.float32))
+    await stream.synchronize()
+    assert symbol.view(device).tolist() == [0.0, 1.0, 2.0, 3.0]
+    destroy(stream)
