@@ -375,3 +375,26 @@ async def test_a_device_symbol_stays_what_it_was_declared_as(device: ahg.Device)
     await stream.synchronize()
     assert symbol.view(device).tolist() == [0.0, 1.0, 2.0, 3.0]
     destroy(stream)
+
+
+@pytest.mark.asyncio
+async def test_a_host_function_s_declaration_is_changed_only_by_declaring_it_again(
+    device: ahg.Device,
+) -> None:
+    # writes set to cover a buffer declared only as read, the function wrote it: the view
+    # check that enforces the declaration let the write through.
+    x, stream = device.malloc(4), device.create_stream()
+    await device.memset(x, 0, 4)
+
+    def bump() -> None:
+        device.view(x, "int32", 1)[0] += 1
+
+    declared = ahg.host_function(bump, reads=[x])
+    _assert_read_only(declared, "fn reads writes")
+    with pytest.raises(AttributeError):
+        declared.writes = ((x, None),)  # type: ignore[misc]
+    await stream.launch_host_func(declared)
+    with pytest.raises(ahg.LaunchFailure, match="read-only"):
+        await stream.synchronize()
+    assert device.view(x, "int32", 1)[0] == 0
+    destroy(stream, x)

@@ -236,7 +236,7 @@ def _pitched_copy_footprint(work: PitchedCopyParams) -> list[Access]:
 def _host_footprint(fn: HostFunction) -> list[Access]:
     """What a declared host function touches (an undeclared one: nothing that is seen)."""
     out: list[Access] = []
-    for regions, write in ((fn.reads, False), (fn.writes, True)):
+    for regions, write in ((fn._reads, False), (fn._writes, True)):
         for ptr, nbytes in regions:
             if nbytes is not None:
                 out.append(
