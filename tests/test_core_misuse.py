@@ -554,7 +554,7 @@ def test_making_the_home_stream_never_holds_the_executable_lock_while_waiting_fo
     graph_exec = graph.instantiate(device=devices[0])
     engine = devices[0].engine
     watched = _WatchedLock(engine.lock)
-    engine.lock = watched  # type: ignore[assignment]
+    engine._lock = watched
     launcher = graph_exec._launcher
     try:
         with watched:  # as a launch holding the engine's lock
@@ -567,5 +567,5 @@ def test_making_the_home_stream_never_holds_the_executable_lock_while_waiting_fo
         maker.join(10)
         assert free, "the home stream was being made under the executable's lock"
     finally:
-        engine.lock = watched._lock
+        engine._lock = watched._lock
     destroy(graph_exec, graph)

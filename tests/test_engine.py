@@ -246,7 +246,7 @@ def test_a_second_loop_cannot_take_the_device_between_a_launchs_check_and_its_su
     stream_a, stream_b = device.create_stream(), device.create_stream()
     go, acted, finish = threading.Event(), threading.Event(), threading.Event()
     lock = _TellingLock("loop-b")
-    device.engine.lock = lock  # type: ignore[misc]
+    device.engine._lock = lock
     pause = _Pause(threading.get_ident(), go, acted)
     pause.contended = lock.contended
     outcome: dict[str, Any] = {}
@@ -311,7 +311,7 @@ def test_a_second_loop_cannot_take_the_device_between_a_launchs_check_and_its_su
     assert (stats.launches, stats.completed, stats.in_flight) == (1, 1, 0)
     assert stats.signal_pool.free == stats.signal_pool.sets == 1
     assert device.statistics().in_flight == 0
-    device.engine.lock = threading.RLock()  # type: ignore[misc]
+    device.engine._lock = threading.RLock()
     graph_exec.destroy()
     graph.destroy()
     stream_a.destroy()

@@ -34,8 +34,8 @@ class DeviceBase:
         self._properties = properties
         self._memory = DeviceMemory(ordinal, properties.memory_bytes)
         self._engine = engine = Engine(self, properties.hardware_queues)
-        self._clock = engine.clock
-        self._queues = engine.queues
+        self._clock = engine._clock
+        self._queues = engine._queues
 
     # What the device is and what it is made of, fixed for its life: read-only. Streams,
     # pointers and the devices table find the device through them (its ordinal names it in the
@@ -112,4 +112,4 @@ class DeviceBase:
     def _retire(self) -> None:
         """Called once ``configure_devices`` replaced this device (the layer above adds to it):
         its engine takes no new work from now on."""
-        self._engine.retired = True
+        self._engine._retired = True

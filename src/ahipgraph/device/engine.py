@@ -250,45 +250,45 @@ class Engine:
     """Runs one device's hardware queues on the event loop that owns it."""
 
     __slots__ = (
+        "_abandoned",
+        "_clock",
+        "_device",
         "_idle",
+        "_in_flight",
         "_interrupted",
+        "_lock",
+        "_loop",
         "_next_queue",
+        "_owner_number",
         "_pump",
+        "_queues",
+        "_ready",
+        "_retired",
         "_running",
-        "abandoned",
-        "clock",
-        "device",
-        "in_flight",
-        "lock",
-        "loop",
-        "owner_number",
-        "queues",
-        "ready",
-        "retired",
     )
 
     def __init__(self, device: DeviceBase, hardware_queues: int) -> None:
-        self.device = device  # what the queues' programs run against (memory, ordinal)
-        self.clock = SimClock()
+        self._device = device  # what the queues' programs run against (memory, ordinal)
+        self._clock = SimClock()
         # Re-entrant only for finalizers the collector runs under it: see the module note.
-        self.lock = threading.RLock()
-        self.loop: asyncio.AbstractEventLoop | None = None
-        self.in_flight = 0
+        self._lock = threading.RLock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._in_flight = 0
         # Set once configure_devices replaced the device: every submission is refused (see
         # claim_locked); work already in flight still runs to its end.
-        self.retired = False
+        self._retired = False
         # Packets the owner loop cut short as it shut down (it cancelled their async bodies):
         # work left in flight, gone from ``in_flight`` once the loop is gone, which a leak
         # check must still see. A loop that takes the engine over starts again from zero: the
         # program went on, and the failures are reported there. (Work a closed loop left queued
         # stays in flight until the next loop runs it, so ``in_flight`` shows that.)
-        self.abandoned = 0
+        self._abandoned = 0
         # Which owner loop ``abandoned`` counts for: a new number each time a loop takes the
         # engine over, so a leak report can tell a count that started again from one that
         # did not (a baseline's abandoned work is not the current loop's).
-        self.owner_number = next(_OWNER_NUMBERS)
+        self._owner_number = next(_OWNER_NUMBERS)
         # Queues with a scheduled run, in scheduling order (a dict as an ordered set).
-        self.ready: dict[HardwareQueue, None] = {}
+        self._ready: dict[HardwareQueue, None] = {}
         self._pump: asyncio.Handle | None = None  # the owner loop's callback running the table
         self._running = False  # the pump is running queues (on the owner loop's thread)
         self._idle = WaitQueue()
@@ -298,7 +298,65 @@ class Engine:
         self._next_queue = 0
         from .hwqueue import HardwareQueue  # hwqueue.py imports this module
 
-        self.queues = tuple(HardwareQueue(self, i) for i in range(hardware_queues))
+        self._queues = tuple(HardwareQueue(self, i) for i in range(hardware_queues))
+
+    # What the engine is made of and where it stands: read-only from outside. A user reaches
+    # the engine (``device.engine``, ``queue.engine``): ``retired`` set to True made its
+    # device refuse all work with InvalidDevice; ``in_flight`` set to 0 made
+    # ``device.synchronize()`` return while work still ran, and the count then went negative;
+    # ``queues`` set to ``()`` made ``create_stream`` fail with ZeroDivisionError; ``loop`` or
+    # ``lock`` replaced broke the one-owner-loop rule. The engine, its queues and the runtime
+    # read and write the private slots: these properties are for users and are on no hot path.
+
+    @property
+    def device(self) -> DeviceBase:
+        """The device whose queues it runs (their programs run against its memory)."""
+        return self._device
+
+    @property
+    def clock(self) -> SimClock:
+        """The device's simulated clock."""
+        return self._clock
+
+    @property
+    def queues(self) -> tuple[HardwareQueue, ...]:
+        """The device's hardware queues."""
+        return self._queues
+
+    @property
+    def lock(self) -> threading.RLock:
+        """The lock over binding, the idle check, submission and the pump (see the module note)."""
+        return self._lock
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        """The event loop that owns the engine (None before the first submission)."""
+        return self._loop
+
+    @property
+    def in_flight(self) -> int:
+        """Packets submitted and not yet finished."""
+        return self._in_flight
+
+    @property
+    def retired(self) -> bool:
+        """True once ``configure_devices`` replaced the device: it takes no new work."""
+        return self._retired
+
+    @property
+    def abandoned(self) -> int:
+        """Packets the owner loop cut short as it shut down (see ``owner_number``)."""
+        return self._abandoned
+
+    @property
+    def owner_number(self) -> int:
+        """Which owner loop ``abandoned`` counts for: new each time a loop takes the engine."""
+        return self._owner_number
+
+    @property
+    def ready(self) -> tuple[HardwareQueue, ...]:
+        """The queues with a scheduled run, in scheduling order (a copy)."""
+        return tuple(self._ready)
 
     # -- the owner loop -------------------------------------------------------------------------
 
@@ -311,29 +369,29 @@ class Engine:
             RuntimeError: called outside a running event loop.
         """
         loop = running_loop()
-        if loop is self.loop:
+        if loop is self._loop:
             return loop
-        with self.lock:
+        with self._lock:
             self._bind(loop)
         return loop
 
     def _bind(self, loop: asyncio.AbstractEventLoop) -> None:
         """Make ``loop`` the owner (the lock is held): see :meth:`bind_loop`."""
-        current = self.loop
+        current = self._loop
         if loop is current:
             return
-        busy = self.in_flight or self._running
+        busy = self._in_flight or self._running
         if busy and current is not None and not current.is_closed():
-            raise IllegalState(f"device {self.device.ordinal} is busy on another event loop")
-        previous = self.owner_number
-        self.loop = loop
-        self.abandoned = 0  # what the old loop gave up on is behind the program now
-        self.owner_number = next(_OWNER_NUMBERS)
+            raise IllegalState(f"device {self._device.ordinal} is busy on another event loop")
+        previous = self._owner_number
+        self._loop = loop
+        self._abandoned = 0  # what the old loop gave up on is behind the program now
+        self._owner_number = next(_OWNER_NUMBERS)
         self._pump = None  # a callback left on the old loop sees it lost the engine
         self._running = False  # a closed loop cannot be running it
         self._idle = WaitQueue()
         self._interrupted = None  # the old loop's shutdown is over
-        if current is not None and (self.in_flight or current.is_closed()):
+        if current is not None and (self._in_flight or current.is_closed()):
             # Work, and tasks waiting for ring room (even one woken that never resumed),
             # that the closed loop left behind.
             self._fail_abandoned_work(previous)
@@ -347,7 +405,7 @@ class Engine:
         Raises: as :meth:`bind_loop` (no running loop, or another open loop is busy with it).
         """
         loop = current_loop()
-        if loop is None or loop is not self.loop:
+        if loop is None or loop is not self._loop:
             return self.bind_loop()
         return loop
 
@@ -360,10 +418,10 @@ class Engine:
                 its work would be appended in the middle of another submission. Nothing
                 changes.
         """
-        lock = self.lock
+        lock = self._lock
         if lock._is_owned():  # type: ignore[attr-defined]  # (threading.Condition uses it too)
             raise IllegalState(
-                f"device {self.device.ordinal}: work enqueued by a finalizer or garbage-collector "
+                f"device {self._device.ordinal}: work enqueued by a finalizer or garbage-collector "
                 "callback that ran inside an enqueue on this thread; enqueue it from the event "
                 "loop instead (loop.call_soon)"
             )
@@ -378,12 +436,12 @@ class Engine:
                 :meth:`_refuse_retired`).
             As :meth:`bind_loop`. Nothing changes.
         """
-        if self.retired:
+        if self._retired:
             self._refuse_retired()
         loop = current_loop()
         if loop is None:
             return running_loop()  # raises, saying why
-        if loop is not self.loop:
+        if loop is not self._loop:
             self._bind(loop)
         return loop
 
@@ -397,7 +455,7 @@ class Engine:
         its end.
         """
         raise InvalidDevice(
-            f"device {self.device.ordinal} was replaced by configure_devices and takes no new work"
+            f"device {self._device.ordinal} was replaced by configure_devices and takes no new work"
         )
 
     def _fail_abandoned_work(self, owner: int) -> None:
@@ -410,11 +468,11 @@ class Engine:
         abandoned work (see :func:`mark_abandoned`).
         """
         error = IllegalState(
-            f"device {self.device.ordinal}: the event loop running this work closed"
+            f"device {self._device.ordinal}: the event loop running this work closed"
         )
         mark_abandoned(error, owner)
-        self.ready.clear()
-        for queue in self.queues:
+        self._ready.clear()
+        for queue in self._queues:
             queue.abandon(error)
 
     # -- the pump ---------------------------------------------------------------------------------
@@ -432,9 +490,9 @@ class Engine:
         or, for work a declared host function launched, that function's declaration, which then
         judged the views of the kernels it launched.
         """
-        self.ready[queue] = None
+        self._ready[queue] = None
         if self._pump is None:
-            loop = self.loop
+            loop = self._loop
             assert loop is not None
             if loop is current_loop():
                 self._pump = loop.call_soon(self._run_pump, loop, context=Context())
@@ -442,8 +500,8 @@ class Engine:
                 self._pump = loop.call_soon_threadsafe(self._run_pump, loop, context=Context())
 
     def _run_pump(self, loop: asyncio.AbstractEventLoop) -> None:
-        with self.lock:
-            if self.loop is not loop:  # the engine moved to another loop meanwhile
+        with self._lock:
+            if self._loop is not loop:  # the engine moved to another loop meanwhile
                 return
             self._pump = None
         self.run_ready()
@@ -455,17 +513,17 @@ class Engine:
         park). Not reentrant (device work that waits from inside the device simply parks), and
         a call from any other loop or thread does nothing.
         """
-        ready = self.ready
-        with self.lock:
-            if self._running or self.loop is not current_loop():
+        ready = self._ready
+        with self._lock:
+            if self._running or self._loop is not current_loop():
                 return
             self._running = True
         budget = PUMP_BUDGET
         try:  # the ready table is the owner thread's while ``_running`` keeps others out
             while ready:
                 if not budget:  # the rest on the loop's next turn: see PUMP_BUDGET
-                    with self.lock:
-                        loop = self.loop
+                    with self._lock:
+                        loop = self._loop
                         if self._pump is None and loop is not None and not loop.is_closed():
                             self._pump = loop.call_soon(self._run_pump, loop, context=Context())
                     break
@@ -473,13 +531,13 @@ class Engine:
                 del ready[queue]
                 budget -= queue.run(budget)
         except BaseException:  # KeyboardInterrupt/SystemExit from user code: the rest runs later
-            with self.lock:
-                loop = self.loop
+            with self._lock:
+                loop = self._loop
                 if ready and self._pump is None and loop is not None and not loop.is_closed():
                     self._pump = loop.call_soon(self._run_pump, loop, context=Context())
             raise
         finally:
-            with self.lock:
+            with self._lock:
                 self._running = False
 
     def interrupt_escapes(self) -> bool:
@@ -500,7 +558,7 @@ class Engine:
         Called only when an interrupt escaped user code (never on the replay path); on the
         owner loop's thread.
         """
-        loop = self.loop
+        loop = self._loop
         interrupted = self._interrupted
         if (
             interrupted is not None
@@ -523,21 +581,21 @@ class Engine:
             IllegalState: the engine is busy on another event loop, or the caller is this
                 engine's own device work (it would wait for itself).
         """
-        if self.in_flight:
+        if self._in_flight:
             self.bind_loop()
-            if self.in_flight:
+            if self._in_flight:
                 await park_refusable(self._until_idle, self._refuse_idle_wait)
 
     async def _until_idle(self) -> None:
-        while self.in_flight:
+        while self._in_flight:
             await self._idle.park()
 
     def _refuse_idle_wait(self, work: HardwareQueue) -> None:
         """Refuse a wait for idle by this engine's own device work, which it never is while
         that work runs."""
-        if work.engine is self and self.in_flight:
+        if work._engine is self and self._in_flight:
             raise IllegalState(
-                f"device {self.device.ordinal}: device work (an async kernel body or host "
+                f"device {self._device.ordinal}: device work (an async kernel body or host "
                 "function) waited for its own device to be idle, which it never is while "
                 "that work runs"
             )
@@ -555,30 +613,30 @@ class Engine:
                 engine's device work and the signal is reached only after that work ends
                 (work queued behind it on its hardware queue, or waiting for such work).
         """
-        if signal.value > 0:
+        if signal._value > 0:
             self.claim()  # park only on the loop that runs the work (or raise)
             await park_refusable(
                 functools.partial(signal.wait, 0, gone),
                 functools.partial(self._refuse_signal_wait, signal=signal),
             )
-            if signal.value > 0:  # ended by ``gone``: the host saw nothing of the device
+            if signal._value > 0:  # ended by ``gone``: the host saw nothing of the device
                 return
-        self.clock.observe(signal.time)
+        self._clock.observe(signal._time)
 
     def _refuse_signal_wait(self, work: HardwareQueue, signal: Signal) -> None:
         """Refuse a wait by this engine's device work ``work`` for ``signal`` when it is
         reached only after that work ends."""
-        if work.engine is self and waits_for_head(work, (signal,)):
+        if work._engine is self and waits_for_head(work, (signal,)):
             raise IllegalState(
-                f"device {self.device.ordinal}: device work (an async kernel body or host "
+                f"device {self._device.ordinal}: device work (an async kernel body or host "
                 f"function) waited for work queued behind it on hardware queue "
-                f"{work.index}, which runs only after that work ends"
+                f"{work._index}, which runs only after that work ends"
             )
 
     def next_queue(self) -> HardwareQueue:
         """Round-robin queue assignment for new streams."""
-        with self.lock:
-            queue = self.queues[self._next_queue % len(self.queues)]
+        with self._lock:
+            queue = self._queues[self._next_queue % len(self._queues)]
             self._next_queue += 1
         return queue
 
@@ -591,7 +649,7 @@ class Engine:
 
     def call_soon(self, callback: Callable[..., object], *args: Any) -> None:
         """Call ``callback(*args)`` on the owner loop's next turn (device work only)."""
-        loop = self.loop
+        loop = self._loop
         assert loop is not None
         loop.call_soon(callback, *args)
 
@@ -627,14 +685,14 @@ class Engine:
                 _HANDED[awaitable] = [cell]
             else:  # another host function's too: the cells of ended work go
                 cells[:] = [*(c for c in cells if c[0] is not None), cell]
-            _wake_handed(awaitable, self.loop)  # a wait it is parked in re-checks
+            _wake_handed(awaitable, self._loop)  # a wait it is parked in re-checks
         # Awaited by a coroutine of ours: a future or an object with __await__ that cannot be
         # a task here (a future of another loop) then fails its op, instead of raising out of
         # the queue's run and leaving the queue parked for good; and a cancelled body is judged
         # as its cancellation reaches it (see _awaiting).
         started: list[bool] = []
         body = _awaiting(awaitable, started, self)
-        future: asyncio.Future[Any] = asyncio.ensure_future(body, loop=self.loop)
+        future: asyncio.Future[Any] = asyncio.ensure_future(body, loop=self._loop)
         # The loop may close before it ever runs the task: a pump turn in the last turns of
         # ``asyncio.run`` (after it cancelled what was left) starts the next body. The work is
         # then abandoned like all its loop left behind (the next loop fails it), so asyncio's
@@ -666,7 +724,7 @@ class Engine:
 
         Returns False when no open loop owns the engine (the caller reports it otherwise).
         """
-        loop = self.loop
+        loop = self._loop
         if loop is None or loop.is_closed():
             return False
         loop.call_exception_handler(context)
@@ -674,8 +732,8 @@ class Engine:
 
     def __repr__(self) -> str:
         return (
-            f"<Engine device={self.device.ordinal} in_flight={self.in_flight} "
-            f"queues={len(self.queues)} ready={len(self.ready)}>"
+            f"<Engine device={self._device.ordinal} in_flight={self._in_flight} "
+            f"queues={len(self._queues)} ready={len(self._ready)}>"
         )
 
 

@@ -56,52 +56,89 @@ class GraphPoolStatistics:
 class GraphMemPool:
     """Counters of one device's graph memory pool. Call with the device memory's lock held."""
 
-    __slots__ = ("cached", "commits", "reserved_high", "reused_bytes", "used", "used_high")
+    __slots__ = ("_cached", "_commits", "_reserved_high", "_reused_bytes", "_used", "_used_high")
 
     def __init__(self) -> None:
-        self.used = 0
-        self.cached = 0  # reserved but unused: still charged to the device
-        self.used_high = 0
-        self.reserved_high = 0
-        self.commits = 0
-        self.reused_bytes = 0
+        self._used = 0
+        self._cached = 0  # reserved but unused: still charged to the device
+        self._used_high = 0
+        self._reserved_high = 0
+        self._commits = 0
+        self._reused_bytes = 0
+
+    # The counters are read-only from outside: only commits, releases, trims and HIP's one
+    # setter (``set_graph_mem_attribute``, a high-water mark back to 0) change them. A user
+    # reaches the pool (``device.memory.graph_pool``): ``cached`` set ahead made a trim give
+    # the device bytes no allocation had returned, so ``memory_info()`` reported more free
+    # memory than there was (and ``bytes_in_use`` went negative); ``used`` set made
+    # ``graph_mem_attribute`` report it.
+
+    @property
+    def used(self) -> int:
+        """Bytes committed to graph allocations now (``UsedMemCurrent``)."""
+        return self._used
+
+    @property
+    def cached(self) -> int:
+        """Bytes the pool keeps that no allocation uses (still charged to the device)."""
+        return self._cached
+
+    @property
+    def used_high(self) -> int:
+        """The high-water mark of ``used`` since its last reset (``UsedMemHigh``)."""
+        return self._used_high
+
+    @property
+    def reserved_high(self) -> int:
+        """The high-water mark of ``reserved`` since its last reset (``ReservedMemHigh``)."""
+        return self._reserved_high
+
+    @property
+    def commits(self) -> int:
+        """Graph allocations committed so far."""
+        return self._commits
+
+    @property
+    def reused_bytes(self) -> int:
+        """Bytes commits took from the cache instead of the device."""
+        return self._reused_bytes
 
     @property
     def reserved(self) -> int:
-        return self.used + self.cached
+        return self._used + self._cached
 
     def to_charge(self, nbytes: int) -> int:
         """Bytes a commit of ``nbytes`` must take from the device (the rest comes from cache)."""
-        return nbytes - min(self.cached, nbytes)
+        return nbytes - min(self._cached, nbytes)
 
     def committed(self, nbytes: int) -> None:
         """A commit of ``nbytes`` succeeded (its new bytes were charged to the device)."""
-        reused = min(self.cached, nbytes)
-        self.cached -= reused
-        self.reused_bytes += reused
-        self.used += nbytes
-        self.commits += 1
-        self.used_high = max(self.used_high, self.used)
-        self.reserved_high = max(self.reserved_high, self.reserved)
+        reused = min(self._cached, nbytes)
+        self._cached -= reused
+        self._reused_bytes += reused
+        self._used += nbytes
+        self._commits += 1
+        self._used_high = max(self._used_high, self._used)
+        self._reserved_high = max(self._reserved_high, self.reserved)
 
     def released(self, nbytes: int) -> None:
         """A graph allocation of ``nbytes`` gave its memory back: the pool keeps it."""
-        self.used -= nbytes
-        self.cached += nbytes
+        self._used -= nbytes
+        self._cached += nbytes
 
     def trim(self) -> int:
         """Drop the cached bytes; returns how many the device gets back."""
-        freed, self.cached = self.cached, 0
+        freed, self._cached = self._cached, 0
         return freed
 
     def attribute(self, attr: Any) -> int:
         """The value of ``attr``. Raises InvalidValue for an unknown one."""
         checked = check_attribute(attr)
         return {
-            GraphMemAttribute.UsedMemCurrent: self.used,
-            GraphMemAttribute.UsedMemHigh: self.used_high,
+            GraphMemAttribute.UsedMemCurrent: self._used,
+            GraphMemAttribute.UsedMemHigh: self._used_high,
             GraphMemAttribute.ReservedMemCurrent: self.reserved,
-            GraphMemAttribute.ReservedMemHigh: self.reserved_high,
+            GraphMemAttribute.ReservedMemHigh: self._reserved_high,
         }[checked]
 
     def set_attribute(self, attr: Any, value: Any) -> None:
@@ -109,9 +146,9 @@ class GraphMemPool:
         checked = check_attribute(attr)
         value = as_int(value, "value")
         if checked is GraphMemAttribute.UsedMemHigh and value == 0:
-            self.used_high = 0
+            self._used_high = 0
         elif checked is GraphMemAttribute.ReservedMemHigh and value == 0:
-            self.reserved_high = 0
+            self._reserved_high = 0
         else:
             raise InvalidValue(
                 f"only UsedMemHigh and ReservedMemHigh can be set, and only to 0 "
@@ -120,19 +157,19 @@ class GraphMemPool:
 
     def statistics(self) -> GraphPoolStatistics:
         return GraphPoolStatistics(
-            self.used,
+            self._used,
             self.reserved,
-            self.used_high,
-            self.reserved_high,
-            self.cached,
-            self.commits,
-            self.reused_bytes,
+            self._used_high,
+            self._reserved_high,
+            self._cached,
+            self._commits,
+            self._reused_bytes,
         )
 
     def __repr__(self) -> str:
         return (
-            f"<GraphMemPool used={self.used} reserved={self.reserved} cached={self.cached} "
-            f"used_high={self.used_high} reserved_high={self.reserved_high}>"
+            f"<GraphMemPool used={self._used} reserved={self.reserved} cached={self._cached} "
+            f"used_high={self._used_high} reserved_high={self._reserved_high}>"
         )
 
 

@@ -93,17 +93,38 @@ class HostFunction:
     ) -> None:
         functools.update_wrapper(self, fn)  # keeps its name for errors and traces
         # After the wrapper: update_wrapper copies fn.__dict__, which must not replace these.
-        self.fn = fn
-        self.reads = reads
-        self.writes = writes
+        self._fn = fn
+        self._reads = reads
+        self._writes = writes
+
+    # What the declaration says: read-only, as ``host_function`` checks it (and adds to it
+    # when called again with a declared function, the one way to declare more). Assigned from
+    # outside, ``writes`` let the function write bytes it had declared only as read, past the
+    # view check that enforces the declaration; ``reads`` set to a string, never checked,
+    # made its ``repr`` count the string's characters as regions.
+
+    @property
+    def fn(self) -> Callable[..., Any]:
+        """The function called, with the arguments given at launch."""
+        return self._fn
+
+    @property
+    def reads(self) -> tuple[Region, ...]:
+        """The device memory it declares it reads: ``(DevicePtr, nbytes or None)`` each."""
+        return self._reads
+
+    @property
+    def writes(self) -> tuple[Region, ...]:
+        """The device memory it declares it writes: ``(DevicePtr, nbytes or None)`` each."""
+        return self._writes
 
     def __call__(self, *args: Any) -> Any:
-        return self.fn(*args)
+        return self._fn(*args)
 
     def covers(self, device: DeviceBase, ptr: DevicePtr, nbytes: int) -> bool | None:
         """True if a declared write covers the bytes, False if only a read does, else None."""
         start, end = ptr.address, ptr.address + nbytes
-        for regions, write in ((self.writes, True), (self.reads, False)):
+        for regions, write in ((self._writes, True), (self._reads, False)):
             for base, length in regions:
                 if base.device != ptr.device:
                     continue
@@ -118,8 +139,8 @@ class HostFunction:
 
     @safe_repr
     def __repr__(self) -> str:
-        name = getattr(self.fn, "__qualname__", repr(self.fn))
-        return f"<HostFunction {name} reads={len(self.reads)} writes={len(self.writes)}>"
+        name = getattr(self._fn, "__qualname__", repr(self._fn))
+        return f"<HostFunction {name} reads={len(self._reads)} writes={len(self._writes)}>"
 
 
 def host_function(
@@ -146,8 +167,8 @@ def host_function(
     check_host_callable(fn)
     read_regions, write_regions = _regions(reads, "reads"), _regions(writes, "writes")
     if isinstance(fn, HostFunction):  # more declarations for a declared function: all count
-        read_regions, write_regions = fn.reads + read_regions, fn.writes + write_regions
-        fn = fn.fn
+        read_regions, write_regions = fn._reads + read_regions, fn._writes + write_regions
+        fn = fn._fn
     declared: HostFunction = object.__new__(HostFunction)
     declared._init(fn, read_regions, write_regions)
     return declared
@@ -163,7 +184,7 @@ def check_host_callable(fn: Callable[..., Any]) -> None:
     Raises:
         TypeError: ``fn`` (or a callable object's ``__call__``) is a generator function.
     """
-    if makes_generator(fn.fn if isinstance(fn, HostFunction) else fn):
+    if makes_generator(fn._fn if isinstance(fn, HostFunction) else fn):
         raise TypeError(
             f"host function must be a plain or async function, not a generator function "
             f"(its body would never run): {fn!r}"
@@ -235,7 +256,7 @@ def checked_view(
     if isinstance(running, HostFunction):
         covered = running.covers(device, ptr, view.nbytes)
         if covered is None:
-            name = getattr(running.fn, "__qualname__", running.fn)
+            name = getattr(running._fn, "__qualname__", running._fn)
             raise InvalidValue(
                 f"host function {name} viewed {view.nbytes} B at {ptr!r}, "
                 "outside the reads and writes it declared"

@@ -60,30 +60,73 @@ class HardwareQueue:
     """One in-order hardware queue of a device."""
 
     __slots__ = (
+        "_busy_until",
+        "_capacity",
+        "_completed",
+        "_device",
+        "_engine",
         "_handle",
+        "_index",
         "_packets",
         "_room",
+        "_submitted",
         "_waking",
-        "busy_until",
-        "capacity",
-        "completed",
-        "device",
-        "engine",
-        "index",
-        "submitted",
     )
 
     def __init__(self, engine: Engine, index: int) -> None:
-        self.engine = engine
-        self.device: DeviceBase = engine.device
-        self.index = index
-        self.busy_until = 0
-        self.submitted = 0
-        self.completed = 0
+        self._engine = engine
+        self._device: DeviceBase = engine._device
+        self._index = index
+        self._busy_until = 0
+        self._submitted = 0
+        self._completed = 0
         self._packets: deque[Program] = deque()
-        self.capacity = engine.device.properties.hardware_queue_capacity
+        self._capacity = engine._device.properties.hardware_queue_capacity
         self._room = WaitQueue()  # tasks parked until the ring has room, FIFO
         self._waking = 0  # tasks woken with room that have not submitted yet
+
+    # What the queue is and where it stands: read-only from outside, as HIP gives no way to
+    # change a hardware queue. A user reaches the queues (``device.queues``, ``stream.queue``):
+    # a capacity set to 0 made every enqueue on the queue wait for room for good; a device set
+    # to another ran the queue's kernels against that device's memory (they failed with
+    # InvalidDevicePointer); a busy_until set ahead moved the device's clock by as much; the
+    # counts made ``statistics()`` lie. The queue and its device read the private slots: these
+    # properties are for users and are on no hot path.
+
+    @property
+    def engine(self) -> Engine:
+        """The engine that runs this queue's packets."""
+        return self._engine
+
+    @property
+    def device(self) -> DeviceBase:
+        """The device whose work the queue runs."""
+        return self._device
+
+    @property
+    def index(self) -> int:
+        """Its index among its device's queues."""
+        return self._index
+
+    @property
+    def capacity(self) -> int:
+        """How many packets its ring holds (``DeviceProperties.hardware_queue_capacity``)."""
+        return self._capacity
+
+    @property
+    def busy_until(self) -> int:
+        """The simulated ns at which its last packet so far ends."""
+        return self._busy_until
+
+    @property
+    def submitted(self) -> int:
+        """Packets submitted to it so far."""
+        return self._submitted
+
+    @property
+    def completed(self) -> int:
+        """Packets it has run to their end so far."""
+        return self._completed
 
     # -- room in the ring ------------------------------------------------------------------------
     #
@@ -93,17 +136,17 @@ class HardwareQueue:
 
     def has_room(self) -> bool:
         """True when an enqueue may go now: the ring is not full and nobody waits before it."""
-        return len(self._packets) + self._waking < self.capacity and not self._room
+        return len(self._packets) + self._waking < self._capacity and not self._room
 
     def check_room(self) -> None:
         """The ``*_nowait`` gate: raise ``NotReady`` rather than wait for room."""
         if not self.has_room():
-            self.engine.claim()  # binding drops what a closed loop's waiters held
+            self._engine.claim()  # binding drops what a closed loop's waiters held
             if self.has_room():
                 return
             raise NotReady(
-                f"hardware queue {self.index} of device {self.device.ordinal} is full "
-                f"({len(self._packets)} of {self.capacity} packets)"
+                f"hardware queue {self._index} of device {self._device.ordinal} is full "
+                f"({len(self._packets)} of {self._capacity} packets)"
             )
 
     async def wait_for_room(self, gone: Callable[[], bool] | None = None) -> bool:
@@ -123,7 +166,7 @@ class HardwareQueue:
         """
         # Only a waiter on the device's loop can be woken by it: this binds a free device or
         # raises IllegalState while the device is busy on another loop.
-        self.engine.claim()
+        self._engine.claim()
         room: bool = await park_refusable(
             functools.partial(self._park_for_room, gone), self._refuse_room_wait
         )
@@ -150,8 +193,8 @@ class HardwareQueue:
         room it had been handed just before, and gave back.)"""
         if work is self and not self.has_room():
             raise IllegalState(
-                f"device {self.device.ordinal}: device work (an async kernel body or host "
-                f"function) waited for room in its own full hardware queue {self.index}, "
+                f"device {self._device.ordinal}: device work (an async kernel body or host "
+                f"function) waited for room in its own full hardware queue {self._index}, "
                 "which frees only after that work ends"
             )
 
@@ -165,7 +208,11 @@ class HardwareQueue:
 
     def _wake_for_room(self) -> None:
         """Wake the first task waiting for room if the ring has a free slot for it."""
-        if self._room and len(self._packets) + self._waking < self.capacity and self._room.unpark():
+        if (
+            self._room
+            and len(self._packets) + self._waking < self._capacity
+            and self._room.unpark()
+        ):
             self._waking += 1
 
     def submit(self, program: Program) -> None:
@@ -173,7 +220,7 @@ class HardwareQueue:
 
         Raises: as :meth:`Engine.bind_loop`, before anything changes.
         """
-        engine = self.engine
+        engine = self._engine
         with engine.submitting():  # the owner check and the append: one step for other threads
             engine.claim_locked()
             self.submit_locked(program)
@@ -181,14 +228,14 @@ class HardwareQueue:
     def submit_locked(self, program: Program) -> None:
         """Append a packet for a caller that holds the engine's lock and has claimed the
         engine for its loop (:meth:`Engine.claim_locked`)."""
-        engine = self.engine
-        now = engine.clock.now
+        engine = self._engine
+        now = engine._clock.now
         if program.time < now:
             program.time = now
         packets = self._packets
         packets.append(program)
-        self.submitted += 1
-        engine.in_flight += 1
+        self._submitted += 1
+        engine._in_flight += 1
         if hooks.observers is not None:  # tracing: record the host enqueue
             for observer in hooks.observers:
                 observer.submitted(self, program)
@@ -197,13 +244,13 @@ class HardwareQueue:
 
     def wake(self) -> None:
         """Resume a parked queue (called by the signal or future its head packet waits on)."""
-        self.engine.schedule(self)
+        self._engine.schedule(self)
 
     def run(self, budget: int) -> int:
         """Run packets in order until the queue is empty, its head packet parks, or ``budget``
         packets ran (the rest is scheduled for the loop's next turn); returns how many ran."""
         packets = self._packets
-        engine = self.engine
+        engine = self._engine
         ran = 0
         while packets:
             if ran == budget:
@@ -223,7 +270,7 @@ class HardwareQueue:
             if not context.run(program.run, self):
                 return ran
             packets.popleft()
-            self.completed += 1
+            self._completed += 1
             if self._room:  # a ring slot is free: wake the first task waiting for room
                 self._wake_for_room()
             try:
@@ -233,8 +280,8 @@ class HardwareQueue:
                     engine.schedule(self)  # the rest still runs on a later turn
                 raise
             finally:
-                engine.in_flight -= 1
-                if not engine.in_flight:
+                engine._in_flight -= 1
+                if not engine._in_flight:
                     engine.became_idle()
             interrupt = program.interrupt
             if interrupt is not None and engine.interrupt_escapes():
@@ -265,17 +312,17 @@ class HardwareQueue:
 
     def statistics(self) -> QueueStatistics:
         return QueueStatistics(
-            self.index,
+            self._index,
             len(self._packets),
-            self.submitted,
-            self.completed,
-            self.busy_until,
-            self.capacity,
+            self._submitted,
+            self._completed,
+            self._busy_until,
+            self._capacity,
             len(self._room),
         )
 
     def __repr__(self) -> str:
         return (
-            f"<HardwareQueue device={self.device.ordinal} index={self.index} "
-            f"pending={len(self._packets)}/{self.capacity} busy_until={self.busy_until}ns>"
+            f"<HardwareQueue device={self._device.ordinal} index={self._index} "
+            f"pending={len(self._packets)}/{self._capacity} busy_until={self._busy_until}ns>"
         )

@@ -33,7 +33,9 @@ import bisect
 import contextlib
 import threading
 import weakref
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import NamedTuple
 
 import numpy as np
@@ -185,22 +187,22 @@ class DeviceMemory:
     def __init__(self, ordinal: int, total_bytes: int) -> None:
         if not 0 <= ordinal < MAX_DEVICES:
             raise ValueError(f"device ordinal {ordinal} has no address range below 2**64")
-        self.ordinal = ordinal
-        self.total_bytes = total_bytes
-        self.address_base = (ordinal + 1) << _ADDRESS_SPACE_SHIFT
-        self.address_end = self.address_base + ADDRESS_SPACE_BYTES  # exclusive
+        self._ordinal = ordinal
+        self._total_bytes = total_bytes
+        self._address_base = (ordinal + 1) << _ADDRESS_SPACE_SHIFT
+        self._address_end = self._address_base + ADDRESS_SPACE_BYTES  # exclusive
         # Re-entrant: the collector may run inside it (an allocation's record, a view's key),
         # and a ``__del__`` it calls may free or allocate memory of this device on this very
         # thread (a buffer object that frees its pointer when collected). Every critical
         # section makes its objects before it reads the state it acts on (see _insert), so
         # such a nested call is safe.
         self._lock = threading.RLock()
-        self._next_address = self.address_base
+        self._next_address = self._address_base
         # Where the free run of addresses the bump pointer is in ends (exclusive, less the guard
         # gap before the live allocation there): the range's end until the pointer first
         # reaches it, then the end of the freed run it moved to (see _find_room).
-        self._room_end = self.address_end
-        self.graph_pool = GraphMemPool()  # memory behind reservations; guarded by _lock
+        self._room_end = self._address_end
+        self._graph_pool = GraphMemPool()  # memory behind reservations; guarded by _lock
         self._bases: list[int] = []  # sorted; every live allocation or reservation
         self._by_base: dict[int, Allocation] = {}
         self._bytes_in_use = 0
@@ -210,13 +212,61 @@ class DeviceMemory:
         self._static: set[int] = set()  # bases of the device's own allocations (symbols)
         # Bumped whenever memory goes away (free, decommit, unreserve): a dispatch op that kept
         # the typed views it decoded knows from a changed count that one may be gone.
-        self.frees = 0
+        self._frees = 0
         # Peer memories whose addresses kernels here may use, by ordinal (see device/peer.py).
-        self.peers: dict[int, DeviceMemory] = {}
+        self._peers: dict[int, DeviceMemory] = {}
         # The memories that have this one among their peers: when memory goes away here, the
         # views their dispatch ops kept of it are stale too, so their ``frees`` move as well.
         # Replaced whole (never changed in place) under device/peer.py's lock.
-        self.mapped_by: tuple[DeviceMemory, ...] = ()
+        self._mapped_by: tuple[DeviceMemory, ...] = ()
+
+    # What the memory is and where it stands: read-only from outside. A user reaches it
+    # (``device.memory``): ``total_bytes`` set to 0 made every malloc fail with OutOfMemory;
+    # ``ordinal`` set to another device's made malloc hand out pointers naming that device,
+    # which its ``free`` then refused (a leak); ``peers`` cleared made kernels on peer memory
+    # fail while ``can_access_peer`` still said True. The allocator, peer access and the
+    # dispatch ops (which compare ``frees`` on every kernel) read and write the private names:
+    # these properties are for users and are on no hot path. ``peers`` is a read-only view.
+
+    @property
+    def ordinal(self) -> int:
+        """The device whose memory this is: every pointer it hands out names it."""
+        return self._ordinal
+
+    @property
+    def total_bytes(self) -> int:
+        """The device's memory size (``DeviceProperties.memory_bytes``)."""
+        return self._total_bytes
+
+    @property
+    def address_base(self) -> int:
+        """The first address of the device's address range."""
+        return self._address_base
+
+    @property
+    def address_end(self) -> int:
+        """The end of the device's address range (exclusive)."""
+        return self._address_end
+
+    @property
+    def graph_pool(self) -> GraphMemPool:
+        """The device's graph memory pool (what ``graph_mem_attribute`` reads)."""
+        return self._graph_pool
+
+    @property
+    def frees(self) -> int:
+        """How many times memory went away here (frees, decommits, unreserves)."""
+        return self._frees
+
+    @property
+    def peers(self) -> Mapping[int, DeviceMemory]:
+        """The peer memories kernels here may use, by ordinal (``enable_peer_access``)."""
+        return MappingProxyType(self._peers)
+
+    @property
+    def mapped_by(self) -> tuple[DeviceMemory, ...]:
+        """The memories that have this one among their peers."""
+        return self._mapped_by
 
     # -- allocation -----------------------------------------------------------------------------
 
@@ -236,7 +286,7 @@ class DeviceMemory:
         """
         nbytes = check_size(nbytes)
         if nbytes == 0:
-            return DevicePtr(self.ordinal, 0)
+            return DevicePtr(self._ordinal, 0)
         with self._lock:
             allocation = Allocation(0, nbytes, None, reserved=False)  # first: see _insert
             allocation.runtime = runtime
@@ -245,7 +295,7 @@ class DeviceMemory:
             allocation.buffer = self._backing(nbytes)
             self._insert(allocation, span)  # may still refuse: before anything is charged
             self._charge(nbytes)
-        return DevicePtr(self.ordinal, allocation.base)
+        return DevicePtr(self._ordinal, allocation.base)
 
     def free(self, ptr: DevicePtr | None, *, claimed: bool = False, runtime: bool = False) -> None:
         """Free an allocation made by :meth:`malloc` (``hipFree``). Null (or None) is a no-op.
@@ -304,13 +354,13 @@ class DeviceMemory:
                 allocation.user_freed |= not claimed and not allocation.commits_pending
                 self._drop_views(allocation)
                 allocation.buffer = None
-                self.graph_pool.released(allocation.nbytes)  # the pool keeps the bytes
+                self._graph_pool.released(allocation.nbytes)  # the pool keeps the bytes
                 if allocation.dropped and not allocation.freeing:  # unreserved meanwhile
                     self._remove(allocation)  # the addresses go too
             else:
                 self._remove(allocation)
                 self._bytes_in_use -= allocation.nbytes
-        if self.mapped_by:
+        if self._mapped_by:
             self._tell_mappers()
 
     def check_free(self, ptr: DevicePtr) -> None:
@@ -338,19 +388,19 @@ class DeviceMemory:
                 # A graph launch that allocates it was taken and has not committed: this free
                 # does not wait for it (as hipFree would), so say why rather than "no such".
                 raise InvalidValue(
-                    f"{ptr!r} is not a live allocation of device {self.ordinal} yet: the graph "
+                    f"{ptr!r} is not a live allocation of device {self._ordinal} yet: the graph "
                     "launch that allocates it has not committed memory there (it is queued, "
                     "or failed before it did), and free does not wait for work in flight: "
                     "synchronize first, or free_async in the launch's stream order"
                 )
-            raise InvalidValue(f"{ptr!r} is not a live allocation of device {self.ordinal}")
+            raise InvalidValue(f"{ptr!r} is not a live allocation of device {self._ordinal}")
         if allocation.base in self._static:  # a symbol's: freed, the symbol would be dead
             raise InvalidValue(
-                f"{ptr!r} is a device symbol's storage on device {self.ordinal}, "
+                f"{ptr!r} is a device symbol's storage on device {self._ordinal}, "
                 "not an allocation to free"
             )
         if allocation.runtime and not runtime:
-            raise InvalidValue(_runtime_message(ptr, self.ordinal))
+            raise InvalidValue(_runtime_message(ptr, self._ordinal))
         if bool(allocation.freeing) != claimed:
             raise InvalidValue(_freeing_message(ptr, claimed))
 
@@ -407,7 +457,7 @@ class DeviceMemory:
             allocation.user_freed = False  # it was False when the claim was admitted
             if allocation.dropped and not allocation.freeing:  # unreserved while it stood
                 self._unreserve_locked(allocation)
-        if self.mapped_by:
+        if self._mapped_by:
             self._tell_mappers()
 
     def claim_pending(self, ptr: DevicePtr) -> bool:
@@ -490,14 +540,14 @@ class DeviceMemory:
         """The allocation :meth:`claim_free` of ``ptr`` claims, after its checks. Hold the lock."""
         allocation = self._at_base(ptr)
         if allocation is None:
-            raise InvalidValue(f"{ptr!r} is not a live allocation of device {self.ordinal}")
+            raise InvalidValue(f"{ptr!r} is not a live allocation of device {self._ordinal}")
         if allocation.base in self._static:
             raise InvalidValue(
-                f"{ptr!r} is a device symbol's storage on device {self.ordinal}, "
+                f"{ptr!r} is a device symbol's storage on device {self._ordinal}, "
                 "not an allocation to free"
             )
         if allocation.runtime:
-            raise InvalidValue(_runtime_message(ptr, self.ordinal))
+            raise InvalidValue(_runtime_message(ptr, self._ordinal))
         _check_not_graph_freed(ptr, allocation)
         if allocation.freeing + allocation.node_frees > allocation.extra_frees:
             raise InvalidValue(_freeing_message(ptr, False))
@@ -555,7 +605,7 @@ class DeviceMemory:
         with self._lock:
             allocation = Allocation(0, nbytes, None, reserved=True)  # first: see _insert
             self._insert(allocation, self._check_addresses(nbytes))
-        return DevicePtr(self.ordinal, allocation.base)
+        return DevicePtr(self._ordinal, allocation.base)
 
     def commit(self, ptr: DevicePtr) -> None:
         """Back a reservation with memory. Raises OutOfMemory; committing twice is InvalidValue."""
@@ -563,7 +613,7 @@ class DeviceMemory:
             allocation = self._reservation(ptr)
             if allocation.buffer is not None:
                 raise InvalidValue(f"{ptr!r} is already committed")
-            pool = self.graph_pool
+            pool = self._graph_pool
             extra = pool.to_charge(allocation.nbytes)  # the rest comes from the pool's cache
             self._check_free(extra)
             buffer = self._backing(allocation.nbytes)
@@ -581,7 +631,7 @@ class DeviceMemory:
             return np.zeros(nbytes, dtype=np.uint8)
         except MemoryError as error:
             raise OutOfMemory(
-                f"device {self.ordinal}: the host cannot back {nbytes} bytes of device memory"
+                f"device {self._ordinal}: the host cannot back {nbytes} bytes of device memory"
             ) from error
 
     def decommit(self, ptr: DevicePtr) -> None:
@@ -606,10 +656,10 @@ class DeviceMemory:
                     allocation.node_frees -= 1
                 allocation.buffer = None
                 self._drop_views(allocation)
-                self.graph_pool.released(allocation.nbytes)
+                self._graph_pool.released(allocation.nbytes)
                 if allocation.dropped and not allocation.freeing:  # waited for frees only
                     self._remove(allocation)
-        if self.mapped_by:
+        if self._mapped_by:
             self._tell_mappers()
 
     def unreserve(self, ptr: DevicePtr) -> None:
@@ -627,40 +677,40 @@ class DeviceMemory:
                 allocation.dropped = True
                 return
             self._unreserve_locked(allocation)
-        if self.mapped_by:
+        if self._mapped_by:
             self._tell_mappers()
 
     def _unreserve_locked(self, allocation: Allocation) -> None:
         if allocation.buffer is not None:
-            self.graph_pool.released(allocation.nbytes)
+            self._graph_pool.released(allocation.nbytes)
         self._remove(allocation)
 
     def _tell_mappers(self) -> None:
         """Memory went away here: the devices mapping this one as a peer must not keep using
         views of it (their dispatch ops compare their own ``frees``). Called without this
         memory's lock held, so two peers freeing at once never wait on each other's lock."""
-        for mapper in self.mapped_by:
+        for mapper in self._mapped_by:
             mapper.peer_memory_changed()
 
     def peer_memory_changed(self) -> None:
         """Memory this device reached through a peer went away, or the peer's mapping did:
         views kept of it are stale (``frees`` moves, as for memory of its own)."""
         with self._lock:
-            self.frees += 1
+            self._frees += 1
 
     # -- the graph memory pool (see graph_pool.py) -------------------------------------------------
 
     def trim_graph_pool(self) -> int:
         """Give the graph pool's unused bytes back to the device; returns how many."""
         with self._lock:
-            freed = self.graph_pool.trim()
+            freed = self._graph_pool.trim()
             self._bytes_in_use -= freed
             return freed
 
     def graph_pool_statistics(self) -> GraphPoolStatistics:
         """The graph memory pool's counters, read together under the allocator's lock."""
         with self._lock:
-            return self.graph_pool.statistics()
+            return self._graph_pool.statistics()
 
     def graph_pool_attribute(self, attr: GraphMemAttribute | int) -> int:
         """A graph memory-pool figure (InvalidValue for an unknown attribute).
@@ -671,7 +721,7 @@ class DeviceMemory:
         """
         checked = check_attribute(attr)
         with self._lock:
-            return self.graph_pool.attribute(checked)
+            return self._graph_pool.attribute(checked)
 
     def set_graph_pool_attribute(self, attr: GraphMemAttribute | int, value: int) -> None:
         """Reset a high-water mark of the graph memory pool to 0 (else InvalidValue).
@@ -680,7 +730,7 @@ class DeviceMemory:
         """
         checked, number = check_attribute(attr), as_int(value, "value")
         with self._lock:
-            self.graph_pool.set_attribute(checked, number)
+            self._graph_pool.set_attribute(checked, number)
 
     def _at_base(self, ptr: DevicePtr) -> Allocation | None:
         """The allocation or reservation of this device that starts at ``ptr``, or None.
@@ -691,12 +741,12 @@ class DeviceMemory:
         """
         if type(ptr.device) is not int or type(ptr.address) is not int:
             return None
-        return self._by_base.get(ptr.address) if ptr.device == self.ordinal else None
+        return self._by_base.get(ptr.address) if ptr.device == self._ordinal else None
 
     def _reservation(self, ptr: DevicePtr) -> Allocation:
         allocation = self._at_base(ptr)
         if allocation is None or not allocation.reserved:
-            raise InvalidValue(f"{ptr!r} is not a reservation of device {self.ordinal}")
+            raise InvalidValue(f"{ptr!r} is not a reservation of device {self._ordinal}")
         return allocation
 
     def _check_free(self, nbytes: int) -> None:
@@ -704,9 +754,9 @@ class DeviceMemory:
         if hooks.observers is not None:  # fault injection may refuse the allocation
             for observer in hooks.observers:
                 observer.allocating(self, nbytes)
-        if self._bytes_in_use + nbytes > self.total_bytes:
-            free = self.total_bytes - self._bytes_in_use
-            raise OutOfMemory(f"device {self.ordinal}: {nbytes} bytes requested, {free} free")
+        if self._bytes_in_use + nbytes > self._total_bytes:
+            free = self._total_bytes - self._bytes_in_use
+            raise OutOfMemory(f"device {self._ordinal}: {nbytes} bytes requested, {free} free")
 
     def _charge(self, nbytes: int) -> None:
         """Account ``nbytes`` more memory in use, after :meth:`_check_free`. Hold the lock."""
@@ -723,9 +773,9 @@ class DeviceMemory:
         return span
 
     def _no_room(self, nbytes: int) -> OutOfMemory:
-        left = max(0, self.address_end - self._next_address)
+        left = max(0, self._address_end - self._next_address)
         return OutOfMemory(
-            f"device {self.ordinal}: {nbytes} bytes of address space requested, "
+            f"device {self._ordinal}: {nbytes} bytes of address space requested, "
             f"{left} left of its {ADDRESS_SPACE_BYTES} and no freed run of addresses "
             "that holds them"
         )
@@ -773,8 +823,8 @@ class DeviceMemory:
             before = by_base[bases[index - 1]]
             low = before.base - (-before.nbytes // align) * align + align
         else:
-            low = self.address_base
-        high = bases[index] - align if index < len(bases) else self.address_end
+            low = self._address_base
+        high = bases[index] - align if index < len(bases) else self._address_end
         return low if high - low >= span else -1
 
     def _insert(self, allocation: Allocation, span: int) -> None:
@@ -796,7 +846,7 @@ class DeviceMemory:
             index = bisect.bisect_right(self._bases, base)
             bases = self._bases
             self._room_end = (
-                bases[index] - ALLOCATION_ALIGNMENT if index < len(bases) else self.address_end
+                bases[index] - ALLOCATION_ALIGNMENT if index < len(bases) else self._address_end
             )
         # A guard gap after each allocation; the bump pointer may pass the end of the range only
         # here, after the last allocation that fits there.
@@ -864,7 +914,7 @@ class DeviceMemory:
         own ``__eq__`` or ``__lt__`` (user code) under the lock, and a bool device would pass
         for device 0 or 1.
         """
-        if type(ptr.device) is int and type(ptr.address) is int and ptr.device == self.ordinal:
+        if type(ptr.device) is int and type(ptr.address) is int and ptr.device == self._ordinal:
             bases = self._bases
             index = bisect.bisect_right(bases, ptr.address) - 1
             if index >= 0:
@@ -876,7 +926,7 @@ class DeviceMemory:
                 ):
                     return allocation
         raise InvalidDevicePointer(
-            f"{ptr!r} is not inside a live allocation of device {self.ordinal}"
+            f"{ptr!r} is not inside a live allocation of device {self._ordinal}"
         )
 
     def allocation_of(self, address: int) -> tuple[int, int] | None:
@@ -889,7 +939,7 @@ class DeviceMemory:
             return None
         with self._lock:
             try:
-                allocation = self._find(DevicePtr(self.ordinal, address), reserved_ok=True)
+                allocation = self._find(DevicePtr(self._ordinal, address), reserved_ok=True)
             except InvalidDevicePointer:
                 return None
         return allocation.base, allocation.nbytes
@@ -906,9 +956,9 @@ class DeviceMemory:
         view = self._views.get(key)  # the dispatch fast path: one dict lookup, no lock
         if view is not None:
             return view
-        if not self.address_base <= address < self.address_end:
+        if not self._address_base <= address < self._address_end:
             owner = (address >> _ADDRESS_SPACE_SHIFT) - 1
-            peer = self.peers.get(owner)
+            peer = self._peers.get(owner)
             if peer is not None:  # peer access enabled: the owner's allocator resolves it
                 return peer.view(address, dtype)
             raise InvalidDevicePointer(self._foreign(address, owner))
@@ -935,11 +985,11 @@ class DeviceMemory:
             InvalidDevicePointer: neither (the message names ``address`` itself).
         """
         try:
-            return self._find(DevicePtr(self.ordinal, address))
+            return self._find(DevicePtr(self._ordinal, address))
         except InvalidDevicePointer:
-            if address > self.address_base:
+            if address > self._address_base:
                 with contextlib.suppress(InvalidDevicePointer):
-                    before = self._find(DevicePtr(self.ordinal, address - 1))
+                    before = self._find(DevicePtr(self._ordinal, address - 1))
                     if before.end == address:
                         return before
             raise
@@ -949,15 +999,15 @@ class DeviceMemory:
         names the device that owns it (a pointer made with this device's ordinal would
         misname it)."""
         if owner < 0:
-            return f"address {address:#x} is not a device address (device {self.ordinal})"
+            return f"address {address:#x} is not a device address (device {self._ordinal})"
         return (
             f"address {address:#x} lies in device {owner}'s address range, and device "
-            f"{self.ordinal} has no peer access to it"
+            f"{self._ordinal} has no peer access to it"
         )
 
     def _drop_views(self, allocation: Allocation) -> None:
         """Forget an allocation's cached views (it is being freed). Call with the lock held."""
-        self.frees += 1
+        self._frees += 1
         for key in allocation.views:
             self._views.pop(key, None)
         allocation.views.clear()
@@ -970,7 +1020,7 @@ class DeviceMemory:
 
     def memory_info(self) -> MemoryInfo:
         """(free, total) bytes, as ``hipMemGetInfo``."""
-        return MemoryInfo(self.total_bytes - self._bytes_in_use, self.total_bytes)
+        return MemoryInfo(self._total_bytes - self._bytes_in_use, self._total_bytes)
 
     def statistics(self) -> MemoryStatistics:
         with self._lock:
@@ -981,16 +1031,16 @@ class DeviceMemory:
                 reservations=len(self._by_base) - allocations,
                 bytes_in_use=self._bytes_in_use,
                 peak_bytes_in_use=self._peak,
-                total_bytes=self.total_bytes,
-                address_space_used=self._next_address - self.address_base,
-                graph_pool_cached=self.graph_pool.cached,
+                total_bytes=self._total_bytes,
+                address_space_used=self._next_address - self._address_base,
+                graph_pool_cached=self._graph_pool._cached,
                 static_allocations=len(static),
                 static_bytes=sum(a.nbytes for a in static),
             )
 
     def __repr__(self) -> str:
         return (
-            f"<DeviceMemory device={self.ordinal} in_use={self._bytes_in_use}/{self.total_bytes} "
+            f"<DeviceMemory device={self._ordinal} in_use={self._bytes_in_use}/{self._total_bytes} "
             f"allocations={len(self._by_base)}>"
         )
 

@@ -304,10 +304,11 @@ class _KernelOpFields(KernelOp):
 
 
 class WriteCounter(Protocol):
-    """Anything that counts the writes to a buffer of kernel arguments."""
+    """Anything that counts the writes to a buffer of kernel arguments (in ``_writes``, which
+    the dispatch ops read on every kernel: a private attribute, so reading it costs no call)."""
 
     @property
-    def writes(self) -> int: ...
+    def _writes(self) -> int: ...
 
 
 class _PointerKernelOp(_KernelOpFields):
@@ -368,11 +369,11 @@ class _CachedPointerKernelOp(_KernelOpFields):
         values = self.values
         if (
             values is None
-            or self.seen_writes != self.source.writes
+            or self.seen_writes != self.source._writes
             or memory is not self.memory
-            or self.seen_frees != memory.frees
+            or self.seen_frees != memory._frees
         ):
-            writes, frees = self.source.writes, memory.frees
+            writes, frees = self.source._writes, memory._frees
             self.values = None
             # A tuple: once the collector has seen it holds no container, it stops tracking it,
             # so a million kept argument lists add nothing to its full passes.
@@ -492,10 +493,10 @@ def _run_class(
         nonlocal seen_writes, seen_frees
         memory: Any = program.memory
         if memory is home:
-            if seen_writes != source.writes or seen_frees != memory.frees:
+            if seen_writes != source._writes or seen_frees != memory._frees:
                 kept.clear()  # bytes written or memory freed: decode each op again
                 forget_views()
-                seen_writes, seen_frees = source.writes, memory.frees
+                seen_writes, seen_frees = source._writes, memory._frees
             values = kept_values(self)  # no KeyError raised per op on a first replay
             if values is None:
                 # A tuple: once the collector has seen it holds no container, it stops tracking
@@ -658,11 +659,11 @@ class WaitSignalsOp(Op):
 
     def run(self, program: Program) -> Signal | None:
         for signal in self.signals:
-            if signal.value > 0:
+            if signal._value > 0:
                 return signal
         for signal in self.signals:
-            if signal.time > program.time:
-                program.time = signal.time
+            if signal._time > program.time:
+                program.time = signal._time
         return None
 
     def __repr__(self) -> str:
@@ -684,10 +685,10 @@ class WaitSignalIndicesOp(Op):
         latest = program.time
         for index in self.indices:
             signal = signals[index]
-            if signal.value > 0:
+            if signal._value > 0:
                 return signal
-            if signal.time > latest:
-                latest = signal.time
+            if signal._time > latest:
+                latest = signal._time
         program.time = latest
         return None
 

@@ -85,13 +85,13 @@ def enable_peer_access(device: DeviceBase, peer: Any, flags: int = 0) -> None:
         raise InvalidValue(f"peer-access flags must be 0, got {flags}")
     other = peer_of(device, peer)
     with _lock:
-        peers = device.memory.peers
+        peers = device.memory._peers
         if other.ordinal in peers:
             raise PeerAccessAlreadyEnabled(
                 f"device {device.ordinal} already accesses device {other.ordinal}"
             )
         peers[other.ordinal] = other.memory
-        other.memory.mapped_by = (*other.memory.mapped_by, device.memory)
+        other.memory._mapped_by = (*other.memory._mapped_by, device.memory)
 
 
 def disable_peer_access(device: DeviceBase, peer: Any) -> None:
@@ -103,12 +103,12 @@ def disable_peer_access(device: DeviceBase, peer: Any) -> None:
     """
     other = peer_of(device, peer)
     with _lock:
-        if device.memory.peers.pop(other.ordinal, None) is None:
+        if device.memory._peers.pop(other.ordinal, None) is None:
             raise PeerAccessNotEnabled(
                 f"device {device.ordinal} does not access device {other.ordinal}"
             )
         mine = device.memory
-        other.memory.mapped_by = tuple(m for m in other.memory.mapped_by if m is not mine)
+        other.memory._mapped_by = tuple(m for m in other.memory._mapped_by if m is not mine)
     # Views of the peer's memory that dispatch ops kept (a graph's replays keep them) must go:
     # without this, a replay after the disable still read and wrote the peer's memory.
     mine.peer_memory_changed()

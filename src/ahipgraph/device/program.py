@@ -98,9 +98,9 @@ class Program:
                 return False
             self.started = True
             self.queue = queue
-            self.memory = queue.device._memory
-            if queue.busy_until > self.time:
-                self.time = queue.busy_until
+            self.memory = queue._device._memory
+            if queue._busy_until > self.time:
+                self.time = queue._busy_until
             self.start_ns = self.time
         if hooks.observers is not None:  # tracing or fault injection: the observed twin
             return self._run_observed(queue, hooks.observers)
@@ -129,7 +129,7 @@ class Program:
                 self._await_body(blocker, op)
                 return False
         self.pc = pc
-        queue.busy_until = self.time
+        queue._busy_until = self.time
         return True
 
     def _barrier_passed(self, queue: HardwareQueue) -> bool:
@@ -140,13 +140,13 @@ class Program:
         flows into it, as it drew the wait packet the barrier stands for)."""
         barrier = self.barrier or ()
         for signal in barrier:
-            if signal.value > 0:
+            if signal._value > 0:
                 signal.when_reached(0, queue.wake)
                 return False
-        start = max(self.time, queue.busy_until)
+        start = max(self.time, queue._busy_until)
         for signal in barrier:
-            if signal.time > self.time:
-                self.time = signal.time
+            if signal._time > self.time:
+                self.time = signal._time
         self.barrier = None
         if hooks.observers is not None:
             self.queue = queue
@@ -192,7 +192,7 @@ class Program:
                 self._await_body(blocker, op)
                 return False
         self.pc = pc
-        queue.busy_until = self.time
+        queue._busy_until = self.time
         for watcher in watchers:
             watcher.program_finished(self)
         return True
@@ -200,7 +200,7 @@ class Program:
     def _await_body(self, blocker: Any, op: Op) -> None:
         """Run an async body as a task; the program goes on when it ends."""
         assert self.queue is not None
-        future = self.queue.engine.start(blocker, self.queue)
+        future = self.queue._engine.start(blocker, self.queue)
         future.add_done_callback(lambda f: self._awaited(f, op))
 
     def _interrupted(self, op: Op, pc: int, exc: BaseException) -> tuple[Sequence[Op], int, int]:
@@ -233,11 +233,11 @@ class Program:
         failure: BaseException | None = None
         if future.cancelled():
             assert self.queue is not None
-            if _cut_short_by_loop(future, self.queue.engine.loop):
+            if _cut_short_by_loop(future, self.queue._engine._loop):
                 failure = abandoned_by_loop(op)  # give up the rest
-                mark_abandoned(failure, self.queue.engine.owner_number)
+                mark_abandoned(failure, self.queue._engine._owner_number)
                 self.abandon(failure)
-                self.queue.engine.abandoned += 1
+                self.queue._engine._abandoned += 1
             else:  # the body raised CancelledError, or user code cancelled its task: it failed
                 failure = asyncio.CancelledError()
                 self._record(op.fault(failure))

@@ -48,7 +48,7 @@ class DeviceSymbol:
             a size was given), used by :meth:`view`.
     """
 
-    __slots__ = ("__weakref__", "_storage", "dtype", "name", "nbytes", "shape")
+    __slots__ = ("__weakref__", "_dtype", "_name", "_nbytes", "_shape", "_storage")
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         """Refuse, whatever the arguments: :func:`device_symbol` checks the declaration and
@@ -67,14 +67,40 @@ class DeviceSymbol:
         return self
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return _declared, (self.name, self.dtype, self.shape)
+        return _declared, (self._name, self._dtype, self._shape)
+
+    # What the symbol was declared as: read-only, as a module global's declaration is. A
+    # name assigned from outside made the symbol unknown to its own name's entry (every copy
+    # to or from it raised InvalidSymbol, "not a declared symbol"); a shape assigned made
+    # ``view`` fail to reshape its storage; an ``nbytes`` assigned let copies past the
+    # declared size through the symbol's range check.
+
+    @property
+    def name(self) -> str:
+        """The symbol's name (unique in the process)."""
+        return self._name
+
+    @property
+    def dtype(self) -> np.dtype[Any]:
+        """The element type it was declared with (``uint8`` if only a size was given)."""
+        return self._dtype
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The shape it was declared with."""
+        return self._shape
+
+    @property
+    def nbytes(self) -> int:
+        """Its size (``hipGetSymbolSize``)."""
+        return self._nbytes
 
     def _init(self, name: str, dtype: np.dtype[Any], shape: tuple[int, ...]) -> None:
-        self.name = name
-        self.dtype = dtype
-        self.shape = shape
+        self._name = name
+        self._dtype = dtype
+        self._shape = shape
         # Python ints: a product of large extents in int64 would wrap round to a small size.
-        self.nbytes = math.prod(shape) * dtype.itemsize
+        self._nbytes = math.prod(shape) * dtype.itemsize
         self._storage: weakref.WeakKeyDictionary[DeviceMemory, DevicePtr] = (
             weakref.WeakKeyDictionary()
         )
@@ -99,12 +125,13 @@ class DeviceSymbol:
         """A host-side typed view of the symbol on ``device`` (for inspection and tests)."""
         dev = _configured(device)
         ptr = self.address_on(dev.memory)
-        count = self.nbytes // self.dtype.itemsize
-        return dev.view(ptr, self.dtype, count).reshape(self.shape)
+        count = self._nbytes // self._dtype.itemsize
+        return dev.view(ptr, self._dtype, count).reshape(self._shape)
 
     @safe_repr
     def __repr__(self) -> str:
-        return f"<DeviceSymbol {self.name!r} {self.nbytes} bytes {self.dtype}{list(self.shape)}>"
+        shape = list(self._shape)
+        return f"<DeviceSymbol {self._name!r} {self._nbytes} bytes {self._dtype}{shape}>"
 
 
 def _configured(device: Any) -> DeviceBase:
@@ -127,7 +154,7 @@ def _load_one(symbol: DeviceSymbol, memory: DeviceMemory) -> DevicePtr:
     with _lock:
         ptr = symbol._storage.get(memory)
         if ptr is None:
-            ptr = memory.malloc(symbol.nbytes)
+            ptr = memory.malloc(symbol._nbytes)
             memory.mark_static(ptr)  # lives as long as the device: not a user's allocation
             symbol._storage[memory] = ptr
         return ptr
@@ -180,12 +207,12 @@ def device_symbol(
             dims += inner
     symbol: DeviceSymbol = object.__new__(DeviceSymbol)
     symbol._init(name, dt, dims)
-    if symbol.nbytes < 1:
-        raise ValueError(f"symbol {name!r} must have at least one byte, got {symbol.nbytes}")
+    if symbol._nbytes < 1:
+        raise ValueError(f"symbol {name!r} must have at least one byte, got {symbol._nbytes}")
     with _lock:
         existing = _by_name.get(name)
         if existing is not None:
-            if (existing.nbytes, existing.dtype, existing.shape) != (symbol.nbytes, dt, dims):
+            if (existing._nbytes, existing._dtype, existing._shape) != (symbol._nbytes, dt, dims):
                 raise ValueError(f"symbol {name!r} is already declared as {existing!r}")
             return existing
         _by_name[name] = symbol
@@ -205,7 +232,7 @@ def lookup_symbol(symbol: object) -> DeviceSymbol:
     """
     if isinstance(symbol, DeviceSymbol):
         with _lock:
-            if _by_name.get(symbol.name) is symbol:
+            if _by_name.get(symbol._name) is symbol:
                 return symbol
         raise InvalidSymbol(f"{symbol!r} is not a declared symbol")
     if isinstance(symbol, str):
@@ -222,10 +249,10 @@ def check_symbol_range(symbol: DeviceSymbol, nbytes: int, offset: int) -> tuple[
     Returns ``nbytes`` and ``offset`` as plain ints (numpy ints are accepted).
     """
     nbytes, offset = as_int(nbytes, "nbytes"), as_int(offset, "offset")
-    if nbytes < 0 or offset < 0 or nbytes + offset > symbol.nbytes:
+    if nbytes < 0 or offset < 0 or nbytes + offset > symbol._nbytes:
         raise InvalidValue(
-            f"{nbytes} bytes at offset {offset} do not fit in {symbol.name!r} "
-            f"({symbol.nbytes} bytes)"
+            f"{nbytes} bytes at offset {offset} do not fit in {symbol._name!r} "
+            f"({symbol._nbytes} bytes)"
         )
     return nbytes, offset
 

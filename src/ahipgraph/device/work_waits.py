@@ -40,14 +40,14 @@ __all__ = ["each_waits_for_head", "waits_for_head"]
 def waits_for_head(queue: HardwareQueue, signals: Iterable[Signal]) -> bool:
     """True when reaching any of ``signals`` needs the packet at the head of ``queue``
     (the one running the device work that asks) to finish first."""
-    packets = {q: q.packets() for q in queue.engine.queues}
+    packets = {q: q.packets() for q in queue._engine._queues}
     placed = [(q, i, p) for q, queued in packets.items() for i, p in enumerate(queued)]
     expanded: dict[HardwareQueue, int] = {}  # per queue: its first n packets were walked
     seen: set[int] = set()
     todo = list(signals)
     while todo:
         signal = todo.pop()
-        if signal.value <= 0 or id(signal) in seen:
+        if signal._value <= 0 or id(signal) in seen:
             continue
         seen.add(id(signal))
         for owner, index, program in placed:

@@ -168,9 +168,9 @@ class KernelArgArena:
     """Bump-allocated, chunked kernel-argument memory of one executable on one device."""
 
     def __init__(self, device: Device, chunk_bytes: int, *, strict: bool = False) -> None:
-        self.device = device
-        self.chunk_bytes = max(ARG_ALIGNMENT, -(-chunk_bytes // ARG_ALIGNMENT) * ARG_ALIGNMENT)
-        self.strict = strict
+        self._device = device
+        self._chunk_bytes = max(ARG_ALIGNMENT, -(-chunk_bytes // ARG_ALIGNMENT) * ARG_ALIGNMENT)
+        self._strict = strict
         self._lock = threading.RLock()  # reentrant: see the module notes
         self._chunks: list[tuple[DevicePtr, memoryview]] = []
         self._top = 0  # bump offset in the newest chunk
@@ -179,20 +179,52 @@ class KernelArgArena:
         self._allocations = 0
         self._reuses = 0
         self._unflushed: set[tuple[int, int]] = set()  # (chunk, offset) written, not flushed
-        self.closed = False
+        self._closed = False
         # Bumped by every write: a dispatch op that kept its decoded arguments decodes again
         # once this count moves (see ahipgraph.device.ops.KernelOp.make).
-        self.writes = 0
+        self._writes = 0
+
+    # What the arena is and where it stands: read-only from outside. A user reaches the arena
+    # (``graph_exec.arena``): ``writes`` set back to what it was before a
+    # ``set_kernel_node_params`` made the next launch run the kernel with its old arguments
+    # (the dispatch ops decode again only when the count moves); ``closed`` set to True made
+    # ``close()`` a no-op, so destroying the executable leaked its argument chunks' device
+    # memory. The executable and the dispatch ops read and write the private names.
+
+    @property
+    def device(self) -> Device:
+        """The device whose memory holds the arguments."""
+        return self._device
+
+    @property
+    def chunk_bytes(self) -> int:
+        """The size of each chunk of argument memory."""
+        return self._chunk_bytes
+
+    @property
+    def strict(self) -> bool:
+        """Whether every kernel gets its own slot (no sharing of identical arguments)."""
+        return self._strict
+
+    @property
+    def closed(self) -> bool:
+        """True once the executable was destroyed and the arena gave its memory back."""
+        return self._closed
+
+    @property
+    def writes(self) -> int:
+        """Writes to argument memory so far."""
+        return self._writes
 
     def _new_chunk(self) -> tuple[DevicePtr, memoryview]:
         # The runtime's own memory, as HIP's kernarg pool, not the user's hipMalloc: so the
         # capture rule for malloc()/free() does not apply (instantiating or destroying an
         # executable while another stream captures neither fails nor invalidates that capture).
         # Fault injection still sees it: it hooks the allocator itself.
-        live(self.device)
-        ptr = self.device.memory.malloc(self.chunk_bytes, runtime=True)  # no user may free it
-        buffer, offset = self.device.memory.resolve(ptr, self.chunk_bytes)
-        chunk = buffer[offset : offset + self.chunk_bytes]
+        live(self._device)
+        ptr = self._device.memory.malloc(self._chunk_bytes, runtime=True)  # no user may free it
+        buffer, offset = self._device.memory.resolve(ptr, self._chunk_bytes)
+        chunk = buffer[offset : offset + self._chunk_bytes]
         return ptr, memoryview(chunk)  # type: ignore[arg-type]
 
     def _open(self) -> None:
@@ -202,10 +234,10 @@ class KernelArgArena:
             OutOfMemory: the device is full (nothing changed).
         """
         with self._lock:
-            if not self.closed and not self._chunks:
+            if not self._closed and not self._chunks:
                 self._chunks.append(self._new_chunk())
                 self._top = 0
-                _tally(self.device, 1, self.chunk_bytes)
+                _tally(self._device, 1, self._chunk_bytes)
 
     def allocate(self, size: int) -> ArgSlot:
         """A slot of ``size`` bytes, aligned to ``ARG_ALIGNMENT``; reuses a reclaimed slot first.
@@ -221,9 +253,9 @@ class KernelArgArena:
         with self._lock:
             top = self._top
             if (
-                not self.closed
+                not self._closed
                 and self._chunks
-                and top + size <= self.chunk_bytes
+                and top + size <= self._chunk_bytes
                 and not self._free.get(size)
             ):
                 index = len(self._chunks) - 1
@@ -247,12 +279,12 @@ class KernelArgArena:
         """
         sizes = [max(size, 1) for size in sizes]
         for size in sizes:
-            if size > self.chunk_bytes:
+            if size > self._chunk_bytes:
                 raise InvalidValue(
-                    f"{size} bytes of kernel arguments exceed a {self.chunk_bytes}-byte chunk"
+                    f"{size} bytes of kernel arguments exceed a {self._chunk_bytes}-byte chunk"
                 )
         with self._lock:
-            if self.closed:
+            if self._closed:
                 raise InvalidValue("the kernel-argument arena is closed")
             # Plan: which sizes reuse a reclaimed slot, where the others go, how many chunks.
             reused: dict[int, int] = {}
@@ -263,7 +295,7 @@ class KernelArgArena:
                     reused[size] = reused.get(size, 0) + 1
                     places.append(None)
                     continue
-                if not have_chunk or top + size > self.chunk_bytes:
+                if not have_chunk or top + size > self._chunk_bytes:
                     new_chunks, top, have_chunk = new_chunks + 1, 0, True
                 places.append((new_chunks, top))
                 top = -(-(top + size) // ARG_ALIGNMENT) * ARG_ALIGNMENT
@@ -273,13 +305,13 @@ class KernelArgArena:
                     chunks.append(self._new_chunk())
             except BaseException:
                 for ptr, _ in chunks:
-                    self.device.memory.free(ptr, runtime=True)
+                    self._device.memory.free(ptr, runtime=True)
                 raise
             # Commit: nothing below can fail.
             base = len(self._chunks) - 1
             self._chunks.extend(chunks)
             if chunks:
-                _tally(self.device, len(chunks), self.chunk_bytes)
+                _tally(self._device, len(chunks), self._chunk_bytes)
             self._top = top
             slots: list[ArgSlot] = []
             for size, place in zip(sizes, places, strict=True):
@@ -298,8 +330,8 @@ class KernelArgArena:
         if len(data) > slot.size:
             raise InvalidValue(f"{len(data)} bytes do not fit in {slot!r}")
         slot.buffer[slot.offset : slot.offset + len(data)] = data
-        self.writes += 1
-        if self.strict:
+        self._writes += 1
+        if self._strict:
             with self._lock:
                 self._unflushed.add((slot.chunk, slot.offset))
 
@@ -312,9 +344,9 @@ class KernelArgArena:
         arguments decodes again. Not for a strict arena, whose writes are each remembered
         until flushed.
         """
-        if self.strict:
+        if self._strict:
             raise ValueError("a strict arena counts each write with its slot (see write)")
-        self.writes += count
+        self._writes += count
 
     def place(self, data: bytes, size: int) -> ArgSlot:
         """:meth:`allocate` a slot of ``size`` bytes and :meth:`write` ``data`` into it.
@@ -332,10 +364,10 @@ class KernelArgArena:
         with self._lock:
             top = self._top
             if (
-                not self.strict
-                and not self.closed
+                not self._strict
+                and not self._closed
                 and self._chunks
-                and top + size <= self.chunk_bytes
+                and top + size <= self._chunk_bytes
                 and not self._free.get(size)
             ):
                 index = len(self._chunks) - 1
@@ -345,7 +377,7 @@ class KernelArgArena:
                 self._allocations += 1
                 self._live += 1
                 buffer[top : top + len(data)] = data
-                self.writes += 1
+                self._writes += 1
                 return slot
         slot = self.allocate(size)
         self.write(slot, data)
@@ -380,7 +412,7 @@ class KernelArgArena:
         """
         count = len(datas)
         if count > 1:
-            if not self._chunks and len(datas[0]) <= max(sizes[0], 1) <= self.chunk_bytes:
+            if not self._chunks and len(datas[0]) <= max(sizes[0], 1) <= self._chunk_bytes:
                 # The first item would make the first chunk (it fits one): make it first, so
                 # the run is placed as one span, the first item at offset 0 as before.
                 self._open()
@@ -397,10 +429,10 @@ class KernelArgArena:
         i = 0
         while i < count:
             with self._lock:
-                if not self.strict and not self.closed and self._chunks:
+                if not self._strict and not self._closed and self._chunks:
                     index = len(self._chunks) - 1
                     buffer = self._chunks[index][1]
-                    limit = self.chunk_bytes
+                    limit = self._chunk_bytes
                     free = self._free
                     top = self._top
                     first = i
@@ -422,7 +454,7 @@ class KernelArgArena:
                     self._top = top
                     self._allocations += placed
                     self._live += placed
-                    self.writes += placed
+                    self._writes += placed
             if i < count:  # the general case for this one item, then the fast path again
                 slot = self.place(datas[i], sizes[i])
                 out.append((slot.chunk, slot.buffer, (slot.offset,), (slot.size,)))
@@ -453,10 +485,10 @@ class KernelArgArena:
         with self._lock:
             top = self._top
             if (
-                self.strict
-                or self.closed
+                self._strict
+                or self._closed
                 or not self._chunks
-                or top + step * (count - 1) + size > self.chunk_bytes
+                or top + step * (count - 1) + size > self._chunk_bytes
                 or self._free.get(size)
             ):
                 return None
@@ -466,7 +498,7 @@ class KernelArgArena:
             self._top = top + count * step
             self._allocations += count
             self._live += count
-            self.writes += count
+            self._writes += count
         return (index, buffer, range(top, top + count * step, step), _Repeated(size, count))
 
     def flush(self) -> None:
@@ -481,7 +513,7 @@ class KernelArgArena:
     def free(self, slot: ArgSlot) -> None:
         """Give a slot back for reuse (no launch may still read it)."""
         with self._lock:
-            if self.closed:
+            if self._closed:
                 return
             self._free.setdefault(slot.size, []).append(slot)
             self._live -= 1
@@ -490,28 +522,28 @@ class KernelArgArena:
     def close(self) -> None:
         """Return every chunk to the device allocator. Idempotent."""
         with self._lock:
-            if self.closed:
+            if self._closed:
                 return
-            self.closed = True
+            self._closed = True
             chunks, self._chunks = self._chunks, []
             self._free.clear()
             self._unflushed.clear()
             self._live = 0
-            _tally(self.device, -len(chunks), self.chunk_bytes)
+            _tally(self._device, -len(chunks), self._chunk_bytes)
         for ptr, _ in chunks:
-            self.device.memory.free(ptr, runtime=True)
+            self._device.memory.free(ptr, runtime=True)
 
     @property
     def bytes_reserved(self) -> int:
         """Device memory the chunks take, in O(1) and without the lock (one ``len``): a trace
         samples it after every packet."""
-        return len(self._chunks) * self.chunk_bytes
+        return len(self._chunks) * self._chunk_bytes
 
     def statistics(self) -> ArenaStatistics:
         with self._lock:
             return ArenaStatistics(
                 chunks=len(self._chunks),
-                chunk_bytes=self.chunk_bytes,
+                chunk_bytes=self._chunk_bytes,
                 bytes_reserved=self.bytes_reserved,
                 live_slots=self._live,
                 free_slots=sum(len(v) for v in self._free.values()),
@@ -522,6 +554,6 @@ class KernelArgArena:
 
     def __repr__(self) -> str:
         return (
-            f"<KernelArgArena device={self.device.ordinal} chunks={len(self._chunks)} "
-            f"live={self._live} strict={self.strict}>"
+            f"<KernelArgArena device={self._device.ordinal} chunks={len(self._chunks)} "
+            f"live={self._live} strict={self._strict}>"
         )

@@ -339,7 +339,7 @@ def _records(graph: ExecGraph | None, items: Sequence[Any]) -> Iterable[ExecNode
 
 def kernel_op(device: Device, params: KernelParams, arg_slot: ArgSlot, arena: KernelArgArena) -> Op:
     """The dispatch op of a kernel node reading its arguments from ``arg_slot``."""
-    if arena.strict:
+    if arena._strict:
         return StrictKernelOp(params, device, arg_slot, arena)
     return params.op(device, arg_slot.buffer, arg_slot.offset, arena)
 
@@ -574,7 +574,7 @@ class _Builder:
             kernel = params.kernel
             arg_slot = arena.place(params.arg_bytes, kernel.layout.size)
             compiled._arg_places[node] = arg_slot  # arg_slots would make a run's slots first
-            if node.enabled and not arena.strict:  # the common case, without node_op's dispatch
+            if node.enabled and not arena._strict:  # the common case, without node_op's dispatch
                 compiled._locations[node] = (strand, len(ops))
                 cost = self._costs.get((kernel, params.threads))
                 if cost is None:
@@ -745,7 +745,7 @@ def compile_plan(
     # A graph of kernel nodes only (most large graphs) needs no type test per segment.
     only_kernels = not len(graph) or graph.only(_KERNEL)  # one set comparison, not one per type
     # ... and when no setter made the records, every node is enabled: each segment is a run.
-    plain = only_kernels and not arena.strict and not graph.made
+    plain = only_kernels and not arena._strict and not graph.made
     # The parameters column, read once: nothing changes a node's parameters while compiling.
     params: list[Any] | None = None
     for strand, segment_ids in enumerate(plan.strands):
@@ -798,7 +798,7 @@ def compile_plan(
                 ops.append(WaitSignalIndicesOp([table.signal[w] for w in waits]))
             indices = table.nodes(segment_id)
             if (
-                not arena.strict
+                not arena._strict
                 and (
                     only_kernels or all(map(is_, map(types.__getitem__, indices), repeat(_KERNEL)))
                 )

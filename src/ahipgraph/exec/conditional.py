@@ -184,14 +184,14 @@ class ConditionalOp(Op):
 def _next_turn(program: Program) -> Signal:
     signal = Signal(1)
     assert program.queue is not None
-    program.queue.engine.call_soon(signal.decrement, program.time)
+    program.queue._engine.call_soon(signal.decrement, program.time)
     return signal
 
 
 def _signal_when_done(awaitable: Any, op: Op, program: Program) -> Signal:
     signal = Signal(1)
     assert program.queue is not None
-    future = program.queue.engine.start(awaitable, program.queue)
+    future = program.queue._engine.start(awaitable, program.queue)
 
     def done(f: asyncio.Future[Any]) -> None:
         program.settle_body(f, op)  # as the program settles a body it runs itself

@@ -35,7 +35,7 @@ def _waits(stream: Stream) -> list[Signal]:
     """The user stream's unfinished work the graph must follow (its tail, legacy ordering)."""
     waits = list(stream._implicit_waits()) if not stream._non_blocking else []
     tail = stream._tail
-    if tail is not None and tail.value > 0:
+    if tail is not None and tail._value > 0:
         waits.append(tail)
     return waits
 
@@ -50,7 +50,7 @@ def enqueue_cross_device(launcher: Launcher, stream: Stream, signal_set: SignalS
     """
     try:
         home = launcher.home_stream()
-        own, other = home._queue.engine, stream._queue.engine
+        own, other = home._queue._engine, stream._queue._engine
         # One order for every thread: no deadlock. Taken as every submission takes them
         # (a finalizer's launch inside another enqueue on this thread is refused).
         first, second = (engine.submitting() for engine in sorted((own, other), key=id))

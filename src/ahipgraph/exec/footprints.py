@@ -111,7 +111,7 @@ class _AllocationCache:
         """:meth:`lookup` when the caller knows ``memory`` is device ``device``'s memory now
         (an eager op's stream's device: its enqueue was accepted)."""
         entry = self._by_device.get(device)
-        frees = memory.frees
+        frees = memory._frees
         if entry is None or entry[0]() is not memory or entry[1] != frees:
             entry = self._by_device[device] = (weakref.ref(memory), frees, {})
         table = entry[2]
@@ -236,7 +236,7 @@ def _pitched_copy_footprint(work: PitchedCopyParams) -> list[Access]:
 def _host_footprint(fn: HostFunction) -> list[Access]:
     """What a declared host function touches (an undeclared one: nothing that is seen)."""
     out: list[Access] = []
-    for regions, write in ((fn.reads, False), (fn.writes, True)):
+    for regions, write in ((fn._reads, False), (fn._writes, True)):
         for ptr, nbytes in regions:
             if nbytes is not None:
                 out.append(

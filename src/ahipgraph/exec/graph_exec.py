@@ -392,7 +392,7 @@ class GraphExec(DestroyOnExit):
         """What an upload checks (also run by instantiate with ``InstantiateFlags.UPLOAD``)."""
         self._check_alive()
         engine = self._device._engine
-        if engine.retired:  # an executable of a replaced device: InvalidDevice, as its launch
+        if engine._retired:  # an executable of a replaced device: InvalidDevice, as its launch
             engine._refuse_retired()  # raises
         launch_stream(stream, self._device)
 

@@ -74,8 +74,8 @@ class Launch:
         self.done = Signal(1)
 
     def strand_finished(self, program: Program) -> None:
-        if program.error is not None and self.done.error is None:
-            self.done.error = program.error
+        if program.error is not None and self.done._error is None:
+            self.done._error = program.error
 
     def finished(self, program: Program) -> None:
         self.launcher.finished(self)
@@ -158,7 +158,7 @@ class Launcher:
             # Nothing to submit, but a device configure_devices replaced (the executable's or
             # the stream's) takes no launch, as for a graph with nodes (its engine's claim).
             for device in (self.device, stream._device):
-                if device._engine.retired:
+                if device._engine._retired:
                     device._engine._refuse_retired()  # raises
             return None
         if self.compiled.unfreed_ptrs:
@@ -206,7 +206,7 @@ class Launcher:
         if signal_set is None:  # the stream was destroyed, or its device replaced, meanwhile
             target._check_open()
             for engine in (target._device._engine, self.device._engine):
-                if engine.retired:
+                if engine._retired:
                     engine._refuse_retired()  # InvalidDevice
             raise AssertionError(f"a launch on {target!r} was woken without a signal set")
         return signal_set
@@ -226,14 +226,14 @@ class Launcher:
         must park for a set, never on a launch that gets one at once.
         """
         engine = self.device._engine
-        if work.engine is not engine:  # another device's work: its waits are not seen here
+        if work._engine is not engine:  # another device's work: its waits are not seen here
             return
         borrowed = self.pool.all_borrowed()
         if not borrowed:
             return
         heads = {
             id(program.signals): program.completion
-            for queue in engine.queues
+            for queue in engine._queues
             for program in queue.packets()
             if program.completion is not None and program.signals
         }
@@ -374,7 +374,7 @@ class Launcher:
         made = Stream._create(self.device, non_blocking=True, owned=True)
         with self.lock:
             home = self.home
-            if home is None and not self.pool.closed:
+            if home is None and not self.pool._closed:
                 self.home = made
                 if self.record is not None:
                     self.record.home = made
@@ -472,7 +472,7 @@ class Launcher:
         stream._submit_locked(head)
         if len(strand_ops) > 1:
             queues = self.device._queues
-            base = stream._queue.index
+            base = stream._queue._index
             for k in range(1, len(strand_ops)):
                 internal = self.internal_streams[k - 1]
                 internal._queue = queues[(base + k) % len(queues)]  # never the launch queue
@@ -488,7 +488,7 @@ class Launcher:
 
     def finished(self, launch: Launch) -> None:
         """Completion of a launch (on the device's loop): return everything it borrowed."""
-        error = launch.done.error
+        error = launch.done._error
         if error is not None:
             launch.stream._report_error(error)
         self.pool.release(launch.signal_set)

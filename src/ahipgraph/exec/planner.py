@@ -187,9 +187,13 @@ class SegmentTable(Sequence[Segment]):
         return f"<SegmentTable segments={len(self)} waiting={len(self.waits)}>"
 
 
-@dataclass(slots=True, eq=False)
+@dataclass(frozen=True, slots=True, eq=False)
 class Plan:
-    """How one graph runs: segments per strand, and which signals connect them."""
+    """How one graph runs: segments per strand, and which signals connect them.
+
+    Frozen: a user reaches it (``graph_exec.plan``), and ``statistics()``, ``plan_dot()`` and
+    the plan check read it for the executable's life.
+    """
 
     segments: SegmentTable
     strands: list[IntArray]  # per strand: segment ids in dispatch order

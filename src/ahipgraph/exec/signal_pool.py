@@ -85,10 +85,10 @@ class SignalSetPool:
     ) -> None:
         if num_sets < 1 and wait_when_empty:
             raise ValueError("a waiting pool needs at least one set")
-        self.count = count
-        self.extra = extra
-        self.prepopulated = num_sets
-        self.wait_when_empty = wait_when_empty
+        self._count = count
+        self._extra = extra
+        self._prepopulated = num_sets
+        self._wait_when_empty = wait_when_empty
         self._free: deque[SignalSet] = deque(
             SignalSet(count, extra) for _ in range(min(num_sets, 1))
         )
@@ -98,7 +98,38 @@ class SignalSetPool:
         self._grown: list[None] = []  # one entry per miss (appended: atomic)
         self._closed_acquires = 0  # the borrows of the sets close() dropped
         self._waiters = WaitQueue()
-        self.closed = False
+        self._closed = False
+
+    # How the pool was made and whether it is closed: read-only from outside. A user reaches
+    # the pool (``graph_exec.pool``): ``closed`` set to True made every launch fail with
+    # InvalidValue ("the signal-set pool is closed"); ``count`` set made later sets the wrong
+    # size for the executable's programs; ``wait_when_empty`` changed what the instantiate
+    # flags asked for. Only the executable, through ``close()``, changes any of them.
+
+    @property
+    def count(self) -> int:
+        """Completion signals per set (one per signal the executable's plan raises)."""
+        return self._count
+
+    @property
+    def extra(self) -> int:
+        """Signals per set beyond ``count`` (a cross-device launch's markers)."""
+        return self._extra
+
+    @property
+    def prepopulated(self) -> int:
+        """Sets the pool was made with (the ``signal_sets`` of instantiate)."""
+        return self._prepopulated
+
+    @property
+    def wait_when_empty(self) -> bool:
+        """Whether a launch that finds no free set waits for one (else the pool grows)."""
+        return self._wait_when_empty
+
+    @property
+    def closed(self) -> bool:
+        """True once the executable was destroyed: no set is handed out any more."""
+        return self._closed
 
     def acquire_nowait(self, *, grow: bool = True) -> SignalSet | None:
         """A free set; else a new one (a miss) if ``grow`` and the pool does not wait; else None.
@@ -106,7 +137,7 @@ class SignalSetPool:
         Raises:
             InvalidValue: the pool is closed.
         """
-        if self.closed:
+        if self._closed:
             raise InvalidValue("the signal-set pool is closed")
         # Each take is one atomic pop after its check: launches of one executable from two
         # threads' loops may take at the same moment (they claim the device only when they
@@ -128,14 +159,14 @@ class SignalSetPool:
                 return self._made_set()
         if self._waiters.reclaim():  # sets handed to launches whose event loop closed
             return self.acquire_nowait(grow=grow)
-        if self.wait_when_empty or not grow:
+        if self._wait_when_empty or not grow:
             return None
         self._grown.append(None)
         return self._made_set()
 
     def _made_set(self) -> SignalSet:
         """A new set, borrowed by the caller and counted among the sets made."""
-        signal_set = SignalSet(self.count, self.extra)
+        signal_set = SignalSet(self._count, self._extra)
         signal_set.borrows = 1
         self._made.append(signal_set)
         return signal_set
@@ -160,7 +191,7 @@ class SignalSetPool:
     def release(self, signal_set: SignalSet) -> None:
         """Re-arm a set and hand it to the first waiter, or put it back on the free list."""
         signal_set.rearm()
-        if self.closed:
+        if self._closed:
             return
         if not self._waiters.unpark(signal_set):
             self._free.append(signal_set)
@@ -174,7 +205,7 @@ class SignalSetPool:
     def all_borrowed(self) -> list[SignalSet]:
         """Every set, when each is borrowed (none free, none left to make, the pool open);
         else an empty list. For a waiter asking whether any set can come back at all."""
-        if self._free or self._unmade or self.closed:
+        if self._free or self._unmade or self._closed:
             return []
         return list(self._made)  # a copy: a launch on another thread's loop may make a set
 
@@ -189,7 +220,7 @@ class SignalSetPool:
 
     def close(self) -> None:
         """Drop every set (the executable is being freed; no launch is in flight)."""
-        self.closed = True
+        self._closed = True
         # The free sets' borrows are final: keep their sum, drop them. A set still borrowed
         # (by a launch being refused as the executable is freed) stays counted by its borrower,
         # whose give_back must still uncount it.
@@ -207,20 +238,20 @@ class SignalSetPool:
     @property
     def in_use(self) -> int:
         """Sets borrowed now (0 once closed), in O(1): a trace samples it after every packet."""
-        if self.closed:
+        if self._closed:
             return 0
-        sets = self.prepopulated + len(self._grown)
+        sets = self._prepopulated + len(self._grown)
         return sets - len(self._free) - len(self._unmade)
 
     def statistics(self) -> SignalPoolStatistics:
         free = len(self._free) + len(self._unmade)
         misses = len(self._grown)
-        sets = self.prepopulated + misses
+        sets = self._prepopulated + misses
         return SignalPoolStatistics(
             sets=sets,
             free=free,
-            in_use=0 if self.closed else sets - free,
-            prepopulated=self.prepopulated,
+            in_use=0 if self._closed else sets - free,
+            prepopulated=self._prepopulated,
             misses=misses,
             acquires=self._acquires(),
             waiters=len(self._waiters),
@@ -229,6 +260,6 @@ class SignalSetPool:
     def __repr__(self) -> str:
         stats = self.statistics()
         return (
-            f"<SignalSetPool count={self.count} free={stats.free}/{stats.sets} "
+            f"<SignalSetPool count={self._count} free={stats.free}/{stats.sets} "
             f"misses={stats.misses} waiters={stats.waiters}>"
         )

@@ -253,7 +253,7 @@ class Updater:
         if (
             self.races is not None
             or self.conditionals is not None
-            or self.arena.strict
+            or self.arena._strict
             or old.made
             or new.made
             or len(old) != len(new)

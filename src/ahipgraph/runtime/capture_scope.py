@@ -32,17 +32,32 @@ class CaptureScope:
         graph: the captured graph, once the block has exited cleanly; None before.
     """
 
-    __slots__ = ("_mode", "_session", "graph", "stream")
+    __slots__ = ("_graph", "_mode", "_session", "_stream")
 
     def __init__(self, stream: Stream, mode: CaptureMode | int) -> None:
-        self.stream = stream
+        self._stream = stream
         self._mode = mode
         self._session: CaptureSession | None = None
-        self.graph: Graph | None = None
+        self._graph: Graph | None = None
+
+    # Read-only: the exit ends the capture on ``stream`` and sets ``graph``. A stream assigned
+    # inside the block made the exit find no capture of its own there: it aborted the capture,
+    # lost its graph and raised IllegalState ("ended inside its block"); an assigned graph was
+    # overwritten at the exit.
+
+    @property
+    def stream(self) -> Stream:
+        """The capturing (origin) stream."""
+        return self._stream
+
+    @property
+    def graph(self) -> Graph | None:
+        """The captured graph, once the block has exited cleanly; None before."""
+        return self._graph
 
     async def __aenter__(self) -> CaptureScope:
-        capture.begin(self.stream, self._mode)
-        part = self.stream._capture
+        capture.begin(self._stream, self._mode)
+        part = self._stream._capture
         assert isinstance(part, StreamCapture)
         self._session = part.session
         return self
@@ -56,22 +71,22 @@ class CaptureScope:
         session = self._session
         assert session is not None
         if exc is not None:
-            capture.abort(self.stream, session)  # plain, uninterruptible cleanup
+            capture.abort(self._stream, session)  # plain, uninterruptible cleanup
             return
-        part = self.stream._capture
+        part = self._stream._capture
         if not isinstance(part, StreamCapture) or part.session is not session:
-            capture.abort(self.stream, session)
-            self.stream._check_open()  # a stream destroyed in the block: ContextIsDestroyed
-            raise IllegalState(f"the capture on {self.stream!r} was ended inside its block")
+            capture.abort(self._stream, session)
+            self._stream._check_open()  # a stream destroyed in the block: ContextIsDestroyed
+            raise IllegalState(f"the capture on {self._stream!r} was ended inside its block")
         try:
-            self.graph = capture.end(self.stream)
+            self._graph = capture.end(self._stream)
         except BaseException:
             # An end refused before it could finish the capture (WrongThread: the block was
             # left in another task than the one that entered it, as an async generator's may
             # be) would leave it in progress, and a GLOBAL one refuses every malloc, with no
             # block left to end it. Invalidated and Unjoined ends finished it already.
-            capture.abort(self.stream, session)
+            capture.abort(self._stream, session)
             raise
 
     def __repr__(self) -> str:
-        return f"<CaptureScope {self.stream!r} graph={self.graph!r}>"
+        return f"<CaptureScope {self._stream!r} graph={self._graph!r}>"

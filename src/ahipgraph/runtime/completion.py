@@ -53,11 +53,11 @@ class Completion:
         raise TypeError("a Completion stands for work of this process and cannot be pickled")
 
     def done(self) -> bool:
-        return self._signal.value <= 0
+        return self._signal._value <= 0
 
     def exception(self) -> HipError | None:
         """The failure of completed work, or None (also None while it is still running)."""
-        return self._signal.error if self.done() else None
+        return self._signal._error if self.done() else None
 
     @property
     def start_ns(self) -> int | None:
@@ -70,7 +70,7 @@ class Completion:
     @property
     def end_ns(self) -> int | None:
         """Simulated time at which the work completed, once it has."""
-        return self._signal.time if self.done() else None
+        return self._signal._time if self.done() else None
 
     async def wait(self) -> None:
         """The same as ``await completion``."""
@@ -78,22 +78,22 @@ class Completion:
 
     def __await__(self) -> Generator[Any, None, None]:
         signal = self._signal
-        if signal.value > 0:
+        if signal._value > 0:
             yield from self._device._wait_signal(signal).__await__()
         else:
-            self._device._clock.observe(signal.time)
+            self._device._clock.observe(signal._time)
         if observe.observer is not None:
             observe.observer.completion_awaited(signal)
-        if signal.error is not None:
+        if signal._error is not None:
             # One error object answers every await of this work (and its stream's next
             # synchronize): each raise starts a fresh traceback, as ``Future.result()`` does,
             # so awaiting again neither piles up the earlier awaits' frames nor shows them.
-            raise signal.error.with_traceback(None)
+            raise signal._error.with_traceback(None)
 
     @safe_repr
     def __repr__(self) -> str:
         state = "done" if self.done() else "pending"
-        return f"<Completion {state} error={self._signal.error!r}>"
+        return f"<Completion {state} error={self._signal._error!r}>"
 
 
 def make_completion(signal: Signal, device: Device, program: Program | None = None) -> Completion:

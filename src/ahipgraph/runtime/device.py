@@ -400,7 +400,7 @@ class Device(DeviceBase, DeviceCopyMixin, NoCopy):
         if capture_checks is not None:
             capture_checks.device_sync()
         await self._engine.wait_idle()
-        self._clock.observe(max(queue.busy_until for queue in self._queues))
+        self._clock.observe(max(queue._busy_until for queue in self._queues))
         if observe.observer is not None:
             observe.observer.device_synchronized(self)
         # One failure per call; the others stay pending. Destroyed and forgotten streams'
@@ -547,7 +547,7 @@ def _memory_freeing(ptr: object, here: Device) -> DeviceMemory:
 def _owes_failure(stream: Stream) -> bool:
     """Whether ``stream`` has a failure to report, or work in flight that may still fail."""
     tail = stream.tail
-    return stream._error is not None or (tail is not None and tail.value > 0)
+    return stream._error is not None or (tail is not None and tail._value > 0)
 
 
 _FACTORY = FactoryOnly(

@@ -161,9 +161,9 @@ class Event(DestroyOnExit):
     @property
     def time_ns(self) -> int | None:
         """Simulated time of the latest completed record, or None."""
-        if self._signal is None or self._signal.value > 0:
+        if self._signal is None or self._signal._value > 0:
             return None
-        return self._signal.time
+        return self._signal._time
 
     @property
     def hid(self) -> HandleId:
@@ -229,7 +229,7 @@ class Event(DestroyOnExit):
         )
 
     def _complete(self) -> bool:
-        return self._signal is None or self._signal.value <= 0
+        return self._signal is None or self._signal._value <= 0
 
 
 def elapsed_time(start: Event, end: Event) -> float:

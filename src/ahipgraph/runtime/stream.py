@@ -240,8 +240,8 @@ class Stream(
         submission would say). Checked before the call's arguments: its pointers resolve by
         ordinal, so they would be looked up in the successor's memory, and the call refused or
         not for what the successor happens to hold."""
-        engine = self._queue.engine
-        if engine.retired:
+        engine = self._queue._engine
+        if engine._retired:
             engine._refuse_retired()
 
     @property
@@ -272,10 +272,10 @@ class Stream(
                 if s is not self
                 and not s._non_blocking
                 and s._tail is not None
-                and s._tail.value > 0
+                and s._tail._value > 0
             ]
         null = self._device._null_stream
-        if null is not None and null._tail is not None and null._tail.value > 0:
+        if null is not None and null._tail is not None and null._tail._value > 0:
             return [null._tail]
         return []
 
@@ -284,7 +284,7 @@ class Stream(
         for a destroyed stream or a replaced device: the operation's body then reports it, in
         HIP's order among the call's other errors (``record_event`` checks its flags and
         event first)."""
-        if self._state is not _OPEN or self._capture is not None or self._queue.engine.retired:
+        if self._state is not _OPEN or self._capture is not None or self._queue._engine._retired:
             return None
         return self._queue
 
@@ -292,7 +292,7 @@ class Stream(
         """True once the stream takes no new work: destroyed, or its device replaced by
         ``configure_devices``. What ends a call's wait for room in its ring, for a signal set
         or for a pending free (see :meth:`_wake_parked`). Safe from any thread."""
-        return self._state is not _OPEN or self._queue.engine.retired
+        return self._state is not _OPEN or self._queue._engine._retired
 
     def _parked_elsewhere(self, waits: WakesGone) -> None:
         """A call on this stream parks in ``waits`` (with :meth:`_gone` as its ``gone``
@@ -330,7 +330,7 @@ class Stream(
         <ahipgraph.device.engine.Engine.bind_loop>` (no running loop, or the device is busy on
         another loop). All before anything changes.
         """
-        engine = self._queue.engine
+        engine = self._queue._engine
         with engine.submitting():  # the owner check and every packet of this enqueue: one step
             if self._state is not _OPEN or self._capture is not part:
                 self._changed_under_call()
@@ -637,7 +637,7 @@ class Stream(
         flag = self._check_wait_call(event, flags)
         if capture.wait_event(self, event, flag):
             return
-        if record is not None and record.value > 0:
+        if record is not None and record._value > 0:
             # The barrier is stream work: it becomes the tail, so synchronize() and query()
             # cover it. The device may refuse it (no running loop, busy on another loop).
             # (On a capturing stream too: an event recorded outside its capture.)
@@ -656,14 +656,14 @@ class Stream(
         if not isinstance(given, Event):
             return False
         record = event._signal
-        return record is None or record.value <= 0 or capture.recorded_in_capture(event)
+        return record is None or record._value <= 0 or capture.recorded_in_capture(event)
 
     def _wait_event_ring(self, event: Event, flags: int = 0) -> HardwareQueue | None:
         """The queue ``wait_event`` needs room in: the stream's (see :meth:`_ring`), and on a
         capturing stream too when the wait is a real one, on an event recorded outside any
         capture (its barrier packet goes to the stream's queue, as HIP's marker does)."""
         queue = self._ring()
-        if queue is not None or self._state is not _OPEN or self._queue.engine.retired:
+        if queue is not None or self._state is not _OPEN or self._queue._engine._retired:
             return queue
         given: object = event  # callers are untyped Python: check what really came in
         if isinstance(given, Event) and capture.waits_eagerly(self, event, flags):
@@ -713,9 +713,9 @@ class Stream(
         self._check_open()
         capture.check_stream_sync(self, "query()")
         targets = self._sync_targets()
-        done = all(signal.value <= 0 for signal in targets)
+        done = all(signal._value <= 0 for signal in targets)
         if done and targets:  # the host saw the work complete, as synchronize() does
-            self._device._clock.observe(max(signal.time for signal in targets))
+            self._device._clock.observe(max(signal._time for signal in targets))
         if done and observe.observer is not None:
             observe.observer.stream_synchronized(self)
         return done
@@ -837,7 +837,7 @@ class Stream(
             self._device.ordinal,
             self._queue.index,
             self._submitted,
-            self._tail is not None and self._tail.value > 0,
+            self._tail is not None and self._tail._value > 0,
             self._error is not None,
         )
 
@@ -885,7 +885,7 @@ def launch_stream(stream: object, device: Device, *, any_device: bool = False) -
         stream._check_open()  # raises
     home = stream._device
     if home is not device and not any_device:
-        if home.engine.retired:  # a stream kept from devices configure_devices replaced
+        if home.engine._retired:  # a stream kept from devices configure_devices replaced
             home.engine._refuse_retired()  # raises InvalidDevice
         raise InvalidValue(
             f"{stream!r} belongs to device {home.ordinal}, not device {device.ordinal}"

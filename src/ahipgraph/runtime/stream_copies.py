@@ -94,7 +94,7 @@ def to_symbol_params(
 ) -> MemcpyParams:
     """A copy of ``nbytes`` from ``src`` into ``symbol`` at ``offset``, on ``device``."""
     sym = lookup_symbol(symbol)
-    count = _symbol_nbytes(nbytes, src, sym.nbytes)
+    count = _symbol_nbytes(nbytes, src, sym._nbytes)
     count, offset = check_symbol_range(sym, count, offset)
     _symbol_kind(kind, _TO_SYMBOL, "to")
     _check_other_end(src, "src", count, kind, device)
@@ -115,7 +115,7 @@ def from_symbol_params(
 ) -> MemcpyParams:
     """A copy of ``nbytes`` from ``symbol`` at ``offset`` into ``dst``, on ``device``."""
     sym = lookup_symbol(symbol)
-    count = _symbol_nbytes(nbytes, dst, sym.nbytes)
+    count = _symbol_nbytes(nbytes, dst, sym._nbytes)
     count, offset = check_symbol_range(sym, count, offset)
     _symbol_kind(kind, _FROM_SYMBOL, "from")
     _check_other_end(dst, "dst", count, kind, device)

@@ -68,7 +68,7 @@ class StreamMemoryMixin:
         except OutOfMemory as error:
             stream = self._stream()
             pending = stream._last_free
-            if pending is None or pending.value <= 0 or stream._capture is not None:
+            if pending is None or pending._value <= 0 or stream._capture is not None:
                 raise
             refused = error
         # A destroy wakes the wait at once (the free may never run: it may be behind a
@@ -186,8 +186,8 @@ class StreamMemoryMixin:
         here = stream._device._memory
         if type(ptr.address) is not int or type(ptr.device) is not int:  # a hand-made
             # pointer's: refused as Device.free does, before any of its objects is compared
-            raise InvalidValue(f"{ptr!r} is not a live allocation of device {here.ordinal}")
-        if ptr.device == here.ordinal:
+            raise InvalidValue(f"{ptr!r} is not a live allocation of device {here._ordinal}")
+        if ptr.device == here._ordinal:
             device = stream._device
         else:
             try:

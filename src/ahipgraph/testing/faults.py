@@ -199,7 +199,7 @@ class AllocationFault(hooks.Observer):
 
     def allocating(self, memory: DeviceMemory, nbytes: int) -> None:
         # Called with the allocator's lock held: read nothing from ``memory`` but plain fields.
-        if self.device is not None and memory.ordinal != self.device:
+        if self.device is not None and memory._ordinal != self.device:
             return
         if self.nbytes is not None and nbytes != self.nbytes:
             return
@@ -209,7 +209,7 @@ class AllocationFault(hooks.Observer):
             self.remaining -= 1
         self.hits += 1
         raise OutOfMemory(
-            f"device {memory.ordinal}: injected fault refused an allocation of {nbytes} bytes"
+            f"device {memory._ordinal}: injected fault refused an allocation of {nbytes} bytes"
         )
 
     def __repr__(self) -> str:

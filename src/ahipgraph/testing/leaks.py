@@ -77,7 +77,7 @@ def snapshot(*, collect: bool = True) -> Snapshot:
 
 def _of_devices(table: Sequence[Device], handles: dict[str, int]) -> Snapshot:
     devices = tuple(device.statistics() for device in table)
-    owners = {device.ordinal: device.engine.owner_number for device in table}
+    owners = {device.ordinal: device.engine._owner_number for device in table}
     return Snapshot(devices, handles, owners)
 
 

@@ -186,18 +186,37 @@ class RaceCheck:
         mode = str.__str__(on_race)
         if mode not in _MODES:
             raise ValueError(f"on_race must be one of {', '.join(_MODES)}, got {mode!r}")
-        self.on_race = mode
-        self.reports: list[RaceReport] = []
-        self.active = False
+        self._on_race = mode
+        self._reports: list[RaceReport] = []
+        self._active = False
+
+    # Read-only: the mode is checked above, once, and the block's entry and exit set
+    # ``active``. An ``on_race`` assigned afterwards skipped that check: a misspelt "raise"
+    # made every race of the block pass its racing call silently, only collected.
+
+    @property
+    def on_race(self) -> str:
+        """What a race does: "raise", "warn" or "collect"."""
+        return self._on_race
+
+    @property
+    def reports(self) -> list[RaceReport]:
+        """Every :class:`RaceReport` found while this check was the innermost."""
+        return self._reports
+
+    @property
+    def active(self) -> bool:
+        """True between entering and leaving the block."""
+        return self._active
 
     def statistics(self) -> RaceCheckStatistics:
         """Counts of the checker's state: lanes, events, shadow ranges, eager footprints
         kept for reuse, reports (a record, as every ``statistics()`` returns)."""
-        return RaceCheckStatistics(**_CHECKER.statistics(), reports=len(self.reports))
+        return RaceCheckStatistics(**_CHECKER.statistics(), reports=len(self._reports))
 
     @safe_repr
     def __repr__(self) -> str:
-        return f"<RaceCheck on_race={self.on_race} reports={len(self.reports)}>"
+        return f"<RaceCheck on_race={self._on_race} reports={len(self._reports)}>"
 
 
 class _Checker(observe.RuntimeObserver, hooks.Observer):
@@ -223,11 +242,11 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                 SITES.allocations.clear()  # a reconfigured device hands out old addresses again
                 observe.install(self)
             self.stack.append(check)
-            check.active = True
+            check._active = True
 
     def pop(self, check: RaceCheck) -> None:
         with self.lock:
-            check.active = False
+            check._active = False
             if check in self.stack:
                 self.stack.remove(check)
             if not self.stack:
@@ -352,8 +371,8 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
     def refuse(self, txn: Transaction) -> None:
         """In raise mode, RaceError for a planned call that races (nothing was committed)."""
         check = self.target() if txn.reports else None
-        if check is not None and check.on_race == "raise":
-            check.reports.extend(txn.reports)
+        if check is not None and check._on_race == "raise":
+            check._reports.extend(txn.reports)
             raise RaceError(txn.reports)
 
     # -- shadow memory -------------------------------------------------------------------
@@ -455,7 +474,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
     def target(self) -> RaceCheck | None:
         """The check a report made now goes to (see :class:`RaceCheck`)."""
         for check in reversed(_ENTERED.get()):
-            if check.active:
+            if check._active:
                 return check
         return self.stack[-1] if self.stack else None
 
@@ -463,10 +482,10 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
         check = self.target()
         if check is None:
             return
-        check.reports.append(made)
-        if check.on_race == "warn" or (check.on_race == "raise" and not may_raise):
+        check._reports.append(made)
+        if check._on_race == "warn" or (check._on_race == "raise" and not may_raise):
             warnings.warn(str(made), RaceWarning, stacklevel=_caller_level())
-        elif check.on_race == "raise":
+        elif check._on_race == "raise":
             raise RaceError([made])
 
     def emit_all(self, reports: list[RaceReport]) -> None:
@@ -898,7 +917,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
         entries = copies.get(id(op))
         entry = None
         if entries is not None:
-            while entries and entries[0][3].value <= 0:
+            while entries and entries[0][3]._value <= 0:
                 del entries[0]  # its launch ended without running it (a failure before it)
             if entries and entries[0][0] is op:
                 entry = entries.pop(0)

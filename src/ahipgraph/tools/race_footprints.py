@@ -77,11 +77,11 @@ def located_footprint(
     kind = type(work)
     here, memory_here = device.ordinal, device.memory
     entry = st.located.get(here)
-    if entry is None or entry[0]() is not memory_here or entry[1] != memory_here.frees:
+    if entry is None or entry[0]() is not memory_here or entry[1] != memory_here._frees:
         table = st.shadow.get(memory_here)  # made now (empty) if new: one per memory, kept
         if table is None:
             table = st.shadow[memory_here] = {}
-        entry = st.located[here] = (weakref.ref(memory_here), memory_here.frees, {}, table)
+        entry = st.located[here] = (weakref.ref(memory_here), memory_here._frees, {}, table)
     memo: dict[Any, Any] = entry[2]
     table_here = entry[3]
     owner: Any

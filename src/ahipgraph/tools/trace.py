@@ -379,7 +379,7 @@ class _Recorder(hooks.Observer):
     # -- host enqueues ----------------------------------------------------------------------------
 
     def submitted(self, queue: HardwareQueue, program: Program) -> None:
-        device = cast("Device", queue.device)  # every configured device is a public Device
+        device = cast("Device", queue._device)  # every configured device is a public Device
         original = program.on_done
         launch = _launch_of(original)
         with self._lock:
@@ -392,7 +392,7 @@ class _Recorder(hooks.Observer):
                 info = _ProgramInfo()
                 self.trace.enqueues.append(
                     EnqueueRecord(
-                        device.ordinal, queue.index, device.clock.now, _stream_call(program)
+                        device.ordinal, queue._index, device.clock.now, _stream_call(program)
                     )
                 )
             self._programs[program] = info
@@ -416,7 +416,7 @@ class _Recorder(hooks.Observer):
             self.trace.enqueues.append(
                 EnqueueRecord(
                     device.ordinal,
-                    launch.stream.queue.index,
+                    launch.stream.queue._index,
                     device.clock.now,
                     f"launch exec {exec_no}",
                     exec_no,
@@ -516,7 +516,7 @@ class _Recorder(hooks.Observer):
         assert queue is not None
         # A packet submitted before the block began was not seen then: name its device now,
         # or the file has slices in a process and on tracks nobody named.
-        self._see_device(cast("Device", queue.device))
+        self._see_device(cast("Device", queue._device))
         kind, name = described
         index = len(self.trace.ops)
         node = info.nodes.get(program.pc) if at_op and info.nodes is not None else None
@@ -525,8 +525,8 @@ class _Recorder(hooks.Observer):
         self.trace.ops.append(
             OpRecord(
                 index,
-                queue.device.ordinal,
-                queue.index,
+                queue._device.ordinal,
+                queue._index,
                 kind,
                 name,
                 start_ns,
@@ -599,7 +599,7 @@ class _Recorder(hooks.Observer):
         for ordinal in seen:
             if ordinal < device_count():
                 device = get_device(ordinal)
-                busy = max(queue.busy_until for queue in device.queues)
+                busy = max(queue._busy_until for queue in device.queues)
                 self._sample(device, max(device.clock.now, busy))
         with self._lock:
             self.closed = True
