@@ -7,6 +7,7 @@ documentation) promises instead.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import ahipgraph as ahg
 from cleanup import destroy
@@ -26,3 +27,31 @@ def test_a_pitched_copy_node_is_labelled_with_its_direction_only(device: ahg.Dev
     table = graph.to_dot(ahg.DotFlags.MemcpyNodeParams)
     assert "{{src_pitch | dst_pitch | width | height | depth} | {8 | 16 | 8 | 4 | 1}}" in table
     destroy(graph, dst)
+
+
+COEFFS = ahg.device_symbol("test_newcomer_findings.coeffs", dtype=np.float32, shape=(4,))
+
+
+@ahg.kernel
+def _double(t: ahg.Threads, src: ahg.Ptr[ahg.float32], dst: ahg.Ptr[ahg.float32]) -> None:
+    dst[:4] = src[:4] * 2
+
+
+@pytest.mark.asyncio
+async def test_a_symbol_given_to_a_kernel_says_how_to_pass_its_address(device: ahg.Device) -> None:
+    # HIP kernels name a __device__ global directly; here a kernel takes the symbol's address,
+    # and the refusal of the symbol itself says so instead of only asking for a DevicePtr.
+    out = device.malloc(16)
+    stream = device.create_stream()
+    graph = ahg.Graph()
+    with pytest.raises(TypeError, match=r"symbol\.address\(device\)"):
+        graph.add_kernel_node(_double, 1, 1, (COEFFS, out))
+    with pytest.raises(TypeError, match=r"symbol\.address\(device\)"):
+        await stream.launch_kernel(_double, 1, 1, (COEFFS, out))
+    assert graph.statistics().nodes == 0
+    assert stream.statistics().submitted == 0
+    await stream.memcpy_to_symbol(COEFFS, np.arange(4, dtype=np.float32))
+    await stream.launch_kernel(_double, 1, 1, (COEFFS.address(device), out))
+    await stream.synchronize()
+    assert device.view(out, np.float32).tolist() == [0.0, 2.0, 4.0, 6.0]
+    destroy(graph, stream, out)
