@@ -55,3 +55,24 @@ async def test_a_symbol_given_to_a_kernel_says_how_to_pass_its_address(device: a
     await stream.synchronize()
     assert device.view(out, np.float32).tolist() == [0.0, 2.0, 4.0, 6.0]
     destroy(graph, stream, out)
+
+
+@pytest.mark.parametrize(
+    ("kind", "size", "says"),
+    [
+        (ahg.ConditionalKind.If, 3, "an If node takes 1 or 2 bodies (the second runs on 0), got 3"),
+        (ahg.ConditionalKind.While, 2, "a While node takes exactly 1 body, got 2"),
+        (ahg.ConditionalKind.Switch, 0, "a Switch node takes 1..65536 bodies, got 0"),
+    ],
+)
+def test_a_wrong_body_count_is_refused_in_plain_words(
+    kind: ahg.ConditionalKind, size: int, says: str
+) -> None:
+    # It said "a If node takes 1..2 bodies" and "a While node takes 1..1 bodies".
+    graph = ahg.Graph()
+    handle = graph.conditional_handle()
+    with pytest.raises(ahg.InvalidValue) as refused:
+        graph.add_conditional_node(handle, kind, size)
+    assert str(refused.value) == f"hipErrorInvalidValue: {says}"
+    assert graph.statistics().nodes == 0
+    graph.destroy()
