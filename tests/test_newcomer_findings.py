@@ -6,10 +6,13 @@ documentation) promises instead.
 
 from __future__ import annotations
 
+import random
+
 import numpy as np
 import pytest
 
 import ahipgraph as ahg
+from ahipgraph import testing
 from cleanup import destroy
 
 
@@ -76,3 +79,26 @@ def test_a_wrong_body_count_is_refused_in_plain_words(
     assert str(refused.value) == f"hipErrorInvalidValue: {says}"
     assert graph.statistics().nodes == 0
     graph.destroy()
+
+
+def test_a_stress_builder_of_ones_own_needs_only_names_the_testing_kit_exports() -> None:
+    # stress()'s docs send a builder's author to ``Builder`` and the ``CELLS`` int32 cells of
+    # its buffer; neither was importable from ahipgraph.testing (nor the limits it names).
+    from ahipgraph.testing import CELLS, MAX_TASKS, MAX_THREADS, STALL_TIMEOUT_S, Builder
+
+    def every_cell_once(rng: random.Random, buffer: ahg.DevicePtr) -> ahg.Graph:
+        graph = ahg.Graph()
+        for cell in rng.sample(range(CELLS), CELLS):
+            graph.add_kernel_node(_bump, 1, 1, (cell, buffer))
+        return graph
+
+    builder: Builder = every_cell_once
+    report = testing.stress([builder], ops=20, tasks=1, threads=0, faults=False)
+    assert report.ops >= 20
+    assert (MAX_TASKS, MAX_THREADS) == (10_000, 256)
+    assert STALL_TIMEOUT_S > 0
+
+
+@ahg.kernel
+def _bump(t: ahg.Threads, cell: ahg.int32, x: ahg.Ptr[ahg.int32]) -> None:
+    x[cell] += 1
