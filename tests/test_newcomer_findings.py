@@ -60,6 +60,25 @@ async def test_a_symbol_given_to_a_kernel_says_how_to_pass_its_address(device: a
     destroy(graph, stream, out)
 
 
+@pytest.mark.asyncio
+async def test_a_host_array_given_to_a_kernel_says_it_must_be_copied_to_the_device(
+    device: ahg.Device,
+) -> None:
+    # CUDA users come from kernels that take pointers; a numpy array passed for one was
+    # refused with "needs a DevicePtr" alone.
+    host = np.arange(4, dtype=np.float32)
+    out = device.malloc(16)
+    stream = device.create_stream()
+    graph = ahg.Graph()
+    with pytest.raises(TypeError, match=r"a host array is not device memory: memcpy it into"):
+        graph.add_kernel_node(_double, 1, 1, (host, out))
+    with pytest.raises(TypeError, match=r"a host array is not device memory"):
+        await stream.launch_kernel(_double, 1, 1, (out, host))
+    assert graph.statistics().nodes == 0
+    assert stream.statistics().submitted == 0
+    destroy(graph, stream, out)
+
+
 @pytest.mark.parametrize(
     ("kind", "size", "says"),
     [

@@ -166,6 +166,8 @@ class PointerType(ArgType):
             hint = ""
             if isinstance(value, DeviceSymbol):  # HIP code names the global in the kernel
                 hint = "; a kernel takes its address: symbol.address(device) (hipGetSymbolAddress)"
+            elif isinstance(value, np.ndarray):  # host memory, which a kernel cannot reach
+                hint = "; a host array is not device memory: memcpy it into device.malloc() memory"
             raise TypeError(
                 f"parameter {param!r} ({self.name}) needs a DevicePtr or None, got {value!r}" + hint
             )
