@@ -121,3 +121,18 @@ def test_a_stress_builder_of_ones_own_needs_only_names_the_testing_kit_exports()
 @ahg.kernel
 def _bump(t: ahg.Threads, cell: ahg.int32, x: ahg.Ptr[ahg.int32]) -> None:
     x[cell] += 1
+
+
+def test_help_on_each_error_class_says_which_hip_error_it_is_and_when() -> None:
+    # help(ahg.StreamCaptureInvalidated) showed only HipError's notes on copying and pickling.
+    classes = [
+        value
+        for value in (getattr(ahg, name) for name in ahg.__all__)
+        if isinstance(value, type) and issubclass(value, ahg.HipError) and value is not ahg.HipError
+    ]
+    assert len(classes) >= 30
+    for error in classes:
+        own = error.__dict__.get("__doc__")
+        assert own, f"{error.__name__} has no docstring of its own"
+        if error is not ahg.Destroyed:  # a marker across codes, not one code
+            assert f"``{error.code.hip_name}``" in own, error.__name__
