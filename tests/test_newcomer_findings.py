@@ -136,3 +136,18 @@ def test_help_on_each_error_class_says_which_hip_error_it_is_and_when() -> None:
         assert own, f"{error.__name__} has no docstring of its own"
         if error is not ahg.Destroyed:  # a marker across codes, not one code
             assert f"``{error.code.hip_name}``" in own, error.__name__
+
+
+def test_help_on_instantiate_names_every_option_it_takes() -> None:
+    # launch()'s docs send the reader to signal_set_policy="wait", which instantiate's own
+    # docs never named (they described only its older spelling, as if growing were the default).
+    graph = ahg.Graph()
+    with pytest.raises(TypeError, match="known: ") as refused:
+        graph.instantiate(no_such_option=1)
+    known = str(refused.value).split("known: ", 1)[1].split(", ")
+    assert "signal_set_policy" in known
+    doc = ahg.Graph.instantiate.__doc__ or ""
+    for option in known:
+        assert f"``{option}``" in doc, option
+    assert '``"wait"``, the default' in doc
+    graph.destroy()
