@@ -24,6 +24,7 @@ from itertools import pairwise
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
+from ..core.errors import InvalidValue
 from ..device.pointer import DevicePtr
 from ..graph.node_type import NodeType
 from ..runtime.params import KernelParams
@@ -120,10 +121,7 @@ def flatten(
                 child_origs: list[GraphNode] | None = None
                 child_graph = None
                 if original is not None:
-                    child_graph = original._params.graph  # type: ignore[union-attr]
-                    child_origs = child_graph.nodes()
-                    if len(child_origs) != len(node.child.nodes):
-                        child_origs, child_graph = None, None
+                    child_origs, child_graph = _child_originals(original, node.child)
                 sinks = yield (
                     node.child,
                     child_origs,
@@ -152,6 +150,33 @@ def flatten(
         stack.append(visit(*request))
         first = True
     return flat
+
+
+def _child_originals(
+    node: GraphNode, copy: ExecGraph
+) -> tuple[list[GraphNode] | None, Graph | None]:
+    """The user's nodes of child-graph node ``node``'s embedded graph, one per node of its
+    ``copy`` to name them after, and that graph; (None, None) when they no longer match.
+
+    The copy was made under the graph's lock, and this runs after it: another thread may have
+    destroyed the node meanwhile (its embedded graph with it) or edited the embedded graph,
+    so that its nodes now are others than the copy's. The copy is checked all the same; only
+    the user's names for its nodes are lost.
+    """
+    child_graph = getattr(node._params, "graph", None)  # read once; an edit may replace it
+    if child_graph is None:
+        return None, None
+    try:
+        child_origs: list[GraphNode] = child_graph.nodes()
+    except InvalidValue:  # destroyed meanwhile, or edited into a cycle
+        return None, None
+    copies = copy.nodes
+    if len(child_origs) != len(copies) or any(
+        original._type is not copied.type
+        for original, copied in zip(child_origs, copies, strict=True)
+    ):
+        return None, None
+    return child_origs, child_graph
 
 
 def flatten_nodes(exec_graph: ExecGraph) -> list[FlatNode]:
