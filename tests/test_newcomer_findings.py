@@ -201,3 +201,26 @@ def test_a_race_check_survives_a_child_node_destroyed_by_another_thread_meanwhil
     _, reports = check_exec_graph(exec_graph, originals, graph)
     assert len(reports) == 3  # three writes of x, no two of them ordered
     destroy(graph, inner, child, x)
+
+
+def test_a_race_check_survives_a_conditional_node_destroyed_by_another_thread_meanwhile(
+    device: ahg.Device,
+) -> None:
+    # The same window for a conditional node's bodies: destroyed with their node after the
+    # copy, they failed the check with InvalidValue.
+    from ahipgraph.exec.conditional import copy_bodies
+    from ahipgraph.exec.races import check_exec_graph
+    from ahipgraph.exec.snapshot import snapshot
+
+    x = device.malloc(4)
+    graph = ahg.Graph()
+    graph.add_kernel_node(_write, 1, 1, (x,))
+    node, (body,) = graph.add_conditional_node(graph.conditional_handle(), ahg.ConditionalKind.If)
+    body.add_kernel_node(_write, 1, 1, (x,))
+    body.add_kernel_node(_write, 1, 1, (x,))
+    exec_graph, originals = snapshot(graph)
+    bodies = copy_bodies(exec_graph)
+    node.destroy()
+    _, reports = check_exec_graph(exec_graph, originals, graph, bodies)
+    assert len(reports) == 2  # the top kernel against the node, and the body's own pair
+    destroy(graph, x)

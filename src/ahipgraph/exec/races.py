@@ -166,17 +166,23 @@ def _child_originals(
     child_graph = getattr(node._params, "graph", None)  # read once; an edit may replace it
     if child_graph is None:
         return None, None
+    return _originals_of(child_graph, copy)
+
+
+def _originals_of(graph: Graph, copy: ExecGraph) -> tuple[list[GraphNode] | None, Graph | None]:
+    """``graph``'s nodes, one per node of ``copy`` (made from it earlier), and ``graph``; (None,
+    None) when ``graph`` was destroyed or edited since, so that they no longer match."""
     try:
-        child_origs: list[GraphNode] = child_graph.nodes()
+        originals: list[GraphNode] = graph.nodes()
     except InvalidValue:  # destroyed meanwhile, or edited into a cycle
         return None, None
     copies = copy.nodes
-    if len(child_origs) != len(copies) or any(
+    if len(originals) != len(copies) or any(
         original._type is not copied.type
-        for original, copied in zip(child_origs, copies, strict=True)
+        for original, copied in zip(originals, copies, strict=True)
     ):
         return None, None
-    return child_origs, child_graph
+    return originals, graph
 
 
 def flatten_nodes(exec_graph: ExecGraph) -> list[FlatNode]:
@@ -679,9 +685,9 @@ class ExecRaces:
                     owners: tuple[Graph, ...] = node.params.bodies
                     for number, body in enumerate(bodies.get(id(node), ())):
                         owner: Graph | None = owners[number] if number < len(owners) else None
-                        originals = None if owner is None else owner.nodes()
-                        if originals is not None and len(originals) != len(body.nodes):
-                            originals, owner = None, None  # changed since the copy: no handles
+                        originals: list[GraphNode] | None = None
+                        if owner is not None:  # changed since the copy: no handles
+                            originals, owner = _originals_of(owner, body)
                         inner = ExecRaces(body, originals, owner, check=True, bodies=bodies)
                         out += inner._own_races()
                         later.append(body)
