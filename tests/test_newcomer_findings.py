@@ -224,3 +224,20 @@ def test_a_race_check_survives_a_conditional_node_destroyed_by_another_thread_me
     _, reports = check_exec_graph(exec_graph, originals, graph, bodies)
     assert len(reports) == 2  # the top kernel against the node, and the body's own pair
     destroy(graph, x)
+
+
+@pytest.mark.parametrize(
+    "method",
+    [
+        ahg.Graph.statistics,
+        ahg.GraphExec.statistics,
+        ahg.Stream.statistics,
+        ahg.Device.statistics,
+        ahg.UserObject.statistics,
+        ahg.Completion.done,
+    ],
+    ids=lambda method: method.__qualname__,
+)
+def test_help_on_the_calls_tests_assert_on_says_what_they_report(method: object) -> None:
+    # The docs tell users to prove nothing leaked with statistics(); help() on them was empty.
+    assert (getattr(method, "__doc__", None) or "").strip()

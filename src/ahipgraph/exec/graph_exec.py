@@ -688,6 +688,9 @@ class GraphExec(DestroyOnExit):
         return self._launcher.in_flight
 
     def statistics(self) -> ExecStatistics:
+        """What the executable holds and did: its state, nodes, segments and parallel strands,
+        launches taken, in flight and completed, parameter versions, and its signal-set pool
+        and argument arena (both as their own statistics)."""
         return ExecStatistics(
             state=self._state.value,
             nodes=len(self._graph),

@@ -1249,6 +1249,8 @@ class Graph(DestroyOnExit):
     # -- reporting ---------------------------------------------------------------------------------
 
     def statistics(self) -> GraphStatistics:
+        """Counts of this graph: nodes, edges, roots, child graphs, the user objects it owns
+        and its references to them, whether it has memory nodes, was instantiated or destroyed."""
         with self.lock:
             owned = {obj: obj._owned_by(self) for obj in self._user_objects}
             return GraphStatistics(

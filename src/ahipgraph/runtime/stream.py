@@ -715,6 +715,8 @@ class Stream(
         self._close()
 
     def statistics(self) -> StreamStatistics:
+        """The stream's device and hardware queue, the operations submitted to it, whether
+        some are still pending, and whether a failure waits to be reported."""
         return StreamStatistics(
             self.device.ordinal,
             self.queue.index,
