@@ -241,3 +241,34 @@ def test_a_race_check_survives_a_conditional_node_destroyed_by_another_thread_me
 def test_help_on_the_calls_tests_assert_on_says_what_they_report(method: object) -> None:
     # The docs tell users to prove nothing leaked with statistics(); help() on them was empty.
     assert (getattr(method, "__doc__", None) or "").strip()
+
+
+@ahg.kernel
+def _put_wide(t: ahg.Threads, a: ahg.int64, b: ahg.int64, x: ahg.Ptr[ahg.int32]) -> None:
+    x[0] = a + b
+
+
+@pytest.mark.asyncio
+async def test_an_update_whose_arguments_outgrow_the_arena_fails_as_an_update(
+    device: ahg.Device,
+) -> None:
+    # With a small arena_headroom, an update to a kernel with larger arguments raised a bare
+    # InvalidValue, not the GraphExecUpdateFailure (ParametersChanged, naming the node) that
+    # update() documents for a parameter it cannot take; nothing may change either way.
+    x = device.malloc(4)
+    stream = device.create_stream()
+    graph = ahg.Graph()
+    graph.add_kernel_node(_write, 1, 1, (x,))
+    graph_exec = graph.instantiate(arena_headroom=0)
+    wider = ahg.Graph()
+    wide = wider.add_kernel_node(_put_wide, 1, 1, (2, 3, x))
+    before = graph_exec.statistics()
+    with pytest.raises(ahg.GraphExecUpdateFailure) as refused:
+        graph_exec.update(wider)
+    assert refused.value.result.kind is ahg.UpdateResultKind.ParametersChanged
+    assert refused.value.result.node is wide
+    assert "arena_headroom" in refused.value.result.reason
+    assert graph_exec.statistics() == before
+    await (await graph_exec.launch(stream))
+    assert device.view(x, np.int32)[0] == 1  # still the old kernel
+    destroy(graph_exec, graph, wider, stream, x)
