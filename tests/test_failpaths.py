@@ -63,8 +63,9 @@ def test_update_whose_second_slot_exceeds_a_chunk_leaves_the_first_node_untouche
     a.set_kernel_params(wide, 1, 1, (1, 2))  # needs a new 16-byte slot: fits in a chunk
     new.nodes()[1].set_kernel_params(huge, 1, 1, (1, 2, 3, 4, 5, 6))  # 48 bytes: never fits
     before = state(graph_exec, device)
-    with pytest.raises(ahg.InvalidValue, match="exceed"):
+    with pytest.raises(ahg.GraphExecUpdateFailure, match="exceed") as refused:
         graph_exec.update(new)
+    assert refused.value.result.kind is ahg.UpdateResultKind.ParametersChanged
     assert state(graph_exec, device) == before
     assert graph_exec.statistics().arena.allocations == 2  # only instantiate's two slots
     destroy(graph_exec, graph, new)

@@ -317,101 +317,149 @@ def error_class(code: ErrorCode | int) -> type[HipError]:
 
 @_register
 class InvalidValue(HipError):
+    """``hipErrorInvalidValue``: an argument is null, out of range or not what the call takes, or a
+    graph, node or executable handle was destroyed."""
+
     code = ErrorCode.InvalidValue
 
 
 @_register
 class OutOfMemory(HipError):
+    """``hipErrorOutOfMemory``: not enough device memory, or address space, for an allocation."""
+
     code = ErrorCode.OutOfMemory
 
 
 @_register
 class NotInitialized(HipError):
+    """``hipErrorNotInitialized``: kept for HIP's table of codes; ahipgraph never raises it."""
+
     code = ErrorCode.NotInitialized
 
 
 @_register
 class InvalidConfiguration(HipError):
+    """``hipErrorInvalidConfiguration``: a launch's grid or block has a zero dimension or is
+    beyond the device's limits."""
+
     code = ErrorCode.InvalidConfiguration
 
 
 @_register
 class InvalidPitchValue(HipError):
+    """``hipErrorInvalidPitchValue``: a pitched copy's pitch is below its row width."""
+
     code = ErrorCode.InvalidPitchValue
 
 
 @_register
 class InvalidSymbol(HipError):
+    """``hipErrorInvalidSymbol``: a symbol copy names no declared device symbol."""
+
     code = ErrorCode.InvalidSymbol
 
 
 @_register
 class InvalidDevicePointer(HipError):
+    """``hipErrorInvalidDevicePointer``: a device address lies in no live allocation, or in a
+    peer's memory the device has no access to."""
+
     code = ErrorCode.InvalidDevicePointer
 
 
 @_register
 class InvalidMemcpyDirection(HipError):
+    """``hipErrorInvalidMemcpyDirection``: a copy's ``kind`` does not match its endpoints."""
+
     code = ErrorCode.InvalidMemcpyDirection
 
 
 @_register
 class InvalidDeviceFunction(HipError):
+    """``hipErrorInvalidDeviceFunction``: a stream launch was given no kernel."""
+
     code = ErrorCode.InvalidDeviceFunction
 
 
 @_register
 class InvalidDevice(HipError):
+    """``hipErrorInvalidDevice``: no device has that ordinal, or the device was replaced by
+    ``configure_devices`` and takes no new work."""
+
     code = ErrorCode.InvalidDevice
 
 
 @_register
 class OperatingSystem(HipError):
+    """``hipErrorOperatingSystem``: a DOT file could not be written, or Graphviz failed."""
+
     code = ErrorCode.OperatingSystem
 
 
 @_register
 class InvalidHandle(HipError):
+    """``hipErrorInvalidHandle`` (also HIP's ``hipErrorInvalidResourceHandle``): a null or
+    destroyed event, an unrecorded one where a record is needed, an event of another device,
+    or the null stream (or a stream already destroyed) given to ``destroy()``."""
+
     code = ErrorCode.InvalidHandle
 
 
 @_register
 class IllegalState(HipError):
+    """``hipErrorIllegalState``: the call does not fit the object's state (a stream not capturing,
+    a graph destroyed twice, a device busy on another event loop)."""
+
     code = ErrorCode.IllegalState
 
 
 @_register
 class NotFound(HipError):
+    """``hipErrorNotFound``: kept for HIP's table of codes; ahipgraph never raises it."""
+
     code = ErrorCode.NotFound
 
 
 @_register
 class NotReady(HipError):
+    """``hipErrorNotReady``: a ``*_nowait`` call would have to wait, or work is not finished yet."""
+
     code = ErrorCode.NotReady
 
 
 @_register
 class IllegalAddress(HipError):
+    """``hipErrorIllegalAddress``: a copy, fill or other device operation faulted while it ran."""
+
     code = ErrorCode.IllegalAddress
 
 
 @_register
 class PeerAccessAlreadyEnabled(HipError):
+    """``hipErrorPeerAccessAlreadyEnabled``: the device already accesses that peer."""
+
     code = ErrorCode.PeerAccessAlreadyEnabled
 
 
 @_register
 class PeerAccessNotEnabled(HipError):
+    """``hipErrorPeerAccessNotEnabled``: the device does not access that peer."""
+
     code = ErrorCode.PeerAccessNotEnabled
 
 
 @_register
 class ContextIsDestroyed(HipError):
+    """``hipErrorContextIsDestroyed``: the stream was destroyed."""
+
     code = ErrorCode.ContextIsDestroyed
 
 
 @_register
 class LaunchFailure(HipError):
+    """``hipErrorLaunchFailure``: device work failed: a kernel body or host function raised
+    (its ``__cause__`` says what), or the work was abandoned."""
+
     code = ErrorCode.LaunchFailure
 
 
@@ -436,57 +484,86 @@ def kernel_fault(message: str, cause: BaseException) -> LaunchFailure:
 
 @_register
 class NotSupported(HipError):
+    """``hipErrorNotSupported``: the simulated runtime, or HIP's rules, do not support the call
+    (cloning a graph with memory nodes, a device-side launch)."""
+
     code = ErrorCode.NotSupported
 
 
 @_register
 class StreamCaptureUnsupported(HipError):
+    """``hipErrorStreamCaptureUnsupported``: the call is not allowed while a capture is in progress;
+    the capture it concerns is invalidated."""
+
     code = ErrorCode.StreamCaptureUnsupported
 
 
 @_register
 class StreamCaptureInvalidated(HipError):
+    """``hipErrorStreamCaptureInvalidated``: the capture was invalidated by an earlier illegal
+    call; it can only be ended."""
+
     code = ErrorCode.StreamCaptureInvalidated
 
 
 @_register
 class StreamCaptureMerge(HipError):
+    """``hipErrorStreamCaptureMerge``: an event wait would merge two captures into one."""
+
     code = ErrorCode.StreamCaptureMerge
 
 
 @_register
 class StreamCaptureUnmatched(HipError):
+    """``hipErrorStreamCaptureUnmatched``: a forked stream's capture was ended; end its origin."""
+
     code = ErrorCode.StreamCaptureUnmatched
 
 
 @_register
 class StreamCaptureUnjoined(HipError):
+    """``hipErrorStreamCaptureUnjoined``: a forked stream did work never joined back into the
+    origin stream before the end of the capture."""
+
     code = ErrorCode.StreamCaptureUnjoined
 
 
 @_register
 class StreamCaptureIsolation(HipError):
+    """``hipErrorStreamCaptureIsolation``: a wait on an event of a capture in progress that was not
+    recorded in it."""
+
     code = ErrorCode.StreamCaptureIsolation
 
 
 @_register
 class StreamCaptureImplicit(HipError):
+    """``hipErrorStreamCaptureImplicit``: the null stream was used while a blocking stream of its
+    device captures."""
+
     code = ErrorCode.StreamCaptureImplicit
 
 
 @_register
 class CapturedEvent(HipError):
+    """``hipErrorCapturedEvent``: an event recorded in a capture in progress was queried or waited
+    for on the host."""
+
     code = ErrorCode.CapturedEvent
 
 
 @_register
 class StreamCaptureWrongThread(HipError):
+    """``hipErrorStreamCaptureWrongThread``: a GLOBAL or THREAD_LOCAL capture was ended by another
+    task or thread than the one that began it."""
+
     code = ErrorCode.StreamCaptureWrongThread
 
 
 @_register
 class GraphExecUpdateFailure(HipError):
-    """``exec.update(graph)`` found the graphs differ in a way it cannot apply.
+    """``hipErrorGraphExecUpdateFailure``: ``exec.update(graph)`` found the graphs differ in a
+    way it cannot apply.
 
     Attributes:
         result: the ``UpdateResult`` saying what differs and which node of the new graph
@@ -503,6 +580,9 @@ class GraphExecUpdateFailure(HipError):
 
 @_register
 class Unknown(HipError):
+    """``hipErrorUnknown``: HIP's answer where it has no better one (a child graph node given
+    its own parent graph, or a child graph that does not match the node's)."""
+
     code = ErrorCode.Unknown
 
 

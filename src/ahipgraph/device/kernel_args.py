@@ -36,6 +36,7 @@ import numpy as np
 from ..core.errors import InvalidValue
 from ..core.ints import int_or_none
 from .pointer import DevicePtr
+from .symbols import DeviceSymbol
 
 if TYPE_CHECKING:
     from .memory import DeviceMemory
@@ -162,8 +163,13 @@ class PointerType(ArgType):
         if value is None:
             return 0
         if not isinstance(value, DevicePtr):
+            hint = ""
+            if isinstance(value, DeviceSymbol):  # HIP code names the global in the kernel
+                hint = "; a kernel takes its address: symbol.address(device) (hipGetSymbolAddress)"
+            elif isinstance(value, np.ndarray):  # host memory, which a kernel cannot reach
+                hint = "; a host array is not device memory: memcpy it into device.malloc() memory"
             raise TypeError(
-                f"parameter {param!r} ({self.name}) needs a DevicePtr or None, got {value!r}"
+                f"parameter {param!r} ({self.name}) needs a DevicePtr or None, got {value!r}" + hint
             )
         address = value.address
         # A DevicePtr is not checked when made (pointer arithmetic can leave any range); no

@@ -608,7 +608,8 @@ class GraphExec(DestroyOnExit):
                 a changed conditional node's bodies are ParametersChanged (an executable
                 keeps the bodies it was made with), as is a kernel passing a conditional
                 handle the executable has no value for (one made after it, or another
-                graph's).
+                graph's), or a kernel whose arguments do not fit in one of the executable's
+                argument chunks (the graph's argument bytes plus ``arena_headroom``).
             RaceError: made with ``check_races=True``, and a changed node would race with
                 a node it is not ordered with (a conditional node counting what its bodies
                 touch); nothing is changed.
@@ -688,6 +689,9 @@ class GraphExec(DestroyOnExit):
         return self._launcher.in_flight
 
     def statistics(self) -> ExecStatistics:
+        """What the executable holds and did: its state, nodes, segments and parallel strands,
+        launches taken, in flight and completed, parameter versions, and its signal-set pool
+        and argument arena (both as their own statistics)."""
         return ExecStatistics(
             state=self._state.value,
             nodes=len(self._graph),

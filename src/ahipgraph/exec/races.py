@@ -24,6 +24,7 @@ from itertools import pairwise
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
+from ..core.errors import InvalidValue
 from ..device.pointer import DevicePtr
 from ..graph.node_type import NodeType
 from ..runtime.params import KernelParams
@@ -121,10 +122,7 @@ def flatten(
                 child_origs: list[GraphNode] | None = None
                 child_graph = None
                 if original is not None:
-                    child_graph = original._params.graph  # type: ignore[union-attr]
-                    child_origs = child_graph.nodes()
-                    if len(child_origs) != len(node.child.nodes):
-                        child_origs, child_graph = None, None
+                    child_origs, child_graph = _child_originals(original, node.child)
                 sinks = yield (
                     node.child,
                     child_origs,
@@ -153,6 +151,39 @@ def flatten(
         stack.append(visit(*request))
         first = True
     return flat
+
+
+def _child_originals(
+    node: GraphNode, copy: ExecGraph
+) -> tuple[list[GraphNode] | None, Graph | None]:
+    """The user's nodes of child-graph node ``node``'s embedded graph, one per node of its
+    ``copy`` to name them after, and that graph; (None, None) when they no longer match.
+
+    The copy was made under the graph's lock, and this runs after it: another thread may have
+    destroyed the node meanwhile (its embedded graph with it) or edited the embedded graph,
+    so that its nodes now are others than the copy's. The copy is checked all the same; only
+    the user's names for its nodes are lost.
+    """
+    child_graph = getattr(node._params, "graph", None)  # read once; an edit may replace it
+    if child_graph is None:
+        return None, None
+    return _originals_of(child_graph, copy)
+
+
+def _originals_of(graph: Graph, copy: ExecGraph) -> tuple[list[GraphNode] | None, Graph | None]:
+    """``graph``'s nodes, one per node of ``copy`` (made from it earlier), and ``graph``; (None,
+    None) when ``graph`` was destroyed or edited since, so that they no longer match."""
+    try:
+        originals: list[GraphNode] = graph.nodes()
+    except InvalidValue:  # destroyed meanwhile, or edited into a cycle
+        return None, None
+    copies = copy.nodes
+    if len(originals) != len(copies) or any(
+        original._type is not copied.type
+        for original, copied in zip(originals, copies, strict=True)
+    ):
+        return None, None
+    return originals, graph
 
 
 def flatten_nodes(exec_graph: ExecGraph) -> list[FlatNode]:
@@ -655,9 +686,9 @@ class ExecRaces:
                     owners = bodies.sources(node)  # alive: instantiate, or check_races()
                     for number, body in enumerate(bodies.get(id(node), ())):
                         owner: Graph | None = owners[number] if number < len(owners) else None
-                        originals = None if owner is None else owner.nodes()
-                        if originals is not None and len(originals) != len(body.nodes):
-                            originals, owner = None, None  # changed since the copy: no handles
+                        originals: list[GraphNode] | None = None
+                        if owner is not None:  # changed since the copy: no handles
+                            originals, owner = _originals_of(owner, body)
                         inner = ExecRaces(body, originals, owner, check=True, bodies=bodies)
                         out += inner._own_races()
                         later.append(body)

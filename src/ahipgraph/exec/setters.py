@@ -32,7 +32,13 @@ from .conditional import check_handles_known
 from .copy_setters import check_same_kind
 from .flags import UpdateResult, UpdateResultKind
 from .snapshot import ExecGraph, ExecNode, snapshot
-from .update import device_limits_problem, diff_graphs, launches_to_check, shape_difference
+from .update import (
+    device_limits_problem,
+    diff_graphs,
+    launches_to_check,
+    oversized_arguments,
+    shape_difference,
+)
 
 if TYPE_CHECKING:
     from ..graph.graph import Graph
@@ -237,7 +243,20 @@ def update(updater: Updater, graph: Graph) -> UpdateResult:
             error = GraphExecUpdateFailure(f"{result.kind.name}: {result.reason}")
             error.result = result
             raise error
-        updater.apply(changes)
+        try:
+            updater.apply(changes)  # check, then commit: a refusal changed nothing
+        except InvalidValue:
+            # Looked for only once refused, to keep the bulk path free of a pass per node.
+            oversized = oversized_arguments(changes, updater.arena.chunk_bytes)
+            if oversized is None:
+                raise
+            updater.owner._check_alive()
+            why, bad = oversized
+            culprit = _top_level(updater.graph, bad, new_nodes)
+            result = UpdateResult(UpdateResultKind.ParametersChanged, culprit, why)
+            error = GraphExecUpdateFailure(f"{result.kind.name}: {result.reason}")
+            error.result = result
+            raise error from None
     return result
 
 

@@ -400,6 +400,24 @@ def _plain_shape(params: KernelParams) -> bool:
     )
 
 
+def oversized_arguments(
+    changes: Iterable[LaunchChange], chunk_bytes: int
+) -> tuple[str, ExecNode | None] | None:
+    """A kernel node whose new arguments cannot fit in one of the executable's argument chunks
+    (sized at instantiate: the graph's argument bytes plus ``arena_headroom``): why, and the
+    node; or None. Its setter refuses it (``InvalidValue``); an update reports it as HIP maps
+    a ``SetParams`` failure, ParametersChanged."""
+    for node, params in changes:
+        if type(params) is KernelParams and params.kernel.layout.size > chunk_bytes:
+            size = params.kernel.layout.size
+            return (
+                f"{size} bytes of kernel arguments exceed the executable's {chunk_bytes}-byte "
+                "argument chunk (instantiate with a larger arena_headroom)",
+                node,
+            )
+    return None
+
+
 def device_limits_problem(
     changes: Iterable[LaunchChange], device: Device
 ) -> tuple[UpdateResultKind, str, ExecNode | None] | None:

@@ -209,7 +209,10 @@ def check_conditional(
         ConditionalKind.Switch: (1, MAX_SWITCH_BODIES),
     }[checked]
     if not allowed[0] <= size <= allowed[1]:
-        raise InvalidValue(
-            f"a {checked.name} node takes {allowed[0]}..{allowed[1]} bodies, got {size}"
-        )
+        takes = {
+            ConditionalKind.If: "an If node takes 1 or 2 bodies (the second runs on 0)",
+            ConditionalKind.While: "a While node takes exactly 1 body",
+            ConditionalKind.Switch: f"a Switch node takes 1..{MAX_SWITCH_BODIES} bodies",
+        }[checked]
+        raise InvalidValue(f"{takes}, got {size}")
     return handle, checked, size

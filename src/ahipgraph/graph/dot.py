@@ -12,7 +12,8 @@ Layout (HIP's)::
     }
 
 Node styles, shapes and labels are HIP's: kernel, a bold octagon labelled with the kernel's
-name; memcpy, a trapezium ``MEMCPY (HtoD,<bytes>)``; memset, an inverted trapezium
+name; memcpy, a trapezium ``MEMCPY (HtoD,<bytes>)`` (a pitched 3D copy ``MEMCPY (HtoD)``, as
+HIP labels its 3D copy node); memset, an inverted trapezium
 ``MEMSET (<value>,<bytes>)``; child graph ``graph_<child id>``; the rest rectangles named after
 their type (``HOST``, ``EMPTY``, ``EVENT_RECORD``, ``EVENT_WAIT``, ``MEM_ALLOC``, ``MEM_FREE``).
 
@@ -44,6 +45,7 @@ from ..core.ints import as_int
 from ..device.pointer import DevicePtr
 from ..device.properties import CopyKind
 from ..runtime.params import HostParams, KernelParams, MemcpyParams, MemsetParams
+from ..runtime.pitched import PitchedCopyParams
 from .conditional import ConditionalNodeParams
 from .node import GraphNode, edge_nodes
 from .node_type import NodeType
@@ -317,6 +319,10 @@ def _node_look(node: GraphNode, flags: int, names: dict[str, str]) -> tuple[str,
         if text is None:
             text = names[name] = _text(name)
         label = f"{nid}\\n{text}\\n"
+    elif isinstance(params, PitchedCopyParams):
+        # HIP's 3D copy node (GraphMemcpyNode) names only its direction: its size is a shape,
+        # which the MemcpyNodeParams table shows.
+        label = f"{nid}\\n{word}\\n({_DIRECTION[params.kind]})"
     elif isinstance(params, MemcpyParams):
         label = f"{nid}\\n{word}\\n({_DIRECTION[params.kind]},{params.nbytes})"
     elif isinstance(params, MemsetParams):
@@ -364,6 +370,16 @@ def _table(node: GraphNode, word: str, flags: int) -> str | None:
             f"{{kind | {_DIRECTION[params.kind]}}}",
             _pairs_row(src=_where(params.src), dst=_where(params.dst), bytes=params.nbytes),
         ]
+        if isinstance(params, PitchedCopyParams):
+            rows.append(
+                _pairs_row(
+                    src_pitch=params.src_pitch,
+                    dst_pitch=params.dst_pitch,
+                    width=params.width,
+                    height=params.height,
+                    depth=params.depth,
+                )
+            )
     elif isinstance(params, MemsetParams):
         rows = [
             _pairs_row(

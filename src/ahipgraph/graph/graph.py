@@ -1056,7 +1056,10 @@ class Graph(DestroyOnExit):
             flags: one :class:`ahipgraph.InstantiateFlags` value (HIP rejects combinations).
             options: ``device`` (a :class:`Device`; default the calling task's current
                 device), ``signal_sets`` or ``num_sets`` (sets prepopulated, 16),
-                ``wait_for_signal_sets`` (park launches instead of growing the pool),
+                ``signal_set_policy`` (what a launch does when every set is in use:
+                ``"wait"``, the default, parks it until a completion returns one; ``"grow"``
+                adds a set, HIP's counted miss), ``wait_for_signal_sets`` (the older bool
+                spelling of that choice: True is ``"wait"``),
                 ``arena_headroom`` (bytes for later argument updates, 128 KiB),
                 ``strict_flush`` (fail dispatches that would read unflushed arguments),
                 ``upload_stream`` (with ``UPLOAD``: the stream to upload on; default the null
@@ -1073,7 +1076,9 @@ class Graph(DestroyOnExit):
             InvalidConfiguration: a kernel node exceeds ``device``'s limits.
             RaceError: ``check_races`` found unordered conflicting nodes.
             InvalidDevice: ``device`` was replaced by ``configure_devices``.
-            TypeError / ValueError: an unknown option, or an option of the wrong type.
+            TypeError / ValueError: an unknown option, or an option of the wrong type; a
+                ``signal_set_policy`` other than ``"wait"`` or ``"grow"``, or one that
+                ``wait_for_signal_sets`` contradicts.
         """
         from ..exec.graph_exec import GraphExec  # the exec layer sits above the graph layer
 
@@ -1244,6 +1249,8 @@ class Graph(DestroyOnExit):
     # -- reporting ---------------------------------------------------------------------------------
 
     def statistics(self) -> GraphStatistics:
+        """Counts of this graph: nodes, edges, roots, child graphs, the user objects it owns
+        and its references to them, whether it has memory nodes, was instantiated or destroyed."""
         with self.lock:
             owned = {obj: obj._owned_by(self) for obj in self._user_objects}
             return GraphStatistics(

@@ -372,6 +372,8 @@ class UserObject(RefCounted, DestroyOnExit):
         destructor(data)
 
     def statistics(self) -> UserObjectStatistics:
+        """The reference count, how many graphs and executables own references and how many
+        they own together, and whether the object is alive (its destructor not yet run)."""
         with self._ref_lock:
             owned = sum(self._owned.values())  # first: see the lock's note in __init__
             refcount, owners = self._refcount, len(self._owned)

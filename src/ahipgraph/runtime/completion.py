@@ -53,6 +53,7 @@ class Completion:
         raise TypeError("a Completion stands for work of this process and cannot be pickled")
 
     def done(self) -> bool:
+        """True once the work is complete, failed or not: the non-blocking twin of ``await``."""
         return self._signal._value <= 0
 
     def exception(self) -> HipError | None:

@@ -475,6 +475,8 @@ class Device(DeviceBase, DeviceCopyMixin, NoCopy):
         return _table.live(self).memory.trim_graph_pool()
 
     def statistics(self) -> DeviceStatistics:
+        """The device's work in flight, simulated time, memory, hardware queues, runtime-made
+        streams, work an event loop abandoned, and its graph memory pool."""
         settle_finished()  # a finished task's per-task stream is not counted (see per_thread)
         return DeviceStatistics(
             self._ordinal,

@@ -833,6 +833,8 @@ class Stream(
         self._close()
 
     def statistics(self) -> StreamStatistics:
+        """The stream's device and hardware queue, the operations submitted to it, whether
+        some are still pending, and whether a failure waits to be reported."""
         return StreamStatistics(
             self._device.ordinal,
             self._queue.index,

@@ -11,7 +11,8 @@ on purpose; this package gives users the tools the project's own tests use:
   interleaving (:class:`Interleave`), thread races (:func:`run_together`);
 * scoped fault injection (:func:`fail_kernels`, :func:`fail_allocations`,
   :func:`hang_kernels`, :func:`exhaust_signal_sets`);
-* the stress harness (:func:`stress`), which the ``ahipgraph stress`` command runs.
+* the stress harness (:func:`stress`), which the ``ahipgraph stress`` command runs, and what
+  a builder of your own needs (:data:`Builder`, the ``CELLS`` of its buffer).
 """
 
 from __future__ import annotations
@@ -37,10 +38,25 @@ from .leaks import (
     snapshot,
     thread_ids_statistics,
 )
-from .stress import StressReport, StressViolation, random_graph, stress
+from .stress import (
+    CELLS,
+    MAX_TASKS,
+    MAX_THREADS,
+    STALL_TIMEOUT_S,
+    Builder,
+    StressReport,
+    StressViolation,
+    random_graph,
+    stress,
+)
 
 __all__ = [
+    "CELLS",
+    "MAX_TASKS",
+    "MAX_THREADS",
+    "STALL_TIMEOUT_S",
     "AllocationFault",
+    "Builder",
     "GatedHost",
     "HeldKernel",
     "InjectedFault",

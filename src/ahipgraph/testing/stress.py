@@ -85,9 +85,20 @@ from ..tools.trace import tracing
 from .faults import fail_allocations, fail_kernels, hang_kernels
 from .leaks import fresh_devices, leak_report, snapshot
 
-__all__ = ["Builder", "StressReport", "StressViolation", "random_graph", "stress"]
+__all__ = [
+    "CELLS",
+    "MAX_TASKS",
+    "MAX_THREADS",
+    "STALL_TIMEOUT_S",
+    "Builder",
+    "StressReport",
+    "StressViolation",
+    "random_graph",
+    "stress",
+]
 
 CELLS = 8
+"""How many int32 cells the buffer a :data:`Builder` is given holds (on device 0)."""
 MAX_TASKS = 10_000
 """At most this many async workers: each holds a stream and a buffer, and a mistyped count (an
 extra digit or ten) otherwise spent minutes, or for ever, starting workers before the first op."""
