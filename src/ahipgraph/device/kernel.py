@@ -183,6 +183,12 @@ class Kernel:
 
     __slots__ = ("body", "duration_ns", "is_async", "layout", "name")
 
+    body: Callable[..., Any]
+    name: str
+    layout: ArgLayout
+    duration_ns: int | None
+    is_async: bool  # set with the body (see __setattr__)
+
     def __init__(
         self,
         body: Callable[..., Any],
@@ -259,24 +265,39 @@ class Kernel:
                 )
             names.append(param.name)
             types.append(arg_type)
-        if duration_ns is not None:
-            duration_ns = as_int(duration_ns, "duration_ns")
-            if duration_ns < 0:
-                raise ValueError(f"duration_ns must be non-negative, got {duration_ns!r}")
+        duration_ns = _checked_duration(duration_ns)
         self.body = body
         self.name = label
         declared = _check_extents(label, names, types, extents)
-        self.layout: ArgLayout
         if declared or any(isinstance(t, PointerType) and t.access == "const" for t in types):
             self.layout = CheckedArgLayout(names, types, declared)
         else:
             self.layout = ArgLayout(names, types)
         self.duration_ns = duration_ns
-        # A callable object with ``async def __call__`` is asynchronous too (``inspect`` looks
-        # through partials, not through ``__call__``).
-        self.is_async = inspect.iscoroutinefunction(body) or inspect.iscoroutinefunction(
-            type(body).__call__
-        )
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        """A kernel is a definition its user may change (a later node or launch reads it
+        afresh), but only to values it could have been declared with: a duration that is not
+        a non-negative int would move the device's clock backwards or make it a float, a name
+        that is not a str would break every message naming the kernel. ``is_async`` follows
+        the body, and is set with it."""
+        if name == "duration_ns":
+            value = _checked_duration(value)
+        elif name == "name":
+            if not isinstance(value, str) or not value:
+                raise TypeError(f"a kernel name must be a non-empty str, got {value!r}")
+        elif name == "layout":
+            if not isinstance(value, ArgLayout):
+                raise TypeError(f"a kernel layout must be an ArgLayout, got {value!r}")
+        elif name == "body":
+            if not callable(value) or makes_generator(value):
+                raise TypeError(
+                    f"a kernel body must be a function or an async function, got {value!r}"
+                )
+            object.__setattr__(self, "is_async", _is_async(value))
+        elif name == "is_async" and hasattr(self, "body") and value is not _is_async(self.body):
+            raise AttributeError("is_async follows the kernel's body: assign the body instead")
+        object.__setattr__(self, name, value)
 
     def pack(self, args: Sequence[Any] | None) -> bytes:
         """Validate ``args`` and return the kernel-argument bytes.
@@ -292,6 +313,22 @@ class Kernel:
             f"{n}: {t!r}" for n, t in zip(self.layout.names, self.layout.types, strict=True)
         )
         return f"<Kernel {self.name}({params})>"
+
+
+def _checked_duration(duration_ns: object) -> int | None:
+    """A kernel's fixed duration: None (the cost model's estimate) or a non-negative int."""
+    if duration_ns is None:
+        return None
+    duration = as_int(duration_ns, "duration_ns")
+    if duration < 0:
+        raise ValueError(f"duration_ns must be non-negative, got {duration_ns!r}")
+    return duration
+
+
+def _is_async(body: Callable[..., Any]) -> bool:
+    """A coroutine function, or a callable object with ``async def __call__`` (``inspect``
+    looks through partials, not through ``__call__``)."""
+    return inspect.iscoroutinefunction(body) or inspect.iscoroutinefunction(type(body).__call__)
 
 
 def _check_extents(
