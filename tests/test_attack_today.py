@@ -1,0 +1,80 @@
+"""Misuse of the day's changes: forgotten streams' failures, events on other devices' clocks,
+``nodes()`` on edited graphs, the collector's pause.
+
+A failure that the program awaited carries a traceback, and that traceback holds the frames
+that held the stream: what keeps the failure for the device must not keep the stream alive
+through it, or the stream (and its device, replaced or not) is never freed and its failure
+never reaches the device.
+"""
+
+from __future__ import annotations
+
+import gc
+import warnings
+import weakref
+
+import pytest
+
+import ahipgraph as ahg
+from ahipgraph.core.registry import HandleRegistry
+from ahipgraph.runtime.stream import STREAMS
+
+
+@ahg.kernel
+def fails(t: ahg.Threads) -> None:
+    raise ValueError("kernel body failed")
+
+
+def registered(registry: HandleRegistry[ahg.Stream]) -> int:
+    return registry.statistics().live
+
+
+async def drop_a_failed_stream(device: ahg.Device) -> weakref.ref[ahg.Stream]:
+    """Make a stream whose kernel fails, await the failure here (so its traceback holds this
+    frame, and this frame the stream), and drop the stream without ``destroy()``."""
+    stream = device.create_stream()
+    failed = await stream.launch_kernel(fails, 1, 1, ())
+    with pytest.raises(ahg.LaunchFailure):
+        await failed
+    return weakref.ref(stream)
+
+
+def collect_with_warning() -> None:
+    """Collect what was dropped, with the one warning a forgotten stream gives."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ahg.ForgottenHandleWarning)
+        ahg.collect_forgotten()
+    assert [str(w.message).split(" #")[0] for w in caught] == ["unclosed stream"]
+
+
+# -- a forgotten stream whose failure's traceback holds it ----------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_a_forgotten_stream_whose_awaited_failure_holds_it_is_freed_and_reported(
+    device: ahg.Device,
+) -> None:
+    before = registered(STREAMS)
+    stream = await drop_a_failed_stream(device)
+    collect_with_warning()
+    assert stream() is None  # the failure's traceback does not keep it alive
+    assert registered(STREAMS) == before
+    with pytest.raises(ahg.LaunchFailure, match="kernel body failed") as reported:
+        await device.synchronize()
+    assert reported.value.__traceback__ is not None  # raised here, with this frame only
+    await device.synchronize()  # reported once
+
+
+@pytest.mark.asyncio
+async def test_a_replaced_device_with_a_forgotten_failed_stream_is_freed() -> None:
+    ahg.configure_devices(1)
+    old = ahg.get_device(0)
+    stream = await drop_a_failed_stream(old)
+    replaced = weakref.ref(old)
+    del old
+    ahg.configure_devices(1)
+    collect_with_warning()
+    gc.collect()
+    assert stream() is None
+    assert replaced() is None  # nothing left to report to, and nothing kept for it
+    await ahg.get_device(0).synchronize()  # the new device has nothing of the old one's
