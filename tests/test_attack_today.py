@@ -1,17 +1,23 @@
-"""Misuse of the day's changes: forgotten streams' failures, events on other devices' clocks,
-``nodes()`` on edited graphs, the collector's pause.
+"""Hostile use of forgotten streams' failures, the collector's pause and ``nodes()``.
 
 A failure that the program awaited carries a traceback, and that traceback holds the frames
 that held the stream: what keeps the failure for the device must not keep the stream alive
 through it, or the stream (and its device, replaced or not) is never freed and its failure
 never reaches the device.
+
+A Ctrl-C may land as any call of the collector returns, the ones that end a pause too.
+
+``nodes()`` is Kahn's order with an insertion-order FIFO (HIP's), whatever edits made the
+graph: checked against a plain Kahn walk written from the public accessors.
 """
 
 from __future__ import annotations
 
 import gc
+import random
 import warnings
 import weakref
+from collections import deque
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -125,3 +131,66 @@ def test_a_ctrl_c_as_a_pause_ends_still_ends_it_and_puts_everything_back(
     assert not armed[0]  # the interrupt came
     monkeypatch.undo()
     assert gc.get_threshold() == collector
+
+
+# -- nodes() on graphs edited every way ------------------------------------------------------------
+
+
+def kahn(live: list[ahg.GraphNode]) -> list[ahg.GraphNode] | None:
+    """Kahn's order of ``live`` (the graph's nodes in insertion order) from the public
+    accessors, the FIFO seeded in insertion order; None for a cycle."""
+    left = {node: len(node.dependencies()) for node in live}
+    ready = deque(node for node in live if not left[node])
+    order = []
+    while ready:
+        node = ready.popleft()
+        order.append(node)
+        for succ in node.dependents():
+            left[succ] -= 1
+            if not left[succ]:
+                ready.append(succ)
+    return order if len(order) == len(live) else None
+
+
+def random_graph(rng: random.Random) -> tuple[ahg.Graph, list[ahg.GraphNode]]:
+    """A graph of 0 to 30 nodes, mostly chains, edited by added and removed edges (cycles
+    included) and destroyed nodes; with its live nodes in insertion order."""
+    graph = ahg.Graph()
+    live: list[ahg.GraphNode] = []
+
+    def add() -> None:
+        count = min(rng.choice([0, 1, 1, 1, 2, 3]), len(live))
+        live.append(graph.add_empty_node(deps=rng.sample(live, count)))
+
+    for _ in range(rng.randint(0, 20)):
+        add()
+    for _ in range(rng.randint(0, 12)):
+        roll = rng.random()
+        if roll < 0.35 and len(live) >= 2:
+            src, dst = rng.sample(live, 2)
+            if dst not in src.dependents():
+                graph.add_dependencies(src, dst)
+        elif roll < 0.6 and graph.edges():
+            src, dst = rng.choice(graph.edges())
+            graph.remove_dependencies(src, dst)
+        elif roll < 0.75 and live:
+            live.pop(rng.randrange(len(live))).destroy()
+        else:
+            add()
+    return graph, live
+
+
+def test_nodes_is_kahn_s_fifo_order_on_edited_graphs() -> None:
+    rng = random.Random(20261203)
+    cycles = 0
+    for _ in range(300):
+        graph, live = random_graph(rng)
+        expected = kahn(live)
+        if expected is None:
+            cycles += 1
+            with pytest.raises(ahg.InvalidValue, match="cycle"):
+                graph.nodes()
+        else:
+            assert graph.nodes() == expected
+        graph.destroy()
+    assert 0 < cycles < 300  # both kinds were tried
