@@ -220,20 +220,45 @@ def _leave(settle: bool = False) -> None:
 
 def _end_one() -> None:
     """The count-down half of :func:`_leave`, which must run whatever the settle pass raised:
-    a pause it skipped would hold the collector back for the rest of the process."""
-    global pauses, _saved, _applied
+    a pause it skipped would hold the collector back for the rest of the process.
+
+    For the same reason a Ctrl-C (``KeyboardInterrupt``) that lands as one of the collector
+    calls here returns must not cut the end short (see :func:`_set_pause_thresholds`): before
+    the pause was counted down, it would stay in force for good; after, its thresholds
+    would, or the callback. The pause is counted down first, and the rest, which comes to the
+    same however often it runs, is finished before the interrupt is raised.
+    """
+    global pauses
     with _lock:
-        ours = gc.get_threshold() == _applied  # else the program set its own: they stay
         pauses -= 1
-        if pauses:
-            _apply_pause_thresholds()  # the last watched pause may have ended
-            return
-        if ours:
-            gc.set_threshold(*_saved)
-        _saved = _applied = ()
-        if not _in_callback:  # removing it while the collector runs its callbacks skips one
-            with contextlib.suppress(ValueError):  # the program may have removed it
-                gc.callbacks.remove(_on_collect)
+        interrupted: BaseException | None = None
+        while True:
+            try:
+                _after_one_ended()
+            except Exception:
+                raise
+            except BaseException as error:  # a Ctrl-C as a call returned: finish, then raise
+                interrupted = error
+                continue
+            break
+        if interrupted is not None:
+            raise interrupted
+
+
+def _after_one_ended() -> None:
+    """What follows one pause's count-down (caller holds the lock): the pauses left hold
+    their thresholds, or the last one puts the program's back. The same however often it
+    runs (see :func:`_end_one`)."""
+    global _saved, _applied
+    if pauses:
+        _apply_pause_thresholds()  # the last watched pause may have ended
+        return
+    if gc.get_threshold() == _applied:  # else the program set its own: they stay
+        gc.set_threshold(*_saved)
+    _saved = _applied = ()
+    if not _in_callback:  # removing it while the collector runs its callbacks skips one
+        with contextlib.suppress(ValueError):  # the program may have removed it
+            gc.callbacks.remove(_on_collect)
 
 
 @contextmanager

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import enum
 import sys
-import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -93,44 +92,44 @@ class StreamState(enum.Enum):
 _OPEN = StreamState.OPEN  # read per operation: a class's enum member costs ten globals on 3.11
 
 
-class _StreamRecord(HandleRecord):
-    """A stream's handle record, which also keeps the stream's unreported failure.
+class _PendingFailure:
+    """A stream's unreported failure, handed to its device if the stream is freed undestroyed.
 
     HIP reports an asynchronous failure at the next synchronizing call, whatever became of the
-    stream whose work failed. The failure is kept here rather than on the stream
-    (``Stream._error`` reads and writes it) so that it outlives a stream dropped without
-    ``destroy()``: when the collector frees such a stream, the failure goes to its device,
-    whose next ``synchronize()`` reports it once (a destroyed stream's failure is reported the
-    same way, see ``Device._remove_stream``). A stream is collected only once its work is
-    done (each packet's completion callback refers to it), so no failure comes after that.
+    stream whose work failed. When a stream dropped without ``destroy()`` is freed, its
+    failure goes to its device, whose next ``synchronize()`` reports it once (a destroyed
+    stream's failure is reported the same way, see ``Device._remove_stream``). A stream is
+    freed only once its work is done (each packet's completion callback refers to it), so no
+    failure comes after that.
 
-    The hand-over has a finalizer of its own, next to the one that warns: the warning names
-    the code that dropped the stream by its depth below that finalizer. The record holds the
-    device weakly: the finalizer keeps the record alive for as long as the stream lives, and
-    a device holds its null stream, so a strong reference would keep a replaced device (and its
-    null stream) alive for good. A device already gone has no synchronize left to report to.
+    Only the stream refers to this, and the hand-over is its ``__del__``, run as the stream is
+    freed, by reference counting or by the collector. The failure is very often reachable from
+    the stream itself: awaiting the failed work raised this very error, and its traceback holds
+    the frames that held the stream. Kept anywhere the stream does not own (a finalizer's
+    record, which lives until the stream dies), it would keep the stream alive through that
+    traceback for good, and the hand-over would never come. As part of the stream's own cycle
+    the collector frees them together, and the failure handed over leaves its traceback
+    behind (the device reports it without one), so it does not bring the stream back.
+
+    The device is held as the stream holds it, which keeps it no longer than the stream. (Not
+    weakly: the collector clears every weak reference held by the objects it frees, this one's
+    too, before their ``__del__`` runs.) The hand-over may run on any thread, inside any locked
+    section (see ``Device._forgotten_stream_failed``).
     """
 
-    __slots__ = ("_device", "_hand_over", "error")
+    __slots__ = ("armed", "device", "error")
 
-    def __init__(self, stream: Stream, label: str, device: Device, *, quiet: bool) -> None:
-        super().__init__(stream, label, quiet=quiet)
-        self._device = weakref.ref(device)
+    def __init__(self, device: Device) -> None:
+        self.device = device
         self.error: HipError | None = None
-        hand_over = weakref.finalize(stream, self._stream_collected)
-        hand_over.atexit = False  # at exit no synchronize is left to report it
-        self._hand_over = hand_over
+        self.armed = True  # until the stream is destroyed: its device keeps it then
 
-    def detach(self) -> None:
-        """The stream was destroyed: its device keeps it while it owes a failure instead."""
-        super().detach()
-        self._hand_over.detach()
-
-    def _stream_collected(self) -> None:
+    def __del__(self, _finalizing: Callable[[], bool] = sys.is_finalizing) -> None:
+        # (``_finalizing`` is bound here: at exit, ``sys`` may be one of the globals cleared.)
         error, self.error = self.error, None
-        device = self._device()
-        if error is not None and device is not None and not sys.is_finalizing():
-            device._forgotten_stream_failed(error)
+        if error is None or not self.armed or _finalizing():  # at exit nothing reports it
+            return
+        self.device._forgotten_stream_failed(error.with_traceback(None))
 
 
 class WakesGone(Protocol):
@@ -199,17 +198,18 @@ class Stream(
         self._hid = STREAMS.register(self)
         # A forgotten stream is freed with a warning; one the runtime owns (the null stream, a
         # per-task stream) quietly. Its registry slot and device entry go with it (both weak);
-        # its unreported failure, kept in the record, goes to the device (_StreamRecord).
-        self._life = _StreamRecord(
+        # its unreported failure goes to the device (_PendingFailure).
+        self._failure = _PendingFailure(device)
+        self._life = HandleRecord(
             self,
             f"stream #{self.hid.slot}.{self.hid.generation} on device {device.ordinal}",
-            device,
             quiet=null or owned,
         )
         try:
             device._add_stream(self)
         except BaseException:  # (out of memory) never handed out: not a forgotten stream
             self._life.detach()
+            self._failure.armed = False
             raise
 
     @classmethod
@@ -246,13 +246,13 @@ class Stream(
 
     @property
     def _error(self) -> HipError | None:
-        """The stream's unreported failure, kept in its handle record so that it outlives
-        the stream (see :class:`_StreamRecord`)."""
-        return self._life.error
+        """The stream's unreported failure, handed to its device if the stream is freed
+        undestroyed (see :class:`_PendingFailure`)."""
+        return self._failure.error
 
     @_error.setter
     def _error(self, error: HipError | None) -> None:
-        self._life.error = error
+        self._failure.error = error
 
     def _take_error(self) -> HipError | None:
         """Return and clear the stream's unreported failure."""
@@ -804,6 +804,7 @@ class Stream(
                 return
             raise destroyed("stream", self, "destroy", "was already destroyed")
         self._life.detach()
+        self._failure.armed = False  # its device keeps it while it owes a failure instead
         self._close()
 
     def _close(self) -> None:
