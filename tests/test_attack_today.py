@@ -194,3 +194,29 @@ def test_nodes_is_kahn_s_fifo_order_on_edited_graphs() -> None:
             assert graph.nodes() == expected
         graph.destroy()
     assert 0 < cycles < 300  # both kinds were tried
+
+
+class _AppendedWhileCopied(deque[ahg.HipError]):
+    """A failure queue that a finalizer appends to while the first copy of it is made, as a
+    collection started by that copy would."""
+
+    copies = 0
+
+    def __iter__(self) -> Iterator[ahg.HipError]:
+        type(self).copies += 1
+        if type(self).copies == 1:
+            self.append(ahg.HipError.from_code(719))
+            raise RuntimeError("deque mutated during iteration")
+        return super().__iter__()
+
+
+def test_device_statistics_copy_the_failure_queue_again_when_it_grows_meanwhile() -> None:
+    device = ahg.get_device(0)
+    queue = _AppendedWhileCopied()
+    kept = device._forgotten_failures
+    device._forgotten_failures = queue
+    try:
+        device.statistics()  # no RuntimeError
+        assert queue.copies == 2
+    finally:
+        device._forgotten_failures = kept

@@ -495,10 +495,23 @@ class Device(DeviceBase, DeviceCopyMixin, NoCopy):
         destroyed and forgotten streams left to the next synchronize."""
         owner = self._engine.owner_number
         pending = [stream._error for stream in self._legacy_streams()]  # open and destroyed
-        pending.extend(tuple(self._forgotten_failures))  # (a snapshot: finalizers append)
+        pending.extend(self._forgotten_snapshot())
         return sum(
             1 for error in pending if error is not None and abandoned_by(error) not in (None, owner)
         )
+
+    def _forgotten_snapshot(self) -> tuple[HipError, ...]:
+        """The failures forgotten streams handed over, not yet reported.
+
+        Finalizers append to the deque without a lock (they must never wait), and a collection
+        started by copying it may run one: the copy then stops with "deque mutated during
+        iteration", and is simply made again (each retry follows an append, which ends).
+        """
+        while True:
+            try:
+                return tuple(self._forgotten_failures)
+            except RuntimeError:
+                continue
 
     def _retire(self) -> None:
         """Called once this device was replaced: unregister the streams the runtime made for it.
