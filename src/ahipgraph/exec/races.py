@@ -18,11 +18,12 @@ What each node touches is its footprint (:mod:`.footprints`); what a race found 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Iterable, Iterator
+import weakref
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ..core.errors import InvalidValue
 from ..device.pointer import DevicePtr
@@ -53,6 +54,12 @@ if TYPE_CHECKING:
     from .conditional import BodyCopies
     from .snapshot import ExecGraph, ExecNode
 
+    # What ExecRaces keeps to flatten its graph later: the copy, and the user's nodes (in the
+    # copy's order) and graph it is named after, held weakly.
+    _FlatFrom: TypeAlias = tuple[
+        ExecGraph, Sequence[Callable[[], GraphNode | None]] | None, Callable[[], Graph | None]
+    ]
+
 __all__ = [
     "ExecRaces",
     "FlatNode",
@@ -71,24 +78,58 @@ _new_access = tuple.__new__  # an Access from its six fields, skipping the gener
 # -- the static check -------------------------------------------------------------------------
 
 
+def _nothing() -> None:
+    """What a flat node holds for a user's node or graph it never had."""
+
+
 @dataclass(slots=True, eq=False)
 class FlatNode:
-    """A node of the flattened graph: child graphs inlined, edges through them kept."""
+    """A node of the flattened graph: child graphs inlined, edges through them kept.
+
+    The user's node and graph it is named after are held weakly: an executable made with
+    ``check_races=True`` keeps its flat nodes to word later setter and update reports, and
+    must not keep the graph it was made from (HIP lets the user drop it once instantiated;
+    a forgotten graph is freed, with its nodes and user objects, by its finalizer). Once
+    they are gone, :attr:`original`, :attr:`top` and :attr:`owner` are None: a report still
+    names both sides by the executable's own nodes (their ids and kinds, as always), and its
+    fix is worded from those, with no ``fix_edge`` or user's node to hand back.
+    """
 
     index: int
     exec_node: ExecNode
     deps: list[int]
-    original: GraphNode | None
-    top: GraphNode | None  # the top-level node holding it (itself at the top level)
-    owner: Graph | None  # the graph ``original`` belongs to
+    original_ref: Callable[[], GraphNode | None]
+    top_ref: Callable[[], GraphNode | None]  # the top-level node holding it (itself at the top)
+    owner_ref: Callable[[], Graph | None]  # the graph ``original`` belongs to
     level: str  # "graph 5" or "child graph of node 3"
+
+    @property
+    def original(self) -> GraphNode | None:
+        """The user's node this one was copied from (None: none, or gone since)."""
+        return self.original_ref()
+
+    @property
+    def top(self) -> GraphNode | None:
+        """The user's top-level node holding it (None: none, or gone since)."""
+        return self.top_ref()
+
+    @property
+    def owner(self) -> Graph | None:
+        """The user's graph :attr:`original` belongs to (None: none, or gone since)."""
+        return self.owner_ref()
+
+
+def _weak(thing: Any) -> Callable[[], Any]:
+    """A weak reference to ``thing``, or what stands for none."""
+    return _nothing if thing is None else weakref.ref(thing)
 
 
 def flatten(
-    exec_graph: ExecGraph, originals: list[GraphNode] | None, graph: Graph | None
+    exec_graph: ExecGraph, originals: Sequence[GraphNode | None] | None, graph: Graph | None
 ) -> list[FlatNode]:
     """Inline child graphs: a child's roots take its node's dependencies, the child node
-    depends on the child's sinks, so every path of declared edges is kept.
+    depends on the child's sinks, so every path of declared edges is kept. The flat nodes
+    hold ``originals`` and ``graph`` (and child graphs' nodes) weakly (see :class:`FlatNode`).
 
     Child graphs may nest deeper than Python's stack: each graph is a generator that yields
     its child graphs to a driver loop instead of recursing.
@@ -96,24 +137,29 @@ def flatten(
     nodes = exec_graph.nodes
     if all(node.child is None for node in nodes):  # nothing to inline: one node each
         level = f"graph {exec_graph.graph_id}"
+        owner_ref = _weak(graph)
         if originals is None:
-            return [FlatNode(n.index, n, list(n.deps), None, None, graph, level) for n in nodes]
+            return [
+                FlatNode(n.index, n, list(n.deps), _nothing, _nothing, owner_ref, level)
+                for n in nodes
+            ]
         return [
-            FlatNode(n.index, n, list(n.deps), original, original, graph, level)
-            for n, original in zip(nodes, originals, strict=True)
+            FlatNode(n.index, n, list(n.deps), ref, ref, owner_ref, level)
+            for n, ref in zip(nodes, map(_weak, originals), strict=True)
         ]
     flat: list[FlatNode] = []
     Visit = Generator[tuple[Any, ...], list[int], list[int]]
 
     def visit(
         eg: ExecGraph,
-        origs: list[GraphNode] | None,
+        origs: Sequence[GraphNode | None] | None,
         owner: Graph | None,
         entry: list[int],
         top: GraphNode | None,
         level: str,
     ) -> Visit:
         exits: list[int] = []
+        owner_ref = _weak(owner)
         for node in eg.nodes:
             original = origs[node.index] if origs is not None else None
             node_top = top if top is not None else original
@@ -132,7 +178,9 @@ def flatten(
                     f"child graph of node {node.id}",
                 )
                 deps = sinks or deps
-            flat.append(FlatNode(len(flat), node, deps, original, node_top, owner, level))
+            flat.append(
+                FlatNode(len(flat), node, deps, _weak(original), _weak(node_top), owner_ref, level)
+            )
             exits.append(len(flat) - 1)
         dependents = eg.dependents
         return [exits[n.index] for n in eg.nodes if not dependents[n.index]]
@@ -217,8 +265,11 @@ def _label(node: ExecNode) -> str:
 def _static_report(
     a: FlatNode, access_a: Access, b: FlatNode, access_b: Access, flat: list[FlatNode]
 ) -> RaceReport:
-    def site(f: FlatNode, acc: Access) -> RaceSite:
-        source = SITES.nodes.get(f.original.hid) if f.original is not None else None
+    # The user's nodes and graphs, each read once: held weakly, one may go at any moment.
+    a_original, b_original = a.original, b.original
+
+    def site(f: FlatNode, original: GraphNode | None, acc: Access) -> RaceSite:
+        source = SITES.nodes.get(original.hid) if original is not None else None
         return RaceSite(
             _label(f.exec_node),
             f.level,
@@ -227,13 +278,14 @@ def _static_report(
             acc.end,
             acc.precision,
             acc.write,
-            f.original,
+            original,
         )
 
-    first, second = site(a, access_a), site(b, access_b)
-    fix_from, fix_to = a.original, b.original
+    first, second = site(a, a_original, access_a), site(b, b_original, access_b)
+    fix_from, fix_to = a_original, b_original
     holder = "graph"
-    if a.owner is not b.owner or a.owner is None:
+    a_owner = a.owner
+    if a_owner is not b.owner or a_owner is None:
         fix_from, fix_to = a.top, b.top
         if a.level != b.level and (a.level.startswith("child") or b.level.startswith("child")):
             holder = "graph (the top level, through the child-graph nodes)"
@@ -464,12 +516,22 @@ def unordered_pairs(
     return out
 
 
+def _names_held_weakly(
+    exec_graph: ExecGraph, originals: list[GraphNode] | None, graph: Graph | None
+) -> _FlatFrom:
+    """What :attr:`ExecRaces.flat` is made from later, without keeping the user's graph or
+    its nodes alive (see :class:`FlatNode`)."""
+    refs = None if originals is None else list(map(weakref.ref, originals))
+    return (exec_graph, refs, _weak(graph))
+
+
 class ExecRaces:
     """An executable's race facts: flattened nodes, ancestors, footprints and the summary.
 
     Kept by a :class:`GraphExec` made with ``check_races=True`` (setters and updates then
     recheck only the nodes they change) or when the dynamic checker first launches it (it
-    then only needs :attr:`summary`).
+    then only needs :attr:`summary`). The user's graph and nodes its reports are named after
+    are held weakly (see :class:`FlatNode`): the executable never keeps them alive.
     """
 
     __slots__ = (
@@ -517,7 +579,9 @@ class ExecRaces:
         graph: Graph | None,
         check: bool,
     ) -> None:
-        self._flat_from: tuple[Any, ...] | None = None
+        # (the copy, weak references to the user's nodes, to the user's graph) to flatten
+        # when a report first needs the flat nodes
+        self._flat_from: _FlatFrom | None = None
         self._index_of: dict[int, int] | None = None
         self._anc: list[int] | None = None
         self._members: dict[tuple[int, int], list[int]] | None = None
@@ -536,7 +600,7 @@ class ExecRaces:
             # word a report, are made when first needed (see ``flat`` and ``nodes``).
             nodes = None
             self._flat = None
-            self._flat_from = (exec_graph, originals, graph)
+            self._flat_from = _names_held_weakly(exec_graph, originals, graph)
             self._deps = exec_graph.first_deps()
             self.footprints, self.buckets, self._members = _footprints_and_buckets(
                 exec_graph.types(), exec_graph.params_column(), None
@@ -547,7 +611,7 @@ class ExecRaces:
                 # a report needs them).
                 nodes = list(exec_graph.nodes)
                 self._flat = None
-                self._flat_from = (exec_graph, originals, graph)
+                self._flat_from = _names_held_weakly(exec_graph, originals, graph)
                 self._deps = _dep_form([node.deps for node in nodes])
             else:
                 self._flat = flatten(exec_graph, originals, graph)
@@ -619,7 +683,9 @@ class ExecRaces:
         flat = self._flat
         if flat is None:
             assert self._flat_from is not None
-            flat = self._flat = flatten(*self._flat_from)
+            exec_graph, refs, graph_ref = self._flat_from
+            originals = None if refs is None else [ref() for ref in refs]
+            flat = self._flat = flatten(exec_graph, originals, graph_ref())
             self._flat_from = None
         return flat
 
