@@ -357,6 +357,22 @@ async def test_a_race_check_keeps_the_mode_it_was_made_with(device: ahg.Device) 
     destroy(buf, side)
 
 
+@pytest.mark.asyncio
+async def test_a_race_check_s_reports_are_a_copy_of_its_record(device: ahg.Device) -> None:
+    # reports handed out the check's own list: reports.clear() hid a race from statistics()
+    # and from every later read.
+    buf, side = device.malloc(64 * 4), device.create_stream(non_blocking=True)
+    with ahg.race_check(on_race="collect") as check:
+        await side.memcpy(buf, np.ones(64, np.float32))
+        await device.null_stream.launch_kernel(read_all, 1, 64, (64, buf))
+        await device.synchronize()
+    found = check.reports
+    assert found
+    found.clear()
+    assert len(check.reports) == check.statistics().reports > 0
+    destroy(buf, side)
+
+
 COEFFICIENTS = ahg.device_symbol(
     "readonly_runtime_objects_coefficients", dtype="float32", shape=(4,)
 )

@@ -201,8 +201,10 @@ class RaceCheck:
 
     @property
     def reports(self) -> list[RaceReport]:
-        """Every :class:`RaceReport` found while this check was the innermost."""
-        return self._reports
+        """Every :class:`RaceReport` found while this check was the innermost, so far: a new
+        list at each read (the check's own record is the checker's to append to, and a caller
+        clearing it would hide reports from ``statistics()`` and from later reads)."""
+        return list(self._reports)
 
     @property
     def active(self) -> bool:
