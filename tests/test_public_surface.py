@@ -171,7 +171,7 @@ def test_an_executable_has_no_public_reference_count(device: ahg.Device) -> None
     destroy(graph)
 
 
-@pytest.mark.parametrize("cls", [ahg.Graph, ahg.GraphExec, ahg.Stream, ahg.GraphNode])
+@pytest.mark.parametrize("cls", [ahg.Graph, ahg.GraphExec, ahg.Stream, ahg.GraphNode, ahg.Device])
 def test_public_methods_are_named_for_their_public_class(cls: type) -> None:
     for name in dir(cls):
         member = getattr(cls, name)

@@ -213,6 +213,31 @@ async def copied_under_a_check(device: ahg.Device) -> int:
     return seen
 
 
+async def synchronous_copies(device: ahg.Device) -> bool:
+    """The device's synchronous copies, called with the Stream methods' parameters; each
+    returns once its copy is done."""
+    table = ahg.device_symbol("user_code.table", 16)
+    host = np.arange(16, dtype=np.uint8)
+    out = np.zeros(16, dtype=np.uint8)
+    a, b = device.malloc(64), device.malloc(64)
+    await device.memcpy_to_symbol(table, host)
+    await device.memcpy_from_symbol(out, table, nbytes=16, offset=0)
+    await device.memcpy_2d(a, 32, host, 8, 8, 2, kind=ahg.CopyKind.HostToDevice)
+    await device.memcpy_peer(b, device, a, 0, 64)
+    out[:] = 0
+    await device.memcpy_3d(
+        ahg.PitchedPtr(out, 8), ahg.PitchedPtr(b, 32), (8, 2, 1), src_pos=(0, 0, 0)
+    )
+    refused = False
+    try:  # a misspelt parameter: mypy --strict needs this ignore, and the call raises at once
+        await device.memcpy_peer(b, device, a, device, count=64)  # type: ignore[call-arg]
+    except TypeError as error:
+        refused = "'count'" in str(error)
+    device.free(a)
+    device.free(b)
+    return refused and bool((out == host).all())
+
+
 async def main() -> None:
     device = ahg.get_device(0)
     assert await checked(device) == []
@@ -226,6 +251,7 @@ async def main() -> None:
     assert device.memory_info().free == device.memory_info().total
     assert update_failure(device) == "NodeTypeChanged at Empty"
     assert await copied_under_a_check(device) == 7
+    assert await synchronous_copies(device)
 
 
 if __name__ == "__main__":

@@ -1,13 +1,13 @@
 """Present a public class's mixin-supplied methods as the class's own.
 
-``Stream`` and ``GraphNode`` are still assembled from internal mixins (one per concern: copies,
-memory operations, capture, setters...). Users never see those mixins, yet Python names a method
-by where it was defined, so ``help(Stream)`` and the ``TypeError`` of a wrong call would say
-``StreamCopyMixin.memcpy_3d() takes ...``. (``Graph`` and ``GraphExec`` need none of this:
-their public methods are their own, thin calls to module functions and to the executable's
-launcher and updater.) :func:`own_mixin_methods` gives the class its own copy of each public
-mixin method, named ``Stream.memcpy_3d``, with the same code, globals, defaults and annotations
-(so behaviour and ``get_type_hints`` are unchanged).
+``Stream``, ``GraphNode`` and ``Device`` are still assembled from internal mixins (one per
+concern: copies, memory operations, capture, setters...). Users never see those mixins, yet
+Python names a method by where it was defined, so ``help(Stream)`` and the ``TypeError`` of a
+wrong call would say ``StreamCopyMixin.memcpy_3d() takes ...``. (``Graph`` and ``GraphExec``
+need none of this: their public methods are their own, thin calls to module functions and to
+the executable's launcher and updater.) :func:`own_mixin_methods` gives the class its own copy
+of each public mixin method, named ``Stream.memcpy_3d``, with the same code, globals, defaults
+and annotations (so behaviour and ``get_type_hints`` are unchanged).
 """
 
 from __future__ import annotations

@@ -26,6 +26,7 @@ import numpy.typing as npt
 from ..core.errors import HipError, InvalidDevice, InvalidValue
 from ..core.ints import as_int
 from ..core.lifecycle import FactoryOnly, NoCopy, WeakList, safe_repr
+from ..core.surface import own_mixin_methods
 from ..device import table as _table
 from ..device.base import DeviceBase
 from ..device.engine import abandoned_by, refuse_trio
@@ -35,9 +36,9 @@ from ..device.memory import DeviceMemory, MemoryInfo, MemoryStatistics, check_si
 from ..device.pointer import DevicePtr
 from ..device.properties import DeviceProperties
 from ..device.signal import Signal
-from ..device.sync_copies import DeviceCopyMixin
 from . import observe
 from .per_thread import settle_finished
+from .sync_copies import DeviceCopyMixin
 
 if TYPE_CHECKING:
     from ..device.properties import CopyKind
@@ -93,6 +94,7 @@ class DeviceStatistics:
     abandoned_earlier: int = 0
 
 
+@own_mixin_methods
 class Device(DeviceBase, DeviceCopyMixin, NoCopy):
     """One simulated GPU. Obtain it with :func:`get_device`; it has no public constructor."""
 
