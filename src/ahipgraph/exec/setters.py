@@ -31,7 +31,7 @@ from ..runtime.params import Endpoint, HostParams, KernelParams, MemsetParams
 from .conditional import check_handles_known
 from .copy_setters import check_same_kind
 from .flags import UpdateResult, UpdateResultKind
-from .snapshot import ExecGraph, ExecNode, snapshot
+from .snapshot import ExecGraph, ExecNode, snapshot, snapshot_sources
 from .update import (
     device_limits_problem,
     diff_graphs,
@@ -219,9 +219,12 @@ def update(updater: Updater, graph: Graph) -> UpdateResult:
     # collector, a million-node update ran two full passes over everything alive, a fifth of
     # its time.
     with gcpause.paused():
-        new_copy, new_nodes = snapshot(graph)
+        new_copy, originals = snapshot_sources(graph)
         if updater.update_columns(new_copy):
             return UpdateResult(UpdateResultKind.Success)
+        # The new graph's nodes in the copy's order name a failing node: made only here, as a
+        # wide graph's are gathered from far apart in memory (see exec.snapshot.Originals).
+        new_nodes = originals.in_order()
         result, changes = diff_graphs(updater.graph, new_copy, new_nodes)
         if not result.ok:  # HIP goes index by index: an earlier node's SetParams fails first
             problem = device_limits_problem(changes, updater.device)
