@@ -4,6 +4,8 @@ proves a refused call changed nothing."""
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 
 import ahipgraph as ahg
@@ -89,3 +91,68 @@ def test_upload_with_a_destroyed_stream_reports_the_graph_first(device: ahg.Devi
     assert device.statistics() == before
     assert not good.instantiated
     destroy(cyclic, good)
+
+
+# -- §5.2 exec update: each node's SetParams checks the new parameters again -------------------
+
+
+def _memset_graph(ptr: ahg.DevicePtr) -> ahg.Graph:
+    graph = ahg.Graph()
+    graph.add_memset_node(ptr, 7, nbytes=8)
+    return graph
+
+
+def _memcpy_graph(dst: ahg.DevicePtr, src: ahg.DevicePtr) -> ahg.Graph:
+    graph = ahg.Graph()
+    graph.add_memcpy_node(dst, src, 8)
+    return graph
+
+
+@pytest.mark.parametrize("kind", ["memset", "memcpy"])
+def test_update_to_freed_memory_is_parameters_changed(device: ahg.Device, kind: str) -> None:
+    """§5.2: ``old->SetParams(new)`` validates the memory as the per-node setter does; its
+    InvalidValue or InvalidDevicePointer is ``ParametersChanged``. The update accepted memory
+    freed since the new graph was built, and every launch then failed on it."""
+    live, other, freed = device.malloc(64), device.malloc(64), device.malloc(64)
+    if kind == "memset":
+        graph, new = _memset_graph(live), _memset_graph(freed)
+    else:
+        graph, new = _memcpy_graph(live, other), _memcpy_graph(freed, other)
+    graph_exec = graph.instantiate()
+    node = new.nodes()[0]
+    device.free(freed)
+    before = graph_exec.statistics()
+    with pytest.raises(ahg.GraphExecUpdateFailure) as failure:
+        graph_exec.update(new)
+    assert failure.value.result.kind is ahg.UpdateResultKind.ParametersChanged
+    assert failure.value.result.node is node
+    assert graph_exec.statistics() == before
+    target = graph.nodes()[0]
+    set_params = (
+        functools.partial(graph_exec.set_memset_node_params, target, freed, 7, nbytes=8)
+        if kind == "memset"
+        else functools.partial(graph_exec.set_memcpy_node_params, target, freed, other, 8)
+    )
+    with pytest.raises(ahg.InvalidDevicePointer):  # what the per-node setter says of it
+        set_params()
+    destroy(graph_exec, graph, new)
+    device.free(live)
+    device.free(other)
+
+
+@pytest.mark.asyncio
+async def test_update_refused_for_freed_memory_leaves_launches_working(
+    device: ahg.Device,
+) -> None:
+    """§5.2: the refused update changed nothing, so the executable still runs as before."""
+    live, freed = device.malloc(64), device.malloc(64)
+    graph, new = _memset_graph(live), _memset_graph(freed)
+    graph_exec = graph.instantiate()
+    device.free(freed)
+    with pytest.raises(ahg.GraphExecUpdateFailure):
+        graph_exec.update(new)
+    stream = device.create_stream()
+    await (await graph_exec.launch(stream))
+    assert set(device.view(live, "uint8", 8, readonly=True).tolist()) == {7}
+    destroy(graph_exec, graph, new, stream)
+    device.free(live)
