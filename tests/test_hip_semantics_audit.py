@@ -156,3 +156,28 @@ async def test_update_refused_for_freed_memory_leaves_launches_working(
     assert set(device.view(live, "uint8", 8, readonly=True).tolist()) == {7}
     destroy(graph_exec, graph, new, stream)
     device.free(live)
+
+
+# -- §1.3 hipGraphRemoveDependencies: a missing edge is InvalidValue --------------------------
+
+
+def test_removing_a_missing_edge_from_a_graph_with_memory_nodes_is_invalid_value() -> None:
+    """§1.3: ``hipGraphRemoveDependencies`` returns InvalidValue for an edge that does not
+    exist. The refusal to remove edges from a graph with memory nodes (CUDA's rule, which
+    HIP lacks) comes after HIP's own checks, so it no longer hides that error."""
+    graph = ahg.Graph()
+    alloc = graph.add_mem_alloc_node(64)
+    empty = graph.add_empty_node(deps=[alloc])
+    other = graph.add_empty_node()
+    before = graph.statistics()
+    with pytest.raises(ahg.InvalidValue, match="no edge"):
+        graph.remove_dependencies(empty, alloc)  # the edge runs the other way
+    with pytest.raises(ahg.InvalidValue, match="no edge"):
+        graph.remove_dependencies([alloc, other], [empty, empty])  # the second is missing
+    with pytest.raises(ahg.InvalidValue, match="twice"):
+        graph.remove_dependencies([alloc, alloc], [empty, empty])
+    with pytest.raises(ahg.NotSupported):  # an edge that exists: CUDA's rule stands
+        graph.remove_dependencies(alloc, empty)
+    assert graph.statistics() == before
+    assert graph.edges() == [(alloc, empty)]
+    destroy(graph)
