@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 
+import numpy as np
 import pytest
 
 import ahipgraph as ahg
@@ -181,3 +182,16 @@ def test_removing_a_missing_edge_from_a_graph_with_memory_nodes_is_invalid_value
     assert graph.statistics() == before
     assert graph.edges() == [(alloc, empty)]
     destroy(graph)
+
+
+def test_update_of_a_host_copy_to_live_memory_still_succeeds(device: ahg.Device) -> None:
+    """§5.2: the memory check of an update passes live memory, host endpoints included."""
+    first, second = device.malloc(64), device.malloc(64)
+    graph, new = ahg.Graph(), ahg.Graph()
+    graph.add_memcpy_node(first, np.zeros(8, np.int64), 64)
+    new.add_memcpy_node(second, np.ones(8, np.int64), 64)
+    graph_exec = graph.instantiate()
+    assert graph_exec.update(new).kind is ahg.UpdateResultKind.Success
+    destroy(graph_exec, graph, new)
+    device.free(first)
+    device.free(second)

@@ -190,7 +190,8 @@ def memory_problem(
         elif kind is MemcpyParams:
             for end, held in ((params.dst, old.dst), (params.src, old.src)):
                 if type(end) is DevicePtr and (
-                    (end is not held and end != held) or params.nbytes > old.nbytes
+                    (end is not held and (type(held) is not DevicePtr or end != held))
+                    or params.nbytes > old.nbytes
                 ):
                     check_range(end, params.nbytes)
         elif kind is PitchedCopyParams:
