@@ -68,7 +68,13 @@ from .compile import Compiled
 from .cross_device import enqueue_cross_device
 from .exec_state import ExecState
 from .flags import UpdateResult
-from .instantiate import MAX_PARALLEL_STREAMS, Instantiated, check_request, instantiate
+from .instantiate import (
+    MAX_PARALLEL_STREAMS,
+    Instantiated,
+    check_flag_work,
+    check_request,
+    instantiate,
+)
 from .launcher import Launch, Launcher
 from .planner import Plan
 from .races import ExecRaces
@@ -249,6 +255,7 @@ class GraphExec(DestroyOnExit):
             NotSupported: ``DEVICE_LAUNCH`` (the simulator has no device-side launch).
         """
         request = check_request(flags, device, options)
+        check_flag_work(graph, request)
         # A bulk build that makes no garbage: see core.gcpause. A small graph's build makes too
         # few objects for the collector's passes to matter; pausing would cost it more than
         # they do. (The count is read without the lock: it only chooses a speed.)

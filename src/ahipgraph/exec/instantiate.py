@@ -21,7 +21,7 @@ from itertools import compress, repeat
 from operator import attrgetter, is_
 from typing import TYPE_CHECKING, Any
 
-from ..core.errors import NotSupported
+from ..core.errors import HipError, NotSupported
 from ..core.ints import as_int
 from ..device.table import live
 from ..graph.node_type import NodeType
@@ -46,6 +46,7 @@ __all__ = [
     "MAX_PARALLEL_STREAMS",
     "InstantiateRequest",
     "Instantiated",
+    "check_flag_work",
     "check_request",
     "instantiate",
 ]
@@ -103,9 +104,11 @@ class Instantiated:
 def check_request(flags: int, device: Device | None, options: dict[str, Any]) -> InstantiateRequest:
     """Check every argument of ``graph.instantiate`` before anything is built.
 
+    What ``DEVICE_LAUNCH`` and ``UPLOAD``'s stream ask for is checked by
+    :func:`check_flag_work`, once the graph's own checks have passed.
+
     Raises:
         TypeError / ValueError: an unknown option, or an option of the wrong type.
-        NotSupported: ``DEVICE_LAUNCH`` (the simulator has no device-side launch).
         InvalidDevice: ``device`` was replaced by ``configure_devices``.
     """
     checked = check_instantiate_flags(flags)
@@ -119,15 +122,45 @@ def check_request(flags: int, device: Device | None, options: dict[str, Any]) ->
         raise TypeError(f"device must be a Device (ahg.get_device(n)), got {device!r}")
     else:
         live(device)  # InvalidDevice: replaced by configure_devices
-    if checked is InstantiateFlags.DEVICE_LAUNCH:
-        raise NotSupported("device-side graph launch is not simulated")
     upload_stream = options.get("upload_stream")
     if upload_stream is not None and checked is not InstantiateFlags.UPLOAD:
         raise ValueError("upload_stream is only used with InstantiateFlags.UPLOAD")
     upload = checked is InstantiateFlags.UPLOAD
-    if upload:
-        launch_stream(upload_stream, device)  # checked before anything is built
     return InstantiateRequest(checked, device, options, upload, upload_stream)
+
+
+def check_flag_work(graph: Graph, request: InstantiateRequest) -> None:
+    """Refuse what the flags ask for that cannot be done, before anything is built.
+
+    HIP's ``hipGraphInstantiateWithParams`` instantiates first and uploads after, and its
+    instantiate checks the graph (null, memory nodes instantiated again, a cycle) before
+    anything a flag selects: so a graph's own error is the one reported, and only a graph
+    that passes those checks gets the upload stream's error or, here, ``DEVICE_LAUNCH``'s
+    ``NotSupported``. The graph's checks run only on those failure paths.
+
+    Raises:
+        InvalidValue: the graph was destroyed or has a cycle (in it or in a child graph).
+        NotSupported: a graph with memory nodes instantiated a second time; otherwise
+            ``DEVICE_LAUNCH`` (the simulator has no device-side launch).
+        ContextIsDestroyed / InvalidValue / InvalidDevice: ``UPLOAD``'s stream, as
+            :meth:`GraphExec.upload` checks it.
+    """
+    if request.flags is InstantiateFlags.DEVICE_LAUNCH:
+        _check_graph(graph)
+        raise NotSupported("device-side graph launch is not simulated")
+    if request.upload:
+        try:
+            launch_stream(request.upload_stream, request.device)
+        except HipError:
+            _check_graph(graph)
+            raise
+
+
+def _check_graph(graph: Graph) -> None:
+    """What :func:`instantiate` checks of the graph before it builds anything."""
+    with graph.lock:
+        check_instantiable(graph)
+        snapshot_sources(graph)  # InvalidValue on a cycle; the copy is only garbage
 
 
 def instantiate(graph: Graph, request: InstantiateRequest) -> Instantiated:

@@ -173,7 +173,7 @@ def set_child_graph_node_params(updater: Updater, node: GraphNode, child: Graph)
     check_not_own_parent(node, child)  # its graph, or the graph that was cloned from: Unknown
     new_copy, new_nodes = snapshot(child)
     assert exec_node.child is not None
-    result, changes = diff_graphs(exec_node.child, new_copy, new_nodes, node)
+    result, changes = diff_graphs(exec_node.child, new_copy, new_nodes, node, updater.device)
     if result.kind in _SHAPE_CHANGES:  # HIP's validateChildGraphNodeSetParams
         raise Unknown(f"child graph does not match: {result.reason}")
     if not result.ok:  # a node's SetParams refuses the change: if the shape differs after it,
@@ -225,7 +225,7 @@ def update(updater: Updater, graph: Graph) -> UpdateResult:
         # The new graph's nodes in the copy's order name a failing node: made only here, as a
         # wide graph's are gathered from far apart in memory (see exec.snapshot.Originals).
         new_nodes = originals.in_order()
-        result, changes = diff_graphs(updater.graph, new_copy, new_nodes)
+        result, changes = diff_graphs(updater.graph, new_copy, new_nodes, device=updater.device)
         if not result.ok:  # HIP goes index by index: an earlier node's SetParams fails first
             problem = device_limits_problem(changes, updater.device)
             if problem is not None:

@@ -27,12 +27,14 @@ from itertools import repeat
 from operator import attrgetter, is_, le
 from typing import TYPE_CHECKING, Any
 
-from ..core.errors import HipError, InvalidValue
+from ..core.errors import HipError, InvalidDevicePointer, InvalidValue
 from ..device.kernel import Dim3
 from ..device.pointer import DevicePtr
+from ..device.table import check_range
 from ..graph.node_type import NodeType
-from ..graph.params import MemFreeParams
+from ..graph.params import MemFreeParams, revalidate
 from ..runtime.params import HostParams, KernelParams, MemcpyParams, MemsetParams
+from ..runtime.pitched import PitchedCopyParams
 from .flags import UpdateResult, UpdateResultKind
 from .snapshot import ExecGraph, ExecNode
 
@@ -46,6 +48,7 @@ __all__ = [
     "device_limits_problem",
     "diff_graphs",
     "launches_to_check",
+    "memory_problem",
     "fit_in_place",
     "same_kernels",
     "same_shape",
@@ -158,10 +161,61 @@ def check_setter(node: ExecNode, params: Any) -> None:
         raise InvalidValue(problem[1])
 
 
+_COPY_TYPES = (NodeType.Memcpy, NodeType.Memset)
+
+
+def memory_problem(
+    node: ExecNode, params: Any, device: Device | None
+) -> tuple[UpdateResultKind, str] | None:
+    """Why a memcpy's or memset's new ``params`` fail the checks of its per-node setter now,
+    or None.
+
+    HIP's ``hipGraphExecUpdate`` calls the node's ``SetParams``, which validates the memory
+    again as ``hipGraphExecMemsetNodeSetParams`` does: memory freed since the new graph's
+    node was made fails there (InvalidValue or InvalidDevicePointer: ParametersChanged; any
+    other code: NotSupported), instead of every launch failing on it. A range the
+    executable already holds was checked when it was set, and is not looked up again (the
+    common update: new values into the same buffers); memory freed under a running
+    executable fails its launches either way.
+    """
+    old = node.params
+    if params is old:
+        return None
+    try:
+        kind = type(params)
+        if kind is MemsetParams:  # the ranges the setter's own checks look up, no more
+            dst = params.dst  # the same object (the usual case) compares without __eq__
+            if (dst is not old.dst and dst != old.dst) or params.extent > old.extent:
+                check_range(params.dst, params.extent)
+        elif kind is MemcpyParams:
+            for end, held in ((params.dst, old.dst), (params.src, old.src)):
+                if type(end) is DevicePtr and (
+                    (end is not held and (type(held) is not DevicePtr or end != held))
+                    or params.nbytes > old.nbytes
+                ):
+                    check_range(end, params.nbytes)
+        elif kind is PitchedCopyParams:
+            params.revalidated(device)
+        else:  # a subclass: its own checks
+            revalidate(params)
+    except (InvalidValue, InvalidDevicePointer) as error:
+        return UpdateResultKind.ParametersChanged, str(error)
+    except HipError as error:
+        return UpdateResultKind.NotSupported, str(error)
+    return None
+
+
 def diff_graphs(
-    old: ExecGraph, new: ExecGraph, new_nodes: list[GraphNode], top: GraphNode | None = None
+    old: ExecGraph,
+    new: ExecGraph,
+    new_nodes: list[GraphNode],
+    top: GraphNode | None = None,
+    device: Device | None = None,
 ) -> tuple[UpdateResult, list[Change]]:
     """Compare ``new`` with the executable's copy ``old``; return the result and the changes.
+
+    ``device`` is the executable's, whose limits a pitched copy's new pitch is checked
+    against (the current device's when None).
 
     ``new_nodes`` are the new graph's handles in ``new``'s order, used to name the node a
     failure concerns (for a child graph, ``top`` is the child-graph node of the outer graph).
@@ -266,6 +320,8 @@ def diff_graphs(
                     return _failed(UpdateResult(kind, culprit, reason), changes, mark, len(stack))
                 continue
             problem = compatibility_problem(old_node, new_params)
+            if problem is None and new_type in _COPY_TYPES:
+                problem = memory_problem(old_node, new_params, device)
             if problem is not None:
                 return _failed(
                     UpdateResult(problem[0], culprit, problem[1]), changes, mark, len(stack)

@@ -61,13 +61,15 @@ def remove_dependencies(graph: Graph, from_nodes: Ends, to_nodes: Ends) -> None:
     pairs = _pairs(from_nodes, to_nodes)
     with graph.lock:
         _check_pairs(graph, pairs)
-        if graph.has_mem_nodes:  # CUDA's rule (HIP removes the edge): keeps alloc before free
-            raise NotSupported("edges cannot be removed from a graph with memory nodes")
         if len(set(pairs)) != len(pairs):
             raise InvalidValue("an edge is listed twice")
         for src, dst in pairs:
             if dst not in edge_nodes(src._dependents):
                 raise InvalidValue(f"there is no edge {src!r} -> {dst!r}")
+        # CUDA's rule (HIP removes the edge): keeps alloc before free. After HIP's own checks,
+        # so an edge that does not exist is still HIP's InvalidValue.
+        if graph.has_mem_nodes:
+            raise NotSupported("edges cannot be removed from a graph with memory nodes")
         for src, dst in pairs:
             graph._unlink(src, dst)
 
