@@ -20,11 +20,12 @@ chains, one join; every node a kernel) of each size it measures, in one run, per
 * ``clone_us``, ``nodes_us``, ``edges_us``, ``dot_us`` — ``graph.clone()``, ``graph.nodes()``,
   ``graph.edges()`` and ``graph.to_dot()``;
 * ``destroy_us``      — ``exec.destroy()`` plus ``graph.destroy()``;
-* ``gc_pass_us``      — one full collection (``gc.collect()``) with the graph and its executable
-  alive, after the replay, less one once both are destroyed: what each of the collector's full
-  passes costs per node. CPython makes one whenever the long-lived tracked objects grow by a
-  quarter, so building N nodes walks about 5N objects, and this figure times 5 is about what the
-  collector adds to a node's build;
+* ``gc_pass_us``      — a full collection (``gc.collect()``) with the graph and its executable
+  alive, after the replay, less one once both are destroyed (each the median of
+  :data:`PHASE_REPEATS` passes): what each of the collector's full passes costs per node.
+  CPython makes one whenever the long-lived tracked objects grow by a quarter, so building N
+  nodes walks about 5N objects, and this figure times 5 is about what the collector adds to a
+  node's build;
 * ``bytes_per_node``  — what the graph plus its executable hold, measured with ``tracemalloc``
   in a separate pass (tracing slows everything down, so it never overlaps the timings);
 * ``update_bytes_per_node`` — what the executable holds more once updated (the new graph
@@ -238,8 +239,10 @@ async def time_one(shape: str, size: int, device: ahg.Device, x: ahg.DevicePtr) 
     start = time.perf_counter()
     await (await exec_.launch(stream))
     replay_s = time.perf_counter() - start
-    gc.collect()  # the replay's garbage first: the pass timed next only walks what is alive
-    _, gc_pass_s = _timed(gc.collect)
+    gc.collect()  # the replay's garbage first: the passes timed next only walk what is alive
+    # Medians, as for the queries: the figure is a difference of two passes, and at 10,000
+    # nodes a single pass each made it swing from run to run by half its value.
+    gc_pass_s = _median_time(gc.collect)
     nodes_s = _median_time(graph.nodes)
     edges_s = _median_time(graph.edges)
     dot_s = _median_time(graph.to_dot)
@@ -258,7 +261,7 @@ async def time_one(shape: str, size: int, device: ahg.Device, x: ahg.DevicePtr) 
     stream.destroy()
     del graph, exec_, updates, new_args  # a destroyed graph's objects live while it is referenced
     gc.collect()  # frees what the destroys left to the collector, then the same pass without them
-    _, gc_base_s = _timed(gc.collect)
+    gc_base_s = _median_time(gc.collect)
     per = 1e6 / size
     return {
         "build_us": build_s * per,
