@@ -299,6 +299,11 @@ class Kernel:
             raise AttributeError("is_async follows the kernel's body: assign the body instead")
         object.__setattr__(self, name, value)
 
+    def __delattr__(self, name: str) -> None:
+        """Every field is part of the definition (a kernel without a body or a duration
+        cannot be launched): deleting one would bypass the checks of :meth:`__setattr__`."""
+        raise AttributeError(f"a kernel's {name} cannot be deleted: assign a new value instead")
+
     def pack(self, args: Sequence[Any] | None) -> bytes:
         """Validate ``args`` and return the kernel-argument bytes.
 
