@@ -1,11 +1,9 @@
-"""Hostile use of forgotten streams' failures, the collector's pause and ``nodes()``.
+"""Hostile use of forgotten streams' failures and ``nodes()``.
 
 A failure that the program awaited carries a traceback, and that traceback holds the frames
 that held the stream: what keeps the failure for the device must not keep the stream alive
 through it, or the stream (and its device, replaced or not) is never freed and its failure
 never reaches the device.
-
-A Ctrl-C may land as any call of the collector returns, the ones that end a pause too.
 
 ``nodes()`` is Kahn's order with an insertion-order FIFO (HIP's), whatever edits made the
 graph: checked against a plain Kahn walk written from the public accessors.
@@ -18,12 +16,11 @@ import random
 import warnings
 import weakref
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 
 import ahipgraph as ahg
-from ahipgraph.core import gcpause
 from ahipgraph.core.registry import HandleRegistry
 from ahipgraph.runtime.stream import STREAMS
 
@@ -86,51 +83,6 @@ async def test_a_replaced_device_with_a_forgotten_failed_stream_is_freed() -> No
     assert stream() is None
     assert replaced() is None  # nothing left to report to, and nothing kept for it
     await ahg.get_device(0).synchronize()  # the new device has nothing of the old one's
-
-
-# -- a Ctrl-C as a collector pause ends ------------------------------------------------------------
-
-
-@pytest.fixture
-def collector() -> Iterator[tuple[int, ...]]:
-    """The collector as the program set it, checked unchanged after the test."""
-    assert not gcpause.is_paused()
-    thresholds = gc.get_threshold()
-    callbacks = list(gc.callbacks)
-    yield thresholds
-    assert not gcpause.is_paused(), "the collector was left paused"
-    assert gc.get_threshold() == thresholds
-    assert gc.callbacks == callbacks
-
-
-def interrupt_once(call: Callable[..., object]) -> tuple[Callable[..., object], list[bool]]:
-    """``call`` that, once armed (``armed[0] = True``), returns as usual and then raises
-    KeyboardInterrupt (a Ctrl-C landing as it returns), once."""
-    armed = [False]
-
-    def then_interrupt(*args: int) -> object:
-        result = call(*args)
-        if armed[0]:
-            armed[0] = False
-            raise KeyboardInterrupt
-        return result
-
-    return then_interrupt, armed
-
-
-@pytest.mark.parametrize("name", ["get_threshold", "set_threshold"])
-def test_a_ctrl_c_as_a_pause_ends_still_ends_it_and_puts_everything_back(
-    collector: tuple[int, ...], monkeypatch: pytest.MonkeyPatch, name: str
-) -> None:
-    """The end reads the thresholds in force, then puts the program's back: a Ctrl-C as
-    either call returns must leave neither the pause, its thresholds nor its callback."""
-    interrupted, armed = interrupt_once(getattr(gc, name))
-    monkeypatch.setattr(gc, name, interrupted)
-    with pytest.raises(KeyboardInterrupt), gcpause.paused():
-        armed[0] = True  # the block's end is the first call from now on
-    assert not armed[0]  # the interrupt came
-    monkeypatch.undo()
-    assert gc.get_threshold() == collector
 
 
 # -- nodes() on graphs edited every way ------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""A Ctrl-C that lands as a collector pause sets its thresholds (``core/gcpause.py``).
+"""A Ctrl-C that lands as a collector pause sets or ends its thresholds (``core/gcpause.py``).
 
 ``gc.set_threshold`` is a call like any other: a ``KeyboardInterrupt`` may be raised as it
 returns, the pause's thresholds applied and the call that set them cut short. The end of the
@@ -8,7 +8,7 @@ pause must still tell them from thresholds the program set, and put the program'
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -91,3 +91,36 @@ def test_thresholds_the_program_sets_during_a_pause_still_stay(
         assert gc.get_threshold() == chosen
     finally:
         gc.set_threshold(*collector)
+
+
+# -- a Ctrl-C as a collector pause ends ------------------------------------------------------------
+
+
+def interrupt_once(call: Callable[..., object]) -> tuple[Callable[..., object], list[bool]]:
+    """``call`` that, once armed (``armed[0] = True``), returns as usual and then raises
+    KeyboardInterrupt (a Ctrl-C landing as it returns), once."""
+    armed = [False]
+
+    def then_interrupt(*args: int) -> object:
+        result = call(*args)
+        if armed[0]:
+            armed[0] = False
+            raise KeyboardInterrupt
+        return result
+
+    return then_interrupt, armed
+
+
+@pytest.mark.parametrize("name", ["get_threshold", "set_threshold"])
+def test_a_ctrl_c_as_a_pause_ends_still_ends_it_and_puts_everything_back(
+    collector: tuple[int, ...], monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    """The end reads the thresholds in force, then puts the program's back: a Ctrl-C as
+    either call returns must leave neither the pause, its thresholds nor its callback."""
+    interrupted, armed = interrupt_once(getattr(gc, name))
+    monkeypatch.setattr(gc, name, interrupted)
+    with pytest.raises(KeyboardInterrupt), gcpause.paused():
+        armed[0] = True  # the block's end is the first call from now on
+    assert not armed[0]  # the interrupt came
+    monkeypatch.undo()
+    assert gc.get_threshold() == collector
