@@ -498,8 +498,11 @@ class Stream(
             TypeError: neither ``count`` nor ``nbytes`` given, or both.
         """
         self._check_open()  # first, as for every other enqueue, whichever size form is used
+        # Read once (see _launch_kernel), and before ``nbytes`` is converted: its __index__ is
+        # user code that may end the capture (the part then refuses the call) or begin one
+        # (``_submit`` then refuses the eager fill), as for every other argument.
+        part = self._capture
         count = fill_count(count, nbytes, element_size)
-        part = self._capture  # read once (see _launch_kernel)
         if part is not None:
             return part.add(
                 "Memset",
@@ -557,8 +560,11 @@ class Stream(
             InvalidHandle: an eager record of an event made on another device (HIP's
                 ``hipErrorInvalidResourceHandle``, the same code). Capture errors: see ``capture``.
         """
+        # Read once (see _launch_kernel), and before the flags are converted: their __index__
+        # may end the capture (the part then refuses the record) or begin one (``_submit``
+        # then refuses the eager record), as an enqueue's arguments may.
+        part = self._capture
         flag = self._check_record_call(event, flags)
-        part = self._capture  # read once (see _launch_kernel)
         if part is not None:
             external = flag == capture.EVENT_RECORD_EXTERNAL
             part.record_event(event, capture.record_node_params(event) if external else None)
@@ -634,7 +640,13 @@ class Stream(
     def _wait_for_record(self, event: Event, flags: int, record: Signal | None) -> None:
         """``wait_event``'s work: make later work wait for ``record``, ``event``'s record
         when the call was made."""
+        part = self._capture  # before the flags' __index__, which may begin a capture here
         flag = self._check_wait_call(event, flags)
+        now = self._capture
+        if now is not part and isinstance(now, capture.StreamCapture):
+            # A capture began on this stream under the call (its flags' conversion): the wait
+            # was asked of a stream that did not capture (see _changed_under_call).
+            self._changed_under_call()
         if capture.wait_event(self, event, flag):
             return
         if record is not None and record._value > 0:

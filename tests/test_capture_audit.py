@@ -1,0 +1,117 @@
+"""Capture attacks that found a bug: an operation whose argument's conversion changes the
+capture under it.
+
+Every enqueue reads its stream's part in a capture before it converts its arguments, which runs
+user code (an ``__index__``): code that may end the stream's capture or begin one. The call then
+fails with ``IllegalState`` (the capture "ended" or "began" "while this call was being made"),
+never running eagerly the work meant for a capture, nor adding to a capture the work of a call
+made before it began (``test_stream_arguments_reentrant`` holds the other operations). Three
+calls converted an argument before reading the part, and slipped through:
+
+* ``memset(dst, value, nbytes=n)``: the size in bytes (the count in elements was fine);
+* ``record_event(event, flags)``: an event recorded eagerly once the capture had ended, or
+  linked to a capture begun by its own flags;
+* ``wait_event(event, flags)`` on a stream whose capture the flags began: a capture wait
+  (here refused as ``StreamCaptureIsolation``, the event's record being outside the capture).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+import ahipgraph as ahg
+from capture_helpers import no_capture_left
+from cleanup import destroy
+
+
+class Reentrant:
+    """An integer argument whose first conversion runs ``action`` (user code calling back)."""
+
+    def __init__(self, value: int, action: Callable[[], object]) -> None:
+        self.value = value
+        self.action: Callable[[], object] | None = action
+
+    def __index__(self) -> int:
+        action, self.action = self.action, None
+        if action is not None:
+            action()
+        return self.value
+
+
+Call = Callable[[ahg.Stream, ahg.DevicePtr, ahg.Event, Callable[[int], Any]], Any]
+
+ENDING: dict[str, Call] = {
+    "memset nbytes": lambda s, a, e, i: s.memset(a, 1, nbytes=i(8)),
+    "memset nbytes nowait": lambda s, a, e, i: s.memset_nowait(a, 1, nbytes=i(8)),
+    "record_event flags": lambda s, a, e, i: s.record_event(e, i(0)),
+    "record_event flags nowait": lambda s, a, e, i: s.record_event_nowait(e, i(0)),
+}
+
+BEGINNING: dict[str, Call] = {
+    **ENDING,
+    "wait_event flags": lambda s, a, e, i: s.wait_event(e, i(0)),
+    "wait_event flags nowait": lambda s, a, e, i: s.wait_event_nowait(e, i(0)),
+}
+
+
+async def _call(result: Any) -> None:
+    """Await the call if it is a coroutine (a ``_nowait`` twin has returned already)."""
+    if asyncio.iscoroutine(result):
+        await result
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("name", sorted(ENDING))
+async def test_a_captured_call_whose_argument_ends_the_capture_runs_nothing_eagerly(
+    device: ahg.Device, name: str
+) -> None:
+    """The memset ran on the device, and the event was recorded eagerly, for a call made on a
+    capturing stream."""
+    stream = device.create_stream()
+    a = device.malloc(64)
+    event = device.create_event()
+    stream.begin_capture()
+    ended: list[ahg.Graph] = []
+    with pytest.raises(ahg.IllegalState, match="ended while this call was being made"):
+        await _call(
+            ENDING[name](
+                stream, a, event, lambda v: Reentrant(v, lambda: ended.append(stream.end_capture()))
+            )
+        )
+    (graph,) = ended
+    assert graph.nodes() == []
+    assert stream.is_capturing() is ahg.CaptureStatus.NONE
+    assert stream.statistics().submitted == 0
+    assert event.signal is None  # never recorded
+    await stream.synchronize()
+    assert device.view(a, "u1", 8).tolist() == [0] * 8  # no fill ran
+    no_capture_left()
+    destroy(graph, stream, event, a)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("name", sorted(BEGINNING))
+async def test_an_eager_call_whose_argument_begins_a_capture_is_refused(
+    device: ahg.Device, name: str
+) -> None:
+    """The call was made on a stream that was not capturing: the work became a node (or the
+    event a link to the capture, or the wait a capture wait) of a capture begun under it."""
+    stream = device.create_stream()
+    other = device.create_stream()
+    a = device.malloc(64)
+    event = device.create_event()
+    await other.record_event(event)  # an eager record: a wait on it is an eager wait
+    await other.synchronize()
+    with pytest.raises(ahg.IllegalState, match="a capture began"):
+        await _call(BEGINNING[name](stream, a, event, lambda v: Reentrant(v, stream.begin_capture)))
+    assert stream.statistics().submitted == 0
+    assert stream.is_capturing() is ahg.CaptureStatus.ACTIVE
+    assert ahg.capture_statistics().event_links == 0  # the event is no capture's
+    graph = stream.end_capture()
+    assert graph.nodes() == []
+    no_capture_left()
+    destroy(graph, stream, other, event, a)
