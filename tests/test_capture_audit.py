@@ -115,3 +115,67 @@ async def test_an_eager_call_whose_argument_begins_a_capture_is_refused(
     assert graph.nodes() == []
     no_capture_left()
     destroy(graph, stream, other, event, a)
+
+
+# -- a finished task's per-task stream, left capturing -------------------------------------------
+
+
+async def _task_leaving_a_capture(
+    device: ahg.Device, mode: ahg.CaptureMode, buffer: ahg.DevicePtr
+) -> ahg.Stream:
+    """Run a task that begins a capture on its per-task stream and returns without ending it;
+    return that stream, right after ``await task``: the task's done callback, which destroys
+    its streams (and so ends the capture), has not run yet."""
+
+    async def job() -> ahg.Stream:
+        stream = device.per_thread_stream()
+        stream.begin_capture(mode)
+        await stream.memset(buffer, 1, 8)
+        return stream
+
+    return await asyncio.create_task(job())
+
+
+Unsafe = Callable[[ahg.Device, ahg.Stream, ahg.DevicePtr], Any]
+
+UNSAFE_AFTER_THE_TASK: dict[str, Unsafe] = {
+    "malloc": lambda device, other, buffer: device.free(device.malloc(8)),
+    "stream synchronize": lambda device, other, buffer: other.synchronize(),
+    "stream query": lambda device, other, buffer: other.query(),
+    "device synchronize": lambda device, other, buffer: device.synchronize(),
+    "synchronous memset": lambda device, other, buffer: device.memset(buffer, 0, 8),
+}
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("name", sorted(UNSAFE_AFTER_THE_TASK))
+async def test_a_finished_tasks_capture_refuses_nothing_after_await_task(
+    device: ahg.Device, name: str
+) -> None:
+    """A task's per-task streams are destroyed when it finishes, and a capture ends with its
+    destroyed stream; but the destroy is the task's done callback, which runs after whoever
+    awaited the task resumes. A GLOBAL capture the finished task left behind refused the
+    awaiting task's ``malloc`` (and every other unsafe call) with ``StreamCaptureUnsupported``,
+    as if still in progress, until the loop's next turn. The statistics readers settle finished
+    tasks first (``per_thread``): the capture rules now do too."""
+    other = device.create_stream()
+    buffer = device.malloc(64)
+    stream = await _task_leaving_a_capture(device, ahg.CaptureMode.GLOBAL, buffer)
+    await _call(UNSAFE_AFTER_THE_TASK[name](device, other, buffer))
+    assert not stream.alive
+    no_capture_left()
+    destroy(other, buffer)
+
+
+@pytest.mark.asyncio
+async def test_capture_statistics_right_after_await_task_count_no_finished_tasks_capture(
+    device: ahg.Device,
+) -> None:
+    """``ahg.capture_statistics()`` counted the capture of a finished task's per-task stream
+    until the loop's next turn, while ``registry_statistics()`` read just after counted the
+    stream destroyed."""
+    buffer = device.malloc(64)
+    stream = await _task_leaving_a_capture(device, ahg.CaptureMode.RELAXED, buffer)
+    assert ahg.capture_statistics() == ahg.CaptureStatistics(0, 0, 0)
+    assert not stream.alive
+    destroy(buffer)

@@ -15,6 +15,7 @@ from ..core.errors import CapturedEvent, StreamCaptureImplicit, StreamCaptureUns
 from . import device as _device_module
 from .capture_nodes import StreamCapture
 from .capture_state import _LINKS, _LOCK, _MODE, _SESSIONS, CaptureMode, CaptureSession, _caller
+from .per_thread import settle_finished
 
 if TYPE_CHECKING:
     from .event import Event
@@ -43,9 +44,22 @@ def _unsafe_targets() -> list[CaptureSession]:
     ]
 
 
+def _in_progress() -> bool:
+    """Whether captures are in progress, once the streams of finished tasks are destroyed.
+
+    A task's per-task streams are destroyed when it finishes, by its done callback, which runs
+    after whoever awaited the task has resumed (see :mod:`.per_thread`): a capture the task
+    left on one of them would refuse that caller's ``malloc`` as if still in progress. The
+    rules settle finished tasks first, as the statistics readers do; only while some capture
+    is in progress, so eager work pays nothing for it.
+    """
+    settle_finished()
+    return bool(_SESSIONS)
+
+
 def check_unsafe_call(what: str) -> None:
     """``hipMalloc``/``hipFree``-like calls under the calling task's mode (HIP §2.7)."""
-    if not _SESSIONS:
+    if not _SESSIONS or not _in_progress():
         return
     with _LOCK:
         targets = _unsafe_targets()
@@ -77,7 +91,7 @@ def check_sync_copy() -> None:
 
 
 def _invalidate_all(error: type[Exception], what: str) -> None:
-    if not _SESSIONS:
+    if not _SESSIONS or not _in_progress():
         return
     with _LOCK:
         live = list(_SESSIONS)

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..core.errors import InvalidDevice, InvalidValue, StreamCaptureImplicit
 from ..core.ints import int_or_none
+from .per_thread import settle_finished
 
 if TYPE_CHECKING:
     from ..device.pointer import DevicePtr
@@ -406,7 +407,10 @@ def statistics() -> CaptureStatistics:
 
     ``ahg.capture_statistics()``: all zero once every capture has ended. A capture left in
     progress is worth finding: a GLOBAL one refuses every ``malloc`` of every task and thread.
+    Finished tasks' per-task streams are destroyed first (their captures end with them), as
+    every statistics read does (see :mod:`.per_thread`).
     """
+    settle_finished()
     with _LOCK:
         return CaptureStatistics(
             len(_SESSIONS),
