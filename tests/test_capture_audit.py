@@ -1,18 +1,27 @@
-"""Capture attacks that found a bug: an operation whose argument's conversion changes the
-capture under it.
+"""Capture attacks that found a bug.
 
-Every enqueue reads its stream's part in a capture before it converts its arguments, which runs
-user code (an ``__index__``): code that may end the stream's capture or begin one. The call then
-fails with ``IllegalState`` (the capture "ended" or "began" "while this call was being made"),
-never running eagerly the work meant for a capture, nor adding to a capture the work of a call
-made before it began (``test_stream_arguments_reentrant`` holds the other operations). Three
-calls converted an argument before reading the part, and slipped through:
+An operation whose argument's conversion changes the capture under it. Every enqueue reads its
+stream's part in a capture before it converts its arguments, which runs user code (an
+``__index__``) that may end the stream's capture or begin one. The call then fails with
+``IllegalState`` (the capture "ended" or "began" "while this call was being made"), never
+running eagerly the work meant for a capture, nor adding to a capture the work of a call made
+before it began (``test_stream_arguments_reentrant`` holds the other operations). Three calls
+converted an argument before reading the part, and slipped through:
 
 * ``memset(dst, value, nbytes=n)``: the size in bytes (the count in elements was fine);
 * ``record_event(event, flags)``: an event recorded eagerly once the capture had ended, or
   linked to a capture begun by its own flags;
 * ``wait_event(event, flags)`` on a stream whose capture the flags began: a capture wait
   (here refused as ``StreamCaptureIsolation``, the event's record being outside the capture).
+
+A capture a finished task left on its per-task stream. The task's streams are destroyed when it
+finishes, which ends the capture, but by the task's done callback, which runs after whoever
+awaited the task resumes. Until then the capture counted as in progress: it refused the
+awaiting task's ``malloc`` and synchronising calls, ``capture_statistics()`` counted it, a wait
+on an event recorded in it forked the waiting stream into it (whose next work then became nodes
+of a graph about to be discarded, and never ran), and a stream it had forked in could not be
+synchronised. The capture rules now destroy finished tasks' per-task streams first, as the
+statistics readers do.
 """
 
 from __future__ import annotations
@@ -179,3 +188,61 @@ async def test_capture_statistics_right_after_await_task_count_no_finished_tasks
     assert ahg.capture_statistics() == ahg.CaptureStatistics(0, 0, 0)
     assert not stream.alive
     destroy(buffer)
+
+
+@ahg.kernel
+def _bump(t: ahg.Threads, p: ahg.Ptr[ahg.int64]) -> None:
+    p[t.ids] = p[t.ids] + 1
+
+
+@pytest.mark.asyncio
+async def test_a_wait_on_an_event_of_a_finished_tasks_capture_does_not_fork_into_it(
+    device: ahg.Device,
+) -> None:
+    """Right after ``await task``, a wait on an event the task recorded in a capture it left
+    forked the waiting stream into that capture: the stream's next kernel became a node of a
+    graph discarded at the loop's next turn, and never ran. The task's streams are destroyed
+    when it finishes, which ends the capture: the wait is an eager one (on an event never
+    recorded eagerly, a no-op) and the kernel runs."""
+    stream = device.create_stream()
+    event = device.create_event()
+    buffer = device.malloc(64)
+    await stream.memset(buffer, 0, 64)
+
+    async def job() -> None:
+        own = device.per_thread_stream()
+        own.begin_capture(ahg.CaptureMode.RELAXED)
+        await own.record_event(event)
+
+    await asyncio.create_task(job())
+    await stream.wait_event(event)
+    assert stream.is_capturing() is ahg.CaptureStatus.NONE
+    await stream.launch_kernel(_bump, 1, 1, (buffer,))
+    await stream.synchronize()
+    assert device.view(buffer, "i8", 1)[0] == 1
+    assert event.query()  # not CapturedEvent: the capture it was recorded in has ended
+    no_capture_left()
+    destroy(stream, event, buffer)
+
+
+@pytest.mark.asyncio
+async def test_a_stream_forked_into_a_finished_tasks_capture_can_be_synchronised(
+    device: ahg.Device,
+) -> None:
+    """A stream the finished task forked into its capture refused ``synchronize()`` with
+    ``StreamCaptureUnsupported`` right after ``await task``, though the capture ends with the
+    task's streams."""
+    stream = device.create_stream()
+    event = device.create_event()
+
+    async def job() -> None:
+        own = device.per_thread_stream()
+        own.begin_capture(ahg.CaptureMode.RELAXED)
+        await own.record_event(event)
+        await stream.wait_event(event)  # forks ``stream`` into the capture
+
+    await asyncio.create_task(job())
+    await stream.synchronize()
+    assert stream.is_capturing() is ahg.CaptureStatus.NONE
+    no_capture_left()
+    destroy(stream, event)

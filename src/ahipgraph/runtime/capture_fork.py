@@ -36,6 +36,7 @@ from .capture_state import (
     NULL_GUARD,
     CaptureStatus,
     _refresh_null_guard,
+    link_of,
 )
 
 _ACTIVE = CaptureStatus.ACTIVE
@@ -74,8 +75,8 @@ def wait_event(stream: Stream, event: Event, flags: int) -> bool:
         device): see the module notes.
     """
     flags = check_wait_flags(flags)
+    link = link_of(event)  # first: it may end a finished task's capture, this stream's too
     part = stream._capture
-    link = _LINKS.get(event)
     if part is None and (link is None or link.ended):
         return False
     if part is NULL_GUARD:
@@ -139,7 +140,7 @@ def waits_eagerly(stream: Stream, event: Event, flags: object) -> bool:
         return False
     if int_or_none(flags) != EVENT_WAIT_DEFAULT:
         return False
-    link = _LINKS.get(event)
+    link = link_of(event)
     if link is None:
         return True
     if not link.ended:
@@ -152,7 +153,7 @@ def recorded_in_capture(event: Event) -> bool:
     """Whether ``event``'s latest record was made in a capture still running: a wait on it
     forks or joins (or is refused), and adds no packet. A read without the lock, as
     :func:`waits_eagerly`."""
-    link = _LINKS.get(event)
+    link = link_of(event)
     return link is not None and not link.ended
 
 

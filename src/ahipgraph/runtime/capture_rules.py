@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from ..core.errors import CapturedEvent, StreamCaptureImplicit, StreamCaptureUnsupported
 from . import device as _device_module
 from .capture_nodes import StreamCapture
-from .capture_state import _LINKS, _LOCK, _MODE, _SESSIONS, CaptureMode, CaptureSession, _caller
+from .capture_state import _LOCK, _MODE, _SESSIONS, CaptureMode, CaptureSession, _caller, link_of
 from .per_thread import settle_finished
 
 if TYPE_CHECKING:
@@ -73,6 +73,7 @@ def check_stream_sync(stream: Stream, what: str) -> None:
     """``hipStreamSynchronize`` / ``hipStreamQuery`` rules."""
     part = stream._capture
     if isinstance(part, StreamCapture):
+        settle_finished()  # a capture a finished task left on its per-task stream ends first
         with _LOCK:
             part = stream._capture  # again: its capture may have ended meanwhile (the releaser)
             if isinstance(part, StreamCapture):
@@ -103,7 +104,7 @@ def _invalidate_all(error: type[Exception], what: str) -> None:
 
 def check_event_sync(event: Event) -> None:
     """``hipEventSynchronize`` / ``hipEventQuery`` on an event recorded in a running capture."""
-    link = _LINKS.get(event)
+    link = link_of(event)
     if link is None or link.ended:
         return
     with _LOCK:

@@ -64,6 +64,7 @@ __all__ = [
     "CaptureStatistics",
     "CaptureStatus",
     "exchange_capture_mode",
+    "link_of",
     "node_destroyed",
     "statistics",
     "target_destroyed",
@@ -400,6 +401,21 @@ class _EventLink:
 
 
 _LINKS: weakref.WeakKeyDictionary[Event, _EventLink] = weakref.WeakKeyDictionary()
+
+
+def link_of(event: Event) -> _EventLink | None:
+    """The link of ``event``'s latest record made in a capture, if any; ended or not.
+
+    A record in a capture still running decides what a wait or a query does (a fork, a join,
+    ``CapturedEvent``). Before it does, finished tasks' per-task streams are destroyed (see
+    :mod:`.per_thread`): a capture a finished task left on one ends with it, so a wait right
+    after ``await task`` is not a fork into a capture about to be discarded, which would
+    silently drop the work the waiting stream then does. Costs nothing unless the link is live.
+    """
+    link = _LINKS.get(event)
+    if link is not None and not link.ended:
+        settle_finished()  # may end the link's capture: ``ended`` is set on this very link
+    return link
 
 
 def statistics() -> CaptureStatistics:
