@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Sequence
@@ -281,7 +282,17 @@ def _enqueue_args(enqueue: EnqueueRecord) -> dict[str, Any]:
 
 
 def _us(ns: int) -> float:
-    return ns / 1000
+    """``ns`` in microseconds, as the float Perfetto reads back as exactly ``ns``.
+
+    Perfetto's importer truncates ``value * 1000.0``, and for about one value in a hundred
+    and thirty the nearest float to ``ns / 1000`` gives a product just below ``ns``: read a
+    nanosecond early, a slice began inside the one before it on its queue. The next float up
+    is read as ``ns`` (and still rounds to it, as other readers do).
+    """
+    value = ns / 1000
+    if int(value * 1000.0) < ns:
+        value = math.nextafter(value, math.inf)
+    return value
 
 
 def _meta(kind: str, pid: int, tid: int, **args: Any) -> dict[str, Any]:

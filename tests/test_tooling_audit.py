@@ -1,0 +1,49 @@
+"""The tooling as a user meets it: traces read back as Perfetto reads them, and the test kit."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import pytest
+
+import ahipgraph as ahg
+
+LAUNCH = ahg.CostModel().kernel_launch_ns
+
+
+def _kernel(name: str, duration_ns: int) -> ahg.Kernel:
+    def body(t: ahg.Threads) -> None:
+        pass
+
+    return ahg.Kernel(body, name=name, duration_ns=duration_ns)
+
+
+def _perfetto_ns(microseconds: float) -> int:
+    """A ``ts`` or ``dur`` as Perfetto's JSON importer reads it: ``int64(value * 1000.0)``,
+    a truncation, not a rounding."""
+    return int(microseconds * 1000.0)
+
+
+@pytest.mark.asyncio
+async def test_perfetto_reads_every_slice_at_its_exact_nanosecond(device: ahg.Device) -> None:
+    """``ts`` and ``dur`` were ``ns / 1000``: Perfetto truncates ``value * 1000.0``, and for
+    about one nanosecond value in a hundred and thirty (1001, 2002, ...) the product falls
+    just below the whole number, so a slice began a nanosecond early, inside the one before
+    it on its queue, and Perfetto nested or dropped it."""
+    stream = device.create_stream()
+    # Back to back on one queue, the kernels end (and the next begins) at 2002, 4004, 8008
+    # ns and more: values whose ``/ 1000 * 1000.0`` is below them.
+    kernels = [_kernel(f"k{n}", 2002 - LAUNCH) for n in range(8)]
+    with ahg.tracing() as trace:
+        for kernel in kernels:
+            await stream.launch_kernel(kernel, 1, 1, ())
+        await stream.synchronize()
+    events = [e for e in json.loads(trace.dumps())["traceEvents"] if e["ph"] == "X"]
+    ops = [op for op in trace.ops if op.kind == "kernel"]
+    assert [op.start_ns for op in ops] == [2002 * n for n in range(8)]
+    read = [(_perfetto_ns(e["ts"]), _perfetto_ns(e["dur"])) for e in events if e["cat"] == "kernel"]
+    assert read == [(op.start_ns, op.duration_ns) for op in ops]
+    for (start, length), (next_start, _) in itertools.pairwise(read):
+        assert start + length <= next_start  # no slice begins inside the one before it
+    stream.destroy()
