@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 
+import numpy as np
 import pytest
 
 import ahipgraph as ahg
@@ -47,3 +49,15 @@ async def test_perfetto_reads_every_slice_at_its_exact_nanosecond(device: ahg.De
     for (start, length), (next_start, _) in itertools.pairwise(read):
         assert start + length <= next_start  # no slice begins inside the one before it
     stream.destroy()
+
+
+async def _loop_name() -> str:
+    return type(asyncio.get_running_loop()).__module__.split(".")[0]
+
+
+def test_run_takes_numpy_s_bool_for_use_uvloop() -> None:
+    """A numpy comparison's ``numpy.bool_`` was refused as "not a bool", where the kit's other
+    switches (``stress(faults=...)``, ``fresh_devices(check=...)``) take it."""
+    pytest.importorskip("uvloop")
+    assert ahg.run(_loop_name, use_uvloop=np.True_) == "uvloop"
+    assert ahg.run(_loop_name, use_uvloop=np.False_) == "asyncio"
