@@ -5,11 +5,18 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 import ahipgraph as ahg
+from ahipgraph import cli
+from ahipgraph.tools import launch_bench
 
 LAUNCH = ahg.CostModel().kernel_launch_ns
 
@@ -61,3 +68,45 @@ def test_run_takes_numpy_s_bool_for_use_uvloop() -> None:
     pytest.importorskip("uvloop")
     assert ahg.run(_loop_name, use_uvloop=np.True_) == "uvloop"
     assert ahg.run(_loop_name, use_uvloop=np.False_) == "asyncio"
+
+
+def test_sigterm_ends_a_bench_run_with_status_143_and_no_traceback(tmp_path: Path) -> None:
+    """``stress`` and ``trace`` ended on Ctrl-C and SIGTERM with the signal's status; ``bench``
+    let the ``KeyboardInterrupt`` out of the command: a traceback, and 130 for SIGTERM."""
+    env = dict(os.environ, PYTHONPATH=str(Path(ahg.__file__).parents[1]))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "ahipgraph", "--plain", "bench", "--rounds", "100000"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    first = process.stdout.readline()  # a round ran: the measurement is under way
+    assert first.startswith("bench: tracing off"), first
+    process.send_signal(signal.SIGTERM)
+    try:
+        out, err = process.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.communicate()
+        raise
+    assert process.returncode == 143, err
+    assert "interrupted: bench" in out
+    assert "Traceback" not in err
+
+
+def test_ctrl_c_in_a_bench_run_is_status_130(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def interrupted(rounds: int, progress: object) -> dict[str, float]:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(launch_bench, "measure_launch_host", interrupted)
+    try:
+        status = cli.main(["--plain", "bench", "--rounds", "1"])
+    except KeyboardInterrupt:  # left to pytest, it would end the whole run
+        pytest.fail("the command let the KeyboardInterrupt out")
+    assert status == 130
+    assert "interrupted: bench" in capsys.readouterr().out

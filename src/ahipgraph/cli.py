@@ -14,7 +14,8 @@
   tracing off and on, next to the figure recorded in ``bench/results/launch.json`` when run
   from a source checkout; with ``--full`` it runs the repository's ``bench/launch.py`` (the
   benchmark stays a script of the repository, not part of the installed package: it writes
-  results files and compares loops), which writes its results to ``--json``'s file.
+  results files and compares loops), which writes its results to ``--json``'s file. Ctrl-C
+  and SIGTERM end it as they end ``stress`` (status 130 and 143).
 
 ``ahipgraph --version`` prints the installed version (``ahipgraph.__version__``) and exits.
 
@@ -250,6 +251,17 @@ def _exit_status(code: object) -> int:
 
 
 def _bench(args: argparse.Namespace, out: Output) -> int:
+    try:
+        return _bench_run(args, out)
+    except KeyboardInterrupt:
+        # Ctrl-C (or SIGTERM) ends a long run as it ends ``stress``: the measurement gave
+        # back what it made, and the status is the signal's, not a traceback's.
+        out.done()
+        out.say("interrupted: bench")
+        return _interrupt_status()
+
+
+def _bench_run(args: argparse.Namespace, out: Output) -> int:
     from .tools.launch_bench import measure_launch_host
 
     recorded = _recorded_launch_figure()
