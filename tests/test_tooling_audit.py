@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import itertools
 import json
 import os
@@ -17,6 +18,7 @@ import pytest
 import ahipgraph as ahg
 from ahipgraph import cli
 from ahipgraph.tools import launch_bench
+from ahipgraph.tools.launch_bench import measure_launch_host
 
 LAUNCH = ahg.CostModel().kernel_launch_ns
 
@@ -110,3 +112,16 @@ def test_ctrl_c_in_a_bench_run_is_status_130(
         pytest.fail("the command let the KeyboardInterrupt out")
     assert status == 130
     assert "interrupted: bench" in capsys.readouterr().out
+
+
+def test_measure_launch_host_leaves_the_collector_as_it_found_it() -> None:
+    """The benchmark paused the collector for its rounds and enabled it at the end, also for
+    a caller that had disabled it."""
+    gc.disable()
+    try:
+        measure_launch_host(rounds=1)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    measure_launch_host(rounds=1)
+    assert gc.isenabled()
