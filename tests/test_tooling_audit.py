@@ -17,6 +17,7 @@ import pytest
 
 import ahipgraph as ahg
 from ahipgraph import cli
+from ahipgraph.testing import loop_turns
 from ahipgraph.tools import launch_bench
 from ahipgraph.tools.launch_bench import measure_launch_host
 
@@ -125,3 +126,35 @@ def test_measure_launch_host_leaves_the_collector_as_it_found_it() -> None:
         gc.enable()
     measure_launch_host(rounds=1)
     assert gc.isenabled()
+
+
+@pytest.mark.asyncio
+async def test_every_track_s_events_are_written_in_time_order(device: ahg.Device) -> None:
+    """Events were written in the order records were made: a packet's completion, sampled at
+    its device time (ahead of the host's), came before the samples of the host's next calls
+    at its earlier time, so a counter track's timestamps went back and forth; flows came
+    after every slice, whatever their time."""
+    first, second = device.create_stream(), device.create_stream()
+    event = device.create_event()
+    slow, short = _kernel("slow", 5000), _kernel("short", 10)
+    with ahg.tracing() as trace:
+        for _ in range(3):
+            await first.launch_kernel(slow, 1, 1, ())
+            await second.launch_kernel(short, 1, 1, ())
+            scratch = await second.malloc_async(256)  # the memory counter moves
+            await second.free_async(scratch)
+            await loop_turns()  # the device runs ahead of the host's clock
+        await first.record_event(event)
+        await second.wait_event(event)
+        await second.launch_kernel(short, 1, 1, ())
+        await device.synchronize()
+    events = [e for e in json.loads(trace.dumps())["traceEvents"] if e["ph"] != "M"]
+    assert {"C", "s", "f", "X", "i"} <= {e["ph"] for e in events}
+    last: dict[tuple[int, int], float] = {}
+    for written in events:
+        track = (written["pid"], written["tid"])
+        assert written["ts"] >= last.get(track, 0.0), written
+        last[track] = written["ts"]
+    event.destroy()
+    first.destroy()
+    second.destroy()

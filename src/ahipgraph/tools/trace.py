@@ -19,6 +19,8 @@ first sees them), never wall-clock time or ``id()``: the same program gives the 
 The file is written for how Perfetto imports it (``ts``/``dur`` in microseconds, as the format
 says, whatever ``displayTimeUnit``):
 
+* each track's events are in time order, the metadata first (a packet's completion is
+  sampled at its device time, ahead of the host's next calls);
 * process and thread ids start at 1 (device ``n`` is pid ``n + 1``, its host track tid 1 and
   queue ``k`` tid ``k + 2``): Perfetto takes pid 0 and tid 0 for the kernel's idle task;
 * the host enqueues of one device at one simulated instant are one instant event (``N
@@ -238,6 +240,11 @@ class Trace:
                         "args": {"value": value},
                     }
                 )
+        # Events are made kind by kind (flows and ``released`` slices after every op), and a
+        # packet's completion is sampled at its device time, which runs ahead of the host's
+        # next calls: each track's events are written in time order, the names of processes
+        # and tracks first. The sort is stable: events of one instant keep their order.
+        events.sort(key=_file_order)
         return {
             "displayTimeUnit": "ns",
             "otherData": {"generator": "ahipgraph", "clock": "simulated"},
@@ -293,6 +300,11 @@ def _us(ns: int) -> float:
     if int(value * 1000.0) < ns:
         value = math.nextafter(value, math.inf)
     return value
+
+
+def _file_order(event: dict[str, Any]) -> tuple[int, float]:
+    """Metadata first, then every other event by its timestamp."""
+    return (0, 0.0) if event["ph"] == "M" else (1, event["ts"])
 
 
 def _meta(kind: str, pid: int, tid: int, **args: Any) -> dict[str, Any]:
