@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import ahipgraph as ahg
-from ahipgraph import cli
+from ahipgraph import cli, testing
 from ahipgraph.testing import loop_turns
 from ahipgraph.tools import launch_bench
 from ahipgraph.tools.launch_bench import measure_launch_host
@@ -158,3 +158,41 @@ async def test_every_track_s_events_are_written_in_time_order(device: ahg.Device
     event.destroy()
     first.destroy()
     second.destroy()
+
+
+def _if_graph(kernel: ahg.Kernel) -> ahg.Graph:
+    """An IF node whose handle defaults to 1, so its body (one ``kernel`` node) runs."""
+    graph = ahg.Graph()
+    handle = graph.conditional_handle(default=1)
+    _, (body,) = graph.add_conditional_node(handle, ahg.ConditionalKind.If)
+    body.add_kernel_node(kernel, 1, 1, ())
+    return graph
+
+
+@pytest.mark.asyncio
+async def test_injected_faults_reach_the_kernels_of_a_conditional_body(device: ahg.Device) -> None:
+    """A conditional node runs its body's ops itself, and they were never offered to the
+    observers: ``fail_kernels`` and ``hang_kernels`` left a body's kernels alone (``hits``
+    stayed 0) and the launch succeeded, as if the test's fault had fired nowhere."""
+    stream = device.create_stream()
+    graph = _if_graph(_kernel("in_body", 100))
+    graph_exec = graph.instantiate()
+    with (
+        testing.fail_kernels(1, name="in_body") as fault,
+        pytest.raises(ahg.LaunchFailure, match="in_body"),
+    ):
+        await (await graph_exec.launch(stream))
+    assert fault.hits == 1
+    stream.destroy()
+    stream = device.create_stream()
+    with testing.hang_kernels(1, name="in_body") as hang:
+        done = await graph_exec.launch(stream)
+        async with asyncio.timeout(5):
+            await hang.started.wait()
+        assert not done.done()
+        assert hang.cancel() == 1
+        with pytest.raises(ahg.LaunchFailure, match="hung kernel cancelled"):
+            await done
+    graph_exec.destroy()
+    graph.destroy()
+    stream.destroy()
