@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import itertools
 import json
@@ -10,6 +11,8 @@ import os
 import signal
 import subprocess
 import sys
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +20,7 @@ import pytest
 
 import ahipgraph as ahg
 from ahipgraph import cli, testing
-from ahipgraph.testing import loop_turns
+from ahipgraph.testing import loop_turns, run_together
 from ahipgraph.tools import launch_bench
 from ahipgraph.tools.launch_bench import measure_launch_host
 
@@ -196,3 +199,29 @@ async def test_injected_faults_reach_the_kernels_of_a_conditional_body(device: a
     graph_exec.destroy()
     graph.destroy()
     stream.destroy()
+
+
+async def _never_run(ran: list[str]) -> None:
+    ran.append("ran")
+
+
+def test_run_together_refuses_a_target_that_would_run_nothing() -> None:
+    """A coroutine function as a target was called on its thread, made a coroutine nobody
+    awaited, and ``run_together`` returned ``[]``: a race test passed having run nothing."""
+    ran: list[str] = []
+
+    def generator() -> Iterator[None]:
+        ran.append("ran")
+        yield
+
+    for target in (_never_run, functools.partial(_never_run, ran), generator):
+        with pytest.raises(TypeError, match="would run nothing"):
+            run_together(target)  # type: ignore[arg-type]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the coroutine is closed, not left to warn
+        (error,) = run_together(lambda: _never_run(ran))
+    assert isinstance(error, TypeError)
+    assert "returned a coroutine, never run" in str(error)
+    assert ran == []
+    assert run_together(lambda: asyncio.run(_never_run(ran))) == []
+    assert ran == ["ran"]
