@@ -20,6 +20,7 @@ import pytest
 
 import ahipgraph as ahg
 from ahipgraph import cli, testing
+from ahipgraph.device import hooks
 from ahipgraph.testing import loop_turns, run_together
 from ahipgraph.tools import launch_bench
 from ahipgraph.tools.launch_bench import measure_launch_host
@@ -225,3 +226,49 @@ def test_run_together_refuses_a_target_that_would_run_nothing() -> None:
     assert ran == []
     assert run_together(lambda: asyncio.run(_never_run(ran))) == []
     assert ran == ["ran"]
+
+
+@ahg.kernel
+def _store(t: ahg.Threads, x: ahg.Ptr[ahg.float32], value: ahg.float32) -> None:
+    x[0] = value
+
+
+async def _unordered_writes(device: ahg.Device) -> None:
+    """Two streams write one buffer with nothing ordering them: a race."""
+    first, second = device.create_stream(), device.create_stream()
+    buffer = device.malloc(64)
+    await first.launch_kernel(_store, 1, 1, (buffer, 1.0))
+    await second.launch_kernel(_store, 1, 1, (buffer, 2.0))
+    await device.synchronize()
+    device.free(buffer)
+    first.destroy()
+    second.destroy()
+
+
+def _blocks_left_on() -> tuple[str, ahg.RaceCheck]:
+    """A devices block in which a race check and a tracing block are entered, never left:
+    the block's leak report, and the check."""
+    block = testing.fresh_devices(1)
+    block.__enter__()
+    check = ahg.race_check().__enter__()
+    ahg.tracing().__enter__()
+    with pytest.raises(testing.LeakError) as left:
+        block.__exit__(None, None, None)
+    return str(left.value), check
+
+
+@pytest.mark.asyncio
+async def test_a_race_check_or_tracing_left_on_is_reported_and_ended_with_its_devices() -> None:
+    """A fault's block entered and never left was disarmed and reported at the end of the
+    devices block (or test); a race check's or a tracing block's stayed on for the rest of
+    the process, unreported: every later test's calls were checked (in raise mode, a later
+    test's race failed it far from the cause) and recorded."""
+    with ahg.race_check(on_race="collect") as kept:  # on before the block: left on
+        report, check = _blocks_left_on()
+        assert kept.active
+    assert "race check still on (its block was never left)" in report
+    assert "tracing still on (its block was never left)" in report
+    assert not check.active
+    assert hooks.observers is None
+    with testing.fresh_devices(1) as (device,):
+        await _unordered_writes(device)  # no RaceError: nothing checks any more
