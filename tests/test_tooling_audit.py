@@ -8,12 +8,14 @@ import gc
 import itertools
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -272,3 +274,46 @@ async def test_a_race_check_or_tracing_left_on_is_reported_and_ended_with_its_de
     assert hooks.observers is None
     with testing.fresh_devices(1) as (device,):
         await _unordered_writes(device)  # no RaceError: nothing checks any more
+
+
+def _outside_the_buffer(rng: random.Random, buffer: ahg.DevicePtr) -> ahg.Graph:
+    """A builder that breaks its contract: its node writes past the harness's buffer."""
+    graph = ahg.Graph()
+    try:
+        graph.add_memset_node(buffer + 10**6, 0, 8)
+    except ahg.HipError:
+        graph.destroy()
+        raise
+    return graph
+
+
+def _violation(**arguments: Any) -> str:
+    with pytest.raises(testing.StressViolation) as raised:
+        testing.stress(seed=7, **arguments)
+    return str(raised.value)
+
+
+def test_a_stress_violation_says_how_to_run_the_same_run_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The report's ``reproduce:`` line was ``ahipgraph stress --seed N`` whatever the run:
+    a run of one task, no thread and no faults was "reproduced" by 8 tasks, 2 threads and
+    faults, and a run of the caller's own builders by the default one."""
+    report = _violation(builders=[_outside_the_buffer], ops=5, tasks=1, threads=0, faults=False)
+    assert report.endswith(
+        "reproduce: stress(the same builders, seed=7, ops=5, tasks=1, threads=0, faults=False)"
+    )
+
+    def broken(run: Any, ok: bool, worker: str, invariant: str, detail: str) -> None:
+        raise testing.StressViolation(run.seed, worker, invariant, detail, run.reproduce)
+
+    harness = sys.modules["ahipgraph.testing.stress"]  # the module, not the function
+    monkeypatch.setattr(harness._Run, "check", broken)  # the first check fails
+    report = _violation(ops=500, tasks=1, threads=0, faults=False)
+    assert report.endswith(
+        "reproduce: ahipgraph stress --seed 7 --ops 500 --tasks 1 --threads 0 --no-faults"
+    )
+    assert _violation(duration=np.float64(30.0)).endswith(
+        "reproduce: ahipgraph stress --seed 7 --duration 30.0"
+    )
+    assert _violation().endswith("reproduce: ahipgraph stress --seed 7")
