@@ -317,3 +317,26 @@ def test_a_stress_violation_says_how_to_run_the_same_run_again(
         "reproduce: ahipgraph stress --seed 7 --duration 30.0"
     )
     assert _violation().endswith("reproduce: ahipgraph stress --seed 7")
+
+
+@pytest.mark.asyncio
+async def test_a_turn_asked_under_another_name_ends_the_turn_the_task_holds() -> None:
+    """``turn`` "ends the task's current turn (if it holds one)": only a turn held under the
+    same name was ended, so a task holding ``a``'s turn that asked for ``b``'s, next in the
+    order, waited for ever behind its own turn."""
+    turns = testing.Interleave("a", "b", "c")
+    log: list[str] = []
+
+    async def two_names() -> None:
+        await turns.turn("a")
+        log.append("a")
+        await turns.turn("b")
+        log.append("b")
+
+    async def third() -> None:
+        await turns.turn("c")
+        log.append("c")
+
+    async with asyncio.timeout(5):
+        await asyncio.gather(two_names(), third())
+    assert log == ["a", "b", "c"]

@@ -289,6 +289,10 @@ class Interleave:
                 if task is not self._holder_task:
                     raise ValueError(f"the turn of {name!r} is held by another task")
                 self._advance_locked()
+            elif task is not None and self._holder_task is task:
+                # The task's turn under another name ends too: waiting with it held, the
+                # task waited for a turn that comes only after its own, for ever.
+                self._advance_locked()
         while True:
             with self._lock:
                 if self.position >= len(self.order) or self.order[self.position] == name:
