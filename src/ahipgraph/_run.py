@@ -7,6 +7,8 @@ import inspect
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
+from .core.ints import is_bool
+
 __all__ = ["run"]
 
 T = TypeVar("T")
@@ -26,17 +28,19 @@ def run(
         ModuleNotFoundError: ``use_uvloop`` is set and uvloop is not installed; the message says
             how to install it. ``main`` is then not started (a coroutine passed in is closed, so
             it does not warn that it was never awaited).
-        TypeError: ``use_uvloop`` is not a bool (a string such as ``"no"`` is truthy, so it is
-            refused rather than guessed at); ``main`` is then not started either. Also when
-            ``main`` is neither a coroutine nor a function returning one.
+        TypeError: ``use_uvloop`` is not a bool, Python's or numpy's (a string such as
+            ``"no"`` is truthy, so it is refused rather than guessed at); ``main`` is then not
+            started either. Also when ``main`` is neither a coroutine nor a function returning
+            one.
         RuntimeError: called from a coroutine, where an event loop already runs; ``main`` is
             not started (a coroutine function is not even called), as above.
     """
     flag: object = use_uvloop  # typed callers pass a bool; untyped ones may pass anything
-    if not isinstance(flag, bool):
+    if not is_bool(flag):  # numpy's bool too, as the kit's other switches take it
         if not callable(main) and hasattr(main, "close"):
             main.close()
         raise TypeError(f"use_uvloop must be a bool, got {use_uvloop!r}")
+    use_uvloop = bool(flag)
     try:
         asyncio.get_running_loop()
     except RuntimeError:

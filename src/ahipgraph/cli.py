@@ -14,7 +14,8 @@
   tracing off and on, next to the figure recorded in ``bench/results/launch.json`` when run
   from a source checkout; with ``--full`` it runs the repository's ``bench/launch.py`` (the
   benchmark stays a script of the repository, not part of the installed package: it writes
-  results files and compares loops), which writes its results to ``--json``'s file.
+  results files and compares loops), which writes its results to ``--json``'s file. Ctrl-C
+  and SIGTERM end it as they end ``stress`` (status 130 and 143).
 
 ``ahipgraph --version`` prints the installed version (``ahipgraph.__version__``) and exits.
 
@@ -106,10 +107,10 @@ class Output:
 
 
 def _stress(args: argparse.Namespace, out: Output) -> int:
-    from .testing.stress import StressReport, StressViolation, stress
+    from .testing.stress import DEFAULT_OPS, StressReport, StressViolation, stress
 
     duration = args.duration
-    ops = args.ops if args.ops is not None or duration is not None else 2_000
+    ops = args.ops if args.ops is not None or duration is not None else DEFAULT_OPS
     total = float(ops) if ops is not None else duration
     update = out.progress(f"stress seed {args.seed}", total)
     started = time.monotonic()
@@ -250,6 +251,17 @@ def _exit_status(code: object) -> int:
 
 
 def _bench(args: argparse.Namespace, out: Output) -> int:
+    try:
+        return _bench_run(args, out)
+    except KeyboardInterrupt:
+        # Ctrl-C (or SIGTERM) ends a long run as it ends ``stress``: the measurement gave
+        # back what it made, and the status is the signal's, not a traceback's.
+        out.done()
+        out.say("interrupted: bench")
+        return _interrupt_status()
+
+
+def _bench_run(args: argparse.Namespace, out: Output) -> int:
     from .tools.launch_bench import measure_launch_host
 
     recorded = _recorded_launch_figure()
@@ -361,7 +373,7 @@ def _unwritable(path: Path) -> str | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from .testing.stress import MAX_TASKS, MAX_THREADS
+    from .testing.stress import DEFAULT_OPS, DEFAULT_TASKS, DEFAULT_THREADS, MAX_TASKS, MAX_THREADS
 
     parser = argparse.ArgumentParser(prog="ahipgraph", description=__doc__.splitlines()[0])
     parser.add_argument("--plain", action="store_true", help="plain lines, no progress bar")
@@ -383,18 +395,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     stress.add_argument("--seed", type=int, default=0, help="fixes every random choice (default 0)")
     limit = stress.add_mutually_exclusive_group()
     limit.add_argument("--duration", type=_seconds, help="seconds to run")
-    limit.add_argument("--ops", type=_count(1), help="operations to run (default 2000)")
+    limit.add_argument("--ops", type=_count(1), help=f"operations to run (default {DEFAULT_OPS})")
     stress.add_argument(
         "--tasks",
         type=_count(0, MAX_TASKS),
-        default=8,
-        help=f"async workers (default 8, at most {MAX_TASKS})",
+        default=DEFAULT_TASKS,
+        help=f"async workers (default {DEFAULT_TASKS}, at most {MAX_TASKS})",
     )
     stress.add_argument(
         "--threads",
         type=_count(0, MAX_THREADS),
-        default=2,
-        help=f"thread workers (default 2, at most {MAX_THREADS})",
+        default=DEFAULT_THREADS,
+        help=f"thread workers (default {DEFAULT_THREADS}, at most {MAX_THREADS})",
     )
     stress.add_argument("--no-faults", action="store_true", help="no fault injection")
 

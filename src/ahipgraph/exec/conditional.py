@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..core.errors import HipError, IllegalState, InvalidValue, NotSupported
-from ..device import kernel_args
+from ..device import hooks, kernel_args
 from ..device.conditional_arg import bind_handles, handle_fields
 from ..device.ops import DefaultsOp, Op
 from ..device.program import INTERRUPTS
@@ -142,11 +142,16 @@ class ConditionalOp(Op):
                 self.state = None
                 return None
             body, position = chosen, 0
+        # Fault injection fails or holds a kernel as it starts: a body's ops, run here rather
+        # than by the program's observed loop, are offered to the observers the same way.
+        watchers = hooks.observers
         while True:
             while position < len(body):
                 op = body[position]
                 try:
-                    blocker = op.run(program)
+                    blocker = None if watchers is None else hooks.op_starting(watchers, program, op)
+                    if blocker is None:
+                        blocker = op.run(program)
                 except INTERRUPTS:
                     self.state = None  # the program abandons its work, this node included
                     raise

@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import threading
 import weakref
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Literal
 
+from ..core.callables import makes_generator
 from ..core.ints import as_int
 from ..device.engine import running_loop
 from ..device.kernel import Kernel, Threads
@@ -287,6 +289,10 @@ class Interleave:
                 if task is not self._holder_task:
                     raise ValueError(f"the turn of {name!r} is held by another task")
                 self._advance_locked()
+            elif task is not None and self._holder_task is task:
+                # The task's turn under another name ends too: waiting with it held, the
+                # task waited for a turn that comes only after its own, for ever.
+                self._advance_locked()
         while True:
             with self._lock:
                 if self.position >= len(self.order) or self.order[self.position] == name:
@@ -382,10 +388,16 @@ async def loop_turns(turns: int = 4) -> None:
 def run_together(*targets: Callable[[], object]) -> list[BaseException]:
     """Run each target on its own thread, all released at once; return what they raised.
 
+    A target is called, not awaited: an ``async def`` function runs on its thread's own loop
+    when the target says so, as ``lambda: asyncio.run(main())``. A target that returns a
+    coroutine anyway ran nothing: its coroutine is closed and a ``TypeError`` saying so is
+    among what is returned, so a test expecting ``[]`` does not pass on work never done.
+
     Raises:
         TypeError: a target is not callable (it would only have failed on its thread, where
-            its ``TypeError`` looked like what the target raised); checked before any thread
-            starts.
+            its ``TypeError`` looked like what the target raised), or is a coroutine or
+            generator function, whose call only makes a coroutine or generator; checked before
+            any thread starts.
         ValueError: no target at all.
     """
     if not targets:
@@ -393,6 +405,11 @@ def run_together(*targets: Callable[[], object]) -> list[BaseException]:
     for target in targets:
         if not callable(target):
             raise TypeError(f"run_together's targets must be callables, got {target!r}")
+        if inspect.iscoroutinefunction(target) or makes_generator(target):
+            raise TypeError(
+                f"run_together calls its targets and does not iterate or await what they "
+                f"return, so {target!r} would run nothing: pass lambda: asyncio.run(...)"
+            )
     errors: list[BaseException] = []
     start = threading.Barrier(len(targets))
 
@@ -402,9 +419,15 @@ def run_together(*targets: Callable[[], object]) -> list[BaseException]:
         except threading.BrokenBarrierError:
             return  # another target's thread could not start: none of them runs
         try:
-            target()
+            result = target()
         except BaseException as exc:
             errors.append(exc)
+            return
+        if inspect.iscoroutine(result):
+            result.close()  # never run: closed, so it does not warn "never awaited" later
+            errors.append(
+                TypeError(f"run_together's target {target!r} returned a coroutine, never run")
+            )
 
     threads = [threading.Thread(target=body, args=(t,)) for t in targets]
     started: list[threading.Thread] = []

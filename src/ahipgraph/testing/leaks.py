@@ -34,6 +34,8 @@ from ..runtime.device import Device, DeviceStatistics, configure_devices, device
 from ..runtime.event import EVENTS
 from ..runtime.per_thread import settle_finished
 from ..runtime.stream import STREAMS
+from ..tools.race import end_race_check, race_checks_on
+from ..tools.trace import _Recorder as TraceRecorder
 from .faults import AllocationFault, KernelFault, KernelHang
 
 __all__ = ["LeakError", "Snapshot", "fresh_devices", "leak_report", "snapshot"]
@@ -187,30 +189,41 @@ def _device_lines(
     return lines
 
 
-def armed_observers() -> tuple[hooks.Observer, ...]:
-    """The device observers installed now: the baseline of :func:`disarm_faults`."""
-    return hooks.observers or ()
+def armed_observers() -> tuple[object, ...]:
+    """The device observers installed and the race checks on now: the baseline of
+    :func:`disarm_faults`."""
+    return (*(hooks.observers or ()), *race_checks_on())
 
 
-def disarm_faults(armed_before: Sequence[hooks.Observer]) -> list[str]:
-    """Remove the faults armed since ``armed_before`` (see :func:`armed_observers`) and still
-    armed, as at the end of a ``fresh_devices`` block or a test; one report line each.
+def disarm_faults(armed_before: Sequence[object]) -> list[str]:
+    """Remove the faults armed, and end the race checks and tracing blocks begun, since
+    ``armed_before`` (see :func:`armed_observers`) and still on, as at the end of a
+    ``fresh_devices`` block or a test; one report line each.
 
     A fault's block that was entered and never left (``__enter__`` without ``__exit__``, an
     ``ExitStack`` never closed) kept failing kernels or allocations for every later test of
-    the process, which then failed far from the cause. The block's devices are retired, so
-    its faults go with them; faults armed before the block (a ``with`` around it) stay.
+    the process, which then failed far from the cause; a race check's kept checking every
+    later test's calls (in raise mode, failing them with its ``RaceError``), and a tracing
+    block's kept recording all they ran. The block's devices are retired, so what it left on
+    goes with them; what was on before the block (a ``with`` around it) stays.
     """
     lines = []
     for observer in hooks.observers or ():
-        if not isinstance(observer, KernelFault | AllocationFault):
-            continue
         if any(observer is before for before in armed_before):
             continue
-        hooks.uninstall(observer)
-        if isinstance(observer, KernelHang):
-            observer.cancel()
-        lines.append(f"fault injection still armed (its block was never left): {observer!r}")
+        if isinstance(observer, KernelFault | AllocationFault):
+            hooks.uninstall(observer)
+            if isinstance(observer, KernelHang):
+                observer.cancel()
+            lines.append(f"fault injection still armed (its block was never left): {observer!r}")
+        elif isinstance(observer, TraceRecorder):
+            hooks.uninstall(observer)
+            observer.finish()
+            lines.append(f"tracing still on (its block was never left): {observer.trace!r}")
+    for check in race_checks_on():
+        if not any(check is before for before in armed_before):
+            end_race_check(check)
+            lines.append(f"race check still on (its block was never left): {check!r}")
     return lines
 
 
@@ -299,7 +312,8 @@ def fresh_devices(
     in the same thread) on device 1.
     Fault injection armed in the block (:func:`~ahipgraph.testing.fail_kernels` and the
     others) and still armed at its end, because its own block was never left, is disarmed
-    then and reported as a leak: it must not fail the next test's kernels.
+    then and reported as a leak: it must not fail the next test's kernels. A race check or a
+    tracing block begun in the block and still on is ended and reported the same way.
 
     Raises:
         TypeError: ``check`` is not a bool (``check="no"`` checked); as

@@ -9,7 +9,8 @@ backend), because the fixtures are synchronous and touch no event loop.
   readable report (:func:`ahipgraph.testing.leak_report`) if anything is still alive, in flight
   or allocated; the devices are replaced either way, so left-over work never reaches the next
   test. A fault armed in the test and still armed at its end (a block entered and never
-  left) is disarmed then and fails the test the same way.
+  left) is disarmed then and fails the test the same way, as does a race check or a tracing
+  block begun in the test and still on.
 * ``ahg_race_check`` — runs the test under :func:`ahipgraph.race_check` (collecting) and fails
   it at teardown with every race report, so a missing stream or graph dependency fails the
   test that has it even when the data happened to come out right.

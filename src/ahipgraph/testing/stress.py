@@ -99,6 +99,9 @@ __all__ = [
 
 CELLS = 8
 """How many int32 cells the buffer a :data:`Builder` is given holds (on device 0)."""
+DEFAULT_OPS, DEFAULT_TASKS, DEFAULT_THREADS = 2_000, 8, 2
+"""What :func:`stress` and the ``ahipgraph stress`` command run when not told otherwise."""
+
 MAX_TASKS = 10_000
 """At most this many async workers: each holds a stream and a buffer, and a mistyped count (an
 extra digit or ten) otherwise spent minutes, or for ever, starting workers before the first op."""
@@ -135,18 +138,58 @@ def _add(t: Threads, cell: int32, value: int32, x: Ptr[int32]) -> None:
 class StressViolation(AssertionError):
     """An invariant was broken. ``str()`` has the seed and a minimal report."""
 
-    def __init__(self, seed: int, worker: str, invariant: str, detail: str) -> None:
+    def __init__(
+        self, seed: int, worker: str, invariant: str, detail: str, reproduce: str | None = None
+    ) -> None:
+        """``reproduce`` is the command (or call) that runs the same run again; by default the
+        command's own defaults with ``seed``."""
         self.seed, self.worker, self.invariant, self.detail = seed, worker, invariant, detail
+        self.reproduce = reproduce if reproduce is not None else f"ahipgraph stress --seed {seed}"
         super().__init__(
             f"invariant broken: {invariant}\n  seed: {seed}\n  worker: {worker}\n  {detail}\n"
-            f"  reproduce: ahipgraph stress --seed {seed}"
+            f"  reproduce: {self.reproduce}"
         )
 
-    def __reduce__(self) -> tuple[type[StressViolation], tuple[int, str, str, str]]:
+    def __reduce__(self) -> tuple[type[StressViolation], tuple[int, str, str, str, str]]:
         # An exception is copied and pickled by calling its class with ``args``, here the
         # message alone, which this constructor refuses: a violation raised in a worker process
         # or copied by a test tool must come back as itself.
-        return (type(self), (self.seed, self.worker, self.invariant, self.detail))
+        return (type(self), (self.seed, self.worker, self.invariant, self.detail, self.reproduce))
+
+
+def _reproduce(
+    seed: int,
+    default_builders: bool,
+    ops: int | None,
+    duration: float | None,
+    tasks: int,
+    threads: int,
+    faults: bool,
+) -> str:
+    """What runs a run of these arguments again: the ``ahipgraph stress`` command, with every
+    option that differs from its defaults (the seed alone would run 8 tasks, 2 threads and
+    faults, whatever the failing run had), or the call, for what the command cannot run
+    (builders of the caller's own, or both limits at once)."""
+    duration = None if duration is None else float(duration)  # numpy's float as Python's
+    if not default_builders or (ops is not None and duration is not None):
+        arguments = [] if default_builders else ["the same builders"]
+        arguments.append(f"seed={seed}")
+        limits = (("ops", ops), ("duration", duration))
+        arguments += [f"{name}={value!r}" for name, value in limits if value is not None]
+        arguments += [f"tasks={tasks}", f"threads={threads}", f"faults={faults}"]
+        return f"stress({', '.join(arguments)})"
+    options = [f"--seed {seed}"]
+    if duration is not None:
+        options.append(f"--duration {duration!r}")
+    elif ops is not None and ops != DEFAULT_OPS:
+        options.append(f"--ops {ops}")
+    if tasks != DEFAULT_TASKS:
+        options.append(f"--tasks {tasks}")
+    if threads != DEFAULT_THREADS:
+        options.append(f"--threads {threads}")
+    if not faults:
+        options.append("--no-faults")
+    return "ahipgraph stress " + " ".join(options)
 
 
 @dataclass(slots=True)
@@ -217,6 +260,7 @@ class _Run:
         self.deadline = deadline
         self.faults = faults
         self.report = StressReport(seed)
+        self.reproduce = f"ahipgraph stress --seed {seed}"  # what runs this run again
         self.stop = threading.Event()
         # Why it stopped: the operation budget spent, or anything else (a violation, the
         # deadline, the run cancelled), which ends every worker at once (see keep_going).
@@ -344,7 +388,7 @@ class _Run:
     def check(self, ok: bool, worker: str, invariant: str, detail: str) -> None:
         if not ok:
             self.halt()
-            raise StressViolation(self.seed, worker, invariant, detail)
+            raise StressViolation(self.seed, worker, invariant, detail, self.reproduce)
         with self.lock:
             self.report.checks += 1
 
@@ -714,8 +758,8 @@ def stress(
     seed: int = 0,
     ops: int | None = None,
     duration: float | None = None,
-    tasks: int = 8,
-    threads: int = 2,
+    tasks: int = DEFAULT_TASKS,
+    threads: int = DEFAULT_THREADS,
     faults: bool = True,
     progress: Callable[[StressReport], None] | None = None,
 ) -> StressReport:
@@ -779,9 +823,10 @@ def _stress(
 ) -> StressReport:
     """:func:`stress`, its arguments checked and the run's lock held."""
     if ops is None and duration is None:
-        ops = 2_000
+        ops = DEFAULT_OPS
     deadline = None if duration is None else time.monotonic() + duration
     run = _Run(seed, builders, ops, deadline, faults)
+    run.reproduce = _reproduce(seed, run.default, ops, duration, tasks, threads, faults)
     started = time.monotonic()
     with fresh_devices(1, check=False):
         baseline = snapshot()
@@ -994,6 +1039,7 @@ async def _watchdog(run: _Run) -> None:
             f"workers stuck in a cycle: {', '.join(stuck) or 'none'}; "
             f"{done} operations done ({by_worker or 'none'}): a kernel or host function that "
             "never returns, or work that never completes",
+            run.reproduce,
         )
 
 

@@ -85,6 +85,9 @@ async def _rounds(
         await (await graph_exec.launch(stream))
     off: list[float] = []
     on: list[float] = []
+    # The collector is paused for the measurement, and left as the caller had it: a harness
+    # that runs with it disabled does not find it enabled again.
+    collecting = gc.isenabled()
     gc.disable()
     try:
         for done in range(rounds):
@@ -96,7 +99,8 @@ async def _rounds(
             if progress is not None:
                 progress(2 * done + 2, f"tracing on {on[-1]:.2f} us")
     finally:
-        gc.enable()
+        if collecting:
+            gc.enable()
     return {"off": statistics.median(off), "on": statistics.median(on)}
 
 

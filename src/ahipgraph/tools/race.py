@@ -1228,6 +1228,18 @@ def install_from_environment() -> RaceCheck | None:
     return _ENVIRONMENT_CHECK
 
 
+def race_checks_on() -> tuple[RaceCheck, ...]:
+    """The race checks on now, those of ``with`` blocks (not the environment switch's)."""
+    with _CHECKER.lock:
+        return tuple(check for check in _CHECKER.stack if check is not _ENVIRONMENT_CHECK)
+
+
+def end_race_check(check: RaceCheck) -> None:
+    """Turn ``check`` off as leaving its block would: for a block entered and never left
+    (the test kit ends such a block with the devices it was entered among)."""
+    _CHECKER.pop(check)
+
+
 def active() -> bool:
     """True while any race check (a ``with`` block or the environment switch) is on."""
     return bool(_CHECKER.stack)

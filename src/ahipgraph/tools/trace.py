@@ -19,6 +19,8 @@ first sees them), never wall-clock time or ``id()``: the same program gives the 
 The file is written for how Perfetto imports it (``ts``/``dur`` in microseconds, as the format
 says, whatever ``displayTimeUnit``):
 
+* each track's events are in time order, the metadata first (a packet's completion is
+  sampled at its device time, ahead of the host's next calls);
 * process and thread ids start at 1 (device ``n`` is pid ``n + 1``, its host track tid 1 and
   queue ``k`` tid ``k + 2``): Perfetto takes pid 0 and tid 0 for the kernel's idle task;
 * the host enqueues of one device at one simulated instant are one instant event (``N
@@ -38,6 +40,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Sequence
@@ -237,6 +240,11 @@ class Trace:
                         "args": {"value": value},
                     }
                 )
+        # Events are made kind by kind (flows and ``released`` slices after every op), and a
+        # packet's completion is sampled at its device time, which runs ahead of the host's
+        # next calls: each track's events are written in time order, the names of processes
+        # and tracks first. The sort is stable: events of one instant keep their order.
+        events.sort(key=_file_order)
         return {
             "displayTimeUnit": "ns",
             "otherData": {"generator": "ahipgraph", "clock": "simulated"},
@@ -281,7 +289,22 @@ def _enqueue_args(enqueue: EnqueueRecord) -> dict[str, Any]:
 
 
 def _us(ns: int) -> float:
-    return ns / 1000
+    """``ns`` in microseconds, as the float Perfetto reads back as exactly ``ns``.
+
+    Perfetto's importer truncates ``value * 1000.0``, and for about one value in a hundred
+    and thirty the nearest float to ``ns / 1000`` gives a product just below ``ns``: read a
+    nanosecond early, a slice began inside the one before it on its queue. The next float up
+    is read as ``ns`` (and still rounds to it, as other readers do).
+    """
+    value = ns / 1000
+    if int(value * 1000.0) < ns:
+        value = math.nextafter(value, math.inf)
+    return value
+
+
+def _file_order(event: dict[str, Any]) -> tuple[int, float]:
+    """Metadata first, then every other event by its timestamp."""
+    return (0, 0.0) if event["ph"] == "M" else (1, event["ts"])
 
 
 def _meta(kind: str, pid: int, tid: int, **args: Any) -> dict[str, Any]:
