@@ -1,7 +1,8 @@
 """Work that fails inside a conditional node's body fails the launch as it would anywhere else:
 the failing kernel's own ``LaunchFailure``, whatever it raised (an ``Exception`` or a
 ``BaseException`` that is not an interrupt, from a plain or an async kernel, however deep the
-nesting), and the rest of the body and of the graph still runs."""
+nesting), and the rest of the body and of the graph still runs, but a WHILE loop starts no
+iteration after the failure."""
 
 from __future__ import annotations
 
@@ -119,10 +120,11 @@ async def test_a_failing_body_kernel_fails_the_launch_with_its_own_error(
 
 @pytest.mark.asyncio
 @pytest.mark.parametrize(("kernel", "raised"), FAILING)
-async def test_a_while_body_that_fails_each_iteration_still_loops_to_its_end(
+async def test_a_while_body_that_fails_runs_no_further_iteration(
     device: ahg.Device, kernel: ahg.Kernel, raised: type[BaseException]
 ) -> None:
-    """The failure is recorded and the loop goes on, as a failing op never stops the rest."""
+    """The failing iteration's other work still runs, as a failing op never stops the rest,
+    but no iteration starts after it: the loop's handle may be one the failed work never set."""
     x = device.malloc(16)
     graph = ahg.Graph()
     handle = graph.conditional_handle(default=1)
@@ -136,10 +138,45 @@ async def test_a_while_body_that_fails_each_iteration_still_loops_to_its_end(
         with pytest.raises(ahg.LaunchFailure, match=f"kernel '{kernel.name}' failed") as info:
             await (await graph_exec.launch(stream))
         assert isinstance(info.value.__cause__, raised)
-        assert device.view(x, np.int32, 1)[0] == 0  # every iteration ran
+        assert device.view(x, np.int32, 1)[0] == start - 1  # the first iteration only
         with pytest.raises(ahg.LaunchFailure):
             await stream.synchronize()
     assert graph_exec.statistics().in_flight == 0
+    graph_exec.destroy()
+    graph.destroy()
+    stream.destroy()
+    device.free(x)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(("kernel", "raised"), FAILING)
+@pytest.mark.parametrize("depth", [1, 3])
+async def test_a_while_loop_whose_handle_setter_fails_ends_the_launch(
+    device: ahg.Device, kernel: ahg.Kernel, raised: type[BaseException], depth: int
+) -> None:
+    """The kernel that would end the loop fails before setting its handle (left at 1 by
+    the launch's default): the launch fails with that kernel's error instead of looping
+    for ever, however deep the loop sits, and the device is idle once it has failed."""
+    x = device.malloc(16)
+    stream = device.create_stream()
+
+    def fill(body: ahg.Graph) -> None:
+        handle = body.conditional_handle(default=1)
+        _, (loop,) = body.add_conditional_node(handle, K.While)
+        loop.add_kernel_node(kernel, 1, 1, (x,))
+
+    graph = nested(depth, fill)
+    graph_exec = graph.instantiate()
+    for _ in range(2):
+        done = await graph_exec.launch(stream)
+        with pytest.raises(ahg.LaunchFailure, match=f"kernel '{kernel.name}' failed") as info:
+            async with asyncio.timeout(10):
+                await done
+        assert isinstance(info.value.__cause__, raised)
+        with pytest.raises(ahg.LaunchFailure):
+            await stream.synchronize()
+    await device.synchronize()
+    assert device.statistics().in_flight == 0
     graph_exec.destroy()
     graph.destroy()
     stream.destroy()

@@ -18,8 +18,10 @@ most one program runs a given op at a time.
 A WHILE node yields to the event loop between iterations (a signal decremented on the loop's
 next turn), so a body that never ends cannot starve the host: ``exec.destroy()`` stops it at
 the next iteration (the launch then fails with ``IllegalState`` and returns what it borrowed),
-and a task awaiting it can be cancelled. With ``assign_default`` the handles get their
-defaults at the start of every launch, before any strand starts.
+and a task awaiting it can be cancelled. Once its launch has failed, a WHILE node starts
+no further iteration (the failed work may be what would have ended the loop). With
+``assign_default`` the handles get their defaults at the start of every launch, before any
+strand starts.
 """
 
 from __future__ import annotations
@@ -167,7 +169,9 @@ class ConditionalOp(Op):
                     return blocker
                 self.state = (program, body, position + 1)  # an async body: park until it ends
                 return _signal_when_done(blocker, op, program)
-            if self.kind is not ConditionalKind.While:
+            if self.kind is not ConditionalKind.While or program.error is not None:
+                # A failed launch starts no further iteration: the body that failed may never
+                # have set the handle that ends the loop, and a device that faulted stops.
                 self.state = None
                 return None
             chosen = self._choose(program)
