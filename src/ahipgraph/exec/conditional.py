@@ -677,17 +677,20 @@ def settle_update(
     Returns the remaining changes and, if a conditional node's handle, kind, size or bodies
     differ, or a kernel passes a handle the executable has no value for (see
     :func:`unknown_handle`), why the update cannot be made (an executable keeps the bodies
-    and handles it was made with) and that node. An executable without conditional nodes
-    (``conditionals`` None, see :func:`prepare`; an update never adds a node) has none to
-    drop: ``changes`` as they are.
+    and handles it was made with) and that node: the first such node of ``changes`` (they
+    are in the graph's order, and HIP's update reports the first node that fails). An
+    executable without conditional nodes (``conditionals`` None, see :func:`prepare`; an
+    update never adds a node) has none to drop: ``changes`` as they are.
     """
     unknown = unknown_handle(conditionals, changes)
-    if unknown is not None:
-        return [], _no_value_message(unknown[0]), unknown[1]
     if conditionals is None:
+        if unknown is not None:
+            return [], _no_value_message(unknown[0]), unknown[1]
         return changes, "", None
     kept = []
     for node, params in changes:
+        if unknown is not None and node is unknown[1]:
+            return [], _no_value_message(unknown[0]), node
         if node.type is not NodeType.Conditional:
             kept.append((node, params))
             continue

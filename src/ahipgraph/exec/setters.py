@@ -226,21 +226,19 @@ def update(updater: Updater, graph: Graph) -> UpdateResult:
         # wide graph's are gathered from far apart in memory (see exec.snapshot.Originals).
         new_nodes = originals.in_order()
         result, changes = diff_graphs(updater.graph, new_copy, new_nodes, device=updater.device)
-        if not result.ok:  # HIP goes index by index: an earlier node's SetParams fails first
-            problem = device_limits_problem(changes, updater.device)
-            if problem is not None:
-                kind, why, bad = problem
-                result = UpdateResult(kind, _top_level(updater.graph, bad, new_nodes), why)
-        if result.ok:
-            changes, why, bad = updater.settle_conditionals(changes)
-            if why:
-                culprit = _top_level(updater.graph, bad, new_nodes)
-                result = UpdateResult(UpdateResultKind.ParametersChanged, culprit, why)
-        if result.ok:
-            problem = device_limits_problem(changes, updater.device)
-            if problem is not None:  # HIP's error node: the one whose SetParams failed
-                kind, why, bad = problem
-                result = UpdateResult(kind, _top_level(updater.graph, bad, new_nodes), why)
+        # HIP goes index by index and reports the first node whose SetParams fails. The
+        # changes are those of the nodes before the one diff_graphs stopped at (all nodes when
+        # it passed), in the graph's order: the first of them that the device's limits or the
+        # executable's conditional nodes refuse fails before it.
+        kept, why, bad = updater.settle_conditionals(changes)
+        problem = device_limits_problem(changes, updater.device)
+        if problem is not None and (not why or _comes_first(changes, problem[2], bad)):
+            kind, why, bad = problem
+            result = UpdateResult(kind, _top_level(updater.graph, bad, new_nodes), why)
+        elif why:
+            culprit = _top_level(updater.graph, bad, new_nodes)
+            result = UpdateResult(UpdateResultKind.ParametersChanged, culprit, why)
+        changes = kept
         if not result.ok:
             updater.owner._check_alive()  # destroyed meanwhile: that, not what it made differ
             error = GraphExecUpdateFailure(f"{result.kind.name}: {result.reason}")
@@ -261,6 +259,16 @@ def update(updater: Updater, graph: Graph) -> UpdateResult:
             error.result = result
             raise error from None
     return result
+
+
+def _comes_first(changes: list[Any], first: ExecNode | None, second: ExecNode | None) -> bool:
+    """Whether ``first`` is changed before ``second`` in ``changes`` (the graph's order)."""
+    for node, _ in changes:
+        if node is first:
+            return True
+        if node is second:
+            return False
+    return True
 
 
 def _top_level(

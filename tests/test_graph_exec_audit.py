@@ -1,0 +1,114 @@
+"""Graphs and executables, audited as a user of HIP graphs would: each test is a case where
+the library differed from what HIP_SEMANTICS.md, API.md or its own documentation promise.
+
+Each refused call is shown to change nothing (the executable's ``statistics()`` before and
+after), and every handle a test makes is given back.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import ahipgraph as ahg
+from cleanup import destroy
+
+
+@ahg.kernel
+def put(t: ahg.Threads, value: ahg.int64, out: ahg.Ptr[ahg.int64]) -> None:
+    out[0] = value
+
+
+@ahg.kernel
+def close_branch(t: ahg.Threads, handle: ahg.CondHandle) -> None:
+    ahg.set_conditional(handle, 0)
+
+
+@ahg.kernel
+def tick(t: ahg.Threads) -> None:
+    pass
+
+
+def _conditional_first(graph: ahg.Graph, out: ahg.DevicePtr) -> ahg.GraphNode:
+    """An IF node (the graph's first node) whose body writes ``out``."""
+    handle = graph.conditional_handle(default=1)
+    node, (body,) = graph.add_conditional_node(handle, ahg.ConditionalKind.If)
+    body.add_kernel_node(put, 1, 1, (1, out))
+    return node
+
+
+def _update_failure(graph_exec: ahg.GraphExec, graph: ahg.Graph) -> ahg.UpdateResult:
+    before = graph_exec.statistics()
+    with pytest.raises(ahg.GraphExecUpdateFailure) as info:
+        graph_exec.update(graph)
+    assert graph_exec.statistics() == before  # a refused update changed nothing
+    result: ahg.UpdateResult = info.value.result  # type: ignore[attr-defined]
+    return result
+
+
+# -- exec.update names the first node that fails, in the graph's order (HIP_SEMANTICS §5.2) ------
+
+
+def test_update_names_a_changed_conditional_before_a_later_node_s_freed_memory(
+    device: ahg.Device,
+) -> None:
+    """§5.2: HIP checks index by index; a conditional node whose body changed comes first in
+    the new graph, so it is the error node, not the memset after it whose memory was freed."""
+    out = device.malloc(8)
+    graph = ahg.Graph()
+    conditional = _conditional_first(graph, out)
+    fill = graph.add_memset_node(out, 0, 8, deps=[conditional])
+    graph_exec = graph.instantiate()
+    new = graph.clone()
+    new.find_in_clone(conditional).params.bodies[0].add_empty_node()
+    gone = device.malloc(8)
+    new.find_in_clone(fill).set_memset_params(gone, 0, 8)
+    device.free(gone)
+    result = _update_failure(graph_exec, new)
+    assert result.kind is ahg.UpdateResultKind.ParametersChanged
+    assert result.node is new.find_in_clone(conditional)
+    assert "conditional node" in result.reason
+    destroy(graph_exec, graph, new, out)
+
+
+def test_update_names_a_changed_conditional_before_a_later_kernel_s_unknown_handle(
+    device: ahg.Device,
+) -> None:
+    """§5.2: a kernel passing a handle the executable has no value for fails only after the
+    changed conditional node ahead of it in the graph's order."""
+    out = device.malloc(8)
+    graph = ahg.Graph()
+    conditional = _conditional_first(graph, out)
+    handle = conditional.params.handle
+    kernel = graph.add_kernel_node(close_branch, 1, 1, (handle,), deps=[conditional])
+    graph_exec = graph.instantiate()
+    new = graph.clone()
+    new.find_in_clone(conditional).params.bodies[0].add_empty_node()
+    unknown = new.conditional_handle()  # made after instantiate: the executable has no value
+    new.find_in_clone(kernel).set_kernel_params(close_branch, 1, 1, (unknown,))
+    result = _update_failure(graph_exec, new)
+    assert result.node is new.find_in_clone(conditional)
+    assert "conditional node" in result.reason
+    destroy(graph_exec, graph, new, out)
+
+
+def test_update_names_a_kernel_over_the_device_s_limits_before_a_later_changed_conditional(
+    device: ahg.Device,
+) -> None:
+    """§5.2: a kernel the executable's device cannot run fails its SetParams before the
+    changed conditional node after it is reached."""
+    small = ahg.DeviceProperties(max_threads_per_block=256)
+    ahg.configure_devices(2, [ahg.DeviceProperties(), small])
+    out = ahg.get_device(0).malloc(8)
+    graph = ahg.Graph()
+    kernel = graph.add_kernel_node(tick, 1, 64)
+    handle = graph.conditional_handle(default=1)
+    conditional, (body,) = graph.add_conditional_node(handle, ahg.ConditionalKind.If, deps=[kernel])
+    body.add_kernel_node(put, 1, 1, (1, out))
+    graph_exec = graph.instantiate(device=ahg.get_device(1))
+    new = graph.clone()
+    new.find_in_clone(kernel).set_kernel_params(tick, 1, 512)  # over device 1's 256 threads
+    new.find_in_clone(conditional).params.bodies[0].add_empty_node()
+    result = _update_failure(graph_exec, new)
+    assert result.kind is ahg.UpdateResultKind.NotSupported
+    assert result.node is new.find_in_clone(kernel)
+    destroy(graph_exec, graph, new, out)
