@@ -112,3 +112,38 @@ def test_update_names_a_kernel_over_the_device_s_limits_before_a_later_changed_c
     assert result.kind is ahg.UpdateResultKind.NotSupported
     assert result.node is new.find_in_clone(kernel)
     destroy(graph_exec, graph, new, out)
+
+
+# -- exec.set_child_graph_node_params: the child's whole shape first (HIP_SEMANTICS §5.1) --------
+
+
+@pytest.mark.parametrize("later_change", ["freed memory", "unknown handle"])
+def test_child_setter_reports_changed_conditional_bodies_before_a_later_node_s_parameters(
+    device: ahg.Device, later_change: str
+) -> None:
+    """§5.1: ``validateChildGraphNodeSetParams`` compares the whole child before any node's
+    ``SetParams`` (Unknown). An executable keeps the bodies it was made with, so changed
+    bodies are a shape change, reported before the InvalidValue of a node after them."""
+    out = device.malloc(8)
+    child = ahg.Graph()
+    conditional = _conditional_first(child, out)
+    handle = conditional.params.handle
+    fill = child.add_memset_node(out, 0, 8, deps=[conditional])
+    kernel = child.add_kernel_node(close_branch, 1, 1, (handle,), deps=[fill])
+    graph = ahg.Graph()
+    node = graph.add_child_graph_node(child)
+    graph_exec = graph.instantiate()
+    new = child.clone()
+    new.find_in_clone(conditional).params.bodies[0].add_empty_node()
+    if later_change == "freed memory":
+        gone = device.malloc(8)
+        new.find_in_clone(fill).set_memset_params(gone, 0, 8)
+        device.free(gone)
+    else:
+        unknown = new.conditional_handle()
+        new.find_in_clone(kernel).set_kernel_params(close_branch, 1, 1, (unknown,))
+    before = graph_exec.statistics()
+    with pytest.raises(ahg.Unknown, match="child graph does not match: a conditional node"):
+        graph_exec.set_child_graph_node_params(node, new)
+    assert graph_exec.statistics() == before
+    destroy(graph_exec, graph, child, new, out)
