@@ -7,6 +7,7 @@ after), and every handle a test makes is given back.
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import ahipgraph as ahg
@@ -142,6 +143,64 @@ def test_child_setter_reports_changed_conditional_bodies_before_a_later_node_s_p
     else:
         unknown = new.conditional_handle()
         new.find_in_clone(kernel).set_kernel_params(close_branch, 1, 1, (unknown,))
+    before = graph_exec.statistics()
+    with pytest.raises(ahg.Unknown, match="child graph does not match: a conditional node"):
+        graph_exec.set_child_graph_node_params(node, new)
+    assert graph_exec.statistics() == before
+    destroy(graph_exec, graph, child, new, out)
+
+
+# -- a conditional body's host copy, compared without numpy's elementwise == ----------------------
+
+
+def _body_copy_to_host(graph: ahg.Graph, out: ahg.DevicePtr, host: np.ndarray) -> ahg.GraphNode:
+    """An IF node whose body copies ``out`` into the host array ``host``."""
+    handle = graph.conditional_handle(default=1)
+    node, (body,) = graph.add_conditional_node(handle, ahg.ConditionalKind.If)
+    body.add_memcpy_node(host, out, 8)
+    return node
+
+
+@pytest.mark.parametrize("other", ["equal contents", "other contents", "other size"])
+def test_update_refuses_a_body_copy_into_another_host_array_as_a_changed_body(
+    device: ahg.Device, other: str
+) -> None:
+    """An executable keeps the bodies it was made with: a body copy into another host array
+    is a changed body (ParametersChanged, naming the conditional node), not numpy's
+    ValueError from comparing the two arrays element by element."""
+    out = device.malloc(8)
+    host = np.zeros(2, np.int64)
+    graph = ahg.Graph()
+    conditional = _body_copy_to_host(graph, out, host)
+    graph_exec = graph.instantiate()
+    same = graph.clone()
+    assert graph_exec.update(same).kind is ahg.UpdateResultKind.Success  # the same array
+    new = graph.clone()
+    array = {
+        "equal contents": np.zeros(2, np.int64),
+        "other contents": np.ones(2, np.int64),
+        "other size": np.zeros(3, np.int64),
+    }[other]
+    new.find_in_clone(conditional).params.bodies[0].nodes()[0].set_memcpy_params(array, out, 8)
+    result = _update_failure(graph_exec, new)
+    assert result.kind is ahg.UpdateResultKind.ParametersChanged
+    assert result.node is new.find_in_clone(conditional)
+    destroy(graph_exec, graph, same, new, out)
+
+
+def test_child_setter_refuses_a_body_copy_into_another_host_array_as_another_shape(
+    device: ahg.Device,
+) -> None:
+    """The child-graph setter's answer for changed bodies (Unknown), not numpy's ValueError."""
+    out = device.malloc(8)
+    child = ahg.Graph()
+    conditional = _body_copy_to_host(child, out, np.zeros(2, np.int64))
+    graph = ahg.Graph()
+    node = graph.add_child_graph_node(child)
+    graph_exec = graph.instantiate()
+    new = child.clone()
+    body = new.find_in_clone(conditional).params.bodies[0]
+    body.nodes()[0].set_memcpy_params(np.zeros(2, np.int64), out, 8)
     before = graph_exec.statistics()
     with pytest.raises(ahg.Unknown, match="child graph does not match: a conditional node"):
         graph_exec.set_child_graph_node_params(node, new)
