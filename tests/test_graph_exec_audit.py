@@ -206,3 +206,32 @@ def test_child_setter_refuses_a_body_copy_into_another_host_array_as_another_sha
         graph_exec.set_child_graph_node_params(node, new)
     assert graph_exec.statistics() == before
     destroy(graph_exec, graph, child, new, out)
+
+
+@pytest.mark.asyncio
+async def test_update_keeps_a_body_whose_edges_were_added_in_another_order(
+    device: ahg.Device,
+) -> None:
+    """DESIGN: an update compares each node's set of dependencies, so the same edges added in
+    another order are the same topology; a conditional body is compared by the same rule,
+    not refused as a changed body."""
+    out = device.malloc(16)
+    graph = ahg.Graph()
+    handle = graph.conditional_handle(default=1)
+    conditional, (body,) = graph.add_conditional_node(handle, ahg.ConditionalKind.If)
+    first = body.add_kernel_node(put, 1, 1, (1, out))
+    second = body.add_kernel_node(put, 1, 1, (2, out + 8))
+    body.add_kernel_node(put, 1, 1, (3, out), deps=[first, second])
+    graph_exec = graph.instantiate()
+    new = graph.clone()
+    new_body = new.find_in_clone(conditional).params.bodies[0]
+    join = new_body.nodes()[-1]
+    deps = join.dependencies()
+    new_body.remove_dependencies(deps, [join, join])
+    new_body.add_dependencies(deps[::-1], [join, join])
+    assert join.dependencies() == deps[::-1]
+    assert graph_exec.update(new).kind is ahg.UpdateResultKind.Success
+    stream = device.create_stream()
+    await (await graph_exec.launch(stream))
+    assert device.view(out, np.int64, 2).tolist() == [3, 2]
+    destroy(graph_exec, graph, new, stream, out)
