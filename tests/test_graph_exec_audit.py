@@ -235,3 +235,46 @@ async def test_update_keeps_a_body_whose_edges_were_added_in_another_order(
     await (await graph_exec.launch(stream))
     assert device.view(out, np.int64, 2).tolist() == [3, 2]
     destroy(graph_exec, graph, new, stream, out)
+
+
+# -- a child graph's kernel may set its own graph's handle, as in that graph alone ----------------
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("depth", [1, 2])
+async def test_a_child_graph_s_kernel_setting_its_own_unread_handle_is_instantiated_as_alone(
+    device: ahg.Device, depth: int
+) -> None:
+    """A graph whose kernel sets its own handle that no conditional node reads instantiates
+    (the value is simply unread); embedded as a child graph (at any depth) it is the same
+    graph, not a kernel setting another graph's handle."""
+    child = ahg.Graph()
+    child.add_kernel_node(close_branch, 1, 1, (child.conditional_handle(),))
+    child.instantiate().destroy()  # alone: accepted
+    made = [child]
+    for _ in range(depth):
+        parent = ahg.Graph()
+        parent.add_child_graph_node(made[-1])
+        made.append(parent)
+    stream = device.create_stream()
+    with made[-1].instantiate() as graph_exec:
+        await (await graph_exec.launch(stream))
+    destroy(stream, *made)
+
+
+def test_a_kernel_setting_a_child_graph_s_unread_handle_is_still_refused(
+    device: ahg.Device,
+) -> None:
+    """The handle of a graph inside this one is not this graph's: a kernel of the enclosing
+    graph setting it, with nothing reading it, is refused as before."""
+    child = ahg.Graph()
+    handle = child.conditional_handle()
+    child.add_kernel_node(close_branch, 1, 1, (handle,))
+    graph = ahg.Graph()
+    graph.add_child_graph_node(child)
+    graph.add_kernel_node(close_branch, 1, 1, (handle,))
+    before = device.statistics()
+    with pytest.raises(ahg.InvalidValue, match="belongs to another graph"):
+        graph.instantiate()
+    assert device.statistics() == before
+    destroy(graph, child)

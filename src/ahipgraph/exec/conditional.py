@@ -48,6 +48,7 @@ from ..graph.conditional import (
     owns_handle,
 )
 from ..graph.node_type import NodeType
+from ..graph.params import ChildGraphParams
 from ..runtime.params import KernelParams
 from .snapshot import ExecGraph, ExecNode, snapshot
 
@@ -495,11 +496,48 @@ def check_foreign_handles(conditionals: Conditionals | None, graph: Graph) -> No
     if conditionals is None:
         return
     for token, handle in conditionals.handles.items():
-        if token not in conditionals.read and not owns_handle(graph, handle):
+        if (
+            token not in conditionals.read
+            and not owns_handle(graph, handle)
+            and _set_outside_its_graph(graph, handle)
+        ):
             raise InvalidValue(
                 f"a kernel sets {handle!r}, which belongs to another graph than {graph!r} "
                 "and no conditional node here reads"
             )
+
+
+def _set_outside_its_graph(graph: Graph, handle: ConditionalHandle) -> bool:
+    """Whether a kernel of ``graph``, or of a graph inside it (a child graph's copy or a body,
+    however deep), sets ``handle`` though the graph holding that kernel does not own it (see
+    :func:`owns_handle`).
+
+    A kernel of a child graph may set its own graph's handle that nothing reads, as it may in
+    that graph instantiated alone: the copy embedded here was cloned from the graph that made
+    the handle. Only looked at when ``graph`` does not own the handle itself.
+    """
+    pending = [graph]
+    while pending:
+        current = pending.pop()
+        with current.lock:
+            if not current.alive:  # destroyed since the copy was made: nothing inside to ask
+                continue
+            params_of = [node._params for node in current._nodes]
+        for params in params_of:
+            if isinstance(params, ChildGraphParams):
+                pending.append(params.graph)
+            elif isinstance(params, ConditionalNodeParams):
+                pending.extend(params.bodies)
+            elif (
+                isinstance(params, KernelParams)
+                and any(
+                    isinstance(arg, ConditionalHandle) and arg.token == handle.token
+                    for arg in params.args
+                )
+                and not owns_handle(current, handle)
+            ):
+                return True
+    return False
 
 
 def _check_reachable(found: Conditionals, read_at_top: set[int]) -> None:
