@@ -50,6 +50,7 @@ from ..graph.conditional import (
     owns_handle,
 )
 from ..graph.node_type import NodeType
+from ..graph.params import ChildGraphParams
 from ..runtime.params import KernelParams
 from .snapshot import ExecGraph, ExecNode, snapshot
 
@@ -504,11 +505,48 @@ def check_foreign_handles(conditionals: Conditionals | None, graph: Graph) -> No
     if conditionals is None:
         return
     for token, handle in conditionals.handles.items():
-        if token not in conditionals.read and not owns_handle(graph, handle):
+        if (
+            token not in conditionals.read
+            and not owns_handle(graph, handle)
+            and _set_outside_its_graph(graph, handle)
+        ):
             raise InvalidValue(
                 f"a kernel sets {handle!r}, which belongs to another graph than {graph!r} "
                 "and no conditional node here reads"
             )
+
+
+def _set_outside_its_graph(graph: Graph, handle: ConditionalHandle) -> bool:
+    """Whether a kernel of ``graph``, or of a graph inside it (a child graph's copy or a body,
+    however deep), sets ``handle`` though the graph holding that kernel does not own it (see
+    :func:`owns_handle`).
+
+    A kernel of a child graph may set its own graph's handle that nothing reads, as it may in
+    that graph instantiated alone: the copy embedded here was cloned from the graph that made
+    the handle. Only looked at when ``graph`` does not own the handle itself.
+    """
+    pending = [graph]
+    while pending:
+        current = pending.pop()
+        with current.lock:
+            if not current.alive:  # destroyed since the copy was made: nothing inside to ask
+                continue
+            params_of = [node._params for node in current._nodes]
+        for params in params_of:
+            if isinstance(params, ChildGraphParams):
+                pending.append(params.graph)
+            elif isinstance(params, ConditionalNodeParams):
+                pending.extend(params.bodies)
+            elif (
+                isinstance(params, KernelParams)
+                and any(
+                    isinstance(arg, ConditionalHandle) and arg.token == handle.token
+                    for arg in params.args
+                )
+                and not owns_handle(current, handle)
+            ):
+                return True
+    return False
 
 
 def _check_reachable(found: Conditionals, read_at_top: set[int]) -> None:
@@ -664,7 +702,9 @@ def _same_graph(conditionals: Conditionals, old: ExecGraph, new: ExecGraph) -> b
         if len(a.nodes) != len(b.nodes):
             return False
         for x, y in zip(a.nodes, b.nodes, strict=True):
-            if x.type is not y.type or x.deps != y.deps:
+            # The same edges added in another order are the same body, as they are the same
+            # topology to an update of the graph around it (exec.update.diff_graphs).
+            if x.type is not y.type or (x.deps != y.deps and sorted(x.deps) != sorted(y.deps)):
                 return False
             if x.type is NodeType.Graph:
                 assert x.child is not None
@@ -673,8 +713,25 @@ def _same_graph(conditionals: Conditionals, old: ExecGraph, new: ExecGraph) -> b
             elif x.type is NodeType.Conditional:
                 if not conditionals.same(x, y.params):
                     return False
-            elif x.params != conditionals.bind(y.params, x):
+            elif not _same_params(x.params, conditionals.bind(y.params, x)):
                 return False
+    return True
+
+
+def _same_params(old: Any, new: Any) -> bool:
+    """Whether a body node's parameters are unchanged: field by field, a host array by
+    identity (a copy node reads the very array it was given, at each launch; numpy's ``==``
+    would compare it element by element, and fail to give one answer)."""
+    if old is new:
+        return True
+    if type(old) is not type(new) or not dataclasses.is_dataclass(old):
+        return bool(old == new)
+    for field in dataclasses.fields(old):
+        was, now = getattr(old, field.name), getattr(new, field.name)
+        if was is now:
+            continue
+        if isinstance(was, np.ndarray) or isinstance(now, np.ndarray) or was != now:
+            return False
     return True
 
 
@@ -686,17 +743,20 @@ def settle_update(
     Returns the remaining changes and, if a conditional node's handle, kind, size or bodies
     differ, or a kernel passes a handle the executable has no value for (see
     :func:`unknown_handle`), why the update cannot be made (an executable keeps the bodies
-    and handles it was made with) and that node. An executable without conditional nodes
-    (``conditionals`` None, see :func:`prepare`; an update never adds a node) has none to
-    drop: ``changes`` as they are.
+    and handles it was made with) and that node: the first such node of ``changes`` (they
+    are in the graph's order, and HIP's update reports the first node that fails). An
+    executable without conditional nodes (``conditionals`` None, see :func:`prepare`; an
+    update never adds a node) has none to drop: ``changes`` as they are.
     """
     unknown = unknown_handle(conditionals, changes)
-    if unknown is not None:
-        return [], _no_value_message(unknown[0]), unknown[1]
     if conditionals is None:
+        if unknown is not None:
+            return [], _no_value_message(unknown[0]), unknown[1]
         return changes, "", None
     kept = []
     for node, params in changes:
+        if unknown is not None and node is unknown[1]:
+            return [], _no_value_message(unknown[0]), node
         if node.type is not NodeType.Conditional:
             kept.append((node, params))
             continue

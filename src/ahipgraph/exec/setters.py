@@ -176,10 +176,15 @@ def set_child_graph_node_params(updater: Updater, node: GraphNode, child: Graph)
     result, changes = diff_graphs(exec_node.child, new_copy, new_nodes, node, updater.device)
     if result.kind in _SHAPE_CHANGES:  # HIP's validateChildGraphNodeSetParams
         raise Unknown(f"child graph does not match: {result.reason}")
-    if not result.ok:  # a node's SetParams refuses the change: if the shape differs after it,
-        shape = shape_difference(exec_node.child, new_copy)  # HIP reports that first
-        if shape is not None:
-            raise Unknown(f"child graph does not match: {shape}")
+    # HIP compares the whole shape before any node's parameters: a shape that differs after
+    # a node whose SetParams refuses the change (or a conditional node's bodies, anywhere in
+    # the child) is reported first.
+    shape = None if result.ok else shape_difference(exec_node.child, new_copy)
+    if shape is None:
+        shape = _bodies_difference(updater, exec_node.child, new_copy)
+    if shape is not None:
+        raise Unknown(f"child graph does not match: {shape}")
+    if not result.ok:
         raise InvalidValue(f"child graph node cannot take the change: {result.reason}")
     check_handles_known(updater.conditionals, changes)  # a parameter, not the shape
     changes, why, _ = updater.settle_conditionals(changes)
@@ -188,6 +193,21 @@ def set_child_graph_node_params(updater: Updater, node: GraphNode, child: Graph)
     for _, params in launches_to_check(changes):  # each kernel as its own setter checks it
         params.check_limits(updater.device)
     updater.apply(changes)
+
+
+def _bodies_difference(updater: Updater, old: ExecGraph, new: ExecGraph) -> str | None:
+    """Why a conditional node of ``new`` (a child graph of ``old``'s shape) differs from the
+    executable's, or None: an executable keeps the bodies it was made with, so they are part
+    of the shape a child-graph setter must keep."""
+    if updater.conditionals is None:  # no conditional node anywhere in the executable
+        return None
+    pairs = [
+        (old_node, new_node.params)
+        for old_node, new_node in zip(old.walk(), new.walk(), strict=True)
+        if old_node.type is NodeType.Conditional
+    ]
+    _, why, _ = updater.settle_conditionals(pairs)
+    return why or None
 
 
 def set_node_enabled(updater: Updater, node: GraphNode, enabled: bool) -> None:
@@ -226,21 +246,19 @@ def update(updater: Updater, graph: Graph) -> UpdateResult:
         # wide graph's are gathered from far apart in memory (see exec.snapshot.Originals).
         new_nodes = originals.in_order()
         result, changes = diff_graphs(updater.graph, new_copy, new_nodes, device=updater.device)
-        if not result.ok:  # HIP goes index by index: an earlier node's SetParams fails first
-            problem = device_limits_problem(changes, updater.device)
-            if problem is not None:
-                kind, why, bad = problem
-                result = UpdateResult(kind, _top_level(updater.graph, bad, new_nodes), why)
-        if result.ok:
-            changes, why, bad = updater.settle_conditionals(changes)
-            if why:
-                culprit = _top_level(updater.graph, bad, new_nodes)
-                result = UpdateResult(UpdateResultKind.ParametersChanged, culprit, why)
-        if result.ok:
-            problem = device_limits_problem(changes, updater.device)
-            if problem is not None:  # HIP's error node: the one whose SetParams failed
-                kind, why, bad = problem
-                result = UpdateResult(kind, _top_level(updater.graph, bad, new_nodes), why)
+        # HIP goes index by index and reports the first node whose SetParams fails. The
+        # changes are those of the nodes before the one diff_graphs stopped at (all nodes when
+        # it passed), in the graph's order: the first of them that the device's limits or the
+        # executable's conditional nodes refuse fails before it.
+        kept, why, bad = updater.settle_conditionals(changes)
+        problem = device_limits_problem(changes, updater.device)
+        if problem is not None and (not why or _comes_first(changes, problem[2], bad)):
+            kind, why, bad = problem
+            result = UpdateResult(kind, _top_level(updater.graph, bad, new_nodes), why)
+        elif why:
+            culprit = _top_level(updater.graph, bad, new_nodes)
+            result = UpdateResult(UpdateResultKind.ParametersChanged, culprit, why)
+        changes = kept
         if not result.ok:
             updater.owner._check_alive()  # destroyed meanwhile: that, not what it made differ
             error = GraphExecUpdateFailure(f"{result.kind.name}: {result.reason}")
@@ -261,6 +279,16 @@ def update(updater: Updater, graph: Graph) -> UpdateResult:
             error.result = result
             raise error from None
     return result
+
+
+def _comes_first(changes: list[Any], first: ExecNode | None, second: ExecNode | None) -> bool:
+    """Whether ``first`` is changed before ``second`` in ``changes`` (the graph's order)."""
+    for node, _ in changes:
+        if node is first:
+            return True
+        if node is second:
+            return False
+    return True
 
 
 def _top_level(
