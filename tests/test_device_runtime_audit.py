@@ -28,3 +28,26 @@ def test_an_integer_error_code_still_finds_its_class() -> None:
     assert type(ahg.HipError.from_code(ahg.ErrorCode.NotReady)) is ahg.NotReady
     assert type(ahg.HipError.from_code(2**70)) is ahg.Unknown
     assert type(ahg.HipError.from_code(-1)) is ahg.Unknown
+
+
+@pytest.mark.parametrize(
+    ("grid", "block"),
+    [(ahg.Dim3(1.5), 1), (ahg.Dim3(True), 1), (ahg.Dim3("2"), 1), (1, ahg.Dim3(2, 1.0))],
+    ids=["float", "bool", "str", "float-block"],
+)
+def test_threads_refuse_a_hand_made_dim3_that_is_not_ints(grid: object, block: object) -> None:
+    """A ``Dim3`` is a named tuple of anything: ``Threads(Dim3(1.5), 1)`` was taken as it was,
+    with a count of 1.5 and ids of ``arange(1.5)`` (two threads), where a launch refuses the
+    same configuration; a body unit-tested with it ran over the wrong threads."""
+    with pytest.raises(TypeError, match="must be an int or a tuple of up to 3 ints"):
+        ahg.Threads(grid, block)  # type: ignore[arg-type]
+
+
+def test_threads_take_a_dim3_of_numpy_ints_as_ints_and_refuse_negative_shared_memory() -> None:
+    threads = ahg.Threads(ahg.Dim3(np.int64(2), 3), ahg.Dim3(4))  # type: ignore[arg-type]
+    assert threads.grid == (2, 3, 1)
+    assert type(threads.grid.x) is int
+    assert threads.count == 24
+    assert threads.ids.tolist() == list(range(24))
+    with pytest.raises(ahg.InvalidValue, match="negative"):
+        ahg.Threads(1, 1, -1)
