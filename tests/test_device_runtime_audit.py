@@ -3,6 +3,8 @@ names what the call did before it was fixed."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -51,3 +53,37 @@ def test_threads_take_a_dim3_of_numpy_ints_as_ints_and_refuse_negative_shared_me
     assert threads.ids.tolist() == list(range(24))
     with pytest.raises(ahg.InvalidValue, match="negative"):
         ahg.Threads(1, 1, -1)
+
+
+@pytest.mark.asyncio
+async def test_a_host_function_may_view_bytes_it_declared_in_pieces(device: ahg.Device) -> None:
+    """A view was checked against one declared region at a time: a buffer declared in two
+    halves, or as a read next to a write, could not be viewed whole (``InvalidValue``,
+    "outside the reads and writes it declared") though every byte of it was declared. The
+    pieces now cover what they span together; a view reaching a read is read-only."""
+    ptr = device.malloc(64)
+    device.view(ptr, np.uint8)[:] = np.arange(64, dtype=np.uint8)
+    seen: dict[str, Any] = {}
+
+    def body() -> None:
+        halves = device.view(ptr, np.uint8, 32)
+        seen["halves"] = (halves.flags.writeable, halves.tolist())
+        mixed = device.view(ptr + 24, np.uint8, 16)  # 8 written bytes, then 8 read ones
+        seen["mixed"] = (mixed.flags.writeable, mixed.tolist())
+        for name, start, count in (("gap", 40, 16), ("past", 24, 17)):
+            try:
+                device.view(ptr + start, np.uint8, count)
+            except ahg.InvalidValue as error:
+                seen[name] = error
+
+    declared = ahg.host_function(
+        body, writes=[(ptr, 16), (ptr + 16, 16)], reads=[(ptr + 32, 8), (ptr + 56, 8)]
+    )
+    with device.create_stream() as stream:
+        await stream.launch_host_func(declared)
+        await stream.synchronize()
+    assert seen["halves"] == (True, list(range(32)))
+    assert seen["mixed"] == (False, list(range(24, 40)))
+    assert "outside the reads and writes it declared" in str(seen["gap"])  # 40..48 undeclared
+    assert "outside the reads and writes it declared" in str(seen["past"])  # byte 40 too
+    device.free(ptr)
