@@ -87,3 +87,14 @@ async def test_a_host_function_may_view_bytes_it_declared_in_pieces(device: ahg.
     assert "outside the reads and writes it declared" in str(seen["gap"])  # 40..48 undeclared
     assert "outside the reads and writes it declared" in str(seen["past"])  # byte 40 too
     device.free(ptr)
+
+
+def test_a_negative_view_count_is_named_as_the_count_given(device: ahg.Device) -> None:
+    """``view(ptr, np.int32, -1)`` was refused as "negative size -4": the bytes it would
+    have been, a number the caller never passed."""
+    ptr = device.malloc(16)
+    for count in (-1, -(2**64)):
+        with pytest.raises(ahg.InvalidValue, match=rf"negative count {count}$"):
+            device.view(ptr, np.int32, count)
+    assert device.view(ptr, np.int32, 0).shape == (0,)
+    device.free(ptr)
