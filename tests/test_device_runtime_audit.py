@@ -3,6 +3,7 @@ names what the call did before it was fixed."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import numpy as np
@@ -98,3 +99,78 @@ def test_a_negative_view_count_is_named_as_the_count_given(device: ahg.Device) -
             device.view(ptr, np.int32, count)
     assert device.view(ptr, np.int32, 0).shape == (0,)
     device.free(ptr)
+
+
+@ahg.kernel(duration_ns=1_000_000)
+def _one_millisecond(t: ahg.Threads) -> None:
+    pass
+
+
+async def _device_ran(stream: ahg.Stream) -> None:
+    """Return once the device has run ``stream``'s work so far, without the host observing
+    it (no synchronize or query: the host's clock stays where it was)."""
+    ran = asyncio.Event()
+    await stream.launch_host_func(ran.set)
+    await ran.wait()
+
+
+@pytest.mark.asyncio
+async def test_work_after_a_wait_on_a_record_the_device_already_ran_starts_after_it(
+    device: ahg.Device,
+) -> None:
+    """A wait on a record the device had already reached enqueued nothing, whatever the
+    simulated time of that record: the waiting stream's next work was stamped at the host's
+    clock (its kernel started at 0 ns, the record being at 1.002 ms), as if it ran before the
+    work it waits for, and ``elapsed_time`` from the record to work after it could be
+    negative."""
+    with device.create_stream() as first, device.create_stream() as second:
+        start, end = device.create_event(), device.create_event()
+        await first.launch_kernel(_one_millisecond, 1, 1, ())
+        await first.record_event(start)
+        await _device_ran(first)  # step 1: the record is reached; the host has not seen it
+        assert start.signal is not None
+        assert start.signal.value <= 0
+        await second.wait_event(start)  # step 2: the record is still ahead of `second`
+        after = await second.launch_kernel(_one_millisecond, 1, 1, ())
+        await second.record_event(end)
+        await device.synchronize()
+        assert after.start_ns is not None
+        assert start.time_ns is not None
+        assert after.start_ns >= start.time_ns
+        assert ahg.elapsed_time(start, end) >= 1.0
+        # Once the host has seen the record, a wait on it adds nothing (HIP's no-op).
+        submitted = second.submitted
+        await second.wait_event(start)
+        assert second.submitted == submitted
+        start.destroy()
+        end.destroy()
+
+
+@pytest.mark.asyncio
+async def test_legacy_ordering_after_the_null_stream_holds_once_the_device_ran_its_work(
+    device: ahg.Device,
+) -> None:
+    """The same for the legacy null stream: a blocking stream orders after the null stream's
+    earlier work only while that work was unfinished, so once the device had run it, the
+    blocking stream's next work was stamped before it."""
+    with (
+        device.create_stream(),  # takes the null stream's queue
+        device.create_stream() as blocking,
+        device.create_stream(non_blocking=True) as free,
+    ):
+        # A queue of its own: one it shared with the null stream would order it anyway.
+        assert blocking.queue is not device.null_stream.queue
+        done, after = device.create_event(), device.create_event()
+        await device.null_stream.launch_kernel(_one_millisecond, 1, 1, ())
+        await device.null_stream.record_event(done)
+        await _device_ran(device.null_stream)  # the null stream's work ran, unseen
+        await blocking.record_event(after)
+        ignored = await free.launch_kernel(_one_millisecond, 1, 1, ())
+        await device.synchronize()
+        assert done.time_ns is not None
+        assert after.time_ns is not None
+        assert after.time_ns >= done.time_ns
+        assert ignored.start_ns is not None
+        assert ignored.start_ns < done.time_ns
+        done.destroy()
+        after.destroy()
