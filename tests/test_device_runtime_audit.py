@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import ahipgraph as ahg
+from ahipgraph import testing
 from ahipgraph.core.errors import error_class
 
 
@@ -174,3 +175,25 @@ async def test_legacy_ordering_after_the_null_stream_holds_once_the_device_ran_i
         assert ignored.start_ns < done.time_ns
         done.destroy()
         after.destroy()
+
+
+@pytest.mark.asyncio
+async def test_a_launch_on_another_devices_stream_starts_after_work_the_device_already_ran() -> (
+    None
+):
+    """The same for a graph launched on a stream of another device: the executable's device
+    waited for the stream's earlier work only while it was unfinished, so once that device
+    had run it, the graph started at 0 ns, before the 1 ms kernel it is ordered after."""
+    with testing.fresh_devices(2) as (home, other):
+        graph = ahg.Graph()
+        graph.add_kernel_node(_one_millisecond, 1, 1, ())
+        with graph, graph.instantiate() as graph_exec, other.create_stream() as stream:
+            assert graph_exec.device is home
+            before = await stream.launch_kernel(_one_millisecond, 1, 1, ())
+            await _device_ran(stream)  # `other` ran it; nobody has seen it
+            launch = await graph_exec.launch(stream)
+            await launch
+            await other.synchronize()
+            assert before.end_ns is not None
+            assert launch.start_ns is not None
+            assert launch.start_ns >= before.end_ns
