@@ -197,3 +197,46 @@ async def test_a_launch_on_another_devices_stream_starts_after_work_the_device_a
             assert before.end_ns is not None
             assert launch.start_ns is not None
             assert launch.start_ns >= before.end_ns
+
+
+@ahg.kernel
+def _store_five(t: ahg.Threads, x: ahg.Ptr[ahg.int32]) -> None:
+    x[0] = 5
+
+
+@pytest.mark.asyncio
+async def test_a_completion_seen_done_orders_the_hosts_later_work_after_it(
+    device: ahg.Device,
+) -> None:
+    """``Completion.done()`` is the non-blocking twin of ``await``, yet only the await moved
+    the host's clock: polled until True, it left the clock behind, so a record on an idle
+    stream made next was stamped at 0 ns, before the 1 ms kernel the host had seen end."""
+    with device.create_stream() as busy, device.create_stream() as idle:
+        start, after = device.create_event(), device.create_event()
+        await busy.record_event(start)
+        kernel = await busy.launch_kernel(_one_millisecond, 1, 1, ())
+        await _device_ran(busy)  # the kernel ran; the host has not seen it
+        assert kernel.done()  # now it has
+        await idle.record_event(after)
+        await device.synchronize()
+        assert kernel.end_ns is not None
+        assert after.time_ns is not None
+        assert after.time_ns >= kernel.end_ns
+        assert ahg.elapsed_time(start, after) >= 1.0
+        start.destroy()
+        after.destroy()
+
+
+@pytest.mark.asyncio
+async def test_a_host_view_after_a_completion_seen_done_is_no_race(device: ahg.Device) -> None:
+    """The race checker took ``done()`` as nothing: a host view of memory a kernel wrote,
+    made once ``done()`` said True, was reported as a write-after-write race whose fix
+    said to await the completion, which is what ``done()`` answers without waiting."""
+    ptr = device.malloc(16)
+    with ahg.race_check(on_race="collect") as check, device.create_stream() as stream:
+        kernel = await stream.launch_kernel(_store_five, 1, 1, (ptr,))
+        await _device_ran(stream)
+        assert kernel.done()
+        assert device.view(ptr, np.int32, 1).tolist() == [5]
+    assert check.reports == []
+    device.free(ptr)
