@@ -240,3 +240,40 @@ async def test_a_host_view_after_a_completion_seen_done_is_no_race(device: ahg.D
         assert device.view(ptr, np.int32, 1).tolist() == [5]
     assert check.reports == []
     device.free(ptr)
+
+
+@pytest.mark.asyncio
+async def test_work_after_a_stream_wait_starts_after_the_write_that_released_it(
+    device: ahg.Device,
+) -> None:
+    """A stream memory wait took no time from the write that satisfied it: released by a
+    ``write_value_32`` made after a 1 ms kernel on another stream, the waiting stream's next
+    record was stamped at 500 ns, a millisecond before the write."""
+    word = device.malloc(8)
+    with device.create_stream() as writer, device.create_stream() as waiter:
+        written, released = device.create_event(), device.create_event()
+        await waiter.wait_value_32(word, 1, ahg.StreamWaitFlag.EQ)  # polls until the write
+        await waiter.record_event(released)
+        await writer.launch_kernel(_one_millisecond, 1, 1, ())
+        await writer.write_value_32(word, 1)
+        await writer.record_event(written)
+        await device.synchronize()
+        assert written.time_ns is not None
+        assert released.time_ns is not None
+        assert released.time_ns >= written.time_ns
+        # A write the device already ran when the wait is enqueued: satisfied at once, and
+        # still ordered after the write.
+        later = device.create_event()
+        await writer.launch_kernel(_one_millisecond, 1, 1, ())
+        await writer.write_value_32(word, 2)
+        await writer.record_event(written)
+        await _device_ran(writer)
+        await waiter.wait_value_32(word, 2, ahg.StreamWaitFlag.EQ)
+        await waiter.record_event(later)
+        await device.synchronize()
+        assert later.time_ns is not None
+        assert written.time_ns is not None
+        assert later.time_ns >= written.time_ns
+        for event in (written, released, later):
+            event.destroy()
+    device.free(word)
