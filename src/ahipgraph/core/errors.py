@@ -19,6 +19,8 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any, ClassVar
 
+from .ints import int_or_none
+
 __all__ = [
     "Destroyed",
     "destroyed_error",
@@ -198,7 +200,12 @@ class HipError(Exception):
 
     @staticmethod
     def from_code(code: ErrorCode | int, message: str = "") -> HipError:
-        """Build the exception of the subclass registered for ``code``."""
+        """Build the exception of the subclass registered for ``code``.
+
+        Raises:
+            TypeError: ``code`` is not an integer (see :func:`error_class`).
+            ValueError: ``code`` is ``Success``.
+        """
         return error_class(code)(message)
 
 
@@ -303,11 +310,20 @@ def _register(cls: type[HipError]) -> type[HipError]:
 def error_class(code: ErrorCode | int) -> type[HipError]:
     """The exception class for ``code``; unknown codes map to :class:`Unknown`.
 
+    ``code`` follows the integer rule (``core/ints.py``): an ``ErrorCode`` or any integer,
+    numpy's included. Anything else is a mistake, not an unknown code: ``ErrorCode(True)``
+    and ``ErrorCode(719.0)`` would find ``InvalidValue`` and ``LaunchFailure``, and None or a
+    string would quietly make an ``Unknown`` error.
+
     Raises:
+        TypeError: ``code`` is not an integer (a bool, a float, a string, None...).
         ValueError: ``code`` is ``Success``, which is not an error.
     """
+    number = int_or_none(code)
+    if number is None:
+        raise TypeError(f"an error code must be an int or an ahg.ErrorCode, got {code!r}")
     try:
-        code = ErrorCode(code)
+        code = ErrorCode(number)
     except ValueError:
         return Unknown
     if code is ErrorCode.Success:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from ..core.errors import InvalidValue
 from ..core.ints import as_optional_int
 from .engine import Engine
 from .host_function import checked_view
@@ -102,6 +103,8 @@ class DeviceBase:
         dt = np.dtype(dtype)
         if dt.itemsize == 0 or dt.hasobject:  # no element count, or Python objects in bytes
             raise TypeError(f"device memory cannot be viewed as {dt!r}: it needs sized plain data")
+        if count is not None and count < 0:  # named as given, not as the bytes it would be
+            raise InvalidValue(f"negative count {count}")
         self._memory.resolve(ptr, (count or 0) * dt.itemsize)
         # Always a new array object: the allocator's view is cached and every view (a kernel
         # argument's too) is made from it, so a caller setting its shape or flags on it would

@@ -122,25 +122,55 @@ class HostFunction:
         return self._fn(*args)
 
     def covers(self, device: DeviceBase, ptr: DevicePtr, nbytes: int) -> bool | None:
-        """True if a declared write covers the bytes, False if only a read does, else None."""
+        """True if the declared writes cover the bytes, False if the reads and writes do
+        together (a view of them is read-only), else None.
+
+        Regions cover together what they span: a declaration in pieces (two halves of a
+        buffer, a read next to a write) covers a view of the whole, as it covers each piece.
+        """
         start, end = ptr.address, ptr.address + nbytes
-        for regions, write in ((self._writes, True), (self._reads, False)):
-            for base, length in regions:
-                if base.device != ptr.device:
-                    continue
-                if length is None:
-                    found = device._memory.allocation_of(base.address)
-                    stop = base.address + 1 if found is None else found[0] + found[1]
-                else:
-                    stop = base.address + length
-                if base.address <= start and end <= stop:
-                    return write
+        writes = self._spans(device, ptr.device, self._writes)
+        if _covered(writes, start, end):
+            return True
+        if _covered(writes + self._spans(device, ptr.device, self._reads), start, end):
+            return False
         return None
+
+    @staticmethod
+    def _spans(
+        device: DeviceBase, ordinal: object, regions: tuple[Region, ...]
+    ) -> list[tuple[int, int]]:
+        """The ``(start, stop)`` address ranges of ``regions`` on device ``ordinal``."""
+        spans = []
+        for base, length in regions:
+            if base.device != ordinal:
+                continue
+            if length is None:
+                found = device._memory.allocation_of(base.address)
+                stop = base.address + 1 if found is None else found[0] + found[1]
+            else:
+                stop = base.address + length
+            spans.append((base.address, stop))
+        return spans
 
     @safe_repr
     def __repr__(self) -> str:
         name = getattr(self._fn, "__qualname__", repr(self._fn))
         return f"<HostFunction {name} reads={len(self._reads)} writes={len(self._writes)}>"
+
+
+def _covered(spans: list[tuple[int, int]], start: int, end: int) -> bool:
+    """Whether the union of ``spans`` holds every byte of ``[start, end)`` (for no bytes:
+    whether a span holds the address ``start``, its end included)."""
+    reach = start
+    for low, high in sorted(spans):
+        if low > reach:  # a gap: no later span starts before it
+            return False
+        if high >= reach:
+            reach = high
+            if reach >= end:
+                return True
+    return False
 
 
 def host_function(

@@ -65,6 +65,11 @@ def _dim3(value: DimLike, what: str) -> Dim3:
     raise TypeError(f"{what} must be an int or a tuple of up to 3 ints, got {value!r}")
 
 
+def _exact_ints(dim: Dim3) -> bool:
+    """Whether ``dim`` holds plain ``int`` s, as every Dim3 the runtime makes does."""
+    return type(dim.x) is int and type(dim.y) is int and type(dim.z) is int
+
+
 def launch_dims(
     grid: DimLike,
     block: DimLike,
@@ -131,15 +136,19 @@ class Threads:
     shared_mem: int
 
     def __init__(self, grid: DimLike, block: DimLike, shared_mem: int = 0) -> None:
-        # The runtime passes Dim3s; a user building one to call a body directly (a unit test
-        # of a kernel) may pass ints or tuples, as a launch takes them.
-        if type(grid) is not Dim3:
+        # The runtime passes Dim3s of ints; a user building one to call a body directly (a
+        # unit test of a kernel) may pass ints or tuples, as a launch takes them, or a Dim3
+        # made by hand, which is a tuple of anything: checked as a launch checks it, or
+        # ``Dim3(1.5)`` made a count of 1.5 and ids of ``arange(1.5)``, two threads.
+        if type(grid) is not Dim3 or not _exact_ints(grid):
             grid = _dim3(grid, "grid")
-        if type(block) is not Dim3:
+        if type(block) is not Dim3 or not _exact_ints(block):
             block = _dim3(block, "block")
         shared_mem = as_int(shared_mem, "shared_mem")
         if min(grid) <= 0 or min(block) <= 0:
             raise InvalidConfiguration(f"grid {tuple(grid)} and block {tuple(block)} must be > 0")
+        if shared_mem < 0:  # as a launch refuses it
+            raise InvalidValue(f"shared memory {shared_mem} is negative")
         init = object.__setattr__  # made once per launch shape, never per launch
         init(self, "grid", grid)
         init(self, "block", block)

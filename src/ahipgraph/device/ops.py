@@ -746,19 +746,20 @@ class FreeOp(Op):
 class StreamMemOpOp(Op):
     """The device op of an eager stream memory operation (``runtime.stream_memops``).
 
-    ``memop`` is the operation (a wait or a write on a word): called with no argument, it
-    returns ``None`` when done or the :class:`Signal` to wait on before it is called again.
+    ``memop`` is the operation (a wait or a write on a word): called with the program running
+    it (whose time a write stamps on its word, and a wait follows), it returns ``None`` when
+    done, or an awaitable that ends when a wait is satisfied.
     """
 
     __slots__ = ("memop",)
 
-    def __init__(self, memop: Callable[[], Any], cost_ns: int) -> None:
+    def __init__(self, memop: Callable[[Program], Any], cost_ns: int) -> None:
         super().__init__(cost_ns)
         self.memop = memop
 
     def run(self, program: Program) -> Any:
         program.time += self.cost_ns
-        return self.memop()
+        return self.memop(program)
 
     def __repr__(self) -> str:
         return f"<StreamMemOpOp {self.memop!r}>"

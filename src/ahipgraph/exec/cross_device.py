@@ -31,11 +31,12 @@ if TYPE_CHECKING:
 __all__ = ["enqueue_cross_device"]
 
 
-def _waits(stream: Stream) -> list[Signal]:
-    """The user stream's unfinished work the graph must follow (its tail, legacy ordering)."""
+def _waits(stream: Stream, home: Stream) -> list[Signal]:
+    """The user stream's work the graph must follow (its tail, legacy ordering) that the
+    executable's ``home`` stream has not passed yet (see ``Stream._ahead``)."""
     waits = list(stream._implicit_waits()) if not stream._non_blocking else []
     tail = stream._tail
-    if tail is not None and tail._value > 0:
+    if tail is not None and home._ahead(tail):
         waits.append(tail)
     return waits
 
@@ -74,7 +75,7 @@ def enqueue_cross_device(launcher: Launcher, stream: Stream, signal_set: SignalS
         except BaseException:
             launcher.pool.give_back(signal_set)
             raise
-        waits = _waits(stream)
+        waits = _waits(stream, home)
         # The wait is submitted by the launch itself, after its own checks (a destroyed event
         # node's event, graph allocations, the race checker): a refused launch submits nothing.
         prelude = Program((WaitSignalsOp(waits),)) if waits else None

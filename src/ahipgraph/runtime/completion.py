@@ -53,8 +53,20 @@ class Completion:
         raise TypeError("a Completion stands for work of this process and cannot be pickled")
 
     def done(self) -> bool:
-        """True once the work is complete, failed or not: the non-blocking twin of ``await``."""
-        return self._signal._value <= 0
+        """True once the work is complete, failed or not: the non-blocking twin of ``await``.
+
+        As for ``await`` (and ``Event.query()``), a True answer is the host seeing the work
+        complete: work it enqueues from then on is stamped no earlier than the work's end
+        (without this, a record made on an idle stream after ``done()`` said True was stamped
+        before that end), and the race checker orders the host after the work.
+        """
+        signal = self._signal
+        if signal._value > 0:
+            return False
+        self._device._clock.observe(signal._time)
+        if observe.observer is not None:
+            observe.observer.completion_awaited(signal)
+        return True
 
     def exception(self) -> HipError | None:
         """The failure of completed work, or None (also None while it is still running)."""
@@ -93,7 +105,7 @@ class Completion:
 
     @safe_repr
     def __repr__(self) -> str:
-        state = "done" if self.done() else "pending"
+        state = "done" if self._signal._value <= 0 else "pending"  # a look, not the host's
         return f"<Completion {state} error={self._signal._error!r}>"
 
 

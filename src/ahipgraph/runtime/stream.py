@@ -262,7 +262,8 @@ class Stream(
     # -- submission --------------------------------------------------------------------------------
 
     def _implicit_waits(self) -> list[Signal]:
-        """Unfinished work this stream must order after under legacy default-stream rules."""
+        """Work this stream must order after under legacy default-stream rules, and has not
+        yet passed (see :meth:`_ahead`)."""
         if self._non_blocking:
             return []
         if self._is_null:
@@ -272,12 +273,29 @@ class Stream(
                 if s is not self
                 and not s._non_blocking
                 and s._tail is not None
-                and s._tail._value > 0
+                and self._ahead(s._tail)
             ]
         null = self._device._null_stream
-        if null is not None and null._tail is not None and null._tail._value > 0:
+        if null is not None and null._tail is not None and self._ahead(null._tail):
             return [null._tail]
         return []
+
+    def _ahead(self, signal: Signal) -> bool:
+        """Whether work enqueued here now must wait for ``signal``: it is not reached, or was
+        reached at a simulated time this stream's next work could start before.
+
+        The device runs work as soon as the event loop turns, so a signal is often reached
+        (in Python) before the host has seen it, at a simulated time still ahead of the host's
+        clock and of everything this stream's queue has run: work enqueued here without a
+        wait would be stamped before it, as if it ran before the work it is ordered after
+        (an event waited for, legacy-stream order), and ``elapsed_time`` from the record to
+        that work came out negative. Once the host's clock (a synchronize, a query) or the
+        queue has passed it, later work here starts after it anyway and needs no wait.
+        """
+        if signal._value > 0:
+            return True
+        time = signal._time
+        return time > self._queue._engine._clock.now and time > self._queue._busy_until
 
     def _ring(self) -> HardwareQueue | None:
         """The hardware queue an enqueue needs room in; None while capturing (no packets), and
@@ -606,7 +624,8 @@ class Stream(
         """Make later work wait for ``event``'s latest record (``hipStreamWaitEvent``).
 
         An event never recorded is already complete, so the wait is a no-op, as in HIP; such a
-        wait, and one on a complete record, adds no packet, so it never waits for room. An
+        wait, and one on a record complete before this stream's next work could start (see
+        :meth:`_ahead`), adds no packet, so it never waits for room. An
         event recorded during a capture forks this stream into that capture (or joins it);
         ``flags=1`` (``hipEventWaitExternal``) on a capturing stream adds an EventWait node.
 
@@ -649,17 +668,20 @@ class Stream(
             self._changed_under_call()
         if capture.wait_event(self, event, flag):
             return
-        if record is not None and record._value > 0:
+        if record is not None and self._ahead(record):
             # The barrier is stream work: it becomes the tail, so synchronize() and query()
             # cover it. The device may refuse it (no running loop, busy on another loop).
-            # (On a capturing stream too: an event recorded outside its capture.)
+            # (On a capturing stream too: an event recorded outside its capture.) A record
+            # the device already reached, at a simulated time still ahead of this stream,
+            # takes one too: the barrier passes at once and starts later work after it.
             self._submit(Program((WaitSignalsOp((record,)),), Signal(1)), self._capture)
         if observe.observer is not None:  # ordering the API promises, done or not
             observe.observer.event_waited(self, event)
 
     def _wait_event_packetless(self, event: Event, flags: int = 0) -> bool:
         """Whether ``wait_event`` adds no packet now: the event is unrecorded or its record is
-        complete (HIP's ``hipStreamWaitEvent`` enqueues nothing then), or its latest record
+        complete, and not ahead of this stream (:meth:`_ahead`; HIP's ``hipStreamWaitEvent``
+        enqueues nothing for a complete event), or its latest record
         was made in a capture still running (the wait forks this stream into it, or is
         refused, whatever an older eager record of the event left pending). Such a call
         needs no room in a full ring. Not for a bad argument: the check before parking
@@ -668,7 +690,7 @@ class Stream(
         if not isinstance(given, Event):
             return False
         record = event._signal
-        return record is None or record._value <= 0 or capture.recorded_in_capture(event)
+        return record is None or not self._ahead(record) or capture.recorded_in_capture(event)
 
     def _wait_event_ring(self, event: Event, flags: int = 0) -> HardwareQueue | None:
         """The queue ``wait_event`` needs room in: the stream's (see :meth:`_ring`), and on a

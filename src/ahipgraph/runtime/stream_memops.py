@@ -17,6 +17,11 @@ writer — another stream, a kernel, a host through ``device.view`` — releases
 never satisfied holds its stream forever (the user's bug, as in HIP); freeing the word under
 it fails the wait with ``InvalidDevicePointer``.
 
+On the simulated timeline a wait ends no earlier than the latest ``write_value_*`` of its word
+(the device may have run that write, at a later simulated time, before the wait looked): the
+work after the wait is ordered after the write, as on a GPU. Writes of other kinds carry no
+time, so a wait they release ends as it finds them.
+
 Capture: HIP's graphs have no node kind for these operations. A captured wait or write becomes
 a **host node** whose function is the operation (a :class:`StreamMemOp`, whose ``repr`` names
 it), which runs the same code when the graph replays: a write stores the word, a wait polls it.
@@ -30,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import weakref
 from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -74,6 +80,34 @@ def condition_met(word: int, value: int, flag: StreamWaitFlag, mask: int, bits: 
         return (masked & value) != 0
     full = (1 << bits) - 1
     return (~(masked | (value & mask)) & full) != 0
+
+
+# The simulated time of the latest ``write_value_*`` of each word, by the buffer of the word's
+# allocation (its id, with a weak reference that drops the entry with the buffer: no numpy
+# array is hashable) and the word's offset in it.
+_WRITTEN: dict[int, tuple[weakref.ref[Any], dict[int, int]]] = {}
+
+
+def _forget_buffer(ref: weakref.ref[Any], key: int) -> None:
+    entry = _WRITTEN.get(key)
+    if entry is not None and entry[0] is ref:
+        del _WRITTEN[key]
+
+
+def _stamp_write(buffer: Any, offset: int, time: int) -> None:
+    key = id(buffer)
+    entry = _WRITTEN.get(key)
+    if entry is None or entry[0]() is not buffer:
+        entry = (weakref.ref(buffer, lambda ref: _forget_buffer(ref, key)), {})
+        _WRITTEN[key] = entry
+    entry[1][offset] = time
+
+
+def _write_time(buffer: Any, offset: int) -> int | None:
+    entry = _WRITTEN.get(id(buffer))
+    if entry is None or entry[0]() is not buffer:
+        return None
+    return entry[1].get(offset)
 
 
 def _word(value: Any, bits: int, name: str) -> int:
@@ -149,20 +183,36 @@ class StreamMemOp:
         assert self.flag is not None
         return condition_met(self._read(), self.value, self.flag, self.mask, self.bits)
 
-    def __call__(self) -> Coroutine[Any, Any, None] | None:
+    def __call__(self, program: Any = None) -> Coroutine[Any, Any, None] | None:
+        """Do the operation; ``program`` is the packet running it (None for a captured one,
+        a host node's, which keeps no time): a write stamps the word with the program's
+        time, and a satisfied wait moves the program's time to that stamp."""
         if self.flag is None:
             buffer, offset = resolve_pointer(self.ptr, self.bits // 8)
             buffer[offset : offset + self.bits // 8].view(_DTYPES[self.bits])[0] = self.value
+            if program is not None:
+                _stamp_write(buffer, offset, program.time)
             return None
         if self.satisfied():
+            self._after_write(program)
             return None
-        return self._poll()
+        return self._poll(program)
 
-    async def _poll(self) -> None:
+    async def _poll(self, program: Any) -> None:
         # Polling is the model: a kernel or a host view writes memory without telling anyone,
         # as on a GPU, so no event could wake this. One look per loop turn.
         while not self.satisfied():  # noqa: ASYNC110
             await asyncio.sleep(0)
+        self._after_write(program)
+
+    def _after_write(self, program: Any) -> None:
+        """A satisfied wait ends no earlier than the latest ``write_value`` of its word."""
+        if program is None:
+            return
+        buffer, offset = resolve_pointer(self.ptr, self.bits // 8)
+        written = _write_time(buffer, offset)
+        if written is not None and written > program.time:
+            program.time = written
 
     def __repr__(self) -> str:
         if self.flag is None:
