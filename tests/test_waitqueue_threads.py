@@ -18,6 +18,7 @@ import threading
 import pytest
 
 import ahipgraph as ahg
+from ahipgraph.core.waitqueue import WaitQueue, WaitQueueStatistics
 from cleanup import destroy
 
 LAUNCHES = 500
@@ -114,3 +115,68 @@ async def test_destroy_from_a_thread_while_parked_launches_are_woken_frees_the_e
     assert (stats.state, stats.in_flight, stats.signal_pool.waiters) == ("closed", 0, 0)
     assert ran == ["data"]  # freed: its last reference went
     destroy(stream, out)
+
+
+def _parked_on_a_stopped_loop(
+    queue: WaitQueue, given_back: list[object]
+) -> tuple[asyncio.AbstractEventLoop, asyncio.Task[object]]:
+    """A loop, stopped, with one task parked on ``queue`` (giving items back to ``given_back``)."""
+    loop = asyncio.new_event_loop()
+    task = loop.create_task(queue.park(on_abandon=given_back.append))
+    loop.run_until_complete(asyncio.sleep(0))  # one turn: the task parks
+    assert queue.statistics() == WaitQueueStatistics(waiters=1, in_transit=0)
+    return loop, task
+
+
+@pytest.mark.parametrize("coroutine_closed_first", [False, True])
+def test_an_item_handed_from_another_thread_to_a_loop_closed_before_delivery_is_reclaimed(
+    coroutine_closed_first: bool,
+) -> None:
+    """A hand-off from another thread is a callback on the waiter's loop; a loop closed before
+    running it drops the callback. The item was lost: the waiter never had it, and ``reclaim``
+    found only a waiter never handed anything. It is now given back once, by ``reclaim``,
+    whether the waiter's coroutine was closed first or not."""
+    queue = WaitQueue()
+    given_back: list[object] = []
+    loop, task = _parked_on_a_stopped_loop(queue, given_back)
+    assert queue.unpark("item")  # not on the loop's thread (it is not running)
+    assert queue.statistics() == WaitQueueStatistics(waiters=0, in_transit=1)
+    assert "in_transit=1" in repr(queue)
+    loop.close()
+    if coroutine_closed_first:
+        task.get_coro().close()  # as when the collector takes the dead task
+    assert queue.reclaim()
+    assert given_back == ["item"]
+    assert queue.statistics() == WaitQueueStatistics(waiters=0, in_transit=0)
+    assert not queue.reclaim()
+    if not coroutine_closed_first:
+        task.get_coro().close()
+    assert given_back == ["item"]  # once
+
+
+def test_an_item_handed_from_another_thread_is_delivered_once_its_loop_runs() -> None:
+    """The usual case: the callback runs, the waiter gets the item, nothing is in transit."""
+    queue = WaitQueue()
+    given_back: list[object] = []
+    loop, task = _parked_on_a_stopped_loop(queue, given_back)
+    assert queue.unpark("item")
+    assert loop.run_until_complete(task) == "item"
+    assert queue.statistics() == WaitQueueStatistics(waiters=0, in_transit=0)
+    assert given_back == []
+    assert not queue.reclaim()
+    loop.close()
+
+
+def test_an_item_handed_from_another_thread_to_a_cancelled_waiter_is_given_back() -> None:
+    """Cancelled before the delivery ran: the delivery gives the item back, once."""
+    queue = WaitQueue()
+    given_back: list[object] = []
+    loop, task = _parked_on_a_stopped_loop(queue, given_back)
+    assert queue.unpark("item")
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        loop.run_until_complete(task)
+    assert given_back == ["item"]
+    assert queue.statistics() == WaitQueueStatistics(waiters=0, in_transit=0)
+    assert not queue.reclaim()
+    loop.close()

@@ -17,7 +17,10 @@ A waiter whose loop was closed (plain ``loop.close()``, its task never resumed) 
 skip it, so an item is never handed to it and nothing raises "Event loop is closed". A waiter
 handed an item just before its loop closed never resumes to use it or give it back:
 :meth:`WaitQueue.reclaim` (called by the owner, on another loop, when it runs short) gives such
-items back through ``on_abandon``.
+items back through ``on_abandon``. So does an item handed from another thread whose delivery
+(a callback on the waiter's loop) never ran because that loop closed first: until delivered,
+the item is *in transit*, owned by whichever of the delivery, ``reclaim`` or the waiter's closed
+coroutine takes it first.
 
 A waiter may park with a ``gone`` check: what it waits *for* is still wanted only while
 ``gone()`` is False (a stream enqueue waiting for ring room, for as long as its stream is not
@@ -60,9 +63,14 @@ def _settle(
     value: Any,
     error: BaseException | None,
     on_abandon: Callable[[Any], None] | None,
+    in_transit: dict[asyncio.Future[Any], tuple[Any, Callable[[Any], None]]] | None = None,
 ) -> None:
     """Resolve ``future`` (on its loop's thread). One cancelled before a value handed from
-    another thread arrived never had it: the value goes back through ``on_abandon``."""
+    another thread arrived never had it: the value goes back through ``on_abandon``. A value
+    listed ``in_transit`` is delivered only if still listed: its waiter's closed coroutine
+    may have taken it (see the module notes)."""
+    if in_transit is not None and in_transit.pop(future, None) is None:
+        return
     if future.done():
         if on_abandon is not None and value is not RECHECK:  # RECHECK is no item
             on_abandon(value)
@@ -74,13 +82,17 @@ def _settle(
 
 @dataclass(frozen=True, slots=True)
 class WaitQueueStatistics:
+    """``waiters`` parked; ``in_transit`` items handed from another thread, not yet delivered
+    (each is delivered, or given back by :meth:`WaitQueue.reclaim` if its loop closed)."""
+
     waiters: int
+    in_transit: int = 0
 
 
 class WaitQueue:
     """A FIFO of parked tasks."""
 
-    __slots__ = ("_abandon", "_gone", "_orphans", "_waiters")
+    __slots__ = ("_abandon", "_gone", "_in_transit", "_orphans", "_waiters")
 
     def __init__(self) -> None:
         self._waiters: deque[asyncio.Future[Any]] = deque()
@@ -90,6 +102,9 @@ class WaitQueue:
         self._orphans: deque[tuple[Any, Callable[[Any], None]]] = deque()
         # Parked waiters with a ``gone`` check, for wake_gone() (see the module notes).
         self._gone: dict[asyncio.Future[Any], Callable[[], bool]] = {}
+        # Items handed from another thread to waiters that give them back, until delivered
+        # on the waiter's loop (see _settle): one whose loop closes first is reclaimed.
+        self._in_transit: dict[asyncio.Future[Any], tuple[Any, Callable[[Any], None]]] = {}
 
     async def park(
         self,
@@ -136,6 +151,9 @@ class WaitQueue:
                     self._orphans.append((future.result(), on_abandon))
             else:
                 self._discard(future)
+                handed = self._in_transit.pop(future, None)  # on its way, never to be used
+                if handed is not None:
+                    self._orphans.append(handed)
             raise
         finally:
             self._abandon.pop(future, None)
@@ -149,13 +167,19 @@ class WaitQueue:
 
         Call it from the owner's next loop, where the closed loop can no longer run.
         """
-        if not self._abandon and not self._orphans:
+        if not self._abandon and not self._orphans and not self._in_transit:
             return False
         changed = False
         while self._orphans:
             value, on_abandon = self._orphans.popleft()
             on_abandon(value)
             changed = True
+        for future in list(self._in_transit):  # their delivery was dropped with their loop
+            if future.get_loop().is_closed():
+                handed = self._in_transit.pop(future, None)
+                if handed is not None:
+                    handed[1](handed[0])
+                    changed = True
         for future, on_abandon in list(self._abandon.items()):
             if future.get_loop().is_closed():
                 del self._abandon[future]
@@ -234,9 +258,15 @@ class WaitQueue:
             _settle(future, value, error, None)
             return True
         on_abandon = None if error is not None else self._abandon.get(future)
+        in_transit = None
+        if on_abandon is not None and value is not RECHECK:
+            in_transit = self._in_transit  # until delivered: see the module notes
+            in_transit[future] = (value, on_abandon)
         try:
-            loop.call_soon_threadsafe(_settle, future, value, error, on_abandon)
+            loop.call_soon_threadsafe(_settle, future, value, error, on_abandon, in_transit)
         except RuntimeError:  # closed meanwhile: the waiter is dead
+            if in_transit is not None:
+                in_transit.pop(future, None)
             return False
         return True
 
@@ -251,7 +281,8 @@ class WaitQueue:
         return bool(self._waiters)
 
     def statistics(self) -> WaitQueueStatistics:
-        return WaitQueueStatistics(waiters=len(self))
+        return WaitQueueStatistics(waiters=len(self), in_transit=len(self._in_transit))
 
     def __repr__(self) -> str:
-        return f"<WaitQueue waiters={len(self)}>"
+        transit = len(self._in_transit)
+        return f"<WaitQueue waiters={len(self)}" + (f" in_transit={transit}>" if transit else ">")
