@@ -60,6 +60,7 @@ from ..runtime.completion import Completion, make_completion
 from ..runtime.event import Event
 from ..runtime.launch_attributes import KernelNodeAttribute
 from ..runtime.params import Endpoint, KernelParams
+from ..runtime.per_thread import PerThreadStream
 from ..runtime.pitched import PitchedCopyParams, PitchedPtr
 from ..runtime.stream import Stream, launch_stream
 from . import copy_setters, setters
@@ -316,7 +317,7 @@ class GraphExec(DestroyOnExit):
 
     # -- launch (the launcher) ------------------------------------------------------------------
 
-    async def launch(self, stream: Stream | None = None) -> Completion:
+    async def launch(self, stream: Stream | PerThreadStream | None = None) -> Completion:
         """Enqueue one replay on ``stream`` (the current device's null stream by default).
 
         A stream of another device than the executable's is allowed: the graph runs on its
@@ -351,7 +352,7 @@ class GraphExec(DestroyOnExit):
             return enqueue_cross_device(launcher, target, signal_set)
         return launcher.enqueue(target, signal_set)
 
-    def launch_nowait(self, stream: Stream | None = None) -> Completion:
+    def launch_nowait(self, stream: Stream | PerThreadStream | None = None) -> Completion:
         """:meth:`launch` without ever parking.
 
         Raises:
@@ -382,7 +383,7 @@ class GraphExec(DestroyOnExit):
             if not self._device._engine.report_exception(context):
                 report_unraisable(error, message, self)
 
-    async def upload(self, stream: Stream | None = None) -> None:
+    async def upload(self, stream: Stream | PerThreadStream | None = None) -> None:
         """``hipGraphUpload``: validates; everything was already prepared at instantiate.
 
         Raises:
@@ -391,11 +392,11 @@ class GraphExec(DestroyOnExit):
         """
         self._upload(stream)
 
-    def upload_nowait(self, stream: Stream | None = None) -> None:
+    def upload_nowait(self, stream: Stream | PerThreadStream | None = None) -> None:
         """:meth:`upload` from synchronous code: an upload never waits, so never ``NotReady``."""
         self._upload(stream)
 
-    def _upload(self, stream: Stream | None) -> None:
+    def _upload(self, stream: Stream | PerThreadStream | None) -> None:
         """What an upload checks (also run by instantiate with ``InstantiateFlags.UPLOAD``)."""
         self._check_alive()
         engine = self._device._engine
