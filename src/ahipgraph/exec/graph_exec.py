@@ -33,7 +33,7 @@ import threading
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from ..core import gcpause
 from ..core.errors import InvalidValue
@@ -58,7 +58,11 @@ from ..graph.node_type import NodeType
 from ..lifetime.user_object import disown_all
 from ..runtime.completion import Completion, make_completion
 from ..runtime.event import Event
-from ..runtime.launch_attributes import KernelNodeAttribute
+from ..runtime.launch_attributes import (
+    AccessPolicyWindow,
+    AttributeValue,
+    KernelNodeAttribute,
+)
 from ..runtime.params import Endpoint, KernelParams
 from ..runtime.per_thread import PerThreadStream
 from ..runtime.pitched import PitchedCopyParams, PitchedPtr
@@ -489,7 +493,26 @@ class GraphExec(DestroyOnExit):
         """
         setters.set_kernel_node_params(self._updater, node, kernel, grid, block, args, shared_mem)
 
-    def kernel_node_attribute(self, node: GraphNode, attr: KernelNodeAttribute | int) -> Any:
+    # Each attribute's value has its own type, as ``node.get_attribute``'s.
+    @overload
+    def kernel_node_attribute(
+        self, node: GraphNode, attr: Literal[KernelNodeAttribute.Priority]
+    ) -> int: ...
+    @overload
+    def kernel_node_attribute(
+        self, node: GraphNode, attr: Literal[KernelNodeAttribute.Cooperative]
+    ) -> bool: ...
+    @overload
+    def kernel_node_attribute(
+        self, node: GraphNode, attr: Literal[KernelNodeAttribute.AccessPolicyWindow]
+    ) -> AccessPolicyWindow: ...
+    @overload
+    def kernel_node_attribute(
+        self, node: GraphNode, attr: KernelNodeAttribute | int
+    ) -> AttributeValue: ...
+    def kernel_node_attribute(
+        self, node: GraphNode, attr: KernelNodeAttribute | int
+    ) -> AttributeValue:
         """The executable's value of a kernel node's attribute (see ``node.get_attribute``)."""
         return setters.kernel_node_attribute(self._updater, node, attr)
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, overload
 
 from ..core.errors import InvalidValue, NotSupported, Unknown
 from ..core.lifecycle import DestroyOnExit, FactoryOnly, HandleState, check_live, safe_repr
@@ -41,7 +41,11 @@ from ..device.kernel import DimLike, Kernel
 from ..device.pointer import DevicePtr
 from ..device.properties import CopyKind
 from ..runtime.event import Event
-from ..runtime.launch_attributes import KernelNodeAttribute
+from ..runtime.launch_attributes import (
+    AccessPolicyWindow,
+    AttributeValue,
+    KernelNodeAttribute,
+)
 from ..runtime.params import Endpoint, HostParams, KernelParams, MemcpyParams, MemsetParams
 from ..runtime.pitched import PitchedCopyParams
 from .conditional import ConditionalNodeParams
@@ -456,7 +460,18 @@ class GraphNode(NodeCopySetters, DestroyOnExit):
 
         attributes.set_attribute(self, attr, value)
 
-    def get_attribute(self, attr: KernelNodeAttribute | int) -> Any:
+    # Each attribute's value has its own type: the priority an int, cooperative a bool.
+    @overload
+    def get_attribute(self, attr: Literal[KernelNodeAttribute.Priority]) -> int: ...
+    @overload
+    def get_attribute(self, attr: Literal[KernelNodeAttribute.Cooperative]) -> bool: ...
+    @overload
+    def get_attribute(
+        self, attr: Literal[KernelNodeAttribute.AccessPolicyWindow]
+    ) -> AccessPolicyWindow: ...
+    @overload
+    def get_attribute(self, attr: KernelNodeAttribute | int) -> AttributeValue: ...
+    def get_attribute(self, attr: KernelNodeAttribute | int) -> AttributeValue:
         """``hipGraphKernelNodeGetAttribute``. Raises InvalidValue as :meth:`set_attribute`."""
         from . import attributes
 
