@@ -16,6 +16,7 @@ import pytest
 
 import ahipgraph as ahg
 from ahipgraph.device.kernel_args import PointerType, ScalarType, arg_type_of
+from ahipgraph.exec.instantiate import _OPTIONS
 
 USER_CODE = Path(__file__).resolve().parent / "typed" / "user_code.py"
 
@@ -109,3 +110,13 @@ async def test_bodies_receive_python_scalars_and_numpy_views(device: ahg.Device)
     assert (x.dtype, x.shape) == (np.uint16, (8,))
     stream.destroy()
     device.free(ptr)
+
+
+def test_instantiate_options_name_every_option_instantiate_takes() -> None:
+    """``ahg.InstantiateOptions`` (what ``mypy`` checks ``graph.instantiate(**options)``
+    against) and the options the call accepts at run time are the same names."""
+    hints = typing.get_type_hints(ahg.InstantiateOptions)
+    assert set(hints) == {"device", *_OPTIONS}
+    assert ahg.InstantiateOptions.__optional_keys__ == frozenset(hints)
+    assert hints["device"] is ahg.Device
+    assert hints["upload_stream"] == ahg.Stream | None

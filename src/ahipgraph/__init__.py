@@ -87,6 +87,7 @@ from .exec.arena import ArenaStatistics
 from .exec.exec_state import ExecState
 from .exec.flags import InstantiateFlags, UpdateResult, UpdateResultKind
 from .exec.graph_exec import ExecStatistics, GraphExec
+from .exec.instantiate_options import InstantiateOptions
 from .exec.race_reports import RaceError, RaceReport, RaceSite, RaceWarning
 from .exec.signal_pool import SignalPoolStatistics
 from .graph.conditional import ConditionalHandle, ConditionalKind, ConditionalNodeParams
@@ -179,6 +180,7 @@ __all__ = [
     "GraphExec",
     "GraphExecUpdateFailure",
     "InstantiateFlags",
+    "InstantiateOptions",
     "UpdateResult",
     "UpdateResultKind",
     "GraphNode",

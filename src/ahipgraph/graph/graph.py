@@ -36,7 +36,7 @@ import threading
 import weakref
 from collections.abc import Callable, Iterable, Sequence, ValuesView
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from ..core import gcpause
 from ..core.errors import InvalidValue, NotSupported
@@ -73,6 +73,7 @@ if TYPE_CHECKING:
     from ..device.pointer import DevicePtr
     from ..device.properties import CopyKind
     from ..exec.graph_exec import GraphExec
+    from ..exec.instantiate_options import InstantiateOptions
     from ..exec.race_reports import RaceReport
     from ..runtime.event import Event
     from ..runtime.params import Endpoint
@@ -1046,7 +1047,7 @@ class Graph(DestroyOnExit):
             self._instantiated = True
             RESERVATIONS.hand_over(alloc_ptrs)
 
-    def instantiate(self, flags: int = 0, **options: Any) -> GraphExec:
+    def instantiate(self, flags: int = 0, **options: Unpack[InstantiateOptions]) -> GraphExec:
         """Make an executable from this graph (``hipGraphInstantiateWithFlags``).
 
         Everything a replay needs is prepared here; later edits to this graph do not affect the
@@ -1054,8 +1055,9 @@ class Graph(DestroyOnExit):
 
         Args:
             flags: one :class:`ahipgraph.InstantiateFlags` value (HIP rejects combinations).
-            options: ``device`` (a :class:`Device`; default the calling task's current
-                device), ``signal_sets`` or ``num_sets`` (sets prepopulated, 16),
+            options: (:class:`ahipgraph.InstantiateOptions` types them for a type checker)
+                ``device`` (a :class:`Device`; default the calling task's current device),
+                ``signal_sets`` or ``num_sets`` (sets prepopulated, 16),
                 ``signal_set_policy`` (what a launch does when every set is in use:
                 ``"wait"``, the default, parks it until a completion returns one; ``"grow"``
                 adds a set, HIP's counted miss), ``wait_for_signal_sets`` (the older bool
