@@ -89,6 +89,7 @@ from .updater import Updater, Version
 
 if TYPE_CHECKING:
     from ..device.memory import DeviceMemory
+    from ..device.symbols import SymbolLike
     from ..graph.generic import GraphNodeParams
     from ..graph.graph import Graph
     from ..graph.node import GraphNode
@@ -666,7 +667,7 @@ class GraphExec(DestroyOnExit):
     def set_memcpy_node_to_symbol(
         self,
         node: GraphNode,
-        symbol: Any,
+        symbol: SymbolLike,
         src: Endpoint,
         nbytes: int | None = None,
         offset: int = 0,
@@ -681,7 +682,7 @@ class GraphExec(DestroyOnExit):
         self,
         node: GraphNode,
         dst: Endpoint,
-        symbol: Any,
+        symbol: SymbolLike,
         nbytes: int | None = None,
         offset: int = 0,
         kind: CopyKind | int | None = None,

@@ -72,6 +72,7 @@ if TYPE_CHECKING:
     from ..device.kernel import DimLike, Kernel
     from ..device.pointer import DevicePtr
     from ..device.properties import CopyKind
+    from ..device.symbols import SymbolLike
     from ..exec.graph_exec import GraphExec
     from ..exec.instantiate_options import InstantiateOptions
     from ..exec.race_reports import RaceReport
@@ -765,7 +766,7 @@ class Graph(DestroyOnExit):
 
     def add_memcpy_node_to_symbol(
         self,
-        symbol: Any,
+        symbol: SymbolLike,
         src: Endpoint,
         nbytes: int | None = None,
         offset: int = 0,
@@ -784,7 +785,7 @@ class Graph(DestroyOnExit):
     def add_memcpy_node_from_symbol(
         self,
         dst: Endpoint,
-        symbol: Any,
+        symbol: SymbolLike,
         nbytes: int | None = None,
         offset: int = 0,
         kind: CopyKind | int | None = None,
