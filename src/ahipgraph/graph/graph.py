@@ -1226,7 +1226,7 @@ class Graph(DestroyOnExit):
 
     # -- DOT ---------------------------------------------------------------------------------------
 
-    def to_dot(self, flags: int = 0, races: Sequence[Any] | None = None) -> str:
+    def to_dot(self, flags: int = 0, races: Sequence[RaceReport] | None = None) -> str:
         """The graph as Graphviz DOT, shaped like ``hipGraphDebugDotPrint`` (see ``DotFlags``).
 
         ``races``: reports of :meth:`check_races`, drawn over the graph with their fixes.
