@@ -107,6 +107,7 @@ from .runtime.capture import (
     exchange_capture_mode,
 )
 from .runtime.capture import statistics as capture_statistics
+from .runtime.capture_scope import CaptureScope
 from .runtime.completion import Completion
 from .runtime.current import current_device, set_device
 from .runtime.device import Device, DeviceStatistics, configure_devices, device_count, get_device
@@ -161,6 +162,7 @@ __all__ = [
     "CaptureDependencies",
     "CaptureInfo",
     "CaptureMode",
+    "CaptureScope",
     "CaptureStatus",
     "CapturedEvent",
     "Completion",
