@@ -607,6 +607,22 @@ async def tracing(device: ahg.Device) -> None:
     assert_type(await traced(), int)
 
 
+async def race_checks(device: ahg.Device) -> None:
+    """``with ahg.race_check(on_race=...) as rc``, in the three modes the README names."""
+    x = device.malloc(4)
+    with device.create_stream() as stream:
+        for mode in ("raise", "warn", "collect"):
+            with ahg.race_check(on_race=mode) as check:
+                assert_type(check, ahg.RaceCheck)
+                await stream.memset(x, 0, 4)
+                await stream.synchronize()
+            assert_type(check.reports, list[ahg.RaceReport])
+            assert_type(check.statistics(), ahg.RaceCheckStatistics)
+            assert check.reports == []
+    device.free(x)
+    assert raises(ValueError, lambda: ahg.race_check(on_race="log"))  # type: ignore[arg-type]
+
+
 def builder(rng: random.Random, buffer: ahg.DevicePtr) -> ahg.Graph:
     """A stress builder of one's own: bump a random cell of ``buffer``."""
     graph = ahg.Graph()
@@ -705,6 +721,7 @@ async def main() -> None:
         await executables(device)
         user_objects_and_errors()
         await tracing(device)
+        await race_checks(device)
     with testing.fresh_devices(2):
         await multi_device()
     await testing_kit()
