@@ -235,6 +235,16 @@ def raises(error: type[BaseException], call: Any) -> bool:
     return False
 
 
+class PathName:
+    """A path-like object that is not a ``Path`` (as ``os.DirEntry`` is)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __fspath__(self) -> str:
+        return str(self.path)
+
+
 @contextmanager
 def scratch_dir() -> Iterator[Path]:
     with tempfile.TemporaryDirectory() as name:
@@ -597,6 +607,7 @@ async def tracing(device: ahg.Device) -> None:
     with scratch_dir() as where:
         assert_type(trace.save(where / "replay.trace.json"), Path)
         assert_type(trace.save(str(where / "again.trace.json")), Path)
+        assert_type(trace.save(PathName(where / "named.trace.json")), Path)
     assert_type(trace.dumps(), str)
     assert_type(trace.to_chrome(), dict[str, Any])
 
