@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import random
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, assert_type
@@ -177,6 +177,7 @@ PUBLIC_NAMES: dict[str, object] = {
 TESTING_NAMES: dict[str, object] = {
     "AllocationFault": testing.AllocationFault,
     "Builder": testing.Builder,
+    "DeviceFactory": testing.DeviceFactory,
     "CELLS": testing.CELLS,
     "GatedHost": testing.GatedHost,
     "HeldKernel": testing.HeldKernel,
@@ -716,10 +717,25 @@ def stress_run() -> None:
     assert report.launches > 0
 
 
-def fixture_user(ahg_device: ahg.Device, ahg_race_check: ahg.RaceCheck) -> None:
+def fixture_user(
+    ahg_device: ahg.Device, ahg_devices: testing.DeviceFactory, ahg_race_check: ahg.RaceCheck
+) -> None:
     """How a test written against the pytest plugin annotates its fixtures."""
-    assert_type(ahg_device.malloc(8), ahg.DevicePtr)
+    ptr = ahg_device.malloc(8)
+    assert_type(ptr, ahg.DevicePtr)
+    ahg_device.free(ptr)
     assert_type(ahg_race_check.reports, list[ahg.RaceReport])
+    devices = ahg_devices(2, properties=ahg.DeviceProperties(hardware_queues=2))
+    assert_type(devices, list[ahg.Device])
+    assert_type(ahg_devices(), list[ahg.Device])
+    assert raises(TypeError, lambda: ahg_devices(counts=2))  # type: ignore[call-arg]
+
+
+def fresh_device_factory(
+    count: int = 1, properties: ahg.DeviceProperties | Sequence[ahg.DeviceProperties] | None = None
+) -> list[ahg.Device]:
+    """A factory of one's own, as the ``ahg_devices`` fixture is one."""
+    return ahg.configure_devices(count, properties)
 
 
 async def main() -> None:
@@ -736,6 +752,8 @@ async def main() -> None:
     with testing.fresh_devices(2):
         await multi_device()
     await testing_kit()
+    with testing.fresh_devices(1) as (device,), ahg.race_check(on_race="collect") as check:
+        fixture_user(device, fresh_device_factory, check)
 
 
 def run() -> None:
