@@ -529,6 +529,67 @@ async def executables(device: ahg.Device) -> None:
     device.free(x)
 
 
+async def setters(device: ahg.Device) -> None:
+    """The node and executable setters of every kind, and a conditional loop on the device."""
+    x = device.malloc(256)
+    host = np.zeros(64, np.float32)
+    table = ahg.device_symbol("user_surface.table", 256)
+    with (
+        ahg.Graph() as graph,
+        ahg.Graph() as child,
+        device.create_event() as event,
+        device.create_event() as other_event,
+        device.create_stream() as stream,
+    ):
+        child.add_empty_node()
+        run = graph.add_kernel_node(fill, 1, 64, (64, 1.0, x))
+        twin = graph.add_kernel_node(fill, 1, 64, (64, 1.0, x), deps=[run])
+        twin.copy_attributes_from(run)
+        memset = graph.add_memset_node(x, 0, nbytes=256, deps=[twin])
+        pitched = graph.add_memcpy_3d_node(
+            ahg.PitchedPtr(x, 256), ahg.PitchedPtr(host, 256), (256, 1, 1), deps=[memset]
+        )
+        to_symbol = graph.add_memcpy_node_to_symbol(table, host, deps=[pitched])
+        host_node = graph.add_host_node(list[int]().append, (1,), deps=[to_symbol])
+        nested = graph.add_child_graph_node(child, deps=[host_node])
+        record = graph.add_event_record_node(event, deps=[nested])
+        wait = graph.add_event_wait_node(event, deps=[record])
+        spare = graph.add_empty_node(deps=[wait])
+        record.set_event(other_event)
+        assert_type(record.params, Any)  # any node's record, read as its kind
+        nested.set_child_graph(child)
+        pitched.set_memcpy_3d_params(ahg.PitchedPtr(x, 256), ahg.PitchedPtr(host, 256), (256, 1, 1))
+        to_symbol.set_memcpy_to_symbol_params(table, host, 256, 0)
+        with graph.instantiate() as graph_exec:
+            graph_exec.set_node_params(run, ahg.GraphNodeParams(ahg.NodeType.Kernel, run.params))
+            graph_exec.set_memset_node_params(memset, x, 1, nbytes=256)
+            graph_exec.set_memcpy_3d_node_params(
+                pitched, ahg.PitchedPtr(x, 256), ahg.PitchedPtr(host, 256), (256, 1, 1)
+            )
+            graph_exec.set_memcpy_node_to_symbol(to_symbol, "user_surface.table", host)
+            graph_exec.set_host_node_params(host_node, list[int]().append, [2])
+            graph_exec.set_child_graph_node_params(nested, child)
+            graph_exec.set_event_record_node_event(record, event)
+            graph_exec.set_event_wait_node_event(wait, event)
+            graph_exec.set_kernel_node_attribute(run, ahg.KernelNodeAttribute.Priority, 1)
+            await (await graph_exec.launch(stream))
+        spare.destroy()
+    values = device.malloc(8 * 4)
+    with ahg.Graph() as loop_graph, device.create_stream() as stream:
+        handle = loop_graph.conditional_handle(default=1)
+        _, (body,) = loop_graph.add_conditional_node(handle, ahg.ConditionalKind.While)
+        body.add_kernel_node(halve_until_small, 1, 1, (values, handle))
+        with loop_graph.instantiate() as graph_exec:
+            await stream.memcpy(values, np.full(4, 100.0))
+            await (await graph_exec.launch(stream))
+            out = np.empty(4)
+            await stream.memcpy(out, values)
+            await stream.synchronize()
+    assert (out < 1).all()
+    device.free(values)
+    device.free(x)
+
+
 def user_objects_and_errors() -> None:
     """``ahg.UserObject`` and the error hierarchy keyed by ``ahg.ErrorCode``."""
     ran: list[str] = []
@@ -746,6 +807,7 @@ async def main() -> None:
         await capture(device)
         graphs(device)
         await executables(device)
+        await setters(device)
         user_objects_and_errors()
         await tracing(device)
         await race_checks(device)
