@@ -631,6 +631,9 @@ async def multi_device() -> None:
     assert_type(first.graph_mem_trim(), int)
     coeffs = ahg.device_symbol("user_surface.coeffs", dtype=np.float32, shape=(16,))
     assert_type(coeffs, ahg.DeviceSymbol)
+    grid = ahg.device_symbol("user_surface.grid", dtype="int32", shape=[np.int64(4), 4])
+    assert_type(grid.shape, tuple[int, ...])
+    assert raises(TypeError, lambda: ahg.device_symbol("s", dtype=np.int8, shape="4"))  # type: ignore[arg-type]
     host = np.arange(16, dtype=np.float32)
     dev = first.malloc(256 * 4)
     with first.create_stream() as stream:

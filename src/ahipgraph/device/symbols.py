@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import threading
 import weakref
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, SupportsIndex, TypeAlias
 
 import numpy as np
 import numpy.typing as npt
@@ -166,7 +166,11 @@ def _load_one(symbol: DeviceSymbol, memory: DeviceMemory) -> DevicePtr:
 
 
 def device_symbol(
-    name: str, nbytes: int | None = None, *, dtype: Any = None, shape: Any = None
+    name: str,
+    nbytes: int | None = None,
+    *,
+    dtype: npt.DTypeLike | None = None,
+    shape: SupportsIndex | tuple[SupportsIndex, ...] | list[SupportsIndex] | None = None,
 ) -> DeviceSymbol:
     """Declare a device global of ``nbytes`` bytes, or of ``shape`` elements of ``dtype``.
 
@@ -184,7 +188,7 @@ def device_symbol(
         if dtype is not None or shape is not None:
             raise ValueError("give either nbytes or dtype/shape, not both")
         dims: tuple[int, ...] = (as_int(nbytes, "nbytes"),)
-        dt = np.dtype(np.uint8)
+        dt: np.dtype[Any] = np.dtype(np.uint8)
     else:
         if dtype is None:
             raise ValueError("give nbytes, or dtype (and optionally shape)")
