@@ -314,6 +314,7 @@ async def streams_and_events(device: ahg.Device) -> None:
         assert_type(await stream.launch_host_func(seen.append, "host"), ahg.Completion)
         traced = ahg.host_function(seen.append, reads=[y], writes=[(x, 4)])
         assert_type(traced, ahg.HostFunction)
+        assert raises(TypeError, lambda: ahg.host_function(print, reads=["y"]))  # type: ignore[list-item]
         await stream.launch_host_func(traced, "declared")
         out = np.empty(n, np.float32)
         last = await stream.memcpy(out, y)

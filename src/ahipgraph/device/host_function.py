@@ -144,7 +144,10 @@ class HostFunction:
 
 
 def host_function(
-    fn: Callable[..., Any], *, reads: Sequence[Any] = (), writes: Sequence[Any] = ()
+    fn: Callable[..., Any],
+    *,
+    reads: Sequence[DevicePtr | tuple[DevicePtr, int]] = (),
+    writes: Sequence[DevicePtr | tuple[DevicePtr, int]] = (),
 ) -> HostFunction:
     """Declare the device memory host function ``fn`` reads and writes.
 
