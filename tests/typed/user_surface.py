@@ -277,6 +277,8 @@ def devices_and_memory() -> None:
     view = device.view(ptr, np.float32)
     assert_type(view, npt.NDArray[Any])
     view[:] = 1
+    assert_type(device.view(ptr, "uint8", 16, readonly=True), npt.NDArray[Any])
+    assert raises(TypeError, lambda: device.view(ptr, None))  # type: ignore[arg-type]
     assert_type(device.statistics(), ahg.DeviceStatistics)
     assert_type(device.statistics().memory, ahg.MemoryStatistics)
     assert_type(device.statistics().queues[0], ahg.QueueStatistics)
