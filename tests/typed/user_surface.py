@@ -441,6 +441,10 @@ def graphs(device: ahg.Device) -> None:
         memset.set_memset_params(x, 1, 256)
         host_node.set_host_params(print, ["set"])
         run.set_attribute(ahg.KernelNodeAttribute.Priority, -1)
+        run.set_attribute(ahg.KernelNodeAttribute.Cooperative, True)
+        run.set_attribute(ahg.KernelNodeAttribute.Cooperative, False)
+        prio = ahg.KernelNodeAttribute.Priority
+        assert raises(TypeError, lambda: run.set_attribute(prio, "high"))  # type: ignore[call-overload]
         priority = run.get_attribute(ahg.KernelNodeAttribute.Priority)
         assert_type(priority, int)
         cooperative = run.get_attribute(ahg.KernelNodeAttribute.Cooperative)
@@ -575,6 +579,11 @@ async def setters(device: ahg.Device) -> None:
             graph_exec.set_event_record_node_event(record, event)
             graph_exec.set_event_wait_node_event(wait, event)
             graph_exec.set_kernel_node_attribute(run, ahg.KernelNodeAttribute.Priority, 1)
+            window = ahg.KernelNodeAttribute.AccessPolicyWindow
+            assert raises(
+                TypeError,
+                lambda: graph_exec.set_kernel_node_attribute(run, window, "wide"),  # type: ignore[call-overload]
+            )
             await (await graph_exec.launch(stream))
         spare.destroy()
     values = device.malloc(8 * 4)

@@ -517,8 +517,28 @@ class GraphExec(DestroyOnExit):
         """The executable's value of a kernel node's attribute (see ``node.get_attribute``)."""
         return setters.kernel_node_attribute(self._updater, node, attr)
 
+    # Each attribute takes a value of its own type (see ``node.set_attribute``).
+    @overload
     def set_kernel_node_attribute(
-        self, node: GraphNode, attr: KernelNodeAttribute | int, value: Any
+        self, node: GraphNode, attr: Literal[KernelNodeAttribute.Priority], value: int
+    ) -> None: ...
+    @overload
+    def set_kernel_node_attribute(
+        self, node: GraphNode, attr: Literal[KernelNodeAttribute.Cooperative], value: bool | int
+    ) -> None: ...
+    @overload
+    def set_kernel_node_attribute(
+        self,
+        node: GraphNode,
+        attr: Literal[KernelNodeAttribute.AccessPolicyWindow],
+        value: AccessPolicyWindow,
+    ) -> None: ...
+    @overload
+    def set_kernel_node_attribute(
+        self, node: GraphNode, attr: KernelNodeAttribute | int, value: AttributeValue
+    ) -> None: ...
+    def set_kernel_node_attribute(
+        self, node: GraphNode, attr: KernelNodeAttribute | int, value: AttributeValue
     ) -> None:
         """Change a kernel node's priority or access-policy window in this executable only.
 

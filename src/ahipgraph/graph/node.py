@@ -447,7 +447,20 @@ class GraphNode(NodeCopySetters, DestroyOnExit):
 
     # -- kernel-node attributes (see graph/attributes.py) ------------------------------------------
 
-    def set_attribute(self, attr: KernelNodeAttribute | int, value: Any) -> None:
+    # Each attribute takes a value of its own type (see get_attribute).
+    @overload
+    def set_attribute(self, attr: Literal[KernelNodeAttribute.Priority], value: int) -> None: ...
+    @overload
+    def set_attribute(
+        self, attr: Literal[KernelNodeAttribute.Cooperative], value: bool | int
+    ) -> None: ...
+    @overload
+    def set_attribute(
+        self, attr: Literal[KernelNodeAttribute.AccessPolicyWindow], value: AccessPolicyWindow
+    ) -> None: ...
+    @overload
+    def set_attribute(self, attr: KernelNodeAttribute | int, value: AttributeValue) -> None: ...
+    def set_attribute(self, attr: KernelNodeAttribute | int, value: AttributeValue) -> None:
         """``hipGraphKernelNodeSetAttribute``: priority, cooperative or access-policy window.
 
         Raises:
