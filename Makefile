@@ -21,7 +21,7 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check src tests examples bench
 	$(BIN)/ruff format --check src tests examples bench
-	$(BIN)/mypy --strict src examples tests/typed/user_code.py
+	$(BIN)/mypy --strict src examples tests/typed
 
 format: $(STAMP)
 	$(BIN)/ruff check --fix src tests examples bench

@@ -1,7 +1,10 @@
 """Kernel parameter types are static types too, and the typed user code runs as written.
 
-``make lint`` runs ``mypy --strict`` over ``tests/typed/user_code.py``; the test here runs that
-same file, so it is both type-checked and executed.
+``make lint`` runs ``mypy --strict`` over ``tests/typed/``: ``user_code.py`` (a program written
+the way users write one) and ``user_surface.py`` (every public name, called as the docs show,
+with the return types users rely on pinned by ``assert_type``, and the wrong calls that the
+annotations must refuse marked ``# type: ignore[code]``). The tests here run both files, so
+each is both type-checked and executed.
 """
 
 from __future__ import annotations
@@ -15,9 +18,12 @@ import numpy as np
 import pytest
 
 import ahipgraph as ahg
+from ahipgraph import testing
 from ahipgraph.device.kernel_args import PointerType, ScalarType, arg_type_of
+from ahipgraph.exec.instantiate import _OPTIONS
 
 USER_CODE = Path(__file__).resolve().parent / "typed" / "user_code.py"
+USER_SURFACE = USER_CODE.with_name("user_surface.py")
 
 SCALARS = {
     "int8": (ahg.int8, int),
@@ -109,3 +115,29 @@ async def test_bodies_receive_python_scalars_and_numpy_views(device: ahg.Device)
     assert (x.dtype, x.shape) == (np.uint16, (8,))
     stream.destroy()
     device.free(ptr)
+
+
+def test_typed_surface_runs() -> None:
+    """``tests/typed/user_surface.py`` calls every public name as the docs show it: each of
+    those calls runs as written, and each call it marks as wrong is refused at run time too."""
+    namespace = runpy.run_path(str(USER_SURFACE), run_name="user_surface")
+    namespace["run"]()
+
+
+def test_instantiate_options_name_every_option_instantiate_takes() -> None:
+    """``ahg.InstantiateOptions`` (what ``mypy`` checks ``graph.instantiate(**options)``
+    against) and the options the call accepts at run time are the same names."""
+    hints = typing.get_type_hints(ahg.InstantiateOptions)
+    assert set(hints) == {"device", *_OPTIONS}
+    assert ahg.InstantiateOptions.__optional_keys__ == frozenset(hints)
+    assert hints["device"] is ahg.Device
+    assert hints["upload_stream"] == ahg.Stream | None
+
+
+def test_typed_surface_reads_every_public_name() -> None:
+    """The typed surface reads each exported name as ``ahg.<name>``, so ``mypy --strict``
+    checks that every one resolves (a missing re-export fails the lint)."""
+    namespace = runpy.run_path(str(USER_SURFACE), run_name="user_surface")
+    for module, table in ((ahg, namespace["PUBLIC_NAMES"]), (testing, namespace["TESTING_NAMES"])):
+        assert sorted(table) == sorted(module.__all__)
+        assert all(table[name] is getattr(module, name) for name in module.__all__)

@@ -87,6 +87,7 @@ from .exec.arena import ArenaStatistics
 from .exec.exec_state import ExecState
 from .exec.flags import InstantiateFlags, UpdateResult, UpdateResultKind
 from .exec.graph_exec import ExecStatistics, GraphExec
+from .exec.instantiate_options import InstantiateOptions
 from .exec.race_reports import RaceError, RaceReport, RaceSite, RaceWarning
 from .exec.signal_pool import SignalPoolStatistics
 from .graph.conditional import ConditionalHandle, ConditionalKind, ConditionalNodeParams
@@ -106,6 +107,7 @@ from .runtime.capture import (
     exchange_capture_mode,
 )
 from .runtime.capture import statistics as capture_statistics
+from .runtime.capture_scope import CaptureScope
 from .runtime.completion import Completion
 from .runtime.current import current_device, set_device
 from .runtime.device import Device, DeviceStatistics, configure_devices, device_count, get_device
@@ -160,6 +162,7 @@ __all__ = [
     "CaptureDependencies",
     "CaptureInfo",
     "CaptureMode",
+    "CaptureScope",
     "CaptureStatus",
     "CapturedEvent",
     "Completion",
@@ -179,6 +182,7 @@ __all__ = [
     "GraphExec",
     "GraphExecUpdateFailure",
     "InstantiateFlags",
+    "InstantiateOptions",
     "UpdateResult",
     "UpdateResultKind",
     "GraphNode",

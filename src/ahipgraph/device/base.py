@@ -79,7 +79,12 @@ class DeviceBase:
         return self._properties.name
 
     def view(
-        self, ptr: DevicePtr, dtype: Any, count: int | None = None, *, readonly: bool = False
+        self,
+        ptr: DevicePtr,
+        dtype: npt.DTypeLike,
+        count: int | None = None,
+        *,
+        readonly: bool = False,
     ) -> npt.NDArray[Any]:
         """A host-side typed view of device memory (for inspection and tests), bounds-checked.
 

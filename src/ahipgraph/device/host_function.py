@@ -174,7 +174,10 @@ def _covered(spans: list[tuple[int, int]], start: int, end: int) -> bool:
 
 
 def host_function(
-    fn: Callable[..., Any], *, reads: Sequence[Any] = (), writes: Sequence[Any] = ()
+    fn: Callable[..., Any],
+    *,
+    reads: Sequence[DevicePtr | tuple[DevicePtr, int]] = (),
+    writes: Sequence[DevicePtr | tuple[DevicePtr, int]] = (),
 ) -> HostFunction:
     """Declare the device memory host function ``fn`` reads and writes.
 

@@ -18,9 +18,10 @@ from __future__ import annotations
 import math
 import threading
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, SupportsIndex, TypeAlias
 
 import numpy as np
+import numpy.typing as npt
 
 from ..core.errors import InvalidSymbol, InvalidValue
 from ..core.ints import as_int, int_or_none
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
     from .base import DeviceBase
     from .memory import DeviceMemory
 
-__all__ = ["DeviceSymbol", "device_symbol", "lookup_symbol", "symbol_statistics"]
+__all__ = ["DeviceSymbol", "SymbolLike", "device_symbol", "lookup_symbol", "symbol_statistics"]
 
 _FACTORY = FactoryOnly("device symbols are declared with ahg.device_symbol()")
 _lock = threading.Lock()
@@ -105,7 +106,7 @@ class DeviceSymbol:
             weakref.WeakKeyDictionary()
         )
 
-    def address(self, device: Any = None) -> DevicePtr:
+    def address(self, device: DeviceBase | int | None = None) -> DevicePtr:
         """The symbol's address on ``device`` (``hipGetSymbolAddress``), the current device by
         default. Kernels take it as a ``Ptr`` argument like any device pointer.
 
@@ -121,7 +122,7 @@ class DeviceSymbol:
             ptr = _load_one(self, memory)
         return ptr
 
-    def view(self, device: Any = None) -> Any:
+    def view(self, device: DeviceBase | int | None = None) -> npt.NDArray[Any]:
         """A host-side typed view of the symbol on ``device`` (for inspection and tests)."""
         dev = _configured(device)
         ptr = self.address_on(dev.memory)
@@ -132,6 +133,10 @@ class DeviceSymbol:
     def __repr__(self) -> str:
         shape = list(self._shape)
         return f"<DeviceSymbol {self._name!r} {self._nbytes} bytes {self._dtype}{shape}>"
+
+
+# What the symbol copies take: the declared symbol, or its name (HIP passes the symbol).
+SymbolLike: TypeAlias = DeviceSymbol | str
 
 
 def _configured(device: Any) -> DeviceBase:
@@ -161,7 +166,11 @@ def _load_one(symbol: DeviceSymbol, memory: DeviceMemory) -> DevicePtr:
 
 
 def device_symbol(
-    name: str, nbytes: int | None = None, *, dtype: Any = None, shape: Any = None
+    name: str,
+    nbytes: int | None = None,
+    *,
+    dtype: npt.DTypeLike | None = None,
+    shape: SupportsIndex | tuple[SupportsIndex, ...] | list[SupportsIndex] | None = None,
 ) -> DeviceSymbol:
     """Declare a device global of ``nbytes`` bytes, or of ``shape`` elements of ``dtype``.
 
@@ -179,7 +188,7 @@ def device_symbol(
         if dtype is not None or shape is not None:
             raise ValueError("give either nbytes or dtype/shape, not both")
         dims: tuple[int, ...] = (as_int(nbytes, "nbytes"),)
-        dt = np.dtype(np.uint8)
+        dt: np.dtype[Any] = np.dtype(np.uint8)
     else:
         if dtype is None:
             raise ValueError("give nbytes, or dtype (and optionally shape)")

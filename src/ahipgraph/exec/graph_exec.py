@@ -33,7 +33,7 @@ import threading
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from ..core import gcpause
 from ..core.errors import InvalidValue
@@ -58,8 +58,13 @@ from ..graph.node_type import NodeType
 from ..lifetime.user_object import disown_all
 from ..runtime.completion import Completion, make_completion
 from ..runtime.event import Event
-from ..runtime.launch_attributes import KernelNodeAttribute
+from ..runtime.launch_attributes import (
+    AccessPolicyWindow,
+    AttributeValue,
+    KernelNodeAttribute,
+)
 from ..runtime.params import Endpoint, KernelParams
+from ..runtime.per_thread import PerThreadStream
 from ..runtime.pitched import PitchedCopyParams, PitchedPtr
 from ..runtime.stream import Stream, launch_stream
 from . import copy_setters, setters
@@ -84,6 +89,7 @@ from .updater import Updater, Version
 
 if TYPE_CHECKING:
     from ..device.memory import DeviceMemory
+    from ..device.symbols import SymbolLike
     from ..graph.generic import GraphNodeParams
     from ..graph.graph import Graph
     from ..graph.node import GraphNode
@@ -316,7 +322,7 @@ class GraphExec(DestroyOnExit):
 
     # -- launch (the launcher) ------------------------------------------------------------------
 
-    async def launch(self, stream: Stream | None = None) -> Completion:
+    async def launch(self, stream: Stream | PerThreadStream | None = None) -> Completion:
         """Enqueue one replay on ``stream`` (the current device's null stream by default).
 
         A stream of another device than the executable's is allowed: the graph runs on its
@@ -351,7 +357,7 @@ class GraphExec(DestroyOnExit):
             return enqueue_cross_device(launcher, target, signal_set)
         return launcher.enqueue(target, signal_set)
 
-    def launch_nowait(self, stream: Stream | None = None) -> Completion:
+    def launch_nowait(self, stream: Stream | PerThreadStream | None = None) -> Completion:
         """:meth:`launch` without ever parking.
 
         Raises:
@@ -382,7 +388,7 @@ class GraphExec(DestroyOnExit):
             if not self._device._engine.report_exception(context):
                 report_unraisable(error, message, self)
 
-    async def upload(self, stream: Stream | None = None) -> None:
+    async def upload(self, stream: Stream | PerThreadStream | None = None) -> None:
         """``hipGraphUpload``: validates; everything was already prepared at instantiate.
 
         Raises:
@@ -391,11 +397,11 @@ class GraphExec(DestroyOnExit):
         """
         self._upload(stream)
 
-    def upload_nowait(self, stream: Stream | None = None) -> None:
+    def upload_nowait(self, stream: Stream | PerThreadStream | None = None) -> None:
         """:meth:`upload` from synchronous code: an upload never waits, so never ``NotReady``."""
         self._upload(stream)
 
-    def _upload(self, stream: Stream | None) -> None:
+    def _upload(self, stream: Stream | PerThreadStream | None) -> None:
         """What an upload checks (also run by instantiate with ``InstantiateFlags.UPLOAD``)."""
         self._check_alive()
         engine = self._device._engine
@@ -488,12 +494,51 @@ class GraphExec(DestroyOnExit):
         """
         setters.set_kernel_node_params(self._updater, node, kernel, grid, block, args, shared_mem)
 
-    def kernel_node_attribute(self, node: GraphNode, attr: KernelNodeAttribute | int) -> Any:
+    # Each attribute's value has its own type, as ``node.get_attribute``'s.
+    @overload
+    def kernel_node_attribute(
+        self, node: GraphNode, attr: Literal[KernelNodeAttribute.Priority]
+    ) -> int: ...
+    @overload
+    def kernel_node_attribute(
+        self, node: GraphNode, attr: Literal[KernelNodeAttribute.Cooperative]
+    ) -> bool: ...
+    @overload
+    def kernel_node_attribute(
+        self, node: GraphNode, attr: Literal[KernelNodeAttribute.AccessPolicyWindow]
+    ) -> AccessPolicyWindow: ...
+    @overload
+    def kernel_node_attribute(
+        self, node: GraphNode, attr: KernelNodeAttribute | int
+    ) -> AttributeValue: ...
+    def kernel_node_attribute(
+        self, node: GraphNode, attr: KernelNodeAttribute | int
+    ) -> AttributeValue:
         """The executable's value of a kernel node's attribute (see ``node.get_attribute``)."""
         return setters.kernel_node_attribute(self._updater, node, attr)
 
+    # Each attribute takes a value of its own type (see ``node.set_attribute``).
+    @overload
     def set_kernel_node_attribute(
-        self, node: GraphNode, attr: KernelNodeAttribute | int, value: Any
+        self, node: GraphNode, attr: Literal[KernelNodeAttribute.Priority], value: int
+    ) -> None: ...
+    @overload
+    def set_kernel_node_attribute(
+        self, node: GraphNode, attr: Literal[KernelNodeAttribute.Cooperative], value: bool | int
+    ) -> None: ...
+    @overload
+    def set_kernel_node_attribute(
+        self,
+        node: GraphNode,
+        attr: Literal[KernelNodeAttribute.AccessPolicyWindow],
+        value: AccessPolicyWindow,
+    ) -> None: ...
+    @overload
+    def set_kernel_node_attribute(
+        self, node: GraphNode, attr: KernelNodeAttribute | int, value: AttributeValue
+    ) -> None: ...
+    def set_kernel_node_attribute(
+        self, node: GraphNode, attr: KernelNodeAttribute | int, value: AttributeValue
     ) -> None:
         """Change a kernel node's priority or access-policy window in this executable only.
 
@@ -642,7 +687,7 @@ class GraphExec(DestroyOnExit):
     def set_memcpy_node_to_symbol(
         self,
         node: GraphNode,
-        symbol: Any,
+        symbol: SymbolLike,
         src: Endpoint,
         nbytes: int | None = None,
         offset: int = 0,
@@ -657,7 +702,7 @@ class GraphExec(DestroyOnExit):
         self,
         node: GraphNode,
         dst: Endpoint,
-        symbol: Any,
+        symbol: SymbolLike,
         nbytes: int | None = None,
         offset: int = 0,
         kind: CopyKind | int | None = None,

@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from ..device.hwqueue import HardwareQueue
     from ..device.pointer import DevicePtr
     from ..runtime.device import Device
+    from ..runtime.per_thread import PerThreadStream
     from .compile import Compiled, EventBinding
     from .graph_exec import GraphExec, _ExecRecord
     from .snapshot import ExecGraph
@@ -145,7 +146,7 @@ class Launcher:
 
     # -- launch ---------------------------------------------------------------------------------
 
-    def target(self, stream: Stream | None) -> Stream | None:
+    def target(self, stream: Stream | PerThreadStream | None) -> Stream | None:
         """The checks every launch makes, in HIP's order; None when the graph is empty."""
         owner = self.owner
         if owner._state is not ExecState.OPEN:
@@ -254,7 +255,7 @@ class Launcher:
             return enqueue_cross_device(self, target, signal_set)
         return self.enqueue(target, signal_set)
 
-    def submit_nowait(self, stream: Stream | None) -> Completion:
+    def submit_nowait(self, stream: Stream | PerThreadStream | None) -> Completion:
         """A whole launch without ever parking (``launch_nowait``).
 
         Raises:

@@ -26,7 +26,7 @@ from ..graph.node import check_not_own_parent
 from ..graph.node_type import NodeType
 from ..graph.params import event_params, memcpy_1d_set_params, memset_width, revalidate
 from ..runtime.event import Event
-from ..runtime.launch_attributes import KernelNodeAttribute
+from ..runtime.launch_attributes import AttributeValue, KernelNodeAttribute
 from ..runtime.params import Endpoint, HostParams, KernelParams, MemsetParams
 from .conditional import check_handles_known
 from .copy_setters import check_same_kind
@@ -82,7 +82,7 @@ def set_kernel_node_params(
 
 def kernel_node_attribute(
     updater: Updater, node: GraphNode, attr: KernelNodeAttribute | int
-) -> Any:
+) -> AttributeValue:
     """The executable's value of a kernel node's attribute."""
     exec_node = updater.node(node, NodeType.Kernel)
     return exec_attribute(exec_node.params, attr)

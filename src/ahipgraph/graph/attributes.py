@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.errors import InvalidValue
 from ..runtime.launch_attributes import (
+    AttributeValue,
     KernelNodeAttribute,
     attribute_of,
     check_attribute_id,
@@ -34,11 +35,12 @@ def _kernel_node(node: GraphNode) -> None:
         raise InvalidValue(f"{node!r} is not a kernel node; only kernel nodes have attributes")
 
 
-def get_attribute(node: GraphNode, attr: KernelNodeAttribute | int) -> Any:
+def get_attribute(node: GraphNode, attr: KernelNodeAttribute | int) -> AttributeValue:
     """The node's value of ``attr`` (an int, a bool or an :class:`AccessPolicyWindow`)."""
     with node.graph.lock:
         _kernel_node(node)
-        return attribute_of(node._params, check_attribute_id(attr))
+        params: Any = node._params  # a kernel node's: KernelParams
+        return attribute_of(params, check_attribute_id(attr))
 
 
 def set_attribute(node: GraphNode, attr: KernelNodeAttribute | int, value: Any) -> None:
@@ -74,7 +76,7 @@ def copy_attributes(dst: GraphNode, src: GraphNode) -> None:
         dst._params = replace(target, priority=source.priority, attributes=source.attributes)
 
 
-def exec_attribute(params: Any, attr: KernelNodeAttribute | int) -> Any:
+def exec_attribute(params: Any, attr: KernelNodeAttribute | int) -> AttributeValue:
     """The value of ``attr`` in an executable's copy of a kernel node."""
     return attribute_of(params, check_attribute_id(attr))
 

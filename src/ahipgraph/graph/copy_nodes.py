@@ -29,6 +29,7 @@ from .node_type import NodeType
 from .params import null_symbol, symbol_node_params
 
 if TYPE_CHECKING:
+    from ..device.symbols import SymbolLike
     from .builder import Deps
     from .graph import Graph
     from .node import GraphNode
@@ -137,7 +138,7 @@ class NodeCopySetters:
 
     def set_memcpy_to_symbol_params(
         self,
-        symbol: Any,
+        symbol: SymbolLike,
         src: Endpoint,
         nbytes: int | None = None,
         offset: int = 0,
@@ -164,7 +165,7 @@ class NodeCopySetters:
     def set_memcpy_from_symbol_params(
         self,
         dst: Endpoint,
-        symbol: Any,
+        symbol: SymbolLike,
         nbytes: int | None = None,
         offset: int = 0,
         kind: CopyKind | int | None = None,

@@ -36,7 +36,7 @@ import threading
 import weakref
 from collections.abc import Callable, Iterable, Sequence, ValuesView
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from ..core import gcpause
 from ..core.errors import InvalidValue, NotSupported
@@ -72,7 +72,9 @@ if TYPE_CHECKING:
     from ..device.kernel import DimLike, Kernel
     from ..device.pointer import DevicePtr
     from ..device.properties import CopyKind
+    from ..device.symbols import SymbolLike
     from ..exec.graph_exec import GraphExec
+    from ..exec.instantiate_options import InstantiateOptions
     from ..exec.race_reports import RaceReport
     from ..runtime.event import Event
     from ..runtime.params import Endpoint
@@ -764,7 +766,7 @@ class Graph(DestroyOnExit):
 
     def add_memcpy_node_to_symbol(
         self,
-        symbol: Any,
+        symbol: SymbolLike,
         src: Endpoint,
         nbytes: int | None = None,
         offset: int = 0,
@@ -783,7 +785,7 @@ class Graph(DestroyOnExit):
     def add_memcpy_node_from_symbol(
         self,
         dst: Endpoint,
-        symbol: Any,
+        symbol: SymbolLike,
         nbytes: int | None = None,
         offset: int = 0,
         kind: CopyKind | int | None = None,
@@ -1046,7 +1048,7 @@ class Graph(DestroyOnExit):
             self._instantiated = True
             RESERVATIONS.hand_over(alloc_ptrs)
 
-    def instantiate(self, flags: int = 0, **options: Any) -> GraphExec:
+    def instantiate(self, flags: int = 0, **options: Unpack[InstantiateOptions]) -> GraphExec:
         """Make an executable from this graph (``hipGraphInstantiateWithFlags``).
 
         Everything a replay needs is prepared here; later edits to this graph do not affect the
@@ -1054,8 +1056,9 @@ class Graph(DestroyOnExit):
 
         Args:
             flags: one :class:`ahipgraph.InstantiateFlags` value (HIP rejects combinations).
-            options: ``device`` (a :class:`Device`; default the calling task's current
-                device), ``signal_sets`` or ``num_sets`` (sets prepopulated, 16),
+            options: (:class:`ahipgraph.InstantiateOptions` types them for a type checker)
+                ``device`` (a :class:`Device`; default the calling task's current device),
+                ``signal_sets`` or ``num_sets`` (sets prepopulated, 16),
                 ``signal_set_policy`` (what a launch does when every set is in use:
                 ``"wait"``, the default, parks it until a completion returns one; ``"grow"``
                 adds a set, HIP's counted miss), ``wait_for_signal_sets`` (the older bool
@@ -1223,7 +1226,7 @@ class Graph(DestroyOnExit):
 
     # -- DOT ---------------------------------------------------------------------------------------
 
-    def to_dot(self, flags: int = 0, races: Sequence[Any] | None = None) -> str:
+    def to_dot(self, flags: int = 0, races: Sequence[RaceReport] | None = None) -> str:
         """The graph as Graphviz DOT, shaped like ``hipGraphDebugDotPrint`` (see ``DotFlags``).
 
         ``races``: reports of :meth:`check_races`, drawn over the graph with their fixes.

@@ -31,7 +31,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, overload
 
 from ..core.errors import InvalidValue, NotSupported, Unknown
 from ..core.lifecycle import DestroyOnExit, FactoryOnly, HandleState, check_live, safe_repr
@@ -41,7 +41,11 @@ from ..device.kernel import DimLike, Kernel
 from ..device.pointer import DevicePtr
 from ..device.properties import CopyKind
 from ..runtime.event import Event
-from ..runtime.launch_attributes import KernelNodeAttribute
+from ..runtime.launch_attributes import (
+    AccessPolicyWindow,
+    AttributeValue,
+    KernelNodeAttribute,
+)
 from ..runtime.params import Endpoint, HostParams, KernelParams, MemcpyParams, MemsetParams
 from ..runtime.pitched import PitchedCopyParams
 from .conditional import ConditionalNodeParams
@@ -443,7 +447,20 @@ class GraphNode(NodeCopySetters, DestroyOnExit):
 
     # -- kernel-node attributes (see graph/attributes.py) ------------------------------------------
 
-    def set_attribute(self, attr: KernelNodeAttribute | int, value: Any) -> None:
+    # Each attribute takes a value of its own type (see get_attribute).
+    @overload
+    def set_attribute(self, attr: Literal[KernelNodeAttribute.Priority], value: int) -> None: ...
+    @overload
+    def set_attribute(
+        self, attr: Literal[KernelNodeAttribute.Cooperative], value: bool | int
+    ) -> None: ...
+    @overload
+    def set_attribute(
+        self, attr: Literal[KernelNodeAttribute.AccessPolicyWindow], value: AccessPolicyWindow
+    ) -> None: ...
+    @overload
+    def set_attribute(self, attr: KernelNodeAttribute | int, value: AttributeValue) -> None: ...
+    def set_attribute(self, attr: KernelNodeAttribute | int, value: AttributeValue) -> None:
         """``hipGraphKernelNodeSetAttribute``: priority, cooperative or access-policy window.
 
         Raises:
@@ -456,7 +473,18 @@ class GraphNode(NodeCopySetters, DestroyOnExit):
 
         attributes.set_attribute(self, attr, value)
 
-    def get_attribute(self, attr: KernelNodeAttribute | int) -> Any:
+    # Each attribute's value has its own type: the priority an int, cooperative a bool.
+    @overload
+    def get_attribute(self, attr: Literal[KernelNodeAttribute.Priority]) -> int: ...
+    @overload
+    def get_attribute(self, attr: Literal[KernelNodeAttribute.Cooperative]) -> bool: ...
+    @overload
+    def get_attribute(
+        self, attr: Literal[KernelNodeAttribute.AccessPolicyWindow]
+    ) -> AccessPolicyWindow: ...
+    @overload
+    def get_attribute(self, attr: KernelNodeAttribute | int) -> AttributeValue: ...
+    def get_attribute(self, attr: KernelNodeAttribute | int) -> AttributeValue:
         """``hipGraphKernelNodeGetAttribute``. Raises InvalidValue as :meth:`set_attribute`."""
         from . import attributes
 

@@ -278,7 +278,12 @@ class Device(DeviceBase, DeviceCopyMixin, NoCopy):
         return self._memory.memory_info()
 
     def view(
-        self, ptr: DevicePtr, dtype: Any, count: int | None = None, *, readonly: bool = False
+        self,
+        ptr: DevicePtr,
+        dtype: npt.DTypeLike,
+        count: int | None = None,
+        *,
+        readonly: bool = False,
     ) -> npt.NDArray[Any]:
         """A host-side typed view of device memory (for inspection and tests), bounds-checked.
 

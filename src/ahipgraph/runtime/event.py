@@ -28,6 +28,7 @@ from . import capture, observe
 
 if TYPE_CHECKING:
     from .device import Device
+    from .per_thread import PerThreadStream
     from .stream import Stream
 
 __all__ = ["EVENTS", "Event", "check_record_flags", "elapsed_time", "live_event"]
@@ -126,7 +127,7 @@ class Event(DestroyOnExit):
         if observe.observer is not None:
             observe.observer.event_synchronized(self)
 
-    async def record(self, stream: Stream | None = None, flags: int = 0) -> None:
+    async def record(self, stream: Stream | PerThreadStream | None = None, flags: int = 0) -> None:
         """``hipEventRecord(event, stream)``: the same as ``await stream.record_event(event)``.
 
         HIP users hold the event and name the stream; this spelling keeps their code's shape.
@@ -139,11 +140,11 @@ class Event(DestroyOnExit):
         """
         await self._stream_for_record(stream, flags).record_event(self, flags)
 
-    def record_nowait(self, stream: Stream | None = None, flags: int = 0) -> None:
+    def record_nowait(self, stream: Stream | PerThreadStream | None = None, flags: int = 0) -> None:
         """As :meth:`record`, but raise ``NotReady`` instead of waiting for ring space."""
         self._stream_for_record(stream, flags).record_event_nowait(self, flags)
 
-    def _stream_for_record(self, stream: Stream | None, flags: int) -> Stream:
+    def _stream_for_record(self, stream: Stream | PerThreadStream | None, flags: int) -> Stream:
         from .stream import launch_stream  # stream.py imports this module
 
         # HIP's order (hipEventRecord_common): the flags, the event, then the stream.

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 
@@ -30,11 +30,15 @@ from ..core.errors import InvalidValue
 from ..core.ints import as_int, flag_or_none, is_bool
 from ..device.pointer import DevicePtr
 
+if TYPE_CHECKING:
+    from .params import KernelParams
+
 __all__ = [
     "ACCESS_POLICY_MAX_WINDOW",
     "DEFAULT_ATTRIBUTES",
     "AccessPolicyWindow",
     "AccessProperty",
+    "AttributeValue",
     "KernelAttributes",
     "KernelNodeAttribute",
     "attribute_of",
@@ -106,6 +110,10 @@ class KernelAttributes:
 
 
 DEFAULT_ATTRIBUTES = KernelAttributes()
+
+# What reading a kernel node's attribute gives: the priority an int, cooperative a bool, the
+# access-policy window an AccessPolicyWindow (the getters' overloads pick one by attribute).
+AttributeValue: TypeAlias = int | bool | AccessPolicyWindow
 
 
 def check_attribute_id(attr: Any) -> KernelNodeAttribute:
@@ -196,7 +204,7 @@ def check_attributes(attributes: Any) -> KernelAttributes:
     return KernelAttributes(cooperative, window)
 
 
-def attribute_of(params: Any, attr: KernelNodeAttribute) -> Any:
+def attribute_of(params: KernelParams, attr: KernelNodeAttribute) -> AttributeValue:
     """The value of ``attr`` in kernel parameters ``params``."""
     if attr is KernelNodeAttribute.Priority:
         return params.priority

@@ -26,7 +26,7 @@ import asyncio
 import threading
 import weakref
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
     from .device import Device
@@ -35,8 +35,12 @@ if TYPE_CHECKING:
 __all__ = ["STREAM_PER_THREAD", "per_thread_stream", "per_thread_statistics"]
 
 
-class _PerThread:
-    """The ``hipStreamPerThread`` handle: a sentinel, resolved against a device when used."""
+class PerThreadStream:
+    """The ``hipStreamPerThread`` handle: a sentinel, resolved against a device when used.
+
+    Its one instance is ``ahg.STREAM_PER_THREAD``; the class names its type for the calls
+    that accept it in place of a stream (a graph launch or upload, an event record).
+    """
 
     __slots__ = ()
 
@@ -44,7 +48,7 @@ class _PerThread:
         return "ahg.STREAM_PER_THREAD"
 
 
-STREAM_PER_THREAD: Any = _PerThread()
+STREAM_PER_THREAD: Final[PerThreadStream] = PerThreadStream()
 
 # Re-entrant: the collector may run anywhere under it (a weak reference or a dict made), and a
 # ``__del__`` or ``gc.callbacks`` hook it runs on this thread may ask for its task's stream

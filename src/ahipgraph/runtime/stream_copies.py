@@ -20,7 +20,7 @@ import numpy as np
 from ..core.errors import InvalidMemcpyDirection, InvalidValue
 from ..device.pointer import DevicePtr
 from ..device.properties import CopyKind
-from ..device.symbols import check_symbol_range, lookup_symbol
+from ..device.symbols import SymbolLike, check_symbol_range, lookup_symbol
 from ..device.table import check_range, configured
 from .completion import Completion
 from .device import Device
@@ -261,7 +261,7 @@ class StreamCopyMixin:
 
     def _memcpy_to_symbol(
         self,
-        symbol: Any,
+        symbol: SymbolLike,
         src: Endpoint,
         nbytes: int | None = None,
         offset: int = 0,
@@ -282,7 +282,7 @@ class StreamCopyMixin:
 
     def _to_symbol_params(
         self,
-        symbol: Any,
+        symbol: SymbolLike,
         src: Endpoint,
         nbytes: int | None = None,
         offset: int = 0,
@@ -298,7 +298,7 @@ class StreamCopyMixin:
     def _memcpy_from_symbol(
         self,
         dst: Endpoint,
-        symbol: Any,
+        symbol: SymbolLike,
         nbytes: int | None = None,
         offset: int = 0,
         kind: CopyKind | int | None = None,
@@ -315,7 +315,7 @@ class StreamCopyMixin:
     def _from_symbol_params(
         self,
         dst: Endpoint,
-        symbol: Any,
+        symbol: SymbolLike,
         nbytes: int | None = None,
         offset: int = 0,
         kind: CopyKind | int | None = None,
@@ -328,7 +328,12 @@ class StreamCopyMixin:
     )
 
     def _memcpy_peer(
-        self, dst: DevicePtr, dst_device: Any, src: DevicePtr, src_device: Any, nbytes: int
+        self,
+        dst: DevicePtr,
+        dst_device: Device | int,
+        src: DevicePtr,
+        src_device: Device | int,
+        nbytes: int,
     ) -> Completion:
         """Copy ``nbytes`` between two devices (``hipMemcpyPeerAsync``); no peer access is
         needed, and the copy costs a peer transfer when the devices differ.
@@ -340,7 +345,12 @@ class StreamCopyMixin:
         return self._enqueue_copy(lambda: peer_params(dst, dst_device, src, src_device, nbytes))
 
     def _peer_params(
-        self, dst: DevicePtr, dst_device: Any, src: DevicePtr, src_device: Any, nbytes: int
+        self,
+        dst: DevicePtr,
+        dst_device: Device | int,
+        src: DevicePtr,
+        src_device: Device | int,
+        nbytes: int,
     ) -> Any:
         """``memcpy_peer``'s checks for a call that must wait for room."""
         return peer_params(dst, dst_device, src, src_device, nbytes)

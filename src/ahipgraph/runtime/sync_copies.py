@@ -16,12 +16,14 @@ which the device layer may not name even for a type checker (``docs/design.md``,
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ..device.pointer import DevicePtr
     from ..device.properties import CopyKind
+    from ..device.symbols import SymbolLike
     from .completion import Completion
+    from .device import Device
     from .params import Endpoint
     from .pitched import PitchedPtr
     from .stream import Stream
@@ -84,7 +86,7 @@ class DeviceCopyMixin:
 
     async def memcpy_to_symbol(
         self,
-        symbol: Any,
+        symbol: SymbolLike,
         src: Endpoint,
         nbytes: int | None = None,
         offset: int = 0,
@@ -101,7 +103,7 @@ class DeviceCopyMixin:
     async def memcpy_from_symbol(
         self,
         dst: Endpoint,
-        symbol: Any,
+        symbol: SymbolLike,
         nbytes: int | None = None,
         offset: int = 0,
         kind: CopyKind | int | None = None,
@@ -116,7 +118,12 @@ class DeviceCopyMixin:
         )
 
     async def memcpy_peer(
-        self, dst: DevicePtr, dst_device: Any, src: DevicePtr, src_device: Any, nbytes: int
+        self,
+        dst: DevicePtr,
+        dst_device: Device | int,
+        src: DevicePtr,
+        src_device: Device | int,
+        nbytes: int,
     ) -> None:
         """``hipMemcpyPeer``: :meth:`Stream.memcpy_peer` on the null stream, waited for.
 

@@ -6,7 +6,8 @@ on purpose; this package gives users the tools the project's own tests use:
 * fresh devices and leak reports (:func:`fresh_devices`, :func:`snapshot`,
   :func:`leak_report`, and the statistics behind them: :func:`registry_statistics`,
   :func:`thread_ids_statistics`), also as pytest fixtures (``ahg_device``, ``ahg_devices``)
-  through the plugin in :mod:`ahipgraph.testing.plugin`;
+  through the plugin in :mod:`ahipgraph.testing.plugin` (:class:`DeviceFactory` is the
+  type of ``ahg_devices``, for tests that annotate their fixtures);
 * fakes with awkward timings (:class:`HeldKernel`, :class:`GatedHost`), deterministic
   interleaving (:class:`Interleave`), thread races (:func:`run_together`);
 * scoped fault injection (:func:`fail_kernels`, :func:`fail_allocations`,
@@ -17,6 +18,7 @@ on purpose; this package gives users the tools the project's own tests use:
 
 from __future__ import annotations
 
+from .device_factory import DeviceFactory
 from .faults import (
     AllocationFault,
     InjectedFault,
@@ -57,6 +59,7 @@ __all__ = [
     "STALL_TIMEOUT_S",
     "AllocationFault",
     "Builder",
+    "DeviceFactory",
     "GatedHost",
     "HeldKernel",
     "InjectedFault",

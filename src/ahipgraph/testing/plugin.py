@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import pytest
 
@@ -36,12 +36,10 @@ from ..device.properties import DeviceProperties
 from ..device.table import checked_configuration
 from ..runtime.device import Device
 from ..tools.race import RaceCheck, race_check
+from .device_factory import DeviceFactory
 from .leaks import LeakError, armed_observers, devices_block, disarm_faults
 
 __all__ = ["ahg_device", "ahg_devices", "ahg_race_check"]
-
-DeviceFactory = Callable[..., list[Device]]
-
 
 _devices = contextlib.contextmanager(devices_block)
 

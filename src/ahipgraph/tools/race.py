@@ -64,7 +64,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -1174,7 +1174,7 @@ def _caller_level() -> int:
     return level
 
 
-def race_check(on_race: str = "raise") -> Scoped[RaceCheck]:
+def race_check(on_race: Literal["raise", "warn", "collect"] = "raise") -> Scoped[RaceCheck]:
     """Check every stream, event, launch and host synchronisation inside the block for races.
 
     Args:

@@ -41,6 +41,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Sequence
@@ -255,7 +256,7 @@ class Trace:
         """The Chrome Trace Event JSON text (deterministic: sorted keys, fixed separators)."""
         return json.dumps(self.to_chrome(), sort_keys=True, separators=(",", ":")) + "\n"
 
-    def save(self, path: str | Path) -> Path:
+    def save(self, path: str | os.PathLike[str]) -> Path:
         """Write the trace as Chrome Trace Event JSON; open it in Perfetto or chrome://tracing."""
         target = Path(path)
         target.write_text(self.dumps())
