@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import numpy.typing as npt
 
 from ..core.errors import InvalidValue
 from ..core.ints import as_optional_int
+from .dtypes import element_dtype
 from .engine import Engine
 from .host_function import checked_view
 from .memory import DeviceMemory
@@ -92,8 +92,9 @@ class DeviceBase:
         own (see :func:`ahipgraph.host_function`).
 
         Raises:
-            TypeError: ``ptr`` is not a DevicePtr, ``dtype`` is None, not a numpy dtype, one of
-                no size or one holding Python objects, or ``count`` is not an int.
+            TypeError: ``ptr`` is not a DevicePtr, ``dtype`` is None, neither a numpy dtype
+                nor a scalar kernel parameter type (``ahg.float32``), one of no size or one
+                holding Python objects, or ``count`` is not an int.
             InvalidValue / InvalidDevicePointer: a bad range, or
                 bytes a running declared host function did not declare.
         """
@@ -102,10 +103,8 @@ class DeviceBase:
         if not isinstance(ptr, DevicePtr):
             raise TypeError(f"expected a DevicePtr, got {ptr!r}")
         require_int_address(ptr)  # a hand-made pointer's
-        if dtype is None:  # numpy would quietly make it float64
-            raise TypeError("dtype is required")
+        dt = element_dtype(dtype)  # ahg.float32 too; None refused, not made float64
         count = as_optional_int(count, "count", expected="an int or None")
-        dt = np.dtype(dtype)
         if dt.itemsize == 0 or dt.hasobject:  # no element count, or Python objects in bytes
             raise TypeError(f"device memory cannot be viewed as {dt!r}: it needs sized plain data")
         if count is not None and count < 0:  # named as given, not as the bytes it would be

@@ -26,6 +26,7 @@ import numpy.typing as npt
 from ..core.errors import InvalidSymbol, InvalidValue
 from ..core.ints import as_int, int_or_none
 from ..core.lifecycle import FactoryOnly, safe_repr
+from .dtypes import element_dtype
 from .pointer import DevicePtr
 
 if TYPE_CHECKING:
@@ -172,13 +173,16 @@ def device_symbol(
     dtype: npt.DTypeLike | None = None,
     shape: SupportsIndex | tuple[SupportsIndex, ...] | list[SupportsIndex] | None = None,
 ) -> DeviceSymbol:
-    """Declare a device global of ``nbytes`` bytes, or of ``shape`` elements of ``dtype``.
+    """Declare a device global of ``nbytes`` bytes, or of ``shape`` elements of ``dtype`` (a
+    numpy dtype, or a scalar kernel parameter type such as ``ahg.float32``).
 
     Declaring the same name again with the same size and type returns the existing symbol
     (re-running a module); a different declaration is an error, as a duplicate global is.
 
     Raises:
-        TypeError: ``name`` is not a non-empty str, or a size/shape of the wrong type.
+        TypeError: ``name`` is not a non-empty str, a size/shape of the wrong type, or a
+            ``dtype`` that is neither numpy's nor a scalar kernel parameter type
+            (``ahg.float32``).
         ValueError: neither or both of ``nbytes`` and ``shape``/``dtype``; a size below 1;
             ``name`` declared before with another size or type.
     """
@@ -192,7 +196,7 @@ def device_symbol(
     else:
         if dtype is None:
             raise ValueError("give nbytes, or dtype (and optionally shape)")
-        dt = np.dtype(dtype)
+        dt = element_dtype(dtype)  # ahg.float32 too
         if dt.hasobject:
             raise TypeError(f"a device symbol cannot hold Python objects ({dt})")
         # numpy's shapes: an int, or a tuple or list of them (a str or bytes is no shape)
