@@ -621,6 +621,22 @@ async def test_stream_work_after_a_launch_sees_its_results(device: ahg.Device) -
 
 
 @pytest.mark.asyncio
+async def test_an_empty_graph_launches_as_a_no_op_and_counts_as_a_launch(
+    device: ahg.Device,
+) -> None:
+    stream = device.create_stream()
+    graph = ahg.Graph()
+    graph_exec = graph.instantiate()
+    for _ in range(3):
+        await (await graph_exec.launch(stream))
+    graph_exec.launch_nowait(stream)
+    stats = graph_exec.statistics()
+    assert (stats.launches, stats.in_flight, stats.completed) == (4, 0, 4)
+    assert stream.statistics().submitted == 0
+    destroy(graph_exec, graph, stream)
+
+
+@pytest.mark.asyncio
 async def test_host_and_event_nodes_run_in_the_graph(device: ahg.Device) -> None:
     buffer = device.malloc(8)
     stream = device.create_stream()
