@@ -309,6 +309,31 @@ async def test_a_cancelled_synchronize_leaves_the_stream_usable(device: ahg.Devi
     destroy(stream, buffer)
 
 
+@pytest.mark.asyncio
+async def test_a_stale_handle_stays_dead_after_its_slot_is_reused_and_pending_work_is_not_ready(
+    device: ahg.Device,
+) -> None:
+    gate = open_gate()
+    buffer = device.malloc(8)
+    dead = device.create_stream()
+    dead.destroy()
+    stream = device.create_stream()  # may take the dead one's slot
+    with pytest.raises(ahg.ContextIsDestroyed):
+        await dead.memset(buffer, 0, 8)
+    event = device.create_event()
+    await stream.launch_kernel(gated_put, 1, 1, (1, buffer))
+    await stream.record_event(event)
+    assert stream.query() is False
+    assert event.query() is False
+    with pytest.raises(ahg.NotReady):
+        ahg.elapsed_time(event, event)
+    gate.set()
+    await stream.synchronize()
+    assert stream.query() is True
+    assert event.query() is True
+    destroy(stream, event, buffer)
+
+
 # -- graphs: edges, cycles, queries, destroy ------------------------------------------------------
 
 
@@ -727,6 +752,69 @@ async def test_a_cancelled_wait_for_a_signal_set_leaves_the_pool_consistent(
     assert (pool.sets, pool.free, pool.in_use) == (1, 1, 0)
     assert graph_exec.statistics().launches == 1
     destroy(graph_exec, graph, stream, buffer)
+
+
+@pytest.mark.asyncio
+async def test_an_event_wait_node_waits_for_a_record_on_another_stream(
+    device: ahg.Device,
+) -> None:
+    gate = open_gate()
+    buffer = device.malloc(16)
+    producer, consumer = device.create_stream(), device.create_stream()
+    event = device.create_event()
+    await producer.launch_kernel(gated_put, 1, 1, (5, buffer))
+    await producer.record_event(event)
+    graph = ahg.Graph()
+    wait = graph.add_event_wait_node(event)
+    graph.add_memcpy_node(buffer + 8, buffer, 8, deps=[wait])
+    graph_exec = graph.instantiate()
+    handle = await graph_exec.launch(consumer)
+    gate.set()
+    await handle
+    assert value_at(device, buffer, 1) == 5
+    destroy(graph_exec, graph, producer, consumer, event, buffer)
+
+
+@pytest.mark.asyncio
+async def test_stream_work_after_a_fork_waits_for_every_leaf(device: ahg.Device) -> None:
+    gate = open_gate()
+    buffer = device.malloc(16)
+    stream = device.create_stream()
+    graph = ahg.Graph()
+    root = graph.add_empty_node()
+    graph.add_kernel_node(gated_put, 1, 1, (20, buffer), deps=[root])
+    graph.add_kernel_node(put, 1, 1, (30, buffer + 8), deps=[root])
+    graph_exec = graph.instantiate()
+    assert graph_exec.statistics().strands == 2
+    out = np.zeros(2, np.int64)
+    await graph_exec.launch(stream)
+    await stream.memcpy(out, buffer, 16)
+    gate.set()
+    await stream.synchronize()
+    assert list(out) == [20, 30]
+    destroy(graph_exec, graph, stream, buffer)
+
+
+@pytest.mark.asyncio
+async def test_an_alloc_nodes_pointer_is_usable_by_later_nodes_on_every_launch(
+    device: ahg.Device,
+) -> None:
+    stream = device.create_stream()
+    out = np.zeros(1, np.int64)
+    graph = ahg.Graph()
+    alloc = graph.add_mem_alloc_node(8)
+    ptr = alloc.get_mem_alloc_params().ptr
+    write = graph.add_kernel_node(put, 1, 1, (77, ptr), deps=[alloc])
+    read = graph.add_memcpy_node(out, ptr, 8, deps=[write])
+    graph.add_mem_free_node(ptr, deps=[read])
+    graph_exec = graph.instantiate()
+    for _ in range(2):
+        out[0] = 0
+        await (await graph_exec.launch(stream))
+        assert out[0] == 77
+    destroy(graph_exec, graph, stream)
+    await device.synchronize()
+    device.graph_mem_trim()
 
 
 # -- GraphExec: setters, enable/disable, update ---------------------------------------------------
