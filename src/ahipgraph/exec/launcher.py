@@ -147,7 +147,8 @@ class Launcher:
     # -- launch ---------------------------------------------------------------------------------
 
     def target(self, stream: Stream | PerThreadStream | None) -> Stream | None:
-        """The checks every launch makes, in HIP's order; None when the graph is empty."""
+        """The checks every launch makes, in HIP's order; None when the graph is empty (a
+        launch that is complete at once, counted as taken and completed)."""
         owner = self.owner
         if owner._state is not ExecState.OPEN:
             owner._check_alive()  # raises
@@ -161,6 +162,10 @@ class Launcher:
             for device in (self.device, stream._device):
                 if device._engine._retired:
                     device._engine._refuse_retired()  # raises
+            # Still a launch the caller took, complete at once: statistics() counts it as one.
+            with self.lock:
+                self.launches += 1
+                self.completed += 1
             return None
         if self.compiled.unfreed_ptrs:
             self._check_allocations(stream)
