@@ -14,6 +14,23 @@ def test_every_name_in_all_exists() -> None:
     assert missing == []
 
 
+def test_no_helper_of_the_package_reads_as_a_public_name() -> None:
+    """``dir(ahg)`` (what completion and ``help()`` show) holds the exported names and the
+    private layers' packages, not the modules and helpers the package itself imports
+    (``contextlib``, the ``annotations`` future flag, the annotation resolvers were)."""
+    import types
+
+    unexported = [
+        name
+        for name in dir(ahg)
+        if not name.startswith("_")
+        and name not in ahg.__all__
+        and not isinstance(getattr(ahg, name), types.ModuleType)
+    ]
+    assert unexported == []
+    assert "contextlib" not in dir(ahg)
+
+
 def test_all_has_no_duplicates() -> None:
     assert len(ahg.__all__) == len(set(ahg.__all__))
 

@@ -11,11 +11,10 @@ Everything public is importable from here; the implementation lives in private l
 (core, device, runtime, graph, exec, lifetime).
 """
 
-from __future__ import annotations
+import contextlib as _contextlib
 
-import contextlib
-
-from ._annotations import evaluate_class_annotations, resolve_deferred_annotations
+from ._annotations import evaluate_class_annotations as _evaluate_class_annotations
+from ._annotations import resolve_deferred_annotations as _resolve_deferred_annotations
 from ._run import run
 from ._version import __version__ as __version__
 from .core.errors import (
@@ -291,10 +290,10 @@ def _present_public_names_as_ahipgraph() -> None:
         module = getattr(obj, "__module__", None)
         if isinstance(module, str) and module.startswith("ahipgraph."):
             if isinstance(obj, type):
-                evaluate_class_annotations(obj)  # while its own module still resolves them
-            with contextlib.suppress(AttributeError, TypeError):  # e.g. a typing alias
+                _evaluate_class_annotations(obj)  # while its own module still resolves them
+            with _contextlib.suppress(AttributeError, TypeError):  # e.g. a typing alias
                 obj.__module__ = __name__
 
 
-resolve_deferred_annotations(__name__)
+_resolve_deferred_annotations(__name__)
 _present_public_names_as_ahipgraph()
