@@ -17,13 +17,16 @@ import dataclasses
 import importlib.metadata
 import json
 import warnings
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 import ahipgraph as ahg
 from ahipgraph import cli, testing
+from under_trio import NOT_TRIO, pretend_trio
 
 KA = ahg.KernelNodeAttribute
 GM = ahg.GraphMemAttribute
@@ -368,6 +371,47 @@ async def test_held_kernel_holds_its_queue_until_released(device: ahg.Device) ->
     held.release()
     await after
     stream.destroy()
+
+
+TRIO_CALLS: dict[str, Callable[[ahg.Stream, ahg.Event, ahg.GraphExec], Coroutine[Any, Any, object]]]
+TRIO_CALLS = {
+    "wait_event": lambda stream, event, graph_exec: stream.wait_event(event),
+    "upload": lambda stream, event, graph_exec: graph_exec.upload(stream),
+    "empty launch": lambda stream, event, graph_exec: graph_exec.launch(stream),
+}
+
+
+@pytest.fixture
+def idle_handles(device: ahg.Device) -> Iterator[tuple[ahg.Stream, ahg.Event, ahg.GraphExec]]:
+    """A stream, an event never recorded and the executable of an empty graph: what the
+    calls above are given needs no loop."""
+    stream, event, graph = device.create_stream(), device.create_event(), ahg.Graph()
+    graph_exec = graph.instantiate()
+    yield stream, event, graph_exec
+    graph_exec.destroy()
+    graph.destroy()
+    event.destroy()
+    stream.destroy()
+
+
+@pytest.mark.parametrize("call", list(TRIO_CALLS))
+def test_under_trio_a_call_with_nothing_to_wait_for_still_names_trio(
+    call: str,
+    idle_handles: tuple[ahg.Stream, ahg.Event, ahg.GraphExec],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """ahipgraph runs on asyncio or uvloop: a trio task hears so at once, not at a later call
+    that happens to need the loop. With no loop at all, the call still just returns."""
+    with monkeypatch.context() as patch:
+        pretend_trio(patch)
+        coroutine = TRIO_CALLS[call](*idle_handles)
+        try:
+            with pytest.raises(RuntimeError, match=NOT_TRIO):
+                coroutine.send(None)
+        finally:
+            coroutine.close()
+    with pytest.raises(StopIteration):
+        TRIO_CALLS[call](*idle_handles).send(None)
 
 
 # --- the stress harness and the command ---------------------------------------------------
@@ -915,7 +959,11 @@ def test_static_check_fix_edge_dot_and_instantiate(device: ahg.Device) -> None:
     (report,) = graph.check_races()
     assert set(report.fix_edge or ()) == {first, second}
     assert "add_dependencies" in report.fix
-    assert graph.to_dot(races=[report]) != graph.to_dot()
+    drawn = graph.to_dot(races=[report])
+    assert drawn.count('color="red"penwidth="2"') == 2  # the racing pair
+    assert "write-after-write" in drawn
+    assert 'label="add this edge"' in drawn  # the suggested edge
+    assert "add this edge" not in graph.to_dot()
     with pytest.raises(ahg.RaceError) as caught:
         graph.instantiate(check_races=True)
     assert len(caught.value.reports) == 1
