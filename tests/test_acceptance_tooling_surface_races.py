@@ -414,6 +414,22 @@ def test_under_trio_a_call_with_nothing_to_wait_for_still_names_trio(
         TRIO_CALLS[call](*idle_handles).send(None)
 
 
+def test_under_trio_a_capture_block_is_refused_before_it_begins(
+    device: ahg.Device, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stream = device.create_stream()
+    with monkeypatch.context() as patch:
+        pretend_trio(patch)
+        entering = stream.capture().__aenter__()
+        try:
+            with pytest.raises(RuntimeError, match=NOT_TRIO):
+                entering.send(None)
+        finally:
+            entering.close()
+    assert stream.is_capturing() == ahg.CaptureStatus.NONE
+    stream.destroy()
+
+
 # --- the stress harness and the command ---------------------------------------------------
 
 
