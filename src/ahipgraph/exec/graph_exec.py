@@ -47,6 +47,7 @@ from ..core.lifecycle import (
     safe_repr,
 )
 from ..core.registry import HandleId, HandleRegistry
+from ..device.engine import refuse_trio
 from ..device.kernel import DimLike, Kernel
 from ..device.ops import forget_runs
 from ..device.pointer import DevicePtr
@@ -347,8 +348,9 @@ class GraphExec(DestroyOnExit):
         """
         launcher = self._launcher
         target = launcher.target(stream)
-        if target is None:
-            return make_completion(Signal(0), self._device)  # an empty graph launches as a no-op
+        if target is None:  # an empty graph launches as a no-op, with no loop to ask for:
+            refuse_trio()  # a trio task hears that ahipgraph runs on asyncio here, not later
+            return make_completion(Signal(0), self._device)
         signal_set = launcher.acquire_nowait()
         if signal_set is None:
             launcher.check_events()  # a refused launch is refused before it parks
@@ -394,7 +396,10 @@ class GraphExec(DestroyOnExit):
         Raises:
             InvalidValue: the executable was destroyed, or ``stream`` is another device's.
             ContextIsDestroyed: the stream was destroyed. TypeError: ``stream`` is not a Stream.
+            RuntimeError: called from a trio task (ahipgraph runs on asyncio or uvloop), said
+                here although an upload needs no loop, as every launch would say it.
         """
+        refuse_trio()
         self._upload(stream)
 
     def upload_nowait(self, stream: Stream | PerThreadStream | None = None) -> None:

@@ -13,6 +13,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 from ..core.errors import IllegalState
+from ..device.engine import refuse_trio
 from . import capture_lifecycle as capture
 from .capture_nodes import StreamCapture
 from .capture_state import CaptureMode, CaptureSession
@@ -56,6 +57,9 @@ class CaptureScope:
         return self._graph
 
     async def __aenter__(self) -> CaptureScope:
+        # A capture needs no loop until its graph is launched: a trio task hears that
+        # ahipgraph runs on asyncio here, at once, rather than after capturing a whole graph.
+        refuse_trio()
         capture.begin(self._stream, self._mode)
         part = self._stream._capture
         assert isinstance(part, StreamCapture)

@@ -43,7 +43,7 @@ from ..core.lifecycle import (
 )
 from ..core.registry import HandleId, HandleRegistry
 from ..core.surface import own_mixin_methods
-from ..device.engine import refuse_trio
+from ..device.engine import current_loop, refuse_trio
 from ..device.kernel import DimLike, Kernel
 from ..device.ops import Op, WaitSignalsOp
 from ..device.pointer import DevicePtr
@@ -634,6 +634,8 @@ class Stream(
             InvalidHandle / ContextIsDestroyed: a null or destroyed event / a destroyed stream
                 (HIP's order: flags, then the event, then the stream). Capture errors: see
                 ``capture``.
+            RuntimeError: called from a trio task (ahipgraph runs on asyncio or uvloop), even
+                for a wait that adds no packet.
         """
         self._wait_for_record(event, flags, _record_of(event))
 
@@ -675,6 +677,8 @@ class Stream(
             # the device already reached, at a simulated time still ahead of this stream,
             # takes one too: the barrier passes at once and starts later work after it.
             self._submit(Program((WaitSignalsOp((record,)),), Signal(1)), self._capture)
+        elif current_loop() is None:  # nothing submitted, so no loop was asked for: a trio
+            refuse_trio()  # task must still hear that ahipgraph runs on asyncio, here
         if observe.observer is not None:  # ordering the API promises, done or not
             observe.observer.event_waited(self, event)
 
