@@ -122,6 +122,8 @@ async def test_the_devices_snippet_runs_on_two_devices() -> None:
             await stream.synchronize()
             assert out.tolist() == host_coeffs.tolist()
             assert made["node"].dependencies() == []
+            assert made["row"].dtype == np.uint8  # ahg.uint8, as a kernel names it
+            assert made["row"].shape == (100,)
             assert zeroed.type == ahg.NodeType.Memset
         assert zero.can_access_peer(1)
         one.free(dev)
