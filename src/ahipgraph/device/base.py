@@ -95,7 +95,7 @@ class DeviceBase:
             TypeError: ``ptr`` is not a DevicePtr, ``dtype`` is None, neither a numpy dtype
                 nor a scalar kernel parameter type (``ahg.float32``), one of no size or one
                 holding Python objects, or ``count`` is not an int.
-            InvalidValue / InvalidDevicePointer: a bad range, or
+            InvalidValue / InvalidDevicePointer: a negative count, a bad range, or
                 bytes a running declared host function did not declare.
         """
         if not isinstance(readonly, bool):

@@ -345,6 +345,8 @@ class GraphExec(DestroyOnExit):
             IllegalState: the caller is device work (an async kernel or host node body) that
                 must park for a set while every set is held by a launch completing only after
                 it (its own launch, and the later ones): it would wait for itself.
+            RuntimeError: called from a trio task (ahipgraph runs on asyncio or uvloop), an
+                empty graph's launch, which needs no loop, included.
         """
         launcher = self._launcher
         target = launcher.target(stream)
@@ -553,6 +555,7 @@ class GraphExec(DestroyOnExit):
         Raises:
             InvalidValue: as ``node.set_attribute``; or a different cooperative value (fixed
                 at instantiate).
+            TypeError: a value of the wrong type, as ``node.set_attribute``.
         """
         setters.set_kernel_node_attribute(self._updater, node, attr, value)
 
@@ -661,7 +664,8 @@ class GraphExec(DestroyOnExit):
                 NodeTypeChanged, ParametersChanged, UnsupportedFunctionChange,
                 AttributesChanged for a cooperative change, NotSupported for a memory node's
                 change or a launch shape the executable's device cannot run) and the node of
-                ``graph`` it concerns (the child-graph node, for one inside a child graph);
+                ``graph`` it concerns (the child-graph node, for one inside a child graph): the
+                first, in the graph's order, that fails, as HIP's error node;
                 a changed conditional node's bodies are ParametersChanged (an executable
                 keeps the bodies it was made with), as is a kernel passing a conditional
                 handle the executable has no value for (one made after it, or another

@@ -293,9 +293,10 @@ class Device(DeviceBase, DeviceCopyMixin, NoCopy):
         :func:`ahipgraph.host_function`).
 
         Raises:
-            TypeError: ``ptr`` is not a DevicePtr, ``dtype`` is None, not a numpy dtype, one of
-                no size or one holding Python objects, or ``count`` is not an int.
-            InvalidValue / InvalidDevicePointer: a bad range, or
+            TypeError: ``ptr`` is not a DevicePtr, ``dtype`` is None, neither a numpy dtype
+                nor a scalar kernel parameter type (``ahg.float32``), one of no size or one
+                holding Python objects, or ``count`` is not an int.
+            InvalidValue / InvalidDevicePointer: a negative count, a bad range, or
                 bytes a running declared host function did not declare.
             RaceError: under ``ahg.race_check(on_race="raise")``, the access races.
         """

@@ -113,7 +113,9 @@ class StreamCaptureMixin:
         If the block raises (or is cancelled), the capture ends, its graph is destroyed and the
         exception propagates. If the end at a clean exit fails (as :meth:`end_capture` can,
         WrongThread included: the block was left in another task than the one that entered
-        it), the capture ends all the same and the end's error propagates.
+        it), the capture ends all the same and the end's error propagates. Entering the block
+        from a trio task raises RuntimeError before the capture begins (ahipgraph runs on
+        asyncio or uvloop).
         """
         return CaptureScope(self._as_stream(), mode)
 
