@@ -136,6 +136,14 @@ class Threads:
     shared_mem: int
 
     def __init__(self, grid: DimLike, block: DimLike, shared_mem: int = 0) -> None:
+        """A launch of ``grid`` blocks of ``block`` threads, as a unit test of a body makes one.
+
+        Raises:
+            TypeError: ``grid`` or ``block`` is not an int or a tuple of up to 3 ints (a
+                ``Dim3`` made by hand included), or ``shared_mem`` is not an int.
+            InvalidConfiguration: a dimension below 1.
+            InvalidValue: a negative ``shared_mem``.
+        """
         # The runtime passes Dim3s of ints; a user building one to call a body directly (a
         # unit test of a kernel) may pass ints or tuples, as a launch takes them, or a Dim3
         # made by hand, which is a tuple of anything: checked as a launch checks it, or

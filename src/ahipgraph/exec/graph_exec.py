@@ -635,8 +635,9 @@ class GraphExec(DestroyOnExit):
         Raises:
             InvalidValue: bad handles, or a node change that node's own setter refuses (a
                 memcpy's direction, a 2D memset's shape). Unknown: ``child`` is the
-                executable's own graph, or its topology or node types differ from the
-                embedded child's (HIP's codes). InvalidConfiguration: a kernel the
+                executable's own graph, or its topology, node types or a conditional node's
+                bodies differ from the embedded child's (HIP's codes; the whole shape is
+                compared before any node's parameters). InvalidConfiguration: a kernel the
                 executable's device cannot run.
         """
         setters.set_child_graph_node_params(self._updater, node, child)

@@ -6,7 +6,8 @@ code through a ``CondHandle`` parameter (``ahg.set_conditional(h, v)``);
 body graphs, which the caller fills like any graph. When the node runs it reads the handle:
 
 * IF: run ``bodies[0]`` if the value is non-zero; with two bodies, ``bodies[1]`` otherwise;
-* WHILE: run the body while the value is non-zero (tested before each iteration);
+* WHILE: run the body while the value is non-zero (tested before each iteration; none starts
+  once the launch has failed, as the failed work may be what would have ended the loop);
 * SWITCH: run ``bodies[value]`` if ``value < size``, nothing otherwise.
 
 Bodies belong to their node as a child-graph node's copy does (destroy the node, not the
