@@ -3,7 +3,8 @@
 * ``ahipgraph stress [--seed N] [--duration S | --ops N] [--tasks T] [--threads K]
   [--no-faults]`` runs :func:`ahipgraph.testing.stress` (defaults: seed 0, 2,000 operations,
   8 tasks, 2 threads, fault injection on) with a progress bar; on a broken invariant it prints
-  the seed and a minimal report and exits with status 1 (Ctrl-C: 130, SIGTERM: 143, once the
+  the seed, a minimal report and the command that runs the same run again (every option that
+  differs from the defaults), and exits with status 1 (Ctrl-C: 130, SIGTERM: 143, once the
   run is cleaned up).
 * ``ahipgraph trace [-o trace.json] SCRIPT [args...]`` runs a Python script as ``__main__``
   under :func:`ahipgraph.tracing` and writes the Chrome Trace Event file (everything after
