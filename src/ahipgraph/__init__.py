@@ -119,7 +119,7 @@ from .runtime.launch_attributes import (
     stream_priority_range,
 )
 from .runtime.params import HostParams, KernelParams, MemcpyParams, MemsetParams
-from .runtime.per_thread import STREAM_PER_THREAD
+from .runtime.per_thread import STREAM_PER_THREAD, PerThreadStream
 from .runtime.pitched import PitchedCopyParams, PitchedPtr
 from .runtime.stream import Stream, StreamState, StreamStatistics
 from .runtime.stream_memops import StreamWaitFlag
@@ -245,6 +245,7 @@ __all__ = [
     "MemoryInfo",
     "PitchedPtr",
     "STREAM_PER_THREAD",
+    "PerThreadStream",
     "StreamWaitFlag",
     "current_device",
     "device_symbol",

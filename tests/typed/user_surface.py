@@ -112,6 +112,7 @@ PUBLIC_NAMES: dict[str, object] = {
     "PeerAccessNotEnabled": ahg.PeerAccessNotEnabled,
     "PitchedCopyParams": ahg.PitchedCopyParams,
     "PitchedPtr": ahg.PitchedPtr,
+    "PerThreadStream": ahg.PerThreadStream,
     "Ptr": ahg.Ptr,
     "QueueStatistics": ahg.QueueStatistics,
     "RaceCheck": ahg.RaceCheck,
@@ -499,6 +500,7 @@ async def executables(device: ahg.Device) -> None:
             assert_type(await graph_exec.upload(stream), None)
             assert_type(await graph_exec.launch(), ahg.Completion)  # the null stream
             assert_type(await graph_exec.launch(ahg.STREAM_PER_THREAD), ahg.Completion)
+            assert_type(ahg.STREAM_PER_THREAD, ahg.PerThreadStream)
             assert_type(graph_exec.launch_nowait(stream), ahg.Completion)
             graph_exec.set_kernel_node_params(run, fill, 1, 64, (64, 2.0, x))
             graph_exec.set_memcpy_node_params(copy, x, np.ones(64, np.float32))
