@@ -26,8 +26,19 @@ async def test_a_pitched_copy_positioned_past_its_allocation_is_refused(
         src = np.arange(1, 9, dtype=np.uint8)
         with pytest.raises(ahg.InvalidValue, match="run past the end"):
             await stream.memcpy_3d(P(ptr, 64, 1), P(src, 64), (8, 1, 1), dst_pos=dst_pos)
-        with ahg.Graph() as graph, pytest.raises(ahg.InvalidValue, match="run past the end"):
-            graph.add_memcpy_3d_node(P(ptr, 64, 1), P(src, 64), (8, 1, 1), dst_pos=dst_pos)
+        with ahg.Graph() as graph:
+            with pytest.raises(ahg.InvalidValue, match="run past the end"):
+                graph.add_memcpy_3d_node(P(ptr, 64, 1), P(src, 64), (8, 1, 1), dst_pos=dst_pos)
+            node = graph.add_memcpy_3d_node(P(ptr, 64, 1), P(src, 64), (8, 1, 1))
+            with pytest.raises(ahg.InvalidValue, match="run past the end"):
+                node.set_memcpy_3d_params(P(ptr, 64, 1), P(src, 64), (8, 1, 1), dst_pos=dst_pos)
+            with graph.instantiate() as graph_exec:
+                with pytest.raises(ahg.InvalidValue, match="run past the end"):
+                    graph_exec.set_memcpy_3d_node_params(
+                        node, P(ptr, 64, 1), P(src, 64), (8, 1, 1), dst_pos=dst_pos
+                    )
+                await (await graph_exec.launch(stream))
+        assert list(device.view(ptr, np.uint8, 8)) == list(src)  # the node kept its copy
         out = np.ones(4096, np.uint8)
         await stream.memcpy(out, neighbour, 4096)
         await stream.synchronize()
