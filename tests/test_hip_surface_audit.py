@@ -45,3 +45,22 @@ async def test_a_pitched_copy_positioned_past_its_allocation_is_refused(
         assert not out.any()
         device.free(neighbour)
         device.free(ptr)
+
+
+@pytest.mark.asyncio
+async def test_a_pitched_copy_from_a_freed_pointer_is_refused_wherever_its_position_lands(
+    device: ahg.Device,
+) -> None:
+    """A freed pointer names no memory, even when its position reaches a live allocation:
+    InvalidDevicePointer, where the copy read the neighbouring allocation."""
+    with device.create_stream() as stream:
+        freed = device.malloc(4096)
+        neighbour = device.malloc(4096)
+        assert neighbour.address - freed.address == 4352
+        device.free(freed)
+        dst = np.zeros(8, np.uint8)
+        with pytest.raises(ahg.InvalidDevicePointer):
+            await stream.memcpy_3d(P(dst, 8), P(freed, 64, 1), (8, 1, 1), src_pos=(0, 68, 0))
+        await stream.synchronize()
+        assert not dst.any()
+        device.free(neighbour)
