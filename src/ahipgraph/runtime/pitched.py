@@ -35,7 +35,7 @@ from numpy.lib.stride_tricks import as_strided
 from ..core.errors import InvalidPitchValue, InvalidValue
 from ..core.ints import as_int
 from ..device.ops import CopyOp, host_bytes
-from ..device.pointer import DevicePtr, require_int_address
+from ..device.pointer import DevicePtr
 from ..device.properties import CopyKind
 from ..device.table import check_range, resolve_pointer
 from .device import get_device
@@ -150,8 +150,9 @@ def check_pitched_copy(
         span = 0 if empty else ((depth - 1) * slice_height + height - 1) * pitch + width
         if isinstance(ptr, DevicePtr):
             if not empty:  # an empty copy touches nothing, wherever it points (HIP: success)
-                require_int_address(ptr)  # a hand-made pointer's: ``+`` would fail
-                check_range(ptr + offset, span)
+                # From the pointer given, not from the region's first byte: a position past
+                # the end of the pointer's allocation must not land in a neighbouring one.
+                check_range(ptr, offset + span)
         else:
             _host_array(ptr, role, writable=role == "dst")
             if not empty and offset + span > ptr.nbytes:
@@ -240,8 +241,8 @@ class PitchedCopyOp(CopyOp):
         p = self.params
         span = ((p.depth - 1) * slice_height + p.height - 1) * pitch + p.width
         if isinstance(end, DevicePtr):
-            buffer, start = resolve_pointer(end + offset, span)
-            flat = buffer[start : start + span]
+            buffer, start = resolve_pointer(end, offset + span)  # inside end's allocation
+            flat = buffer[start + offset : start + offset + span]
         else:
             flat = host_bytes(end, end.nbytes)[offset : offset + span]
         strides = (slice_height * pitch, pitch, 1)
