@@ -915,6 +915,16 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
     # -- device hooks: host arrays changed while their copy is in flight -----------------
 
     def op_starting(self, program: Program, op: Any) -> Any:
+        if (
+            isinstance(op, CopyOp)
+            and isinstance(op.dst, np.ndarray)
+            and program.ops[program.pc] is not op
+        ):
+            # A conditional node runs its body's ops itself and reports only their start (its
+            # slice holds them), never their end: a copy into a host array there writes it as
+            # it runs, so the copies in flight that read those bytes are told now. Were it to
+            # fail after all, a host write in its window would go unseen, no false report.
+            self._device_writes_host(op.dst, op.nbytes)
         copies = self.state.copies
         entries = copies.get(id(op))
         entry = None
