@@ -74,6 +74,7 @@ from ..device import hooks
 from ..device.host_function import running_host_function
 from ..device.ops import CopyOp, host_bytes
 from ..device.pointer import DevicePtr
+from ..exec.conditional import ConditionalOp
 from ..exec.footprints import ALLOCATIONS, Access, footprint
 from ..exec.race_reports import (
     SITES,
@@ -931,8 +932,8 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
         if entries is not None:
             while entries and entries[0][3]._value <= 0:
                 del entries[0]  # its launch ended without running it (a failure before it)
-            if entries and entries[0][0] is op:
-                entry = entries.pop(0)
+            if entries and entries[0][0] is op and type(op) is not ConditionalOp:
+                entry = entries.pop(0)  # a conditional node's stays until its launch ends
             if not entries:
                 copies.pop(id(op), None)
         if not copies:  # nothing in flight to watch: give the device its plain loop back
@@ -964,11 +965,11 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                     watched.before = None
             for entries in st.copies.values():
                 for index, (copy, before, op, done) in enumerate(entries):
+                    if before is None or not isinstance(copy, CopyOp):  # into host, or a node
+                        continue
                     src = copy.src  # an array when ``before`` was taken
-                    if (
-                        before is not None
-                        and isinstance(src, np.ndarray)
-                        and np.may_share_memory(host_bytes(src, copy.nbytes), written)
+                    if isinstance(src, np.ndarray) and np.may_share_memory(
+                        host_bytes(src, copy.nbytes), written
                     ):
                         entries[index] = (copy, None, op, done)
 
@@ -1045,15 +1046,33 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                 o
                 for ops in version.strand_ops
                 for o in ops
-                if isinstance(o, CopyOp)
-                and (isinstance(o.src, np.ndarray) or isinstance(o.dst, np.ndarray))
-                and o.nbytes
+                if (
+                    isinstance(o, CopyOp)
+                    and (isinstance(o.src, np.ndarray) or isinstance(o.dst, np.ndarray))
+                    and o.nbytes
+                )
+                or (isinstance(o, ConditionalOp) and _writes_host_arrays(o))
             ]
             cached = st.host_copies[graph_exec] = (version, summary, found)
         if cached[2]:
             done = graph_exec._last_done
             for copy in cached[2]:
-                self._fingerprint(copy, op, done)
+                if isinstance(copy, ConditionalOp):
+                    self._watch_conditional(copy, op, done)
+                else:
+                    self._fingerprint(copy, op, done)
+
+    def _watch_conditional(self, node: ConditionalOp, op: OpRecord, done: Signal) -> None:
+        """A conditional node whose bodies copy into host arrays keeps the device watched
+        until its launch ends (``done``), however many times its bodies run: :meth:`op_starting`
+        sees each of those copies start, and the copies they feed are told of the write."""
+        st = self.state
+        if len(st.copies) >= MAX_PENDING:
+            st.copies.clear()
+        st.copies.setdefault(id(node), []).append((node, None, op, done))
+        if not self.device_hooked:
+            hooks.install(self)
+            self.device_hooked = True
 
     # -- completions ---------------------------------------------------------------------
 
@@ -1096,6 +1115,17 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
 
     def __repr__(self) -> str:
         return f"<RaceChecker active={len(self.stack)}>"
+
+
+def _writes_host_arrays(node: ConditionalOp) -> bool:
+    """Whether a body of ``node`` (or of a conditional node nested in one) copies into a host
+    array."""
+    return any(
+        (isinstance(o, CopyOp) and isinstance(o.dst, np.ndarray) and o.nbytes)
+        or (isinstance(o, ConditionalOp) and _writes_host_arrays(o))
+        for body in node.bodies
+        for o in body
+    )
 
 
 class _WatchedCopy(CopyOp):
