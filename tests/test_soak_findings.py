@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import ahipgraph as ahg
+from ahipgraph.device import hooks
 
 
 @ahg.kernel
@@ -80,4 +81,30 @@ async def test_a_stream_copy_fed_by_a_conditional_bodys_download_is_no_host_race
     graph.destroy()
     stream.destroy()
     device.free(uploaded)
+    device.free(downloaded)
+
+
+@pytest.mark.asyncio
+async def test_a_watched_conditional_node_gives_the_device_its_plain_loop_back(
+    device: ahg.Device,
+) -> None:
+    """The race check watches the device's ops while a launch whose conditional body copies
+    into a host array is in flight, and stops once that launch has ended, inside the check
+    too: it used to stay on every later op (and ``tracing`` found an observer it never made)."""
+    stream = device.create_stream()
+    downloaded = device.malloc(16)
+    host = np.zeros(16, np.uint8)
+    graph = ahg.Graph()
+    handle = graph.conditional_handle(1, assign_default=True)
+    _, (body,) = graph.add_conditional_node(handle, ahg.ConditionalKind.If)
+    body.add_memcpy_node(host, downloaded, 16)
+    exec_ = graph.instantiate()
+    observers = hooks.observers  # None but under a tracer or the environment's race check
+    with ahg.race_check(on_race="collect") as check:
+        await (await exec_.launch(stream))
+        assert hooks.observers == observers
+    assert check.reports == []
+    exec_.destroy()
+    graph.destroy()
+    stream.destroy()
     device.free(downloaded)

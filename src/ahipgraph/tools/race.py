@@ -1069,10 +1069,26 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
         st = self.state
         if len(st.copies) >= MAX_PENDING:
             st.copies.clear()
-        st.copies.setdefault(id(node), []).append((node, None, op, done))
+        entry = (node, None, op, done)
+        st.copies.setdefault(id(node), []).append(entry)
         if not self.device_hooked:
             hooks.install(self)
             self.device_hooked = True
+        done.when_reached(0, lambda: self._conditional_ended(st, entry))
+
+    def _conditional_ended(self, st: CheckerState, entry: Any) -> None:
+        """The launch of a watched conditional node ended: its entry goes, and the device gets
+        its plain loop back when nothing else is watched (an entry left behind kept every
+        later op of every device observed)."""
+        with self.lock:
+            entries = st.copies.get(id(entry[0]))
+            if entries is not None:
+                entries[:] = [e for e in entries if e is not entry]
+                if not entries:
+                    del st.copies[id(entry[0])]
+            if st is self.state and not st.copies and self.device_hooked:
+                hooks.uninstall(self)
+                self.device_hooked = False
 
     # -- completions ---------------------------------------------------------------------
 
