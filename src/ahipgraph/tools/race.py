@@ -74,6 +74,7 @@ from ..device import hooks
 from ..device.host_function import running_host_function
 from ..device.ops import CopyOp, host_bytes
 from ..device.pointer import DevicePtr
+from ..exec.conditional import ConditionalOp
 from ..exec.footprints import ALLOCATIONS, Access, footprint
 from ..exec.race_reports import (
     SITES,
@@ -915,14 +916,24 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
     # -- device hooks: host arrays changed while their copy is in flight -----------------
 
     def op_starting(self, program: Program, op: Any) -> Any:
+        if (
+            isinstance(op, CopyOp)
+            and isinstance(op.dst, np.ndarray)
+            and program.ops[program.pc] is not op
+        ):
+            # A conditional node runs its body's ops itself and reports only their start (its
+            # slice holds them), never their end: a copy into a host array there writes it as
+            # it runs, so the copies in flight that read those bytes are told now. Were it to
+            # fail after all, a host write in its window would go unseen, no false report.
+            self._device_writes_host(op.dst, op.nbytes)
         copies = self.state.copies
         entries = copies.get(id(op))
         entry = None
         if entries is not None:
             while entries and entries[0][3]._value <= 0:
                 del entries[0]  # its launch ended without running it (a failure before it)
-            if entries and entries[0][0] is op:
-                entry = entries.pop(0)
+            if entries and entries[0][0] is op and type(op) is not ConditionalOp:
+                entry = entries.pop(0)  # a conditional node's stays until its launch ends
             if not entries:
                 copies.pop(id(op), None)
         if not copies:  # nothing in flight to watch: give the device its plain loop back
@@ -954,11 +965,11 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                     watched.before = None
             for entries in st.copies.values():
                 for index, (copy, before, op, done) in enumerate(entries):
+                    if before is None or not isinstance(copy, CopyOp):  # into host, or a node
+                        continue
                     src = copy.src  # an array when ``before`` was taken
-                    if (
-                        before is not None
-                        and isinstance(src, np.ndarray)
-                        and np.may_share_memory(host_bytes(src, copy.nbytes), written)
+                    if isinstance(src, np.ndarray) and np.may_share_memory(
+                        host_bytes(src, copy.nbytes), written
                     ):
                         entries[index] = (copy, None, op, done)
 
@@ -1035,15 +1046,49 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                 o
                 for ops in version.strand_ops
                 for o in ops
-                if isinstance(o, CopyOp)
-                and (isinstance(o.src, np.ndarray) or isinstance(o.dst, np.ndarray))
-                and o.nbytes
+                if (
+                    isinstance(o, CopyOp)
+                    and (isinstance(o.src, np.ndarray) or isinstance(o.dst, np.ndarray))
+                    and o.nbytes
+                )
+                or (isinstance(o, ConditionalOp) and _writes_host_arrays(o))
             ]
             cached = st.host_copies[graph_exec] = (version, summary, found)
         if cached[2]:
             done = graph_exec._last_done
             for copy in cached[2]:
-                self._fingerprint(copy, op, done)
+                if isinstance(copy, ConditionalOp):
+                    self._watch_conditional(copy, op, done)
+                else:
+                    self._fingerprint(copy, op, done)
+
+    def _watch_conditional(self, node: ConditionalOp, op: OpRecord, done: Signal) -> None:
+        """A conditional node whose bodies copy into host arrays keeps the device watched
+        until its launch ends (``done``), however many times its bodies run: :meth:`op_starting`
+        sees each of those copies start, and the copies they feed are told of the write."""
+        st = self.state
+        if len(st.copies) >= MAX_PENDING:
+            st.copies.clear()
+        entry = (node, None, op, done)
+        st.copies.setdefault(id(node), []).append(entry)
+        if not self.device_hooked:
+            hooks.install(self)
+            self.device_hooked = True
+        done.when_reached(0, lambda: self._conditional_ended(st, entry))
+
+    def _conditional_ended(self, st: CheckerState, entry: Any) -> None:
+        """The launch of a watched conditional node ended: its entry goes, and the device gets
+        its plain loop back when nothing else is watched (an entry left behind kept every
+        later op of every device observed)."""
+        with self.lock:
+            entries = st.copies.get(id(entry[0]))
+            if entries is not None:
+                entries[:] = [e for e in entries if e is not entry]
+                if not entries:
+                    del st.copies[id(entry[0])]
+            if st is self.state and not st.copies and self.device_hooked:
+                hooks.uninstall(self)
+                self.device_hooked = False
 
     # -- completions ---------------------------------------------------------------------
 
@@ -1086,6 +1131,17 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
 
     def __repr__(self) -> str:
         return f"<RaceChecker active={len(self.stack)}>"
+
+
+def _writes_host_arrays(node: ConditionalOp) -> bool:
+    """Whether a body of ``node`` (or of a conditional node nested in one) copies into a host
+    array."""
+    return any(
+        (isinstance(o, CopyOp) and isinstance(o.dst, np.ndarray) and o.nbytes)
+        or (isinstance(o, ConditionalOp) and _writes_host_arrays(o))
+        for body in node.bodies
+        for o in body
+    )
 
 
 class _WatchedCopy(CopyOp):

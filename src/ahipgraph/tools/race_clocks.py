@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from ..device.memory import DeviceMemory
     from ..device.ops import CopyOp
     from ..device.signal import Signal
+    from ..exec.conditional import ConditionalOp
     from ..runtime.event import Event
     from ..runtime.stream import Stream
 
@@ -178,8 +179,11 @@ class CheckerState:
         self.shadow = HandleTable()  # DeviceMemory -> {allocation base: [AccessRecord]}
         # host-source copies in flight, per copy op: (op, bytes at enqueue, the API op, the
         # completion of the launch or enqueue), oldest first (a graph's copy op runs per launch)
-        # (the bytes are None once a device-to-host copy wrote the array: see race.py)
-        self.copies: dict[int, list[tuple[CopyOp, bytes | None, OpRecord, Signal]]] = {}
+        # (the bytes are None once a device-to-host copy wrote the array: see race.py); a
+        # conditional node whose bodies copy into host arrays has entries too, bytes None
+        self.copies: dict[
+            int, list[tuple[CopyOp | ConditionalOp, bytes | None, OpRecord, Signal]]
+        ] = {}
         # eager host-source copies in flight (race._WatchedCopy), until each runs
         self.watched: set[Any] = set()
         # per executable: (version, summary, its copy ops from or into host arrays)
