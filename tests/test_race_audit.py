@@ -102,3 +102,48 @@ async def test_a_race_after_an_inner_exit_goes_to_its_own_check_not_another_task
     assert [r.kind for r in a_reports] == ["write-after-write"]
     assert b_reports == []
     destroy(buf, s1, s2)
+
+
+# -- graph.to_dot(races=...) --------------------------------------------------------------------
+
+
+def test_dot_refuses_a_race_report_of_another_graph(device: ahg.Device) -> None:
+    """A report of another graph (a clone's included) was drawn as that graph's nodes and
+    edge, outside every cluster of this graph's text: phantom nodes, silently."""
+    buf = device.malloc(N * 4)
+    graph = ahg.Graph()
+    graph.add_kernel_node(fill, 1, N, (N, buf))
+    graph.add_kernel_node(fill, 1, N, (N, buf))
+    clone = graph.clone()
+    other = ahg.Graph()
+    other.add_kernel_node(fill, 1, N, (N, buf))
+    other.add_kernel_node(fill, 1, N, (N, buf))
+    (own,) = graph.check_races()
+    (cloned,) = clone.check_races()
+    (foreign,) = other.check_races()
+    plain = graph.to_dot()
+    for report in (cloned, foreign):
+        with pytest.raises(ValueError, match="not a node of"):
+            graph.to_dot(races=[own, report])
+    drawn = graph.to_dot(races=[own])
+    assert drawn != plain
+    assert "add this edge" in drawn
+    assert f"graph_{other.id}_" not in drawn
+    assert f"graph_{clone.id}_" not in drawn
+    destroy(graph, clone, other, buf)
+
+
+def test_dot_draws_a_race_inside_child_graphs_and_bodies(device: ahg.Device) -> None:
+    buf = device.malloc(N * 4)
+    child = ahg.Graph()
+    child.add_kernel_node(fill, 1, N, (N, buf))
+    graph = ahg.Graph()
+    graph.add_child_graph_node(child)
+    handle = graph.conditional_handle(1)
+    _, (body,) = graph.add_conditional_node(handle, ahg.ConditionalKind.If)
+    body.add_child_graph_node(child)
+    reports = graph.check_races()
+    assert reports
+    drawn = graph.to_dot(races=reports)
+    assert "add this edge" in drawn
+    destroy(graph, child, buf)
