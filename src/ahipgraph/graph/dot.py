@@ -120,10 +120,11 @@ def to_dot(graph: Graph, flags: int = 0, races: Sequence[Any] | None = None) -> 
 
     Raises:
         InvalidValue: the graph was destroyed. TypeError: ``flags`` is not an int, or
-        ``races`` is not a sequence of race reports.
+        ``races`` is not a sequence of race reports. ValueError: a report names a node of
+        another graph (one not drawn here).
     """
     flags = as_int(flags, "flags")
-    race_lines = _race_lines(races)
+    race_lines = _race_lines(graph, races)
     lines = ["digraph dot {"]
     with graph.lock:
         graph._check_alive()
@@ -138,7 +139,7 @@ def _dot_id(node: GraphNode) -> str:
     return f'"graph_{node.graph.id}_node_{node.id}"'
 
 
-def _race_lines(races: Sequence[Any] | None) -> list[str]:
+def _race_lines(graph: Graph, races: Sequence[Any] | None) -> list[str]:
     """The overlay for race reports: racing nodes, the race, the suggested edge."""
     if races is None:
         return []
@@ -159,6 +160,11 @@ def _race_lines(races: Sequence[Any] | None) -> list[str]:
             or not (edge is None or _is_edge(edge))
         ):
             raise TypeError(f"not a race report: {report!r}")
+        # Another graph's report (a clone's, or a different graph's) would be drawn as
+        # nodes and edges of that graph's clusters, which are not in this text.
+        for node in (first, second, *(edge or ())):
+            if node is not None and not _drawn_in(graph, node):
+                raise ValueError(f"a race report names {node!r}, not a node of {graph!r}")
         for node in (first, second):
             if node is not None:
                 lines.append(f'{_dot_id(node)}[color="red"penwidth="2"];')
@@ -173,6 +179,18 @@ def _race_lines(races: Sequence[Any] | None) -> list[str]:
                 f'penwidth="2"label="add this edge"];'
             )
     return lines
+
+
+def _drawn_in(graph: Graph, node: GraphNode) -> bool:
+    """Whether ``node`` is in ``graph`` or in a graph it embeds (a child graph or a
+    conditional body, however deep): the graphs :func:`to_dot` draws."""
+    holder: Graph | None = node.graph
+    while holder is not None:
+        if holder is graph:
+            return True
+        owner = holder.owner_node
+        holder = owner.graph if owner is not None else None
+    return False
 
 
 def _is_edge(edge: object) -> bool:

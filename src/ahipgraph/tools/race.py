@@ -249,9 +249,12 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
 
     def pop(self, check: RaceCheck) -> None:
         with self.lock:
-            check._active = False
             if check in self.stack:
                 self.stack.remove(check)
+            # one check object may be entered again while open (a nested ``with`` of the same
+            # block, a function it decorates called inside it): it stays on until its last
+            # block is left, or its task's races would go to another task's check
+            check._active = check in self.stack
             if not self.stack:
                 observe.uninstall(self)
                 if self.device_hooked:
