@@ -259,6 +259,10 @@ def _blocks_left_on() -> tuple[str, ahg.RaceCheck]:
     return str(left.value), check
 
 
+@pytest.mark.skipif(
+    bool(os.environ.get("AHIPGRAPH_RACE_CHECK")),
+    reason="it races on purpose with no check of its own on: the environment's check reports it",
+)
 @pytest.mark.asyncio
 async def test_a_race_check_or_tracing_left_on_is_reported_and_ended_with_its_devices() -> None:
     """A fault's block entered and never left was disarmed and reported at the end of the
