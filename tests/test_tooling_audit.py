@@ -24,7 +24,7 @@ import ahipgraph as ahg
 from ahipgraph import cli, testing
 from ahipgraph.device import hooks
 from ahipgraph.testing import loop_turns, run_together
-from ahipgraph.tools import launch_bench
+from ahipgraph.tools import launch_bench, race
 from ahipgraph.tools.launch_bench import measure_launch_host
 
 LAUNCH = ahg.CostModel().kernel_launch_ns
@@ -278,6 +278,22 @@ async def test_a_race_check_or_tracing_left_on_is_reported_and_ended_with_its_de
     assert hooks.observers is None
     with testing.fresh_devices(1) as (device,):
         await _unordered_writes(device)  # no RaceError: nothing checks any more
+
+
+def test_a_race_check_entered_twice_and_never_left_is_reported_once_and_ended() -> None:
+    """One check object entered twice (a nested ``with`` of it, a function it decorates)
+    and left neither time: the block's report named it twice, and ending it once left it on
+    for its second entry, checking every later test."""
+    block = testing.fresh_devices(1)
+    block.__enter__()
+    scoped = ahg.race_check(on_race="collect")
+    check = scoped.__enter__()
+    assert scoped.__enter__() is check
+    with pytest.raises(testing.LeakError) as left:
+        block.__exit__(None, None, None)
+    assert str(left.value).count("race check still on") == 1
+    assert not check.active
+    assert check not in race.race_checks_on()
 
 
 def _outside_the_buffer(rng: random.Random, buffer: ahg.DevicePtr) -> ahg.Graph:

@@ -1288,15 +1288,20 @@ def install_from_environment() -> RaceCheck | None:
 
 
 def race_checks_on() -> tuple[RaceCheck, ...]:
-    """The race checks on now, those of ``with`` blocks (not the environment switch's)."""
+    """The race checks on now, those of ``with`` blocks (not the environment switch's), each
+    once however many of its blocks are open."""
     with _CHECKER.lock:
-        return tuple(check for check in _CHECKER.stack if check is not _ENVIRONMENT_CHECK)
+        on = [check for check in _CHECKER.stack if check is not _ENVIRONMENT_CHECK]
+    return tuple({id(check): check for check in on}.values())
 
 
 def end_race_check(check: RaceCheck) -> None:
-    """Turn ``check`` off as leaving its block would: for a block entered and never left
-    (the test kit ends such a block with the devices it was entered among)."""
-    _CHECKER.pop(check)
+    """Turn ``check`` off as leaving all its open blocks would: for blocks entered and never
+    left (the test kit ends them with the devices they were entered among)."""
+    with _CHECKER.lock:
+        blocks = sum(1 for entered in _CHECKER.stack if entered is check)
+    for _ in range(max(blocks, 1)):
+        _CHECKER.pop(check)
 
 
 def active() -> bool:
