@@ -265,9 +265,9 @@ class WaitQueue:
         try:
             loop.call_soon_threadsafe(_settle, future, value, error, on_abandon, in_transit)
         except RuntimeError:  # closed meanwhile: the waiter is dead
-            if in_transit is not None:
-                in_transit.pop(future, None)
-            return False
+            # Unless reclaim() (another thread) took the item meanwhile and gave it back: the
+            # hand-off is then made, and the caller must not hand the item on again.
+            return in_transit is not None and in_transit.pop(future, None) is None
         return True
 
     def __len__(self) -> int:
