@@ -38,3 +38,26 @@ def test_an_item_reclaimed_while_its_hand_off_finds_the_loop_closed_is_not_hande
     task.get_coro().close()  # as when the collector takes the dead task
     assert given_back == ["item"]  # once
     assert not queue.reclaim()
+
+
+def test_an_item_delivered_to_a_waiter_that_never_resumed_is_given_back_once() -> None:
+    """Delivered (the waiter's future resolved on its loop), then the loop stopped and closed
+    before the task resumed. ``reclaim`` gave the item back; the collector closing the dead
+    coroutine afterwards kept it for ``reclaim`` again, which gave it back a second time (a
+    pooled item then listed free twice). Whichever of the two comes first now takes it."""
+    queue = WaitQueue()
+    given_back: list[object] = []
+    loop = asyncio.new_event_loop()
+    task = loop.create_task(queue.park(on_abandon=given_back.append))
+    loop.run_until_complete(asyncio.sleep(0))  # one turn: the task parks
+    assert queue.unpark("item")  # from outside the loop: delivered when it next turns
+    loop.call_soon(loop.stop)
+    loop.run_forever()  # the delivery runs; the task's resumption would be the next turn
+    assert not task.done()
+    loop.close()
+    assert queue.reclaim()
+    assert given_back == ["item"]
+    task.get_coro().close()  # as when the collector takes the dead task
+    assert not queue.reclaim()
+    assert given_back == ["item"]  # once
+    assert queue.statistics() == WaitQueueStatistics(waiters=0, in_transit=0)
