@@ -145,10 +145,12 @@ class WaitQueue:
         except GeneratorExit:
             # The coroutine was closed without resuming (its task destroyed with its closed
             # loop, or by the collector): it never uses what it was handed. Kept for reclaim()
-            # rather than given back here, wherever and whenever the collector runs.
-            if future.done() and not future.cancelled() and on_abandon is not None:
+            # rather than given back here, wherever and whenever the collector runs. Only
+            # while still listed: a reclaim() that ran first (its loop closed) gave it back.
+            owned = self._abandon.pop(future, None)
+            if future.done() and not future.cancelled() and owned is not None:
                 if future.result() is not RECHECK:
-                    self._orphans.append((future.result(), on_abandon))
+                    self._orphans.append((future.result(), owned))
             else:
                 self._discard(future)
                 handed = self._in_transit.pop(future, None)  # on its way, never to be used
@@ -182,7 +184,8 @@ class WaitQueue:
                     changed = True
         for future, on_abandon in list(self._abandon.items()):
             if future.get_loop().is_closed():
-                del self._abandon[future]
+                if self._abandon.pop(future, None) is None:
+                    continue  # its coroutine was closed meanwhile (another thread) and kept it
                 changed = True
                 if future.done() and not future.cancelled():
                     if future.result() is not RECHECK:
@@ -265,9 +268,9 @@ class WaitQueue:
         try:
             loop.call_soon_threadsafe(_settle, future, value, error, on_abandon, in_transit)
         except RuntimeError:  # closed meanwhile: the waiter is dead
-            if in_transit is not None:
-                in_transit.pop(future, None)
-            return False
+            # Unless reclaim() (another thread) took the item meanwhile and gave it back: the
+            # hand-off is then made, and the caller must not hand the item on again.
+            return in_transit is not None and in_transit.pop(future, None) is None
         return True
 
     def __len__(self) -> int:
