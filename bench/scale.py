@@ -34,6 +34,11 @@ chains, one join; every node a kernel) of each size it measures, in one run, per
   instantiate (the collector stays on, as in a user's program);
 * ``floor_edges_us``  — the least ``edges()`` makes, in plain Python on the floor's chain
   (:func:`time_floor_edges`): the ratios of this column are the machine's alone;
+* ``edges_floor``     — ``edges_us`` over ``floor_edges_us`` (a ratio, not microseconds): what
+  ``edges()`` costs beyond the least any list of edge tuples costs on this machine at this size.
+  A million new tuples take fresh pages and a walk over nodes that no longer fit the caches, so
+  ``edges_us`` grows from 10,000 to 1,000,000 nodes with the floor's; this figure's ratio between
+  sizes is the part of that growth that is the runtime's own;
 * ``floor_build_us``  — the same chain built by :func:`floor_build`, a few lines of plain
   Python with none of the runtime's checks (the collector off): what this machine charges, at
   this moment, for the least any Python graph must do per node. ``build / floor`` divides the
@@ -198,11 +203,21 @@ def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:
 PHASE_REPEATS = 3
 
 
-def _median_time(fn: Callable[[], Any], then: Callable[[Any], Any] | None = None) -> float:
-    """The median of :data:`PHASE_REPEATS` timed calls of ``fn``; ``then`` undoes each call's
-    result (untimed) before the next one."""
+# The collector's pass is timed more often: its per-node figure is the difference of two passes
+# over the whole heap, and at 10,000 nodes the graph is a small part of that heap, so three passes
+# each left the figure's ratio between sizes moving by a third from one run to the next.
+GC_PASS_REPEATS = 7
+
+
+def _median_time(
+    fn: Callable[[], Any],
+    then: Callable[[Any], Any] | None = None,
+    repeats: int = PHASE_REPEATS,
+) -> float:
+    """The median of ``repeats`` timed calls of ``fn``; ``then`` undoes each call's result
+    (untimed) before the next one."""
     times = []
-    for _ in range(PHASE_REPEATS):
+    for _ in range(repeats):
         result, seconds = _timed(fn)
         if then is not None:
             then(result)
@@ -242,7 +257,7 @@ async def time_one(shape: str, size: int, device: ahg.Device, x: ahg.DevicePtr) 
     gc.collect()  # the replay's garbage first: the passes timed next only walk what is alive
     # Medians, as for the queries: the figure is a difference of two passes, and at 10,000
     # nodes a single pass each made it swing from run to run by half its value.
-    gc_pass_s = _median_time(gc.collect)
+    gc_pass_s = _median_time(gc.collect, repeats=GC_PASS_REPEATS)
     nodes_s = _median_time(graph.nodes)
     edges_s = _median_time(graph.edges)
     dot_s = _median_time(graph.to_dot)
@@ -261,7 +276,7 @@ async def time_one(shape: str, size: int, device: ahg.Device, x: ahg.DevicePtr) 
     stream.destroy()
     del graph, exec_, updates, new_args  # a destroyed graph's objects live while it is referenced
     gc.collect()  # frees what the destroys left to the collector, then the same pass without them
-    gc_base_s = _median_time(gc.collect)
+    gc_base_s = _median_time(gc.collect, repeats=GC_PASS_REPEATS)
     per = 1e6 / size
     return {
         "build_us": build_s * per,
@@ -321,11 +336,13 @@ RUNS = 3
 
 
 def median_figures(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Each timing's median over ``runs``; the other figures from the first run."""
+    """Each timing's median over ``runs``, ``edges_floor`` from the medians, and the other
+    figures from the first run."""
     figures = dict(runs[0])
     for key in figures:
         if key.endswith("_us"):
             figures[key] = statistics.median(run[key] for run in runs)
+    figures["edges_floor"] = figures["edges_us"] / figures["floor_edges_us"]
     figures["runs"] = len(runs)
     return figures
 
@@ -427,7 +444,7 @@ def ratios(out: dict[str, Any], sizes: tuple[int, ...]) -> dict[str, Any]:
 
 PHASES = ("build_us", "thread_build_us", "instantiate_us", "replay_us", "destroy_us")
 PHASES += ("update_us", "clone_us", "nodes_us", "edges_us", "dot_us", "gc_pass_us")
-PHASES += ("floor_edges_us",)
+PHASES += ("floor_edges_us", "edges_floor")
 
 
 def table(out: dict[str, Any]) -> str:
@@ -477,10 +494,10 @@ def table(out: dict[str, Any]) -> str:
 
 def _label(phase: str) -> str:
     """A phase's column heading: its key less ``_us``, at most eight characters."""
-    return _LABELS.get(phase, phase[:-3])
+    return _LABELS.get(phase, phase.removesuffix("_us"))
 
 
-_LABELS = {"thread_build_us": "thr.bld", "floor_edges_us": "fl.edges"}
+_LABELS = {"thread_build_us": "thr.bld", "floor_edges_us": "fl.edges", "edges_floor": "ed/floor"}
 
 
 def _floor_cells(row: dict[str, Any]) -> str:

@@ -213,9 +213,13 @@ async def test_the_scale_bench_reports_what_a_full_collection_costs_per_node() -
         for size in ("5", "7"):
             assert isinstance(out[shape][size]["gc_pass_us"], float)
             assert isinstance(out[shape][size]["first_yield_us"], float)
+            row = out[shape][size]
+            assert row["edges_floor"] == row["edges_us"] / row["floor_edges_us"]
         assert "gc_pass_us" in out["ratios_vs_smallest"][shape]["7"]
+        assert "edges_floor" in out["ratios_vs_smallest"][shape]["7"]
         # The collector's deferred pass has nothing to defer at the smallest size: no ratio.
         assert "first_yield_us" not in out["ratios_vs_smallest"][shape]["7"]
     assert "gc_pass" in bench.table(out)
     assert "1st yield" in bench.table(out)
+    assert "ed/floor" in bench.table(out)
     assert NODES.statistics().live == before  # every graph it made is gone
