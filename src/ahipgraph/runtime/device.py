@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from ..device.properties import CopyKind
     from .completion import Completion
     from .event import Event
-    from .params import Endpoint
+    from .params import Endpoint, MemcpyParams, MemsetParams
     from .stream import Stream
 
 __all__ = [
@@ -434,21 +434,42 @@ class Device(DeviceBase, DeviceCopyMixin, NoCopy):
             StreamCaptureImplicit: a capture is in progress (every capture is invalidated).
             As :meth:`Stream.memcpy`, and the copy's failure.
         """
-        await self._sync_op(lambda: self.null_stream.memcpy(dst, src, nbytes, kind))
+        await self._sync_op(
+            lambda: self.null_stream.memcpy(dst, src, nbytes, kind),
+            lambda: self.null_stream._memcpy_params(dst, src, nbytes, kind),
+        )
 
     async def memset(self, dst: DevicePtr, value: int, nbytes: int) -> None:
         """Synchronous byte fill (``hipMemset``) on the null stream.
 
         Raises: as :meth:`memcpy`.
         """
-        await self._sync_op(lambda: self.null_stream.memset(dst, value, nbytes))
+        await self._sync_op(
+            lambda: self.null_stream.memset(dst, value, nbytes),
+            lambda: self.null_stream._memset_params(dst, value, nbytes),
+        )
 
-    async def _sync_op(self, enqueue: Any) -> None:
+    async def _sync_op(
+        self, enqueue: Any, check: Callable[[], MemcpyParams | MemsetParams]
+    ) -> None:
+        """Run a synchronous copy or fill: ``enqueue`` on the null stream, then wait for it.
+
+        ``check`` runs the stream operation's argument checks and returns its parameters,
+        nothing enqueued. A copy or fill of 0 bytes returns once they pass: HIP's
+        ``hipMemcpy``/``hipMemset`` family return ``hipSuccess`` for a size of 0 before they
+        touch the null stream, so such a call neither enqueues anything nor waits for the
+        legacy null stream's order (a slow kernel on a blocking stream). It is still a call
+        on this device, so a device busy on another event loop refuses it, as it would the
+        enqueue.
+        """
         # A device replaced by configure_devices takes no new work: refused first, as malloc
         # is, rather than invalidate the captures in progress before its null stream refuses.
         _table.live(self)
         if capture_checks is not None:
             capture_checks.sync_copy()
+        if not check().nbytes:
+            self._engine.bind_loop()  # IllegalState from another loop, as the enqueue's
+            return
         done: Completion = await enqueue()
         await done
 

@@ -4,6 +4,8 @@
 Each runs on the device's null stream and returns once the copy is done, as ``device.memcpy``
 does; during any capture it is ``StreamCaptureImplicit`` and invalidates the captures, as HIP's
 ``CHECK_STREAM_CAPTURING`` calls are. The checks are the stream versions' (one place each).
+A copy of 0 bytes (an empty region) returns once they pass, enqueuing nothing and waiting for
+nothing, as HIP's calls return ``hipSuccess`` for a size of 0 (see ``Device._sync_op``).
 
 Each method spells out the parameters of the ``Stream`` method it runs (names, kinds, defaults
 and types), so ``help()``, ``inspect.signature`` and a type checker see the real call, and a
@@ -24,7 +26,7 @@ if TYPE_CHECKING:
     from ..device.symbols import SymbolLike
     from .completion import Completion
     from .device import Device
-    from .params import Endpoint
+    from .params import Endpoint, MemcpyParams
     from .pitched import PitchedPtr
     from .stream import Stream
 
@@ -41,7 +43,11 @@ class DeviceCopyMixin:
         @property
         def null_stream(self) -> Stream: ...
 
-    async def _sync_op(self, enqueue: Callable[[], Awaitable[Completion]]) -> None:
+    async def _sync_op(
+        self,
+        enqueue: Callable[[], Awaitable[Completion]],
+        check: Callable[[], MemcpyParams],
+    ) -> None:
         raise NotImplementedError
 
     async def memcpy_2d(
@@ -61,7 +67,10 @@ class DeviceCopyMixin:
             As :meth:`Stream.memcpy_2d`, and the copy's failure.
         """
         await self._sync_op(
-            lambda: self.null_stream.memcpy_2d(dst, dst_pitch, src, src_pitch, width, height, kind)
+            lambda: self.null_stream.memcpy_2d(dst, dst_pitch, src, src_pitch, width, height, kind),
+            lambda: self.null_stream._memcpy_2d_params(
+                dst, dst_pitch, src, src_pitch, width, height, kind
+            ),
         )
 
     async def memcpy_3d(
@@ -81,7 +90,10 @@ class DeviceCopyMixin:
         await self._sync_op(
             lambda: self.null_stream.memcpy_3d(
                 dst, src, extent, dst_pos=dst_pos, src_pos=src_pos, kind=kind
-            )
+            ),
+            lambda: self.null_stream._memcpy_3d_params(
+                dst, src, extent, dst_pos=dst_pos, src_pos=src_pos, kind=kind
+            ),
         )
 
     async def memcpy_to_symbol(
@@ -97,7 +109,8 @@ class DeviceCopyMixin:
         Raises: as :meth:`memcpy_2d`, with :meth:`Stream.memcpy_to_symbol`'s checks.
         """
         await self._sync_op(
-            lambda: self.null_stream.memcpy_to_symbol(symbol, src, nbytes, offset, kind)
+            lambda: self.null_stream.memcpy_to_symbol(symbol, src, nbytes, offset, kind),
+            lambda: self.null_stream._to_symbol_params(symbol, src, nbytes, offset, kind),
         )
 
     async def memcpy_from_symbol(
@@ -114,7 +127,8 @@ class DeviceCopyMixin:
         Raises: as :meth:`memcpy_2d`, with :meth:`Stream.memcpy_from_symbol`'s checks.
         """
         await self._sync_op(
-            lambda: self.null_stream.memcpy_from_symbol(dst, symbol, nbytes, offset, kind)
+            lambda: self.null_stream.memcpy_from_symbol(dst, symbol, nbytes, offset, kind),
+            lambda: self.null_stream._from_symbol_params(dst, symbol, nbytes, offset, kind),
         )
 
     async def memcpy_peer(
@@ -130,5 +144,6 @@ class DeviceCopyMixin:
         Raises: as :meth:`memcpy_2d`, with :meth:`Stream.memcpy_peer`'s checks.
         """
         await self._sync_op(
-            lambda: self.null_stream.memcpy_peer(dst, dst_device, src, src_device, nbytes)
+            lambda: self.null_stream.memcpy_peer(dst, dst_device, src, src_device, nbytes),
+            lambda: self.null_stream._peer_params(dst, dst_device, src, src_device, nbytes),
         )

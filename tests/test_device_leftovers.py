@@ -1,0 +1,137 @@
+"""Device, memory and wait-primitive corners: each test names the behaviour it pins down."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+import ahipgraph as ahg
+from ahipgraph.testing import HeldKernel
+from cleanup import destroy
+
+# -- synchronous copies and fills of 0 bytes ---------------------------------------------------
+
+
+def _empty_sync_calls(
+    device: ahg.Device, ptr: ahg.DevicePtr, other: ahg.DevicePtr, host: np.ndarray[Any, Any]
+) -> dict[str, Callable[[], Awaitable[None]]]:
+    symbol = ahg.device_symbol("leftovers_empty_sync_symbol", dtype=np.uint8, shape=(16,))
+    return {
+        "memcpy d2d": lambda: device.memcpy(ptr, other, 0),
+        "memcpy h2d": lambda: device.memcpy(ptr, host, 0),
+        "memcpy d2h": lambda: device.memcpy(host, ptr, 0),
+        "memcpy empty host array": lambda: device.memcpy(ptr, host[:0]),
+        "memset": lambda: device.memset(ptr, 7, 0),
+        "memcpy_2d": lambda: device.memcpy_2d(ptr, 8, other, 8, 0, 4),
+        "memcpy_3d": lambda: device.memcpy_3d(
+            ahg.PitchedPtr(ptr, 8), ahg.PitchedPtr(other, 8), (8, 2, 0)
+        ),
+        "memcpy_to_symbol": lambda: device.memcpy_to_symbol(symbol, host, 0),
+        "memcpy_from_symbol": lambda: device.memcpy_from_symbol(host, symbol, 0),
+        "memcpy_peer": lambda: device.memcpy_peer(ptr, device, other, device, 0),
+    }
+
+
+@pytest.mark.asyncio
+async def test_an_empty_synchronous_copy_does_not_wait_for_a_held_blocking_stream(
+    device: ahg.Device,
+) -> None:
+    """``hipMemcpy``/``hipMemset`` and their 2D, 3D, symbol and peer forms return
+    ``hipSuccess`` for a size of 0 before they look at the null stream. Ours enqueued an
+    empty copy on the legacy null stream and waited for its order: behind a kernel on
+    another blocking stream (held here, 50 ms of simulated time in the next test)."""
+    stream = device.create_stream()
+    ptr, other = device.malloc(64), device.malloc(64)
+    host = np.arange(16, dtype=np.uint8)
+    held = HeldKernel()
+    await held.launch(stream)
+    await held.started.wait()
+    null_submitted = device.null_stream.submitted
+    for name, call in _empty_sync_calls(device, ptr, other, host).items():
+        async with asyncio.timeout(1):  # a wait for the held kernel would never end
+            await call()
+        assert not stream.query(), name  # returned while the kernel is still held
+        assert device.null_stream.submitted == null_submitted, name  # nothing enqueued
+    # The checks still run first: a null pointer is refused at once, not after the kernel.
+    with pytest.raises(ahg.InvalidValue, match="null"):
+        await device.memcpy(ahg.DevicePtr(device.ordinal, 0), host, 0)
+    with pytest.raises(ahg.InvalidValue, match="null"):
+        await device.memset(ahg.DevicePtr(device.ordinal, 0), 7, 0)
+    with pytest.raises(ahg.InvalidMemcpyDirection):
+        await device.memcpy(ptr, host, 0, ahg.CopyKind.DeviceToHost)
+    with pytest.raises(ahg.InvalidValue):  # past the symbol, even for 0 bytes
+        await device.memcpy_to_symbol("leftovers_empty_sync_symbol", host, 0, offset=17)
+    assert device.null_stream.submitted == null_submitted
+    held.release()
+    await stream.synchronize()
+    assert host.tolist() == list(range(16))
+    destroy(stream, ptr, other)
+
+
+@pytest.mark.asyncio
+async def test_an_empty_synchronous_copy_takes_no_simulated_time(device: ahg.Device) -> None:
+    @ahg.kernel(duration_ns=50_000_000)
+    def slow(t: ahg.Threads) -> None:
+        pass
+
+    stream = device.create_stream()
+    ptr, other = device.malloc(64), device.malloc(64)
+    await stream.launch_kernel(slow, 1, 1)
+    before = device.clock.now
+    await device.memcpy(ptr, other, 0)
+    await device.memset(ptr, 1, 0)
+    assert device.clock.now == before  # not 50 ms later
+    await device.memcpy(ptr, other, 8)  # a real copy still waits for the legacy order
+    assert device.clock.now >= before + 50_000_000
+    destroy(stream, ptr, other)
+
+
+@pytest.mark.asyncio
+async def test_an_empty_synchronous_copy_from_another_event_loop_is_still_refused(
+    device: ahg.Device,
+) -> None:
+    """Returning early for 0 bytes skips the enqueue, not the device's loop check: a device
+    busy on one loop refuses the call from another (``IllegalState``), as for any size."""
+    stream = device.create_stream()
+    ptr = device.malloc(64)
+    held = HeldKernel()
+    await held.launch(stream)
+    await held.started.wait()
+    outcomes: list[str] = []
+
+    async def from_another_loop() -> None:
+        for call in (
+            lambda: device.memcpy(ptr, ptr + 8, 0),
+            lambda: device.memset(ptr, 0, 0),
+            lambda: device.memcpy(ptr, ptr + 8, 8),
+        ):
+            try:
+                await call()
+                outcomes.append("returned")
+            except ahg.IllegalState:
+                outcomes.append("IllegalState")
+
+    await asyncio.to_thread(asyncio.run, from_another_loop())
+    assert outcomes == ["IllegalState"] * 3
+    held.release()
+    await stream.synchronize()
+    destroy(stream, ptr)
+
+
+@pytest.mark.asyncio
+async def test_an_empty_synchronous_copy_during_a_capture_is_still_implicit(
+    device: ahg.Device,
+) -> None:
+    """HIP's ``CHECK_STREAM_CAPTURING`` comes before the size check."""
+    stream = device.create_stream()
+    ptr = device.malloc(64)
+    stream.begin_capture()
+    with pytest.raises(ahg.StreamCaptureImplicit):
+        await device.memcpy(ptr, ptr, 0)
+    with pytest.raises(ahg.StreamCaptureInvalidated):
+        stream.end_capture()
+    destroy(stream, ptr)
