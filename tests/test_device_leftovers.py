@@ -135,3 +135,46 @@ async def test_an_empty_synchronous_copy_during_a_capture_is_still_implicit(
     with pytest.raises(ahg.StreamCaptureInvalidated):
         stream.end_capture()
     destroy(stream, ptr)
+
+
+# -- fills and stream memory operations on a peer's memory --------------------------------------
+
+
+@ahg.kernel
+def _store_seven(t: ahg.Threads, x: ahg.Ptr[ahg.int32]) -> None:
+    x[0] = 7
+
+
+@pytest.mark.asyncio
+async def test_fills_and_stream_memory_ops_on_peer_memory_need_no_peer_access() -> None:
+    """As in HIP (its fill maps the peer's memory itself; ``hipStreamWriteValue32`` and
+    ``hipStreamWaitValue32`` do not look at the device), and as copies: only kernels need
+    ``enable_peer_access``. Streams and graph nodes alike."""
+    d0, d1 = ahg.configure_devices(2)
+    remote = d1.malloc(64)
+    stream = d0.create_stream()
+    assert not d0.memory.peers
+    await stream.memset(remote, 0x11, 16)
+    await stream.memset(remote + 16, 0x22222222, 4, element_size=4)
+    await stream.write_value_32(remote + 32, 5)
+    await stream.write_value_64(remote + 40, 6)
+    await stream.wait_value_32(remote + 32, 5, ahg.StreamWaitFlag.EQ)
+    await stream.wait_value_64(remote + 40, 6, ahg.StreamWaitFlag.EQ)
+    graph = ahg.Graph()
+    graph.add_memset_node(remote + 56, 0x33, 8)
+    graph_exec = graph.instantiate()
+    await graph_exec.launch(stream)
+    async with asyncio.timeout(1):
+        await stream.synchronize()
+    seen = d1.view(remote, np.uint8, 64)
+    assert seen[:16].tolist() == [0x11] * 16
+    assert seen[16:32].tolist() == [0x22] * 16
+    assert d1.view(remote + 32, np.uint32, 1)[0] == 5
+    assert d1.view(remote + 40, np.uint64, 1)[0] == 6
+    assert seen[56:].tolist() == [0x33] * 8
+    completion = await stream.launch_kernel(_store_seven, 1, 1, (remote,))
+    with pytest.raises(ahg.InvalidDevicePointer):  # a kernel still needs access
+        await completion
+    with pytest.raises(ahg.InvalidDevicePointer):
+        await stream.synchronize()
+    destroy(graph_exec, graph, stream, remote)
