@@ -178,3 +178,39 @@ async def test_fills_and_stream_memory_ops_on_peer_memory_need_no_peer_access() 
     with pytest.raises(ahg.InvalidDevicePointer):
         await stream.synchronize()
     destroy(graph_exec, graph, stream, remote)
+
+
+# -- a graph-memory launch that fails part way ----------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_a_failed_graph_memory_launch_leaves_the_pool_as_a_successful_one_would(
+    device: ahg.Device,
+) -> None:
+    """The second of two allocations cannot be satisfied. The first was committed and its free
+    node still runs (a failure stops no other work): its bytes stay reserved by the graph pool,
+    as a successful launch's do (HIP keeps them mapped), and come back with
+    ``graph_mem_trim()``. Failing again reuses them: the pool does not grow per failure."""
+    kib = 1024
+    attrs = list(ahg.GraphMemAttribute)
+    before = device.memory_info()
+    hog = device.malloc(device.properties.memory_bytes - 4 * kib)
+    stream = device.create_stream()
+    graph = ahg.Graph()
+    first = graph.add_mem_alloc_node(kib)
+    second = graph.add_mem_alloc_node(8 * kib, deps=[first])
+    free_first = graph.add_mem_free_node(first.params.ptr, deps=[second])
+    graph.add_mem_free_node(second.params.ptr, deps=[free_first])
+    graph_exec = graph.instantiate()
+    for _ in range(3):
+        with pytest.raises(ahg.OutOfMemory):
+            await (await graph_exec.launch(stream))
+        with pytest.raises(ahg.OutOfMemory):
+            await stream.synchronize()
+        assert [device.graph_mem_attribute(a) for a in attrs] == [0, kib, kib, kib]
+        assert device.memory_info().free == 3 * kib
+    device.free(hog)
+    await (await graph_exec.launch(stream))  # room now: the executable was not stuck
+    destroy(graph_exec, graph, stream)
+    assert device.graph_mem_trim() == 9 * kib
+    assert device.memory_info() == before
