@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -10,6 +11,7 @@ import numpy as np
 import pytest
 
 import ahipgraph as ahg
+from ahipgraph.core.waitqueue import WaitQueue, WaitQueueStatistics
 from ahipgraph.testing import HeldKernel
 from cleanup import destroy
 
@@ -214,3 +216,42 @@ async def test_a_failed_graph_memory_launch_leaves_the_pool_as_a_successful_one_
     destroy(graph_exec, graph, stream)
     assert device.graph_mem_trim() == 9 * kib
     assert device.memory_info() == before
+
+
+# -- the wait primitive: two reclaims at once ---------------------------------------------------
+
+
+class _ReclaimedMeanwhile(deque[Any]):
+    """An orphan list whose first ``popleft`` lets another ``reclaim()`` run just before it:
+    what another thread's reclaim does between this one's emptiness check and its pop."""
+
+    def __init__(self, items: deque[Any], queue: WaitQueue) -> None:
+        super().__init__(items)
+        self.queue, self.raced = queue, False
+
+    def popleft(self) -> Any:
+        if not self.raced:
+            self.raced = True
+            assert self.queue.reclaim()  # the other thread's: it takes the last orphan
+        return super().popleft()
+
+
+def test_two_reclaims_at_once_give_an_orphan_back_once_and_raise_nothing() -> None:
+    """An item handed to a waiter whose loop closed, and whose coroutine was then closed, is
+    an orphan for ``reclaim()``. Two reclaims on two threads both saw it listed and both
+    popped it: the second raised ``IndexError`` from inside the library."""
+    queue = WaitQueue()
+    given_back: list[object] = []
+    loop = asyncio.new_event_loop()
+    task = loop.create_task(queue.park(on_abandon=given_back.append))
+    loop.run_until_complete(asyncio.sleep(0))  # one turn: the task parks
+    loop.call_soon(queue.unpark, "item")  # handed on the loop's thread...
+    loop.call_soon(loop.stop)  # ...and the loop stops before the task resumes
+    loop.run_forever()
+    loop.close()
+    task.get_coro().close()  # as when the collector takes the dead task: an orphan
+    queue._orphans = _ReclaimedMeanwhile(queue._orphans, queue)
+    assert not queue.reclaim()  # the other reclaim gave it back
+    assert given_back == ["item"]  # once
+    assert queue.statistics() == WaitQueueStatistics(waiters=0, in_transit=0)
+    assert not queue.reclaim()
