@@ -255,3 +255,32 @@ def test_two_reclaims_at_once_give_an_orphan_back_once_and_raise_nothing() -> No
     assert given_back == ["item"]  # once
     assert queue.statistics() == WaitQueueStatistics(waiters=0, in_transit=0)
     assert not queue.reclaim()
+
+
+# -- stream memory operations: HIP's check order ------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_a_stream_memory_operation_at_null_on_a_destroyed_stream_is_invalid_value(
+    device: ahg.Device,
+) -> None:
+    """``ihipStreamOperation`` refuses a null pointer (``InvalidValue``) before it checks the
+    stream (``ContextIsDestroyed``); ours checked the stream first. A bad word on a destroyed
+    stream is still the stream's error, as in HIP."""
+    stream = device.create_stream()
+    stream.destroy()
+    null = ahg.DevicePtr(device.ordinal, 0)
+    for call in (
+        lambda: stream.write_value_32(null, 1),
+        lambda: stream.write_value_64(null, 1),
+        lambda: stream.wait_value_32(null, 1),
+        lambda: stream.wait_value_64(null, 1, ahg.StreamWaitFlag.EQ),
+    ):
+        with pytest.raises(ahg.InvalidValue, match="null"):
+            await call()
+    with pytest.raises(ahg.InvalidValue, match="null"):
+        stream.write_value_32_nowait(None, 1)  # type: ignore[arg-type]
+    ptr = device.malloc(8)
+    with pytest.raises(ahg.ContextIsDestroyed):
+        await stream.write_value_32(ptr + 1, 1)  # misaligned: looked at after the stream
+    device.free(ptr)
