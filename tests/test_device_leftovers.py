@@ -12,7 +12,7 @@ import pytest
 
 import ahipgraph as ahg
 from ahipgraph.core.waitqueue import WaitQueue, WaitQueueStatistics
-from ahipgraph.testing import HeldKernel
+from ahipgraph.testing import HeldKernel, loop_turns
 from cleanup import destroy
 
 # -- synchronous copies and fills of 0 bytes ---------------------------------------------------
@@ -284,3 +284,58 @@ async def test_a_stream_memory_operation_at_null_on_a_destroyed_stream_is_invali
     with pytest.raises(ahg.ContextIsDestroyed):
         await stream.write_value_32(ptr + 1, 1)  # misaligned: looked at after the stream
     device.free(ptr)
+
+
+# -- a synchronous copy of another device's memory ---------------------------------------------
+
+
+_store_gate: list[asyncio.Event] = []
+
+
+@ahg.kernel
+async def _store_seven_when_open(t: ahg.Threads, x: ahg.Ptr[ahg.int32]) -> None:
+    await _store_gate[0].wait()
+    x[0] = 7
+
+
+@pytest.mark.asyncio
+async def test_a_synchronous_copy_of_another_devices_memory_waits_for_that_devices_work() -> None:
+    """``hipMemcpy`` runs a copy whose device memory is all on another device on that
+    device's null stream (``ihipMemcpyCommand``), ordered after its blocking streams as that
+    device's own copy is. Ours ran it on the calling device's null stream: it read memory a
+    kernel of the other device had not written yet, and wrote memory before that kernel did
+    (a stale, silently wrong result). A copy between the two devices stays where it is."""
+    _store_gate[:] = [asyncio.Event()]
+    d0, d1 = ahg.configure_devices(2)
+    remote, other_remote, local = d1.malloc(4), d1.malloc(4), d0.malloc(4)
+    stream = d1.create_stream()
+    host = np.zeros(1, np.int32)
+
+    await stream.launch_kernel(_store_seven_when_open, 1, 1, (remote,))
+    read = asyncio.ensure_future(d0.memcpy(host, remote, 4))
+    await loop_turns()  # the kernel waits for its gate: so must the copy
+    assert not read.done()
+    _store_gate[0].set()
+    await read
+    assert host[0] == 7
+
+    _store_gate[:] = [asyncio.Event()]
+    await stream.launch_kernel(_store_seven_when_open, 1, 1, (remote,))
+    write = asyncio.ensure_future(d0.memcpy(remote, np.array([5], np.int32), 4))
+    peer = asyncio.ensure_future(d0.memcpy_peer(other_remote, d1, remote, d1, 4))
+    await loop_turns()
+    assert not write.done()
+    assert not peer.done()
+    _store_gate[0].set()
+    await write
+    await peer
+    assert d1.view(remote, np.int32, 1)[0] == 5  # written after the kernel's 7
+    assert d1.view(other_remote, np.int32, 1)[0] == 5
+
+    _store_gate[:] = [asyncio.Event()]
+    await stream.launch_kernel(_store_seven_when_open, 1, 1, (remote,))
+    async with asyncio.timeout(1):  # between the devices: on device 0, as in HIP
+        await d0.memcpy(local, remote, 4)
+    _store_gate[0].set()
+    await stream.synchronize()
+    destroy(stream, remote, other_remote, local)

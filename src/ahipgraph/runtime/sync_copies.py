@@ -34,19 +34,16 @@ __all__ = ["DeviceCopyMixin"]
 
 
 class DeviceCopyMixin:
-    """Mixin of :class:`~ahipgraph.Device`; ``_sync_op`` and ``null_stream`` come from it."""
+    """Mixin of :class:`~ahipgraph.Device`; ``_sync_op`` comes from it."""
 
     __slots__ = ()
 
-    if TYPE_CHECKING:
-
-        @property
-        def null_stream(self) -> Stream: ...
-
     async def _sync_op(
         self,
-        enqueue: Callable[[], Awaitable[Completion]],
-        check: Callable[[], MemcpyParams],
+        enqueue: Callable[[Stream], Awaitable[Completion]],
+        check: Callable[[Stream], MemcpyParams],
+        *,
+        on_owner: bool = False,
     ) -> None:
         raise NotImplementedError
 
@@ -67,8 +64,8 @@ class DeviceCopyMixin:
             As :meth:`Stream.memcpy_2d`, and the copy's failure.
         """
         await self._sync_op(
-            lambda: self.null_stream.memcpy_2d(dst, dst_pitch, src, src_pitch, width, height, kind),
-            lambda: self.null_stream._memcpy_2d_params(
+            lambda stream: stream.memcpy_2d(dst, dst_pitch, src, src_pitch, width, height, kind),
+            lambda stream: stream._memcpy_2d_params(
                 dst, dst_pitch, src, src_pitch, width, height, kind
             ),
         )
@@ -88,10 +85,10 @@ class DeviceCopyMixin:
         Raises: as :meth:`memcpy_2d`, with :meth:`Stream.memcpy_3d`'s checks.
         """
         await self._sync_op(
-            lambda: self.null_stream.memcpy_3d(
+            lambda stream: stream.memcpy_3d(
                 dst, src, extent, dst_pos=dst_pos, src_pos=src_pos, kind=kind
             ),
-            lambda: self.null_stream._memcpy_3d_params(
+            lambda stream: stream._memcpy_3d_params(
                 dst, src, extent, dst_pos=dst_pos, src_pos=src_pos, kind=kind
             ),
         )
@@ -109,8 +106,8 @@ class DeviceCopyMixin:
         Raises: as :meth:`memcpy_2d`, with :meth:`Stream.memcpy_to_symbol`'s checks.
         """
         await self._sync_op(
-            lambda: self.null_stream.memcpy_to_symbol(symbol, src, nbytes, offset, kind),
-            lambda: self.null_stream._to_symbol_params(symbol, src, nbytes, offset, kind),
+            lambda stream: stream.memcpy_to_symbol(symbol, src, nbytes, offset, kind),
+            lambda stream: stream._to_symbol_params(symbol, src, nbytes, offset, kind),
         )
 
     async def memcpy_from_symbol(
@@ -127,8 +124,8 @@ class DeviceCopyMixin:
         Raises: as :meth:`memcpy_2d`, with :meth:`Stream.memcpy_from_symbol`'s checks.
         """
         await self._sync_op(
-            lambda: self.null_stream.memcpy_from_symbol(dst, symbol, nbytes, offset, kind),
-            lambda: self.null_stream._from_symbol_params(dst, symbol, nbytes, offset, kind),
+            lambda stream: stream.memcpy_from_symbol(dst, symbol, nbytes, offset, kind),
+            lambda stream: stream._from_symbol_params(dst, symbol, nbytes, offset, kind),
         )
 
     async def memcpy_peer(
@@ -139,11 +136,14 @@ class DeviceCopyMixin:
         src_device: Device | int,
         nbytes: int,
     ) -> None:
-        """``hipMemcpyPeer``: :meth:`Stream.memcpy_peer` on the null stream, waited for.
+        """``hipMemcpyPeer``: :meth:`Stream.memcpy_peer` on the null stream, waited for (the
+        null stream of the pointers' device when both are on one other device, as for
+        :meth:`~ahipgraph.Device.memcpy`).
 
         Raises: as :meth:`memcpy_2d`, with :meth:`Stream.memcpy_peer`'s checks.
         """
         await self._sync_op(
-            lambda: self.null_stream.memcpy_peer(dst, dst_device, src, src_device, nbytes),
-            lambda: self.null_stream._peer_params(dst, dst_device, src, src_device, nbytes),
+            lambda stream: stream.memcpy_peer(dst, dst_device, src, src_device, nbytes),
+            lambda stream: stream._peer_params(dst, dst_device, src, src_device, nbytes),
+            on_owner=True,  # hipMemcpyPeer is hipMemcpy of the two pointers
         )
