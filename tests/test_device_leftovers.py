@@ -334,6 +334,22 @@ async def test_a_synchronous_copy_of_another_devices_memory_waits_for_that_devic
 
     _store_gate[:] = [asyncio.Event()]
     await stream.launch_kernel(_store_seven_when_open, 1, 1, (remote,))
+    pitched = np.zeros(1, np.int32)
+    read_2d = asyncio.ensure_future(d0.memcpy_2d(pitched, 4, remote, 4, 4, 1))
+    read_3d = asyncio.ensure_future(
+        d0.memcpy_3d(ahg.PitchedPtr(host, 4), ahg.PitchedPtr(remote, 4), (4, 1, 1))
+    )
+    await loop_turns()
+    assert not read_2d.done()
+    assert not read_3d.done()
+    _store_gate[0].set()
+    await read_2d
+    await read_3d
+    assert pitched[0] == 7
+    assert host[0] == 7
+
+    _store_gate[:] = [asyncio.Event()]
+    await stream.launch_kernel(_store_seven_when_open, 1, 1, (remote,))
     async with asyncio.timeout(1):  # between the devices: on device 0, as in HIP
         await d0.memcpy(local, remote, 4)
     _store_gate[0].set()

@@ -57,7 +57,9 @@ class DeviceCopyMixin:
         height: int,
         kind: CopyKind | int | None = None,
     ) -> None:
-        """``hipMemcpy2D``: :meth:`Stream.memcpy_2d` on the null stream, waited for.
+        """``hipMemcpy2D``: :meth:`Stream.memcpy_2d` on the null stream, waited for (the null
+        stream of the device holding its device memory when that is one other device, as for
+        :meth:`~ahipgraph.Device.memcpy`).
 
         Raises:
             StreamCaptureImplicit: a capture is in progress (every capture is invalidated).
@@ -68,6 +70,7 @@ class DeviceCopyMixin:
             lambda stream: stream._memcpy_2d_params(
                 dst, dst_pitch, src, src_pitch, width, height, kind
             ),
+            on_owner=True,  # HIP orders it after the memory's device's null stream too
         )
 
     async def memcpy_3d(
@@ -91,6 +94,7 @@ class DeviceCopyMixin:
             lambda stream: stream._memcpy_3d_params(
                 dst, src, extent, dst_pos=dst_pos, src_pos=src_pos, kind=kind
             ),
+            on_owner=True,
         )
 
     async def memcpy_to_symbol(
