@@ -172,8 +172,12 @@ class WaitQueue:
         if not self._abandon and not self._orphans and not self._in_transit:
             return False
         changed = False
-        while self._orphans:
-            value, on_abandon = self._orphans.popleft()
+        orphans = self._orphans
+        while orphans:
+            try:
+                value, on_abandon = orphans.popleft()
+            except IndexError:  # emptied meanwhile by a reclaim() on another thread
+                break
             on_abandon(value)
             changed = True
         for future in list(self._in_transit):  # their delivery was dropped with their loop

@@ -7,6 +7,12 @@ being destroyed stays *reserved* by the pool — still charged to the device, as
 mapped — and the next commit draws from it before asking the device for more.
 ``device.graph_mem_trim()`` returns the reserved bytes no allocation uses.
 
+A launch that fails part way (an allocation the device cannot satisfy, a kernel fault) is no
+different: the allocations it committed before the failure stay committed until freed, and what
+its free nodes (which still run: a failure stops no other work) give back stays reserved, as a
+successful launch's would. The next commit draws from it, so failing again does not grow the
+pool, and ``graph_mem_trim()`` returns it.
+
 Figures (``hipGraphMemAttributeType``):
 
 * ``UsedMemCurrent``: bytes committed to graph allocations now;

@@ -7,7 +7,12 @@ resolves it through A's peer table: with access to B enabled the kernel reads an
 memory directly (the view comes from B's allocator, so freeing there still invalidates it);
 without it, dispatch fails with ``InvalidDevicePointer``, which is what a GPU without a
 mapping reports as a fault. Copies between devices never need peer access (HIP stages them),
-and cost what the cost model gives a peer transfer.
+and cost what the cost model gives a peer transfer. Nor do fills (``memset``) and stream memory
+operations (``write_value_*``, ``wait_value_*``) on a peer's memory, streams' and graph nodes'
+alike: HIP's fill command maps the peer's memory for the queue's device by itself
+(``validatePeerMemory`` calls ``deviceAllowAccess``), and ``hipStreamWriteValue32`` and
+``hipStreamWaitValue32`` do not look at the pointer's device at all. Only kernels, which
+dereference the pointers they are given, need ``enable_peer_access``.
 
 Access is one-way, as in HIP: ``a.enable_peer_access(b)`` lets work on ``a`` touch ``b``.
 Thread-safety: the tables change under one lock and are read lock-free (a dict lookup).

@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import threading
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from ..device.properties import CopyKind
     from .completion import Completion
     from .event import Event
-    from .params import Endpoint
+    from .params import Endpoint, MemcpyParams, MemsetParams
     from .stream import Stream
 
 __all__ = [
@@ -430,26 +430,70 @@ class Device(DeviceBase, DeviceCopyMixin, NoCopy):
     ) -> None:
         """Synchronous copy (``hipMemcpy``): on the null stream, returns once it is done.
 
+        As in HIP, a copy whose device memory is all on one other device (to or from the host,
+        or within that device) runs on that device's null stream, after this one's last work:
+        it is ordered after that device's blocking streams, as its own ``memcpy`` is.
+
         Raises:
             StreamCaptureImplicit: a capture is in progress (every capture is invalidated).
             As :meth:`Stream.memcpy`, and the copy's failure.
         """
-        await self._sync_op(lambda: self.null_stream.memcpy(dst, src, nbytes, kind))
+        await self._sync_op(
+            lambda stream: stream.memcpy(dst, src, nbytes, kind),
+            lambda stream: stream._memcpy_params(dst, src, nbytes, kind),
+            on_owner=True,
+        )
 
     async def memset(self, dst: DevicePtr, value: int, nbytes: int) -> None:
         """Synchronous byte fill (``hipMemset``) on the null stream.
 
         Raises: as :meth:`memcpy`.
         """
-        await self._sync_op(lambda: self.null_stream.memset(dst, value, nbytes))
+        await self._sync_op(
+            lambda stream: stream.memset(dst, value, nbytes),
+            lambda stream: stream._memset_params(dst, value, nbytes),
+        )
 
-    async def _sync_op(self, enqueue: Any) -> None:
+    async def _sync_op(
+        self,
+        enqueue: Callable[[Stream], Awaitable[Completion]],
+        check: Callable[[Stream], MemcpyParams | MemsetParams],
+        *,
+        on_owner: bool = False,
+    ) -> None:
+        """Run a synchronous copy or fill: ``enqueue`` on a null stream, then wait for it.
+
+        ``check`` runs the stream operation's argument checks and returns its parameters,
+        nothing enqueued. A copy or fill of 0 bytes returns once they pass: HIP's
+        ``hipMemcpy``/``hipMemset`` family return ``hipSuccess`` for a size of 0 before they
+        touch the null stream, so such a call neither enqueues anything nor waits for the
+        legacy null stream's order (a slow kernel on a blocking stream). It is still a call
+        on this device, so a device busy on another event loop refuses it, as it would the
+        enqueue.
+
+        ``on_owner`` (``hipMemcpy``'s rule, ``ihipMemcpyCommand``): a copy whose device memory
+        is all on one other device runs on that device's null stream, after this null
+        stream's last work, so it is ordered after the owner's blocking streams as the
+        owner's own ``memcpy`` is. On this device's null stream a copy from memory another
+        device's kernel was still writing read what was there before.
+        """
         # A device replaced by configure_devices takes no new work: refused first, as malloc
         # is, rather than invalidate the captures in progress before its null stream refuses.
         _table.live(self)
         if capture_checks is not None:
             capture_checks.sync_copy()
-        done: Completion = await enqueue()
+        stream = self.null_stream
+        params = check(stream)
+        if not params.nbytes:
+            self._engine.bind_loop()  # IllegalState from another loop, as the enqueue's
+            return
+        owner = _sole_other_owner(params, self) if on_owner else None
+        if owner is not None:
+            tail = stream._tail
+            if tail is not None and tail._value > 0:
+                await self._wait_signal(tail)
+            stream = owner.null_stream
+        done = await enqueue(stream)
         await done
 
     # -- graph memory pool (see graph_pool.py) ---------------------------------------------------
@@ -565,6 +609,21 @@ def _memory_freeing(ptr: object, here: Device) -> DeviceMemory:
         return _table.get_device(device).memory
     except InvalidDevice:
         raise InvalidValue(f"{ptr!r} names a device that does not exist") from None
+
+
+def _sole_other_owner(params: MemcpyParams | MemsetParams, here: Device) -> Device | None:
+    """The device holding all of a copy's device memory when that is one device other than
+    ``here`` (a copy between two devices, or with host memory only, stays where it is)."""
+    ends = (params.dst, getattr(params, "src", None))  # a fill has no source
+    owners = {end.device for end in ends if isinstance(end, DevicePtr)}
+    if len(owners) != 1:
+        return None
+    (ordinal,) = owners
+    if ordinal == here.ordinal:
+        return None
+    owner = _table.configured(ordinal, "device")
+    assert isinstance(owner, Device)
+    return owner
 
 
 def _owes_failure(stream: Stream) -> bool:

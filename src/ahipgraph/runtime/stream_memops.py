@@ -27,8 +27,9 @@ a **host node** whose function is the operation (a :class:`StreamMemOp`, whose `
 it), which runs the same code when the graph replays: a write stores the word, a wait polls it.
 This keeps the graph's node kinds HIP's own.
 
-Check order: a null pointer, then the flags, then the value and mask, then the word itself
-(alignment to its size, inside live memory).
+Check order: a null pointer, then the stream (HIP's: a destroyed stream with a null pointer is
+``InvalidValue``), then the flags, then the value and mask, then the word itself (alignment to
+its size, inside live memory).
 """
 
 from __future__ import annotations
@@ -150,8 +151,7 @@ class StreamMemOp:
                 not an int (a hand-made pointer).
             TypeError / ValueError: a value or mask that is not an unsigned word.
         """
-        if ptr is None or (isinstance(ptr, DevicePtr) and not ptr):
-            raise InvalidValue("stream memory operation on a null pointer")
+        _check_not_null(ptr)
         if not isinstance(ptr, DevicePtr):
             raise TypeError(f"expected a DevicePtr, got {ptr!r}")
         checked_flag: StreamWaitFlag | None = None
@@ -223,6 +223,11 @@ class StreamMemOp:
         )
 
 
+def _check_not_null(ptr: object) -> None:
+    if ptr is None or (isinstance(ptr, DevicePtr) and not ptr):
+        raise InvalidValue("stream memory operation on a null pointer")
+
+
 def _not_none(flags: Any, mask: Any) -> None:
     """A wait's flags and mask are words: None is Python misuse (and None flags would make
     the operation a write)."""
@@ -235,8 +240,11 @@ class StreamMemOpsMixin:
 
     __slots__ = ()
 
-    def _memop(self, memop_factory: Any) -> Completion:
+    def _memop(self, ptr: object, memop_factory: Any) -> Completion:
         stream: Stream = self  # type: ignore[assignment]
+        # HIP's ``ihipStreamOperation`` refuses a null pointer before it looks at the stream:
+        # on a destroyed stream it is InvalidValue, not ContextIsDestroyed.
+        _check_not_null(ptr)
         stream._check_open()
         part = stream._capture  # read once: another thread may end the capture meanwhile
         if part is not None:
@@ -259,7 +267,7 @@ class StreamMemOpsMixin:
         Raises: see :meth:`StreamMemOp.make`; ContextIsDestroyed for a destroyed stream.
         """
         _not_none(flags, mask)
-        return self._memop(lambda: StreamMemOp.make(ptr, value, 32, flag=flags, mask=mask))
+        return self._memop(ptr, lambda: StreamMemOp.make(ptr, value, 32, flag=flags, mask=mask))
 
     def _wait_32_op(
         self,
@@ -285,7 +293,7 @@ class StreamMemOpsMixin:
     ) -> Completion:
         """``hipStreamWaitValue64``: as :meth:`wait_value_32` on a 64-bit word."""
         _not_none(flags, mask)
-        return self._memop(lambda: StreamMemOp.make(ptr, value, 64, flag=flags, mask=mask))
+        return self._memop(ptr, lambda: StreamMemOp.make(ptr, value, 64, flag=flags, mask=mask))
 
     def _wait_64_op(
         self,
@@ -304,7 +312,7 @@ class StreamMemOpsMixin:
 
     def _write_value_32(self, ptr: DevicePtr, value: int, flags: int = 0) -> Completion:
         """Store a 32-bit word at ``ptr`` when the stream gets there (``hipStreamWriteValue32``)."""
-        return self._memop(lambda: StreamMemOp.make(ptr, value, 32, write_flags=flags))
+        return self._memop(ptr, lambda: StreamMemOp.make(ptr, value, 32, write_flags=flags))
 
     def _write_32_op(self, ptr: DevicePtr, value: int, flags: int = 0) -> StreamMemOp:
         """``write_value_32``'s checks and operation."""
@@ -316,7 +324,7 @@ class StreamMemOpsMixin:
 
     def _write_value_64(self, ptr: DevicePtr, value: int, flags: int = 0) -> Completion:
         """``hipStreamWriteValue64``: as :meth:`write_value_32` with a 64-bit word."""
-        return self._memop(lambda: StreamMemOp.make(ptr, value, 64, write_flags=flags))
+        return self._memop(ptr, lambda: StreamMemOp.make(ptr, value, 64, write_flags=flags))
 
     def _write_64_op(self, ptr: DevicePtr, value: int, flags: int = 0) -> StreamMemOp:
         """``write_value_64``'s checks and operation."""
