@@ -19,7 +19,9 @@ of the runtime's attributes used to break.)
 from __future__ import annotations
 
 import asyncio
+import copy
 import inspect
+import pickle
 from typing import Any
 
 import pytest
@@ -333,3 +335,34 @@ async def test_held_signal_sets_go_back_to_the_executable_they_came_from(
     async with asyncio.timeout(5):
         await (await first.launch(stream))
     destroy(first, second, graph, stream)
+
+
+# -- copies ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_a_copied_or_unpickled_stream_per_thread_is_still_the_per_thread_stream(
+    device: ahg.Device,
+) -> None:
+    # A copy, an unpickled one or PerThreadStream() was a second sentinel: a launch, an
+    # upload or a record given it raised TypeError ("stream must be a Stream or None, got
+    # ahg.STREAM_PER_THREAD") while its repr said it was the per-thread stream.
+    sentinel = ahg.STREAM_PER_THREAD
+    settings = copy.deepcopy({"stream": sentinel})
+    others = [
+        copy.copy(sentinel),
+        settings["stream"],
+        *(pickle.loads(pickle.dumps(sentinel, protocol)) for protocol in (0, 2, 5)),
+        ahg.PerThreadStream(),
+    ]
+    assert all(other is sentinel for other in others)
+    graph, event, x = ahg.Graph(), device.create_event(), device.malloc(4)
+    graph.add_memset_node(x, 3, 4)
+    graph_exec = graph.instantiate()
+    await graph_exec.upload(settings["stream"])
+    await (await graph_exec.launch(settings["stream"]))
+    await event.record(settings["stream"])
+    await event.synchronize()
+    assert device.view(x, "uint8", 4).tolist() == [3, 3, 3, 3]
+    assert graph_exec.statistics().launches == 1
+    destroy(graph_exec, graph, event, x)
