@@ -366,3 +366,47 @@ async def test_a_copied_or_unpickled_stream_per_thread_is_still_the_per_thread_s
     assert device.view(x, "uint8", 4).tolist() == [3, 3, 3, 3]
     assert graph_exec.statistics().launches == 1
     destroy(graph_exec, graph, event, x)
+
+
+def test_a_threads_copies_as_itself_and_pickles_as_its_launch_shape() -> None:
+    # Python's default copy set each slot again, which Threads refuses: copy.copy,
+    # copy.deepcopy and pickle raised "Threads is read-only: cannot set 'block'".
+    threads = ahg.Threads((2, 2), 3, shared_mem=16)
+    assert copy.copy(threads) is threads
+    assert copy.deepcopy([threads])[0] is threads
+    loaded = pickle.loads(pickle.dumps(threads))
+    assert (loaded.grid, loaded.block, loaded.count, loaded.shared_mem) == (
+        (2, 2, 1),
+        (3, 1, 1),
+        12,
+        16,
+    )
+    with pytest.raises(AttributeError, match="read-only"):
+        loaded.count = 1  # type: ignore[misc]
+
+
+@pytest.mark.asyncio
+async def test_a_kernel_node_s_params_deep_copy_and_set_back(device: ahg.Device) -> None:
+    # deepcopy of a kernel (or of a record holding one) raised "cannot pickle
+    # '_struct.Struct' object" from its argument layout, then the Threads error above.
+    x, stream, graph = device.malloc(4), device.create_stream(), ahg.Graph()
+    node = graph.add_kernel_node(increment, 1, 1, (x,))
+    params = node.params
+    duplicate = copy.deepcopy(params)
+    kernel = duplicate.kernel
+    assert kernel is not increment  # a kernel of its own, as copy.copy makes
+    assert (kernel.body, kernel.layout, kernel.name) == (
+        increment.body,
+        increment.layout,
+        increment.name,
+    )
+    assert (duplicate.args, duplicate.arg_bytes) == (params.args, params.arg_bytes)
+    assert duplicate.threads is params.threads
+    kernel.duration_ns = 5_000  # its own definition: the original keeps its duration
+    assert increment.duration_ns is None
+    node.params = duplicate
+    graph_exec = graph.instantiate()
+    await device.memset(x, 0, 4)
+    await (await graph_exec.launch(stream))
+    assert device.view(x, "int32", 1)[0] == 1
+    destroy(graph_exec, graph, stream, x)
