@@ -24,6 +24,7 @@ import inspect
 import pickle
 from typing import Any
 
+import numpy as np
 import pytest
 
 import ahipgraph as ahg
@@ -410,3 +411,35 @@ async def test_a_kernel_node_s_params_deep_copy_and_set_back(device: ahg.Device)
     await (await graph_exec.launch(stream))
     assert device.view(x, "int32", 1)[0] == 1
     destroy(graph_exec, graph, stream, x)
+
+
+# -- equality -------------------------------------------------------------------------------------
+
+
+def test_parameter_records_with_host_arrays_compare_by_the_buffer_they_name(
+    device: ahg.Device,
+) -> None:
+    # The dataclass == compared the host arrays with numpy's ==, whose answer has no truth
+    # value: two memcpy nodes copying from different arrays, compared, raised numpy's
+    # "truth value of an array with more than one element is ambiguous".
+    x, graph = device.malloc(64), ahg.Graph()
+    first, second = np.zeros(16, np.uint8), np.zeros(16, np.uint8)
+    plain = [graph.add_memcpy_node(x, host, 16) for host in (first, second, first)]
+    pitched = [
+        graph.add_memcpy_3d_node(ahg.PitchedPtr(x, 16), ahg.PitchedPtr(host, 16), (16, 1, 1))
+        for host in (first, second, first)
+    ]
+    for one, other, again in (plain, pitched):
+        assert one.params != other.params  # same contents, another buffer
+        assert one.params == again.params  # the same buffer
+        assert one.params == copy.copy(one.params)
+        assert copy.deepcopy(one.params) != one.params  # a deep copy copies the buffer
+    assert plain[0].params != pitched[0].params
+    assert ahg.PitchedPtr(first, 16) != ahg.PitchedPtr(second, 16)
+    assert ahg.PitchedPtr(first, 16) == ahg.PitchedPtr(first, 16)
+    assert ahg.HostParams.make(print, (first, 1)) != ahg.HostParams.make(print, (second, 1))
+    assert ahg.HostParams.make(print, (first, 1)) == ahg.HostParams.make(print, (first, 1))
+    assert ahg.HostParams.make(print, (first,)) != ahg.HostParams.make(print, (first, 1))
+    with pytest.raises(TypeError, match="unhashable"):
+        hash(plain[0].params)  # as a list is: it holds an array
+    destroy(graph, x)
