@@ -443,3 +443,61 @@ def test_parameter_records_with_host_arrays_compare_by_the_buffer_they_name(
     with pytest.raises(TypeError, match="unhashable"):
         hash(plain[0].params)  # as a list is: it holds an array
     destroy(graph, x)
+
+
+# -- what cannot be copied ------------------------------------------------------------------------
+
+COPIES = {
+    "copy": copy.copy,
+    "deepcopy": copy.deepcopy,
+    "pickle": lambda thing: pickle.loads(pickle.dumps(thing)),
+}
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("how", list(COPIES))
+async def test_the_runtime_s_parts_and_the_kit_s_fakes_refuse_to_be_copied(
+    device: ahg.Device, how: str
+) -> None:
+    # Each is one live object the runtime or the test acts on. A copy shared some of its
+    # state and not the rest: a held kernel's copy shared its gate but counted no runs, an
+    # interleaving's copy shared its waiters but not its position, a signal's copy was
+    # never reached; a deep copy or a pickle failed on a lock inside ("cannot pickle
+    # '_thread.lock' object") or succeeded with a check no block would end.
+    x, stream, graph = device.malloc(4), device.create_stream(), ahg.Graph()
+    graph.add_kernel_node(increment, 1, 1, (x,))
+    graph_exec = graph.instantiate()
+    await (await graph_exec.launch(stream))
+    held = testing.HeldKernel()
+    parts: list[object] = [
+        device.engine,
+        device.memory,
+        stream.queue,
+        stream.tail,
+        graph_exec.pool,
+        graph_exec.arena,
+        held,
+        testing.GatedHost(),
+        testing.Interleave("a"),
+    ]
+    with testing.fail_kernels(0) as fault, testing.hang_kernels(0) as hang:
+        parts += [fault, hang]
+    with testing.fail_allocations(0) as allocation:
+        parts.append(allocation)
+    with testing.exhaust_signal_sets(graph_exec) as sets:
+        parts.append(sets)
+    with ahg.race_check() as check:
+        parts.append(check)
+    async with stream.capture() as scope:
+        parts.append(scope)
+    for part in parts:
+        with pytest.raises(TypeError, match="cannot be copied or pickled"):
+            COPIES[how](part)
+    held.release()
+    await (await held.launch(stream))
+    await (await graph_exec.launch(stream))
+    assert held.runs == 1
+    assert device.view(x, "int32", 1)[0] == 2
+    assert graph_exec.statistics().launches == 2
+    assert scope.graph is not None
+    destroy(scope.graph, graph_exec, graph, stream, x)

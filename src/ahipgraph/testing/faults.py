@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.errors import InvalidDevice, OutOfMemory
 from ..core.ints import as_optional_int
+from ..core.lifecycle import NoCopy
 from ..core.scoped import checked_scoped
 from ..device import hooks, table
 from ..device.ops import KernelOp
@@ -87,7 +88,7 @@ def _kernel_name(op: Op) -> str | None:
     return op.kernel.name if isinstance(op, KernelOp) else None
 
 
-class KernelFault(hooks.Observer):
+class KernelFault(hooks.Observer, NoCopy):
     """Fails matching kernel dispatches; see :func:`fail_kernels`."""
 
     def __init__(self, count: int | None, name: str | None) -> None:
@@ -204,7 +205,7 @@ def _fail_hang(future: asyncio.Future[None]) -> None:
         future.set_exception(InjectedFault("hung kernel cancelled"))
 
 
-class AllocationFault(hooks.Observer):
+class AllocationFault(hooks.Observer, NoCopy):
     """Refuses matching device allocations; see :func:`fail_allocations`."""
 
     def __init__(self, count: int | None, device: int | None, nbytes: int | None) -> None:
@@ -340,7 +341,7 @@ def fail_allocations(
         yield fault
 
 
-class SignalSetsHeld:
+class SignalSetsHeld(NoCopy):
     """The signal sets :func:`exhaust_signal_sets` took from an executable's pool."""
 
     def __init__(self, graph_exec: GraphExec) -> None:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Literal
 
 from ..core.callables import makes_generator
 from ..core.ints import as_int
+from ..core.lifecycle import NoCopy
 from ..device.engine import running_loop
 from ..device.kernel import Kernel, Threads
 
@@ -79,7 +80,7 @@ class _AnyLoopEvent(asyncio.Event):
                     loop.call_soon_threadsafe(event.set)
 
 
-class HeldKernel:
+class HeldKernel(NoCopy):
     """A kernel whose body waits until the test calls :meth:`release`.
 
     Args:
@@ -151,7 +152,7 @@ class HeldKernel:
         return f"<HeldKernel {self._name!r} runs={self._runs} {state}>"
 
 
-class GatedHost:
+class GatedHost(NoCopy):
     """An async host function that, on its k-th run, waits until the test opens gate k."""
 
     def __init__(self, name: str = "gate", log: list[str] | None = None) -> None:
@@ -279,7 +280,7 @@ def _set_event(event: asyncio.Event, loops: list[asyncio.AbstractEventLoop]) -> 
         event.set()
 
 
-class Interleave:
+class Interleave(NoCopy):
     """Deterministic interleaving: named tasks take turns in the order given.
 
     A task calls ``await turns.turn(name)`` at each point where it may be interleaved. The call
