@@ -501,3 +501,26 @@ async def test_the_runtime_s_parts_and_the_kit_s_fakes_refuse_to_be_copied(
     assert graph_exec.statistics().launches == 2
     assert scope.graph is not None
     destroy(scope.graph, graph_exec, graph, stream, x)
+
+
+# -- reprs ----------------------------------------------------------------------------------------
+
+
+def test_the_handles_of_a_replaced_device_say_so_in_their_repr() -> None:
+    # After configure_devices, a kept device, stream, event or executable refused every new
+    # call with InvalidDevice, but its repr was that of a live handle ("state=open"): a test
+    # failure showing it gave no hint that it belonged to a device no longer configured.
+    old = ahg.get_device(0)
+    stream, event, graph = old.create_stream(), old.create_event(), ahg.Graph()
+    graph.add_empty_node()
+    graph_exec = graph.instantiate()
+    kept = (old, stream, event, graph_exec)
+    assert not any("replaced" in repr(handle) for handle in kept)
+    ahg.configure_devices(1)
+    assert all(repr(handle).endswith(" replaced>") for handle in kept)
+    successor = ahg.get_device(0)
+    with successor.create_stream() as fresh:
+        assert "replaced" not in repr(successor)
+        assert "replaced" not in repr(fresh)
+    destroy(graph_exec, graph, stream, event)
+    assert repr(stream).endswith("state=destroyed submitted=0 replaced>")
