@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import gc
 import inspect
 import pickle
+import weakref
 from typing import Any
 
 import numpy as np
@@ -524,3 +526,26 @@ def test_the_handles_of_a_replaced_device_say_so_in_their_repr() -> None:
         assert "replaced" not in repr(fresh)
     destroy(graph_exec, graph, stream, event)
     assert repr(stream).endswith("state=destroyed submitted=0 replaced>")
+
+
+# -- weak references ------------------------------------------------------------------------------
+
+
+def test_a_kernel_can_be_weakly_referred_to_like_the_function_it_replaces() -> None:
+    # A kernel had no __weakref__ slot: weakref.ref(kernel) and a WeakKeyDictionary keyed by
+    # kernels raised "cannot create weak reference to 'Kernel' object".
+    def body(t: ahg.Threads, x: ahg.Ptr[ahg.int32]) -> None:
+        x[0] += 1
+
+    kernel = ahg.kernel(body)
+    cache: weakref.WeakKeyDictionary[ahg.Kernel, str] = weakref.WeakKeyDictionary()
+    cache[kernel] = "compiled"
+    ref = weakref.ref(kernel)
+    twin = copy.copy(kernel)
+    assert ref() is kernel
+    assert twin is not kernel
+    assert weakref.ref(twin)() is twin
+    del kernel
+    gc.collect()
+    assert ref() is None
+    assert len(cache) == 0

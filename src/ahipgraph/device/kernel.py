@@ -213,7 +213,10 @@ class Kernel:
             awaitable, which dispatch awaits).
     """
 
-    __slots__ = ("body", "duration_ns", "is_async", "layout", "name")
+    # ``__weakref__``: a kernel stands where its function was (``@ahg.kernel``), and a
+    # function can be weakly referred to, as by a cache keyed by kernel that should not
+    # keep a kernel alive (a ``WeakKeyDictionary``).
+    __slots__ = ("__weakref__", "body", "duration_ns", "is_async", "layout", "name")
 
     body: Callable[..., Any]
     name: str
