@@ -14,6 +14,11 @@ that waited for ever). Their attributes are read-only the same way.
 
 (``test_readonly_handles.py`` and ``test_readonly_runtime_objects.py`` show what each write
 of the runtime's attributes used to break.)
+
+The rest of the file is the rest of their dunder surface: what copies as itself
+(``STREAM_PER_THREAD``, a ``Threads``), what deep-copies (a kernel node's params), what
+refuses to be copied (the runtime's parts, the kit's fakes), how records holding host arrays
+compare, what a replaced device's handles say in their repr, and weak references to kernels.
 """
 
 from __future__ import annotations
