@@ -554,3 +554,21 @@ def test_a_kernel_can_be_weakly_referred_to_like_the_function_it_replaces() -> N
     gc.collect()
     assert ref() is None
     assert len(cache) == 0
+
+
+def test_held_signal_sets_made_by_hand_refuse_what_is_not_an_executable(
+    device: ahg.Device,
+) -> None:
+    # SignalSetsHeld(device) was made, and its take() and give_back() raised a bare
+    # AttributeError ("'Device' object has no attribute 'pool'").
+    with pytest.raises(TypeError, match="expected a GraphExec"):
+        testing.SignalSetsHeld(device)  # type: ignore[arg-type]
+    graph = ahg.Graph()
+    graph.add_empty_node()
+    graph_exec = graph.instantiate()
+    held = testing.SignalSetsHeld(graph_exec)
+    held.take()
+    assert held.held == graph_exec.statistics().signal_pool.sets
+    held.give_back()
+    assert graph_exec.statistics().signal_pool.free == graph_exec.statistics().signal_pool.sets
+    destroy(graph_exec, graph)

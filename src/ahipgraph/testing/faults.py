@@ -345,6 +345,9 @@ class SignalSetsHeld(NoCopy):
     """The signal sets :func:`exhaust_signal_sets` took from an executable's pool."""
 
     def __init__(self, graph_exec: GraphExec) -> None:
+        # Made by hand around anything else, its take() and give_back() raised a bare
+        # AttributeError ("'Device' object has no attribute 'pool'").
+        _exhaustible(graph_exec)
         self._graph_exec = graph_exec
         self._sets: list[SignalSet] = []
 
