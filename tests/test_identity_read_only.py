@@ -572,3 +572,25 @@ def test_held_signal_sets_made_by_hand_refuse_what_is_not_an_executable(
     held.give_back()
     assert graph_exec.statistics().signal_pool.free == graph_exec.statistics().signal_pool.sets
     destroy(graph_exec, graph)
+
+
+@pytest.mark.asyncio
+async def test_a_completion_can_be_tracked_weakly_like_an_asyncio_future(
+    device: ahg.Device,
+) -> None:
+    # A Completion had no __weakref__ slot: a WeakSet of launches in flight raised "cannot
+    # create weak reference to 'Completion' object".
+    stream, held = device.create_stream(), testing.HeldKernel()
+    in_flight: weakref.WeakSet[ahg.Completion] = weakref.WeakSet()
+    completion = await held.launch(stream)
+    in_flight.add(completion)
+    assert list(in_flight) == [completion]
+    assert copy.copy(completion) is completion
+    held.release()
+    await completion
+    ref = weakref.ref(completion)
+    del completion
+    gc.collect()
+    assert ref() is None
+    assert len(in_flight) == 0
+    destroy(stream)
