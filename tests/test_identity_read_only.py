@@ -18,7 +18,8 @@ of the runtime's attributes used to break.)
 The rest of the file is the rest of their dunder surface: what copies as itself
 (``STREAM_PER_THREAD``, a ``Threads``), what deep-copies (a kernel node's params), what
 refuses to be copied (the runtime's parts, the kit's fakes), how records holding host arrays
-compare, what a replaced device's handles say in their repr, and weak references to kernels.
+compare, what a replaced device's handles say in their repr, and weak references to kernels
+and completions.
 """
 
 from __future__ import annotations
