@@ -732,6 +732,8 @@ async def testing_kit() -> None:
         with device.create_stream() as stream:
             held = testing.HeldKernel("held")
             assert_type(held.kernel, ahg.Kernel)
+            assert_type(held.name, str)
+            assert_type(held.runs, int)
             running = await held.launch(stream)
             assert_type(running, ahg.Completion)
             await held.started.wait()
@@ -740,6 +742,8 @@ async def testing_kit() -> None:
             gate = testing.GatedHost("gate")
             await stream.launch_host_func(gate)
             await gate.started(0)
+            assert_type(gate.runs, int)
+            assert_type(gate.log, list[str] | None)
             gate.open(0)
             await stream.synchronize()
             with testing.fail_kernels(1, name="bump") as fault, device.create_stream() as other:
@@ -751,8 +755,12 @@ async def testing_kit() -> None:
                     assert_type(error.code, ahg.ErrorCode)
             assert_type(fault.hits, int)
             assert fault.hits == 1
+            assert_type(fault.remaining, int | None)
+            assert_type(fault.name, str | None)
             with testing.fail_allocations(1, device=0) as allocation:
                 assert_type(allocation, testing.AllocationFault)
+                assert_type(allocation.device, int | None)
+                assert_type(allocation.nbytes, int | None)
                 assert raises(ahg.OutOfMemory, lambda: device.malloc(64))
             with testing.hang_kernels(0) as hang:
                 assert_type(hang, testing.KernelHang)
@@ -762,6 +770,7 @@ async def testing_kit() -> None:
                 with graph_exec, testing.exhaust_signal_sets(graph_exec) as held_sets:
                     assert_type(held_sets, testing.SignalSetsHeld)
                     assert_type(held_sets.held, int)
+                    assert_type(held_sets.graph_exec, ahg.GraphExec)
             await stream.synchronize()
         turns = testing.Interleave("a", "b", ["a"])
         order: list[str] = []
@@ -774,6 +783,8 @@ async def testing_kit() -> None:
 
         await asyncio.gather(step("a", 2), step("b", 1))
         assert order == ["a", "b", "a"]
+        assert_type(turns.order, list[str])
+        assert_type(turns.position, int)
         await testing.loop_turns()
         errors = testing.run_together(lambda: None, lambda: None)
         assert_type(errors, list[BaseException])

@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..core.clock import SimClock
 from ..core.errors import HipError, IllegalState, InvalidDevice
+from ..core.lifecycle import NoCopy
 from ..core.waitqueue import WaitQueue
 from .host_function import InContext
 from .work_waits import waits_for_head
@@ -246,7 +247,7 @@ def _in_trio() -> bool:
     return True
 
 
-class Engine:
+class Engine(NoCopy):
     """Runs one device's hardware queues on the event loop that owns it."""
 
     __slots__ = (

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..core.errors import HipError, IllegalState, NotReady
+from ..core.lifecycle import NoCopy
 from ..core.waitqueue import RECHECK, WaitQueue
 from . import hooks
 from .engine import Engine, park_refusable
@@ -56,7 +57,7 @@ class QueueStatistics:
     waiting_for_room: int
 
 
-class HardwareQueue:
+class HardwareQueue(NoCopy):
     """One in-order hardware queue of a device."""
 
     __slots__ = (

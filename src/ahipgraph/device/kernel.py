@@ -14,6 +14,7 @@ way type-checks under ``mypy --strict``; string annotations are evaluated when t
 
 from __future__ import annotations
 
+import copy
 import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple, overload
@@ -169,6 +170,20 @@ class Threads:
     def __delattr__(self, name: str) -> None:
         raise AttributeError(f"Threads is read-only: cannot delete {name!r}")
 
+    # Immutable, so a copy is the object itself and a pickle is its launch shape: Python's
+    # default copy set each slot again, which the read-only ``__setattr__`` refused, so
+    # ``copy.copy(t)``, ``copy.deepcopy`` of a kernel node's params and ``pickle`` raised
+    # "Threads is read-only: cannot set 'block'".
+
+    def __copy__(self) -> Threads:
+        return self
+
+    def __deepcopy__(self, memo: object) -> Threads:
+        return self
+
+    def __reduce__(self) -> tuple[type[Threads], tuple[Dim3, Dim3, int]]:
+        return (Threads, (self.grid, self.block, self.shared_mem))
+
     @property
     def ids(self) -> npt.NDArray[np.int64]:
         """Linear global ids of every thread (read-only, shared between launches).
@@ -198,7 +213,10 @@ class Kernel:
             awaitable, which dispatch awaits).
     """
 
-    __slots__ = ("body", "duration_ns", "is_async", "layout", "name")
+    # ``__weakref__``: a kernel stands where its function was (``@ahg.kernel``), and a
+    # function can be weakly referred to, as by a cache keyed by kernel that should not
+    # keep a kernel alive (a ``WeakKeyDictionary``).
+    __slots__ = ("__weakref__", "body", "duration_ns", "is_async", "layout", "name")
 
     body: Callable[..., Any]
     name: str
@@ -315,6 +333,13 @@ class Kernel:
         elif name == "is_async" and hasattr(self, "body") and value is not _is_async(self.body):
             raise AttributeError("is_async follows the kernel's body: assign the body instead")
         object.__setattr__(self, name, value)
+
+    def __deepcopy__(self, memo: object) -> Kernel:
+        """A new kernel with the same body and layout, as ``copy.copy`` makes: the body is a
+        function (which ``deepcopy`` never copies) and the layout is never changed once made
+        (its compiled struct cannot be deep-copied, and ``deepcopy`` of a kernel, or of a
+        kernel node's params, raised "cannot pickle '_struct.Struct' object")."""
+        return copy.copy(self)
 
     def __delattr__(self, name: str) -> None:
         """Every field is part of the definition (a kernel without a body or a duration

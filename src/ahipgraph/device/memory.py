@@ -43,6 +43,7 @@ import numpy.typing as npt
 
 from ..core.errors import InvalidDevicePointer, InvalidValue, OutOfMemory
 from ..core.ints import as_int, int_or_none
+from ..core.lifecycle import NoCopy
 from . import hooks
 from .graph_pool import GraphMemAttribute, GraphMemPool, GraphPoolStatistics, check_attribute
 from .pointer import DevicePtr
@@ -181,7 +182,7 @@ class MemoryStatistics:
     static_bytes: int = 0
 
 
-class DeviceMemory:
+class DeviceMemory(NoCopy):
     """The allocator and address space of one device."""
 
     def __init__(self, ordinal: int, total_bytes: int) -> None:

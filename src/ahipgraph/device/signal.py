@@ -19,12 +19,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..core.errors import HipError
+from ..core.lifecycle import NoCopy
 from ..core.waitqueue import RECHECK, WaitQueue
 
 __all__ = ["Signal"]
 
 
-class Signal:
+class Signal(NoCopy):
     """A countdown value with a timestamp of its last change."""
 
     __slots__ = ("_error", "_lot", "_time", "_value", "_watchers")

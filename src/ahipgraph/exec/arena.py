@@ -28,6 +28,7 @@ from itertools import repeat
 from typing import TYPE_CHECKING, overload
 
 from ..core.errors import InvalidValue
+from ..core.lifecycle import NoCopy
 from ..device.table import live
 
 if TYPE_CHECKING:
@@ -164,7 +165,7 @@ class ArenaStatistics:
     unflushed: int
 
 
-class KernelArgArena:
+class KernelArgArena(NoCopy):
     """Bump-allocated, chunked kernel-argument memory of one executable on one device."""
 
     def __init__(self, device: Device, chunk_bytes: int, *, strict: bool = False) -> None:

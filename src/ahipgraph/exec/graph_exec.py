@@ -782,8 +782,9 @@ class GraphExec(DestroyOnExit):
 
     @safe_repr
     def __repr__(self) -> str:
+        replaced = " replaced" if self._device._engine._retired else ""  # as a stream's says
         return (
             f"<GraphExec #{self.hid.slot}.{self.hid.generation} state={self._state.value} "
             f"nodes={len(self._graph)} strands={self._plan.num_strands} "
-            f"in_flight={self.in_flight}>"
+            f"in_flight={self.in_flight}{replaced}>"
         )

@@ -32,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..core.errors import InvalidValue
+from ..core.lifecycle import NoCopy
 from ..core.waitqueue import RECHECK, WaitQueue
 from ..device.signal import Signal
 
@@ -77,7 +78,7 @@ class SignalPoolStatistics:
     waiters: int
 
 
-class SignalSetPool:
+class SignalSetPool(NoCopy):
     """A pool of :class:`SignalSet` for one executable."""
 
     def __init__(

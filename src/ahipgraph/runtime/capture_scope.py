@@ -13,6 +13,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 from ..core.errors import IllegalState
+from ..core.lifecycle import NoCopy
 from ..device.engine import refuse_trio
 from . import capture_lifecycle as capture
 from .capture_nodes import StreamCapture
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 __all__ = ["CaptureScope"]
 
 
-class CaptureScope:
+class CaptureScope(NoCopy):
     """An ``async with`` capture: begins on entry, ends on a clean exit, aborts otherwise.
 
     Attributes:

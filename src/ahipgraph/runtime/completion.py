@@ -31,7 +31,9 @@ class Completion:
     failed. ``done()`` is the non-blocking twin.
     """
 
-    __slots__ = ("_device", "_program", "_signal")
+    # ``__weakref__``: an awaitable handle, as an asyncio future is, which a user may track
+    # weakly (a ``WeakSet`` of launches in flight) without keeping it alive.
+    __slots__ = ("__weakref__", "_device", "_program", "_signal")
     _device: Device
     _program: Program | None  # the packet whose start time this work began at
     _signal: Signal

@@ -583,9 +583,13 @@ class Device(DeviceBase, DeviceCopyMixin, NoCopy):
 
     @safe_repr
     def __repr__(self) -> str:
+        # A device configure_devices replaced refuses every new call (InvalidDevice) and
+        # is not ``get_device(n)`` any more: its repr says so, or a test failure showing it
+        # looked like the live device of that ordinal.
+        replaced = " replaced" if self._engine._retired else ""
         return (
             f"<Device {self._ordinal} {self._properties.name!r} in_flight={self._engine.in_flight} "
-            f"memory={self._memory.bytes_in_use}/{self._memory.total_bytes}>"
+            f"memory={self._memory.bytes_in_use}/{self._memory.total_bytes}{replaced}>"
         )
 
 

@@ -225,8 +225,10 @@ class Event(DestroyOnExit):
             state = "unrecorded"
         else:
             state = "done" if self._complete() else "pending"
+        replaced = " replaced" if self._device._engine._retired else ""  # as a stream's says
         return (
-            f"<Event #{self.hid.slot}.{self.hid.generation} device={self._device.ordinal} {state}>"
+            f"<Event #{self.hid.slot}.{self.hid.generation} device={self._device.ordinal} "
+            f"{state}{replaced}>"
         )
 
     def _complete(self) -> bool:

@@ -11,7 +11,7 @@ Check order follows HIP: missing arguments, then handles, then parameter values.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -306,6 +306,32 @@ def _plain(dim: Dim3) -> bool:
 Endpoint = DevicePtr | npt.NDArray[Any]
 
 
+def _same_value(a: object, b: object) -> bool:
+    """Whether two field values of a parameter record are the same.
+
+    A host array stands for the buffer it names, so two arrays are the same only if they
+    are one object: numpy's ``==`` compares elements, and its answer (an array) has no
+    truth value, so the dataclass ``==`` of two records with different arrays raised
+    numpy's ValueError. A tuple (a host function's arguments) compares item by item.
+    """
+    if a is b:
+        return True
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return False
+    if type(a) is tuple and type(b) is tuple:
+        return len(a) == len(b) and all(map(_same_value, a, b))
+    return bool(a == b)
+
+
+def records_equal(record: Any, other: object) -> bool:
+    """``==`` of parameter records that may hold host arrays: the dataclass ``==`` (same
+    class, every compared field equal), with fields compared by :func:`_same_value`."""
+    compared = [f.name for f in fields(record) if f.compare]
+    if other.__class__ is not record.__class__:
+        return NotImplemented  # type: ignore[no-any-return]
+    return all(_same_value(getattr(record, name), getattr(other, name)) for name in compared)
+
+
 def _host_array(value: Any, role: str, writable: bool) -> npt.NDArray[Any]:
     if value.dtype.hasobject:  # its bytes are object pointers, not data a device could copy
         raise TypeError(f"{role} host array holds Python objects ({value.dtype}), not plain data")
@@ -362,6 +388,8 @@ class MemcpyParams:
     src: Endpoint
     nbytes: int
     kind: CopyKind
+
+    __eq__ = records_equal  # endpoints may be host arrays
 
     @classmethod
     def make(
@@ -551,6 +579,8 @@ class HostParams:
 
     fn: Callable[..., Any]
     args: tuple[Any, ...]
+
+    __eq__ = records_equal  # arguments may be host arrays
 
     @classmethod
     def make(cls, fn: Callable[..., Any] | None, args: Sequence[Any] = ()) -> HostParams:

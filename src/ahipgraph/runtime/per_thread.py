@@ -44,11 +44,27 @@ class PerThreadStream:
 
     __slots__ = ()
 
+    # One instance, as ``None`` is one: the calls that take it recognise it by identity, so a
+    # second one (a copy, an unpickled one, ``PerThreadStream()``) was refused as "not a
+    # Stream or None" while its repr said it was ``ahg.STREAM_PER_THREAD``.
+
+    def __new__(cls) -> PerThreadStream:
+        return STREAM_PER_THREAD
+
+    def __copy__(self) -> PerThreadStream:
+        return self
+
+    def __deepcopy__(self, memo: object) -> PerThreadStream:
+        return self
+
+    def __reduce__(self) -> str:
+        return "STREAM_PER_THREAD"  # unpickled as this module's global: the one instance
+
     def __repr__(self) -> str:
         return "ahg.STREAM_PER_THREAD"
 
 
-STREAM_PER_THREAD: Final[PerThreadStream] = PerThreadStream()
+STREAM_PER_THREAD: Final[PerThreadStream] = object.__new__(PerThreadStream)
 
 # Re-entrant: the collector may run anywhere under it (a weak reference or a dict made), and a
 # ``__del__`` or ``gc.callbacks`` hook it runs on this thread may ask for its task's stream

@@ -46,6 +46,7 @@ from .params import (
     _host_array,
     _infer_kind,
     check_kind,
+    records_equal,
 )
 
 if TYPE_CHECKING:
@@ -68,6 +69,8 @@ class PitchedPtr:
     pitch: int
     slice_height: int | None = None
 
+    __eq__ = records_equal  # the endpoint may be a host array
+
 
 def _int(value: Any, name: str) -> int:
     return as_int(value, name)
@@ -87,6 +90,8 @@ class _Side:
     slice_height: int
     offset: int  # bytes from ptr to the region's first byte
     span: int  # bytes from the first to the last byte of the region
+
+    __eq__ = records_equal  # the endpoint may be a host array
 
 
 def _side(
@@ -182,6 +187,8 @@ class PitchedCopyParams(MemcpyParams):
     width: int
     height: int
     depth: int
+
+    __eq__ = records_equal  # endpoints may be host arrays (a dataclass makes its own)
 
     @classmethod
     def make_pitched(

@@ -889,9 +889,11 @@ class Stream(
         # failure shows an open stream whose work never ran.
         session = getattr(self._capture, "session", None)
         capturing = "" if session is None else f" capture={session.status.name.lower()}"
+        # Open, but of a device configure_devices replaced: it takes no new work.
+        replaced = " replaced" if self._queue._engine._retired else ""
         return (
             f"<Stream {name} device={self._device.ordinal} queue={self._queue.index} "
-            f"state={self._state.value} submitted={self._submitted}{capturing}>"
+            f"state={self._state.value} submitted={self._submitted}{capturing}{replaced}>"
         )
 
 

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.errors import InvalidDevice, OutOfMemory
 from ..core.ints import as_optional_int
+from ..core.lifecycle import NoCopy
 from ..core.scoped import checked_scoped
 from ..device import hooks, table
 from ..device.ops import KernelOp
@@ -87,7 +88,7 @@ def _kernel_name(op: Op) -> str | None:
     return op.kernel.name if isinstance(op, KernelOp) else None
 
 
-class KernelFault(hooks.Observer):
+class KernelFault(hooks.Observer, NoCopy):
     """Fails matching kernel dispatches; see :func:`fail_kernels`."""
 
     def __init__(self, count: int | None, name: str | None) -> None:
@@ -96,19 +97,38 @@ class KernelFault(hooks.Observer):
         if name == "":
             # A kernel's name is never empty (an empty name= falls back to the function's).
             raise ValueError("name must not be empty: no kernel is named ''")
-        self.remaining = count
-        self.name = name
-        self.hits = 0
+        self._remaining = count
+        self._name = name
+        self._hits = 0
+
+    # What the fault matches and how far it got change only as it fires: ``remaining`` set to
+    # a str failed the next kernel dispatch with a TypeError from inside the hook, and
+    # ``name`` set to None faulted every kernel of the block instead of the one named.
+
+    @property
+    def name(self) -> str | None:
+        """Only kernels with this name fail (None: every kernel)."""
+        return self._name
+
+    @property
+    def remaining(self) -> int | None:
+        """How many more matching dispatches fail (None: every one in the block)."""
+        return self._remaining
+
+    @property
+    def hits(self) -> int:
+        """How many dispatches it failed."""
+        return self._hits
 
     def _matches(self, op: Op) -> str | None:
         kernel = _kernel_name(op)
-        if kernel is None or (self.name is not None and kernel != self.name):
+        if kernel is None or (self._name is not None and kernel != self._name):
             return None
-        if self.remaining is not None:
-            if self.remaining <= 0:
+        if self._remaining is not None:
+            if self._remaining <= 0:
                 return None
-            self.remaining -= 1
-        self.hits += 1
+            self._remaining -= 1
+        self._hits += 1
         return kernel
 
     def op_starting(self, program: Program, op: Op) -> Any:
@@ -118,8 +138,8 @@ class KernelFault(hooks.Observer):
         return None
 
     def __repr__(self) -> str:
-        left = "every" if self.remaining is None else self.remaining
-        return f"<{type(self).__name__} name={self.name!r} left={left} hits={self.hits}>"
+        left = "every" if self._remaining is None else self._remaining
+        return f"<{type(self).__name__} name={self._name!r} left={left} hits={self._hits}>"
 
 
 class KernelHang(KernelFault):
@@ -127,8 +147,13 @@ class KernelHang(KernelFault):
 
     def __init__(self, count: int | None, name: str | None) -> None:
         super().__init__(count, name)
-        self.started = _AnyLoopEvent()
+        self._started = _AnyLoopEvent()
         self._hanging: list[asyncio.Future[None]] = []
+
+    @property
+    def started(self) -> asyncio.Event:
+        """Set once a matching kernel hangs (holds its queue)."""
+        return self._started
 
     def op_starting(self, program: Program, op: Op) -> Any:
         kernel = self._matches(op)
@@ -136,7 +161,7 @@ class KernelHang(KernelFault):
             return None
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._hanging.append(future)
-        self.started.set()
+        self._started.set()
         return future
 
     @property
@@ -180,7 +205,7 @@ def _fail_hang(future: asyncio.Future[None]) -> None:
         future.set_exception(InjectedFault("hung kernel cancelled"))
 
 
-class AllocationFault(hooks.Observer):
+class AllocationFault(hooks.Observer, NoCopy):
     """Refuses matching device allocations; see :func:`fail_allocations`."""
 
     def __init__(self, count: int | None, device: int | None, nbytes: int | None) -> None:
@@ -192,31 +217,54 @@ class AllocationFault(hooks.Observer):
             raise InvalidDevice(
                 f"device {device} does not exist ({table.device_count()} configured)"
             )
-        self.remaining = count
-        self.device = device
-        self.nbytes = nbytes
-        self.hits = 0
+        self._remaining = count
+        self._device = device
+        self._nbytes = nbytes
+        self._hits = 0
+
+    # Read-only, as a KernelFault's are: ``device`` set to "0" (a str) never matched an
+    # ordinal, so the allocations the test meant to fail succeeded.
+
+    @property
+    def device(self) -> int | None:
+        """Only allocations on the device with this ordinal fail (None: any device)."""
+        return self._device
+
+    @property
+    def nbytes(self) -> int | None:
+        """Only allocations of exactly this many bytes fail (None: any size)."""
+        return self._nbytes
+
+    @property
+    def remaining(self) -> int | None:
+        """How many more matching allocations fail (None: every one in the block)."""
+        return self._remaining
+
+    @property
+    def hits(self) -> int:
+        """How many allocations it refused."""
+        return self._hits
 
     def allocating(self, memory: DeviceMemory, nbytes: int) -> None:
         # Called with the allocator's lock held: read nothing from ``memory`` but plain fields.
-        if self.device is not None and memory._ordinal != self.device:
+        if self._device is not None and memory._ordinal != self._device:
             return
-        if self.nbytes is not None and nbytes != self.nbytes:
+        if self._nbytes is not None and nbytes != self._nbytes:
             return
-        if self.remaining is not None:
-            if self.remaining <= 0:
+        if self._remaining is not None:
+            if self._remaining <= 0:
                 return
-            self.remaining -= 1
-        self.hits += 1
+            self._remaining -= 1
+        self._hits += 1
         raise OutOfMemory(
             f"device {memory._ordinal}: injected fault refused an allocation of {nbytes} bytes"
         )
 
     def __repr__(self) -> str:
-        left = "every" if self.remaining is None else self.remaining
+        left = "every" if self._remaining is None else self._remaining
         return (
-            f"<AllocationFault device={self.device} nbytes={self.nbytes} left={left} "
-            f"hits={self.hits}>"
+            f"<AllocationFault device={self._device} nbytes={self._nbytes} left={left} "
+            f"hits={self._hits}>"
         )
 
 
@@ -293,31 +341,48 @@ def fail_allocations(
         yield fault
 
 
-class SignalSetsHeld:
+class SignalSetsHeld(NoCopy):
     """The signal sets :func:`exhaust_signal_sets` took from an executable's pool."""
 
     def __init__(self, graph_exec: GraphExec) -> None:
-        self.graph_exec = graph_exec
-        self.sets: list[SignalSet] = []
+        # Made by hand around anything else, its take() and give_back() raised a bare
+        # AttributeError ("'Device' object has no attribute 'pool'").
+        _exhaustible(graph_exec)
+        self._graph_exec = graph_exec
+        self._sets: list[SignalSet] = []
+
+    # Read-only: ``graph_exec`` set to another executable made ``give_back`` put the sets in
+    # that one's pool, and the held list replaced or cleared lost them: the executable's
+    # launches then waited for sets that never came back.
+
+    @property
+    def graph_exec(self) -> GraphExec:
+        """The executable whose pool the sets were taken from."""
+        return self._graph_exec
+
+    @property
+    def sets(self) -> list[SignalSet]:
+        """The sets held (a copy: ``give_back`` returns the ones taken)."""
+        return list(self._sets)
 
     def take(self) -> None:
-        pool = self.graph_exec.pool
+        pool = self._graph_exec.pool
         while (signal_set := pool.acquire_nowait(grow=False)) is not None:
-            self.sets.append(signal_set)
+            self._sets.append(signal_set)
 
     def give_back(self) -> None:
         """Return every set (waking launches that parked for one)."""
-        pool = self.graph_exec.pool
-        sets, self.sets = self.sets, []
+        pool = self._graph_exec.pool
+        sets, self._sets = self._sets, []
         for signal_set in sets:
             pool.release(signal_set)
 
     @property
     def held(self) -> int:
-        return len(self.sets)
+        return len(self._sets)
 
     def __repr__(self) -> str:
-        return f"<SignalSetsHeld held={self.held} of {self.graph_exec!r}>"
+        return f"<SignalSetsHeld held={self.held} of {self._graph_exec!r}>"
 
 
 def _exhaustible(graph_exec: GraphExec) -> None:

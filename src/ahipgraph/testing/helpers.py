@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Literal
 
 from ..core.callables import makes_generator
 from ..core.ints import as_int
+from ..core.lifecycle import NoCopy
 from ..device.engine import running_loop
 from ..device.kernel import Kernel, Threads
 
@@ -79,7 +80,7 @@ class _AnyLoopEvent(asyncio.Event):
                     loop.call_soon_threadsafe(event.set)
 
 
-class HeldKernel:
+class HeldKernel(NoCopy):
     """A kernel whose body waits until the test calls :meth:`release`.
 
     Args:
@@ -96,27 +97,51 @@ class HeldKernel:
             raise TypeError(f"name must be a str, got {name!r}")
         if not name:
             raise ValueError("name must not be empty")
-        self.name = name
-        self.started = _AnyLoopEvent()
-        self.runs = 0
+        self._name = name
+        self._started = _AnyLoopEvent()
+        self._runs = 0
         self._gate = _AnyLoopEvent()
         self._loops: list[asyncio.AbstractEventLoop] = []  # the loops its runs wait on
 
         async def body(t: Threads) -> None:
             _note_loop(self._loops)
-            self.runs += 1
+            self._runs += 1
             if log is not None:
                 log.append(f"{name} start")
-            self.started.set()
+            self._started.set()
             await self._gate.wait()
             if log is not None:
                 log.append(f"{name} end")
 
-        self.kernel = Kernel(body, name=name)
+        self._kernel = Kernel(body, name=name)
+
+    # What the fake is and how far it got is read-only: ``kernel`` set to another kernel made
+    # ``launch`` enqueue that one, which never holds its queue and is not what ``release``
+    # lets go, and ``runs`` set by a test no longer said how many runs had begun.
+
+    @property
+    def name(self) -> str:
+        """The kernel's name (shown in errors and traces)."""
+        return self._name
+
+    @property
+    def kernel(self) -> Kernel:
+        """The held kernel itself, for graphs (``graph.add_kernel_node(held.kernel, 1, 1)``)."""
+        return self._kernel
+
+    @property
+    def started(self) -> asyncio.Event:
+        """Set once a run of the kernel holds its queue."""
+        return self._started
+
+    @property
+    def runs(self) -> int:
+        """How many runs of the kernel have begun."""
+        return self._runs
 
     async def launch(self, stream: Stream) -> Completion:
         """Enqueue the kernel (it starts when its stream reaches it)."""
-        return await stream.launch_kernel(self.kernel, 1, 1)
+        return await stream.launch_kernel(self._kernel, 1, 1)
 
     def release(self) -> None:
         """Let every run of the kernel, present and future, finish. Safe from any thread."""
@@ -124,17 +149,17 @@ class HeldKernel:
 
     def __repr__(self) -> str:
         state = "released" if self._gate.is_set() else "held"
-        return f"<HeldKernel {self.name!r} runs={self.runs} {state}>"
+        return f"<HeldKernel {self._name!r} runs={self._runs} {state}>"
 
 
-class GatedHost:
+class GatedHost(NoCopy):
     """An async host function that, on its k-th run, waits until the test opens gate k."""
 
     def __init__(self, name: str = "gate", log: list[str] | None = None) -> None:
         _check_log(log)
-        self.name = name
-        self.log = log
-        self.runs = 0
+        self._name = name
+        self._log = log
+        self._runs = 0
         self._gates: dict[int, asyncio.Event] = {}
         self._started: dict[int, asyncio.Event] = {}
         self._loops: list[asyncio.AbstractEventLoop] = []  # the loops its runs wait on
@@ -150,14 +175,33 @@ class GatedHost:
 
     async def __call__(self) -> None:
         _note_loop(self._loops)
-        run = self.runs
-        self.runs += 1
-        if self.log is not None:
-            self.log.append(f"{self.name} start {run}")
+        run = self._runs
+        self._runs += 1
+        if self._log is not None:
+            self._log.append(f"{self._name} start {run}")
         self._event(self._started, run).set()
         await self._event(self._gates, run).wait()
-        if self.log is not None:
-            self.log.append(f"{self.name} end {run}")
+        if self._log is not None:
+            self._log.append(f"{self._name} end {run}")
+
+    # Read-only, as a HeldKernel's are: each run waits on the gate numbered by ``runs``, so
+    # ``runs`` set back let the next run through a gate already opened, and set ahead made it
+    # wait on one the test never opens.
+
+    @property
+    def name(self) -> str:
+        """The name its log lines start with."""
+        return self._name
+
+    @property
+    def log(self) -> list[str] | None:
+        """The list its runs append ``"<name> start <run>"`` and ``"<name> end <run>"`` to."""
+        return self._log
+
+    @property
+    def runs(self) -> int:
+        """How many runs have begun."""
+        return self._runs
 
     def open(self, run: int = 0) -> None:
         """Let run ``run`` (counted from 0) return. Safe from any thread.
@@ -181,7 +225,7 @@ class GatedHost:
 
     def __repr__(self) -> str:
         opened = sorted(run for run, gate in self._gates.items() if gate.is_set())
-        return f"<GatedHost {self.name!r} runs={self.runs} open={opened}>"
+        return f"<GatedHost {self._name!r} runs={self._runs} open={opened}>"
 
     async def started(self, run: int = 0) -> None:
         """Wait until run ``run`` has begun (its queue is then held).
@@ -236,7 +280,7 @@ def _set_event(event: asyncio.Event, loops: list[asyncio.AbstractEventLoop]) -> 
         event.set()
 
 
-class Interleave:
+class Interleave(NoCopy):
     """Deterministic interleaving: named tasks take turns in the order given.
 
     A task calls ``await turns.turn(name)`` at each point where it may be interleaved. The call
@@ -270,8 +314,8 @@ class Interleave:
         for name in names:
             if not isinstance(name, str):  # ``turn`` takes a str: this entry never comes
                 raise TypeError(f"Interleave's names must be str, got {name!r}")
-        self.order = names
-        self.position = 0
+        self._order = names
+        self._position = 0
         # One lock over the order, the holder and the waiters: tasks of several loops (threads)
         # may take turns; every decision is made under it, the waiting is done outside it.
         self._lock = threading.Lock()
@@ -280,6 +324,23 @@ class Interleave:
         self._waiters: dict[str, asyncio.Future[None]] = {}
         self._watched: weakref.WeakSet[asyncio.Task[object]] = weakref.WeakSet()
         # ^ the tasks whose end releases their turn (each gets one done-callback)
+
+    # Where the order stands changes only with the turns taken: ``position`` set back made
+    # a task wait behind a turn already taken, for ever; ``order`` handed out as the list
+    # the turns are read from let a test's change to it skip or repeat turns.
+
+    @property
+    def order(self) -> list[str]:
+        """The names in the order their turns come (a copy: the turns go by the original).
+
+        A task cancelled while it waits leaves it: its remaining entries are dropped."""
+        with self._lock:
+            return list(self._order)
+
+    @property
+    def position(self) -> int:
+        """How many turns of :attr:`order` have been taken or ended."""
+        return self._position
 
     async def turn(self, name: str) -> None:
         loop = running_loop()  # under trio: a clear error, not asyncio's bare one
@@ -295,12 +356,13 @@ class Interleave:
                 self._advance_locked()
         while True:
             with self._lock:
-                if self.position >= len(self.order) or self.order[self.position] == name:
-                    if self.position < len(self.order):
+                if self._position >= len(self._order) or self._order[self._position] == name:
+                    if self._position < len(self._order):
                         self._hold_locked(name, task)
                     return
-                if name not in self.order[self.position :]:
-                    raise ValueError(f"{name!r} has no turn left in {self.order[self.position :]}")
+                left = self._order[self._position :]
+                if name not in left:
+                    raise ValueError(f"{name!r} has no turn left in {left}")
                 if name in self._waiters:
                     raise ValueError(f"another task already waits for {name!r}'s turn")
                 future = loop.create_future()
@@ -336,8 +398,8 @@ class Interleave:
         with self._lock:
             if self._waiters.get(name) is future:
                 del self._waiters[name]
-            done, rest = self.order[: self.position], self.order[self.position :]
-            self.order = done + [entry for entry in rest if entry != name]
+            done, rest = self._order[: self._position], self._order[self._position :]
+            self._order = done + [entry for entry in rest if entry != name]
             if self._holder == name:
                 self._holder = None
                 self._holder_task = None
@@ -345,14 +407,14 @@ class Interleave:
                 self._wake_current_locked()
 
     def _advance_locked(self) -> None:
-        self.position += 1
+        self._position += 1
         self._holder = None
         self._holder_task = None
         self._wake_current_locked()
 
     def _wake_current_locked(self) -> None:
-        if self.position < len(self.order):
-            future = self._waiters.pop(self.order[self.position], None)
+        if self._position < len(self._order):
+            future = self._waiters.pop(self._order[self._position], None)
             if future is not None:
                 _resolve_soon(future)
         else:
@@ -361,7 +423,7 @@ class Interleave:
             self._waiters.clear()
 
     def __repr__(self) -> str:
-        return f"<Interleave at {self.position}/{len(self.order)} holder={self._holder!r}>"
+        return f"<Interleave at {self._position}/{len(self._order)} holder={self._holder!r}>"
 
 
 async def loop_turns(turns: int = 4) -> None:

@@ -68,7 +68,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from ..core.lifecycle import safe_repr
+from ..core.lifecycle import NoCopy, safe_repr
 from ..core.scoped import Scoped
 from ..device import hooks
 from ..device.host_function import running_host_function
@@ -159,7 +159,7 @@ class RaceCheckStatistics:
     reports: int
 
 
-class RaceCheck:
+class RaceCheck(NoCopy):
     """What ``ahg.race_check()`` yields: the reports found inside its block.
 
     Attributes:
