@@ -20,6 +20,8 @@ fixture's test it was armed in):
 
 Faults count what they did (``hits``), so a test can assert the fault fired. They are
 process-wide, like the devices table: faults on a named kernel keep concurrent tests apart.
+Devices on several threads consult one fault at once: a fault takes each of its ``count``
+under a lock, so exactly ``count`` of them fire, whichever threads ask.
 Each also decorates a test, ``async def`` ones included (the fault is on while the whole
 coroutine runs; see :mod:`ahipgraph.core.scoped`).
 """
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -99,17 +102,32 @@ class KernelFault(hooks.Observer):
         self.remaining = count
         self.name = name
         self.hits = 0
+        # Kernels of devices on several threads (loops) ask at once: the check of what is left
+        # and its decrement are one step, or two of them could take the last one.
+        self._lock = threading.Lock()
 
-    def _matches(self, op: Op) -> str | None:
+    def _wanted(self, op: Op) -> str | None:
+        """The name of ``op``'s kernel if the filter matches it (nothing taken yet)."""
         kernel = _kernel_name(op)
         if kernel is None or (self.name is not None and kernel != self.name):
             return None
+        return kernel
+
+    def _take_locked(self) -> bool:
+        """Take one of what is left (the lock held); False once none is."""
         if self.remaining is not None:
             if self.remaining <= 0:
-                return None
+                return False
             self.remaining -= 1
         self.hits += 1
-        return kernel
+        return True
+
+    def _matches(self, op: Op) -> str | None:
+        kernel = self._wanted(op)
+        if kernel is None:
+            return None
+        with self._lock:
+            return kernel if self._take_locked() else None
 
     def op_starting(self, program: Program, op: Op) -> Any:
         kernel = self._matches(op)
@@ -123,7 +141,10 @@ class KernelFault(hooks.Observer):
 
 
 class KernelHang(KernelFault):
-    """Holds matching kernel dispatches until :meth:`cancel`; see :func:`hang_kernels`."""
+    """Holds matching kernel dispatches until :meth:`cancel`; see :func:`hang_kernels`.
+
+    ``started`` is set when the first kernel hangs; ``hanging`` counts those still held.
+    """
 
     def __init__(self, count: int | None, name: str | None) -> None:
         super().__init__(count, name)
@@ -131,11 +152,15 @@ class KernelHang(KernelFault):
         self._hanging: list[asyncio.Future[None]] = []
 
     def op_starting(self, program: Program, op: Op) -> Any:
-        kernel = self._matches(op)
-        if kernel is None:
+        if self._wanted(op) is None:
             return None
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._hanging.append(future)
+        with self._lock:
+            # Taken and listed in one step: a cancel() on another thread finds this hang in
+            # the list, or comes before it was taken.
+            if not self._take_locked():
+                return None
+            self._hanging.append(future)
         self.started.set()
         return future
 
@@ -154,12 +179,14 @@ class KernelHang(KernelFault):
         and is failed on that loop's thread (a future resolved from another thread would not
         wake a loop asleep in its selector).
         """
+        with self._lock:
+            hanging, self._hanging = self._hanging, []
         cancelled = 0
         try:
             running = asyncio.get_running_loop()
         except RuntimeError:
             running = None
-        for future in self._hanging:
+        for future in hanging:
             loop = future.get_loop()
             if future.done() or loop.is_closed():
                 continue
@@ -171,7 +198,6 @@ class KernelHang(KernelFault):
                 except RuntimeError:  # the loop closed meanwhile: nobody waits any more
                     continue
             cancelled += 1
-        self._hanging.clear()
         return cancelled
 
 
@@ -196,6 +222,9 @@ class AllocationFault(hooks.Observer):
         self.device = device
         self.nbytes = nbytes
         self.hits = 0
+        # Allocations of devices on several threads ask at once (each device's allocator lock
+        # covers its own only): what is left is checked and taken in one step.
+        self._lock = threading.Lock()
 
     def allocating(self, memory: DeviceMemory, nbytes: int) -> None:
         # Called with the allocator's lock held: read nothing from ``memory`` but plain fields.
@@ -203,11 +232,12 @@ class AllocationFault(hooks.Observer):
             return
         if self.nbytes is not None and nbytes != self.nbytes:
             return
-        if self.remaining is not None:
-            if self.remaining <= 0:
-                return
-            self.remaining -= 1
-        self.hits += 1
+        with self._lock:
+            if self.remaining is not None:
+                if self.remaining <= 0:
+                    return
+                self.remaining -= 1
+            self.hits += 1
         raise OutOfMemory(
             f"device {memory._ordinal}: injected fault refused an allocation of {nbytes} bytes"
         )

@@ -1,0 +1,99 @@
+"""Leftovers of the testing kit and the trace, each pinned by the behaviour a user expects.
+
+* A fault's ``count`` was checked and taken in two steps: devices on two threads could both
+  take the last one, and a ``cancel()`` on another thread could miss a hang being listed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+
+import pytest
+
+import ahipgraph as ahg
+from ahipgraph import testing
+
+
+@ahg.kernel(name="leftover")
+def leftover(t: ahg.Threads, x: ahg.Ptr[ahg.int32]) -> None:
+    x[0] += 1
+
+
+@ahg.kernel(name="leftover_noop")
+def leftover_noop(t: ahg.Threads) -> None:
+    pass
+
+
+def _value(device: ahg.Device, x: ahg.DevicePtr) -> int:
+    return int(device.view(x, "int32", 1)[0])
+
+
+# -- fault counts taken from several threads ---------------------------------------------------
+
+
+class _MeetingCount(int):
+    """A fault's ``remaining`` whose comparison waits for another thread to compare too.
+
+    It opens, on purpose, the window a thread switch (or a free-threaded build) opens at any
+    point between a fault's check of what is left and its decrement. A fault that takes its
+    count in one locked step lets only one thread in: the other never comes, and the wait ends
+    at its timeout. ``remaining - 1`` is a plain int: only the first comparisons meet.
+    """
+
+    barrier: threading.Barrier
+
+    def __le__(self, other: int) -> bool:
+        # Broken at the timeout: the other thread could not get in (the count is locked).
+        with contextlib.suppress(threading.BrokenBarrierError):
+            self.barrier.wait(timeout=0.3)
+        return int(self) <= other
+
+
+def _meeting(count: int, threads: int) -> _MeetingCount:
+    remaining = _MeetingCount(count)
+    remaining.barrier = threading.Barrier(threads)
+    return remaining
+
+
+def test_exactly_count_allocation_faults_fire_from_two_threads() -> None:
+    with testing.fresh_devices(2) as devices:
+        refused: list[int] = []
+        with testing.fail_allocations(1, nbytes=48) as fault:
+            fault.remaining = _meeting(1, 2)
+
+            def allocate(device: ahg.Device) -> None:
+                try:
+                    ptr = device.malloc(48)
+                except ahg.OutOfMemory:
+                    refused.append(device.ordinal)
+                else:
+                    device.free(ptr)
+
+            assert testing.run_together(*(lambda d=d: allocate(d) for d in devices)) == []
+        assert (len(refused), fault.hits, fault.remaining) == (1, 1, 0)
+        assert [d.memory_info()[0] for d in devices] == [d.memory_info()[1] for d in devices]
+
+
+def test_exactly_count_kernel_faults_fire_from_devices_on_two_threads() -> None:
+    with testing.fresh_devices(2) as devices:
+        failed: list[int] = []
+
+        async def launch(device: ahg.Device) -> None:
+            stream = device.create_stream()
+            try:
+                done = await stream.launch_kernel(leftover_noop, 1, 1, ())
+                try:
+                    await done
+                except ahg.LaunchFailure:
+                    failed.append(device.ordinal)
+                    with pytest.raises(ahg.LaunchFailure):
+                        await stream.synchronize()
+            finally:
+                stream.destroy()
+
+        with testing.fail_kernels(1, name="leftover_noop") as fault:
+            fault.remaining = _meeting(1, 2)
+            errors = testing.run_together(*(lambda d=d: asyncio.run(launch(d)) for d in devices))
+        assert (len(failed), fault.hits, fault.remaining) == (1, 1, 0), errors
