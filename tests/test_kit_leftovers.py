@@ -1,5 +1,7 @@
 """Leftovers of the testing kit and the trace, each pinned by the behaviour a user expects.
 
+* ``hang_kernels().cancel()`` called before the hung kernel started did nothing: the kernel
+  then hung until the block ended. Cancelling now ends the fault, as the block's end does.
 * A fault's ``count`` was checked and taken in two steps: devices on two threads could both
   take the last one, and a ``cancel()`` on another thread could miss a hang being listed.
 """
@@ -28,6 +30,51 @@ def leftover_noop(t: ahg.Threads) -> None:
 
 def _value(device: ahg.Device, x: ahg.DevicePtr) -> int:
     return int(device.view(x, "int32", 1)[0])
+
+
+# -- hang_kernels().cancel() before the kernel starts -------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_a_hang_cancelled_after_the_launch_but_before_the_kernel_starts_does_not_hang_it(
+    device: ahg.Device,
+) -> None:
+    x = device.malloc(4)
+    device.view(x, "int32", 1)[0] = 0
+    stream = device.create_stream()
+    with testing.hang_kernels(1, name="leftover") as hang:
+        done = await stream.launch_kernel(leftover, 1, 1, (x,))  # enqueued, not started
+        assert hang.cancel() == 0  # nothing hung yet
+        async with asyncio.timeout(1):
+            await done
+        assert (hang.hits, hang.hanging, hang.started.is_set()) == (0, 0, False)
+    await stream.synchronize()  # no failure was left on the stream
+    assert _value(device, x) == 1
+    stream.destroy()
+    device.free(x)
+
+
+@pytest.mark.asyncio
+async def test_a_hang_of_every_kernel_cancelled_hangs_no_later_kernel(device: ahg.Device) -> None:
+    x = device.malloc(4)
+    device.view(x, "int32", 1)[0] = 0
+    stream = device.create_stream()
+    with testing.hang_kernels(None, name="leftover") as hang:
+        stuck = await stream.launch_kernel(leftover, 1, 1, (x,))
+        await hang.started.wait()
+        assert hang.cancel() == 1
+        with pytest.raises(ahg.LaunchFailure, match="hung kernel cancelled"):
+            await stuck
+        later = await stream.launch_kernel(leftover, 1, 1, (x,))
+        async with asyncio.timeout(1):
+            await later  # runs: the cancelled fault hangs nothing more, as after its block
+        assert (hang.hits, hang.hanging, hang.remaining) == (1, 0, 0)
+        assert repr(hang) == "<KernelHang name='leftover' left=0 hits=1 hanging=0>"
+    with pytest.raises(ahg.LaunchFailure):
+        await stream.synchronize()  # the cancelled hang's failure, reported once
+    assert _value(device, x) == 1
+    stream.destroy()
+    device.free(x)
 
 
 # -- fault counts taken from several threads ---------------------------------------------------

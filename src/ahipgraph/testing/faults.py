@@ -12,7 +12,8 @@ fixture's test it was armed in):
   argument arena, a graph memory-alloc node) raise :class:`~ahipgraph.OutOfMemory` before
   anything is charged;
 * :func:`hang_kernels` — the next matching kernels hold their queue until the test calls
-  :meth:`KernelHang.cancel` (or the block ends); they then complete with ``LaunchFailure``;
+  :meth:`KernelHang.cancel` (or the block ends); they then complete with ``LaunchFailure``,
+  and the fault hangs no more kernels;
 * :func:`exhaust_signal_sets` — every free signal set of an executable is taken for the block
   and given back at its end: a pool that waits (the default ``signal_set_policy="wait"``)
   makes launches park (``launch_nowait`` raises :class:`~ahipgraph.NotReady`), a pool that
@@ -156,8 +157,8 @@ class KernelHang(KernelFault):
             return None
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         with self._lock:
-            # Taken and listed in one step: a cancel() on another thread finds this hang in
-            # the list, or comes before it was taken.
+            # Taken and listed in one step: a cancel() on another thread either finds this
+            # hang in the list, or ended the fault first and this kernel runs normally.
             if not self._take_locked():
                 return None
             self._hanging.append(future)
@@ -173,13 +174,20 @@ class KernelHang(KernelFault):
         return f"{super().__repr__()[:-1]} hanging={self.hanging}>"
 
     def cancel(self) -> int:
-        """Fail every hung kernel (``LaunchFailure``) so its queue moves on; return how many.
+        """End the hang: fail every hung kernel (``LaunchFailure``) so its queue moves on,
+        and hang no kernel after it; return how many hung kernels were failed.
+
+        As at the block's end, a matching kernel that starts after ``cancel()`` runs normally,
+        one already enqueued but not started yet included: cancelling before the kernel
+        starts means it does not hang (``cancel()`` then returns 0). To see a hung kernel
+        fail, ``await fault.started.wait()`` before cancelling.
 
         Safe from any thread: a hung kernel's future belongs to the loop running its device,
         and is failed on that loop's thread (a future resolved from another thread would not
         wake a loop asleep in its selector).
         """
         with self._lock:
+            self.remaining = 0
             hanging, self._hanging = self._hanging, []
         cancelled = 0
         try:
@@ -288,7 +296,9 @@ def hang_kernels(count: int | None = 1, *, name: str | None = None) -> Iterator[
     """Make the next ``count`` matching kernels hold their queue until ``cancel()``.
 
     A hung kernel completes with ``LaunchFailure`` once cancelled; the block's end cancels
-    whatever still hangs, so nothing is left behind.
+    whatever still hangs, so nothing is left behind. ``cancel()`` ends the fault as the
+    block's end does: no kernel hangs after it, one enqueued before it but not yet started
+    included (see :meth:`KernelHang.cancel`).
     """
     fault = KernelHang(count, name)
     try:
