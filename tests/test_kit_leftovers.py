@@ -4,12 +4,15 @@
   then hung until the block ended. Cancelling now ends the fault, as the block's end does.
 * A fault's ``count`` was checked and taken in two steps: devices on two threads could both
   take the last one, and a ``cancel()`` on another thread could miss a hang being listed.
+* A trace's counter sample of a host change, stamped at the host's clock, came before an
+  earlier-made sample at a later device time: the file's counter track ended on a stale value.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import threading
 
 import pytest
@@ -144,3 +147,50 @@ def test_exactly_count_kernel_faults_fire_from_devices_on_two_threads() -> None:
             fault.remaining = _meeting(1, 2)
             errors = testing.run_together(*(lambda d=d: asyncio.run(launch(d)) for d in devices))
         assert (len(failed), fault.hits, fault.remaining) == (1, 1, 0), errors
+
+
+# -- trace counters and a host change at an earlier host time ----------------------------------
+
+
+def _slow_kernel_graph() -> ahg.Graph:
+    def body(t: ahg.Threads) -> None:
+        pass
+
+    graph = ahg.Graph()
+    graph.add_kernel_node(ahg.Kernel(body, name="slow", duration_ns=5000), 1, 1, ())
+    return graph
+
+
+@pytest.mark.asyncio
+async def test_a_host_allocation_after_a_later_device_sample_is_the_counters_last_value(
+    device: ahg.Device,
+) -> None:
+    """A launch's completion is sampled at its device time (5 us on); the host, its clock
+    still at 0, then allocates and enqueues, sampled at 0. The file sorts by time, so the
+    completion's older figure stood last: the memory track ended on a value the device no
+    longer had."""
+    first, second = device.create_stream(), device.create_stream()
+    graph = _slow_kernel_graph()
+    graph_exec = graph.instantiate()
+    with ahg.tracing() as trace:
+        await graph_exec.launch(first)
+        await testing.loop_turns()  # the launch completes at its device time
+        assert device.clock.now < 5000  # the host has not observed it
+        ptr = device.malloc(1024)
+        await second.memset(ptr, 0, 1024)  # a host call sampled at the host's time
+        await device.synchronize()
+        in_use = device.memory.bytes_in_use
+    written = [
+        e["args"]["value"]
+        for e in json.loads(trace.dumps())["traceEvents"]
+        if e.get("name") == "device memory in use"
+    ]
+    assert written[-1] == in_use
+    times = [c.time_ns for c in trace.counters]
+    assert times == sorted(times)
+    assert trace.counters[-1].memory_bytes == in_use
+    device.free(ptr)
+    graph_exec.destroy()
+    graph.destroy()
+    first.destroy()
+    second.destroy()

@@ -9,7 +9,8 @@ that waited for signals. From that it builds plain records:
 * :class:`FlowRecord` — "this barrier waited for the signal that op reached";
 * :class:`EnqueueRecord` — a host enqueue, at the host's simulated time;
 * :class:`CounterRecord` — signal sets in use, kernel-argument arena bytes and device memory in
-  use, sampled whenever one of them may have changed, and once more when tracing stops.
+  use, sampled whenever one of them may have changed, and once more when tracing stops; a
+  device's samples are in time order, each at least as late as the one before it.
 
 :meth:`Trace.save` writes the Chrome Trace Event format (Perfetto, chrome://tracing): a process
 per device, a track per hardware queue, and a host track. Every number in the file is simulated
@@ -392,7 +393,8 @@ class _Recorder(hooks.Observer):
             weakref.WeakKeyDictionary()
         )
         self.closed = False
-        self._last_counter: dict[int, tuple[int, int, int]] = {}
+        # ordinal -> (time, values) of the device's last counter sample
+        self._last_counter: dict[int, tuple[int, tuple[int, int, int]]] = {}
         # program -> (position, time) of the op it runs, as it first started (each program's
         # entry is touched only on its own loop's thread)
         self._first_run: dict[Program, tuple[int, int]] = {}
@@ -612,9 +614,17 @@ class _Recorder(hooks.Observer):
         sets = sum(e.pool.in_use for e in known if e.device is device)
         values = (sets, reserved_on(device), device.memory.bytes_in_use)
         with self._lock:
-            if not self.closed and self._last_counter.get(device.ordinal) != values:
-                self._last_counter[device.ordinal] = values
-                self.trace.counters.append(CounterRecord(device.ordinal, time_ns, *values))
+            last = self._last_counter.get(device.ordinal)
+            if self.closed or (last is not None and last[1] == values):
+                return  # the block ended meanwhile (on another thread), or nothing moved
+            if last is not None:
+                # A packet's completion is sampled at its device time, ahead of the host's
+                # clock; a host change seen after it (a malloc, then a call sampled at the
+                # host's earlier time) is the newest value: stamped before that sample, it
+                # came first in the file's time order and the older value stood after it.
+                time_ns = max(time_ns, last[0])
+            self._last_counter[device.ordinal] = (time_ns, values)
+            self.trace.counters.append(CounterRecord(device.ordinal, time_ns, *values))
 
     def finish(self) -> None:
         """Tracing stops: a last sample of every device the trace saw."""
