@@ -6,6 +6,7 @@
   take the last one, and a ``cancel()`` on another thread could miss a hang being listed.
 * A trace's counter sample of a host change, stamped at the host's clock, came before an
   earlier-made sample at a later device time: the file's counter track ended on a stale value.
+* ``GatedHost.open_all(2**64)`` made gates one by one for ever.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import asyncio
 import contextlib
 import json
 import threading
+import time
 
 import pytest
 
@@ -194,3 +196,54 @@ async def test_a_host_allocation_after_a_later_device_sample_is_the_counters_las
     graph.destroy()
     first.destroy()
     second.destroy()
+
+
+# -- counts without a natural end: GatedHost.open_all ----------------------
+
+
+@pytest.mark.asyncio
+async def test_gated_host_open_all_of_2_to_the_64_opens_every_run_at_once(
+    device: ahg.Device,
+) -> None:
+    """``open_all(runs)`` made the gates of runs 0 .. runs - 1 one by one: 2**64 never returned."""
+    stream = device.create_stream()
+    gate = testing.GatedHost("g")
+    started = time.perf_counter()
+    gate.open_all(2**64)
+    assert time.perf_counter() - started < 0.1
+    for _ in range(3):
+        await stream.launch_host_func(gate)
+    async with asyncio.timeout(1):
+        await stream.synchronize()
+    assert repr(gate) == f"<GatedHost 'g' runs=3 open=[0..{2**64 - 1}]>"
+    stream.destroy()
+
+
+@pytest.mark.asyncio
+async def test_gated_host_open_all_opens_runs_already_waiting_and_those_to_come(
+    device: ahg.Device,
+) -> None:
+    stream = device.create_stream()
+    gate = testing.GatedHost("g")
+    gate.open(5)
+    first = await stream.launch_host_func(gate)
+    await gate.started(0)
+    gate.open_all(3)
+    assert repr(gate) == "<GatedHost 'g' runs=1 open=[0, 1, 2, 5]>"
+    for _ in range(2):
+        await stream.launch_host_func(gate)
+    async with asyncio.timeout(1):
+        await first
+        await stream.synchronize()  # runs 1 and 2, their gates made open when they came
+    fourth = await stream.launch_host_func(gate)  # run 3: not covered
+    await gate.started(3)
+    await testing.loop_turns()
+    assert not fourth.done()
+    gate.open(3)
+    async with asyncio.timeout(1):
+        await fourth
+    with pytest.raises(ValueError, match="at least 0"):
+        gate.open_all(-1)
+    with pytest.raises(TypeError):
+        gate.open_all(True)
+    stream.destroy()

@@ -138,6 +138,11 @@ class GatedHost:
         self._gates: dict[int, asyncio.Event] = {}
         self._started: dict[int, asyncio.Event] = {}
         self._loops: list[asyncio.AbstractEventLoop] = []  # the loops its runs wait on
+        # Gates of runs below this are open, made or not (``open_all`` makes none: a count of
+        # 2**64 made gates, one by one, for ever). The lock makes a gate and reads this bound
+        # in one step, so a run on another thread never makes a closed gate after it moved.
+        self._open_below = 0
+        self._lock = threading.Lock()
 
     @staticmethod
     def _event(table: dict[int, asyncio.Event], run: int) -> asyncio.Event:
@@ -148,6 +153,14 @@ class GatedHost:
             raise ValueError(f"run must be at least 0 (runs are counted from 0), got {run}")
         return table.setdefault(run, _AnyLoopEvent())
 
+    def _gate(self, run: int) -> asyncio.Event:
+        """Run ``run``'s gate (checked as :meth:`_event`), open if ``open_all`` covered it."""
+        with self._lock:
+            gate = self._event(self._gates, run)
+            if run < self._open_below:
+                gate.set()  # a gate made after open_all() covered it (set() wakes any loop)
+            return gate
+
     async def __call__(self) -> None:
         _note_loop(self._loops)
         run = self.runs
@@ -155,7 +168,7 @@ class GatedHost:
         if self.log is not None:
             self.log.append(f"{self.name} start {run}")
         self._event(self._started, run).set()
-        await self._event(self._gates, run).wait()
+        await self._gate(run).wait()
         if self.log is not None:
             self.log.append(f"{self.name} end {run}")
 
@@ -165,10 +178,11 @@ class GatedHost:
         Raises:
             TypeError / ValueError: ``run`` is not an int of at least 0 (bools refused).
         """
-        _set_event(self._event(self._gates, run), self._loops)
+        _set_event(self._gate(run), self._loops)
 
     def open_all(self, runs: int) -> None:
-        """Open the gates of runs ``0 .. runs - 1``.
+        """Open the gates of runs ``0 .. runs - 1``, in constant time and memory: a gate not
+        made yet is made open when its run comes (``open_all(2**64)`` opens every run).
 
         Raises:
             TypeError / ValueError: ``runs`` is not an int of at least 0 (bools refused).
@@ -176,12 +190,19 @@ class GatedHost:
         runs = as_int(runs, "runs")
         if runs < 0:
             raise ValueError(f"runs must be at least 0, got {runs}")
-        for run in range(runs):
-            self.open(run)
+        with self._lock:
+            self._open_below = max(self._open_below, runs)
+            made = [gate for run, gate in self._gates.items() if run < runs]
+        for gate in made:
+            _set_event(gate, self._loops)
 
     def __repr__(self) -> str:
-        opened = sorted(run for run, gate in self._gates.items() if gate.is_set())
-        return f"<GatedHost {self.name!r} runs={self.runs} open={opened}>"
+        with self._lock:  # a run on another thread may be making its gate
+            below = self._open_below
+            opened = sorted(r for r, gate in self._gates.items() if r >= below and gate.is_set())
+        shown = [str(r) for r in range(below)] if below <= 8 else [f"0..{below - 1}"]
+        shown += map(str, opened)
+        return f"<GatedHost {self.name!r} runs={self.runs} open=[{', '.join(shown)}]>"
 
     async def started(self, run: int = 0) -> None:
         """Wait until run ``run`` has begun (its queue is then held).
