@@ -6,16 +6,19 @@
   take the last one, and a ``cancel()`` on another thread could miss a hang being listed.
 * A trace's counter sample of a host change, stamped at the host's clock, came before an
   earlier-made sample at a later device time: the file's counter track ended on a stale value.
-* ``GatedHost.open_all(2**64)`` made gates one by one for ever.
+* ``GatedHost.open_all(2**64)`` made gates one by one for ever; ``Interleave`` read an endless
+  iterable for ever, holding the interpreter.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import threading
 import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -198,7 +201,7 @@ async def test_a_host_allocation_after_a_later_device_sample_is_the_counters_las
     second.destroy()
 
 
-# -- counts without a natural end: GatedHost.open_all ----------------------
+# -- counts without a natural end: GatedHost.open_all, Interleave's order ----------------------
 
 
 @pytest.mark.asyncio
@@ -247,3 +250,27 @@ async def test_gated_host_open_all_opens_runs_already_waiting_and_those_to_come(
     with pytest.raises(TypeError):
         gate.open_all(True)
     stream.destroy()
+
+
+def test_interleave_refuses_an_endless_order_without_reading_it_for_ever() -> None:
+    """``Interleave(itertools.cycle(["a", "b"]))`` read its iterable for ever, in one C call
+    that held the interpreter: the process only grew. The order is read up to a bound."""
+    drawn = 0
+
+    def endless() -> Iterator[str]:
+        nonlocal drawn
+        while True:
+            drawn += 1
+            assert drawn <= 2 * testing.Interleave.MAX_TURNS, "read past any bound"
+            yield "a"
+
+    with pytest.raises(ValueError, match="at most 1,000,000 turns"):
+        testing.Interleave("b", endless())
+    assert drawn == testing.Interleave.MAX_TURNS
+    with pytest.raises(ValueError, match="at most 1,000,000 turns"):
+        testing.Interleave(itertools.cycle(["a", "b"]))
+    assert len(testing.Interleave(["a", "b"] * 1000).order) == 2000
+    with pytest.raises(TypeError, match="iterables of names, got None"):
+        testing.Interleave("a", None)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="names must be str, got 0"):
+        testing.Interleave(range(10**30))  # type: ignore[arg-type]

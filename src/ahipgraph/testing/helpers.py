@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import itertools
 import threading
 import weakref
 from collections.abc import Callable, Iterable
@@ -279,18 +280,40 @@ class Interleave:
       another thread.
 
     Raises:
-        ValueError: (from ``turn``) ``name`` has no turn left in the order, so it would wait
-            forever; another task already waits under ``name``, or holds ``name``'s turn;
+        TypeError: (at construction) an entry of the order is not a str or an iterable of str.
+        ValueError: (at construction) the order holds more than :attr:`MAX_TURNS` turns, as
+            an endless iterable (``itertools.cycle``) would: it was read for ever, holding the
+            interpreter. (From ``turn``) ``name`` has no turn left in the order, so it would
+            wait forever; another task already waits under ``name``, or holds ``name``'s turn;
             the test is wrong, and says so instead of hanging.
     """
+
+    MAX_TURNS = 1_000_000
+    """The longest order taken: far more turns than a test writes out, and a bound that
+    stops an endless iterable at once."""
 
     def __init__(self, *order: str | Iterable[str]) -> None:
         names: list[str] = []
         for item in order:
-            names.extend([item] if isinstance(item, str) else item)
+            if isinstance(item, str):
+                names.append(item)
+                continue
+            try:
+                entries = iter(item)
+            except TypeError:
+                raise TypeError(
+                    f"Interleave takes names (str) and iterables of names, got {item!r}"
+                ) from None
+            names.extend(itertools.islice(entries, self.MAX_TURNS + 1 - len(names)))
+            if len(names) > self.MAX_TURNS:
+                break
         for name in names:
             if not isinstance(name, str):  # ``turn`` takes a str: this entry never comes
                 raise TypeError(f"Interleave's names must be str, got {name!r}")
+        if len(names) > self.MAX_TURNS:
+            raise ValueError(
+                f"Interleave takes at most {self.MAX_TURNS:,} turns (an endless iterable?)"
+            )
         self.order = names
         self.position = 0
         # One lock over the order, the holder and the waiters: tasks of several loops (threads)
