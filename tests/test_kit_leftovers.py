@@ -8,6 +8,7 @@
   earlier-made sample at a later device time: the file's counter track ended on a stale value.
 * ``GatedHost.open_all(2**64)`` made gates one by one for ever; ``Interleave`` read an endless
   iterable for ever, holding the interpreter.
+* ``run_together`` returned its targets' exceptions in the order raised, naming no target.
 """
 
 from __future__ import annotations
@@ -274,3 +275,28 @@ def test_interleave_refuses_an_endless_order_without_reading_it_for_ever() -> No
         testing.Interleave("a", None)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="names must be str, got 0"):
         testing.Interleave(range(10**30))  # type: ignore[arg-type]
+
+
+# -- run_together: which target raised ---------------------------------------------------------
+
+
+def test_run_together_names_the_target_of_each_exception_in_the_targets_order() -> None:
+    """The exceptions came in the order they were raised, which changes from run to run, and
+    nothing said which target raised which: a thread race's failure named no side."""
+    second_raised = threading.Event()
+
+    def first() -> None:
+        second_raised.wait(timeout=5)  # raised after the second target's
+        raise KeyError("first")
+
+    def second() -> None:
+        try:
+            raise ValueError("second")
+        finally:
+            second_raised.set()
+
+    errors = testing.run_together(first, lambda: None, second)
+    assert [type(e) for e in errors] == [KeyError, ValueError]
+    assert errors[0].__notes__ == [f"raised by run_together's target 1 of 3: {first!r}"]
+    assert errors[1].__notes__ == [f"raised by run_together's target 3 of 3: {second!r}"]
+    assert testing.run_together(lambda: None) == []

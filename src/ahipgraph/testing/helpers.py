@@ -31,6 +31,7 @@ from ..core.callables import makes_generator
 from ..core.ints import as_int
 from ..device.engine import running_loop
 from ..device.kernel import Kernel, Threads
+from ..device.ops import user_repr
 
 if TYPE_CHECKING:
     from ..runtime.completion import Completion
@@ -432,6 +433,11 @@ async def loop_turns(turns: int = 4) -> None:
 def run_together(*targets: Callable[[], object]) -> list[BaseException]:
     """Run each target on its own thread, all released at once; return what they raised.
 
+    The exceptions come in the order of the targets that raised them (not the order they
+    were raised in, which changes from run to run), and each carries a note naming its
+    target, ``raised by run_together's target 2 of 3: <function ...>``, shown in its
+    traceback when the test raises it again.
+
     A target is called, not awaited: an ``async def`` function runs on its thread's own loop
     when the target says so, as ``lambda: asyncio.run(main())``. A target that returns a
     coroutine anyway ran nothing: its coroutine is closed and a ``TypeError`` saying so is
@@ -454,10 +460,10 @@ def run_together(*targets: Callable[[], object]) -> list[BaseException]:
                 f"run_together calls its targets and does not iterate or await what they "
                 f"return, so {target!r} would run nothing: pass lambda: asyncio.run(...)"
             )
-    errors: list[BaseException] = []
+    errors: list[tuple[int, BaseException]] = []  # (target's position, what it raised)
     start = threading.Barrier(len(targets))
 
-    def body(target: Callable[[], object]) -> None:
+    def body(index: int, target: Callable[[], object]) -> None:
         try:
             start.wait()
         except threading.BrokenBarrierError:
@@ -465,15 +471,20 @@ def run_together(*targets: Callable[[], object]) -> list[BaseException]:
         try:
             result = target()
         except BaseException as exc:
-            errors.append(exc)
+            errors.append((index, exc))
             return
         if inspect.iscoroutine(result):
             result.close()  # never run: closed, so it does not warn "never awaited" later
             errors.append(
-                TypeError(f"run_together's target {target!r} returned a coroutine, never run")
+                (
+                    index,
+                    TypeError(
+                        f"run_together's target {user_repr(target)} returned a coroutine, never run"
+                    ),
+                )
             )
 
-    threads = [threading.Thread(target=body, args=(t,)) for t in targets]
+    threads = [threading.Thread(target=body, args=(k, t)) for k, t in enumerate(targets)]
     started: list[threading.Thread] = []
     try:
         for thread in threads:
@@ -488,7 +499,13 @@ def run_together(*targets: Callable[[], object]) -> list[BaseException]:
         raise
     for thread in threads:
         thread.join()
-    return errors
+    errors.sort(key=lambda raised: raised[0])
+    for index, error in errors:
+        error.add_note(
+            f"raised by run_together's target {index + 1} of {len(targets)}: "
+            f"{user_repr(targets[index])}"
+        )
+    return [error for _, error in errors]
 
 
 def _resolve_soon(future: asyncio.Future[None]) -> None:
