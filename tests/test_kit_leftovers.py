@@ -300,3 +300,24 @@ def test_run_together_names_the_target_of_each_exception_in_the_targets_order() 
     assert errors[0].__notes__ == [f"raised by run_together's target 1 of 3: {first!r}"]
     assert errors[1].__notes__ == [f"raised by run_together's target 3 of 3: {second!r}"]
     assert testing.run_together(lambda: None) == []
+
+
+# -- Interleave: a name that is not a str ------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_interleave_turn_and_done_refuse_a_name_that_is_not_a_str() -> None:
+    """``None`` matched the holder of no turn: ``done(None)`` skipped the next task's turn and
+    ``turn(None)`` said the turn of None was held by another task."""
+    turns = testing.Interleave("a", "b")
+    for name in (None, 1, b"a"):
+        with pytest.raises(TypeError, match="named by a str"):
+            turns.done(name)  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="named by a str"):
+            await turns.turn(name)  # type: ignore[arg-type]
+    assert repr(turns) == "<Interleave at 0/2 holder=None>"
+    await turns.turn("a")  # the order is as it was: a's turn first
+    turns.done("a")
+    await turns.turn("b")
+    turns.done("b")
+    assert repr(turns) == "<Interleave at 2/2 holder=None>"

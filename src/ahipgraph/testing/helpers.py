@@ -281,7 +281,8 @@ class Interleave:
       another thread.
 
     Raises:
-        TypeError: (at construction) an entry of the order is not a str or an iterable of str.
+        TypeError: (at construction) an entry of the order is not a str or an iterable of str;
+            (from ``turn`` and ``done``) ``name`` is not a str.
         ValueError: (at construction) the order holds more than :attr:`MAX_TURNS` turns, as
             an endless iterable (``itertools.cycle``) would: it was read for ever, holding the
             interpreter. (From ``turn``) ``name`` has no turn left in the order, so it would
@@ -327,6 +328,7 @@ class Interleave:
         # ^ the tasks whose end releases their turn (each gets one done-callback)
 
     async def turn(self, name: str) -> None:
+        _check_turn_name(name)
         loop = running_loop()  # under trio: a clear error, not asyncio's bare one
         task = asyncio.current_task()
         with self._lock:
@@ -357,7 +359,12 @@ class Interleave:
                 raise
 
     def done(self, name: str) -> None:
-        """``name`` ends its turn without asking for another."""
+        """``name`` ends its turn without asking for another.
+
+        Raises:
+            TypeError: ``name`` is not a str.
+        """
+        _check_turn_name(name)
         with self._lock:
             if self._holder == name:
                 self._advance_locked()
@@ -407,6 +414,14 @@ class Interleave:
 
     def __repr__(self) -> str:
         return f"<Interleave at {self.position}/{len(self.order)} holder={self._holder!r}>"
+
+
+def _check_turn_name(name: object) -> None:
+    """Refuse a name that is not a str: no entry of an order has it. ``None`` also matched
+    the holder of no turn, so ``done(None)`` skipped the next task's turn, and ``turn(None)``
+    said the turn of None was held by another task."""
+    if not isinstance(name, str):
+        raise TypeError(f"an Interleave turn is named by a str, got {name!r}")
 
 
 async def loop_turns(turns: int = 4) -> None:
