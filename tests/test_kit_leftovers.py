@@ -321,3 +321,12 @@ async def test_interleave_turn_and_done_refuse_a_name_that_is_not_a_str() -> Non
     await turns.turn("b")
     turns.done("b")
     assert repr(turns) == "<Interleave at 2/2 holder=None>"
+
+
+def test_gated_host_refuses_a_name_that_is_not_a_str() -> None:
+    """``GatedHost(log)`` took the list for the name: the runs then logged nothing."""
+    log: list[str] = []
+    for name in (log, None, 1):
+        with pytest.raises(TypeError, match="name must be a str"):
+            testing.GatedHost(name)  # type: ignore[arg-type]
+    assert repr(testing.GatedHost("", log)) == "<GatedHost '' runs=0 open=[]>"

@@ -130,10 +130,22 @@ class HeldKernel:
 
 
 class GatedHost:
-    """An async host function that, on its k-th run, waits until the test opens gate k."""
+    """An async host function that, on its k-th run, waits until the test opens gate k.
+
+    Args:
+        name: shown in its log lines and repr.
+        log: if given, ``"<name> start <k>"`` and ``"<name> end <k>"`` are appended as run k
+            begins and ends.
+
+    Raises:
+        TypeError: ``name`` is not a str, or ``log`` is not a list or None.
+    """
 
     def __init__(self, name: str = "gate", log: list[str] | None = None) -> None:
         _check_log(log)
+        # ``GatedHost(log)`` took the list for the name, and the runs logged nothing.
+        if not isinstance(name, str):
+            raise TypeError(f"name must be a str, got {name!r}")
         self.name = name
         self.log = log
         self.runs = 0
