@@ -9,8 +9,10 @@ that waited for signals. From that it builds plain records:
 * :class:`FlowRecord` — "this barrier waited for the signal that op reached";
 * :class:`EnqueueRecord` — a host enqueue, at the host's simulated time;
 * :class:`CounterRecord` — signal sets in use, kernel-argument arena bytes and device memory in
-  use, sampled whenever one of them may have changed, and once more when tracing stops; a
-  device's samples are in time order, each at least as late as the one before it.
+  use, sampled as each packet is submitted (at the host's time) and completes (at its device
+  time), and once more when tracing stops: a host allocation shows at the next of those. A
+  device's samples are in time order, none stamped before the one before it, so the newest
+  value is always the track's last.
 
 :meth:`Trace.save` writes the Chrome Trace Event format (Perfetto, chrome://tracing): a process
 per device, a track per hardware queue, and a host track. Every number in the file is simulated
