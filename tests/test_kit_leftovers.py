@@ -330,3 +330,30 @@ def test_gated_host_refuses_a_name_that_is_not_a_str() -> None:
         with pytest.raises(TypeError, match="name must be a str"):
             testing.GatedHost(name)  # type: ignore[arg-type]
     assert repr(testing.GatedHost("", log)) == "<GatedHost '' runs=0 open=[]>"
+
+
+@pytest.mark.asyncio
+async def test_the_sets_of_an_executable_destroyed_while_its_launch_runs_are_counted(
+    device: ahg.Device,
+) -> None:
+    """An executable destroyed with a launch in flight is gone from the registry, which the
+    trace read as tracing began: its set in use read 0, and its completion moved nothing."""
+    stream, other = device.create_stream(), device.create_stream()
+    ptr = device.malloc(4)
+    held = testing.HeldKernel("held")
+    graph = ahg.Graph()
+    graph.add_kernel_node(held.kernel, 1, 1, ())
+    graph_exec = graph.instantiate()
+    done = await graph_exec.launch(stream)
+    await held.started.wait()
+    graph_exec.destroy()  # freed once the launch completes
+    with ahg.tracing() as trace:
+        await other.memset(ptr, 0, 4)  # a packet: a sample while the launch runs
+        held.release()
+        await done
+        await device.synchronize()
+    assert [c.signal_sets_in_use for c in trace.counters] == [1, 0]
+    device.free(ptr)
+    graph.destroy()
+    stream.destroy()
+    other.destroy()

@@ -387,9 +387,7 @@ class _Recorder(hooks.Observer):
         # The executables whose launches held signal sets as tracing began: with those it
         # numbers (launched since), the only ones whose sets in use can move, so a sample
         # reads a few executables rather than every live one.
-        self._busy_before: weakref.WeakSet[GraphExec] = weakref.WeakSet(
-            graph_exec for graph_exec in EXECS.live_objects() if graph_exec.pool.in_use
-        )
+        self._busy_before = _busy_executables()
         # executable -> strand -> op position -> node label
         self._node_labels: weakref.WeakKeyDictionary[GraphExec, dict[int, dict[int, str]]] = (
             weakref.WeakKeyDictionary()
@@ -667,6 +665,22 @@ class _Sampling:
                 self.__wrapped__(done)
         finally:
             self.recorder._sample(self.device, done.time)
+
+
+def _busy_executables() -> weakref.WeakSet[GraphExec]:
+    """The executables whose launches hold signal sets now: the live ones whose pool lends
+    sets, and those destroyed while their launches run, which the registry no longer lists
+    (their sets are in use until those launches complete): found by their queued packets."""
+    busy: weakref.WeakSet[GraphExec] = weakref.WeakSet(
+        graph_exec for graph_exec in EXECS.live_objects() if graph_exec.pool.in_use
+    )
+    for ordinal in range(device_count()):
+        for queue in get_device(ordinal).queues:
+            for program in queue.packets():
+                launch = _launch_of(program.on_done)
+                if launch is not None:
+                    busy.add(launch.exec)
+    return busy
 
 
 def _launch_of(callback: object) -> _Launch | None:
