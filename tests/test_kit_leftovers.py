@@ -357,3 +357,35 @@ async def test_the_sets_of_an_executable_destroyed_while_its_launch_runs_are_cou
     graph.destroy()
     stream.destroy()
     other.destroy()
+
+
+class _MeetingRuns(int):
+    """A ``GatedHost.runs`` whose increment waits for another thread to increment too (see
+    :class:`_MeetingCount`): two runs at once could read one number and share one gate."""
+
+    barrier: threading.Barrier
+
+    def __add__(self, other: int) -> int:
+        with contextlib.suppress(threading.BrokenBarrierError):
+            self.barrier.wait(timeout=0.3)
+        return int(self) + other
+
+
+def test_a_gated_host_run_on_two_threads_at_once_gets_two_run_numbers() -> None:
+    log: list[str] = []
+    gate = testing.GatedHost("g", log)
+    gate.open_all(2)
+    runs = _MeetingRuns(0)
+    runs.barrier = threading.Barrier(2)
+    gate.runs = runs
+    with testing.fresh_devices(2) as devices:
+
+        async def run_once(device: ahg.Device) -> None:
+            with device.create_stream() as stream:
+                await stream.launch_host_func(gate)
+                await stream.synchronize()
+
+        errors = testing.run_together(*(lambda d=d: asyncio.run(run_once(d)) for d in devices))
+    assert errors == []
+    assert sorted(line for line in log if "start" in line) == ["g start 0", "g start 1"]
+    assert gate.runs == 2

@@ -177,8 +177,9 @@ class GatedHost:
 
     async def __call__(self) -> None:
         _note_loop(self._loops)
-        run = self.runs
-        self.runs += 1
+        with self._lock:  # host nodes on devices of several threads run it at once
+            run = self.runs
+            self.runs += 1
         if self.log is not None:
             self.log.append(f"{self.name} start {run}")
         self._event(self._started, run).set()
