@@ -389,3 +389,21 @@ def test_a_gated_host_run_on_two_threads_at_once_gets_two_run_numbers() -> None:
     assert errors == []
     assert sorted(line for line in log if "start" in line) == ["g start 0", "g start 1"]
     assert gate.runs == 2
+
+
+def test_a_held_kernel_run_on_two_threads_at_once_counts_two_runs() -> None:
+    held = testing.HeldKernel("held")
+    held.release()
+    runs = _MeetingRuns(0)
+    runs.barrier = threading.Barrier(2)
+    held.runs = runs
+    with testing.fresh_devices(2) as devices:
+
+        async def run_once(device: ahg.Device) -> None:
+            with device.create_stream() as stream:
+                await held.launch(stream)
+                await stream.synchronize()
+
+        errors = testing.run_together(*(lambda d=d: asyncio.run(run_once(d)) for d in devices))
+    assert errors == []
+    assert held.runs == 2

@@ -103,10 +103,12 @@ class HeldKernel:
         self.runs = 0
         self._gate = _AnyLoopEvent()
         self._loops: list[asyncio.AbstractEventLoop] = []  # the loops its runs wait on
+        self._lock = threading.Lock()  # devices of several threads may run it at once
 
         async def body(t: Threads) -> None:
             _note_loop(self._loops)
-            self.runs += 1
+            with self._lock:
+                self.runs += 1
             if log is not None:
                 log.append(f"{name} start")
             self.started.set()
