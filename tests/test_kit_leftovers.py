@@ -9,6 +9,10 @@
 * ``GatedHost.open_all(2**64)`` made gates one by one for ever; ``Interleave`` read an endless
   iterable for ever, holding the interpreter.
 * ``run_together`` returned its targets' exceptions in the order raised, naming no target.
+* ``Interleave.done(None)`` skipped the next task's turn; ``GatedHost(log)`` took the list for
+  its name.
+* A trace missed the signal set of an executable destroyed while its launch ran.
+* ``GatedHost`` and ``HeldKernel`` runs on two threads at once could share one run number.
 """
 
 from __future__ import annotations
