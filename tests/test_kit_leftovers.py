@@ -13,6 +13,7 @@
   its name.
 * A trace missed the signal set of an executable destroyed while its launch ran.
 * ``GatedHost`` and ``HeldKernel`` runs on two threads at once could share one run number.
+* A trace named a stream memory operation ``streammemop`` and ``free_async`` ``free``.
 """
 
 from __future__ import annotations
@@ -411,3 +412,36 @@ def test_a_held_kernel_run_on_two_threads_at_once_counts_two_runs() -> None:
         errors = testing.run_together(*(lambda d=d: asyncio.run(run_once(d)) for d in devices))
     assert errors == []
     assert held.runs == 2
+
+
+# -- trace names of stream calls ---------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_a_trace_names_stream_memory_operations_and_free_async_by_their_call(
+    device: ahg.Device,
+) -> None:
+    """They were ``marker streammemop`` (a write and a wait alike) and ``marker free``."""
+    stream = device.create_stream()
+    flag = device.malloc(8)
+    with ahg.tracing() as trace:
+        scratch = await stream.malloc_async(64)
+        await stream.free_async(scratch)
+        await stream.write_value_32(flag, 1)
+        await stream.wait_value_32(flag, 1, ahg.StreamWaitFlag.EQ)
+        await stream.synchronize()
+    calls = ["free_async", "write_value_32", "wait_value_32"]
+    assert [e.name for e in trace.enqueues] == calls
+    assert [(op.kind, op.name) for op in trace.ops] == [
+        ("memory", "free_async"),
+        ("marker", "write_value_32"),
+        ("marker", "wait_value_32"),
+    ]
+    async with stream.capture() as capture:  # captured, each is a host node
+        await stream.write_value_64(flag, 2)
+        await stream.wait_value_64(flag, 2, ahg.StreamWaitFlag.EQ)
+    with capture.graph as graph, graph.instantiate() as graph_exec, ahg.tracing() as trace:
+        await (await graph_exec.launch(stream))
+    assert [op.name for op in trace.ops if op.kind == "host"] == ["write_value_64", "wait_value_64"]
+    device.free(flag)
+    stream.destroy()

@@ -57,10 +57,12 @@ from ..device import hooks
 from ..device.ops import (
     CopyOp,
     FillOp,
+    FreeOp,
     HostOp,
     KernelOp,
     Op,
     SignalIndexOp,
+    StreamMemOpOp,
     WaitSignalIndicesOp,
     WaitSignalsOp,
     qualname_of,
@@ -72,6 +74,7 @@ from ..exec.compile import EventRecordOp, StrictKernelOp
 from ..exec.conditional import ConditionalOp
 from ..exec.graph_exec import EXECS, GraphExec, _Launch
 from ..runtime.device import Device, device_count, get_device
+from ..runtime.stream_memops import StreamMemOp
 
 if TYPE_CHECKING:
     from ..device.hwqueue import HardwareQueue
@@ -360,8 +363,8 @@ def op_kind(op: Op) -> tuple[str, str] | None:
         return "copy", f"memcpy {op.kind.name} {op.nbytes}B"
     if isinstance(op, FillOp):
         return "fill", f"memset {op.extent}B"
-    if isinstance(op, HostOp):
-        return "host", qualname_of(op.fn) or "host function"
+    if isinstance(op, HostOp):  # a stream memory operation captured into a graph is one
+        return "host", _memop_name(op.fn) or qualname_of(op.fn) or "host function"
     if isinstance(op, WaitSignalsOp | WaitSignalIndicesOp):
         return "barrier", "barrier"
     if isinstance(op, SignalIndexOp):
@@ -370,8 +373,21 @@ def op_kind(op: Op) -> tuple[str, str] | None:
         return "marker", "event record"
     if isinstance(op, ConditionalOp):  # its bodies run inline, within its slice
         return "conditional", f"{op.kind.name.upper()} conditional"
+    # The stream calls that make these ops name them: "streammemop" said neither which
+    # call nor whether it waited or wrote.
+    if isinstance(op, FreeOp):
+        return "memory", "free_async"
+    if isinstance(op, StreamMemOpOp):
+        return "marker", _memop_name(op.memop) or "stream memory operation"
     name = type(op).__name__.removesuffix("Op")
     return ("memory" if name.startswith("Mem") else "marker"), name.lower()
+
+
+def _memop_name(memop: object) -> str | None:
+    """The stream call a stream memory operation came from (``wait_value_32``...), if it is one."""
+    if not isinstance(memop, StreamMemOp):
+        return None
+    return f"{'write' if memop.flag is None else 'wait'}_value_{memop.bits}"
 
 
 class _Recorder(hooks.Observer):
@@ -700,8 +716,9 @@ def _stream_call(program: Program) -> str:
         return "wait_event" if program.completion is not None else "implicit wait"
     described = op_kind(op)
     kind, name = described if described is not None else ("op", "op")
-    call = {"kernel": "launch_kernel", "copy": "memcpy", "fill": "memset", "host": "host_func"}
-    return f"{call.get(kind, kind)} {name}"
+    calls = {"kernel": "launch_kernel", "copy": "memcpy", "fill": "memset", "host": "host_func"}
+    call = calls.get(kind)
+    return name if call is None else f"{call} {name}"  # the others are named by their call
 
 
 @scoped
