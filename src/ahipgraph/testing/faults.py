@@ -12,7 +12,8 @@ fixture's test it was armed in):
   argument arena, a graph memory-alloc node) raise :class:`~ahipgraph.OutOfMemory` before
   anything is charged;
 * :func:`hang_kernels` — the next matching kernels hold their queue until the test calls
-  :meth:`KernelHang.cancel` (or the block ends); they then complete with ``LaunchFailure``;
+  :meth:`KernelHang.cancel` (or the block ends); they then complete with ``LaunchFailure``,
+  and the fault hangs no more kernels;
 * :func:`exhaust_signal_sets` — every free signal set of an executable is taken for the block
   and given back at its end: a pool that waits (the default ``signal_set_policy="wait"``)
   makes launches park (``launch_nowait`` raises :class:`~ahipgraph.NotReady`), a pool that
@@ -20,6 +21,8 @@ fixture's test it was armed in):
 
 Faults count what they did (``hits``), so a test can assert the fault fired. They are
 process-wide, like the devices table: faults on a named kernel keep concurrent tests apart.
+Devices on several threads consult one fault at once: a fault takes each of its ``count``
+under a lock, so exactly ``count`` of them fire, whichever threads ask.
 Each also decorates a test, ``async def`` ones included (the fault is on while the whole
 coroutine runs; see :mod:`ahipgraph.core.scoped`).
 """
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -100,6 +104,9 @@ class KernelFault(hooks.Observer, NoCopy):
         self._remaining = count
         self._name = name
         self._hits = 0
+        # Kernels of devices on several threads (loops) ask at once: the check of what is left
+        # and its decrement are one step, or two of them could take the last one.
+        self._lock = threading.Lock()
 
     # What the fault matches and how far it got change only as it fires: ``remaining`` set to
     # a str failed the next kernel dispatch with a TypeError from inside the hook, and
@@ -120,16 +127,28 @@ class KernelFault(hooks.Observer, NoCopy):
         """How many dispatches it failed."""
         return self._hits
 
-    def _matches(self, op: Op) -> str | None:
+    def _wanted(self, op: Op) -> str | None:
+        """The name of ``op``'s kernel if the filter matches it (nothing taken yet)."""
         kernel = _kernel_name(op)
         if kernel is None or (self._name is not None and kernel != self._name):
             return None
+        return kernel
+
+    def _take_locked(self) -> bool:
+        """Take one of what is left (the lock held); False once none is."""
         if self._remaining is not None:
             if self._remaining <= 0:
-                return None
+                return False
             self._remaining -= 1
         self._hits += 1
-        return kernel
+        return True
+
+    def _matches(self, op: Op) -> str | None:
+        kernel = self._wanted(op)
+        if kernel is None:
+            return None
+        with self._lock:
+            return kernel if self._take_locked() else None
 
     def op_starting(self, program: Program, op: Op) -> Any:
         kernel = self._matches(op)
@@ -143,7 +162,10 @@ class KernelFault(hooks.Observer, NoCopy):
 
 
 class KernelHang(KernelFault):
-    """Holds matching kernel dispatches until :meth:`cancel`; see :func:`hang_kernels`."""
+    """Holds matching kernel dispatches until :meth:`cancel`; see :func:`hang_kernels`.
+
+    ``started`` is set when the first kernel hangs; ``hanging`` counts those still held.
+    """
 
     def __init__(self, count: int | None, name: str | None) -> None:
         super().__init__(count, name)
@@ -156,11 +178,15 @@ class KernelHang(KernelFault):
         return self._started
 
     def op_starting(self, program: Program, op: Op) -> Any:
-        kernel = self._matches(op)
-        if kernel is None:
+        if self._wanted(op) is None:
             return None
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._hanging.append(future)
+        with self._lock:
+            # Taken and listed in one step: a cancel() on another thread either finds this
+            # hang in the list, or ended the fault first and this kernel runs normally.
+            if not self._take_locked():
+                return None
+            self._hanging.append(future)
         self._started.set()
         return future
 
@@ -173,18 +199,27 @@ class KernelHang(KernelFault):
         return f"{super().__repr__()[:-1]} hanging={self.hanging}>"
 
     def cancel(self) -> int:
-        """Fail every hung kernel (``LaunchFailure``) so its queue moves on; return how many.
+        """End the hang: fail every hung kernel (``LaunchFailure``) so its queue moves on,
+        and hang no kernel after it; return how many hung kernels were failed.
+
+        As at the block's end, a matching kernel that starts after ``cancel()`` runs normally,
+        one already enqueued but not started yet included: cancelling before the kernel
+        starts means it does not hang (``cancel()`` then returns 0). To see a hung kernel
+        fail, ``await fault.started.wait()`` before cancelling.
 
         Safe from any thread: a hung kernel's future belongs to the loop running its device,
         and is failed on that loop's thread (a future resolved from another thread would not
         wake a loop asleep in its selector).
         """
+        with self._lock:
+            self._remaining = 0
+            hanging, self._hanging = self._hanging, []
         cancelled = 0
         try:
             running = asyncio.get_running_loop()
         except RuntimeError:
             running = None
-        for future in self._hanging:
+        for future in hanging:
             loop = future.get_loop()
             if future.done() or loop.is_closed():
                 continue
@@ -196,7 +231,6 @@ class KernelHang(KernelFault):
                 except RuntimeError:  # the loop closed meanwhile: nobody waits any more
                     continue
             cancelled += 1
-        self._hanging.clear()
         return cancelled
 
 
@@ -221,6 +255,9 @@ class AllocationFault(hooks.Observer, NoCopy):
         self._device = device
         self._nbytes = nbytes
         self._hits = 0
+        # Allocations of devices on several threads ask at once (each device's allocator lock
+        # covers its own only): what is left is checked and taken in one step.
+        self._lock = threading.Lock()
 
     # Read-only, as a KernelFault's are: ``device`` set to "0" (a str) never matched an
     # ordinal, so the allocations the test meant to fail succeeded.
@@ -251,11 +288,12 @@ class AllocationFault(hooks.Observer, NoCopy):
             return
         if self._nbytes is not None and nbytes != self._nbytes:
             return
-        if self._remaining is not None:
-            if self._remaining <= 0:
-                return
-            self._remaining -= 1
-        self._hits += 1
+        with self._lock:
+            if self._remaining is not None:
+                if self._remaining <= 0:
+                    return
+                self._remaining -= 1
+            self._hits += 1
         raise OutOfMemory(
             f"device {memory._ordinal}: injected fault refused an allocation of {nbytes} bytes"
         )
@@ -306,7 +344,9 @@ def hang_kernels(count: int | None = 1, *, name: str | None = None) -> Iterator[
     """Make the next ``count`` matching kernels hold their queue until ``cancel()``.
 
     A hung kernel completes with ``LaunchFailure`` once cancelled; the block's end cancels
-    whatever still hangs, so nothing is left behind.
+    whatever still hangs, so nothing is left behind. ``cancel()`` ends the fault as the
+    block's end does: no kernel hangs after it, one enqueued before it but not yet started
+    included (see :meth:`KernelHang.cancel`).
     """
     fault = KernelHang(count, name)
     try:

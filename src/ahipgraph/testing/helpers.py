@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import itertools
 import threading
 import weakref
 from collections.abc import Callable, Iterable
@@ -31,6 +32,7 @@ from ..core.ints import as_int
 from ..core.lifecycle import NoCopy
 from ..device.engine import running_loop
 from ..device.kernel import Kernel, Threads
+from ..device.ops import user_repr
 
 if TYPE_CHECKING:
     from ..runtime.completion import Completion
@@ -102,10 +104,12 @@ class HeldKernel(NoCopy):
         self._runs = 0
         self._gate = _AnyLoopEvent()
         self._loops: list[asyncio.AbstractEventLoop] = []  # the loops its runs wait on
+        self._lock = threading.Lock()  # devices of several threads may run it at once
 
         async def body(t: Threads) -> None:
             _note_loop(self._loops)
-            self._runs += 1
+            with self._lock:
+                self._runs += 1
             if log is not None:
                 log.append(f"{name} start")
             self._started.set()
@@ -153,16 +157,33 @@ class HeldKernel(NoCopy):
 
 
 class GatedHost(NoCopy):
-    """An async host function that, on its k-th run, waits until the test opens gate k."""
+    """An async host function that, on its k-th run, waits until the test opens gate k.
+
+    Args:
+        name: shown in its log lines and repr.
+        log: if given, ``"<name> start <k>"`` and ``"<name> end <k>"`` are appended as run k
+            begins and ends.
+
+    Raises:
+        TypeError: ``name`` is not a str, or ``log`` is not a list or None.
+    """
 
     def __init__(self, name: str = "gate", log: list[str] | None = None) -> None:
         _check_log(log)
+        # ``GatedHost(log)`` took the list for the name, and the runs logged nothing.
+        if not isinstance(name, str):
+            raise TypeError(f"name must be a str, got {name!r}")
         self._name = name
         self._log = log
         self._runs = 0
         self._gates: dict[int, asyncio.Event] = {}
         self._started: dict[int, asyncio.Event] = {}
         self._loops: list[asyncio.AbstractEventLoop] = []  # the loops its runs wait on
+        # Gates of runs below this are open, made or not (``open_all`` makes none: a count of
+        # 2**64 made gates, one by one, for ever). The lock makes a gate and reads this bound
+        # in one step, so a run on another thread never makes a closed gate after it moved.
+        self._open_below = 0
+        self._lock = threading.Lock()
 
     @staticmethod
     def _event(table: dict[int, asyncio.Event], run: int) -> asyncio.Event:
@@ -173,14 +194,23 @@ class GatedHost(NoCopy):
             raise ValueError(f"run must be at least 0 (runs are counted from 0), got {run}")
         return table.setdefault(run, _AnyLoopEvent())
 
+    def _gate(self, run: int) -> asyncio.Event:
+        """Run ``run``'s gate (checked as :meth:`_event`), open if ``open_all`` covered it."""
+        with self._lock:
+            gate = self._event(self._gates, run)
+            if run < self._open_below:
+                gate.set()  # a gate made after open_all() covered it (set() wakes any loop)
+            return gate
+
     async def __call__(self) -> None:
         _note_loop(self._loops)
-        run = self._runs
-        self._runs += 1
+        with self._lock:  # host nodes on devices of several threads run it at once
+            run = self._runs
+            self._runs += 1
         if self._log is not None:
             self._log.append(f"{self._name} start {run}")
         self._event(self._started, run).set()
-        await self._event(self._gates, run).wait()
+        await self._gate(run).wait()
         if self._log is not None:
             self._log.append(f"{self._name} end {run}")
 
@@ -209,10 +239,11 @@ class GatedHost(NoCopy):
         Raises:
             TypeError / ValueError: ``run`` is not an int of at least 0 (bools refused).
         """
-        _set_event(self._event(self._gates, run), self._loops)
+        _set_event(self._gate(run), self._loops)
 
     def open_all(self, runs: int) -> None:
-        """Open the gates of runs ``0 .. runs - 1``.
+        """Open the gates of runs ``0 .. runs - 1``, in constant time and memory: a gate not
+        made yet is made open when its run comes (``open_all(2**64)`` opens every run).
 
         Raises:
             TypeError / ValueError: ``runs`` is not an int of at least 0 (bools refused).
@@ -220,12 +251,19 @@ class GatedHost(NoCopy):
         runs = as_int(runs, "runs")
         if runs < 0:
             raise ValueError(f"runs must be at least 0, got {runs}")
-        for run in range(runs):
-            self.open(run)
+        with self._lock:
+            self._open_below = max(self._open_below, runs)
+            made = [gate for run, gate in self._gates.items() if run < runs]
+        for gate in made:
+            _set_event(gate, self._loops)
 
     def __repr__(self) -> str:
-        opened = sorted(run for run, gate in self._gates.items() if gate.is_set())
-        return f"<GatedHost {self._name!r} runs={self._runs} open={opened}>"
+        with self._lock:  # a run on another thread may be making its gate
+            below = self._open_below
+            opened = sorted(r for r, gate in self._gates.items() if r >= below and gate.is_set())
+        shown = [str(r) for r in range(below)] if below <= 8 else [f"0..{below - 1}"]
+        shown += map(str, opened)
+        return f"<GatedHost {self._name!r} runs={self._runs} open=[{', '.join(shown)}]>"
 
     async def started(self, run: int = 0) -> None:
         """Wait until run ``run`` has begun (its queue is then held).
@@ -302,18 +340,41 @@ class Interleave(NoCopy):
       another thread.
 
     Raises:
-        ValueError: (from ``turn``) ``name`` has no turn left in the order, so it would wait
-            forever; another task already waits under ``name``, or holds ``name``'s turn;
+        TypeError: (at construction) an entry of the order is not a str or an iterable of str;
+            (from ``turn`` and ``done``) ``name`` is not a str.
+        ValueError: (at construction) the order holds more than :attr:`MAX_TURNS` turns, as
+            an endless iterable (``itertools.cycle``) would: it was read for ever, holding the
+            interpreter. (From ``turn``) ``name`` has no turn left in the order, so it would
+            wait forever; another task already waits under ``name``, or holds ``name``'s turn;
             the test is wrong, and says so instead of hanging.
     """
+
+    MAX_TURNS = 1_000_000
+    """The longest order taken: far more turns than a test writes out, and a bound that
+    stops an endless iterable at once."""
 
     def __init__(self, *order: str | Iterable[str]) -> None:
         names: list[str] = []
         for item in order:
-            names.extend([item] if isinstance(item, str) else item)
+            if isinstance(item, str):
+                names.append(item)
+                continue
+            try:
+                entries = iter(item)
+            except TypeError:
+                raise TypeError(
+                    f"Interleave takes names (str) and iterables of names, got {item!r}"
+                ) from None
+            names.extend(itertools.islice(entries, self.MAX_TURNS + 1 - len(names)))
+            if len(names) > self.MAX_TURNS:
+                break
         for name in names:
             if not isinstance(name, str):  # ``turn`` takes a str: this entry never comes
                 raise TypeError(f"Interleave's names must be str, got {name!r}")
+        if len(names) > self.MAX_TURNS:
+            raise ValueError(
+                f"Interleave takes at most {self.MAX_TURNS:,} turns (an endless iterable?)"
+            )
         self._order = names
         self._position = 0
         # One lock over the order, the holder and the waiters: tasks of several loops (threads)
@@ -343,6 +404,7 @@ class Interleave(NoCopy):
         return self._position
 
     async def turn(self, name: str) -> None:
+        _check_turn_name(name)
         loop = running_loop()  # under trio: a clear error, not asyncio's bare one
         task = asyncio.current_task()
         with self._lock:
@@ -374,7 +436,12 @@ class Interleave(NoCopy):
                 raise
 
     def done(self, name: str) -> None:
-        """``name`` ends its turn without asking for another."""
+        """``name`` ends its turn without asking for another.
+
+        Raises:
+            TypeError: ``name`` is not a str.
+        """
+        _check_turn_name(name)
         with self._lock:
             if self._holder == name:
                 self._advance_locked()
@@ -426,6 +493,14 @@ class Interleave(NoCopy):
         return f"<Interleave at {self._position}/{len(self._order)} holder={self._holder!r}>"
 
 
+def _check_turn_name(name: object) -> None:
+    """Refuse a name that is not a str: no entry of an order has it. ``None`` also matched
+    the holder of no turn, so ``done(None)`` skipped the next task's turn, and ``turn(None)``
+    said the turn of None was held by another task."""
+    if not isinstance(name, str):
+        raise TypeError(f"an Interleave turn is named by a str, got {name!r}")
+
+
 async def loop_turns(turns: int = 4) -> None:
     """Let the loop run ``turns`` times.
 
@@ -450,6 +525,11 @@ async def loop_turns(turns: int = 4) -> None:
 def run_together(*targets: Callable[[], object]) -> list[BaseException]:
     """Run each target on its own thread, all released at once; return what they raised.
 
+    The exceptions come in the order of the targets that raised them (not the order they
+    were raised in, which changes from run to run), and each carries a note naming its
+    target, ``raised by run_together's target 2 of 3: <function ...>``, shown in its
+    traceback when the test raises it again.
+
     A target is called, not awaited: an ``async def`` function runs on its thread's own loop
     when the target says so, as ``lambda: asyncio.run(main())``. A target that returns a
     coroutine anyway ran nothing: its coroutine is closed and a ``TypeError`` saying so is
@@ -472,10 +552,10 @@ def run_together(*targets: Callable[[], object]) -> list[BaseException]:
                 f"run_together calls its targets and does not iterate or await what they "
                 f"return, so {target!r} would run nothing: pass lambda: asyncio.run(...)"
             )
-    errors: list[BaseException] = []
+    errors: list[tuple[int, BaseException]] = []  # (target's position, what it raised)
     start = threading.Barrier(len(targets))
 
-    def body(target: Callable[[], object]) -> None:
+    def body(index: int, target: Callable[[], object]) -> None:
         try:
             start.wait()
         except threading.BrokenBarrierError:
@@ -483,15 +563,20 @@ def run_together(*targets: Callable[[], object]) -> list[BaseException]:
         try:
             result = target()
         except BaseException as exc:
-            errors.append(exc)
+            errors.append((index, exc))
             return
         if inspect.iscoroutine(result):
             result.close()  # never run: closed, so it does not warn "never awaited" later
             errors.append(
-                TypeError(f"run_together's target {target!r} returned a coroutine, never run")
+                (
+                    index,
+                    TypeError(
+                        f"run_together's target {user_repr(target)} returned a coroutine, never run"
+                    ),
+                )
             )
 
-    threads = [threading.Thread(target=body, args=(t,)) for t in targets]
+    threads = [threading.Thread(target=body, args=(k, t)) for k, t in enumerate(targets)]
     started: list[threading.Thread] = []
     try:
         for thread in threads:
@@ -506,7 +591,13 @@ def run_together(*targets: Callable[[], object]) -> list[BaseException]:
         raise
     for thread in threads:
         thread.join()
-    return errors
+    errors.sort(key=lambda raised: raised[0])
+    for index, error in errors:
+        error.add_note(
+            f"raised by run_together's target {index + 1} of {len(targets)}: "
+            f"{user_repr(targets[index])}"
+        )
+    return [error for _, error in errors]
 
 
 def _resolve_soon(future: asyncio.Future[None]) -> None:

@@ -9,7 +9,10 @@ that waited for signals. From that it builds plain records:
 * :class:`FlowRecord` — "this barrier waited for the signal that op reached";
 * :class:`EnqueueRecord` — a host enqueue, at the host's simulated time;
 * :class:`CounterRecord` — signal sets in use, kernel-argument arena bytes and device memory in
-  use, sampled whenever one of them may have changed, and once more when tracing stops.
+  use, sampled as each packet is submitted (at the host's time) and completes (at its device
+  time), and once more when tracing stops: a host allocation shows at the next of those. A
+  device's samples are in time order, none stamped before the one before it, so the newest
+  value is always the track's last.
 
 :meth:`Trace.save` writes the Chrome Trace Event format (Perfetto, chrome://tracing): a process
 per device, a track per hardware queue, and a host track. Every number in the file is simulated
@@ -54,10 +57,12 @@ from ..device import hooks
 from ..device.ops import (
     CopyOp,
     FillOp,
+    FreeOp,
     HostOp,
     KernelOp,
     Op,
     SignalIndexOp,
+    StreamMemOpOp,
     WaitSignalIndicesOp,
     WaitSignalsOp,
     qualname_of,
@@ -69,6 +74,7 @@ from ..exec.compile import EventRecordOp, StrictKernelOp
 from ..exec.conditional import ConditionalOp
 from ..exec.graph_exec import EXECS, GraphExec, _Launch
 from ..runtime.device import Device, device_count, get_device
+from ..runtime.stream_memops import StreamMemOp
 
 if TYPE_CHECKING:
     from ..device.hwqueue import HardwareQueue
@@ -357,8 +363,8 @@ def op_kind(op: Op) -> tuple[str, str] | None:
         return "copy", f"memcpy {op.kind.name} {op.nbytes}B"
     if isinstance(op, FillOp):
         return "fill", f"memset {op.extent}B"
-    if isinstance(op, HostOp):
-        return "host", qualname_of(op.fn) or "host function"
+    if isinstance(op, HostOp):  # a stream memory operation captured into a graph is one
+        return "host", _memop_name(op.fn) or qualname_of(op.fn) or "host function"
     if isinstance(op, WaitSignalsOp | WaitSignalIndicesOp):
         return "barrier", "barrier"
     if isinstance(op, SignalIndexOp):
@@ -367,8 +373,21 @@ def op_kind(op: Op) -> tuple[str, str] | None:
         return "marker", "event record"
     if isinstance(op, ConditionalOp):  # its bodies run inline, within its slice
         return "conditional", f"{op.kind.name.upper()} conditional"
+    # The stream calls that make these ops name them: "streammemop" said neither which
+    # call nor whether it waited or wrote.
+    if isinstance(op, FreeOp):
+        return "memory", "free_async"
+    if isinstance(op, StreamMemOpOp):
+        return "marker", _memop_name(op.memop) or "stream memory operation"
     name = type(op).__name__.removesuffix("Op")
     return ("memory" if name.startswith("Mem") else "marker"), name.lower()
+
+
+def _memop_name(memop: object) -> str | None:
+    """The stream call a stream memory operation came from (``wait_value_32``...), if it is one."""
+    if not isinstance(memop, StreamMemOp):
+        return None
+    return f"{'write' if memop.flag is None else 'wait'}_value_{memop.bits}"
 
 
 class _Recorder(hooks.Observer):
@@ -384,15 +403,14 @@ class _Recorder(hooks.Observer):
         # The executables whose launches held signal sets as tracing began: with those it
         # numbers (launched since), the only ones whose sets in use can move, so a sample
         # reads a few executables rather than every live one.
-        self._busy_before: weakref.WeakSet[GraphExec] = weakref.WeakSet(
-            graph_exec for graph_exec in EXECS.live_objects() if graph_exec.pool.in_use
-        )
+        self._busy_before = _busy_executables()
         # executable -> strand -> op position -> node label
         self._node_labels: weakref.WeakKeyDictionary[GraphExec, dict[int, dict[int, str]]] = (
             weakref.WeakKeyDictionary()
         )
         self.closed = False
-        self._last_counter: dict[int, tuple[int, int, int]] = {}
+        # ordinal -> (time, values) of the device's last counter sample
+        self._last_counter: dict[int, tuple[int, tuple[int, int, int]]] = {}
         # program -> (position, time) of the op it runs, as it first started (each program's
         # entry is touched only on its own loop's thread)
         self._first_run: dict[Program, tuple[int, int]] = {}
@@ -612,9 +630,17 @@ class _Recorder(hooks.Observer):
         sets = sum(e.pool.in_use for e in known if e.device is device)
         values = (sets, reserved_on(device), device.memory.bytes_in_use)
         with self._lock:
-            if not self.closed and self._last_counter.get(device.ordinal) != values:
-                self._last_counter[device.ordinal] = values
-                self.trace.counters.append(CounterRecord(device.ordinal, time_ns, *values))
+            last = self._last_counter.get(device.ordinal)
+            if self.closed or (last is not None and last[1] == values):
+                return  # the block ended meanwhile (on another thread), or nothing moved
+            if last is not None:
+                # A packet's completion is sampled at its device time, ahead of the host's
+                # clock; a host change seen after it (a malloc, then a call sampled at the
+                # host's earlier time) is the newest value: stamped before that sample, it
+                # came first in the file's time order and the older value stood after it.
+                time_ns = max(time_ns, last[0])
+            self._last_counter[device.ordinal] = (time_ns, values)
+            self.trace.counters.append(CounterRecord(device.ordinal, time_ns, *values))
 
     def finish(self) -> None:
         """Tracing stops: a last sample of every device the trace saw."""
@@ -657,6 +683,22 @@ class _Sampling:
             self.recorder._sample(self.device, done.time)
 
 
+def _busy_executables() -> weakref.WeakSet[GraphExec]:
+    """The executables whose launches hold signal sets now: the live ones whose pool lends
+    sets, and those destroyed while their launches run, which the registry no longer lists
+    (their sets are in use until those launches complete): found by their queued packets."""
+    busy: weakref.WeakSet[GraphExec] = weakref.WeakSet(
+        graph_exec for graph_exec in EXECS.live_objects() if graph_exec.pool.in_use
+    )
+    for ordinal in range(device_count()):
+        for queue in get_device(ordinal).queues:
+            for program in queue.packets():
+                launch = _launch_of(program.on_done)
+                if launch is not None:
+                    busy.add(launch.exec)
+    return busy
+
+
 def _launch_of(callback: object) -> _Launch | None:
     """The graph launch whose packet has ``callback`` as its ``on_done``, if any."""
     while isinstance(callback, _Sampling):
@@ -674,8 +716,9 @@ def _stream_call(program: Program) -> str:
         return "wait_event" if program.completion is not None else "implicit wait"
     described = op_kind(op)
     kind, name = described if described is not None else ("op", "op")
-    call = {"kernel": "launch_kernel", "copy": "memcpy", "fill": "memset", "host": "host_func"}
-    return f"{call.get(kind, kind)} {name}"
+    calls = {"kernel": "launch_kernel", "copy": "memcpy", "fill": "memset", "host": "host_func"}
+    call = calls.get(kind)
+    return name if call is None else f"{call} {name}"  # the others are named by their call
 
 
 @scoped
