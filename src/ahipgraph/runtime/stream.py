@@ -392,6 +392,24 @@ class Stream(
         self._submit(program)
         return make_completion(signal, self._device, program)
 
+    def _nothing_enqueued(self) -> Completion:
+        """The completion of an eager copy or fill of 0 bytes, once its checks passed.
+
+        HIP's ``hipMemcpyAsync``/``hipMemsetAsync`` family return ``hipSuccess`` for a size of
+        0 without enqueuing a command: such a call costs no launch latency, takes no room in
+        the ring and, on the null stream, waits for no blocking stream (an event recorded
+        after it is not delayed). The stream is checked again, as :meth:`_submit` does (the
+        checks ran user code), and the device's loop, as for any enqueue: a device busy on
+        another event loop refuses the call. Its ``start_ns`` is None, as nothing ran.
+        """
+        if self._state is not _OPEN or self._capture is not None:
+            self._changed_under_call()
+        engine = self._queue._engine
+        engine.bind_loop()
+        done = Signal(0)
+        done._time = engine._clock.now  # done when called: its end_ns is the host's now
+        return make_completion(done, self._device)
+
     def _observed(self, work: Any, op: Op) -> Completion:
         """Submit eager work; a runtime observer (the race checker) checks it first and may
         refuse it, in which case nothing was enqueued."""
@@ -480,6 +498,8 @@ class Stream(
             )
         self._check_takes_work()
         copy = self._memcpy_params(dst, src, nbytes, kind)
+        if not copy.nbytes:
+            return self._nothing_enqueued()
         return self._observed(copy, copy.op(self._device))
 
     def _memcpy_params(
@@ -530,6 +550,8 @@ class Stream(
             )
         self._check_takes_work()
         params = self._memset_params(dst, value, count, element_size=element_size)
+        if not params.nbytes:
+            return self._nothing_enqueued()
         return self._observed(params, params.op(self._device))
 
     def _memset_params(

@@ -171,6 +171,8 @@ class StreamCopyMixin:
             return part.add("Memcpy", build)
         stream._check_takes_work()
         params = build()
+        if not params.nbytes:  # an empty region: nothing to enqueue (see _nothing_enqueued)
+            return stream._nothing_enqueued()
         # Through the observer, as every eager op: the race checker sees the copy's rows.
         return stream._observed(params, params.op(stream._device))
 

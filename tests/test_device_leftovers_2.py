@@ -1,0 +1,171 @@
+"""Device and stream corners, second round: each test names the behaviour it pins down."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+import ahipgraph as ahg
+from ahipgraph.testing import HeldKernel
+from cleanup import destroy
+
+# -- asynchronous copies and fills of 0 bytes ---------------------------------------------------
+
+
+def _empty_stream_calls(
+    stream: ahg.Stream, ptr: ahg.DevicePtr, other: ahg.DevicePtr, host: np.ndarray[Any, Any]
+) -> dict[str, Callable[[], Any]]:
+    symbol = ahg.device_symbol("leftovers_2_empty_async_symbol", dtype=np.uint8, shape=(16,))
+    device = stream.device
+    return {
+        "memcpy d2d": lambda: stream.memcpy(ptr, other, 0),
+        "memcpy h2d": lambda: stream.memcpy(ptr, host, 0),
+        "memcpy d2h": lambda: stream.memcpy(host, ptr, 0),
+        "memcpy empty host array": lambda: stream.memcpy(ptr, host[:0]),
+        "memset": lambda: stream.memset(ptr, 7, 0),
+        "memset nbytes": lambda: stream.memset(ptr, 7, nbytes=0),
+        "memset d32": lambda: stream.memset(ptr, 7, 0, element_size=4),
+        "memcpy_2d": lambda: stream.memcpy_2d(ptr, 8, other, 8, 0, 4),
+        "memcpy_2d no rows": lambda: stream.memcpy_2d(ptr, 8, other, 8, 8, 0),
+        "memcpy_3d": lambda: stream.memcpy_3d(
+            ahg.PitchedPtr(ptr, 8), ahg.PitchedPtr(other, 8), (8, 2, 0)
+        ),
+        "memcpy_to_symbol": lambda: stream.memcpy_to_symbol(symbol, host, 0),
+        "memcpy_from_symbol": lambda: stream.memcpy_from_symbol(host, symbol, 0),
+        "memcpy_peer": lambda: stream.memcpy_peer(ptr, device, other, device, 0),
+        "memcpy_nowait": lambda: _ready(stream.memcpy_nowait(ptr, other, 0)),
+        "memset_nowait": lambda: _ready(stream.memset_nowait(ptr, 7, 0)),
+    }
+
+
+async def _ready(completion: ahg.Completion) -> ahg.Completion:
+    return completion
+
+
+@pytest.mark.asyncio
+async def test_an_empty_copy_on_the_null_stream_enqueues_nothing_and_waits_for_nothing(
+    device: ahg.Device,
+) -> None:
+    """``hipMemcpyAsync``/``hipMemsetAsync`` and their 2D, 3D, symbol and peer forms return
+    ``hipSuccess`` for a size of 0 without enqueuing a command. Ours enqueued an empty
+    operation: on the null stream it waited for the legacy order (a kernel held on a blocking
+    stream here), and its completion stayed pending until that kernel ended."""
+    blocking = device.create_stream()
+    null = device.null_stream
+    ptr, other = device.malloc(64), device.malloc(64)
+    host = np.arange(16, dtype=np.uint8)
+    held = HeldKernel()
+    await held.launch(blocking)
+    await held.started.wait()
+    submitted = null.submitted
+    for name, call in _empty_stream_calls(null, ptr, other, host).items():
+        done = await call()
+        assert done.done(), name  # complete at once, not behind the held kernel
+        assert done.exception() is None, name
+        async with asyncio.timeout(1):
+            await done
+        assert null.submitted == submitted, name  # nothing enqueued
+        assert not blocking.query(), name
+    held.release()
+    await blocking.synchronize()
+    assert host.tolist() == list(range(16))
+    destroy(blocking, ptr, other)
+
+
+@pytest.mark.asyncio
+async def test_an_empty_copy_takes_no_simulated_time_before_a_later_record(
+    device: ahg.Device,
+) -> None:
+    """An event recorded after an empty copy is not delayed by it: no launch latency."""
+    stream = device.create_stream()
+    ptr, other = device.malloc(64), device.malloc(64)
+    host = np.zeros(16, dtype=np.uint8)
+    start, end = device.create_event(), device.create_event()
+    await stream.record_event(start)
+    for call in _empty_stream_calls(stream, ptr, other, host).values():
+        await call()
+    await stream.record_event(end)
+    await end.synchronize()
+    assert start.elapsed_time(end) == 0.0
+    destroy(stream, ptr, other, start, end)
+
+
+@pytest.mark.asyncio
+async def test_an_empty_copy_still_runs_its_checks_first(device: ahg.Device) -> None:
+    """Returning early skips the enqueue, not the checks, in the same order as for any size:
+    a destroyed stream, a null pointer, a bad direction, a range past a symbol."""
+    stream = device.create_stream()
+    ptr = device.malloc(64)
+    host = np.zeros(16, dtype=np.uint8)
+    submitted = stream.submitted
+    with pytest.raises(ahg.InvalidValue, match="null"):
+        await stream.memcpy(ahg.DevicePtr(device.ordinal, 0), host, 0)
+    with pytest.raises(ahg.InvalidValue, match="null"):
+        await stream.memset(ahg.DevicePtr(device.ordinal, 0), 7, 0)
+    with pytest.raises(ahg.InvalidMemcpyDirection):
+        await stream.memcpy(ptr, host, 0, ahg.CopyKind.DeviceToHost)
+    with pytest.raises(ahg.InvalidValue):
+        await stream.memcpy_to_symbol("leftovers_2_empty_async_symbol", host, 0, offset=17)
+    with pytest.raises(ahg.InvalidPitchValue):
+        await stream.memcpy_2d(ptr, 4, ptr, 8, 8, 0)
+    assert stream.submitted == submitted
+    stream.destroy()
+    with pytest.raises(ahg.ContextIsDestroyed):
+        await stream.memcpy(ptr, ptr, 0)
+    with pytest.raises(ahg.ContextIsDestroyed):
+        await stream.memset(ptr, 0, 0)
+    destroy(ptr)
+
+
+@pytest.mark.asyncio
+async def test_an_empty_copy_from_another_event_loop_is_still_refused(device: ahg.Device) -> None:
+    """The early return skips the enqueue, not the device's loop check."""
+    stream = device.create_stream()
+    ptr = device.malloc(64)
+    held = HeldKernel()
+    await held.launch(stream)
+    await held.started.wait()
+    outcomes: list[str] = []
+
+    async def from_another_loop() -> None:
+        for call in (
+            lambda: stream.memcpy(ptr, ptr + 8, 0),
+            lambda: stream.memset(ptr, 0, 0),
+            lambda: stream.memcpy_2d(ptr, 8, ptr, 8, 0, 2),
+        ):
+            try:
+                await call()
+                outcomes.append("returned")
+            except ahg.IllegalState:
+                outcomes.append("IllegalState")
+
+    await asyncio.to_thread(asyncio.run, from_another_loop())
+    assert outcomes == ["IllegalState"] * 3
+    held.release()
+    await stream.synchronize()
+    destroy(stream, ptr)
+
+
+@pytest.mark.asyncio
+async def test_an_empty_copy_on_the_null_stream_during_a_capture_is_still_implicit(
+    device: ahg.Device,
+) -> None:
+    """HIP takes the capture path before the size check: the null stream, while a blocking
+    stream captures, is refused for 0 bytes as for any size; on the capturing stream itself
+    0 bytes add no node (HIP_SEMANTICS: zero-sized copies are skipped)."""
+    stream = device.create_stream()
+    ptr = device.malloc(64)
+    stream.begin_capture()
+    await stream.memcpy(ptr, ptr + 8, 0)
+    await stream.memset(ptr, 0, 0)
+    await stream.memcpy_2d(ptr, 8, ptr + 8, 8, 0, 2)
+    for size in (8, 0):
+        with pytest.raises(ahg.StreamCaptureImplicit):
+            await device.null_stream.memcpy(ptr, ptr + 8, size)
+    graph = stream.end_capture()
+    assert graph.nodes() == []
+    destroy(graph, stream, ptr)
