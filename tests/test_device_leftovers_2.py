@@ -169,3 +169,79 @@ async def test_an_empty_copy_on_the_null_stream_during_a_capture_is_still_implic
     graph = stream.end_capture()
     assert graph.nodes() == []
     destroy(graph, stream, ptr)
+
+
+# -- pointers of a device configure_devices replaced ---------------------------------------------
+
+
+@ahg.kernel
+def _store(t: ahg.Threads, value: ahg.int64, out: ahg.Ptr[ahg.int64]) -> None:
+    out[:] = value
+
+
+def _stale_and_fresh() -> tuple[ahg.Device, ahg.DevicePtr, ahg.Device, ahg.DevicePtr]:
+    """A pointer of a replaced device 0, and its successor's allocation at the same address."""
+    (old,) = ahg.configure_devices(1)
+    stale = old.malloc(64)
+    (new,) = ahg.configure_devices(1)
+    fresh = new.malloc(64)
+    assert fresh == stale  # the successor reuses the addresses: only the origin differs
+    new.view(fresh, np.int64, 8)[:] = 5
+    return old, stale, new, fresh
+
+
+@pytest.mark.asyncio
+async def test_a_replaced_devices_pointer_does_not_free_its_successors_allocation() -> None:
+    """Freeing the old pointer on the new device freed the successor's allocation at the same
+    address (a later use of that allocation then failed far from the mistake)."""
+    old, stale, new, fresh = _stale_and_fresh()
+    stream = new.create_stream()
+    before = (new.memory_info(), new.statistics().memory)
+    with pytest.raises(ahg.InvalidValue, match=r"not a live allocation of device 0.*replaced"):
+        new.free(stale)
+    with pytest.raises(ahg.InvalidValue, match="replaced"):
+        await stream.free_async(stale)
+    with pytest.raises(ahg.InvalidValue, match="replaced"):
+        new.free(stale + 0)  # a pointer moved from it keeps its origin
+    assert (new.memory_info(), new.statistics().memory) == before
+    assert new.view(fresh, np.int64, 8).tolist() == [5] * 8
+    old.free(stale)  # the replaced device still gives back its own memory
+    assert old.statistics().memory.allocations == 0
+    destroy(stream, fresh)
+
+
+@pytest.mark.asyncio
+async def test_a_replaced_devices_pointer_is_not_read_or_written_on_its_successor() -> None:
+    """Copies, fills, kernels and views of the old pointer on the new device read and wrote
+    the successor's allocation at the same address."""
+    old, stale, new, fresh = _stale_and_fresh()
+    stream = new.create_stream()
+    host = np.zeros(8, dtype=np.int64)
+    submitted = stream.submitted
+    refused = {
+        "memcpy to": lambda: stream.memcpy(stale, host, 64),
+        "memcpy from": lambda: stream.memcpy(host, stale + 8, 8),
+        "memset": lambda: stream.memset(stale, 1, 64),
+        "sync memcpy": lambda: new.memcpy(fresh, stale, 64),
+        "sync memset": lambda: new.memset(stale, 1, 64),
+        "kernel": lambda: stream.launch_kernel(_store, 1, 1, (7, stale)),
+        "moved kernel": lambda: stream.launch_kernel(_store, 1, 1, (7, stale + 8)),
+    }
+    for name, call in refused.items():
+        with pytest.raises(ahg.InvalidDevicePointer, match="replaced"):
+            await call()
+        assert stream.submitted == submitted, name
+    with pytest.raises(ahg.InvalidDevicePointer, match="replaced"), ahg.Graph() as graph:
+        graph.add_kernel_node(_store, 1, 1, (7, stale))
+    with pytest.raises(ahg.InvalidDevicePointer, match="replaced"):
+        new.view(stale, np.int64, 1)
+    await stream.synchronize()
+    assert new.view(fresh, np.int64, 8).tolist() == [5] * 8
+    assert host.tolist() == [0] * 8
+    # A pointer made by hand has no known origin: it still names the allocation at its
+    # address on the device of its ordinal, as before.
+    by_hand = ahg.DevicePtr(0, stale.address)
+    await (await stream.launch_kernel(_store, 1, 1, (9, by_hand)))
+    assert new.view(fresh, np.int64, 1)[0] == 9
+    old.free(stale)
+    destroy(stream, fresh)
