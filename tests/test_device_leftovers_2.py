@@ -245,3 +245,14 @@ async def test_a_replaced_devices_pointer_is_not_read_or_written_on_its_successo
     assert new.view(fresh, np.int64, 1)[0] == 9
     old.free(stale)
     destroy(stream, fresh)
+
+
+def test_another_devices_pointer_in_a_view_is_named_as_such() -> None:
+    """``d0.view(p1)`` said only "not inside a live allocation of device 0"."""
+    d0, d1 = ahg.configure_devices(2)
+    p1 = d1.malloc(64)
+    with pytest.raises(
+        ahg.InvalidDevicePointer, match="live allocation of device 0: it is a pointer of device 1"
+    ):
+        d0.view(p1, np.int8)
+    d1.free(p1)

@@ -949,10 +949,16 @@ class DeviceMemory:
         raise InvalidDevicePointer(self._not_found_message(ptr))
 
     def _not_found_message(self, ptr: DevicePtr) -> str:
-        """Why :meth:`_find` found nothing at ``ptr``: a pointer of a replaced device is named
-        as such (its address may well be inside an allocation of the successor)."""
+        """Why :meth:`_find` found nothing at ``ptr``: another device's pointer, or one of a
+        replaced device, is named as such (its address may well be inside an allocation of
+        its own device)."""
         if self._foreign_origin(ptr):
             return self._replaced_message(ptr, "inside ")
+        if type(ptr.device) is int and ptr.device != self._ordinal:
+            return (
+                f"{ptr!r} is not inside a live allocation of device {self._ordinal}: it is a "
+                f"pointer of device {ptr.device}"
+            )
         return f"{ptr!r} is not inside a live allocation of device {self._ordinal}"
 
     def _replaced_message(self, ptr: DevicePtr, inside: str = "") -> str:
