@@ -256,3 +256,35 @@ def test_another_devices_pointer_in_a_view_is_named_as_such() -> None:
     ):
         d0.view(p1, np.int8)
     d1.free(p1)
+
+
+@pytest.mark.asyncio
+async def test_an_empty_copy_on_a_stream_whose_ring_is_full_does_not_wait_for_room() -> None:
+    """It adds no packet, so it needs no room: it parked behind a held kernel until a packet
+    retired, and its ``_nowait`` twin said ``NotReady``."""
+    properties = ahg.DeviceProperties(hardware_queues=2, hardware_queue_capacity=2)
+    (device,) = ahg.configure_devices(1, properties)
+    stream = device.create_stream(non_blocking=True)
+    ptr, other = device.malloc(64), device.malloc(64)
+    host = np.zeros(16, dtype=np.uint8)
+    held = HeldKernel()
+    await held.launch(stream)
+    await held.started.wait()
+    while True:
+        try:
+            stream.launch_host_func_nowait(int)
+        except ahg.NotReady:
+            break
+    submitted = stream.submitted
+    for name, call in _empty_stream_calls(stream, ptr, other, host).items():
+        async with asyncio.timeout(1):  # a wait for room would last until the release
+            done = await call()
+        assert done.done(), name
+    assert stream.submitted == submitted
+    with pytest.raises(ahg.NotReady):  # a real copy still finds the ring full
+        stream.memcpy_nowait(ptr, other, 8)
+    with pytest.raises(ahg.InvalidValue, match="null"):  # and a bad empty one is refused
+        await stream.memcpy(ahg.DevicePtr(0, 0), other, 0)
+    held.release()
+    await stream.synchronize()
+    destroy(stream, ptr, other)

@@ -25,6 +25,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+import numpy as np
+
 from ..core.errors import (
     HipError,
     IllegalState,
@@ -67,7 +69,7 @@ from .params import (
 )
 from .per_thread import STREAM_PER_THREAD, per_thread_stream
 from .stream_capture import StreamCaptureMixin
-from .stream_copies import StreamCopyMixin
+from .stream_copies import StreamCopyMixin, empty_size
 from .stream_memops import StreamMemOpsMixin
 from .stream_memory import StreamMemoryMixin
 
@@ -512,7 +514,23 @@ class Stream(
         """``memcpy``'s checks and parameters, for an eager copy."""
         return MemcpyParams.make(dst, src, nbytes, kind, empty_unchecked=True)
 
-    memcpy, memcpy_nowait = enqueue_pair(_memcpy, check=_memcpy_params)
+    def _memcpy_packetless(
+        self,
+        dst: Endpoint,
+        src: Endpoint,
+        nbytes: int | None = None,
+        kind: CopyKind | int | None = None,
+    ) -> bool:
+        """Whether ``memcpy`` adds no packet, by its size alone (see :func:`empty_size`): 0,
+        or none given and an empty host array, whose size the copy takes then (a numpy
+        array's own, not a subclass's, which may compute it)."""
+        if nbytes is None:
+            return any(type(end) is np.ndarray and end.nbytes == 0 for end in (dst, src))
+        return empty_size(nbytes)
+
+    memcpy, memcpy_nowait = enqueue_pair(
+        _memcpy, check=_memcpy_params, packetless=_memcpy_packetless
+    )
 
     def _memset(
         self,
@@ -567,7 +585,21 @@ class Stream(
         count = fill_count(count, nbytes, element_size)
         return MemsetParams.make(dst, value, count, element_size=element_size, empty_unchecked=True)
 
-    memset, memset_nowait = enqueue_pair(_memset, check=_memset_params)
+    def _memset_packetless(
+        self,
+        dst: DevicePtr,
+        value: int,
+        count: int | None = None,
+        *,
+        element_size: int = 1,
+        nbytes: int | None = None,
+    ) -> bool:
+        """Whether ``memset`` adds no packet, by its size alone (see :func:`empty_size`)."""
+        return empty_size(count) or empty_size(nbytes)
+
+    memset, memset_nowait = enqueue_pair(
+        _memset, check=_memset_params, packetless=_memset_packetless
+    )
 
     def _launch_host_func(self, fn: Callable[..., Any], *args: Any) -> Completion:
         """Enqueue a host callback (``hipLaunchHostFunc``); the stream waits until it returns."""
