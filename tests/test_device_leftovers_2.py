@@ -288,3 +288,28 @@ async def test_an_empty_copy_on_a_stream_whose_ring_is_full_does_not_wait_for_ro
     held.release()
     await stream.synchronize()
     destroy(stream, ptr, other)
+
+
+# -- fills: a bad size is named as the call names it ---------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_a_fills_bad_size_is_named_as_the_call_names_it(device: ahg.Device) -> None:
+    """``device.memset(ptr, value, nbytes)`` and ``stream.memset(ptr, value, count)`` said
+    "width must be an int" (a graph memset node's parameter), and the device's negative size
+    read as "-1x1"."""
+    stream = device.create_stream()
+    ptr = device.malloc(64)
+    for size in (True, 1.5, "4", None):
+        with pytest.raises(TypeError, match=r"^nbytes must be an int"):
+            await device.memset(ptr, 0, size)  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match=r"^count must be an int"):
+            await stream.memset(ptr, 0, size if size is not None else 1.5)  # type: ignore[arg-type]
+    with pytest.raises(ahg.InvalidValue, match=r"negative memset size nbytes=-1$"):
+        await device.memset(ptr, 0, -1)
+    with pytest.raises(ahg.InvalidValue, match=r"negative memset size -1x1$"):
+        await stream.memset(ptr, 0, -1)
+    with ahg.Graph() as graph, pytest.raises(TypeError, match=r"^width must be an int"):
+        graph.add_memset_node(ptr, 0, True)  # type: ignore[arg-type]
+    assert stream.submitted == 0
+    destroy(stream, ptr)

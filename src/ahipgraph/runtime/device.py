@@ -450,8 +450,10 @@ class Device(DeviceBase, DeviceCopyMixin, NoCopy):
         Raises: as :meth:`memcpy`.
         """
         await self._sync_op(
-            lambda stream: stream.memset(dst, value, nbytes),
-            lambda stream: stream._memset_params(dst, value, nbytes),
+            # As bytes (``nbytes=``), and None refused here: a bad size is named as this call
+            # names it (not as a stream's fill count, nor as a missing one).
+            lambda stream: stream.memset(dst, value, nbytes=as_int(nbytes, "nbytes")),
+            lambda stream: stream._memset_params(dst, value, nbytes=as_int(nbytes, "nbytes")),
         )
 
     async def _sync_op(

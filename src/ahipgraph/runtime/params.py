@@ -531,7 +531,7 @@ def fill_count(
     if nbytes is None:
         if count is None:
             raise TypeError(f"{call} missing its size: {count_name} (elements) or nbytes=")
-        return count
+        return as_int(count, count_name)  # named as the call names it (a node's ``width``)
     if count is not None:
         raise TypeError(f"{call} takes {count_name} (elements) or nbytes=, not both")
     nbytes = as_int(nbytes, "nbytes")
