@@ -313,3 +313,46 @@ async def test_a_fills_bad_size_is_named_as_the_call_names_it(device: ahg.Device
         graph.add_memset_node(ptr, 0, True)  # type: ignore[arg-type]
     assert stream.submitted == 0
     destroy(stream, ptr)
+
+
+# -- a copy onto itself -------------------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_a_copy_onto_itself_with_the_default_kind_enqueues_nothing(
+    device: ahg.Device,
+) -> None:
+    """HIP's ``ihipMemcpy`` (``hipMemcpy`` and ``hipMemcpyAsync``) returns ``hipSuccess``
+    without enqueuing anything for a source equal to its destination with
+    ``hipMemcpyDefault``, after the checks. Ours enqueued the copy: on the null stream it
+    waited for the legacy order, behind a kernel held on a blocking stream here."""
+    blocking = device.create_stream()
+    null = device.null_stream
+    ptr = device.malloc(64)
+    device.view(ptr, np.uint8)[:] = 3
+    host = np.arange(8, dtype=np.uint8)
+    held = HeldKernel()
+    await held.launch(blocking)
+    await held.started.wait()
+    submitted = null.submitted
+    async with asyncio.timeout(1):  # a wait for the held kernel would never end
+        await device.memcpy(ptr, ptr, 64)
+        await device.memcpy(ptr + 8, ptr + 8, 8, ahg.CopyKind.Default)
+        await device.memcpy(host, host)
+        assert (await null.memcpy(ptr, ptr, 64)).done()
+        assert (await null.memcpy(ptr, ptr, 64, 4)).done()
+    assert null.submitted == submitted
+    with pytest.raises(ahg.InvalidValue):  # the checks still run: past the allocation
+        await null.memcpy(ptr, ptr, 65)
+    with pytest.raises(ahg.InvalidMemcpyDirection):
+        await null.memcpy(ptr, ptr, 8, ahg.CopyKind.HostToDevice)
+    # Another kind, or another address, is a copy as any other: enqueued, in the legacy order.
+    done = await null.memcpy(ptr, ptr, 8, ahg.CopyKind.DeviceToDevice)
+    assert null.submitted == submitted + 1
+    assert not done.done()
+    held.release()
+    await done
+    assert device.view(ptr, np.uint8).tolist() == [3] * 64
+    assert host.tolist() == list(range(8))
+    await blocking.synchronize()
+    destroy(blocking, ptr)

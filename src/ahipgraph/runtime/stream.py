@@ -65,6 +65,7 @@ from .params import (
     MemcpyParams,
     MemsetParams,
     common_kernel_params,
+    copies_nothing,
     fill_count,
 )
 from .per_thread import STREAM_PER_THREAD, per_thread_stream
@@ -395,7 +396,8 @@ class Stream(
         return make_completion(signal, self._device, program)
 
     def _nothing_enqueued(self) -> Completion:
-        """The completion of an eager copy or fill of 0 bytes, once its checks passed.
+        """The completion of an eager copy or fill of 0 bytes (or a copy onto itself, see
+        :func:`copies_nothing`), once its checks passed.
 
         HIP's ``hipMemcpyAsync``/``hipMemsetAsync`` family return ``hipSuccess`` for a size of
         0 without enqueuing a command: such a call costs no launch latency, takes no room in
@@ -500,7 +502,7 @@ class Stream(
             )
         self._check_takes_work()
         copy = self._memcpy_params(dst, src, nbytes, kind)
-        if not copy.nbytes:
+        if copies_nothing(copy, kind):
             return self._nothing_enqueued()
         return self._observed(copy, copy.op(self._device))
 
