@@ -356,3 +356,38 @@ async def test_a_copy_onto_itself_with_the_default_kind_enqueues_nothing(
     assert host.tolist() == list(range(8))
     await blocking.synchronize()
     destroy(blocking, ptr)
+
+
+class _BeginsCapture:
+    """A size whose ``__index__`` begins a capture on ``stream``: user code run by the call's
+    argument checks."""
+
+    def __init__(self, stream: ahg.Stream, size: int) -> None:
+        self.stream, self.size = stream, size
+
+    def __index__(self) -> int:
+        if self.stream.is_capturing() == ahg.CaptureStatus.NONE:
+            self.stream.begin_capture()
+        return self.size
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("size", [8, 0])
+async def test_a_synchronous_copy_whose_size_began_a_capture_is_refused_for_0_bytes_too(
+    device: ahg.Device, size: int
+) -> None:
+    """A copy of 8 bytes whose size's ``__index__`` began a capture on a blocking stream was
+    refused (``StreamCaptureImplicit``: the null stream is in use by the capture), and one of
+    0 bytes returned as if nothing had happened."""
+    stream = device.create_stream()
+    ptr = device.malloc(64)
+    calls = (
+        lambda: device.memcpy(ptr, ptr + 8, _BeginsCapture(stream, size)),  # type: ignore[arg-type]
+        lambda: device.memset(ptr, 0, _BeginsCapture(stream, size)),  # type: ignore[arg-type]
+    )
+    for call in calls:
+        with pytest.raises(ahg.StreamCaptureImplicit):
+            await call()
+        stream.end_capture().destroy()  # the capture goes on, as for 8 bytes
+    assert device.null_stream.submitted == 0
+    destroy(stream, ptr)

@@ -492,7 +492,10 @@ class Device(DeviceBase, DeviceCopyMixin, NoCopy):
         stream = self.null_stream
         params = check(stream)
         if not params.nbytes if empty is None else empty(params):
-            self._engine.bind_loop()  # IllegalState from another loop, as the enqueue's
+            # What an enqueue checks after the arguments, as for any size: the device's loop
+            # (IllegalState from another loop), and a capture that the arguments' own code
+            # (an ``__index__``) began meanwhile (StreamCaptureImplicit on the null stream).
+            stream._nothing_enqueued()
             return
         owner = _sole_other_owner(params, self) if on_owner else None
         if owner is not None:
