@@ -153,6 +153,8 @@ def oracle(prog: list[tuple[Any, ...]]) -> list[bool]:
             touch(call, stream_node(s), b, start, size, True)
         elif kind in ("copy", "peer"):
             _, s, db, ds, sb, ss, size = act
+            if not size or (kind == "copy" and (db, ds) == (sb, ss)):
+                continue  # HIP enqueues nothing: 0 bytes, or a copy onto itself (Default kind)
             n = stream_node(s)
             touch(call, n, db, ds, size, True)
             touch(call, n, sb, ss, size, False)

@@ -33,7 +33,7 @@ from typing import (
 
 import numpy as np
 
-from ..core.errors import InvalidValue
+from ..core.errors import InvalidDevicePointer, InvalidValue
 from ..core.ints import int_or_none
 from .pointer import DevicePtr
 from .symbols import DeviceSymbol
@@ -179,6 +179,11 @@ class PointerType(ArgType):
         if not 0 <= address <= _MAX_ADDRESS:
             raise ValueError(
                 f"parameter {param!r} ({self.name}) address out of range [0, 2**64): {address:#x}"
+            )
+        if value._origin.replaced:  # its ordinal and address name the successor's memory
+            raise InvalidDevicePointer(
+                f"parameter {param!r} ({self.name}) is {value!r}, a pointer of a device "
+                "configure_devices replaced"
             )
         return address
 
@@ -593,7 +598,12 @@ def _fast_packer(
         indent = "            "
         if addresses:
             lines += [indent + line for line in addresses]
-            checks = " and ".join(f"type({field}) is int" for field in fields if field[0] == "p")
+            # A pointer of a replaced device goes to the full path, which refuses it.
+            checks = " and ".join(
+                f"type(p{i}) is int and not a{i}._origin.replaced"
+                for i, field in enumerate(fields)
+                if field[0] == "p"
+            )
             lines.append(f"{indent}if {checks}:")
             indent += "    "
         lines += [

@@ -46,7 +46,7 @@ from ..core.ints import as_int, int_or_none
 from ..core.lifecycle import NoCopy
 from . import hooks
 from .graph_pool import GraphMemAttribute, GraphMemPool, GraphPoolStatistics, check_attribute
-from .pointer import DevicePtr
+from .pointer import UNTRACKED, DevicePtr, PointerOrigin, issued
 
 __all__ = [
     "ADDRESS_SPACE_BYTES",
@@ -190,6 +190,9 @@ class DeviceMemory(NoCopy):
             raise ValueError(f"device ordinal {ordinal} has no address range below 2**64")
         self._ordinal = ordinal
         self._total_bytes = total_bytes
+        # What the pointers handed out here know of this memory (see device/pointer.py): a
+        # successor has the same ordinal and addresses, so this is what tells them apart.
+        self._origin = PointerOrigin()
         self._address_base = (ordinal + 1) << _ADDRESS_SPACE_SHIFT
         self._address_end = self._address_base + ADDRESS_SPACE_BYTES  # exclusive
         # Re-entrant: the collector may run inside it (an allocation's record, a view's key),
@@ -296,7 +299,7 @@ class DeviceMemory(NoCopy):
             allocation.buffer = self._backing(nbytes)
             self._insert(allocation, span)  # may still refuse: before anything is charged
             self._charge(nbytes)
-        return DevicePtr(self._ordinal, allocation.base)
+        return issued(self._ordinal, allocation.base, self._origin)
 
     def free(self, ptr: DevicePtr | None, *, claimed: bool = False, runtime: bool = False) -> None:
         """Free an allocation made by :meth:`malloc` (``hipFree``). Null (or None) is a no-op.
@@ -384,6 +387,8 @@ class DeviceMemory(NoCopy):
         """The checks of :meth:`free` (``allocation`` is the one at ``ptr``). Hold the lock."""
         if allocation is not None and not claimed:  # the graph frees it: a second free
             _check_not_graph_freed(ptr, allocation)
+        if allocation is None and self._foreign_origin(ptr):
+            raise InvalidValue(self._replaced_message(ptr))
         if allocation is None or allocation.buffer is None:
             if allocation is not None and allocation.commits_pending:
                 # A graph launch that allocates it was taken and has not committed: this free
@@ -541,6 +546,8 @@ class DeviceMemory(NoCopy):
         """The allocation :meth:`claim_free` of ``ptr`` claims, after its checks. Hold the lock."""
         allocation = self._at_base(ptr)
         if allocation is None:
+            if self._foreign_origin(ptr):
+                raise InvalidValue(self._replaced_message(ptr))
             raise InvalidValue(f"{ptr!r} is not a live allocation of device {self._ordinal}")
         if allocation.base in self._static:
             raise InvalidValue(
@@ -606,7 +613,7 @@ class DeviceMemory(NoCopy):
         with self._lock:
             allocation = Allocation(0, nbytes, None, reserved=True)  # first: see _insert
             self._insert(allocation, self._check_addresses(nbytes))
-        return DevicePtr(self._ordinal, allocation.base)
+        return issued(self._ordinal, allocation.base, self._origin)
 
     def commit(self, ptr: DevicePtr) -> None:
         """Back a reservation with memory. Raises OutOfMemory; committing twice is InvalidValue."""
@@ -740,9 +747,18 @@ class DeviceMemory(NoCopy):
         float or numpy address equal to a base would otherwise free or claim it, a bool
         device would pass for device 1, and an object's ``__eq__`` would run under the lock).
         """
-        if type(ptr.device) is not int or type(ptr.address) is not int:
+        if type(ptr.device) is not int or type(ptr.address) is not int or self._foreign_origin(ptr):
             return None
         return self._by_base.get(ptr.address) if ptr.device == self._ordinal else None
+
+    def _foreign_origin(self, ptr: DevicePtr) -> bool:
+        """Whether ``ptr``, of this memory's ordinal, came from another memory than this one:
+        a device that ``configure_devices`` replaced, whose addresses this memory reuses. A
+        pointer made by hand has no known origin, and is looked up by its ordinal."""
+        origin = ptr._origin
+        return (
+            origin is not self._origin and origin is not UNTRACKED and ptr.device == self._ordinal
+        )
 
     def _reservation(self, ptr: DevicePtr) -> Allocation:
         allocation = self._at_base(ptr)
@@ -915,7 +931,12 @@ class DeviceMemory(NoCopy):
         own ``__eq__`` or ``__lt__`` (user code) under the lock, and a bool device would pass
         for device 0 or 1.
         """
-        if type(ptr.device) is int and type(ptr.address) is int and ptr.device == self._ordinal:
+        if (
+            type(ptr.device) is int
+            and type(ptr.address) is int
+            and ptr.device == self._ordinal
+            and not self._foreign_origin(ptr)
+        ):
             bases = self._bases
             index = bisect.bisect_right(bases, ptr.address) - 1
             if index >= 0:
@@ -926,8 +947,25 @@ class DeviceMemory(NoCopy):
                     and ptr.address < allocation.end
                 ):
                     return allocation
-        raise InvalidDevicePointer(
-            f"{ptr!r} is not inside a live allocation of device {self._ordinal}"
+        raise InvalidDevicePointer(self._not_found_message(ptr))
+
+    def _not_found_message(self, ptr: DevicePtr) -> str:
+        """Why :meth:`_find` found nothing at ``ptr``: another device's pointer, or one of a
+        replaced device, is named as such (its address may well be inside an allocation of
+        its own device)."""
+        if self._foreign_origin(ptr):
+            return self._replaced_message(ptr, "inside ")
+        if type(ptr.device) is int and ptr.device != self._ordinal:
+            return (
+                f"{ptr!r} is not inside a live allocation of device {self._ordinal}: it is a "
+                f"pointer of device {ptr.device}"
+            )
+        return f"{ptr!r} is not inside a live allocation of device {self._ordinal}"
+
+    def _replaced_message(self, ptr: DevicePtr, inside: str = "") -> str:
+        return (
+            f"{ptr!r} is not {inside}a live allocation of device {self._ordinal}: it comes "
+            "from a device configure_devices replaced, whose addresses this one reuses"
         )
 
     def allocation_of(self, address: int) -> tuple[int, int] | None:

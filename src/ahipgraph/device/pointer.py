@@ -3,6 +3,15 @@
 A :class:`DevicePtr` is a plain immutable value. It does not keep memory alive and is not checked
 when it is made; every access resolves it against the owning device's allocation table, which is
 where a freed, foreign or out-of-range pointer is caught.
+
+A pointer the allocator handed out (and every pointer moved from it) also knows its
+:class:`PointerOrigin`: the device memory it came from, by a small token that does not keep that
+memory alive. A device ``configure_devices`` replaced is succeeded by one with the same ordinal
+and the same addresses, so only the origin tells an old pointer from a new one: the allocator
+refuses to resolve or free a pointer of another memory, and a kernel argument of a replaced
+memory is refused (HIP has no pointer that outlives its device; ours would name the successor's
+memory at the same address). A hand-made pointer has no known origin and resolves by its
+ordinal, as before.
 """
 
 from __future__ import annotations
@@ -12,7 +21,25 @@ from typing import Any
 from ..core.errors import InvalidDevicePointer
 from ..core.ints import int_or_none, not_an_int
 
-__all__ = ["DevicePtr", "NULL", "require_int_address"]
+__all__ = ["NULL", "UNTRACKED", "DevicePtr", "PointerOrigin", "issued", "require_int_address"]
+
+
+class PointerOrigin:
+    """The device memory a pointer came from, as its pointers see it: whether that memory's
+    device was replaced (``configure_devices``). One per memory; a pointer holds it rather than
+    the memory, which it must not keep alive."""
+
+    __slots__ = ("replaced",)
+
+    def __init__(self) -> None:
+        self.replaced = False
+
+
+UNTRACKED = PointerOrigin()
+"""The origin of a pointer made by hand (or unpickled): unknown, so it resolves by ordinal."""
+
+_new = object.__new__
+_set = object.__setattr__  # DevicePtr refuses its own __setattr__: it is immutable
 
 
 def require_int_address(ptr: DevicePtr) -> None:
@@ -33,14 +60,24 @@ def require_int_address(ptr: DevicePtr) -> None:
 class DevicePtr:
     """An address on a device. ``ptr + n`` / ``ptr - n`` move it by ``n`` bytes."""
 
-    __slots__ = ("address", "device")
+    __slots__ = ("_origin", "address", "device")
 
     address: int
     device: int
+    _origin: PointerOrigin
 
     def __init__(self, device: int, address: int) -> None:
-        object.__setattr__(self, "device", device)
-        object.__setattr__(self, "address", address)
+        _set(self, "device", device)
+        _set(self, "address", address)
+        _set(self, "_origin", UNTRACKED)
+
+    def _moved(self, address: int) -> DevicePtr:
+        """This pointer moved to ``address``: the same device, and the same origin."""
+        moved: DevicePtr = _new(DevicePtr)
+        _set(moved, "device", self.device)
+        _set(moved, "address", address)
+        _set(moved, "_origin", self._origin)
+        return moved
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("DevicePtr is immutable")
@@ -66,7 +103,7 @@ class DevicePtr:
             if checked is None:
                 return NotImplemented
             offset = checked
-        return DevicePtr(self.device, self.address + offset)
+        return self._moved(self.address + offset)
 
     __radd__ = __add__
 
@@ -78,7 +115,7 @@ class DevicePtr:
         offset = other if type(other) is int else int_or_none(other)
         if offset is None:
             return NotImplemented
-        return DevicePtr(self.device, self.address - offset)
+        return self._moved(self.address - offset)
 
     def __int__(self) -> int:
         return self.address
@@ -116,3 +153,12 @@ class DevicePtr:
 
 NULL = DevicePtr(0, 0)
 """The null device pointer."""
+
+
+def issued(device: int, address: int, origin: PointerOrigin) -> DevicePtr:
+    """A pointer the allocator of ``origin``'s memory hands out."""
+    ptr: DevicePtr = _new(DevicePtr)
+    _set(ptr, "device", device)
+    _set(ptr, "address", address)
+    _set(ptr, "_origin", origin)
+    return ptr

@@ -68,8 +68,10 @@ def configure_devices(
 
     Meant for program start-up and test fixtures: existing device objects are dropped, and
     take no new work. Work still queued on them runs, but resolves pointers by ordinal, in
-    the new devices (same ordinals, same addresses): synchronize the old devices first.
-    Everything is checked before the table changes.
+    the new devices (same ordinals, same addresses): synchronize the old devices first. A
+    pointer an old device handed out is refused by the new one of its ordinal (see
+    device/pointer.py); the old device still frees it. Everything is checked before the
+    table changes.
 
     Raises:
         TypeError: ``count`` is not an int, or ``properties`` are not DeviceProperties.

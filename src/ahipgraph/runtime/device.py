@@ -438,10 +438,13 @@ class Device(DeviceBase, DeviceCopyMixin, NoCopy):
             StreamCaptureImplicit: a capture is in progress (every capture is invalidated).
             As :meth:`Stream.memcpy`, and the copy's failure.
         """
+        from .params import copies_nothing  # params imports this module
+
         await self._sync_op(
             lambda stream: stream.memcpy(dst, src, nbytes, kind),
             lambda stream: stream._memcpy_params(dst, src, nbytes, kind),
             on_owner=True,
+            empty=lambda params: copies_nothing(params, kind),
         )
 
     async def memset(self, dst: DevicePtr, value: int, nbytes: int) -> None:
@@ -450,8 +453,10 @@ class Device(DeviceBase, DeviceCopyMixin, NoCopy):
         Raises: as :meth:`memcpy`.
         """
         await self._sync_op(
-            lambda stream: stream.memset(dst, value, nbytes),
-            lambda stream: stream._memset_params(dst, value, nbytes),
+            # As bytes (``nbytes=``), and None refused here: a bad size is named as this call
+            # names it (not as a stream's fill count, nor as a missing one).
+            lambda stream: stream.memset(dst, value, nbytes=as_int(nbytes, "nbytes")),
+            lambda stream: stream._memset_params(dst, value, nbytes=as_int(nbytes, "nbytes")),
         )
 
     async def _sync_op(
@@ -460,6 +465,7 @@ class Device(DeviceBase, DeviceCopyMixin, NoCopy):
         check: Callable[[Stream], MemcpyParams | MemsetParams],
         *,
         on_owner: bool = False,
+        empty: Callable[[Any], bool] | None = None,
     ) -> None:
         """Run a synchronous copy or fill: ``enqueue`` on a null stream, then wait for it.
 
@@ -469,7 +475,8 @@ class Device(DeviceBase, DeviceCopyMixin, NoCopy):
         touch the null stream, so such a call neither enqueues anything nor waits for the
         legacy null stream's order (a slow kernel on a blocking stream). It is still a call
         on this device, so a device busy on another event loop refuses it, as it would the
-        enqueue.
+        enqueue. ``empty`` says which parameters copy nothing, when more than a size of 0
+        does (``hipMemcpy``'s copy onto itself: see :func:`copies_nothing`).
 
         ``on_owner`` (``hipMemcpy``'s rule, ``ihipMemcpyCommand``): a copy whose device memory
         is all on one other device runs on that device's null stream, after this null
@@ -484,8 +491,11 @@ class Device(DeviceBase, DeviceCopyMixin, NoCopy):
             capture_checks.sync_copy()
         stream = self.null_stream
         params = check(stream)
-        if not params.nbytes:
-            self._engine.bind_loop()  # IllegalState from another loop, as the enqueue's
+        if not params.nbytes if empty is None else empty(params):
+            # What an enqueue checks after the arguments, as for any size: the device's loop
+            # (IllegalState from another loop), and a capture that the arguments' own code
+            # (an ``__index__``) began meanwhile (StreamCaptureImplicit on the null stream).
+            stream._nothing_enqueued()
             return
         owner = _sole_other_owner(params, self) if on_owner else None
         if owner is not None:

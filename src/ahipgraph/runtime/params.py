@@ -369,6 +369,23 @@ def memcpy_kind(kind: object) -> CopyKind:
     return given
 
 
+def copies_nothing(params: MemcpyParams, kind: object) -> bool:
+    """Whether a checked eager copy is one HIP's ``ihipMemcpy`` returns ``hipSuccess`` for
+    without enqueuing anything: 0 bytes, or a source that is its destination with the
+    ``Default`` kind (``kind`` as the call gave it; None, which infers it, is ``Default``).
+    Such a copy changes no byte, so it neither waits for the legacy null stream's order nor
+    delays later work. Graph nodes are another matter: a setter refuses a copy onto itself.
+    """
+    if not params.nbytes:
+        return True
+    dst, src = params.dst, params.src
+    if type(dst) is DevicePtr and type(src) is DevicePtr:
+        same = dst.address == src.address and dst.device == src.device  # checked: ints
+    else:
+        same = dst is src  # one host array
+    return same and (kind is None or memcpy_kind(kind) is CopyKind.Default)
+
+
 def check_kind(kind: CopyKind | int | None, inferred: CopyKind) -> None:
     """HIP's direction rule: a copy kind that agrees with the endpoints, or ``Default``."""
     if kind is None:
@@ -559,7 +576,7 @@ def fill_count(
     if nbytes is None:
         if count is None:
             raise TypeError(f"{call} missing its size: {count_name} (elements) or nbytes=")
-        return count
+        return as_int(count, count_name)  # named as the call names it (a node's ``width``)
     if count is not None:
         raise TypeError(f"{call} takes {count_name} (elements) or nbytes=, not both")
     nbytes = as_int(nbytes, "nbytes")

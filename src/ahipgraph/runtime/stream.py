@@ -25,6 +25,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+import numpy as np
+
 from ..core.errors import (
     HipError,
     IllegalState,
@@ -63,11 +65,12 @@ from .params import (
     MemcpyParams,
     MemsetParams,
     common_kernel_params,
+    copies_nothing,
     fill_count,
 )
 from .per_thread import STREAM_PER_THREAD, per_thread_stream
 from .stream_capture import StreamCaptureMixin
-from .stream_copies import StreamCopyMixin
+from .stream_copies import StreamCopyMixin, empty_size
 from .stream_memops import StreamMemOpsMixin
 from .stream_memory import StreamMemoryMixin
 
@@ -392,6 +395,25 @@ class Stream(
         self._submit(program)
         return make_completion(signal, self._device, program)
 
+    def _nothing_enqueued(self) -> Completion:
+        """The completion of an eager copy or fill of 0 bytes (or a copy onto itself, see
+        :func:`copies_nothing`), once its checks passed.
+
+        HIP's ``hipMemcpyAsync``/``hipMemsetAsync`` family return ``hipSuccess`` for a size of
+        0 without enqueuing a command: such a call costs no launch latency, takes no room in
+        the ring and, on the null stream, waits for no blocking stream (an event recorded
+        after it is not delayed). The stream is checked again, as :meth:`_submit` does (the
+        checks ran user code), and the device's loop, as for any enqueue: a device busy on
+        another event loop refuses the call. Its ``start_ns`` is None, as nothing ran.
+        """
+        if self._state is not _OPEN or self._capture is not None:
+            self._changed_under_call()
+        engine = self._queue._engine
+        engine.bind_loop()
+        done = Signal(0)
+        done._time = engine._clock.now  # done when called: its end_ns is the host's now
+        return make_completion(done, self._device)
+
     def _observed(self, work: Any, op: Op) -> Completion:
         """Submit eager work; a runtime observer (the race checker) checks it first and may
         refuse it, in which case nothing was enqueued."""
@@ -480,6 +502,8 @@ class Stream(
             )
         self._check_takes_work()
         copy = self._memcpy_params(dst, src, nbytes, kind)
+        if copies_nothing(copy, kind):
+            return self._nothing_enqueued()
         return self._observed(copy, copy.op(self._device))
 
     def _memcpy_params(
@@ -492,7 +516,23 @@ class Stream(
         """``memcpy``'s checks and parameters, for an eager copy."""
         return MemcpyParams.make(dst, src, nbytes, kind, empty_unchecked=True)
 
-    memcpy, memcpy_nowait = enqueue_pair(_memcpy, check=_memcpy_params)
+    def _memcpy_packetless(
+        self,
+        dst: Endpoint,
+        src: Endpoint,
+        nbytes: int | None = None,
+        kind: CopyKind | int | None = None,
+    ) -> bool:
+        """Whether ``memcpy`` adds no packet, by its size alone (see :func:`empty_size`): 0,
+        or none given and an empty host array, whose size the copy takes then (a numpy
+        array's own, not a subclass's, which may compute it)."""
+        if nbytes is None:
+            return any(type(end) is np.ndarray and end.nbytes == 0 for end in (dst, src))
+        return empty_size(nbytes)
+
+    memcpy, memcpy_nowait = enqueue_pair(
+        _memcpy, check=_memcpy_params, packetless=_memcpy_packetless
+    )
 
     def _memset(
         self,
@@ -530,6 +570,8 @@ class Stream(
             )
         self._check_takes_work()
         params = self._memset_params(dst, value, count, element_size=element_size)
+        if not params.nbytes:
+            return self._nothing_enqueued()
         return self._observed(params, params.op(self._device))
 
     def _memset_params(
@@ -545,7 +587,21 @@ class Stream(
         count = fill_count(count, nbytes, element_size)
         return MemsetParams.make(dst, value, count, element_size=element_size, empty_unchecked=True)
 
-    memset, memset_nowait = enqueue_pair(_memset, check=_memset_params)
+    def _memset_packetless(
+        self,
+        dst: DevicePtr,
+        value: int,
+        count: int | None = None,
+        *,
+        element_size: int = 1,
+        nbytes: int | None = None,
+    ) -> bool:
+        """Whether ``memset`` adds no packet, by its size alone (see :func:`empty_size`)."""
+        return empty_size(count) or empty_size(nbytes)
+
+    memset, memset_nowait = enqueue_pair(
+        _memset, check=_memset_params, packetless=_memset_packetless
+    )
 
     def _launch_host_func(self, fn: Callable[..., Any], *args: Any) -> Completion:
         """Enqueue a host callback (``hipLaunchHostFunc``); the stream waits until it returns."""

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "StreamCopyMixin",
+    "empty_size",
     "from_symbol_params",
     "peer_params",
     "pitched_2d_params",
@@ -158,6 +159,19 @@ def peer_params(
     return MemcpyParams.make(dst, src, nbytes, CopyKind.DeviceToDevice, empty_unchecked=True)
 
 
+def empty_size(size: object) -> bool:
+    """Whether a copy or fill's size argument is the int 0: such a call adds no packet (it
+    enqueues nothing once its checks pass; see ``Stream._nothing_enqueued``), so it needs no
+    room in a full ring and never waits for it. Only an int is looked at: a size of another
+    type is converted by the call's checks, which run user code (an ``__index__``), so such a
+    call waits for room as any other, and its body checks it then."""
+    return type(size) is int and size == 0
+
+
+def _extent_empty(extent: object) -> bool:
+    return type(extent) is tuple and any(empty_size(side) for side in extent)
+
+
 class StreamCopyMixin:
     """``memcpy_2d``, ``memcpy_3d``, ``memcpy_to_symbol`` and ``memcpy_from_symbol``."""
 
@@ -171,6 +185,8 @@ class StreamCopyMixin:
             return part.add("Memcpy", build)
         stream._check_takes_work()
         params = build()
+        if not params.nbytes:  # an empty region: nothing to enqueue (see _nothing_enqueued)
+            return stream._nothing_enqueued()
         # Through the observer, as every eager op: the race checker sees the copy's rows.
         return stream._observed(params, params.op(stream._device))
 
@@ -213,7 +229,22 @@ class StreamCopyMixin:
         device = self._stream_device()
         return pitched_2d_params(dst, dst_pitch, src, src_pitch, width, height, kind, device=device)
 
-    memcpy_2d, memcpy_2d_nowait = enqueue_pair(_memcpy_2d, check=_memcpy_2d_params, owner="Stream")
+    def _memcpy_2d_packetless(
+        self,
+        dst: Endpoint,
+        dst_pitch: int,
+        src: Endpoint,
+        src_pitch: int,
+        width: int,
+        height: int,
+        kind: CopyKind | int | None = None,
+    ) -> bool:
+        """Whether ``memcpy_2d`` adds no packet, by its region alone (see :func:`empty_size`)."""
+        return empty_size(width) or empty_size(height)
+
+    memcpy_2d, memcpy_2d_nowait = enqueue_pair(
+        _memcpy_2d, check=_memcpy_2d_params, packetless=_memcpy_2d_packetless, owner="Stream"
+    )
 
     def _memcpy_3d(
         self,
@@ -257,7 +288,22 @@ class StreamCopyMixin:
             device=self._stream_device(),
         )
 
-    memcpy_3d, memcpy_3d_nowait = enqueue_pair(_memcpy_3d, check=_memcpy_3d_params, owner="Stream")
+    def _memcpy_3d_packetless(
+        self,
+        dst: PitchedPtr,
+        src: PitchedPtr,
+        extent: tuple[int, int, int],
+        *,
+        dst_pos: tuple[int, int, int] = (0, 0, 0),
+        src_pos: tuple[int, int, int] = (0, 0, 0),
+        kind: CopyKind | int | None = None,
+    ) -> bool:
+        """Whether ``memcpy_3d`` adds no packet, by its extent alone (see :func:`empty_size`)."""
+        return _extent_empty(extent)
+
+    memcpy_3d, memcpy_3d_nowait = enqueue_pair(
+        _memcpy_3d, check=_memcpy_3d_params, packetless=_memcpy_3d_packetless, owner="Stream"
+    )
 
     def _memcpy_to_symbol(
         self,
@@ -291,8 +337,23 @@ class StreamCopyMixin:
         """``memcpy_to_symbol``'s checks and parameters (for a call that must wait for room)."""
         return to_symbol_params(symbol, src, nbytes, offset, kind, device=self._stream_device())
 
+    def _to_symbol_packetless(
+        self,
+        symbol: SymbolLike,
+        src: Endpoint,
+        nbytes: int | None = None,
+        offset: int = 0,
+        kind: CopyKind | int | None = None,
+    ) -> bool:
+        """Whether ``memcpy_to_symbol`` adds no packet, by its size alone (see
+        :func:`empty_size`)."""
+        return empty_size(nbytes)
+
     memcpy_to_symbol, memcpy_to_symbol_nowait = enqueue_pair(
-        _memcpy_to_symbol, check=_to_symbol_params, owner="Stream"
+        _memcpy_to_symbol,
+        check=_to_symbol_params,
+        packetless=_to_symbol_packetless,
+        owner="Stream",
     )
 
     def _memcpy_from_symbol(
@@ -323,8 +384,23 @@ class StreamCopyMixin:
         """``memcpy_from_symbol``'s checks and parameters (for a call that must wait for room)."""
         return from_symbol_params(dst, symbol, nbytes, offset, kind, device=self._stream_device())
 
+    def _from_symbol_packetless(
+        self,
+        dst: Endpoint,
+        symbol: SymbolLike,
+        nbytes: int | None = None,
+        offset: int = 0,
+        kind: CopyKind | int | None = None,
+    ) -> bool:
+        """Whether ``memcpy_from_symbol`` adds no packet, by its size alone (see
+        :func:`empty_size`)."""
+        return empty_size(nbytes)
+
     memcpy_from_symbol, memcpy_from_symbol_nowait = enqueue_pair(
-        _memcpy_from_symbol, check=_from_symbol_params, owner="Stream"
+        _memcpy_from_symbol,
+        check=_from_symbol_params,
+        packetless=_from_symbol_packetless,
+        owner="Stream",
     )
 
     def _memcpy_peer(
@@ -355,7 +431,20 @@ class StreamCopyMixin:
         """``memcpy_peer``'s checks for a call that must wait for room."""
         return peer_params(dst, dst_device, src, src_device, nbytes)
 
-    memcpy_peer, memcpy_peer_nowait = enqueue_pair(_memcpy_peer, check=_peer_params, owner="Stream")
+    def _peer_packetless(
+        self,
+        dst: DevicePtr,
+        dst_device: Device | int,
+        src: DevicePtr,
+        src_device: Device | int,
+        nbytes: int,
+    ) -> bool:
+        """Whether ``memcpy_peer`` adds no packet, by its size alone (see :func:`empty_size`)."""
+        return empty_size(nbytes)
+
+    memcpy_peer, memcpy_peer_nowait = enqueue_pair(
+        _memcpy_peer, check=_peer_params, packetless=_peer_packetless, owner="Stream"
+    )
 
     def _stream_device(self) -> Device:
         stream: Stream = self  # type: ignore[assignment]
