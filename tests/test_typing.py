@@ -131,7 +131,7 @@ def test_instantiate_options_name_every_option_instantiate_takes() -> None:
     assert set(hints) == {"device", *_OPTIONS}
     assert ahg.InstantiateOptions.__optional_keys__ == frozenset(hints)
     assert hints["device"] is ahg.Device
-    assert hints["upload_stream"] == ahg.Stream | None
+    assert hints["upload_stream"] == ahg.Stream | ahg.PerThreadStream | None
 
 
 def test_typed_surface_reads_every_public_name() -> None:

@@ -26,6 +26,7 @@ from ..core.ints import as_int
 from ..device.table import live
 from ..graph.node_type import NodeType
 from ..runtime.device import Device, get_device
+from ..runtime.per_thread import PerThreadStream
 from ..runtime.stream import Stream, launch_stream
 from .arena import HEADROOM_BYTES, KernelArgArena
 from .compile import Compiled, compile_plan
@@ -66,7 +67,9 @@ _OPTIONS: dict[str, tuple[type, ...]] = {
     "wait_for_signal_sets": (bool,),
     "arena_headroom": (int,),
     "strict_flush": (bool,),
-    "upload_stream": (Stream, type(None)),
+    # ``STREAM_PER_THREAD`` too: HIP's upload resolves ``hipStreamPerThread``, as
+    # ``exec.upload`` does.
+    "upload_stream": (Stream, PerThreadStream, type(None)),
     "check_races": (bool,),
 }
 
@@ -79,7 +82,7 @@ class InstantiateRequest:
     device: Device
     options: dict[str, Any]
     upload: bool
-    upload_stream: Stream | None
+    upload_stream: Stream | PerThreadStream | None
 
 
 @dataclass(slots=True, eq=False)

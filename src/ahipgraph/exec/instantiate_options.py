@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Literal, TypedDict
 
 if TYPE_CHECKING:
     from ..runtime.device import Device
+    from ..runtime.per_thread import PerThreadStream
     from ..runtime.stream import Stream
 
 __all__ = ["InstantiateOptions"]
@@ -29,5 +30,5 @@ class InstantiateOptions(TypedDict, total=False):
     wait_for_signal_sets: bool
     arena_headroom: int
     strict_flush: bool
-    upload_stream: Stream | None
+    upload_stream: Stream | PerThreadStream | None
     check_races: bool
