@@ -5,6 +5,10 @@
   and ``stream.synchronize = None`` shadowed the method for every later caller of that handle.
   They refuse one with ``AttributeError`` naming the class and the attribute, as a node and an
   executable do.
+* A ``CaptureScope`` entered a second time began a new capture and replaced the graph its
+  first block had captured; entered inside its own block, it raised ``IllegalState`` as a
+  second ``begin_capture`` does. A scope is entered once (``RuntimeError``, as
+  ``asyncio.timeout()`` says), and an exit without an entry raised a bare AssertionError.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from typing import Any
 import pytest
 
 import ahipgraph as ahg
-from capture_helpers import NBYTES, N, affine
+from capture_helpers import NBYTES, Baseline, N, affine, no_capture_left
 from cleanup import destroy
 
 # -- new attributes on a handle --------------------------------------------------------------------
@@ -92,3 +96,86 @@ def test_the_four_handles_can_still_be_referred_to_weakly(device: ahg.Device) ->
         handle = four.of(cls)
         assert weakref.ref(handle)() is handle
     four.destroy()
+
+
+# -- a capture scope is entered once -----------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_a_capture_scope_entered_again_after_its_block_refuses_and_keeps_its_graph(
+    device: ahg.Device,
+) -> None:
+    stream, x = device.create_stream(), device.malloc(NBYTES)
+    scope = stream.capture()
+    async with scope:
+        await stream.memset(x, 0, NBYTES)
+    graph = scope.graph
+    assert graph is not None
+    before = Baseline.take(device)
+    with pytest.raises(RuntimeError, match="entered once"):
+        async with scope:
+            raise AssertionError("the block must not run")  # pragma: no cover
+    assert scope.graph is graph  # not replaced by the graph of a new capture
+    assert stream.is_capturing() is ahg.CaptureStatus.NONE
+    assert Baseline.take(device) == before
+    assert len(graph.nodes()) == 1
+    destroy(graph, stream, x)
+    no_capture_left()
+
+
+@pytest.mark.asyncio
+async def test_a_capture_scope_entered_inside_its_own_block_refuses_and_its_capture_goes_on(
+    device: ahg.Device,
+) -> None:
+    stream, x = device.create_stream(), device.malloc(NBYTES)
+    scope = stream.capture()
+    async with scope:
+        await stream.memset(x, 0, NBYTES)
+        info = stream.capture_info()
+        with pytest.raises(RuntimeError, match="entered once"):
+            async with scope:
+                raise AssertionError("the block must not run")  # pragma: no cover
+        assert stream.capture_info() == info  # the same capture, still ACTIVE
+        await stream.memset(x, 1, NBYTES)
+    assert scope.graph is not None
+    assert len(scope.graph.nodes()) == 2
+    destroy(scope.graph, stream, x)
+    no_capture_left()
+
+
+@pytest.mark.asyncio
+async def test_a_capture_scope_whose_entry_failed_can_be_entered_later(
+    device: ahg.Device,
+) -> None:
+    # A failed entry began nothing: it changed nothing, the scope's state included.
+    stream = device.create_stream()
+    stream.begin_capture()
+    scope = stream.capture()
+    with pytest.raises(ahg.IllegalState, match="already capturing"):
+        async with scope:
+            raise AssertionError("the block must not run")  # pragma: no cover
+    stream.end_capture().destroy()
+    async with scope:
+        pass
+    assert scope.graph is not None
+    destroy(scope.graph, stream)
+    no_capture_left()
+
+
+@pytest.mark.asyncio
+async def test_a_capture_scope_exited_without_an_entry_or_twice_raises_runtime_error(
+    device: ahg.Device,
+) -> None:
+    stream = device.create_stream()
+    scope = stream.capture()
+    with pytest.raises(RuntimeError, match="not active"):
+        await scope.__aexit__(None, None, None)
+    async with scope:
+        pass
+    graph = scope.graph
+    with pytest.raises(RuntimeError, match="not active"):
+        await scope.__aexit__(None, None, None)
+    assert scope.graph is graph
+    assert graph is not None
+    destroy(graph, stream)
+    no_capture_left()
