@@ -9,6 +9,8 @@
   first block had captured; entered inside its own block, it raised ``IllegalState`` as a
   second ``begin_capture`` does. A scope is entered once (``RuntimeError``, as
   ``asyncio.timeout()`` says), and an exit without an entry raised a bare AssertionError.
+* A stream destroyed on another thread just as ``async with stream.capture()`` began its
+  capture made the entry fail with a bare AssertionError.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 import pytest
 
 import ahipgraph as ahg
+from ahipgraph.runtime import capture_scope
 from capture_helpers import NBYTES, Baseline, N, affine, no_capture_left
 from cleanup import destroy
 
@@ -178,4 +181,32 @@ async def test_a_capture_scope_exited_without_an_entry_or_twice_raises_runtime_e
     assert scope.graph is graph
     assert graph is not None
     destroy(graph, stream)
+    no_capture_left()
+
+
+# -- a capturing stream destroyed ------------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_a_stream_destroyed_as_its_scope_begins_the_capture_is_context_is_destroyed(
+    device: ahg.Device, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The destroy of another thread, landing just after the begin returned: the entry read
+    # the session back from the stream, found none, and failed an assert.
+    real_begin = capture_scope.capture.begin
+
+    def begin_then_destroyed(stream: ahg.Stream, mode: Any) -> Any:
+        session = real_begin(stream, mode)
+        stream.destroy()
+        return session
+
+    monkeypatch.setattr(capture_scope.capture, "begin", begin_then_destroyed)
+    stream = device.create_stream()
+    before = Baseline.take(device)
+    scope = stream.capture()
+    with pytest.raises(ahg.ContextIsDestroyed):
+        async with scope:
+            pass
+    assert scope.graph is None
+    assert Baseline.take(device) == before
     no_capture_left()

@@ -76,10 +76,9 @@ class CaptureScope(NoCopy):
                 f"{self!r} was entered {when}: a capture scope is entered once "
                 "(stream.capture() makes a new one)"
             )
-        capture.begin(self._stream, self._mode)
-        part = self._stream._capture
-        assert isinstance(part, StreamCapture)
-        self._session = part.session
+        # The session as begun, not as read from the stream afterwards: a destroy of the
+        # stream on another thread may have ended it already (the exit then says so).
+        self._session = capture.begin(self._stream, self._mode)
         return self
 
     async def __aexit__(
