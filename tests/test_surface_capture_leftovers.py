@@ -11,6 +11,9 @@
   ``asyncio.timeout()`` says), and an exit without an entry raised a bare AssertionError.
 * A stream destroyed on another thread just as ``async with stream.capture()`` began its
   capture made the entry fail with a bare AssertionError.
+
+Destroying a capturing stream (HIP's ``hipStreamDestroy`` ends its capture, and a later
+``hipStreamEndCapture`` says ``ContextIsDestroyed``) is pinned here for the scope's exit too.
 """
 
 from __future__ import annotations
@@ -21,9 +24,15 @@ from typing import Any
 import pytest
 
 import ahipgraph as ahg
+from ahipgraph import testing
 from ahipgraph.runtime import capture_scope
 from capture_helpers import NBYTES, Baseline, N, affine, no_capture_left
 from cleanup import destroy
+
+
+def _live(kind: str) -> int:
+    return testing.registry_statistics()[kind].live
+
 
 # -- new attributes on a handle --------------------------------------------------------------------
 
@@ -210,3 +219,52 @@ async def test_a_stream_destroyed_as_its_scope_begins_the_capture_is_context_is_
     assert scope.graph is None
     assert Baseline.take(device) == before
     no_capture_left()
+
+
+@pytest.mark.asyncio
+async def test_a_stream_destroyed_inside_its_capture_block_ends_the_capture_and_frees_it(
+    device: ahg.Device,
+) -> None:
+    # HIP ends the capture of a destroyed stream (and leaks its graph); a later end says
+    # ContextIsDestroyed. ahipgraph frees the graph; the block's exit is that end.
+    x = device.malloc(NBYTES)
+    stream = device.create_stream()
+    before = Baseline.take(device)
+    graphs, nodes = _live("graph"), _live("graph node")
+    scope = stream.capture()
+
+    async def destroyed_in_the_block() -> None:
+        async with scope:
+            await stream.memset(x, 0, NBYTES)
+            stream.destroy()
+            assert stream.alive is False
+
+    with pytest.raises(ahg.ContextIsDestroyed):
+        await destroyed_in_the_block()
+    assert scope.graph is None
+    assert (_live("graph"), _live("graph node")) == (graphs, nodes)
+    assert Baseline.take(device) == before
+    no_capture_left()
+    destroy(x)
+
+
+@pytest.mark.asyncio
+async def test_a_forked_stream_destroyed_mid_capture_leaves_its_unjoined_work_reported(
+    device: ahg.Device,
+) -> None:
+    x = device.malloc(NBYTES)
+    origin, fork = device.create_stream(), device.create_stream()
+    event = device.create_event()
+    before = Baseline.take(device)
+    origin.begin_capture()
+    await origin.memset(x, 0, NBYTES)
+    await origin.record_event(event)
+    await fork.wait_event(event)
+    await fork.memset(x, 1, NBYTES)
+    fork.destroy()
+    assert origin.is_capturing() is ahg.CaptureStatus.ACTIVE
+    with pytest.raises(ahg.StreamCaptureUnjoined):
+        origin.end_capture()
+    assert Baseline.take(device) == before
+    no_capture_left()
+    destroy(origin, event, x)
