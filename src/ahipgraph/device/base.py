@@ -30,6 +30,11 @@ __all__ = ["DeviceBase"]
 class DeviceBase:
     """A simulated GPU as the device layer sees it: memory plus the engine that runs work."""
 
+    # Slots, here and in the public ``Device``: a device takes no attribute it does not
+    # declare, so a typo (``device.ordnial = 1``) or a method shadowed on the instance is
+    # refused with AttributeError rather than silently kept.
+    __slots__ = ("_clock", "_engine", "_memory", "_ordinal", "_properties", "_queues")
+
     def __init__(self, ordinal: int, properties: DeviceProperties) -> None:
         self._ordinal = ordinal
         self._properties = properties

@@ -196,6 +196,29 @@ class Graph(DestroyOnExit):
 
     _copy_hint = "; graph.clone() makes a copy of its nodes"
 
+    # Slots: a graph takes no attribute it does not declare (a typo such as
+    # ``graph.destory = ...``, or a method shadowed on the instance, is refused with
+    # AttributeError). ``__weakref__``: its registry, its finalizer (whose record is what a
+    # clone's lineage keeps) and a forgotten capture's record hold it weakly.
+    __slots__ = (
+        "__weakref__",
+        "_adding",
+        "_by_id",
+        "_edge_count",
+        "_has_mem_nodes",
+        "_hid",
+        "_id",
+        "_instantiated",
+        "_last_launch",
+        "_life",
+        "_lock",
+        "_node_registry_ref",
+        "_open",
+        "_owner_node",
+        "_removals",
+        "_user_objects",
+    )
+
     def __init__(self) -> None:
         # ``id``, ``lock`` and ``hid`` are read-only (properties below): another id would
         # rename the graph apart from its record (which its conditional handles are matched

@@ -68,8 +68,12 @@ def begin(
     deps: Sequence[GraphNode] | GraphNode = (),
     *,
     to_graph: bool = False,
-) -> None:
-    """``hipStreamBeginCapture`` / ``hipStreamBeginCaptureToGraph`` (``to_graph``)."""
+) -> CaptureSession:
+    """``hipStreamBeginCapture`` / ``hipStreamBeginCaptureToGraph`` (``to_graph``).
+
+    Returns the session begun: read from the stream after the call, it may be gone already
+    (the stream destroyed by another thread meanwhile ended it).
+    """
     if to_graph and graph is None:  # a missing argument comes first, as in HIP
         raise InvalidValue("capture graph is null")
     stream._check_open()
@@ -108,6 +112,7 @@ def begin(
         session.origin = StreamCapture(session, stream, dep_list)
         _SESSIONS[session] = None
         _refresh_null_guard(stream._device)
+    return session
 
 
 def end(stream: Stream) -> Graph:

@@ -5,6 +5,14 @@ or a cancellation inside the block ends it with plain, uninterruptible cleanup, 
 graph it made and lets the exception propagate, so nothing stays registered. So does an exit
 whose ``end_capture`` fails, whatever the reason (an invalidated or unjoined capture, or an exit
 in another task than the entry: ``StreamCaptureWrongThread``).
+
+A scope is entered once, as ``asyncio.timeout()``'s and trio's cancel scopes are: entering it
+again (inside its own block, or after it) raises RuntimeError and changes nothing. Re-entered,
+it began a new capture and replaced the ``graph`` the first block had captured, or, inside its
+own block, raised IllegalState as a second ``begin_capture`` does, an error that blamed the
+stream for a misuse of the scope object. ``stream.capture()`` makes a fresh scope each time.
+An entry that failed (the stream captures already, a bad mode) did not begin anything: the
+scope can be entered later.
 """
 
 from __future__ import annotations
@@ -34,13 +42,14 @@ class CaptureScope(NoCopy):
         graph: the captured graph, once the block has exited cleanly; None before.
     """
 
-    __slots__ = ("_graph", "_mode", "_session", "_stream")
+    __slots__ = ("_exited", "_graph", "_mode", "_session", "_stream")
 
     def __init__(self, stream: Stream, mode: CaptureMode | int) -> None:
         self._stream = stream
         self._mode = mode
-        self._session: CaptureSession | None = None
+        self._session: CaptureSession | None = None  # set once the entry began the capture
         self._graph: Graph | None = None
+        self._exited = False
 
     # Read-only: the exit ends the capture on ``stream`` and sets ``graph``. A stream assigned
     # inside the block made the exit find no capture of its own there: it aborted the capture,
@@ -61,10 +70,15 @@ class CaptureScope(NoCopy):
         # A capture needs no loop until its graph is launched: a trio task hears that
         # ahipgraph runs on asyncio here, at once, rather than after capturing a whole graph.
         refuse_trio()
-        capture.begin(self._stream, self._mode)
-        part = self._stream._capture
-        assert isinstance(part, StreamCapture)
-        self._session = part.session
+        if self._session is not None:
+            when = "and exited already" if self._exited else "already, its block is running"
+            raise RuntimeError(
+                f"{self!r} was entered {when}: a capture scope is entered once "
+                "(stream.capture() makes a new one)"
+            )
+        # The session as begun, not as read from the stream afterwards: a destroy of the
+        # stream on another thread may have ended it already (the exit then says so).
+        self._session = capture.begin(self._stream, self._mode)
         return self
 
     async def __aexit__(
@@ -74,7 +88,9 @@ class CaptureScope(NoCopy):
         tb: TracebackType | None,
     ) -> None:
         session = self._session
-        assert session is not None
+        if session is None or self._exited:
+            raise RuntimeError(f"{self!r} is not active: it was never entered, or exited already")
+        self._exited = True
         if exc is not None:
             capture.abort(self._stream, session)  # plain, uninterruptible cleanup
             return

@@ -98,6 +98,18 @@ class DeviceStatistics:
 class Device(DeviceBase, DeviceCopyMixin, NoCopy):
     """One simulated GPU. Obtain it with :func:`get_device`; it has no public constructor."""
 
+    # Slots (see ``DeviceBase``): a new attribute is refused. ``__weakref__``: the argument
+    # arenas' tallies are kept per device in a weak-keyed table.
+    __slots__ = (
+        "__weakref__",
+        "_forgotten_failures",
+        "_lock",
+        "_null_stream",
+        "_orphans",
+        "_streams",
+        "_streams_lock",
+    )
+
     def __init__(self, *args: object, **kwargs: object) -> None:
         """Refuse, whatever the arguments: the devices table makes the devices (see
         :func:`_make_device`)."""

@@ -48,6 +48,22 @@ class EventState(enum.Enum):
 class Event(DestroyOnExit):
     """A point in a stream's work. Create with ``device.create_event()``."""
 
+    # Slots: an event takes no attribute it does not declare (a typo such as
+    # ``event.disable_timming = True``, or a method shadowed on the instance, is refused with
+    # AttributeError). ``__weakref__``: its registry, its finalizer and the capture's event
+    # links (a weak-keyed table) hold it weakly.
+    __slots__ = (
+        "__weakref__",
+        "_blocking_sync",
+        "_device",
+        "_disable_timing",
+        "_hid",
+        "_life",
+        "_recorded_on",
+        "_signal",
+        "_state",
+    )
+
     def __init__(self, *args: object, **kwargs: object) -> None:
         """Refuse, whatever the arguments: events come from ``device.create_event()``."""
         _FACTORY.refuse()

@@ -163,6 +163,30 @@ class Stream(
     and every operation becomes a node there instead of running.
     """
 
+    # Slots: a stream takes no attribute it does not declare (a typo such as
+    # ``stream.prority = 1``, or ``stream.synchronize = None`` shadowing a method, is refused
+    # with AttributeError). ``__weakref__``: its registry, its finalizer, its device's stream
+    # list and a capture's part hold it weakly.
+    __slots__ = (
+        "__weakref__",
+        "_capture",
+        "_device",
+        "_failure",
+        "_hid",
+        "_implicit",
+        "_is_null",
+        "_last_free",
+        "_life",
+        "_non_blocking",
+        "_parked",
+        "_priority",
+        "_queue",
+        "_retired_cb",
+        "_state",
+        "_submitted",
+        "_tail",
+    )
+
     def __init__(self, *args: object, **kwargs: object) -> None:
         """Refuse, whatever the arguments: streams come from ``device.create_stream()``."""
         _FACTORY.refuse()

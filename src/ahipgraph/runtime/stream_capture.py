@@ -115,7 +115,8 @@ class StreamCaptureMixin:
         WrongThread included: the block was left in another task than the one that entered
         it), the capture ends all the same and the end's error propagates. Entering the block
         from a trio task raises RuntimeError before the capture begins (ahipgraph runs on
-        asyncio or uvloop).
+        asyncio or uvloop). The scope is entered once, as ``asyncio.timeout()`` is: entering
+        it again, inside its block or after it, raises RuntimeError and changes nothing.
         """
         return CaptureScope(self._as_stream(), mode)
 
