@@ -37,6 +37,14 @@ Not modelled: accesses through a view array kept and used later (take a new view
 synchronising), undeclared host functions' accesses, and host arrays that are a copy's
 destination.
 
+Stream memory operations: a ``write_value_*`` writes its word like any op. A ``wait_value_*``
+touches nothing (any write may release it) and is *pending* until the device releases it
+(:meth:`_Checker.memop_done`); it then takes the clock of the write it read (the word's last
+``write_value_*`` that ran, if the word still holds its value, or a later host write through a
+view; a kernel's or copy's write gives none), as does every clock already after it. A race one of
+whose ops comes after a pending wait is parked until the wait is released: dropped if the
+releasing write follows the other op, else reported at the host's next synchronisation.
+
 Check, then commit: every call is planned as a :class:`Transaction` first; in raise mode a racing
 call raises RaceError before anything is enqueued, launched, freed or viewed, and the
 checker's clocks are unchanged.
@@ -68,11 +76,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from ..core.errors import HipError
 from ..core.lifecycle import safe_repr
 from ..core.scoped import Scoped
 from ..device import hooks
 from ..device.host_function import running_host_function
-from ..device.ops import CopyOp, host_bytes
+from ..device.ops import CopyOp, HostOp, host_bytes
 from ..device.pointer import DevicePtr
 from ..exec.conditional import ConditionalOp
 from ..exec.footprints import ALLOCATIONS, Access, footprint
@@ -89,14 +98,19 @@ from ..exec.race_reports import (
 from ..exec.races import ExecRaces
 from ..runtime import observe
 from ..runtime.params import KernelParams, MemcpyParams
+from ..runtime.stream_memops import StreamMemOp
 from .race_clocks import (
     MAX_PENDING,
     AccessRecord,
     CheckerState,
     EventClock,
+    HostOps,
     Lane,
     OpRecord,
+    ParkedRace,
+    PendingWait,
     QuickPlan,
+    Released,
     Transaction,
 )
 from .race_footprints import (
@@ -123,6 +137,7 @@ __all__ = ["ENV_VAR", "RaceCheck", "RaceCheckStatistics", "race_check"]
 
 ENV_VAR = "AHIPGRAPH_RACE_CHECK"
 _MODES = ("raise", "warn", "collect")
+_HOST_WRITES_KEPT = 64  # host writes through views kept while a wait is pending
 _ENV_ON = ("1", "on", "true", "yes")  # mean "warn"
 _ENV_OFF = ("0", "off", "false", "no")
 
@@ -248,6 +263,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             check._active = True
 
     def pop(self, check: RaceCheck) -> None:
+        late: list[RaceReport] = []
         with self.lock:
             if check in self.stack:
                 self.stack.remove(check)
@@ -260,7 +276,12 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                 if self.device_hooked:
                     hooks.uninstall(self)
                     self.device_hooked = False
+                late = self.state.late  # found as waits were released, not yet emitted
                 self.state = CheckerState()
+        for made in late:  # to the check ending: the last one on
+            check._reports.append(made)
+            if check._on_race != "collect":
+                warnings.warn(str(made), RaceWarning, stacklevel=_caller_level())
 
     def statistics(self) -> dict[str, int]:
         with self.lock:
@@ -339,6 +360,11 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
         # capture(2): the frame above advance's caller; every caller is a checker method
         # that the runtime calls, so the user's frame is never nearer (two frames skipped)
         op = OpRecord(txn.number, label, lane, count, capture(2), batch=batch)
+        if self.state.waits:
+            op.waits = self._waits_before(lane.vc)
+        if txn.graph_waits:  # a launch of captured waits: all of it is after them
+            made = (PendingWait(memop, op, lane.lane, count, None) for memop in txn.graph_waits)
+            op.waits = (*op.waits, *made)
         txn.ops.append(op)
         return op
 
@@ -370,6 +396,10 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             st.events[event] = clock
         if txn.launch is not None:
             st.launches[txn.launch[0]] = txn.launch[1]
+        if txn.parked:
+            if len(st.parked) >= MAX_PENDING:  # bounded, as every table of the checker
+                del st.parked[: MAX_PENDING // 2]
+            st.parked += txn.parked
         st.ops = txn.number
         st.next_lane = txn.next_lane
         st.stamp += 1
@@ -436,6 +466,31 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
         if key in self.state.seen or key in txn.keys:
             return
         txn.keys.add(key)
+        if first.waits or op.waits:
+            guards = self._guards(first, op)
+            if guards:  # after a wait not yet released: decided when it is
+                if txn.parked is None:
+                    txn.parked = []
+                txn.parked.append(ParkedRace(old, first, access, op, guards))
+                return
+        txn.reports.append(self.make_report(rec, access, op))
+
+    def _guards(self, first: OpRecord, second: OpRecord) -> list[tuple[PendingWait, OpRecord]]:
+        """The unreleased waits that one of two unordered ops comes after (as their clocks
+        said when they were planned), each with the other op."""
+        guards = [(wait, first) for wait in second.waits if wait.pending()]
+        guards += [
+            (wait, second) for wait in first.waits if wait.pending() and wait not in second.waits
+        ]
+        return guards
+
+    def _waits_before(self, vc: dict[int, int]) -> tuple[PendingWait, ...]:
+        """The unreleased waits a clock comes after."""
+        return tuple(wait for wait in self.state.waits if vc.get(wait.lane, 0) >= wait.tick)
+
+    def make_report(self, rec: AccessRecord, access: Access, op: OpRecord) -> RaceReport:
+        """The report of ``rec`` and ``op``'s ``access``, which nothing orders."""
+        old, first = rec
         second = op
         lo, hi = max(old.start, access.start), min(old.end, access.end)
         why = self.why(first, second)
@@ -451,15 +506,13 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                 f"<{second.lane.name}>.wait_event(e) before op #{second.number} "
                 f"({site_text(second.site)})"
             )
-        txn.reports.append(
-            RaceReport(
-                kind_of(old.write, access.write),
-                race_site(first, old, lo, hi),
-                race_site(second, access, lo, hi),
-                describe_allocation(access.device, lo if lo < hi else access.start),
-                why,
-                fix,
-            )
+        return RaceReport(
+            kind_of(old.write, access.write),
+            race_site(first, old, lo, hi),
+            race_site(second, access, lo, hi),
+            describe_allocation(access.device, lo if lo < hi else access.start),
+            why,
+            fix,
         )
 
     def why(self, first: OpRecord, second: OpRecord) -> str:
@@ -536,11 +589,11 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                         done[id(signal)] = (signal, vc, via, number, lane.lane)
                     else:
                         self._remember_done(completion, lane, number)
-                    if (
-                        type(work) is not KernelParams  # the commonest op: one test
-                        and isinstance(work, MemcpyParams)
-                    ):
-                        self._watch_host_array(completion._program, work, op)
+                    if type(work) is not KernelParams:  # the commonest op: one test
+                        if isinstance(work, MemcpyParams):
+                            self._watch_host_array(completion._program, work, op)
+                        elif type(work) is StreamMemOp:
+                            self._memop_enqueued(work, op, lane, completion._signal)
                     return completion
                 txn = self._plan_enqueue(stream, work)
             elif txn.st is not self.state or txn.stamp != txn.st.stamp:  # not txn.current()
@@ -550,6 +603,8 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             self._remember_done(completion, op.lane, op.number)
             if isinstance(work, MemcpyParams):
                 self._watch_host_array(completion._program, work, op)
+            elif type(work) is StreamMemOp:
+                self._memop_enqueued(work, op, op.lane, completion._signal)
         if txn.reports:
             self.emit_all(txn.reports)
         return completion
@@ -595,6 +650,8 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
         # stream's _observed (which alone calls enqueue), the private body calling it and
         # that body's caller (its public wrapper, see runtime.enqueue, or other runtime code)
         op = OpRecord(number, label, lane, tick, capture(5))
+        if st.waits:
+            op.waits = self._waits_before(vc)
         shadow_entries = st.shadow.entries
         tables: list[tuple[DeviceMemory, int, list[AccessRecord], Any]] = []
         for access, memory, base, table in located_footprint(work, stream.device, st):
@@ -677,7 +734,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             op = txn.ops[-1]
             self.commit(txn)
             self._remember_done(completion, op.lane, op.number)
-            self._watch_graph_copies(graph_exec, op)
+            self._watch_graph_copies(graph_exec, op, txn, completion._signal)
         self.emit_all(txn.reports)
 
     def _plan_launch(self, graph_exec: Any, stream: Stream, user: Stream | None) -> Transaction:
@@ -699,6 +756,8 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
         previous = st.launches.get(graph_exec)
         if previous is not None:  # a launch starts after the executable's previous one
             lane.join(previous.vc, previous.via, f"the previous launch of {name}")
+        txn.host_ops = host_ops = self._host_ops(graph_exec)
+        txn.graph_waits = host_ops[3]
         recorded, waited = races.events()
         if not recorded and not waited:
             op = self.advance(txn, lane, f"launch of {name}")
@@ -817,6 +876,24 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             self.access(txn, op, [Access(ptr.device, ptr.address, ptr.address + nbytes, write)])
             self.refuse(txn)  # raise mode: no view is handed out
             self.commit(txn)
+            if write and st.waits:  # it may be what releases a pending wait
+                host = st.host
+                st.word_sequence += 1
+                writes = st.host_writes
+                if len(writes) >= _HOST_WRITES_KEPT:
+                    del writes[: _HOST_WRITES_KEPT // 2]
+                writes.append(
+                    (
+                        st.word_sequence,
+                        ptr.device,
+                        ptr.address,
+                        ptr.address + nbytes,
+                        host.vc,
+                        host.via,
+                        f"the host's write through a view (op #{op.number}) at "
+                        f"{site_text(op.site)}",
+                    )
+                )
         self.emit_all(txn.reports)
 
     def event_recorded(self, stream: Stream, event: Event) -> None:
@@ -879,6 +956,8 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                     if o is not None and not other.non_blocking:
                         host.join(o.vc, o.via, how)
             self.forget_known(st)
+        if self.state.late or self.state.waits:
+            self._emit_late()
 
     def event_synchronized(self, event: Event) -> None:
         with self.lock:
@@ -889,6 +968,8 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                 how = (clock.where, ", synchronised by the host at ", capture())
                 st.host.join_fresh(clock.vc, clock.via, how)
                 self.forget_known(st)
+        if self.state.late or self.state.waits:
+            self._emit_late()
 
     def device_synchronized(self, device: Device) -> None:
         with self.lock:
@@ -901,6 +982,8 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                 if stream.device is device:
                     host.join(lane.vc, lane.via, how)
             self.forget_known(st)
+        if self.state.late or self.state.waits:
+            self._emit_late()
 
     def completion_awaited(self, signal: Signal) -> None:
         with self.lock:
@@ -910,11 +993,196 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                 st.stamp += 1
                 how = ("op #", entry[3], " awaited by the host at ", capture())
                 st.host.join_fresh(entry[1], entry[2], how)
+        if self.state.late or self.state.waits:
+            self._emit_late()
 
     def node_added(self, node: Any) -> None:
         site = user_site()
         if site is not None:
             SITES.remember(SITES.nodes, node.hid, site)
+
+    # -- stream memory operations: a wait takes the order of the write that releases it --
+
+    def _memop_enqueued(self, memop: StreamMemOp, op: OpRecord, lane: Lane, done: Signal) -> None:
+        """After an eager memory operation was committed (``lane``: its stream's, committed;
+        ``done``: its completion's signal), or a launch of a captured one: a write keeps its
+        clock until it runs (one per launch, oldest first); a wait is pending until it is
+        released."""
+        st = self.state
+        if memop.flag is None:
+            what = work_label(memop)
+            label = (
+                f"{what} op #{op.number}"
+                if op.label == what
+                else f"{what} of op #{op.number} ({op.label} on {lane.name})"
+            )
+            writes = st.memop_writes
+            if len(writes) >= MAX_PENDING:
+                writes.clear()
+            entry = writes.get(id(memop))
+            if entry is None or entry[0] is not memop:
+                entry = writes[id(memop)] = (memop, [])
+            if len(entry[1]) < MAX_PENDING:
+                entry[1].append((lane.vc, lane.via, label))
+            return
+        wait = PendingWait(memop, op, lane.lane, op.tick, done)
+        early = st.released_early.pop(id(memop), None)
+        if early is not None and early[0] is memop:  # it ran before it was registered here
+            self._resolve(st, wait, early[1])
+            return
+        self._pending(st, wait)
+
+    def _pending(self, st: CheckerState, wait: PendingWait) -> None:
+        if len(st.waits) >= MAX_PENDING:  # the oldest are taken as released by no known write
+            oldest, st.waits = st.waits[: MAX_PENDING // 2], st.waits[MAX_PENDING // 2 :]
+            for old in oldest:
+                self._resolve(st, old, None)
+        st.waits.append(wait)
+
+    def memop_done(self, memop: Any) -> None:
+        """A memory operation ran (on the device's loop): a write becomes its word's last
+        write; a wait is released, and takes the clock of the write it read (see
+        :meth:`_releasing_write`). Races parked on the wait are decided now; their reports
+        are emitted when the host next synchronises (raising here would fail the wait)."""
+        with self.lock:
+            if not self.stack:
+                return
+            st = self.state
+            if memop.flag is None:
+                entry = st.memop_writes.get(id(memop))
+                if entry is None or entry[0] is not memop:
+                    return  # enqueued before the check began
+                clocks = entry[1]
+                vc, via, label = clocks.pop(0)
+                if not clocks:
+                    del st.memop_writes[id(memop)]
+                ptr = memop.ptr
+                st.word_sequence += 1
+                words = st.words
+                if len(words) >= MAX_PENDING:
+                    words.clear()
+                words[(ptr.device, ptr.address)] = (st.word_sequence, memop, vc, via, label)
+                return
+            released = self._releasing_write(st, memop)
+            found = [wait for wait in st.waits if wait.memop is memop]
+            if not found:
+                early = st.released_early
+                if len(early) >= MAX_PENDING:
+                    early.clear()
+                early[id(memop)] = (memop, released)  # registered after it ran (another thread)
+                return
+            launch = found[0].done  # a graph's wait: pending once per op of its oldest launch
+            for wait in found:
+                if wait.done is launch:
+                    st.waits.remove(wait)
+                    self._resolve(st, wait, released)
+
+    def _releasing_write(self, st: CheckerState, wait: StreamMemOp) -> Released | None:
+        """The clock of the write a satisfied wait read: the last ``write_value`` that ran on
+        its word if the word still holds its value, or a later host write through a view
+        over it; None when neither (a kernel's or a copy's write: which one is not known)."""
+        ptr = wait.ptr
+        best: tuple[int, Released] | None = None
+        entry = st.words.get((ptr.device, ptr.address))
+        if entry is not None:
+            sequence, write, vc, via, label = entry
+            try:
+                holds = write._read() == write.value
+            except HipError:  # freed since
+                holds = False
+            if holds:
+                best = (sequence, (vc, via, label))
+        end = ptr.address + wait.bits // 8
+        for sequence, device, start, stop, vc, via, label in reversed(st.host_writes):
+            if device == ptr.device and start < end and ptr.address < stop:
+                if best is None or sequence > best[0]:
+                    best = (sequence, (vc, via, label))
+                break
+        return best[1] if best is not None else None
+
+    def _resolve(self, st: CheckerState, wait: PendingWait, released: Released | None) -> None:
+        """``wait`` was released by the write whose clock is ``released`` (None: no known
+        write, no order). Every clock at or after the wait (its stream's lane, lanes and
+        events that learnt of it, the host, the completions the host may await) takes the
+        write's; each race parked on the wait is dropped if that write follows its other op,
+        and reported (late) once no wait it is parked on is left."""
+        st.stamp += 1  # a plan made before this is made again
+        wait.resolved = True
+        rvc: dict[int, int] = {}
+        if released is not None:
+            rvc, _, label = released
+            op = wait.op
+            how: Why = (
+                op.label,
+                " (op #",
+                op.number,
+                ") on ",
+                op.lane.name,
+                " released by ",
+                label,
+            )
+            lane_index, tick = wait.lane, wait.tick
+
+            def joined(
+                vc: dict[int, int], via: dict[int, Why]
+            ) -> tuple[dict[int, int], dict[int, Why]] | None:
+                if vc.get(lane_index, 0) < tick:
+                    return None
+                new: tuple[dict[int, int], dict[int, Why]] | None = None
+                for index, count in rvc.items():
+                    if count > vc.get(index, 0):
+                        if new is None:  # committed clocks are shared: new dicts
+                            new = (dict(vc), dict(via))
+                        new[0][index] = count
+                        new[1][index] = how
+                return new
+
+            lanes = [lane for _, lane in st.lanes.items()]
+            lanes += [group for _, groups in st.group_lanes.items() for group in groups]
+            lanes.append(st.host)
+            for lane in lanes:
+                made = joined(lane.vc, lane.via)
+                if made is not None:
+                    lane.vc, lane.via = made
+            for _, clock in st.events.items() + st.launches.items():
+                made = joined(clock.vc, clock.via)
+                if made is not None:
+                    clock.vc, clock.via = made
+            for key, done in list(st.done.items()):
+                made = joined(done[1], done[2])
+                if made is not None:
+                    st.done[key] = (done[0], made[0], made[1], done[3], done[4])
+        keep: list[ParkedRace] = []
+        for parked in st.parked:
+            other = next((o for w, o in parked.guards if w is wait), None)
+            if other is None:
+                keep.append(parked)
+            elif rvc.get(other.lane.lane, 0) >= other.tick:
+                continue  # the releasing write follows the other op: ordered
+            else:
+                parked.guards = [(w, o) for w, o in parked.guards if w is not wait]
+                if parked.guards:
+                    keep.append(parked)
+                else:
+                    made_report = self.make_report(
+                        (parked.old, parked.first), parked.access, parked.second
+                    )
+                    if len(st.late) < MAX_PENDING:
+                        st.late.append(made_report)
+        st.parked = keep
+
+    def _emit_late(self) -> None:
+        """Emit the reports found as waits were released (on the device's loop), now that the
+        host synchronised: the racing calls were made long ago, so even raise mode warns.
+        Waits that ended unreleased (failed) are let go first: their parked races had no
+        order from them."""
+        with self.lock:
+            st = self.state
+            for wait in [wait for wait in st.waits if not wait.pending()]:
+                st.waits.remove(wait)
+                self._resolve(st, wait, None)
+            late, st.late = st.late, []
+        self.emit_all(late)
 
     # -- device hooks: host arrays changed while their copy is in flight -----------------
 
@@ -1036,10 +1304,37 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             hooks.install(self)
             self.device_hooked = True
 
-    def _watch_graph_copies(self, graph_exec: Any, op: OpRecord) -> None:
+    def _watch_graph_copies(
+        self, graph_exec: Any, op: OpRecord, txn: Transaction, done: Signal
+    ) -> None:
         """Fingerprint the host source arrays of a launch's memcpy nodes (compared when each
-        copy runs), and watch its copies into host arrays (see :meth:`_fingerprint`). The
-        executable's host copy ops are found once per version."""
+        copy runs), and watch its copies into host arrays (see :meth:`_fingerprint`); its
+        captured memory operations (host nodes running a :class:`StreamMemOp`) are
+        registered as eager ones are (:meth:`_graph_memops`). The executable's host copy and
+        memory operation ops are found once per version (``done``: the launch's signal)."""
+        host_ops = txn.host_ops if txn.host_ops is not None else self._host_ops(graph_exec)
+        found = host_ops[2]
+        if found:
+            last_done = graph_exec._last_done
+            for copy in found:
+                if isinstance(copy, ConditionalOp):
+                    self._watch_conditional(copy, op, last_done)
+                elif isinstance(copy, HostOp):
+                    if isinstance(copy.fn, StreamMemOp) and copy.fn.flag is None:
+                        self._memop_enqueued(copy.fn, op, op.lane, done)
+                else:
+                    self._fingerprint(copy, op, last_done)
+        if txn.graph_waits:
+            for launched in txn.ops:  # the launch's own waits, made when it was planned
+                for wait in launched.waits:
+                    if wait.done is None:
+                        wait.done = done
+                        self._pending(self.state, wait)
+
+    def _host_ops(self, graph_exec: Any) -> HostOps:
+        """The executable's copy ops from or into host arrays, conditional nodes whose bodies
+        copy into host arrays, and host ops of captured memory operations (the entry's third
+        item), and its captured waits (the fourth): found once per version."""
         st = self.state
         version, races = graph_exec._version, graph_exec._races
         summary = races.summary if races is not None else None
@@ -1055,15 +1350,15 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                     and o.nbytes
                 )
                 or (isinstance(o, ConditionalOp) and _writes_host_arrays(o))
+                or (type(o) is HostOp and type(o.fn) is StreamMemOp)
             ]
-            cached = st.host_copies[graph_exec] = (version, summary, found)
-        if cached[2]:
-            done = graph_exec._last_done
-            for copy in cached[2]:
-                if isinstance(copy, ConditionalOp):
-                    self._watch_conditional(copy, op, done)
-                else:
-                    self._fingerprint(copy, op, done)
+            waits = tuple(
+                o.fn
+                for o in found
+                if isinstance(o, HostOp) and isinstance(o.fn, StreamMemOp) and o.fn.flag is not None
+            )
+            cached = st.host_copies[graph_exec] = (version, summary, found, waits)
+        return cached  # type: ignore[no-any-return]
 
     def _watch_conditional(self, node: ConditionalOp, op: OpRecord, done: Signal) -> None:
         """A conditional node whose bodies copy into host arrays keeps the device watched
