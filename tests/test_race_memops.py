@@ -447,3 +447,47 @@ async def test_a_race_found_as_a_wait_is_released_reaches_a_check_left_before_an
     assert [r.kind for r in rc.reports] == ["write-after-read"]
     await device.synchronize()
     destroy(x, flag, out, a, b)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(("write_bits", "offset", "wait_bits"), [(64, 4, 32), (32, 4, 64)])
+async def test_a_wait_on_part_of_a_written_word_takes_its_writes_order(
+    device: ahg.Device, write_bits: int, offset: int, wait_bits: int
+) -> None:
+    a, b = _streams(device)
+    x, flag, out = device.malloc(4), device.malloc(8), device.malloc(4)
+    with ahg.race_check(on_race="collect") as rc:
+        await a.launch_kernel(produce, 1, 1, (x,))
+        if write_bits == 64:
+            await a.write_value_64(flag, 1 << 32)  # its high half is the waited word
+            await b.wait_value_32(flag + offset, 1, F.EQ)
+        else:
+            await a.write_value_32(flag + offset, 1)  # the high half of the waited word
+            await b.wait_value_64(flag, 1 << 32, F.EQ)
+        await b.launch_kernel(consume, 1, 1, (x, out))
+        await b.synchronize()
+        await a.synchronize()
+    assert rc.reports == []
+    destroy(x, flag, out, a, b)
+
+
+@pytest.mark.asyncio
+async def test_a_graph_node_before_its_captured_wait_is_not_taken_as_after_it(
+    device: ahg.Device,
+) -> None:
+    a, b = _streams(device)
+    x, flag, out = device.malloc(4), device.malloc(8), device.malloc(4)
+    async with a.capture() as capture:
+        await a.launch_kernel(produce, 1, 1, (x,))  # runs as the launch starts
+        await a.wait_value_32(flag, 1, F.EQ)
+    graph_exec = capture.graph.instantiate()
+    with ahg.race_check(on_race="collect") as rc:
+        await b.launch_kernel(consume, 1, 1, (x, out))
+        await b.write_value_32(flag, 1)  # releases the graph's wait, after the consumer
+        await graph_exec.launch(a)  # its producer races the consumer all the same
+        (report,) = rc.reports
+        await a.synchronize()
+        await b.synchronize()
+    assert report.kind == "write-after-read"
+    assert len(rc.reports) == 1
+    destroy(graph_exec, capture.graph, x, flag, out, a, b)

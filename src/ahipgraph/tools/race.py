@@ -84,7 +84,7 @@ from ..device.host_function import running_host_function
 from ..device.ops import CopyOp, HostOp, host_bytes
 from ..device.pointer import DevicePtr
 from ..exec.conditional import ConditionalOp
-from ..exec.footprints import ALLOCATIONS, Access, footprint
+from ..exec.footprints import ALLOCATIONS, Access, footprint, node_footprint
 from ..exec.race_reports import (
     SITES,
     RaceError,
@@ -96,6 +96,7 @@ from ..exec.race_reports import (
     user_site,
 )
 from ..exec.races import ExecRaces
+from ..graph.node_type import NodeType
 from ..runtime import observe
 from ..runtime.params import KernelParams, MemcpyParams
 from ..runtime.stream_memops import StreamMemOp
@@ -1079,20 +1080,25 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
 
     def _releasing_write(self, st: CheckerState, wait: StreamMemOp) -> Released | None:
         """The clock of the write a satisfied wait read: the last ``write_value`` that ran on
-        its word if the word still holds its value, or a later host write through a view
-        over it; None when neither (a kernel's or a copy's write: which one is not known)."""
+        its word (or on a half of it, or on the 64-bit word it is half of) if the word still
+        holds its value, or a later host write through a view over it; None when neither (a
+        kernel's or a copy's write: which one is not known)."""
         ptr = wait.ptr
+        end = ptr.address + wait.bits // 8
         best: tuple[int, Released] | None = None
-        entry = st.words.get((ptr.device, ptr.address))
-        if entry is not None:
+        for address in (ptr.address - 4, ptr.address, ptr.address + 4):
+            entry = st.words.get((ptr.device, address))
+            if entry is None:
+                continue
             sequence, write, vc, via, label = entry
+            if not (address < end and ptr.address < address + write.bits // 8):
+                continue  # a neighbour, not a part of the word
             try:
                 holds = write._read() == write.value
             except HipError:  # freed since
                 holds = False
-            if holds:
+            if holds and (best is None or sequence > best[0]):
                 best = (sequence, (vc, via, label))
-        end = ptr.address + wait.bits // 8
         for sequence, device, start, stop, vc, via, label in reversed(st.host_writes):
             if device == ptr.device and start < end and ptr.address < stop:
                 if best is None or sequence > best[0]:
@@ -1352,11 +1358,12 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                 or (isinstance(o, ConditionalOp) and _writes_host_arrays(o))
                 or (type(o) is HostOp and type(o.fn) is StreamMemOp)
             ]
-            waits = tuple(
-                o.fn
+            waits: tuple[StreamMemOp, ...] = ()
+            if any(
+                isinstance(o, HostOp) and isinstance(o.fn, StreamMemOp) and o.fn.flag is not None
                 for o in found
-                if isinstance(o, HostOp) and isinstance(o.fn, StreamMemOp) and o.fn.flag is not None
-            )
+            ):
+                waits = _gating_waits(graph_exec._graph)
             cached = st.host_copies[graph_exec] = (version, summary, found, waits)
         return cached  # type: ignore[no-any-return]
 
@@ -1429,6 +1436,37 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
 
     def __repr__(self) -> str:
         return f"<RaceChecker active={len(self.stack)}>"
+
+
+def _captured_wait(node: Any) -> StreamMemOp | None:
+    """The wait a node runs, if it is an enabled host node of a captured ``wait_value_*``."""
+    if node.type is not NodeType.Host or not node.enabled:
+        return None
+    fn = getattr(node.params, "fn", None)
+    return fn if isinstance(fn, StreamMemOp) and fn.flag is not None else None
+
+
+def _gating_waits(graph: Any) -> tuple[StreamMemOp, ...]:
+    """The captured waits of an executable's graph (its top level) when every node that
+    touches memory comes after one of them: a launch is then taken as after its waits all
+    through (one op, or one per node group). Else none: a node before the waits would be taken
+    as after them, an order invented (such a launch's races are reported as found)."""
+    nodes = graph.nodes
+    gated = [False] * len(nodes)
+    waits: list[StreamMemOp] = []
+    for index, node in enumerate(nodes):
+        after = any(gated[dep] or _captured_wait(nodes[dep]) is not None for dep in node.deps)
+        gated[index] = after
+        wait = _captured_wait(node)
+        if wait is not None:
+            waits.append(wait)
+        elif not after and node.enabled:
+            if node.type is NodeType.Conditional:
+                return ()  # its bodies may touch anything
+            inner = node.child.walk() if node.child is not None else [node]
+            if any(node_footprint(each) for each in inner):
+                return ()
+    return tuple(waits)
 
 
 def _writes_host_arrays(node: ConditionalOp) -> bool:
