@@ -491,3 +491,25 @@ async def test_a_graph_node_before_its_captured_wait_is_not_taken_as_after_it(
     assert report.kind == "write-after-read"
     assert len(rc.reports) == 1
     destroy(graph_exec, capture.graph, x, flag, out, a, b)
+
+
+@pytest.mark.asyncio
+async def test_a_wait_met_by_a_host_value_already_there_invents_no_order(
+    device: ahg.Device,
+) -> None:
+    a, b = _streams(device)
+    x, out = device.malloc(4), device.malloc(4)
+    with ahg.race_check(on_race="collect") as rc:
+        old = device.malloc(8)
+        await a.write_value_32(old, 1)  # another word's write_value of the same value
+        await a.synchronize()
+        device.free(old)
+        flag = device.malloc(8)
+        device.view(flag, np.uint32, 1)[0] = 1
+        await a.launch_kernel(produce, 1, 1, (x,))
+        await b.wait_value_32(flag, 1, F.EQ)  # met by the host's value, before the producer
+        await b.launch_kernel(consume, 1, 1, (x, out))
+        await b.synchronize()
+        await a.synchronize()
+    assert [r.kind for r in rc.reports] == ["read-after-write"]
+    destroy(x, out, flag, a, b)

@@ -68,6 +68,7 @@ import os
 import sys
 import threading
 import warnings
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from contextvars import ContextVar
@@ -83,6 +84,7 @@ from ..device import hooks
 from ..device.host_function import running_host_function
 from ..device.ops import CopyOp, HostOp, host_bytes
 from ..device.pointer import DevicePtr
+from ..device.table import resolve_pointer
 from ..exec.conditional import ConditionalOp
 from ..exec.footprints import ALLOCATIONS, Access, footprint, node_footprint
 from ..exec.race_reports import (
@@ -1058,11 +1060,16 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                 if not clocks:
                     del st.memop_writes[id(memop)]
                 ptr = memop.ptr
+                try:  # the allocation written: a word freed and allocated again is another
+                    buffer = weakref.ref(resolve_pointer(ptr, memop.bits // 8)[0])
+                except HipError:
+                    return
                 st.word_sequence += 1
                 words = st.words
                 if len(words) >= MAX_PENDING:
                     words.clear()
-                words[(ptr.device, ptr.address)] = (st.word_sequence, memop, vc, via, label)
+                written = (st.word_sequence, memop, buffer, vc, via, label)
+                words[(ptr.device, ptr.address)] = written
                 return
             released = self._releasing_write(st, memop)
             found = [wait for wait in st.waits if wait.memop is memop]
@@ -1090,11 +1097,14 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             entry = st.words.get((ptr.device, address))
             if entry is None:
                 continue
-            sequence, write, vc, via, label = entry
+            sequence, write, buffer, vc, via, label = entry
             if not (address < end and ptr.address < address + write.bits // 8):
                 continue  # a neighbour, not a part of the word
             try:
-                holds = write._read() == write.value
+                holds = (
+                    resolve_pointer(write.ptr, write.bits // 8)[0] is buffer()
+                    and write._read() == write.value
+                )
             except HipError:  # freed since
                 holds = False
             if holds and (best is None or sequence > best[0]):

@@ -251,17 +251,18 @@ class CheckerState:
         # stream memory operations (see race._Checker.memop_done): the waits not yet released,
         # in enqueue order; the races parked on them; each write_value's clock at enqueue
         # until it runs (id(memop) -> (memop, [(clock, reasons, label)]): a captured one's, per
-        # launch); per word (device,
-        # address), the last write_value that ran there: (sequence, memop, clock, reasons,
-        # label); recent host writes through views while a wait is pending: (sequence,
-        # device, start, end, clock, reasons, label); waits released before the checker
-        # registered them (id(memop) -> (memop, what released it)); reports of races found
-        # as a wait was released, made on the device's loop, emitted when the host next
-        # synchronises
+        # launch); per word (device, address), the last write_value that ran there:
+        # (sequence, memop, its allocation's buffer, weakly, clock, reasons, label); recent
+        # host writes through views while a wait is pending: (sequence, device, start, end,
+        # clock, reasons, label); waits released before the checker registered them
+        # (id(memop) -> (memop, what released it)); reports of races found as a wait was
+        # released, made on the device's loop, emitted when the host next synchronises
         self.waits: list[PendingWait] = []
         self.parked: list[ParkedRace] = []
         self.memop_writes: dict[int, tuple[Any, list[Released]]] = {}
-        self.words: dict[tuple[int, int], tuple[int, Any, dict[int, int], dict[int, Why], str]] = {}
+        self.words: dict[
+            tuple[int, int], tuple[int, Any, weakref.ref[Any], dict[int, int], dict[int, Why], str]
+        ] = {}
         self.host_writes: list[tuple[int, int, int, int, dict[int, int], dict[int, Why], str]] = []
         self.released_early: dict[int, tuple[Any, Released | None]] = {}
         self.word_sequence = 0
