@@ -513,3 +513,27 @@ async def test_a_wait_met_by_a_host_value_already_there_invents_no_order(
         await a.synchronize()
     assert [r.kind for r in rc.reports] == ["read-after-write"]
     destroy(x, out, flag, a, b)
+
+
+@pytest.mark.asyncio
+async def test_a_launch_is_not_taken_as_after_a_captured_wait_that_comes_after_its_work(
+    device: ahg.Device,
+) -> None:
+    a, b = _streams(device)
+    c = device.create_stream(non_blocking=True)
+    x, first, second, out = device.malloc(4), device.malloc(8), device.malloc(8), device.malloc(4)
+    async with b.capture() as capture:
+        await b.wait_value_32(first, 1, F.EQ)
+        await b.launch_kernel(consume, 1, 1, (x, out))  # after the first wait only
+        await b.wait_value_32(second, 1, F.EQ)
+    graph_exec = capture.graph.instantiate()
+    with ahg.race_check(on_race="collect") as rc:
+        await graph_exec.launch(b)
+        await c.launch_kernel(produce, 1, 1, (x,))
+        await c.write_value_32(second, 1)  # follows the producer, releases only the second
+        await a.write_value_32(first, 1)  # releases the consumer: nothing orders the producer
+        await b.synchronize()
+        await c.synchronize()
+        await a.synchronize()
+    assert [r.kind for r in rc.reports] == ["write-after-read"]
+    destroy(graph_exec, capture.graph, x, first, second, out, a, b, c)

@@ -1457,26 +1457,31 @@ def _captured_wait(node: Any) -> StreamMemOp | None:
 
 
 def _gating_waits(graph: Any) -> tuple[StreamMemOp, ...]:
-    """The captured waits of an executable's graph (its top level) when every node that
-    touches memory comes after one of them: a launch is then taken as after its waits all
-    through (one op, or one per node group). Else none: a node before the waits would be taken
-    as after them, an order invented (such a launch's races are reported as found)."""
+    """The captured waits of an executable's graph (its top level) that every node touching
+    memory comes after: a launch is taken as after those all through (one op, or one per node
+    group), so each must come before all of its work; a wait with work beside or before it
+    is left out (that work would be taken as after it, an order invented), as are waits in
+    child graphs."""
     nodes = graph.nodes
-    gated = [False] * len(nodes)
+    before: list[int] = [0] * len(nodes)  # per node, a bitset of the waits before it
     waits: list[StreamMemOp] = []
+    bit_of: dict[int, int] = {}
+    common = -1  # the waits before every node that touches memory (all, to begin with)
     for index, node in enumerate(nodes):
-        after = any(gated[dep] or _captured_wait(nodes[dep]) is not None for dep in node.deps)
-        gated[index] = after
+        mask = 0
+        for dep in node.deps:
+            mask |= before[dep] | bit_of.get(dep, 0)
+        before[index] = mask
         wait = _captured_wait(node)
         if wait is not None:
+            bit_of[index] = 1 << len(waits)
             waits.append(wait)
-        elif not after and node.enabled:
-            if node.type is NodeType.Conditional:
-                return ()  # its bodies may touch anything
-            inner = node.child.walk() if node.child is not None else [node]
-            if any(node_footprint(each) for each in inner):
-                return ()
-    return tuple(waits)
+        elif node.enabled and (
+            node.type is NodeType.Conditional  # its bodies may touch anything
+            or any(node_footprint(each) for each in (node.child.walk() if node.child else [node]))
+        ):
+            common &= mask
+    return tuple(wait for bit, wait in enumerate(waits) if common >> bit & 1)
 
 
 def _writes_host_arrays(node: ConditionalOp) -> bool:
