@@ -537,3 +537,20 @@ async def test_a_launch_is_not_taken_as_after_a_captured_wait_that_comes_after_i
         await a.synchronize()
     assert [r.kind for r in rc.reports] == ["write-after-read"]
     destroy(graph_exec, capture.graph, x, first, second, out, a, b, c)
+
+
+@pytest.mark.asyncio
+async def test_the_host_awaiting_a_wait_learns_the_write_that_released_it(
+    device: ahg.Device,
+) -> None:
+    a, b = _streams(device)
+    x, flag = device.malloc(4), device.malloc(8)
+    with ahg.race_check(on_race="collect") as rc:
+        waited = await b.wait_value_32(flag, 1, F.EQ)  # enqueued first: its clock knows no a
+        await a.launch_kernel(produce, 1, 1, (x,))
+        await a.write_value_32(flag, 1)
+        await waited
+        assert device.view(x, np.uint32, 1, readonly=True)[0] == 7  # after the producer
+        await a.synchronize()
+    assert rc.reports == []
+    destroy(x, flag, a, b)
