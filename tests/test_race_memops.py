@@ -554,3 +554,24 @@ async def test_the_host_awaiting_a_wait_learns_the_write_that_released_it(
         await a.synchronize()
     assert rc.reports == []
     destroy(x, flag, a, b)
+
+
+@pytest.mark.asyncio
+async def test_two_unordered_ops_after_the_same_pending_wait_race_at_once(
+    device: ahg.Device,
+) -> None:
+    a, b = _streams(device)
+    x, flag = device.malloc(4), device.malloc(8)
+    event = device.create_event()
+    with ahg.race_check(on_race="raise") as rc:
+        await b.wait_value_32(flag, 1, F.EQ)
+        await b.record_event(event)
+        await a.wait_event(event)  # a and b both come after the wait
+        await a.launch_kernel(produce, 1, 1, (x,))
+        with pytest.raises(ahg.RaceError):  # the wait orders neither: refused at the call
+            await b.launch_kernel(store, 1, 1, (2, x))
+        device.view(flag, np.uint32, 1)[0] = 1  # the host releases it
+        await b.synchronize()
+        await a.synchronize()
+    assert len(rc.reports) == 1
+    destroy(x, flag, event, a, b)

@@ -365,7 +365,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
         op = OpRecord(txn.number, label, lane, count, capture(2), batch=batch)
         if self.state.waits:
             op.waits = self._waits_before(lane.vc)
-        if txn.graph_waits:  # a launch of captured waits: all of it is after them
+        if txn.graph_waits:  # a launch: all of it is after these captured waits of its graph
             made = (PendingWait(memop, op, lane.lane, count, None) for memop in txn.graph_waits)
             op.waits = (*op.waits, *made)
         txn.ops.append(op)
@@ -480,10 +480,13 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
 
     def _guards(self, first: OpRecord, second: OpRecord) -> list[tuple[PendingWait, OpRecord]]:
         """The unreleased waits that one of two unordered ops comes after (as their clocks
-        said when they were planned), each with the other op."""
-        guards = [(wait, first) for wait in second.waits if wait.pending()]
+        said when they were planned) and the other does not, each with the other op (a wait
+        both come after orders neither before the other)."""
+        guards = [
+            (wait, first) for wait in second.waits if wait not in first.waits and wait.pending()
+        ]
         guards += [
-            (wait, second) for wait in first.waits if wait.pending() and wait not in second.waits
+            (wait, second) for wait in first.waits if wait not in second.waits and wait.pending()
         ]
         return guards
 
@@ -1326,7 +1329,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
         """Fingerprint the host source arrays of a launch's memcpy nodes (compared when each
         copy runs), and watch its copies into host arrays (see :meth:`_fingerprint`); its
         captured memory operations (host nodes running a :class:`StreamMemOp`) are
-        registered as eager ones are (:meth:`_graph_memops`). The executable's host copy and
+        registered as eager ones are (:meth:`_memop_enqueued`). The executable's host copy and
         memory operation ops are found once per version (``done``: the launch's signal)."""
         host_ops = txn.host_ops if txn.host_ops is not None else self._host_ops(graph_exec)
         found = host_ops[2]
