@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import weakref
 from typing import Any
 
 import numpy as np
@@ -11,6 +12,7 @@ import pytest
 
 import ahipgraph as ahg
 from ahipgraph import testing
+from ahipgraph.tools import race
 from cleanup import destroy
 
 F = ahg.StreamWaitFlag
@@ -575,3 +577,22 @@ async def test_two_unordered_ops_after_the_same_pending_wait_race_at_once(
         await a.synchronize()
     assert len(rc.reports) == 1
     destroy(x, flag, event, a, b)
+
+
+@pytest.mark.asyncio
+async def test_a_launch_planned_for_a_closed_executables_proxy_is_left_to_the_launcher(
+    device: ahg.Device,
+) -> None:
+    """A closed executable's launcher holds only a weak proxy of it: a launch that got its
+    signal set as another thread destroyed the executable is planned with that proxy, and
+    must then be refused by the launcher (InvalidValue), not fail in the checker."""
+    stream = device.create_stream(non_blocking=True)
+    word = device.malloc(8)
+    async with stream.capture() as capture:
+        await stream.wait_value_32(word, 1, F.EQ)
+        await stream.write_value_32(word, 0)
+    graph_exec = capture.graph.instantiate()
+    with ahg.race_check(on_race="collect"):
+        plan = race._CHECKER.launching(weakref.proxy(graph_exec), stream, None)
+    assert plan is not None
+    destroy(graph_exec, capture.graph, word, stream)

@@ -1377,7 +1377,11 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                 for o in found
             ):
                 waits = _gating_waits(graph_exec._graph)
-            cached = st.host_copies[graph_exec] = (version, summary, found, waits)
+            cached = (version, summary, found, waits)
+            # Kept for a live executable; a closed one's launcher has only a weak proxy of it
+            # (no weak reference of its own to key on), and refuses the launch once planned.
+            if type(graph_exec) not in weakref.ProxyTypes:
+                st.host_copies[graph_exec] = cached
         return cached  # type: ignore[no-any-return]
 
     def _watch_conditional(self, node: ConditionalOp, op: OpRecord, done: Signal) -> None:
