@@ -23,6 +23,7 @@ from ..graph.params import MemAllocParams, MemFreeParams
 from ..runtime.device import get_device
 from ..runtime.params import HostParams, KernelParams, MemcpyParams, MemsetParams
 from ..runtime.pitched import PitchedCopyParams
+from ..runtime.stream_memops import StreamMemOp
 
 if TYPE_CHECKING:
     from .snapshot import ExecNode
@@ -180,7 +181,21 @@ def footprint(work: Any, device: Any = None) -> list[Access]:
         return _whole(work.ptr)
     if isinstance(work, HostParams) and isinstance(work.fn, HostFunction):
         return _host_footprint(work.fn)
+    if isinstance(work, StreamMemOp):
+        return _memop_footprint(work)
+    if isinstance(work, HostParams) and isinstance(work.fn, StreamMemOp):  # a captured one
+        return _memop_footprint(work.fn)
     return []
+
+
+def _memop_footprint(memop: StreamMemOp) -> list[Access]:
+    """A ``write_value_*`` writes its word. A ``wait_value_*`` touches nothing here: its read
+    polls a word other work is meant to write while it waits (any write may release it), so
+    it races with none; the order it gives is the race checker's (:mod:`ahipgraph.tools.race`)."""
+    if memop.flag is not None:
+        return []
+    ptr = memop.ptr
+    return [Access(ptr.device, ptr.address, ptr.address + memop.bits // 8, True)]
 
 
 def _rows(

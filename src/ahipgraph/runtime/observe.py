@@ -8,7 +8,9 @@ here, in API order, on the calling thread.
 
 When nothing observes, ``observer`` is ``None`` and each hook point costs exactly one
 predictable branch (``if observe.observer is not None``): eager and launch paths do not move.
-Captured work is not reported (it becomes graph nodes, which the static checker sees).
+Captured work is not reported (it becomes graph nodes, which the static checker sees), except
+that a stream memory operation, eager or captured, reports when it runs (``memop_done``): which
+write released a wait is known only then.
 
 Invariants: at most one observer at a time (the race checker multiplexes its own nesting);
 ``observer`` is replaced whole, never mutated.
@@ -86,6 +88,11 @@ class RuntimeObserver:
 
     def node_added(self, node: Any) -> None:
         """A graph node was created (so reports can name the line that added it)."""
+
+    def memop_done(self, memop: Any) -> None:
+        """A stream memory operation ran on the device: a ``write_value_*`` stored its word,
+        or a ``wait_value_*`` saw its condition hold (called on the device's loop, as it
+        happens: which write released a wait is known only then)."""
 
 
 observer: RuntimeObserver | None = None

@@ -27,9 +27,18 @@ a **host node** whose function is the operation (a :class:`StreamMemOp`, whose `
 it), which runs the same code when the graph replays: a write stores the word, a wait polls it.
 This keeps the graph's node kinds HIP's own.
 
+<<<<<<< HEAD
 Check order: a null pointer, then the stream (HIP's: a destroyed stream with a null pointer is
 ``InvalidValue``), then the flags, then the value and mask, then the word itself (alignment to
 its size, inside live memory).
+=======
+The race checker sees them: an eager one is enqueued through the stream's observed path, and a
+write that stores its word or a wait that sees its condition hold tells the runtime observer
+(``memop_done``), so a wait is ordered after the write that released it.
+
+Check order: a null pointer, then the flags, then the value and mask, then the word itself
+(alignment to its size, inside live memory).
+>>>>>>> race4
 """
 
 from __future__ import annotations
@@ -48,6 +57,7 @@ from ..core.ints import as_int
 from ..device.ops import StreamMemOpOp
 from ..device.pointer import DevicePtr, require_int_address
 from ..device.table import check_range, resolve_pointer
+from . import observe
 from .completion import Completion
 from .enqueue import enqueue_pair
 from .params import HostParams
@@ -192,6 +202,8 @@ class StreamMemOp:
             buffer[offset : offset + self.bits // 8].view(_DTYPES[self.bits])[0] = self.value
             if program is not None:
                 _stamp_write(buffer, offset, program.time)
+            if observe.observer is not None:  # the race checker: which write a wait reads
+                observe.observer.memop_done(self)
             return None
         if self.satisfied():
             self._after_write(program)
@@ -206,7 +218,10 @@ class StreamMemOp:
         self._after_write(program)
 
     def _after_write(self, program: Any) -> None:
-        """A satisfied wait ends no earlier than the latest ``write_value`` of its word."""
+        """A satisfied wait ends no earlier than the latest ``write_value`` of its word; the
+        race checker learns which write released it."""
+        if observe.observer is not None:
+            observe.observer.memop_done(self)
         if program is None:
             return
         buffer, offset = resolve_pointer(self.ptr, self.bits // 8)
@@ -252,7 +267,7 @@ class StreamMemOpsMixin:
         stream._check_takes_work()
         memop = memop_factory()
         cost = stream._device._properties.cost.stream_memop_ns
-        return stream._submit_op(StreamMemOpOp(memop, cost))
+        return stream._observed(memop, StreamMemOpOp(memop, cost))
 
     def _wait_value_32(
         self,

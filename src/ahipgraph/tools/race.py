@@ -37,6 +37,14 @@ Not modelled: accesses through a view array kept and used later (take a new view
 synchronising), undeclared host functions' accesses, and host arrays that are a copy's
 destination.
 
+Stream memory operations: a ``write_value_*`` writes its word like any op. A ``wait_value_*``
+touches nothing (any write may release it) and is *pending* until the device releases it
+(:meth:`_Checker.memop_done`); it then takes the clock of the write it read (the word's last
+``write_value_*`` that ran, if the word still holds its value, or a later host write through a
+view; a kernel's or copy's write gives none), as does every clock already after it. A race one of
+whose ops comes after a pending wait is parked until the wait is released: dropped if the
+releasing write follows the other op, else reported at the host's next synchronisation.
+
 Check, then commit: every call is planned as a :class:`Transaction` first; in raise mode a racing
 call raises RaceError before anything is enqueued, launched, freed or viewed, and the
 checker's clocks are unchanged.
@@ -60,6 +68,7 @@ import os
 import sys
 import threading
 import warnings
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from contextvars import ContextVar
@@ -68,14 +77,16 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from ..core.errors import HipError
 from ..core.lifecycle import NoCopy, safe_repr
 from ..core.scoped import Scoped
 from ..device import hooks
 from ..device.host_function import running_host_function
-from ..device.ops import CopyOp, host_bytes
+from ..device.ops import CopyOp, HostOp, host_bytes
 from ..device.pointer import DevicePtr
+from ..device.table import resolve_pointer
 from ..exec.conditional import ConditionalOp
-from ..exec.footprints import ALLOCATIONS, Access, footprint
+from ..exec.footprints import ALLOCATIONS, Access, footprint, node_footprint
 from ..exec.race_reports import (
     SITES,
     RaceError,
@@ -87,16 +98,22 @@ from ..exec.race_reports import (
     user_site,
 )
 from ..exec.races import ExecRaces
+from ..graph.node_type import NodeType
 from ..runtime import observe
 from ..runtime.params import KernelParams, MemcpyParams
+from ..runtime.stream_memops import StreamMemOp
 from .race_clocks import (
     MAX_PENDING,
     AccessRecord,
     CheckerState,
     EventClock,
+    HostOps,
     Lane,
     OpRecord,
+    ParkedRace,
+    PendingWait,
     QuickPlan,
+    Released,
     Transaction,
 )
 from .race_footprints import (
@@ -123,6 +140,7 @@ __all__ = ["ENV_VAR", "RaceCheck", "RaceCheckStatistics", "race_check"]
 
 ENV_VAR = "AHIPGRAPH_RACE_CHECK"
 _MODES = ("raise", "warn", "collect")
+_HOST_WRITES_KEPT = 64  # host writes through views kept while a wait is pending
 _ENV_ON = ("1", "on", "true", "yes")  # mean "warn"
 _ENV_OFF = ("0", "off", "false", "no")
 
@@ -248,6 +266,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             check._active = True
 
     def pop(self, check: RaceCheck) -> None:
+        late: list[RaceReport] = []
         with self.lock:
             if check in self.stack:
                 self.stack.remove(check)
@@ -260,7 +279,12 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                 if self.device_hooked:
                     hooks.uninstall(self)
                     self.device_hooked = False
+                late = self.state.late  # found as waits were released, not yet emitted
                 self.state = CheckerState()
+        for made in late:  # to the check ending: the last one on
+            check._reports.append(made)
+            if check._on_race != "collect":
+                warnings.warn(str(made), RaceWarning, stacklevel=_caller_level())
 
     def statistics(self) -> dict[str, int]:
         with self.lock:
@@ -339,6 +363,11 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
         # capture(2): the frame above advance's caller; every caller is a checker method
         # that the runtime calls, so the user's frame is never nearer (two frames skipped)
         op = OpRecord(txn.number, label, lane, count, capture(2), batch=batch)
+        if self.state.waits:
+            op.waits = self._waits_before(lane.vc)
+        if txn.graph_waits:  # a launch: all of it is after these captured waits of its graph
+            made = (PendingWait(memop, op, lane.lane, count, None) for memop in txn.graph_waits)
+            op.waits = (*op.waits, *made)
         txn.ops.append(op)
         return op
 
@@ -370,6 +399,10 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             st.events[event] = clock
         if txn.launch is not None:
             st.launches[txn.launch[0]] = txn.launch[1]
+        if txn.parked:
+            if len(st.parked) >= MAX_PENDING:  # bounded, as every table of the checker
+                del st.parked[: MAX_PENDING // 2]
+            st.parked += txn.parked
         st.ops = txn.number
         st.next_lane = txn.next_lane
         st.stamp += 1
@@ -436,6 +469,34 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
         if key in self.state.seen or key in txn.keys:
             return
         txn.keys.add(key)
+        if first.waits or op.waits:
+            guards = self._guards(first, op)
+            if guards:  # after a wait not yet released: decided when it is
+                if txn.parked is None:
+                    txn.parked = []
+                txn.parked.append(ParkedRace(old, first, access, op, guards))
+                return
+        txn.reports.append(self.make_report(rec, access, op))
+
+    def _guards(self, first: OpRecord, second: OpRecord) -> list[tuple[PendingWait, OpRecord]]:
+        """The unreleased waits that one of two unordered ops comes after (as their clocks
+        said when they were planned) and the other does not, each with the other op (a wait
+        both come after orders neither before the other)."""
+        guards = [
+            (wait, first) for wait in second.waits if wait not in first.waits and wait.pending()
+        ]
+        guards += [
+            (wait, second) for wait in first.waits if wait not in second.waits and wait.pending()
+        ]
+        return guards
+
+    def _waits_before(self, vc: dict[int, int]) -> tuple[PendingWait, ...]:
+        """The unreleased waits a clock comes after."""
+        return tuple(wait for wait in self.state.waits if vc.get(wait.lane, 0) >= wait.tick)
+
+    def make_report(self, rec: AccessRecord, access: Access, op: OpRecord) -> RaceReport:
+        """The report of ``rec`` and ``op``'s ``access``, which nothing orders."""
+        old, first = rec
         second = op
         lo, hi = max(old.start, access.start), min(old.end, access.end)
         why = self.why(first, second)
@@ -451,15 +512,13 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                 f"<{second.lane.name}>.wait_event(e) before op #{second.number} "
                 f"({site_text(second.site)})"
             )
-        txn.reports.append(
-            RaceReport(
-                kind_of(old.write, access.write),
-                race_site(first, old, lo, hi),
-                race_site(second, access, lo, hi),
-                describe_allocation(access.device, lo if lo < hi else access.start),
-                why,
-                fix,
-            )
+        return RaceReport(
+            kind_of(old.write, access.write),
+            race_site(first, old, lo, hi),
+            race_site(second, access, lo, hi),
+            describe_allocation(access.device, lo if lo < hi else access.start),
+            why,
+            fix,
         )
 
     def why(self, first: OpRecord, second: OpRecord) -> str:
@@ -536,11 +595,11 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                         done[id(signal)] = (signal, vc, via, number, lane.lane)
                     else:
                         self._remember_done(completion, lane, number)
-                    if (
-                        type(work) is not KernelParams  # the commonest op: one test
-                        and isinstance(work, MemcpyParams)
-                    ):
-                        self._watch_host_array(completion._program, work, op)
+                    if type(work) is not KernelParams:  # the commonest op: one test
+                        if isinstance(work, MemcpyParams):
+                            self._watch_host_array(completion._program, work, op)
+                        elif type(work) is StreamMemOp:
+                            self._memop_enqueued(work, op, lane, completion._signal)
                     return completion
                 txn = self._plan_enqueue(stream, work)
             elif txn.st is not self.state or txn.stamp != txn.st.stamp:  # not txn.current()
@@ -550,6 +609,8 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             self._remember_done(completion, op.lane, op.number)
             if isinstance(work, MemcpyParams):
                 self._watch_host_array(completion._program, work, op)
+            elif type(work) is StreamMemOp:
+                self._memop_enqueued(work, op, op.lane, completion._signal)
         if txn.reports:
             self.emit_all(txn.reports)
         return completion
@@ -595,6 +656,8 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
         # stream's _observed (which alone calls enqueue), the private body calling it and
         # that body's caller (its public wrapper, see runtime.enqueue, or other runtime code)
         op = OpRecord(number, label, lane, tick, capture(5))
+        if st.waits:
+            op.waits = self._waits_before(vc)
         shadow_entries = st.shadow.entries
         tables: list[tuple[DeviceMemory, int, list[AccessRecord], Any]] = []
         for access, memory, base, table in located_footprint(work, stream.device, st):
@@ -677,7 +740,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             op = txn.ops[-1]
             self.commit(txn)
             self._remember_done(completion, op.lane, op.number)
-            self._watch_graph_copies(graph_exec, op)
+            self._watch_graph_copies(graph_exec, op, txn, completion._signal)
         self.emit_all(txn.reports)
 
     def _plan_launch(self, graph_exec: Any, stream: Stream, user: Stream | None) -> Transaction:
@@ -699,6 +762,8 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
         previous = st.launches.get(graph_exec)
         if previous is not None:  # a launch starts after the executable's previous one
             lane.join(previous.vc, previous.via, f"the previous launch of {name}")
+        txn.host_ops = host_ops = self._host_ops(graph_exec)
+        txn.graph_waits = host_ops[3]
         recorded, waited = races.events()
         if not recorded and not waited:
             op = self.advance(txn, lane, f"launch of {name}")
@@ -817,6 +882,24 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             self.access(txn, op, [Access(ptr.device, ptr.address, ptr.address + nbytes, write)])
             self.refuse(txn)  # raise mode: no view is handed out
             self.commit(txn)
+            if write and st.waits:  # it may be what releases a pending wait
+                host = st.host
+                st.word_sequence += 1
+                writes = st.host_writes
+                if len(writes) >= _HOST_WRITES_KEPT:
+                    del writes[: _HOST_WRITES_KEPT // 2]
+                writes.append(
+                    (
+                        st.word_sequence,
+                        ptr.device,
+                        ptr.address,
+                        ptr.address + nbytes,
+                        host.vc,
+                        host.via,
+                        f"the host's write through a view (op #{op.number}) at "
+                        f"{site_text(op.site)}",
+                    )
+                )
         self.emit_all(txn.reports)
 
     def event_recorded(self, stream: Stream, event: Event) -> None:
@@ -879,6 +962,8 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                     if o is not None and not other.non_blocking:
                         host.join(o.vc, o.via, how)
             self.forget_known(st)
+        if self.state.late or self.state.waits:
+            self._emit_late()
 
     def event_synchronized(self, event: Event) -> None:
         with self.lock:
@@ -889,6 +974,8 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                 how = (clock.where, ", synchronised by the host at ", capture())
                 st.host.join_fresh(clock.vc, clock.via, how)
                 self.forget_known(st)
+        if self.state.late or self.state.waits:
+            self._emit_late()
 
     def device_synchronized(self, device: Device) -> None:
         with self.lock:
@@ -901,6 +988,8 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                 if stream.device is device:
                     host.join(lane.vc, lane.via, how)
             self.forget_known(st)
+        if self.state.late or self.state.waits:
+            self._emit_late()
 
     def completion_awaited(self, signal: Signal) -> None:
         with self.lock:
@@ -910,11 +999,209 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                 st.stamp += 1
                 how = ("op #", entry[3], " awaited by the host at ", capture())
                 st.host.join_fresh(entry[1], entry[2], how)
+        if self.state.late or self.state.waits:
+            self._emit_late()
 
     def node_added(self, node: Any) -> None:
         site = user_site()
         if site is not None:
             SITES.remember(SITES.nodes, node.hid, site)
+
+    # -- stream memory operations: a wait takes the order of the write that releases it --
+
+    def _memop_enqueued(self, memop: StreamMemOp, op: OpRecord, lane: Lane, done: Signal) -> None:
+        """After an eager memory operation was committed (``lane``: its stream's, committed;
+        ``done``: its completion's signal), or a launch of a captured one: a write keeps its
+        clock until it runs (one per launch, oldest first); a wait is pending until it is
+        released."""
+        st = self.state
+        if memop.flag is None:
+            what = work_label(memop)
+            label = (
+                f"{what} op #{op.number}"
+                if op.label == what
+                else f"{what} of op #{op.number} ({op.label} on {lane.name})"
+            )
+            writes = st.memop_writes
+            if len(writes) >= MAX_PENDING:
+                writes.clear()
+            entry = writes.get(id(memop))
+            if entry is None or entry[0] is not memop:
+                entry = writes[id(memop)] = (memop, [])
+            if len(entry[1]) < MAX_PENDING:
+                entry[1].append((lane.vc, lane.via, label))
+            return
+        wait = PendingWait(memop, op, lane.lane, op.tick, done)
+        early = st.released_early.pop(id(memop), None)
+        if early is not None and early[0] is memop:  # it ran before it was registered here
+            self._resolve(st, wait, early[1])
+            return
+        self._pending(st, wait)
+
+    def _pending(self, st: CheckerState, wait: PendingWait) -> None:
+        if len(st.waits) >= MAX_PENDING:  # the oldest are taken as released by no known write
+            oldest, st.waits = st.waits[: MAX_PENDING // 2], st.waits[MAX_PENDING // 2 :]
+            for old in oldest:
+                self._resolve(st, old, None)
+        st.waits.append(wait)
+
+    def memop_done(self, memop: Any) -> None:
+        """A memory operation ran (on the device's loop): a write becomes its word's last
+        write; a wait is released, and takes the clock of the write it read (see
+        :meth:`_releasing_write`). Races parked on the wait are decided now; their reports
+        are emitted when the host next synchronises (raising here would fail the wait)."""
+        with self.lock:
+            if not self.stack:
+                return
+            st = self.state
+            if memop.flag is None:
+                entry = st.memop_writes.get(id(memop))
+                if entry is None or entry[0] is not memop:
+                    return  # enqueued before the check began
+                clocks = entry[1]
+                vc, via, label = clocks.pop(0)
+                if not clocks:
+                    del st.memop_writes[id(memop)]
+                ptr = memop.ptr
+                try:  # the allocation written: a word freed and allocated again is another
+                    buffer = weakref.ref(resolve_pointer(ptr, memop.bits // 8)[0])
+                except HipError:
+                    return
+                st.word_sequence += 1
+                words = st.words
+                if len(words) >= MAX_PENDING:
+                    words.clear()
+                written = (st.word_sequence, memop, buffer, vc, via, label)
+                words[(ptr.device, ptr.address)] = written
+                return
+            released = self._releasing_write(st, memop)
+            found = [wait for wait in st.waits if wait.memop is memop]
+            if not found:
+                early = st.released_early
+                if len(early) >= MAX_PENDING:
+                    early.clear()
+                early[id(memop)] = (memop, released)  # registered after it ran (another thread)
+                return
+            launch = found[0].done  # a graph's wait: pending once per op of its oldest launch
+            for wait in found:
+                if wait.done is launch:
+                    st.waits.remove(wait)
+                    self._resolve(st, wait, released)
+
+    def _releasing_write(self, st: CheckerState, wait: StreamMemOp) -> Released | None:
+        """The clock of the write a satisfied wait read: the last ``write_value`` that ran on
+        its word (or on a half of it, or on the 64-bit word it is half of) if the word still
+        holds its value, or a later host write through a view over it; None when neither (a
+        kernel's or a copy's write: which one is not known)."""
+        ptr = wait.ptr
+        end = ptr.address + wait.bits // 8
+        best: tuple[int, Released] | None = None
+        for address in (ptr.address - 4, ptr.address, ptr.address + 4):
+            entry = st.words.get((ptr.device, address))
+            if entry is None:
+                continue
+            sequence, write, buffer, vc, via, label = entry
+            if not (address < end and ptr.address < address + write.bits // 8):
+                continue  # a neighbour, not a part of the word
+            try:
+                holds = (
+                    resolve_pointer(write.ptr, write.bits // 8)[0] is buffer()
+                    and write._read() == write.value
+                )
+            except HipError:  # freed since
+                holds = False
+            if holds and (best is None or sequence > best[0]):
+                best = (sequence, (vc, via, label))
+        for sequence, device, start, stop, vc, via, label in reversed(st.host_writes):
+            if device == ptr.device and start < end and ptr.address < stop:
+                if best is None or sequence > best[0]:
+                    best = (sequence, (vc, via, label))
+                break
+        return best[1] if best is not None else None
+
+    def _resolve(self, st: CheckerState, wait: PendingWait, released: Released | None) -> None:
+        """``wait`` was released by the write whose clock is ``released`` (None: no known
+        write, no order). Every clock at or after the wait (its stream's lane, lanes and
+        events that learnt of it, the host, the completions the host may await) takes the
+        write's; each race parked on the wait is dropped if that write follows its other op,
+        and reported (late) once no wait it is parked on is left."""
+        st.stamp += 1  # a plan made before this is made again
+        wait.resolved = True
+        rvc: dict[int, int] = {}
+        if released is not None:
+            rvc, _, label = released
+            op = wait.op
+            how: Why = (
+                op.label,
+                " (op #",
+                op.number,
+                ") on ",
+                op.lane.name,
+                " released by ",
+                label,
+            )
+            lane_index, tick = wait.lane, wait.tick
+
+            def joined(
+                vc: dict[int, int], via: dict[int, Why]
+            ) -> tuple[dict[int, int], dict[int, Why]] | None:
+                if vc.get(lane_index, 0) < tick:
+                    return None
+                new: tuple[dict[int, int], dict[int, Why]] | None = None
+                for index, count in rvc.items():
+                    if count > vc.get(index, 0):
+                        if new is None:  # committed clocks are shared: new dicts
+                            new = (dict(vc), dict(via))
+                        new[0][index] = count
+                        new[1][index] = how
+                return new
+
+            lanes = [lane for _, lane in st.lanes.items()]
+            lanes += [group for _, groups in st.group_lanes.items() for group in groups]
+            lanes.append(st.host)
+            for lane in lanes:
+                made = joined(lane.vc, lane.via)
+                if made is not None:
+                    lane.vc, lane.via = made
+            for _, clock in st.events.items() + st.launches.items():
+                made = joined(clock.vc, clock.via)
+                if made is not None:
+                    clock.vc, clock.via = made
+            for key, done in list(st.done.items()):
+                made = joined(done[1], done[2])
+                if made is not None:
+                    st.done[key] = (done[0], made[0], made[1], done[3], done[4])
+        keep: list[ParkedRace] = []
+        for parked in st.parked:
+            other = next((o for w, o in parked.guards if w is wait), None)
+            if other is None:
+                keep.append(parked)
+            elif rvc.get(other.lane.lane, 0) >= other.tick:
+                continue  # the releasing write follows the other op: ordered
+            else:
+                parked.guards = [(w, o) for w, o in parked.guards if w is not wait]
+                if parked.guards:
+                    keep.append(parked)
+                else:
+                    made_report = self.make_report(
+                        (parked.old, parked.first), parked.access, parked.second
+                    )
+                    if len(st.late) < MAX_PENDING:
+                        st.late.append(made_report)
+        st.parked = keep
+
+    def _emit_late(self) -> None:
+        """Emit the reports found as waits were released (on the device's loop), now that the
+        host synchronised: the racing calls were made long ago, so even raise mode warns.
+        Waits that ended unreleased (failed) are let go first: their parked races had no
+        order from them."""
+        with self.lock:
+            st = self.state
+            for wait in [wait for wait in st.waits if not wait.pending()]:
+                st.waits.remove(wait)
+                self._resolve(st, wait, None)
+            late, st.late = st.late, []
+        self.emit_all(late)
 
     # -- device hooks: host arrays changed while their copy is in flight -----------------
 
@@ -1036,10 +1323,37 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
             hooks.install(self)
             self.device_hooked = True
 
-    def _watch_graph_copies(self, graph_exec: Any, op: OpRecord) -> None:
+    def _watch_graph_copies(
+        self, graph_exec: Any, op: OpRecord, txn: Transaction, done: Signal
+    ) -> None:
         """Fingerprint the host source arrays of a launch's memcpy nodes (compared when each
-        copy runs), and watch its copies into host arrays (see :meth:`_fingerprint`). The
-        executable's host copy ops are found once per version."""
+        copy runs), and watch its copies into host arrays (see :meth:`_fingerprint`); its
+        captured memory operations (host nodes running a :class:`StreamMemOp`) are
+        registered as eager ones are (:meth:`_memop_enqueued`). The executable's host copy and
+        memory operation ops are found once per version (``done``: the launch's signal)."""
+        host_ops = txn.host_ops if txn.host_ops is not None else self._host_ops(graph_exec)
+        found = host_ops[2]
+        if found:
+            last_done = graph_exec._last_done
+            for copy in found:
+                if isinstance(copy, ConditionalOp):
+                    self._watch_conditional(copy, op, last_done)
+                elif isinstance(copy, HostOp):
+                    if isinstance(copy.fn, StreamMemOp) and copy.fn.flag is None:
+                        self._memop_enqueued(copy.fn, op, op.lane, done)
+                else:
+                    self._fingerprint(copy, op, last_done)
+        if txn.graph_waits:
+            for launched in txn.ops:  # the launch's own waits, made when it was planned
+                for wait in launched.waits:
+                    if wait.done is None:
+                        wait.done = done
+                        self._pending(self.state, wait)
+
+    def _host_ops(self, graph_exec: Any) -> HostOps:
+        """The executable's copy ops from or into host arrays, conditional nodes whose bodies
+        copy into host arrays, and host ops of captured memory operations (the entry's third
+        item), and its captured waits (the fourth): found once per version."""
         st = self.state
         version, races = graph_exec._version, graph_exec._races
         summary = races.summary if races is not None else None
@@ -1055,15 +1369,20 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                     and o.nbytes
                 )
                 or (isinstance(o, ConditionalOp) and _writes_host_arrays(o))
+                or (type(o) is HostOp and type(o.fn) is StreamMemOp)
             ]
-            cached = st.host_copies[graph_exec] = (version, summary, found)
-        if cached[2]:
-            done = graph_exec._last_done
-            for copy in cached[2]:
-                if isinstance(copy, ConditionalOp):
-                    self._watch_conditional(copy, op, done)
-                else:
-                    self._fingerprint(copy, op, done)
+            waits: tuple[StreamMemOp, ...] = ()
+            if any(
+                isinstance(o, HostOp) and isinstance(o.fn, StreamMemOp) and o.fn.flag is not None
+                for o in found
+            ):
+                waits = _gating_waits(graph_exec._graph)
+            cached = (version, summary, found, waits)
+            # Kept for a live executable; a closed one's launcher has only a weak proxy of it
+            # (no weak reference of its own to key on), and refuses the launch once planned.
+            if type(graph_exec) not in weakref.ProxyTypes:
+                st.host_copies[graph_exec] = cached
+        return cached  # type: ignore[no-any-return]
 
     def _watch_conditional(self, node: ConditionalOp, op: OpRecord, done: Signal) -> None:
         """A conditional node whose bodies copy into host arrays keeps the device watched
@@ -1134,6 +1453,42 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
 
     def __repr__(self) -> str:
         return f"<RaceChecker active={len(self.stack)}>"
+
+
+def _captured_wait(node: Any) -> StreamMemOp | None:
+    """The wait a node runs, if it is an enabled host node of a captured ``wait_value_*``."""
+    if node.type is not NodeType.Host or not node.enabled:
+        return None
+    fn = getattr(node.params, "fn", None)
+    return fn if isinstance(fn, StreamMemOp) and fn.flag is not None else None
+
+
+def _gating_waits(graph: Any) -> tuple[StreamMemOp, ...]:
+    """The captured waits of an executable's graph (its top level) that every node touching
+    memory comes after: a launch is taken as after those all through (one op, or one per node
+    group), so each must come before all of its work; a wait with work beside or before it
+    is left out (that work would be taken as after it, an order invented), as are waits in
+    child graphs."""
+    nodes = graph.nodes
+    before: list[int] = [0] * len(nodes)  # per node, a bitset of the waits before it
+    waits: list[StreamMemOp] = []
+    bit_of: dict[int, int] = {}
+    common = -1  # the waits before every node that touches memory (all, to begin with)
+    for index, node in enumerate(nodes):
+        mask = 0
+        for dep in node.deps:
+            mask |= before[dep] | bit_of.get(dep, 0)
+        before[index] = mask
+        wait = _captured_wait(node)
+        if wait is not None:
+            bit_of[index] = 1 << len(waits)
+            waits.append(wait)
+        elif node.enabled and (
+            node.type is NodeType.Conditional  # its bodies may touch anything
+            or any(node_footprint(each) for each in (node.child.walk() if node.child else [node]))
+        ):
+            common &= mask
+    return tuple(wait for bit, wait in enumerate(waits) if common >> bit & 1)
 
 
 def _writes_host_arrays(node: ConditionalOp) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import weakref
 from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -33,9 +34,13 @@ __all__ = [
     "CheckerState",
     "EventClock",
     "HandleTable",
+    "HostOps",
     "Lane",
     "OpRecord",
+    "ParkedRace",
+    "PendingWait",
     "QuickPlan",
+    "Released",
     "Transaction",
 ]
 
@@ -84,6 +89,8 @@ class OpRecord:
     site: Site | None  # the user's line, made text only for a report
     graph: ExecRaces | None = None  # a launch: which nodes touched a range, for reports
     batch: int = 0  # ops of one launch share it (its node groups): never checked together
+    # the unreleased waits (race_clocks.PendingWait) this op comes after, when it was planned
+    waits: tuple[Any, ...] = ()
 
 
 # An access in shadow memory, and the op that made it: a plain (Access, OpRecord) pair (one per
@@ -98,6 +105,39 @@ class EventClock:
     where: Why  # "event #2 recorded on stream #3 at x.py:10"
 
 
+@dataclass(slots=True, eq=False)
+class PendingWait:
+    """A ``wait_value_*`` enqueued and not yet released: every op whose clock holds
+    ``tick`` or more of lane ``lane`` comes after it, in an order the checker learns only
+    when the wait is released (by which write: see ``race._Checker.memop_done``)."""
+
+    memop: Any  # the StreamMemOp, by identity
+    op: OpRecord
+    lane: int
+    tick: int
+    # the wait's completion (a launch's, for a captured wait; None while the launch is being
+    # planned): reached with no release, the wait failed
+    done: Signal | None
+    resolved: bool = False
+
+    def pending(self) -> bool:
+        """Not released yet, and not ended (failed: its word freed, its loop closed)."""
+        return not self.resolved and (self.done is None or self.done._value > 0)
+
+
+@dataclass(slots=True, eq=False)
+class ParkedRace:
+    """Two unordered accesses, one of them by an op after an unreleased wait: decided when
+    the waits are released. ``guards`` pairs each such wait with the op of the pair that is
+    not after it: the pair is ordered if the write that releases the wait follows that op."""
+
+    old: Access
+    first: OpRecord
+    access: Access
+    second: OpRecord
+    guards: list[tuple[PendingWait, OpRecord]]
+
+
 # what the checker's one-pass plan (race._Checker._quick_plan) made: the lane and its new
 # clock, reasons and host clock seen, the op, and the shadow lists to install: (memory,
 # allocation base, list, its table)
@@ -109,6 +149,15 @@ QuickPlan = tuple[
     OpRecord,
     list[tuple["DeviceMemory", int, list[AccessRecord], Any]],
 ]
+
+
+# per executable, what the checker watches in it (race._Checker._host_ops): its version and
+# race summary then, its copies from or into host arrays, conditional nodes copying into host
+# arrays and captured memory operations' host ops, and its captured waits (StreamMemOp)
+HostOps = tuple[Any, Any, list[Any], tuple[Any, ...]]
+
+# the clock a released wait takes: (clock, reasons, label of the write that released it)
+Released = tuple[dict[int, int], dict[int, Why], str]
 
 
 class HandleTable:
@@ -187,7 +236,7 @@ class CheckerState:
         # eager host-source copies in flight (race._WatchedCopy), until each runs
         self.watched: set[Any] = set()
         # per executable: (version, summary, its copy ops from or into host arrays)
-        self.host_copies = HandleTable()  # GraphExec -> (version, summary, host copy ops)
+        self.host_copies = HandleTable()  # GraphExec -> HostOps
         # per executable: its last launch's clock, and the lanes of its node groups
         self.launches = HandleTable()  # GraphExec -> EventClock
         self.group_lanes = HandleTable()  # GraphExec -> list[Lane]
@@ -199,6 +248,25 @@ class CheckerState:
         # eager footprints by what decides them -> (what the key's ids name, range, base);
         # that memory's shadow table)
         self.located: dict[int, tuple[weakref.ref[Any], int, dict[Any, Any], Any]] = {}
+        # stream memory operations (see race._Checker.memop_done): the waits not yet released,
+        # in enqueue order; the races parked on them; each write_value's clock at enqueue
+        # until it runs (id(memop) -> (memop, [(clock, reasons, label)]): a captured one's, per
+        # launch); per word (device, address), the last write_value that ran there:
+        # (sequence, memop, its allocation's buffer, weakly, clock, reasons, label); recent
+        # host writes through views while a wait is pending: (sequence, device, start, end,
+        # clock, reasons, label); waits released before the checker registered them
+        # (id(memop) -> (memop, what released it)); reports of races found as a wait was
+        # released, made on the device's loop, emitted when the host next synchronises
+        self.waits: list[PendingWait] = []
+        self.parked: list[ParkedRace] = []
+        self.memop_writes: dict[int, tuple[Any, list[Released]]] = {}
+        self.words: dict[
+            tuple[int, int], tuple[int, Any, weakref.ref[Any], dict[int, int], dict[int, Why], str]
+        ] = {}
+        self.host_writes: list[tuple[int, int, int, int, dict[int, int], dict[int, Why], str]] = []
+        self.released_early: dict[int, tuple[Any, Released | None]] = {}
+        self.word_sequence = 0
+        self.late: list[RaceReport] = []
 
 
 class Transaction:
@@ -214,12 +282,15 @@ class Transaction:
         "copies",
         "created",
         "events",
+        "graph_waits",
         "groups",
+        "host_ops",
         "keys",
         "launch",
         "next_lane",
         "number",
         "ops",
+        "parked",
         "reports",
         "scratch",
         "st",
@@ -246,6 +317,9 @@ class Transaction:
         self.reports: list[RaceReport] = []
         self.events: list[tuple[Event, EventClock]] = []
         self.launch: tuple[Any, EventClock] | None = None
+        self.parked: list[ParkedRace] | None = None  # races left to decide (see ParkedRace)
+        self.graph_waits: Sequence[Any] = ()  # a launch's captured waits (StreamMemOp)
+        self.host_ops: HostOps | None = None  # a launch's executable's (see race._host_ops)
 
     def work(self, real: Lane) -> Lane:
         """The copy of ``real`` this transaction changes (its op list stays shared)."""

@@ -17,6 +17,7 @@ from ..device.pointer import DevicePtr
 from ..exec.footprints import ALLOCATIONS, Access, footprint
 from ..exec.race_reports import RaceSite
 from ..runtime.params import HostParams, KernelParams, MemcpyParams, MemsetParams
+from ..runtime.stream_memops import StreamMemOp
 from ..runtime.stream_memory import FreeOp
 from .race_clocks import MAX_PENDING, CheckerState, Lane, OpRecord
 from .race_sites import site_text
@@ -174,6 +175,8 @@ WORK_LABELS: dict[Any, str] = {}
 
 def work_label(work: Any) -> str:
     kind = type(work)
+    if kind is StreamMemOp:  # not kept by type: the label names the operation and its size
+        return f"{'wait' if work.flag is not None else 'write'}_value_{work.bits}"
     key = work.kernel if kind is KernelParams else work.kind if kind is MemcpyParams else kind
     label = WORK_LABELS.get(key)
     if label is None:
