@@ -511,9 +511,15 @@ class Device(DeviceBase, DeviceCopyMixin, NoCopy):
             return
         owner = _sole_other_owner(params, self) if on_owner else None
         if owner is not None:
+            # This null stream's order is still the call's: a capture that a blocking stream
+            # of this device began since the call's first check (the arguments' own code, or
+            # another task while it waited here) refuses it, as it refuses a copy of this
+            # device's own memory or of 0 bytes, rather than copy beside the capture.
+            stream._check_unchanged()
             tail = stream._tail
             if tail is not None and tail._value > 0:
                 await self._wait_signal(tail)
+                stream._check_unchanged()
             stream = owner.null_stream
         done = await enqueue(stream)
         await done

@@ -382,6 +382,12 @@ class Stream(
             engine.claim_locked()
             self._submit_locked(program)
 
+    def _check_unchanged(self) -> None:
+        """Refuse an eager call whose stream changed since the call looked at it (see
+        :meth:`_changed_under_call`); nothing if it is open and captures nothing."""
+        if self._state is not _OPEN or self._capture is not None:
+            self._changed_under_call()
+
     def _changed_under_call(self) -> None:
         """Refuse an eager enqueue whose stream changed since the call looked at it.
 
@@ -430,8 +436,7 @@ class Stream(
         checks ran user code), and the device's loop, as for any enqueue: a device busy on
         another event loop refuses the call. Its ``start_ns`` is None, as nothing ran.
         """
-        if self._state is not _OPEN or self._capture is not None:
-            self._changed_under_call()
+        self._check_unchanged()
         engine = self._queue._engine
         engine.bind_loop()
         done = Signal(0)
