@@ -1,0 +1,113 @@
+"""Graph memory and stale pointers: each test names the behaviour it pins down.
+
+Every handle a test makes is given back, and device memory is back where it started.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ahipgraph as ahg
+from ahipgraph.testing import GatedHost, HeldKernel
+from cleanup import destroy
+
+
+@ahg.kernel
+def put(t: ahg.Threads, value: ahg.int64, out: ahg.Ptr[ahg.int64]) -> None:
+    out[0] = value
+
+
+# -- auto-free-on-launch: a relaunch on another stream than a pending free node ----------------
+
+
+@pytest.mark.asyncio
+async def test_an_unordered_free_node_of_the_last_launch_never_frees_an_auto_free_relaunch(
+    device: ahg.Device,
+) -> None:
+    """Launch on s1, a graph whose free node frees that launch's memory on s1 (held back),
+    relaunch on s2 with AUTO_FREE_ON_LAUNCH: the free node and the relaunch's auto-free both
+    free the first launch's memory, unordered. The auto-free ran first here, and the free
+    node, reached later, freed the memory the relaunch had committed at the same address: the
+    relaunch's copy out of it failed with InvalidDevicePointer. The free that comes second
+    now finds the memory gone (its stream reports it), the relaunch runs on its own memory,
+    and that memory takes its own free."""
+    before = device.memory_info()
+    out = device.malloc(8)
+    gate = GatedHost()
+    graph = ahg.Graph()
+    alloc = graph.add_mem_alloc_node(64)
+    ptr = alloc.params.ptr
+    fill = graph.add_kernel_node(put, 1, 1, (7, ptr), deps=[alloc])
+    wait = graph.add_host_node(gate, deps=[fill])
+    graph.add_memcpy_node(out, ptr, 8, deps=[wait])
+    graph_exec = graph.instantiate(ahg.InstantiateFlags.AUTO_FREE_ON_LAUNCH)
+    freeing = ahg.Graph()
+    freeing.add_mem_free_node(ptr)
+    freeing_exec = freeing.instantiate()
+    s1, s2 = device.create_stream(), device.create_stream()
+    ahead = HeldKernel("ahead of the free node")
+    first = await graph_exec.launch(s1)
+    await ahead.launch(s1)  # holds s1's free node back until the relaunch committed
+    await freeing_exec.launch(s1)  # frees the first launch's memory, unordered with s2
+    second = await graph_exec.launch(s2)
+    gate.open(0)
+    await first
+    await gate.started(1)  # the relaunch auto-freed, committed again and filled it
+    ahead.release()
+    with pytest.raises(ahg.InvalidValue, match="freed before the stream reached"):
+        await s1.synchronize()  # the free came second: the memory it was for is gone
+    gate.open(1)
+    await second  # read its own memory: nothing freed it
+    copied = np.zeros(1, np.int64)
+    await s2.memcpy(copied, out, 8)
+    await s2.synchronize()
+    assert copied[0] == 7
+    await s2.free_async(ptr)  # the relaunch's memory takes a free of its own
+    await s2.synchronize()
+    assert device.graph_mem_attribute(ahg.GraphMemAttribute.UsedMemCurrent) == 0
+    destroy(freeing_exec, freeing, graph_exec, graph, s1, s2, out)
+    device.graph_mem_trim()
+    assert device.graph_mem_attribute(ahg.GraphMemAttribute.ReservedMemCurrent) == 0
+    assert device.memory_info() == before
+
+
+@pytest.mark.asyncio
+async def test_an_unordered_free_node_that_runs_first_leaves_the_auto_free_nothing_to_free(
+    device: ahg.Device,
+) -> None:
+    """The same two frees the other way round: the free node runs first and frees the first
+    launch's memory; the relaunch's auto-free finds it gone, commits its own memory and runs,
+    and no launch fails."""
+    before = device.memory_info()
+    out = device.malloc(8)
+    graph = ahg.Graph()
+    alloc = graph.add_mem_alloc_node(64)
+    ptr = alloc.params.ptr
+    fill = graph.add_kernel_node(put, 1, 1, (7, ptr), deps=[alloc])
+    graph.add_memcpy_node(out, ptr, 8, deps=[fill])
+    graph_exec = graph.instantiate(ahg.InstantiateFlags.AUTO_FREE_ON_LAUNCH)
+    freeing = ahg.Graph()
+    freeing.add_mem_free_node(ptr)
+    freeing_exec = freeing.instantiate()
+    s1, s2 = device.create_stream(), device.create_stream()
+    ahead = HeldKernel("ahead of the relaunch")
+    await graph_exec.launch(s1)
+    await freeing_exec.launch(s1)
+    await ahead.launch(s2)  # holds the relaunch's auto-free back until the free node ran
+    second = await graph_exec.launch(s2)
+    await s1.synchronize()  # the free node came first: it freed the first launch's memory
+    assert device.graph_mem_attribute(ahg.GraphMemAttribute.UsedMemCurrent) == 0
+    ahead.release()
+    await second  # its auto-free found nothing to free, and it ran on its own memory
+    copied = np.zeros(1, np.int64)
+    await s2.memcpy(copied, out, 8)
+    await s2.synchronize()
+    assert copied[0] == 7
+    await s2.free_async(ptr)  # the relaunch's memory takes a free of its own
+    await s2.synchronize()
+    assert device.graph_mem_attribute(ahg.GraphMemAttribute.UsedMemCurrent) == 0
+    destroy(freeing_exec, freeing, graph_exec, graph, s1, s2, out)
+    device.graph_mem_trim()
+    assert device.graph_mem_attribute(ahg.GraphMemAttribute.ReservedMemCurrent) == 0
+    assert device.memory_info() == before
