@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import ahipgraph as ahg
+from ahipgraph import testing
 from ahipgraph.testing import GatedHost, HeldKernel
 from cleanup import destroy
 
@@ -111,3 +112,67 @@ async def test_an_unordered_free_node_that_runs_first_leaves_the_auto_free_nothi
     device.graph_mem_trim()
     assert device.graph_mem_attribute(ahg.GraphMemAttribute.ReservedMemCurrent) == 0
     assert device.memory_info() == before
+
+
+# -- a graph made before configure_devices replaced the devices -----------------------------------
+
+
+@ahg.kernel
+def store(t: ahg.Threads, value: ahg.int64, out: ahg.Ptr[ahg.int64]) -> None:
+    out[:] = value
+
+
+def _stale_graph() -> tuple[ahg.Device, ahg.DevicePtr, ahg.Graph, ahg.Device, ahg.DevicePtr]:
+    """A graph whose kernel node writes a pointer of a device 0 then replaced, and the
+    successor's allocation at the same address."""
+    (old,) = ahg.configure_devices(1)
+    stale = old.malloc(64)
+    graph = ahg.Graph()
+    graph.add_kernel_node(store, 1, 1, (7, stale))
+    (new,) = ahg.configure_devices(1)
+    fresh = new.malloc(64)
+    assert fresh == stale  # the successor reuses the addresses: only the origin differs
+    new.view(fresh, np.int64, 8)[:] = 5
+    return old, stale, graph, new, fresh
+
+
+@pytest.mark.asyncio
+async def test_a_graph_made_before_its_devices_were_replaced_is_not_instantiated() -> None:
+    """Its kernel node, added while the pointer was the old device's own, was instantiated on
+    the successor, and every launch wrote the successor's allocation at the same address.
+    Instantiating it (or a clone, or a graph holding it as a child) is now refused as an
+    eager launch of that pointer is, and makes nothing."""
+    old, stale, graph, new, fresh = _stale_graph()
+    clone = graph.clone()
+    parent = ahg.Graph()
+    parent.add_child_graph_node(graph)
+    memory, handles = new.memory_info(), testing.snapshot().handles
+    for made in (graph, clone, parent):
+        with pytest.raises(ahg.InvalidDevicePointer, match="configure_devices replaced"):
+            made.instantiate()
+    assert new.memory_info() == memory
+    assert testing.snapshot().handles == handles
+    assert new.view(fresh, np.int64, 8).tolist() == [5] * 8
+    destroy(parent, clone, graph, fresh)
+    old.free(stale)
+
+
+@pytest.mark.asyncio
+async def test_an_update_from_a_graph_made_before_its_devices_were_replaced_is_refused() -> None:
+    """``exec.update`` took such a graph's kernel arguments, and the executable's launches
+    wrote the successor's allocation at the stale pointer's address. It is refused as
+    instantiate refuses the graph, and the executable keeps its own arguments."""
+    old, stale, graph, new, fresh = _stale_graph()
+    out = new.malloc(64)
+    own = ahg.Graph()
+    own.add_kernel_node(store, 1, 1, (3, out))
+    graph_exec = own.instantiate()
+    with pytest.raises(ahg.InvalidDevicePointer, match="configure_devices replaced"):
+        graph_exec.update(graph)
+    stream = new.create_stream()
+    await (await graph_exec.launch(stream))
+    await stream.synchronize()
+    assert new.view(fresh, np.int64, 8).tolist() == [5] * 8
+    assert new.view(out, np.int64, 8).tolist() == [3] * 8
+    destroy(graph_exec, own, graph, stream, out, fresh)
+    old.free(stale)

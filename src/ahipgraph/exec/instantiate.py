@@ -21,8 +21,9 @@ from itertools import compress, repeat
 from operator import attrgetter, is_
 from typing import TYPE_CHECKING, Any
 
-from ..core.errors import HipError, NotSupported
+from ..core.errors import HipError, InvalidDevicePointer, NotSupported
 from ..core.ints import as_int
+from ..device.pointer import DevicePtr, replacements
 from ..device.table import live
 from ..graph.node_type import NodeType
 from ..runtime.device import Device, get_device
@@ -166,6 +167,30 @@ def _check_graph(graph: Graph) -> None:
         snapshot_sources(graph)  # InvalidValue on a cycle; the copy is only garbage
 
 
+def check_pointer_origins(kernel_params: list[Any]) -> None:
+    """Refuse kernel nodes holding a pointer of a device ``configure_devices`` replaced since
+    they were added, with the error a launch of such a pointer gets.
+
+    A node's arguments are checked as it is added; a graph made before the devices were
+    replaced may still hold the old devices' pointers, whose addresses the new devices reuse
+    (see device/pointer.py): its launches would write the new devices' memory. ``instantiate``
+    calls this only when a device was replaced since the graph was made, or for graphs with
+    child graphs or conditional bodies (whose nodes may be older than the graph): a look at
+    every argument of every kernel node.
+
+    Raises:
+        InvalidDevicePointer: a kernel argument is a replaced device's pointer.
+    """
+    pointer = DevicePtr
+    for params in kernel_params:
+        for value in params.args:
+            if type(value) is pointer and value._origin.replaced:
+                params.kernel.pack(params.args)  # raises what a launch of these raises
+                raise InvalidDevicePointer(  # pragma: no cover - pack refuses it first
+                    f"{value!r} is a pointer of a device configure_devices replaced"
+                )
+
+
 def instantiate(graph: Graph, request: InstantiateRequest) -> Instantiated:
     """Build everything an executable of ``graph`` runs with (see the module notes).
 
@@ -173,6 +198,8 @@ def instantiate(graph: Graph, request: InstantiateRequest) -> Instantiated:
         InvalidValue: the graph was destroyed or has a cycle.
         NotSupported: a graph with memory nodes instantiated a second time.
         InvalidConfiguration: a kernel node exceeds the device's limits.
+        InvalidDevicePointer: a kernel node holds a pointer of a device ``configure_devices``
+            replaced since it was added.
         RaceError: ``check_races`` found unordered conflicting nodes.
     """
     flags, device, options = request.flags, request.device, request.options
@@ -210,6 +237,8 @@ def instantiate(graph: Graph, request: InstantiateRequest) -> Instantiated:
         read = list(compress(every_params, map(is_, kinds, repeat(kernel_type))))
         in_order = read.copy
         per_kernel = _per_kernel(read)
+    if not plain or graph._replacements_seen != replacements():  # else: none can be stale
+        check_pointer_origins(read)
     # Added against the default device's limits; this executable runs on its own. Nodes of one
     # launch shape pass or fail alike: check each shape once, in the order nodes first have it.
     # Nodes sharing one Threads object share its shape (a launch shape's Threads is made once
