@@ -176,3 +176,26 @@ async def test_an_update_from_a_graph_made_before_its_devices_were_replaced_is_r
     assert new.view(out, np.int64, 8).tolist() == [3] * 8
     destroy(graph_exec, own, graph, stream, out, fresh)
     old.free(stale)
+
+
+def test_a_memory_node_of_a_replaced_device_is_not_instantiated_on_its_successor() -> None:
+    """An alloc node reserved by device 0 before it was replaced was instantiated on the
+    successor, which found its own graph's reservation at the same address and handed it to
+    the executable: that graph, destroyed, then left its range reserved for good. Such alloc
+    and free nodes are now refused at instantiate, and the successor's ranges are untouched."""
+    ahg.configure_devices(1)
+    allocating = ahg.Graph()
+    stale = allocating.add_mem_alloc_node(64).params.ptr
+    freeing = ahg.Graph()
+    freeing.add_mem_free_node(stale)
+    (new,) = ahg.configure_devices(1)
+    before = new.memory_info()
+    own = ahg.Graph()
+    assert own.add_mem_alloc_node(64).params.ptr == stale  # the same address, a new range
+    for made in (allocating, freeing):
+        with pytest.raises(ahg.InvalidDevicePointer, match="configure_devices replaced"):
+            made.instantiate()
+    destroy(own)
+    assert new.statistics().memory.reservations == 0  # its range given back with it
+    assert new.memory_info() == before
+    destroy(freeing, allocating)

@@ -15,7 +15,7 @@ they were (check, then commit).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import compress, repeat
 from operator import attrgetter, is_
@@ -167,9 +167,23 @@ def _check_graph(graph: Graph) -> None:
         snapshot_sources(graph)  # InvalidValue on a cycle; the copy is only garbage
 
 
-def check_pointer_origins(kernel_params: list[Any]) -> None:
+def _memory_node_params(exec_graph: ExecGraph) -> list[Any]:
+    """The parameters of ``exec_graph``'s memory-alloc and memory-free nodes (child graphs and
+    conditional bodies hold none)."""
+    kinds = (NodeType.MemAlloc, NodeType.MemFree)
+    if not any(map(exec_graph.has_type, kinds)):
+        return []
+    if exec_graph.flat:
+        pairs = zip(exec_graph.types(), exec_graph.params_column(), strict=True)
+        return [params for kind, params in pairs if kind in kinds]
+    return [node.params for node in exec_graph.walk() if node.type in kinds]
+
+
+def check_pointer_origins(kernel_params: list[Any], memory_params: Sequence[Any] = ()) -> None:
     """Refuse kernel nodes holding a pointer of a device ``configure_devices`` replaced since
-    they were added, with the error a launch of such a pointer gets.
+    they were added, with the error a launch of such a pointer gets, and memory nodes whose
+    range that device reserved: the new device's memory holds its own ranges at the same
+    addresses, which an executable would take for them (commit, free, give back).
 
     A node's arguments are checked as it is added; a graph made before the devices were
     replaced may still hold the old devices' pointers, whose addresses the new devices reuse
@@ -179,7 +193,8 @@ def check_pointer_origins(kernel_params: list[Any]) -> None:
     every argument of every kernel node.
 
     Raises:
-        InvalidDevicePointer: a kernel argument is a replaced device's pointer.
+        InvalidDevicePointer: a kernel argument is a replaced device's pointer, or a memory
+            node's range is a replaced device's.
     """
     pointer = DevicePtr
     for params in kernel_params:
@@ -189,6 +204,12 @@ def check_pointer_origins(kernel_params: list[Any]) -> None:
                 raise InvalidDevicePointer(  # pragma: no cover - pack refuses it first
                     f"{value!r} is a pointer of a device configure_devices replaced"
                 )
+    for params in memory_params:
+        ptr = params.ptr
+        if ptr._origin.replaced:
+            raise InvalidDevicePointer(
+                f"a memory node's range {ptr!r} was reserved by a device configure_devices replaced"
+            )
 
 
 def instantiate(graph: Graph, request: InstantiateRequest) -> Instantiated:
@@ -238,7 +259,7 @@ def instantiate(graph: Graph, request: InstantiateRequest) -> Instantiated:
         in_order = read.copy
         per_kernel = _per_kernel(read)
     if not plain or graph._replacements_seen != replacements():  # else: none can be stale
-        check_pointer_origins(read)
+        check_pointer_origins(read, _memory_node_params(exec_graph))
     # Added against the default device's limits; this executable runs on its own. Nodes of one
     # launch shape pass or fail alike: check each shape once, in the order nodes first have it.
     # Nodes sharing one Threads object share its shape (a launch shape's Threads is made once
