@@ -199,3 +199,24 @@ def test_a_memory_node_of_a_replaced_device_is_not_instantiated_on_its_successor
     assert new.statistics().memory.reservations == 0  # its range given back with it
     assert new.memory_info() == before
     destroy(freeing, allocating)
+
+
+def test_a_free_node_of_a_replaced_devices_range_does_not_claim_its_successors() -> None:
+    """``add_mem_free_node`` of a range device 0 reserved before it was replaced claimed the
+    successor's range at the same address: that range's own free node was then refused
+    ("already has a memory-free node"). It is refused as a replaced device's pointer, and the
+    successor's range keeps its free for its own graph."""
+    ahg.configure_devices(1)
+    allocating = ahg.Graph()
+    stale = allocating.add_mem_alloc_node(64).params.ptr
+    (new,) = ahg.configure_devices(1)
+    own = ahg.Graph()
+    ptr = own.add_mem_alloc_node(64).params.ptr
+    assert ptr == stale  # the same address, a new range
+    freeing = ahg.Graph()
+    with pytest.raises(ahg.InvalidValue, match="configure_devices replaced"):
+        freeing.add_mem_free_node(stale)
+    assert freeing.nodes() == []
+    own.add_mem_free_node(ptr)  # its own graph's free
+    destroy(freeing, own, allocating)
+    assert new.statistics().memory.reservations == 0
