@@ -125,4 +125,4 @@ class DeviceBase:
         """Called once ``configure_devices`` replaced this device (the layer above adds to it):
         its engine takes no new work from now on."""
         self._engine._retired = True
-        self._memory._origin.replaced = True  # its pointers are refused as kernel arguments
+        self._memory._origin.replace()  # its pointers are refused as kernel arguments

@@ -89,6 +89,7 @@ class Allocation:
         "claimer",
         "claims",
         "commits_pending",
+        "contested",
         "dropped",
         "extra_frees",
         "freeing",
@@ -98,9 +99,11 @@ class Allocation:
         "nbytes",
         "node_free_taken",
         "node_frees",
+        "node_frees_unrun",
         "prior",
         "reserved",
         "runtime",
+        "stale_node_frees",
         "user_freed",
         "views",
     )
@@ -124,6 +127,15 @@ class Allocation:
         # (not run yet), which holds no claim but counts against extra_frees as a pending
         # free would.
         self.node_frees = 0
+        # Free nodes of other graphs whose launch was taken (announce_free) and which have not
+        # run yet (free_by_node).
+        self.node_frees_unrun = 0
+        # An auto-free relaunch was taken unordered with such a free node still to run, both
+        # freeing the last launch's memory (see contest_latest_free): the second must find it
+        # gone. Set until one of the two runs; an auto-free that runs first makes the node's
+        # free stale: it fails rather than free the relaunch's memory.
+        self.contested = False
+        self.stale_node_frees = 0
         self.claims = 0  # how many stream-ordered frees were ever admitted (numbers each one)
         self.claimer: weakref.ref[object] | None = None  # the stream of the latest one
         self.announced = False  # the latest one is a free node's (announce_free), no claim
@@ -473,6 +485,34 @@ class DeviceMemory(NoCopy):
             allocation = self._at_base(ptr)
             return allocation is not None and allocation.freeing > 0 and not allocation.announced
 
+    def contest_latest_free(self, ptr: DevicePtr) -> bool:
+        """An auto-free-on-launch relaunch was taken on another stream than the latest free of
+        ``ptr``'s allocation (see :meth:`latest_free`), unordered with it: if that free is still
+        to run, it and the relaunch's auto-free both free the last launch's memory, and
+        whichever runs second must find it gone rather than free the memory the relaunch
+        commits there. Says whether it is still to run, and then gives the relaunch no room
+        for a free of its own memory until it ran.
+
+        A ``free_async``'s claim needs nothing more: the auto-free's :meth:`decommit` drops
+        the claims past the room made, and such a claim fails when its stream reaches it. A
+        free node's free (:meth:`announce_free`) holds no claim, so it is marked contested
+        here: counted as a pending free against the room (as :meth:`allow_another_free`
+        counts one, without making room), and made stale if the auto-free runs first (see
+        :meth:`free_by_node`).
+        """
+        with self._lock:
+            allocation = self._at_base(ptr)
+            if allocation is None:
+                return False
+            if not allocation.announced:
+                return allocation.freeing > 0
+            if not allocation.node_frees_unrun:
+                return False
+            if not allocation.contested:
+                allocation.contested = True
+                allocation.node_frees += 1
+            return True
+
     def latest_free(self, ptr: DevicePtr) -> tuple[int, object]:
         """The latest stream-ordered free made of ``ptr``'s allocation (a ``free_async``
         admitted by :meth:`claim_free`, or a graph launch freeing it, :meth:`announce_free`),
@@ -499,6 +539,7 @@ class DeviceMemory(NoCopy):
                 allocation.claimer = weakref.ref(by)
                 allocation.announced = True
                 allocation.node_free_taken = True
+                allocation.node_frees_unrun += 1
 
     def launch_taken(self, ptr: DevicePtr) -> None:
         """A launch of the executable that allocates ``ptr``'s reservation (with no free node
@@ -656,19 +697,64 @@ class DeviceMemory(NoCopy):
         """
         with self._lock:
             allocation = self._reservation(ptr)
-            if allocation.buffer is not None:
-                allocation.freeing = min(allocation.freeing, allocation.extra_frees)
-                if allocation.extra_frees:
-                    allocation.extra_frees -= 1
-                if allocation.node_frees:
-                    allocation.node_frees -= 1
-                allocation.buffer = None
-                self._drop_views(allocation)
-                self._graph_pool.released(allocation.nbytes)
-                if allocation.dropped and not allocation.freeing:  # waited for frees only
-                    self._remove(allocation)
+            if allocation.buffer is not None and allocation.contested:
+                # the auto-free of a contested free node's (see contest_latest_free) ran
+                # first: the node's free, still to run, is for the memory freed here
+                allocation.contested = False
+                allocation.stale_node_frees += 1
+            self._decommit_locked(allocation)
         if self._mapped_by:
             self._tell_mappers()
+
+    def free_by_node(self, ptr: DevicePtr) -> None:
+        """A memory-free node's free of ``ptr``'s reservation runs: :meth:`decommit`, unless
+        the memory it was for is gone already.
+
+        That is a free node of another graph contested by an auto-free relaunch
+        (:meth:`contest_latest_free`) whose auto-free ran first: the memory there now is the
+        relaunch's, so this free fails (on its stream) and frees nothing, as a ``free_async``
+        that came second does.
+
+        A reservation already given back is nothing to free (as :meth:`decommit`'s caller
+        takes its refusal).
+
+        Raises:
+            InvalidValue: that free's memory is gone.
+        """
+        with self._lock:
+            allocation = self._at_base(ptr)
+            if allocation is None or not allocation.reserved:
+                return
+            if allocation.node_frees_unrun:
+                allocation.node_frees_unrun -= 1
+            if allocation.stale_node_frees:
+                allocation.stale_node_frees -= 1
+                raise InvalidValue(
+                    f"{ptr!r} was freed before the stream reached its free node: the "
+                    "auto-free of a relaunch on another stream, unordered with it, freed it "
+                    "first (order the free before the relaunch)"
+                )
+            if allocation.contested:  # this free comes first: the auto-free finds it gone
+                allocation.contested = False
+                if allocation.buffer is None and allocation.node_frees:
+                    allocation.node_frees -= 1  # no memory here: no decommit spends the count
+            self._decommit_locked(allocation)
+        if self._mapped_by:
+            self._tell_mappers()
+
+    def _decommit_locked(self, allocation: Allocation) -> None:
+        """:meth:`decommit` of ``allocation``. Hold the lock; tell the mappers after."""
+        if allocation.buffer is not None:
+            allocation.freeing = min(allocation.freeing, allocation.extra_frees)
+            if allocation.extra_frees:
+                allocation.extra_frees -= 1
+            if allocation.node_frees:
+                allocation.node_frees -= 1
+            allocation.buffer = None
+            self._drop_views(allocation)
+            self._graph_pool.released(allocation.nbytes)
+            if allocation.dropped and not allocation.freeing:  # waited for frees only
+                self._remove(allocation)
 
     def unreserve(self, ptr: DevicePtr) -> None:
         """Give back a reservation's address space (and its memory, if committed).

@@ -21,7 +21,27 @@ from typing import Any
 from ..core.errors import InvalidDevicePointer
 from ..core.ints import int_or_none, not_an_int
 
-__all__ = ["NULL", "UNTRACKED", "DevicePtr", "PointerOrigin", "issued", "require_int_address"]
+__all__ = [
+    "NULL",
+    "UNTRACKED",
+    "DevicePtr",
+    "PointerOrigin",
+    "issued",
+    "replacements",
+    "require_int_address",
+]
+
+_replacements = 0
+
+
+def replacements() -> int:
+    """How many device memories were replaced so far (:meth:`PointerOrigin.replace`).
+
+    What holds pointers checked when they were given (a graph's kernel nodes) notes this
+    count, and needs no look at them again while it is unchanged: none of its pointers can
+    have become a replaced memory's since.
+    """
+    return _replacements
 
 
 class PointerOrigin:
@@ -33,6 +53,12 @@ class PointerOrigin:
 
     def __init__(self) -> None:
         self.replaced = False
+
+    def replace(self) -> None:
+        """This memory's device was replaced: its pointers are refused from now on."""
+        global _replacements
+        self.replaced = True
+        _replacements += 1  # only ever grows: a count noted before never matches again
 
 
 UNTRACKED = PointerOrigin()

@@ -123,6 +123,18 @@ class MemFreeOp(Op):
                 memory.decommit(ptr)
 
 
+class NodeFreeOp(MemFreeOp):
+    """A memory-free node: as :class:`MemFreeOp`, except that a free whose memory an
+    unordered auto-free relaunch freed first fails its launch, rather than free the memory
+    that relaunch commits (see ``DeviceMemory.free_by_node``)."""
+
+    __slots__ = ()
+
+    def run(self, program: Program) -> None:
+        ((memory, ptr),) = self.frees
+        memory.free_by_node(ptr)
+
+
 @dataclass(slots=True)
 class EventBinding:
     """A per-launch signal binding for an event node."""
@@ -600,7 +612,7 @@ class _Builder:
             compiled.alloc_ptrs.append(op.ptr)
             compiled.alloc_memory[op.ptr] = op.memory
         elif kind is NodeType.MemFree:
-            op = MemFreeOp(self.device, (node.params.ptr,))
+            op = NodeFreeOp(self.device, (node.params.ptr,))
             compiled.foreign_frees.extend(op.frees)  # its own allocations dropped at the end
         elif kind is NodeType.Conditional:
             assert self.conditionals is not None

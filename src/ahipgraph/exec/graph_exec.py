@@ -672,6 +672,8 @@ class GraphExec(DestroyOnExit):
                 handle the executable has no value for (one made after it, or another
                 graph's), or a kernel whose arguments do not fit in one of the executable's
                 argument chunks (the graph's argument bytes plus ``arena_headroom``).
+            InvalidDevicePointer: a kernel node of ``graph`` holds a pointer of a device
+                ``configure_devices`` replaced since the node was added (as instantiate).
             RaceError: made with ``check_races=True``, and a changed node would race with
                 a node it is not ordered with (a conditional node counting what its bodies
                 touch); nothing is changed.

@@ -15,14 +15,15 @@ they were (check, then commit).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import compress, repeat
 from operator import attrgetter, is_
 from typing import TYPE_CHECKING, Any
 
-from ..core.errors import HipError, NotSupported
+from ..core.errors import HipError, InvalidDevicePointer, NotSupported
 from ..core.ints import as_int
+from ..device.pointer import DevicePtr, replacements
 from ..device.table import live
 from ..graph.node_type import NodeType
 from ..runtime.device import Device, get_device
@@ -166,6 +167,51 @@ def _check_graph(graph: Graph) -> None:
         snapshot_sources(graph)  # InvalidValue on a cycle; the copy is only garbage
 
 
+def _memory_node_params(exec_graph: ExecGraph) -> list[Any]:
+    """The parameters of ``exec_graph``'s memory-alloc and memory-free nodes (child graphs and
+    conditional bodies hold none)."""
+    kinds = (NodeType.MemAlloc, NodeType.MemFree)
+    if not any(map(exec_graph.has_type, kinds)):
+        return []
+    if exec_graph.flat:
+        pairs = zip(exec_graph.types(), exec_graph.params_column(), strict=True)
+        return [params for kind, params in pairs if kind in kinds]
+    return [node.params for node in exec_graph.walk() if node.type in kinds]
+
+
+def check_pointer_origins(kernel_params: list[Any], memory_params: Sequence[Any] = ()) -> None:
+    """Refuse kernel nodes holding a pointer of a device ``configure_devices`` replaced since
+    they were added, with the error a launch of such a pointer gets, and memory nodes whose
+    range that device reserved: the new device's memory holds its own ranges at the same
+    addresses, which an executable would take for them (commit, free, give back).
+
+    A node's arguments are checked as it is added; a graph made before the devices were
+    replaced may still hold the old devices' pointers, whose addresses the new devices reuse
+    (see device/pointer.py): its launches would write the new devices' memory. ``instantiate``
+    calls this only when a device was replaced since the graph was made, or for graphs with
+    child graphs or conditional bodies (whose nodes may be older than the graph): a look at
+    every argument of every kernel node.
+
+    Raises:
+        InvalidDevicePointer: a kernel argument is a replaced device's pointer, or a memory
+            node's range is a replaced device's.
+    """
+    pointer = DevicePtr
+    for params in kernel_params:
+        for value in params.args:
+            if type(value) is pointer and value._origin.replaced:
+                params.kernel.pack(params.args)  # raises what a launch of these raises
+                raise InvalidDevicePointer(  # pragma: no cover - pack refuses it first
+                    f"{value!r} is a pointer of a device configure_devices replaced"
+                )
+    for params in memory_params:
+        ptr = params.ptr
+        if ptr._origin.replaced:
+            raise InvalidDevicePointer(
+                f"a memory node's range {ptr!r} was reserved by a device configure_devices replaced"
+            )
+
+
 def instantiate(graph: Graph, request: InstantiateRequest) -> Instantiated:
     """Build everything an executable of ``graph`` runs with (see the module notes).
 
@@ -173,6 +219,8 @@ def instantiate(graph: Graph, request: InstantiateRequest) -> Instantiated:
         InvalidValue: the graph was destroyed or has a cycle.
         NotSupported: a graph with memory nodes instantiated a second time.
         InvalidConfiguration: a kernel node exceeds the device's limits.
+        InvalidDevicePointer: a kernel node holds a pointer of a device ``configure_devices``
+            replaced since it was added.
         RaceError: ``check_races`` found unordered conflicting nodes.
     """
     flags, device, options = request.flags, request.device, request.options
@@ -210,6 +258,8 @@ def instantiate(graph: Graph, request: InstantiateRequest) -> Instantiated:
         read = list(compress(every_params, map(is_, kinds, repeat(kernel_type))))
         in_order = read.copy
         per_kernel = _per_kernel(read)
+    if not plain or graph._replacements_seen != replacements():  # else: none can be stale
+        check_pointer_origins(read, _memory_node_params(exec_graph))
     # Added against the default device's limits; this executable runs on its own. Nodes of one
     # launch shape pass or fail alike: check each shape once, in the order nodes first have it.
     # Nodes sharing one Threads object share its shape (a launch shape's Threads is made once

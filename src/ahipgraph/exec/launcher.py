@@ -341,9 +341,9 @@ class Launcher:
         the last launch was taken, wherever that launch ran) gives that room as without the
         flag; otherwise, while the last launch's memory is still to be freed, the relaunch's
         own auto-free will free it, and that gives the room (launch, launch, ``free_async``),
-        unless a ``free_async`` on another stream, not ordered with the relaunch, is still to
-        free it too: of those two frees the second must find the memory gone rather than free
-        the relaunch's, so no room is made until that free ran.
+        unless a free on another stream (a ``free_async`` or a free node), not ordered with
+        the relaunch, is still to free it too: of those two frees the second must find the
+        memory gone rather than free the relaunch's, so no room is made until that free ran.
         Called under the executable's lock, after every check passed.
         """
         compiled = self.compiled
@@ -359,11 +359,12 @@ class Launcher:
                 not_run = self.in_flight > 1 or self._committed(ptr)
                 if counted and (not auto_free or by is stream):
                     memory.allow_another_free(ptr, not_run=not_run)
-                elif counted and memory.claim_pending(ptr):
-                    # A free_async on another stream, unordered with this launch, and the
-                    # auto-free both free the last launch's memory: whichever runs second must
-                    # find it gone, never free the memory this launch commits there, so no
-                    # room is made (a free of this launch's memory waits until that one ran).
+                elif counted and memory.contest_latest_free(ptr):
+                    # A free on another stream (a free_async or a free node), unordered with
+                    # this launch, and the auto-free both free the last launch's memory:
+                    # whichever runs second must find it gone, never free the memory this
+                    # launch commits there, so no room is made (a free of this launch's
+                    # memory waits until that one ran).
                     pass
                 elif auto_free and not_run:
                     memory.allow_another_free(ptr, not_run=True, decommit=True)

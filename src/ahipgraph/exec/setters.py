@@ -18,7 +18,7 @@ from ..core import gcpause
 from ..core.errors import GraphExecUpdateFailure, InvalidValue, Unknown
 from ..core.ints import flag_or_none
 from ..device.kernel import DimLike, Kernel
-from ..device.pointer import DevicePtr
+from ..device.pointer import DevicePtr, replacements
 from ..device.properties import CopyKind
 from ..graph.attributes import exec_attribute, exec_with_attribute
 from ..graph.graph import live_graph
@@ -31,6 +31,7 @@ from ..runtime.params import Endpoint, HostParams, KernelParams, MemsetParams
 from .conditional import check_handles_known
 from .copy_setters import check_same_kind
 from .flags import UpdateResult, UpdateResultKind
+from .instantiate import check_pointer_origins
 from .snapshot import ExecGraph, ExecNode, snapshot, snapshot_sources
 from .update import (
     device_limits_problem,
@@ -240,6 +241,8 @@ def update(updater: Updater, graph: Graph) -> UpdateResult:
     # its time.
     with gcpause.paused():
         new_copy, originals = snapshot_sources(graph)
+        if not new_copy.flat or graph._replacements_seen != replacements():
+            check_pointer_origins(_kernel_params(new_copy))  # as instantiate refuses them
         if updater.update_columns(new_copy):
             return UpdateResult(UpdateResultKind.Success)
         # The new graph's nodes in the copy's order name a failing node: made only here, as a
@@ -279,6 +282,19 @@ def update(updater: Updater, graph: Graph) -> UpdateResult:
             error.result = result
             raise error from None
     return result
+
+
+def _kernel_params(copy: ExecGraph) -> list[KernelParams]:
+    """The parameters of ``copy``'s kernel nodes, its child graphs' included."""
+    kernel = NodeType.Kernel
+    if copy.flat:
+        kinds = copy.types()
+        return [
+            params
+            for kind, params in zip(kinds, copy.params_column(), strict=True)
+            if kind is kernel
+        ]
+    return [node.params for node in copy.walk() if node.type is kernel]
 
 
 def _comes_first(changes: list[Any], first: ExecNode | None, second: ExecNode | None) -> bool:

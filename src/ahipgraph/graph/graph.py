@@ -51,6 +51,7 @@ from ..core.lifecycle import (
     safe_repr,
 )
 from ..core.registry import HandleId, HandleRegistry
+from ..device.pointer import replacements
 from ..lifetime.user_object import UserObject, check_count, disown_all
 from ..runtime import capture_state, observe
 from ..runtime.params import common_kernel_params
@@ -216,6 +217,7 @@ class Graph(DestroyOnExit):
         "_open",
         "_owner_node",
         "_removals",
+        "_replacements_seen",
         "_user_objects",
     )
 
@@ -232,6 +234,11 @@ class Graph(DestroyOnExit):
         self._owner_node: weakref.ref[GraphNode] | None = None
         self._has_mem_nodes = False
         self._instantiated = False
+        # Devices replaced (configure_devices) before this graph was made, or before the
+        # oldest graph it copies nodes from (clone): while the count is the same, no kernel
+        # argument checked as its node was added is a replaced device's pointer (see
+        # exec.instantiate's check_pointer_origins).
+        self._replacements_seen = replacements()
         self._by_id: dict[int, GraphNode] = {}  # in insertion order: see _nodes
         self._edge_count = 0
         self._user_objects: set[UserObject] = set()
@@ -914,6 +921,7 @@ class Graph(DestroyOnExit):
                 if self.has_mem_nodes:
                     raise NotSupported(f"{self!r} has memory nodes and cannot be copied")
                 top = Graph()
+                top._replacements_seen = self._replacements_seen  # its nodes' pointers are old
                 _link_clone(top, self)
                 made.append(top)
                 work: list[tuple[Graph, Graph]] = [(self, top)]
@@ -1100,6 +1108,8 @@ class Graph(DestroyOnExit):
             NotSupported: a graph with memory nodes instantiated a second time, or
                 ``DEVICE_LAUNCH`` (not simulated).
             InvalidConfiguration: a kernel node exceeds ``device``'s limits.
+            InvalidDevicePointer: a kernel node holds a pointer of a device
+                ``configure_devices`` replaced since the node was added.
             RaceError: ``check_races`` found unordered conflicting nodes.
             InvalidDevice: ``device`` was replaced by ``configure_devices``.
             TypeError / ValueError: an unknown option, or an option of the wrong type; a

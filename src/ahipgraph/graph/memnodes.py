@@ -99,12 +99,19 @@ class ReservationTable:
         """Mark the reservation starting at ``ptr`` as freed by a node of ``owner``.
 
         Raises:
-            InvalidValue: ``ptr`` is not the start of a live reservation, or one already freed.
+            InvalidValue: ``ptr`` is not the start of a live reservation, or one already freed,
+                or it is a pointer of a device ``configure_devices`` replaced.
         """
         # A hand-made pointer's fields may be anything: only int fields name a reservation, as
         # for the device's own free (a float address equal to a base would claim it for a free
         # node that frees nothing, and refuse the real one).
         plain = type(ptr.device) is int and type(ptr.address) is int
+        if plain and ptr._origin.replaced:  # the successor's range at its address is not it
+            raise InvalidValue(
+                f"{ptr!r} was not allocated by a graph memory-alloc node of device "
+                f"{ptr.device}: it comes from a device configure_devices replaced, whose "
+                "addresses this one reuses"
+            )
         memory = memory_of(ptr) if plain else None
         with self._lock:
             entry = self._by_memory.get(memory, {}).get(ptr.address) if memory else None
