@@ -6,12 +6,17 @@ Every handle a test makes is given back, and device memory is back where it star
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
 import ahipgraph as ahg
 from ahipgraph.testing import GatedHost, HeldKernel
 from cleanup import destroy
+
+# The race checker (``make race``) reports the races some tests make on purpose.
+RACE_CHECK = bool(os.environ.get("AHIPGRAPH_RACE_CHECK"))
 
 
 @ahg.kernel
@@ -45,6 +50,7 @@ async def test_instantiate_uploads_on_the_per_thread_stream(device: ahg.Device) 
 # -- auto-free-on-launch: a relaunch on another stream than a pending free_async ---------------
 
 
+@pytest.mark.skipif(RACE_CHECK, reason="frees unordered with the relaunch on purpose")
 @pytest.mark.asyncio
 async def test_an_unordered_free_async_of_the_last_launch_never_frees_an_auto_free_relaunch(
     device: ahg.Device,

@@ -5,6 +5,8 @@ Every handle a test makes is given back, and device memory is back where it star
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -12,6 +14,9 @@ import ahipgraph as ahg
 from ahipgraph import testing
 from ahipgraph.testing import GatedHost, HeldKernel
 from cleanup import destroy
+
+# The race checker (``make race``) reports the races some tests make on purpose.
+RACE_CHECK = bool(os.environ.get("AHIPGRAPH_RACE_CHECK"))
 
 
 @ahg.kernel
@@ -22,6 +27,7 @@ def put(t: ahg.Threads, value: ahg.int64, out: ahg.Ptr[ahg.int64]) -> None:
 # -- auto-free-on-launch: a relaunch on another stream than a pending free node ----------------
 
 
+@pytest.mark.skipif(RACE_CHECK, reason="frees unordered with the relaunch on purpose")
 @pytest.mark.asyncio
 async def test_an_unordered_free_node_of_the_last_launch_never_frees_an_auto_free_relaunch(
     device: ahg.Device,
@@ -73,6 +79,7 @@ async def test_an_unordered_free_node_of_the_last_launch_never_frees_an_auto_fre
     assert device.memory_info() == before
 
 
+@pytest.mark.skipif(RACE_CHECK, reason="frees unordered with the relaunch on purpose")
 @pytest.mark.asyncio
 async def test_an_unordered_free_node_that_runs_first_leaves_the_auto_free_nothing_to_free(
     device: ahg.Device,
