@@ -82,3 +82,21 @@ def test_readme_names_the_two_commands_and_where_the_design_lives() -> None:
     assert "make test" in readme
     assert "docs/design.md" in readme
     assert "```python" in readme  # the short example (test_examples runs it)
+
+
+def test_no_file_holds_a_merge_conflict_marker() -> None:
+    """A conflict left in a docstring or a Markdown page is valid Python and valid Markdown:
+    neither the linters nor the tests would notice it."""
+    marker = re.compile(r"^(<{7} |>{7} |={7}$)", re.MULTILINE)
+    suffixes = {".py", ".md", ".toml", ".cfg", ".txt", ".json", ".yml", ".yaml"}
+    found = []
+    for folder in ("src", "tests", "docs", "examples", "bench"):
+        for path in sorted((ROOT / folder).rglob("*")):
+            if not path.is_file() or path.suffix not in suffixes:
+                continue
+            if marker.search(path.read_text(encoding="utf-8", errors="replace")):
+                found.append(str(path.relative_to(ROOT)))
+    for path in (ROOT / "README.md", ROOT / "Makefile", ROOT / "pyproject.toml"):
+        if marker.search(path.read_text(encoding="utf-8")):
+            found.append(path.name)
+    assert found == []
