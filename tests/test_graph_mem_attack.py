@@ -1,0 +1,56 @@
+"""Graph memory and stale pointers, attacked as a user combining them: each test is a case
+where the library differed from what HIP_SEMANTICS.md, API.md or its own documentation promise.
+
+Every handle a test makes is given back, and device memory is back where it started.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ahipgraph as ahg
+from ahipgraph import testing
+from cleanup import destroy
+
+
+@ahg.kernel
+def store(t: ahg.Threads, value: ahg.int64, out: ahg.Ptr[ahg.int64]) -> None:
+    out[:] = value
+
+
+# -- a child graph made before configure_devices replaced the devices -----------------------------
+
+
+@pytest.mark.asyncio
+async def test_a_child_graph_setter_refuses_a_graph_holding_a_replaced_devices_pointer() -> None:
+    """``exec.set_child_graph_node_params`` took the kernel arguments of a child graph made
+    before the devices were replaced, and the executable's launches wrote the successor's
+    allocation at the stale pointer's address. It is refused as ``exec.update`` refuses such
+    a graph, and the executable keeps its own arguments."""
+    (old,) = ahg.configure_devices(1)
+    stale = old.malloc(64)
+    stale_child = ahg.Graph()
+    stale_child.add_kernel_node(store, 1, 1, (99, stale))
+    (new,) = ahg.configure_devices(1)
+    fresh = new.malloc(64)
+    assert fresh == stale  # the successor reuses the addresses: only the origin differs
+    new.view(fresh, np.int64, 8)[:] = 5
+    out = new.malloc(64)
+    child = ahg.Graph()
+    child.add_kernel_node(store, 1, 1, (3, out))
+    graph = ahg.Graph()
+    node = graph.add_child_graph_node(child)
+    graph_exec = graph.instantiate()
+    memory, handles = new.memory_info(), testing.snapshot().handles
+    with pytest.raises(ahg.InvalidDevicePointer, match="configure_devices replaced"):
+        graph_exec.set_child_graph_node_params(node, stale_child)
+    assert new.memory_info() == memory
+    assert testing.snapshot().handles == handles
+    stream = new.create_stream()
+    await (await graph_exec.launch(stream))
+    await stream.synchronize()
+    assert new.view(fresh, np.int64, 8).tolist() == [5] * 8
+    assert new.view(out, np.int64, 8).tolist() == [3] * 8
+    destroy(graph_exec, graph, child, stale_child, stream, out, fresh)
+    old.free(stale)
