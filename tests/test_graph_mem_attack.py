@@ -54,3 +54,40 @@ async def test_a_child_graph_setter_refuses_a_graph_holding_a_replaced_devices_p
     assert new.view(out, np.int64, 8).tolist() == [3] * 8
     destroy(graph_exec, graph, child, stale_child, stream, out, fresh)
     old.free(stale)
+
+
+# -- a fresh_devices block nested in another: the outer devices' pointers ------------------------
+
+
+@pytest.mark.asyncio
+async def test_an_outer_blocks_pointer_is_refused_by_a_nested_blocks_device(
+    device: ahg.Device,
+) -> None:
+    """A nested ``fresh_devices`` block's device 0 reuses the outer device 0's addresses. The
+    outer device's pointer, given as a kernel argument on the block's device (eagerly, or by
+    a graph made before the block), wrote the block's allocation at the same address, though
+    the block's device refuses that pointer everywhere else (view, free, copy). It is refused
+    as a replaced device's pointer while the outer device is lent, and is the outer device's
+    own again once the block gave it back."""
+    outer = device.malloc(64)
+    device.view(outer, np.int64, 8)[:] = 1
+    before_block = ahg.Graph()
+    before_block.add_kernel_node(store, 1, 1, (98, outer))
+    with testing.fresh_devices(1) as (inner,):
+        mine = inner.malloc(64)
+        assert mine == outer  # the same address: only the origin tells them apart
+        inner.view(mine, np.int64, 8)[:] = 5
+        stream = inner.create_stream()
+        with pytest.raises(ahg.InvalidDevicePointer, match="configure_devices replaced"):
+            await stream.launch_kernel(store, 1, 1, (99, outer))
+        with pytest.raises(ahg.InvalidDevicePointer, match="configure_devices replaced"):
+            before_block.instantiate()
+        await stream.synchronize()
+        assert inner.view(mine, np.int64, 8).tolist() == [5] * 8
+        destroy(stream, mine)
+    graph_exec = before_block.instantiate()  # the outer device's own pointer again
+    stream = device.create_stream()
+    await (await graph_exec.launch(stream))
+    await stream.synchronize()
+    assert device.view(outer, np.int64, 8).tolist() == [98] * 8
+    destroy(graph_exec, before_block, stream, outer)
