@@ -91,3 +91,44 @@ async def test_an_outer_blocks_pointer_is_refused_by_a_nested_blocks_device(
     await stream.synchronize()
     assert device.view(outer, np.int64, 8).tolist() == [98] * 8
     destroy(graph_exec, before_block, stream, outer)
+
+
+# -- auto-free-on-launch: a relaunch the legacy null stream orders behind the free -------------
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("free_by", ["free_async", "free node"])
+async def test_a_relaunch_on_the_null_stream_is_ordered_behind_a_blocking_streams_free(
+    device: ahg.Device, free_by: str
+) -> None:
+    """Launch on a blocking stream, free its memory there (held back), relaunch with
+    AUTO_FREE_ON_LAUNCH on the null stream, which the legacy rules order after that free, and
+    free the relaunch's memory on the null stream, with no host wait: HIP's launch, free,
+    launch, free. The relaunch was taken as if unordered with the free (contested), which left
+    no room for a free of its own memory: that free_async was refused ("already being freed").
+    It is taken, as on the launch's own stream, and every free runs."""
+    before = device.memory_info()
+    graph = ahg.Graph()
+    ptr = graph.add_mem_alloc_node(64).params.ptr
+    graph.add_kernel_node(store, 1, 1, (7, ptr), deps=graph.nodes())
+    graph_exec = graph.instantiate(ahg.InstantiateFlags.AUTO_FREE_ON_LAUNCH)
+    freeing = ahg.Graph()
+    freeing.add_mem_free_node(ptr)
+    freeing_exec = freeing.instantiate()
+    stream, null = device.create_stream(), device.null_stream
+    ahead = testing.HeldKernel("ahead of the free")
+    await graph_exec.launch(stream)
+    await ahead.launch(stream)
+    if free_by == "free_async":
+        await stream.free_async(ptr)
+    else:
+        await freeing_exec.launch(stream)
+    await graph_exec.launch(null)  # behind the free: the legacy null stream waits for it
+    await null.free_async(ptr)  # the relaunch's memory
+    ahead.release()
+    await device.synchronize()  # no free failed
+    assert device.graph_mem_attribute(ahg.GraphMemAttribute.UsedMemCurrent) == 0
+    destroy(freeing_exec, freeing, graph_exec, graph, stream)
+    device.graph_mem_trim()
+    assert device.graph_mem_attribute(ahg.GraphMemAttribute.ReservedMemCurrent) == 0
+    assert device.memory_info() == before

@@ -338,9 +338,10 @@ class Launcher:
         may then take one more pending free (for this launch's memory): launch, use,
         ``free_async``, in a loop with no host wait. With ``AUTO_FREE_ON_LAUNCH`` the relaunch
         is taken whatever is pending: a free it is ordered behind (made on its stream since
-        the last launch was taken, wherever that launch ran) gives that room as without the
-        flag; otherwise, while the last launch's memory is still to be freed, the relaunch's
-        own auto-free will free it, and that gives the room (launch, launch, ``free_async``),
+        the last launch was taken, wherever that launch ran, or on a stream the legacy null
+        stream orders it after) gives that room as without the flag; otherwise, while the last
+        launch's memory is still to be freed, the relaunch's own auto-free will free it, and
+        that gives the room (launch, launch, ``free_async``),
         unless a free on another stream (a ``free_async`` or a free node), not ordered with
         the relaunch, is still to free it too: of those two frees the second must find the
         memory gone rather than free the relaunch's, so no room is made until that free ran.
@@ -357,7 +358,7 @@ class Launcher:
                 # The last launch in flight or its memory still there: the free ahead of
                 # this launch (a free node's, or this launch's auto-free) has not run yet.
                 not_run = self.in_flight > 1 or self._committed(ptr)
-                if counted and (not auto_free or by is stream):
+                if counted and (not auto_free or by is stream or _legacy_ordered(by, stream)):
                     memory.allow_another_free(ptr, not_run=not_run)
                 elif counted and memory.contest_latest_free(ptr):
                     # A free on another stream (a free_async or a free node), unordered with
@@ -582,3 +583,14 @@ def _bind_events(bindings: Any, signals: list[Any], device: Device) -> None:
             record = Signal(1)
             signals[binding.index] = record
             binding.node.params.event._recorded(record, device)
+
+
+def _legacy_ordered(by: object, stream: Stream) -> bool:
+    """Whether work enqueued on ``stream`` now is ordered after the work made on ``by`` (a
+    stream) before it by the legacy default-stream rules: one of the two is its device's null
+    stream and the other a blocking stream of the same device (see Stream._implicit_waits)."""
+    if not isinstance(by, Stream) or by._device is not stream._device:
+        return False
+    if by._non_blocking or stream._non_blocking:
+        return False
+    return by._is_null or stream._is_null
