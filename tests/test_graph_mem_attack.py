@@ -132,3 +132,49 @@ async def test_a_relaunch_on_the_null_stream_is_ordered_behind_a_blocking_stream
     device.graph_mem_trim()
     assert device.graph_mem_attribute(ahg.GraphMemAttribute.ReservedMemCurrent) == 0
     assert device.memory_info() == before
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("free_by", ["free_async", "free node"])
+async def test_a_relaunch_on_the_null_stream_behind_a_blocking_streams_free_is_taken(
+    device: ahg.Device, free_by: str
+) -> None:
+    """Without AUTO_FREE_ON_LAUNCH: launch on a blocking stream, free its memory there (held
+    back), relaunch on the null stream, which the legacy rules order after that free. The
+    relaunch was refused ("never freed"), as if the free were on an unordered stream; a
+    non-blocking stream, which the null stream does not wait for, is still refused."""
+    before = device.memory_info()
+    graph = ahg.Graph()
+    ptr = graph.add_mem_alloc_node(64).params.ptr
+    graph.add_kernel_node(store, 1, 1, (7, ptr), deps=graph.nodes())
+    graph_exec = graph.instantiate()
+    freeing = ahg.Graph()
+    freeing.add_mem_free_node(ptr)
+    freeing_exec = freeing.instantiate()
+    stream, null = device.create_stream(), device.null_stream
+    unordered = device.create_stream(non_blocking=True)
+    ahead = testing.HeldKernel("ahead of the free")
+    await graph_exec.launch(stream)
+    await ahead.launch(stream)
+    if free_by == "free_async":
+        held = testing.HeldKernel("ahead of the unordered free")
+        await held.launch(unordered)
+        await unordered.free_async(ptr)
+        with pytest.raises(ahg.InvalidValue, match="never freed"):
+            await graph_exec.launch(null)  # the null stream does not wait for that free
+        held.release()
+        await unordered.synchronize()
+        await graph_exec.launch(stream)
+        await ahead.launch(stream)
+        await stream.free_async(ptr)
+    else:
+        await freeing_exec.launch(stream)
+    await graph_exec.launch(null)  # behind the free: the legacy null stream waits for it
+    await null.free_async(ptr)  # the relaunch's memory
+    ahead.release()
+    await device.synchronize()  # no free failed
+    assert device.graph_mem_attribute(ahg.GraphMemAttribute.UsedMemCurrent) == 0
+    destroy(freeing_exec, freeing, graph_exec, graph, stream, unordered)
+    device.graph_mem_trim()
+    assert device.graph_mem_attribute(ahg.GraphMemAttribute.ReservedMemCurrent) == 0
+    assert device.memory_info() == before

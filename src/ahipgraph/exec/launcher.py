@@ -313,7 +313,9 @@ class Launcher:
         that launch's memory is freed before a launch on ``stream`` commits, whether or not
         the stream has reached the free, as HIP and CUDA count a free from the call. A free
         already counted for an earlier launch (its number noted by :meth:`note_frees`)
-        frees nothing more; a free on another stream orders nothing here.
+        frees nothing more; a free on another stream orders nothing here, unless the legacy
+        null stream orders ``stream`` after it (one of the two is the null stream, the other
+        a blocking stream), as it orders a free after the last launch.
 
         After a last launch on another stream, a ``free_async`` on ``stream`` counts once
         that launch is done and while the free is still to run: it frees that launch's
@@ -323,10 +325,13 @@ class Launcher:
         """
         memory = self.compiled.alloc_memory[ptr]
         number, by = memory.latest_free(ptr)
-        if by is not stream or number <= self.frees_counted.get(ptr, 0):
+        if number <= self.frees_counted.get(ptr, 0):
+            return False
+        if by is not stream and not _legacy_ordered(by, stream):
             return False
         last = self.last_stream
-        if last is not None and last() is stream:
+        last_stream = None if last is None else last()
+        if last_stream is not None and (last_stream is by or _legacy_ordered(last_stream, by)):
             return True
         return not self.in_flight and memory.claim_pending(ptr)
 
@@ -585,11 +590,13 @@ def _bind_events(bindings: Any, signals: list[Any], device: Device) -> None:
             binding.node.params.event._recorded(record, device)
 
 
-def _legacy_ordered(by: object, stream: Stream) -> bool:
-    """Whether work enqueued on ``stream`` now is ordered after the work made on ``by`` (a
-    stream) before it by the legacy default-stream rules: one of the two is its device's null
-    stream and the other a blocking stream of the same device (see Stream._implicit_waits)."""
-    if not isinstance(by, Stream) or by._device is not stream._device:
+def _legacy_ordered(by: object, stream: object) -> bool:
+    """Whether work enqueued on ``stream`` now is ordered after the work made on ``by`` before
+    it by the legacy default-stream rules: both are streams of one device, one of them its
+    null stream and the other a blocking stream (see Stream._implicit_waits)."""
+    if not isinstance(by, Stream) or not isinstance(stream, Stream):
+        return False
+    if by._device is not stream._device:
         return False
     if by._non_blocking or stream._non_blocking:
         return False
