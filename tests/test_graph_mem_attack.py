@@ -6,12 +6,17 @@ Every handle a test makes is given back, and device memory is back where it star
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
 import ahipgraph as ahg
 from ahipgraph import testing
 from cleanup import destroy
+
+# The race checker (``make race``) reports the races some tests make on purpose.
+RACE_CHECK = bool(os.environ.get("AHIPGRAPH_RACE_CHECK"))
 
 
 @ahg.kernel
@@ -134,6 +139,7 @@ async def test_a_relaunch_on_the_null_stream_is_ordered_behind_a_blocking_stream
     assert device.memory_info() == before
 
 
+@pytest.mark.skipif(RACE_CHECK, reason="frees on a stream unordered with the launch on purpose")
 @pytest.mark.asyncio
 @pytest.mark.parametrize("free_by", ["free_async", "free node"])
 async def test_a_relaunch_on_the_null_stream_behind_a_blocking_streams_free_is_taken(
