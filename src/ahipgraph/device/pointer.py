@@ -60,6 +60,19 @@ class PointerOrigin:
         self.replaced = True
         _replacements += 1  # only ever grows: a count noted before never matches again
 
+    def lend(self) -> None:
+        """This memory's device left the devices table for a while (the testing kit's
+        ``fresh_devices`` block lends it, and another device takes its ordinal and
+        addresses): its pointers are refused as a replaced device's are, until
+        :meth:`give_back`."""
+        self.replace()
+
+    def give_back(self) -> None:
+        """This memory's device is back in the devices table: its pointers are its own again."""
+        global _replacements
+        self.replaced = False
+        _replacements += 1
+
 
 UNTRACKED = PointerOrigin()
 """The origin of a pointer made by hand (or unpickled): unknown, so it resolves by ordinal."""

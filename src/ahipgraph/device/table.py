@@ -121,19 +121,26 @@ def take_devices() -> list[DeviceBase]:
     The testing kit lends the table to a block (``fresh_devices``) and puts these back after
     it with :func:`restore_devices`, so a block nested in another (a test using a device
     fixture) leaves the outer block its own devices. An empty table makes device 0 afresh on
-    first use, as at start-up.
+    first use, as at start-up. While out of the table their pointers are refused as kernel
+    arguments, as a replaced device's are (see device/pointer.py): the block's devices reuse
+    their ordinals and addresses.
     """
     with _devices_lock:
         taken = list(_devices)
         _devices.clear()
+    for device in taken:
+        device._memory._origin.lend()
     return taken
 
 
 def restore_devices(devices: Sequence[DeviceBase]) -> None:
-    """Put back devices :func:`take_devices` returned, and retire the ones in the table now."""
+    """Put back devices :func:`take_devices` returned (their pointers their own again), and
+    retire the ones in the table now."""
     with _devices_lock:
         dropped = list(_devices)
         _devices[:] = devices
+    for device in devices:
+        device._memory._origin.give_back()
     for device in dropped:
         device._retire()
 

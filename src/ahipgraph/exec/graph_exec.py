@@ -638,7 +638,9 @@ class GraphExec(DestroyOnExit):
                 executable's own graph, or its topology, node types or a conditional node's
                 bodies differ from the embedded child's (HIP's codes; the whole shape is
                 compared before any node's parameters). InvalidConfiguration: a kernel the
-                executable's device cannot run.
+                executable's device cannot run. InvalidDevicePointer: a kernel node of
+                ``child`` holds a pointer of a device ``configure_devices`` replaced since
+                the node was added (as update).
         """
         setters.set_child_graph_node_params(self._updater, node, child)
 

@@ -313,7 +313,9 @@ class Launcher:
         that launch's memory is freed before a launch on ``stream`` commits, whether or not
         the stream has reached the free, as HIP and CUDA count a free from the call. A free
         already counted for an earlier launch (its number noted by :meth:`note_frees`)
-        frees nothing more; a free on another stream orders nothing here.
+        frees nothing more; a free on another stream orders nothing here, unless the legacy
+        null stream orders ``stream`` after it (one of the two is the null stream, the other
+        a blocking stream), as it orders a free after the last launch.
 
         After a last launch on another stream, a ``free_async`` on ``stream`` counts once
         that launch is done and while the free is still to run: it frees that launch's
@@ -323,10 +325,13 @@ class Launcher:
         """
         memory = self.compiled.alloc_memory[ptr]
         number, by = memory.latest_free(ptr)
-        if by is not stream or number <= self.frees_counted.get(ptr, 0):
+        if number <= self.frees_counted.get(ptr, 0):
+            return False
+        if by is not stream and not _legacy_ordered(by, stream):
             return False
         last = self.last_stream
-        if last is not None and last() is stream:
+        last_stream = None if last is None else last()
+        if last_stream is not None and (last_stream is by or _legacy_ordered(last_stream, by)):
             return True
         return not self.in_flight and memory.claim_pending(ptr)
 
@@ -338,9 +343,10 @@ class Launcher:
         may then take one more pending free (for this launch's memory): launch, use,
         ``free_async``, in a loop with no host wait. With ``AUTO_FREE_ON_LAUNCH`` the relaunch
         is taken whatever is pending: a free it is ordered behind (made on its stream since
-        the last launch was taken, wherever that launch ran) gives that room as without the
-        flag; otherwise, while the last launch's memory is still to be freed, the relaunch's
-        own auto-free will free it, and that gives the room (launch, launch, ``free_async``),
+        the last launch was taken, wherever that launch ran, or on a stream the legacy null
+        stream orders it after) gives that room as without the flag; otherwise, while the last
+        launch's memory is still to be freed, the relaunch's own auto-free will free it, and
+        that gives the room (launch, launch, ``free_async``),
         unless a free on another stream (a ``free_async`` or a free node), not ordered with
         the relaunch, is still to free it too: of those two frees the second must find the
         memory gone rather than free the relaunch's, so no room is made until that free ran.
@@ -357,7 +363,7 @@ class Launcher:
                 # The last launch in flight or its memory still there: the free ahead of
                 # this launch (a free node's, or this launch's auto-free) has not run yet.
                 not_run = self.in_flight > 1 or self._committed(ptr)
-                if counted and (not auto_free or by is stream):
+                if counted and (not auto_free or by is stream or _legacy_ordered(by, stream)):
                     memory.allow_another_free(ptr, not_run=not_run)
                 elif counted and memory.contest_latest_free(ptr):
                     # A free on another stream (a free_async or a free node), unordered with
@@ -582,3 +588,16 @@ def _bind_events(bindings: Any, signals: list[Any], device: Device) -> None:
             record = Signal(1)
             signals[binding.index] = record
             binding.node.params.event._recorded(record, device)
+
+
+def _legacy_ordered(by: object, stream: object) -> bool:
+    """Whether work enqueued on ``stream`` now is ordered after the work made on ``by`` before
+    it by the legacy default-stream rules: both are streams of one device, one of them its
+    null stream and the other a blocking stream (see Stream._implicit_waits)."""
+    if not isinstance(by, Stream) or not isinstance(stream, Stream):
+        return False
+    if by._device is not stream._device:
+        return False
+    if by._non_blocking or stream._non_blocking:
+        return False
+    return by._is_null or stream._is_null

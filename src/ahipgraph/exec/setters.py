@@ -173,6 +173,8 @@ def set_child_graph_node_params(updater: Updater, node: GraphNode, child: Graph)
     child = live_graph(child, "child graph")
     check_not_own_parent(node, child)  # its graph, or the graph that was cloned from: Unknown
     new_copy, new_nodes = snapshot(child)
+    if not new_copy.flat or child._replacements_seen != replacements():
+        check_pointer_origins(_kernel_params(new_copy))  # as update refuses them
     assert exec_node.child is not None
     result, changes = diff_graphs(exec_node.child, new_copy, new_nodes, node, updater.device)
     if result.kind in _SHAPE_CHANGES:  # HIP's validateChildGraphNodeSetParams
