@@ -27,18 +27,13 @@ a **host node** whose function is the operation (a :class:`StreamMemOp`, whose `
 it), which runs the same code when the graph replays: a write stores the word, a wait polls it.
 This keeps the graph's node kinds HIP's own.
 
-<<<<<<< HEAD
-Check order: a null pointer, then the stream (HIP's: a destroyed stream with a null pointer is
-``InvalidValue``), then the flags, then the value and mask, then the word itself (alignment to
-its size, inside live memory).
-=======
 The race checker sees them: an eager one is enqueued through the stream's observed path, and a
 write that stores its word or a wait that sees its condition hold tells the runtime observer
 (``memop_done``), so a wait is ordered after the write that released it.
 
-Check order: a null pointer, then the flags, then the value and mask, then the word itself
-(alignment to its size, inside live memory).
->>>>>>> race4
+Check order: a null pointer, then the stream (HIP's: a destroyed stream with a null pointer is
+``InvalidValue``), then the flags, then the value and mask, then the word itself (alignment to
+its size, inside live memory).
 """
 
 from __future__ import annotations
