@@ -101,7 +101,7 @@ from ..exec.races import ExecRaces
 from ..graph.node_type import NodeType
 from ..runtime import observe
 from ..runtime.params import KernelParams, MemcpyParams
-from ..runtime.stream_memops import StreamMemOp
+from ..runtime.stream_memops import StreamMemOp, condition_met
 from .race_clocks import (
     MAX_PENDING,
     AccessRecord,
@@ -279,6 +279,7 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                 if self.device_hooked:
                     hooks.uninstall(self)
                     self.device_hooked = False
+                self._settle_waits_at_end(self.state)
                 late = self.state.late  # found as waits were released, not yet emitted
                 self.state = CheckerState()
         for made in late:  # to the check ending: the last one on
@@ -1088,6 +1089,30 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
                     st.waits.remove(wait)
                     self._resolve(st, wait, released)
 
+    def _settle_waits_at_end(self, st: CheckerState) -> None:
+        """The last check ends with waits not yet released: nothing will decide the races
+        parked on them once it is off, so each is decided now, as if released by the writes
+        already enqueued that could release it (a pair one of them follows is ordered; a
+        wait no such write follows, one a host write releases later, gives no order): the
+        race is reported once, to the check ending, never lost."""
+        for wait in st.waits:
+            if wait.resolved:
+                continue
+            released: Released | None = None
+            if wait.pending():
+                vc: dict[int, int] = {}
+                for write, clocks in st.memop_writes.values():
+                    if not _may_release(write, wait.memop):
+                        continue
+                    for clock, _, _ in clocks:
+                        for index, count in clock.items():
+                            if count > vc.get(index, 0):
+                                vc[index] = count
+                if vc:
+                    released = (vc, {}, "a write enqueued before the check ended")
+            self._resolve(st, wait, released)
+        st.waits = []
+
     def _releasing_write(self, st: CheckerState, wait: StreamMemOp) -> Released | None:
         """The clock of the write a satisfied wait read: the last ``write_value`` that ran on
         its word (or on a half of it, or on the 64-bit word it is half of) if the word still
@@ -1453,6 +1478,19 @@ class _Checker(observe.RuntimeObserver, hooks.Observer):
 
     def __repr__(self) -> str:
         return f"<RaceChecker active={len(self.stack)}>"
+
+
+def _may_release(write: StreamMemOp, wait: StreamMemOp) -> bool:
+    """Whether ``write``, once stored, may be what releases ``wait``: it writes a part of the
+    waited word and, when it writes the whole word, a value that meets the condition."""
+    if write.ptr.device != wait.ptr.device:
+        return False
+    start, end = write.ptr.address, write.ptr.address + write.bits // 8
+    if not (start < wait.ptr.address + wait.bits // 8 and wait.ptr.address < end):
+        return False
+    if start == wait.ptr.address and write.bits == wait.bits and wait.flag is not None:
+        return condition_met(write.value, wait.value, wait.flag, wait.mask, wait.bits)
+    return True
 
 
 def _captured_wait(node: Any) -> StreamMemOp | None:
