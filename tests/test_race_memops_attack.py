@@ -3,6 +3,7 @@ behind a wait still pending as the last check ends."""
 
 from __future__ import annotations
 
+import os
 import warnings
 
 import numpy as np
@@ -10,6 +11,10 @@ import pytest
 
 import ahipgraph as ahg
 from cleanup import destroy
+
+# Under ``make race`` a check spans the whole run, so a test's own check is never the last to
+# end: what these tests pin happens only as the last check ends.
+RACE_CHECK = bool(os.environ.get("AHIPGRAPH_RACE_CHECK"))
 
 F = ahg.StreamWaitFlag
 
@@ -28,6 +33,7 @@ def _streams(device: ahg.Device) -> tuple[ahg.Stream, ahg.Stream]:
     return device.create_stream(non_blocking=True), device.create_stream(non_blocking=True)
 
 
+@pytest.mark.skipif(RACE_CHECK, reason="pins what the last check to end does")
 @pytest.mark.asyncio
 async def test_a_race_held_by_a_wait_still_pending_as_the_check_ends_is_reported_once(
     device: ahg.Device,
@@ -48,6 +54,7 @@ async def test_a_race_held_by_a_wait_still_pending_as_the_check_ends_is_reported
     destroy(x, flag, out, a, b)
 
 
+@pytest.mark.skipif(RACE_CHECK, reason="pins what the last check to end does")
 @pytest.mark.asyncio
 async def test_a_handshake_whose_write_is_enqueued_as_the_check_ends_is_not_reported(
     device: ahg.Device,
