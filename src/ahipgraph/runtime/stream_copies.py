@@ -208,11 +208,8 @@ class StreamCopyMixin:
                 pitch above the device's ``max_pitch``, a region out of bounds.
             InvalidPitchValue: a pitch below ``width``. InvalidMemcpyDirection: a bad kind.
         """
-        device = self._stream_device()
         return self._enqueue_copy(
-            lambda: pitched_2d_params(
-                dst, dst_pitch, src, src_pitch, width, height, kind, device=device
-            )
+            lambda: self._memcpy_2d_params(dst, dst_pitch, src, src_pitch, width, height, kind)
         )
 
     def _memcpy_2d_params(
@@ -260,10 +257,9 @@ class StreamCopyMixin:
 
         Raises: as :meth:`memcpy_2d`, and InvalidValue for a slice height below the height.
         """
-        device = self._stream_device()
         return self._enqueue_copy(
-            lambda: PitchedCopyParams.make_pitched(
-                dst, src, extent, dst_pos=dst_pos, src_pos=src_pos, kind=kind, device=device
+            lambda: self._memcpy_3d_params(
+                dst, src, extent, dst_pos=dst_pos, src_pos=src_pos, kind=kind
             )
         )
 
