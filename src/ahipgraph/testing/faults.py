@@ -92,47 +92,27 @@ def _kernel_name(op: Op) -> str | None:
     return op.kernel.name if isinstance(op, KernelOp) else None
 
 
-class KernelFault(hooks.Observer, NoCopy):
-    """Fails matching kernel dispatches; see :func:`fail_kernels`."""
+class _CountedFault(hooks.Observer, NoCopy):
+    """What every injected fault counts: how many more matching operations it fails, and how
+    many it has failed. Operations of devices on several threads (loops) ask at once, so the
+    check of what is left and its decrement are one step under a lock, or two of them could
+    take the last one. Read-only: ``remaining`` set to a str failed the next matching
+    operation with a TypeError from inside the hook."""
 
-    def __init__(self, count: int | None, name: str | None) -> None:
-        count = _optional_count("count", count)
-        _check_name(name)
-        if name == "":
-            # A kernel's name is never empty (an empty name= falls back to the function's).
-            raise ValueError("name must not be empty: no kernel is named ''")
+    def __init__(self, count: int | None) -> None:
         self._remaining = count
-        self._name = name
         self._hits = 0
-        # Kernels of devices on several threads (loops) ask at once: the check of what is left
-        # and its decrement are one step, or two of them could take the last one.
         self._lock = threading.Lock()
-
-    # What the fault matches and how far it got change only as it fires: ``remaining`` set to
-    # a str failed the next kernel dispatch with a TypeError from inside the hook, and
-    # ``name`` set to None faulted every kernel of the block instead of the one named.
-
-    @property
-    def name(self) -> str | None:
-        """Only kernels with this name fail (None: every kernel)."""
-        return self._name
 
     @property
     def remaining(self) -> int | None:
-        """How many more matching dispatches fail (None: every one in the block)."""
+        """How many more matching operations fail (None: every one in the block)."""
         return self._remaining
 
     @property
     def hits(self) -> int:
-        """How many dispatches it failed."""
+        """How many operations it failed."""
         return self._hits
-
-    def _wanted(self, op: Op) -> str | None:
-        """The name of ``op``'s kernel if the filter matches it (nothing taken yet)."""
-        kernel = _kernel_name(op)
-        if kernel is None or (self._name is not None and kernel != self._name):
-            return None
-        return kernel
 
     def _take_locked(self) -> bool:
         """Take one of what is left (the lock held); False once none is."""
@@ -143,12 +123,44 @@ class KernelFault(hooks.Observer, NoCopy):
         self._hits += 1
         return True
 
+    def _take(self) -> bool:
+        """Take one of what is left; False once none is."""
+        with self._lock:
+            return self._take_locked()
+
+
+class KernelFault(_CountedFault):
+    """Fails matching kernel dispatches; see :func:`fail_kernels`."""
+
+    def __init__(self, count: int | None, name: str | None) -> None:
+        count = _optional_count("count", count)
+        _check_name(name)
+        if name == "":
+            # A kernel's name is never empty (an empty name= falls back to the function's).
+            raise ValueError("name must not be empty: no kernel is named ''")
+        super().__init__(count)
+        self._name = name
+
+    # What the fault matches changes never: ``name`` set to None faulted every kernel of the
+    # block instead of the one named.
+
+    @property
+    def name(self) -> str | None:
+        """Only kernels with this name fail (None: every kernel)."""
+        return self._name
+
+    def _wanted(self, op: Op) -> str | None:
+        """The name of ``op``'s kernel if the filter matches it (nothing taken yet)."""
+        kernel = _kernel_name(op)
+        if kernel is None or (self._name is not None and kernel != self._name):
+            return None
+        return kernel
+
     def _matches(self, op: Op) -> str | None:
         kernel = self._wanted(op)
         if kernel is None:
             return None
-        with self._lock:
-            return kernel if self._take_locked() else None
+        return kernel if self._take() else None
 
     def op_starting(self, program: Program, op: Op) -> Any:
         kernel = self._matches(op)
@@ -239,7 +251,7 @@ def _fail_hang(future: asyncio.Future[None]) -> None:
         future.set_exception(InjectedFault("hung kernel cancelled"))
 
 
-class AllocationFault(hooks.Observer, NoCopy):
+class AllocationFault(_CountedFault):
     """Refuses matching device allocations; see :func:`fail_allocations`."""
 
     def __init__(self, count: int | None, device: int | None, nbytes: int | None) -> None:
@@ -251,13 +263,11 @@ class AllocationFault(hooks.Observer, NoCopy):
             raise InvalidDevice(
                 f"device {device} does not exist ({table.device_count()} configured)"
             )
-        self._remaining = count
+        # Each device's allocator lock covers its own allocations only: what is left is taken
+        # under the fault's own lock (see _CountedFault).
+        super().__init__(count)
         self._device = device
         self._nbytes = nbytes
-        self._hits = 0
-        # Allocations of devices on several threads ask at once (each device's allocator lock
-        # covers its own only): what is left is checked and taken in one step.
-        self._lock = threading.Lock()
 
     # Read-only, as a KernelFault's are: ``device`` set to "0" (a str) never matched an
     # ordinal, so the allocations the test meant to fail succeeded.
@@ -272,28 +282,14 @@ class AllocationFault(hooks.Observer, NoCopy):
         """Only allocations of exactly this many bytes fail (None: any size)."""
         return self._nbytes
 
-    @property
-    def remaining(self) -> int | None:
-        """How many more matching allocations fail (None: every one in the block)."""
-        return self._remaining
-
-    @property
-    def hits(self) -> int:
-        """How many allocations it refused."""
-        return self._hits
-
     def allocating(self, memory: DeviceMemory, nbytes: int) -> None:
         # Called with the allocator's lock held: read nothing from ``memory`` but plain fields.
         if self._device is not None and memory._ordinal != self._device:
             return
         if self._nbytes is not None and nbytes != self._nbytes:
             return
-        with self._lock:
-            if self._remaining is not None:
-                if self._remaining <= 0:
-                    return
-                self._remaining -= 1
-            self._hits += 1
+        if not self._take():
+            return
         raise OutOfMemory(
             f"device {memory._ordinal}: injected fault refused an allocation of {nbytes} bytes"
         )
